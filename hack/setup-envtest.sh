@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Builds the envtest control plane (kube-apiserver + etcd) from the Go module
+# proxy into bin/k8s/, without downloading any prebuilt binary.
+#
+#   hack/setup-envtest.sh            build if missing or of another version
+#   KUBE_VERSION=v1.37.2 ETCD_VERSION=v3.7.3 hack/setup-envtest.sh
+#
+# kube-apiserver comes from k8s.io/kubernetes, whose go.mod points every
+# staging module (k8s.io/api, k8s.io/client-go, ...) at ./staging; as a
+# dependency those replace lines must point at the matching v0.x releases,
+# which this script derives from the kubernetes go.mod itself. The build runs
+# in a throwaway module under bin/k8s/build so it never touches Strata's go.mod.
+set -euo pipefail
+
+KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
+ETCD_VERSION=${ETCD_VERSION:-v3.7.3}
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${ENVTEST_DIR:-$root/bin/k8s}
+stamp="$out/.versions"
+want="kube-apiserver=$KUBE_VERSION etcd=$ETCD_VERSION"
+
+if [[ -x $out/kube-apiserver && -x $out/etcd && -f $stamp && "$(cat "$stamp")" == "$want" ]]; then
+  echo "envtest binaries present in $out ($want)"
+  exit 0
+fi
+mkdir -p "$out"
+export GOFLAGS=-mod=mod
+staging_version="v0.${KUBE_VERSION#v1.}"
+
+build_apiserver() {
+  local dir="$out/build/apiserver"
+  rm -rf "$dir" && mkdir -p "$dir"
+  cd "$dir"
+  local gomod
+  gomod=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  {
+    echo "module strata.local/envtest-apiserver"
+    echo
+    echo "go $(go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/')"
+    echo
+    echo "require k8s.io/kubernetes $KUBE_VERSION"
+    echo
+    echo "replace ("
+    sed -n "s#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/src/.*#\t\1 => \1 $staging_version#p" "$gomod"
+    echo ")"
+  } > go.mod
+  cat > tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+GO
+  go mod tidy -e >/dev/null 2>&1 || true
+  local minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
+  local pkg=k8s.io/component-base/version
+  go build -trimpath -o "$out/kube-apiserver" \
+    -ldflags "-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean" \
+    k8s.io/kubernetes/cmd/kube-apiserver
+}
+
+build_etcd() {
+  local dir="$out/build/etcd"
+  rm -rf "$dir" && mkdir -p "$dir"
+  cd "$dir"
+  cat > go.mod <<GOMOD
+module strata.local/envtest-etcd
+
+go $(go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/')
+
+require go.etcd.io/etcd/server/v3 $ETCD_VERSION
+GOMOD
+  cat > main.go <<'GO'
+// Command etcd is etcd's own main, built from the module proxy.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+  go mod tidy >/dev/null
+  go build -trimpath -ldflags "-s -w" -o "$out/etcd" .
+}
+
+echo "building etcd $ETCD_VERSION into $out"
+build_etcd
+echo "building kube-apiserver $KUBE_VERSION into $out (takes several minutes)"
+build_apiserver
+rm -rf "$out/build"
+echo "$want" > "$stamp"
+"$out/kube-apiserver" --version
+"$out/etcd" --version | head -1
