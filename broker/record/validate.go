@@ -1,0 +1,309 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+)
+
+// Validate splits the record set of a Produce request into batches and
+// validates each one as a producer sent it: length framing, magic 2,
+// CRC-32C, LastOffsetDelta == NumRecords-1, NumRecords > 0, a known codec,
+// no control batch, and every record (decompressing as needed) with offset
+// deltas 0..n-1 and consistent lengths. A batch larger than maxBatchBytes
+// fails with ErrTooLarge (maxBatchBytes <= 0 means no limit).
+//
+// The returned batches alias records; the log stamps offsets into them in
+// place.
+func Validate(records []byte, maxBatchBytes int) ([]Batch, error) {
+	if len(records) == 0 {
+		return nil, fmt.Errorf("%w: empty record set", ErrInvalidRecord)
+	}
+	var batches []Batch
+	for pos := 0; pos < len(records); {
+		size, err := CheckFrame(records[pos:])
+		if err != nil {
+			return nil, fmt.Errorf("batch %d at byte %d: %w", len(batches), pos, err)
+		}
+		b := Batch(records[pos : pos+size : pos+size])
+		if maxBatchBytes > 0 && size > maxBatchBytes {
+			return nil, fmt.Errorf("batch %d at byte %d: %w: %d bytes, limit %d", len(batches), pos, ErrTooLarge, size, maxBatchBytes)
+		}
+		if err := validateBatch(b); err != nil {
+			return nil, fmt.Errorf("batch %d at byte %d: %w", len(batches), pos, err)
+		}
+		batches = append(batches, b)
+		pos += size
+	}
+	return batches, nil
+}
+
+// validateBatch checks a framed, CRC-checked batch's header and records.
+func validateBatch(b Batch) error {
+	h := b.Header()
+	if h.Attributes&^knownAttributeBits != 0 {
+		return fmt.Errorf("%w: unknown attribute bits %#x", ErrInvalidRecord, h.Attributes)
+	}
+	if h.Codec() > Zstd {
+		return fmt.Errorf("%w: %v", ErrUnsupportedCodec, h.Codec())
+	}
+	if h.NumRecords <= 0 {
+		return fmt.Errorf("%w: batch has %d records", ErrInvalidRecord, h.NumRecords)
+	}
+	if h.LastOffsetDelta != h.NumRecords-1 {
+		return fmt.Errorf("%w: last offset delta %d does not match %d records", ErrInvalidRecord, h.LastOffsetDelta, h.NumRecords)
+	}
+	if h.IsControl() {
+		return fmt.Errorf("%w: clients may not write control batches", ErrInvalidRecord)
+	}
+	return walkRecords(b, h, nil)
+}
+
+// walkRecords walks the records of b and checks their framing. With visit
+// non-nil it decodes each record (copying key, value and headers) and hands
+// it over.
+func walkRecords(b Batch, h Header, visit func(Record) error) error {
+	src, done, err := openPayload(h.Codec(), b[BatchHeaderSize:])
+	if err != nil {
+		return err
+	}
+	defer done()
+	w := walker{r: src}
+	for i := int32(0); i < h.NumRecords; i++ {
+		rec, err := w.record(i, visit != nil)
+		if err != nil {
+			return fmt.Errorf("record %d: %w", i, classify(err))
+		}
+		if visit != nil {
+			if err := visit(rec); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := src.ReadByte(); err == nil {
+		return fmt.Errorf("%w: bytes left after %d records", ErrInvalidRecord, h.NumRecords)
+	} else if !errors.Is(err, io.EOF) {
+		return fmt.Errorf("after %d records: %w", h.NumRecords, classify(err))
+	}
+	return nil
+}
+
+// classify maps errors from walking records to sentinel errors: running out
+// of bytes means the records are shorter than they claim (invalid record),
+// a decompressor failure means the payload is corrupt.
+func classify(err error) error {
+	switch {
+	case errors.Is(err, ErrInvalidRecord), errors.Is(err, ErrCorrupt):
+		return err
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: records end early", ErrInvalidRecord)
+	}
+	return fmt.Errorf("%w: %w", ErrCorrupt, err)
+}
+
+// Record is one decoded record of a batch.
+type Record struct {
+	Attributes     int8
+	TimestampDelta int64
+	OffsetDelta    int32
+	Key            []byte // nil for a null key
+	Value          []byte // nil for a null value
+	Headers        []RecordHeader
+}
+
+// RecordHeader is a record header.
+type RecordHeader struct {
+	Key   string
+	Value []byte
+}
+
+// Records decodes every record of a batch, decompressing it. It validates
+// the batch frame and records as Validate does (without the control batch
+// rule), so it is safe on untrusted bytes.
+func Records(b Batch) ([]Record, error) {
+	size, err := CheckFrame(b)
+	if err != nil {
+		return nil, err
+	}
+	b = b[:size]
+	h := b.Header()
+	if h.Codec() > Zstd {
+		return nil, fmt.Errorf("%w: %v", ErrUnsupportedCodec, h.Codec())
+	}
+	if h.NumRecords < 0 || int64(h.NumRecords) > int64(len(b)) {
+		return nil, fmt.Errorf("%w: batch claims %d records", ErrInvalidRecord, h.NumRecords)
+	}
+	var recs []Record
+	err = walkRecords(b, h, func(r Record) error { recs = append(recs, r); return nil })
+	return recs, err
+}
+
+// byteSource is what the record walker reads from: a bufio.Reader over a
+// decompressor or a sliceReader.
+type byteSource interface {
+	io.Reader
+	io.ByteReader
+	Discard(n int) (int, error)
+}
+
+// walker reads varint-framed records and counts the bytes it consumed.
+type walker struct {
+	r byteSource
+	n int64
+}
+
+func (w *walker) ReadByte() (byte, error) {
+	c, err := w.r.ReadByte()
+	if err == nil {
+		w.n++
+	}
+	return c, err
+}
+
+// varint reads a zigzag varint as Kafka writes them; out-of-range values
+// are invalid records.
+func (w *walker) varint(what string, lo, hi int64) (int64, error) {
+	v, err := readVarint(w)
+	if err != nil {
+		return 0, err
+	}
+	if v < lo || v > hi {
+		return 0, fmt.Errorf("%w: %s %d out of range [%d, %d]", ErrInvalidRecord, what, v, lo, hi)
+	}
+	return v, nil
+}
+
+func readVarint(r io.ByteReader) (int64, error) {
+	var ux uint64
+	for shift := uint(0); shift < 64; shift += 7 {
+		c, err := r.ReadByte()
+		if err != nil {
+			return 0, err
+		}
+		ux |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return int64(ux>>1) ^ -int64(ux&1), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: varint overflows 64 bits", ErrInvalidRecord)
+}
+
+// bytes reads or skips a length-prefixed field. A length of -1 is null
+// when nullable.
+func (w *walker) bytes(what string, nullable, keep bool) ([]byte, error) {
+	lo := int64(0)
+	if nullable {
+		lo = -1
+	}
+	n, err := w.varint(what+" length", lo, math.MaxInt32)
+	if err != nil || n < 0 {
+		return nil, err
+	}
+	if keep {
+		buf := make([]byte, 0, min(n, 1<<20))
+		for int64(len(buf)) < n {
+			chunk := min(n-int64(len(buf)), 1<<20)
+			buf = append(buf, make([]byte, chunk)...)
+			k, err := io.ReadFull(w.r, buf[len(buf)-int(chunk):])
+			w.n += int64(k)
+			if err != nil {
+				return nil, err
+			}
+		}
+		return buf, nil
+	}
+	k, err := w.r.Discard(int(n))
+	w.n += int64(k)
+	return nil, err
+}
+
+// record reads record number i. Its offset delta must be i and its fields
+// must fill exactly the length it declares.
+func (w *walker) record(i int32, keep bool) (Record, error) {
+	var rec Record
+	length, err := w.varint("record length", 0, math.MaxInt32)
+	if err != nil {
+		return rec, err
+	}
+	start := w.n
+	attrs, err := w.ReadByte()
+	if err != nil {
+		return rec, err
+	}
+	rec.Attributes = int8(attrs)
+	if rec.TimestampDelta, err = readVarint(w); err != nil {
+		return rec, err
+	}
+	od, err := w.varint("offset delta", math.MinInt32, math.MaxInt32)
+	if err != nil {
+		return rec, err
+	}
+	if od != int64(i) {
+		return rec, fmt.Errorf("%w: offset delta %d, expected %d", ErrInvalidRecord, od, i)
+	}
+	rec.OffsetDelta = int32(od)
+	if rec.Key, err = w.bytes("key", true, keep); err != nil {
+		return rec, err
+	}
+	if rec.Value, err = w.bytes("value", true, keep); err != nil {
+		return rec, err
+	}
+	nh, err := w.varint("header count", 0, math.MaxInt32)
+	if err != nil {
+		return rec, err
+	}
+	for j := int64(0); j < nh; j++ {
+		if w.n-start > length {
+			break // reported below; stops a huge count from looping
+		}
+		k, err := w.bytes("header key", false, keep)
+		if err != nil {
+			return rec, err
+		}
+		v, err := w.bytes("header value", true, keep)
+		if err != nil {
+			return rec, err
+		}
+		if keep {
+			rec.Headers = append(rec.Headers, RecordHeader{Key: string(k), Value: v})
+		}
+	}
+	if got := w.n - start; got != length {
+		return rec, fmt.Errorf("%w: record declares %d bytes, its fields take %d", ErrInvalidRecord, length, got)
+	}
+	return rec, nil
+}
+
+// sliceReader is a byteSource over uncompressed records.
+type sliceReader struct {
+	b []byte
+}
+
+func (s *sliceReader) Read(p []byte) (int, error) {
+	if len(s.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, s.b)
+	s.b = s.b[n:]
+	return n, nil
+}
+
+func (s *sliceReader) ReadByte() (byte, error) {
+	if len(s.b) == 0 {
+		return 0, io.EOF
+	}
+	c := s.b[0]
+	s.b = s.b[1:]
+	return c, nil
+}
+
+func (s *sliceReader) Discard(n int) (int, error) {
+	if n > len(s.b) {
+		k := len(s.b)
+		s.b = nil
+		return k, io.ErrUnexpectedEOF
+	}
+	s.b = s.b[n:]
+	return n, nil
+}
