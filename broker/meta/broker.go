@@ -1,0 +1,83 @@
+package meta
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// Registration is a live broker registration: the broker's record, bound to
+// an etcd lease that a session keeps alive. When the broker stops renewing
+// (crash, partition from etcd) the lease expires, etcd deletes the record,
+// and the controller reacts.
+type Registration struct {
+	store   *Store
+	session *concurrency.Session
+	info    BrokerInfo
+}
+
+// RegisterBroker registers info under a new lease with the given TTL (etcd
+// rounds to whole seconds, minimum 1s) and keeps it alive until Close or
+// until the lease is lost. It fails with ErrBrokerIDInUse while another
+// registration of the same ID is alive.
+func (s *Store) RegisterBroker(ctx context.Context, info BrokerInfo, ttl time.Duration) (*Registration, error) {
+	if info.ID < 0 {
+		return nil, fmt.Errorf("register broker: negative ID %d", info.ID)
+	}
+	seconds := max(int(ttl.Round(time.Second)/time.Second), 1)
+	// The session's keepalive runs on its own context, not ctx: ctx bounds
+	// only this call.
+	session, err := concurrency.NewSession(s.client, concurrency.WithTTL(seconds))
+	if err != nil {
+		return nil, fmt.Errorf("register broker %d: lease: %w", info.ID, err)
+	}
+	key := s.keys.broker(info.ID)
+	resp, err := s.commit(ctx, fmt.Sprintf("register broker %d", info.ID),
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(key, encode(info), clientv3.WithLease(session.Lease()))})
+	if err != nil {
+		session.Close()
+		return nil, fmt.Errorf("register broker %d: %w", info.ID, err)
+	}
+	if !resp.Succeeded {
+		session.Close()
+		return nil, fmt.Errorf("%w: broker %d", ErrBrokerIDInUse, info.ID)
+	}
+	info.Epoch = resp.Header.Revision
+	logr.FromContextOrDiscard(ctx).Info("registered broker", "broker", info.ID, "zone", info.Zone, "epoch", info.Epoch, "lease", session.Lease())
+	return &Registration{store: s, session: session, info: info}, nil
+}
+
+// Info returns the registered record, with its Epoch.
+func (r *Registration) Info() BrokerInfo { return r.info }
+
+// Lease returns the etcd lease the registration is bound to.
+func (r *Registration) Lease() clientv3.LeaseID { return r.session.Lease() }
+
+// Done is closed when the lease is lost (expired, revoked) or the
+// registration closed. The broker must then stop acting as leader of
+// anything and register again.
+func (r *Registration) Done() <-chan struct{} { return r.session.Done() }
+
+// Close deregisters the broker: it deletes the record and bumps the
+// metadata version in one transaction (so that watchers see a versioned
+// change, which a lease expiry is not), then revokes the lease.
+func (r *Registration) Close(ctx context.Context) error {
+	key := r.store.keys.broker(r.info.ID)
+	_, err := r.store.commit(ctx, fmt.Sprintf("deregister broker %d", r.info.ID),
+		[]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(key), "=", r.session.Lease())},
+		[]clientv3.Op{clientv3.OpDelete(key)})
+	// Revoking the lease removes the record anyway; report the first error.
+	cerr := r.session.Close()
+	if err != nil {
+		return fmt.Errorf("deregister broker %d: %w", r.info.ID, err)
+	}
+	if cerr != nil {
+		return fmt.Errorf("deregister broker %d: revoke lease: %w", r.info.ID, cerr)
+	}
+	return nil
+}

@@ -1,0 +1,261 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// ControllerOptions tunes the controller.
+type ControllerOptions struct {
+	// UncleanLeaderElection is the cluster default for topics that do not set
+	// unclean.leader.election.enable: elect a live out-of-sync replica when
+	// no ISR member is alive (availability over durability). Default false.
+	UncleanLeaderElection bool
+}
+
+// Controller campaigns for the controller role with the broker's
+// registration lease (so losing the broker loses the role) and, while it
+// holds it, keeps every partition led by a live ISR member.
+//
+// Every write it makes is fenced: the transaction also compares its
+// election key's create revision, so a controller that lost the role (its
+// lease expired while it was paused) cannot overwrite its successor's work.
+type Controller struct {
+	store *Store
+	reg   *Registration
+	opts  ControllerOptions
+
+	mu      sync.Mutex
+	leading *leadership // nil when not the controller
+}
+
+// leadership is one term as controller.
+type leadership struct {
+	election *concurrency.Election
+	fence    clientv3.Cmp
+}
+
+// NewController returns a controller for the registered broker. Run it.
+func (s *Store) NewController(reg *Registration, opts ControllerOptions) *Controller {
+	return &Controller{store: s, reg: reg, opts: opts}
+}
+
+// IsController reports whether this broker currently holds the role.
+func (c *Controller) IsController() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leading != nil
+}
+
+// Run campaigns and, when elected, controls until ctx ends (returns nil) or
+// the registration's lease is lost (returns ErrSessionLost: register again
+// and run a new Controller). Failures inside a term (lost fencing, a broken
+// watch) end the term and Run campaigns again.
+func (c *Controller) Run(ctx context.Context) error {
+	log := logr.FromContextOrDiscard(ctx).WithName("controller").WithValues("broker", c.reg.info.ID)
+	ctx = logr.NewContext(ctx, log)
+	// End the term's context when the session dies: Campaign and the watch
+	// would otherwise not notice.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-c.reg.Done():
+			cancel(ErrSessionLost)
+		case <-ctx.Done():
+		}
+	}()
+	backoff := newBackoff(50*time.Millisecond, 5*time.Second)
+	for {
+		election := concurrency.NewElection(c.reg.session, c.store.keys.controller())
+		err := election.Campaign(ctx, strconv.Itoa(int(c.reg.info.ID)))
+		if err == nil {
+			backoff.reset()
+			err = c.lead(ctx, election)
+		}
+		if cause := context.Cause(ctx); cause != nil {
+			if errors.Is(cause, ErrSessionLost) {
+				log.Info("lost the etcd session; no longer campaigning")
+				return ErrSessionLost
+			}
+			c.resign(election)
+			return nil
+		}
+		log.Error(err, "controller term ended; campaigning again")
+		c.resign(election)
+		if !backoff.wait(ctx) {
+			continue // the loop head reports why ctx ended
+		}
+	}
+}
+
+// resign gives the role up promptly on a clean stop, so that another broker
+// takes over without waiting for the lease to expire.
+func (c *Controller) resign(election *concurrency.Election) {
+	select {
+	case <-c.reg.Done():
+		return
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = election.Resign(ctx) // best effort: the lease ends the role anyway
+}
+
+// lead runs one term: follow the metadata and reconcile every snapshot.
+func (c *Controller) lead(ctx context.Context, election *concurrency.Election) error {
+	log := logr.FromContextOrDiscard(ctx)
+	term := &leadership{
+		election: election,
+		fence:    clientv3.Compare(clientv3.CreateRevision(election.Key()), "=", election.Rev()),
+	}
+	c.mu.Lock()
+	c.leading = term
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.leading = nil
+		c.mu.Unlock()
+	}()
+	log.Info("became controller", "electionRevision", election.Rev())
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for st := range c.store.Watch(ctx) {
+		if err := c.reconcile(ctx, term, st); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// errFenced: a write failed because this broker no longer holds the role.
+var errFenced = fmt.Errorf("%w: election key gone", ErrNotController)
+
+// reconcile brings every partition of st to the state reconcilePartition
+// wants. A lost compare-and-swap is skipped: the watch delivers the newer
+// state and the next pass decides again.
+func (c *Controller) reconcile(ctx context.Context, term *leadership, st *ClusterState) error {
+	log := logr.FromContextOrDiscard(ctx)
+	for _, tp := range st.SortedPartitions() {
+		cur := st.Partitions[tp]
+		next, changed := reconcilePartition(cur, st.Live, c.unclean(st, tp.Topic))
+		if !changed {
+			continue
+		}
+		ok, err := c.store.casPartition(ctx, term, tp, st.partitionRevs[tp], next, "controller: "+describe(cur, next))
+		if err != nil {
+			return err
+		}
+		if ok {
+			log.Info("partition state changed", "partition", tp.String(), "change", describe(cur, next),
+				"leader", next.Leader, "leaderEpoch", next.LeaderEpoch, "isr", next.ISR)
+		}
+	}
+	return nil
+}
+
+func (c *Controller) unclean(st *ClusterState, topic string) bool {
+	if v, ok := st.Topics[topic].Config[ConfigUncleanLeaderElection]; ok {
+		b, err := strconv.ParseBool(v)
+		return err == nil && b
+	}
+	return c.opts.UncleanLeaderElection
+}
+
+func describe(cur, next PartitionState) string {
+	switch {
+	case next.Leader == NoLeader && cur.Leader != NoLeader:
+		return fmt.Sprintf("offline (leader %d lost, no live ISR member in %v)", cur.Leader, cur.ISR)
+	case next.Leader != cur.Leader:
+		return fmt.Sprintf("leader %d -> %d", cur.Leader, next.Leader)
+	default:
+		return fmt.Sprintf("isr %v -> %v", cur.ISR, next.ISR)
+	}
+}
+
+// casPartition writes next if the partition's ModRevision is still rev and
+// the term's fence holds. It reports false when the partition changed; a
+// lost fence is errFenced.
+func (s *Store) casPartition(ctx context.Context, term *leadership, tp TopicPartition, rev int64, next PartitionState, reason string) (bool, error) {
+	resp, err := s.commit(ctx, reason,
+		[]clientv3.Cmp{term.fence, clientv3.Compare(clientv3.ModRevision(s.keys.partition(tp)), "=", rev)},
+		[]clientv3.Op{clientv3.OpPut(s.keys.partition(tp), encode(next))},
+		clientv3.OpGet(term.election.Key()))
+	if err != nil {
+		return false, err
+	}
+	if resp.Succeeded {
+		return true, nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 || kvs[0].CreateRevision != term.election.Rev() {
+		return false, errFenced
+	}
+	return false, nil
+}
+
+// PreferredLeaderElection moves leadership of the given partitions (all
+// partitions when nil) to their preferred replica where it is alive, in the
+// ISR and not already leading: Kafka's ElectLeaders with type PREFERRED.
+// The per-partition result is nil (moved), ErrElectionNotNeeded,
+// ErrPreferredLeaderNotAvailable, ErrUnknownTopic or ErrStaleState. The
+// call fails with ErrNotController unless this broker holds the role.
+func (c *Controller) PreferredLeaderElection(ctx context.Context, partitions []TopicPartition) (map[TopicPartition]error, error) {
+	c.mu.Lock()
+	term := c.leading
+	c.mu.Unlock()
+	if term == nil {
+		return nil, ErrNotController
+	}
+	results := make(map[TopicPartition]error, len(partitions))
+	for attempt := 0; attempt < casAttempts; attempt++ {
+		st, err := c.store.Snapshot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		todo := partitions
+		if todo == nil {
+			todo = st.SortedPartitions()
+		}
+		retry := todo[:0:0]
+		for _, tp := range todo {
+			if err, done := results[tp]; done && !errors.Is(err, ErrStaleState) {
+				continue
+			}
+			cur, ok := st.Partitions[tp]
+			if !ok {
+				results[tp] = fmt.Errorf("%w: %s", ErrUnknownTopic, tp)
+				continue
+			}
+			next, err := preferredLeader(cur, st.Live)
+			if err != nil {
+				results[tp] = err
+				continue
+			}
+			ok, err = c.store.casPartition(ctx, term, tp, st.partitionRevs[tp], next, "preferred leader election: "+describe(cur, next))
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				results[tp] = nil
+				logr.FromContextOrDiscard(ctx).Info("preferred leader elected", "partition", tp.String(), "leader", next.Leader, "leaderEpoch", next.LeaderEpoch)
+				continue
+			}
+			results[tp] = fmt.Errorf("%w: %s changed during the election", ErrStaleState, tp)
+			retry = append(retry, tp)
+		}
+		if len(retry) == 0 {
+			break
+		}
+		partitions = retry
+	}
+	return results, nil
+}

@@ -1,0 +1,107 @@
+package meta
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// keys builds the etcd keys of one cluster. Everything the watcher follows
+// lives under root; consumer offsets (write-heavy, not watched) live beside
+// it under offsets/ so that commits do not wake every broker.
+//
+//	/strata/<cluster>/meta/version                     metadata version (the key's etcd version)
+//	/strata/<cluster>/meta/brokers/<id>                BrokerInfo JSON, bound to the broker's lease
+//	/strata/<cluster>/meta/topics/<name>               TopicInfo JSON
+//	/strata/<cluster>/meta/partitions/<name>/<p>       PartitionState JSON
+//	/strata/<cluster>/meta/controller/<lease>          election candidates (value: broker ID)
+//	/strata/<cluster>/offsets/...                      consumer group offsets
+type keys struct {
+	root    string // /strata/<cluster>/meta/
+	offsets string // /strata/<cluster>/offsets/
+}
+
+func newKeys(cluster string) (keys, error) {
+	if cluster == "" || strings.ContainsAny(cluster, "/ \t\n") {
+		return keys{}, fmt.Errorf("cluster name %q: must be non-empty without '/' or spaces", cluster)
+	}
+	base := "/strata/" + cluster + "/"
+	return keys{root: base + "meta/", offsets: base + "offsets/"}, nil
+}
+
+func (k keys) version() string              { return k.root + "version" }
+func (k keys) brokers() string              { return k.root + "brokers/" }
+func (k keys) broker(id int32) string       { return k.brokers() + strconv.Itoa(int(id)) }
+func (k keys) topics() string               { return k.root + "topics/" }
+func (k keys) topic(name string) string     { return k.topics() + name }
+func (k keys) partitions() string           { return k.root + "partitions/" }
+func (k keys) partitionsOf(t string) string { return k.partitions() + t + "/" }
+func (k keys) partition(tp TopicPartition) string {
+	return k.partitionsOf(tp.Topic) + strconv.Itoa(int(tp.Partition))
+}
+
+// controller is the election prefix; concurrency.Election appends "/".
+func (k keys) controller() string { return k.root + "controller" }
+
+// keyKind classifies a key under root.
+type keyKind int
+
+const (
+	kindUnknown keyKind = iota
+	kindVersion
+	kindBroker
+	kindTopic
+	kindPartition
+	kindController
+)
+
+// parse classifies key and extracts its identifiers.
+func (k keys) parse(key string) (kind keyKind, broker int32, topic string, tp TopicPartition) {
+	rest, ok := strings.CutPrefix(key, k.root)
+	if !ok {
+		return kindUnknown, 0, "", tp
+	}
+	if rest == "version" {
+		return kindVersion, 0, "", tp
+	}
+	section, name, ok := strings.Cut(rest, "/")
+	if !ok {
+		return kindUnknown, 0, "", tp
+	}
+	switch section {
+	case "brokers":
+		id, err := strconv.ParseInt(name, 10, 32)
+		if err != nil {
+			return kindUnknown, 0, "", tp
+		}
+		return kindBroker, int32(id), "", tp
+	case "topics":
+		return kindTopic, 0, name, tp
+	case "partitions":
+		t, p, ok := strings.Cut(name, "/")
+		if !ok {
+			return kindUnknown, 0, "", tp
+		}
+		n, err := strconv.ParseInt(p, 10, 32)
+		if err != nil {
+			return kindUnknown, 0, "", tp
+		}
+		return kindPartition, 0, "", TopicPartition{Topic: t, Partition: int32(n)}
+	case "controller":
+		return kindController, 0, "", tp
+	}
+	return kindUnknown, 0, "", tp
+}
+
+// validTopicName applies Kafka's rules: 1..249 of [a-zA-Z0-9._-], not "." or "..".
+func validTopicName(name string) error {
+	if name == "" || name == "." || name == ".." || len(name) > 249 {
+		return fmt.Errorf("%w: %q", ErrInvalidTopic, name)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("%w: %q contains %q (allowed: ASCII letters, digits, '.', '_', '-')", ErrInvalidTopic, name, r)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,125 @@
+package meta
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+)
+
+// NoLeader is PartitionState.Leader of an offline partition.
+const NoLeader int32 = -1
+
+// Listener is one advertised listener of a broker.
+type Listener struct {
+	Name             string `json:"name"`
+	Host             string `json:"host"`
+	Port             int32  `json:"port"`
+	SecurityProtocol string `json:"securityProtocol"`
+}
+
+// BrokerInfo is a broker's registration, stored under brokers/<id> with the
+// broker's lease.
+type BrokerInfo struct {
+	ID        int32      `json:"id"`
+	Zone      string     `json:"zone"` // Kafka rack
+	Listeners []Listener `json:"listeners"`
+	// Epoch is the etcd revision that created this registration: it grows
+	// with every registration, so it tells incarnations of one ID apart
+	// (KIP-380's broker epoch). Filled in on read, not stored in the value.
+	Epoch int64 `json:"-"`
+}
+
+// TopicID is a topic's Kafka UUID, fixed at creation, so that a topic
+// deleted and recreated under the same name is a different topic.
+type TopicID [16]byte
+
+func newTopicID() (TopicID, error) {
+	var id TopicID
+	if _, err := rand.Read(id[:]); err != nil {
+		return id, fmt.Errorf("topic ID: %w", err)
+	}
+	return id, nil
+}
+
+func (id TopicID) String() string { return hex.EncodeToString(id[:]) }
+
+// MarshalText encodes the ID as 32 hex digits.
+func (id TopicID) MarshalText() ([]byte, error) { return []byte(id.String()), nil }
+
+// UnmarshalText decodes 32 hex digits.
+func (id *TopicID) UnmarshalText(b []byte) error {
+	if hex.DecodedLen(len(b)) != len(id) {
+		return fmt.Errorf("topic ID %q: want 32 hex digits", b)
+	}
+	_, err := hex.Decode(id[:], b)
+	return err
+}
+
+// TopicSpec is a topic to create.
+type TopicSpec struct {
+	Name              string
+	Partitions        int32
+	ReplicationFactor int16
+	Config            map[string]string
+	// LeaderZone pins preferred leaders to a zone ("" = balance over zones).
+	LeaderZone string
+	// Assignment, when set, is a manual replica assignment (CreateTopics'
+	// assignments); Partitions and ReplicationFactor are then taken from it.
+	Assignment [][]int32
+}
+
+// TopicInfo is a topic's record, stored under topics/<name>.
+type TopicInfo struct {
+	Name              string            `json:"name"`
+	ID                TopicID           `json:"id"`
+	Partitions        int32             `json:"partitions"`
+	ReplicationFactor int16             `json:"replicationFactor"`
+	Config            map[string]string `json:"config,omitempty"`
+	LeaderZone        string            `json:"leaderZone,omitempty"`
+}
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// PartitionState is a partition's replication state, stored under
+// partitions/<topic>/<partition> and changed only by compare-and-swap.
+type PartitionState struct {
+	// Replicas is the assignment; Replicas[0] is the preferred leader.
+	Replicas []int32 `json:"replicas"`
+	// Leader is the current leader, NoLeader when offline.
+	Leader int32 `json:"leader"`
+	// LeaderEpoch grows with every leader change (including to NoLeader).
+	LeaderEpoch int32 `json:"leaderEpoch"`
+	// ISR is the in-sync replica set. When every ISR member is dead it is
+	// left as it was: those are the replicas that may lead without losing
+	// acknowledged data.
+	ISR []int32 `json:"isr"`
+	// PartitionEpoch grows with every change of this record.
+	PartitionEpoch int32 `json:"partitionEpoch"`
+}
+
+// Clone returns a deep copy.
+func (s PartitionState) Clone() PartitionState {
+	s.Replicas = slices.Clone(s.Replicas)
+	s.ISR = slices.Clone(s.ISR)
+	return s
+}
+
+// Equal reports whether two states are identical.
+func (s PartitionState) Equal(o PartitionState) bool {
+	return s.Leader == o.Leader && s.LeaderEpoch == o.LeaderEpoch && s.PartitionEpoch == o.PartitionEpoch &&
+		slices.Equal(s.Replicas, o.Replicas) && slices.Equal(s.ISR, o.ISR)
+}
+
+// Topic config keys this package reads.
+const (
+	// ConfigUncleanLeaderElection ("true") lets the controller elect a live
+	// replica outside the ISR when no ISR member is alive, losing data.
+	ConfigUncleanLeaderElection = "unclean.leader.election.enable"
+)
