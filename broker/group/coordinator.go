@@ -1,0 +1,237 @@
+package group
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// Config configures a Coordinator. DefaultConfig returns Kafka's defaults.
+type Config struct {
+	// Store persists committed offsets; nil means a MemoryStore.
+	Store OffsetStore
+	// Clock drives all timers; nil means RealClock.
+	Clock Clock
+	// MinSessionTimeout and MaxSessionTimeout bound the session timeout a
+	// member may ask for (group.min/max.session.timeout.ms); zero means
+	// Kafka's defaults, 6s and 30m.
+	MinSessionTimeout time.Duration
+	MaxSessionTimeout time.Duration
+	// InitialRebalanceDelay is group.initial.rebalance.delay.ms: how long
+	// the first rebalance of an empty group waits for more members (it
+	// is extended by this much, up to the rebalance timeout, each time a
+	// member joins meanwhile). Zero means no delay; Kafka's default is 3s.
+	InitialRebalanceDelay time.Duration
+	// NewMemberJoinTimeout removes a new member whose JoinGroup has been
+	// waiting this long (Kafka's fixed 5 minutes); zero means 5m.
+	NewMemberJoinTimeout time.Duration
+	// MaxGroupSize is group.max.size; zero means unlimited.
+	MaxGroupSize int
+	// MaxMetadataBytes is offset.metadata.max.bytes; zero means 4096.
+	MaxMetadataBytes int
+	// Owns reports whether this broker coordinates group; nil means every
+	// group. Requests for other groups get NOT_COORDINATOR.
+	Owns func(group string) bool
+	// PartitionExists reports whether a topic partition exists; nil means
+	// every partition does. Commits to unknown partitions get
+	// UNKNOWN_TOPIC_OR_PARTITION.
+	PartitionExists func(topic string, partition int32) bool
+}
+
+// DefaultConfig returns Kafka's defaults (including the 3s initial
+// rebalance delay) with an in-memory store.
+func DefaultConfig() Config {
+	return Config{
+		MinSessionTimeout:     6 * time.Second,
+		MaxSessionTimeout:     30 * time.Minute,
+		InitialRebalanceDelay: 3 * time.Second,
+		NewMemberJoinTimeout:  5 * time.Minute,
+		MaxMetadataBytes:      4096,
+	}
+}
+
+// Client identifies the connection a request came from; it is shown by
+// DescribeGroups and seeds generated member ids.
+type Client struct {
+	ID   string
+	Host string
+}
+
+// Coordinator is the group coordinator of one broker.
+//
+// Ownership: c.mu guards groups and closed only; every group's state is
+// guarded by that group's own mutex (see group). Methods are safe for
+// concurrent use.
+type Coordinator struct {
+	cfg   Config
+	clock Clock
+	store OffsetStore
+	// log is kept on the struct because timer callbacks have no request
+	// context to take a logger from.
+	log logr.Logger
+
+	mu     sync.Mutex
+	groups map[string]*group
+	closed bool
+}
+
+// New loads committed offsets from cfg.Store and returns a Coordinator.
+// The logger is taken from ctx.
+func New(ctx context.Context, cfg Config) (*Coordinator, error) {
+	def := DefaultConfig()
+	if cfg.Store == nil {
+		cfg.Store = NewMemoryStore()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = RealClock{}
+	}
+	if cfg.MinSessionTimeout == 0 {
+		cfg.MinSessionTimeout = def.MinSessionTimeout
+	}
+	if cfg.MaxSessionTimeout == 0 {
+		cfg.MaxSessionTimeout = def.MaxSessionTimeout
+	}
+	if cfg.NewMemberJoinTimeout == 0 {
+		cfg.NewMemberJoinTimeout = def.NewMemberJoinTimeout
+	}
+	if cfg.MaxMetadataBytes == 0 {
+		cfg.MaxMetadataBytes = def.MaxMetadataBytes
+	}
+	if cfg.MinSessionTimeout > cfg.MaxSessionTimeout {
+		return nil, fmt.Errorf("group: min session timeout %v above max %v", cfg.MinSessionTimeout, cfg.MaxSessionTimeout)
+	}
+	c := &Coordinator{
+		cfg:    cfg,
+		clock:  cfg.Clock,
+		store:  cfg.Store,
+		log:    logr.FromContextOrDiscard(ctx).WithName("group"),
+		groups: make(map[string]*group),
+	}
+	loaded, err := cfg.Store.Load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("group: load offsets: %w", err)
+	}
+	for id, commits := range loaded {
+		g := c.newGroup(id)
+		for _, oc := range commits {
+			g.offsets[TopicPartition{oc.Topic, oc.Partition}] = oc
+		}
+		c.groups[id] = g
+	}
+	c.log.V(1).Info("loaded committed offsets", "groups", len(loaded))
+	return c, nil
+}
+
+// Close stops all timers and answers every waiting JoinGroup and SyncGroup
+// with NOT_COORDINATOR. It does not close the store.
+func (c *Coordinator) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	groups := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		groups = append(groups, g)
+	}
+	c.mu.Unlock()
+	for _, g := range groups {
+		g.mu.Lock()
+		g.shutdown()
+		g.mu.Unlock()
+	}
+}
+
+// lookup returns the group, creating it when create is set. It returns nil
+// when the group does not exist (and create is false) or c is closed.
+func (c *Coordinator) lookup(id string, create bool) *group {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	g := c.groups[id]
+	if g == nil && create {
+		g = c.newGroup(id)
+		c.groups[id] = g
+	}
+	return g
+}
+
+// lockGroup returns the group locked, or nil. A group found Dead (deleted
+// concurrently) is reported as absent.
+func (c *Coordinator) lockGroup(id string, create bool) *group {
+	for {
+		g := c.lookup(id, create)
+		if g == nil {
+			return nil
+		}
+		g.mu.Lock()
+		if g.state != stateDead {
+			return g
+		}
+		g.mu.Unlock()
+		if !create {
+			return nil
+		}
+	}
+}
+
+// dropIfUnused removes a group that has no members and no offsets, such
+// as one created by a JoinGroup that then failed validation.
+func (c *Coordinator) dropIfUnused(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[id]
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0 && len(g.offsets) == 0 && g.generation == 0 {
+		g.state = stateDead
+		delete(c.groups, id)
+	}
+}
+
+func (c *Coordinator) owns(group string) bool {
+	return c.cfg.Owns == nil || c.cfg.Owns(group)
+}
+
+func (c *Coordinator) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// sortedGroups returns a snapshot of the groups sorted by id.
+func (c *Coordinator) sortedGroups() []*group {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+// newMemberID returns prefix-<uuid>, as Kafka does (prefix is the client
+// id, or the group instance id for static members).
+func newMemberID(prefix string) string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("group: crypto/rand: %v", err)) // never fails on Linux
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return prefix + "-" + h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}

@@ -1,0 +1,314 @@
+package group
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// OffsetCommit handles OffsetCommit v0-v9. Commits with generation -1 and
+// an empty member id ("simple" commits, also v0) are accepted only while
+// the group has no members; others must come from a member of the current
+// generation. A commit is acknowledged after the OffsetStore persisted it.
+func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
+	resp := kmsg.NewPtrOffsetCommitResponse()
+	resp.Version = req.Version
+	setAll := func(code int16) {
+		for _, t := range req.Topics {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition = p.Partition
+				rp.ErrorCode = code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}
+	generation, memberID := int32(-1), ""
+	if req.Version >= 1 {
+		generation, memberID = req.Generation, req.MemberID
+	}
+	var instanceID string
+	if req.Version >= 7 && req.InstanceID != nil {
+		instanceID = *req.InstanceID
+	}
+	if req.Group == "" {
+		setAll(kerr.InvalidGroupID.Code)
+		return resp
+	}
+	if !c.owns(req.Group) {
+		setAll(kerr.NotCoordinator.Code)
+		return resp
+	}
+	g := c.lockGroup(req.Group, generation < 0)
+	if g == nil {
+		if c.isClosed() {
+			setAll(kerr.NotCoordinator.Code)
+		} else {
+			setAll(kerr.IllegalGeneration.Code) // as Kafka: a group we do not know cannot have this generation
+		}
+		return resp
+	}
+	defer g.mu.Unlock()
+	if code := g.validateCommit(generation, memberID, instanceID); code != 0 {
+		setAll(code)
+		return resp
+	}
+	now := c.clock.Now().UnixMilli()
+	var accepted []OffsetCommit
+	codes := make([][]int16, len(req.Topics))
+	for i, t := range req.Topics {
+		codes[i] = make([]int16, len(t.Partitions))
+		for j, p := range t.Partitions {
+			switch {
+			case c.cfg.PartitionExists != nil && !c.cfg.PartitionExists(t.Topic, p.Partition):
+				codes[i][j] = kerr.UnknownTopicOrPartition.Code
+			case p.Metadata != nil && len(*p.Metadata) > c.cfg.MaxMetadataBytes:
+				codes[i][j] = kerr.OffsetMetadataTooLarge.Code
+			default:
+				oc := OffsetCommit{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: -1, CommitTimeMillis: now}
+				if req.Version >= 6 {
+					oc.LeaderEpoch = p.LeaderEpoch
+				}
+				if p.Metadata != nil {
+					oc.Metadata = *p.Metadata
+				}
+				accepted = append(accepted, oc)
+			}
+		}
+	}
+	if len(accepted) > 0 {
+		if err := c.store.Commit(ctx, g.id, accepted); err != nil {
+			c.log.Error(err, "persisting offset commit failed", "group", g.id)
+			for i := range codes {
+				for j := range codes[i] {
+					if codes[i][j] == 0 {
+						// Retriable: the client commits again.
+						codes[i][j] = kerr.CoordinatorNotAvailable.Code
+					}
+				}
+			}
+			accepted = nil
+		}
+	}
+	for _, oc := range accepted {
+		g.offsets[TopicPartition{oc.Topic, oc.Partition}] = oc
+	}
+	for i, t := range req.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for j, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.ErrorCode = codes[i][j]
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// validateCommit is the membership check of Kafka's handleCommitOffsets.
+func (g *group) validateCommit(generation int32, memberID, instanceID string) int16 {
+	if g.isFenced(instanceID, memberID) {
+		return kerr.FencedInstanceID.Code
+	}
+	if generation < 0 && g.state == stateEmpty {
+		return 0 // the group only stores offsets
+	}
+	if g.state == stateCompletingRebalance {
+		// The member has its new generation but not its assignment yet.
+		return kerr.RebalanceInProgress.Code
+	}
+	m := g.members[memberID]
+	if m == nil {
+		return kerr.UnknownMemberID.Code
+	}
+	if generation != g.generation {
+		return kerr.IllegalGeneration.Code
+	}
+	g.resetSession(m, m.sessionTimeout)
+	return 0
+}
+
+// OffsetFetch handles OffsetFetch v0-v9 (v8+: several groups per request).
+// Partitions without a commit, and unknown groups, report offset -1.
+func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
+	resp := kmsg.NewPtrOffsetFetchResponse()
+	resp.Version = req.Version
+	if req.Version >= 8 {
+		for _, rg := range req.Groups {
+			var topics []kmsg.OffsetFetchRequestTopic
+			if rg.Topics != nil {
+				topics = make([]kmsg.OffsetFetchRequestTopic, 0, len(rg.Topics))
+				for _, t := range rg.Topics {
+					topics = append(topics, kmsg.OffsetFetchRequestTopic{Topic: t.Topic, Partitions: t.Partitions})
+				}
+			}
+			code, fetched := c.fetchOffsets(rg.Group, topics)
+			og := kmsg.NewOffsetFetchResponseGroup()
+			og.Group = rg.Group
+			og.ErrorCode = code
+			for _, t := range fetched {
+				ot := kmsg.NewOffsetFetchResponseGroupTopic()
+				ot.Topic = t.Topic
+				for _, p := range t.Partitions {
+					op := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					op.Partition, op.Offset, op.LeaderEpoch, op.Metadata, op.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
+					ot.Partitions = append(ot.Partitions, op)
+				}
+				og.Topics = append(og.Topics, ot)
+			}
+			resp.Groups = append(resp.Groups, og)
+		}
+		return resp
+	}
+	topics := req.Topics
+	if req.Version < 2 && topics == nil {
+		topics = []kmsg.OffsetFetchRequestTopic{} // v0/v1 cannot ask for all
+	}
+	code, fetched := c.fetchOffsets(req.Group, topics)
+	if req.Version >= 2 {
+		resp.ErrorCode = code
+	} else if code != 0 {
+		for i := range fetched {
+			for j := range fetched[i].Partitions {
+				fetched[i].Partitions[j].ErrorCode = code
+			}
+		}
+	}
+	resp.Topics = fetched
+	return resp
+}
+
+// fetchOffsets returns a group-level error code and the offsets of the
+// requested topics (nil topics: every committed partition).
+func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequestTopic) (int16, []kmsg.OffsetFetchResponseTopic) {
+	unknown := func(code int16) []kmsg.OffsetFetchResponseTopic {
+		var out []kmsg.OffsetFetchResponseTopic
+		for _, t := range topics {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				rp.Partition, rp.Offset, rp.ErrorCode = p, -1, code
+				empty := ""
+				rp.Metadata = &empty
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			out = append(out, rt)
+		}
+		return out
+	}
+	if groupID == "" {
+		return kerr.InvalidGroupID.Code, unknown(0)
+	}
+	if !c.owns(groupID) {
+		return kerr.NotCoordinator.Code, unknown(0)
+	}
+	g := c.lockGroup(groupID, false)
+	if g == nil {
+		if c.isClosed() {
+			return kerr.NotCoordinator.Code, unknown(0)
+		}
+		return 0, unknown(0)
+	}
+	defer g.mu.Unlock()
+	if topics == nil {
+		byTopic := make(map[string][]int32)
+		for _, oc := range sortedCommits(g.offsets) {
+			byTopic[oc.Topic] = append(byTopic[oc.Topic], oc.Partition)
+			if len(byTopic[oc.Topic]) == 1 {
+				topics = append(topics, kmsg.OffsetFetchRequestTopic{Topic: oc.Topic})
+			}
+		}
+		for i := range topics {
+			topics[i].Partitions = byTopic[topics[i].Topic]
+		}
+	}
+	var out []kmsg.OffsetFetchResponseTopic
+	for _, t := range topics {
+		rt := kmsg.NewOffsetFetchResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetFetchResponseTopicPartition()
+			rp.Partition, rp.Offset = p, -1
+			meta := ""
+			if oc, ok := g.offsets[TopicPartition{t.Topic, p}]; ok {
+				rp.Offset, rp.LeaderEpoch, meta = oc.Offset, oc.LeaderEpoch, oc.Metadata
+			}
+			rp.Metadata = &meta
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out = append(out, rt)
+	}
+	return 0, out
+}
+
+// OffsetDelete handles OffsetDelete v0 (KIP-496): committed offsets of an
+// empty group can be deleted; in an active consumer group only those of
+// topics no member subscribes to.
+func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDeleteResponse {
+	resp := kmsg.NewPtrOffsetDeleteResponse()
+	resp.Version = req.Version
+	if req.Group == "" {
+		resp.ErrorCode = kerr.InvalidGroupID.Code
+		return resp
+	}
+	if !c.owns(req.Group) {
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return resp
+	}
+	g := c.lockGroup(req.Group, false)
+	if g == nil {
+		resp.ErrorCode = kerr.GroupIDNotFound.Code
+		if c.isClosed() {
+			resp.ErrorCode = kerr.NotCoordinator.Code
+		}
+		return resp
+	}
+	defer g.mu.Unlock()
+	var subscribed map[string]bool
+	if g.state != stateEmpty {
+		topics, ok := g.subscribedTopics()
+		if !ok {
+			resp.ErrorCode = kerr.NonEmptyGroup.Code
+			return resp
+		}
+		subscribed = topics
+	}
+	var del []TopicPartition
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetDeleteResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			rp.Partition = p.Partition
+			switch {
+			case subscribed[t.Topic]:
+				rp.ErrorCode = kerr.GroupSubscribedToTopic.Code
+			case c.cfg.PartitionExists != nil && !c.cfg.PartitionExists(t.Topic, p.Partition):
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			default:
+				del = append(del, TopicPartition{t.Topic, p.Partition})
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if len(del) > 0 {
+		if err := c.store.DeleteOffsets(ctx, g.id, del); err != nil {
+			c.log.Error(err, "persisting offset delete failed", "group", g.id)
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			resp.Topics = nil
+			return resp
+		}
+		for _, tp := range del {
+			delete(g.offsets, tp)
+		}
+	}
+	return resp
+}
