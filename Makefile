@@ -15,7 +15,8 @@ KUBE_VERSION   ?= v1.37.2
 ETCD_VERSION   ?= v3.7.3
 
 CONTROLLER_GEN_VERSION ?= v0.23.0
-KUSTOMIZE_VERSION      ?= v5.8.3
+# v5.8.3 needs Go >= 1.27; v5.8.2 is the newest release that builds with Go 1.26.
+KUSTOMIZE_VERSION      ?= v5.8.2
 VERSITYGW_VERSION      ?= v1.8.0
 CONTROLLER_GEN ?= $(TOOLS_DIR)/controller-gen-$(CONTROLLER_GEN_VERSION)
 KUSTOMIZE      ?= $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)
@@ -49,7 +50,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC.
-	$(CONTROLLER_GEN) rbac:roleName=strata-operator crd:maxDescLen=0 paths="./api/..." paths="./controllers/..." \
+	$(CONTROLLER_GEN) rbac:roleName=strata-operator crd paths="./api/..." paths="./controllers/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
 .PHONY: bundle

@@ -1,17 +1,98 @@
 package cmd
 
 import (
-	"errors"
+	"flag"
+	"fmt"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	strata "github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/controllers"
 )
 
+// operatorOptions are the flags of `strata operator`.
+type operatorOptions struct {
+	metricsAddr      string
+	probeAddr        string
+	leaderElect      bool
+	leaderElectionNS string
+	watchNamespace   string
+	zap              zap.Options
+}
+
 func newOperatorCmd() *cobra.Command {
-	return &cobra.Command{
+	o := &operatorOptions{zap: zap.Options{Development: false}}
+	cmd := &cobra.Command{
 		Use:   "operator",
-		Short: "operator (being built)",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("strata operator is not built yet")
+		Short: "Run the Strata Kubernetes operator (KafkaCluster, FastBucket controllers)",
+		Long: `Run the Strata operator against the cluster of the current kubeconfig (or the
+in-cluster service account). It lays out each KafkaCluster zone by zone, one
+StatefulSet per zone bound to that zone's FastBucket, and probes FastBuckets
+through the S3 API.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runOperator(cmd, o)
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
+	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to")
+	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so that only one operator replica is active")
+	f.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
+	f.StringVar(&o.watchNamespace, "namespace", "", "watch only this namespace (default: all namespaces)")
+	gofs := flag.NewFlagSet("zap", flag.ContinueOnError)
+	o.zap.BindFlags(gofs)
+	f.AddGoFlagSet(gofs)
+	return cmd
+}
+
+func runOperator(cmd *cobra.Command, o *operatorOptions) error {
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	logger := ctrl.Log.WithName("operator")
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(strata.AddToScheme(scheme))
+
+	opts := ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "operator.kafka.strata.dev",
+		LeaderElectionNamespace: o.leaderElectionNS,
+	}
+	if o.watchNamespace != "" {
+		opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{o.watchNamespace: {}}}
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	if err := controllers.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("ready check: %w", err)
+	}
+	logger.Info("starting operator", "metrics", o.metricsAddr, "probes", o.probeAddr, "leaderElect", o.leaderElect, "namespace", o.watchNamespace)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		return fmt.Errorf("operator: %w", err)
+	}
+	return nil
 }

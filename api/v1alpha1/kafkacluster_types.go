@@ -1,0 +1,469 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BrokerIDBlockSize is the number of broker IDs reserved for each zone. A
+// broker's ID is its zone's block base plus its StatefulSet ordinal, so a
+// zone holds at most BrokerIDBlockSize brokers.
+const BrokerIDBlockSize = 100
+
+// DefaultImage is the Strata image brokers run when spec.image is empty.
+const DefaultImage = "ghcr.io/strata-dev/strata:latest"
+
+// DefaultEtcdImage is the image of the managed etcd members.
+const DefaultEtcdImage = "quay.io/coreos/etcd:v3.7.3"
+
+// KafkaClusterSpec declares a Strata cluster laid out zone by zone.
+//
+// +kubebuilder:validation:XValidation:rule="self.zones.all(z, self.zones.exists_one(y, y.name == z.name))",message="zone names must be unique"
+// +kubebuilder:validation:XValidation:rule="!self.wal.enabled || self.zones.all(z, has(z.fastBucketRef))",message="wal.enabled requires a fastBucketRef in every zone"
+// +kubebuilder:validation:XValidation:rule="!has(self.leaderPlacement.preferredZones) || self.leaderPlacement.preferredZones.all(p, self.zones.exists(z, z.name == p))",message="leaderPlacement.preferredZones must name zones listed in spec.zones"
+// +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, self.listeners.exists_one(m, m.name == l.name))",message="listener names must be unique"
+// +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, self.listeners.exists_one(m, m.port == l.port))",message="listener ports must be unique"
+type KafkaClusterSpec struct {
+	// Image is the Strata container image the brokers run.
+	// +kubebuilder:default="ghcr.io/strata-dev/strata:latest"
+	// +kubebuilder:validation:MinLength=1
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Zones lists the availability zones the cluster spans. Each zone gets
+	// its own StatefulSet pinned to the zone, and its brokers write the
+	// write-ahead log to that zone's FastBucket.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +required
+	Zones []ZoneSpec `json:"zones"`
+
+	// Storage configures each broker's persistent volume.
+	// +kubebuilder:default={}
+	// +optional
+	Storage StorageSpec `json:"storage,omitempty"`
+
+	// WAL configures replication through the per-zone fast buckets.
+	// +kubebuilder:default={}
+	// +optional
+	WAL WALSpec `json:"wal,omitempty"`
+
+	// TieredStorage configures the regional slow tier for closed segments.
+	// +optional
+	TieredStorage *TieredStorageSpec `json:"tieredStorage,omitempty"`
+
+	// Metadata selects the etcd cluster holding the cluster metadata.
+	// +kubebuilder:default={}
+	// +optional
+	Metadata MetadataSpec `json:"metadata,omitempty"`
+
+	// Config holds broker configuration overrides, written verbatim into
+	// every broker's configuration file after the operator's own keys.
+	// +kubebuilder:validation:MaxProperties=256
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['broker.id', 'broker.id.base', 'broker.rack', 'zone', 'cluster.name']))",message="spec.config must not set broker.id, broker.id.base, broker.rack, zone or cluster.name: the operator derives them from spec.zones"
+	// +optional
+	Config map[string]string `json:"config,omitempty"`
+
+	// Listeners are the Kafka listeners every broker opens. The first one
+	// is also used between brokers. Defaults to one PLAINTEXT listener on
+	// port 9092.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	// +optional
+	Listeners []ListenerSpec `json:"listeners,omitempty"`
+
+	// Resources of each broker container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// PodTemplate adds metadata and a service account to the broker pods.
+	// +optional
+	PodTemplate PodTemplateSpec `json:"podTemplate,omitempty"`
+
+	// LeaderPlacement says where partition leaders should go.
+	// +kubebuilder:default={}
+	// +optional
+	LeaderPlacement LeaderPlacementSpec `json:"leaderPlacement,omitempty"`
+
+	// DeletionPolicy says what happens to the brokers' volumes when the
+	// KafkaCluster is deleted: Retain (default) keeps the
+	// PersistentVolumeClaims, Delete removes them. Buckets are never deleted.
+	// +kubebuilder:validation:Enum=Retain;Delete
+	// +kubebuilder:default=Retain
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// DeletionPolicy decides the fate of volumes when their owner goes away.
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyRetain keeps PersistentVolumeClaims.
+	DeletionPolicyRetain DeletionPolicy = "Retain"
+	// DeletionPolicyDelete removes PersistentVolumeClaims.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+)
+
+// ZoneSpec is one availability zone of the cluster.
+//
+// +kubebuilder:validation:XValidation:rule="self.name != 'etcd'",message="zone name etcd is reserved: <cluster>-etcd is the managed etcd StatefulSet"
+type ZoneSpec struct {
+	// Name is the zone as nodes label it in topology.kubernetes.io/zone,
+	// e.g. us-east-1a. It also names the zone's StatefulSet and is the
+	// brokers' broker.rack.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=40
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	// Brokers is the number of brokers in this zone.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=1
+	// +optional
+	Brokers int32 `json:"brokers"`
+
+	// FastBucketRef names the FastBucket (same namespace) this zone's
+	// brokers write their write-ahead log to. Its spec.zone must equal
+	// this zone's name.
+	// +optional
+	FastBucketRef *LocalObjectReference `json:"fastBucketRef,omitempty"`
+
+	// NodeSelector further restricts the nodes of this zone's brokers.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations of this zone's broker pods.
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+}
+
+// StorageSpec configures each broker's persistent volume.
+type StorageSpec struct {
+	// Size of each broker's volume.
+	// +kubebuilder:default="100Gi"
+	// +optional
+	Size resource.Quantity `json:"size,omitempty"`
+
+	// StorageClassName of the volumes; empty uses the cluster default.
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// DeleteClaimOnScaleDown removes a broker's PersistentVolumeClaim when
+	// its zone scales down. By default the claim is kept, so scaling back
+	// up reuses the data.
+	// +kubebuilder:default=false
+	// +optional
+	DeleteClaimOnScaleDown bool `json:"deleteClaimOnScaleDown,omitempty"`
+}
+
+// WALSpec configures replication through the per-zone fast buckets.
+//
+// +kubebuilder:validation:XValidation:rule="duration(self.uploadInterval) >= duration('1ms') && duration(self.uploadInterval) <= duration('10s')",message="wal.uploadInterval must be between 1ms and 10s"
+// +kubebuilder:validation:XValidation:rule="duration(self.retention) >= duration(self.uploadInterval)",message="wal.retention must be at least wal.uploadInterval"
+type WALSpec struct {
+	// Enabled turns WAL replication on. When off, followers fetch record
+	// bytes from the leader as in classic Kafka.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled bool `json:"enabled"`
+
+	// UploadInterval is the longest time a pending byte waits before its
+	// WAL object is uploaded (wal.upload.interval.ms). 1ms to 10s.
+	// +kubebuilder:default="10ms"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	UploadInterval metav1.Duration `json:"uploadInterval,omitempty"`
+
+	// MaxObjectBytes cuts a WAL object once this many bytes are pending
+	// (wal.object.max.bytes).
+	// +kubebuilder:default=262144
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=67108864
+	// +optional
+	MaxObjectBytes int64 `json:"maxObjectBytes,omitempty"`
+
+	// Retention is the hard cap on a WAL object's life (wal.retention.ms);
+	// objects are normally deleted as soon as every replica has them.
+	// +kubebuilder:default="1h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	Retention metav1.Duration `json:"retention,omitempty"`
+}
+
+// TieredStorageSpec configures the regional slow tier.
+type TieredStorageSpec struct {
+	// Bucket is the slow-tier bucket name.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Bucket string `json:"bucket"`
+
+	// Region of the bucket.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Region string `json:"region"`
+
+	// Endpoint overrides the S3 endpoint URL (for S3-compatible stores).
+	// +kubebuilder:validation:Pattern=`^https?://`
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// ForcePathStyle addresses the bucket in the URL path instead of the
+	// host name, as most S3-compatible stores need.
+	// +optional
+	ForcePathStyle bool `json:"forcePathStyle,omitempty"`
+
+	// Credentials for the bucket.
+	// +optional
+	Credentials S3Credentials `json:"credentials,omitempty"`
+
+	// LocalRetention is how long closed segments stay on the broker's disk
+	// after being copied to the slow tier (local.retention.ms).
+	// +kubebuilder:default="24h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	LocalRetention metav1.Duration `json:"localRetention,omitempty"`
+}
+
+// MetadataSpec selects the etcd cluster that holds the cluster metadata:
+// a managed one run by the operator (default), or external endpoints.
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.managed) && has(self.externalEndpoints))",message="metadata: set either managed or externalEndpoints, not both"
+type MetadataSpec struct {
+	// Managed runs an etcd StatefulSet for this cluster, its members spread
+	// across the cluster's zones. Used when externalEndpoints is empty.
+	// +optional
+	Managed *ManagedEtcdSpec `json:"managed,omitempty"`
+
+	// ExternalEndpoints are client URLs of an existing etcd cluster.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=9
+	// +kubebuilder:validation:items:Pattern=`^https?://`
+	// +listType=atomic
+	// +optional
+	ExternalEndpoints []string `json:"externalEndpoints,omitempty"`
+}
+
+// ManagedEtcdSpec configures the operator-run etcd.
+type ManagedEtcdSpec struct {
+	// Replicas is the number of etcd members; odd, so quorum survives the
+	// loss of a zone when there are three zones.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=7
+	// +kubebuilder:validation:XValidation:rule="self % 2 == 1",message="metadata.managed.replicas must be odd"
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// Image of the etcd members.
+	// +kubebuilder:default="quay.io/coreos/etcd:v3.7.3"
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// StorageSize of each member's volume.
+	// +kubebuilder:default="10Gi"
+	// +optional
+	StorageSize resource.Quantity `json:"storageSize,omitempty"`
+}
+
+// ListenerProtocol is a Kafka security protocol.
+// +kubebuilder:validation:Enum=PLAINTEXT;SSL;SASL_PLAINTEXT;SASL_SSL
+type ListenerProtocol string
+
+// ListenerSpec is one Kafka listener.
+type ListenerSpec struct {
+	// Name of the listener, upper-case as in Kafka's listeners setting
+	// (e.g. PLAINTEXT, INTERNAL). Lower-cased it names the container and
+	// Service port, hence at most 15 characters and no doubled or trailing
+	// underscore.
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[A-Z](_?[A-Z0-9])*$`
+	// +required
+	Name string `json:"name"`
+
+	// Port the brokers listen on.
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	// +required
+	Port int32 `json:"port"`
+
+	// Protocol of the listener.
+	// +kubebuilder:default=PLAINTEXT
+	// +optional
+	Protocol ListenerProtocol `json:"protocol,omitempty"`
+}
+
+// PodTemplateSpec adds metadata and identity to the broker pods.
+type PodTemplateSpec struct {
+	// Labels added to every broker pod.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Annotations added to every broker pod.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// ServiceAccountName the broker pods run as (e.g. one bound to an IAM
+	// role for ambient bucket credentials).
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+}
+
+// LeaderPlacementPolicy says how partition leaders are placed.
+// +kubebuilder:validation:Enum=Balanced;Zone
+type LeaderPlacementPolicy string
+
+const (
+	// LeaderPlacementBalanced spreads leaders evenly over zones and brokers.
+	LeaderPlacementBalanced LeaderPlacementPolicy = "Balanced"
+	// LeaderPlacementZone prefers leaders in the preferred zones, in order.
+	LeaderPlacementZone LeaderPlacementPolicy = "Zone"
+)
+
+// LeaderPlacementSpec says where partition leaders should go.
+//
+// +kubebuilder:validation:XValidation:rule="self.policy != 'Zone' || (has(self.preferredZones) && size(self.preferredZones) > 0)",message="leaderPlacement.policy Zone needs at least one entry in preferredZones"
+type LeaderPlacementSpec struct {
+	// Policy is Balanced (default) or Zone.
+	// +kubebuilder:default=Balanced
+	// +optional
+	Policy LeaderPlacementPolicy `json:"policy,omitempty"`
+
+	// PreferredZones lists zones in order of preference for Zone policy.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +optional
+	PreferredZones []string `json:"preferredZones,omitempty"`
+}
+
+// KafkaClusterStatus is the observed state of a KafkaCluster.
+type KafkaClusterStatus struct {
+	// ObservedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, Reconciling, Degraded.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// BrokerIDBlocks records the broker ID block of every zone that ever
+	// appeared, in order of first appearance. Blocks are never renumbered
+	// or handed to another zone; a zone that is removed keeps its block,
+	// marked retired, and gets a fresh block if it comes back.
+	// +listType=atomic
+	// +optional
+	BrokerIDBlocks []BrokerIDBlock `json:"brokerIDBlocks,omitempty"`
+
+	// Zones reports each current zone.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Zones []ZoneStatus `json:"zones,omitempty"`
+
+	// Brokers lists every desired broker.
+	// +listType=atomic
+	// +optional
+	Brokers []BrokerStatus `json:"brokers,omitempty"`
+
+	// ReadyBrokers counts ready brokers over all zones.
+	// +optional
+	ReadyBrokers int32 `json:"readyBrokers"`
+
+	// DesiredBrokers counts desired brokers over all zones.
+	// +optional
+	DesiredBrokers int32 `json:"desiredBrokers"`
+
+	// ZoneCount is the number of zones in the spec.
+	// +optional
+	ZoneCount int32 `json:"zoneCount"`
+
+	// MetadataEndpoints are the etcd client URLs the brokers use.
+	// +listType=atomic
+	// +optional
+	MetadataEndpoints []string `json:"metadataEndpoints,omitempty"`
+}
+
+// BrokerIDBlock reserves broker IDs [base, base+size) for one zone.
+type BrokerIDBlock struct {
+	// Zone the block belongs to.
+	Zone string `json:"zone"`
+	// Base is the first broker ID of the block.
+	Base int32 `json:"base"`
+	// Retired is set once the zone left the spec; the block is never reused.
+	// +optional
+	Retired bool `json:"retired,omitempty"`
+}
+
+// ZoneStatus reports one zone.
+type ZoneStatus struct {
+	// Name of the zone.
+	Name string `json:"name"`
+	// BrokerIDBase is the zone's broker ID block base.
+	BrokerIDBase int32 `json:"brokerIDBase"`
+	// StatefulSet of the zone's brokers.
+	StatefulSet string `json:"statefulSet"`
+	// FastBucket the zone's brokers write to.
+	// +optional
+	FastBucket string `json:"fastBucket,omitempty"`
+	// DesiredBrokers in the zone.
+	DesiredBrokers int32 `json:"desiredBrokers"`
+	// ReadyBrokers in the zone.
+	ReadyBrokers int32 `json:"readyBrokers"`
+}
+
+// BrokerStatus reports one broker.
+type BrokerStatus struct {
+	// ID is the broker ID: zone block base + pod ordinal.
+	ID int32 `json:"id"`
+	// Zone of the broker.
+	Zone string `json:"zone"`
+	// Pod running the broker.
+	Pod string `json:"pod"`
+	// Ready is the pod's Ready condition.
+	Ready bool `json:"ready"`
+}
+
+// KafkaCluster is a Kafka-compatible Strata cluster spread over
+// availability zones, each zone's brokers bound to that zone's fast bucket.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=kc;kcluster,categories=strata
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Brokers",type=integer,JSONPath=`.status.readyBrokers`,description="Ready brokers"
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredBrokers`,description="Desired brokers"
+// +kubebuilder:printcolumn:name="Zones",type=integer,JSONPath=`.status.zoneCount`
+// +kubebuilder:printcolumn:name="WAL",type=boolean,JSONPath=`.spec.wal.enabled`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.spec.zones.all(z, size(self.metadata.name) + size(z.name) <= 50)",message="metadata.name and each zone name together must be at most 50 characters (StatefulSet and pod names are <cluster>-<zone>-<ordinal>)"
+type KafkaCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   KafkaClusterSpec   `json:"spec,omitempty"`
+	Status KafkaClusterStatus `json:"status,omitempty"`
+}
+
+// KafkaClusterList is a list of KafkaClusters.
+//
+// +kubebuilder:object:root=true
+type KafkaClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []KafkaCluster `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&KafkaCluster{}, &KafkaClusterList{})
+}

@@ -1,0 +1,254 @@
+package controllers
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	strata "github.com/strata-dev/strata/api/v1alpha1"
+)
+
+// ZoneInput is everything the builders need to know about one zone beyond
+// the KafkaCluster itself.
+type ZoneInput struct {
+	Zone strata.ZoneSpec
+	// IDBase is the zone's broker ID block base.
+	IDBase int32
+	// Bucket is the zone's FastBucket, nil when the zone has no reference.
+	Bucket *strata.FastBucket
+}
+
+// Environment variables the broker pods get. The broker reads bucket keys
+// from them rather than from its config file, so that keys stay in Secrets.
+const (
+	EnvPodName          = "POD_NAME"
+	EnvPodNamespace     = "POD_NAMESPACE"
+	EnvWALAccessKeyID   = "STRATA_WAL_ACCESS_KEY_ID"
+	EnvWALSecretKey     = "STRATA_WAL_SECRET_ACCESS_KEY"
+	EnvWALSessionToken  = "STRATA_WAL_SESSION_TOKEN"
+	EnvTierAccessKeyID  = "STRATA_TIER_ACCESS_KEY_ID"
+	EnvTierSecretKey    = "STRATA_TIER_SECRET_ACCESS_KEY"
+	EnvTierSessionToken = "STRATA_TIER_SESSION_TOKEN"
+)
+
+// defaultListeners apply when spec.listeners is empty.
+var defaultListeners = []strata.ListenerSpec{{Name: "PLAINTEXT", Port: 9092, Protocol: "PLAINTEXT"}}
+
+// Listeners returns the cluster's listeners, defaulted.
+func Listeners(kc *strata.KafkaCluster) []strata.ListenerSpec {
+	if len(kc.Spec.Listeners) == 0 {
+		return defaultListeners
+	}
+	out := make([]strata.ListenerSpec, len(kc.Spec.Listeners))
+	copy(out, kc.Spec.Listeners)
+	for i := range out {
+		if out[i].Protocol == "" {
+			out[i].Protocol = "PLAINTEXT"
+		}
+	}
+	return out
+}
+
+// ManagedEtcd reports whether the operator runs etcd for this cluster, and
+// with which settings (defaults filled in).
+func ManagedEtcd(kc *strata.KafkaCluster) (strata.ManagedEtcdSpec, bool) {
+	if len(kc.Spec.Metadata.ExternalEndpoints) > 0 {
+		return strata.ManagedEtcdSpec{}, false
+	}
+	m := strata.ManagedEtcdSpec{}
+	if kc.Spec.Metadata.Managed != nil {
+		m = *kc.Spec.Metadata.Managed
+	}
+	if m.Replicas == 0 {
+		m.Replicas = 3
+	}
+	if m.Image == "" {
+		m.Image = strata.DefaultEtcdImage
+	}
+	if m.StorageSize.IsZero() {
+		m.StorageSize = mustQuantity("10Gi")
+	}
+	return m, true
+}
+
+// MetadataEndpoints are the etcd client URLs the brokers use: the managed
+// members' stable DNS names, or the external endpoints.
+func MetadataEndpoints(kc *strata.KafkaCluster) []string {
+	m, managed := ManagedEtcd(kc)
+	if !managed {
+		return append([]string(nil), kc.Spec.Metadata.ExternalEndpoints...)
+	}
+	out := make([]string, 0, m.Replicas)
+	for i := int32(0); i < m.Replicas; i++ {
+		out = append(out, fmt.Sprintf("http://%s.%s:%d", etcdMemberName(kc, i), etcdServiceDomain(kc), etcdClientPort))
+	}
+	return out
+}
+
+// RenderBrokerConfig renders a zone's broker configuration as a
+// properties file: the operator's keys merged with spec.config (spec.config
+// wins, except for the identity keys CEL forbids there), sorted by key so
+// that equal input gives byte-equal output.
+//
+// The broker ID is not in the file: a broker computes it at start as
+// broker.id.base + the ordinal at the end of its pod name ($POD_NAME), so
+// every pod of a StatefulSet can share one ConfigMap. advertised.listeners
+// contains ${POD_NAME}, which the broker expands from its environment.
+func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
+	kv := map[string]string{
+		"cluster.name":            kc.Name,
+		"cluster.namespace":       kc.Namespace,
+		"zone":                    zi.Zone.Name,
+		"broker.rack":             zi.Zone.Name,
+		"broker.id.base":          strconv.Itoa(int(zi.IDBase)),
+		"broker.id.source":        "pod-ordinal",
+		"log.dirs":                BrokerDataDir + "/data",
+		"metadata.etcd.endpoints": strings.Join(MetadataEndpoints(kc), ","),
+		"metadata.etcd.prefix":    fmt.Sprintf("/strata/%s/%s/", kc.Namespace, kc.Name),
+		"leader.placement.policy": string(orDefault(string(kc.Spec.LeaderPlacement.Policy), string(strata.LeaderPlacementBalanced))),
+	}
+	if len(kc.Spec.LeaderPlacement.PreferredZones) > 0 {
+		kv["leader.placement.preferred.zones"] = strings.Join(kc.Spec.LeaderPlacement.PreferredZones, ",")
+	}
+
+	listeners := Listeners(kc)
+	var ls, adv, proto []string
+	domain := fmt.Sprintf("%s.%s.svc", HeadlessServiceName(kc.Name), kc.Namespace)
+	for _, l := range listeners {
+		ls = append(ls, fmt.Sprintf("%s://0.0.0.0:%d", l.Name, l.Port))
+		adv = append(adv, fmt.Sprintf("%s://${%s}.%s:%d", l.Name, EnvPodName, domain, l.Port))
+		proto = append(proto, fmt.Sprintf("%s:%s", l.Name, l.Protocol))
+	}
+	kv["listeners"] = strings.Join(ls, ",")
+	kv["advertised.listeners"] = strings.Join(adv, ",")
+	kv["listener.security.protocol.map"] = strings.Join(proto, ",")
+	kv["inter.broker.listener.name"] = listeners[0].Name
+
+	wal := kc.Spec.WAL
+	kv["wal.enabled"] = strconv.FormatBool(wal.Enabled)
+	kv["wal.upload.interval.ms"] = millis(wal.UploadInterval.Duration, 10*time.Millisecond)
+	kv["wal.object.max.bytes"] = strconv.FormatInt(orDefaultInt(wal.MaxObjectBytes, 256<<10), 10)
+	kv["wal.retention.ms"] = millis(wal.Retention.Duration, time.Hour)
+	if b := zi.Bucket; b != nil {
+		kv["wal.bucket.resource"] = b.Name
+		kv["wal.bucket.name"] = b.Spec.Bucket
+		kv["wal.bucket.region"] = b.Spec.Region
+		kv["wal.bucket.endpoint"] = b.Spec.Endpoint
+		kv["wal.bucket.type"] = string(orDefault(string(b.Spec.Type), string(strata.BucketTypeS3)))
+		kv["wal.bucket.force.path.style"] = strconv.FormatBool(b.Spec.ForcePathStyle)
+		kv["wal.bucket.credentials.source"] = string(b.Spec.Credentials.EffectiveSource())
+		if ref := b.Spec.Credentials.SecretRef; ref != nil && b.Spec.Credentials.EffectiveSource() == strata.CredentialsFromSecret {
+			kv["wal.bucket.credentials.secret"] = ref.Name
+		}
+	}
+
+	if ts := kc.Spec.TieredStorage; ts != nil {
+		kv["tier.enabled"] = "true"
+		kv["tier.bucket.name"] = ts.Bucket
+		kv["tier.bucket.region"] = ts.Region
+		kv["tier.bucket.endpoint"] = ts.Endpoint
+		kv["tier.bucket.force.path.style"] = strconv.FormatBool(ts.ForcePathStyle)
+		kv["tier.bucket.credentials.source"] = string(ts.Credentials.EffectiveSource())
+		if ref := ts.Credentials.SecretRef; ref != nil && ts.Credentials.EffectiveSource() == strata.CredentialsFromSecret {
+			kv["tier.bucket.credentials.secret"] = ref.Name
+		}
+		kv["local.retention.ms"] = millis(ts.LocalRetention.Duration, 24*time.Hour)
+	} else {
+		kv["tier.enabled"] = "false"
+	}
+
+	for k, v := range kc.Spec.Config {
+		kv[k] = v
+	}
+
+	keys := make([]string, 0, len(kv))
+	for k := range kv {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "# Strata broker configuration for cluster %s/%s, zone %s.\n", kc.Namespace, kc.Name, zi.Zone.Name)
+	sb.WriteString("# Written by the Strata operator from the KafkaCluster and FastBucket; edits are overwritten.\n")
+	sb.WriteString("# broker.id = broker.id.base + the ordinal of the pod name.\n")
+	for _, k := range keys {
+		sb.WriteString(escapeProperty(k, true))
+		sb.WriteByte('=')
+		sb.WriteString(escapeProperty(kv[k], false))
+		sb.WriteByte('\n')
+	}
+	return sb.String()
+}
+
+// ConfigHash is the SHA-256 of a ConfigMap's data, over sorted keys.
+func ConfigHash(data map[string]string) string {
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		fmt.Fprintf(h, "%d:%s%d:%s", len(k), k, len(data[k]), data[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// escapeProperty escapes a key or value for a Java-style properties file:
+// backslash, line breaks and, in keys, the separators '=', ':' and space.
+func escapeProperty(s string, key bool) string {
+	var sb strings.Builder
+	for i, r := range s {
+		switch r {
+		case '\\':
+			sb.WriteString(`\\`)
+		case '\n':
+			sb.WriteString(`\n`)
+		case '\r':
+			sb.WriteString(`\r`)
+		case '\t':
+			sb.WriteString(`\t`)
+		case '=', ':', '#', '!':
+			if key || (i == 0 && (r == '#' || r == '!')) {
+				sb.WriteByte('\\')
+			}
+			sb.WriteRune(r)
+		case ' ':
+			if key || i == 0 {
+				sb.WriteByte('\\')
+			}
+			sb.WriteRune(r)
+		default:
+			sb.WriteRune(r)
+		}
+	}
+	return sb.String()
+}
+
+func millis(d, def time.Duration) string {
+	if d == 0 {
+		d = def
+	}
+	ms := d.Milliseconds()
+	if ms == 0 && d > 0 {
+		ms = 1
+	}
+	return strconv.FormatInt(ms, 10)
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func orDefaultInt(v, def int64) int64 {
+	if v == 0 {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,454 @@
+package controllers
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	strata "github.com/strata-dev/strata/api/v1alpha1"
+)
+
+// Ports and paths of the managed etcd.
+const (
+	etcdClientPort = 2379
+	etcdPeerPort   = 2380
+	etcdDataDir    = "/var/lib/etcd"
+)
+
+// Pods run as the distroless nonroot user.
+const nonRootUID = 65532
+
+// ownerRef makes the KafkaCluster the controlling owner of an object, so
+// that deleting the cluster garbage-collects it and its changes requeue
+// the cluster.
+func ownerRef(kc *strata.KafkaCluster) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion:         strata.GroupVersion.String(),
+		Kind:               "KafkaCluster",
+		Name:               kc.Name,
+		UID:                kc.UID,
+		Controller:         ptr.To(true),
+		BlockOwnerDeletion: ptr.To(true),
+	}
+}
+
+func objectMeta(kc *strata.KafkaCluster, name string, labels map[string]string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:            name,
+		Namespace:       kc.Namespace,
+		Labels:          labels,
+		OwnerReferences: []metav1.OwnerReference{ownerRef(kc)},
+	}
+}
+
+// BuildZoneConfigMap renders the ConfigMap holding a zone's broker
+// configuration: its rack, ID block base and fast bucket.
+func BuildZoneConfigMap(kc *strata.KafkaCluster, zi ZoneInput) *corev1.ConfigMap {
+	labels := clusterLabels(kc, ComponentBroker)
+	labels[LabelZone] = zi.Zone.Name
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: objectMeta(kc, ZoneConfigMapName(kc.Name, zi.Zone.Name), labels),
+		Data:       map[string]string{BrokerConfigFile: RenderBrokerConfig(kc, zi)},
+	}
+}
+
+// BuildZoneStatefulSet renders the StatefulSet of one zone's brokers,
+// pinned to the zone by required node affinity on
+// topology.kubernetes.io/zone, spread over the zone's nodes, with one
+// volume per broker. configHash goes into the pod template so that a
+// configuration change rolls the pods.
+func BuildZoneStatefulSet(kc *strata.KafkaCluster, zi ZoneInput, configHash string) *appsv1.StatefulSet {
+	zone := zi.Zone
+	name := ZoneStatefulSetName(kc.Name, zone.Name)
+	labels := clusterLabels(kc, ComponentBroker)
+	labels[LabelZone] = zone.Name
+	selector := zoneSelector(kc, zone.Name)
+
+	podLabels := map[string]string{}
+	for k, v := range kc.Spec.PodTemplate.Labels {
+		podLabels[k] = v
+	}
+	for k, v := range labels { // operator labels win: selectors depend on them
+		podLabels[k] = v
+	}
+	podAnnotations := map[string]string{}
+	for k, v := range kc.Spec.PodTemplate.Annotations {
+		podAnnotations[k] = v
+	}
+	podAnnotations[AnnotationConfigHash] = configHash
+
+	var ports []corev1.ContainerPort
+	for _, l := range Listeners(kc) {
+		ports = append(ports, corev1.ContainerPort{Name: portName(l.Name), ContainerPort: l.Port, Protocol: corev1.ProtocolTCP})
+	}
+
+	env := []corev1.EnvVar{
+		{Name: EnvPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		{Name: EnvPodNamespace, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+	}
+	if b := zi.Bucket; b != nil {
+		env = append(env, secretEnv(b.Spec.Credentials, EnvWALAccessKeyID, EnvWALSecretKey, EnvWALSessionToken)...)
+	}
+	if ts := kc.Spec.TieredStorage; ts != nil {
+		env = append(env, secretEnv(ts.Credentials, EnvTierAccessKeyID, EnvTierSecretKey, EnvTierSessionToken)...)
+	}
+
+	image := orDefault(kc.Spec.Image, strata.DefaultImage)
+	firstPort := Listeners(kc)[0]
+
+	whenScaled := appsv1.RetainPersistentVolumeClaimRetentionPolicyType
+	if kc.Spec.Storage.DeleteClaimOnScaleDown {
+		whenScaled = appsv1.DeletePersistentVolumeClaimRetentionPolicyType
+	}
+	whenDeleted := appsv1.RetainPersistentVolumeClaimRetentionPolicyType
+	if kc.Spec.DeletionPolicy == strata.DeletionPolicyDelete {
+		whenDeleted = appsv1.DeletePersistentVolumeClaimRetentionPolicyType
+	}
+
+	size := kc.Spec.Storage.Size
+	if size.IsZero() {
+		size = mustQuantity("100Gi")
+	}
+
+	return &appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: objectMeta(kc, name, labels),
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            ptr.To(zone.Brokers),
+			ServiceName:         HeadlessServiceName(kc.Name),
+			Selector:            &metav1.LabelSelector{MatchLabels: selector},
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
+			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				WhenDeleted: whenDeleted,
+				WhenScaled:  whenScaled,
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: kc.Spec.PodTemplate.ServiceAccountName,
+					NodeSelector:       copyMap(zone.NodeSelector),
+					Tolerations:        zone.Tolerations,
+					Affinity: &corev1.Affinity{
+						NodeAffinity: &corev1.NodeAffinity{
+							RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+								NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+									MatchExpressions: []corev1.NodeSelectorRequirement{{
+										Key:      corev1.LabelTopologyZone,
+										Operator: corev1.NodeSelectorOpIn,
+										Values:   []string{zone.Name},
+									}},
+								}},
+							},
+						},
+					},
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+						MaxSkew:           1,
+						TopologyKey:       corev1.LabelHostname,
+						WhenUnsatisfiable: corev1.ScheduleAnyway,
+						LabelSelector:     &metav1.LabelSelector{MatchLabels: selector},
+					}},
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot: ptr.To(true),
+						RunAsUser:    ptr.To[int64](nonRootUID),
+						FSGroup:      ptr.To[int64](nonRootUID),
+					},
+					TerminationGracePeriodSeconds: ptr.To[int64](120),
+					Containers: []corev1.Container{{
+						Name:      "broker",
+						Image:     image,
+						Command:   []string{"/strata", "broker", "--config", BrokerConfigDir + "/" + BrokerConfigFile},
+						Ports:     ports,
+						Env:       env,
+						Resources: kc.Spec.Resources,
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: "data", MountPath: BrokerDataDir},
+							{Name: "config", MountPath: BrokerConfigDir, ReadOnly: true},
+						},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(firstPort.Port)}},
+							PeriodSeconds:    5,
+							FailureThreshold: 3,
+						},
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: ptr.To(false),
+							ReadOnlyRootFilesystem:   ptr.To(true),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+					}},
+					Volumes: []corev1.Volume{{
+						Name: "config",
+						VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: ZoneConfigMapName(kc.Name, zone.Name)},
+						}},
+					}},
+				},
+			},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+				ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: copyMap(selector)},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					StorageClassName: kc.Spec.Storage.StorageClassName,
+					Resources: corev1.VolumeResourceRequirements{
+						Requests: corev1.ResourceList{corev1.ResourceStorage: size},
+					},
+				},
+			}},
+		},
+	}
+}
+
+// secretEnv maps a Secret-sourced key pair to environment variables.
+// Ambient credentials need none: the SDK finds them itself.
+func secretEnv(c strata.S3Credentials, idVar, secretVar, tokenVar string) []corev1.EnvVar {
+	ref := c.SecretRef
+	if c.EffectiveSource() != strata.CredentialsFromSecret || ref == nil {
+		return nil
+	}
+	sel := func(key string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name},
+			Key:                  key,
+		}}
+	}
+	env := []corev1.EnvVar{
+		{Name: idVar, ValueFrom: sel(orDefault(ref.AccessKeyIDKey, "accessKeyID"))},
+		{Name: secretVar, ValueFrom: sel(orDefault(ref.SecretAccessKeyKey, "secretAccessKey"))},
+	}
+	if ref.SessionTokenKey != "" {
+		env = append(env, corev1.EnvVar{Name: tokenVar, ValueFrom: sel(ref.SessionTokenKey)})
+	}
+	return env
+}
+
+// BuildServices renders the headless Service (stable per-broker DNS,
+// published before readiness so brokers can find each other at start) and
+// the bootstrap Service clients connect to.
+func BuildServices(kc *strata.KafkaCluster) []*corev1.Service {
+	var ports []corev1.ServicePort
+	for _, l := range Listeners(kc) {
+		ports = append(ports, corev1.ServicePort{
+			Name: portName(l.Name), Port: l.Port, TargetPort: intstr.FromInt32(l.Port), Protocol: corev1.ProtocolTCP,
+		})
+	}
+	labels := clusterLabels(kc, ComponentBroker)
+	headless := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: objectMeta(kc, HeadlessServiceName(kc.Name), labels),
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			PublishNotReadyAddresses: true,
+			Selector:                 brokerSelector(kc),
+			Ports:                    ports,
+		},
+	}
+	bootstrap := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: objectMeta(kc, BootstrapServiceName(kc.Name), copyMap(labels)),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: brokerSelector(kc),
+			Ports:    append([]corev1.ServicePort(nil), ports...),
+		},
+	}
+	return []*corev1.Service{headless, bootstrap}
+}
+
+// BuildBrokerPDB renders the PodDisruptionBudget that lets voluntary
+// disruptions (node drains) take at most one broker at a time.
+func BuildBrokerPDB(kc *strata.KafkaCluster) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: objectMeta(kc, BrokerPDBName(kc.Name), clusterLabels(kc, ComponentBroker)),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector:       &metav1.LabelSelector{MatchLabels: brokerSelector(kc)},
+		},
+	}
+}
+
+// EtcdObjects are the objects of a managed etcd.
+type EtcdObjects struct {
+	Service     *corev1.Service
+	StatefulSet *appsv1.StatefulSet
+	PDB         *policyv1.PodDisruptionBudget
+}
+
+// BuildEtcd renders the managed etcd: a headless Service for stable peer
+// DNS (<cluster>-etcd-<i>.<cluster>-etcd.<ns>.svc), a StatefulSet whose
+// members are spread across the cluster's zones, and a PodDisruptionBudget.
+// It returns nil when the cluster uses external endpoints.
+func BuildEtcd(kc *strata.KafkaCluster) *EtcdObjects {
+	m, managed := ManagedEtcd(kc)
+	if !managed {
+		return nil
+	}
+	name := EtcdName(kc.Name)
+	labels := clusterLabels(kc, ComponentEtcd)
+	selector := map[string]string{LabelCluster: kc.Name, LabelComponent: ComponentEtcd}
+
+	var initial []string
+	for i := int32(0); i < m.Replicas; i++ {
+		initial = append(initial, fmt.Sprintf("%s=http://%s.%s:%d", etcdMemberName(kc, i), etcdMemberName(kc, i), etcdServiceDomain(kc), etcdPeerPort))
+	}
+	zones := make([]string, 0, len(kc.Spec.Zones))
+	for _, z := range kc.Spec.Zones {
+		zones = append(zones, z.Name)
+	}
+	sort.Strings(zones)
+	self := fmt.Sprintf("$(%s).%s", EnvPodName, etcdServiceDomain(kc))
+
+	svc := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: objectMeta(kc, name, labels),
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			PublishNotReadyAddresses: true, // peers must resolve each other before quorum
+			Selector:                 selector,
+			Ports: []corev1.ServicePort{
+				{Name: "client", Port: etcdClientPort, TargetPort: intstr.FromInt32(etcdClientPort), Protocol: corev1.ProtocolTCP},
+				{Name: "peer", Port: etcdPeerPort, TargetPort: intstr.FromInt32(etcdPeerPort), Protocol: corev1.ProtocolTCP},
+			},
+		},
+	}
+	sts := &appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: objectMeta(kc, name, labels),
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            ptr.To(m.Replicas),
+			ServiceName:         name,
+			Selector:            &metav1.LabelSelector{MatchLabels: selector},
+			PodManagementPolicy: appsv1.ParallelPodManagement, // all members must start to form the cluster
+			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: copyMap(labels)},
+				Spec: corev1.PodSpec{
+					Affinity: &corev1.Affinity{
+						NodeAffinity: &corev1.NodeAffinity{
+							RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+								NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+									MatchExpressions: []corev1.NodeSelectorRequirement{{
+										Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: zones,
+									}},
+								}},
+							},
+						},
+						PodAntiAffinity: &corev1.PodAntiAffinity{
+							PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+								Weight: 100,
+								PodAffinityTerm: corev1.PodAffinityTerm{
+									TopologyKey:   corev1.LabelHostname,
+									LabelSelector: &metav1.LabelSelector{MatchLabels: selector},
+								},
+							}},
+						},
+					},
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+						MaxSkew:           1,
+						TopologyKey:       corev1.LabelTopologyZone,
+						WhenUnsatisfiable: corev1.DoNotSchedule,
+						LabelSelector:     &metav1.LabelSelector{MatchLabels: selector},
+					}},
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot: ptr.To(true),
+						RunAsUser:    ptr.To[int64](nonRootUID),
+						FSGroup:      ptr.To[int64](nonRootUID),
+					},
+					Containers: []corev1.Container{{
+						Name:  "etcd",
+						Image: m.Image,
+						Command: []string{
+							"etcd",
+							"--name=$(" + EnvPodName + ")",
+							"--data-dir=" + etcdDataDir + "/data",
+							fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", etcdClientPort),
+							fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", etcdPeerPort),
+							fmt.Sprintf("--advertise-client-urls=http://%s:%d", self, etcdClientPort),
+							fmt.Sprintf("--initial-advertise-peer-urls=http://%s:%d", self, etcdPeerPort),
+							"--initial-cluster=" + strings.Join(initial, ","),
+							"--initial-cluster-state=new",
+							fmt.Sprintf("--initial-cluster-token=%s-%s", kc.Namespace, name),
+						},
+						Env: []corev1.EnvVar{
+							{Name: EnvPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+						},
+						Ports: []corev1.ContainerPort{
+							{Name: "client", ContainerPort: etcdClientPort, Protocol: corev1.ProtocolTCP},
+							{Name: "peer", ContainerPort: etcdPeerPort, Protocol: corev1.ProtocolTCP},
+						},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+								Path: "/readyz", Port: intstr.FromInt32(etcdClientPort),
+							}},
+							PeriodSeconds: 5,
+						},
+						VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: etcdDataDir}},
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: ptr.To(false),
+							ReadOnlyRootFilesystem:   ptr.To(true),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+					}},
+				},
+			},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+				ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: copyMap(selector)},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					StorageClassName: kc.Spec.Storage.StorageClassName,
+					Resources: corev1.VolumeResourceRequirements{
+						Requests: corev1.ResourceList{corev1.ResourceStorage: m.StorageSize},
+					},
+				},
+			}},
+		},
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: objectMeta(kc, name, copyMap(labels)),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector:       &metav1.LabelSelector{MatchLabels: copyMap(selector)},
+		},
+	}
+	return &EtcdObjects{Service: svc, StatefulSet: sts, PDB: pdb}
+}
+
+func etcdMemberName(kc *strata.KafkaCluster, i int32) string {
+	return fmt.Sprintf("%s-%d", EtcdName(kc.Name), i)
+}
+
+func etcdServiceDomain(kc *strata.KafkaCluster) string {
+	return fmt.Sprintf("%s.%s.svc", EtcdName(kc.Name), kc.Namespace)
+}
+
+// portName turns a listener name into a port name. The CRD schema keeps
+// listener names to 15 characters without doubled or trailing
+// underscores, so the result is a valid IANA service name.
+func portName(listener string) string {
+	return strings.ToLower(strings.ReplaceAll(listener, "_", "-"))
+}
+
+func copyMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }

@@ -1,0 +1,191 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	strata "github.com/strata-dev/strata/api/v1alpha1"
+)
+
+// Event reasons of a FastBucket.
+const (
+	EventBucketReachable   = "BucketReachable"
+	EventBucketUnreachable = "BucketUnreachable"
+)
+
+const (
+	defaultProbeInterval = time.Minute
+	// maxFailedProbeInterval caps the wait after a failed probe, so a fixed
+	// endpoint or Secret is noticed soon even with a long probeInterval.
+	maxFailedProbeInterval = 30 * time.Second
+	probeTimeout           = 10 * time.Second
+)
+
+// ProbeFunc probes a bucket; ProbeBucket in production.
+type ProbeFunc func(ctx context.Context, spec strata.FastBucketSpec, creds *StaticCredentials) (time.Duration, error)
+
+// +kubebuilder:rbac:groups=kafka.strata.dev,resources=fastbuckets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kafka.strata.dev,resources=fastbuckets/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// FastBucketReconciler probes FastBuckets through the S3 API and reports
+// whether they are reachable.
+type FastBucketReconciler struct {
+	client.Client
+	// SecretReader reads credential Secrets directly from the API server,
+	// so the operator needs neither a cache of every Secret nor list/watch
+	// on them.
+	SecretReader client.Reader
+	Recorder     recorder.EventRecorder
+	// Probe defaults to ProbeBucket.
+	Probe ProbeFunc
+}
+
+// Reconcile probes one FastBucket and records the result. A failed probe
+// is a status, not an error: the controller requeues after the interval
+// instead of backing off into a crash loop.
+func (r *FastBucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	fb := &strata.FastBucket{}
+	if err := r.Get(ctx, req.NamespacedName, fb); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	logger := log.FromContext(ctx).WithValues("bucket", fb.Spec.Bucket, "zone", fb.Spec.Zone)
+
+	before := fb.DeepCopy()
+	defer func() {
+		fb.Status.ObservedGeneration = fb.Generation
+		if err := r.Status().Patch(ctx, fb, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+			reterr = errors.Join(reterr, fmt.Errorf("patch status: %w", err))
+		}
+	}()
+
+	interval := fb.Spec.ProbeInterval.Duration
+	if interval <= 0 {
+		interval = defaultProbeInterval
+	}
+
+	latency, reason, err := r.probe(ctx, fb)
+	now := metav1.Now()
+	fb.Status.LastProbeTime = &now
+	wasReachable := meta.IsStatusConditionTrue(fb.Status.Conditions, strata.ConditionReachable)
+	if err != nil {
+		logger.V(1).Info("fast bucket probe failed", "reason", reason, "error", err.Error())
+		msg := fmt.Sprintf("bucket %s at %s: %v", fb.Spec.Bucket, endpointOf(fb.Spec), err)
+		fb.Status.LastProbeLatency = nil
+		changed := meta.SetStatusCondition(&fb.Status.Conditions, metav1.Condition{
+			Type: strata.ConditionReachable, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: fb.Generation,
+		})
+		if changed || wasReachable {
+			r.Recorder.Eventf(fb, nil, corev1.EventTypeWarning, EventBucketUnreachable, "Probe", "%s", msg)
+		}
+		return ctrl.Result{RequeueAfter: min(interval, maxFailedProbeInterval)}, nil
+	}
+	latency = latency.Round(10 * time.Microsecond)
+	fb.Status.LastProbeLatency = &metav1.Duration{Duration: latency}
+	meta.SetStatusCondition(&fb.Status.Conditions, metav1.Condition{
+		Type: strata.ConditionReachable, Status: metav1.ConditionTrue, Reason: ReasonProbeSucceeded,
+		Message:            fmt.Sprintf("HeadBucket, put, get and delete of %s succeeded in %s", ProbeKey, latency),
+		ObservedGeneration: fb.Generation,
+	})
+	if !wasReachable {
+		r.Recorder.Eventf(fb, nil, corev1.EventTypeNormal, EventBucketReachable, "Probe", "bucket %s reachable (%s)", fb.Spec.Bucket, latency)
+	}
+	logger.V(1).Info("fast bucket probe succeeded", "latency", latency)
+	return ctrl.Result{RequeueAfter: interval}, nil
+}
+
+// probe resolves credentials and runs the probe, returning the condition
+// reason of a failure.
+func (r *FastBucketReconciler) probe(ctx context.Context, fb *strata.FastBucket) (time.Duration, string, error) {
+	creds, reason, err := r.credentials(ctx, fb)
+	if err != nil {
+		return 0, reason, err
+	}
+	probe := r.Probe
+	if probe == nil {
+		probe = ProbeBucket
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	latency, err := probe(ctx, fb.Spec, creds)
+	if err != nil {
+		var pe *ProbeError
+		if errors.As(err, &pe) {
+			return 0, pe.Reason, err
+		}
+		return 0, ReasonProbeFailed, err
+	}
+	return latency, "", nil
+}
+
+// credentials reads the access key pair from the referenced Secret, or
+// returns nil for ambient credentials.
+func (r *FastBucketReconciler) credentials(ctx context.Context, fb *strata.FastBucket) (*StaticCredentials, string, error) {
+	c := fb.Spec.Credentials
+	if c.EffectiveSource() != strata.CredentialsFromSecret || c.SecretRef == nil {
+		return nil, "", nil
+	}
+	ref := c.SecretRef
+	var secret corev1.Secret
+	err := r.SecretReader.Get(ctx, types.NamespacedName{Namespace: fb.Namespace, Name: ref.Name}, &secret)
+	if apierrors.IsNotFound(err) {
+		return nil, ReasonSecretNotFound, fmt.Errorf("credentials Secret %q not found in namespace %s", ref.Name, fb.Namespace)
+	}
+	if err != nil {
+		return nil, ReasonProbeFailed, fmt.Errorf("read credentials Secret %q: %w", ref.Name, err)
+	}
+	get := func(key, def string) (string, error) {
+		key = orDefault(key, def)
+		v, ok := secret.Data[key]
+		if !ok || len(v) == 0 {
+			return "", fmt.Errorf("credentials Secret %q has no key %q", ref.Name, key)
+		}
+		return string(v), nil
+	}
+	id, err := get(ref.AccessKeyIDKey, "accessKeyID")
+	if err != nil {
+		return nil, ReasonSecretKeyMissing, err
+	}
+	key, err := get(ref.SecretAccessKeyKey, "secretAccessKey")
+	if err != nil {
+		return nil, ReasonSecretKeyMissing, err
+	}
+	creds := &StaticCredentials{AccessKeyID: id, SecretAccessKey: key}
+	if ref.SessionTokenKey != "" {
+		if creds.SessionToken, err = get(ref.SessionTokenKey, ""); err != nil {
+			return nil, ReasonSecretKeyMissing, err
+		}
+	}
+	return creds, "", nil
+}
+
+func endpointOf(spec strata.FastBucketSpec) string {
+	if spec.Endpoint != "" {
+		return spec.Endpoint
+	}
+	return "the AWS endpoint of region " + spec.Region
+}
+
+// SetupWithManager registers the controller. Only spec changes trigger a
+// probe; the periodic requeue does the rest.
+func (r *FastBucketReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&strata.FastBucket{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Named("fastbucket").
+		Complete(r)
+}

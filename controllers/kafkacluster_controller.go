@@ -1,0 +1,643 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	strata "github.com/strata-dev/strata/api/v1alpha1"
+)
+
+// Condition reasons of a KafkaCluster. They are API: users and tests match
+// on them.
+const (
+	ReasonFastBucketNotFound     = "FastBucketNotFound"
+	ReasonFastBucketZoneMismatch = "FastBucketZoneMismatch"
+	ReasonFastBucketUnreachable  = "FastBucketUnreachable"
+	ReasonReconcileError         = "ReconcileError"
+	ReasonBrokersReady           = "BrokersReady"
+	ReasonBrokersNotReady        = "BrokersNotReady"
+	ReasonRollingOut             = "RollingOut"
+	ReasonUpToDate               = "UpToDate"
+	ReasonAsExpected             = "AsExpected"
+	ReasonInvalidSpec            = "InvalidSpec"
+)
+
+// Event reasons of a KafkaCluster.
+const (
+	EventCreated         = "Created"
+	EventUpdated         = "Updated"
+	EventZoneScaledDown  = "ZoneScaledToZero"
+	EventZoneRemoved     = "ZoneRemoved"
+	EventBrokerIDBlock   = "BrokerIDBlockAssigned"
+	EventClaimsDeleted   = "ClaimsDeleted"
+	EventInvalidBucket   = "InvalidFastBucket"
+	EventReconcileFailed = "ReconcileFailed"
+)
+
+// +kubebuilder:rbac:groups=kafka.strata.dev,resources=kafkaclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=kafka.strata.dev,resources=kafkaclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=kafka.strata.dev,resources=kafkaclusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups=kafka.strata.dev,resources=fastbuckets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;delete;deletecollection
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// KafkaClusterReconciler lays a KafkaCluster out zone by zone.
+type KafkaClusterReconciler struct {
+	client.Client
+	Recorder recorder.EventRecorder
+}
+
+// clusterScope is what the reconcile steps share.
+type clusterScope struct {
+	cluster *strata.KafkaCluster
+	// zones of the spec, in spec order, with their ID base and bucket.
+	zones []ZoneInput
+	// statefulSets written this round, by zone; the etcd one separately.
+	statefulSets map[string]*appsv1.StatefulSet
+	etcd         *appsv1.StatefulSet
+}
+
+// invalidSpecError is a problem only the user can fix (a missing or
+// mismatched FastBucket). Reconcile reports it in the conditions and stops
+// before writing anything; a watch brings the cluster back when it changes.
+type invalidSpecError struct {
+	reason  string
+	message string
+}
+
+func (e *invalidSpecError) Error() string { return e.message }
+
+// Reconcile brings one KafkaCluster's objects to the desired state.
+func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	kc := &strata.KafkaCluster{}
+	if err := r.Get(ctx, req.NamespacedName, kc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	logger := log.FromContext(ctx).WithValues("generation", kc.Generation)
+	ctx = log.IntoContext(ctx, logger)
+
+	if !kc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, kc)
+	}
+	if !controllerutil.ContainsFinalizer(kc, Finalizer) {
+		patch := client.MergeFrom(kc.DeepCopy())
+		controllerutil.AddFinalizer(kc, Finalizer)
+		if err := r.Patch(ctx, kc, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+
+	before := kc.DeepCopy()
+	s := &clusterScope{cluster: kc, statefulSets: map[string]*appsv1.StatefulSet{}}
+	defer func() {
+		kc.Status.ObservedGeneration = kc.Generation
+		if err := r.Status().Patch(ctx, kc, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+			reterr = errors.Join(reterr, fmt.Errorf("patch status: %w", err))
+		}
+	}()
+
+	steps := []struct {
+		name string
+		run  func(context.Context, *clusterScope) error
+	}{
+		{"resolve fast buckets", r.resolveFastBuckets},
+		{"assign broker ID blocks", r.assignBrokerIDBlocks},
+		{"managed etcd", r.reconcileEtcd},
+		{"services", r.reconcileServices},
+		{"zones", r.reconcileZones},
+		{"disruption budget", r.reconcilePDB},
+		{"removed zones", r.reconcileRemovedZones},
+		{"status", r.aggregateStatus},
+	}
+	for _, step := range steps {
+		err := step.run(ctx, s)
+		if err == nil {
+			continue
+		}
+		var invalid *invalidSpecError
+		if errors.As(err, &invalid) {
+			logger.Info("cluster spec cannot be realised", "reason", invalid.reason, "problem", invalid.message)
+			r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventInvalidBucket, "Reconcile", "%s", invalid.message)
+			setCondition(kc, strata.ConditionReady, metav1.ConditionFalse, invalid.reason, invalid.message)
+			setCondition(kc, strata.ConditionReconciling, metav1.ConditionFalse, invalid.reason, "waiting for the spec to be fixed: "+invalid.message)
+			setCondition(kc, strata.ConditionDegraded, metav1.ConditionTrue, invalid.reason, invalid.message)
+			return ctrl.Result{}, nil
+		}
+		msg := fmt.Sprintf("%s: %v", step.name, err)
+		r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventReconcileFailed, "Reconcile", "%s", msg)
+		setCondition(kc, strata.ConditionReady, metav1.ConditionFalse, ReasonReconcileError, msg)
+		setCondition(kc, strata.ConditionReconciling, metav1.ConditionTrue, ReasonReconcileError, msg)
+		return ctrl.Result{}, fmt.Errorf("%s: %w", step.name, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// resolveFastBuckets finds every zone's FastBucket and checks that it sits
+// in that zone. It runs before any write, so a bad reference creates
+// nothing.
+func (r *KafkaClusterReconciler) resolveFastBuckets(ctx context.Context, s *clusterScope) error {
+	kc := s.cluster
+	var problems []string
+	reason := ""
+	s.zones = s.zones[:0]
+	for _, z := range kc.Spec.Zones {
+		zi := ZoneInput{Zone: z}
+		if z.FastBucketRef != nil {
+			fb := &strata.FastBucket{}
+			err := r.Get(ctx, types.NamespacedName{Namespace: kc.Namespace, Name: z.FastBucketRef.Name}, fb)
+			switch {
+			case apierrors.IsNotFound(err):
+				problems = append(problems, fmt.Sprintf("zone %s: FastBucket %q not found in namespace %s", z.Name, z.FastBucketRef.Name, kc.Namespace))
+				reason = firstNonEmpty(reason, ReasonFastBucketNotFound)
+				continue
+			case err != nil:
+				return fmt.Errorf("get FastBucket %s: %w", z.FastBucketRef.Name, err)
+			case fb.Spec.Zone != z.Name:
+				problems = append(problems, fmt.Sprintf("zone %s: FastBucket %q is in zone %s; a zone's brokers must use a bucket of their own zone", z.Name, fb.Name, fb.Spec.Zone))
+				reason = firstNonEmpty(reason, ReasonFastBucketZoneMismatch)
+				continue
+			}
+			zi.Bucket = fb
+		}
+		s.zones = append(s.zones, zi)
+	}
+	if len(problems) > 0 {
+		return &invalidSpecError{reason: reason, message: strings.Join(problems, "; ")}
+	}
+	return nil
+}
+
+// assignBrokerIDBlocks records new zones' ID blocks in status, and
+// persists them at once: the blocks must be durable before any broker
+// uses an ID from them.
+func (r *KafkaClusterReconciler) assignBrokerIDBlocks(ctx context.Context, s *clusterScope) error {
+	kc := s.cluster
+	blocks, changed := AssignBrokerIDBlocks(kc.Status.BrokerIDBlocks, kc.Spec.Zones)
+	if changed {
+		old := kc.Status.BrokerIDBlocks
+		patch := client.MergeFrom(kc.DeepCopy())
+		kc.Status.BrokerIDBlocks = blocks
+		if err := r.Status().Patch(ctx, kc, patch); err != nil {
+			return fmt.Errorf("record broker ID blocks: %w", err)
+		}
+		for _, b := range blocks {
+			if !b.Retired && !slices.Contains(old, b) {
+				r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventBrokerIDBlock, "AssignBrokerIDs", "zone %s: broker IDs %d-%d", b.Zone, b.Base, b.Base+strata.BrokerIDBlockSize-1)
+			}
+		}
+	}
+	for i := range s.zones {
+		base, ok := ActiveBlockBase(blocks, s.zones[i].Zone.Name)
+		if !ok {
+			return fmt.Errorf("zone %s has no broker ID block", s.zones[i].Zone.Name)
+		}
+		s.zones[i].IDBase = base
+	}
+	return nil
+}
+
+// reconcileEtcd writes the managed etcd, or nothing for external endpoints.
+func (r *KafkaClusterReconciler) reconcileEtcd(ctx context.Context, s *clusterScope) error {
+	objs := BuildEtcd(s.cluster)
+	if objs == nil {
+		return nil
+	}
+	if err := r.applyService(ctx, s.cluster, objs.Service); err != nil {
+		return err
+	}
+	sts, err := r.applyStatefulSet(ctx, s.cluster, objs.StatefulSet)
+	if err != nil {
+		return err
+	}
+	s.etcd = sts
+	return r.applyPDB(ctx, s.cluster, objs.PDB)
+}
+
+func (r *KafkaClusterReconciler) reconcileServices(ctx context.Context, s *clusterScope) error {
+	for _, svc := range BuildServices(s.cluster) {
+		if err := r.applyService(ctx, s.cluster, svc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reconcileZones writes each zone's ConfigMap, then its StatefulSet with
+// the ConfigMap's hash in the pod template.
+func (r *KafkaClusterReconciler) reconcileZones(ctx context.Context, s *clusterScope) error {
+	for _, zi := range s.zones {
+		cm := BuildZoneConfigMap(s.cluster, zi)
+		if err := r.applyConfigMap(ctx, s.cluster, cm); err != nil {
+			return fmt.Errorf("zone %s: %w", zi.Zone.Name, err)
+		}
+		sts, err := r.applyStatefulSet(ctx, s.cluster, BuildZoneStatefulSet(s.cluster, zi, ConfigHash(cm.Data)))
+		if err != nil {
+			return fmt.Errorf("zone %s: %w", zi.Zone.Name, err)
+		}
+		s.statefulSets[zi.Zone.Name] = sts
+	}
+	return nil
+}
+
+func (r *KafkaClusterReconciler) reconcilePDB(ctx context.Context, s *clusterScope) error {
+	return r.applyPDB(ctx, s.cluster, BuildBrokerPDB(s.cluster))
+}
+
+// reconcileRemovedZones takes down zones that left the spec: first the
+// StatefulSet is scaled to zero (the StatefulSet controller removes pods
+// one at a time, highest ordinal first), and only once no pod is left are
+// the StatefulSet and its ConfigMap deleted.
+//
+// Draining partitions off the brokers first is the rebalancer's job and
+// not done here yet.
+func (r *KafkaClusterReconciler) reconcileRemovedZones(ctx context.Context, s *clusterScope) error {
+	kc := s.cluster
+	var list appsv1.StatefulSetList
+	if err := r.List(ctx, &list, client.InNamespace(kc.Namespace), client.MatchingLabels(brokerSelector(kc))); err != nil {
+		return fmt.Errorf("list StatefulSets: %w", err)
+	}
+	for i := range list.Items {
+		sts := &list.Items[i]
+		zone := sts.Labels[LabelZone]
+		if _, inSpec := s.statefulSets[zone]; inSpec || !metav1.IsControlledBy(sts, kc) {
+			continue
+		}
+		if ptr.Deref(sts.Spec.Replicas, 0) != 0 {
+			patch := client.MergeFrom(sts.DeepCopy())
+			sts.Spec.Replicas = ptr.To[int32](0)
+			if err := r.Patch(ctx, sts, patch); err != nil {
+				return fmt.Errorf("scale removed zone %s to zero: %w", zone, err)
+			}
+			r.Recorder.Eventf(kc, sts, corev1.EventTypeNormal, EventZoneScaledDown, "ScaleDown", "zone %s left the spec; scaling StatefulSet %s to zero", zone, sts.Name)
+			continue
+		}
+		if sts.Status.Replicas != 0 {
+			continue // pods still terminating; the StatefulSet's status change requeues us
+		}
+		if err := r.Delete(ctx, sts); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete StatefulSet of removed zone %s: %w", zone, err)
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: kc.Namespace, Name: ZoneConfigMapName(kc.Name, zone)}}
+		if err := r.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete ConfigMap of removed zone %s: %w", zone, err)
+		}
+		r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventZoneRemoved, "RemoveZone", "zone %s removed: StatefulSet %s deleted", zone, sts.Name)
+	}
+	return nil
+}
+
+// aggregateStatus fills zones, brokers and conditions from the
+// StatefulSets, broker pods and FastBuckets.
+func (r *KafkaClusterReconciler) aggregateStatus(ctx context.Context, s *clusterScope) error {
+	kc := s.cluster
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(kc.Namespace), client.MatchingLabels(brokerSelector(kc))); err != nil {
+		return fmt.Errorf("list broker pods: %w", err)
+	}
+	podReady := map[string]bool{}
+	for _, p := range pods.Items {
+		podReady[p.Name] = isPodReady(&p)
+	}
+
+	st := &kc.Status
+	st.Zones, st.Brokers = nil, nil
+	st.ReadyBrokers, st.DesiredBrokers = 0, 0
+	st.ZoneCount = int32(len(kc.Spec.Zones))
+	st.MetadataEndpoints = MetadataEndpoints(kc)
+	rolling := false
+	var unreachable []string
+	for _, zi := range s.zones {
+		sts := s.statefulSets[zi.Zone.Name]
+		zs := strata.ZoneStatus{
+			Name:           zi.Zone.Name,
+			BrokerIDBase:   zi.IDBase,
+			StatefulSet:    sts.Name,
+			DesiredBrokers: zi.Zone.Brokers,
+			ReadyBrokers:   sts.Status.ReadyReplicas,
+		}
+		if zi.Bucket != nil {
+			zs.FastBucket = zi.Bucket.Name
+			if c := meta.FindStatusCondition(zi.Bucket.Status.Conditions, strata.ConditionReachable); c != nil && c.Status == metav1.ConditionFalse {
+				unreachable = append(unreachable, fmt.Sprintf("%s (zone %s): %s", zi.Bucket.Name, zi.Zone.Name, c.Reason))
+			}
+		}
+		st.Zones = append(st.Zones, zs)
+		st.DesiredBrokers += zs.DesiredBrokers
+		for ord := int32(0); ord < zi.Zone.Brokers; ord++ {
+			pod := BrokerPodName(kc.Name, zi.Zone.Name, ord)
+			b := strata.BrokerStatus{ID: zi.IDBase + ord, Zone: zi.Zone.Name, Pod: pod, Ready: podReady[pod]}
+			if b.Ready {
+				st.ReadyBrokers++
+			}
+			st.Brokers = append(st.Brokers, b)
+		}
+		if !statefulSetSettled(sts) {
+			rolling = true
+		}
+	}
+
+	etcdMsg := ""
+	etcdReady := true
+	if s.etcd != nil {
+		want := ptr.Deref(s.etcd.Spec.Replicas, 0)
+		etcdReady = s.etcd.Status.ReadyReplicas == want
+		etcdMsg = fmt.Sprintf("; etcd %d/%d ready", s.etcd.Status.ReadyReplicas, want)
+		if !statefulSetSettled(s.etcd) {
+			rolling = true
+		}
+	}
+	brokersMsg := fmt.Sprintf("%d/%d brokers ready in %d zones%s", st.ReadyBrokers, st.DesiredBrokers, st.ZoneCount, etcdMsg)
+	if st.ReadyBrokers == st.DesiredBrokers && etcdReady {
+		setCondition(kc, strata.ConditionReady, metav1.ConditionTrue, ReasonBrokersReady, brokersMsg)
+	} else {
+		setCondition(kc, strata.ConditionReady, metav1.ConditionFalse, ReasonBrokersNotReady, brokersMsg)
+	}
+	if rolling {
+		setCondition(kc, strata.ConditionReconciling, metav1.ConditionTrue, ReasonRollingOut, "StatefulSets are rolling out: "+brokersMsg)
+	} else {
+		setCondition(kc, strata.ConditionReconciling, metav1.ConditionFalse, ReasonUpToDate, "all StatefulSets are up to date")
+	}
+	if len(unreachable) > 0 {
+		setCondition(kc, strata.ConditionDegraded, metav1.ConditionTrue, ReasonFastBucketUnreachable,
+			"fast buckets unreachable, brokers fall back to inline replication: "+strings.Join(unreachable, "; "))
+	} else {
+		setCondition(kc, strata.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "all fast buckets reachable or not yet probed")
+	}
+	return nil
+}
+
+// statefulSetSettled reports whether a StatefulSet's controller has caught
+// up with its spec and all replicas are updated and ready.
+func statefulSetSettled(sts *appsv1.StatefulSet) bool {
+	want := ptr.Deref(sts.Spec.Replicas, 1)
+	return sts.Status.ObservedGeneration >= sts.Generation &&
+		sts.Status.UpdatedReplicas == want &&
+		sts.Status.ReadyReplicas == want &&
+		sts.Status.Replicas == want
+}
+
+// reconcileDelete deletes the brokers' claims when deletionPolicy is
+// Delete and releases the finalizer. Owned objects go by garbage
+// collection; buckets and their objects are never touched.
+func (r *KafkaClusterReconciler) reconcileDelete(ctx context.Context, kc *strata.KafkaCluster) error {
+	if !controllerutil.ContainsFinalizer(kc, Finalizer) {
+		return nil
+	}
+	if kc.Spec.DeletionPolicy == strata.DeletionPolicyDelete {
+		var pvcs corev1.PersistentVolumeClaimList
+		if err := r.List(ctx, &pvcs, client.InNamespace(kc.Namespace), client.MatchingLabels{LabelCluster: kc.Name}); err != nil {
+			return fmt.Errorf("list claims: %w", err)
+		}
+		for i := range pvcs.Items {
+			if err := r.Delete(ctx, &pvcs.Items[i]); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("delete claim %s: %w", pvcs.Items[i].Name, err)
+			}
+		}
+		if len(pvcs.Items) > 0 {
+			r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventClaimsDeleted, "Delete", "deleted %d PersistentVolumeClaims (deletionPolicy Delete)", len(pvcs.Items))
+		}
+	}
+	patch := client.MergeFrom(kc.DeepCopy())
+	controllerutil.RemoveFinalizer(kc, Finalizer)
+	if err := r.Patch(ctx, kc, patch); err != nil {
+		return fmt.Errorf("remove finalizer: %w", err)
+	}
+	return nil
+}
+
+// applyStatefulSet creates the StatefulSet or updates its mutable fields
+// (replicas, template, update strategy, claim retention); the selector,
+// service name and claim templates are immutable after creation.
+func (r *KafkaClusterReconciler) applyStatefulSet(ctx context.Context, kc *strata.KafkaCluster, want *appsv1.StatefulSet) (*appsv1.StatefulSet, error) {
+	got := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: want.Namespace, Name: want.Name}}
+	specHash, err := objectHash(want.Spec)
+	if err != nil {
+		return nil, err
+	}
+	res, err := controllerutil.CreateOrUpdate(ctx, r.Client, got, func() error {
+		if err := adopt(kc, got, want.ObjectMeta); err != nil {
+			return err
+		}
+		if got.CreationTimestamp.IsZero() {
+			got.Spec = want.Spec
+			setAnnotation(got, AnnotationSpecHash, specHash)
+			return nil
+		}
+		got.Spec.Replicas = want.Spec.Replicas
+		if got.Annotations[AnnotationSpecHash] != specHash {
+			got.Spec.Template = want.Spec.Template
+			got.Spec.UpdateStrategy = want.Spec.UpdateStrategy
+			got.Spec.PersistentVolumeClaimRetentionPolicy = want.Spec.PersistentVolumeClaimRetentionPolicy
+			setAnnotation(got, AnnotationSpecHash, specHash)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("StatefulSet %s: %w", want.Name, err)
+	}
+	r.recordResult(kc, got, "StatefulSet", res)
+	return got, nil
+}
+
+// objectHash is the SHA-256 of an object's JSON form. The StatefulSet's
+// desired spec hash is kept in an annotation: comparing hashes of desired
+// specs, rather than the desired spec with the stored, API-server-defaulted
+// one, sends an update exactly when the desired spec changed, including
+// removals.
+func objectHash(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("hash: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+func setAnnotation(obj client.Object, key, value string) {
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[key] = value
+	obj.SetAnnotations(a)
+}
+
+func (r *KafkaClusterReconciler) applyConfigMap(ctx context.Context, kc *strata.KafkaCluster, want *corev1.ConfigMap) error {
+	got := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: want.Namespace, Name: want.Name}}
+	res, err := controllerutil.CreateOrUpdate(ctx, r.Client, got, func() error {
+		if err := adopt(kc, got, want.ObjectMeta); err != nil {
+			return err
+		}
+		got.Data = want.Data
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("ConfigMap %s: %w", want.Name, err)
+	}
+	r.recordResult(kc, got, "ConfigMap", res)
+	return nil
+}
+
+func (r *KafkaClusterReconciler) applyService(ctx context.Context, kc *strata.KafkaCluster, want *corev1.Service) error {
+	got := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: want.Namespace, Name: want.Name}}
+	res, err := controllerutil.CreateOrUpdate(ctx, r.Client, got, func() error {
+		if err := adopt(kc, got, want.ObjectMeta); err != nil {
+			return err
+		}
+		if got.CreationTimestamp.IsZero() {
+			got.Spec = want.Spec
+			return nil
+		}
+		// clusterIP(s) are allocated by the API server and immutable.
+		got.Spec.Selector = want.Spec.Selector
+		got.Spec.Ports = want.Spec.Ports
+		got.Spec.PublishNotReadyAddresses = want.Spec.PublishNotReadyAddresses
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("Service %s: %w", want.Name, err)
+	}
+	r.recordResult(kc, got, "Service", res)
+	return nil
+}
+
+func (r *KafkaClusterReconciler) applyPDB(ctx context.Context, kc *strata.KafkaCluster, want *policyv1.PodDisruptionBudget) error {
+	got := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: want.Namespace, Name: want.Name}}
+	res, err := controllerutil.CreateOrUpdate(ctx, r.Client, got, func() error {
+		if err := adopt(kc, got, want.ObjectMeta); err != nil {
+			return err
+		}
+		got.Spec.MaxUnavailable = want.Spec.MaxUnavailable
+		got.Spec.Selector = want.Spec.Selector
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("PodDisruptionBudget %s: %w", want.Name, err)
+	}
+	r.recordResult(kc, got, "PodDisruptionBudget", res)
+	return nil
+}
+
+// adopt sets labels and the controller reference on an object being
+// created or updated. An object of the same name controlled by someone
+// else is an error, not something to take over.
+func adopt(kc *strata.KafkaCluster, got client.Object, want metav1.ObjectMeta) error {
+	if owner := metav1.GetControllerOf(got); owner != nil && owner.UID != kc.UID {
+		return fmt.Errorf("%s is controlled by %s %s, not by this KafkaCluster", got.GetName(), owner.Kind, owner.Name)
+	}
+	labels := got.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	for k, v := range want.Labels {
+		labels[k] = v
+	}
+	got.SetLabels(labels)
+	if metav1.GetControllerOf(got) == nil {
+		got.SetOwnerReferences(append(got.GetOwnerReferences(), want.OwnerReferences...))
+	}
+	return nil
+}
+
+func (r *KafkaClusterReconciler) recordResult(kc *strata.KafkaCluster, obj client.Object, kind string, res controllerutil.OperationResult) {
+	switch res {
+	case controllerutil.OperationResultCreated:
+		r.Recorder.Eventf(kc, obj, corev1.EventTypeNormal, EventCreated, "Create", "created %s %s", kind, obj.GetName())
+	case controllerutil.OperationResultUpdated:
+		r.Recorder.Eventf(kc, obj, corev1.EventTypeNormal, EventUpdated, "Update", "updated %s %s", kind, obj.GetName())
+	}
+}
+
+// SetupWithManager registers the controller: it owns what it writes and
+// watches FastBuckets, so fixing a bucket reference or a bucket's
+// reachability requeues the clusters that use it.
+func (r *KafkaClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&strata.KafkaCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, deletionPredicate()))).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Watches(&strata.FastBucket{}, handler.EnqueueRequestsFromMapFunc(r.clustersUsingBucket)).
+		Named("kafkacluster").
+		Complete(r)
+}
+
+// deletionPredicate passes updates that set a deletion timestamp, which do
+// not change the generation.
+func deletionPredicate() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectNew.GetDeletionTimestamp() != nil
+		},
+	}
+}
+
+func (r *KafkaClusterReconciler) clustersUsingBucket(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list strata.KafkaClusterList
+	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
+		log.FromContext(ctx).Error(err, "list KafkaClusters for FastBucket", "fastBucket", obj.GetName())
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, kc := range list.Items {
+		for _, z := range kc.Spec.Zones {
+			if z.FastBucketRef != nil && z.FastBucketRef.Name == obj.GetName() {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&kc)})
+				break
+			}
+		}
+	}
+	return reqs
+}
+
+func setCondition(kc *strata.KafkaCluster, typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&kc.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: kc.Generation,
+	})
+}
+
+func isPodReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,91 @@
+package controllers
+
+import (
+	"fmt"
+
+	strata "github.com/strata-dev/strata/api/v1alpha1"
+)
+
+// Label keys and values on every object the operator writes.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelInstance  = "app.kubernetes.io/instance"
+	LabelComponent = "app.kubernetes.io/component"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelCluster   = "kafka.strata.dev/cluster"
+	LabelZone      = "kafka.strata.dev/zone"
+
+	ComponentBroker = "broker"
+	ComponentEtcd   = "etcd"
+	ManagedBy       = "strata-operator"
+
+	// AnnotationConfigHash on the broker pod template is the SHA-256 of
+	// the zone's broker configuration; changing the config changes the
+	// template and so rolls the zone's pods.
+	AnnotationConfigHash = "kafka.strata.dev/config-hash"
+
+	// AnnotationSpecHash on an operator-written StatefulSet is the hash of
+	// the spec the operator last wrote; see applyStatefulSet.
+	AnnotationSpecHash = "kafka.strata.dev/spec-hash"
+
+	// Finalizer lets the operator clean up volumes per deletionPolicy
+	// before a KafkaCluster goes away.
+	Finalizer = "kafka.strata.dev/finalizer"
+
+	// BrokerConfigFile is the key of the broker configuration in the zone
+	// ConfigMap and its file name in the pod.
+	BrokerConfigFile = "broker.properties"
+	// BrokerConfigDir is where the ConfigMap is mounted.
+	BrokerConfigDir = "/etc/strata"
+	// BrokerDataDir is where the broker's volume is mounted.
+	BrokerDataDir = "/var/lib/strata"
+)
+
+// ZoneStatefulSetName is the StatefulSet of a zone's brokers.
+func ZoneStatefulSetName(cluster, zone string) string { return fmt.Sprintf("%s-%s", cluster, zone) }
+
+// ZoneConfigMapName is the ConfigMap with a zone's broker configuration.
+func ZoneConfigMapName(cluster, zone string) string {
+	return fmt.Sprintf("%s-%s-config", cluster, zone)
+}
+
+// HeadlessServiceName is the Service giving each broker a stable DNS name.
+func HeadlessServiceName(cluster string) string { return cluster + "-brokers" }
+
+// BootstrapServiceName is the Service clients bootstrap through.
+func BootstrapServiceName(cluster string) string { return cluster + "-bootstrap" }
+
+// BrokerPDBName is the PodDisruptionBudget over all brokers.
+func BrokerPDBName(cluster string) string { return cluster + "-brokers" }
+
+// EtcdName names the managed etcd StatefulSet, its headless Service and
+// its PodDisruptionBudget.
+func EtcdName(cluster string) string { return cluster + "-etcd" }
+
+// BrokerPodName is the pod of the broker with the given ordinal.
+func BrokerPodName(cluster, zone string, ordinal int32) string {
+	return fmt.Sprintf("%s-%d", ZoneStatefulSetName(cluster, zone), ordinal)
+}
+
+// clusterLabels are the labels shared by all objects of a cluster.
+func clusterLabels(kc *strata.KafkaCluster, component string) map[string]string {
+	return map[string]string{
+		LabelName:      "strata",
+		LabelInstance:  kc.Name,
+		LabelComponent: component,
+		LabelManagedBy: ManagedBy,
+		LabelCluster:   kc.Name,
+	}
+}
+
+// brokerSelector selects all broker pods of a cluster.
+func brokerSelector(kc *strata.KafkaCluster) map[string]string {
+	return map[string]string{LabelCluster: kc.Name, LabelComponent: ComponentBroker}
+}
+
+// zoneSelector selects the broker pods of one zone.
+func zoneSelector(kc *strata.KafkaCluster, zone string) map[string]string {
+	s := brokerSelector(kc)
+	s[LabelZone] = zone
+	return s
+}
