@@ -1,0 +1,52 @@
+// Package log owns one partition's local log: a directory of segment files
+// with sparse offset and time indexes, crash recovery, roll, retention,
+// truncation, the leader epoch cache and idempotent producer state.
+//
+// # On-disk format
+//
+// A partition directory holds, Kafka style:
+//
+//	00000000000000000000.log        record batches exactly as validated and
+//	                                stamped (magic v2, see package record);
+//	                                never recompressed, never split across files
+//	00000000000000000000.index      sparse offset index: 8-byte entries
+//	                                relativeOffset uint32 | position uint32,
+//	                                one per IndexIntervalBytes, keyed by the
+//	                                indexed batch's last offset
+//	00000000000000000000.timeindex  sparse time index: 12-byte entries
+//	                                maxTimestampSoFar int64 | relativeOffset uint32
+//	leader-epoch-checkpoint         "0\n<n>\n<epoch> <startOffset>\n..."
+//	log-start-offset-checkpoint     "0\n<logStartOffset>\n"
+//	.clean-shutdown                 written by Close, removed by Open
+//
+// Segment names are the 20-digit base offset. All integers are big endian.
+// Small files are replaced atomically (write temp, fsync, rename, fsync dir).
+//
+// # Durability
+//
+// Config.FlushInterval is the fsync policy: > 0 fsyncs dirty data from one
+// goroutine per log at that interval (default 1s), 0 fsyncs inside every
+// append before it returns, < 0 leaves it to rolls and Close. FlushMessages
+// adds a record-count trigger. A segment is always fsynced (data and both
+// indexes) before the next one is created, and the directory is fsynced
+// after every file creation, removal or rename. acks=all durability across
+// machines comes from replication, not from fsync.
+//
+// # Recovery
+//
+// Because every segment but the last was fsynced before its successor was
+// created, Open re-reads only the last segment after a crash (no
+// .clean-shutdown): every batch's frame, CRC-32C and offsets are checked,
+// indexes are rebuilt, and the first bad batch and everything after it is
+// truncated (a torn write). Missing or inconsistent indexes of any segment
+// are rebuilt by scanning; a bad batch met while rebuilding a segment other
+// than the last is returned as *CorruptionError (file and byte offset)
+// instead of being deleted. docs/storage.md has the table of outcomes.
+//
+// # Concurrency
+//
+// A Log is safe for concurrent use; see the Log type for the two locks and
+// who holds them. Readers use ReadAt on the files and never read past the
+// committed size, so they never see a partial batch and do not block
+// appends.
+package log

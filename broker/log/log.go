@@ -1,0 +1,525 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/strata-dev/strata/broker/record"
+)
+
+// Log is one partition's log: a directory of segments.
+//
+// Ownership and locking. A Log is safe for concurrent use. Two locks:
+//   - mu guards all in-memory state (segment list, offsets, indexes held in
+//     memory, epoch cache, producer state, config). Appends hold it for the
+//     write(2) of their batches; readers hold it only to take a snapshot
+//     (segment, committed size, index position).
+//   - ioMu guards the open files against being closed or shrunk under a
+//     reader: Read, OffsetForTimestamp, appends and the flusher hold it
+//     shared while they do I/O; retention, truncation, DeleteRecords and
+//     Close hold it exclusively. Reads therefore never wait for appends,
+//     only (briefly) for destructive operations.
+//
+// Lock order: ioMu before mu. Bytes past a segment's committed size are
+// never read, so a reader cannot see a half-written batch.
+type Log struct {
+	dir    string
+	fs     FS
+	logger logr.Logger
+	now    func() time.Time
+
+	ioMu sync.RWMutex
+	mu   sync.RWMutex
+
+	cfg        Config
+	segs       []*segment // sorted by base; the last one is active. Replaced, never mutated in place.
+	start      int64      // log start offset
+	leo        int64      // log end offset
+	size       int64      // sum of segment sizes
+	epochs     epochCache
+	producers  producerStates
+	unflushed  int64 // records appended since the last fsync
+	dirty      bool  // bytes appended since the last fsync
+	waitCh     chan struct{}
+	closed     bool
+	failed     error
+	flushReset chan struct{}
+	flushStop  chan struct{}
+	flushDone  chan struct{}
+}
+
+// AppendResult describes an append.
+type AppendResult struct {
+	BaseOffset, LastOffset int64
+	// LogAppendTime is the timestamp the broker stamped, -1 for CreateTime.
+	LogAppendTime  int64
+	LogStartOffset int64
+}
+
+// ReadResult is the outcome of a Read.
+type ReadResult struct {
+	// Records holds whole batches, as stored.
+	Records []byte
+	// HighestOffset is the last offset of the last batch in Records, or
+	// -1 when Records is empty.
+	HighestOffset int64
+}
+
+func (l *Log) nowMs() int64 { return l.now().UnixMilli() }
+
+func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
+
+// AppendAsLeader assigns offsets from the log end offset to the batches
+// (which must have passed record.Validate), stamps leaderEpoch and, for
+// LogAppendTime topics, the append time into them in place, and appends
+// them. Idempotent producer batches are checked for duplicates and
+// sequence gaps first (see ErrDuplicateSequence).
+func (l *Log) AppendAsLeader(batches []record.Batch, leaderEpoch int32) (AppendResult, error) {
+	return l.append(batches, leaderEpoch, true)
+}
+
+// AppendAsFollower appends batches whose offsets were assigned by the
+// leader. The first must start at the log end offset and each must
+// continue the previous one, else ErrNonContiguous.
+func (l *Log) AppendAsFollower(batches []record.Batch) (AppendResult, error) {
+	return l.append(batches, -1, false)
+}
+
+func (l *Log) append(batches []record.Batch, leaderEpoch int32, asLeader bool) (AppendResult, error) {
+	if len(batches) == 0 {
+		return AppendResult{}, fmt.Errorf("append: %w: no batches", record.ErrInvalidRecord)
+	}
+	l.ioMu.RLock()
+	defer l.ioMu.RUnlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return AppendResult{}, ErrClosed
+	}
+	if l.failed != nil {
+		return AppendResult{}, fmt.Errorf("%w: %w", ErrLogFailed, l.failed)
+	}
+
+	var total int64
+	records := int64(0)
+	next := l.leo
+	for i, b := range batches {
+		if len(b) < record.BatchHeaderSize {
+			return AppendResult{}, fmt.Errorf("append: batch %d: %w: %d bytes", i, record.ErrCorrupt, len(b))
+		}
+		h := b.Header()
+		if h.Size() != len(b) {
+			return AppendResult{}, fmt.Errorf("append: batch %d: %w: header says %d bytes, have %d", i, record.ErrCorrupt, h.Size(), len(b))
+		}
+		if int64(len(b)) > l.cfg.SegmentBytes {
+			return AppendResult{}, fmt.Errorf("append: batch %d: %w: %d bytes exceed segment.bytes %d", i, record.ErrTooLarge, len(b), l.cfg.SegmentBytes)
+		}
+		if !asLeader {
+			if h.BaseOffset != next || h.LastOffsetDelta < 0 {
+				return AppendResult{}, fmt.Errorf("append: batch %d at offset %d, log end is %d: %w", i, h.BaseOffset, next, ErrNonContiguous)
+			}
+			if h.PartitionLeaderEpoch < l.epochs.latest() {
+				return AppendResult{}, fmt.Errorf("append: batch %d has leader epoch %d below the latest %d: %w", i, h.PartitionLeaderEpoch, l.epochs.latest(), ErrNonContiguous)
+			}
+		}
+		next += int64(h.LastOffsetDelta) + 1
+		total += int64(len(b))
+		records += int64(h.NumRecords)
+	}
+	if asLeader && leaderEpoch < l.epochs.latest() {
+		return AppendResult{}, fmt.Errorf("append: leader epoch %d is below the latest %d in the log: %w", leaderEpoch, l.epochs.latest(), ErrNonContiguous)
+	}
+
+	// Idempotent producers: reject duplicates and gaps before anything is
+	// stamped or written.
+	pending, dup, err := l.producers.check(batches, asLeader, l.leo)
+	if err != nil {
+		if dup != nil {
+			return AppendResult{BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset, LogAppendTime: dup.appendTime, LogStartOffset: l.start}, err
+		}
+		return AppendResult{}, err
+	}
+
+	now := l.nowMs()
+	seg := l.active()
+	if seg.size > 0 && (seg.size+total > l.cfg.SegmentBytes || now-seg.rollTs >= l.cfg.SegmentMs.Milliseconds() || !seg.fits(next-1, total)) {
+		if err := l.roll(now); err != nil {
+			l.failed = err
+			return AppendResult{}, fmt.Errorf("append: %w", err)
+		}
+		seg = l.active()
+	}
+
+	res := AppendResult{BaseOffset: l.leo, LastOffset: next - 1, LogAppendTime: -1}
+	if asLeader {
+		off := l.leo
+		for _, b := range batches {
+			record.SetBaseOffset(b, off)
+			record.SetPartitionLeaderEpoch(b, leaderEpoch)
+			if l.cfg.logAppendTime() {
+				record.SetLogAppendTime(b, now)
+			}
+			off = b.LastOffset() + 1
+		}
+		if l.cfg.logAppendTime() {
+			res.LogAppendTime = now
+		}
+	}
+
+	pos := seg.size
+	for i, b := range batches {
+		if _, err := seg.f.WriteAt(b, pos); err != nil {
+			err = fmt.Errorf("append: write batch %d to %s: %w", i, seg.name, err)
+			if terr := seg.f.Truncate(seg.size); terr != nil {
+				l.failed = errors.Join(err, terr)
+				l.logger.Error(l.failed, "cannot undo a failed append; the log refuses writes until reopened", "segment", seg.name)
+			}
+			return AppendResult{}, err
+		}
+		pos += int64(len(b))
+	}
+	pos = seg.size
+	for _, b := range batches {
+		h := b.Header()
+		seg.track(h, pos, l.cfg.IndexIntervalBytes)
+		pos += int64(len(b))
+		if l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset) {
+			if err := l.epochs.persist(); err != nil {
+				l.failed = err
+				return AppendResult{}, fmt.Errorf("append: %w", err)
+			}
+		}
+	}
+	l.producers.commit(pending, res.LogAppendTime)
+	l.leo = next
+	l.size += total
+	l.unflushed += records
+	l.dirty = true
+	res.LogStartOffset = l.start
+	close(l.waitCh)
+	l.waitCh = make(chan struct{})
+
+	if l.cfg.FlushInterval == 0 || (l.cfg.FlushMessages > 0 && l.unflushed >= l.cfg.FlushMessages) {
+		if err := l.flushLocked(); err != nil {
+			// The bytes are written but not known durable: fail the
+			// request so the producer retries (a duplicate at worst,
+			// which idempotence absorbs).
+			return AppendResult{}, err
+		}
+	}
+	return res, nil
+}
+
+// roll seals the active segment and starts a new one at the log end
+// offset. Called with mu held.
+func (l *Log) roll(nowMs int64) error {
+	old := l.active()
+	if old.size == 0 && old.base == l.leo {
+		old.rollTs = nowMs
+		return nil
+	}
+	if err := old.seal(); err != nil {
+		return fmt.Errorf("roll: seal %s: %w", old.name, err)
+	}
+	s, err := createSegment(l.fs, l.dir, l.leo, nowMs)
+	if err != nil {
+		return fmt.Errorf("roll: %w", err)
+	}
+	if err := syncDir(l.fs, l.dir); err != nil {
+		s.close()
+		return fmt.Errorf("roll: fsync dir: %w", err)
+	}
+	old.next = l.leo
+	segs := make([]*segment, len(l.segs), len(l.segs)+1)
+	copy(segs, l.segs)
+	l.segs = append(segs, s)
+	l.unflushed, l.dirty = 0, false // the sealed segment was fsynced; the new one is empty
+	l.logger.V(1).Info("rolled segment", "base", s.base, "previous", old.base, "previousBytes", old.size)
+	return nil
+}
+
+// Wait returns a channel that is closed by the next append (or truncation,
+// or Close). Fetch long-polls wait on it, then read again.
+func (l *Log) Wait() <-chan struct{} {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.waitCh
+}
+
+// StartOffset is the log start offset: the first readable offset.
+func (l *Log) StartOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.start
+}
+
+// EndOffset is the log end offset (LEO): the offset the next append gets.
+func (l *Log) EndOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.leo
+}
+
+// Size is the number of bytes in all segments.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.size
+}
+
+// Dir is the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// Config returns the current configuration.
+func (l *Log) Config() Config {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.cfg
+}
+
+// SetConfig changes the configuration (dynamic topic config). An invalid
+// config is rejected and the old one kept.
+func (l *Log) SetConfig(cfg Config) error {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.cfg = cfg
+	l.mu.Unlock()
+	select {
+	case l.flushReset <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// segmentFor returns the index of the segment holding offset (the last one
+// whose base is at or below it).
+func (l *Log) segmentFor(offset int64) int {
+	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset })
+	return max(i-1, 0)
+}
+
+// Read returns whole batches starting with the one containing offset: up
+// to maxBytes, but at least one batch (KIP-74), and none whose base offset
+// is at or above maxOffset. Reads stay within one segment, as Kafka's do.
+// offset below the log start or above the log end is ErrOffsetOutOfRange;
+// offset == log end returns an empty result.
+func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (ReadResult, error) {
+	empty := ReadResult{HighestOffset: -1}
+	l.ioMu.RLock()
+	defer l.ioMu.RUnlock()
+
+	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		return empty, ErrClosed
+	}
+	if offset < l.start || offset > l.leo {
+		start, leo := l.start, l.leo
+		l.mu.RUnlock()
+		return empty, fmt.Errorf("read offset %d, log has [%d, %d): %w", offset, start, leo, ErrOffsetOutOfRange)
+	}
+	if offset == l.leo || offset >= maxOffset {
+		l.mu.RUnlock()
+		return empty, nil
+	}
+	type view struct {
+		seg     *segment
+		limit   int64
+		pos     int64
+		havePos bool
+	}
+	var views []view
+	for i := l.segmentFor(offset); i < len(l.segs); i++ {
+		s := l.segs[i]
+		v := view{seg: s, limit: s.size}
+		if len(views) == 0 && s.offIdx.mem != nil {
+			// The active segment's index lives in memory, guarded by mu.
+			var err error
+			if v.pos, err = s.lookup(offset); err != nil {
+				l.mu.RUnlock()
+				return empty, err
+			}
+			v.havePos = true
+		}
+		views = append(views, v)
+	}
+	l.mu.RUnlock()
+
+	for i, v := range views {
+		if i == 0 && !v.havePos {
+			p, err := v.seg.lookup(offset) // sealed: the index file is immutable under ioMu
+			if err != nil {
+				return empty, err
+			}
+			v.pos = p
+		}
+		res, found, err := readSegment(v.seg, v.pos, v.limit, offset, maxBytes, maxOffset)
+		if err != nil || found {
+			return res, err
+		}
+	}
+	return empty, nil
+}
+
+// readSegment reads from one segment, starting the index scan at pos.
+// found is false when the segment holds no batch at or after offset.
+func readSegment(s *segment, pos, limit, offset int64, maxBytes int, maxOffset int64) (ReadResult, bool, error) {
+	empty := ReadResult{HighestOffset: -1}
+	// Skip batches that end before offset.
+	var h record.Header
+	for {
+		if pos >= limit {
+			return empty, false, nil
+		}
+		var err error
+		if h, err = readHeader(s.f, pos, limit); err != nil {
+			return empty, false, &CorruptionError{File: s.name, Offset: pos, Err: err}
+		}
+		if h.LastOffset() >= offset {
+			break
+		}
+		pos += int64(h.Size())
+	}
+	if h.BaseOffset >= maxOffset {
+		return empty, true, nil
+	}
+	want := int64(max(maxBytes, h.Size()))
+	want = min(want, limit-pos)
+	buf := make([]byte, want)
+	if _, err := s.f.ReadAt(buf, pos); err != nil {
+		return empty, false, fmt.Errorf("read %s at %d: %w", s.name, pos, err)
+	}
+	// Keep whole batches below maxOffset.
+	end, highest := 0, int64(-1)
+	for end+record.BatchHeaderSize <= len(buf) {
+		bh, err := record.ParseHeader(buf[end:])
+		if err != nil {
+			break
+		}
+		if bh.BatchLength < record.BatchHeaderSize-12 {
+			return empty, false, &CorruptionError{File: s.name, Offset: pos + int64(end), Err: fmt.Errorf("%w: batch length %d", record.ErrCorrupt, bh.BatchLength)}
+		}
+		if end+bh.Size() > len(buf) || bh.BaseOffset >= maxOffset {
+			break
+		}
+		end += bh.Size()
+		highest = bh.LastOffset()
+	}
+	return ReadResult{Records: buf[:end:end], HighestOffset: highest}, true, nil
+}
+
+// Flush fsyncs the active segment's data and indexes.
+func (l *Log) Flush() error {
+	l.ioMu.RLock()
+	defer l.ioMu.RUnlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return l.flushLocked()
+}
+
+func (l *Log) flushLocked() error {
+	if !l.dirty {
+		return nil
+	}
+	if err := l.active().sync(); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	l.unflushed, l.dirty = 0, false
+	return nil
+}
+
+// flusher fsyncs on the FlushInterval timer until Close.
+func (l *Log) flusher() {
+	defer close(l.flushDone)
+	var t *time.Ticker
+	for {
+		l.mu.RLock()
+		interval := l.cfg.FlushInterval
+		l.mu.RUnlock()
+		var tick <-chan time.Time
+		if interval > 0 && interval < math.MaxInt64/2 {
+			t = time.NewTicker(interval)
+			tick = t.C
+		}
+		reset := false
+		for !reset {
+			select {
+			case <-l.flushStop:
+				if t != nil {
+					t.Stop()
+				}
+				return
+			case <-l.flushReset:
+				reset = true
+			case <-tick:
+				if err := l.Flush(); err != nil && !errors.Is(err, ErrClosed) {
+					l.logger.Error(err, "periodic flush failed")
+				}
+			}
+		}
+		if t != nil {
+			t.Stop()
+			t = nil
+		}
+	}
+}
+
+// Close flushes, writes the clean shutdown marker and closes all files.
+// The Log is unusable afterwards.
+func (l *Log) Close() error {
+	err := l.shutdown(true)
+	return err
+}
+
+func (l *Log) shutdown(clean bool) error {
+	l.ioMu.Lock()
+	defer l.ioMu.Unlock()
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	close(l.waitCh)
+	var errs []error
+	if clean && l.failed == nil {
+		if err := l.active().sync(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, s := range l.segs {
+		errs = append(errs, s.close())
+	}
+	if clean && l.failed == nil && errors.Join(errs...) == nil {
+		errs = append(errs, writeFileAtomic(l.fs, l.dir, l.path(cleanShutdownFile), nil))
+	}
+	l.mu.Unlock()
+	close(l.flushStop)
+	<-l.flushDone
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close log %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// Delete closes the log and removes its directory.
+func (l *Log) Delete() error {
+	if err := l.shutdown(false); err != nil {
+		l.logger.Error(err, "closing a log being deleted")
+	}
+	if err := l.fs.RemoveAll(l.dir); err != nil {
+		return fmt.Errorf("delete log %s: %w", l.dir, err)
+	}
+	return nil
+}
