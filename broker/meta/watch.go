@@ -25,32 +25,37 @@ import (
 // buffers meanwhile). It is closed once ctx ends.
 func (s *Store) Watch(ctx context.Context) <-chan *ClusterState {
 	out := make(chan *ClusterState)
-	go s.watch(ctx, out)
+	go s.watch(ctx, nil, out)
 	return out
 }
 
-func (s *Store) watch(ctx context.Context, out chan<- *ClusterState) {
+// watch publishes b (loaded now when nil), follows it, and resyncs from a
+// fresh snapshot whenever the watch breaks. It closes out when ctx ends.
+func (s *Store) watch(ctx context.Context, b *stateBuilder, out chan<- *ClusterState) {
 	defer close(out)
 	log := logr.FromContextOrDiscard(ctx).WithName("meta-watch")
 	backoff := newBackoff(50*time.Millisecond, 5*time.Second)
 	for ctx.Err() == nil {
-		b, err := s.load(ctx)
-		if err != nil {
-			log.Error(err, "reading metadata snapshot, will retry")
-			if !backoff.wait(ctx) {
-				return
+		if b == nil {
+			var err error
+			if b, err = s.load(ctx); err != nil {
+				log.Error(err, "reading metadata snapshot, will retry")
+				if !backoff.wait(ctx) {
+					return
+				}
+				continue
 			}
-			continue
+			backoff.reset()
 		}
-		backoff.reset()
 		if !send(ctx, out, b.snapshot()) {
 			return
 		}
-		err = s.follow(ctx, log, b, out)
+		err := s.follow(ctx, log, b, out)
 		if ctx.Err() != nil {
 			return
 		}
 		log.Info("metadata watch broke, resyncing from a fresh snapshot", "revision", b.revision, "reason", err)
+		b = nil
 		if !backoff.wait(ctx) {
 			return
 		}

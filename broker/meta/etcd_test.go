@@ -1,0 +1,829 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// startEtcd is metatest.Start, repeated here because metatest imports this
+// package and internal tests cannot import it back.
+func startEtcd(t *testing.T) *clientv3.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e, err := StartEmbedded(ctx, t.TempDir(), nil)
+	if err != nil {
+		t.Fatalf("start embedded etcd: %v", err)
+	}
+	t.Cleanup(e.Close)
+	c, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// testCtx returns a context that logs to t when STRATA_TEST_LOG is set and
+// ends with the test.
+func testCtx(t *testing.T) context.Context {
+	log := logr.Discard()
+	if os.Getenv("STRATA_TEST_LOG") != "" {
+		log = testr.New(t)
+	}
+	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), log))
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// testCluster is one etcd, a store, brokers that each run a controller, and
+// a watch used to wait for states (no sleeps: every wait is on a snapshot).
+type testCluster struct {
+	t       *testing.T
+	ctx     context.Context
+	client  *clientv3.Client
+	store   *Store
+	brokers map[int32]*testBroker
+	watch   <-chan *ClusterState
+	last    *ClusterState
+}
+
+type testBroker struct {
+	reg    *Registration
+	ctrl   *Controller
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func newTestCluster(t *testing.T, opts ...Option) *testCluster {
+	t.Helper()
+	client := startEtcd(t)
+	store, err := New(client, "test", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	wctx, cancel := context.WithCancel(ctx)
+	c := &testCluster{t: t, ctx: ctx, client: client, store: store, brokers: map[int32]*testBroker{}, watch: store.Watch(wctx)}
+	t.Cleanup(func() {
+		for id := range c.brokers {
+			c.stop(id)
+		}
+		cancel()
+		for range c.watch { // wait for the watch goroutine to end
+		}
+	})
+	return c
+}
+
+// start registers a broker and runs its controller.
+func (c *testCluster) start(id int32, zone string) *testBroker {
+	c.t.Helper()
+	reg, err := c.store.RegisterBroker(c.ctx, BrokerInfo{ID: id, Zone: zone,
+		Listeners: []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092 + id, SecurityProtocol: "PLAINTEXT"}}}, 10*time.Second)
+	if err != nil {
+		c.t.Fatalf("register broker %d: %v", id, err)
+	}
+	return c.runController(reg, ControllerOptions{})
+}
+
+func (c *testCluster) runController(reg *Registration, opts ControllerOptions) *testBroker {
+	ctx, cancel := context.WithCancel(c.ctx)
+	b := &testBroker{reg: reg, ctrl: c.store.NewController(reg, opts), cancel: cancel, done: make(chan error, 1)}
+	go func() { b.done <- b.ctrl.Run(ctx) }()
+	c.brokers[reg.Info().ID] = b
+	return b
+}
+
+// kill simulates a crash: the broker's lease is revoked, exactly what etcd
+// does when it expires. Its controller must stop with ErrSessionLost.
+func (c *testCluster) kill(id int32) {
+	c.t.Helper()
+	b := c.brokers[id]
+	if _, err := c.client.Revoke(c.ctx, b.reg.Lease()); err != nil {
+		c.t.Fatalf("revoke lease of broker %d: %v", id, err)
+	}
+	select {
+	case err := <-b.done:
+		if !errors.Is(err, ErrSessionLost) {
+			c.t.Errorf("controller of killed broker %d returned %v, want ErrSessionLost", id, err)
+		}
+	case <-time.After(30 * time.Second):
+		c.t.Fatalf("controller of killed broker %d still running", id)
+	}
+	b.cancel()
+	_ = b.reg.session.Close()
+	delete(c.brokers, id)
+}
+
+// stop shuts a broker down cleanly.
+func (c *testCluster) stop(id int32) {
+	b := c.brokers[id]
+	b.cancel()
+	if err := <-b.done; err != nil && !errors.Is(err, ErrSessionLost) {
+		c.t.Errorf("controller of broker %d: %v", id, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = b.reg.Close(ctx)
+	delete(c.brokers, id)
+}
+
+// waitFor reads snapshots until pred holds.
+func (c *testCluster) waitFor(what string, pred func(*ClusterState) bool) *ClusterState {
+	c.t.Helper()
+	if c.last != nil && pred(c.last) {
+		return c.last
+	}
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case st, ok := <-c.watch:
+			if !ok {
+				c.t.Fatalf("watch closed while waiting for %s", what)
+			}
+			c.last = st
+			if pred(st) {
+				return st
+			}
+		case <-deadline:
+			c.t.Fatalf("timed out waiting for %s; last state: %s", what, dump(c.last))
+		}
+	}
+}
+
+func dump(st *ClusterState) string {
+	if st == nil {
+		return "<none>"
+	}
+	s := fmt.Sprintf("rev %d version %d controller %d brokers %v", st.Revision, st.Version, st.ControllerID, slices.Sorted(mapsKeys(st.Brokers)))
+	for _, tp := range st.SortedPartitions() {
+		p := st.Partitions[tp]
+		s += fmt.Sprintf("\n  %s replicas %v leader %d epoch %d isr %v pe %d", tp, p.Replicas, p.Leader, p.LeaderEpoch, p.ISR, p.PartitionEpoch)
+	}
+	return s
+}
+
+func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func (c *testCluster) createTopic(spec TopicSpec) TopicInfo {
+	c.t.Helper()
+	info, err := c.store.CreateTopic(c.ctx, spec)
+	if err != nil {
+		c.t.Fatalf("create topic %s: %v", spec.Name, err)
+	}
+	return info
+}
+
+// threeZones starts brokers 1, 2, 3 in zones a, b, c and waits until a
+// controller is elected.
+func threeZones(t *testing.T, opts ...Option) *testCluster {
+	c := newTestCluster(t, opts...)
+	for i, zone := range []string{"a", "b", "c"} {
+		c.start(int32(i+1), zone)
+	}
+	c.waitFor("3 brokers and a controller", func(st *ClusterState) bool {
+		return len(st.Brokers) == 3 && st.ControllerID > 0
+	})
+	return c
+}
+
+func TestCreateTopicPlacesOneReplicaPerZoneAndBalancesLeaders(t *testing.T) {
+	c := threeZones(t)
+	before, err := c.store.Snapshot(c.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := c.createTopic(TopicSpec{Name: "orders", Partitions: 6, ReplicationFactor: 3, Config: map[string]string{"retention.ms": "3600000"}})
+	st, err := c.store.Snapshot(c.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Version != before.Version+1 {
+		t.Errorf("version %d -> %d, want +1 for one topic creation", before.Version, st.Version)
+	}
+	if got := st.Topics["orders"]; got.ID != info.ID || got.Partitions != 6 || got.ReplicationFactor != 3 || got.Config["retention.ms"] != "3600000" {
+		t.Errorf("topic record %+v, want %+v", got, info)
+	}
+	leaders := map[int32]int{}
+	for p, ps := range st.TopicPartitions("orders") {
+		zones := map[string]bool{}
+		for _, id := range ps.Replicas {
+			zones[st.Brokers[id].Zone] = true
+		}
+		if len(zones) != 3 {
+			t.Errorf("partition %d replicas %v span zones %v, want a, b and c", p, ps.Replicas, zones)
+		}
+		if ps.Leader != ps.Replicas[0] || !slices.Equal(ps.ISR, ps.Replicas) || ps.LeaderEpoch != 0 || ps.PartitionEpoch != 0 {
+			t.Errorf("partition %d initial state %+v: want preferred leader, full ISR, epochs 0", p, ps)
+		}
+		leaders[ps.Leader]++
+	}
+	if leaders[1] != 2 || leaders[2] != 2 || leaders[3] != 2 {
+		t.Errorf("leaders per broker %v, want 2/2/2", leaders)
+	}
+
+	// Errors the broker maps to Kafka codes; none of them writes anything.
+	for _, tt := range []struct {
+		spec TopicSpec
+		want error
+	}{
+		{TopicSpec{Name: "orders", Partitions: 1, ReplicationFactor: 1}, ErrTopicExists},
+		{TopicSpec{Name: "big", Partitions: 1, ReplicationFactor: 4}, ErrInvalidReplicationFactor},
+		{TopicSpec{Name: "none", Partitions: 0, ReplicationFactor: 1}, ErrInvalidPartitions},
+		{TopicSpec{Name: "bad/name", Partitions: 1, ReplicationFactor: 1}, ErrInvalidTopic},
+		{TopicSpec{Name: "pinned", Partitions: 1, ReplicationFactor: 1, LeaderZone: "z"}, ErrInvalidReplicaAssignment},
+		{TopicSpec{Name: "manual", Assignment: [][]int32{{1, 9}}}, ErrInvalidReplicaAssignment},
+		{TopicSpec{Name: "manual", Assignment: [][]int32{{1, 1}}}, ErrInvalidReplicaAssignment},
+	} {
+		if _, err := c.store.CreateTopic(c.ctx, tt.spec); !errors.Is(err, tt.want) {
+			t.Errorf("CreateTopic(%+v) = %v, want %v", tt.spec, err, tt.want)
+		}
+	}
+	after, err := c.store.Snapshot(c.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Version != st.Version || len(after.Topics) != 1 {
+		t.Errorf("rejected creates wrote: version %d -> %d, topics %v", st.Version, after.Version, after.Topics)
+	}
+
+	// A manual assignment is taken as given.
+	if _, err := c.store.CreateTopic(c.ctx, TopicSpec{Name: "manual", Assignment: [][]int32{{3, 1}, {3, 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := c.store.Snapshot(c.ctx)
+	if got := m.TopicPartitions("manual"); len(got) != 2 || !slices.Equal(got[1].Replicas, []int32{3, 2}) || m.Topics["manual"].ReplicationFactor != 2 {
+		t.Errorf("manual topic: %+v %+v", m.Topics["manual"], got)
+	}
+}
+
+func TestBrokerLossMovesLeadershipToISR(t *testing.T) {
+	c := threeZones(t)
+	c.createTopic(TopicSpec{Name: "t", Partitions: 6, ReplicationFactor: 3})
+	before := c.waitFor("topic t", func(st *ClusterState) bool { return len(st.TopicPartitions("t")) == 6 })
+
+	// Kill a broker that is not the controller, so this test is about the
+	// reaction and not the failover.
+	victim := int32(1)
+	if before.ControllerID == victim {
+		victim = 2
+	}
+	c.kill(victim)
+	after := c.waitFor("no partition led by or in sync on the dead broker", func(st *ClusterState) bool {
+		for _, ps := range st.TopicPartitions("t") {
+			if ps.Leader == victim || slices.Contains(ps.ISR, victim) {
+				return false
+			}
+		}
+		return !st.Live(victim)
+	})
+	for tp, old := range before.Partitions {
+		now := after.Partitions[tp]
+		if !slices.Equal(now.Replicas, old.Replicas) {
+			t.Errorf("%s: replicas changed %v -> %v", tp, old.Replicas, now.Replicas)
+		}
+		wantISR := slices.DeleteFunc(slices.Clone(old.ISR), func(id int32) bool { return id == victim })
+		if !slices.Equal(now.ISR, wantISR) {
+			t.Errorf("%s: ISR %v, want %v", tp, now.ISR, wantISR)
+		}
+		if old.Leader == victim {
+			if now.LeaderEpoch != old.LeaderEpoch+1 || !slices.Contains(wantISR, now.Leader) {
+				t.Errorf("%s: was led by %d at epoch %d, now %+v; want an ISR member at epoch %d", tp, victim, old.LeaderEpoch, now, old.LeaderEpoch+1)
+			}
+			// The first surviving replica in preferred order leads.
+			if want := slices.DeleteFunc(slices.Clone(old.Replicas), func(id int32) bool { return id == victim })[0]; now.Leader != want {
+				t.Errorf("%s: leader %d, want %d (next in replica order)", tp, now.Leader, want)
+			}
+		} else if now.Leader != old.Leader || now.LeaderEpoch != old.LeaderEpoch {
+			t.Errorf("%s: leader %d epoch %d changed to %d epoch %d though its leader lived", tp, old.Leader, old.LeaderEpoch, now.Leader, now.LeaderEpoch)
+		}
+		if now.PartitionEpoch != old.PartitionEpoch+1 {
+			t.Errorf("%s: partition epoch %d -> %d, want one change", tp, old.PartitionEpoch, now.PartitionEpoch)
+		}
+	}
+}
+
+func TestControllerFailover(t *testing.T) {
+	c := threeZones(t)
+	c.createTopic(TopicSpec{Name: "t", Partitions: 3, ReplicationFactor: 3})
+	st := c.waitFor("topic t", func(st *ClusterState) bool { return len(st.TopicPartitions("t")) == 3 })
+	first := st.ControllerID
+	if !c.brokers[first].ctrl.IsController() {
+		t.Fatalf("broker %d is ControllerID but does not think so", first)
+	}
+	c.kill(first)
+	st = c.waitFor("a new controller", func(st *ClusterState) bool {
+		return st.ControllerID > 0 && st.ControllerID != first
+	})
+	second := st.ControllerID
+	c.waitFor("the new controller to handle the first one's partitions", func(st *ClusterState) bool {
+		for _, ps := range st.TopicPartitions("t") {
+			if ps.Leader == first || slices.Contains(ps.ISR, first) {
+				return false
+			}
+		}
+		return true
+	})
+	if !c.brokers[second].ctrl.IsController() {
+		t.Errorf("broker %d elected but IsController false", second)
+	}
+	for id, b := range c.brokers {
+		if id != second && b.ctrl.IsController() {
+			t.Errorf("broker %d also thinks it is controller", id)
+		}
+	}
+	// The new controller keeps reacting: kill another broker and the last
+	// one must lead everything.
+	var last int32
+	for id := range c.brokers {
+		if id != second {
+			last = id
+		}
+	}
+	c.kill(second)
+	c.waitFor(fmt.Sprintf("broker %d as controller leading every partition alone", last), func(st *ClusterState) bool {
+		if st.ControllerID != last {
+			return false
+		}
+		for _, ps := range st.TopicPartitions("t") {
+			if ps.Leader != last || !slices.Equal(ps.ISR, []int32{last}) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestOfflinePartitionComesBackWithItsISR(t *testing.T) {
+	c := threeZones(t)
+	c.createTopic(TopicSpec{Name: "solo", Partitions: 3, ReplicationFactor: 1})
+	st := c.waitFor("topic", func(st *ClusterState) bool { return len(st.TopicPartitions("solo")) == 3 })
+	// Kill a non-controller broker leading one of them.
+	var victim int32
+	var tp TopicPartition
+	for _, p := range st.SortedPartitions() {
+		if l := st.Partitions[p].Leader; l != st.ControllerID {
+			victim, tp = l, p
+			break
+		}
+	}
+	old := st.Partitions[tp]
+	c.kill(victim)
+	c.waitFor("offline partition", func(st *ClusterState) bool {
+		ps := st.Partitions[tp]
+		return ps.Leader == NoLeader && ps.LeaderEpoch == old.LeaderEpoch+1 && slices.Equal(ps.ISR, []int32{victim})
+	})
+	// Nothing else may lead it (no unclean election), and when the broker
+	// registers again it leads again with a new epoch.
+	c.start(victim, "x")
+	c.waitFor("partition back on its only replica", func(st *ClusterState) bool {
+		ps := st.Partitions[tp]
+		return ps.Leader == victim && ps.LeaderEpoch == old.LeaderEpoch+2
+	})
+}
+
+func TestUncleanElectionWhenConfigured(t *testing.T) {
+	c := threeZones(t)
+	c.createTopic(TopicSpec{Name: "u", Partitions: 1, ReplicationFactor: 3, Config: map[string]string{ConfigUncleanLeaderElection: "true"}})
+	st := c.waitFor("topic", func(st *ClusterState) bool { return len(st.TopicPartitions("u")) == 1 })
+	tp := TopicPartition{"u", 0}
+	ps := st.Partitions[tp]
+	// The leader shrinks the ISR to itself (followers fell behind) ...
+	leader := ps.Leader
+	shrunk := ps.Clone()
+	shrunk.ISR = []int32{leader}
+	if _, err := c.store.AlterPartition(c.ctx, tp, ps, shrunk); err != nil {
+		t.Fatal(err)
+	}
+	// ... and dies. If it was the controller, another takes over.
+	c.kill(leader)
+	c.waitFor("an out-of-sync replica elected", func(st *ClusterState) bool {
+		ps := st.Partitions[tp]
+		return ps.Leader != NoLeader && ps.Leader != leader && slices.Equal(ps.ISR, []int32{ps.Leader})
+	})
+}
+
+func TestAlterPartitionCompareAndSwap(t *testing.T) {
+	c := threeZones(t)
+	c.createTopic(TopicSpec{Name: "t", Partitions: 1, ReplicationFactor: 3})
+	tp := TopicPartition{"t", 0}
+	cur, err := c.store.PartitionState(c.ctx, tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := cur.Leader
+	follower := cur.Replicas[1]
+
+	// Two concurrent proposals from the same state: exactly one wins.
+	proposals := [][]int32{{leader, cur.Replicas[1]}, {leader, cur.Replicas[2]}}
+	type result struct {
+		st  PartitionState
+		err error
+	}
+	results := make(chan result, len(proposals))
+	for _, isr := range proposals {
+		go func() {
+			p := cur.Clone()
+			p.ISR = isr
+			st, err := c.store.AlterPartition(c.ctx, tp, cur, p)
+			results <- result{st, err}
+		}()
+	}
+	var won PartitionState
+	wins, stale := 0, 0
+	for range proposals {
+		r := <-results
+		switch {
+		case r.err == nil:
+			wins++
+			won = r.st
+		case errors.Is(r.err, ErrStaleState):
+			stale++
+		default:
+			t.Errorf("unexpected error %v", r.err)
+		}
+	}
+	if wins != 1 || stale != 1 {
+		t.Fatalf("%d proposals won and %d were stale, want 1 and 1", wins, stale)
+	}
+	if won.PartitionEpoch != cur.PartitionEpoch+1 || won.LeaderEpoch != cur.LeaderEpoch {
+		t.Errorf("winner %+v: want partition epoch +1, same leader epoch", won)
+	}
+	stored, _ := c.store.PartitionState(c.ctx, tp)
+	if !stored.Equal(won) {
+		t.Errorf("stored %+v, winner returned %+v", stored, won)
+	}
+
+	// A proposal from the old state is stale and returns the current one.
+	p := cur.Clone()
+	p.ISR = []int32{leader}
+	got, err := c.store.AlterPartition(c.ctx, tp, cur, p)
+	if !errors.Is(err, ErrStaleState) || !got.Equal(stored) {
+		t.Errorf("stale proposal: %+v %v, want ErrStaleState and %+v", got, err, stored)
+	}
+
+	// Rule violations are rejected without writing.
+	bad := stored.Clone()
+	bad.ISR = []int32{follower}
+	if _, err := c.store.AlterPartition(c.ctx, tp, stored, bad); !errors.Is(err, ErrInvalidAlterPartition) {
+		t.Errorf("ISR without the leader: %v, want ErrInvalidAlterPartition", err)
+	}
+
+	// Growing the ISR with a dead broker is refused.
+	shrunk := stored.Clone()
+	shrunk.ISR = []int32{leader}
+	stored, err = c.store.AlterPartition(c.ctx, tp, stored, shrunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := c.waitFor("shrunk ISR", func(st *ClusterState) bool { return st.Partitions[tp].Equal(stored) })
+	dead := cur.Replicas[2]
+	if dead == st.ControllerID {
+		dead = cur.Replicas[1]
+	}
+	c.kill(dead)
+	c.waitFor("dead broker gone", func(st *ClusterState) bool { return !st.Live(dead) })
+	grow := stored.Clone()
+	grow.ISR = []int32{leader, dead}
+	if _, err := c.store.AlterPartition(c.ctx, tp, stored, grow); !errors.Is(err, ErrIneligibleReplica) {
+		t.Errorf("adding dead broker %d: %v, want ErrIneligibleReplica", dead, err)
+	}
+
+	// After the controller moves leadership, the deposed leader's proposal
+	// with its old leader epoch is stale.
+	st = c.waitFor("leader and ISR settled", func(st *ClusterState) bool { return !slices.Contains(st.Partitions[tp].ISR, dead) })
+	before := st.Partitions[tp]
+	c.kill(leader)
+	c.waitFor("leader moved off the dead leader", func(st *ClusterState) bool {
+		ps := st.Partitions[tp]
+		return ps.Leader != leader && ps.LeaderEpoch > before.LeaderEpoch
+	})
+	zombie := before.Clone()
+	zombie.ISR = []int32{leader}
+	if _, err := c.store.AlterPartition(c.ctx, tp, before, zombie); !errors.Is(err, ErrStaleState) {
+		t.Errorf("deposed leader's proposal: %v, want ErrStaleState", err)
+	}
+}
+
+func TestWatcherSeesEveryChangeInVersionOrder(t *testing.T) {
+	c := newTestCluster(t)
+	// One broker without a controller: only this test's writes happen.
+	reg, err := c.store.RegisterBroker(c.ctx, BrokerInfo{ID: 1, Zone: "a"}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close(c.ctx)
+	start := c.waitFor("broker", func(st *ClusterState) bool { return st.Live(1) })
+
+	tp := TopicPartition{"w", 0}
+	c.createTopic(TopicSpec{Name: "w", Partitions: 1, ReplicationFactor: 1})
+	const changes = 20
+	go func() {
+		// The writer works from the store, not from the watch.
+		for i := range changes {
+			cur, err := c.store.PartitionState(c.ctx, tp)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := c.store.AlterPartition(c.ctx, tp, cur, cur); err != nil {
+				t.Errorf("change %d: %v", i, err)
+				return
+			}
+		}
+		if _, err := c.store.UpdateTopicConfig(c.ctx, "w", func(cfg map[string]string) error {
+			cfg["cleanup.policy"] = "compact"
+			return nil
+		}); err != nil {
+			t.Error(err)
+		}
+		if err := c.store.DeleteTopic(c.ctx, "w"); err != nil {
+			t.Error(err)
+		}
+	}()
+	// Expect: create, 20 ISR writes, config, delete: 23 versions, each seen
+	// once and in order, each partition epoch in turn.
+	prev := start
+	wantEpoch := int32(0)
+	for prev.Version < start.Version+changes+3 {
+		st := c.waitFor("next change", func(st *ClusterState) bool { return st.Revision > prev.Revision })
+		if st.Version != prev.Version+1 {
+			t.Fatalf("version %d after %d: a change was skipped or repeated", st.Version, prev.Version)
+		}
+		switch v := st.Version - start.Version; {
+		case v <= changes+1:
+			ps, ok := st.Partitions[tp]
+			if !ok || ps.PartitionEpoch != wantEpoch {
+				t.Fatalf("version +%d: partition %+v (present %v), want partition epoch %d", v, ps, ok, wantEpoch)
+			}
+			wantEpoch++
+		case v == changes+2:
+			if st.Topics["w"].Config["cleanup.policy"] != "compact" {
+				t.Fatalf("config change not visible: %+v", st.Topics["w"])
+			}
+		default:
+			if _, ok := st.Topics["w"]; ok || len(st.Partitions) != 0 {
+				t.Fatalf("deleted topic still visible: %v %v", st.Topics, st.Partitions)
+			}
+		}
+		prev = st
+	}
+}
+
+func TestPreferredLeaderElection(t *testing.T) {
+	c := threeZones(t)
+	c.createTopic(TopicSpec{Name: "t", Partitions: 6, ReplicationFactor: 3})
+	st := c.waitFor("topic", func(st *ClusterState) bool { return len(st.TopicPartitions("t")) == 6 })
+	ctrl := st.ControllerID
+	var other int32
+	for id := range c.brokers {
+		if id != ctrl {
+			other = id
+			break
+		}
+	}
+	if _, err := c.brokers[other].ctrl.PreferredLeaderElection(c.ctx, nil); !errors.Is(err, ErrNotController) {
+		t.Errorf("non-controller: %v, want ErrNotController", err)
+	}
+	// Everything is on its preferred leader already.
+	res, err := c.brokers[ctrl].ctrl.PreferredLeaderElection(c.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tp, err := range res {
+		if !errors.Is(err, ErrElectionNotNeeded) {
+			t.Errorf("%s: %v, want ErrElectionNotNeeded", tp, err)
+		}
+	}
+
+	// Broker `other` dies; its partitions move away.
+	c.kill(other)
+	st = c.waitFor("leadership off the dead broker", func(st *ClusterState) bool {
+		for _, ps := range st.TopicPartitions("t") {
+			if ps.Leader == other || slices.Contains(ps.ISR, other) {
+				return false
+			}
+		}
+		return true
+	})
+	var moved []TopicPartition
+	for _, tp := range st.SortedPartitions() {
+		if st.Partitions[tp].Replicas[0] == other {
+			moved = append(moved, tp)
+		}
+	}
+	if len(moved) != 2 {
+		t.Fatalf("broker %d preferred-led %d partitions, want 2: %s", other, len(moved), dump(st))
+	}
+	// While it is dead (or back but out of sync) it cannot be elected.
+	res, err = c.brokers[ctrl].ctrl.PreferredLeaderElection(c.ctx, moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range moved {
+		if !errors.Is(res[tp], ErrPreferredLeaderNotAvailable) {
+			t.Errorf("%s with preferred leader dead: %v, want ErrPreferredLeaderNotAvailable", tp, res[tp])
+		}
+	}
+	// It comes back; the current leaders add it back to the ISR (what a
+	// leader does once the follower caught up).
+	c.start(other, "b")
+	for _, tp := range moved {
+		cur, err := c.store.PartitionState(c.ctx, tp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		grown := cur.Clone()
+		grown.ISR = append(grown.ISR, other)
+		if _, err := c.store.AlterPartition(c.ctx, tp, cur, grown); err != nil {
+			t.Fatalf("%s: re-add %d to ISR: %v", tp, other, err)
+		}
+	}
+	before, err := c.store.Snapshot(c.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := TopicPartition{"nope", 0}
+	res, err = c.brokers[ctrl].ctrl.PreferredLeaderElection(c.ctx, append(slices.Clone(moved), missing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res[missing], ErrUnknownTopic) {
+		t.Errorf("unknown partition: %v", res[missing])
+	}
+	after, err := c.store.Snapshot(c.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range moved {
+		if res[tp] != nil {
+			t.Errorf("%s: %v", tp, res[tp])
+		}
+		b, a := before.Partitions[tp], after.Partitions[tp]
+		if a.Leader != other || a.LeaderEpoch != b.LeaderEpoch+1 {
+			t.Errorf("%s: %+v -> %+v, want leader %d at epoch %d", tp, b, a, other, b.LeaderEpoch+1)
+		}
+	}
+}
+
+func TestCreatePartitionsAndBigTopicsAcrossTransactions(t *testing.T) {
+	// A tiny transaction limit forces the multi-transaction path.
+	c := threeZones(t, WithMaxTxnOps(8))
+	c.createTopic(TopicSpec{Name: "big", Partitions: 20, ReplicationFactor: 2})
+	st, err := c.store.Snapshot(c.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(st.TopicPartitions("big")); got != 20 {
+		t.Fatalf("%d partitions visible, want 20", got)
+	}
+	id := st.Topics["big"].ID
+	info, err := c.store.CreatePartitions(c.ctx, "big", 30, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Partitions != 30 || info.ID != id {
+		t.Errorf("after growing: %+v", info)
+	}
+	st, _ = c.store.Snapshot(c.ctx)
+	replicas, leaders := map[int32]int{}, map[int32]int{}
+	for _, ps := range st.TopicPartitions("big") {
+		leaders[ps.Leader]++
+		for _, r := range ps.Replicas {
+			replicas[r]++
+		}
+	}
+	for _, b := range []int32{1, 2, 3} {
+		if leaders[b] != 10 || replicas[b] != 20 {
+			t.Errorf("broker %d: %d leaders %d replicas, want 10 and 20 (balanced after growing)", b, leaders[b], replicas[b])
+		}
+	}
+	for _, tt := range []struct {
+		total int32
+		asg   [][]int32
+		name  string
+		want  error
+	}{
+		{30, nil, "big", ErrInvalidPartitions},
+		{31, [][]int32{{1}}, "big", ErrInvalidReplicaAssignment},
+		{31, [][]int32{{1, 2}, {2, 3}}, "big", ErrInvalidReplicaAssignment},
+		{5, nil, "nope", ErrUnknownTopic},
+	} {
+		if _, err := c.store.CreatePartitions(c.ctx, tt.name, tt.total, tt.asg); !errors.Is(err, tt.want) {
+			t.Errorf("CreatePartitions(%s, %d, %v) = %v, want %v", tt.name, tt.total, tt.asg, err, tt.want)
+		}
+	}
+	if _, err := c.store.CreatePartitions(c.ctx, "big", 31, [][]int32{{3, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	// Delete and recreate smaller: a new topic ID, no leftovers.
+	if err := c.store.DeleteTopic(c.ctx, "big"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.store.DeleteTopic(c.ctx, "big"); !errors.Is(err, ErrUnknownTopic) {
+		t.Errorf("second delete: %v, want ErrUnknownTopic", err)
+	}
+	again := c.createTopic(TopicSpec{Name: "big", Partitions: 2, ReplicationFactor: 1})
+	if again.ID == id {
+		t.Error("recreated topic reused the old topic ID")
+	}
+	resp, err := c.client.Get(c.ctx, c.store.keys.partitionsOf("big"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != 2 {
+		t.Errorf("%d partition records after recreate, want 2", resp.Count)
+	}
+}
+
+func TestUpdateTopicConfig(t *testing.T) {
+	c := newTestCluster(t)
+	reg, err := c.store.RegisterBroker(c.ctx, BrokerInfo{ID: 1, Zone: "a"}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close(c.ctx)
+	c.createTopic(TopicSpec{Name: "cfg", Partitions: 1, ReplicationFactor: 1, Config: map[string]string{"a": "1", "b": "2"}})
+	info, err := c.store.UpdateTopicConfig(c.ctx, "cfg", func(cfg map[string]string) error {
+		delete(cfg, "a")
+		cfg["c"] = "3"
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := c.store.Snapshot(c.ctx)
+	got := st.Topics["cfg"].Config
+	if len(got) != 2 || got["b"] != "2" || got["c"] != "3" || info.Config["c"] != "3" {
+		t.Errorf("config %v", got)
+	}
+	boom := errors.New("invalid value")
+	if _, err := c.store.UpdateTopicConfig(c.ctx, "cfg", func(map[string]string) error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("mutate error: %v", err)
+	}
+	if _, err := c.store.UpdateTopicConfig(c.ctx, "nope", func(map[string]string) error { return nil }); !errors.Is(err, ErrUnknownTopic) {
+		t.Errorf("unknown topic: %v", err)
+	}
+}
+
+func TestRegisterBroker(t *testing.T) {
+	c := newTestCluster(t)
+	reg, err := c.store.RegisterBroker(c.ctx, BrokerInfo{ID: 4, Zone: "b", Listeners: []Listener{{Name: "INTERNAL", Host: "h", Port: 1}}}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.store.RegisterBroker(c.ctx, BrokerInfo{ID: 4, Zone: "b"}, 10*time.Second); !errors.Is(err, ErrBrokerIDInUse) {
+		t.Errorf("second registration of 4: %v, want ErrBrokerIDInUse", err)
+	}
+	st := c.waitFor("broker 4", func(st *ClusterState) bool { return st.Live(4) })
+	got := st.Brokers[4]
+	if got.Zone != "b" || len(got.Listeners) != 1 || got.Listeners[0].Host != "h" || got.Epoch != reg.Info().Epoch || got.Epoch == 0 {
+		t.Errorf("registered %+v, registration says %+v", got, reg.Info())
+	}
+	v := st.Version
+	if err := reg.Close(c.ctx); err != nil {
+		t.Fatal(err)
+	}
+	st = c.waitFor("broker 4 gone", func(st *ClusterState) bool { return !st.Live(4) })
+	if st.Version != v+1 {
+		t.Errorf("clean deregistration: version %d -> %d, want +1", v, st.Version)
+	}
+	select {
+	case <-reg.Done():
+	default:
+		t.Error("Done not closed after Close")
+	}
+	// The ID is free again, with a higher epoch.
+	again, err := c.store.RegisterBroker(c.ctx, BrokerInfo{ID: 4, Zone: "b"}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close(c.ctx)
+	if again.Info().Epoch <= got.Epoch {
+		t.Errorf("new epoch %d not above %d", again.Info().Epoch, got.Epoch)
+	}
+}
