@@ -50,11 +50,15 @@ func TestInitialDelayCollectsMembersIntoOneGeneration(t *testing.T) {
 	a := h.joinAsync(context.Background(), joinReq(3, "g", "", ""))
 	h.waitAwaiting("g", 1)
 	h.clock.Advance(testDelay - time.Millisecond)
-	noResult(t, a)
+	if s := h.state("g"); s != statePreparingRebalance {
+		t.Fatalf("state %v before the delay ended", s)
+	}
 	b := h.joinAsync(context.Background(), joinReq(3, "g", "", ""))
 	h.waitAwaiting("g", 2)
 	h.clock.Advance(time.Millisecond) // first delay ends, extended because b joined
-	noResult(t, a)
+	if s := h.state("g"); s != statePreparingRebalance {
+		t.Fatalf("state %v: delay not extended for the new member", s)
+	}
 	h.clock.Advance(testDelay)
 	ra, rb := recv(t, a), recv(t, b)
 	if ra.resp.Generation != 1 || rb.resp.Generation != 1 || len(ra.resp.Members) != 2 {
@@ -161,7 +165,9 @@ func TestRebalanceTimeoutRemovesMembersThatDoNotRejoin(t *testing.T) {
 	a := h.joinAsync(context.Background(), req)
 	h.waitAwaiting("g", 1)
 	h.clock.Advance(testRebalance - time.Millisecond)
-	noResult(t, a)
+	if s := h.state("g"); s != statePreparingRebalance {
+		t.Fatalf("state %v before the rebalance timeout", s)
+	}
 	h.clock.Advance(time.Millisecond)
 	r := recv(t, a)
 	if r.resp.ErrorCode != 0 || r.resp.Generation != 2 || len(r.resp.Members) != 1 {
