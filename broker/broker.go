@@ -1,0 +1,408 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strata-dev/strata/broker/log"
+)
+
+// Config is the static configuration of one broker.
+type Config struct {
+	// NodeID is broker.id.
+	NodeID int32
+	// Host and Port are advertised to clients in Metadata.
+	Host string
+	Port int32
+	// Rack is broker.rack (the zone).
+	Rack string
+	// DataDir holds the metadata file and the partition logs.
+	DataDir string
+	// AutoCreateTopics is auto.create.topics.enable: Metadata requests that
+	// allow it create missing topics with DefaultPartitions partitions.
+	AutoCreateTopics bool
+	// DefaultPartitions is num.partitions.
+	DefaultPartitions int32
+	// LogDefaults holds broker-level defaults of topic configs, keyed by the
+	// broker config name (log.retention.ms, log.segment.bytes, ...).
+	LogDefaults map[string]string
+}
+
+// DefaultConfig returns a config with Kafka's defaults for a single broker.
+func DefaultConfig() Config {
+	return Config{NodeID: 0, Host: "127.0.0.1", Port: 9092, AutoCreateTopics: true, DefaultPartitions: 1}
+}
+
+// BrokerConfigKeys are the broker-level topic defaults accepted in
+// Config.LogDefaults.
+func BrokerConfigKeys() []string {
+	keys := make([]string, 0, len(topicConfigs))
+	for _, tc := range topicConfigs {
+		keys = append(keys, tc.brokerKey)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Broker is the state of one broker. See the package comment for locking.
+type Broker struct {
+	cfg Config
+	log logr.Logger
+
+	mu     sync.RWMutex
+	meta   metaFile
+	topics map[string]*Topic
+	closed bool
+	// nextPID is the next producer ID to hand out; IDs below
+	// meta.NextProducerID are reserved.
+	nextPID int64
+}
+
+// Topic is one topic. Its fields other than name and ID are guarded by
+// Broker.mu.
+type Topic struct {
+	Name       string
+	ID         [16]byte
+	partitions []*Partition
+	configs    map[string]string
+}
+
+// Partition is one partition of a topic, led by this broker.
+type Partition struct {
+	Topic string
+	Index int32
+	Log   *log.Log
+	// maxMessageBytes caches max.message.bytes for Validate.
+	maxMessageBytes atomic.Int64
+}
+
+// metaFile is the persisted form of the broker's metadata.
+type metaFile struct {
+	Version        int         `json:"version"`
+	ClusterID      string      `json:"clusterID"`
+	NodeID         int32       `json:"nodeID"`
+	NextProducerID int64       `json:"nextProducerID"`
+	Topics         []metaTopic `json:"topics"`
+}
+
+type metaTopic struct {
+	Name       string            `json:"name"`
+	ID         string            `json:"id"`
+	Partitions int32             `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+}
+
+const metaFileName = "strata-meta.json"
+
+// producerIDBlock is how many producer IDs are reserved per metadata write.
+const producerIDBlock = 1000
+
+// Open opens (or initialises) the data directory and every partition log.
+func Open(ctx context.Context, cfg Config, logger logr.Logger) (*Broker, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("broker: data directory not set")
+	}
+	for k, v := range cfg.LogDefaults {
+		name, ok := topicNameForBrokerKey(k)
+		if !ok {
+			return nil, fmt.Errorf("broker: unknown broker config %q", k)
+		}
+		if err := ValidateTopicConfig(name, v); err != nil {
+			return nil, fmt.Errorf("broker: %s: %w", k, err)
+		}
+	}
+	if cfg.DefaultPartitions <= 0 {
+		cfg.DefaultPartitions = 1
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("broker: create data dir: %w", err)
+	}
+	b := &Broker{cfg: cfg, log: logger, topics: map[string]*Topic{}}
+	if err := b.loadMeta(); err != nil {
+		return nil, err
+	}
+	if b.meta.NodeID != cfg.NodeID {
+		return nil, fmt.Errorf("broker: data dir %s belongs to node %d, not %d", cfg.DataDir, b.meta.NodeID, cfg.NodeID)
+	}
+	for _, mt := range b.meta.Topics {
+		if err := ctx.Err(); err != nil {
+			b.closeLogs()
+			return nil, err
+		}
+		t := &Topic{Name: mt.Name, configs: mt.Configs}
+		if t.configs == nil {
+			t.configs = map[string]string{}
+		}
+		id, err := base64.RawURLEncoding.DecodeString(mt.ID)
+		if err != nil || len(id) != 16 {
+			b.closeLogs()
+			return nil, fmt.Errorf("broker: %s: topic %q has a bad ID %q", metaFileName, mt.Name, mt.ID)
+		}
+		copy(t.ID[:], id)
+		for i := range mt.Partitions {
+			p, err := b.openPartition(t, i)
+			if err != nil {
+				b.closeLogs()
+				return nil, err
+			}
+			t.partitions = append(t.partitions, p)
+		}
+		b.topics[t.Name] = t
+	}
+	if err := b.removeStrayPartitions(); err != nil {
+		b.closeLogs()
+		return nil, err
+	}
+	b.log.Info("broker state opened", "dataDir", cfg.DataDir, "clusterID", b.meta.ClusterID, "topics", len(b.topics))
+	return b, nil
+}
+
+func topicNameForBrokerKey(key string) (string, bool) {
+	for _, tc := range topicConfigs {
+		if tc.brokerKey == key {
+			return tc.name, true
+		}
+	}
+	return "", false
+}
+
+func (b *Broker) partitionDir(topic string, p int32) string {
+	return filepath.Join(b.cfg.DataDir, topic+"-"+strconv.Itoa(int(p)))
+}
+
+func (b *Broker) openPartition(t *Topic, index int32) (*Partition, error) {
+	cfg := b.logConfig(t.configs)
+	l, err := log.Open(b.partitionDir(t.Name, index), cfg,
+		log.WithLogger(b.log.WithName("log").WithValues("topic", t.Name, "partition", index)))
+	if err != nil {
+		return nil, fmt.Errorf("broker: open partition %s-%d: %w", t.Name, index, err)
+	}
+	p := &Partition{Topic: t.Name, Index: index, Log: l}
+	p.setMaxMessageBytes(cfg.MaxMessageBytes)
+	return p, nil
+}
+
+var partitionDirRe = regexp.MustCompile(`^(.+)-(\d+)$`)
+
+// removeStrayPartitions deletes partition directories of topics that are
+// not in the metadata, or of partitions past a topic's count: they are left
+// by a topic deletion that crashed after the metadata was written.
+func (b *Broker) removeStrayPartitions() error {
+	entries, err := os.ReadDir(b.cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("broker: read data dir: %w", err)
+	}
+	for _, e := range entries {
+		m := partitionDirRe.FindStringSubmatch(e.Name())
+		if !e.IsDir() || m == nil {
+			continue
+		}
+		idx, err := strconv.ParseInt(m[2], 10, 32)
+		if err != nil {
+			continue
+		}
+		if t, ok := b.topics[m[1]]; ok && int(idx) < len(t.partitions) {
+			continue
+		}
+		b.log.Info("removing partition directory of a deleted topic", "dir", e.Name())
+		if err := os.RemoveAll(filepath.Join(b.cfg.DataDir, e.Name())); err != nil {
+			return fmt.Errorf("broker: remove stray partition %s: %w", e.Name(), err)
+		}
+	}
+	return nil
+}
+
+func (b *Broker) loadMeta() error {
+	path := filepath.Join(b.cfg.DataDir, metaFileName)
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		b.meta = metaFile{Version: 1, ClusterID: newClusterID(), NodeID: b.cfg.NodeID, NextProducerID: 1}
+		return b.writeMetaLocked()
+	}
+	if err != nil {
+		return fmt.Errorf("broker: read %s: %w", path, err)
+	}
+	if err := json.Unmarshal(raw, &b.meta); err != nil {
+		return fmt.Errorf("broker: parse %s: %w", path, err)
+	}
+	if b.meta.Version != 1 {
+		return fmt.Errorf("broker: %s: unsupported version %d", path, b.meta.Version)
+	}
+	return nil
+}
+
+func newClusterID() string {
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	return base64.RawURLEncoding.EncodeToString(id[:])
+}
+
+func newTopicID() [16]byte {
+	var id [16]byte
+	for id == ([16]byte{}) {
+		_, _ = rand.Read(id[:])
+	}
+	return id
+}
+
+// writeMetaLocked persists b.meta atomically. Callers hold b.mu (or own b).
+func (b *Broker) writeMetaLocked() error {
+	raw, err := json.MarshalIndent(b.meta, "", "  ")
+	if err != nil {
+		return fmt.Errorf("broker: encode metadata: %w", err)
+	}
+	path := filepath.Join(b.cfg.DataDir, metaFileName)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("broker: write metadata: %w", err)
+	}
+	if _, err := f.Write(raw); err != nil {
+		f.Close()
+		return fmt.Errorf("broker: write metadata: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("broker: sync metadata: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("broker: close metadata: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("broker: rename metadata: %w", err)
+	}
+	return syncDir(b.cfg.DataDir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("broker: open dir for sync: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("broker: sync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// snapshotMetaLocked rebuilds b.meta.Topics from b.topics.
+func (b *Broker) snapshotMetaLocked() {
+	b.meta.Topics = b.meta.Topics[:0]
+	for _, t := range b.topics {
+		cfg := make(map[string]string, len(t.configs))
+		for k, v := range t.configs {
+			cfg[k] = v
+		}
+		b.meta.Topics = append(b.meta.Topics, metaTopic{
+			Name: t.Name, ID: base64.RawURLEncoding.EncodeToString(t.ID[:]),
+			Partitions: int32(len(t.partitions)), Configs: cfg,
+		})
+	}
+	sort.Slice(b.meta.Topics, func(i, j int) bool { return b.meta.Topics[i].Name < b.meta.Topics[j].Name })
+}
+
+// Config returns the broker's configuration.
+func (b *Broker) Config() Config { return b.cfg }
+
+// NodeID returns broker.id.
+func (b *Broker) NodeID() int32 { return b.cfg.NodeID }
+
+// ClusterID returns the cluster ID persisted in the data dir.
+func (b *Broker) ClusterID() string {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.meta.ClusterID
+}
+
+// AllocateProducerID returns a producer ID never handed out before by this
+// data directory. IDs are reserved in blocks: the block's end is persisted
+// before its first ID is used, and a restart starts after the last block.
+func (b *Broker) AllocateProducerID() (int64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.nextPID == 0 || b.nextPID >= b.meta.NextProducerID {
+		start := b.meta.NextProducerID
+		b.meta.NextProducerID = start + producerIDBlock
+		if err := b.writeMetaLocked(); err != nil {
+			b.meta.NextProducerID = start
+			return 0, err
+		}
+		b.nextPID = start
+	}
+	id := b.nextPID
+	b.nextPID++
+	return id, nil
+}
+
+// Close flushes and closes every partition log. The broker is unusable
+// afterwards.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	return b.closeLogsLocked()
+}
+
+func (b *Broker) closeLogs() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_ = b.closeLogsLocked()
+}
+
+func (b *Broker) closeLogsLocked() error {
+	var errs []error
+	for _, t := range b.topics {
+		for _, p := range t.partitions {
+			if err := p.Log.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close %s-%d: %w", t.Name, p.Index, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateTopicName applies Kafka's topic name rules.
+func ValidateTopicName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: topic name is empty", kerr.InvalidTopicException)
+	case name == "." || name == "..":
+		return fmt.Errorf("%w: topic name cannot be %q", kerr.InvalidTopicException, name)
+	case len(name) > 249:
+		return fmt.Errorf("%w: topic name is longer than 249 characters", kerr.InvalidTopicException)
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: topic name %q contains %q; legal characters are [a-zA-Z0-9._-]", kerr.InvalidTopicException, name, c)
+		}
+	}
+	return nil
+}
+
+// errTopicCollides reports Kafka's '.'/'_' collision rule.
+func collisionName(name string) string { return strings.ReplaceAll(name, ".", "_") }
+
+func (p *Partition) maxBytes() int {
+	return int(p.maxMessageBytes.Load())
+}
+
+func (p *Partition) setMaxMessageBytes(n int) { p.maxMessageBytes.Store(int64(n)) }

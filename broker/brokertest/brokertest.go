@@ -1,0 +1,157 @@
+package brokertest
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
+
+	"github.com/strata-dev/strata/broker/server"
+)
+
+// Option changes the broker configuration before it starts.
+type Option func(*options)
+
+type options struct {
+	dir      string
+	logger   *logr.Logger
+	settings map[string]string
+	mutate   []func(*server.Config)
+	args     []string
+}
+
+// WithDir uses dir as the data directory (default: a t.TempDir()).
+func WithDir(dir string) Option { return func(o *options) { o.dir = dir } }
+
+// WithLogger logs to l instead of the test log (default: testr at V(0)).
+func WithLogger(l logr.Logger) Option { return func(o *options) { o.logger = &l } }
+
+// WithSetting sets a broker config key as a config file would
+// (e.g. "log.flush.interval.ms", "0"; "num.partitions", "3").
+func WithSetting(key, value string) Option {
+	return func(o *options) {
+		if o.settings == nil {
+			o.settings = map[string]string{}
+		}
+		o.settings[key] = value
+	}
+}
+
+// WithConfig edits the server configuration directly (in-process only).
+func WithConfig(f func(*server.Config)) Option {
+	return func(o *options) { o.mutate = append(o.mutate, f) }
+}
+
+// WithArgs adds command-line arguments (subprocess only).
+func WithArgs(args ...string) Option { return func(o *options) { o.args = append(o.args, args...) } }
+
+func buildOptions(t testing.TB, opts []Option) *options {
+	o := &options{}
+	for _, opt := range opts {
+		opt(o)
+	}
+	if o.dir == "" {
+		o.dir = t.TempDir()
+	}
+	return o
+}
+
+// Broker is an in-process broker.
+type Broker struct {
+	t    testing.TB
+	opts *options
+	cfg  server.Config
+	srv  *server.Server
+}
+
+// Start starts an in-process broker on 127.0.0.1 with a random port and a
+// temporary data directory. It is stopped when the test ends.
+func Start(t testing.TB, opts ...Option) *Broker {
+	t.Helper()
+	o := buildOptions(t, opts)
+	cfg := server.DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Broker.DataDir = o.dir
+	unknown, err := server.ApplySettings(&cfg, o.settings)
+	if err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+	if len(unknown) > 0 {
+		t.Fatalf("brokertest: unknown settings %v", unknown)
+	}
+	for _, f := range o.mutate {
+		f(&cfg)
+	}
+	b := &Broker{t: t, opts: o, cfg: cfg}
+	b.start()
+	t.Cleanup(b.Stop)
+	return b
+}
+
+func (b *Broker) logger() logr.Logger {
+	if b.opts.logger != nil {
+		return *b.opts.logger
+	}
+	return testr.NewWithInterface(b.t, testr.Options{Verbosity: 0, LogTimestamp: true})
+}
+
+func (b *Broker) start() {
+	b.t.Helper()
+	srv, err := server.Start(context.Background(), b.cfg, b.logger())
+	if err != nil {
+		b.t.Fatalf("brokertest: start broker: %v", err)
+	}
+	b.srv = srv
+	// Keep the port across Restart so that clients reconnect to the same
+	// address.
+	b.cfg.Listen = srv.Addr()
+}
+
+// Addr returns the broker's address (host:port) to use as bootstrap.
+func (b *Broker) Addr() string { return b.srv.Addr() }
+
+// Dir returns the data directory.
+func (b *Broker) Dir() string { return b.cfg.Broker.DataDir }
+
+// Server returns the running server (nil after Stop).
+func (b *Broker) Server() *server.Server { return b.srv }
+
+// Stop shuts the broker down gracefully. Safe to call more than once.
+func (b *Broker) Stop() {
+	if b.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.srv.Shutdown(ctx); err != nil {
+		b.t.Errorf("brokertest: shutdown: %v", err)
+	}
+	b.srv = nil
+}
+
+// Restart stops the broker gracefully and starts it again on the same data
+// directory and port.
+func (b *Broker) Restart() {
+	b.t.Helper()
+	b.Stop()
+	b.start()
+}
+
+// waitListening polls until addr accepts TCP connections or the deadline
+// passes.
+func waitListening(addr string, deadline time.Time) error {
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,218 @@
+package brokertest
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+// Binary builds the strata binary once per test process (go build into a
+// temporary directory) and returns its path. Set STRATA_BINARY to use a
+// prebuilt binary instead.
+func Binary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("STRATA_BINARY"); p != "" {
+		return p
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "strata-brokertest-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildPath = filepath.Join(dir, "strata")
+		root, err := moduleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", buildPath, ".")
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("brokertest: building strata: %v", buildErr)
+	}
+	return buildPath
+}
+
+// RemoveBinary deletes the binary built by Binary; call it from TestMain
+// after m.Run.
+func RemoveBinary() {
+	if buildPath != "" {
+		os.RemoveAll(filepath.Dir(buildPath))
+	}
+}
+
+func moduleRoot() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", fmt.Errorf("cannot locate the brokertest source")
+	}
+	// file is <root>/broker/brokertest/process.go
+	return filepath.Dir(filepath.Dir(filepath.Dir(file))), nil
+}
+
+// Process is a `strata broker` subprocess.
+type Process struct {
+	t    testing.TB
+	opts *options
+	bin  string
+	addr string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	logs *syncBuffer
+}
+
+// StartProcess builds (once) and starts `strata broker` as a subprocess on
+// 127.0.0.1 with a free port and a temporary data directory, and waits
+// until it accepts connections. It is stopped (SIGTERM, then SIGKILL) when
+// the test ends; its output is printed if the test failed.
+func StartProcess(t testing.TB, opts ...Option) *Process {
+	t.Helper()
+	p := &Process{t: t, opts: buildOptions(t, opts), bin: Binary(t)}
+	p.Start()
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("broker output:\n%s", p.Logs())
+		}
+	})
+	return p
+}
+
+// Start starts the subprocess again (after Kill or Stop) on the same data
+// directory, with a new free port.
+func (p *Process) Start() {
+	p.t.Helper()
+	port, err := freePort()
+	if err != nil {
+		p.t.Fatalf("brokertest: %v", err)
+	}
+	p.addr = net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
+	args := []string{"broker", "--listen", p.addr, "--data-dir", p.opts.dir, "--metrics-listen", "", "--log-format", "console"}
+	for k, v := range p.opts.settings {
+		args = append(args, "--set", k+"="+v)
+	}
+	args = append(args, p.opts.args...)
+	cmd := exec.Command(p.bin, args...)
+	if p.logs == nil {
+		p.logs = &syncBuffer{}
+	}
+	fmt.Fprintf(p.logs, "=== start: %s %s\n", p.bin, strings.Join(args, " "))
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("brokertest: start %s: %v", p.bin, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	p.mu.Lock()
+	p.cmd, p.done = cmd, done
+	p.mu.Unlock()
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := waitListening(p.addr, time.Now().Add(200*time.Millisecond)); err == nil {
+			return
+		}
+		select {
+		case <-done:
+			p.t.Fatalf("brokertest: broker exited before listening:\n%s", p.Logs())
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("brokertest: broker not listening on %s after 60s:\n%s", p.addr, p.Logs())
+		}
+	}
+}
+
+// Addr returns the broker's address.
+func (p *Process) Addr() string { return p.addr }
+
+// Dir returns the data directory.
+func (p *Process) Dir() string { return p.opts.dir }
+
+// Logs returns everything the subprocess wrote so far.
+func (p *Process) Logs() string { return p.logs.String() }
+
+// Kill sends SIGKILL and waits for the process to exit.
+func (p *Process) Kill() { p.signal(syscall.SIGKILL, 0) }
+
+// Stop sends SIGTERM, waits up to 30s for a graceful exit, then SIGKILL.
+func (p *Process) Stop() { p.signal(syscall.SIGTERM, 30*time.Second) }
+
+// Restart stops the process gracefully and starts it again.
+func (p *Process) Restart() {
+	p.Stop()
+	p.Start()
+}
+
+func (p *Process) signal(sig syscall.Signal, grace time.Duration) {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.cmd = nil
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	if grace > 0 {
+		select {
+		case <-done:
+			return
+		case <-time.After(grace):
+			p.t.Errorf("brokertest: broker did not stop within %v of %v; killing it", grace, sig)
+			_ = cmd.Process.Kill()
+		}
+	}
+	<-done
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,104 @@
+package metrics
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker"
+)
+
+// Metrics implements protocol.Observer and registers the broker metrics.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	requests    *prometheus.CounterVec
+	failures    *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	bytesIn     prometheus.Counter
+	bytesOut    prometheus.Counter
+	connections prometheus.Gauge
+}
+
+// New returns metrics registered on a new registry (with the Go and process
+// collectors). b may be nil; when set, per-partition log metrics are
+// collected from it at scrape time.
+func New(b *broker.Broker) *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_requests_total", Help: "Kafka requests handled, by API.",
+		}, []string{"api"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_request_failures_total", Help: "Requests that closed their connection (malformed or failed), by API.",
+		}, []string{"api"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "strata_request_duration_seconds", Help: "Time from reading a request to queueing its response, by API.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}, []string{"api"}),
+		bytesIn: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_network_bytes_in_total", Help: "Request bytes read, frames included.",
+		}),
+		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_network_bytes_out_total", Help: "Response bytes queued for writing, frames included.",
+		}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "strata_connections", Help: "Open client connections.",
+		}),
+	}
+	reg.MustRegister(m.requests, m.failures, m.latency, m.bytesIn, m.bytesOut, m.connections,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if b != nil {
+		reg.MustRegister(&logCollector{b: b})
+	}
+	return m
+}
+
+// ConnOpened implements protocol.Observer.
+func (m *Metrics) ConnOpened() { m.connections.Inc() }
+
+// ConnClosed implements protocol.Observer.
+func (m *Metrics) ConnClosed() { m.connections.Dec() }
+
+// Request implements protocol.Observer.
+func (m *Metrics) Request(key, _ int16, bytesIn, bytesOut int, elapsed time.Duration, failed bool) {
+	api := kmsg.NameForKey(key)
+	m.requests.WithLabelValues(api).Inc()
+	if failed {
+		m.failures.WithLabelValues(api).Inc()
+	}
+	m.latency.WithLabelValues(api).Observe(elapsed.Seconds())
+	m.bytesIn.Add(float64(bytesIn))
+	m.bytesOut.Add(float64(bytesOut))
+}
+
+var (
+	endOffsetDesc = prometheus.NewDesc("strata_log_end_offset", "Log end offset (high watermark on a single broker).",
+		[]string{"topic", "partition"}, nil)
+	startOffsetDesc = prometheus.NewDesc("strata_log_start_offset", "Log start offset.",
+		[]string{"topic", "partition"}, nil)
+	sizeDesc = prometheus.NewDesc("strata_log_size_bytes", "Bytes of log segments on disk.",
+		[]string{"topic", "partition"}, nil)
+)
+
+// logCollector reads partition offsets at scrape time.
+type logCollector struct{ b *broker.Broker }
+
+func (c *logCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- endOffsetDesc
+	ch <- startOffsetDesc
+	ch <- sizeDesc
+}
+
+func (c *logCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, p := range c.b.AllPartitions() {
+		part := strconv.Itoa(int(p.Index))
+		ch <- prometheus.MustNewConstMetric(endOffsetDesc, prometheus.GaugeValue, float64(p.Log.EndOffset()), p.Topic, part)
+		ch <- prometheus.MustNewConstMetric(startOffsetDesc, prometheus.GaugeValue, float64(p.Log.StartOffset()), p.Topic, part)
+		ch <- prometheus.MustNewConstMetric(sizeDesc, prometheus.GaugeValue, float64(p.Log.Size()), p.Topic, part)
+	}
+}

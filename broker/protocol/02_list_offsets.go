@@ -1,0 +1,89 @@
+package protocol
+
+// ListOffsets (key 2), versions 0-7.
+//
+// Timestamp -1 (latest) answers the high watermark, -2 (earliest) the log
+// start offset, -3 (max timestamp, v7) the offset and timestamp of the
+// record with the largest timestamp (found by scanning batch headers), and
+// a timestamp >= 0 the first offset whose timestamp is at or after it (-1,
+// -1 when there is none). v0 answers OldStyleOffsets. CurrentLeaderEpoch
+// (v4+) is checked; LeaderEpoch is always 0 on a single broker.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker"
+)
+
+func init() { register(kmsg.ListOffsets, 0, 7, handleListOffsets) }
+
+func handleListOffsets(_ context.Context, r *Request) (kmsg.Response, error) {
+	if err := r.CheckVersion(); err != nil {
+		return nil, err
+	}
+	req := r.Msg.(*kmsg.ListOffsetsRequest)
+	resp := r.NewResponse().(*kmsg.ListOffsetsResponse)
+	b := r.Env.Broker
+	for _, rt := range req.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
+			if err := listOffset(b, req.Version, rt.Topic, rp, &sp); err != nil {
+				sp.ErrorCode = broker.ErrorCode(err)
+				sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}
+
+func listOffset(b *broker.Broker, version int16, topic string, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) error {
+	p, err := b.Partition(topic, rp.Partition)
+	if err != nil {
+		return err
+	}
+	if version >= 4 {
+		if code := checkLeaderEpoch(rp.CurrentLeaderEpoch); code != 0 {
+			return kerr.ErrorForCode(code)
+		}
+	}
+	offset, ts := int64(-1), int64(-1)
+	switch rp.Timestamp {
+	case -1:
+		offset = p.Log.EndOffset()
+	case -2:
+		offset = p.Log.StartOffset()
+	case -3:
+		if version < 7 {
+			return fmt.Errorf("%w: max timestamp needs ListOffsets v7", kerr.UnsupportedVersion)
+		}
+		offset, ts, err = p.MaxTimestamp()
+		if err != nil {
+			return err
+		}
+	default:
+		if rp.Timestamp < 0 {
+			return fmt.Errorf("%w: timestamp %d", kerr.InvalidRequest, rp.Timestamp)
+		}
+		if o, t, ok := p.Log.OffsetForTimestamp(rp.Timestamp); ok {
+			offset, ts = o, t
+		}
+	}
+	sp.Offset, sp.Timestamp, sp.LeaderEpoch = offset, ts, broker.LeaderEpoch
+	if version == 0 {
+		sp.OldStyleOffsets = []int64{}
+		if offset >= 0 {
+			sp.OldStyleOffsets = []int64{offset}
+		}
+	}
+	return nil
+}

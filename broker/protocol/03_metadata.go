@@ -1,0 +1,125 @@
+package protocol
+
+// Metadata (key 3), versions 0-12.
+//
+// This broker is the only broker, the controller, and the leader (epoch 0)
+// of every partition, with itself as the only replica and ISR. A null topic
+// list (or an empty one in v0) asks for every topic. Missing topics are
+// created with num.partitions partitions when auto.create.topics.enable is
+// set and the request allows it (always below v4), as Kafka does; the
+// answer for such a topic is LEADER_NOT_AVAILABLE-free because creation is
+// synchronous here. v10+ report topic UUIDs; v12 may name topics by UUID
+// only. Authorized operations are not computed (reported as "not
+// requested", the int32 minimum).
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker"
+)
+
+func init() { register(kmsg.Metadata, 0, 12, handleMetadata) }
+
+const authorizedOpsNotRequested = -2147483648
+
+func handleMetadata(ctx context.Context, r *Request) (kmsg.Response, error) {
+	if err := r.CheckVersion(); err != nil {
+		return nil, err
+	}
+	req := r.Msg.(*kmsg.MetadataRequest)
+	resp := r.NewResponse().(*kmsg.MetadataResponse)
+	b := r.Env.Broker
+	cfg := b.Config()
+
+	rb := kmsg.NewMetadataResponseBroker()
+	rb.NodeID, rb.Host, rb.Port = cfg.NodeID, cfg.Host, cfg.Port
+	if cfg.Rack != "" {
+		rack := cfg.Rack
+		rb.Rack = &rack
+	}
+	resp.Brokers = []kmsg.MetadataResponseBroker{rb}
+	clusterID := b.ClusterID()
+	resp.ClusterID = &clusterID
+	resp.ControllerID = cfg.NodeID
+	resp.AuthorizedOperations = authorizedOpsNotRequested
+
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if all {
+		for _, t := range b.Topics() {
+			resp.Topics = append(resp.Topics, metadataTopic(b, t))
+		}
+		return resp, nil
+	}
+	autoCreate := cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	for _, rt := range req.Topics {
+		if rt.Topic == nil {
+			// v10+: by topic UUID.
+			if t, ok := b.TopicByID(rt.TopicID); ok {
+				resp.Topics = append(resp.Topics, metadataTopic(b, t))
+				continue
+			}
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.TopicID = rt.TopicID
+			mt.ErrorCode = kerr.UnknownTopicID.Code
+			mt.AuthorizedOperations = authorizedOpsNotRequested
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		name := *rt.Topic
+		t, ok := b.Topic(name)
+		if !ok && autoCreate {
+			var err error
+			t, err = b.CreateTopic(ctx, broker.TopicSpec{Name: name, Partitions: -1, ReplicationFactor: -1}, false)
+			if errors.Is(err, kerr.TopicAlreadyExists) { // raced with another creator
+				t, ok = b.Topic(name)
+			} else {
+				ok = err == nil
+				if err != nil {
+					mt := kmsg.NewMetadataResponseTopic()
+					mt.Topic = &name
+					mt.ErrorCode = broker.ErrorCode(err)
+					mt.AuthorizedOperations = authorizedOpsNotRequested
+					resp.Topics = append(resp.Topics, mt)
+					continue
+				}
+			}
+		}
+		if !ok {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = &name
+			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if broker.ValidateTopicName(name) != nil {
+				mt.ErrorCode = kerr.InvalidTopicException.Code
+			}
+			mt.AuthorizedOperations = authorizedOpsNotRequested
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		resp.Topics = append(resp.Topics, metadataTopic(b, t))
+	}
+	return resp, nil
+}
+
+func metadataTopic(b *broker.Broker, t broker.TopicInfo) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.Name
+	mt.Topic = &name
+	mt.TopicID = t.ID
+	mt.AuthorizedOperations = authorizedOpsNotRequested
+	node := b.NodeID()
+	for i := range t.Partitions {
+		p := kmsg.NewMetadataResponseTopicPartition()
+		p.Partition = i
+		p.Leader = node
+		p.LeaderEpoch = broker.LeaderEpoch
+		p.Replicas = []int32{node}
+		p.ISR = []int32{node}
+		p.OfflineReplicas = []int32{}
+		mt.Partitions = append(mt.Partitions, p)
+	}
+	return mt
+}

@@ -1,0 +1,69 @@
+package protocol
+
+// DeleteTopics (key 20), versions 0-6.
+//
+// Deletes topics by name (v0-5: TopicNames; v6: Topics by name or UUID).
+// Deletion is synchronous: the topic is gone from the metadata file before
+// the answer, its partition data is removed right after.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker"
+)
+
+func init() { register(kmsg.DeleteTopics, 0, 6, handleDeleteTopics) }
+
+func handleDeleteTopics(ctx context.Context, r *Request) (kmsg.Response, error) {
+	if err := r.CheckVersion(); err != nil {
+		return nil, err
+	}
+	req := r.Msg.(*kmsg.DeleteTopicsRequest)
+	resp := r.NewResponse().(*kmsg.DeleteTopicsResponse)
+	b := r.Env.Broker
+
+	type target struct {
+		name *string
+		id   [16]byte
+	}
+	var targets []target
+	if req.Version < 6 {
+		for _, n := range req.TopicNames {
+			targets = append(targets, target{name: &n})
+		}
+	} else {
+		for _, t := range req.Topics {
+			targets = append(targets, target{name: t.Topic, id: t.TopicID})
+		}
+	}
+	for _, t := range targets {
+		st := kmsg.NewDeleteTopicsResponseTopic()
+		st.Topic, st.TopicID = t.name, t.id
+		name := ""
+		switch {
+		case t.name != nil:
+			name = *t.name
+			if info, ok := b.Topic(name); ok {
+				st.TopicID = info.ID
+			}
+		default:
+			info, ok := b.TopicByID(t.id)
+			if !ok {
+				st.ErrorCode = kerr.UnknownTopicID.Code
+				resp.Topics = append(resp.Topics, st)
+				continue
+			}
+			name = info.Name
+			st.Topic = &info.Name
+		}
+		if err := b.DeleteTopic(ctx, name); err != nil {
+			st.ErrorCode = broker.ErrorCode(err)
+			st.ErrorMessage = broker.ErrorMessage(err)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}

@@ -1,0 +1,64 @@
+package protocol
+
+// DeleteRecords (key 21), versions 0-2.
+//
+// Moves a partition's log start offset forward (offset -1 means the high
+// watermark); segments wholly below it are removed by the log. An offset
+// above the high watermark gets OFFSET_OUT_OF_RANGE. LowWatermark is the
+// resulting log start offset.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker"
+)
+
+func init() { register(kmsg.DeleteRecords, 0, 2, handleDeleteRecords) }
+
+func handleDeleteRecords(_ context.Context, r *Request) (kmsg.Response, error) {
+	if err := r.CheckVersion(); err != nil {
+		return nil, err
+	}
+	req := r.Msg.(*kmsg.DeleteRecordsRequest)
+	resp := r.NewResponse().(*kmsg.DeleteRecordsResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewDeleteRecordsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LowWatermark = -1
+			low, err := deleteRecords(r.Env.Broker, rt.Topic, rp.Partition, rp.Offset)
+			if err != nil {
+				sp.ErrorCode = broker.ErrorCode(err)
+			} else {
+				sp.LowWatermark = low
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}
+
+func deleteRecords(b *broker.Broker, topic string, partition int32, offset int64) (int64, error) {
+	p, err := b.Partition(topic, partition)
+	if err != nil {
+		return -1, err
+	}
+	hw := p.Log.EndOffset()
+	if offset == -1 {
+		offset = hw
+	}
+	if offset < 0 || offset > hw {
+		return -1, fmt.Errorf("%w: offset %d, high watermark %d", kerr.OffsetOutOfRange, offset, hw)
+	}
+	if err := p.Log.DeleteRecordsBefore(offset); err != nil {
+		return -1, err
+	}
+	return p.Log.StartOffset(), nil
+}

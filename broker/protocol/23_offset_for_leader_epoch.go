@@ -1,0 +1,49 @@
+package protocol
+
+// OffsetForLeaderEpoch (key 23), versions 0-4.
+//
+// Answers the end offset of the requested leader epoch (the start offset of
+// the next larger epoch, or the log end offset for the latest epoch) from
+// the log's epoch checkpoint; -1/-1 (UNDEFINED) for an epoch the log never
+// had. CurrentLeaderEpoch (v2+) is checked. Clients use it to detect log
+// truncation after a leader change (KIP-320).
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker"
+)
+
+func init() { register(kmsg.OffsetForLeaderEpoch, 0, 4, handleOffsetForLeaderEpoch) }
+
+func handleOffsetForLeaderEpoch(_ context.Context, r *Request) (kmsg.Response, error) {
+	if err := r.CheckVersion(); err != nil {
+		return nil, err
+	}
+	req := r.Msg.(*kmsg.OffsetForLeaderEpochRequest)
+	resp := r.NewResponse().(*kmsg.OffsetForLeaderEpochResponse)
+	b := r.Env.Broker
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LeaderEpoch, sp.EndOffset = -1, -1
+			p, err := b.Partition(rt.Topic, rp.Partition)
+			switch {
+			case err != nil:
+				sp.ErrorCode = broker.ErrorCode(err)
+			case req.Version >= 2 && checkLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
+				sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch)
+			default:
+				sp.LeaderEpoch, sp.EndOffset = p.Log.EndOffsetForEpoch(rp.LeaderEpoch)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}

@@ -1,0 +1,23 @@
+package protocol
+
+import (
+	"github.com/go-logr/logr"
+
+	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/group"
+)
+
+// Env is what handlers reach the broker through. One Env is shared by every
+// connection of a server; its fields are set before Serve and never change.
+type Env struct {
+	// Broker holds topics, partitions and the node identity.
+	Broker *broker.Broker
+
+	// Groups is the consumer-group coordinator (package broker/group),
+	// set by broker/server; nil answers group APIs with
+	// COORDINATOR_NOT_AVAILABLE.
+	Groups *group.Coordinator
+
+	// Log is the base logger; handlers add key/values.
+	Log logr.Logger
+}

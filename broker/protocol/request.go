@@ -1,0 +1,57 @@
+package protocol
+
+import (
+	"fmt"
+	"net"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Header is a parsed request header (v0, v1 or v2).
+type Header struct {
+	Key           int16
+	Version       int16
+	CorrelationID int32
+	// ClientID is nil when the client sent a null client ID.
+	ClientID *string
+}
+
+// ClientInfo describes the connection a request came from.
+type ClientInfo struct {
+	// ConnID numbers connections of one server from 1.
+	ConnID   uint64
+	Remote   net.Addr
+	ClientID string
+}
+
+// Request is one decoded request handed to a Handler.
+type Request struct {
+	Header Header
+	// Msg is the decoded body; its version is Header.Version.
+	Msg    kmsg.Request
+	Client ClientInfo
+	Env    *Env
+}
+
+// CheckVersion returns an error (closing the connection) if the request's
+// version is outside the range registered for its key. The server checks
+// before dispatch too; handlers call it first so that a handler used
+// directly (tests, fuzzing) holds the same promise.
+func (r *Request) CheckVersion() error {
+	api, ok := Lookup(r.Header.Key)
+	if !ok {
+		return fmt.Errorf("API key %d is not served", r.Header.Key)
+	}
+	if r.Header.Version < api.Min || r.Header.Version > api.Max {
+		return fmt.Errorf("%s version %d is not served (want %d-%d)", kmsg.NameForKey(r.Header.Key), r.Header.Version, api.Min, api.Max)
+	}
+	return nil
+}
+
+// NewResponse returns the response kind of the request with the request's
+// version set.
+func (r *Request) NewResponse() kmsg.Response {
+	resp := r.Msg.ResponseKind()
+	resp.SetVersion(r.Header.Version)
+	return resp
+}

@@ -1,0 +1,372 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Observer receives per-request figures (for metrics). Implementations must
+// be safe for concurrent use.
+type Observer interface {
+	ConnOpened()
+	ConnClosed()
+	// Request is called once per handled request; bytesOut is 0 when no
+	// response was sent.
+	Request(key, version int16, bytesIn, bytesOut int, elapsed time.Duration, failed bool)
+}
+
+// Config configures a Server.
+type Config struct {
+	// Env is handed to every handler.
+	Env *Env
+	// MaxRequestBytes bounds a request frame (socket.request.max.bytes);
+	// 0 means DefaultMaxRequestBytes.
+	MaxRequestBytes int32
+	// Observer may be nil.
+	Observer Observer
+	// Log receives connection-level log lines.
+	Log logr.Logger
+}
+
+// Server serves the Kafka protocol on any number of listeners.
+//
+// Every connection has three goroutines: a reader that decodes frames, a
+// handler loop that serves the connection's requests one at a time in
+// order, and a writer. Server.mu guards listeners, conns and closing.
+type Server struct {
+	cfg Config
+
+	// baseCtx is the parent of every handler context; it is cancelled when
+	// Shutdown starts so that long polls answer at once.
+	baseCtx    context.Context
+	cancelBase context.CancelFunc
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	closing   bool
+
+	connWG sync.WaitGroup
+	nextID atomic.Uint64
+}
+
+// NewServer returns a server; call Serve for each listener.
+func NewServer(cfg Config) *Server {
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.Env == nil {
+		cfg.Env = &Env{}
+	}
+	if cfg.Env.Log.GetSink() == nil {
+		cfg.Env.Log = cfg.Log
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		cfg:        cfg,
+		baseCtx:    ctx,
+		cancelBase: cancel,
+		listeners:  map[net.Listener]struct{}{},
+		conns:      map[*conn]struct{}{},
+	}
+}
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = errors.New("protocol: server closed")
+
+// Serve accepts connections on l until Shutdown or Close. It always returns
+// a non-nil error, ErrServerClosed after a shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+
+	var backoff time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Out of file descriptors and the like: back off as net/http does.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.cfg.Log.Error(err, "accept failed; retrying", "backoff", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("accept: %w", err)
+		}
+		backoff = 0
+		s.startConn(nc)
+	}
+}
+
+func (s *Server) startConn(nc net.Conn) {
+	ctx, cancel := context.WithCancel(s.baseCtx)
+	c := &conn{
+		srv:    s,
+		nc:     nc,
+		ctx:    ctx,
+		cancel: cancel,
+		info:   ClientInfo{ConnID: s.nextID.Add(1), Remote: nc.RemoteAddr()},
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		cancel()
+		nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.connWG.Add(1)
+	s.mu.Unlock()
+	if o := s.cfg.Observer; o != nil {
+		o.ConnOpened()
+	}
+	go c.serve()
+}
+
+// Shutdown stops accepting connections, stops reading new requests, lets
+// every connection finish the requests it has already read (long polls are
+// told to answer now) and write their responses, then closes them. If ctx
+// ends first, the remaining connections are closed hard.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	for c := range s.conns {
+		// Unblock the reader; requests already read are still served.
+		_ = c.nc.SetReadDeadline(time.Now())
+	}
+	s.mu.Unlock()
+	s.cancelBase()
+
+	done := make(chan struct{})
+	go func() {
+		s.connWG.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.Close()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Close closes every listener and connection at once and waits for the
+// connection goroutines to end.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closing = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.cancelBase()
+	s.connWG.Wait()
+}
+
+// conn is one client connection.
+type conn struct {
+	srv    *Server
+	nc     net.Conn
+	ctx    context.Context
+	cancel context.CancelFunc
+	info   ClientInfo
+}
+
+// inbound is one request read by the reader.
+type inbound struct {
+	req     *Request
+	size    int
+	reject  bool // ApiVersions with an unsupported version
+	started time.Time
+}
+
+func (c *conn) log() logr.Logger {
+	return c.srv.cfg.Log.WithValues("conn", c.info.ConnID, "remote", c.info.Remote.String())
+}
+
+func (c *conn) serve() {
+	defer c.srv.connWG.Done()
+	defer func() {
+		c.srv.mu.Lock()
+		delete(c.srv.conns, c)
+		c.srv.mu.Unlock()
+		if o := c.srv.cfg.Observer; o != nil {
+			o.ConnClosed()
+		}
+	}()
+	defer c.cancel()
+	defer c.nc.Close()
+
+	requests := make(chan inbound, 4)
+	frames := make(chan []byte, 4)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		defer close(requests)
+		c.read(requests)
+	}()
+	go func() {
+		defer wg.Done()
+		c.write(frames)
+	}()
+
+	c.handle(requests, frames)
+	close(frames)
+	// Make sure the reader is not blocked on a full channel or the socket.
+	c.nc.Close()
+	for range requests {
+	}
+	wg.Wait()
+}
+
+// read decodes frames until the connection fails or a request is bad.
+func (c *conn) read(out chan<- inbound) {
+	var buf []byte
+	for {
+		frame, err := readFrame(c.nc, buf, c.srv.cfg.MaxRequestBytes)
+		if err != nil {
+			c.readFailed(err)
+			return
+		}
+		started := time.Now()
+		if cap(frame) <= 64<<10 {
+			buf = frame // reuse small buffers; DecodeRequest copies
+		}
+		h, msg, err := DecodeRequest(frame)
+		if errors.Is(err, ErrUnsupportedVersion) && h.Key == kmsg.ApiVersions.Int16() {
+			out <- inbound{req: &Request{Header: h, Client: c.info, Env: c.srv.cfg.Env}, size: len(frame) + 4, reject: true, started: started}
+			continue
+		}
+		if err != nil {
+			c.log().Info("closing connection: bad request", "key", h.Key, "version", h.Version, "correlationID", h.CorrelationID, "err", err.Error())
+			c.cancel()
+			return
+		}
+		if h.ClientID != nil {
+			c.info.ClientID = *h.ClientID
+		}
+		out <- inbound{req: &Request{Header: h, Msg: msg, Client: c.info, Env: c.srv.cfg.Env}, size: len(frame) + 4, started: started}
+	}
+}
+
+func (c *conn) readFailed(err error) {
+	c.srv.mu.Lock()
+	closing := c.srv.closing
+	c.srv.mu.Unlock()
+	switch {
+	case closing && errors.Is(err, os.ErrDeadlineExceeded):
+		// Shutdown: stop reading, serve what was read.
+		return
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+		c.log().V(1).Info("connection closed by peer")
+	case errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrBadFrame), errors.Is(err, io.ErrUnexpectedEOF):
+		c.log().Info("closing connection: bad frame", "err", err.Error())
+	default:
+		c.log().V(1).Info("closing connection: read failed", "err", err.Error())
+	}
+	c.cancel()
+}
+
+// handle serves requests one at a time, in order.
+func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
+	obs := c.srv.cfg.Observer
+	for item := range in {
+		var (
+			resp kmsg.Response
+			err  error
+		)
+		if item.reject {
+			resp = unsupportedAPIVersionsResponse()
+		} else {
+			resp, err = c.dispatch(item.req)
+		}
+		if err != nil {
+			c.log().Info("closing connection: request failed", "api", kmsg.NameForKey(item.req.Header.Key),
+				"version", item.req.Header.Version, "correlationID", item.req.Header.CorrelationID, "err", err.Error())
+			if obs != nil {
+				obs.Request(item.req.Header.Key, item.req.Header.Version, item.size, 0, time.Since(item.started), true)
+			}
+			return
+		}
+		var frame []byte
+		if resp != nil {
+			frame = appendResponse(nil, item.req.Header.CorrelationID, resp)
+			out <- frame
+		}
+		if obs != nil {
+			obs.Request(item.req.Header.Key, item.req.Header.Version, item.size, len(frame), time.Since(item.started), false)
+		}
+	}
+}
+
+func (c *conn) dispatch(r *Request) (resp kmsg.Response, err error) {
+	api, ok := Lookup(r.Header.Key)
+	if !ok {
+		return nil, fmt.Errorf("%w %d", ErrUnknownKey, r.Header.Key)
+	}
+	defer func() {
+		// A handler bug must not take the broker down: drop the connection.
+		if p := recover(); p != nil {
+			resp, err = nil, fmt.Errorf("handler panic: %v", p)
+		}
+	}()
+	resp, err = api.Handle(c.ctx, r)
+	if err == nil && resp != nil && resp.Key() != r.Header.Key {
+		return nil, fmt.Errorf("handler returned %s for %s", kmsg.NameForKey(resp.Key()), kmsg.NameForKey(r.Header.Key))
+	}
+	return resp, err
+}
+
+// write writes frames until the channel closes; after a write error it keeps
+// draining so that the handler loop never blocks.
+func (c *conn) write(in <-chan []byte) {
+	failed := false
+	for frame := range in {
+		if failed {
+			continue
+		}
+		if _, err := c.nc.Write(frame); err != nil {
+			failed = true
+			c.log().V(1).Info("closing connection: write failed", "err", err.Error())
+			c.cancel()
+			c.nc.Close()
+		}
+	}
+}

@@ -1,0 +1,243 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/strata-dev/strata/broker"
+)
+
+// ReadConfigFile reads a broker config file into flat key/value pairs. A
+// file ending in .yaml, .yml or .json is YAML (nested maps are flattened
+// with dots: {log: {retention.ms: 5}} is log.retention.ms); anything else is
+// a Java properties file (key=value or key: value, # and ! comments).
+func ReadConfigFile(path string) (map[string]string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml", ".json":
+		return parseYAMLConfig(raw)
+	default:
+		return parseProperties(raw)
+	}
+}
+
+func parseYAMLConfig(raw []byte) (map[string]string, error) {
+	var doc map[string]any
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("parse YAML config: %w", err)
+	}
+	out := map[string]string{}
+	var walk func(prefix string, v any) error
+	walk = func(prefix string, v any) error {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, sub := range v {
+				key := k
+				if prefix != "" {
+					key = prefix + "." + k
+				}
+				if err := walk(key, sub); err != nil {
+					return err
+				}
+			}
+		case []any:
+			parts := make([]string, 0, len(v))
+			for _, item := range v {
+				parts = append(parts, fmt.Sprint(item))
+			}
+			out[prefix] = strings.Join(parts, ",")
+		case nil:
+			out[prefix] = ""
+		case float64:
+			out[prefix] = strconv.FormatFloat(v, 'f', -1, 64)
+		default:
+			out[prefix] = fmt.Sprint(v)
+		}
+		return nil
+	}
+	if err := walk("", doc); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func parseProperties(raw []byte) (map[string]string, error) {
+	out := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' || line[0] == '!' {
+			continue
+		}
+		i := strings.IndexAny(line, "=:")
+		if i <= 0 {
+			return nil, fmt.Errorf("config line %d: want key=value, got %q", n, line)
+		}
+		out[strings.TrimSpace(line[:i])] = strings.TrimSpace(line[i+1:])
+	}
+	return out, sc.Err()
+}
+
+// keys read by ApplySettings besides the topic defaults.
+var processKeys = map[string]bool{
+	"broker.id": true, "node.id": true, "listen": true, "listeners": true,
+	"advertised.address": true, "advertised.listeners": true,
+	"log.dirs": true, "log.dir": true, "data.dir": true,
+	"broker.rack": true, "zone": true, "metrics.listen": true,
+	"socket.request.max.bytes": true, "log.retention.check.interval.ms": true,
+	"num.partitions": true, "auto.create.topics.enable": true,
+	"log.retention.hours": true, "log.retention.minutes": true,
+	"default.replication.factor": true,
+}
+
+// ApplySettings applies flat key/value settings (from a config file or
+// --set flags) to cfg. Consumer-group keys (group.SettingKeys) go to
+// cfg.Group. It returns the keys it does not know, which callers
+// log as warnings: a config written for later features (wal.*, fast bucket
+// settings) must still start the broker.
+func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err error) {
+	topicDefaults := map[string]bool{}
+	for _, k := range broker.BrokerConfigKeys() {
+		topicDefaults[k] = true
+	}
+	keys := make([]string, 0, len(kv))
+	for k := range kv {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := kv[k]
+		bad := func(err error) error { return fmt.Errorf("config %s=%q: %w", k, v, err) }
+		if known, err := cfg.Group.Set(k, v); known {
+			if err != nil {
+				return nil, bad(err)
+			}
+			continue
+		}
+		switch {
+		case topicDefaults[k]:
+			if cfg.Broker.LogDefaults == nil {
+				cfg.Broker.LogDefaults = map[string]string{}
+			}
+			cfg.Broker.LogDefaults[k] = v
+		case !processKeys[k]:
+			unknown = append(unknown, k)
+		case k == "broker.id" || k == "node.id":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 0 {
+				return nil, bad(fmt.Errorf("not a non-negative int32"))
+			}
+			cfg.Broker.NodeID = int32(n)
+		case k == "listen":
+			cfg.Listen = v
+		case k == "listeners":
+			addr, err := firstListener(v)
+			if err != nil {
+				return nil, bad(err)
+			}
+			cfg.Listen = addr
+		case k == "advertised.address" || k == "advertised.listeners":
+			addr := v
+			if k == "advertised.listeners" {
+				if addr, err = firstListener(v); err != nil {
+					return nil, bad(err)
+				}
+			}
+			host, port, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, bad(err)
+			}
+			p, err := strconv.ParseUint(port, 10, 16)
+			if err != nil {
+				return nil, bad(err)
+			}
+			cfg.Broker.Host, cfg.Broker.Port = host, int32(p)
+		case k == "log.dirs" || k == "log.dir" || k == "data.dir":
+			cfg.Broker.DataDir = strings.Split(v, ",")[0]
+		case k == "broker.rack":
+			cfg.Broker.Rack = v
+		case k == "zone":
+			if _, ok := kv["broker.rack"]; !ok {
+				cfg.Broker.Rack = v
+			}
+		case k == "metrics.listen":
+			cfg.MetricsListen = v
+		case k == "socket.request.max.bytes":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 1024 {
+				return nil, bad(fmt.Errorf("want an int32 of at least 1024"))
+			}
+			cfg.MaxRequestBytes = int32(n)
+		case k == "log.retention.check.interval.ms":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 {
+				return nil, bad(fmt.Errorf("want a positive number of milliseconds"))
+			}
+			cfg.RetentionCheckInterval = time.Duration(n) * time.Millisecond
+		case k == "num.partitions":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 1 {
+				return nil, bad(fmt.Errorf("want a positive int32"))
+			}
+			cfg.Broker.DefaultPartitions = int32(n)
+		case k == "auto.create.topics.enable":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, bad(err)
+			}
+			cfg.Broker.AutoCreateTopics = b
+		case k == "default.replication.factor":
+			if v != "1" {
+				return nil, bad(fmt.Errorf("a single broker supports only 1"))
+			}
+		case k == "log.retention.hours" || k == "log.retention.minutes":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return nil, bad(err)
+			}
+			unit := int64(3600000)
+			if k == "log.retention.minutes" {
+				unit = 60000
+			}
+			if _, ok := kv["log.retention.ms"]; !ok {
+				if cfg.Broker.LogDefaults == nil {
+					cfg.Broker.LogDefaults = map[string]string{}
+				}
+				ms := n * unit
+				if n < 0 {
+					ms = -1
+				}
+				cfg.Broker.LogDefaults["log.retention.ms"] = strconv.FormatInt(ms, 10)
+			}
+		}
+	}
+	return unknown, nil
+}
+
+// firstListener returns host:port of the first entry of a Kafka listeners
+// value such as "PLAINTEXT://0.0.0.0:9092,CONTROLLER://...".
+func firstListener(v string) (string, error) {
+	first := strings.TrimSpace(strings.Split(v, ",")[0])
+	if !strings.Contains(first, "://") {
+		return first, nil
+	}
+	u, err := url.Parse(first)
+	if err != nil {
+		return "", err
+	}
+	return u.Host, nil
+}

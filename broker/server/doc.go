@@ -1,0 +1,7 @@
+// Package server assembles one Strata broker process: it opens the broker
+// state (package broker) on the data directory, serves the Kafka protocol
+// (package protocol) on a listener, serves Prometheus metrics, /healthz and
+// /readyz on an HTTP listener, enforces retention periodically, and shuts
+// all of it down in order: stop accepting, finish in-flight requests, flush
+// and close the logs.
+package server

@@ -1,0 +1,258 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/group"
+	"github.com/strata-dev/strata/broker/metrics"
+	"github.com/strata-dev/strata/broker/protocol"
+)
+
+// Config configures a broker process.
+type Config struct {
+	// Broker is the broker state configuration. Host/Port are the
+	// advertised address; when Port is 0 the listener's port is
+	// advertised, when Host is empty the listener's host (or the machine's
+	// hostname for a wildcard listener).
+	Broker broker.Config
+	// Listen is the Kafka listener address, e.g. "0.0.0.0:9092" or
+	// "127.0.0.1:0".
+	Listen string
+	// MetricsListen is the HTTP address of /metrics, /healthz and /readyz;
+	// empty disables it.
+	MetricsListen string
+	// MaxRequestBytes is socket.request.max.bytes (0: 100 MiB).
+	MaxRequestBytes int32
+	// RetentionCheckInterval is log.retention.check.interval.ms (0: 5 min).
+	RetentionCheckInterval time.Duration
+	// Group configures the consumer-group coordinator (group.* settings);
+	// its Store and PartitionExists are set by Start.
+	Group group.Config
+}
+
+// DefaultConfig returns Kafka's defaults: listener 0.0.0.0:9092 advertising
+// itself, no metrics listener, auto-created topics with one partition,
+// group defaults of group.DefaultConfig. DataDir must be set.
+func DefaultConfig() Config {
+	cfg := Config{Broker: broker.DefaultConfig(), Listen: "0.0.0.0:9092", Group: group.DefaultConfig()}
+	cfg.Broker.Host, cfg.Broker.Port = "", 0 // advertise the listener
+	return cfg
+}
+
+// Server is a running broker.
+type Server struct {
+	cfg     Config
+	log     logr.Logger
+	broker  *broker.Broker
+	proto   *protocol.Server
+	metrics *metrics.Metrics
+	groups  *group.Coordinator
+	offsets *group.FileStore
+	ln      net.Listener
+	http    *http.Server
+	httpLn  net.Listener
+
+	ready    atomic.Bool
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	serveErr chan error
+	once     sync.Once
+	shutErr  error
+}
+
+// Start opens the data directory, binds the listeners and starts serving.
+// The broker accepts connections when Start returns.
+func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error) {
+	if cfg.RetentionCheckInterval <= 0 {
+		cfg.RetentionCheckInterval = 5 * time.Minute
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	host, portStr, _ := net.SplitHostPort(ln.Addr().String())
+	if cfg.Broker.Port == 0 {
+		port, _ := strconv.Atoi(portStr)
+		cfg.Broker.Port = int32(port)
+	}
+	if cfg.Broker.Host == "" {
+		cfg.Broker.Host = host
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			if cfg.Broker.Host, err = os.Hostname(); err != nil {
+				ln.Close()
+				return nil, fmt.Errorf("advertised host: %w", err)
+			}
+		}
+	}
+	b, err := broker.Open(ctx, cfg.Broker, logger.WithName("broker"))
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: logger, broker: b, ln: ln, stop: make(chan struct{}), serveErr: make(chan error, 1)}
+	s.metrics = metrics.New(b)
+	// Consumer groups: committed offsets live under the data dir and
+	// survive restarts; membership is rebuilt by the clients rejoining.
+	if s.offsets, err = group.OpenFileStore(filepath.Join(cfg.Broker.DataDir, "__group_offsets")); err != nil {
+		ln.Close()
+		b.Close()
+		return nil, fmt.Errorf("open group offsets: %w", err)
+	}
+	groupCfg := cfg.Group
+	groupCfg.Store = s.offsets
+	groupCfg.PartitionExists = func(topic string, p int32) bool {
+		t, ok := b.Topic(topic)
+		return ok && p >= 0 && p < t.Partitions
+	}
+	if s.groups, err = group.New(logr.NewContext(ctx, logger), groupCfg); err != nil {
+		s.offsets.Close()
+		ln.Close()
+		b.Close()
+		return nil, fmt.Errorf("start group coordinator: %w", err)
+	}
+	env := &protocol.Env{Broker: b, Groups: s.groups, Log: logger.WithName("protocol")}
+	s.proto = protocol.NewServer(protocol.Config{
+		Env:             env,
+		MaxRequestBytes: cfg.MaxRequestBytes,
+		Observer:        s.metrics,
+		Log:             logger.WithName("protocol"),
+	})
+	if cfg.MetricsListen != "" {
+		if s.httpLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			ln.Close()
+			b.Close()
+			return nil, fmt.Errorf("listen on %s: %w", cfg.MetricsListen, err)
+		}
+		s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error(err, "metrics server stopped")
+			}
+		}()
+	}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		err := s.proto.Serve(ln)
+		if errors.Is(err, protocol.ErrServerClosed) {
+			err = nil
+		}
+		s.serveErr <- err
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.retentionLoop()
+	}()
+	s.ready.Store(true)
+	s.log.Info("broker started", "listen", ln.Addr().String(), "advertised", net.JoinHostPort(cfg.Broker.Host, strconv.Itoa(int(cfg.Broker.Port))),
+		"nodeID", cfg.Broker.NodeID, "rack", cfg.Broker.Rack, "dataDir", cfg.Broker.DataDir, "metrics", s.MetricsAddr())
+	return s, nil
+}
+
+// Addr returns the Kafka listener's address (host:port).
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// MetricsAddr returns the HTTP listener's address, or "" if disabled.
+func (s *Server) MetricsAddr() string {
+	if s.httpLn == nil {
+		return ""
+	}
+	return s.httpLn.Addr().String()
+}
+
+// Broker returns the broker state.
+func (s *Server) Broker() *broker.Broker { return s.broker }
+
+// Metrics returns the broker's metrics.
+func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
+
+// Done returns a channel that receives the Kafka listener's fatal error (or
+// nil after Shutdown) once.
+func (s *Server) Done() <-chan error { return s.serveErr }
+
+func (s *Server) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.ready.Load() {
+			http.Error(w, "not ready\n", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+func (s *Server) retentionLoop() {
+	t := time.NewTicker(s.cfg.RetentionCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			n, err := s.broker.ApplyRetention()
+			if err != nil {
+				s.log.Error(err, "retention")
+			}
+			if n > 0 {
+				s.log.Info("retention deleted segments", "segments", n)
+			}
+		}
+	}
+}
+
+// Shutdown stops the broker gracefully: /readyz turns unready, the listener
+// closes, in-flight requests finish (long polls answer at once), then the
+// logs are flushed and closed. If ctx ends first, connections are closed
+// hard but the logs are still closed. Safe to call more than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.once.Do(func() {
+		s.ready.Store(false)
+		s.log.Info("broker shutting down")
+		var errs []error
+		// Parked JoinGroup/SyncGroup requests answer NOT_COORDINATOR now
+		// instead of being cut off by the connection shutdown.
+		s.groups.Close()
+		if err := s.proto.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("protocol server: %w", err))
+		}
+		if err := s.offsets.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("group offsets: %w", err))
+		}
+		close(s.stop)
+		if s.http != nil {
+			hctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := s.http.Shutdown(hctx); err != nil {
+				errs = append(errs, fmt.Errorf("metrics server: %w", err))
+			}
+			cancel()
+		}
+		s.wg.Wait()
+		if err := s.broker.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close logs: %w", err))
+		}
+		s.shutErr = errors.Join(errs...)
+		s.log.Info("broker stopped")
+	})
+	return s.shutErr
+}

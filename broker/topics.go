@@ -1,0 +1,529 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strata-dev/strata/broker/log"
+	"github.com/strata-dev/strata/broker/record"
+)
+
+// TopicInfo is a snapshot of a topic's identity and size.
+type TopicInfo struct {
+	Name       string
+	ID         [16]byte
+	Partitions int32
+}
+
+func (t *Topic) info() TopicInfo {
+	return TopicInfo{Name: t.Name, ID: t.ID, Partitions: int32(len(t.partitions))}
+}
+
+// Topics returns every topic sorted by name.
+func (b *Broker) Topics() []TopicInfo {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := make([]TopicInfo, 0, len(b.topics))
+	for _, t := range b.topics {
+		out = append(out, t.info())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Topic returns one topic.
+func (b *Broker) Topic(name string) (TopicInfo, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	t, ok := b.topics[name]
+	if !ok {
+		return TopicInfo{}, false
+	}
+	return t.info(), true
+}
+
+// TopicByID returns the topic with a UUID.
+func (b *Broker) TopicByID(id [16]byte) (TopicInfo, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for _, t := range b.topics {
+		if t.ID == id {
+			return t.info(), true
+		}
+	}
+	return TopicInfo{}, false
+}
+
+// Partition returns a partition, or UNKNOWN_TOPIC_OR_PARTITION.
+func (b *Broker) Partition(topic string, index int32) (*Partition, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	t, ok := b.topics[topic]
+	if !ok || index < 0 || int(index) >= len(t.partitions) {
+		return nil, fmt.Errorf("%w: %s-%d", kerr.UnknownTopicOrPartition, topic, index)
+	}
+	return t.partitions[index], nil
+}
+
+// TopicSpec is a topic to create.
+type TopicSpec struct {
+	Name string
+	// Partitions is the partition count; -1 means num.partitions.
+	Partitions int32
+	// ReplicationFactor must be 1 or -1 on a single broker.
+	ReplicationFactor int16
+	// Assignment, if set, gives each partition's replicas explicitly; on a
+	// single broker each must be exactly [NodeID].
+	Assignment [][]int32
+	// Configs are topic config overrides; a nil value is invalid.
+	Configs map[string]*string
+}
+
+// CreateTopic creates a topic, or only validates the request.
+func (b *Broker) CreateTopic(_ context.Context, spec TopicSpec, validateOnly bool) (TopicInfo, error) {
+	if err := ValidateTopicName(spec.Name); err != nil {
+		return TopicInfo{}, err
+	}
+	partitions := spec.Partitions
+	switch {
+	case len(spec.Assignment) > 0:
+		if partitions != -1 || spec.ReplicationFactor != -1 {
+			return TopicInfo{}, fmt.Errorf("%w: both a replica assignment and a partition count or replication factor were given", kerr.InvalidRequest)
+		}
+		for i, replicas := range spec.Assignment {
+			if len(replicas) != 1 || replicas[0] != b.cfg.NodeID {
+				return TopicInfo{}, fmt.Errorf("%w: partition %d assigned to %v; the only broker is %d", kerr.InvalidReplicaAssignment, i, replicas, b.cfg.NodeID)
+			}
+		}
+		partitions = int32(len(spec.Assignment))
+	case partitions == -1:
+		partitions = b.cfg.DefaultPartitions
+	case partitions <= 0:
+		return TopicInfo{}, fmt.Errorf("%w: partition count %d must be positive", kerr.InvalidPartitions, partitions)
+	}
+	if rf := spec.ReplicationFactor; rf != -1 && rf != 1 && len(spec.Assignment) == 0 {
+		return TopicInfo{}, fmt.Errorf("%w: replication factor %d is larger than the number of brokers (1)", kerr.InvalidReplicationFactor, rf)
+	}
+	if partitions > 100000 {
+		return TopicInfo{}, fmt.Errorf("%w: partition count %d is too large", kerr.InvalidPartitions, partitions)
+	}
+	configs := map[string]string{}
+	for k, v := range spec.Configs {
+		if v == nil {
+			return TopicInfo{}, fmt.Errorf("%w: null value for config %q", kerr.InvalidConfig, k)
+		}
+		if err := ValidateTopicConfig(k, *v); err != nil {
+			return TopicInfo{}, err
+		}
+		configs[k] = *v
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return TopicInfo{}, fmt.Errorf("%w: broker is shutting down", kerr.BrokerNotAvailable)
+	}
+	if _, ok := b.topics[spec.Name]; ok {
+		return TopicInfo{}, fmt.Errorf("%w: topic %q already exists", kerr.TopicAlreadyExists, spec.Name)
+	}
+	for name := range b.topics {
+		if collisionName(name) == collisionName(spec.Name) {
+			return TopicInfo{}, fmt.Errorf("%w: topic %q collides with existing topic %q ('.' and '_' are treated alike)", kerr.InvalidTopicException, spec.Name, name)
+		}
+	}
+	t := &Topic{Name: spec.Name, ID: newTopicID(), configs: configs}
+	if validateOnly {
+		return TopicInfo{Name: t.Name, ID: t.ID, Partitions: partitions}, nil
+	}
+	for i := range partitions {
+		p, err := b.openPartition(t, i)
+		if err != nil {
+			for _, p := range t.partitions {
+				_ = p.Log.Delete()
+			}
+			return TopicInfo{}, err
+		}
+		t.partitions = append(t.partitions, p)
+	}
+	b.topics[t.Name] = t
+	b.snapshotMetaLocked()
+	if err := b.writeMetaLocked(); err != nil {
+		delete(b.topics, t.Name)
+		b.snapshotMetaLocked()
+		for _, p := range t.partitions {
+			_ = p.Log.Delete()
+		}
+		return TopicInfo{}, err
+	}
+	b.log.Info("topic created", "topic", t.Name, "partitions", partitions, "configs", configs)
+	return t.info(), nil
+}
+
+// DeleteTopic deletes a topic and its data.
+func (b *Broker) DeleteTopic(_ context.Context, name string) error {
+	b.mu.Lock()
+	t, ok := b.topics[name]
+	if !ok {
+		b.mu.Unlock()
+		return fmt.Errorf("%w: %s", kerr.UnknownTopicOrPartition, name)
+	}
+	delete(b.topics, name)
+	b.snapshotMetaLocked()
+	if err := b.writeMetaLocked(); err != nil {
+		b.topics[name] = t
+		b.snapshotMetaLocked()
+		b.mu.Unlock()
+		return err
+	}
+	b.mu.Unlock()
+	var errs []error
+	for _, p := range t.partitions {
+		if err := p.Log.Delete(); err != nil {
+			errs = append(errs, fmt.Errorf("delete %s-%d: %w", name, p.Index, err))
+		}
+	}
+	b.log.Info("topic deleted", "topic", name)
+	// The metadata no longer has the topic: leftovers are removed on the
+	// next start, so a failed directory removal is only logged.
+	if err := errors.Join(errs...); err != nil {
+		b.log.Error(err, "removing partition data of a deleted topic", "topic", name)
+	}
+	return nil
+}
+
+// CreatePartitions raises a topic's partition count to count.
+func (b *Broker) CreatePartitions(_ context.Context, name string, count int32, assignment [][]int32, validateOnly bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.topics[name]
+	if !ok {
+		return fmt.Errorf("%w: %s", kerr.UnknownTopicOrPartition, name)
+	}
+	cur := int32(len(t.partitions))
+	switch {
+	case count < cur:
+		return fmt.Errorf("%w: topic %s has %d partitions; the count can only grow", kerr.InvalidPartitions, name, cur)
+	case count == cur:
+		return fmt.Errorf("%w: topic %s already has %d partitions", kerr.InvalidPartitions, name, cur)
+	case count > 100000:
+		return fmt.Errorf("%w: partition count %d is too large", kerr.InvalidPartitions, count)
+	}
+	if assignment != nil {
+		if int32(len(assignment)) != count-cur {
+			return fmt.Errorf("%w: %d assignments for %d new partitions", kerr.InvalidReplicaAssignment, len(assignment), count-cur)
+		}
+		for i, replicas := range assignment {
+			if len(replicas) != 1 || replicas[0] != b.cfg.NodeID {
+				return fmt.Errorf("%w: new partition %d assigned to %v; the only broker is %d", kerr.InvalidReplicaAssignment, i, replicas, b.cfg.NodeID)
+			}
+		}
+	}
+	if validateOnly {
+		return nil
+	}
+	var added []*Partition
+	for i := cur; i < count; i++ {
+		p, err := b.openPartition(t, i)
+		if err != nil {
+			for _, p := range added {
+				_ = p.Log.Delete()
+			}
+			return err
+		}
+		added = append(added, p)
+	}
+	t.partitions = append(t.partitions, added...)
+	b.snapshotMetaLocked()
+	if err := b.writeMetaLocked(); err != nil {
+		t.partitions = t.partitions[:cur]
+		b.snapshotMetaLocked()
+		for _, p := range added {
+			_ = p.Log.Delete()
+		}
+		return err
+	}
+	b.log.Info("partitions created", "topic", name, "from", cur, "to", count)
+	return nil
+}
+
+// DescribeTopicConfigs returns the named configs of a topic (all if names
+// is empty).
+func (b *Broker) DescribeTopicConfigs(topic string, names []string) ([]ConfigEntry, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	t, ok := b.topics[topic]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", kerr.UnknownTopicOrPartition, topic)
+	}
+	return filterEntries(b.topicConfigEntries(t.configs), names), nil
+}
+
+func filterEntries(all []ConfigEntry, names []string) []ConfigEntry {
+	if len(names) == 0 {
+		return all
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	out := all[:0:0]
+	for _, e := range all {
+		if want[e.Name] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Config operations of IncrementalAlterConfigs.
+const (
+	OpSet      = 0
+	OpDelete   = 1
+	OpAppend   = 2
+	OpSubtract = 3
+)
+
+// ConfigOp is one IncrementalAlterConfigs operation.
+type ConfigOp struct {
+	Name  string
+	Op    int8
+	Value *string
+}
+
+// AlterTopicConfigs replaces a topic's config overrides (AlterConfigs
+// semantics: configs not given return to their defaults).
+func (b *Broker) AlterTopicConfigs(_ context.Context, topic string, configs map[string]*string, validateOnly bool) error {
+	next := map[string]string{}
+	for k, v := range configs {
+		if v == nil {
+			return fmt.Errorf("%w: null value for config %q", kerr.InvalidConfig, k)
+		}
+		if err := ValidateTopicConfig(k, *v); err != nil {
+			return err
+		}
+		next[k] = *v
+	}
+	return b.setTopicConfigs(topic, func(map[string]string) (map[string]string, error) { return next, nil }, validateOnly)
+}
+
+// IncrementalAlterTopicConfigs applies operations to a topic's overrides.
+func (b *Broker) IncrementalAlterTopicConfigs(_ context.Context, topic string, ops []ConfigOp, validateOnly bool) error {
+	return b.setTopicConfigs(topic, func(cur map[string]string) (map[string]string, error) {
+		next := make(map[string]string, len(cur))
+		for k, v := range cur {
+			next[k] = v
+		}
+		seen := map[string]bool{}
+		for _, op := range ops {
+			tc, ok := topicConfigByName[op.Name]
+			if !ok {
+				return nil, fmt.Errorf("%w: unknown topic config %q", kerr.InvalidConfig, op.Name)
+			}
+			if seen[op.Name] {
+				return nil, fmt.Errorf("%w: config %q appears twice", kerr.InvalidRequest, op.Name)
+			}
+			seen[op.Name] = true
+			switch op.Op {
+			case OpSet:
+				if op.Value == nil {
+					return nil, fmt.Errorf("%w: null value for config %q", kerr.InvalidConfig, op.Name)
+				}
+				next[op.Name] = *op.Value
+			case OpDelete:
+				delete(next, op.Name)
+			case OpAppend, OpSubtract:
+				if tc.typ != typeList {
+					return nil, fmt.Errorf("%w: config %q is not a list", kerr.InvalidConfig, op.Name)
+				}
+				if op.Value == nil {
+					return nil, fmt.Errorf("%w: null value for config %q", kerr.InvalidConfig, op.Name)
+				}
+				curVal, ok := next[op.Name]
+				if !ok {
+					curVal = b.effectiveTopicConfig(tc, nil).Value
+				}
+				next[op.Name] = editList(curVal, *op.Value, op.Op == OpAppend)
+			default:
+				return nil, fmt.Errorf("%w: unknown config operation %d", kerr.InvalidRequest, op.Op)
+			}
+			if v, ok := next[op.Name]; ok {
+				if err := ValidateTopicConfig(op.Name, v); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return next, nil
+	}, validateOnly)
+}
+
+func editList(cur, values string, add bool) string {
+	var items []string
+	if cur != "" {
+		items = strings.Split(cur, ",")
+	}
+	for _, v := range strings.Split(values, ",") {
+		idx := -1
+		for i, it := range items {
+			if it == v {
+				idx = i
+			}
+		}
+		switch {
+		case add && idx < 0:
+			items = append(items, v)
+		case !add && idx >= 0:
+			items = append(items[:idx], items[idx+1:]...)
+		}
+	}
+	return strings.Join(items, ",")
+}
+
+func (b *Broker) setTopicConfigs(topic string, edit func(map[string]string) (map[string]string, error), validateOnly bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.topics[topic]
+	if !ok {
+		return fmt.Errorf("%w: %s", kerr.UnknownTopicOrPartition, topic)
+	}
+	next, err := edit(t.configs)
+	if err != nil || validateOnly {
+		return err
+	}
+	prev := t.configs
+	t.configs = next
+	b.snapshotMetaLocked()
+	if err := b.writeMetaLocked(); err != nil {
+		t.configs = prev
+		b.snapshotMetaLocked()
+		return err
+	}
+	cfg := b.logConfig(next)
+	var errs []error
+	for _, p := range t.partitions {
+		if err := p.Log.SetConfig(cfg); err != nil {
+			errs = append(errs, fmt.Errorf("partition %d: %w", p.Index, err))
+		}
+		p.setMaxMessageBytes(cfg.MaxMessageBytes)
+	}
+	if err := errors.Join(errs...); err != nil {
+		// Validated values the log still refused: a bug, not bad input.
+		b.log.Error(err, "applying topic configs to the logs", "topic", topic)
+	}
+	b.log.Info("topic configs changed", "topic", topic, "configs", next)
+	return nil
+}
+
+// DescribeBrokerConfigs returns the broker's own configs (all if names is
+// empty). They are all read-only: Strata has no dynamic broker configs.
+func (b *Broker) DescribeBrokerConfigs(names []string) []ConfigEntry {
+	static := func(name, value, def string, typ int8) ConfigEntry {
+		src := int8(SourceStaticBroker)
+		if value == def {
+			src = SourceDefault
+		}
+		return ConfigEntry{Name: name, Value: value, Source: src, ReadOnly: true, Type: typ,
+			Synonyms: []ConfigSynonym{{Name: name, Value: value, Source: src}}}
+	}
+	out := []ConfigEntry{
+		static("broker.id", fmt.Sprint(b.cfg.NodeID), "-1", typeInt),
+		static("broker.rack", b.cfg.Rack, "", typeString),
+		static("log.dirs", b.cfg.DataDir, "", typeString),
+		static("num.partitions", fmt.Sprint(b.cfg.DefaultPartitions), "1", typeInt),
+		static("auto.create.topics.enable", fmt.Sprint(b.cfg.AutoCreateTopics), "true", typeBoolean),
+		static("default.replication.factor", "1", "1", typeInt),
+	}
+	for _, tc := range topicConfigs {
+		e := b.effectiveTopicConfig(&tc, nil)
+		e.Name = tc.brokerKey
+		e.ReadOnly = true
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return filterEntries(out, names)
+}
+
+// ApplyRetention enforces retention on every partition and returns the
+// number of segments deleted.
+func (b *Broker) ApplyRetention() (int, error) {
+	b.mu.RLock()
+	var parts []*Partition
+	for _, t := range b.topics {
+		parts = append(parts, t.partitions...)
+	}
+	b.mu.RUnlock()
+	total := 0
+	var errs []error
+	for _, p := range parts {
+		n, err := p.Log.ApplyRetention()
+		total += n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("retention of %s-%d: %w", p.Topic, p.Index, err))
+		}
+	}
+	return total, errors.Join(errs...)
+}
+
+// AllPartitions returns every partition (for metrics and flushing).
+func (b *Broker) AllPartitions() []*Partition {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	var parts []*Partition
+	for _, t := range b.topics {
+		parts = append(parts, t.partitions...)
+	}
+	return parts
+}
+
+// LeaderEpoch is the leader epoch of every partition of a single broker.
+const LeaderEpoch = 0
+
+// Append validates a Produce record set and appends it as leader.
+func (p *Partition) Append(records []byte) (log.AppendResult, error) {
+	batches, err := record.Validate(records, p.maxBytes())
+	if err != nil {
+		return log.AppendResult{}, err
+	}
+	return p.Log.AppendAsLeader(batches, LeaderEpoch)
+}
+
+// MaxTimestamp returns the offset and timestamp of the record with the
+// largest timestamp (ListOffsets -3), or -1, -1 for an empty log. The log
+// knows the batch; the record is found by decoding that batch.
+func (p *Partition) MaxTimestamp() (offset, timestamp int64, err error) {
+	last, ts := p.Log.MaxTimestampOffset()
+	if last < 0 {
+		return -1, -1, nil
+	}
+	res, err := p.Log.Read(last, 1, last+1)
+	if err != nil {
+		return -1, -1, fmt.Errorf("read the max-timestamp batch of %s-%d: %w", p.Topic, p.Index, err)
+	}
+	for buf := res.Records; len(buf) >= record.BatchHeaderSize; {
+		h, err := record.ParseHeader(buf)
+		if err != nil || h.Size() > len(buf) {
+			break
+		}
+		if h.BaseOffset <= last && last <= h.LastOffset() {
+			if h.TimestampType() == record.TimestampLogAppendTime {
+				return h.BaseOffset, ts, nil
+			}
+			recs, err := record.Records(record.Batch(buf[:h.Size()]))
+			if err != nil {
+				return -1, -1, fmt.Errorf("decode batch at %d: %w", h.BaseOffset, err)
+			}
+			for _, rec := range recs {
+				if h.BaseTimestamp+rec.TimestampDelta == h.MaxTimestamp {
+					return h.BaseOffset + int64(rec.OffsetDelta), h.MaxTimestamp, nil
+				}
+			}
+			break
+		}
+		buf = buf[h.Size():]
+	}
+	return last, ts, nil
+}
