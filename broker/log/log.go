@@ -299,6 +299,9 @@ func (l *Log) SetConfig(cfg Config) error {
 	return nil
 }
 
+// ValidateConfig reports what Open and SetConfig would reject.
+func ValidateConfig(cfg Config) error { return cfg.validate() }
+
 // segmentFor returns the index of the segment holding offset (the last one
 // whose base is at or below it).
 func (l *Log) segmentFor(offset int64) int {

@@ -395,8 +395,8 @@ func (l *Log) loadStartOffset() (int64, error) {
 	return off, nil
 }
 
-func (l *Log) persistStartOffset() error {
-	if err := writeFileAtomic(l.fs, l.dir, l.path(startOffsetFile), []byte(fmt.Sprintf("0\n%d\n", l.start))); err != nil {
+func (l *Log) persistStartOffset(start int64) error {
+	if err := writeFileAtomic(l.fs, l.dir, l.path(startOffsetFile), []byte(fmt.Sprintf("0\n%d\n", start))); err != nil {
 		return fmt.Errorf("write %s: %w", startOffsetFile, err)
 	}
 	return nil

@@ -68,17 +68,18 @@ func (l *Log) ApplyRetention() (int, error) {
 // deleteOldest removes the first n segments (never the active one) and
 // moves the log start offset. Called with ioMu and mu held.
 func (l *Log) deleteOldest(n int) error {
+	newStart := max(l.start, l.segs[n].base)
+	if newStart != l.start {
+		// Persist the new start before any file goes: a failure leaves
+		// the log as it was.
+		if err := l.persistStartOffset(newStart); err != nil {
+			return fmt.Errorf("retention: %w", err)
+		}
+	}
 	doomed := l.segs[:n]
 	l.segs = append([]*segment(nil), l.segs[n:]...)
-	newStart := max(l.start, l.segs[0].base)
-	startMoved := newStart != l.start
 	l.start = newStart
 	var errs []error
-	if startMoved {
-		// Persist the new start before the files go, so a crash in between
-		// cannot resurrect offsets below it... the files are gone either way.
-		errs = append(errs, l.persistStartOffset())
-	}
 	for _, s := range doomed {
 		l.size -= s.size
 		errs = append(errs, s.close(), s.remove(l.fs))
@@ -114,10 +115,10 @@ func (l *Log) DeleteRecordsBefore(offset int64) error {
 	if offset <= l.start {
 		return nil
 	}
-	l.start = offset
-	if err := l.persistStartOffset(); err != nil {
+	if err := l.persistStartOffset(offset); err != nil {
 		return err
 	}
+	l.start = offset
 	n := 0
 	for n < len(l.segs)-1 && l.segs[n+1].base <= l.start {
 		n++
@@ -303,7 +304,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	}
 	l.segs = []*segment{s}
 	l.start, l.leo, l.size, l.dirty, l.unflushed = offset, offset, 0, false, 0
-	if err := l.persistStartOffset(); err != nil {
+	if err := l.persistStartOffset(offset); err != nil {
 		return err
 	}
 	l.epochs.entries = nil
