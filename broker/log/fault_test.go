@@ -176,7 +176,7 @@ func TestCheckpointWriteFailureKeepsStart(t *testing.T) {
 		mustAppend(t, l, batch(t, 2, 100, 1))
 	}
 	segs := len(l.segs)
-	ffs.set(func(f *faultFS) { f.suffix, f.shortWrite = startOffsetFile + checkpointTmpSuffix, 1 })
+	ffs.set(func(f *faultFS) { f.suffix, f.shortWrite = startOffsetFile+checkpointTmpSuffix, 1 })
 	if err := l.DeleteRecordsBefore(50); err == nil {
 		t.Fatal("DeleteRecordsBefore succeeded without persisting")
 	}

@@ -26,7 +26,7 @@ type batchPos struct {
 }
 
 func (f fixture) logFile(base int64) string { return segmentName(f.dir, base, logSuffix) }
-func (f fixture) tail() int64             { return f.segs[len(f.segs)-1] }
+func (f fixture) tail() int64               { return f.segs[len(f.segs)-1] }
 
 // batchesIn returns the batches of one segment.
 func (f fixture) batchesIn(base int64) []batchPos {
