@@ -1,0 +1,67 @@
+package protocol
+
+// FindCoordinator (key 10), versions 0-5.
+//
+// Group keys (type 0) and transactional ids (type 1) are placed on a
+// broker by group.CoordinatorFor, a rendezvous hash of the key over the
+// live brokers; with a single broker that is this broker. v4+ resolves a
+// batch of keys (CoordinatorKeys), each with its own error. Other key types
+// (share groups, KIP-932) get INVALID_REQUEST. Transactions themselves are
+// not served by this broker; type 1 is answered only so that clients get
+// the transaction API's own error rather than a lookup failure.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker/group"
+)
+
+func init() { register(kmsg.FindCoordinator, 0, 5, handleFindCoordinator) }
+
+func handleFindCoordinator(_ context.Context, r *Request) (kmsg.Response, error) {
+	if err := r.CheckVersion(); err != nil {
+		return nil, err
+	}
+	req := r.Msg.(*kmsg.FindCoordinatorRequest)
+	resp := r.NewResponse().(*kmsg.FindCoordinatorResponse)
+	cfg := r.Env.Broker.Config()
+	live := []int32{cfg.NodeID} // single broker; the cluster view comes with broker/meta
+	find := func(key string) kmsg.FindCoordinatorResponseCoordinator {
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key = key
+		c.NodeID, c.Port = -1, -1
+		switch {
+		case req.CoordinatorType != 0 && req.CoordinatorType != 1:
+			c.ErrorCode = kerr.InvalidRequest.Code
+			msg := "unsupported coordinator type"
+			c.ErrorMessage = &msg
+		case r.Env.Groups == nil:
+			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		default:
+			node := group.CoordinatorFor(key, live)
+			if node != cfg.NodeID {
+				// Not reachable with one broker; the multi-broker
+				// lookup of the node's address comes with broker/meta.
+				c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+				break
+			}
+			c.NodeID, c.Host, c.Port = node, cfg.Host, cfg.Port
+		}
+		return c
+	}
+	if req.Version >= 4 {
+		for _, key := range req.CoordinatorKeys {
+			resp.Coordinators = append(resp.Coordinators, find(key))
+		}
+		return resp, nil
+	}
+	c := find(req.CoordinatorKey)
+	resp.ErrorCode, resp.NodeID, resp.Host, resp.Port = c.ErrorCode, c.NodeID, c.Host, c.Port
+	if req.Version >= 1 {
+		resp.ErrorMessage = c.ErrorMessage
+	}
+	return resp, nil
+}

@@ -1,0 +1,310 @@
+package protocol_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-dev/strata/broker/brokertest"
+)
+
+// killableDialer hands out connections that can all be cut at once, after
+// which dialing fails: the client behaves like a killed process (it can
+// neither heartbeat nor send LeaveGroup).
+type killableDialer struct {
+	mu     sync.Mutex
+	conns  []net.Conn
+	killed bool
+}
+
+var errKilled = errors.New("client killed")
+
+func (d *killableDialer) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.killed {
+		return nil, errKilled
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, network, host)
+	if err == nil {
+		d.conns = append(d.conns, c)
+	}
+	return c, err
+}
+
+func (d *killableDialer) kill() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.killed = true
+	for _, c := range d.conns {
+		c.Close()
+	}
+}
+
+// groupMember is one kgo consumer-group member consuming in a goroutine.
+type groupMember struct {
+	name   string
+	cl     *kgo.Client
+	dialer *killableDialer
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu       sync.Mutex
+	assigned map[int32]bool
+}
+
+func (m *groupMember) partitions() []int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ps []int32
+	for p := range m.assigned {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	return ps
+}
+
+// seenLog records every consumed (partition, offset) and by whom.
+type seenLog struct {
+	mu    sync.Mutex
+	count map[[2]int64]int
+	total int
+}
+
+func (s *seenLog) add(p int32, o int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.count[[2]int64{int64(p), o}]++
+	s.total++
+}
+
+func (s *seenLog) n() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
+}
+
+func startMember(t *testing.T, addr, group, topic, name string, seen *seenLog, opts ...kgo.Opt) *groupMember {
+	t.Helper()
+	m := &groupMember{name: name, dialer: &killableDialer{}, done: make(chan struct{}), assigned: map[int32]bool{}}
+	track := func(add bool) func(context.Context, *kgo.Client, map[string][]int32) {
+		return func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			for _, p := range ps[topic] {
+				if add {
+					m.assigned[p] = true
+				} else {
+					delete(m.assigned, p)
+				}
+			}
+		}
+	}
+	base := []kgo.Opt{
+		kgo.SeedBrokers(addr),
+		kgo.ClientID(name),
+		kgo.Dialer(m.dialer.dial),
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.SessionTimeout(3 * time.Second),
+		kgo.HeartbeatInterval(200 * time.Millisecond),
+		kgo.OnPartitionsAssigned(track(true)),
+		kgo.OnPartitionsRevoked(track(false)),
+		kgo.OnPartitionsLost(track(false)),
+		kgo.RetryTimeout(5 * time.Second),
+	}
+	cl, err := kgo.NewClient(append(base, opts...)...)
+	if err != nil {
+		t.Fatalf("kgo.NewClient: %v", err)
+	}
+	m.cl = cl
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	go func() {
+		defer close(m.done)
+		for {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil || fs.IsClientClosed() {
+				return
+			}
+			fs.EachRecord(func(r *kgo.Record) { seen.add(r.Partition, r.Offset) })
+		}
+	}()
+	t.Cleanup(m.stop)
+	return m
+}
+
+// stop ends the poll loop and closes the client (a graceful member sends
+// LeaveGroup here; a killed one cannot).
+func (m *groupMember) stop() {
+	m.cancel()
+	<-m.done
+	m.cl.Close()
+}
+
+// startGroupBroker starts a broker whose groups rebalance without the
+// initial delay and accept short session timeouts.
+func startGroupBroker(t *testing.T, opts ...brokertest.Option) *brokertest.Broker {
+	return brokertest.Start(t, append([]brokertest.Option{
+		brokertest.WithSetting("group.initial.rebalance.delay.ms", "0"),
+		brokertest.WithSetting("group.min.session.timeout.ms", "100"),
+	}, opts...)...)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// owners reports whether the members together own every partition of the
+// topic exactly once, each with want partitions.
+func owners(ms []*groupMember, partitions int, want int) bool {
+	all := map[int32]int{}
+	for _, m := range ms {
+		ps := m.partitions()
+		if len(ps) != want {
+			return false
+		}
+		for _, p := range ps {
+			all[p]++
+		}
+	}
+	if len(all) != partitions {
+		return false
+	}
+	for _, n := range all {
+		if n != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+func produceEach(t *testing.T, cl *kgo.Client, topic string, partitions, perPartition int, round int) {
+	t.Helper()
+	var recs []*kgo.Record
+	for p := range partitions {
+		for i := range perPartition {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(p),
+				Key: fmt.Appendf(nil, "k-%d-%d", p, i), Value: fmt.Appendf(nil, "round %d value %d", round, i)})
+		}
+	}
+	if err := cl.ProduceSync(testCtx(t), recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+func TestConsumerGroupKgo(t *testing.T) {
+	for _, balancer := range []struct {
+		name string
+		opt  kgo.GroupBalancer
+	}{
+		{"cooperative-sticky", kgo.CooperativeStickyBalancer()},
+		{"range", kgo.RangeBalancer()},
+	} {
+		t.Run(balancer.name, func(t *testing.T) {
+			const (
+				partitions   = 6
+				perPartition = 50
+				group        = "cg"
+				topic        = "events"
+			)
+			b := startGroupBroker(t)
+			adm := newAdmin(t, b.Addr())
+			createTopic(t, adm, topic, partitions, nil)
+			producer := newClient(t, b.Addr(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			seen := &seenLog{count: map[[2]int64]int{}}
+
+			var ms []*groupMember
+			for i := range 3 {
+				ms = append(ms, startMember(t, b.Addr(), group, topic, fmt.Sprintf("member-%d", i), seen, kgo.Balancers(balancer.opt)))
+			}
+			waitFor(t, "3 members with 2 partitions each", func() bool { return owners(ms, partitions, 2) })
+
+			produceEach(t, producer, topic, partitions, perPartition, 1)
+			waitFor(t, "first round consumed", func() bool { return seen.n() >= partitions*perPartition })
+			for _, m := range ms {
+				if err := m.cl.CommitUncommittedOffsets(testCtx(t)); err != nil {
+					t.Fatalf("%s commit: %v", m.name, err)
+				}
+			}
+			checkCommitted(t, adm, group, topic, partitions, perPartition)
+			described, err := adm.DescribeGroups(testCtx(t), group)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := described[group]; g.State != "Stable" || len(g.Members) != 3 || g.Protocol != balancer.name {
+				t.Fatalf("describe: state %s, %d members, protocol %s", g.State, len(g.Members), g.Protocol)
+			}
+
+			// Kill member 2: its connections die, it never sends
+			// LeaveGroup; the group notices after the session timeout.
+			ms[2].dialer.kill()
+			waitFor(t, "survivors own all partitions", func() bool { return owners(ms[:2], partitions, 3) })
+			produceEach(t, producer, topic, partitions, perPartition, 2)
+			waitFor(t, "second round consumed", func() bool { return seen.n() >= 2*partitions*perPartition })
+
+			// Member 1 leaves gracefully: member 0 takes over at once.
+			// Both commit first; an eager (range) rebalance makes member 0
+			// restart from the committed offsets of all its partitions.
+			for _, m := range ms[:2] {
+				if err := m.cl.CommitUncommittedOffsets(testCtx(t)); err != nil {
+					t.Fatalf("%s commit: %v", m.name, err)
+				}
+			}
+			ms[1].stop()
+			waitFor(t, "last member owns all partitions", func() bool { return owners(ms[:1], partitions, 6) })
+			produceEach(t, producer, topic, partitions, perPartition, 3)
+			waitFor(t, "third round consumed", func() bool { return seen.n() >= 3*partitions*perPartition })
+			if err := ms[0].cl.CommitUncommittedOffsets(testCtx(t)); err != nil {
+				t.Fatalf("commit: %v", err)
+			}
+			checkCommitted(t, adm, group, topic, partitions, 3*perPartition)
+
+			// Every record exactly once: no loss, and no duplicates
+			// because every handover happened after a commit.
+			seen.mu.Lock()
+			defer seen.mu.Unlock()
+			for p := range partitions {
+				for o := range int64(3 * perPartition) {
+					if n := seen.count[[2]int64{int64(p), o}]; n != 1 {
+						t.Fatalf("partition %d offset %d consumed %d times", p, o, n)
+					}
+				}
+			}
+			if seen.total != 3*partitions*perPartition {
+				t.Fatalf("consumed %d records, want %d", seen.total, 3*partitions*perPartition)
+			}
+		})
+	}
+}
+
+func checkCommitted(t *testing.T, adm *kadm.Client, group, topic string, partitions, want int) {
+	t.Helper()
+	offsets, err := adm.FetchOffsets(testCtx(t), group)
+	if err != nil {
+		t.Fatalf("FetchOffsets: %v", err)
+	}
+	for p := range partitions {
+		o, ok := offsets.Lookup(topic, int32(p))
+		if !ok || o.Err != nil || o.At != int64(want) {
+			t.Fatalf("committed offset of %s-%d = %+v (found %v), want %d", topic, p, o, ok, want)
+		}
+	}
+}

@@ -1,0 +1,32 @@
+package protocol
+
+// DeleteGroups (key 42), versions 0-2.
+//
+// Deletes groups without members together with their committed offsets;
+// active groups get NON_EMPTY_GROUP, unknown ones GROUP_ID_NOT_FOUND.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.DeleteGroups, 0, 2, handleDeleteGroups) }
+
+func handleDeleteGroups(ctx context.Context, r *Request) (kmsg.Response, error) {
+	if err := r.CheckVersion(); err != nil {
+		return nil, err
+	}
+	req := r.Msg.(*kmsg.DeleteGroupsRequest)
+	if r.Env.Groups == nil {
+		resp := r.NewResponse().(*kmsg.DeleteGroupsResponse)
+		for _, id := range req.Groups {
+			g := kmsg.NewDeleteGroupsResponseGroup()
+			g.Group, g.ErrorCode = id, kerr.CoordinatorNotAvailable.Code
+			resp.Groups = append(resp.Groups, g)
+		}
+		return resp, nil
+	}
+	return r.Env.Groups.DeleteGroups(ctx, req), nil
+}
