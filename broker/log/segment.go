@@ -37,7 +37,7 @@ type segment struct {
 
 	maxTs         int64 // largest batch MaxTimestamp, -1 when empty
 	maxTsOffset   int64 // last offset of the batch holding maxTs
-	rollTs        int64 // ms: first batch's MaxTimestamp, or creation time when empty
+	rollTs        int64 // ms: max(creation time, first batch's MaxTimestamp); segment.ms counts from it
 	sinceIndex    int   // bytes appended since the last index entry
 	lastTimeEntry int64 // timestamp of the last time index entry, -1 when none
 	missingIndex  bool  // an index file did not exist when the segment was opened
@@ -143,8 +143,11 @@ func (s *segment) seal() error {
 
 // track updates sizes, indexes and timestamps for a batch written at pos.
 func (s *segment) track(h record.Header, pos int64, indexInterval int) {
-	if s.size == 0 && h.MaxTimestamp >= 0 {
-		s.rollTs = h.MaxTimestamp
+	if s.size == 0 {
+		// segment.ms counts from the first batch's timestamp (Kafka), but
+		// never from before the segment was created: batches with old
+		// CreateTime timestamps would otherwise roll on every append.
+		s.rollTs = max(s.rollTs, h.MaxTimestamp)
 	}
 	size := int64(h.Size())
 	s.size = pos + size

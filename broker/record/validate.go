@@ -196,9 +196,15 @@ func (w *walker) bytes(what string, nullable, keep bool) ([]byte, error) {
 	if nullable {
 		lo = -1
 	}
-	n, err := w.varint(what+" length", lo, math.MaxInt32)
-	if err != nil || n < 0 {
+	n, err := readVarint(w)
+	if err != nil {
 		return nil, err
+	}
+	if n < lo || n > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: %s length %d out of range [%d, %d]", ErrInvalidRecord, what, n, lo, math.MaxInt32)
+	}
+	if n < 0 {
+		return nil, nil
 	}
 	if keep {
 		buf := make([]byte, 0, min(n, 1<<20))

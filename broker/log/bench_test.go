@@ -1,0 +1,81 @@
+package log
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/strata-dev/strata/broker/record"
+)
+
+// BenchmarkAppend appends batches of 100 records. fsync=interval leaves
+// fsync to the (disabled here) timer, i.e. page cache speed plus index
+// work; fsync=every-append is FlushInterval 0. Retention by size runs every
+// 1000 appends so the benchmark does not fill the disk.
+func BenchmarkAppend(b *testing.B) {
+	for _, size := range []int{100, 1024} {
+		for _, mode := range []struct {
+			name  string
+			flush int64
+		}{{"fsync=none", -1}, {"fsync=every-append", 0}} {
+			b.Run(fmt.Sprintf("record=%dB/batch=100/%s", size, mode.name), func(b *testing.B) {
+				cfg := DefaultConfig()
+				cfg.SegmentBytes = 64 << 20
+				cfg.RetentionBytes = 128 << 20
+				cfg.FlushInterval = 0
+				if mode.flush < 0 {
+					cfg.FlushInterval = -1
+				}
+				l := openLog(b, b.TempDir(), cfg)
+				defer l.Close()
+				bt := batch(b, 100, size, time.Now().UnixMilli())
+				b.SetBytes(int64(len(bt)))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := l.AppendAsLeader([]record.Batch{bt}, 0); err != nil {
+						b.Fatal(err)
+					}
+					if i%1000 == 999 {
+						if _, err := l.ApplyRetention(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkRead reads a 32 MiB log sequentially in 1 MiB fetches (the
+// files are in the page cache: this measures the log's own overhead).
+func BenchmarkRead(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 8 << 20
+	cfg.FlushInterval = -1
+	l := openLog(b, b.TempDir(), cfg)
+	defer l.Close()
+	bt := batch(b, 100, 1024, time.Now().UnixMilli())
+	for l.Size() < 32<<20 {
+		if _, err := l.AppendAsLeader([]record.Batch{bt}, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	end := l.EndOffset()
+	b.ReportAllocs()
+	b.ResetTimer()
+	var total int64
+	off := int64(0)
+	for i := 0; i < b.N; i++ {
+		if off >= end {
+			off = 0
+		}
+		res, err := l.Read(off, 1<<20, end)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += int64(len(res.Records))
+		off = res.HighestOffset + 1
+	}
+	b.SetBytes(total / int64(b.N))
+}
