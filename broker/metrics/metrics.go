@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker"
@@ -17,6 +18,7 @@ type Metrics struct {
 
 	requests    *prometheus.CounterVec
 	failures    *prometheus.CounterVec
+	inFlight    *prometheus.GaugeVec
 	latency     *prometheus.HistogramVec
 	bytesIn     prometheus.Counter
 	bytesOut    prometheus.Counter
@@ -36,6 +38,9 @@ func New(b *broker.Broker) *Metrics {
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_request_failures_total", Help: "Requests that closed their connection (malformed or failed), by API.",
 		}, []string{"api"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "strata_requests_in_flight", Help: "Requests being handled (long polls and group joins park here), by API.",
+		}, []string{"api"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "strata_request_duration_seconds", Help: "Time from reading a request to queueing its response, by API.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
@@ -50,7 +55,7 @@ func New(b *broker.Broker) *Metrics {
 			Name: "strata_connections", Help: "Open client connections.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.failures, m.latency, m.bytesIn, m.bytesOut, m.connections,
+	reg.MustRegister(m.requests, m.failures, m.inFlight, m.latency, m.bytesIn, m.bytesOut, m.connections,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if b != nil {
 		reg.MustRegister(&logCollector{b: b})
@@ -64,9 +69,18 @@ func (m *Metrics) ConnOpened() { m.connections.Inc() }
 // ConnClosed implements protocol.Observer.
 func (m *Metrics) ConnClosed() { m.connections.Dec() }
 
+// RequestStarted implements protocol.Observer.
+func (m *Metrics) RequestStarted(key int16) { m.inFlight.WithLabelValues(kmsg.NameForKey(key)).Inc() }
+
+// InFlight returns the number of requests of an API being handled.
+func (m *Metrics) InFlight(key int16) float64 {
+	return testutilGauge(m.inFlight.WithLabelValues(kmsg.NameForKey(key)))
+}
+
 // Request implements protocol.Observer.
 func (m *Metrics) Request(key, _ int16, bytesIn, bytesOut int, elapsed time.Duration, failed bool) {
 	api := kmsg.NameForKey(key)
+	m.inFlight.WithLabelValues(api).Dec()
 	m.requests.WithLabelValues(api).Inc()
 	if failed {
 		m.failures.WithLabelValues(api).Inc()
@@ -101,4 +115,12 @@ func (c *logCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(startOffsetDesc, prometheus.GaugeValue, float64(p.Log.StartOffset()), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(sizeDesc, prometheus.GaugeValue, float64(p.Log.Size()), p.Topic, part)
 	}
+}
+
+func testutilGauge(g prometheus.Gauge) float64 {
+	var pb dto.Metric
+	if err := g.Write(&pb); err != nil {
+		return 0
+	}
+	return pb.GetGauge().GetValue()
 }

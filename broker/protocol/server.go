@@ -20,6 +20,9 @@ import (
 type Observer interface {
 	ConnOpened()
 	ConnClosed()
+	// RequestStarted is called when a handler starts; Request follows when
+	// it is done.
+	RequestStarted(key int16)
 	// Request is called once per handled request; bytesOut is 0 when no
 	// response was sent.
 	Request(key, version int16, bytesIn, bytesOut int, elapsed time.Duration, failed bool)
@@ -235,25 +238,27 @@ func (c *conn) serve() {
 
 	requests := make(chan inbound, 4)
 	frames := make(chan []byte, 4)
-	var wg sync.WaitGroup
-	wg.Add(2)
+	readerDone := make(chan struct{})
+	writerDone := make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(readerDone)
 		defer close(requests)
 		c.read(requests)
 	}()
 	go func() {
-		defer wg.Done()
+		defer close(writerDone)
 		c.write(frames)
 	}()
 
 	c.handle(requests, frames)
+	// Let the writer flush the responses already queued, then close the
+	// socket, which also unblocks a reader waiting for the next request.
 	close(frames)
-	// Make sure the reader is not blocked on a full channel or the socket.
+	<-writerDone
 	c.nc.Close()
 	for range requests {
 	}
-	wg.Wait()
+	<-readerDone
 }
 
 // read decodes frames until the connection fails or a request is bad.
@@ -312,6 +317,9 @@ func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
 			resp kmsg.Response
 			err  error
 		)
+		if obs != nil {
+			obs.RequestStarted(item.req.Header.Key)
+		}
 		if item.reject {
 			resp = unsupportedAPIVersionsResponse()
 		} else {

@@ -1,0 +1,133 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func startTest(t *testing.T) *Server {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.MetricsListen = "127.0.0.1:0"
+	cfg.Broker.DataDir = t.TempDir()
+	s, err := Start(context.Background(), cfg, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	return s
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestHTTPEndpoints(t *testing.T) {
+	s := startTest(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr()), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}, &kgo.Record{Value: []byte("y")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + s.MetricsAddr()
+	if code, _ := get(t, base+"/healthz"); code != 200 {
+		t.Fatalf("/healthz %d", code)
+	}
+	if code, _ := get(t, base+"/readyz"); code != 200 {
+		t.Fatalf("/readyz %d", code)
+	}
+	_, metrics := get(t, base+"/metrics")
+	for _, want := range []string{
+		`strata_requests_total{api="Produce"}`,
+		`strata_request_duration_seconds_bucket{api="Metadata"`,
+		`strata_log_end_offset{partition="0",topic="m"} 2`,
+		"strata_network_bytes_in_total",
+		"strata_connections",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// TestShutdownAnswersParkedFetch checks that a graceful shutdown answers a
+// long-poll fetch that is parked (instead of cutting the connection) and
+// then closes the logs.
+func TestShutdownAnswersParkedFetch(t *testing.T) {
+	s := startTest(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr()), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("lp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 12
+	req.MaxWaitMillis = 600_000 // far longer than the test's context
+	req.MinBytes = 1
+	req.MaxBytes = 1 << 20
+	req.SessionEpoch = -1
+	req.Topics = []kmsg.FetchRequestTopic{{Topic: "lp", Partitions: []kmsg.FetchRequestTopicPartition{
+		{Partition: 0, FetchOffset: 1, PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1},
+	}}}
+	type result struct {
+		resp *kmsg.FetchResponse
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := req.RequestWith(ctx, cl)
+		done <- result{resp, err}
+	}()
+	// Wait until the fetch is parked on the broker.
+	waitFor(t, func() bool { return s.Metrics().InFlight(kmsg.Fetch.Int16()) == 1 })
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.err != nil {
+		t.Fatalf("parked fetch got %v instead of an answer", res.err)
+	}
+	if p := res.resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.HighWatermark != 1 || len(p.RecordBatches) != 0 {
+		t.Fatalf("parked fetch answered %+v", p)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 30s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
