@@ -130,6 +130,7 @@ func (l *Log) recover() error {
 	if err := l.epochs.load(); err != nil {
 		return err
 	}
+	loadedEpochs := len(l.epochs.entries)
 
 	for i, base := range bases {
 		s, err := openSegmentFiles(l.fs, l.dir, base, 0)
@@ -165,7 +166,8 @@ func (l *Log) recover() error {
 		l.logger.Info("log start offset is past the recovered log end; moving it back", "start", l.start, "end", l.leo)
 		l.start = l.leo
 	}
-	changed := l.epochs.truncateFromEnd(l.leo)
+	changed := len(l.epochs.entries) != loadedEpochs // epochs found in the recovered tail
+	changed = l.epochs.truncateFromEnd(l.leo) || changed
 	changed = l.epochs.truncateFromStart(l.start) || changed
 	if changed {
 		if err := l.epochs.persist(); err != nil {

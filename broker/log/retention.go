@@ -30,11 +30,8 @@ func (l *Log) ApplyRetention() (int, error) {
 	}
 	if ms := l.cfg.RetentionMs.Milliseconds(); l.cfg.RetentionMs >= 0 {
 		expired := func(s *segment) bool {
-			ts := s.maxTs
-			if ts < 0 {
-				return s.size > 0 && false
-			}
-			return now-ts > ms
+			// A segment without timestamps (all -1) never expires by time.
+			return s.maxTs >= 0 && now-s.maxTs > ms
 		}
 		for n < len(l.segs)-1 && expired(l.segs[n]) {
 			n++
