@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -146,7 +148,7 @@ func (c *Controller) reconcile(ctx context.Context, term *leadership, st *Cluste
 	log := logr.FromContextOrDiscard(ctx)
 	for _, tp := range st.SortedPartitions() {
 		cur := st.Partitions[tp]
-		next, changed := reconcilePartition(cur, st.Live, c.unclean(st, tp.Topic))
+		next, changed := controllerWants(cur, st.Live, c.unclean(st, tp.Topic))
 		if !changed {
 			continue
 		}
@@ -176,6 +178,10 @@ func describe(cur, next PartitionState) string {
 		return fmt.Sprintf("offline (leader %d lost, no live ISR member in %v)", cur.Leader, cur.ISR)
 	case next.Leader != cur.Leader:
 		return fmt.Sprintf("leader %d -> %d", cur.Leader, next.Leader)
+	case cur.Reassigning() && !next.Reassigning():
+		return fmt.Sprintf("reassignment done, replicas %v", next.Replicas)
+	case !slices.Equal(cur.Replicas, next.Replicas):
+		return fmt.Sprintf("reassigning %v -> %v (adding %v, removing %v)", cur.Replicas, next.Replicas, next.AddingReplicas, next.RemovingReplicas)
 	default:
 		return fmt.Sprintf("isr %v -> %v", cur.ISR, next.ISR)
 	}
@@ -209,6 +215,15 @@ func (s *Store) casPartition(ctx context.Context, term *leadership, tp TopicPart
 // ErrPreferredLeaderNotAvailable, ErrUnknownTopic or ErrStaleState. The
 // call fails with ErrNotController unless this broker holds the role.
 func (c *Controller) PreferredLeaderElection(ctx context.Context, partitions []TopicPartition) (map[TopicPartition]error, error) {
+	return c.eachPartition(ctx, partitions, "preferred leader election", func(st *ClusterState, _ TopicPartition, cur PartitionState) (PartitionState, error) {
+		return preferredLeader(cur, st.Live)
+	})
+}
+
+// eachPartition applies decide to each partition (all when nil) with a
+// fenced compare-and-swap, retrying partitions that changed meanwhile.
+func (c *Controller) eachPartition(ctx context.Context, partitions []TopicPartition, what string,
+	decide func(st *ClusterState, tp TopicPartition, cur PartitionState) (PartitionState, error)) (map[TopicPartition]error, error) {
 	c.mu.Lock()
 	term := c.leading
 	c.mu.Unlock()
@@ -235,21 +250,21 @@ func (c *Controller) PreferredLeaderElection(ctx context.Context, partitions []T
 				results[tp] = fmt.Errorf("%w: %s", ErrUnknownTopic, tp)
 				continue
 			}
-			next, err := preferredLeader(cur, st.Live)
+			next, err := decide(st, tp, cur)
 			if err != nil {
 				results[tp] = err
 				continue
 			}
-			ok, err = c.store.casPartition(ctx, term, tp, st.partitionRevs[tp], next, "preferred leader election: "+describe(cur, next))
+			ok, err = c.store.casPartition(ctx, term, tp, st.partitionRevs[tp], next, what+": "+describe(cur, next))
 			if err != nil {
 				return nil, err
 			}
 			if ok {
 				results[tp] = nil
-				logr.FromContextOrDiscard(ctx).Info("preferred leader elected", "partition", tp.String(), "leader", next.Leader, "leaderEpoch", next.LeaderEpoch)
+				logr.FromContextOrDiscard(ctx).Info(what, "partition", tp.String(), "change", describe(cur, next), "leader", next.Leader, "leaderEpoch", next.LeaderEpoch)
 				continue
 			}
-			results[tp] = fmt.Errorf("%w: %s changed during the election", ErrStaleState, tp)
+			results[tp] = fmt.Errorf("%w: %s changed during the %s", ErrStaleState, tp, what)
 			retry = append(retry, tp)
 		}
 		if len(retry) == 0 {
@@ -258,4 +273,20 @@ func (c *Controller) PreferredLeaderElection(ctx context.Context, partitions []T
 		partitions = retry
 	}
 	return results, nil
+}
+
+// AlterPartitionReassignments starts, replaces or (nil target) cancels
+// reassignments: Kafka's AlterPartitionReassignments. Each partition first
+// gets the union of old and target replicas; the controller completes the
+// move when every new replica is in the ISR. The per-partition result is
+// nil, ErrUnknownTopic, ErrInvalidReplicaAssignment,
+// ErrNoReassignmentInProgress or ErrStaleState. Fails with ErrNotController
+// unless this broker holds the role.
+func (c *Controller) AlterPartitionReassignments(ctx context.Context, targets map[TopicPartition][]int32) (map[TopicPartition]error, error) {
+	if len(targets) == 0 {
+		return map[TopicPartition]error{}, nil // eachPartition reads nil as "all partitions"
+	}
+	return c.eachPartition(ctx, slices.Collect(maps.Keys(targets)), "reassignment", func(st *ClusterState, tp TopicPartition, cur PartitionState) (PartitionState, error) {
+		return startReassignment(cur, targets[tp], st.Live)
+	})
 }

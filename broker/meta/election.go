@@ -12,7 +12,7 @@ import (
 // reconcilePartition returns the state the controller wants for a partition
 // given which brokers are alive, and whether it differs from cur:
 //
-//   - the leader is alive and in the ISR: dead brokers leave the ISR
+//   - the leader is alive, a replica and in the ISR: dead brokers leave the ISR
 //     (partition epoch +1, leader epoch unchanged);
 //   - otherwise a new leader is the first replica (preferred order) that is
 //     alive and in the ISR; the ISR keeps its live members; leader epoch +1;
@@ -24,7 +24,7 @@ import (
 func reconcilePartition(cur PartitionState, live func(int32) bool, unclean bool) (PartitionState, bool) {
 	liveISR := slices.DeleteFunc(slices.Clone(cur.ISR), func(id int32) bool { return !live(id) })
 	next := cur.Clone()
-	if cur.Leader != NoLeader && live(cur.Leader) && slices.Contains(cur.ISR, cur.Leader) {
+	if cur.Leader != NoLeader && live(cur.Leader) && slices.Contains(cur.ISR, cur.Leader) && slices.Contains(cur.Replicas, cur.Leader) {
 		if len(liveISR) == len(cur.ISR) {
 			return cur, false
 		}

@@ -14,6 +14,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
+
+	"github.com/strata-dev/strata/broker/placement"
 )
 
 func TestMain(m *testing.M) {
@@ -826,4 +828,109 @@ func TestRegisterBroker(t *testing.T) {
 	if again.Info().Epoch <= got.Epoch {
 		t.Errorf("new epoch %d not above %d", again.Info().Epoch, got.Epoch)
 	}
+}
+
+// The operator's scale-down: drain broker 1 with placement.Drain, apply the
+// moves as reassignments, let leaders add the new replicas to the ISR, and
+// the controller completes the moves.
+func TestDrainBrokerThroughReassignment(t *testing.T) {
+	c := threeZones(t)
+	c.start(4, "a")
+	c.createTopic(TopicSpec{Name: "t", Partitions: 8, ReplicationFactor: 3})
+	st := c.waitFor("4 brokers and topic", func(st *ClusterState) bool {
+		return len(st.Brokers) == 4 && len(st.TopicPartitions("t")) == 8
+	})
+	var brokers []placement.Broker
+	for _, b := range st.Brokers {
+		brokers = append(brokers, placement.Broker{ID: b.ID, Zone: b.Zone})
+	}
+	var parts []placement.Partition
+	for _, tp := range st.SortedPartitions() {
+		parts = append(parts, placement.Partition{Topic: tp.Topic, Partition: tp.Partition, Replicas: st.Partitions[tp].Replicas})
+	}
+	moves, err := placement.Drain(brokers, parts, []int32{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(moves) == 0 {
+		t.Fatalf("broker 1 hosts nothing: %s", dump(st))
+	}
+	targets := map[TopicPartition][]int32{}
+	for _, m := range moves {
+		targets[TopicPartition{m.Topic, m.Partition}] = m.To
+	}
+	ctrl := c.brokers[st.ControllerID].ctrl
+	if _, err := c.brokers[otherThan(st, st.ControllerID)].ctrl.AlterPartitionReassignments(c.ctx, targets); !errors.Is(err, ErrNotController) {
+		t.Errorf("reassignment on a non-controller: %v, want ErrNotController", err)
+	}
+	res, err := ctrl.AlterPartitionReassignments(c.ctx, targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tp, err := range res {
+		if err != nil {
+			t.Fatalf("%s: %v", tp, err)
+		}
+	}
+	st, err = c.store.Snapshot(c.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(st.Reassignments()); got != len(targets) {
+		t.Fatalf("%d reassignments in progress, want %d: %s", got, len(targets), dump(st))
+	}
+	before := st
+	// Each leader adds the new replica to the ISR once it caught up.
+	for tp := range targets {
+		cur := st.Partitions[tp]
+		if !slices.Equal(cur.AddingReplicas, []int32{4}) || !slices.Equal(cur.RemovingReplicas, []int32{1}) {
+			t.Fatalf("%s: adding %v removing %v, want [4] and [1]", tp, cur.AddingReplicas, cur.RemovingReplicas)
+		}
+		grown := cur.Clone()
+		grown.ISR = append(grown.ISR, 4)
+		if _, err := c.store.AlterPartition(c.ctx, tp, cur, grown); err != nil {
+			t.Fatalf("%s: %v", tp, err)
+		}
+	}
+	after := c.waitFor("reassignments completed", func(st *ClusterState) bool {
+		for tp, target := range targets {
+			if !slices.Equal(st.Partitions[tp].Replicas, target) {
+				return false
+			}
+		}
+		return len(st.Reassignments()) == 0
+	})
+	for tp, target := range targets {
+		old, now := before.Partitions[tp], after.Partitions[tp]
+		if !slices.Equal(now.Replicas, target) || slices.Contains(now.ISR, 1) || len(now.ISR) != 3 {
+			t.Errorf("%s: %+v, want replicas %v and a full ISR without 1", tp, now, target)
+		}
+		if old.Leader == 1 && (now.Leader == 1 || now.LeaderEpoch != old.LeaderEpoch+1) {
+			t.Errorf("%s: leader %d epoch %d after moving off leader 1 at epoch %d", tp, now.Leader, now.LeaderEpoch, old.LeaderEpoch)
+		}
+		zones := map[string]bool{}
+		for _, id := range now.Replicas {
+			zones[after.Brokers[id].Zone] = true
+		}
+		if len(zones) != 3 {
+			t.Errorf("%s: replicas %v lost zone spread", tp, now.Replicas)
+		}
+	}
+	// Cancelling with nothing in progress is an error per partition.
+	for tp := range targets {
+		res, err := ctrl.AlterPartitionReassignments(c.ctx, map[TopicPartition][]int32{tp: nil})
+		if err != nil || !errors.Is(res[tp], ErrNoReassignmentInProgress) {
+			t.Errorf("cancel %s: %v %v", tp, res, err)
+		}
+		break
+	}
+}
+
+func otherThan(st *ClusterState, id int32) int32 {
+	for b := range st.Brokers {
+		if b != id {
+			return b
+		}
+	}
+	return -1
 }

@@ -55,6 +55,18 @@ func (s *ClusterState) TopicPartitions(topic string) []PartitionState {
 	return out
 }
 
+// Reassignments returns the partitions being reassigned
+// (ListPartitionReassignments).
+func (s *ClusterState) Reassignments() map[TopicPartition]PartitionState {
+	out := map[TopicPartition]PartitionState{}
+	for tp, st := range s.Partitions {
+		if st.Reassigning() {
+			out[tp] = st
+		}
+	}
+	return out
+}
+
 // SortedPartitions returns every partition name in (topic, partition) order.
 func (s *ClusterState) SortedPartitions() []TopicPartition {
 	out := slices.Collect(maps.Keys(s.Partitions))

@@ -102,19 +102,33 @@ type PartitionState struct {
 	ISR []int32 `json:"isr"`
 	// PartitionEpoch grows with every change of this record.
 	PartitionEpoch int32 `json:"partitionEpoch"`
+	// AddingReplicas and RemovingReplicas describe a reassignment in
+	// progress (KIP-455). Replicas is then the target replicas followed by
+	// the removing ones; the controller completes the reassignment once
+	// every adding replica is in the ISR.
+	AddingReplicas   []int32 `json:"addingReplicas,omitempty"`
+	RemovingReplicas []int32 `json:"removingReplicas,omitempty"`
+}
+
+// Reassigning reports whether a reassignment is in progress.
+func (s PartitionState) Reassigning() bool {
+	return len(s.AddingReplicas) > 0 || len(s.RemovingReplicas) > 0
 }
 
 // Clone returns a deep copy.
 func (s PartitionState) Clone() PartitionState {
 	s.Replicas = slices.Clone(s.Replicas)
 	s.ISR = slices.Clone(s.ISR)
+	s.AddingReplicas = slices.Clone(s.AddingReplicas)
+	s.RemovingReplicas = slices.Clone(s.RemovingReplicas)
 	return s
 }
 
 // Equal reports whether two states are identical.
 func (s PartitionState) Equal(o PartitionState) bool {
 	return s.Leader == o.Leader && s.LeaderEpoch == o.LeaderEpoch && s.PartitionEpoch == o.PartitionEpoch &&
-		slices.Equal(s.Replicas, o.Replicas) && slices.Equal(s.ISR, o.ISR)
+		slices.Equal(s.Replicas, o.Replicas) && slices.Equal(s.ISR, o.ISR) &&
+		slices.Equal(s.AddingReplicas, o.AddingReplicas) && slices.Equal(s.RemovingReplicas, o.RemovingReplicas)
 }
 
 // Topic config keys this package reads.

@@ -1,0 +1,119 @@
+package meta
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// ErrNoReassignmentInProgress: a cancellation named a partition that is not
+// being reassigned: NO_REASSIGNMENT_IN_PROGRESS.
+var ErrNoReassignmentInProgress = errors.New("no reassignment in progress")
+
+// Reassignment (KIP-455, what AlterPartitionReassignments drives and the
+// operator's drain uses): the partition first gets the union of its old and
+// target replicas; the new ones catch up as followers and their leader adds
+// them to the ISR; then the controller drops the removed replicas, moving
+// leadership if the leader is among them. Pure functions here, applied by
+// Controller.AlterPartitionReassignments and the controller's reconcile.
+
+// originalReplicas is the replica set before the reassignment in progress.
+func originalReplicas(s PartitionState) []int32 {
+	return slices.DeleteFunc(slices.Clone(s.Replicas), func(id int32) bool { return slices.Contains(s.AddingReplicas, id) })
+}
+
+// startReassignment begins moving cur to target (nil target cancels the
+// reassignment in progress, returning to the original replicas). A new
+// target replaces one in progress. A target that adds no replica completes
+// at once when it can (see finishReassignment).
+func startReassignment(cur PartitionState, target []int32, live func(int32) bool) (PartitionState, error) {
+	base := originalReplicas(cur)
+	if target == nil {
+		if !cur.Reassigning() {
+			return cur, ErrNoReassignmentInProgress
+		}
+		target = base
+	}
+	if len(target) == 0 {
+		return cur, fmt.Errorf("%w: empty target replica list", ErrInvalidReplicaAssignment)
+	}
+	for i, id := range target {
+		if slices.Index(target, id) != i {
+			return cur, fmt.Errorf("%w: target %v lists broker %d twice", ErrInvalidReplicaAssignment, target, id)
+		}
+		if !live(id) && !slices.Contains(base, id) {
+			return cur, fmt.Errorf("%w: target broker %d is not registered", ErrInvalidReplicaAssignment, id)
+		}
+	}
+	next := cur.Clone()
+	next.AddingReplicas = slices.DeleteFunc(slices.Clone(target), func(id int32) bool { return slices.Contains(base, id) })
+	next.RemovingReplicas = slices.DeleteFunc(slices.Clone(base), func(id int32) bool { return slices.Contains(target, id) })
+	next.Replicas = append(slices.Clone(target), next.RemovingReplicas...)
+	// Replicas of an abandoned target leave the ISR with the replica set.
+	next.ISR = slices.DeleteFunc(next.ISR, func(id int32) bool { return !slices.Contains(next.Replicas, id) })
+	if len(next.AddingReplicas) == 0 {
+		next.AddingReplicas = nil
+	}
+	if len(next.RemovingReplicas) == 0 {
+		next.RemovingReplicas = nil
+	}
+	next.PartitionEpoch++
+	if done, ok := finishReassignment(next, live); ok {
+		done.PartitionEpoch = next.PartitionEpoch // one change, one epoch
+		return done, nil
+	}
+	return next, nil
+}
+
+// finishReassignment completes a reassignment once every adding replica is
+// in the ISR: the removing replicas leave Replicas and ISR, and if the leader
+// was among them the first live target replica in the ISR leads (leader
+// epoch +1). It waits (false) while an adding replica is out of the ISR or no
+// target replica could lead.
+func finishReassignment(cur PartitionState, live func(int32) bool) (PartitionState, bool) {
+	if !cur.Reassigning() {
+		return cur, false
+	}
+	for _, id := range cur.AddingReplicas {
+		if !slices.Contains(cur.ISR, id) {
+			return cur, false
+		}
+	}
+	removing := func(id int32) bool { return slices.Contains(cur.RemovingReplicas, id) }
+	next := cur.Clone()
+	next.Replicas = slices.DeleteFunc(next.Replicas, removing)
+	next.ISR = slices.DeleteFunc(next.ISR, removing)
+	next.AddingReplicas, next.RemovingReplicas = nil, nil
+	if next.Leader == NoLeader || removing(next.Leader) {
+		leader := NoLeader
+		for _, id := range next.Replicas {
+			if live(id) && slices.Contains(next.ISR, id) {
+				leader = id
+				break
+			}
+		}
+		if leader == NoLeader {
+			return cur, false
+		}
+		next.Leader = leader
+		next.LeaderEpoch++
+	}
+	next.PartitionEpoch++
+	return next, true
+}
+
+// controllerWants is the controller's full decision for one partition:
+// leader and ISR health first, then reassignment completion.
+func controllerWants(cur PartitionState, live func(int32) bool, unclean bool) (PartitionState, bool) {
+	next, changed := reconcilePartition(cur, live, unclean)
+	if done, ok := finishReassignment(next, live); ok {
+		// One write, one step of each epoch.
+		done.PartitionEpoch = cur.PartitionEpoch + 1
+		done.LeaderEpoch = cur.LeaderEpoch
+		if done.Leader != cur.Leader {
+			done.LeaderEpoch++
+		}
+		return done, true
+	}
+	return next, changed
+}
