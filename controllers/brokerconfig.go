@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 )
 
@@ -69,8 +71,9 @@ func ManagedEtcd(kc *strata.KafkaCluster) (strata.ManagedEtcdSpec, bool) {
 	if m.Image == "" {
 		m.Image = strata.DefaultEtcdImage
 	}
-	if m.StorageSize.IsZero() {
-		m.StorageSize = mustQuantity("10Gi")
+	if m.StorageSize == nil || m.StorageSize.IsZero() {
+		q := mustQuantity("10Gi")
+		m.StorageSize = &q
 	}
 	return m, true
 }
@@ -129,10 +132,10 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 	kv["inter.broker.listener.name"] = listeners[0].Name
 
 	wal := kc.Spec.WAL
-	kv["wal.enabled"] = strconv.FormatBool(wal.Enabled)
-	kv["wal.upload.interval.ms"] = millis(wal.UploadInterval.Duration, 10*time.Millisecond)
+	kv["wal.enabled"] = strconv.FormatBool(wal.IsEnabled())
+	kv["wal.upload.interval.ms"] = millis(durationOr(wal.UploadInterval, 10*time.Millisecond))
 	kv["wal.object.max.bytes"] = strconv.FormatInt(orDefaultInt(wal.MaxObjectBytes, 256<<10), 10)
-	kv["wal.retention.ms"] = millis(wal.Retention.Duration, time.Hour)
+	kv["wal.retention.ms"] = millis(durationOr(wal.Retention, time.Hour))
 	if b := zi.Bucket; b != nil {
 		kv["wal.bucket.resource"] = b.Name
 		kv["wal.bucket.name"] = b.Spec.Bucket
@@ -156,7 +159,7 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 		if ref := ts.Credentials.SecretRef; ref != nil && ts.Credentials.EffectiveSource() == strata.CredentialsFromSecret {
 			kv["tier.bucket.credentials.secret"] = ref.Name
 		}
-		kv["local.retention.ms"] = millis(ts.LocalRetention.Duration, 24*time.Hour)
+		kv["local.retention.ms"] = millis(durationOr(ts.LocalRetention, 24*time.Hour))
 	} else {
 		kv["tier.enabled"] = "false"
 	}
@@ -228,10 +231,14 @@ func escapeProperty(s string, key bool) string {
 	return sb.String()
 }
 
-func millis(d, def time.Duration) string {
-	if d == 0 {
-		d = def
+func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil || d.Duration == 0 {
+		return def
 	}
+	return d.Duration
+}
+
+func millis(d time.Duration) string {
 	ms := d.Milliseconds()
 	if ms == 0 && d > 0 {
 		ms = 1

@@ -114,9 +114,9 @@ func BuildZoneStatefulSet(kc *strata.KafkaCluster, zi ZoneInput, configHash stri
 		whenDeleted = appsv1.DeletePersistentVolumeClaimRetentionPolicyType
 	}
 
-	size := kc.Spec.Storage.Size
-	if size.IsZero() {
-		size = mustQuantity("100Gi")
+	size := mustQuantity("100Gi")
+	if q := kc.Spec.Storage.Size; q != nil && !q.IsZero() {
+		size = *q
 	}
 
 	return &appsv1.StatefulSet{
@@ -408,7 +408,7 @@ func BuildEtcd(kc *strata.KafkaCluster) *EtcdObjects {
 					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 					StorageClassName: kc.Spec.Storage.StorageClassName,
 					Resources: corev1.VolumeResourceRequirements{
-						Requests: corev1.ResourceList{corev1.ResourceStorage: m.StorageSize},
+						Requests: corev1.ResourceList{corev1.ResourceStorage: *m.StorageSize},
 					},
 				},
 			}},

@@ -155,7 +155,7 @@ func TestRenderBrokerConfig(t *testing.T) {
 		{
 			name: "sub-millisecond upload interval rounds up to 1ms",
 			mutate: func(kc *strata.KafkaCluster) {
-				kc.Spec.WAL.UploadInterval = metav1.Duration{Duration: 500 * time.Microsecond}
+				kc.Spec.WAL.UploadInterval = &metav1.Duration{Duration: 500 * time.Microsecond}
 			},
 			zone: ZoneInput{Zone: kc.Spec.Zones[0]},
 			want: []string{"wal.upload.interval.ms=1"},
@@ -366,15 +366,15 @@ func threeZoneCluster() *strata.KafkaCluster {
 				{Name: "zone-b", Brokers: 2, FastBucketRef: &strata.LocalObjectReference{Name: "wal-zone-b"}},
 				{Name: "zone-c", Brokers: 1, FastBucketRef: &strata.LocalObjectReference{Name: "wal-zone-c"}},
 			},
-			Storage: strata.StorageSpec{Size: resource.MustParse("50Gi"), StorageClassName: ptr.To("fast-ssd")},
+			Storage: strata.StorageSpec{Size: ptr.To(resource.MustParse("50Gi")), StorageClassName: ptr.To("fast-ssd")},
 			WAL: strata.WALSpec{
-				Enabled: true, UploadInterval: metav1.Duration{Duration: 10 * time.Millisecond},
-				MaxObjectBytes: 262144, Retention: metav1.Duration{Duration: time.Hour},
+				Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 10 * time.Millisecond},
+				MaxObjectBytes: 262144, Retention: &metav1.Duration{Duration: time.Hour},
 			},
 			TieredStorage: &strata.TieredStorageSpec{
 				Bucket: "strata-tier", Region: "us-east-1",
 				Credentials:    strata.S3Credentials{SecretRef: &strata.S3SecretReference{Name: "tier-keys"}},
-				LocalRetention: metav1.Duration{Duration: 24 * time.Hour},
+				LocalRetention: &metav1.Duration{Duration: 24 * time.Hour},
 			},
 			Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("4Gi")},

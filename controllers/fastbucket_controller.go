@@ -74,9 +74,9 @@ func (r *FastBucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 	}()
 
-	interval := fb.Spec.ProbeInterval.Duration
-	if interval <= 0 {
-		interval = defaultProbeInterval
+	interval := defaultProbeInterval
+	if fb.Spec.ProbeInterval != nil && fb.Spec.ProbeInterval.Duration > 0 {
+		interval = fb.Spec.ProbeInterval.Duration
 	}
 
 	latency, reason, err := r.probe(ctx, fb)

@@ -17,9 +17,9 @@ const (
 
 // FastBucketSpec declares one zone's fast bucket.
 //
-// +kubebuilder:validation:XValidation:rule="self.type != 'S3Express' || self.bucket.endsWith('--x-s3')",message="an S3Express bucket name must end with --x-s3 (e.g. strata-wal--use1-az4--x-s3)"
+// +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type != 'S3Express' || self.bucket.endsWith('--x-s3')",message="an S3Express bucket name must end with --x-s3 (e.g. strata-wal--use1-az4--x-s3)"
 // +kubebuilder:validation:XValidation:rule="self.zone == oldSelf.zone",message="zone is immutable: brokers are bound to the bucket of their own zone"
-// +kubebuilder:validation:XValidation:rule="duration(self.probeInterval) >= duration('5s')",message="probeInterval must be at least 5s"
+// +kubebuilder:validation:XValidation:rule="!has(self.probeInterval) || duration(self.probeInterval) >= duration('5s')",message="probeInterval must be at least 5s"
 type FastBucketSpec struct {
 	// Zone the bucket lives in, as nodes label it in
 	// topology.kubernetes.io/zone. Only brokers of this zone write to it.
@@ -68,7 +68,7 @@ type FastBucketSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
-	ProbeInterval metav1.Duration `json:"probeInterval,omitempty"`
+	ProbeInterval *metav1.Duration `json:"probeInterval,omitempty"`
 }
 
 // FastBucketStatus is the result of the last probe.

@@ -20,8 +20,8 @@ const DefaultEtcdImage = "quay.io/coreos/etcd:v3.7.3"
 // KafkaClusterSpec declares a Strata cluster laid out zone by zone.
 //
 // +kubebuilder:validation:XValidation:rule="self.zones.all(z, self.zones.exists_one(y, y.name == z.name))",message="zone names must be unique"
-// +kubebuilder:validation:XValidation:rule="!self.wal.enabled || self.zones.all(z, has(z.fastBucketRef))",message="wal.enabled requires a fastBucketRef in every zone"
-// +kubebuilder:validation:XValidation:rule="!has(self.leaderPlacement.preferredZones) || self.leaderPlacement.preferredZones.all(p, self.zones.exists(z, z.name == p))",message="leaderPlacement.preferredZones must name zones listed in spec.zones"
+// +kubebuilder:validation:XValidation:rule="!has(self.wal) || !has(self.wal.enabled) || !self.wal.enabled || self.zones.all(z, has(z.fastBucketRef))",message="wal.enabled requires a fastBucketRef in every zone"
+// +kubebuilder:validation:XValidation:rule="!has(self.leaderPlacement) || !has(self.leaderPlacement.preferredZones) || self.leaderPlacement.preferredZones.all(p, self.zones.exists(z, z.name == p))",message="leaderPlacement.preferredZones must name zones listed in spec.zones"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, self.listeners.exists_one(m, m.name == l.name))",message="listener names must be unique"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, self.listeners.exists_one(m, m.port == l.port))",message="listener ports must be unique"
 type KafkaClusterSpec struct {
@@ -46,7 +46,7 @@ type KafkaClusterSpec struct {
 	Storage StorageSpec `json:"storage,omitempty"`
 
 	// WAL configures replication through the per-zone fast buckets.
-	// +kubebuilder:default={}
+	// +kubebuilder:default={enabled:true,uploadInterval:"10ms",maxObjectBytes:262144,retention:"1h"}
 	// +optional
 	WAL WALSpec `json:"wal,omitempty"`
 
@@ -83,7 +83,7 @@ type KafkaClusterSpec struct {
 	PodTemplate PodTemplateSpec `json:"podTemplate,omitempty"`
 
 	// LeaderPlacement says where partition leaders should go.
-	// +kubebuilder:default={}
+	// +kubebuilder:default={policy:"Balanced"}
 	// +optional
 	LeaderPlacement LeaderPlacementSpec `json:"leaderPlacement,omitempty"`
 
@@ -147,7 +147,7 @@ type StorageSpec struct {
 	// Size of each broker's volume.
 	// +kubebuilder:default="100Gi"
 	// +optional
-	Size resource.Quantity `json:"size,omitempty"`
+	Size *resource.Quantity `json:"size,omitempty"`
 
 	// StorageClassName of the volumes; empty uses the cluster default.
 	// +optional
@@ -163,14 +163,14 @@ type StorageSpec struct {
 
 // WALSpec configures replication through the per-zone fast buckets.
 //
-// +kubebuilder:validation:XValidation:rule="duration(self.uploadInterval) >= duration('1ms') && duration(self.uploadInterval) <= duration('10s')",message="wal.uploadInterval must be between 1ms and 10s"
-// +kubebuilder:validation:XValidation:rule="duration(self.retention) >= duration(self.uploadInterval)",message="wal.retention must be at least wal.uploadInterval"
+// +kubebuilder:validation:XValidation:rule="!has(self.uploadInterval) || (duration(self.uploadInterval) >= duration('1ms') && duration(self.uploadInterval) <= duration('10s'))",message="wal.uploadInterval must be between 1ms and 10s"
+// +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.uploadInterval) || duration(self.retention) >= duration(self.uploadInterval)",message="wal.retention must be at least wal.uploadInterval"
 type WALSpec struct {
 	// Enabled turns WAL replication on. When off, followers fetch record
 	// bytes from the leader as in classic Kafka.
 	// +kubebuilder:default=true
 	// +optional
-	Enabled bool `json:"enabled"`
+	Enabled *bool `json:"enabled,omitempty"`
 
 	// UploadInterval is the longest time a pending byte waits before its
 	// WAL object is uploaded (wal.upload.interval.ms). 1ms to 10s.
@@ -178,7 +178,7 @@ type WALSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
-	UploadInterval metav1.Duration `json:"uploadInterval,omitempty"`
+	UploadInterval *metav1.Duration `json:"uploadInterval,omitempty"`
 
 	// MaxObjectBytes cuts a WAL object once this many bytes are pending
 	// (wal.object.max.bytes).
@@ -194,7 +194,7 @@ type WALSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
-	Retention metav1.Duration `json:"retention,omitempty"`
+	Retention *metav1.Duration `json:"retention,omitempty"`
 }
 
 // TieredStorageSpec configures the regional slow tier.
@@ -230,7 +230,7 @@ type TieredStorageSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
-	LocalRetention metav1.Duration `json:"localRetention,omitempty"`
+	LocalRetention *metav1.Duration `json:"localRetention,omitempty"`
 }
 
 // MetadataSpec selects the etcd cluster that holds the cluster metadata:
@@ -271,7 +271,7 @@ type ManagedEtcdSpec struct {
 	// StorageSize of each member's volume.
 	// +kubebuilder:default="10Gi"
 	// +optional
-	StorageSize resource.Quantity `json:"storageSize,omitempty"`
+	StorageSize *resource.Quantity `json:"storageSize,omitempty"`
 }
 
 // ListenerProtocol is a Kafka security protocol.
@@ -330,7 +330,7 @@ const (
 
 // LeaderPlacementSpec says where partition leaders should go.
 //
-// +kubebuilder:validation:XValidation:rule="self.policy != 'Zone' || (has(self.preferredZones) && size(self.preferredZones) > 0)",message="leaderPlacement.policy Zone needs at least one entry in preferredZones"
+// +kubebuilder:validation:XValidation:rule="!has(self.policy) || self.policy != 'Zone' || (has(self.preferredZones) && size(self.preferredZones) > 0)",message="leaderPlacement.policy Zone needs at least one entry in preferredZones"
 type LeaderPlacementSpec struct {
 	// Policy is Balanced (default) or Zone.
 	// +kubebuilder:default=Balanced
@@ -343,6 +343,9 @@ type LeaderPlacementSpec struct {
 	// +optional
 	PreferredZones []string `json:"preferredZones,omitempty"`
 }
+
+// IsEnabled reports whether WAL replication is on (the default).
+func (w WALSpec) IsEnabled() bool { return w.Enabled == nil || *w.Enabled }
 
 // KafkaClusterStatus is the observed state of a KafkaCluster.
 type KafkaClusterStatus struct {

@@ -1,0 +1,480 @@
+package controllers_test
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	strata "github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/controllers"
+)
+
+const (
+	timeout  = 30 * time.Second
+	interval = 50 * time.Millisecond
+)
+
+var nsCounter int
+
+// newNamespace gives each spec its own namespace.
+func newNamespace() string {
+	nsCounter++
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("kc-%d-%d", GinkgoParallelProcess(), nsCounter)}}
+	Expect(k8sClient.Create(suiteCtx, ns)).To(Succeed())
+	return ns.Name
+}
+
+// unreachableEndpoint is a loopback port nothing listens on.
+const unreachableEndpoint = "http://127.0.0.1:1"
+
+func makeBucket(ns, name, zone string) *strata.FastBucket {
+	fb := &strata.FastBucket{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: strata.FastBucketSpec{
+			Zone: zone, Bucket: "strata-wal-" + zone, Region: "us-east-1",
+			Endpoint: unreachableEndpoint, ForcePathStyle: true,
+		},
+	}
+	Expect(k8sClient.Create(suiteCtx, fb)).To(Succeed())
+	return fb
+}
+
+func clusterSpec(zones map[string]int32, order ...string) *strata.KafkaCluster {
+	kc := &strata.KafkaCluster{Spec: strata.KafkaClusterSpec{Config: map[string]string{"num.partitions": "6"}}}
+	for _, z := range order {
+		kc.Spec.Zones = append(kc.Spec.Zones, strata.ZoneSpec{
+			Name: z, Brokers: zones[z], FastBucketRef: &strata.LocalObjectReference{Name: "wal-" + z},
+		})
+	}
+	return kc
+}
+
+func createCluster(ns, name string, kc *strata.KafkaCluster) *strata.KafkaCluster {
+	kc.Namespace, kc.Name = ns, name
+	Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+	return kc
+}
+
+func getSTS(ns, name string) (*appsv1.StatefulSet, error) {
+	sts := &appsv1.StatefulSet{}
+	err := k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: name}, sts)
+	return sts, err
+}
+
+func getCluster(ns, name string) *strata.KafkaCluster {
+	kc := &strata.KafkaCluster{}
+	Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: name}, kc)).To(Succeed())
+	return kc
+}
+
+func brokerConfig(ns, cluster, zone string) (string, error) {
+	cm := &corev1.ConfigMap{}
+	if err := k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: controllers.ZoneConfigMapName(cluster, zone)}, cm); err != nil {
+		return "", err
+	}
+	return cm.Data[controllers.BrokerConfigFile], nil
+}
+
+// updateCluster applies mutate to the latest version, retrying on conflict.
+func updateCluster(ns, name string, mutate func(*strata.KafkaCluster)) {
+	Eventually(func() error {
+		kc := getCluster(ns, name)
+		mutate(kc)
+		return k8sClient.Update(suiteCtx, kc)
+	}, timeout, interval).Should(Succeed())
+}
+
+func zoneAffinity(sts *appsv1.StatefulSet) []string {
+	na := sts.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	for _, term := range na.NodeSelectorTerms {
+		for _, e := range term.MatchExpressions {
+			if e.Key == corev1.LabelTopologyZone && e.Operator == corev1.NodeSelectorOpIn {
+				return e.Values
+			}
+		}
+	}
+	return nil
+}
+
+var _ = Describe("KafkaCluster controller", func() {
+	var ns string
+	zones := []string{"us-east-1a", "us-east-1b", "us-east-1c"}
+	counts := map[string]int32{"us-east-1a": 3, "us-east-1b": 2, "us-east-1c": 1}
+
+	BeforeEach(func() {
+		ns = newNamespace()
+		for _, z := range zones {
+			makeBucket(ns, "wal-"+z, z)
+		}
+	})
+
+	It("lays a 3-zone cluster out as one StatefulSet per zone, each bound to its zone's bucket", func() {
+		createCluster(ns, "demo", clusterSpec(counts, zones...))
+
+		for i, z := range zones {
+			var sts *appsv1.StatefulSet
+			Eventually(func() error {
+				var err error
+				sts, err = getSTS(ns, "demo-"+z)
+				return err
+			}, timeout, interval).Should(Succeed())
+			Expect(sts.Spec.Replicas).To(HaveValue(Equal(counts[z])))
+			Expect(zoneAffinity(sts)).To(Equal([]string{z}), "StatefulSet %s must be pinned to zone %s", sts.Name, z)
+			Expect(sts.Spec.Template.Annotations).To(HaveKey(controllers.AnnotationConfigHash))
+			Expect(sts.Spec.Template.Spec.TopologySpreadConstraints).NotTo(BeEmpty())
+			Expect(sts.Spec.VolumeClaimTemplates).To(HaveLen(1))
+			Expect(metav1.IsControlledBy(sts, getCluster(ns, "demo"))).To(BeTrue())
+
+			cfg, err := brokerConfig(ns, "demo", z)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(cfg).To(ContainSubstring("\nbroker.rack=" + z + "\n"))
+			Expect(cfg).To(ContainSubstring("\nwal.bucket.name=strata-wal-" + z + "\n"))
+			Expect(cfg).To(ContainSubstring("\nwal.bucket.region=us-east-1\n"))
+			Expect(cfg).To(ContainSubstring("\nwal.bucket.endpoint=" + unreachableEndpoint + "\n"))
+			Expect(cfg).To(ContainSubstring(fmt.Sprintf("\nbroker.id.base=%d\n", i*strata.BrokerIDBlockSize)))
+		}
+
+		for _, name := range []string{"demo-brokers", "demo-bootstrap", "demo-etcd"} {
+			Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: name}, &corev1.Service{})).To(Succeed(), "Service %s", name)
+		}
+		etcd, err := getSTS(ns, "demo-etcd")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(etcd.Spec.Replicas).To(HaveValue(BeEquivalentTo(3)))
+		Expect(zoneAffinity(etcd)).To(ConsistOf(zones))
+		pdb := &policyv1.PodDisruptionBudget{}
+		Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: "demo-brokers"}, pdb)).To(Succeed())
+		Expect(pdb.Spec.MaxUnavailable.IntValue()).To(Equal(1))
+
+		Eventually(func(g Gomega) {
+			kc := getCluster(ns, "demo")
+			g.Expect(kc.Finalizers).To(ContainElement(controllers.Finalizer))
+			g.Expect(kc.Status.ObservedGeneration).To(Equal(kc.Generation))
+			g.Expect(kc.Status.BrokerIDBlocks).To(Equal([]strata.BrokerIDBlock{
+				{Zone: "us-east-1a", Base: 0}, {Zone: "us-east-1b", Base: 100}, {Zone: "us-east-1c", Base: 200},
+			}))
+			g.Expect(kc.Status.DesiredBrokers).To(BeEquivalentTo(6))
+			g.Expect(kc.Status.ZoneCount).To(BeEquivalentTo(3))
+			g.Expect(kc.Status.Brokers).To(ContainElements(
+				strata.BrokerStatus{ID: 0, Zone: "us-east-1a", Pod: "demo-us-east-1a-0"},
+				strata.BrokerStatus{ID: 2, Zone: "us-east-1a", Pod: "demo-us-east-1a-2"},
+				strata.BrokerStatus{ID: 101, Zone: "us-east-1b", Pod: "demo-us-east-1b-1"},
+				strata.BrokerStatus{ID: 200, Zone: "us-east-1c", Pod: "demo-us-east-1c-0"},
+			))
+			ready := meta.FindStatusCondition(kc.Status.Conditions, strata.ConditionReady)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Status).To(Equal(metav1.ConditionFalse)) // no pods in envtest
+			g.Expect(ready.Reason).To(Equal(controllers.ReasonBrokersNotReady))
+		}, timeout, interval).Should(Succeed())
+	})
+
+	It("scales one zone without touching the others", func() {
+		createCluster(ns, "scale", clusterSpec(counts, zones...))
+		before := map[string]string{}
+		Eventually(func(g Gomega) {
+			for _, z := range zones {
+				sts, err := getSTS(ns, "scale-"+z)
+				g.Expect(err).NotTo(HaveOccurred())
+				before[z] = sts.ResourceVersion
+			}
+		}, timeout, interval).Should(Succeed())
+
+		updateCluster(ns, "scale", func(kc *strata.KafkaCluster) { kc.Spec.Zones[1].Brokers = 5 })
+
+		Eventually(func() (int32, error) {
+			sts, err := getSTS(ns, "scale-us-east-1b")
+			return ptr.Deref(sts.Spec.Replicas, -1), err
+		}, timeout, interval).Should(BeEquivalentTo(5))
+		// The reconcile that scaled zone b has run; the other zones were
+		// left exactly as they were.
+		Eventually(func() int64 { return getCluster(ns, "scale").Status.ObservedGeneration }, timeout, interval).Should(Equal(getCluster(ns, "scale").Generation))
+		for _, z := range []string{"us-east-1a", "us-east-1c"} {
+			sts, err := getSTS(ns, "scale-"+z)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(sts.ResourceVersion).To(Equal(before[z]), "StatefulSet of zone %s changed", z)
+			Expect(sts.Spec.Replicas).To(HaveValue(Equal(counts[z])))
+		}
+		Eventually(func() []strata.BrokerStatus { return getCluster(ns, "scale").Status.Brokers }, timeout, interval).
+			Should(ContainElement(strata.BrokerStatus{ID: 104, Zone: "us-east-1b", Pod: "scale-us-east-1b-4"}))
+	})
+
+	It("rolls the pods when spec.config changes, through the config hash", func() {
+		createCluster(ns, "cfg", clusterSpec(counts, zones...))
+		hashes := map[string]string{}
+		Eventually(func(g Gomega) {
+			for _, z := range zones {
+				sts, err := getSTS(ns, "cfg-"+z)
+				g.Expect(err).NotTo(HaveOccurred())
+				hashes[z] = sts.Spec.Template.Annotations[controllers.AnnotationConfigHash]
+				g.Expect(hashes[z]).NotTo(BeEmpty())
+			}
+		}, timeout, interval).Should(Succeed())
+
+		updateCluster(ns, "cfg", func(kc *strata.KafkaCluster) { kc.Spec.Config["num.partitions"] = "12" })
+
+		for _, z := range zones {
+			Eventually(func() (string, error) {
+				sts, err := getSTS(ns, "cfg-"+z)
+				return sts.Spec.Template.Annotations[controllers.AnnotationConfigHash], err
+			}, timeout, interval).ShouldNot(Equal(hashes[z]), "zone %s config hash", z)
+			cfg, err := brokerConfig(ns, "cfg", z)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(cfg).To(ContainSubstring("\nnum.partitions=12\n"))
+		}
+	})
+
+	It("keeps broker ID blocks stable when zones are reordered, added and removed", func() {
+		createCluster(ns, "ids", clusterSpec(counts, zones...))
+		Eventually(func() []strata.BrokerIDBlock { return getCluster(ns, "ids").Status.BrokerIDBlocks }, timeout, interval).Should(HaveLen(3))
+
+		makeBucket(ns, "wal-us-east-1d", "us-east-1d")
+		updateCluster(ns, "ids", func(kc *strata.KafkaCluster) {
+			// new order: d (new) first, then c, b; a removed
+			kc.Spec.Zones = []strata.ZoneSpec{
+				{Name: "us-east-1d", Brokers: 1, FastBucketRef: &strata.LocalObjectReference{Name: "wal-us-east-1d"}},
+				kc.Spec.Zones[2], kc.Spec.Zones[1],
+			}
+		})
+		Eventually(func() []strata.BrokerIDBlock { return getCluster(ns, "ids").Status.BrokerIDBlocks }, timeout, interval).Should(Equal([]strata.BrokerIDBlock{
+			{Zone: "us-east-1a", Base: 0, Retired: true},
+			{Zone: "us-east-1b", Base: 100},
+			{Zone: "us-east-1c", Base: 200},
+			{Zone: "us-east-1d", Base: 300},
+		}))
+		Eventually(func() (string, error) { return brokerConfig(ns, "ids", "us-east-1d") }, timeout, interval).Should(ContainSubstring("\nbroker.id.base=300\n"))
+		cfg, err := brokerConfig(ns, "ids", "us-east-1b")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg).To(ContainSubstring("\nbroker.id.base=100\n"))
+		// The removed zone is scaled to zero, then deleted with its config.
+		Eventually(func() bool {
+			_, err := getSTS(ns, "ids-us-east-1a")
+			return apierrors.IsNotFound(err)
+		}, timeout, interval).Should(BeTrue())
+		_, err = brokerConfig(ns, "ids", "us-east-1a")
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ConfigMap of the removed zone: %v", err)
+	})
+
+	It("reports a missing FastBucket by name and creates nothing until it exists", func() {
+		kc := clusterSpec(map[string]int32{"us-east-1a": 1, "us-east-1z": 1}, "us-east-1a", "us-east-1z")
+		createCluster(ns, "missing", kc)
+
+		Eventually(func(g Gomega) {
+			c := meta.FindStatusCondition(getCluster(ns, "missing").Status.Conditions, strata.ConditionReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(controllers.ReasonFastBucketNotFound))
+			g.Expect(c.Message).To(ContainSubstring(`FastBucket "wal-us-east-1z" not found`))
+		}, timeout, interval).Should(Succeed())
+		Consistently(func() (int, error) {
+			var list appsv1.StatefulSetList
+			err := k8sClient.List(suiteCtx, &list, client.InNamespace(ns))
+			return len(list.Items), err
+		}, time.Second, interval).Should(BeZero(), "nothing may be half-created")
+		var cms corev1.ConfigMapList
+		Expect(k8sClient.List(suiteCtx, &cms, client.InNamespace(ns), client.MatchingLabels{controllers.LabelCluster: "missing"})).To(Succeed())
+		Expect(cms.Items).To(BeEmpty())
+
+		// Creating the bucket requeues the cluster through the FastBucket watch.
+		makeBucket(ns, "wal-us-east-1z", "us-east-1z")
+		Eventually(func() error { _, err := getSTS(ns, "missing-us-east-1z"); return err }, timeout, interval).Should(Succeed())
+	})
+
+	It("refuses a FastBucket of another zone", func() {
+		kc := clusterSpec(map[string]int32{"us-east-1a": 1}, "us-east-1a")
+		kc.Spec.Zones[0].FastBucketRef.Name = "wal-us-east-1b"
+		createCluster(ns, "mismatch", kc)
+		Eventually(func(g Gomega) {
+			c := meta.FindStatusCondition(getCluster(ns, "mismatch").Status.Conditions, strata.ConditionReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(controllers.ReasonFastBucketZoneMismatch))
+			g.Expect(c.Message).To(ContainSubstring(`FastBucket "wal-us-east-1b" is in zone us-east-1b`))
+		}, timeout, interval).Should(Succeed())
+		_, err := getSTS(ns, "mismatch-us-east-1a")
+		Expect(apierrors.IsNotFound(err)).To(BeTrue())
+	})
+
+	It("uses external etcd endpoints instead of running etcd", func() {
+		kc := clusterSpec(map[string]int32{"us-east-1a": 1}, "us-east-1a")
+		kc.Spec.Metadata.ExternalEndpoints = []string{"https://etcd.example:2379"}
+		createCluster(ns, "ext", kc)
+		Eventually(func() (string, error) { return brokerConfig(ns, "ext", "us-east-1a") }, timeout, interval).
+			Should(ContainSubstring("\nmetadata.etcd.endpoints=https://etcd.example:2379\n"))
+		_, err := getSTS(ns, "ext-etcd")
+		Expect(apierrors.IsNotFound(err)).To(BeTrue())
+	})
+
+	It("deletes the brokers' claims on deletion when deletionPolicy is Delete, and never the buckets", func() {
+		kc := clusterSpec(map[string]int32{"us-east-1a": 1}, "us-east-1a")
+		kc.Spec.DeletionPolicy = strata.DeletionPolicyDelete
+		createCluster(ns, "gone", kc)
+		Eventually(func() []string { return getCluster(ns, "gone").Finalizers }, timeout, interval).Should(ContainElement(controllers.Finalizer))
+
+		pvc := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data-gone-us-east-1a-0", Labels: map[string]string{controllers.LabelCluster: "gone"}},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			},
+		}
+		Expect(k8sClient.Create(suiteCtx, pvc)).To(Succeed())
+		Expect(k8sClient.Delete(suiteCtx, getCluster(ns, "gone"))).To(Succeed())
+
+		Eventually(func() bool {
+			err := k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: "gone"}, &strata.KafkaCluster{})
+			return apierrors.IsNotFound(err)
+		}, timeout, interval).Should(BeTrue())
+		Eventually(func() bool {
+			got := &corev1.PersistentVolumeClaim{}
+			err := k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(pvc), got)
+			// Either gone, or held only by the pvc-protection finalizer.
+			return apierrors.IsNotFound(err) || got.DeletionTimestamp != nil
+		}, timeout, interval).Should(BeTrue())
+		Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: "wal-us-east-1a"}, &strata.FastBucket{})).To(Succeed())
+	})
+})
+
+// expectRejected creates or updates obj and expects the API server to
+// refuse it with every one of the messages.
+func expectRejected(err error, messages ...string) {
+	GinkgoHelper()
+	Expect(err).To(HaveOccurred(), "the API server accepted an invalid object")
+	Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+	for _, m := range messages {
+		Expect(err.Error()).To(ContainSubstring(m))
+	}
+}
+
+var _ = Describe("CRD validation", func() {
+	var ns string
+	BeforeEach(func() { ns = newNamespace() })
+
+	valid := func() *strata.KafkaCluster {
+		kc := clusterSpec(map[string]int32{"a": 1, "b": 1}, "a", "b")
+		kc.Namespace, kc.Name = ns, "v"
+		return kc
+	}
+
+	It("accepts the valid baseline and fills in defaults", func() {
+		kc := valid()
+		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+		Expect(kc.Spec.WAL.Enabled).To(HaveValue(BeTrue()))
+		Expect(kc.Spec.WAL.UploadInterval.Duration).To(Equal(10 * time.Millisecond))
+		Expect(kc.Spec.WAL.Retention.Duration).To(Equal(time.Hour))
+		Expect(kc.Spec.Storage.Size.String()).To(Equal("100Gi"))
+		Expect(kc.Spec.Image).To(Equal(strata.DefaultImage))
+		Expect(kc.Spec.DeletionPolicy).To(Equal(strata.DeletionPolicyRetain))
+	})
+
+	DescribeTable("rejects invalid KafkaClusters",
+		func(mutate func(*strata.KafkaCluster), messages ...string) {
+			kc := valid()
+			mutate(kc)
+			expectRejected(k8sClient.Create(suiteCtx, kc), messages...)
+		},
+		Entry("duplicate zone names", func(kc *strata.KafkaCluster) { kc.Spec.Zones[1].Name = "a" },
+			"zone names must be unique"),
+		Entry("no zones", func(kc *strata.KafkaCluster) { kc.Spec.Zones = []strata.ZoneSpec{} },
+			"spec.zones", "should have at least 1 items"),
+		Entry("negative brokers", func(kc *strata.KafkaCluster) { kc.Spec.Zones[0].Brokers = -1 },
+			"spec.zones[0].brokers", "should be greater than or equal to 0"),
+		Entry("WAL without a fast bucket in every zone", func(kc *strata.KafkaCluster) { kc.Spec.Zones[1].FastBucketRef = nil },
+			"wal.enabled requires a fastBucketRef in every zone"),
+		Entry("upload interval above 10s", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL = strata.WALSpec{Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 20 * time.Second}, Retention: &metav1.Duration{Duration: time.Hour}}
+		}, "wal.uploadInterval must be between 1ms and 10s"),
+		Entry("upload interval below 1ms", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL = strata.WALSpec{Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 100 * time.Microsecond}, Retention: &metav1.Duration{Duration: time.Hour}}
+		}, "wal.uploadInterval must be between 1ms and 10s"),
+		Entry("retention shorter than the upload interval", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL = strata.WALSpec{Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 5 * time.Second}, Retention: &metav1.Duration{Duration: time.Second}}
+		}, "wal.retention must be at least wal.uploadInterval"),
+		Entry("config overriding the rack", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"broker.rack": "x"} },
+			"spec.config must not set broker.id, broker.id.base, broker.rack"),
+		Entry("both managed and external etcd", func(kc *strata.KafkaCluster) {
+			kc.Spec.Metadata = strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 3}, ExternalEndpoints: []string{"http://e:2379"}}
+		}, "set either managed or externalEndpoints, not both"),
+		Entry("an even number of etcd members", func(kc *strata.KafkaCluster) {
+			kc.Spec.Metadata = strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 4}}
+		}, "metadata.managed.replicas must be odd"),
+		Entry("Zone leader placement without zones", func(kc *strata.KafkaCluster) {
+			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone}
+		}, "leaderPlacement.policy Zone needs at least one entry in preferredZones"),
+		Entry("a preferred zone that is not a cluster zone", func(kc *strata.KafkaCluster) {
+			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, PreferredZones: []string{"nowhere"}}
+		}, "leaderPlacement.preferredZones must name zones listed in spec.zones"),
+		Entry("a zone named etcd", func(kc *strata.KafkaCluster) { kc.Spec.Zones[1].Name = "etcd" },
+			"zone name etcd is reserved"),
+		Entry("names too long for pod names", func(kc *strata.KafkaCluster) {
+			kc.Name = strings.Repeat("c", 40)
+			kc.Spec.Zones[0].Name = "zone-with-a-long-name"
+		},
+			"metadata.name and each zone name together must be at most 50 characters"),
+		Entry("duplicate listener ports", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "A", Port: 9092}, {Name: "B", Port: 9092}}
+		}, "listener ports must be unique"),
+	)
+
+	DescribeTable("rejects invalid FastBuckets",
+		func(mutate func(*strata.FastBucket), messages ...string) {
+			fb := &strata.FastBucket{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fb"},
+				Spec:       strata.FastBucketSpec{Zone: "a", Bucket: "wal-a", Region: "us-east-1"},
+			}
+			mutate(fb)
+			expectRejected(k8sClient.Create(suiteCtx, fb), messages...)
+		},
+		Entry("an S3Express bucket without the --x-s3 suffix", func(fb *strata.FastBucket) { fb.Spec.Type = strata.BucketTypeS3Express },
+			"an S3Express bucket name must end with --x-s3"),
+		Entry("Ambient credentials with a Secret", func(fb *strata.FastBucket) {
+			fb.Spec.Credentials = strata.S3Credentials{Source: strata.CredentialsAmbient, SecretRef: &strata.S3SecretReference{Name: "s"}}
+		}, "credentials.source Ambient must not set credentials.secretRef"),
+		Entry("Secret credentials without a Secret", func(fb *strata.FastBucket) {
+			fb.Spec.Credentials = strata.S3Credentials{Source: strata.CredentialsFromSecret}
+		}, "credentials.source Secret needs credentials.secretRef"),
+		Entry("an unknown bucket type", func(fb *strata.FastBucket) { fb.Spec.Type = "GCS" },
+			`spec.type: Unsupported value: "GCS"`),
+	)
+
+	It("keeps a FastBucket in its zone", func() {
+		fb := &strata.FastBucket{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fb"},
+			Spec:       strata.FastBucketSpec{Zone: "a", Bucket: "wal-a", Region: "us-east-1", Endpoint: unreachableEndpoint},
+		}
+		Expect(k8sClient.Create(suiteCtx, fb)).To(Succeed())
+		fb.Spec.Zone = "b"
+		expectRejected(k8sClient.Update(suiteCtx, fb), "zone is immutable")
+	})
+
+	It("validates KafkaTopics and lets partitions only grow", func() {
+		kt := &strata.KafkaTopic{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"},
+			Spec:       strata.KafkaTopicSpec{ClusterRef: strata.LocalObjectReference{Name: "demo"}, Partitions: 0, ReplicationFactor: 3},
+		}
+		expectRejected(k8sClient.Create(suiteCtx, kt.DeepCopy()), "spec.partitions", "should be greater than or equal to 1")
+		bad := kt.DeepCopy()
+		bad.Spec.Partitions, bad.Spec.ReplicationFactor = 3, 0
+		expectRejected(k8sClient.Create(suiteCtx, bad), "spec.replicationFactor", "should be greater than or equal to 1")
+
+		kt.Spec.Partitions = 6
+		Expect(k8sClient.Create(suiteCtx, kt)).To(Succeed())
+		kt.Spec.Partitions = 12
+		Expect(k8sClient.Update(suiteCtx, kt)).To(Succeed())
+		kt.Spec.Partitions = 4
+		expectRejected(k8sClient.Update(suiteCtx, kt), "partitions may only grow")
+		kt.Spec.Partitions = 12
+		kt.Spec.ClusterRef.Name = "other"
+		expectRejected(k8sClient.Update(suiteCtx, kt), "clusterRef is immutable")
+	})
+})
