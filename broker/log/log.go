@@ -109,11 +109,13 @@ func (l *Log) append(batches []record.Batch, leaderEpoch int32, asLeader bool) (
 	var total int64
 	records := int64(0)
 	next := l.leo
+	headers := make([]record.Header, len(batches))
 	for i, b := range batches {
 		if len(b) < record.BatchHeaderSize {
 			return AppendResult{}, fmt.Errorf("append: batch %d: %w: %d bytes", i, record.ErrCorrupt, len(b))
 		}
 		h := b.Header()
+		headers[i] = h
 		if h.Size() != len(b) {
 			return AppendResult{}, fmt.Errorf("append: batch %d: %w: header says %d bytes, have %d", i, record.ErrCorrupt, h.Size(), len(b))
 		}
@@ -138,7 +140,7 @@ func (l *Log) append(batches []record.Batch, leaderEpoch int32, asLeader bool) (
 
 	// Idempotent producers: reject duplicates and gaps before anything is
 	// stamped or written.
-	pending, dup, err := l.producers.check(batches, asLeader, l.leo)
+	pending, dup, err := l.producers.check(headers, asLeader, l.leo)
 	if err != nil {
 		if dup != nil {
 			return AppendResult{BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset, LogAppendTime: dup.appendTime, LogStartOffset: l.start}, err
@@ -240,6 +242,12 @@ func (l *Log) roll(nowMs int64) error {
 	copy(segs, l.segs)
 	l.segs = append(segs, s)
 	l.unflushed, l.dirty = 0, false // the sealed segment was fsynced; the new one is empty
+	// Producer state as of the new segment's base: Open replays only what
+	// follows the newest snapshot. Losing one costs a longer replay, so a
+	// failure is logged, not fatal.
+	if err := l.writeProducerSnapshot(); err != nil {
+		l.logger.Error(err, "producer snapshot at roll")
+	}
 	l.logger.V(1).Info("rolled segment", "base", s.base, "previous", old.base, "previousBytes", old.size)
 	return nil
 }
@@ -498,6 +506,9 @@ func (l *Log) shutdown(clean bool) error {
 	var errs []error
 	if clean && l.failed == nil {
 		if err := l.active().sync(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := l.writeProducerSnapshot(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -1,22 +1,361 @@
 package log
 
-import "github.com/strata-dev/strata/broker/record"
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
 
-// producerStates tracks idempotent producers. (Phase 1: no checks yet.)
-type producerStates struct{}
+	"github.com/strata-dev/strata/broker/record"
+)
 
+// Idempotent producer errors returned by AppendAsLeader.
+var (
+	// ErrDuplicateSequence: the batch was already appended (a producer
+	// retry). AppendResult carries the original batch's offsets; the
+	// broker answers the Produce request with success, as Kafka does.
+	ErrDuplicateSequence = errors.New("duplicate sequence number")
+	// ErrOutOfOrderSequence: the batch's first sequence does not follow
+	// the producer's last one (OUT_OF_ORDER_SEQUENCE_NUMBER).
+	ErrOutOfOrderSequence = errors.New("out of order sequence number")
+	// ErrInvalidProducerEpoch: the batch's producer epoch is older than
+	// the producer's current one (INVALID_PRODUCER_EPOCH).
+	ErrInvalidProducerEpoch = errors.New("invalid producer epoch")
+)
+
+// maxProducerBatches is how many recent batches are kept per producer:
+// Kafka's limit of 5 in-flight requests per idempotent producer.
+const maxProducerBatches = 5
+
+const snapshotSuffix = ".snapshot"
+
+// producerBatch is what is remembered of a producer's recent batch.
 type producerBatch struct {
-	firstOffset, lastOffset, appendTime int64
+	FirstSeq    int32 `json:"firstSeq"`
+	LastSeq     int32 `json:"lastSeq"`
+	firstOffset int64
+	lastOffset  int64
+	appendTime  int64 // LogAppendTime stamped, -1 for CreateTime
 }
 
-type pendingProducers struct{}
-
-func (p *producerStates) check(batches []record.Batch, asLeader bool, leo int64) (*pendingProducers, *producerBatch, error) {
-	return nil, nil, nil
+// producerEntry is the state of one producer id in this partition.
+type producerEntry struct {
+	Epoch   int16           `json:"epoch"`
+	Batches []producerBatch `json:"batches"` // oldest first, at most maxProducerBatches
 }
 
-func (p *producerStates) commit(*pendingProducers, int64) {}
+func (e *producerEntry) lastSeq() int32 {
+	if len(e.Batches) == 0 {
+		return -1
+	}
+	return e.Batches[len(e.Batches)-1].LastSeq
+}
 
-func (p *producerStates) rebuild(*Log) error { return nil }
-func (p *producerStates) truncateHead(int64) {}
-func (p *producerStates) reset()             {}
+func (e *producerEntry) lastOffset() int64 {
+	if len(e.Batches) == 0 {
+		return -1
+	}
+	return e.Batches[len(e.Batches)-1].lastOffset
+}
+
+func (e *producerEntry) add(b producerBatch) {
+	e.Batches = append(e.Batches, b)
+	if len(e.Batches) > maxProducerBatches {
+		e.Batches = append(e.Batches[:0], e.Batches[len(e.Batches)-maxProducerBatches:]...)
+	}
+}
+
+// producerStates maps producer id to its state. Guarded by Log.mu.
+type producerStates struct {
+	m map[int64]*producerEntry
+}
+
+// pendingProducers are the entries an append will install once written.
+type pendingProducers map[int64]*producerEntry
+
+func inSequence(last, next int32) bool {
+	return int64(next) == int64(last)+1 || (next == 0 && last == 1<<31-1)
+}
+
+// check validates the idempotent producer fields of batches about to be
+// appended at leo. Leaders check epochs, duplicates and sequence order;
+// followers only track. A duplicate returns its original metadata.
+func (p *producerStates) check(headers []record.Header, asLeader bool, leo int64) (pendingProducers, *producerBatch, error) {
+	var pending pendingProducers
+	off := leo
+	for _, h := range headers {
+		first := off
+		if !asLeader {
+			first = h.BaseOffset
+		}
+		off = first + int64(h.LastOffsetDelta) + 1
+		if h.ProducerID < 0 || h.IsControl() {
+			continue
+		}
+		if pending == nil {
+			pending = pendingProducers{}
+		}
+		cur, ok := pending[h.ProducerID]
+		if !ok {
+			cur = &producerEntry{Epoch: -1}
+			if e := p.m[h.ProducerID]; e != nil {
+				cur.Epoch, cur.Batches = e.Epoch, append([]producerBatch(nil), e.Batches...)
+			}
+			pending[h.ProducerID] = cur
+		}
+		meta := producerBatch{FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(), firstOffset: first, lastOffset: off - 1, appendTime: -1}
+		if asLeader {
+			known := cur.Epoch >= 0
+			if known && h.ProducerEpoch < cur.Epoch {
+				return nil, nil, fmt.Errorf("producer %d epoch %d is older than %d: %w", h.ProducerID, h.ProducerEpoch, cur.Epoch, ErrInvalidProducerEpoch)
+			}
+			if known && h.ProducerEpoch == cur.Epoch {
+				for i := range cur.Batches {
+					if d := cur.Batches[i]; d.FirstSeq == meta.FirstSeq && d.LastSeq == meta.LastSeq {
+						return nil, &d, fmt.Errorf("producer %d epoch %d sequence %d..%d at offset %d: %w", h.ProducerID, h.ProducerEpoch, d.FirstSeq, d.LastSeq, d.firstOffset, ErrDuplicateSequence)
+					}
+				}
+				// No known batches (all below the log start): any sequence.
+				if len(cur.Batches) > 0 && !inSequence(cur.lastSeq(), meta.FirstSeq) {
+					return nil, nil, fmt.Errorf("producer %d epoch %d: sequence %d does not follow %d: %w", h.ProducerID, h.ProducerEpoch, meta.FirstSeq, cur.lastSeq(), ErrOutOfOrderSequence)
+				}
+			}
+			if known && h.ProducerEpoch > cur.Epoch && meta.FirstSeq != 0 {
+				return nil, nil, fmt.Errorf("producer %d new epoch %d must start at sequence 0, not %d: %w", h.ProducerID, h.ProducerEpoch, meta.FirstSeq, ErrOutOfOrderSequence)
+			}
+		}
+		if h.ProducerEpoch != cur.Epoch {
+			cur.Epoch, cur.Batches = h.ProducerEpoch, nil
+		}
+		cur.add(meta)
+	}
+	return pending, nil, nil
+}
+
+// commit installs the pending entries of a successful append.
+func (p *producerStates) commit(pending pendingProducers, appendTime int64) {
+	if len(pending) == 0 {
+		return
+	}
+	if p.m == nil {
+		p.m = map[int64]*producerEntry{}
+	}
+	for id, e := range pending {
+		if appendTime >= 0 {
+			for i := range e.Batches {
+				if e.Batches[i].appendTime < 0 {
+					e.Batches[i].appendTime = appendTime
+				}
+			}
+		}
+		p.m[id] = e
+	}
+}
+
+// update tracks one stored batch during a rebuild (no checks).
+func (p *producerStates) update(h record.Header) {
+	pending, _, _ := p.check([]record.Header{h}, false, 0)
+	appendTime := int64(-1)
+	if h.TimestampType() == record.TimestampLogAppendTime {
+		appendTime = h.MaxTimestamp
+	}
+	p.commit(pending, appendTime)
+}
+
+// truncateHead forgets producers whose last batch is below the log start
+// (Kafka: evicting unretained producers).
+func (p *producerStates) truncateHead(start int64) {
+	for id, e := range p.m {
+		if e.lastOffset() < start {
+			delete(p.m, id)
+		}
+	}
+}
+
+func (p *producerStates) reset() { p.m = nil }
+
+// snapshot file: one JSON object per line per producer, then a line with
+// the CRC-32C of everything before it.
+type snapshotEntry struct {
+	ID      int64               `json:"id"`
+	Epoch   int16               `json:"epoch"`
+	Batches []snapshotBatchJSON `json:"batches"`
+}
+
+type snapshotBatchJSON struct {
+	FirstSeq    int32 `json:"firstSeq"`
+	LastSeq     int32 `json:"lastSeq"`
+	FirstOffset int64 `json:"firstOffset"`
+	LastOffset  int64 `json:"lastOffset"`
+	AppendTime  int64 `json:"appendTime"`
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func (p *producerStates) encode() []byte {
+	ids := make([]int64, 0, len(p.m))
+	for id := range p.m {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	var out []byte
+	for _, id := range ids {
+		e := p.m[id]
+		se := snapshotEntry{ID: id, Epoch: e.Epoch}
+		for _, b := range e.Batches {
+			se.Batches = append(se.Batches, snapshotBatchJSON{b.FirstSeq, b.LastSeq, b.firstOffset, b.lastOffset, b.appendTime})
+		}
+		line, _ := json.Marshal(se)
+		out = append(append(out, line...), '\n')
+	}
+	return append(out, fmt.Sprintf("crc %08x\n", crc32.Checksum(out, castagnoli))...)
+}
+
+func decodeSnapshot(data []byte) (map[int64]*producerEntry, error) {
+	i := strings.LastIndex(strings.TrimSuffix(string(data), "\n"), "\n") + 1
+	body, trailer := data[:i], strings.TrimSpace(string(data[i:]))
+	if trailer != fmt.Sprintf("crc %08x", crc32.Checksum(body, castagnoli)) {
+		return nil, fmt.Errorf("checksum mismatch")
+	}
+	m := map[int64]*producerEntry{}
+	sc := bufio.NewScanner(strings.NewReader(string(body)))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var se snapshotEntry
+		if err := json.Unmarshal(sc.Bytes(), &se); err != nil {
+			return nil, err
+		}
+		e := &producerEntry{Epoch: se.Epoch}
+		for _, b := range se.Batches {
+			e.Batches = append(e.Batches, producerBatch{FirstSeq: b.FirstSeq, LastSeq: b.LastSeq, firstOffset: b.FirstOffset, lastOffset: b.LastOffset, appendTime: b.AppendTime})
+		}
+		m[se.ID] = e
+	}
+	return m, sc.Err()
+}
+
+func (l *Log) snapshotName(offset int64) string { return segmentName(l.dir, offset, snapshotSuffix) }
+
+// writeProducerSnapshot records producer state as of the log end offset,
+// so that Open only scans batches after it. Called with mu held.
+func (l *Log) writeProducerSnapshot() error {
+	if err := writeFileAtomic(l.fs, l.dir, l.snapshotName(l.leo), l.producers.encode()); err != nil {
+		return fmt.Errorf("write producer snapshot: %w", err)
+	}
+	return nil
+}
+
+// snapshotOffsets lists the offsets of the snapshot files, ascending.
+func (l *Log) snapshotOffsets() ([]int64, error) {
+	entries, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return nil, err
+	}
+	var offs []int64
+	for _, e := range entries {
+		stem, ok := strings.CutSuffix(e.Name(), snapshotSuffix)
+		if !ok || len(stem) != segmentNameDigits {
+			continue
+		}
+		if off, err := strconv.ParseInt(stem, 10, 64); err == nil {
+			offs = append(offs, off)
+		}
+	}
+	sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+	return offs, nil
+}
+
+// removeSnapshots deletes snapshot files for which drop is true.
+func (l *Log) removeSnapshots(drop func(off int64) bool) error {
+	offs, err := l.snapshotOffsets()
+	if err != nil {
+		return err
+	}
+	for _, off := range offs {
+		if drop(off) {
+			if err := l.fs.Remove(l.snapshotName(off)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// rebuildProducers loads the newest usable snapshot at or below the log
+// end offset and replays batch headers after it. Called with mu held (or
+// during Open).
+func (l *Log) rebuildProducers() error {
+	l.producers.reset()
+	if err := l.removeSnapshots(func(off int64) bool { return off > l.leo }); err != nil {
+		return err
+	}
+	offs, err := l.snapshotOffsets()
+	if err != nil {
+		return err
+	}
+	from := l.start
+	for i := len(offs) - 1; i >= 0; i-- {
+		if offs[i] < l.start {
+			break
+		}
+		data, err := readFile(l.fs, l.snapshotName(offs[i]))
+		if err == nil {
+			var m map[int64]*producerEntry
+			if m, err = decodeSnapshot(data); err == nil {
+				l.producers.m, from = m, offs[i]
+				break
+			}
+		}
+		l.logger.Info("ignoring unreadable producer snapshot", "file", l.snapshotName(offs[i]), "reason", err.Error())
+	}
+	if from >= l.leo {
+		return nil
+	}
+	for i := l.segmentFor(from); i < len(l.segs); i++ {
+		s := l.segs[i]
+		pos := int64(0)
+		if s.base <= from {
+			if pos, err = s.lookup(from); err != nil {
+				return err
+			}
+		}
+		r := bufio.NewReaderSize(io.NewSectionReader(s.f, pos, s.size-pos), 64<<10)
+		for pos < s.size {
+			var hb [record.BatchHeaderSize]byte
+			if _, err := io.ReadFull(r, hb[:]); err != nil {
+				return &CorruptionError{File: s.name, Offset: pos, Err: err}
+			}
+			h, _ := record.ParseHeader(hb[:])
+			if h.Size() < record.BatchHeaderSize || pos+int64(h.Size()) > s.size {
+				return &CorruptionError{File: s.name, Offset: pos, Err: fmt.Errorf("%w: batch length %d", record.ErrCorrupt, h.BatchLength)}
+			}
+			if _, err := r.Discard(h.Size() - record.BatchHeaderSize); err != nil {
+				return &CorruptionError{File: s.name, Offset: pos, Err: err}
+			}
+			pos += int64(h.Size())
+			if h.LastOffset() >= from {
+				l.producers.update(h)
+			}
+		}
+	}
+	l.producers.truncateHead(l.start)
+	return nil
+}
+
+// ProducerState returns the epoch and last sequence known for a producer
+// id, ok false when unknown (tests, DescribeProducers).
+func (l *Log) ProducerState(producerID int64) (epoch int16, lastSequence int32, lastOffset int64, ok bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	e := l.producers.m[producerID]
+	if e == nil {
+		return -1, -1, -1, false
+	}
+	return e.Epoch, e.lastSeq(), e.lastOffset(), true
+}

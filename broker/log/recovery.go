@@ -174,7 +174,7 @@ func (l *Log) recover() error {
 			return err
 		}
 	}
-	if err := l.producers.rebuild(l); err != nil {
+	if err := l.rebuildProducers(); err != nil {
 		return err
 	}
 	return nil

@@ -86,6 +86,8 @@ func (l *Log) deleteOldest(n int) error {
 		errs = append(errs, l.epochs.persist())
 	}
 	l.producers.truncateHead(l.start)
+	start := l.start
+	errs = append(errs, l.removeSnapshots(func(off int64) bool { return off < start }))
 	errs = append(errs, syncDir(l.fs, l.dir))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("retention: %w", err)
@@ -121,6 +123,7 @@ func (l *Log) DeleteRecordsBefore(offset int64) error {
 		n++
 	}
 	if n == 0 {
+		l.producers.truncateHead(l.start)
 		if l.epochs.truncateFromStart(l.start) {
 			return l.epochs.persist()
 		}
@@ -282,7 +285,7 @@ func (l *Log) truncateLocked(offset int64) error {
 	if err := syncDir(l.fs, l.dir); err != nil {
 		return err
 	}
-	return l.producers.rebuild(l)
+	return l.rebuildProducers()
 }
 
 // truncateFullyLocked deletes every segment and restarts the log empty at
@@ -309,5 +312,8 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		return err
 	}
 	l.producers.reset()
+	if err := l.removeSnapshots(func(int64) bool { return true }); err != nil {
+		return err
+	}
 	return syncDir(l.fs, l.dir)
 }
