@@ -1,7 +1,12 @@
 package controllers_test
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -14,7 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -446,6 +453,35 @@ var _ = Describe("CRD validation", func() {
 		Entry("an unknown bucket type", func(fb *strata.FastBucket) { fb.Spec.Type = "GCS" },
 			`spec.type: Unsupported value: "GCS"`),
 	)
+
+	It("accepts every sample in config/samples (server-side dry run)", func() {
+		files, err := filepath.Glob(filepath.Join("..", "config", "samples", "*.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		created := map[string]int{}
+		for _, f := range files {
+			if filepath.Base(f) == "kustomization.yaml" {
+				continue
+			}
+			data, err := os.ReadFile(f)
+			Expect(err).NotTo(HaveOccurred())
+			dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+			for {
+				u := &unstructured.Unstructured{}
+				if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+					break
+				} else {
+					Expect(err).NotTo(HaveOccurred(), f)
+				}
+				if len(u.Object) == 0 {
+					continue
+				}
+				u.SetNamespace(ns)
+				Expect(k8sClient.Create(suiteCtx, u, client.DryRunAll)).To(Succeed(), "%s: %s %s", f, u.GetKind(), u.GetName())
+				created[u.GetKind()]++
+			}
+		}
+		Expect(created).To(Equal(map[string]int{"Secret": 1, "FastBucket": 3, "KafkaCluster": 1, "KafkaTopic": 1}))
+	})
 
 	It("keeps a FastBucket in its zone", func() {
 		fb := &strata.FastBucket{
