@@ -17,6 +17,9 @@
 //	                                maxTimestampSoFar int64 | relativeOffset uint32
 //	leader-epoch-checkpoint         "0\n<n>\n<epoch> <startOffset>\n..."
 //	log-start-offset-checkpoint     "0\n<logStartOffset>\n"
+//	00000000000000004211.snapshot   idempotent producer state as of that offset
+//	                                (JSON lines + CRC-32C trailer), written at
+//	                                each roll and on Close
 //	.clean-shutdown                 written by Close, removed by Open
 //
 // Segment names are the 20-digit base offset. All integers are big endian.
@@ -42,6 +45,18 @@
 // are rebuilt by scanning; a bad batch met while rebuilding a segment other
 // than the last is returned as *CorruptionError (file and byte offset)
 // instead of being deleted. docs/storage.md has the table of outcomes.
+//
+// # Idempotent producers
+//
+// Per producer id the log keeps the epoch and the last five batches'
+// sequence ranges and offsets. AppendAsLeader rejects a batch with an older
+// epoch (ErrInvalidProducerEpoch), a sequence that does not follow the last
+// one or a new epoch not starting at 0 (ErrOutOfOrderSequence), and answers
+// an exact retry of one of the last five batches with ErrDuplicateSequence
+// plus the original offsets. Followers only track. The state is rebuilt on
+// Open and after TruncateTo from the newest snapshot at or below the log
+// end plus a header scan of the batches after it; producers whose last
+// batch falls below the log start are forgotten.
 //
 // # Concurrency
 //

@@ -50,8 +50,9 @@ type Log struct {
 	closed     bool
 	failed     error
 	flushReset chan struct{}
-	flushStop  chan struct{}
-	flushDone  chan struct{}
+	flushStop   chan struct{}
+	flushDone   chan struct{}
+	stopFlusher sync.Once
 }
 
 // AppendResult describes an append.
@@ -494,6 +495,12 @@ func (l *Log) Close() error {
 }
 
 func (l *Log) shutdown(clean bool) error {
+	// Stop the flusher before taking the locks: a tick in progress needs
+	// them to finish.
+	l.stopFlusher.Do(func() {
+		close(l.flushStop)
+		<-l.flushDone
+	})
 	l.ioMu.Lock()
 	defer l.ioMu.Unlock()
 	l.mu.Lock()
@@ -519,8 +526,6 @@ func (l *Log) shutdown(clean bool) error {
 		errs = append(errs, writeFileAtomic(l.fs, l.dir, l.path(cleanShutdownFile), nil))
 	}
 	l.mu.Unlock()
-	close(l.flushStop)
-	<-l.flushDone
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close log %s: %w", l.dir, err)
 	}

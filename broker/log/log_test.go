@@ -548,3 +548,59 @@ func TestWaitWakesOnAppend(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestPeriodicFlush(t *testing.T) {
+	cfg := testConfig()
+	cfg.FlushInterval = time.Millisecond
+	l := openLog(t, t.TempDir(), cfg)
+	dirty := func() bool { l.mu.RLock(); defer l.mu.RUnlock(); return l.dirty }
+	for round := 0; round < 3; round++ {
+		mustAppend(t, l, batch(t, 2, 10, 1))
+		deadline := time.Now().Add(10 * time.Second)
+		for dirty() {
+			if time.Now().After(deadline) {
+				t.Fatal("the flusher did not fsync within 10s")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// Switching the policy off stops timer flushes.
+	off := cfg
+	off.FlushInterval = -1
+	if err := l.SetConfig(off); err != nil {
+		t.Fatal(err)
+	}
+	// Close while the flusher may be mid-tick must not deadlock.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFlushOnEveryAppendAndMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		interval  time.Duration
+		messages  int64
+		dirtyAfter []bool // after each append of 2 records
+	}{
+		{"every append", 0, 0, []bool{false, false, false}},
+		{"every 4 messages", -1, 4, []bool{true, false, true}},
+		{"never", -1, 0, []bool{true, true, true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.FlushInterval, cfg.FlushMessages = tc.interval, tc.messages
+			l := openLog(t, t.TempDir(), cfg)
+			defer l.Close()
+			for i, want := range tc.dirtyAfter {
+				mustAppend(t, l, batch(t, 2, 10, 1))
+				l.mu.RLock()
+				got := l.dirty
+				l.mu.RUnlock()
+				if got != want {
+					t.Fatalf("after append %d dirty=%v, want %v", i, got, want)
+				}
+			}
+		})
+	}
+}
