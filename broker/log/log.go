@@ -37,19 +37,19 @@ type Log struct {
 	ioMu sync.RWMutex
 	mu   sync.RWMutex
 
-	cfg        Config
-	segs       []*segment // sorted by base; the last one is active. Replaced, never mutated in place.
-	start      int64      // log start offset
-	leo        int64      // log end offset
-	size       int64      // sum of segment sizes
-	epochs     epochCache
-	producers  producerStates
-	unflushed  int64 // records appended since the last fsync
-	dirty      bool  // bytes appended since the last fsync
-	waitCh     chan struct{}
-	closed     bool
-	failed     error
-	flushReset chan struct{}
+	cfg         Config
+	segs        []*segment // sorted by base; the last one is active. Replaced, never mutated in place.
+	start       int64      // log start offset
+	leo         int64      // log end offset
+	size        int64      // sum of segment sizes
+	epochs      epochCache
+	producers   producerStates
+	unflushed   int64 // records appended since the last fsync
+	dirty       bool  // bytes appended since the last fsync
+	waitCh      chan struct{}
+	closed      bool
+	failed      error
+	flushReset  chan struct{}
 	flushStop   chan struct{}
 	flushDone   chan struct{}
 	stopFlusher sync.Once

@@ -578,9 +578,9 @@ func TestPeriodicFlush(t *testing.T) {
 
 func TestFlushOnEveryAppendAndMessages(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		interval  time.Duration
-		messages  int64
+		name       string
+		interval   time.Duration
+		messages   int64
 		dirtyAfter []bool // after each append of 2 records
 	}{
 		{"every append", 0, 0, []bool{false, false, false}},
