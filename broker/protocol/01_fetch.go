@@ -1,6 +1,6 @@
 package protocol
 
-// Fetch (key 1), versions 4-12.
+// Fetch (key 1), versions 4-16.
 //
 // Reads up to the high watermark (the log end offset on a single broker),
 // honouring MaxBytes (request), PartitionMaxBytes (partition) and KIP-74:
@@ -13,8 +13,9 @@ package protocol
 // every response has session ID 0, which tells the client to send full
 // requests; a request naming a session ID gets FETCH_SESSION_ID_NOT_FOUND.
 // CurrentLeaderEpoch (v9+) is checked; LastStableOffset equals the high
-// watermark (no transactions). Follower fetching (ReplicaID >= 0) is not
-// served by this single broker (the replication engineer adds it).
+// watermark (no transactions). v13+ name topics by UUID (UNKNOWN_TOPIC_ID
+// for an unknown one). Follower fetching (ReplicaID >= 0) is not served by
+// this single broker (the replication engineer adds it).
 
 import (
 	"context"
@@ -29,7 +30,7 @@ import (
 	"github.com/strata-dev/strata/broker/log"
 )
 
-func init() { register(kmsg.Fetch, 4, 12, handleFetch) }
+func init() { register(kmsg.Fetch, 4, 16, handleFetch) }
 
 // maxFetchWait bounds MaxWaitMillis (clients send at most a few seconds;
 // this keeps a bad value from parking a connection for days).
@@ -96,13 +97,24 @@ func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, waits *[]<-
 	total := 0
 	for _, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()
-		st.Topic = rt.Topic
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		topic, topicErr := rt.Topic, error(nil)
+		if req.Version >= 13 {
+			if info, ok := b.TopicByID(rt.TopicID); ok {
+				topic = info.Name
+			} else {
+				topicErr = kerr.UnknownTopicID
+			}
+		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 			sp.RecordBatches = []byte{}
-			n, err := fetchPartition(b, rt.Topic, rp, &sp, budget, total == 0, waits)
+			n, err := 0, topicErr
+			if err == nil {
+				n, err = fetchPartition(b, topic, rp, &sp, budget, total == 0, waits)
+			}
 			if err != nil {
 				sp.ErrorCode = broker.ErrorCode(err)
 			}

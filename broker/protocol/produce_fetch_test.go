@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -100,7 +101,7 @@ func TestLongPollWakesOnProduce(t *testing.T) {
 	req.MaxBytes = 1 << 20
 	req.SessionEpoch = -1
 	ft := kmsg.NewFetchRequestTopic()
-	ft.Topic = "longpoll"
+	ft.Topic, ft.TopicID = "longpoll", topicID(t, adm, "longpoll") // kgo picks v16: by ID
 	fp := kmsg.NewFetchRequestTopicPartition()
 	fp.Partition = 0
 	fp.FetchOffset = 0
@@ -139,13 +140,13 @@ func TestFetchOffsetOutOfRange(t *testing.T) {
 	b := brokertest.Start(t)
 	adm := newAdmin(t, b.Addr())
 	createTopic(t, adm, "oor", 1, nil)
+	id := topicID(t, adm, "oor")
 	cl := newClient(t, b.Addr())
 	fetch := func(offset int64) kmsg.FetchResponseTopicPartition {
 		req := kmsg.NewPtrFetchRequest()
-		req.Version = 11
-		req.MaxBytes = 1 << 20
+		req.MaxBytes = 1 << 20 // kgo sends the highest version both sides serve (16)
 		req.SessionEpoch = -1
-		req.Topics = []kmsg.FetchRequestTopic{{Topic: "oor", Partitions: []kmsg.FetchRequestTopicPartition{
+		req.Topics = []kmsg.FetchRequestTopic{{Topic: "oor", TopicID: id, Partitions: []kmsg.FetchRequestTopicPartition{
 			{Partition: 0, FetchOffset: offset, PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1},
 		}}}
 		resp, err := req.RequestWith(context.Background(), cl)
@@ -157,7 +158,21 @@ func TestFetchOffsetOutOfRange(t *testing.T) {
 	if p := fetch(5); p.ErrorCode != 1 { // OFFSET_OUT_OF_RANGE
 		t.Fatalf("fetch at 5 of an empty log: error %d, want 1", p.ErrorCode)
 	}
+	id = [16]byte{1}
+	if p := fetch(0); p.ErrorCode != 100 { // UNKNOWN_TOPIC_ID
+		t.Fatalf("fetch of an unknown topic ID: error %d, want 100", p.ErrorCode)
+	}
+	id = topicID(t, adm, "oor")
 	if p := fetch(0); p.ErrorCode != 0 || p.RecordBatches == nil || len(p.RecordBatches) != 0 || p.HighWatermark != 0 {
 		t.Fatalf("fetch at the end: %+v, want empty non-null records", p)
 	}
+}
+
+func topicID(t *testing.T, adm *kadm.Client, topic string) [16]byte {
+	t.Helper()
+	md, err := adm.ListTopics(testCtx(t), topic)
+	if err != nil || md[topic].Err != nil {
+		t.Fatalf("metadata of %s: %v %v", topic, err, md[topic].Err)
+	}
+	return md[topic].ID
 }

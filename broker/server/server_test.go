@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
@@ -95,7 +96,8 @@ func TestShutdownAnswersParkedFetch(t *testing.T) {
 	req.MinBytes = 1
 	req.MaxBytes = 1 << 20
 	req.SessionEpoch = -1
-	req.Topics = []kmsg.FetchRequestTopic{{Topic: "lp", Partitions: []kmsg.FetchRequestTopicPartition{
+	b, _ := s.Broker().Topic("lp")
+	req.Topics = []kmsg.FetchRequestTopic{{Topic: "lp", TopicID: b.ID, Partitions: []kmsg.FetchRequestTopicPartition{
 		{Partition: 0, FetchOffset: 1, PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1},
 	}}}
 	type result struct {
@@ -131,3 +133,49 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestRetentionLoop checks that log.retention.check.interval.ms drives
+// retention: old segments of a topic with a short retention.ms go away
+// without any client action.
+func TestRetentionLoop(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Broker.DataDir = t.TempDir()
+	if _, err := ApplySettings(&cfg, map[string]string{"log.retention.check.interval.ms": "10"}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(context.Background(), cfg, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr()), kgo.DefaultProduceTopic("short"), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{
+		"retention.ms": ptr("60000"), "segment.bytes": ptr("1024"),
+	}, "short"); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	for range 50 {
+		r := &kgo.Record{Value: make([]byte, 200), Timestamp: old}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := s.Broker().Partition("short", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return p.Log.StartOffset() > 0 })
+	if p.Log.EndOffset() != 50 {
+		t.Fatalf("end offset %d, want 50", p.Log.EndOffset())
+	}
+}
+
+func ptr(s string) *string { return &s }
