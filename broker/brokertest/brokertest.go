@@ -2,6 +2,9 @@ package brokertest
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -140,13 +143,14 @@ func (b *Broker) Restart() {
 	b.start()
 }
 
-// waitListening polls until addr accepts TCP connections or the deadline
-// passes.
-func waitListening(addr string, deadline time.Time) error {
+// waitReady polls until addr answers an ApiVersions request or the
+// deadline passes. A bare TCP connect is not enough: the listener is bound
+// (and the kernel accepts connections) before the data directory has been
+// recovered.
+func waitReady(addr string, deadline time.Time) error {
 	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
+		err := apiVersions(addr, deadline)
 		if err == nil {
-			c.Close()
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -154,4 +158,26 @@ func waitListening(addr string, deadline time.Time) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+func apiVersions(addr string, deadline time.Time) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(deadline)
+	// ApiVersions v0, correlation ID 1, client ID "brokertest".
+	req := []byte{0, 0, 0, 20, 0, 18, 0, 0, 0, 0, 0, 1, 0, 10, 'b', 'r', 'o', 'k', 'e', 'r', 't', 'e', 's', 't'}
+	if _, err := c.Write(req); err != nil {
+		return err
+	}
+	var hdr [8]byte
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		return err
+	}
+	if cid := binary.BigEndian.Uint32(hdr[4:]); cid != 1 {
+		return fmt.Errorf("ApiVersions answered with correlation ID %d", cid)
+	}
+	return nil
 }

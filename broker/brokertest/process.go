@@ -86,7 +86,7 @@ type Process struct {
 
 // StartProcess builds (once) and starts `strata broker` as a subprocess on
 // 127.0.0.1 with a free port and a temporary data directory, and waits
-// until it accepts connections. It is stopped (SIGTERM, then SIGKILL) when
+// until it answers Kafka requests (its data directory is recovered). It is stopped (SIGTERM, then SIGKILL) when
 // the test ends; its output is printed if the test failed.
 func StartProcess(t testing.TB, opts ...Option) *Process {
 	t.Helper()
@@ -135,7 +135,7 @@ func (p *Process) Start() {
 
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if err := waitListening(p.addr, time.Now().Add(200*time.Millisecond)); err == nil {
+		if err := waitReady(p.addr, time.Now().Add(200*time.Millisecond)); err == nil {
 			return
 		}
 		select {
