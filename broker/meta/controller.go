@@ -130,10 +130,12 @@ func (c *Controller) lead(ctx context.Context, election *concurrency.Election) e
 	log.Info("became controller", "electionRevision", election.Rev())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var prev *ClusterState
 	for st := range c.store.Watch(ctx) {
-		if err := c.reconcile(ctx, term, st); err != nil {
+		if err := c.reconcile(ctx, term, prev, st); err != nil {
 			return err
 		}
+		prev = st
 	}
 	return ctx.Err()
 }
@@ -141,27 +143,55 @@ func (c *Controller) lead(ctx context.Context, election *concurrency.Election) e
 // errFenced: a write failed because this broker no longer holds the role.
 var errFenced = fmt.Errorf("%w: election key gone", ErrNotController)
 
-// reconcile brings every partition of st to the state reconcilePartition
-// wants. A lost compare-and-swap is skipped: the watch delivers the newer
-// state and the next pass decides again.
-func (c *Controller) reconcile(ctx context.Context, term *leadership, st *ClusterState) error {
+// reconcile brings the partitions of st to the state controllerWants. When
+// the broker set is the same as in prev, only topics whose partitions or
+// config changed since prev are examined (snapshots share unchanged topics'
+// partition lists, so a pointer comparison finds them); otherwise all. A
+// lost compare-and-swap is skipped: the watch delivers the newer state and
+// the next pass decides again.
+func (c *Controller) reconcile(ctx context.Context, term *leadership, prev, st *ClusterState) error {
 	log := logr.FromContextOrDiscard(ctx)
-	for _, tp := range st.SortedPartitions() {
-		cur := st.Partitions[tp]
-		next, changed := controllerWants(cur, st.Live, c.unclean(st, tp.Topic))
-		if !changed {
+	full := prev == nil || !sameBrokers(prev, st)
+	for _, topic := range slices.Sorted(maps.Keys(st.parts)) {
+		view := st.parts[topic]
+		if !full && prev.parts[topic] == view && prev.topicRevs[topic] == st.topicRevs[topic] {
 			continue
 		}
-		ok, err := c.store.casPartition(ctx, term, tp, st.partitionRevs[tp], next, "controller: "+describe(cur, next))
-		if err != nil {
-			return err
-		}
-		if ok {
-			log.Info("partition state changed", "partition", tp.String(), "change", describe(cur, next),
-				"leader", next.Leader, "leaderEpoch", next.LeaderEpoch, "isr", next.ISR)
+		unclean := c.unclean(st, topic)
+		for p, cur := range view.states {
+			if cur.Replicas == nil {
+				continue
+			}
+			next, changed := controllerWants(cur, st.Live, unclean)
+			if !changed {
+				continue
+			}
+			tp := TopicPartition{topic, int32(p)}
+			ok, err := c.store.casPartition(ctx, term, tp, view.revs[p], next, "controller: "+describe(cur, next))
+			if err != nil {
+				return err
+			}
+			if ok {
+				log.Info("partition state changed", "partition", tp.String(), "change", describe(cur, next),
+					"leader", next.Leader, "leaderEpoch", next.LeaderEpoch, "isr", next.ISR)
+			}
 		}
 	}
 	return nil
+}
+
+// sameBrokers reports whether a and b have the same registrations (a broker
+// that re-registered in between has a new epoch).
+func sameBrokers(a, b *ClusterState) bool {
+	if len(a.Brokers) != len(b.Brokers) {
+		return false
+	}
+	for id, x := range a.Brokers {
+		if y, ok := b.Brokers[id]; !ok || x.Epoch != y.Epoch {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Controller) unclean(st *ClusterState, topic string) bool {
@@ -245,7 +275,7 @@ func (c *Controller) eachPartition(ctx context.Context, partitions []TopicPartit
 			if err, done := results[tp]; done && !errors.Is(err, ErrStaleState) {
 				continue
 			}
-			cur, ok := st.Partitions[tp]
+			cur, rev, ok := st.partition(tp)
 			if !ok {
 				results[tp] = fmt.Errorf("%w: %s", ErrUnknownTopic, tp)
 				continue
@@ -255,7 +285,7 @@ func (c *Controller) eachPartition(ctx context.Context, partitions []TopicPartit
 				results[tp] = err
 				continue
 			}
-			ok, err = c.store.casPartition(ctx, term, tp, st.partitionRevs[tp], next, what+": "+describe(cur, next))
+			ok, err = c.store.casPartition(ctx, term, tp, rev, next, what+": "+describe(cur, next))
 			if err != nil {
 				return nil, err
 			}

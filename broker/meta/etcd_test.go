@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 
 // startEtcd is metatest.Start, repeated here because metatest imports this
 // package and internal tests cannot import it back.
-func startEtcd(t *testing.T) *clientv3.Client {
+func startEtcd(t testing.TB) *clientv3.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -43,10 +43,12 @@ func startEtcd(t *testing.T) *clientv3.Client {
 
 // testCtx returns a context that logs to t when STRATA_TEST_LOG is set and
 // ends with the test.
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	log := logr.Discard()
 	if os.Getenv("STRATA_TEST_LOG") != "" {
-		log = testr.New(t)
+		if tt, ok := t.(*testing.T); ok {
+			log = testr.New(tt)
+		}
 	}
 	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), log))
 	t.Cleanup(cancel)
@@ -175,7 +177,7 @@ func dump(st *ClusterState) string {
 	}
 	s := fmt.Sprintf("rev %d version %d controller %d brokers %v", st.Revision, st.Version, st.ControllerID, slices.Sorted(mapsKeys(st.Brokers)))
 	for _, tp := range st.SortedPartitions() {
-		p := st.Partitions[tp]
+		p := part(st, tp)
 		s += fmt.Sprintf("\n  %s replicas %v leader %d epoch %d isr %v pe %d", tp, p.Replicas, p.Leader, p.LeaderEpoch, p.ISR, p.PartitionEpoch)
 	}
 	return s
@@ -303,8 +305,8 @@ func TestBrokerLossMovesLeadershipToISR(t *testing.T) {
 		}
 		return !st.Live(victim)
 	})
-	for tp, old := range before.Partitions {
-		now := after.Partitions[tp]
+	for tp, old := range before.Partitions() {
+		now := part(after, tp)
 		if !slices.Equal(now.Replicas, old.Replicas) {
 			t.Errorf("%s: replicas changed %v -> %v", tp, old.Replicas, now.Replicas)
 		}
@@ -388,22 +390,22 @@ func TestOfflinePartitionComesBackWithItsISR(t *testing.T) {
 	var victim int32
 	var tp TopicPartition
 	for _, p := range st.SortedPartitions() {
-		if l := st.Partitions[p].Leader; l != st.ControllerID {
+		if l := part(st, p).Leader; l != st.ControllerID {
 			victim, tp = l, p
 			break
 		}
 	}
-	old := st.Partitions[tp]
+	old := part(st, tp)
 	c.kill(victim)
 	c.waitFor("offline partition", func(st *ClusterState) bool {
-		ps := st.Partitions[tp]
+		ps := part(st, tp)
 		return ps.Leader == NoLeader && ps.LeaderEpoch == old.LeaderEpoch+1 && slices.Equal(ps.ISR, []int32{victim})
 	})
 	// Nothing else may lead it (no unclean election), and when the broker
 	// registers again it leads again with a new epoch.
 	c.start(victim, "x")
 	c.waitFor("partition back on its only replica", func(st *ClusterState) bool {
-		ps := st.Partitions[tp]
+		ps := part(st, tp)
 		return ps.Leader == victim && ps.LeaderEpoch == old.LeaderEpoch+2
 	})
 }
@@ -413,7 +415,7 @@ func TestUncleanElectionWhenConfigured(t *testing.T) {
 	c.createTopic(TopicSpec{Name: "u", Partitions: 1, ReplicationFactor: 3, Config: map[string]string{ConfigUncleanLeaderElection: "true"}})
 	st := c.waitFor("topic", func(st *ClusterState) bool { return len(st.TopicPartitions("u")) == 1 })
 	tp := TopicPartition{"u", 0}
-	ps := st.Partitions[tp]
+	ps := part(st, tp)
 	// The leader shrinks the ISR to itself (followers fell behind) ...
 	leader := ps.Leader
 	shrunk := ps.Clone()
@@ -424,7 +426,7 @@ func TestUncleanElectionWhenConfigured(t *testing.T) {
 	// ... and dies. If it was the controller, another takes over.
 	c.kill(leader)
 	c.waitFor("an out-of-sync replica elected", func(st *ClusterState) bool {
-		ps := st.Partitions[tp]
+		ps := part(st, tp)
 		return ps.Leader != NoLeader && ps.Leader != leader && slices.Equal(ps.ISR, []int32{ps.Leader})
 	})
 }
@@ -502,7 +504,7 @@ func TestAlterPartitionCompareAndSwap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := c.waitFor("shrunk ISR", func(st *ClusterState) bool { return st.Partitions[tp].Equal(stored) })
+	st := c.waitFor("shrunk ISR", func(st *ClusterState) bool { return part(st, tp).Equal(stored) })
 	dead := cur.Replicas[2]
 	if dead == st.ControllerID {
 		dead = cur.Replicas[1]
@@ -517,11 +519,11 @@ func TestAlterPartitionCompareAndSwap(t *testing.T) {
 
 	// After the controller moves leadership, the deposed leader's proposal
 	// with its old leader epoch is stale.
-	st = c.waitFor("leader and ISR settled", func(st *ClusterState) bool { return !slices.Contains(st.Partitions[tp].ISR, dead) })
-	before := st.Partitions[tp]
+	st = c.waitFor("leader and ISR settled", func(st *ClusterState) bool { return !slices.Contains(part(st, tp).ISR, dead) })
+	before := part(st, tp)
 	c.kill(leader)
 	c.waitFor("leader moved off the dead leader", func(st *ClusterState) bool {
-		ps := st.Partitions[tp]
+		ps := part(st, tp)
 		return ps.Leader != leader && ps.LeaderEpoch > before.LeaderEpoch
 	})
 	zombie := before.Clone()
@@ -578,7 +580,7 @@ func TestWatcherSeesEveryChangeInVersionOrder(t *testing.T) {
 		}
 		switch v := st.Version - start.Version; {
 		case v <= changes+1:
-			ps, ok := st.Partitions[tp]
+			ps, ok := st.Partition(tp)
 			if !ok || ps.PartitionEpoch != wantEpoch {
 				t.Fatalf("version +%d: partition %+v (present %v), want partition epoch %d", v, ps, ok, wantEpoch)
 			}
@@ -588,8 +590,8 @@ func TestWatcherSeesEveryChangeInVersionOrder(t *testing.T) {
 				t.Fatalf("config change not visible: %+v", st.Topics["w"])
 			}
 		default:
-			if _, ok := st.Topics["w"]; ok || len(st.Partitions) != 0 {
-				t.Fatalf("deleted topic still visible: %v %v", st.Topics, st.Partitions)
+			if _, ok := st.Topics["w"]; ok || st.NumPartitions() != 0 {
+				t.Fatalf("deleted topic still visible: %v %s", st.Topics, dump(st))
 			}
 		}
 		prev = st
@@ -634,7 +636,7 @@ func TestPreferredLeaderElection(t *testing.T) {
 	})
 	var moved []TopicPartition
 	for _, tp := range st.SortedPartitions() {
-		if st.Partitions[tp].Replicas[0] == other {
+		if part(st, tp).Replicas[0] == other {
 			moved = append(moved, tp)
 		}
 	}
@@ -685,7 +687,7 @@ func TestPreferredLeaderElection(t *testing.T) {
 		if res[tp] != nil {
 			t.Errorf("%s: %v", tp, res[tp])
 		}
-		b, a := before.Partitions[tp], after.Partitions[tp]
+		b, a := part(before, tp), part(after, tp)
 		if a.Leader != other || a.LeaderEpoch != b.LeaderEpoch+1 {
 			t.Errorf("%s: %+v -> %+v, want leader %d at epoch %d", tp, b, a, other, b.LeaderEpoch+1)
 		}
@@ -846,7 +848,7 @@ func TestDrainBrokerThroughReassignment(t *testing.T) {
 	}
 	var parts []placement.Partition
 	for _, tp := range st.SortedPartitions() {
-		parts = append(parts, placement.Partition{Topic: tp.Topic, Partition: tp.Partition, Replicas: st.Partitions[tp].Replicas})
+		parts = append(parts, placement.Partition{Topic: tp.Topic, Partition: tp.Partition, Replicas: part(st, tp).Replicas})
 	}
 	moves, err := placement.Drain(brokers, parts, []int32{1})
 	if err != nil {
@@ -882,7 +884,7 @@ func TestDrainBrokerThroughReassignment(t *testing.T) {
 	before := st
 	// Each leader adds the new replica to the ISR once it caught up.
 	for tp := range targets {
-		cur := st.Partitions[tp]
+		cur := part(st, tp)
 		if !slices.Equal(cur.AddingReplicas, []int32{4}) || !slices.Equal(cur.RemovingReplicas, []int32{1}) {
 			t.Fatalf("%s: adding %v removing %v, want [4] and [1]", tp, cur.AddingReplicas, cur.RemovingReplicas)
 		}
@@ -894,14 +896,14 @@ func TestDrainBrokerThroughReassignment(t *testing.T) {
 	}
 	after := c.waitFor("reassignments completed", func(st *ClusterState) bool {
 		for tp, target := range targets {
-			if !slices.Equal(st.Partitions[tp].Replicas, target) {
+			if !slices.Equal(part(st, tp).Replicas, target) {
 				return false
 			}
 		}
 		return len(st.Reassignments()) == 0
 	})
 	for tp, target := range targets {
-		old, now := before.Partitions[tp], after.Partitions[tp]
+		old, now := part(before, tp), part(after, tp)
 		if !slices.Equal(now.Replicas, target) || slices.Contains(now.ISR, 1) || len(now.ISR) != 3 {
 			t.Errorf("%s: %+v, want replicas %v and a full ISR without 1", tp, now, target)
 		}
@@ -933,4 +935,25 @@ func otherThan(st *ClusterState, id int32) int32 {
 		}
 	}
 	return -1
+}
+
+// benchCluster is an etcd and a store for benchmarks.
+type benchCluster struct {
+	ctx   context.Context
+	store *Store
+}
+
+func newBenchCluster(b *testing.B) *benchCluster {
+	client := startEtcd(b)
+	store, err := New(client, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &benchCluster{ctx: testCtx(b), store: store}
+}
+
+// part returns a partition's state, zero if absent.
+func part(st *ClusterState, tp TopicPartition) PartitionState {
+	p, _ := st.Partition(tp)
+	return p
 }

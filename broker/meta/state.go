@@ -1,8 +1,8 @@
 package meta
 
 import (
-	"cmp"
 	"encoding/json"
+	"iter"
 	"maps"
 	"slices"
 	"strconv"
@@ -14,7 +14,12 @@ import (
 )
 
 // ClusterState is a consistent view of the cluster metadata at one etcd
-// revision. It is immutable once published: callers may keep and share it.
+// revision. It is immutable once published: callers may keep and share it,
+// and must not modify the maps or slices it returns.
+//
+// Successive snapshots share the partition lists of topics that did not
+// change, so publishing one costs O(brokers + topics + partitions of the
+// changed topics), not O(all partitions).
 type ClusterState struct {
 	// Revision is the etcd revision the view reflects.
 	Revision int64
@@ -26,12 +31,20 @@ type ClusterState struct {
 	ControllerID int32
 	Brokers      map[int32]BrokerInfo
 	Topics       map[string]TopicInfo
-	// Partitions holds the partitions of the topics in Topics (records left
-	// by an interrupted write are not shown).
-	Partitions map[TopicPartition]PartitionState
 
-	partitionRevs map[TopicPartition]int64 // etcd ModRevision, for CAS
-	topicRevs     map[string]int64
+	// parts holds each topic's partitions (records left by an interrupted
+	// write, beyond the topic's partition count, are not shown).
+	parts     map[string]*topicPartitions
+	topicRevs map[string]int64
+	count     int
+}
+
+// topicPartitions is one topic's partitions, indexed by partition number;
+// an entry with nil Replicas is a missing record. Immutable once published.
+type topicPartitions struct {
+	n      int // records present
+	states []PartitionState
+	revs   []int64 // etcd ModRevision of each record, for compare-and-swap
 }
 
 // Live reports whether broker id is registered.
@@ -40,17 +53,56 @@ func (s *ClusterState) Live(id int32) bool {
 	return ok
 }
 
+// Partition returns one partition's state.
+func (s *ClusterState) Partition(tp TopicPartition) (PartitionState, bool) {
+	st, _, ok := s.partition(tp)
+	return st, ok
+}
+
+func (s *ClusterState) partition(tp TopicPartition) (PartitionState, int64, bool) {
+	tps := s.parts[tp.Topic]
+	if tps == nil || tp.Partition < 0 || int(tp.Partition) >= len(tps.states) || tps.states[tp.Partition].Replicas == nil {
+		return PartitionState{}, 0, false
+	}
+	return tps.states[tp.Partition], tps.revs[tp.Partition], true
+}
+
+// NumPartitions is the number of partitions in the view.
+func (s *ClusterState) NumPartitions() int { return s.count }
+
 // TopicPartitions returns a topic's partition states in partition order.
 func (s *ClusterState) TopicPartitions(topic string) []PartitionState {
-	t, ok := s.Topics[topic]
-	if !ok {
+	tps := s.parts[topic]
+	if tps == nil {
 		return nil
 	}
-	out := make([]PartitionState, 0, t.Partitions)
-	for p := range t.Partitions {
-		if st, ok := s.Partitions[TopicPartition{topic, p}]; ok {
+	out := make([]PartitionState, 0, len(tps.states))
+	for _, st := range tps.states {
+		if st.Replicas != nil {
 			out = append(out, st)
 		}
+	}
+	return out
+}
+
+// Partitions iterates over every partition in (topic, partition) order.
+func (s *ClusterState) Partitions() iter.Seq2[TopicPartition, PartitionState] {
+	return func(yield func(TopicPartition, PartitionState) bool) {
+		for _, topic := range slices.Sorted(maps.Keys(s.parts)) {
+			for p, st := range s.parts[topic].states {
+				if st.Replicas != nil && !yield(TopicPartition{topic, int32(p)}, st) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// SortedPartitions returns every partition name in (topic, partition) order.
+func (s *ClusterState) SortedPartitions() []TopicPartition {
+	out := make([]TopicPartition, 0, s.count)
+	for tp := range s.Partitions() {
+		out = append(out, tp)
 	}
 	return out
 }
@@ -59,20 +111,11 @@ func (s *ClusterState) TopicPartitions(topic string) []PartitionState {
 // (ListPartitionReassignments).
 func (s *ClusterState) Reassignments() map[TopicPartition]PartitionState {
 	out := map[TopicPartition]PartitionState{}
-	for tp, st := range s.Partitions {
+	for tp, st := range s.Partitions() {
 		if st.Reassigning() {
 			out[tp] = st
 		}
 	}
-	return out
-}
-
-// SortedPartitions returns every partition name in (topic, partition) order.
-func (s *ClusterState) SortedPartitions() []TopicPartition {
-	out := slices.Collect(maps.Keys(s.Partitions))
-	slices.SortFunc(out, func(a, b TopicPartition) int {
-		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-	})
 	return out
 }
 
@@ -89,7 +132,7 @@ func (s *ClusterState) placementBrokers() []placement.Broker {
 // topic skip.
 func (s *ClusterState) placementLoad(skip string) map[int32]placement.Load {
 	load := map[int32]placement.Load{}
-	for tp, st := range s.Partitions {
+	for tp, st := range s.Partitions() {
 		if tp.Topic == skip {
 			continue
 		}
@@ -105,7 +148,7 @@ func (s *ClusterState) placementLoad(skip string) map[int32]placement.Load {
 	return load
 }
 
-// stateBuilder accumulates etcd key-values into a ClusterState. The watcher
+// stateBuilder accumulates etcd key-values into ClusterStates. The watcher
 // owns one and publishes a snapshot after each revision.
 type stateBuilder struct {
 	keys        keys
@@ -114,9 +157,16 @@ type stateBuilder struct {
 	brokers     map[int32]BrokerInfo
 	topics      map[string]TopicInfo
 	topicRevs   map[string]int64
-	partitions  map[TopicPartition]PartitionState
-	revs        map[TopicPartition]int64
+	partitions  map[string]map[int32]partitionRecord
 	controllers map[string]candidate // election key → candidate
+
+	published map[string]*topicPartitions // views shared with published snapshots
+	dirty     map[string]bool             // topics whose view must be rebuilt
+}
+
+type partitionRecord struct {
+	state PartitionState
+	rev   int64
 }
 
 type candidate struct {
@@ -130,9 +180,10 @@ func newStateBuilder(k keys) *stateBuilder {
 		brokers:     map[int32]BrokerInfo{},
 		topics:      map[string]TopicInfo{},
 		topicRevs:   map[string]int64{},
-		partitions:  map[TopicPartition]PartitionState{},
-		revs:        map[TopicPartition]int64{},
+		partitions:  map[string]map[int32]partitionRecord{},
 		controllers: map[string]candidate{},
+		published:   map[string]*topicPartitions{},
+		dirty:       map[string]bool{},
 	}
 }
 
@@ -158,6 +209,7 @@ func (b *stateBuilder) apply(log logr.Logger, kv *mvccpb.KeyValue, deleted bool)
 		info.Epoch = kv.CreateRevision
 		b.brokers[broker] = info
 	case kindTopic:
+		b.dirty[topic] = true
 		var info TopicInfo
 		if deleted || !decode(log, kv, &info) {
 			delete(b.topics, topic)
@@ -168,14 +220,19 @@ func (b *stateBuilder) apply(log logr.Logger, kv *mvccpb.KeyValue, deleted bool)
 		b.topics[topic] = info
 		b.topicRevs[topic] = kv.ModRevision
 	case kindPartition:
+		b.dirty[tp.Topic] = true
 		var st PartitionState
-		if deleted || !decode(log, kv, &st) {
-			delete(b.partitions, tp)
-			delete(b.revs, tp)
+		if deleted || !decode(log, kv, &st) || len(st.Replicas) == 0 {
+			delete(b.partitions[tp.Topic], tp.Partition)
+			if len(b.partitions[tp.Topic]) == 0 {
+				delete(b.partitions, tp.Topic)
+			}
 			return
 		}
-		b.partitions[tp] = st
-		b.revs[tp] = kv.ModRevision
+		if b.partitions[tp.Topic] == nil {
+			b.partitions[tp.Topic] = map[int32]partitionRecord{}
+		}
+		b.partitions[tp.Topic][tp.Partition] = partitionRecord{state: st, rev: kv.ModRevision}
 	case kindController:
 		if deleted {
 			delete(b.controllers, key)
@@ -200,24 +257,36 @@ func decode(log logr.Logger, kv *mvccpb.KeyValue, v any) bool {
 	return true
 }
 
-// snapshot copies the builder into an immutable ClusterState. Values are
-// shared: the builder replaces them on change and never mutates them.
+// snapshot publishes the builder's state. Views of unchanged topics are
+// shared with earlier snapshots; the builder never mutates a published view.
 func (b *stateBuilder) snapshot() *ClusterState {
-	s := &ClusterState{
-		Revision:      b.revision,
-		Version:       b.version,
-		ControllerID:  -1,
-		Brokers:       maps.Clone(b.brokers),
-		Topics:        maps.Clone(b.topics),
-		topicRevs:     maps.Clone(b.topicRevs),
-		Partitions:    make(map[TopicPartition]PartitionState, len(b.partitions)),
-		partitionRevs: make(map[TopicPartition]int64, len(b.partitions)),
-	}
-	for tp, st := range b.partitions {
-		if t, ok := b.topics[tp.Topic]; ok && tp.Partition >= 0 && tp.Partition < t.Partitions {
-			s.Partitions[tp] = st
-			s.partitionRevs[tp] = b.revs[tp]
+	for topic := range b.dirty {
+		delete(b.published, topic)
+		t, ok := b.topics[topic]
+		if !ok || t.Partitions <= 0 {
+			continue
 		}
+		view := &topicPartitions{states: make([]PartitionState, t.Partitions), revs: make([]int64, t.Partitions)}
+		for p, rec := range b.partitions[topic] {
+			if p >= 0 && p < t.Partitions {
+				view.states[p], view.revs[p] = rec.state, rec.rev
+				view.n++
+			}
+		}
+		b.published[topic] = view
+	}
+	clear(b.dirty)
+	s := &ClusterState{
+		Revision:     b.revision,
+		Version:      b.version,
+		ControllerID: -1,
+		Brokers:      maps.Clone(b.brokers),
+		Topics:       maps.Clone(b.topics),
+		topicRevs:    maps.Clone(b.topicRevs),
+		parts:        maps.Clone(b.published),
+	}
+	for _, v := range s.parts {
+		s.count += v.n
 	}
 	var lowest int64
 	for _, c := range b.controllers {

@@ -43,8 +43,8 @@ func TestFollowSplitsBatchedRevisions(t *testing.T) {
 	go func() { done <- c.store.follow(ctx, logr.Discard(), b, out); close(out) }()
 	for i := int64(1); i <= changes; i++ {
 		st := <-out
-		if st.Version != start+i || st.Partitions[tp].PartitionEpoch != int32(i) {
-			t.Fatalf("snapshot %d: version %d partition epoch %d, want %d and %d", i, st.Version, st.Partitions[tp].PartitionEpoch, start+i, i)
+		if st.Version != start+i || part(st, tp).PartitionEpoch != int32(i) {
+			t.Fatalf("snapshot %d: version %d partition epoch %d, want %d and %d", i, st.Version, part(st, tp).PartitionEpoch, start+i, i)
 		}
 	}
 	cancel()
