@@ -312,6 +312,22 @@ var _ = Describe("KafkaCluster controller", func() {
 		Expect(apierrors.IsNotFound(err)).To(BeTrue())
 	})
 
+	It("does not take over an object of the same name it does not own", func() {
+		squatter := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: controllers.ZoneConfigMapName("clash", "us-east-1a")}, Data: map[string]string{"mine": "yes"}}
+		Expect(k8sClient.Create(suiteCtx, squatter)).To(Succeed())
+		createCluster(ns, "clash", clusterSpec(map[string]int32{"us-east-1a": 1}, "us-east-1a"))
+		Eventually(func(g Gomega) {
+			c := meta.FindStatusCondition(getCluster(ns, "clash").Status.Conditions, strata.ConditionReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(controllers.ReasonReconcileError))
+			g.Expect(c.Message).To(ContainSubstring("clash-us-east-1a-config"))
+		}, timeout, interval).Should(Succeed())
+		got := &corev1.ConfigMap{}
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(squatter), got)).To(Succeed())
+		Expect(got.Data).To(Equal(map[string]string{"mine": "yes"}))
+		Expect(got.OwnerReferences).To(BeEmpty())
+	})
+
 	It("uses external etcd endpoints instead of running etcd", func() {
 		kc := clusterSpec(map[string]int32{"us-east-1a": 1}, "us-east-1a")
 		kc.Spec.Metadata.ExternalEndpoints = []string{"https://etcd.example:2379"}

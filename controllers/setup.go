@@ -3,7 +3,13 @@ package controllers
 import (
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // SetupWithManager registers every Strata reconciler with a manager.
@@ -24,4 +30,21 @@ func SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("FastBucket controller: %w", err)
 	}
 	return nil
+}
+
+// CacheOptions restricts the manager's cache to the objects the operator
+// writes (all labelled app.kubernetes.io/managed-by=strata-operator), so
+// it does not hold every Pod, ConfigMap and Service of the cluster in
+// memory. An unlabelled object with a name the operator wants is then
+// invisible to it and its create fails with AlreadyExists, which is
+// reported rather than taken over.
+func CacheOptions() cache.Options {
+	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
+	byObject := map[client.Object]cache.ByObject{}
+	for _, obj := range []client.Object{
+		&corev1.Pod{}, &corev1.ConfigMap{}, &corev1.Service{}, &appsv1.StatefulSet{}, &policyv1.PodDisruptionBudget{},
+	} {
+		byObject[obj] = cache.ByObject{Label: managed}
+	}
+	return cache.Options{ByObject: byObject}
 }

@@ -66,6 +66,7 @@ var _ = BeforeSuite(func() {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		Cache:                  controllers.CacheOptions(),
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(controllers.SetupWithManager(mgr)).To(Succeed())

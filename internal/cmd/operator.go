@@ -69,9 +69,10 @@ func runOperator(cmd *cobra.Command, o *operatorOptions) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "operator.kafka.strata.dev",
 		LeaderElectionNamespace: o.leaderElectionNS,
+		Cache:                   controllers.CacheOptions(),
 	}
 	if o.watchNamespace != "" {
-		opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{o.watchNamespace: {}}}
+		opts.Cache.DefaultNamespaces = map[string]cache.Config{o.watchNamespace: {}}
 	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
