@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/go-logr/logr"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -71,6 +72,23 @@ type Broker struct {
 	// nextPID is the next producer ID to hand out; IDs below
 	// meta.NextProducerID are reserved.
 	nextPID int64
+	// lock holds an exclusive flock on <DataDir>/.lock while open.
+	lock *os.File
+}
+
+// lockDir takes an exclusive, non-blocking lock on the data directory so
+// that two brokers never write the same logs (the lock goes away with the
+// process, also on SIGKILL).
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("broker: open data dir lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("broker: data dir %s is in use by another process: %w", dir, err)
+	}
+	return f, nil
 }
 
 // Topic is one topic. Its fields other than name and ID are guarded by
@@ -132,11 +150,17 @@ func Open(ctx context.Context, cfg Config, logger logr.Logger) (*Broker, error) 
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: create data dir: %w", err)
 	}
-	b := &Broker{cfg: cfg, log: logger, topics: map[string]*Topic{}}
+	lock, err := lockDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{cfg: cfg, log: logger, topics: map[string]*Topic{}, lock: lock}
 	if err := b.loadMeta(); err != nil {
+		lock.Close()
 		return nil, err
 	}
 	if b.meta.NodeID != cfg.NodeID {
+		lock.Close()
 		return nil, fmt.Errorf("broker: data dir %s belongs to node %d, not %d", cfg.DataDir, b.meta.NodeID, cfg.NodeID)
 	}
 	for _, mt := range b.meta.Topics {
@@ -359,13 +383,17 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	b.closed = true
-	return b.closeLogsLocked()
+	err := b.closeLogsLocked()
+	b.lock.Close() // releases the flock
+	return err
 }
 
+// closeLogs undoes a partial Open.
 func (b *Broker) closeLogs() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	_ = b.closeLogsLocked()
+	b.lock.Close()
 }
 
 func (b *Broker) closeLogsLocked() error {

@@ -194,6 +194,12 @@ func TestPersistenceAndStrayPartitions(t *testing.T) {
 	if pid2 <= pid1 {
 		t.Fatalf("producer ID %d after reopen, not above %d handed out before", pid2, pid1)
 	}
+	if _, err := Open(ctx, Config{DataDir: dir}, logr.Discard()); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("opening a data dir that is open: %v, want an in-use error", err)
+	}
+	if err := b2.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Open(ctx, Config{DataDir: dir, NodeID: 7}, logr.Discard()); err == nil {
 		t.Fatalf("opening node 0's data dir as node 7 succeeded")
 	}
