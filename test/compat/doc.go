@@ -1,0 +1,21 @@
+// Package compat runs one consumer-group scenario against a Strata broker
+// with several real Kafka clients: franz-go, Sarama and segmentio/kafka-go
+// (as Go libraries), kcat (librdkafka), confluent-kafka-python and
+// kafka-python (Debian packages, run with /usr/bin/python3).
+//
+// The scenario, per client: create a topic with 4 partitions; produce
+// 5,000 keyed records with the client's default producer settings; start
+// a group of two members (client defaults except "start from the earliest
+// offset"); wait until every record is consumed and the commits reached
+// the end of every partition; restart one member (graceful close, new
+// process/instance); wait for the group to be Stable with both members
+// assigned; produce 5,000 more records; wait again; stop both members;
+// then check that every one of the 10,000 records was consumed, none
+// twice (every handover happens after a commit, so at-least-once clients
+// must not redeliver here), and that the committed offsets fetched with
+// kadm equal the partitions' end offsets.
+//
+// Tests needing a binary read its path from STRATA_KCAT / STRATA_PYTHON
+// (defaults /usr/bin/kcat, /usr/bin/python3) and fail, telling to run
+// `make test-deps`, when it is missing.
+package compat

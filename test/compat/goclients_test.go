@@ -1,0 +1,228 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// moduleVersion reads the version of a dependency from the repository's
+// go.mod (test binaries carry no dependency build info).
+func moduleVersion(path string) string {
+	data, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == path {
+			return f[1]
+		}
+		if len(f) >= 3 && f[0] == "require" && f[1] == path {
+			return f[2]
+		}
+	}
+	return "unknown"
+}
+
+// goMember runs a consumer loop in a goroutine; stop cancels it and
+// closes the client.
+type goMember struct {
+	once   sync.Once
+	cancel context.CancelFunc
+	done   chan struct{}
+	close  func(t *testing.T)
+}
+
+func (m *goMember) stop(t *testing.T) {
+	m.once.Do(func() {
+		m.cancel()
+		<-m.done
+		m.close(t)
+	})
+}
+
+func startGoMember(t *testing.T, loop func(ctx context.Context), closeFn func(t *testing.T)) *goMember {
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &goMember{cancel: cancel, done: make(chan struct{}), close: closeFn}
+	go func() {
+		defer close(m.done)
+		loop(ctx)
+	}()
+	t.Cleanup(func() { m.stop(t) })
+	return m
+}
+
+// --- franz-go ---
+
+type franzGo struct{}
+
+func (franzGo) version(*testing.T) string {
+	return "franz-go kgo " + moduleVersion("github.com/twmb/franz-go")
+}
+
+func (franzGo) produce(t *testing.T, addr string, recs []record) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	krs := make([]*kgo.Record, len(recs))
+	for i, r := range recs {
+		krs[i] = &kgo.Record{Key: []byte(r.key), Value: []byte(r.value)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, krs...).FirstErr(); err != nil {
+		t.Fatalf("franz-go produce: %v", err)
+	}
+}
+
+func (franzGo) startMember(t *testing.T, addr, name string, out chan<- consumed) member {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(name), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startGoMember(t, func(ctx context.Context) {
+		for {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil || fs.IsClientClosed() {
+				return
+			}
+			fs.EachRecord(func(r *kgo.Record) { out <- consumed{name, r.Partition, r.Offset, string(r.Key)} })
+		}
+	}, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+			t.Errorf("%s commit: %v", name, err)
+		}
+		cl.Close() // leaves the group
+	})
+}
+
+func TestFranzGo(t *testing.T) { runScenario(t, franzGo{}) }
+
+// --- Sarama ---
+
+type saramaClient struct{}
+
+func (saramaClient) version(*testing.T) string {
+	return "IBM/sarama " + moduleVersion("github.com/IBM/sarama") + " (config.Version default " + sarama.NewConfig().Version.String() + ")"
+}
+
+func (saramaClient) produce(t *testing.T, addr string, recs []record) {
+	cfg := sarama.NewConfig()
+	cfg.Producer.Return.Successes = true // required by SyncProducer
+	p, err := sarama.NewSyncProducer([]string{addr}, cfg)
+	if err != nil {
+		t.Fatalf("sarama producer: %v", err)
+	}
+	defer p.Close()
+	msgs := make([]*sarama.ProducerMessage, len(recs))
+	for i, r := range recs {
+		msgs[i] = &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(r.key), Value: sarama.StringEncoder(r.value)}
+	}
+	if err := p.SendMessages(msgs); err != nil {
+		t.Fatalf("sarama produce: %v", err)
+	}
+}
+
+type saramaHandler struct {
+	name string
+	out  chan<- consumed
+}
+
+func (saramaHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (saramaHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+func (h saramaHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+	for msg := range c.Messages() {
+		h.out <- consumed{h.name, msg.Partition, msg.Offset, string(msg.Key)}
+		s.MarkMessage(msg, "")
+	}
+	return nil
+}
+
+func (saramaClient) startMember(t *testing.T, addr, name string, out chan<- consumed) member {
+	cfg := sarama.NewConfig()
+	cfg.ClientID = name
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	g, err := sarama.NewConsumerGroup([]string{addr}, group, cfg)
+	if err != nil {
+		t.Fatalf("sarama group: %v", err)
+	}
+	return startGoMember(t, func(ctx context.Context) {
+		for ctx.Err() == nil {
+			if err := g.Consume(ctx, []string{topic}, saramaHandler{name, out}); err != nil && !errors.Is(err, sarama.ErrClosedConsumerGroup) {
+				t.Logf("%s consume: %v", name, err)
+			}
+		}
+	}, func(t *testing.T) {
+		if err := g.Close(); err != nil { // commits marked offsets, leaves
+			t.Errorf("%s close: %v", name, err)
+		}
+	})
+}
+
+func TestSarama(t *testing.T) { runScenario(t, saramaClient{}) }
+
+// --- segmentio/kafka-go ---
+
+type kafkaGo struct{}
+
+func (kafkaGo) version(*testing.T) string {
+	return "segmentio/kafka-go " + moduleVersion("github.com/segmentio/kafka-go")
+}
+
+func (kafkaGo) produce(t *testing.T, addr string, recs []record) {
+	// A transport of our own so that its connection pool can be closed
+	// (the default one lives for the whole process).
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	w := &kafka.Writer{Addr: kafka.TCP(addr), Topic: topic, Transport: tr}
+	defer w.Close()
+	msgs := make([]kafka.Message, len(recs))
+	for i, r := range recs {
+		msgs[i] = kafka.Message{Key: []byte(r.key), Value: []byte(r.value)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatalf("kafka-go produce: %v", err)
+	}
+}
+
+func (kafkaGo) startMember(t *testing.T, addr, name string, out chan<- consumed) member {
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, GroupID: group, Topic: topic,
+		Dialer: &kafka.Dialer{ClientID: name, Timeout: 10 * time.Second}})
+	return startGoMember(t, func(ctx context.Context) {
+		for {
+			m, err := r.FetchMessage(ctx)
+			if err != nil {
+				if ctx.Err() == nil && !strings.Contains(err.Error(), "closed") {
+					t.Errorf("%s fetch: %v", name, err)
+				}
+				return
+			}
+			out <- consumed{name, int32(m.Partition), m.Offset, string(m.Key)}
+			if err := r.CommitMessages(ctx, m); err != nil && ctx.Err() == nil {
+				t.Errorf("%s commit: %v", name, err)
+			}
+		}
+	}, func(t *testing.T) {
+		if err := r.Close(); err != nil { // leaves the group
+			t.Errorf("%s close: %v", name, err)
+		}
+	})
+}
+
+func TestKafkaGo(t *testing.T) { runScenario(t, kafkaGo{}) }
