@@ -250,6 +250,16 @@ func (c *Controller) PreferredLeaderElection(ctx context.Context, partitions []T
 	})
 }
 
+// UncleanLeaderElection is ElectLeaders with type UNCLEAN for the given
+// partitions (all when nil): a partition without a live ISR member gets a
+// live out-of-sync replica as leader. Results as PreferredLeaderElection, plus
+// ErrEligibleLeadersNotAvailable.
+func (c *Controller) UncleanLeaderElection(ctx context.Context, partitions []TopicPartition) (map[TopicPartition]error, error) {
+	return c.eachPartition(ctx, partitions, "unclean leader election", func(st *ClusterState, _ TopicPartition, cur PartitionState) (PartitionState, error) {
+		return uncleanLeader(cur, st.Live)
+	})
+}
+
 // eachPartition applies decide to each partition (all when nil) with a
 // fenced compare-and-swap, retrying partitions that changed meanwhile.
 func (c *Controller) eachPartition(ctx context.Context, partitions []TopicPartition, what string,

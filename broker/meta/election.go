@@ -116,3 +116,18 @@ func checkAlterPartition(cur, proposed PartitionState) (next PartitionState, add
 	next.PartitionEpoch++
 	return next, added, nil
 }
+
+// uncleanLeader is ElectLeaders with type UNCLEAN: when no ISR member is
+// alive, the first live replica leads with ISR [itself] (acknowledged writes
+// it lacks are lost). With a live ISR member it elects that one instead, as
+// the controller would; with a healthy leader nothing is needed.
+func uncleanLeader(cur PartitionState, live func(int32) bool) (PartitionState, error) {
+	if cur.Leader != NoLeader && live(cur.Leader) && slices.Contains(cur.ISR, cur.Leader) {
+		return cur, ErrElectionNotNeeded
+	}
+	next, changed := reconcilePartition(cur, live, true)
+	if !changed || next.Leader == NoLeader {
+		return cur, fmt.Errorf("%w: no live replica among %v", ErrEligibleLeadersNotAvailable, cur.Replicas)
+	}
+	return next, nil
+}

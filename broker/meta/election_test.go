@@ -169,3 +169,30 @@ func TestValidTopicName(t *testing.T) {
 		}
 	}
 }
+
+func TestUncleanLeader(t *testing.T) {
+	r := []int32{1, 2, 3}
+	tests := []struct {
+		name    string
+		cur     PartitionState
+		live    func(int32) bool
+		want    PartitionState
+		wantErr error
+	}{
+		{"healthy", ps(r, 1, 4, r, 9), liveSet(1, 2, 3), PartitionState{}, ErrElectionNotNeeded},
+		{"offline, out-of-sync replica alive", ps(r, NoLeader, 5, []int32{1}, 10), liveSet(3), ps(r, 3, 6, []int32{3}, 11), nil},
+		{"offline, ISR member alive: clean choice", ps(r, NoLeader, 5, []int32{1, 2}, 10), liveSet(2, 3), ps(r, 2, 6, []int32{2}, 11), nil},
+		{"nobody alive", ps(r, NoLeader, 5, []int32{1}, 10), liveSet(), PartitionState{}, ErrEligibleLeadersNotAvailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := uncleanLeader(tt.cur, tt.live)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if err == nil && !got.Equal(tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

@@ -17,12 +17,30 @@ type Embedded struct {
 	etcd *embed.Etcd
 	// Endpoints are the client URLs to give clientv3.
 	Endpoints []string
+	// ClientAddr and PeerAddr are the bound host:port addresses, to restart
+	// the server on the same ports (WithListenAddrs).
+	ClientAddr, PeerAddr string
+}
+
+// EmbeddedOption adjusts the embedded server's configuration.
+type EmbeddedOption func(*embed.Config)
+
+// WithListenAddrs makes the server listen on the given host:port addresses
+// instead of random ports (a restart on the same data directory).
+func WithListenAddrs(client, peer string) EmbeddedOption {
+	return func(cfg *embed.Config) {
+		c := url.URL{Scheme: "http", Host: client}
+		p := url.URL{Scheme: "http", Host: peer}
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{c}, []url.URL{c}
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{p}, []url.URL{p}
+		cfg.InitialCluster = cfg.Name + "=" + p.String()
+	}
 }
 
 // StartEmbedded starts etcd with its data in dir, on random free loopback
 // ports, and waits until it serves or ctx ends. logger receives etcd's own
 // logs (nil discards them).
-func StartEmbedded(ctx context.Context, dir string, logger *zap.Logger) (*Embedded, error) {
+func StartEmbedded(ctx context.Context, dir string, logger *zap.Logger, opts ...EmbeddedOption) (*Embedded, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
@@ -42,6 +60,9 @@ func StartEmbedded(ctx context.Context, dir string, logger *zap.Logger) (*Embedd
 	cfg.ElectionMs = 100
 	// Topics with many partitions are written in one transaction when they fit.
 	cfg.MaxTxnOps = 1024
+	for _, o := range opts {
+		o(cfg)
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start embedded etcd in %s: %w", dir, err)
@@ -61,6 +82,10 @@ func StartEmbedded(ctx context.Context, dir string, logger *zap.Logger) (*Embedd
 	em := &Embedded{etcd: e}
 	for _, l := range e.Clients {
 		em.Endpoints = append(em.Endpoints, "http://"+l.Addr().String())
+		em.ClientAddr = l.Addr().String()
+	}
+	for _, p := range e.Peers {
+		em.PeerAddr = p.Addr().String()
 	}
 	return em, nil
 }

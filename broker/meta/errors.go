@@ -37,6 +37,9 @@ var (
 	// ErrPreferredLeaderNotAvailable: the preferred replica is dead or out of
 	// the ISR: PREFERRED_LEADER_NOT_AVAILABLE.
 	ErrPreferredLeaderNotAvailable = errors.New("preferred leader not available")
+	// ErrEligibleLeadersNotAvailable: no live replica can lead:
+	// ELIGIBLE_LEADERS_NOT_AVAILABLE.
+	ErrEligibleLeadersNotAvailable = errors.New("eligible leaders not available")
 	// ErrBrokerIDInUse: another live registration holds this broker ID
 	// (a restarted broker whose previous lease has not expired yet sees this
 	// until the lease TTL passes).
