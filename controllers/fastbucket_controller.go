@@ -82,17 +82,19 @@ func (r *FastBucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	latency, reason, err := r.probe(ctx, fb)
 	now := metav1.Now()
 	fb.Status.LastProbeTime = &now
-	wasReachable := meta.IsStatusConditionTrue(fb.Status.Conditions, strata.ConditionReachable)
+	prev := meta.FindStatusCondition(fb.Status.Conditions, strata.ConditionReachable)
+	wasReachable := prev != nil && prev.Status == metav1.ConditionTrue
 	if err != nil {
 		logger.V(1).Info("fast bucket probe failed", "reason", reason, "error", err.Error())
 		msg := fmt.Sprintf("bucket %s at %s: %v", fb.Spec.Bucket, endpointOf(fb.Spec), err)
 		fb.Status.LastProbeLatency = nil
-		changed := meta.SetStatusCondition(&fb.Status.Conditions, metav1.Condition{
-			Type: strata.ConditionReachable, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: fb.Generation,
-		})
-		if changed || wasReachable {
+		// One event per new failure reason, not one per probe.
+		if prev == nil || prev.Status != metav1.ConditionFalse || prev.Reason != reason {
 			r.Recorder.Eventf(fb, nil, corev1.EventTypeWarning, EventBucketUnreachable, "Probe", "%s", msg)
 		}
+		meta.SetStatusCondition(&fb.Status.Conditions, metav1.Condition{
+			Type: strata.ConditionReachable, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: fb.Generation,
+		})
 		return ctrl.Result{RequeueAfter: min(interval, maxFailedProbeInterval)}, nil
 	}
 	latency = latency.Round(10 * time.Microsecond)

@@ -84,6 +84,7 @@ var _ = Describe("FastBucket controller", Ordered, func() {
 		Expect(c.Reason).To(Equal(controllers.ReasonProbeSucceeded))
 		Expect(fb.Status.LastProbeLatency).NotTo(BeNil())
 		Expect(fb.Status.LastProbeLatency.Duration).To(BeNumerically(">", 0))
+		AddReportEntry("probe latency against Versity Gateway (HeadBucket+Put+Get+Delete)", fb.Status.LastProbeLatency.Duration.String())
 		Expect(fb.Status.LastProbeTime).NotTo(BeNil())
 		Expect(fb.Status.ObservedGeneration).To(Equal(fb.Generation))
 
