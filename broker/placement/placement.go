@@ -208,25 +208,22 @@ func (c *cluster) pickFollower(t *topicCounts, replicas []int32, index int) Brok
 	}
 	slot := int32(len(replicas))
 	n := len(c.brokers)
-	rank := make(map[int32]int, n)
+	rank := func(i int) int { return ((i-index)%n + n) % n }
+	best, found := 0, false
 	for i, b := range c.brokers {
-		rank[b.ID] = ((i-index)%n + n) % n
-	}
-	var best Broker
-	found := false
-	for _, b := range c.brokers {
 		if slices.Contains(replicas, b.ID) {
 			continue
 		}
+		o := c.brokers[best]
 		if !found || cmp.Or(
-			cmp.Compare(inPartition[b.Zone], inPartition[best.Zone]),
-			cmp.Compare(t.replicas[b.ID], t.replicas[best.ID]),
-			cmp.Compare(t.behind[[3]int32{replicas[0], b.ID, slot}], t.behind[[3]int32{replicas[0], best.ID, slot}]),
-			cmp.Compare(c.load[b.ID].Replicas, c.load[best.ID].Replicas),
-			cmp.Compare(rank[b.ID], rank[best.ID]),
+			cmp.Compare(inPartition[b.Zone], inPartition[o.Zone]),
+			cmp.Compare(t.replicas[b.ID], t.replicas[o.ID]),
+			cmp.Compare(t.behind[[3]int32{replicas[0], b.ID, slot}], t.behind[[3]int32{replicas[0], o.ID, slot}]),
+			cmp.Compare(c.load[b.ID].Replicas, c.load[o.ID].Replicas),
+			cmp.Compare(rank(i), rank(best)),
 		) < 0 {
-			best, found = b, true
+			best, found = i, true
 		}
 	}
-	return best // Assign checked that rf ≤ len(brokers), so one is always found
+	return c.brokers[best] // Assign checked that rf ≤ len(brokers), so one is always found
 }
