@@ -1,7 +1,10 @@
 package group
 
 import (
+	"bytes"
 	"context"
+	"slices"
+	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -214,7 +217,7 @@ func (g *group) replaceStatic(m *member, newID string, j *joining) (joinResult, 
 	oldID := m.id
 	g.deliverJoin(m, joinResult{err: kerr.FencedInstanceID.Code, memberID: oldID, generation: -1})
 	g.deliverSync(m, syncResult{err: kerr.FencedInstanceID.Code})
-	unchanged := m.protocolType == j.protocolType && m.matches(j.protocols)
+	unchanged := g.sameSubscription(m, j.protocols)
 	delete(g.members, oldID)
 	m.id = newID
 	g.members[newID] = m
@@ -233,6 +236,10 @@ func (g *group) replaceStatic(m *member, newID string, j *joining) (joinResult, 
 
 	switch g.state {
 	case stateStable:
+		// Kafka rebalances only if the selected protocol would change;
+		// we also do when the member's subscribed topics changed (the
+		// rest of a consumer's metadata, e.g. the owned partitions of
+		// cooperative assignors, legitimately differs after a restart).
 		if unchanged && g.selectProtocol() == g.protocol {
 			m.joinCh = nil
 			leader := newID == g.leader
@@ -297,4 +304,33 @@ func joinResponse(v int16, r joinResult) *kmsg.JoinGroupResponse {
 		resp.Members = []kmsg.JoinGroupResponseMember{}
 	}
 	return resp
+}
+
+// sameSubscription reports whether a restarting static member's new
+// protocols subscribe to the same thing as before for the group's selected
+// protocol: the same topics for the consumer protocol, identical metadata
+// for other protocol types.
+func (g *group) sameSubscription(m *member, protocols []kmsg.JoinGroupRequestProtocol) bool {
+	var newMeta []byte
+	found := false
+	for _, p := range protocols {
+		if p.Name == g.protocol {
+			newMeta, found = p.Metadata, true
+		}
+	}
+	if !found {
+		return false
+	}
+	oldMeta := m.metadata(g.protocol)
+	if g.protocolType != "consumer" {
+		return bytes.Equal(oldMeta, newMeta)
+	}
+	var o, n kmsg.ConsumerMemberMetadata
+	if o.ReadFrom(oldMeta) != nil || n.ReadFrom(newMeta) != nil {
+		return bytes.Equal(oldMeta, newMeta)
+	}
+	ot, nt := append([]string(nil), o.Topics...), append([]string(nil), n.Topics...)
+	sort.Strings(ot)
+	sort.Strings(nt)
+	return slices.Equal(ot, nt)
 }

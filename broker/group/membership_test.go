@@ -523,3 +523,22 @@ func TestHeartbeatOnEmptyGroup(t *testing.T) {
 	wantCode(t, "commit", h.commit(2, "g", "", "", -1, "t", 0, 1), nil)
 	wantCode(t, "heartbeat", h.heartbeat(0, "g", "m", "", 0), kerr.UnknownMemberID)
 }
+
+func TestStaticMemberRestartWithNewOwnedPartitionsDoesNotRebalance(t *testing.T) {
+	// A cooperative consumer's metadata carries its owned partitions and
+	// generation; after a restart they are empty. Same topics: no rebalance.
+	h := newHarness(t)
+	ms := h.stableGroup("g", 2, true)
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.Version = 1
+	meta.Topics = []string{"t"}
+	meta.UserData = []byte("restarted")
+	r := h.join(joinReq(5, "g", "", ms[1].instance, proto("range", meta.AppendTo(nil))))
+	wantCode(t, "static rejoin", r.ErrorCode, nil)
+	if r.Generation != 1 {
+		t.Fatalf("generation %d, want 1", r.Generation)
+	}
+	if s := h.state("g"); s != stateStable {
+		t.Fatalf("state %v, want Stable", s)
+	}
+}

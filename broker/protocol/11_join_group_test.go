@@ -59,6 +59,13 @@ type groupMember struct {
 
 	mu       sync.Mutex
 	assigned map[int32]bool
+	events   int // assignment callbacks that changed something
+}
+
+func (m *groupMember) eventCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.events
 }
 
 func (m *groupMember) partitions() []int32 {
@@ -99,6 +106,9 @@ func startMember(t *testing.T, addr, group, topic, name string, seen *seenLog, o
 		return func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
 			m.mu.Lock()
 			defer m.mu.Unlock()
+			if len(ps[topic]) > 0 {
+				m.events++
+			}
 			for _, p := range ps[topic] {
 				if add {
 					m.assigned[p] = true
@@ -305,6 +315,61 @@ func checkCommitted(t *testing.T, adm *kadm.Client, group, topic string, partiti
 		o, ok := offsets.Lookup(topic, int32(p))
 		if !ok || o.Err != nil || o.At != int64(want) {
 			t.Fatalf("committed offset of %s-%d = %+v (found %v), want %d", topic, p, o, ok, want)
+		}
+	}
+}
+
+// TestStaticMemberRestartKgo restarts a static member (KIP-345) within its
+// session timeout: it gets its partitions back and the other member sees
+// no rebalance at all.
+func TestStaticMemberRestartKgo(t *testing.T) {
+	const partitions = 4
+	b := startGroupBroker(t)
+	adm := newAdmin(t, b.Addr())
+	createTopic(t, adm, "static", partitions, nil)
+	seen := &seenLog{count: map[[2]int64]int{}}
+	a := startMember(t, b.Addr(), "sg", "static", "a", seen, kgo.InstanceID("instance-a"), kgo.SessionTimeout(20*time.Second))
+	m := startMember(t, b.Addr(), "sg", "static", "b", seen, kgo.InstanceID("instance-b"), kgo.SessionTimeout(20*time.Second))
+	waitFor(t, "two static members with 2 partitions each", func() bool { return owners([]*groupMember{a, m}, partitions, 2) })
+	before := m.partitions()
+	aEvents := a.eventCount()
+	_, genBefore := a.cl.GroupMetadata()
+
+	// A static member does not send LeaveGroup on close: the group keeps
+	// its place until the session timeout.
+	m.stop()
+	described, err := adm.DescribeGroups(testCtx(t), "sg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := described["sg"]; g.State != "Stable" || len(g.Members) != 2 {
+		t.Fatalf("after static close: state %s with %d members", g.State, len(g.Members))
+	}
+	m2 := startMember(t, b.Addr(), "sg", "static", "b-restarted", seen, kgo.InstanceID("instance-b"), kgo.SessionTimeout(20*time.Second))
+	waitFor(t, "restarted member owns its partitions again", func() bool { return len(m2.partitions()) == 2 })
+	if after := m2.partitions(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("restarted static member got %v, had %v", after, before)
+	}
+	if n := a.eventCount(); n != aEvents {
+		t.Fatalf("the other member saw %d assignment changes during the static restart", n-aEvents)
+	}
+	if _, gen := a.cl.GroupMetadata(); gen != genBefore {
+		t.Fatalf("generation moved from %d to %d: the static restart rebalanced", genBefore, gen)
+	}
+	if _, gen := m2.cl.GroupMetadata(); gen != genBefore {
+		t.Fatalf("restarted member is in generation %d, want %d", gen, genBefore)
+	}
+	described, err = adm.DescribeGroups(testCtx(t), "sg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := described["sg"]
+	if g.State != "Stable" || len(g.Members) != 2 {
+		t.Fatalf("after restart: state %s with %d members", g.State, len(g.Members))
+	}
+	for _, mem := range g.Members {
+		if mem.InstanceID == nil {
+			t.Fatalf("member %s without instance id", mem.MemberID)
 		}
 	}
 }
