@@ -118,7 +118,8 @@ func keyValueLines(recs []record) []byte {
 
 // --- kcat (librdkafka) ---
 
-type kcat struct{}
+// kcat drives librdkafka; extra adds consumer properties (-X k=v).
+type kcat struct{ extra []string }
 
 func (kcat) version(t *testing.T) string {
 	out := runTool(t, nil, kcatPath(t), "-V")
@@ -134,15 +135,25 @@ func (kcat) produce(t *testing.T, addr string, recs []record) {
 	runTool(t, keyValueLines(recs), kcatPath(t), "-b", addr, "-P", "-t", topic, "-K", ":")
 }
 
-func (kcat) startMember(t *testing.T, addr, name string, out chan<- consumed) member {
+func (k kcat) startMember(t *testing.T, addr, name string, out chan<- consumed) member {
 	// -G: balanced consumer group (subscribe); librdkafka defaults except
 	// auto.offset.reset=earliest. On SIGTERM kcat closes the consumer,
 	// which commits the consumed offsets and leaves the group.
-	return startProc(t, name, out, kcatPath(t), "-b", addr, "-G", group, "-X", "client.id="+name,
-		"-X", "auto.offset.reset=earliest", "-u", "-q", "-f", "%p %o %k\n", topic)
+	args := []string{"-b", addr, "-G", group, "-X", "client.id=" + name, "-X", "auto.offset.reset=earliest"}
+	for _, x := range k.extra {
+		args = append(args, "-X", x)
+	}
+	args = append(args, "-u", "-q", "-f", "%p %o %k\n", topic)
+	return startProc(t, name, out, kcatPath(t), args...)
 }
 
 func TestKcat(t *testing.T) { runScenario(t, kcat{}) }
+
+// TestKcatCooperativeSticky uses librdkafka's incremental (KIP-429)
+// rebalancing: consecutive rebalances with partial revocation.
+func TestKcatCooperativeSticky(t *testing.T) {
+	runScenario(t, kcat{extra: []string{"partition.assignment.strategy=cooperative-sticky"}})
+}
 
 // --- Python clients (Debian packages) ---
 
