@@ -12,12 +12,22 @@ import (
 )
 
 // BenchmarkProduce measures acks=1 produce throughput through a franz-go
-// client into one in-process broker (default flush policy, no compression).
-// MB/s counts record values; records/s is reported alongside.
+// client into one in-process broker (no compression), with the default
+// flush policy (fsync within 1 s) and with flush.ms=0 (fsync before every
+// acknowledgement). MB/s counts record values; records/s is reported
+// alongside.
 func BenchmarkProduce(b *testing.B) {
-	for _, size := range []int{100, 1024} {
-		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
-			br := brokertest.Start(b, brokertest.WithLogger(discardLogger()))
+	for _, bc := range []struct {
+		size    int
+		flushMs string
+	}{{100, "1000"}, {1024, "1000"}, {100, "0"}, {1024, "0"}} {
+		name := fmt.Sprintf("%dB", bc.size)
+		if bc.flushMs == "0" {
+			name += "/fsync-every-append"
+		}
+		size := bc.size
+		b.Run(name, func(b *testing.B) {
+			br := brokertest.Start(b, brokertest.WithLogger(discardLogger()), brokertest.WithSetting("log.flush.interval.ms", bc.flushMs))
 			topic := "bench"
 			createTopic(b, newAdmin(b, br.Addr()), topic, 1, nil)
 			cl := newClient(b, br.Addr(), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.LeaderAck()),
