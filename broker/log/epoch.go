@@ -41,6 +41,11 @@ func (c *epochCache) assign(epoch int32, offset int64) bool {
 	if epoch < 0 || epoch <= c.latest() {
 		return false
 	}
+	// An epoch that started no earlier than the new one held no batches
+	// (Kafka: maybeTruncateNonMonotonicEntries).
+	for len(c.entries) > 0 && c.entries[len(c.entries)-1].StartOffset >= offset {
+		c.entries = c.entries[:len(c.entries)-1]
+	}
 	c.entries = append(c.entries, EpochEntry{Epoch: epoch, StartOffset: offset})
 	return true
 }

@@ -277,6 +277,14 @@ func (l *Log) truncateLocked(offset int64) error {
 		l.leo = s.base
 	}
 	l.dirty = false
+	if l.leo < l.start {
+		// A batch straddling the log start was removed whole: the start
+		// follows the end back (Kafka: min(targetOffset, logStartOffset)).
+		if err := l.persistStartOffset(l.leo); err != nil {
+			return err
+		}
+		l.start = l.leo
+	}
 	if l.epochs.truncateFromEnd(l.leo) {
 		if err := l.epochs.persist(); err != nil {
 			return err
