@@ -482,13 +482,21 @@ func (b *Broker) AllPartitions() []*Partition {
 // LeaderEpoch is the leader epoch of every partition of a single broker.
 const LeaderEpoch = 0
 
-// Append validates a Produce record set and appends it as leader.
+// Append validates a Produce record set and appends it as leader. The log
+// checks idempotent producers' epochs and sequences.
 func (p *Partition) Append(records []byte) (log.AppendResult, error) {
 	batches, err := record.Validate(records, p.maxBytes())
 	if err != nil {
 		return log.AppendResult{}, err
 	}
-	return p.Log.AppendAsLeader(batches, LeaderEpoch)
+	res, err := p.Log.AppendAsLeader(batches, LeaderEpoch)
+	if errors.Is(err, log.ErrDuplicateSequence) {
+		// An idempotent producer's retry of a batch that is already in
+		// the log: Kafka answers success with the original offsets, which
+		// the log returns in res.
+		return res, nil
+	}
+	return res, err
 }
 
 // MaxTimestamp returns the offset and timestamp of the record with the

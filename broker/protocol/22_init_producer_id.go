@@ -2,8 +2,9 @@ package protocol
 
 // InitProducerID (key 22), versions 0-4.
 //
-// Idempotent producers (no transactional ID) get a producer ID that this
-// data directory never handed out before, with epoch 0. KIP-360 (v3+): a
+// Idempotent producers (no transactional ID) get a producer ID that was
+// never handed out before (Env.ProducerIDs; on a single broker a block
+// allocator persisted in the data directory), with epoch 0. KIP-360 (v3+): a
 // producer that presents its current ID and epoch gets the epoch bumped
 // (a fresh ID when the epoch would overflow). Transactional IDs are not
 // supported: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, a fatal error that
@@ -36,7 +37,7 @@ func handleInitProducerID(_ context.Context, r *Request) (kmsg.Response, error) 
 		resp.ProducerID, resp.ProducerEpoch = req.ProducerID, req.ProducerEpoch+1
 		return resp, nil
 	}
-	id, err := r.Env.Broker.AllocateProducerID()
+	id, err := r.Env.producerIDs().AllocateProducerID()
 	if err != nil {
 		r.Env.Log.Error(err, "allocating a producer ID")
 		resp.ErrorCode = broker.ErrorCode(err)

@@ -207,7 +207,7 @@ func TestConfigsRoundTrip(t *testing.T) {
 		t.Fatalf("after AlterConfigs: max.message.bytes=%s retention.ms=%s", cfg["max.message.bytes"].MaybeValue(), cfg["retention.ms"].MaybeValue())
 	}
 	// The new max.message.bytes applies to produce at once.
-	p := newClient(t, b.Addr(), kgo.DefaultProduceTopic("cfg"), kgo.ProducerBatchMaxBytes(1<<20), kgo.DisableIdempotentWrite())
+	p := newClient(t, b.Addr(), kgo.DefaultProduceTopic("cfg"), kgo.ProducerBatchMaxBytes(1<<20))
 	big := make([]byte, 4000)
 	_, _ = rand.Read(big) // incompressible
 	err = p.ProduceSync(testCtx(t), &kgo.Record{Value: big}).FirstErr()

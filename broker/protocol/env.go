@@ -18,6 +18,24 @@ type Env struct {
 	// COORDINATOR_NOT_AVAILABLE.
 	Groups *group.Coordinator
 
+	// ProducerIDs allocates idempotent producer IDs (InitProducerID). The
+	// single broker uses Broker (a block allocator persisted in its data
+	// dir); a cluster plugs in its metadata store. Nil means Broker.
+	ProducerIDs ProducerIDAllocator
+
 	// Log is the base logger; handlers add key/values.
 	Log logr.Logger
+}
+
+// ProducerIDAllocator hands out producer IDs that are never reused, also
+// across restarts.
+type ProducerIDAllocator interface {
+	AllocateProducerID() (int64, error)
+}
+
+func (e *Env) producerIDs() ProducerIDAllocator {
+	if e.ProducerIDs != nil {
+		return e.ProducerIDs
+	}
+	return e.Broker
 }
