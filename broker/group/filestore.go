@@ -36,20 +36,35 @@ import (
 // valid data after it is corruption: Open fails with a *CorruptionError
 // naming the file and offset and changes nothing.
 //
-// FileStore serialises all calls with one mutex; concurrency between
-// groups is limited by the fsync per call.
+// Writes are group-committed: concurrent calls (different groups) queue
+// their records and one of them writes the whole queue with a single
+// write and fsync, so the fsync cost is shared.
 type FileStore struct {
 	// CompactMinBytes and CompactRatio control compaction; set before use.
 	CompactMinBytes int64
 	CompactRatio    int64
 
-	mu       sync.Mutex
-	dir      string
-	f        *os.File
-	size     int64 // bytes in the log file
-	liveSize int64 // size of the log right after the last compaction
-	state    offsetState
-	closed   bool
+	dir string
+
+	// io serialises file I/O: whoever holds it writes every queued record
+	// with one write and one fsync (group commit), so concurrent commits
+	// of different groups share an fsync.
+	io       sync.Mutex
+	f        *os.File // guarded by io
+	size     int64    // bytes in the log file; guarded by io
+	liveSize int64    // size right after the last compaction; guarded by io
+
+	mu     sync.Mutex // guards state, queue, closed
+	state  offsetState
+	queue  []*pendingWrite
+	closed bool
+}
+
+// pendingWrite is one record waiting for the next group commit.
+type pendingWrite struct {
+	rec   []byte
+	apply func()
+	done  chan error
 }
 
 const (
@@ -210,8 +225,10 @@ func (s *FileStore) DeleteGroup(_ context.Context, group string) error {
 	return s.append(encodeHead(nil, kindDeleteGroup, group), func() { delete(s.state, group) })
 }
 
-// Close closes the log file.
+// Close closes the log file. Pending writes finish first.
 func (s *FileStore) Close() error {
+	s.io.Lock()
+	defer s.io.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -223,8 +240,8 @@ func (s *FileStore) Close() error {
 
 // Size returns the current size of the log file in bytes.
 func (s *FileStore) Size() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.io.Lock()
+	defer s.io.Unlock()
 	return s.size
 }
 
@@ -236,48 +253,99 @@ func (s *FileStore) append(payload []byte, apply func()) error {
 	binary.BigEndian.PutUint32(rec[0:4], uint32(len(payload)))
 	binary.BigEndian.PutUint32(rec[4:8], crc32.Checksum(payload, castagnoli))
 	rec = append(rec, payload...)
+	w := &pendingWrite{rec: rec, apply: apply, done: make(chan error, 1)}
 
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return ErrClosed
 	}
-	if _, err := s.f.Write(rec); err != nil {
-		// The tail may now hold part of rec; cut it so the next record
+	s.queue = append(s.queue, w)
+	s.mu.Unlock()
+
+	// Either an earlier I/O holder already wrote w, or w is still queued
+	// and we write it (with whatever queued up behind it).
+	s.io.Lock()
+	s.flushQueue()
+	s.io.Unlock()
+	return <-w.done
+}
+
+// flushQueue writes every queued record with one write and one fsync.
+// Callers hold s.io.
+func (s *FileStore) flushQueue() {
+	s.mu.Lock()
+	batch := s.queue
+	s.queue = nil
+	closed := s.closed
+	s.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	finish := func(err error) {
+		for _, w := range batch {
+			w.done <- err
+		}
+	}
+	if closed {
+		finish(ErrClosed)
+		return
+	}
+	var buf []byte
+	if len(batch) == 1 {
+		buf = batch[0].rec
+	} else {
+		for _, w := range batch {
+			buf = append(buf, w.rec...)
+		}
+	}
+	if _, err := s.f.Write(buf); err != nil {
+		// The tail may now hold part of buf; cut it so the next record
 		// does not land behind garbage.
 		if terr := s.f.Truncate(s.size); terr == nil {
 			_, _ = s.f.Seek(s.size, io.SeekStart)
 		}
-		return fmt.Errorf("group: write offsets log: %w", err)
+		finish(fmt.Errorf("group: write offsets log: %w", err))
+		return
 	}
 	if err := s.f.Sync(); err != nil {
 		// After a failed fsync the page cache state is unknown (see the
 		// PostgreSQL fsync discussion); refuse further writes.
+		s.mu.Lock()
 		s.closed = true
+		s.mu.Unlock()
 		s.f.Close()
-		return fmt.Errorf("group: sync offsets log: %w", err)
+		finish(fmt.Errorf("group: sync offsets log: %w", err))
+		return
 	}
-	s.size += int64(len(rec))
-	apply()
+	s.size += int64(len(buf))
+	s.mu.Lock()
+	for _, w := range batch {
+		w.apply()
+	}
+	s.mu.Unlock()
+	finish(nil)
 	if s.size > s.CompactMinBytes && s.size > s.CompactRatio*s.liveSize {
 		if err := s.rewrite(); err != nil {
-			// The log is still complete; compaction is retried later.
+			// The log is still complete; compaction is retried once the
+			// log has grown by the ratio again.
 			s.liveSize = s.size
-			return nil
 		}
 	}
-	return nil
 }
 
 // rewrite writes the live state to a new log and swaps it in. Callers hold
-// s.mu (or own s exclusively).
+// s.io (or own s exclusively).
 func (s *FileStore) rewrite() error {
 	path := filepath.Join(s.dir, fileStoreName)
 	tmp := path + ".tmp"
 	buf := make([]byte, 0, 4096)
 	buf = append(buf, fileStoreMagic...)
 	buf = binary.BigEndian.AppendUint32(buf, fileStoreVersion)
-	for group, cs := range s.state.snapshot() {
+	s.mu.Lock()
+	snap := s.state.snapshot()
+	s.mu.Unlock()
+	for group, cs := range snap {
 		payload := encodeCommit(nil, group, cs)
 		buf = binary.BigEndian.AppendUint32(buf, uint32(len(payload)))
 		buf = binary.BigEndian.AppendUint32(buf, crc32.Checksum(payload, castagnoli))

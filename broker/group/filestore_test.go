@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -237,6 +238,55 @@ func BenchmarkFileStoreCommit(b *testing.B) {
 		}
 		if err := s.Commit(context.Background(), "group", cs); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func TestFileStoreConcurrentGroupCommit(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.CompactMinBytes = 4096 // compact a few times along the way
+	const groups, commits = 8, 200
+	var wg sync.WaitGroup
+	for g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range commits {
+				if err := s.Commit(context.Background(), fmt.Sprintf("g%d", g), []OffsetCommit{{Topic: "t", Partition: int32(i % 3), Offset: int64(i)}}); err != nil {
+					t.Errorf("commit: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(context.Background(), "g0", []OffsetCommit{{Topic: "t"}}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("commit after close: %v", err)
+	}
+	s2, err := OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	got, _ := s2.Load(context.Background())
+	for g := range groups {
+		cs := got[fmt.Sprintf("g%d", g)]
+		if len(cs) != 3 {
+			t.Fatalf("group %d: %d partitions", g, len(cs))
+		}
+		for _, c := range cs {
+			// The last commit of partition p is the largest i with i%3 == p.
+			want := int64(commits - 1 - (commits-1-int(c.Partition))%3)
+			if c.Offset != want {
+				t.Fatalf("group %d partition %d: offset %d, want %d", g, c.Partition, c.Offset, want)
+			}
 		}
 	}
 }
