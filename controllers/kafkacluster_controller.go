@@ -49,14 +49,15 @@ const (
 
 // Event reasons of a KafkaCluster.
 const (
-	EventCreated         = "Created"
-	EventUpdated         = "Updated"
-	EventZoneScaledDown  = "ZoneScaledToZero"
-	EventZoneRemoved     = "ZoneRemoved"
-	EventBrokerIDBlock   = "BrokerIDBlockAssigned"
-	EventClaimsDeleted   = "ClaimsDeleted"
-	EventInvalidBucket   = "InvalidFastBucket"
-	EventReconcileFailed = "ReconcileFailed"
+	EventCreated           = "Created"
+	EventUpdated           = "Updated"
+	EventZoneScaledDown    = "ZoneScaledToZero"
+	EventZoneRemoved       = "ZoneRemoved"
+	EventBrokerIDBlock     = "BrokerIDBlockAssigned"
+	EventClaimsDeleted     = "ClaimsDeleted"
+	EventInvalidBucket     = "InvalidFastBucket"
+	EventReconcileFailed   = "ReconcileFailed"
+	EventStorageNotApplied = "StorageChangeNotApplied"
 )
 
 // +kubebuilder:rbac:groups=kafka.strata.dev,resources=kafkaclusters,verbs=get;list;watch;update;patch
@@ -453,6 +454,10 @@ func (r *KafkaClusterReconciler) applyStatefulSet(ctx context.Context, kc *strat
 			return nil
 		}
 		got.Spec.Replicas = want.Spec.Replicas
+		if drift := claimTemplateDrift(got.Spec.VolumeClaimTemplates, want.Spec.VolumeClaimTemplates); drift != "" {
+			r.Recorder.Eventf(kc, got, corev1.EventTypeWarning, EventStorageNotApplied, "Update",
+				"StatefulSet %s: %s; claim templates are immutable, existing volumes keep their size and class (expand PVCs directly)", got.Name, drift)
+		}
 		if got.Annotations[AnnotationSpecHash] != specHash {
 			got.Spec.Template = want.Spec.Template
 			got.Spec.UpdateStrategy = want.Spec.UpdateStrategy
@@ -466,6 +471,25 @@ func (r *KafkaClusterReconciler) applyStatefulSet(ctx context.Context, kc *strat
 	}
 	r.recordResult(kc, got, "StatefulSet", res)
 	return got, nil
+}
+
+// claimTemplateDrift describes how the desired volume claim templates
+// differ from the existing ones in size or storage class, or "" if not.
+func claimTemplateDrift(got, want []corev1.PersistentVolumeClaim) string {
+	if len(got) != len(want) {
+		return fmt.Sprintf("%d claim templates wanted, %d exist", len(want), len(got))
+	}
+	for i := range want {
+		g, w := got[i].Spec, want[i].Spec
+		gs, ws := g.Resources.Requests[corev1.ResourceStorage], w.Resources.Requests[corev1.ResourceStorage]
+		if gs.Cmp(ws) != 0 {
+			return fmt.Sprintf("volume %s size %s wanted, %s exists", want[i].Name, ws.String(), gs.String())
+		}
+		if w.StorageClassName != nil && ptr.Deref(g.StorageClassName, "") != *w.StorageClassName {
+			return fmt.Sprintf("volume %s storage class %q wanted, %q exists", want[i].Name, *w.StorageClassName, ptr.Deref(g.StorageClassName, ""))
+		}
+	}
+	return ""
 }
 
 // objectHash is the SHA-256 of an object's JSON form. The StatefulSet's

@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -53,6 +54,10 @@ func makeBucket(ns, name, zone string) *strata.FastBucket {
 		Spec: strata.FastBucketSpec{
 			Zone: zone, Bucket: "strata-wal-" + zone, Region: "us-east-1",
 			Endpoint: unreachableEndpoint, ForcePathStyle: true,
+			// A Secret that does not exist: the probe fails before any
+			// network call (ambient credentials would make the SDK look
+			// for an instance metadata service off the loopback).
+			Credentials: strata.S3Credentials{SecretRef: &strata.S3SecretReference{Name: "no-credentials"}},
 		},
 	}
 	Expect(k8sClient.Create(suiteCtx, fb)).To(Succeed())
@@ -185,16 +190,52 @@ var _ = Describe("KafkaCluster controller", func() {
 			g.Expect(ready.Status).To(Equal(metav1.ConditionFalse)) // no pods in envtest
 			g.Expect(ready.Reason).To(Equal(controllers.ReasonBrokersNotReady))
 		}, timeout, interval).Should(Succeed())
+
+		Eventually(func(g Gomega) {
+			var events eventsv1.EventList
+			g.Expect(k8sClient.List(suiteCtx, &events, client.InNamespace(ns))).To(Succeed())
+			reasons := map[string]int{}
+			for _, e := range events.Items {
+				if e.Regarding.Kind == "KafkaCluster" && e.Regarding.Name == "demo" {
+					reasons[e.Reason]++
+				}
+			}
+			g.Expect(reasons).To(HaveKey(controllers.EventBrokerIDBlock))
+			g.Expect(reasons).To(HaveKey(controllers.EventCreated))
+		}, timeout, interval).Should(Succeed())
+	})
+
+	It("warns that a storage size change is not applied to existing volumes", func() {
+		createCluster(ns, "disk", clusterSpec(map[string]int32{"us-east-1a": 1}, "us-east-1a"))
+		Eventually(func() error { _, err := getSTS(ns, "disk-us-east-1a"); return err }, timeout, interval).Should(Succeed())
+		updateCluster(ns, "disk", func(kc *strata.KafkaCluster) { kc.Spec.Storage.Size = ptr.To(resource.MustParse("500Gi")) })
+		Eventually(func(g Gomega) {
+			var events eventsv1.EventList
+			g.Expect(k8sClient.List(suiteCtx, &events, client.InNamespace(ns))).To(Succeed())
+			var notes []string
+			for _, e := range events.Items {
+				if e.Reason == controllers.EventStorageNotApplied {
+					notes = append(notes, e.Note)
+				}
+			}
+			g.Expect(notes).To(ContainElement(ContainSubstring("size 500Gi wanted, 100Gi exists")))
+		}, timeout, interval).Should(Succeed())
+		sts, err := getSTS(ns, "disk-us-east-1a")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(sts.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().String()).To(Equal("100Gi"))
 	})
 
 	It("scales one zone without touching the others", func() {
 		createCluster(ns, "scale", clusterSpec(counts, zones...))
-		before := map[string]string{}
+		before, cmBefore := map[string]string{}, map[string]string{}
 		Eventually(func(g Gomega) {
 			for _, z := range zones {
 				sts, err := getSTS(ns, "scale-"+z)
 				g.Expect(err).NotTo(HaveOccurred())
 				before[z] = sts.ResourceVersion
+				cm := &corev1.ConfigMap{}
+				g.Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: controllers.ZoneConfigMapName("scale", z)}, cm)).To(Succeed())
+				cmBefore[z] = cm.ResourceVersion
 			}
 		}, timeout, interval).Should(Succeed())
 
@@ -212,6 +253,11 @@ var _ = Describe("KafkaCluster controller", func() {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(sts.ResourceVersion).To(Equal(before[z]), "StatefulSet of zone %s changed", z)
 			Expect(sts.Spec.Replicas).To(HaveValue(Equal(counts[z])))
+		}
+		for _, z := range zones {
+			cm := &corev1.ConfigMap{}
+			Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: controllers.ZoneConfigMapName("scale", z)}, cm)).To(Succeed())
+			Expect(cm.ResourceVersion).To(Equal(cmBefore[z]), "ConfigMap of zone %s changed", z)
 		}
 		Eventually(func() []strata.BrokerStatus { return getCluster(ns, "scale").Status.Brokers }, timeout, interval).
 			Should(ContainElement(strata.BrokerStatus{ID: 104, Zone: "us-east-1b", Pod: "scale-us-east-1b-4"}))
@@ -502,11 +548,21 @@ var _ = Describe("CRD validation", func() {
 	It("keeps a FastBucket in its zone", func() {
 		fb := &strata.FastBucket{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fb"},
-			Spec:       strata.FastBucketSpec{Zone: "a", Bucket: "wal-a", Region: "us-east-1", Endpoint: unreachableEndpoint},
+			Spec: strata.FastBucketSpec{
+				Zone: "a", Bucket: "wal-a", Region: "us-east-1", Endpoint: unreachableEndpoint,
+				Credentials: strata.S3Credentials{SecretRef: &strata.S3SecretReference{Name: "no-credentials"}},
+			},
 		}
 		Expect(k8sClient.Create(suiteCtx, fb)).To(Succeed())
-		fb.Spec.Zone = "b"
-		expectRejected(k8sClient.Update(suiteCtx, fb), "zone is immutable")
+		// The controller writes status meanwhile; retry on conflicts only.
+		var err error
+		Eventually(func() bool {
+			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(fb), fb)).To(Succeed())
+			fb.Spec.Zone = "b"
+			err = k8sClient.Update(suiteCtx, fb)
+			return apierrors.IsConflict(err)
+		}, timeout, interval).Should(BeFalse())
+		expectRejected(err, "zone is immutable")
 	})
 
 	It("validates KafkaTopics and lets partitions only grow", func() {

@@ -39,6 +39,16 @@ func TestControllers(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	// Tests stay on the loopback: a FastBucket with ambient credentials
+	// must not make the AWS SDK query an instance metadata service, and
+	// no shared AWS config of the machine may leak in.
+	for k, v := range map[string]string{
+		"AWS_EC2_METADATA_DISABLED":   "true",
+		"AWS_CONFIG_FILE":             os.DevNull,
+		"AWS_SHARED_CREDENTIALS_FILE": os.DevNull,
+	} {
+		GinkgoT().Setenv(k, v)
+	}
 
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	Expect(assets).NotTo(BeEmpty(), "KUBEBUILDER_ASSETS is not set: run `make test` (or `make envtest`) to build kube-apiserver and etcd")
