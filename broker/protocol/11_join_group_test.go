@@ -126,8 +126,10 @@ func startMember(t *testing.T, addr, group, topic, name string, seen *seenLog, o
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
-		kgo.SessionTimeout(3 * time.Second),
-		kgo.HeartbeatInterval(200 * time.Millisecond),
+		// Long enough that a starved CI machine does not expire a live
+		// member (which would make an eager rebalance redeliver).
+		kgo.SessionTimeout(6 * time.Second),
+		kgo.HeartbeatInterval(300 * time.Millisecond),
 		kgo.OnPartitionsAssigned(track(true)),
 		kgo.OnPartitionsRevoked(track(false)),
 		kgo.OnPartitionsLost(track(false)),
