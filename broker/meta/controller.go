@@ -162,7 +162,7 @@ func (c *Controller) reconcile(ctx context.Context, term *leadership, prev, st *
 			if cur.Replicas == nil {
 				continue
 			}
-			next, changed := controllerWants(cur, st.Live, unclean)
+			next, changed := controllerWants(cur, st.Brokers, unclean)
 			if !changed {
 				continue
 			}
@@ -295,6 +295,7 @@ func (c *Controller) eachPartition(ctx context.Context, partitions []TopicPartit
 				results[tp] = err
 				continue
 			}
+			next = stampLeader(cur, next, st.Brokers)
 			ok, err = c.store.casPartition(ctx, term, tp, rev, next, what+": "+describe(cur, next))
 			if err != nil {
 				return nil, err

@@ -957,3 +957,78 @@ func part(st *ClusterState, tp TopicPartition) PartitionState {
 	p, _ := st.Partition(tp)
 	return p
 }
+
+// A leader restarts (new registration epoch) while no controller runs, so
+// nobody saw its lease go. The controller elected afterwards still notices,
+// from the leader's registration epoch, and moves leadership with a new
+// leader epoch; the old incarnation's ISR change is refused.
+func TestLeaderRestartWithoutController(t *testing.T) {
+	c := newTestCluster(t)
+	regs := map[int32]*Registration{}
+	for i, zone := range []string{"a", "b", "c"} {
+		reg, err := c.store.RegisterBroker(c.ctx, BrokerInfo{ID: int32(i + 1), Zone: zone}, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs[reg.Info().ID] = reg
+	}
+	c.createTopic(TopicSpec{Name: "t", Partitions: 3, ReplicationFactor: 3})
+	before, err := c.store.Snapshot(c.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := TopicPartition{"t", 0}
+	old := part(before, tp)
+	restarted := old.Leader
+	if old.LeaderBrokerEpoch != regs[restarted].Info().Epoch {
+		t.Fatalf("initial leader epoch stamp %d, want the leader's registration epoch %d", old.LeaderBrokerEpoch, regs[restarted].Info().Epoch)
+	}
+	// The restart: the old lease goes, a new registration comes.
+	if _, err := c.client.Revoke(c.ctx, regs[restarted].Lease()); err != nil {
+		t.Fatal(err)
+	}
+	_ = regs[restarted].session.Close()
+	reg, err := c.store.RegisterBroker(c.ctx, BrokerInfo{ID: restarted, Zone: "x"}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regs[restarted] = reg
+	// The old incarnation's proposal, made from the state it knew, fails.
+	shrink := old.Clone()
+	shrink.ISR = []int32{restarted}
+	if _, err := c.store.AlterPartition(c.ctx, tp, old, shrink); !errors.Is(err, ErrStaleState) {
+		t.Errorf("ISR change by the pre-restart leader: %v, want ErrStaleState", err)
+	}
+	// Now a controller starts (on another broker).
+	var host int32 = 1
+	if host == restarted {
+		host = 2
+	}
+	c.runController(regs[host], ControllerOptions{})
+	for id, r := range regs {
+		if id != host {
+			defer r.Close(c.ctx)
+		}
+	}
+	c.waitFor("leadership moved off the restarted incarnation", func(st *ClusterState) bool {
+		if len(st.TopicPartitions("t")) != 3 || st.Brokers[restarted].Epoch != reg.Info().Epoch {
+			return false
+		}
+		// Partitions it led lose it as leader and ISR member (it may have
+		// lost unflushed writes); where it follows, its leader decides.
+		for p, was := range before.TopicPartitions("t") {
+			now := st.TopicPartitions("t")[p]
+			if was.Leader == restarted && (now.Leader == restarted || slices.Contains(now.ISR, restarted)) {
+				return false
+			}
+		}
+		return true
+	})
+	after, _ := c.store.Snapshot(c.ctx)
+	for p, was := range before.TopicPartitions("t") {
+		now := after.TopicPartitions("t")[p]
+		if was.Leader == restarted && (now.LeaderEpoch != was.LeaderEpoch+1 || now.LeaderBrokerEpoch != after.Brokers[now.Leader].Epoch) {
+			t.Errorf("partition %d: %+v -> %+v, want leader epoch +1 stamped with the new leader's registration", p, was, now)
+		}
+	}
+}

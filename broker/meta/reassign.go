@@ -103,8 +103,37 @@ func finishReassignment(cur PartitionState, live func(int32) bool) (PartitionSta
 }
 
 // controllerWants is the controller's full decision for one partition:
-// leader and ISR health first, then reassignment completion.
-func controllerWants(cur PartitionState, live func(int32) bool, unclean bool) (PartitionState, bool) {
+// leader and ISR health first, then reassignment completion. A leader whose
+// registration epoch differs from the one it was elected under restarted
+// since: it is not a candidate in this decision (another ISR member leads,
+// or the partition goes offline and the restarted broker is elected on the
+// next pass, with a new leader epoch either way).
+func controllerWants(cur PartitionState, brokers map[int32]BrokerInfo, unclean bool) (PartitionState, bool) {
+	live := func(id int32) bool {
+		b, ok := brokers[id]
+		return ok && !(id == cur.Leader && cur.LeaderBrokerEpoch != 0 && b.Epoch != cur.LeaderBrokerEpoch)
+	}
+	next, changed := controllerDecides(cur, live, unclean)
+	if changed {
+		next = stampLeader(cur, next, brokers)
+	}
+	return next, changed
+}
+
+// stampLeader records the new leader's registration epoch when leadership
+// changed from cur to next.
+func stampLeader(cur, next PartitionState, brokers map[int32]BrokerInfo) PartitionState {
+	if next.Leader == cur.Leader && next.LeaderEpoch == cur.LeaderEpoch {
+		return next
+	}
+	next.LeaderBrokerEpoch = 0
+	if b, ok := brokers[next.Leader]; ok {
+		next.LeaderBrokerEpoch = b.Epoch
+	}
+	return next
+}
+
+func controllerDecides(cur PartitionState, live func(int32) bool, unclean bool) (PartitionState, bool) {
 	next, changed := reconcilePartition(cur, live, unclean)
 	if done, ok := finishReassignment(next, live); ok {
 		// One write, one step of each epoch.

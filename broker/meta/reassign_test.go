@@ -82,7 +82,53 @@ func TestControllerWantsFinishesReassignment(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, changed := controllerWants(tt.cur, tt.live, false)
+			got, changed := controllerDecides(tt.cur, tt.live, false)
+			if changed != tt.changed || !got.Equal(tt.want) {
+				t.Fatalf("got  %+v changed=%v\nwant %+v changed=%v", got, changed, tt.want, tt.changed)
+			}
+		})
+	}
+}
+
+// controllerWants stamps the new leader's registration epoch and treats a
+// leader registered under a different epoch (restarted) as a new broker.
+func TestControllerWantsBrokerEpochs(t *testing.T) {
+	r := []int32{1, 2, 3}
+	brokers := func(epochs ...int64) map[int32]BrokerInfo {
+		m := map[int32]BrokerInfo{}
+		for i, e := range epochs {
+			if e != 0 {
+				m[int32(i+1)] = BrokerInfo{ID: int32(i + 1), Epoch: e}
+			}
+		}
+		return m
+	}
+	stamped := func(s PartitionState, e int64) PartitionState { s.LeaderBrokerEpoch = e; return s }
+	tests := []struct {
+		name    string
+		cur     PartitionState
+		brokers map[int32]BrokerInfo
+		want    PartitionState
+		changed bool
+	}{
+		{"same incarnation: nothing to do", stamped(ps(r, 1, 3, r, 5), 10), brokers(10, 20, 30), stamped(ps(r, 1, 3, r, 5), 10), false},
+		{"unknown epoch (0) is not checked", ps(r, 1, 3, r, 5), brokers(11, 20, 30), ps(r, 1, 3, r, 5), false},
+		// It may have lost unflushed writes, so it also leaves the ISR; as a
+		// follower it is added back once caught up.
+		{"leader restarted: next ISR member leads, stamped", stamped(ps(r, 1, 3, r, 5), 10), brokers(11, 20, 30),
+			stamped(ps(r, 2, 4, []int32{2, 3}, 6), 20), true},
+		{"restarted sole ISR member: offline first", stamped(ps(r, 1, 3, []int32{1}, 5), 10), brokers(11, 20, 30),
+			ps(r, NoLeader, 4, []int32{1}, 6), true},
+		{"then the restarted broker leads again under its new epoch", ps(r, NoLeader, 4, []int32{1}, 6), brokers(11, 20, 30),
+			stamped(ps(r, 1, 5, []int32{1}, 7), 11), true},
+		{"leader dies: successor stamped", stamped(ps(r, 1, 3, r, 5), 10), brokers(0, 20, 30),
+			stamped(ps(r, 2, 4, []int32{2, 3}, 6), 20), true},
+		{"ISR shrink keeps the stamp", stamped(ps(r, 1, 3, r, 5), 10), brokers(10, 20, 0),
+			stamped(ps(r, 1, 3, []int32{1, 2}, 6), 10), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, changed := controllerWants(tt.cur, tt.brokers, false)
 			if changed != tt.changed || !got.Equal(tt.want) {
 				t.Fatalf("got  %+v changed=%v\nwant %+v changed=%v", got, changed, tt.want, tt.changed)
 			}

@@ -193,11 +193,12 @@ func checkAssignment(st *ClusterState, assignment [][]int32, rf int) error {
 	return nil
 }
 
-func initialState(replicas []int32) PartitionState {
+func initialState(replicas []int32, brokers map[int32]BrokerInfo) PartitionState {
 	return PartitionState{
-		Replicas: slices.Clone(replicas),
-		Leader:   replicas[0],
-		ISR:      slices.Clone(replicas),
+		Replicas:          slices.Clone(replicas),
+		Leader:            replicas[0],
+		ISR:               slices.Clone(replicas),
+		LeaderBrokerEpoch: brokers[replicas[0]].Epoch,
 	}
 }
 
@@ -221,7 +222,7 @@ func (s *Store) CreateTopic(ctx context.Context, spec TopicSpec) (TopicInfo, err
 			return TopicInfo{}, fmt.Errorf("clear partitions of %s: %w", info.Name, err)
 		}
 	}
-	ok, err := s.writePartitions(ctx, "create topic "+info.Name, absent, info, 0, assignment)
+	ok, err := s.writePartitions(ctx, "create topic "+info.Name, absent, info, 0, assignment, st.Brokers)
 	if err != nil {
 		return TopicInfo{}, err
 	}
@@ -239,11 +240,11 @@ func (s *Store) CreateTopic(ctx context.Context, spec TopicSpec) (TopicInfo, err
 // earlier chunks stay invisible until the last one lands, and a crash in
 // between leaves only invisible records that the next create or delete
 // overwrites.
-func (s *Store) writePartitions(ctx context.Context, reason string, guard clientv3.Cmp, info TopicInfo, first int32, assignment [][]int32) (bool, error) {
+func (s *Store) writePartitions(ctx context.Context, reason string, guard clientv3.Cmp, info TopicInfo, first int32, assignment [][]int32, brokers map[int32]BrokerInfo) (bool, error) {
 	ops := make([]clientv3.Op, 0, len(assignment)+1)
 	for i, replicas := range assignment {
 		tp := TopicPartition{info.Name, first + int32(i)}
-		ops = append(ops, clientv3.OpPut(s.keys.partition(tp), encode(initialState(replicas))))
+		ops = append(ops, clientv3.OpPut(s.keys.partition(tp), encode(initialState(replicas, brokers))))
 	}
 	limit := s.maxTxnOps - 1 // room for the version bump
 	for len(ops)+1 > limit {
@@ -329,7 +330,7 @@ func (s *Store) CreatePartitions(ctx context.Context, name string, total int32, 
 		first := info.Partitions
 		info.Partitions = total
 		unchanged := clientv3.Compare(clientv3.ModRevision(s.keys.topic(name)), "=", st.topicRevs[name])
-		ok, err = s.writePartitions(ctx, fmt.Sprintf("create partitions %s %d..%d", name, first, total-1), unchanged, info, first, assignment)
+		ok, err = s.writePartitions(ctx, fmt.Sprintf("create partitions %s %d..%d", name, first, total-1), unchanged, info, first, assignment, st.Brokers)
 		if err != nil {
 			return TopicInfo{}, err
 		}
@@ -421,9 +422,14 @@ func (s *Store) AlterPartition(ctx context.Context, tp TopicPartition, expected,
 		if err != nil {
 			return cur, fmt.Errorf("%s: %w", tp, err)
 		}
+		leaderRegistered := clientv3.Compare(clientv3.CreateRevision(s.keys.broker(cur.Leader)), ">", 0)
+		if cur.LeaderBrokerEpoch != 0 {
+			// The same incarnation that was given leadership.
+			leaderRegistered = clientv3.Compare(clientv3.CreateRevision(s.keys.broker(cur.Leader)), "=", cur.LeaderBrokerEpoch)
+		}
 		cmps := []clientv3.Cmp{
 			clientv3.Compare(clientv3.ModRevision(s.keys.partition(tp)), "=", rev),
-			clientv3.Compare(clientv3.CreateRevision(s.keys.broker(cur.Leader)), ">", 0),
+			leaderRegistered,
 		}
 		for _, id := range added {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.keys.broker(id)), ">", 0))
@@ -437,15 +443,16 @@ func (s *Store) AlterPartition(ctx context.Context, tp TopicPartition, expected,
 			return next, nil
 		}
 		// Lost a compare: find out which, so that the error says why.
-		live, err := s.registered(ctx, append([]int32{cur.Leader}, added...))
+		epochs, err := s.registrations(ctx, append([]int32{cur.Leader}, added...))
 		if err != nil {
 			return cur, err
 		}
-		if !live[cur.Leader] {
-			return cur, fmt.Errorf("%w: %s: leader %d is no longer registered", ErrStaleState, tp, cur.Leader)
+		if e := epochs[cur.Leader]; e == 0 || (cur.LeaderBrokerEpoch != 0 && e != cur.LeaderBrokerEpoch) {
+			return cur, fmt.Errorf("%w: %s: leader %d is no longer registered under the epoch it was elected with (%d, now %d)",
+				ErrStaleState, tp, cur.Leader, cur.LeaderBrokerEpoch, e)
 		}
 		for _, id := range added {
-			if !live[id] {
+			if epochs[id] == 0 {
 				return cur, fmt.Errorf("%s: %w: broker %d is not registered", tp, ErrIneligibleReplica, id)
 			}
 		}
@@ -455,19 +462,22 @@ func (s *Store) AlterPartition(ctx context.Context, tp TopicPartition, expected,
 	return PartitionState{}, fmt.Errorf("%w: %s kept changing", ErrStaleState, tp)
 }
 
-// registered reports which of ids have a broker registration.
-func (s *Store) registered(ctx context.Context, ids []int32) (map[int32]bool, error) {
+// registrations returns the registration epoch of each of ids, 0 for a
+// broker that is not registered.
+func (s *Store) registrations(ctx context.Context, ids []int32) (map[int32]int64, error) {
 	ops := make([]clientv3.Op, 0, len(ids))
 	for _, id := range ids {
-		ops = append(ops, clientv3.OpGet(s.keys.broker(id), clientv3.WithCountOnly()))
+		ops = append(ops, clientv3.OpGet(s.keys.broker(id), clientv3.WithKeysOnly()))
 	}
 	resp, err := s.client.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("read broker registrations: %w", err)
 	}
-	out := make(map[int32]bool, len(ids))
+	out := make(map[int32]int64, len(ids))
 	for i, r := range resp.Responses {
-		out[ids[i]] = r.GetResponseRange().Count > 0
+		if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
+			out[ids[i]] = kvs[0].CreateRevision
+		}
 	}
 	return out, nil
 }

@@ -102,6 +102,12 @@ type PartitionState struct {
 	ISR []int32 `json:"isr"`
 	// PartitionEpoch grows with every change of this record.
 	PartitionEpoch int32 `json:"partitionEpoch"`
+	// LeaderBrokerEpoch is the registration epoch (BrokerInfo.Epoch) of the
+	// leader when it was given leadership. A leader registered under another
+	// epoch has restarted since: the controller treats it as a new broker
+	// (new leader election, leader epoch +1), and its AlterPartition calls
+	// fail. 0 when unknown.
+	LeaderBrokerEpoch int64 `json:"leaderBrokerEpoch,omitempty"`
 	// AddingReplicas and RemovingReplicas describe a reassignment in
 	// progress (KIP-455). Replicas is then the target replicas followed by
 	// the removing ones; the controller completes the reassignment once
@@ -127,6 +133,7 @@ func (s PartitionState) Clone() PartitionState {
 // Equal reports whether two states are identical.
 func (s PartitionState) Equal(o PartitionState) bool {
 	return s.Leader == o.Leader && s.LeaderEpoch == o.LeaderEpoch && s.PartitionEpoch == o.PartitionEpoch &&
+		s.LeaderBrokerEpoch == o.LeaderBrokerEpoch &&
 		slices.Equal(s.Replicas, o.Replicas) && slices.Equal(s.ISR, o.ISR) &&
 		slices.Equal(s.AddingReplicas, o.AddingReplicas) && slices.Equal(s.RemovingReplicas, o.RemovingReplicas)
 }
