@@ -44,7 +44,8 @@ var (
 		}
 		return d
 	}}
-	bufioPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufSize) }}
+	bufioPool  = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufSize) }}
+	xerialPool = sync.Pool{New: func() any { return new(xerialReader) }}
 )
 
 // openPayload returns a reader of the decompressed records and a function
@@ -67,7 +68,12 @@ func openPayload(c Codec, payload []byte) (byteSource, func(), error) {
 		r, release = zr, func() { gzipPool.Put(zr) }
 	case Snappy:
 		if bytes.HasPrefix(payload, xerialMagic) {
-			r, release = &xerialReader{src: payload}, func() {}
+			x := xerialPool.Get().(*xerialReader)
+			x.src, x.started, x.block = payload, false, nil
+			r, release = x, func() {
+				x.src, x.block = nil, nil
+				xerialPool.Put(x)
+			}
 			break
 		}
 		n, err := s2.DecodedLen(payload)

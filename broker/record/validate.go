@@ -70,6 +70,7 @@ func walkRecords(b Batch, h Header, visit func(Record) error) error {
 	}
 	defer done()
 	w := walker{r: src}
+	w.sl, _ = src.(*sliceReader)
 	for i := int32(0); i < h.NumRecords; i++ {
 		rec, err := w.record(i, visit != nil)
 		if err != nil {
@@ -149,11 +150,21 @@ type byteSource interface {
 
 // walker reads varint-framed records and counts the bytes it consumed.
 type walker struct {
-	r byteSource
-	n int64
+	r  byteSource
+	sl *sliceReader // r when records are uncompressed: a fast path without interface calls
+	n  int64
 }
 
 func (w *walker) ReadByte() (byte, error) {
+	if w.sl != nil {
+		if len(w.sl.b) == 0 {
+			return 0, io.EOF
+		}
+		c := w.sl.b[0]
+		w.sl.b = w.sl.b[1:]
+		w.n++
+		return c, nil
+	}
 	c, err := w.r.ReadByte()
 	if err == nil {
 		w.n++
@@ -164,7 +175,7 @@ func (w *walker) ReadByte() (byte, error) {
 // varint reads a zigzag varint as Kafka writes them; out-of-range values
 // are invalid records.
 func (w *walker) varint(what string, lo, hi int64) (int64, error) {
-	v, err := readVarint(w)
+	v, err := w.readVarint()
 	if err != nil {
 		return 0, err
 	}
@@ -174,10 +185,10 @@ func (w *walker) varint(what string, lo, hi int64) (int64, error) {
 	return v, nil
 }
 
-func readVarint(r io.ByteReader) (int64, error) {
+func (w *walker) readVarint() (int64, error) {
 	var ux uint64
 	for shift := uint(0); shift < 64; shift += 7 {
-		c, err := r.ReadByte()
+		c, err := w.ReadByte()
 		if err != nil {
 			return 0, err
 		}
@@ -196,7 +207,7 @@ func (w *walker) bytes(what string, nullable, keep bool) ([]byte, error) {
 	if nullable {
 		lo = -1
 	}
-	n, err := readVarint(w)
+	n, err := w.readVarint()
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +249,7 @@ func (w *walker) record(i int32, keep bool) (Record, error) {
 		return rec, err
 	}
 	rec.Attributes = int8(attrs)
-	if rec.TimestampDelta, err = readVarint(w); err != nil {
+	if rec.TimestampDelta, err = w.readVarint(); err != nil {
 		return rec, err
 	}
 	od, err := w.varint("offset delta", math.MinInt32, math.MaxInt32)
