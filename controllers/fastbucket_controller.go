@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -188,6 +189,9 @@ func endpointOf(spec strata.FastBucketSpec) string {
 func (r *FastBucketReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&strata.FastBucket{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A probe may wait up to probeTimeout on a dead endpoint; a few
+		// workers keep one bad bucket from delaying the others.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Named("fastbucket").
 		Complete(r)
 }
