@@ -86,7 +86,7 @@ func (r *FastBucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	prev := meta.FindStatusCondition(fb.Status.Conditions, strata.ConditionReachable)
 	wasReachable := prev != nil && prev.Status == metav1.ConditionTrue
 	if err != nil {
-		logger.V(1).Info("fast bucket probe failed", "reason", reason, "error", err.Error())
+		logger.V(logDebug).Info("fast bucket probe failed", "reason", reason, "error", err.Error())
 		msg := fmt.Sprintf("bucket %s at %s: %v", fb.Spec.Bucket, endpointOf(fb.Spec), err)
 		fb.Status.LastProbeLatency = nil
 		// One event per new failure reason, not one per probe.
@@ -108,7 +108,7 @@ func (r *FastBucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if !wasReachable {
 		r.Recorder.Eventf(fb, nil, corev1.EventTypeNormal, EventBucketReachable, "Probe", "bucket %s reachable (%s)", fb.Spec.Bucket, latency)
 	}
-	logger.V(1).Info("fast bucket probe succeeded", "latency", latency)
+	logger.V(logDebug).Info("fast bucket probe succeeded", "latency", latency)
 	return ctrl.Result{RequeueAfter: interval}, nil
 }
 

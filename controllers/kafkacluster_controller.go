@@ -159,6 +159,7 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		setCondition(kc, strata.ConditionReconciling, metav1.ConditionTrue, ReasonReconcileError, msg)
 		return ctrl.Result{}, fmt.Errorf("%s: %w", step.name, err)
 	}
+	logger.V(logDebug).Info("reconciled", "zones", len(s.zones), "readyBrokers", kc.Status.ReadyBrokers, "desiredBrokers", kc.Status.DesiredBrokers)
 	return ctrl.Result{}, nil
 }
 

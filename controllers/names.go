@@ -41,6 +41,10 @@ const (
 	BrokerDataDir = "/var/lib/strata"
 )
 
+// Log verbosity levels: Info (V(0)) for decisions a user would want to
+// see, logDebug for per-reconcile detail.
+const logDebug = 1
+
 // ZoneStatefulSetName is the StatefulSet of a zone's brokers.
 func ZoneStatefulSetName(cluster, zone string) string { return fmt.Sprintf("%s-%s", cluster, zone) }
 
