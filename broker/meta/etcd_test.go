@@ -65,6 +65,7 @@ type testCluster struct {
 	brokers map[int32]*testBroker
 	watch   <-chan *ClusterState
 	last    *ClusterState
+	seen    []*ClusterState // every snapshot waitFor read, in order
 }
 
 type testBroker struct {
@@ -162,6 +163,7 @@ func (c *testCluster) waitFor(what string, pred func(*ClusterState) bool) *Clust
 				c.t.Fatalf("watch closed while waiting for %s", what)
 			}
 			c.last = st
+			c.seen = append(c.seen, st)
 			if pred(st) {
 				return st
 			}
@@ -329,6 +331,7 @@ func TestBrokerLossMovesLeadershipToISR(t *testing.T) {
 			t.Errorf("%s: partition epoch %d -> %d, want one change", tp, old.PartitionEpoch, now.PartitionEpoch)
 		}
 	}
+	c.checkConvergence(1, 2, 3)
 }
 
 func TestControllerFailover(t *testing.T) {
@@ -918,6 +921,7 @@ func TestDrainBrokerThroughReassignment(t *testing.T) {
 			t.Errorf("%s: replicas %v lost zone spread", tp, now.Replicas)
 		}
 	}
+	c.checkConvergence(1, 2, 3, 4)
 	// Cancelling with nothing in progress is an error per partition.
 	for tp := range targets {
 		res, err := ctrl.AlterPartitionReassignments(c.ctx, map[TopicPartition][]int32{tp: nil})
@@ -1031,4 +1035,52 @@ func TestLeaderRestartWithoutController(t *testing.T) {
 			t.Errorf("partition %d: %+v -> %+v, want leader epoch +1 stamped with the new leader's registration", p, was, now)
 		}
 	}
+}
+
+// checkConvergence replays every snapshot the test saw through Diff, as a
+// broker does, for each broker ID, and checks that the roles it ends with
+// are those of the last snapshot (Diff from nothing).
+func (c *testCluster) checkConvergence(ids ...int32) {
+	c.t.Helper()
+	if len(c.seen) < 2 {
+		c.t.Fatalf("only %d snapshots seen", len(c.seen))
+	}
+	last := c.seen[len(c.seen)-1]
+	for _, id := range ids {
+		roles := map[TopicPartition]string{}
+		var prev *ClusterState
+		for _, st := range c.seen {
+			for _, ch := range Diff(prev, st, id) {
+				switch ch.Kind {
+				case StopReplica, DeletePartition:
+					if _, ok := roles[ch.Partition]; !ok {
+						c.t.Errorf("broker %d: %s of %s it did not host", id, ch.Kind, ch.Partition)
+					}
+					delete(roles, ch.Partition)
+				case UpdateState:
+					if _, ok := roles[ch.Partition]; !ok {
+						c.t.Errorf("broker %d: update of %s it did not host", id, ch.Partition)
+					}
+					roles[ch.Partition] = roleOf(ch.State, id)
+				default:
+					roles[ch.Partition] = roleOf(ch.State, id)
+				}
+			}
+			prev = st
+		}
+		want := map[TopicPartition]string{}
+		for _, ch := range Diff(nil, last, id) {
+			want[ch.Partition] = roleOf(ch.State, id)
+		}
+		if fmt.Sprint(roles) != fmt.Sprint(want) {
+			c.t.Errorf("broker %d converged to %v, want %v", id, roles, want)
+		}
+	}
+}
+
+func roleOf(st PartitionState, id int32) string {
+	if st.Leader == id {
+		return fmt.Sprintf("leader@%d", st.LeaderEpoch)
+	}
+	return fmt.Sprintf("follower(%d)@%d", st.Leader, st.LeaderEpoch)
 }

@@ -1,0 +1,65 @@
+package meta
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// A controller that lost its role without noticing (paused while its lease
+// expired and another broker was elected) cannot write: its transactions
+// carry its election key's revision.
+func TestDeposedControllerIsFenced(t *testing.T) {
+	c := newTestCluster(t)
+	var regs []*Registration
+	for id := int32(1); id <= 2; id++ {
+		reg, err := c.store.RegisterBroker(c.ctx, BrokerInfo{ID: id, Zone: "a"}, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer reg.Close(c.ctx)
+		regs = append(regs, reg)
+	}
+	c.createTopic(TopicSpec{Name: "t", Partitions: 1, ReplicationFactor: 2})
+	term := func(reg *Registration) *leadership {
+		e := concurrency.NewElection(reg.session, c.store.keys.controller())
+		if err := e.Campaign(c.ctx, "x"); err != nil {
+			t.Fatal(err)
+		}
+		return &leadership{election: e, fence: clientv3.Compare(clientv3.CreateRevision(e.Key()), "=", e.Rev())}
+	}
+	old := term(regs[0])
+	tp := TopicPartition{"t", 0}
+	st, err := c.store.Snapshot(c.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, rev, _ := st.partition(tp)
+	next := cur.Clone()
+	next.ISR = []int32{cur.Leader}
+	next.PartitionEpoch++
+
+	// The old controller's lease goes; broker 2 is elected.
+	if _, err := c.client.Revoke(c.ctx, regs[0].Lease()); err != nil {
+		t.Fatal(err)
+	}
+	successor := term(regs[1])
+
+	ok, err := c.store.casPartition(c.ctx, old, tp, rev, next, "deposed")
+	if ok || !errors.Is(err, ErrNotController) {
+		t.Fatalf("deposed controller's write: ok=%v err=%v, want ErrNotController", ok, err)
+	}
+	if now, _ := c.store.PartitionState(c.ctx, tp); !now.Equal(cur) {
+		t.Fatalf("partition changed by a deposed controller: %+v", now)
+	}
+	// The successor's write with a stale revision loses the CAS, not the fence.
+	if ok, err := c.store.casPartition(c.ctx, successor, tp, rev-1, next, "stale"); ok || err != nil {
+		t.Fatalf("stale CAS: ok=%v err=%v, want false, nil", ok, err)
+	}
+	if ok, err := c.store.casPartition(c.ctx, successor, tp, rev, next, "successor"); !ok || err != nil {
+		t.Fatalf("successor's write: ok=%v err=%v", ok, err)
+	}
+}
