@@ -604,3 +604,24 @@ func TestFlushOnEveryAppendAndMessages(t *testing.T) {
 		})
 	}
 }
+
+func TestRetentionStopsAtLimit(t *testing.T) {
+	cfg := testConfig()
+	cfg.RetentionBytes = 0 // everything but the active segment may go
+	l := openLog(t, t.TempDir(), cfg)
+	defer l.Close()
+	for i := 0; i < 60; i++ {
+		mustAppend(t, l, batch(t, 3, 100, 1))
+	}
+	limit := l.segs[3].base + 1 // inside segment 3: segments 0..2 are entirely below
+	n, err := l.ApplyRetentionUpTo(limit)
+	if err != nil || n != 3 {
+		t.Fatalf("deleted %d (%v), want 3", n, err)
+	}
+	if l.StartOffset() >= limit {
+		t.Fatalf("start %d reached the limit %d", l.StartOffset(), limit)
+	}
+	if n, err := l.ApplyRetentionUpTo(l.EndOffset()); err != nil || len(l.segs) != 1 || n == 0 {
+		t.Fatalf("deleted %d (%v), %d segments left", n, err, len(l.segs))
+	}
+}

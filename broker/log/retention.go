@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 )
 
 // ApplyRetention deletes old segments: those entirely below the log start
@@ -14,7 +15,12 @@ import (
 // old active segment can go. The log start offset moves to the first
 // remaining segment (and is persisted). It returns how many segments it
 // deleted.
-func (l *Log) ApplyRetention() (int, error) {
+func (l *Log) ApplyRetention() (int, error) { return l.ApplyRetentionUpTo(math.MaxInt64) }
+
+// ApplyRetentionUpTo is ApplyRetention that only deletes segments whose
+// offsets are all below limit — the high watermark, so that retention never
+// removes data followers may still need (Kafka's rule).
+func (l *Log) ApplyRetentionUpTo(limit int64) (int, error) {
 	l.ioMu.Lock()
 	defer l.ioMu.Unlock()
 	l.mu.Lock()
@@ -24,6 +30,13 @@ func (l *Log) ApplyRetention() (int, error) {
 	}
 	now := l.nowMs()
 	n := 0
+	// below reports whether segment i holds only offsets below limit.
+	below := func(i int) bool {
+		if i == len(l.segs)-1 {
+			return l.leo <= limit
+		}
+		return l.segs[i+1].base <= limit
+	}
 	// Below the log start offset (DeleteRecords).
 	for n < len(l.segs)-1 && l.segs[n+1].base <= l.start {
 		n++
@@ -33,10 +46,10 @@ func (l *Log) ApplyRetention() (int, error) {
 			// A segment without timestamps (all -1) never expires by time.
 			return s.maxTs >= 0 && now-s.maxTs > ms
 		}
-		for n < len(l.segs)-1 && expired(l.segs[n]) {
+		for n < len(l.segs)-1 && expired(l.segs[n]) && below(n) {
 			n++
 		}
-		if n == len(l.segs)-1 && l.active().size > 0 && expired(l.active()) {
+		if n == len(l.segs)-1 && l.active().size > 0 && expired(l.active()) && below(n) {
 			if l.failed == nil {
 				if err := l.roll(now); err != nil {
 					l.failed = err
@@ -51,7 +64,7 @@ func (l *Log) ApplyRetention() (int, error) {
 		for i := 0; i < n; i++ {
 			size -= l.segs[i].size
 		}
-		for n < len(l.segs)-1 && size-l.segs[n].size >= l.cfg.RetentionBytes {
+		for n < len(l.segs)-1 && size-l.segs[n].size >= l.cfg.RetentionBytes && below(n) {
 			size -= l.segs[n].size
 			n++
 		}
