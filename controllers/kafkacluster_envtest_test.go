@@ -545,6 +545,20 @@ var _ = Describe("CRD validation", func() {
 		Expect(created).To(Equal(map[string]int{"Secret": 1, "FastBucket": 3, "KafkaCluster": 1, "KafkaTopic": 1}))
 	})
 
+	It("keeps the managed etcd size fixed after creation", func() {
+		kc := valid()
+		kc.Spec.Metadata = strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 3}}
+		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+		var err error
+		Eventually(func() bool {
+			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(kc), kc)).To(Succeed())
+			kc.Spec.Metadata.Managed.Replicas = 5
+			err = k8sClient.Update(suiteCtx, kc)
+			return apierrors.IsConflict(err)
+		}, timeout, interval).Should(BeFalse())
+		expectRejected(err, "metadata.managed.replicas cannot change after creation")
+	})
+
 	It("keeps a FastBucket in its zone", func() {
 		fb := &strata.FastBucket{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fb"},

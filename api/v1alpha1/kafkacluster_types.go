@@ -260,6 +260,7 @@ type ManagedEtcdSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=7
 	// +kubebuilder:validation:XValidation:rule="self % 2 == 1",message="metadata.managed.replicas must be odd"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="metadata.managed.replicas cannot change after creation: etcd membership changes are not automated"
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
 
