@@ -50,6 +50,16 @@ func (c *epochCache) assign(epoch int32, offset int64) bool {
 	return true
 }
 
+// assignCopy is assign that never modifies the current backing array, so
+// that a caller can restore the previous slice on failure.
+func (c *epochCache) assignCopy(epoch int32, offset int64) bool {
+	if epoch < 0 || epoch <= c.latest() {
+		return false
+	}
+	c.entries = append([]EpochEntry(nil), c.entries...)
+	return c.assign(epoch, offset)
+}
+
 // truncateFromEnd drops entries starting at or after offset.
 func (c *epochCache) truncateFromEnd(offset int64) bool {
 	n := len(c.entries)

@@ -190,3 +190,29 @@ func TestCheckpointWriteFailureKeepsStart(t *testing.T) {
 		t.Fatalf("retry: %v, start %d", err, l.StartOffset())
 	}
 }
+
+func TestEpochCheckpointWriteFailure(t *testing.T) {
+	dir := t.TempDir()
+	ffs := newFaultFS()
+	l := openLog(t, dir, testConfig(), WithFS(ffs))
+	mustAppend(t, l, batch(t, 2, 10, 1)) // epoch 1 at 0
+	ffs.set(func(f *faultFS) { f.suffix, f.shortWrite = epochCheckpointFile + checkpointTmpSuffix, 2 })
+	if _, err := l.AppendAsLeader([]record.Batch{batch(t, 2, 10, 1)}, 2); err == nil {
+		t.Fatal("append of a new epoch succeeded without persisting it")
+	}
+	if l.EndOffset() != 2 || l.LatestEpoch() != 1 {
+		t.Fatalf("failed append changed the log: end %d, epoch %d", l.EndOffset(), l.LatestEpoch())
+	}
+	if _, err := l.AppendAsLeader([]record.Batch{batch(t, 2, 10, 1)}, 2); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if e, end := l.EndOffsetForEpoch(1); e != 1 || end != 2 {
+		t.Fatalf("epoch 1 ends at %d (%d)", end, e)
+	}
+	l.Close()
+	l = openLog(t, dir, testConfig())
+	defer l.Close()
+	if got := l.Epochs(); len(got) != 2 || got[1] != (EpochEntry{Epoch: 2, StartOffset: 2}) {
+		t.Fatalf("epochs after reopen %v", got)
+	}
+}

@@ -175,6 +175,27 @@ func (l *Log) append(batches []record.Batch, leaderEpoch int32, asLeader bool) (
 		}
 	}
 
+	// Record new leader epochs before the data: an entry whose batches
+	// then fail to be written still starts at the log end, which is where
+	// the epoch's next batch goes (and Open drops entries past the end).
+	savedEpochs := l.epochs.entries
+	changed := false
+	for _, h := range headers {
+		epoch, base := h.PartitionLeaderEpoch, h.BaseOffset
+		if asLeader {
+			epoch, base = leaderEpoch, res.BaseOffset
+		}
+		if l.epochs.assignCopy(epoch, base) {
+			changed = true
+		}
+	}
+	if changed {
+		if err := l.epochs.persist(); err != nil {
+			l.epochs.entries = savedEpochs
+			return AppendResult{}, fmt.Errorf("append: %w", err)
+		}
+	}
+
 	pos := seg.size
 	for i, b := range batches {
 		if _, err := seg.f.WriteAt(b, pos); err != nil {
@@ -192,12 +213,6 @@ func (l *Log) append(batches []record.Batch, leaderEpoch int32, asLeader bool) (
 		h := b.Header()
 		seg.track(h, pos, l.cfg.IndexIntervalBytes)
 		pos += int64(len(b))
-		if l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset) {
-			if err := l.epochs.persist(); err != nil {
-				l.failed = err
-				return AppendResult{}, fmt.Errorf("append: %w", err)
-			}
-		}
 	}
 	l.producers.commit(pending, res.LogAppendTime)
 	l.leo = next
