@@ -196,7 +196,7 @@ func TestEpochCheckpointWriteFailure(t *testing.T) {
 	ffs := newFaultFS()
 	l := openLog(t, dir, testConfig(), WithFS(ffs))
 	mustAppend(t, l, batch(t, 2, 10, 1)) // epoch 1 at 0
-	ffs.set(func(f *faultFS) { f.suffix, f.shortWrite = epochCheckpointFile + checkpointTmpSuffix, 2 })
+	ffs.set(func(f *faultFS) { f.suffix, f.shortWrite = epochCheckpointFile+checkpointTmpSuffix, 2 })
 	if _, err := l.AppendAsLeader([]record.Batch{batch(t, 2, 10, 1)}, 2); err == nil {
 		t.Fatal("append of a new epoch succeeded without persisting it")
 	}
