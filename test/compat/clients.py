@@ -1,7 +1,7 @@
 """Producer and consumer-group member for the compat suite.
 
 usage: clients.py {confluent|kafkapython} produce BOOTSTRAP TOPIC < lines(key:value)
-       clients.py {confluent|kafkapython} consume BOOTSTRAP GROUP TOPIC
+       clients.py {confluent|kafkapython} consume BOOTSTRAP GROUP TOPIC CLIENT_ID
        clients.py {confluent|kafkapython} version
 
 A consumer prints "partition offset key" per record (flushed) and, on
@@ -55,8 +55,9 @@ def confluent(cmd, args):
         if p.flush(60) != 0 or errors:
             sys.exit("produce failed: %r" % errors[:5])
         return
-    bootstrap, group, topic = args
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"})
+    bootstrap, group, topic, client_id = args
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
+                     "auto.offset.reset": "earliest"})
     c.subscribe([topic])
     while running:
         m = c.poll(0.2)
@@ -87,8 +88,9 @@ def kafkapython(cmd, args):
             f.get(timeout=60)
         p.close()
         return
-    bootstrap, group, topic = args
-    c = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest")
+    bootstrap, group, topic, client_id = args
+    c = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id=client_id,
+                            auto_offset_reset="earliest")
     while running:
         for _tp, msgs in c.poll(timeout_ms=200).items():
             for m in msgs:

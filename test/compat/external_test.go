@@ -118,8 +118,13 @@ func keyValueLines(recs []record) []byte {
 
 // --- kcat (librdkafka) ---
 
-// kcat drives librdkafka; extra adds consumer properties (-X k=v).
-type kcat struct{ extra []string }
+// kcat drives librdkafka; extra adds consumer properties (-X k=v);
+// static gives each member a group.instance.id (a restarted member reuses
+// the one of the member it replaces).
+type kcat struct {
+	extra  []string
+	static bool
+}
 
 func (kcat) version(t *testing.T) string {
 	out := runTool(t, nil, kcatPath(t), "-V")
@@ -143,6 +148,9 @@ func (k kcat) startMember(t *testing.T, addr, name string, out chan<- consumed) 
 	for _, x := range k.extra {
 		args = append(args, "-X", x)
 	}
+	if k.static {
+		args = append(args, "-X", "group.instance.id="+strings.TrimSuffix(name, "2"))
+	}
 	args = append(args, "-u", "-q", "-f", "%p %o %k\n", topic)
 	return startProc(t, name, out, kcatPath(t), args...)
 }
@@ -154,6 +162,10 @@ func TestKcat(t *testing.T) { runScenario(t, kcat{}) }
 func TestKcatCooperativeSticky(t *testing.T) {
 	runScenario(t, kcat{extra: []string{"partition.assignment.strategy=cooperative-sticky"}})
 }
+
+// TestKcatStaticMembership gives the members group.instance.id (KIP-345):
+// the restarted member takes over its predecessor's assignment.
+func TestKcatStaticMembership(t *testing.T) { runScenario(t, kcat{static: true}) }
 
 // --- Python clients (Debian packages) ---
 
@@ -168,7 +180,7 @@ func (p python) produce(t *testing.T, addr string, recs []record) {
 }
 
 func (p python) startMember(t *testing.T, addr, name string, out chan<- consumed) member {
-	return startProc(t, name, out, pythonPath(t), "clients.py", p.lib, "consume", addr, group, topic)
+	return startProc(t, name, out, pythonPath(t), "clients.py", p.lib, "consume", addr, group, topic, name)
 }
 
 func TestConfluentKafkaPython(t *testing.T) { runScenario(t, python{"confluent"}) }

@@ -47,8 +47,9 @@ type client interface {
 	version(t *testing.T) string
 	// produce writes recs with the client's default producer settings.
 	produce(t *testing.T, addr string, recs []record)
-	// startMember starts a group member that reports every record it
-	// consumes to out; stop commits, leaves the group and returns.
+	// startMember starts a group member with client id name that reports
+	// every record it consumes to out; stop commits, leaves the group and
+	// returns.
 	startMember(t *testing.T, addr, name string, out chan<- consumed) member
 }
 
@@ -166,25 +167,32 @@ func runScenario(t *testing.T, c client) {
 		c.produce(t, b.Addr(), roundRecords(round))
 		t.Logf("produced %d records in %v", perRound, time.Since(start).Round(10*time.Millisecond))
 	}
-	stable := func() (bool, string) {
-		ds, err := adm.DescribeGroups(ctx, group)
-		if err != nil {
-			return false, err.Error()
-		}
-		g := ds[group]
-		assigned := 0
-		for _, mem := range g.Members {
-			if ca, ok := mem.Assigned.AsConsumer(); ok && len(ca.Topics) > 0 {
-				assigned++
+	// stable: the group is Stable with exactly the named members (by
+	// client id), each assigned partitions.
+	stable := func(names ...string) func() (bool, string) {
+		return func() (bool, string) {
+			ds, err := adm.DescribeGroups(ctx, group)
+			if err != nil {
+				return false, err.Error()
 			}
+			g := ds[group]
+			assigned := 0
+			var clients []string
+			for _, mem := range g.Members {
+				clients = append(clients, mem.ClientID)
+				if ca, ok := mem.Assigned.AsConsumer(); ok && len(ca.Topics) > 0 {
+					assigned++
+				}
+			}
+			sort.Strings(clients)
+			return g.State == "Stable" && fmt.Sprint(clients) == fmt.Sprint(names) && assigned == len(names),
+				fmt.Sprintf("state %s, members %v, %d assigned", g.State, clients, assigned)
 		}
-		return g.State == "Stable" && len(g.Members) == 2 && assigned == 2,
-			fmt.Sprintf("state %s, %d members, %d assigned", g.State, len(g.Members), assigned)
 	}
 
 	a := c.startMember(t, b.Addr(), "member-a", ch)
 	m := c.startMember(t, b.Addr(), "member-b", ch)
-	waitUntil(t, "group stable with two assigned members", 3*time.Minute, stable)
+	waitUntil(t, "group stable with two assigned members", 3*time.Minute, stable("member-a", "member-b"))
 	produce(0)
 	waitUntil(t, "first half consumed", 3*time.Minute, consumedAll(perRound))
 	waitUntil(t, "first half committed", 2*time.Minute, committedAtEnd)
@@ -192,7 +200,7 @@ func runScenario(t *testing.T, c client) {
 	// Restart member b: graceful close, a new instance joins.
 	m.stop(t)
 	m = c.startMember(t, b.Addr(), "member-b2", ch)
-	waitUntil(t, "group stable again after the restart", 3*time.Minute, stable)
+	waitUntil(t, "group stable again after the restart", 3*time.Minute, stable("member-a", "member-b2"))
 
 	produce(1)
 	waitUntil(t, "second half consumed", 3*time.Minute, consumedAll(2*perRound))
