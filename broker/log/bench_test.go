@@ -2,6 +2,8 @@ package log
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -78,4 +80,42 @@ func BenchmarkRead(b *testing.B) {
 		off = res.HighestOffset + 1
 	}
 	b.SetBytes(total / int64(b.N))
+}
+
+// BenchmarkOpen reopens a 60 MiB log of 8 MiB segments after a clean
+// shutdown and after a crash (the tail segment is re-read and its indexes
+// rebuilt).
+func BenchmarkOpen(b *testing.B) {
+	for _, crash := range []bool{false, true} {
+		name := "clean"
+		if crash {
+			name = "crash"
+		}
+		b.Run(name, func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.SegmentBytes = 8 << 20
+			cfg.FlushInterval = -1
+			dir := b.TempDir()
+			l := openLog(b, dir, cfg)
+			bt := batch(b, 100, 1024, time.Now().UnixMilli())
+			for l.Size() < 60<<20 { // the tail segment holds ~4 MiB
+				if _, err := l.AppendAsLeader([]record.Batch{bt}, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			size := l.Size()
+			l.Close()
+			b.SetBytes(size)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if crash {
+					os.Remove(filepath.Join(dir, cleanShutdownFile))
+				}
+				l := openLog(b, dir, cfg)
+				b.StopTimer()
+				l.Close()
+				b.StartTimer()
+			}
+		})
+	}
 }
