@@ -394,3 +394,24 @@ func fastBucket(name, zone, bucket string) *strata.FastBucket {
 		},
 	}
 }
+
+// BenchmarkDesiredState measures rendering everything one reconcile of a
+// 3-zone cluster builds: per zone ConfigMap + hash + StatefulSet, the
+// Services, PDB and managed etcd.
+func BenchmarkDesiredState(b *testing.B) {
+	kc := threeZoneCluster()
+	var zis []ZoneInput
+	for i, z := range kc.Spec.Zones {
+		zis = append(zis, ZoneInput{Zone: z, IDBase: int32(i) * 100, Bucket: fastBucket("wal-"+z.Name, z.Name, "strata-wal-"+z.Name)})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, zi := range zis {
+			cm := BuildZoneConfigMap(kc, zi)
+			_ = BuildZoneStatefulSet(kc, zi, ConfigHash(cm.Data))
+		}
+		_ = BuildServices(kc)
+		_ = BuildBrokerPDB(kc)
+		_ = BuildEtcd(kc)
+	}
+}
