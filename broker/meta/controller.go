@@ -132,6 +132,11 @@ func (c *Controller) lead(ctx context.Context, election *concurrency.Election) e
 	defer cancel()
 	var prev *ClusterState
 	for st := range c.store.Watch(ctx) {
+		if st.controllerKey != election.Key() {
+			// The election key went without the session ending (deleted by
+			// hand, or by a compaction of a lease we did not see expire).
+			return fmt.Errorf("%w: controller is now broker %d", errFenced, st.ControllerID)
+		}
 		if err := c.reconcile(ctx, term, prev, st); err != nil {
 			return err
 		}

@@ -63,3 +63,46 @@ func TestDeposedControllerIsFenced(t *testing.T) {
 		t.Fatalf("successor's write: ok=%v err=%v", ok, err)
 	}
 }
+
+// A controller whose election key disappears while its session lives (an
+// operator deleted it) notices from the watch, steps down and campaigns
+// again.
+func TestControllerStepsDownWhenElectionKeyVanishes(t *testing.T) {
+	c := newTestCluster(t)
+	b := c.start(1, "a")
+	c.waitFor("broker 1 controller", func(st *ClusterState) bool { return st.ControllerID == 1 })
+	eventually(t, "IsController", b.ctrl.IsController)
+	st, err := c.store.Snapshot(c.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	del, err := c.client.Delete(c.ctx, st.controllerKey)
+	if err != nil || del.Deleted != 1 {
+		t.Fatalf("delete election key: %v (%d deleted)", err, del.Deleted)
+	}
+	c.waitFor("no controller", func(st *ClusterState) bool { return st.Revision >= del.Header.Revision && st.ControllerID < 0 })
+	c.waitFor("broker 1 controller again", func(st *ClusterState) bool {
+		return st.Revision > del.Header.Revision && st.ControllerID == 1
+	})
+	eventually(t, "IsController again", b.ctrl.IsController)
+	// And it acts: a broker loss is handled.
+	c.start(2, "b")
+	c.createTopic(TopicSpec{Name: "t", Partitions: 1, ReplicationFactor: 2})
+	c.kill(2)
+	c.waitFor("broker 2 out of the ISR", func(st *ClusterState) bool {
+		p, ok := st.Partition(TopicPartition{"t", 0})
+		return ok && !st.Live(2) && len(p.ISR) == 1 && p.ISR[0] == 1
+	})
+}
+
+// eventually polls cond until it holds or 30s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -34,9 +34,10 @@ type ClusterState struct {
 
 	// parts holds each topic's partitions (records left by an interrupted
 	// write, beyond the topic's partition count, are not shown).
-	parts     map[string]*topicPartitions
-	topicRevs map[string]int64
-	count     int
+	parts         map[string]*topicPartitions
+	topicRevs     map[string]int64
+	count         int
+	controllerKey string // election key of the controller
 }
 
 // topicPartitions is one topic's partitions, indexed by partition number;
@@ -289,9 +290,9 @@ func (b *stateBuilder) snapshot() *ClusterState {
 		s.count += v.n
 	}
 	var lowest int64
-	for _, c := range b.controllers {
+	for key, c := range b.controllers {
 		if s.ControllerID < 0 || c.createRev < lowest {
-			s.ControllerID, lowest = c.broker, c.createRev
+			s.ControllerID, s.controllerKey, lowest = c.broker, key, c.createRev
 		}
 	}
 	return s
