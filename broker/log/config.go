@@ -41,6 +41,10 @@ type Config struct {
 	// The log itself only enforces SegmentBytes; callers pass this to
 	// record.Validate.
 	MaxMessageBytes int
+	// ProducerIDExpiration forgets idempotent producers that appended
+	// nothing for this long, checked by ApplyRetention (broker config
+	// producer.id.expiration.ms); <= 0 keeps them. Default 24h.
+	ProducerIDExpiration time.Duration
 }
 
 // DefaultConfig returns Kafka's defaults, except FlushInterval which is 1s
@@ -56,6 +60,7 @@ func DefaultConfig() Config {
 		FlushMessages:        0,
 		MessageTimestampType: "CreateTime",
 		MaxMessageBytes:      1048588,
+		ProducerIDExpiration: 24 * time.Hour,
 	}
 }
 

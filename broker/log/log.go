@@ -214,7 +214,7 @@ func (l *Log) append(batches []record.Batch, leaderEpoch int32, asLeader bool) (
 		seg.track(h, pos, l.cfg.IndexIntervalBytes)
 		pos += int64(len(b))
 	}
-	l.producers.commit(pending, res.LogAppendTime)
+	l.producers.commit(pending, res.LogAppendTime, now)
 	l.leo = next
 	l.size += total
 	l.unflushed += records

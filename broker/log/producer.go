@@ -46,8 +46,9 @@ type producerBatch struct {
 
 // producerEntry is the state of one producer id in this partition.
 type producerEntry struct {
-	Epoch   int16           `json:"epoch"`
-	Batches []producerBatch `json:"batches"` // oldest first, at most maxProducerBatches
+	Epoch    int16           `json:"epoch"`
+	Batches  []producerBatch `json:"batches"` // oldest first, at most maxProducerBatches
+	lastSeen int64           // ms: clock at the last append, or the batch's MaxTimestamp when replayed
 }
 
 func (e *producerEntry) lastSeq() int32 {
@@ -105,7 +106,7 @@ func (p *producerStates) check(headers []record.Header, asLeader bool, leo int64
 		if !ok {
 			cur = &producerEntry{Epoch: -1}
 			if e := p.m[h.ProducerID]; e != nil {
-				cur.Epoch, cur.Batches = e.Epoch, append([]producerBatch(nil), e.Batches...)
+				cur.Epoch, cur.Batches, cur.lastSeen = e.Epoch, append([]producerBatch(nil), e.Batches...), e.lastSeen
 			}
 			pending[h.ProducerID] = cur
 		}
@@ -139,7 +140,7 @@ func (p *producerStates) check(headers []record.Header, asLeader bool, leo int64
 }
 
 // commit installs the pending entries of a successful append.
-func (p *producerStates) commit(pending pendingProducers, appendTime int64) {
+func (p *producerStates) commit(pending pendingProducers, appendTime, nowMs int64) {
 	if len(pending) == 0 {
 		return
 	}
@@ -154,7 +155,21 @@ func (p *producerStates) commit(pending pendingProducers, appendTime int64) {
 				}
 			}
 		}
+		e.lastSeen = max(e.lastSeen, nowMs)
 		p.m[id] = e
+	}
+}
+
+// expire forgets producers idle for ttl or longer (Kafka's
+// producer.id.expiration.ms); ttl <= 0 keeps them.
+func (p *producerStates) expire(nowMs, ttlMs int64) {
+	if ttlMs <= 0 {
+		return
+	}
+	for id, e := range p.m {
+		if nowMs-e.lastSeen >= ttlMs {
+			delete(p.m, id)
+		}
 	}
 }
 
@@ -165,7 +180,7 @@ func (p *producerStates) update(h record.Header) {
 	if h.TimestampType() == record.TimestampLogAppendTime {
 		appendTime = h.MaxTimestamp
 	}
-	p.commit(pending, appendTime)
+	p.commit(pending, appendTime, h.MaxTimestamp)
 }
 
 // truncateHead forgets producers whose last batch is below the log start
@@ -183,9 +198,10 @@ func (p *producerStates) reset() { p.m = nil }
 // snapshot file: one JSON object per line per producer, then a line with
 // the CRC-32C of everything before it.
 type snapshotEntry struct {
-	ID      int64               `json:"id"`
-	Epoch   int16               `json:"epoch"`
-	Batches []snapshotBatchJSON `json:"batches"`
+	ID       int64               `json:"id"`
+	Epoch    int16               `json:"epoch"`
+	LastSeen int64               `json:"lastSeen"`
+	Batches  []snapshotBatchJSON `json:"batches"`
 }
 
 type snapshotBatchJSON struct {
@@ -207,7 +223,7 @@ func (p *producerStates) encode() []byte {
 	var out []byte
 	for _, id := range ids {
 		e := p.m[id]
-		se := snapshotEntry{ID: id, Epoch: e.Epoch}
+		se := snapshotEntry{ID: id, Epoch: e.Epoch, LastSeen: e.lastSeen}
 		for _, b := range e.Batches {
 			se.Batches = append(se.Batches, snapshotBatchJSON{b.FirstSeq, b.LastSeq, b.firstOffset, b.lastOffset, b.appendTime})
 		}
@@ -231,7 +247,7 @@ func decodeSnapshot(data []byte) (map[int64]*producerEntry, error) {
 		if err := json.Unmarshal(sc.Bytes(), &se); err != nil {
 			return nil, err
 		}
-		e := &producerEntry{Epoch: se.Epoch}
+		e := &producerEntry{Epoch: se.Epoch, lastSeen: se.LastSeen}
 		for _, b := range se.Batches {
 			e.Batches = append(e.Batches, producerBatch{FirstSeq: b.FirstSeq, LastSeq: b.LastSeq, firstOffset: b.FirstOffset, lastOffset: b.LastOffset, appendTime: b.AppendTime})
 		}

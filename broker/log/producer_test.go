@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/strata-dev/strata/broker/record"
 )
@@ -176,4 +177,41 @@ func TestProducerStateFollower(t *testing.T) {
 		{"retry on the new leader", 9, 2, 3, 1, ErrDuplicateSequence, 3},
 		{"next on the new leader", 9, 2, 4, 1, nil, 4},
 	})
+}
+
+func TestProducerExpiration(t *testing.T) {
+	c := newClock()
+	cfg := testConfig()
+	cfg.ProducerIDExpiration = time.Hour
+	dir := t.TempDir()
+	l := openLog(t, dir, cfg, WithClock(c.now))
+	runSteps(t, l, []pstep{{"old producer", 1, 0, 0, 1, nil, 0}})
+	c.advance(40 * time.Minute)
+	runSteps(t, l, []pstep{{"young producer", 2, 0, 0, 1, nil, 1}})
+	c.advance(30 * time.Minute)
+	if _, err := l.ApplyRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, ok := l.ProducerState(1); ok {
+		t.Fatal("producer idle for 70 minutes survived a 1h expiration")
+	}
+	if _, _, _, ok := l.ProducerState(2); !ok {
+		t.Fatal("producer idle for 30 minutes was expired")
+	}
+	// Expired producers may start over at any sequence.
+	runSteps(t, l, []pstep{{"expired producer is new again", 1, 0, 9, 1, nil, 2}})
+	// lastSeen survives a snapshot round trip.
+	l.Close()
+	l = openLog(t, dir, cfg, WithClock(c.now))
+	defer l.Close()
+	c.advance(50 * time.Minute)
+	if _, err := l.ApplyRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, ok := l.ProducerState(2); ok {
+		t.Fatal("producer 2 (idle 80 minutes) survived the reopen and expiration")
+	}
+	if _, _, _, ok := l.ProducerState(1); !ok {
+		t.Fatal("producer 1 (idle 50 minutes) was expired")
+	}
 }

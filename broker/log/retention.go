@@ -7,7 +7,8 @@ import (
 	"math"
 )
 
-// ApplyRetention deletes old segments: those entirely below the log start
+// ApplyRetention forgets idle producers (Config.ProducerIDExpiration) and
+// deletes old segments: those entirely below the log start
 // offset, those whose newest timestamp is older than RetentionMs, and the
 // oldest ones while the log is larger than RetentionBytes. Like Kafka, it
 // never deletes the active segment for size; when every segment including
@@ -29,6 +30,7 @@ func (l *Log) ApplyRetentionUpTo(limit int64) (int, error) {
 		return 0, ErrClosed
 	}
 	now := l.nowMs()
+	l.producers.expire(now, l.cfg.ProducerIDExpiration.Milliseconds())
 	n := 0
 	// below reports whether segment i holds only offsets below limit.
 	below := func(i int) bool {
