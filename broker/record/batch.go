@@ -133,6 +133,15 @@ func (h Header) TimestampType() int {
 	return TimestampCreateTime
 }
 
+// RecordTimestamp is the timestamp of a record of this batch: the batch's
+// MaxTimestamp under LogAppendTime, BaseTimestamp+TimestampDelta otherwise.
+func (h Header) RecordTimestamp(r Record) int64 {
+	if h.TimestampType() == TimestampLogAppendTime {
+		return h.MaxTimestamp
+	}
+	return h.BaseTimestamp + r.TimestampDelta
+}
+
 // LastOffset is the offset of the last record of the batch.
 func (h Header) LastOffset() int64 { return h.BaseOffset + int64(h.LastOffsetDelta) }
 

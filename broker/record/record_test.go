@@ -288,12 +288,15 @@ func TestStamping(t *testing.T) {
 	if h.TimestampType() != TimestampCreateTime {
 		t.Fatal("want create time")
 	}
+	if got := h.RecordTimestamp(Record{TimestampDelta: 3}); got != h.BaseTimestamp+3 {
+		t.Fatalf("create time record timestamp %d", got)
+	}
 	SetLogAppendTime(b, 99)
 	if _, err := CheckFrame(b); err != nil {
 		t.Fatalf("SetLogAppendTime must re-CRC: %v", err)
 	}
 	h = b.Header()
-	if h.TimestampType() != TimestampLogAppendTime || h.MaxTimestamp != 99 || h.Codec() != Zstd {
+	if h.TimestampType() != TimestampLogAppendTime || h.MaxTimestamp != 99 || h.Codec() != Zstd || h.RecordTimestamp(Record{TimestampDelta: 3}) != 99 {
 		t.Fatalf("header %+v", h)
 	}
 	if _, err := Validate(b, 0); err != nil {
