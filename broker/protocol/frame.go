@@ -57,6 +57,13 @@ func readFrame(r io.Reader, buf []byte, maxBytes int32) ([]byte, error) {
 // version and correlation ID are set) so that ApiVersions can be answered.
 // The returned request does not alias b.
 func DecodeRequest(b []byte) (Header, kmsg.Request, error) {
+	return decodeRequest(b, true)
+}
+
+// decodeRequest is DecodeRequest; with copyBody false the request may alias
+// b (record batches of Produce do), which the server allows because every
+// frame gets its own buffer.
+func decodeRequest(b []byte, copyBody bool) (Header, kmsg.Request, error) {
 	var h Header
 	if len(b) < minHeaderBytes {
 		return h, nil, fmt.Errorf("%w: %d byte header", ErrMalformed, len(b))
@@ -99,9 +106,10 @@ func DecodeRequest(b []byte) (Header, kmsg.Request, error) {
 			return h, nil, fmt.Errorf("%w: request header tags: %v", ErrMalformed, err)
 		}
 	}
-	// kmsg may alias the input for byte fields (record batches); copy so the
-	// connection's read buffer can be reused.
-	body := append([]byte(nil), b...)
+	body := b
+	if copyBody {
+		body = append([]byte(nil), b...)
+	}
 	if err := req.ReadFrom(body); err != nil {
 		return h, nil, fmt.Errorf("%w: %s v%d body: %v", ErrMalformed, kmsg.NameForKey(h.Key), h.Version, err)
 	}

@@ -263,18 +263,16 @@ func (c *conn) serve() {
 
 // read decodes frames until the connection fails or a request is bad.
 func (c *conn) read(out chan<- inbound) {
-	var buf []byte
 	for {
-		frame, err := readFrame(c.nc, buf, c.srv.cfg.MaxRequestBytes)
+		// A fresh buffer per frame: the decoded request aliases it (Produce
+		// record batches are appended to the log from it without a copy).
+		frame, err := readFrame(c.nc, nil, c.srv.cfg.MaxRequestBytes)
 		if err != nil {
 			c.readFailed(err)
 			return
 		}
 		started := time.Now()
-		if cap(frame) <= 64<<10 {
-			buf = frame // reuse small buffers; DecodeRequest copies
-		}
-		h, msg, err := DecodeRequest(frame)
+		h, msg, err := decodeRequest(frame, false)
 		if errors.Is(err, ErrUnsupportedVersion) && h.Key == kmsg.ApiVersions.Int16() {
 			out <- inbound{req: &Request{Header: h, Client: c.info, Env: c.srv.cfg.Env}, size: len(frame) + 4, reject: true, started: started}
 			continue
