@@ -124,6 +124,23 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 		}
 		c.groups[id] = g
 	}
+	if ms, ok := cfg.Store.(MembershipStore); ok {
+		groups, err := ms.LoadGroups(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("group: load group membership: %w", err)
+		}
+		for id, md := range groups {
+			g := c.groups[id]
+			if g == nil {
+				g = c.newGroup(id)
+				c.groups[id] = g
+			}
+			g.mu.Lock()
+			g.restoreMembership(md)
+			g.mu.Unlock()
+		}
+		c.log.V(1).Info("loaded group membership", "groups", len(groups))
+	}
 	c.log.V(1).Info("loaded committed offsets", "groups", len(loaded))
 	return c, nil
 }

@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -27,7 +28,8 @@ import (
 //	kind 1 (commit):          n:uint32 { topic:str16 partition:int32 offset:int64
 //	                                     leaderEpoch:int32 commitTimeMillis:int64 metadata:str32 }[n]
 //	kind 2 (delete offsets):  n:uint32 { topic:str16 partition:int32 }[n]
-//	kind 3 (delete group):    (empty)
+//	kind 3 (delete group):    (empty) — removes offsets and membership
+//	kind 4 (group membership): JSON of GroupMetadata to the end of the payload
 //	str16 := len:uint16 bytes;  str32 := len:uint32 bytes
 //
 // Recovery replays the log. A torn tail — a record cut short by a crash,
@@ -54,8 +56,9 @@ type FileStore struct {
 	size     int64    // bytes in the log file; guarded by io
 	liveSize int64    // size right after the last compaction; guarded by io
 
-	mu     sync.Mutex // guards state, queue, closed
+	mu     sync.Mutex // guards state, groups, queue, closed
 	state  offsetState
+	groups map[string]GroupMetadata
 	queue  []*pendingWrite
 	closed bool
 }
@@ -78,6 +81,7 @@ const (
 	kindCommit        = 1
 	kindDeleteOffsets = 2
 	kindDeleteGroup   = 3
+	kindGroupMetadata = 4
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -109,14 +113,14 @@ func OpenFileStore(dir string) (*FileStore, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("group: read offsets log: %w", err)
 	}
-	s := &FileStore{CompactMinBytes: 1 << 20, CompactRatio: 4, dir: dir, state: offsetState{}}
+	s := &FileStore{CompactMinBytes: 1 << 20, CompactRatio: 4, dir: dir, state: offsetState{}, groups: map[string]GroupMetadata{}}
 	if len(data) == 0 {
 		if err := s.rewrite(); err != nil {
 			return nil, err
 		}
 		return s, nil
 	}
-	good, err := replay(path, data, s.state)
+	good, err := replay(path, data, s.state, s.groups)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +148,7 @@ func OpenFileStore(dir string) (*FileStore, error) {
 
 // replay applies the records of data to state and returns the length of
 // the valid prefix.
-func replay(path string, data []byte, state offsetState) (int64, error) {
+func replay(path string, data []byte, state offsetState, groups map[string]GroupMetadata) (int64, error) {
 	if len(data) < fileHeaderLen {
 		// The header is written by rename, never appended: a short
 		// header is damage, not a torn write.
@@ -177,7 +181,7 @@ func replay(path string, data []byte, state offsetState) (int64, error) {
 			}
 			return 0, &CorruptionError{path, pos, "record CRC mismatch"}
 		}
-		if err := applyRecord(payload, state); err != nil {
+		if err := applyRecord(payload, state, groups); err != nil {
 			return 0, &CorruptionError{path, pos, err.Error()}
 		}
 		pos = end
@@ -220,9 +224,43 @@ func (s *FileStore) DeleteOffsets(_ context.Context, group string, partitions []
 	return s.append(encodeDeleteOffsets(group, partitions), func() { s.state.deleteOffsets(group, partitions) })
 }
 
-// DeleteGroup implements OffsetStore.
+// DeleteGroup implements OffsetStore; it removes the membership too.
 func (s *FileStore) DeleteGroup(_ context.Context, group string) error {
-	return s.append(encodeHead(nil, kindDeleteGroup, group), func() { delete(s.state, group) })
+	return s.append(encodeHead(nil, kindDeleteGroup, group), func() {
+		delete(s.state, group)
+		delete(s.groups, group)
+	})
+}
+
+// SaveGroup implements MembershipStore.
+func (s *FileStore) SaveGroup(_ context.Context, group string, md GroupMetadata) error {
+	payload, err := encodeGroupMetadata(group, md)
+	if err != nil {
+		return err
+	}
+	return s.append(payload, func() { s.groups[group] = md })
+}
+
+// LoadGroups implements MembershipStore.
+func (s *FileStore) LoadGroups(context.Context) (map[string]GroupMetadata, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	out := make(map[string]GroupMetadata, len(s.groups))
+	for k, v := range s.groups {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func encodeGroupMetadata(group string, md GroupMetadata) ([]byte, error) {
+	js, err := json.Marshal(md)
+	if err != nil {
+		return nil, fmt.Errorf("group: encode membership of %s: %w", group, err)
+	}
+	return append(encodeHead(nil, kindGroupMetadata, group), js...), nil
 }
 
 // Close closes the log file. Pending writes finish first.
@@ -344,9 +382,20 @@ func (s *FileStore) rewrite() error {
 	buf = binary.BigEndian.AppendUint32(buf, fileStoreVersion)
 	s.mu.Lock()
 	snap := s.state.snapshot()
-	s.mu.Unlock()
+	var payloads [][]byte
 	for group, cs := range snap {
-		payload := encodeCommit(nil, group, cs)
+		payloads = append(payloads, encodeCommit(nil, group, cs))
+	}
+	for group, md := range s.groups {
+		payload, err := encodeGroupMetadata(group, md)
+		if err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		payloads = append(payloads, payload)
+	}
+	s.mu.Unlock()
+	for _, payload := range payloads {
 		buf = binary.BigEndian.AppendUint32(buf, uint32(len(payload)))
 		buf = binary.BigEndian.AppendUint32(buf, crc32.Checksum(payload, castagnoli))
 		buf = append(buf, payload...)
@@ -475,7 +524,7 @@ func (d *decoder) u64() uint64 {
 func (d *decoder) str16() string { return string(d.take(int(d.u16()))) }
 func (d *decoder) str32() string { return string(d.take(int(d.u32()))) }
 
-func applyRecord(payload []byte, state offsetState) error {
+func applyRecord(payload []byte, state offsetState, groups map[string]GroupMetadata) error {
 	d := &decoder{b: payload}
 	kind := d.u8()
 	group := d.str16()
@@ -515,6 +564,16 @@ func applyRecord(payload []byte, state offsetState) error {
 	case kindDeleteGroup:
 		if d.err == nil {
 			delete(state, group)
+			delete(groups, group)
+		}
+	case kindGroupMetadata:
+		if d.err == nil {
+			var md GroupMetadata
+			if err := json.Unmarshal(d.b, &md); err != nil {
+				return fmt.Errorf("group membership record: %w", err)
+			}
+			groups[group] = md
+			d.b = nil
 		}
 	default:
 		if d.err == nil {

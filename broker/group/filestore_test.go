@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -47,12 +48,53 @@ func TestOffsetsSurviveCoordinatorRestart(t *testing.T) {
 	if _, got := h2.fetch("gone", "u", 3); got[3].offset != -1 {
 		t.Fatalf("deleted group came back: %+v", got)
 	}
-	// Membership is not durable: the old members must rejoin.
-	wantCode(t, "old member heartbeat", h2.heartbeat(4, "g", ms[0].id, "", 1), kerr.UnknownMemberID)
+	// Membership is durable too: the members keep their ids, generation
+	// and assignments, and need not rejoin.
+	wantCode(t, "old member heartbeat", h2.heartbeat(4, "g", ms[0].id, "", 1), nil)
+	wantCode(t, "old member commit", h2.commit(8, "g", ms[1].id, "", 1, "t", 1, 201), nil)
+	sr := recv(t, h2.syncAsync(context.Background(), syncReq(3, "g", ms[1].id, "", 1, nil)))
+	if sr.resp.ErrorCode != 0 || string(sr.resp.MemberAssignment) != string(ms[1].assignment) {
+		t.Fatalf("sync after restart = %+v", sr.resp)
+	}
 	lg := h2.c.ListGroups(context.Background(), &kmsg.ListGroupsRequest{Version: 4})
-	if len(lg.Groups) != 2 || lg.Groups[0].GroupState != "Empty" {
+	if len(lg.Groups) != 2 || lg.Groups[0].Group != "g" || lg.Groups[0].GroupState != "Stable" || lg.Groups[0].ProtocolType != "consumer" ||
+		lg.Groups[1].GroupState != "Empty" {
 		t.Fatalf("groups after restart = %+v", lg.Groups)
 	}
+	// A member that does not come back expires after its session timeout.
+	h2.clock.Advance(testSession / 2)
+	wantCode(t, "heartbeat", h2.heartbeat(4, "g", ms[0].id, "", 1), nil)
+	h2.clock.Advance(testSession/2 + time.Millisecond)
+	wantCode(t, "survivor heartbeat", h2.heartbeat(4, "g", ms[0].id, "", 1), kerr.RebalanceInProgress)
+	wantCode(t, "expired member", h2.heartbeat(4, "g", ms[1].id, "", 1), kerr.UnknownMemberID)
+}
+
+// offsetOnly hides the MembershipStore methods of a store.
+type offsetOnly struct{ OffsetStore }
+
+func TestWithoutMembershipStoreMembersRejoinAfterRestart(t *testing.T) {
+	store := NewMemoryStore()
+	h := newHarness(t, func(c *Config) { c.Store = offsetOnly{store} })
+	ms := h.stableGroup("g", 1, false)
+	wantCode(t, "commit", h.commit(8, "g", ms[0].id, "", 1, "t", 0, 5), nil)
+	h.c.Close()
+	h2 := newHarness(t, func(c *Config) { c.Store = offsetOnly{store} })
+	wantCode(t, "old member heartbeat", h2.heartbeat(4, "g", ms[0].id, "", 1), kerr.UnknownMemberID)
+	if _, got := h2.fetch("g", "t", 0); got[0].offset != 5 {
+		t.Fatalf("offset after restart: %+v", got)
+	}
+}
+
+func TestStaticReplacementSurvivesRestart(t *testing.T) {
+	store := NewMemoryStore()
+	h := newHarness(t, func(c *Config) { c.Store = store })
+	ms := h.stableGroup("g", 2, true)
+	r := h.join(joinReq(5, "g", "", ms[1].instance))
+	wantCode(t, "static rejoin", r.ErrorCode, nil)
+	h.c.Close()
+	h2 := newHarness(t, func(c *Config) { c.Store = store })
+	wantCode(t, "old incarnation", h2.heartbeat(4, "g", ms[1].id, ms[1].instance, 1), kerr.FencedInstanceID)
+	wantCode(t, "new incarnation", h2.heartbeat(4, "g", r.MemberID, ms[1].instance, 1), nil)
 }
 
 func TestFileStoreOperationsAndCompaction(t *testing.T) {
@@ -288,5 +330,51 @@ func TestFileStoreConcurrentGroupCommit(t *testing.T) {
 				t.Fatalf("group %d partition %d: offset %d, want %d", g, c.Partition, c.Offset, want)
 			}
 		}
+	}
+}
+
+func TestFileStoreMembershipRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.CompactMinBytes, s.CompactRatio = 2048, 2
+	ctx := context.Background()
+	want := map[string]GroupMetadata{}
+	for i := range 300 {
+		g := fmt.Sprintf("g%d", i%3)
+		md := GroupMetadata{Generation: int32(i), ProtocolType: "consumer", Protocol: "range", Leader: "m1",
+			Members: []MemberMetadata{{ID: "m1", InstanceID: "i1", ClientID: "c", ClientHost: "/127.0.0.1",
+				SessionTimeoutMillis: 10000, RebalanceTimeoutMillis: 20000,
+				Protocols: []ProtocolMetadata{{Name: "range", Metadata: []byte{0, 1, byte(i)}}}, Assignment: []byte{byte(i)}}}}
+		if err := s.SaveGroup(ctx, g, md); err != nil {
+			t.Fatal(err)
+		}
+		want[g] = md
+	}
+	if err := s.Commit(ctx, "g1", []OffsetCommit{{Topic: "t", Offset: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteGroup(ctx, "g2"); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, "g2")
+	if s.Size() > 4*2048 {
+		t.Fatalf("log at %d bytes: not compacted", s.Size())
+	}
+	s.Close()
+	s2, err := OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	got, _ := s2.LoadGroups(ctx)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("membership after reopen:\n got %+v\nwant %+v", got, want)
+	}
+	offs, _ := s2.Load(ctx)
+	if len(offs["g1"]) != 1 {
+		t.Fatalf("offsets after reopen: %+v", offs)
 	}
 }

@@ -470,6 +470,7 @@ func (g *group) completeJoin() {
 		g.state = stateEmpty
 		g.protocol = ""
 		g.leader = ""
+		g.saveMembership()
 		return
 	}
 	g.protocol = g.selectProtocol()

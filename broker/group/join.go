@@ -242,6 +242,7 @@ func (g *group) replaceStatic(m *member, newID string, j *joining) (joinResult, 
 		// cooperative assignors, legitimately differs after a restart).
 		if unchanged && g.selectProtocol() == g.protocol {
 			m.joinCh = nil
+			g.saveMembership() // the old member id must stay fenced after a restart
 			leader := newID == g.leader
 			return g.currentJoinResult(m, leader, leader), false
 		}

@@ -49,10 +49,35 @@ var ErrClosed = errors.New("group: closed")
 type MemoryStore struct {
 	mu      sync.Mutex
 	offsets offsetState
+	groups  map[string]GroupMetadata
 }
 
 // NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore() *MemoryStore { return &MemoryStore{offsets: offsetState{}} }
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{offsets: offsetState{}, groups: map[string]GroupMetadata{}}
+}
+
+// SaveGroup implements MembershipStore.
+func (s *MemoryStore) SaveGroup(_ context.Context, group string, md GroupMetadata) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.groups == nil {
+		s.groups = map[string]GroupMetadata{}
+	}
+	s.groups[group] = md
+	return nil
+}
+
+// LoadGroups implements MembershipStore.
+func (s *MemoryStore) LoadGroups(context.Context) (map[string]GroupMetadata, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]GroupMetadata, len(s.groups))
+	for k, v := range s.groups {
+		out[k] = v
+	}
+	return out, nil
+}
 
 // Load implements OffsetStore.
 func (s *MemoryStore) Load(context.Context) (map[string][]OffsetCommit, error) {
@@ -82,6 +107,7 @@ func (s *MemoryStore) DeleteGroup(_ context.Context, group string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.offsets, group)
+	delete(s.groups, group)
 	return nil
 }
 

@@ -81,9 +81,14 @@ func (g *group) syncGroup(req *kmsg.SyncGroupRequest, ch chan syncResult) (syncR
 			}
 			for _, x := range g.members {
 				x.assignment = assignments[x.id] // missing → empty
-				g.deliverSync(x, g.syncOK(x))
 			}
 			g.state = stateStable
+			// Persist before anyone learns the assignment, as Kafka
+			// does, so a restart cannot hand out a different one.
+			g.saveMembership()
+			for _, x := range g.members {
+				g.deliverSync(x, g.syncOK(x))
+			}
 			if len(g.pendingSync) == 0 {
 				g.stop(&g.syncTimer)
 			}
