@@ -44,10 +44,19 @@
 // still the current one before acting (timers can fire after being
 // replaced).
 //
-// # Offsets
+// # Durability
 //
 // Committed offsets are kept in memory per group and persisted through an
-// OffsetStore before a commit is acknowledged. FileStore is the durable
-// single-broker implementation (see its comment for the on-disk format);
-// the replicated cluster will add an etcd-backed one.
+// OffsetStore before a commit is acknowledged. When the store also
+// implements MembershipStore, group membership (generation, leader,
+// members, assignments) is persisted at every Stable/Empty transition and
+// restored on start, so a coordinator restart does not make groups
+// rebalance. FileStore is the durable single-broker implementation of both
+// (see its comment for the on-disk format); broker/meta/offsets keeps
+// offsets in etcd for the replicated cluster.
+//
+// # Placement
+//
+// CoordinatorFor maps a group id to one of the live brokers (rendezvous
+// hashing), so that coordination can move on failover.
 package group
