@@ -21,6 +21,11 @@ type ControllerOptions struct {
 	// unclean.leader.election.enable: elect a live out-of-sync replica when
 	// no ISR member is alive (availability over durability). Default false.
 	UncleanLeaderElection bool
+	// AutoLeaderRebalance moves leadership back to a partition's preferred
+	// replica as soon as it is alive and in the ISR again (Kafka's
+	// auto.leader.rebalance.enable, acting on the event instead of a timer),
+	// so that leaders return after a rolling restart. Default false.
+	AutoLeaderRebalance bool
 }
 
 // Controller campaigns for the controller role with the broker's
@@ -168,6 +173,11 @@ func (c *Controller) reconcile(ctx context.Context, term *leadership, prev, st *
 				continue
 			}
 			next, changed := controllerWants(cur, st.Brokers, unclean)
+			if !changed && c.opts.AutoLeaderRebalance {
+				if moved, err := preferredLeader(cur, st.Live); err == nil {
+					next, changed = stampLeader(cur, moved, st.Brokers), true
+				}
+			}
 			if !changed {
 				continue
 			}

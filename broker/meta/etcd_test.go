@@ -1084,3 +1084,52 @@ func roleOf(st PartitionState, id int32) string {
 	}
 	return fmt.Sprintf("follower(%d)@%d", st.Leader, st.LeaderEpoch)
 }
+
+// With AutoLeaderRebalance a restarted preferred leader gets its partitions
+// back as soon as it is in the ISR again.
+func TestAutoLeaderRebalance(t *testing.T) {
+	c := newTestCluster(t)
+	for i, zone := range []string{"a", "b", "c"} {
+		reg, err := c.store.RegisterBroker(c.ctx, BrokerInfo{ID: int32(i + 1), Zone: zone}, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.runController(reg, ControllerOptions{AutoLeaderRebalance: true})
+	}
+	c.createTopic(TopicSpec{Name: "t", Partitions: 3, ReplicationFactor: 3})
+	st := c.waitFor("topic and controller", func(st *ClusterState) bool {
+		return len(st.TopicPartitions("t")) == 3 && st.ControllerID > 0
+	})
+	victim := int32(1)
+	if st.ControllerID == victim {
+		victim = 2
+	}
+	var led TopicPartition
+	for tp, p := range st.Partitions() {
+		if p.Replicas[0] == victim {
+			led = tp
+		}
+	}
+	before := part(st, led)
+	c.kill(victim)
+	c.waitFor("leadership moved away", func(st *ClusterState) bool { return part(st, led).Leader != victim && !st.Live(victim) })
+	c.start(victim, "x")
+	// Back, but out of the ISR: not yet the leader.
+	st = c.waitFor("victim registered", func(st *ClusterState) bool { return st.Live(victim) })
+	if part(st, led).Leader == victim {
+		t.Fatal("preferred leader re-elected before it rejoined the ISR")
+	}
+	cur, err := c.store.PartitionState(c.ctx, led)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grown := cur.Clone()
+	grown.ISR = append(grown.ISR, victim)
+	if _, err := c.store.AlterPartition(c.ctx, led, cur, grown); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("preferred leader back", func(st *ClusterState) bool {
+		p := part(st, led)
+		return p.Leader == victim && p.LeaderEpoch == before.LeaderEpoch+2 && p.LeaderBrokerEpoch == st.Brokers[victim].Epoch
+	})
+}
