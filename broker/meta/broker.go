@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -80,4 +81,51 @@ func (r *Registration) Close(ctx context.Context) error {
 		return fmt.Errorf("deregister broker %d: revoke lease: %w", r.info.ID, cerr)
 	}
 	return nil
+}
+
+// Maintain keeps a broker registered until ctx ends: it registers (retrying
+// while a previous registration of the ID is still alive, i.e. until the
+// lease of the broker's previous run expires), calls run with the
+// registration, and when the lease is lost registers again and calls run
+// again. run must return once reg.Done() is closed or its ctx ends; the
+// broker stops leading anything then, since its partitions are being moved.
+// On return the registration is closed (deregistered at once).
+func (s *Store) Maintain(ctx context.Context, info BrokerInfo, ttl time.Duration, run func(ctx context.Context, reg *Registration)) error {
+	log := logr.FromContextOrDiscard(ctx).WithValues("broker", info.ID)
+	backoff := newBackoff(100*time.Millisecond, ttl)
+	for {
+		reg, err := s.RegisterBroker(ctx, info, ttl)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if !errors.Is(err, ErrBrokerIDInUse) {
+				log.Error(err, "registering broker, will retry")
+			} else {
+				log.V(1).Info("previous registration still alive, waiting for its lease to expire")
+			}
+			if !backoff.wait(ctx) {
+				return nil
+			}
+			continue
+		}
+		backoff.reset()
+		run(ctx, reg)
+		select {
+		case <-reg.Done():
+			log.Info("registration lost; registering again")
+		default:
+			// ctx ended (or run returned early): deregister cleanly.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			err := reg.Close(cctx)
+			cancel()
+			if ctx.Err() != nil {
+				return err
+			}
+			return fmt.Errorf("broker %d: run returned while the registration was alive", info.ID)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
 }
