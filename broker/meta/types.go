@@ -56,7 +56,8 @@ func (id *TopicID) UnmarshalText(b []byte) error {
 	return err
 }
 
-// TopicSpec is a topic to create.
+// TopicSpec is a topic to create. The caller resolves Kafka's -1 ("broker
+// default") for Partitions and ReplicationFactor before calling.
 type TopicSpec struct {
 	Name              string
 	Partitions        int32

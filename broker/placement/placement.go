@@ -43,8 +43,7 @@ type Request struct {
 	Brokers []Broker
 	// Existing is the topic's current assignment, indexed by partition, when
 	// partitions are being added; nil for a new topic. Replicas on brokers
-	// not in Brokers still count toward zone spreading of nothing: they are
-	// simply ignored for balance.
+	// not in Brokers (dead ones) are ignored when counting balance.
 	Existing [][]int32
 	// Partitions is the number of partitions to add.
 	Partitions int
