@@ -11,6 +11,9 @@ type Partition struct {
 	Topic     string
 	Partition int32
 	Replicas  []int32
+	// LeaderZone, when the topic pins its leaders, keeps Rebalance from
+	// moving the preferred leader out of that zone.
+	LeaderZone string
 }
 
 // Move is a reassignment: Partition's replicas become To.
