@@ -21,7 +21,8 @@
 // counts of the existing assignment, so the topic stays balanced.
 //
 // Drain computes the moves that take every replica off a set of brokers (the
-// operator's scale-down), keeping rules 1 and 2.
+// operator's scale-down), keeping rules 1 and 2. Rebalance computes the moves
+// that spread replicas and preferred leaders onto new brokers (scale-up).
 //
 // A replication factor larger than the number of brokers fails with
 // ErrInvalidReplicationFactor, which the broker maps to the Kafka error code
