@@ -107,6 +107,8 @@ type Partition struct {
 	Log   *log.Log
 	// maxMessageBytes caches max.message.bytes for Validate.
 	maxMessageBytes atomic.Int64
+	// minInsyncReplicas caches min.insync.replicas for acks=all.
+	minInsyncReplicas atomic.Int32
 }
 
 // metaFile is the persisted form of the broker's metadata.
@@ -218,6 +220,7 @@ func (b *Broker) openPartition(t *Topic, index int32) (*Partition, error) {
 	}
 	p := &Partition{Topic: t.Name, Index: index, Log: l}
 	p.setMaxMessageBytes(cfg.MaxMessageBytes)
+	p.minInsyncReplicas.Store(b.minInsyncReplicas(t.configs))
 	return p, nil
 }
 
@@ -434,3 +437,19 @@ func (p *Partition) maxBytes() int {
 }
 
 func (p *Partition) setMaxMessageBytes(n int) { p.maxMessageBytes.Store(int64(n)) }
+
+func (b *Broker) minInsyncReplicas(overrides map[string]string) int32 {
+	n, _ := strconv.ParseInt(b.effectiveTopicConfig(topicConfigByName["min.insync.replicas"], overrides).Value, 10, 32)
+	return int32(n)
+}
+
+// CheckAcksAll returns NOT_ENOUGH_REPLICAS when the in-sync replicas (this
+// broker alone) are fewer than the topic's min.insync.replicas, as Kafka
+// answers an acks=all produce in that case.
+func (p *Partition) CheckAcksAll() error {
+	const isr = 1
+	if m := p.minInsyncReplicas.Load(); m > isr {
+		return fmt.Errorf("%w: min.insync.replicas is %d, the ISR has %d replica", kerr.NotEnoughReplicas, m, isr)
+	}
+	return nil
+}

@@ -409,6 +409,7 @@ func (b *Broker) setTopicConfigs(topic string, edit func(map[string]string) (map
 			errs = append(errs, fmt.Errorf("partition %d: %w", p.Index, err))
 		}
 		p.setMaxMessageBytes(cfg.MaxMessageBytes)
+		p.minInsyncReplicas.Store(b.minInsyncReplicas(next))
 	}
 	if err := errors.Join(errs...); err != nil {
 		// Validated values the log still refused: a bug, not bad input.

@@ -6,7 +6,8 @@ package protocol
 // CRC-32C, record structure, max.message.bytes of the topic) and appended as
 // received, with offsets and the leader epoch stamped by the log.
 // acks=1 and acks=-1 answer once the append returned (a single broker is
-// the whole ISR, so -1 completes on append); the log's flush policy
+// the whole ISR, so -1 completes on append; with min.insync.replicas above
+// 1, acks=-1 gets NOT_ENOUGH_REPLICAS and nothing is appended, as in Kafka); the log's flush policy
 // (flush.ms / flush.messages, 0 = fsync before answering) decides when the
 // data is on disk. acks=0 sends no response; if any partition failed the
 // connection is closed, as Kafka does, so that the producer notices.
@@ -50,7 +51,7 @@ func handleProduce(_ context.Context, r *Request) (kmsg.Response, error) {
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
 			err := reqErr
 			if err == nil {
-				err = producePartition(b, rt.Topic, rp, &sp)
+				err = producePartition(b, rt.Topic, req.Acks, rp, &sp)
 			}
 			if err != nil {
 				sp.ErrorCode = broker.ErrorCode(err)
@@ -72,13 +73,18 @@ func handleProduce(_ context.Context, r *Request) (kmsg.Response, error) {
 	return resp, nil
 }
 
-func producePartition(b *broker.Broker, topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) error {
+func producePartition(b *broker.Broker, topic string, acks int16, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) error {
 	if err := broker.ValidateTopicName(topic); err != nil {
 		return err
 	}
 	p, err := b.Partition(topic, rp.Partition)
 	if err != nil {
 		return err
+	}
+	if acks == -1 {
+		if err := p.CheckAcksAll(); err != nil {
+			return err
+		}
 	}
 	res, err := p.Append(rp.Records)
 	if err != nil {

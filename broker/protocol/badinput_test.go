@@ -218,3 +218,38 @@ func TestPipelinedResponsesInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleConnections: a connection that sends nothing is closed after
+// connections.max.idle.ms, but one whose request is still being served (a
+// long poll three times longer than the idle time) is not: after the
+// answer it still serves the next request.
+func TestIdleConnections(t *testing.T) {
+	b := brokertest.Start(t, brokertest.WithSetting("connections.max.idle.ms", "1000"))
+	expectClosed(t, dial(t, b.Addr()))
+
+	c := dial(t, b.Addr())
+	createTopic(t, newAdmin(t, b.Addr()), "idle", 1, nil)
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 11 // by topic name
+	req.MaxWaitMillis = 3000
+	req.MinBytes = 1
+	req.MaxBytes = 1 << 20
+	req.SessionEpoch = -1
+	req.Topics = []kmsg.FetchRequestTopic{{Topic: "idle", Partitions: []kmsg.FetchRequestTopicPartition{
+		{Partition: 0, PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1},
+	}}}
+	if _, err := c.Write(rawFrame(req, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if cid, _ := readResponse(t, c); cid != 9 {
+		t.Fatalf("correlation ID %d", cid)
+	}
+	apiv := kmsg.NewPtrApiVersionsRequest()
+	if _, err := c.Write(rawFrame(apiv, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if cid, _ := readResponse(t, c); cid != 10 {
+		t.Fatalf("correlation ID %d", cid)
+	}
+	expectClosed(t, c) // idle again after the answers
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -23,6 +24,9 @@ var (
 	ErrUnsupportedVersion = errors.New("unsupported API version")
 	// ErrMalformed is returned for a header or body that does not decode.
 	ErrMalformed = errors.New("malformed request")
+
+	// errIdle: the read deadline passed between frames.
+	errIdle = errors.New("connection idle")
 )
 
 // minHeaderBytes is key + version + correlation ID.
@@ -32,7 +36,10 @@ const minHeaderBytes = 2 + 2 + 4
 // returns the payload. The size is checked before anything is allocated.
 func readFrame(r io.Reader, buf []byte, maxBytes int32) ([]byte, error) {
 	var size [4]byte
-	if _, err := io.ReadFull(r, size[:]); err != nil {
+	if n, err := io.ReadFull(r, size[:]); err != nil {
+		if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, errIdle
+		}
 		return nil, err
 	}
 	n := int32(binary.BigEndian.Uint32(size[:]))

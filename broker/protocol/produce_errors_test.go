@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/brokertest"
@@ -163,5 +164,37 @@ func TestInitProducerID(t *testing.T) {
 	}
 	if resp.ProducerID <= c.ProducerID {
 		t.Fatalf("producer ID %d after restart reuses IDs up to %d", resp.ProducerID, c.ProducerID)
+	}
+}
+
+// TestMinInsyncReplicas: a single broker is an ISR of one, so acks=all on
+// a topic with min.insync.replicas=2 is NOT_ENOUGH_REPLICAS (and appends
+// nothing), while acks=1 still works, as in Kafka.
+func TestMinInsyncReplicas(t *testing.T) {
+	b := brokertest.Start(t)
+	adm := newAdmin(t, b.Addr())
+	createTopic(t, adm, "misr", 1, map[string]*string{"min.insync.replicas": sp("2")})
+	produce := func(cl *kgo.Client) int16 {
+		req := kmsg.NewPtrProduceRequest()
+		req.TimeoutMillis = 30000
+		req.Topics = []kmsg.ProduceRequestTopic{{Topic: "misr", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: batch(t, "x")}}}}
+		resp, err := req.RequestWith(testCtx(t), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	if code := produce(newClient(t, b.Addr())); code != kerr.NotEnoughReplicas.Code { // kgo default: acks=all
+		t.Fatalf("acks=all: error %d, want NOT_ENOUGH_REPLICAS", code)
+	}
+	if code := produce(newClient(t, b.Addr(), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())); code != 0 {
+		t.Fatalf("acks=1: error %d", code)
+	}
+	ends, err := adm.ListEndOffsets(testCtx(t), "misr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := ends.Lookup("misr", 0); o.Offset != 1 {
+		t.Fatalf("end offset %d, want 1", o.Offset)
 	}
 }

@@ -35,6 +35,10 @@ type Config struct {
 	// MaxRequestBytes bounds a request frame (socket.request.max.bytes);
 	// 0 means DefaultMaxRequestBytes.
 	MaxRequestBytes int32
+	// IdleTimeout closes a connection that sends no request for this long
+	// while none of its requests is being handled, and one that does not
+	// read a response for this long (connections.max.idle.ms); 0 disables.
+	IdleTimeout time.Duration
 	// Observer may be nil.
 	Observer Observer
 	// Log receives connection-level log lines.
@@ -108,21 +112,18 @@ func (s *Server) Serve(l net.Listener) error {
 	for {
 		nc, err := l.Accept()
 		if err != nil {
-			s.mu.Lock()
-			closing := s.closing
-			s.mu.Unlock()
-			if closing {
+			if s.isClosing() {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				// Out of file descriptors and the like: back off as net/http does.
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.cfg.Log.Error(err, "accept failed; retrying", "backoff", backoff)
-				time.Sleep(backoff)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("accept: %w", err)
 			}
-			return fmt.Errorf("accept: %w", err)
+			// Out of file descriptors and the like: never give up the
+			// listener; back off as net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.cfg.Log.Error(err, "accept failed; retrying", "backoff", backoff)
+			time.Sleep(backoff)
+			continue
 		}
 		backoff = 0
 		s.startConn(nc)
@@ -209,6 +210,9 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	info   ClientInfo
+	// pending counts requests read and not yet handled; a connection is
+	// only idle when it is zero.
+	pending atomic.Int64
 }
 
 // inbound is one request read by the reader.
@@ -263,10 +267,27 @@ func (c *conn) serve() {
 
 // read decodes frames until the connection fails or a request is bad.
 func (c *conn) read(out chan<- inbound) {
+	idle := c.srv.cfg.IdleTimeout
 	for {
+		if idle > 0 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(idle))
+			// Checked after setting the deadline: Shutdown sets closing
+			// before it moves the deadline to now, so one of the two wins.
+			if c.srv.isClosing() {
+				return
+			}
+		}
 		// A fresh buffer per frame: the decoded request aliases it (Produce
 		// record batches are appended to the log from it without a copy).
 		frame, err := readFrame(c.nc, nil, c.srv.cfg.MaxRequestBytes)
+		if errors.Is(err, errIdle) && !c.srv.isClosing() {
+			if c.pending.Load() > 0 {
+				continue // a long poll or group join is still being served
+			}
+			c.log().V(1).Info("closing idle connection", "idle", idle)
+			c.cancel()
+			return
+		}
 		if err != nil {
 			c.readFailed(err)
 			return
@@ -274,6 +295,7 @@ func (c *conn) read(out chan<- inbound) {
 		started := time.Now()
 		h, msg, err := decodeRequest(frame, false)
 		if errors.Is(err, ErrUnsupportedVersion) && h.Key == kmsg.ApiVersions.Int16() {
+			c.pending.Add(1)
 			out <- inbound{req: &Request{Header: h, Client: c.info, Env: c.srv.cfg.Env}, size: len(frame) + 4, reject: true, started: started}
 			continue
 		}
@@ -285,14 +307,19 @@ func (c *conn) read(out chan<- inbound) {
 		if h.ClientID != nil {
 			c.info.ClientID = *h.ClientID
 		}
+		c.pending.Add(1)
 		out <- inbound{req: &Request{Header: h, Msg: msg, Client: c.info, Env: c.srv.cfg.Env}, size: len(frame) + 4, started: started}
 	}
 }
 
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
 func (c *conn) readFailed(err error) {
-	c.srv.mu.Lock()
-	closing := c.srv.closing
-	c.srv.mu.Unlock()
+	closing := c.srv.isClosing()
 	switch {
 	case closing && errors.Is(err, os.ErrDeadlineExceeded):
 		// Shutdown: stop reading, serve what was read.
@@ -336,6 +363,7 @@ func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
 			frame = appendResponse(nil, item.req.Header.CorrelationID, resp)
 			out <- frame
 		}
+		c.pending.Add(-1)
 		if obs != nil {
 			obs.Request(item.req.Header.Key, item.req.Header.Version, item.size, len(frame), time.Since(item.started), false)
 		}
@@ -367,6 +395,9 @@ func (c *conn) write(in <-chan []byte) {
 	for frame := range in {
 		if failed {
 			continue
+		}
+		if idle := c.srv.cfg.IdleTimeout; idle > 0 {
+			_ = c.nc.SetWriteDeadline(time.Now().Add(idle))
 		}
 		if _, err := c.nc.Write(frame); err != nil {
 			failed = true

@@ -37,6 +37,9 @@ type Config struct {
 	MetricsListen string
 	// MaxRequestBytes is socket.request.max.bytes (0: 100 MiB).
 	MaxRequestBytes int32
+	// ConnectionsMaxIdle is connections.max.idle.ms (DefaultConfig: 10
+	// min; 0 disables): see protocol.Config.IdleTimeout.
+	ConnectionsMaxIdle time.Duration
 	// RetentionCheckInterval is log.retention.check.interval.ms (0: 5 min).
 	RetentionCheckInterval time.Duration
 	// Group configures the consumer-group coordinator (group.* settings);
@@ -48,7 +51,7 @@ type Config struct {
 // itself, no metrics listener, auto-created topics with one partition,
 // group defaults of group.DefaultConfig. DataDir must be set.
 func DefaultConfig() Config {
-	cfg := Config{Broker: broker.DefaultConfig(), Listen: "0.0.0.0:9092", Group: group.DefaultConfig()}
+	cfg := Config{Broker: broker.DefaultConfig(), Listen: "0.0.0.0:9092", Group: group.DefaultConfig(), ConnectionsMaxIdle: 10 * time.Minute}
 	cfg.Broker.Host, cfg.Broker.Port = "", 0 // advertise the listener
 	return cfg
 }
@@ -128,6 +131,7 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	s.proto = protocol.NewServer(protocol.Config{
 		Env:             env,
 		MaxRequestBytes: cfg.MaxRequestBytes,
+		IdleTimeout:     cfg.ConnectionsMaxIdle,
 		Observer:        s.metrics,
 		Log:             logger.WithName("protocol"),
 	})
