@@ -321,7 +321,7 @@ func (s *Server) isClosing() bool {
 func (c *conn) readFailed(err error) {
 	closing := c.srv.isClosing()
 	switch {
-	case closing && errors.Is(err, os.ErrDeadlineExceeded):
+	case closing && (errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, errIdle)):
 		// Shutdown: stop reading, serve what was read.
 		return
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
