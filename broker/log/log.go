@@ -87,7 +87,9 @@ func (l *Log) AppendAsLeader(batches []record.Batch, leaderEpoch int32) (AppendR
 
 // AppendAsFollower appends batches whose offsets were assigned by the
 // leader. The first must start at the log end offset and each must
-// continue the previous one, else ErrNonContiguous.
+// continue the previous one, else ErrNonContiguous. Newer leader epochs in
+// the batches enter the epoch cache; an older one is logged and accepted
+// (as Kafka does).
 func (l *Log) AppendAsFollower(batches []record.Batch) (AppendResult, error) {
 	return l.append(batches, -1, false)
 }
@@ -128,7 +130,10 @@ func (l *Log) append(batches []record.Batch, leaderEpoch int32, asLeader bool) (
 				return AppendResult{}, fmt.Errorf("append: batch %d at offset %d, log end is %d: %w", i, h.BaseOffset, next, ErrNonContiguous)
 			}
 			if h.PartitionLeaderEpoch < l.epochs.latest() {
-				return AppendResult{}, fmt.Errorf("append: batch %d has leader epoch %d below the latest %d: %w", i, h.PartitionLeaderEpoch, l.epochs.latest(), ErrNonContiguous)
+				// Kafka accepts these and leaves the epoch cache alone; the
+				// truncation protocol should have prevented them.
+				l.logger.Info("follower batch with a leader epoch below the latest; not recorded in the epoch cache",
+					"offset", h.BaseOffset, "epoch", h.PartitionLeaderEpoch, "latest", l.epochs.latest())
 			}
 		}
 		next += int64(h.LastOffsetDelta) + 1
