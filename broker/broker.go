@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -42,6 +43,10 @@ type Config struct {
 	// LogDefaults holds broker-level defaults of topic configs, keyed by the
 	// broker config name (log.retention.ms, log.segment.bytes, ...).
 	LogDefaults map[string]string
+	// ProducerIDExpiration is producer.id.expiration.ms: idempotent
+	// producers idle this long are forgotten by retention (0: the log's
+	// default, 24 h).
+	ProducerIDExpiration time.Duration
 }
 
 // DefaultConfig returns a config with Kafka's defaults for a single broker.

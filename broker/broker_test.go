@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -98,10 +99,11 @@ func TestValidateTopicConfig(t *testing.T) {
 func TestLogConfigMapping(t *testing.T) {
 	b := openTest(t, t.TempDir(), func(c *Config) {
 		c.LogDefaults = map[string]string{"log.segment.bytes": "4096", "log.flush.interval.ms": "0"}
+		c.ProducerIDExpiration = time.Hour
 	})
 	got := b.logConfig(map[string]string{"retention.ms": "-1", "message.timestamp.type": "LogAppendTime", "flush.messages": "10"})
 	if got.SegmentBytes != 4096 || got.RetentionMs >= 0 || got.FlushInterval != 0 || got.FlushMessages != 10 ||
-		got.MessageTimestampType != "LogAppendTime" || got.MaxMessageBytes != 1048588 {
+		got.MessageTimestampType != "LogAppendTime" || got.MaxMessageBytes != 1048588 || got.ProducerIDExpiration != time.Hour {
 		t.Fatalf("logConfig = %+v", got)
 	}
 	def := openTest(t, t.TempDir()).logConfig(nil)

@@ -212,5 +212,8 @@ func (b *Broker) logConfig(overrides map[string]string) log.Config {
 	}
 	cfg.MessageTimestampType = get("message.timestamp.type")
 	cfg.MaxMessageBytes = int(num("max.message.bytes"))
+	if b.cfg.ProducerIDExpiration > 0 {
+		cfg.ProducerIDExpiration = b.cfg.ProducerIDExpiration
+	}
 	return cfg
 }

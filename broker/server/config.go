@@ -99,7 +99,8 @@ var processKeys = map[string]bool{
 	"log.dirs": true, "log.dir": true, "data.dir": true,
 	"broker.rack": true, "zone": true, "metrics.listen": true,
 	"socket.request.max.bytes": true, "log.retention.check.interval.ms": true, "connections.max.idle.ms": true,
-	"num.partitions": true, "auto.create.topics.enable": true,
+	"producer.id.expiration.ms": true,
+	"num.partitions":            true, "auto.create.topics.enable": true,
 	"log.retention.hours": true, "log.retention.minutes": true,
 	"default.replication.factor": true,
 }
@@ -182,6 +183,12 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				return nil, bad(fmt.Errorf("want an int32 of at least 1024"))
 			}
 			cfg.MaxRequestBytes = int32(n)
+		case k == "producer.id.expiration.ms":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 {
+				return nil, bad(fmt.Errorf("want a positive number of milliseconds"))
+			}
+			cfg.Broker.ProducerIDExpiration = time.Duration(n) * time.Millisecond
 		case k == "connections.max.idle.ms":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 0 {
