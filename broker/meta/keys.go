@@ -16,9 +16,11 @@ import (
 //	/strata/<cluster>/meta/partitions/<name>/<p>       PartitionState JSON
 //	/strata/<cluster>/meta/controller/<lease>          election candidates (value: broker ID)
 //	/strata/<cluster>/offsets/...                      consumer group offsets
+//	/strata/<cluster>/groups/...                       consumer group membership
 type keys struct {
 	root    string // /strata/<cluster>/meta/
 	offsets string // /strata/<cluster>/offsets/
+	groups  string // /strata/<cluster>/groups/
 }
 
 func newKeys(cluster string) (keys, error) {
@@ -26,7 +28,7 @@ func newKeys(cluster string) (keys, error) {
 		return keys{}, fmt.Errorf("cluster name %q: must be non-empty without '/' or spaces", cluster)
 	}
 	base := "/strata/" + cluster + "/"
-	return keys{root: base + "meta/", offsets: base + "offsets/"}, nil
+	return keys{root: base + "meta/", offsets: base + "offsets/", groups: base + "groups/"}, nil
 }
 
 func (k keys) version() string              { return k.root + "version" }

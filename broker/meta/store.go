@@ -62,6 +62,10 @@ func (s *Store) Client() *clientv3.Client { return s.client }
 // outside the watched metadata prefix.
 func (s *Store) OffsetsPrefix() string { return s.keys.offsets }
 
+// GroupsPrefix is the key prefix reserved for consumer-group membership,
+// also outside the watched metadata prefix.
+func (s *Store) GroupsPrefix() string { return s.keys.groups }
+
 // commit runs one transaction that, if cmps hold, applies ops and bumps the
 // metadata version. reason is stored as the version key's value, which makes
 // the last change visible with etcdctl. On a failed compare it returns the

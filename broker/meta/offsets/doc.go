@@ -6,6 +6,11 @@
 // not wake every broker's metadata watch:
 //
 //	/strata/<cluster>/offsets/<escaped group>/<topic>/<partition>  →  JSON {offset, leaderEpoch, metadata, commitTimeMillis}
+//	/strata/<cluster>/groups/<escaped group>                      →  JSON group.GroupMetadata (membership)
+//
+// The store also implements group.MembershipStore, so a new coordinator
+// takes groups back with their generation and assignments instead of making
+// every member rejoin.
 //
 // The group name is path-escaped (it may contain '/'); topic names cannot
 // contain '/'. A Commit is durable when etcd acknowledged it (raft majority,

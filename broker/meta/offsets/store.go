@@ -24,15 +24,19 @@ const defaultPageSize = 1000
 type Store struct {
 	client    *clientv3.Client
 	prefix    string // /strata/<cluster>/offsets/
+	groups    string // /strata/<cluster>/groups/
 	maxTxnOps int
 	pageSize  int64
 }
 
-var _ group.OffsetStore = (*Store)(nil)
+var (
+	_ group.OffsetStore     = (*Store)(nil)
+	_ group.MembershipStore = (*Store)(nil)
+)
 
 // New returns the offset store of the cluster that ms belongs to.
 func New(ms *meta.Store) *Store {
-	return &Store{client: ms.Client(), prefix: ms.OffsetsPrefix(), maxTxnOps: meta.DefaultMaxTxnOps, pageSize: defaultPageSize}
+	return &Store{client: ms.Client(), prefix: ms.OffsetsPrefix(), groups: ms.GroupsPrefix(), maxTxnOps: meta.DefaultMaxTxnOps, pageSize: defaultPageSize}
 }
 
 type record struct {
@@ -53,8 +57,33 @@ func (s *Store) key(g, topic string, partition int32) string {
 func (s *Store) Load(ctx context.Context) (map[string][]group.OffsetCommit, error) {
 	out := map[string][]group.OffsetCommit{}
 	log := logr.FromContextOrDiscard(ctx)
-	end := clientv3.GetPrefixRangeEnd(s.prefix)
-	from := s.prefix
+	err := s.scan(ctx, s.prefix, func(key string, value []byte) {
+		g, c, err := s.decode(key, value)
+		if err != nil {
+			// One bad record must not lose every group's offsets.
+			log.Error(err, "skipping offset record that does not decode", "key", key)
+			return
+		}
+		out[g] = append(out[g], c)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load offsets: %w", err)
+	}
+	// Keys sort as strings ("10" before "2"); order like the other stores:
+	// by topic, then partition number.
+	for _, cs := range out {
+		slices.SortFunc(cs, func(a, b group.OffsetCommit) int {
+			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+		})
+	}
+	return out, nil
+}
+
+// scan calls fn for every key under prefix, in pages of s.pageSize, all read
+// at the revision of the first page.
+func (s *Store) scan(ctx context.Context, prefix string, fn func(key string, value []byte)) error {
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	from := prefix
 	var rev int64
 	for {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(s.pageSize)}
@@ -63,29 +92,16 @@ func (s *Store) Load(ctx context.Context) (map[string][]group.OffsetCommit, erro
 		}
 		resp, err := s.client.Get(ctx, from, opts...)
 		if err != nil {
-			return nil, fmt.Errorf("load offsets: %w", err)
+			return err
 		}
 		if rev == 0 {
 			rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
-			g, c, err := s.decode(string(kv.Key), kv.Value)
-			if err != nil {
-				// One bad record must not lose every group's offsets.
-				log.Error(err, "skipping offset record that does not decode", "key", string(kv.Key))
-				continue
-			}
-			out[g] = append(out[g], c)
+			fn(string(kv.Key), kv.Value)
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
-			// Keys sort as strings ("10" before "2"); order like the other
-			// stores: by topic, then partition number.
-			for _, cs := range out {
-				slices.SortFunc(cs, func(a, b group.OffsetCommit) int {
-					return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-				})
-			}
-			return out, nil
+			return nil
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
@@ -153,12 +169,53 @@ func (s *Store) DeleteOffsets(ctx context.Context, g string, partitions []group.
 	return s.apply(ctx, "delete offsets of group "+g, ops)
 }
 
-// DeleteGroup implements group.OffsetStore.
+// DeleteGroup implements group.OffsetStore: the group's offsets and its
+// membership go in one transaction.
 func (s *Store) DeleteGroup(ctx context.Context, g string) error {
-	if _, err := s.client.Delete(ctx, s.groupPrefix(g), clientv3.WithPrefix()); err != nil {
+	_, err := s.client.Txn(ctx).Then(
+		clientv3.OpDelete(s.groupPrefix(g), clientv3.WithPrefix()),
+		clientv3.OpDelete(s.groups+url.PathEscape(g)),
+	).Commit()
+	if err != nil {
 		return fmt.Errorf("delete group %q: %w", g, err)
 	}
 	return nil
+}
+
+// SaveGroup implements group.MembershipStore.
+func (s *Store) SaveGroup(ctx context.Context, g string, md group.GroupMetadata) error {
+	b, err := json.Marshal(md)
+	if err != nil {
+		return fmt.Errorf("save group %q: %w", g, err)
+	}
+	if _, err := s.client.Put(ctx, s.groups+url.PathEscape(g), string(b)); err != nil {
+		return fmt.Errorf("save group %q: %w", g, err)
+	}
+	return nil
+}
+
+// LoadGroups implements group.MembershipStore, reading page by page at one
+// revision. Records that do not decode are logged and skipped: the group
+// then starts Empty and its members rejoin.
+func (s *Store) LoadGroups(ctx context.Context) (map[string]group.GroupMetadata, error) {
+	out := map[string]group.GroupMetadata{}
+	log := logr.FromContextOrDiscard(ctx)
+	err := s.scan(ctx, s.groups, func(key string, value []byte) {
+		g, err := url.PathUnescape(strings.TrimPrefix(key, s.groups))
+		var md group.GroupMetadata
+		if err == nil {
+			err = json.Unmarshal(value, &md)
+		}
+		if err != nil {
+			log.Error(err, "skipping group membership record that does not decode", "key", key)
+			return
+		}
+		out[g] = md
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load group membership: %w", err)
+	}
+	return out, nil
 }
 
 // apply runs ops in transactions of at most maxTxnOps.

@@ -58,6 +58,22 @@ func TestStoreMatchesMemoryStore(t *testing.T) {
 			return st.Commit(ctx, "g", []group.OffsetCommit{commit(3, "a", 0)})
 		}},
 		{"many partitions", func(st group.OffsetStore) error { return st.Commit(ctx, "g2", many) }},
+		{"save membership", func(st group.OffsetStore) error {
+			ms := st.(group.MembershipStore)
+			if err := ms.SaveGroup(ctx, "g1", member(3, "m-1")); err != nil {
+				return err
+			}
+			if err := ms.SaveGroup(ctx, "team/app 1", member(1, "m-9")); err != nil {
+				return err
+			}
+			return ms.SaveGroup(ctx, "g", member(2, "m-2"))
+		}},
+		{"replace membership", func(st group.OffsetStore) error {
+			return st.(group.MembershipStore).SaveGroup(ctx, "g1", member(4, "m-3"))
+		}},
+		{"membership of a group without offsets", func(st group.OffsetStore) error {
+			return st.(group.MembershipStore).SaveGroup(ctx, "only-members", group.GroupMetadata{Generation: 1})
+		}},
 		{"delete offsets", func(st group.OffsetStore) error {
 			return st.DeleteOffsets(ctx, "g1", []group.TopicPartition{{Topic: "a", Partition: 1}, {Topic: "a", Partition: 1}, {Topic: "zz", Partition: 0}})
 		}},
@@ -82,6 +98,21 @@ func TestStoreMatchesMemoryStore(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("after %s:\n got %v\nwant %v", step.name, summary(got), summary(want))
 		}
+		wantGroups, _ := ref.LoadGroups(ctx)
+		gotGroups, err := s.LoadGroups(ctx)
+		if err != nil {
+			t.Fatalf("%s: load groups: %v", step.name, err)
+		}
+		if !reflect.DeepEqual(gotGroups, wantGroups) {
+			t.Fatalf("after %s: membership\n got %+v\nwant %+v", step.name, gotGroups, wantGroups)
+		}
+	}
+	groups, err := s.LoadGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := groups["g"]; ok || len(groups) != 3 || groups["g1"].Generation != 4 || groups["team/app 1"].Members[0].ID != "m-9" {
+		t.Errorf("membership after the sequence: %+v; want g deleted with its offsets, g1 at generation 4", groups)
 	}
 	// The other cluster's offsets are untouched.
 	n, err := neighbour.Load(ctx)
@@ -106,4 +137,16 @@ func summary(m map[string][]group.OffsetCommit) string {
 		}
 	}
 	return out
+}
+
+func member(generation int32, id string) group.GroupMetadata {
+	return group.GroupMetadata{
+		Generation: generation, ProtocolType: "consumer", Protocol: "range", Leader: id,
+		Members: []group.MemberMetadata{{
+			ID: id, InstanceID: "static-" + id, ClientID: "c", ClientHost: "/127.0.0.1",
+			SessionTimeoutMillis: 45000, RebalanceTimeoutMillis: 60000,
+			Protocols:  []group.ProtocolMetadata{{Name: "range", Metadata: []byte{0, 1, 2}}},
+			Assignment: []byte{9, 8, 7},
+		}},
+	}
 }
