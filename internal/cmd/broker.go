@@ -45,7 +45,7 @@ func (f *brokerFlags) register(cmd *cobra.Command, defaultListen, defaultMetrics
 	fl.StringVar(&f.metricsListen, "metrics-listen", defaultMetrics, "HTTP address for /metrics, /healthz and /readyz; empty disables it")
 	fl.StringArrayVar(&f.set, "set", nil, "extra config key=value, repeatable (e.g. --set log.flush.interval.ms=0)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
-	fl.IntVar(&f.logLevel, "v", 0, "log verbosity (0 info, 1 debug, 2 trace)")
+	fl.IntVarP(&f.logLevel, "verbosity", "v", 0, "log verbosity (0 info, 1 debug, 2 trace)")
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
 }
 

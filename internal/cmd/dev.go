@@ -18,7 +18,7 @@ func newDevCmd() *cobra.Command {
 		Use:   "dev",
 		Short: "Run one local broker on 127.0.0.1:9092 with a throw-away data dir",
 		Long: `Run a single Strata broker for development on 127.0.0.1:9092. Data goes to a
-temporary directory removed on exit, unless --data-dir names one to keep.
+temporary directory removed on exit, unless --keep-dir names one to keep.
 Prints "strata dev ready: bootstrap=<addr>" once it accepts connections;
 Ctrl-C stops it cleanly.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
