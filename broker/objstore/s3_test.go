@@ -1,0 +1,357 @@
+package objstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/strata-dev/strata/broker/objstore"
+	"github.com/strata-dev/strata/internal/testutil/s3server"
+)
+
+const bucket = "wal-zone-a"
+
+func newStore(t *testing.T, srv *s3server.Server, mod func(*objstore.Config)) *objstore.S3 {
+	t.Helper()
+	cfg := objstore.Config{
+		Bucket:         bucket,
+		Region:         srv.Region,
+		Zone:           "zone-a",
+		Endpoint:       srv.Endpoint,
+		ForcePathStyle: true,
+		Credentials:    &objstore.StaticCredentials{AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey},
+		MaxBackoff:     20 * time.Millisecond,
+		AttemptTimeout: 2 * time.Second,
+		CallTimeout:    5 * time.Second,
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := objstore.NewS3(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("NewS3: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func TestS3RoundTrip(t *testing.T) {
+	srv := s3server.Start(t, bucket)
+	reg := prometheus.NewRegistry()
+	obs := objstore.NewPrometheusObserver(reg)
+	s := newStore(t, srv, func(c *objstore.Config) { c.Observer = obs })
+	ctx := context.Background()
+
+	data := []byte("0123456789abcdefghij")
+	if err := s.Put(ctx, "wal/c/z/1/1/00000000000000000001", data); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	if err := s.Put(ctx, "wal/c/z/1/1/00000000000000000002", []byte("x")); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	if err := s.Put(ctx, "other/key", []byte("y")); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+
+	for _, tc := range []struct {
+		name           string
+		offset, length int64
+		want           string
+	}{
+		{"whole", 0, -1, string(data)},
+		{"range", 3, 4, "3456"},
+		{"from offset to end", 15, -1, "fghij"},
+		{"range past the end is clipped", 18, 10, "ij"},
+		{"first byte", 0, 1, "0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := s.Get(ctx, "wal/c/z/1/1/00000000000000000001", tc.offset, tc.length)
+			if err != nil {
+				t.Fatalf("Get: %v", err)
+			}
+			if string(got) != tc.want {
+				t.Fatalf("Get(%d,%d) = %q, want %q", tc.offset, tc.length, got, tc.want)
+			}
+		})
+	}
+
+	info, err := s.Head(ctx, "wal/c/z/1/1/00000000000000000001")
+	if err != nil || info.Size != int64(len(data)) || info.LastModified.IsZero() {
+		t.Fatalf("Head = %+v, %v; want size %d and a modification time", info, err, len(data))
+	}
+
+	objs, err := s.List(ctx, "wal/")
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	if len(objs) != 2 || objs[0].Key != "wal/c/z/1/1/00000000000000000001" || objs[1].Key != "wal/c/z/1/1/00000000000000000002" || objs[0].Size != 20 {
+		t.Fatalf("List(wal/) = %+v", objs)
+	}
+
+	if err := s.Delete(ctx, "wal/c/z/1/1/00000000000000000001"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if err := s.Delete(ctx, "wal/c/z/1/1/00000000000000000001"); err != nil {
+		t.Fatalf("Delete of a missing key: %v", err)
+	}
+	if _, err := s.Get(ctx, "wal/c/z/1/1/00000000000000000001", 0, -1); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("Get after delete = %v, want ErrNotFound", err)
+	}
+	if _, err := s.Get(ctx, "wal/c/z/1/1/00000000000000000001", 2, 3); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("ranged Get after delete = %v, want ErrNotFound", err)
+	}
+	if _, err := s.Head(ctx, "nope"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("Head of missing = %v, want ErrNotFound", err)
+	}
+	if objs, err := s.List(ctx, "none/"); err != nil || len(objs) != 0 {
+		t.Fatalf("List(none/) = %v, %v", objs, err)
+	}
+
+	if got := promtest.ToFloat64(obs.Requests().WithLabelValues(bucket, "zone-a", "put", "ok")); got != 3 {
+		t.Errorf("put ok count = %v, want 3", got)
+	}
+	if got := promtest.ToFloat64(obs.Bytes().WithLabelValues(bucket, "zone-a", "put")); got != 22 {
+		t.Errorf("put bytes = %v, want 22", got)
+	}
+	if got := promtest.ToFloat64(obs.Requests().WithLabelValues(bucket, "zone-a", "get", "not_found")); got != 2 {
+		t.Errorf("get not_found count = %v, want 2", got)
+	}
+	if got := promtest.ToFloat64(obs.Bytes().WithLabelValues(bucket, "zone-a", "get")); got != 20+4+5+2+1 {
+		t.Errorf("get bytes = %v, want 32", got)
+	}
+}
+
+func TestS3MissingBucket(t *testing.T) {
+	srv := s3server.Start(t, bucket)
+	s := newStore(t, srv, func(c *objstore.Config) { c.Bucket = "no-such-bucket" })
+	err := s.Put(context.Background(), "k", []byte("v"))
+	if err == nil {
+		t.Fatal("Put into a missing bucket succeeded")
+	}
+	if err := s.Delete(context.Background(), "k"); err == nil {
+		t.Fatal("Delete in a missing bucket succeeded")
+	}
+}
+
+func TestS3WrongCredentials(t *testing.T) {
+	srv := s3server.Start(t, bucket)
+	s := newStore(t, srv, func(c *objstore.Config) {
+		c.Credentials = &objstore.StaticCredentials{AccessKeyID: srv.AccessKey, SecretAccessKey: "wrong-secret"}
+	})
+	err := s.Put(context.Background(), "k", []byte("v"))
+	if !errors.Is(err, objstore.ErrAccessDenied) {
+		t.Fatalf("Put with a wrong secret = %v, want ErrAccessDenied", err)
+	}
+	if !strings.Contains(err.Error(), "credentials rejected") {
+		t.Fatalf("error %q does not say the credentials were rejected", err)
+	}
+	s = newStore(t, srv, func(c *objstore.Config) {
+		c.Credentials = &objstore.StaticCredentials{AccessKeyID: "unknown", SecretAccessKey: srv.SecretKey}
+	})
+	if err := s.Put(context.Background(), "k", []byte("v")); !errors.Is(err, objstore.ErrAccessDenied) {
+		t.Fatalf("Put with an unknown key id = %v, want ErrAccessDenied", err)
+	}
+}
+
+func TestS3CredentialSources(t *testing.T) {
+	srv := s3server.Start(t, bucket)
+	ctx := context.Background()
+
+	t.Run("env prefix", func(t *testing.T) {
+		t.Setenv("STRATA_WAL_ACCESS_KEY_ID", srv.AccessKey)
+		t.Setenv("STRATA_WAL_SECRET_ACCESS_KEY", srv.SecretKey)
+		s := newStore(t, srv, func(c *objstore.Config) { c.Credentials = nil; c.EnvPrefix = "STRATA_WAL" })
+		if err := s.Put(ctx, "env", []byte("v")); err != nil {
+			t.Fatalf("Put: %v", err)
+		}
+	})
+	t.Run("env prefix half set", func(t *testing.T) {
+		t.Setenv("STRATA_TIER_ACCESS_KEY_ID", srv.AccessKey)
+		t.Setenv("STRATA_TIER_SECRET_ACCESS_KEY", "")
+		_, err := objstore.NewS3(ctx, objstore.Config{Bucket: bucket, Region: "us-east-1", EnvPrefix: "STRATA_TIER"})
+		if err == nil || !strings.Contains(err.Error(), "STRATA_TIER_SECRET_ACCESS_KEY") {
+			t.Fatalf("NewS3 = %v, want an error naming STRATA_TIER_SECRET_ACCESS_KEY", err)
+		}
+	})
+	t.Run("mounted secret files", func(t *testing.T) {
+		dir := t.TempDir()
+		write := func(name, v string) {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(objstore.FileAccessKeyID, srv.AccessKey)
+		write(objstore.FileSecretAccessKey, srv.SecretKey)
+		s := newStore(t, srv, func(c *objstore.Config) { c.Credentials = nil; c.CredentialsDir = dir })
+		if err := s.Put(ctx, "file", []byte("v")); err != nil {
+			t.Fatalf("Put: %v", err)
+		}
+	})
+	t.Run("mounted secret missing a file", func(t *testing.T) {
+		dir := t.TempDir()
+		_, err := objstore.NewS3(ctx, objstore.Config{Bucket: bucket, Region: "us-east-1", CredentialsDir: dir})
+		if err == nil || !strings.Contains(err.Error(), objstore.FileAccessKeyID) {
+			t.Fatalf("NewS3 = %v, want an error naming %s", err, objstore.FileAccessKeyID)
+		}
+	})
+}
+
+// TestS3ServerOutage: a stopped server fails calls (after the configured
+// attempts) instead of hanging, and the same store works again once the
+// server is back.
+func TestS3ServerOutage(t *testing.T) {
+	srv := s3server.Start(t, bucket)
+	s := newStore(t, srv, func(c *objstore.Config) { c.MaxAttempts = 2; c.CallTimeout = 3 * time.Second })
+	ctx := context.Background()
+	if err := s.Put(ctx, "before", []byte("v")); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	srv.Stop()
+	done := make(chan error, 1)
+	go func() { done <- s.Put(ctx, "during", []byte("v")) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Put while the server is stopped succeeded")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Put while the server is stopped did not return (hang)")
+	}
+	srv.Restart()
+	if err := s.Put(ctx, "after", []byte("v")); err != nil {
+		t.Fatalf("Put after restart: %v", err)
+	}
+	if got, err := s.Get(ctx, "before", 0, -1); err != nil || string(got) != "v" {
+		t.Fatalf("Get after restart = %q, %v", got, err)
+	}
+}
+
+// TestS3CallTimeout: an endpoint that accepts connections and never
+// answers fails each call within the call timeout.
+func TestS3CallTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var conns []net.Conn
+	var mu sync.Mutex
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // hold it open, never answer
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		wg.Wait()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	for _, tc := range []struct {
+		name                 string
+		attempt, call        time.Duration
+		attempts             int
+		wantDeadlineExceeded bool
+	}{
+		{"attempt timeout, retried", 100 * time.Millisecond, 10 * time.Second, 3, false},
+		{"call timeout cuts retries", 5 * time.Second, 200 * time.Millisecond, 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := objstore.NewS3(context.Background(), objstore.Config{
+				Bucket: bucket, Region: "us-east-1", Endpoint: "http://" + l.Addr().String(), ForcePathStyle: true,
+				Credentials:    &objstore.StaticCredentials{AccessKeyID: "a", SecretAccessKey: "b"},
+				MaxAttempts:    tc.attempts,
+				MaxBackoff:     time.Millisecond,
+				AttemptTimeout: tc.attempt, CallTimeout: tc.call,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			done := make(chan error, 1)
+			go func() { done <- s.Put(context.Background(), "k", []byte("v")) }()
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Fatal("Put to a silent endpoint succeeded")
+				}
+				if tc.wantDeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("Put = %v, want context.DeadlineExceeded", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("Put to a silent endpoint did not return")
+			}
+		})
+	}
+}
+
+// TestS3Retries puts a proxy answering 503 SlowDown to the first N requests
+// in front of the real server: the SDK's retryer absorbs fewer failures
+// than MaxAttempts and reports more.
+func TestS3Retries(t *testing.T) {
+	srv := s3server.Start(t, bucket)
+	target, _ := url.Parse(srv.Endpoint)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var failLeft, requests atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		if failLeft.Add(-1) >= 0 {
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>injected</Message></Error>`))
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	s := newStore(t, srv, func(c *objstore.Config) { c.Endpoint = front.URL; c.MaxAttempts = 3 })
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+
+	failLeft.Store(2)
+	requests.Store(0)
+	if err := s.Put(ctx, "k", []byte("retried")); err != nil {
+		t.Fatalf("Put with 2 transient failures and 3 attempts: %v", err)
+	}
+	if n := requests.Load(); n != 3 {
+		t.Fatalf("requests = %d, want 3", n)
+	}
+	failLeft.Store(3)
+	requests.Store(0)
+	if _, err := s.Get(ctx, "k", 0, -1); err == nil {
+		t.Fatal("Get with 3 failures and 3 attempts succeeded")
+	}
+	if n := requests.Load(); n != 3 {
+		t.Fatalf("requests = %d, want 3", n)
+	}
+	failLeft.Store(0)
+	if got, err := s.Get(ctx, "k", 0, -1); err != nil || !bytes.Equal(got, []byte("retried")) {
+		t.Fatalf("Get = %q, %v", got, err)
+	}
+}

@@ -1,0 +1,73 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned (wrapped) when an object or bucket does not exist.
+var ErrNotFound = errors.New("object not found")
+
+// ErrAccessDenied is returned (wrapped) when the store rejects the
+// credentials or their permissions.
+var ErrAccessDenied = errors.New("credentials rejected by the object store")
+
+// ErrInjected is the error the Faulty wrapper returns for injected failures.
+var ErrInjected = errors.New("injected object store failure")
+
+// Store is one bucket of an object store. Implementations are safe for
+// concurrent use.
+type Store interface {
+	// Bucket names the bucket the store reads and writes.
+	Bucket() string
+	// Put writes data as key, replacing any object there.
+	Put(ctx context.Context, key string, data []byte) error
+	// Get reads length bytes of key from offset; length < 0 reads to the
+	// end. A range past the end of the object returns what exists.
+	Get(ctx context.Context, key string, offset, length int64) ([]byte, error)
+	// Head returns an object's size and modification time.
+	Head(ctx context.Context, key string) (ObjectInfo, error)
+	// Delete removes key; deleting a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+	// List returns every object whose key starts with prefix, in key order.
+	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
+}
+
+// ObjectInfo describes a stored object.
+type ObjectInfo struct {
+	Key          string
+	Size         int64
+	LastModified time.Time
+}
+
+// Op names a store operation in metrics.
+type Op string
+
+// Operations reported to an Observer.
+const (
+	OpPut    Op = "put"
+	OpGet    Op = "get"
+	OpHead   Op = "head"
+	OpDelete Op = "delete"
+	OpList   Op = "list"
+)
+
+// Observer is told about every store call once it finished: bytes is the
+// payload written (Put) or read (Get), 0 otherwise; err is the call's error.
+// It must be cheap and safe for concurrent use.
+type Observer interface {
+	ObserveCall(op Op, bucket, zone string, bytes int64, elapsed time.Duration, err error)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(op Op, bucket, zone string, bytes int64, elapsed time.Duration, err error)
+
+// ObserveCall calls f.
+func (f ObserverFunc) ObserveCall(op Op, bucket, zone string, bytes int64, elapsed time.Duration, err error) {
+	f(op, bucket, zone, bytes, elapsed, err)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) ObserveCall(Op, string, string, int64, time.Duration, error) {}
