@@ -101,12 +101,36 @@ func (l *Log) append(batches []record.Batch, leaderEpoch int32, asLeader bool) (
 	l.ioMu.RLock()
 	defer l.ioMu.RUnlock()
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	res, syncNeeded, err := l.appendLocked(batches, leaderEpoch, asLeader)
+	var pending *pendingSync
+	if err == nil && syncNeeded {
+		pending = l.prepareSync()
+	}
+	l.mu.Unlock()
+	if err != nil {
+		return res, err
+	}
+	if pending != nil {
+		// fsync outside mu: readers and other appends go on meanwhile,
+		// and one fsync covers every append written before it.
+		if err := l.finishSync(pending); err != nil {
+			// The bytes are written but not known durable: fail the
+			// request so the producer retries (a duplicate at worst,
+			// which idempotence absorbs).
+			return AppendResult{}, err
+		}
+	}
+	return res, nil
+}
+
+// appendLocked does the work of append with mu held; it reports whether
+// the flush policy asks for an fsync before returning.
+func (l *Log) appendLocked(batches []record.Batch, leaderEpoch int32, asLeader bool) (AppendResult, bool, error) {
 	if l.closed {
-		return AppendResult{}, ErrClosed
+		return AppendResult{}, false, ErrClosed
 	}
 	if l.failed != nil {
-		return AppendResult{}, fmt.Errorf("%w: %w", ErrLogFailed, l.failed)
+		return AppendResult{}, false, fmt.Errorf("%w: %w", ErrLogFailed, l.failed)
 	}
 
 	var total int64
@@ -115,19 +139,19 @@ func (l *Log) append(batches []record.Batch, leaderEpoch int32, asLeader bool) (
 	headers := make([]record.Header, len(batches))
 	for i, b := range batches {
 		if len(b) < record.BatchHeaderSize {
-			return AppendResult{}, fmt.Errorf("append: batch %d: %w: %d bytes", i, record.ErrCorrupt, len(b))
+			return AppendResult{}, false, fmt.Errorf("append: batch %d: %w: %d bytes", i, record.ErrCorrupt, len(b))
 		}
 		h := b.Header()
 		headers[i] = h
 		if h.Size() != len(b) {
-			return AppendResult{}, fmt.Errorf("append: batch %d: %w: header says %d bytes, have %d", i, record.ErrCorrupt, h.Size(), len(b))
+			return AppendResult{}, false, fmt.Errorf("append: batch %d: %w: header says %d bytes, have %d", i, record.ErrCorrupt, h.Size(), len(b))
 		}
 		if int64(len(b)) > l.cfg.SegmentBytes {
-			return AppendResult{}, fmt.Errorf("append: batch %d: %w: %d bytes exceed segment.bytes %d", i, record.ErrTooLarge, len(b), l.cfg.SegmentBytes)
+			return AppendResult{}, false, fmt.Errorf("append: batch %d: %w: %d bytes exceed segment.bytes %d", i, record.ErrTooLarge, len(b), l.cfg.SegmentBytes)
 		}
 		if !asLeader {
 			if h.BaseOffset != next || h.LastOffsetDelta < 0 {
-				return AppendResult{}, fmt.Errorf("append: batch %d at offset %d, log end is %d: %w", i, h.BaseOffset, next, ErrNonContiguous)
+				return AppendResult{}, false, fmt.Errorf("append: batch %d at offset %d, log end is %d: %w", i, h.BaseOffset, next, ErrNonContiguous)
 			}
 			if h.PartitionLeaderEpoch < l.epochs.latest() {
 				// Kafka accepts these and leaves the epoch cache alone; the
@@ -141,7 +165,7 @@ func (l *Log) append(batches []record.Batch, leaderEpoch int32, asLeader bool) (
 		records += int64(h.NumRecords)
 	}
 	if asLeader && leaderEpoch < l.epochs.latest() {
-		return AppendResult{}, fmt.Errorf("append: leader epoch %d is below the latest %d in the log: %w", leaderEpoch, l.epochs.latest(), ErrNonContiguous)
+		return AppendResult{}, false, fmt.Errorf("append: leader epoch %d is below the latest %d in the log: %w", leaderEpoch, l.epochs.latest(), ErrNonContiguous)
 	}
 
 	// Idempotent producers: reject duplicates and gaps before anything is
@@ -149,9 +173,9 @@ func (l *Log) append(batches []record.Batch, leaderEpoch int32, asLeader bool) (
 	pending, dup, err := l.producers.check(headers, asLeader, l.leo)
 	if err != nil {
 		if dup != nil {
-			return AppendResult{BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset, LogAppendTime: dup.appendTime, LogStartOffset: l.start}, err
+			return AppendResult{BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset, LogAppendTime: dup.appendTime, LogStartOffset: l.start}, false, err
 		}
-		return AppendResult{}, err
+		return AppendResult{}, false, err
 	}
 
 	now := l.nowMs()
@@ -159,7 +183,7 @@ func (l *Log) append(batches []record.Batch, leaderEpoch int32, asLeader bool) (
 	if seg.size > 0 && (seg.size+total > l.cfg.SegmentBytes || now-seg.rollTs >= l.cfg.SegmentMs.Milliseconds() || !seg.fits(next-1, total)) {
 		if err := l.roll(now); err != nil {
 			l.failed = err
-			return AppendResult{}, fmt.Errorf("append: %w", err)
+			return AppendResult{}, false, fmt.Errorf("append: %w", err)
 		}
 		seg = l.active()
 	}
@@ -197,7 +221,7 @@ func (l *Log) append(batches []record.Batch, leaderEpoch int32, asLeader bool) (
 	if changed {
 		if err := l.epochs.persist(); err != nil {
 			l.epochs.entries = savedEpochs
-			return AppendResult{}, fmt.Errorf("append: %w", err)
+			return AppendResult{}, false, fmt.Errorf("append: %w", err)
 		}
 	}
 
@@ -209,7 +233,7 @@ func (l *Log) append(batches []record.Batch, leaderEpoch int32, asLeader bool) (
 				l.failed = errors.Join(err, terr)
 				l.logger.Error(l.failed, "cannot undo a failed append; the log refuses writes until reopened", "segment", seg.name)
 			}
-			return AppendResult{}, err
+			return AppendResult{}, false, err
 		}
 		pos += int64(len(b))
 	}
@@ -228,15 +252,7 @@ func (l *Log) append(batches []record.Batch, leaderEpoch int32, asLeader bool) (
 	close(l.waitCh)
 	l.waitCh = make(chan struct{})
 
-	if l.cfg.FlushInterval == 0 || (l.cfg.FlushMessages > 0 && l.unflushed >= l.cfg.FlushMessages) {
-		if err := l.flushLocked(); err != nil {
-			// The bytes are written but not known durable: fail the
-			// request so the producer retries (a duplicate at worst,
-			// which idempotence absorbs).
-			return AppendResult{}, err
-		}
-	}
-	return res, nil
+	return res, l.cfg.FlushInterval == 0 || (l.cfg.FlushMessages > 0 && l.unflushed >= l.cfg.FlushMessages), nil
 }
 
 // roll seals the active segment and starts a new one at the log end
@@ -448,26 +464,67 @@ func readSegment(s *segment, pos, limit, offset int64, maxBytes int, maxOffset i
 	return ReadResult{Records: buf[:end:end], HighestOffset: highest}, true, nil
 }
 
-// Flush fsyncs the active segment's data and indexes.
+// Flush fsyncs the active segment's data and indexes. The fsync runs
+// without mu, so appends and reads continue while it waits for the disk.
 func (l *Log) Flush() error {
 	l.ioMu.RLock()
 	defer l.ioMu.RUnlock()
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return ErrClosed
 	}
-	return l.flushLocked()
+	p := l.prepareSync()
+	l.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	return l.finishSync(p)
 }
 
-func (l *Log) flushLocked() error {
+// pendingSync is an fsync prepared under mu and finished without it.
+type pendingSync struct {
+	seg       *segment
+	unflushed int64
+	err       error
+}
+
+// prepareSync writes the active segment's pending index entries and marks
+// the log clean; nil when there is nothing to sync. Called with mu held
+// (and ioMu shared, which keeps the files open until finishSync).
+func (l *Log) prepareSync() *pendingSync {
 	if !l.dirty {
 		return nil
 	}
-	if err := l.active().sync(); err != nil {
-		return fmt.Errorf("flush: %w", err)
+	seg := l.active()
+	p := &pendingSync{seg: seg, unflushed: l.unflushed}
+	if err := seg.offIdx.persist(); err != nil {
+		p.err = err
+	} else if err := seg.timeIdx.persist(); err != nil {
+		p.err = err
 	}
-	l.unflushed, l.dirty = 0, false
+	l.dirty, l.unflushed = false, 0
+	return p
+}
+
+// finishSync fsyncs what prepareSync captured; on failure the log is marked
+// dirty again so that the next flush retries.
+func (l *Log) finishSync(p *pendingSync) error {
+	err := p.err
+	if err == nil {
+		for _, f := range []File{p.seg.f, p.seg.offIdx.f, p.seg.timeIdx.f} {
+			if err = f.Sync(); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		l.mu.Lock()
+		l.dirty = true
+		l.unflushed += p.unflushed
+		l.mu.Unlock()
+		return fmt.Errorf("flush %s: %w", p.seg.name, err)
+	}
 	return nil
 }
 
