@@ -19,7 +19,9 @@ import (
 //   - mu guards all in-memory state (segment list, offsets, indexes held in
 //     memory, epoch cache, producer state, config). Appends hold it for the
 //     write(2) of their batches; readers hold it only to take a snapshot
-//     (segment, committed size, index position).
+//     (segment, committed size, index position). fsync never runs under mu
+//     (except when sealing a segment at roll), so a slow disk delays only
+//     the caller that asked for durability.
 //   - ioMu guards the open files against being closed or shrunk under a
 //     reader: Read, OffsetForTimestamp, appends and the flusher hold it
 //     shared while they do I/O; retention, truncation, DeleteRecords and
