@@ -172,3 +172,33 @@ func TestDeleteRecordsAndOffsetForLeaderEpoch(t *testing.T) {
 		t.Fatalf("OffsetForLeaderEpoch(0) = %+v, want epoch 0 end 10", r)
 	}
 }
+
+func TestDescribeLogDirs(t *testing.T) {
+	b := brokertest.Start(t)
+	adm := newAdmin(t, b.Addr())
+	createTopic(t, adm, "ld", 2, nil)
+	p := newClient(t, b.Addr(), kgo.DefaultProduceTopic("ld"), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err := p.ProduceSync(testCtx(t), &kgo.Record{Partition: 1, Value: bytes.Repeat([]byte("x"), 1000)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	dirs, err := adm.DescribeAllLogDirs(testCtx(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes [2]int64
+	n := 0
+	dirs.Each(func(d kadm.DescribedLogDir) {
+		if d.Err != nil || d.Dir != b.Dir() {
+			t.Fatalf("log dir %+v, want %s", d, b.Dir())
+		}
+		d.Topics.Each(func(p kadm.DescribedLogDirPartition) {
+			if p.Topic == "ld" {
+				sizes[p.Partition] = p.Size
+				n++
+			}
+		})
+	})
+	if n != 2 || sizes[0] != 0 || sizes[1] < 1000 {
+		t.Fatalf("partition sizes %v (%d partitions), want [0, >=1000]", sizes, n)
+	}
+}
