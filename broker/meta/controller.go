@@ -44,10 +44,17 @@ type Controller struct {
 	leading *leadership // nil when not the controller
 }
 
-// leadership is one term as controller.
+// leadership is one term as controller: the election key and its create
+// revision, captured when the term began (the Election forgets its key on
+// Resign, and a late caller must still be fenced, not fail oddly).
 type leadership struct {
-	election *concurrency.Election
-	fence    clientv3.Cmp
+	key   string
+	rev   int64
+	fence clientv3.Cmp
+}
+
+func newLeadership(key string, rev int64) *leadership {
+	return &leadership{key: key, rev: rev, fence: clientv3.Compare(clientv3.CreateRevision(key), "=", rev)}
 }
 
 // NewController returns a controller for the registered broker. Run it.
@@ -120,10 +127,7 @@ func (c *Controller) resign(election *concurrency.Election) {
 // lead runs one term: follow the metadata and reconcile every snapshot.
 func (c *Controller) lead(ctx context.Context, election *concurrency.Election) error {
 	log := logr.FromContextOrDiscard(ctx)
-	term := &leadership{
-		election: election,
-		fence:    clientv3.Compare(clientv3.CreateRevision(election.Key()), "=", election.Rev()),
-	}
+	term := newLeadership(election.Key(), election.Rev())
 	c.mu.Lock()
 	c.leading = term
 	c.mu.Unlock()
@@ -137,7 +141,7 @@ func (c *Controller) lead(ctx context.Context, election *concurrency.Election) e
 	defer cancel()
 	var prev *ClusterState
 	for st := range c.store.Watch(ctx) {
-		if st.controllerKey != election.Key() {
+		if st.controllerKey != term.key {
 			// The election key went without the session ending (deleted by
 			// hand, or by a compaction of a lease we did not see expire).
 			return fmt.Errorf("%w: controller is now broker %d", errFenced, st.ControllerID)
@@ -160,8 +164,8 @@ var errFenced = fmt.Errorf("%w: election key gone", ErrNotController)
 // lost compare-and-swap is skipped: the watch delivers the newer state and
 // the next pass decides again.
 func (c *Controller) reconcile(ctx context.Context, term *leadership, prev, st *ClusterState) error {
-	log := logr.FromContextOrDiscard(ctx)
 	full := prev == nil || !sameBrokers(prev, st)
+	var writes []partitionWrite
 	for _, topic := range slices.Sorted(maps.Keys(st.parts)) {
 		view := st.parts[topic]
 		if !full && prev.parts[topic] == view && prev.topicRevs[topic] == st.topicRevs[topic] {
@@ -178,17 +182,68 @@ func (c *Controller) reconcile(ctx context.Context, term *leadership, prev, st *
 					next, changed = stampLeader(cur, moved, st.Brokers), true
 				}
 			}
-			if !changed {
+			if changed {
+				writes = append(writes, partitionWrite{tp: TopicPartition{topic, int32(p)}, rev: view.revs[p], cur: cur, next: next})
+			}
+		}
+	}
+	return c.store.writePartitionStates(ctx, term, writes)
+}
+
+// partitionWrite is one controller decision: cur (at etcd revision rev)
+// becomes next.
+type partitionWrite struct {
+	tp        TopicPartition
+	rev       int64
+	cur, next PartitionState
+}
+
+// writePartitionStates applies the controller's decisions in batches, one
+// fenced transaction (and one metadata version) per batch, so that a broker
+// loss touching thousands of partitions takes tens of round trips, not
+// thousands. A batch whose compare fails because one partition changed
+// meanwhile is retried partition by partition; the changed ones are left to
+// the next snapshot.
+func (s *Store) writePartitionStates(ctx context.Context, term *leadership, writes []partitionWrite) error {
+	log := logr.FromContextOrDiscard(ctx)
+	logWrite := func(w partitionWrite) {
+		log.Info("partition state changed", "partition", w.tp.String(), "change", describe(w.cur, w.next),
+			"leader", w.next.Leader, "leaderEpoch", w.next.LeaderEpoch, "isr", w.next.ISR)
+	}
+	batch := max(s.maxTxnOps-2, 1) // room for the fence and the version bump
+	for len(writes) > 0 {
+		n := min(len(writes), batch)
+		chunk := writes[:n]
+		writes = writes[n:]
+		if n > 1 {
+			cmps := []clientv3.Cmp{term.fence}
+			ops := make([]clientv3.Op, 0, n)
+			for _, w := range chunk {
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.keys.partition(w.tp)), "=", w.rev))
+				ops = append(ops, clientv3.OpPut(s.keys.partition(w.tp), encode(w.next)))
+			}
+			resp, err := s.commit(ctx, fmt.Sprintf("controller: %d partitions, first %s: %s", n, chunk[0].tp, describe(chunk[0].cur, chunk[0].next)),
+				cmps, ops, clientv3.OpGet(term.key))
+			if err != nil {
+				return err
+			}
+			if resp.Succeeded {
+				for _, w := range chunk {
+					logWrite(w)
+				}
 				continue
 			}
-			tp := TopicPartition{topic, int32(p)}
-			ok, err := c.store.casPartition(ctx, term, tp, view.revs[p], next, "controller: "+describe(cur, next))
+			if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 0 || kvs[0].CreateRevision != term.rev {
+				return errFenced
+			}
+		}
+		for _, w := range chunk {
+			ok, err := s.casPartition(ctx, term, w.tp, w.rev, w.next, "controller: "+describe(w.cur, w.next))
 			if err != nil {
 				return err
 			}
 			if ok {
-				log.Info("partition state changed", "partition", tp.String(), "change", describe(cur, next),
-					"leader", next.Leader, "leaderEpoch", next.LeaderEpoch, "isr", next.ISR)
+				logWrite(w)
 			}
 		}
 	}
@@ -239,7 +294,7 @@ func (s *Store) casPartition(ctx context.Context, term *leadership, tp TopicPart
 	resp, err := s.commit(ctx, reason,
 		[]clientv3.Cmp{term.fence, clientv3.Compare(clientv3.ModRevision(s.keys.partition(tp)), "=", rev)},
 		[]clientv3.Op{clientv3.OpPut(s.keys.partition(tp), encode(next))},
-		clientv3.OpGet(term.election.Key()))
+		clientv3.OpGet(term.key))
 	if err != nil {
 		return false, err
 	}
@@ -247,7 +302,7 @@ func (s *Store) casPartition(ctx context.Context, term *leadership, tp TopicPart
 		return true, nil
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
-	if len(kvs) == 0 || kvs[0].CreateRevision != term.election.Rev() {
+	if len(kvs) == 0 || kvs[0].CreateRevision != term.rev {
 		return false, errFenced
 	}
 	return false, nil

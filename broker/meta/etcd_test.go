@@ -1133,3 +1133,33 @@ func TestAutoLeaderRebalance(t *testing.T) {
 		return p.Leader == victim && p.LeaderEpoch == before.LeaderEpoch+2 && p.LeaderBrokerEpoch == st.Brokers[victim].Epoch
 	})
 }
+
+// A broker loss touching hundreds of partitions is applied in batched
+// transactions: every partition is handled, with one metadata version per
+// batch rather than per partition.
+func TestBrokerLossBatchesControllerWrites(t *testing.T) {
+	c := threeZones(t)
+	const partitions = 600
+	c.createTopic(TopicSpec{Name: "many", Partitions: partitions, ReplicationFactor: 3})
+	st := c.waitFor("topic", func(st *ClusterState) bool { return len(st.TopicPartitions("many")) == partitions })
+	victim := int32(1)
+	if st.ControllerID == victim {
+		victim = 2
+	}
+	c.kill(victim)
+	after := c.waitFor("every partition off the dead broker", func(st *ClusterState) bool {
+		if st.Live(victim) {
+			return false
+		}
+		for _, p := range st.TopicPartitions("many") {
+			if p.Leader == victim || slices.Contains(p.ISR, victim) {
+				return false
+			}
+		}
+		return true
+	})
+	batches := (partitions + DefaultMaxTxnOps - 3) / (DefaultMaxTxnOps - 2)
+	if got := after.Version - st.Version; got > int64(batches) {
+		t.Errorf("%d metadata versions for %d partition changes, want at most %d batches", got, partitions, batches)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
@@ -29,7 +28,7 @@ func TestDeposedControllerIsFenced(t *testing.T) {
 		if err := e.Campaign(c.ctx, "x"); err != nil {
 			t.Fatal(err)
 		}
-		return &leadership{election: e, fence: clientv3.Compare(clientv3.CreateRevision(e.Key()), "=", e.Rev())}
+		return newLeadership(e.Key(), e.Rev())
 	}
 	old := term(regs[0])
 	tp := TopicPartition{"t", 0}
@@ -104,5 +103,59 @@ func eventually(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A batch with one partition that changed meanwhile still applies the
+// others; a deposed controller's batch applies nothing.
+func TestWritePartitionStatesBatchFallback(t *testing.T) {
+	c := newTestCluster(t)
+	reg, err := c.store.RegisterBroker(c.ctx, BrokerInfo{ID: 1, Zone: "a"}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close(c.ctx)
+	c.createTopic(TopicSpec{Name: "t", Partitions: 4, ReplicationFactor: 1})
+	e := concurrency.NewElection(reg.session, c.store.keys.controller())
+	if err := e.Campaign(c.ctx, "1"); err != nil {
+		t.Fatal(err)
+	}
+	term := newLeadership(e.Key(), e.Rev())
+	st, err := c.store.Snapshot(c.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes []partitionWrite
+	for tp, cur := range st.Partitions() {
+		_, rev, _ := st.partition(tp)
+		next := cur.Clone()
+		next.PartitionEpoch += 10
+		writes = append(writes, partitionWrite{tp: tp, rev: rev, cur: cur, next: next})
+	}
+	writes[2].rev-- // this one "changed meanwhile"
+	if err := c.store.writePartitionStates(c.ctx, term, writes); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := c.store.Snapshot(c.ctx)
+	for i, w := range writes {
+		got, _ := after.Partition(w.tp)
+		if applied := got.PartitionEpoch == w.next.PartitionEpoch; applied != (i != 2) {
+			t.Errorf("%s: applied=%v, want %v", w.tp, applied, i != 2)
+		}
+	}
+	// Deposed: the election key is gone.
+	if err := e.Resign(c.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range writes {
+		_, writes[i].rev, _ = after.partition(writes[i].tp)
+		writes[i].next.PartitionEpoch += 10
+	}
+	if err := c.store.writePartitionStates(c.ctx, term, writes); !errors.Is(err, ErrNotController) {
+		t.Fatalf("deposed batch: %v, want ErrNotController", err)
+	}
+	final, _ := c.store.Snapshot(c.ctx)
+	if final.Version != after.Version {
+		t.Errorf("deposed batch wrote: version %d -> %d", after.Version, final.Version)
 	}
 }
