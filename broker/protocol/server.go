@@ -62,6 +62,8 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	closing   bool
+	// closed mirrors closing for lock-free reads on the request path.
+	closed atomic.Bool
 
 	connWG sync.WaitGroup
 	nextID atomic.Uint64
@@ -162,6 +164,7 @@ func (s *Server) startConn(nc net.Conn) {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
+	s.closed.Store(true)
 	for l := range s.listeners {
 		l.Close()
 	}
@@ -192,6 +195,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) Close() {
 	s.mu.Lock()
 	s.closing = true
+	s.closed.Store(true)
 	for l := range s.listeners {
 		l.Close()
 	}
@@ -312,11 +316,7 @@ func (c *conn) read(out chan<- inbound) {
 	}
 }
 
-func (s *Server) isClosing() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closing
-}
+func (s *Server) isClosing() bool { return s.closed.Load() }
 
 func (c *conn) readFailed(err error) {
 	closing := c.srv.isClosing()
