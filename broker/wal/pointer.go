@@ -1,0 +1,85 @@
+package wal
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Pointer tells a follower where a leader's appended batches sit in the
+// fast tier: one chunk of one object.
+type Pointer struct {
+	Bucket string
+	Key    string
+	// Offset and Length are the chunk's byte range in the object.
+	Offset int64
+	Length int64
+
+	Topic       string
+	Partition   int32
+	BaseOffset  int64
+	LastOffset  int64
+	LeaderEpoch int32
+	// CRC is the CRC-32C of the byte range.
+	CRC uint32
+}
+
+// PointerTo returns the pointer to chunk c of object key in bucket.
+func PointerTo(bucket, key string, c ChunkInfo) Pointer {
+	return Pointer{
+		Bucket: bucket, Key: key, Offset: c.Offset, Length: c.Length,
+		Topic: c.Topic, Partition: c.Partition, BaseOffset: c.BaseOffset, LastOffset: c.LastOffset,
+		LeaderEpoch: c.LeaderEpoch, CRC: c.CRC,
+	}
+}
+
+// Chunk returns the chunk table entry the pointer was made from.
+func (p Pointer) Chunk() ChunkInfo {
+	return ChunkInfo{
+		Topic: p.Topic, Partition: p.Partition, LeaderEpoch: p.LeaderEpoch,
+		BaseOffset: p.BaseOffset, LastOffset: p.LastOffset, Offset: p.Offset, Length: p.Length, CRC: p.CRC,
+	}
+}
+
+func (p Pointer) String() string {
+	return fmt.Sprintf("%s-%d[%d,%d]@s3://%s/%s[%d+%d]", p.Topic, p.Partition, p.BaseOffset, p.LastOffset, p.Bucket, p.Key, p.Offset, p.Length)
+}
+
+// KeyPrefix is the first component of every WAL object key.
+const KeyPrefix = "wal/"
+
+// ObjectKey is wal/<cluster>/<zone>/<brokerID>/<incarnation>/<seq:020d>, so
+// that one uploader's objects list in upload order and sweep by prefix.
+func ObjectKey(cluster, zone string, brokerID int32, incarnation, seq uint64) string {
+	return fmt.Sprintf("%s%s/%s/%d/%d/%020d", KeyPrefix, cluster, zone, brokerID, incarnation, seq)
+}
+
+// KeyInfo is what an object key says about its object.
+type KeyInfo struct {
+	Cluster     string
+	Zone        string
+	BrokerID    int32
+	Incarnation uint64
+	Sequence    uint64
+}
+
+// ParseKey decodes an ObjectKey.
+func ParseKey(key string) (KeyInfo, error) {
+	parts := strings.Split(strings.TrimPrefix(key, KeyPrefix), "/")
+	if !strings.HasPrefix(key, KeyPrefix) || len(parts) != 5 || parts[0] == "" || parts[1] == "" || len(parts[4]) != 20 {
+		return KeyInfo{}, fmt.Errorf("wal: %q is not a WAL object key (wal/<cluster>/<zone>/<brokerID>/<incarnation>/<seq:020d>)", key)
+	}
+	broker, err := strconv.ParseInt(parts[2], 10, 32)
+	if err != nil {
+		return KeyInfo{}, fmt.Errorf("wal: key %q: broker id: %w", key, err)
+	}
+	inc, err := strconv.ParseUint(parts[3], 10, 64)
+	if err != nil {
+		return KeyInfo{}, fmt.Errorf("wal: key %q: incarnation: %w", key, err)
+	}
+	seq, err := strconv.ParseUint(parts[4], 10, 64)
+	if err != nil {
+		return KeyInfo{}, fmt.Errorf("wal: key %q: sequence: %w", key, err)
+	}
+	return KeyInfo{Cluster: parts[0], Zone: parts[1], BrokerID: int32(broker), Incarnation: inc, Sequence: seq}, nil
+}
