@@ -10,6 +10,7 @@
 //	                            rewritten atomically (temp file, fsync, rename,
 //	                            directory fsync) on every change
 //	<dir>/<topic>-<partition>/  one log per partition (package broker/log)
+//	<dir>/.lock                 flock held while a broker has the dir open
 //
 // On open, every topic in strata-meta.json gets its partition logs opened
 // (recovered by package log); partition directories of topics that are not
