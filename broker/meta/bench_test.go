@@ -1,7 +1,9 @@
 package meta
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -60,5 +62,64 @@ func BenchmarkAlterPartition(b *testing.B) {
 		if cur, err = c.store.AlterPartition(c.ctx, tp, cur, cur); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkBrokerLossReaction measures, per broker loss, the time from the
+// lease revocation to a snapshot where every partition of the dead broker
+// has a new leader and no ISR names it (3 brokers, RF 3, one topic; the dead
+// broker leads a third of the partitions and follows the rest).
+func BenchmarkBrokerLossReaction(b *testing.B) {
+	for _, partitions := range []int{300, 3000} {
+		b.Run(fmt.Sprintf("partitions=%d", partitions), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				c := newBenchCluster(b)
+				regs := map[int32]*Registration{}
+				for id := int32(1); id <= 3; id++ {
+					reg, err := c.store.RegisterBroker(c.ctx, BrokerInfo{ID: id, Zone: string(rune('a' + id - 1))}, 10*time.Second)
+					if err != nil {
+						b.Fatal(err)
+					}
+					regs[id] = reg
+				}
+				ctx, cancel := context.WithCancel(c.ctx)
+				ctrlDone := make(chan error, 1)
+				go func() { ctrlDone <- c.store.NewController(regs[3], ControllerOptions{}).Run(ctx) }()
+				if _, err := c.store.CreateTopic(c.ctx, TopicSpec{Name: "t", Partitions: int32(partitions), ReplicationFactor: 3}); err != nil {
+					b.Fatal(err)
+				}
+				watch := c.store.Watch(ctx)
+				for st := range watch {
+					if st.ControllerID == 3 && st.NumPartitions() == partitions {
+						break
+					}
+				}
+				b.StartTimer()
+				if _, err := c.store.client.Revoke(c.ctx, regs[1].Lease()); err != nil {
+					b.Fatal(err)
+				}
+				for st := range watch {
+					done := !st.Live(1)
+					for _, p := range st.TopicPartitions("t") {
+						if p.Leader == 1 || slices.Contains(p.ISR, 1) {
+							done = false
+							break
+						}
+					}
+					if done {
+						break
+					}
+				}
+				b.StopTimer()
+				cancel()
+				<-ctrlDone
+				for range watch {
+				}
+				for _, r := range regs {
+					_ = r.session.Close()
+				}
+			}
+		})
 	}
 }

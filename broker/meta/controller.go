@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -51,6 +52,20 @@ type leadership struct {
 	key   string
 	rev   int64
 	fence clientv3.Cmp
+	// written is the highest etcd revision this term wrote. Snapshots
+	// older than it predate the term's own writes: deciding on them again
+	// would redo those writes and lose every compare.
+	written atomic.Int64
+}
+
+// wrote records a revision the term wrote at.
+func (l *leadership) wrote(rev int64) {
+	for {
+		cur := l.written.Load()
+		if rev <= cur || l.written.CompareAndSwap(cur, rev) {
+			return
+		}
+	}
 }
 
 func newLeadership(key string, rev int64) *leadership {
@@ -146,6 +161,9 @@ func (c *Controller) lead(ctx context.Context, election *concurrency.Election) e
 			// hand, or by a compaction of a lease we did not see expire).
 			return fmt.Errorf("%w: controller is now broker %d", errFenced, st.ControllerID)
 		}
+		if st.Revision < term.written.Load() {
+			continue // our own writes are not in this view yet
+		}
 		if err := c.reconcile(ctx, term, prev, st); err != nil {
 			return err
 		}
@@ -228,6 +246,7 @@ func (s *Store) writePartitionStates(ctx context.Context, term *leadership, writ
 				return err
 			}
 			if resp.Succeeded {
+				term.wrote(resp.Header.Revision)
 				for _, w := range chunk {
 					logWrite(w)
 				}
@@ -299,6 +318,7 @@ func (s *Store) casPartition(ctx context.Context, term *leadership, tp TopicPart
 		return false, err
 	}
 	if resp.Succeeded {
+		term.wrote(resp.Header.Revision)
 		return true, nil
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
