@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -311,4 +312,33 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 		}
 	}
 	return resp
+}
+
+// DeleteTopicOffsets removes every group's committed offsets of a deleted
+// topic, as Kafka does when a topic is deleted, so that a topic re-created
+// under the same name does not resume from stale offsets. It returns the
+// number of partitions whose offsets were removed.
+func (c *Coordinator) DeleteTopicOffsets(ctx context.Context, topic string) (int, error) {
+	removed := 0
+	for _, g := range c.sortedGroups() {
+		g.mu.Lock()
+		var tps []TopicPartition
+		for tp := range g.offsets {
+			if tp.Topic == topic {
+				tps = append(tps, tp)
+			}
+		}
+		if len(tps) > 0 && g.state != stateDead {
+			if err := c.store.DeleteOffsets(ctx, g.id, tps); err != nil {
+				g.mu.Unlock()
+				return removed, fmt.Errorf("group: delete offsets of topic %s in group %s: %w", topic, g.id, err)
+			}
+			for _, tp := range tps {
+				delete(g.offsets, tp)
+			}
+			removed += len(tps)
+		}
+		g.mu.Unlock()
+	}
+	return removed, nil
 }

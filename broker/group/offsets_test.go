@@ -266,3 +266,32 @@ func TestCommitNotAcknowledgedWhenStoreFails(t *testing.T) {
 		t.Fatalf("unpersisted commit visible: %+v", got)
 	}
 }
+
+func TestDeleteTopicOffsets(t *testing.T) {
+	dir := t.TempDir()
+	store, err := OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	h := newHarness(t, func(c *Config) { c.Store = store })
+	for _, g := range []string{"a", "b"} {
+		wantCode(t, "commit gone", h.commit(2, g, "", "", -1, "gone", 0, 5), nil)
+		wantCode(t, "commit gone", h.commit(2, g, "", "", -1, "gone", 1, 6), nil)
+		wantCode(t, "commit kept", h.commit(2, g, "", "", -1, "kept", 0, 7), nil)
+	}
+	n, err := h.c.DeleteTopicOffsets(context.Background(), "gone")
+	if err != nil || n != 4 {
+		t.Fatalf("DeleteTopicOffsets = %d, %v; want 4", n, err)
+	}
+	h.c.Close()
+	h2 := newHarness(t, func(c *Config) { c.Store = store })
+	for _, g := range []string{"a", "b"} {
+		if _, got := h2.fetch(g, "gone", 0, 1); got[0].offset != -1 || got[1].offset != -1 {
+			t.Fatalf("group %s: offsets of the deleted topic survived: %+v", g, got)
+		}
+		if _, got := h2.fetch(g, "kept", 0); got[0].offset != 7 {
+			t.Fatalf("group %s: other topic's offset lost: %+v", g, got)
+		}
+	}
+}
