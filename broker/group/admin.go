@@ -167,3 +167,28 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) int16 {
 	delete(c.groups, id)
 	return 0
 }
+
+// Stats is a point-in-time summary of the coordinator, for metrics.
+type Stats struct {
+	// GroupsByState counts groups by state name (Empty, Stable, ...).
+	GroupsByState map[string]int
+	// Members counts members over all groups.
+	Members int
+	// CommittedPartitions counts partitions with a committed offset.
+	CommittedPartitions int
+}
+
+// Stats returns the current Stats.
+func (c *Coordinator) Stats() Stats {
+	st := Stats{GroupsByState: map[string]int{}}
+	for _, g := range c.sortedGroups() {
+		g.mu.Lock()
+		if g.state != stateDead {
+			st.GroupsByState[g.state.String()]++
+			st.Members += len(g.members)
+			st.CommittedPartitions += len(g.offsets)
+		}
+		g.mu.Unlock()
+	}
+	return st
+}

@@ -295,3 +295,14 @@ func TestDeleteTopicOffsets(t *testing.T) {
 		}
 	}
 }
+
+func TestStats(t *testing.T) {
+	h := newHarness(t)
+	h.stableGroup("s", 2, false)
+	wantCode(t, "commit", h.commit(2, "e", "", "", -1, "t", 0, 1), nil)
+	wantCode(t, "commit", h.commit(2, "e", "", "", -1, "t", 1, 1), nil)
+	st := h.c.Stats()
+	if st.GroupsByState["Stable"] != 1 || st.GroupsByState["Empty"] != 1 || st.Members != 2 || st.CommittedPartitions != 2 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
