@@ -1,0 +1,452 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/strata-dev/strata/broker/objstore"
+)
+
+// Defaults of UploaderConfig.
+const (
+	DefaultMaxObjectBytes   = 256 << 10
+	DefaultUploadInterval   = 10 * time.Millisecond
+	DefaultMaxInFlight      = 4
+	DefaultMaxBufferedBytes = 32 << 20
+	DefaultFailureThreshold = 3
+	DefaultRetryAfter       = time.Second
+)
+
+// Errors Append returns; the broker then replicates the batch inline.
+var (
+	// ErrBufferFull: accepted but not yet uploaded bytes reached
+	// MaxBufferedBytes (the store is slow or failing).
+	ErrBufferFull = errors.New("wal: upload buffer full")
+	// ErrDegraded: recent uploads failed; the uploader refuses data until
+	// RetryAfter has passed, then lets one object through as a probe.
+	ErrDegraded = errors.New("wal: uploader degraded")
+	// ErrClosed: the uploader was closed.
+	ErrClosed = errors.New("wal: uploader closed")
+)
+
+// UploaderConfig configures an Uploader.
+type UploaderConfig struct {
+	Store       objstore.Store
+	Cluster     string
+	Zone        string
+	BrokerID    int32
+	Incarnation uint64
+	// FirstSequence numbers the first object.
+	FirstSequence uint64
+
+	// MaxObjectBytes cuts an object once this many batch bytes are pending
+	// (wal.object.max.bytes).
+	MaxObjectBytes int
+	// UploadInterval cuts an object this long after its first byte
+	// (wal.upload.interval.ms).
+	UploadInterval time.Duration
+	// MaxInFlight bounds concurrent PUTs.
+	MaxInFlight int
+	// MaxBufferedBytes bounds accepted bytes not yet uploaded (pending,
+	// queued and in flight); beyond it Append fails fast.
+	MaxBufferedBytes int
+	// FailureThreshold consecutive failed uploads make the uploader
+	// degraded; RetryAfter later it accepts data again as a probe.
+	FailureThreshold int
+	RetryAfter       time.Duration
+
+	// ReplicaSetKey groups chunks in an object by destination (see
+	// SortChunks); nil orders by topic and partition only.
+	ReplicaSetKey func(topic string, partition int32) string
+	// OnUpload receives every object's outcome, in sequence order, from
+	// one goroutine; so a partition's pointers arrive in offset order.
+	// It must not call Close.
+	OnUpload func(UploadResult)
+	// Clock defaults to the wall clock.
+	Clock Clock
+}
+
+// UploadResult is the outcome of one object's upload.
+type UploadResult struct {
+	Sequence uint64
+	Bucket   string
+	Key      string
+	// Bytes is the object's size.
+	Bytes int
+	// Pointers has one pointer per chunk; on failure they say which ranges
+	// are not in the fast tier.
+	Pointers []Pointer
+	// Err is nil when the object is stored.
+	Err error
+	// Elapsed is the PUT's duration.
+	Elapsed time.Duration
+}
+
+// UploaderStats are counters for metrics.
+type UploaderStats struct {
+	Objects, Failed                       uint64
+	UploadedBytes                         uint64
+	RejectedFull, RejectedDegraded        uint64
+	BufferedBytes                         int
+	InFlight                              int
+	Degraded                              bool
+}
+
+// Uploader turns the appends of every partition a broker leads into WAL
+// objects in the broker's zone bucket.
+//
+// Concurrency: one mutex guards the pending object and the queue; Append
+// and the cut timer take it briefly and never wait for I/O. The run
+// goroutine starts uploads (at most MaxInFlight goroutines) and the
+// deliver goroutine calls OnUpload in sequence order.
+type Uploader struct {
+	cfg UploaderConfig
+
+	mu        sync.Mutex
+	closed    bool
+	pending   *pendingObject
+	timerStop func() bool
+	timerGen  uint64
+	ready     []*pendingObject // cut, waiting for an upload slot
+	inFlight  int
+	buffered  int
+	nextSeq   uint64
+	done      map[uint64]UploadResult // finished, not yet delivered
+	deliverAt uint64                  // next sequence to deliver
+	failures  int                     // consecutive
+	state     breakerState
+	since     time.Time
+	stats     UploaderStats
+
+	kick      chan struct{} // run: ready queue or slots changed
+	delivered chan struct{} // deliver: done changed
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	uploads   sync.WaitGroup
+	ctx       context.Context
+	cancel    context.CancelFunc
+}
+
+type breakerState int
+
+const (
+	stateHealthy breakerState = iota
+	stateDegraded
+	stateProbing
+)
+
+type pendingObject struct {
+	seq    uint64
+	bytes  int
+	chunks []ChunkInput
+	index  map[tp]int // partition → its last chunk in chunks
+}
+
+// NewUploader starts an uploader. Close it to flush and stop.
+func NewUploader(cfg UploaderConfig) (*Uploader, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("wal: uploader needs a store")
+	}
+	if cfg.MaxObjectBytes <= 0 {
+		cfg.MaxObjectBytes = DefaultMaxObjectBytes
+	}
+	if cfg.UploadInterval <= 0 {
+		cfg.UploadInterval = DefaultUploadInterval
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.MaxBufferedBytes <= 0 {
+		cfg.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	if cfg.FailureThreshold <= 0 {
+		cfg.FailureThreshold = DefaultFailureThreshold
+	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = DefaultRetryAfter
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = RealClock{}
+	}
+	if cfg.OnUpload == nil {
+		cfg.OnUpload = func(UploadResult) {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	u := &Uploader{
+		cfg:       cfg,
+		nextSeq:   cfg.FirstSequence,
+		deliverAt: cfg.FirstSequence,
+		done:      map[uint64]UploadResult{},
+		kick:      make(chan struct{}, 1),
+		delivered: make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		ctx:       ctx,
+		cancel:    cancel,
+	}
+	u.wg.Add(2)
+	go u.run()
+	go u.deliver()
+	return u, nil
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// Append queues one record batch the broker appended as leader: offsets
+// baseOffset..lastOffset of topic-partition, stamped with leaderEpoch.
+// The bytes are copied. It never blocks on I/O: it fails with
+// ErrBufferFull, ErrDegraded or ErrClosed instead, and the caller
+// replicates that batch inline.
+func (u *Uploader) Append(topic string, partition, leaderEpoch int32, baseOffset, lastOffset int64, batch []byte) error {
+	if len(batch) == 0 || lastOffset < baseOffset || baseOffset < 0 {
+		return fmt.Errorf("wal: append %s-%d: invalid batch (offsets [%d,%d], %d bytes)", topic, partition, baseOffset, lastOffset, len(batch))
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed {
+		return ErrClosed
+	}
+	switch u.state {
+	case stateDegraded:
+		if u.cfg.Clock.Now().Sub(u.since) < u.cfg.RetryAfter {
+			u.stats.RejectedDegraded++
+			return ErrDegraded
+		}
+		u.state = stateProbing
+	}
+	if u.buffered+len(batch) > u.cfg.MaxBufferedBytes {
+		u.stats.RejectedFull++
+		return ErrBufferFull
+	}
+	// A batch that does not fit the pending object goes into the next.
+	if u.pending != nil && u.pending.bytes+len(batch) > u.cfg.MaxObjectBytes {
+		u.cutLocked()
+	}
+	if u.pending == nil {
+		u.pending = &pendingObject{index: map[tp]int{}}
+		u.timerGen++
+		gen := u.timerGen
+		u.timerStop = u.cfg.Clock.AfterFunc(u.cfg.UploadInterval, func() { u.timerFired(gen) })
+	}
+	p := u.pending
+	k := tp{topic, partition}
+	b := append([]byte(nil), batch...)
+	if i, ok := p.index[k]; ok && p.chunks[i].LeaderEpoch == leaderEpoch && p.chunks[i].LastOffset+1 == baseOffset {
+		p.chunks[i].Batches = append(p.chunks[i].Batches, b)
+		p.chunks[i].LastOffset = lastOffset
+	} else {
+		p.index[k] = len(p.chunks)
+		p.chunks = append(p.chunks, ChunkInput{Topic: topic, Partition: partition, LeaderEpoch: leaderEpoch, BaseOffset: baseOffset, LastOffset: lastOffset, Batches: [][]byte{b}})
+	}
+	p.bytes += len(b)
+	u.buffered += len(b)
+	if p.bytes >= u.cfg.MaxObjectBytes {
+		u.cutLocked()
+	}
+	return nil
+}
+
+func (u *Uploader) timerFired(gen uint64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if gen == u.timerGen && u.pending != nil {
+		u.cutLocked()
+	}
+}
+
+// Flush cuts the pending object now.
+func (u *Uploader) Flush() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.pending != nil {
+		u.cutLocked()
+	}
+}
+
+func (u *Uploader) cutLocked() {
+	if u.timerStop != nil {
+		u.timerStop()
+		u.timerStop = nil
+	}
+	u.timerGen++
+	u.pending.seq = u.nextSeq
+	u.nextSeq++
+	u.ready = append(u.ready, u.pending)
+	u.pending = nil
+	signal(u.kick)
+}
+
+// run starts uploads as slots free up, until Close has drained the queue.
+func (u *Uploader) run() {
+	defer u.wg.Done()
+	for {
+		u.mu.Lock()
+		for len(u.ready) > 0 && u.inFlight < u.cfg.MaxInFlight {
+			obj := u.ready[0]
+			u.ready = u.ready[1:]
+			u.inFlight++
+			u.uploads.Add(1)
+			go u.upload(obj)
+		}
+		finished := u.closed && u.pending == nil && len(u.ready) == 0
+		u.mu.Unlock()
+		if finished {
+			return
+		}
+		select {
+		case <-u.kick:
+		case <-u.stop:
+			// Close cut the pending object; keep dispatching until the
+			// queue is empty.
+			u.mu.Lock()
+			empty := len(u.ready) == 0
+			u.mu.Unlock()
+			if empty {
+				return
+			}
+			<-u.kick
+		}
+	}
+}
+
+func (u *Uploader) upload(obj *pendingObject) {
+	defer u.uploads.Done()
+	SortChunks(obj.chunks, u.cfg.ReplicaSetKey)
+	bucket := u.cfg.Store.Bucket()
+	key := ObjectKey(u.cfg.Cluster, u.cfg.Zone, u.cfg.BrokerID, u.cfg.Incarnation, obj.seq)
+	h := Header{
+		Version: Version, Cluster: u.cfg.Cluster, Zone: u.cfg.Zone, BrokerID: u.cfg.BrokerID,
+		Incarnation: u.cfg.Incarnation, Sequence: obj.seq, CreatedAt: u.cfg.Clock.Now(),
+	}
+	res := UploadResult{Sequence: obj.seq, Bucket: bucket, Key: key}
+	data, table, err := Encode(h, obj.chunks)
+	if err == nil {
+		res.Bytes = len(data)
+		res.Pointers = make([]Pointer, len(table))
+		for i, c := range table {
+			res.Pointers[i] = PointerTo(bucket, key, c)
+		}
+		start := time.Now()
+		err = u.cfg.Store.Put(u.ctx, key, data)
+		res.Elapsed = time.Since(start)
+	} else {
+		for _, c := range obj.chunks {
+			res.Pointers = append(res.Pointers, Pointer{Bucket: bucket, Key: key, Topic: c.Topic, Partition: c.Partition, BaseOffset: c.BaseOffset, LastOffset: c.LastOffset, LeaderEpoch: c.LeaderEpoch})
+		}
+	}
+	if err != nil {
+		res.Err = fmt.Errorf("wal: upload %s: %w", key, err)
+	}
+
+	u.mu.Lock()
+	u.inFlight--
+	u.buffered -= obj.bytes
+	u.done[obj.seq] = res
+	u.mu.Unlock()
+	signal(u.kick)
+	signal(u.delivered)
+}
+
+// deliver calls OnUpload in sequence order and runs the breaker on the
+// outcomes in that order.
+func (u *Uploader) deliver() {
+	defer u.wg.Done()
+	for {
+		u.mu.Lock()
+		res, ok := u.done[u.deliverAt]
+		if ok {
+			delete(u.done, u.deliverAt)
+			u.deliverAt++
+			u.recordLocked(res)
+		}
+		finished := !ok && u.closed && u.pending == nil && len(u.ready) == 0 && u.inFlight == 0 && len(u.done) == 0
+		u.mu.Unlock()
+		if ok {
+			u.cfg.OnUpload(res)
+			continue
+		}
+		if finished {
+			return
+		}
+		<-u.delivered
+	}
+}
+
+func (u *Uploader) recordLocked(res UploadResult) {
+	if res.Err == nil {
+		u.stats.Objects++
+		u.stats.UploadedBytes += uint64(res.Bytes)
+		u.failures = 0
+		u.state = stateHealthy
+		return
+	}
+	u.stats.Failed++
+	u.failures++
+	if u.state == stateProbing || u.failures >= u.cfg.FailureThreshold {
+		if u.state != stateDegraded {
+			u.since = u.cfg.Clock.Now()
+		}
+		u.state = stateDegraded
+	}
+}
+
+// Degraded reports whether the uploader refuses data because uploads fail.
+func (u *Uploader) Degraded() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.state == stateDegraded
+}
+
+// Stats returns a snapshot of the counters.
+func (u *Uploader) Stats() UploaderStats {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	s := u.stats
+	s.BufferedBytes = u.buffered
+	s.InFlight = u.inFlight
+	s.Degraded = u.state == stateDegraded
+	return s
+}
+
+// Close uploads what is pending, waits for every upload and its OnUpload
+// call, and stops. If ctx ends first, uploads in flight are cancelled
+// (they report errors) and Close returns ctx's error after they finished.
+func (u *Uploader) Close(ctx context.Context) error {
+	u.mu.Lock()
+	if u.closed {
+		u.mu.Unlock()
+		return ErrClosed
+	}
+	u.closed = true
+	if u.pending != nil {
+		u.cutLocked()
+	}
+	u.mu.Unlock()
+	close(u.stop)
+	signal(u.kick)
+	signal(u.delivered)
+
+	finished := make(chan struct{})
+	go func() {
+		u.wg.Wait()
+		u.uploads.Wait()
+		close(finished)
+	}()
+	var err error
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		u.cancel()
+		<-finished
+		err = ctx.Err()
+	}
+	u.cancel()
+	return err
+}
