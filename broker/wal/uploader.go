@@ -87,12 +87,12 @@ type UploadResult struct {
 
 // UploaderStats are counters for metrics.
 type UploaderStats struct {
-	Objects, Failed                       uint64
-	UploadedBytes                         uint64
-	RejectedFull, RejectedDegraded        uint64
-	BufferedBytes                         int
-	InFlight                              int
-	Degraded                              bool
+	Objects, Failed                uint64
+	UploadedBytes                  uint64
+	RejectedFull, RejectedDegraded uint64
+	BufferedBytes                  int
+	InFlight                       int
+	Degraded                       bool
 }
 
 // Uploader turns the appends of every partition a broker leads into WAL
