@@ -35,6 +35,14 @@ type Config struct {
 	MaxGroupSize int
 	// MaxMetadataBytes is offset.metadata.max.bytes; zero means 4096.
 	MaxMetadataBytes int
+	// OffsetsRetention is offsets.retention.minutes (KIP-211): the
+	// offsets of a group that has been Empty this long are deleted, with
+	// the group; offsets of groups that never had members expire this
+	// long after their commit. Zero means never.
+	OffsetsRetention time.Duration
+	// RetentionCheckInterval is offsets.retention.check.interval.ms;
+	// zero means 10 minutes.
+	RetentionCheckInterval time.Duration
 	// Owns reports whether this broker coordinates group; nil means every
 	// group. Requests for other groups get NOT_COORDINATOR.
 	Owns func(group string) bool
@@ -48,11 +56,13 @@ type Config struct {
 // rebalance delay) with an in-memory store.
 func DefaultConfig() Config {
 	return Config{
-		MinSessionTimeout:     6 * time.Second,
-		MaxSessionTimeout:     30 * time.Minute,
-		InitialRebalanceDelay: 3 * time.Second,
-		NewMemberJoinTimeout:  5 * time.Minute,
-		MaxMetadataBytes:      4096,
+		MinSessionTimeout:      6 * time.Second,
+		MaxSessionTimeout:      30 * time.Minute,
+		InitialRebalanceDelay:  3 * time.Second,
+		NewMemberJoinTimeout:   5 * time.Minute,
+		MaxMetadataBytes:       4096,
+		OffsetsRetention:       7 * 24 * time.Hour,
+		RetentionCheckInterval: 10 * time.Minute,
 	}
 }
 
@@ -76,9 +86,10 @@ type Coordinator struct {
 	// context to take a logger from.
 	log logr.Logger
 
-	mu     sync.Mutex
-	groups map[string]*group
-	closed bool
+	mu        sync.Mutex
+	groups    map[string]*group
+	closed    bool
+	retention timerSlot // guarded by mu
 }
 
 // New loads committed offsets from cfg.Store and returns a Coordinator.
@@ -102,6 +113,9 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	}
 	if cfg.MaxMetadataBytes == 0 {
 		cfg.MaxMetadataBytes = def.MaxMetadataBytes
+	}
+	if cfg.RetentionCheckInterval == 0 {
+		cfg.RetentionCheckInterval = def.RetentionCheckInterval
 	}
 	if cfg.MinSessionTimeout > cfg.MaxSessionTimeout {
 		return nil, fmt.Errorf("group: min session timeout %v above max %v", cfg.MinSessionTimeout, cfg.MaxSessionTimeout)
@@ -142,6 +156,11 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 		c.log.V(1).Info("loaded group membership", "groups", len(groups))
 	}
 	c.log.V(1).Info("loaded committed offsets", "groups", len(loaded))
+	if cfg.OffsetsRetention > 0 {
+		c.mu.Lock()
+		c.scheduleRetention()
+		c.mu.Unlock()
+	}
 	return c, nil
 }
 
@@ -154,6 +173,11 @@ func (c *Coordinator) Close() {
 		return
 	}
 	c.closed = true
+	if c.retention.t != nil {
+		c.retention.t.Stop()
+		c.retention.t = nil
+	}
+	c.retention.seq++
 	groups := make([]*group, 0, len(c.groups))
 	for _, g := range c.groups {
 		groups = append(groups, g)

@@ -61,6 +61,8 @@ type group struct {
 	syncTimer      timerSlot // pending SyncGroup expiry
 
 	offsets map[TopicPartition]OffsetCommit
+	// emptySince is when the group last became Empty (offset retention).
+	emptySince time.Time
 }
 
 // member is one member of a group, guarded by its group's mu.
@@ -112,12 +114,13 @@ type timerSlot struct {
 
 func (c *Coordinator) newGroup(id string) *group {
 	return &group{
-		c:       c,
-		id:      id,
-		members: make(map[string]*member),
-		static:  make(map[string]string),
-		pending: make(map[string]*timerSlot),
-		offsets: make(map[TopicPartition]OffsetCommit),
+		c:          c,
+		id:         id,
+		emptySince: c.clock.Now(),
+		members:    make(map[string]*member),
+		static:     make(map[string]string),
+		pending:    make(map[string]*timerSlot),
+		offsets:    make(map[TopicPartition]OffsetCommit),
 	}
 }
 
@@ -468,6 +471,7 @@ func (g *group) completeJoin() {
 	g.generation++
 	if len(g.members) == 0 {
 		g.state = stateEmpty
+		g.emptySince = g.c.clock.Now()
 		g.protocol = ""
 		g.leader = ""
 		g.saveMembership()

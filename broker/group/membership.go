@@ -83,7 +83,7 @@ func (g *group) restoreMembership(md GroupMetadata) {
 	g.generation = md.Generation
 	g.protocolType = md.ProtocolType
 	if len(md.Members) == 0 {
-		g.state = stateEmpty
+		g.state = stateEmpty // emptySince: load time, the conservative choice
 		return
 	}
 	g.protocol = md.Protocol

@@ -13,6 +13,8 @@ var SettingKeys = []string{
 	"group.max.session.timeout.ms",
 	"group.max.size",
 	"offset.metadata.max.bytes",
+	"offsets.retention.minutes",
+	"offsets.retention.check.interval.ms",
 }
 
 // Set applies one broker config key (Kafka's names, see SettingKeys) to c.
@@ -40,6 +42,14 @@ func (c *Config) Set(key, value string) (known bool, err error) {
 		}
 		c.MaxGroupSize = int(n)
 		return true, nil
+	case "offsets.retention.minutes":
+		if perr != nil || n < 0 {
+			return true, bad("want an integer >= 0 (minutes; 0 = never)")
+		}
+		c.OffsetsRetention = time.Duration(n) * time.Minute
+		return true, nil
+	case "offsets.retention.check.interval.ms":
+		return true, ms(&c.RetentionCheckInterval, 1)
 	case "offset.metadata.max.bytes":
 		if perr != nil || n < 0 {
 			return true, bad("want an integer >= 0")

@@ -20,6 +20,9 @@ func TestConfigSet(t *testing.T) {
 		{"group.max.size", "10", true, false, func(c Config) bool { return c.MaxGroupSize == 10 }},
 		{"group.max.size", "0", true, true, nil},
 		{"offset.metadata.max.bytes", "1", true, false, func(c Config) bool { return c.MaxMetadataBytes == 1 }},
+		{"offsets.retention.minutes", "60", true, false, func(c Config) bool { return c.OffsetsRetention == time.Hour }},
+		{"offsets.retention.minutes", "0", true, false, func(c Config) bool { return c.OffsetsRetention == 0 }},
+		{"offsets.retention.check.interval.ms", "0", true, true, nil},
 		{"log.retention.ms", "1", false, false, nil},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
