@@ -52,7 +52,7 @@ func TestOffsetsRetention(t *testing.T) {
 		t.Fatalf("left group's offsets expired early: %+v", got)
 	}
 	wantCode(t, "commit p1", h.commit(2, "simple", "", "", -1, "t", 1, 2), nil) // t = 8m
-	keepAlive(3 * time.Minute) // t = 11m: simple p0 (t=0) expired, p1 (t=8m) not
+	keepAlive(3 * time.Minute)                                                  // t = 11m: simple p0 (t=0) expired, p1 (t=8m) not
 	if _, got := h.fetch("simple", "t", 0, 1); got[0].offset != -1 || got[1].offset != 2 {
 		t.Fatalf("simple at 11m: %+v", got)
 	}
