@@ -41,3 +41,41 @@ func TestConnect(t *testing.T) {
 		}
 	}
 }
+
+func TestClusterID(t *testing.T) {
+	c := newTestCluster(t)
+	other, err := New(c.client, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make(chan string, 4)
+	for _, s := range []*Store{c.store, c.store, c.store, other} {
+		go func() {
+			id, err := s.ClusterID(c.ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			ids <- id
+		}()
+	}
+	got := map[string]int{}
+	for range 4 {
+		got[<-ids]++
+	}
+	if len(got) != 2 {
+		t.Fatalf("cluster IDs %v: want one per cluster", got)
+	}
+	var mine string
+	for id, n := range got {
+		if len(id) != 22 {
+			t.Errorf("cluster ID %q: want 22 characters", id)
+		}
+		if n == 3 {
+			mine = id
+		}
+	}
+	st := c.waitFor("cluster ID in the snapshot", func(st *ClusterState) bool { return st.ClusterID != "" })
+	if st.ClusterID != mine {
+		t.Errorf("snapshot cluster ID %q, want %q", st.ClusterID, mine)
+	}
+}

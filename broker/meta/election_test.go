@@ -130,6 +130,7 @@ func TestKeysParse(t *testing.T) {
 		tp     TopicPartition
 	}{
 		{k.version(), kindVersion, 0, "", TopicPartition{}},
+		{k.clusterID(), kindClusterID, 0, "", TopicPartition{}},
 		{k.broker(7), kindBroker, 7, "", TopicPartition{}},
 		{k.topic("a.b-c_d"), kindTopic, 0, "a.b-c_d", TopicPartition{}},
 		{k.partition(TopicPartition{"t", 12}), kindPartition, 0, "", TopicPartition{"t", 12}},

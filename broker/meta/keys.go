@@ -11,6 +11,7 @@ import (
 // it under offsets/ so that commits do not wake every broker.
 //
 //	/strata/<cluster>/meta/version                     metadata version (the key's etcd version)
+//	/strata/<cluster>/meta/cluster-id                  Kafka cluster ID, created once
 //	/strata/<cluster>/meta/brokers/<id>                BrokerInfo JSON, bound to the broker's lease
 //	/strata/<cluster>/meta/topics/<name>               TopicInfo JSON
 //	/strata/<cluster>/meta/partitions/<name>/<p>       PartitionState JSON
@@ -32,6 +33,7 @@ func newKeys(cluster string) (keys, error) {
 }
 
 func (k keys) version() string              { return k.root + "version" }
+func (k keys) clusterID() string            { return k.root + "cluster-id" }
 func (k keys) brokers() string              { return k.root + "brokers/" }
 func (k keys) broker(id int32) string       { return k.brokers() + strconv.Itoa(int(id)) }
 func (k keys) topics() string               { return k.root + "topics/" }
@@ -55,6 +57,7 @@ const (
 	kindTopic
 	kindPartition
 	kindController
+	kindClusterID
 )
 
 // parse classifies key and extracts its identifiers.
@@ -63,8 +66,11 @@ func (k keys) parse(key string) (kind keyKind, broker int32, topic string, tp To
 	if !ok {
 		return kindUnknown, 0, "", tp
 	}
-	if rest == "version" {
+	switch rest {
+	case "version":
 		return kindVersion, 0, "", tp
+	case "cluster-id":
+		return kindClusterID, 0, "", tp
 	}
 	section, name, ok := strings.Cut(rest, "/")
 	if !ok {

@@ -29,8 +29,10 @@ type ClusterState struct {
 	Version int64
 	// ControllerID is the broker holding the controller role, -1 if none.
 	ControllerID int32
-	Brokers      map[int32]BrokerInfo
-	Topics       map[string]TopicInfo
+	// ClusterID is the Kafka cluster ID ("" until Store.ClusterID created it).
+	ClusterID string
+	Brokers   map[int32]BrokerInfo
+	Topics    map[string]TopicInfo
 
 	// parts holds each topic's partitions (records left by an interrupted
 	// write, beyond the topic's partition count, are not shown).
@@ -155,6 +157,7 @@ type stateBuilder struct {
 	keys        keys
 	revision    int64
 	version     int64
+	clusterID   string
 	brokers     map[int32]BrokerInfo
 	topics      map[string]TopicInfo
 	topicRevs   map[string]int64
@@ -199,6 +202,12 @@ func (b *stateBuilder) apply(log logr.Logger, kv *mvccpb.KeyValue, deleted bool)
 			b.version = 0
 		} else {
 			b.version = kv.Version
+		}
+	case kindClusterID:
+		if deleted {
+			b.clusterID = ""
+		} else {
+			b.clusterID = string(kv.Value)
 		}
 	case kindBroker:
 		var info BrokerInfo
@@ -281,6 +290,7 @@ func (b *stateBuilder) snapshot() *ClusterState {
 		Revision:     b.revision,
 		Version:      b.version,
 		ControllerID: -1,
+		ClusterID:    b.clusterID,
 		Brokers:      maps.Clone(b.brokers),
 		Topics:       maps.Clone(b.topics),
 		topicRevs:    maps.Clone(b.topicRevs),

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -484,4 +485,31 @@ func (s *Store) registrations(ctx context.Context, ids []int32) (map[int32]int64
 		}
 	}
 	return out, nil
+}
+
+// ClusterID returns the cluster's Kafka cluster ID, creating it on first
+// use (a random 16-byte UUID in Kafka's unpadded URL-safe base64, 22
+// characters). Every broker gets the same one however many race to create it.
+func (s *Store) ClusterID(ctx context.Context) (string, error) {
+	id, err := newTopicID() // same shape as a topic ID: 16 random bytes
+	if err != nil {
+		return "", err
+	}
+	key := s.keys.clusterID()
+	fresh := base64.RawURLEncoding.EncodeToString(id[:])
+	resp, err := s.commit(ctx, "create cluster ID",
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(key, fresh)},
+		clientv3.OpGet(key))
+	if err != nil {
+		return "", err
+	}
+	if resp.Succeeded {
+		return fresh, nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return "", fmt.Errorf("%w: cluster ID deleted concurrently", ErrStaleState)
+	}
+	return string(kvs[0].Value), nil
 }
