@@ -96,6 +96,7 @@ func apiVersionsWorks(t *testing.T, addr string) {
 
 func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 	b := brokertest.Start(t, brokertest.WithConfig(func(c *server.Config) { c.MaxRequestBytes = 1 << 20 }))
+	big := brokertest.Start(t, brokertest.WithConfig(func(c *server.Config) { c.MaxRequestBytes = 16 << 20 }))
 
 	produce := kmsg.NewPtrProduceRequest()
 	produce.Version = 99 // unsupported
@@ -114,6 +115,7 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 		{"negative length", []byte{0xff, 0xff, 0xff, 0xfe, 0, 18, 0, 0}},
 		{"length below a header", []byte{0, 0, 0, 3, 0, 18, 0}},
 		{"oversize", binary.BigEndian.AppendUint32(nil, 1<<20+1)},
+		{"oversize non-produce", nonProduceBomb()},
 		{"unknown API key", sizePrefixed([]byte{0x03, 0xe7, 0, 0, 0, 0, 0, 1, 0xff, 0xff})},
 		{"unsupported version", rawFrame(produce, 1)},
 		{"lying array length", lying},
@@ -121,7 +123,11 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := dial(t, b.Addr())
+			addr := b.Addr()
+			if tt.name == "oversize non-produce" {
+				addr = big.Addr()
+			}
+			c := dial(t, addr)
 			if _, err := c.Write(tt.send); err != nil {
 				t.Fatal(err)
 			}
@@ -129,7 +135,7 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 				_ = c.(*net.TCPConn).CloseWrite()
 			}
 			expectClosed(t, c)
-			apiVersionsWorks(t, b.Addr())
+			apiVersionsWorks(t, addr)
 		})
 	}
 }
@@ -252,4 +258,13 @@ func TestIdleConnections(t *testing.T) {
 		t.Fatalf("correlation ID %d", cid)
 	}
 	expectClosed(t, c) // idle again after the answers
+}
+
+// nonProduceBomb is a 9 MiB Metadata request: under the 100 MiB frame limit
+// (set to 16 MiB in the test) but over the 8 MiB limit of non-Produce
+// requests.
+func nonProduceBomb() []byte {
+	payload := make([]byte, 9<<20)
+	copy(payload, []byte{0, 3, 0, 4, 0, 0, 0, 1, 0xff, 0xff})
+	return sizePrefixed(payload)
 }

@@ -13,6 +13,9 @@ import (
 // DefaultMaxRequestBytes is Kafka's socket.request.max.bytes default.
 const DefaultMaxRequestBytes = 100 << 20
 
+// DefaultMaxNonProduceRequestBytes bounds requests other than Produce.
+const DefaultMaxNonProduceRequestBytes = 8 << 20
+
 var (
 	// ErrFrameTooLarge is returned for a size prefix over the maximum.
 	ErrFrameTooLarge = errors.New("request frame too large")

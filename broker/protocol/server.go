@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +36,11 @@ type Config struct {
 	// MaxRequestBytes bounds a request frame (socket.request.max.bytes);
 	// 0 means DefaultMaxRequestBytes.
 	MaxRequestBytes int32
+	// MaxNonProduceRequestBytes bounds frames of every API but Produce;
+	// 0 means DefaultMaxNonProduceRequestBytes. Decoding multiplies the
+	// size of requests made of many tiny array elements (up to ~20x in
+	// memory), and only Produce has a reason to be large.
+	MaxNonProduceRequestBytes int32
 	// IdleTimeout closes a connection that sends no request for this long
 	// while none of its requests is being handled, and one that does not
 	// read a response for this long (connections.max.idle.ms); 0 disables.
@@ -73,6 +79,9 @@ type Server struct {
 func NewServer(cfg Config) *Server {
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.MaxNonProduceRequestBytes <= 0 {
+		cfg.MaxNonProduceRequestBytes = min(DefaultMaxNonProduceRequestBytes, cfg.MaxRequestBytes)
 	}
 	if cfg.Env == nil {
 		cfg.Env = &Env{}
@@ -294,6 +303,12 @@ func (c *conn) read(out chan<- inbound) {
 		}
 		if err != nil {
 			c.readFailed(err)
+			return
+		}
+		if key := int16(binary.BigEndian.Uint16(frame)); key != kmsg.Produce.Int16() && len(frame) > int(c.srv.cfg.MaxNonProduceRequestBytes) {
+			c.log().Info("closing connection: bad frame", "err", fmt.Sprintf("%v: %s request of %d bytes, max %d",
+				ErrFrameTooLarge, kmsg.NameForKey(key), len(frame), c.srv.cfg.MaxNonProduceRequestBytes))
+			c.cancel()
 			return
 		}
 		started := time.Now()
