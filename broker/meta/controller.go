@@ -205,7 +205,8 @@ func (c *Controller) reconcile(ctx context.Context, term *leadership, prev, st *
 			}
 		}
 	}
-	return c.store.writePartitionStates(ctx, term, writes)
+	_, err := c.store.writePartitionStates(ctx, term, writes)
+	return err
 }
 
 // partitionWrite is one controller decision: cur (at etcd revision rev)
@@ -222,9 +223,12 @@ type partitionWrite struct {
 // thousands. A batch whose compare fails because one partition changed
 // meanwhile is retried partition by partition; the changed ones are left to
 // the next snapshot.
-func (s *Store) writePartitionStates(ctx context.Context, term *leadership, writes []partitionWrite) error {
+// It reports which partitions were written.
+func (s *Store) writePartitionStates(ctx context.Context, term *leadership, writes []partitionWrite) (map[TopicPartition]bool, error) {
+	applied := make(map[TopicPartition]bool, len(writes))
 	log := logr.FromContextOrDiscard(ctx)
-	logWrite := func(w partitionWrite) {
+	done := func(w partitionWrite) {
+		applied[w.tp] = true
 		log.Info("partition state changed", "partition", w.tp.String(), "change", describe(w.cur, w.next),
 			"leader", w.next.Leader, "leaderEpoch", w.next.LeaderEpoch, "isr", w.next.ISR)
 	}
@@ -243,30 +247,30 @@ func (s *Store) writePartitionStates(ctx context.Context, term *leadership, writ
 			resp, err := s.commit(ctx, fmt.Sprintf("controller: %d partitions, first %s: %s", n, chunk[0].tp, describe(chunk[0].cur, chunk[0].next)),
 				cmps, ops, clientv3.OpGet(term.key))
 			if err != nil {
-				return err
+				return applied, err
 			}
 			if resp.Succeeded {
 				term.wrote(resp.Header.Revision)
 				for _, w := range chunk {
-					logWrite(w)
+					done(w)
 				}
 				continue
 			}
 			if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 0 || kvs[0].CreateRevision != term.rev {
-				return errFenced
+				return applied, errFenced
 			}
 		}
 		for _, w := range chunk {
 			ok, err := s.casPartition(ctx, term, w.tp, w.rev, w.next, "controller: "+describe(w.cur, w.next))
 			if err != nil {
-				return err
+				return applied, err
 			}
 			if ok {
-				logWrite(w)
+				done(w)
 			}
 		}
 	}
-	return nil
+	return applied, nil
 }
 
 // sameBrokers reports whether a and b have the same registrations (a broker
@@ -370,7 +374,7 @@ func (c *Controller) eachPartition(ctx context.Context, partitions []TopicPartit
 		if todo == nil {
 			todo = st.SortedPartitions()
 		}
-		retry := todo[:0:0]
+		var writes []partitionWrite
 		for _, tp := range todo {
 			if err, done := results[tp]; done && !errors.Is(err, ErrStaleState) {
 				continue
@@ -385,18 +389,20 @@ func (c *Controller) eachPartition(ctx context.Context, partitions []TopicPartit
 				results[tp] = err
 				continue
 			}
-			next = stampLeader(cur, next, st.Brokers)
-			ok, err = c.store.casPartition(ctx, term, tp, rev, next, what+": "+describe(cur, next))
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				results[tp] = nil
-				logr.FromContextOrDiscard(ctx).Info(what, "partition", tp.String(), "change", describe(cur, next), "leader", next.Leader, "leaderEpoch", next.LeaderEpoch)
+			writes = append(writes, partitionWrite{tp: tp, rev: rev, cur: cur, next: stampLeader(cur, next, st.Brokers)})
+		}
+		applied, err := c.store.writePartitionStates(ctx, term, writes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		var retry []TopicPartition
+		for _, w := range writes {
+			if applied[w.tp] {
+				results[w.tp] = nil
 				continue
 			}
-			results[tp] = fmt.Errorf("%w: %s changed during the %s", ErrStaleState, tp, what)
-			retry = append(retry, tp)
+			results[w.tp] = fmt.Errorf("%w: %s changed during the %s", ErrStaleState, w.tp, what)
+			retry = append(retry, w.tp)
 		}
 		if len(retry) == 0 {
 			break

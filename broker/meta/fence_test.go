@@ -133,8 +133,12 @@ func TestWritePartitionStatesBatchFallback(t *testing.T) {
 		writes = append(writes, partitionWrite{tp: tp, rev: rev, cur: cur, next: next})
 	}
 	writes[2].rev-- // this one "changed meanwhile"
-	if err := c.store.writePartitionStates(c.ctx, term, writes); err != nil {
+	applied, err := c.store.writePartitionStates(c.ctx, term, writes)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if len(applied) != 3 || applied[writes[2].tp] {
+		t.Errorf("applied %v, want all but %s", applied, writes[2].tp)
 	}
 	after, _ := c.store.Snapshot(c.ctx)
 	for i, w := range writes {
@@ -151,7 +155,7 @@ func TestWritePartitionStatesBatchFallback(t *testing.T) {
 		_, writes[i].rev, _ = after.partition(writes[i].tp)
 		writes[i].next.PartitionEpoch += 10
 	}
-	if err := c.store.writePartitionStates(c.ctx, term, writes); !errors.Is(err, ErrNotController) {
+	if _, err := c.store.writePartitionStates(c.ctx, term, writes); !errors.Is(err, ErrNotController) {
 		t.Fatalf("deposed batch: %v, want ErrNotController", err)
 	}
 	final, _ := c.store.Snapshot(c.ctx)
