@@ -1,0 +1,207 @@
+package wal_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/strata-dev/strata/broker/objstore"
+	"github.com/strata-dev/strata/broker/wal"
+	"github.com/strata-dev/strata/internal/testutil/s3server"
+)
+
+// putObject encodes chunks as object seq and stores it, optionally damaged.
+func putObject(t *testing.T, store objstore.Store, seq uint64, chunks []wal.ChunkInput, damage func([]byte) []byte) []wal.Pointer {
+	t.Helper()
+	h := testHeader
+	h.Sequence = seq
+	obj, table, err := wal.Encode(h, chunks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := wal.ObjectKey(h.Cluster, h.Zone, h.BrokerID, h.Incarnation, seq)
+	if damage != nil {
+		obj = damage(bytes.Clone(obj))
+	}
+	if err := store.Put(context.Background(), key, obj); err != nil {
+		t.Fatal(err)
+	}
+	ptrs := make([]wal.Pointer, len(table))
+	for i, c := range table {
+		ptrs[i] = wal.PointerTo(store.Bucket(), key, c)
+	}
+	return ptrs
+}
+
+func TestDownloader(t *testing.T) {
+	srv := s3server.Start(t, testBucket)
+	faulty := objstore.NewFaulty(s3Store(t, srv))
+	resolve := func(bucket string) (objstore.Store, error) {
+		if bucket != testBucket {
+			return nil, errors.New("unknown bucket " + bucket)
+		}
+		return faulty, nil
+	}
+	chunksA := []wal.ChunkInput{
+		chunk(t, "t", 0, 1, 0, 2, 3), chunk(t, "t", 1, 1, 100, 1, 2), chunk(t, "t", 2, 1, 7, 1, 1), chunk(t, "u", 0, 1, 50, 3, 1),
+	}
+	chunksB := []wal.ChunkInput{chunk(t, "t", 0, 1, 6, 1, 4)}
+	a := putObject(t, faulty, 1, chunksA, nil)
+	b := putObject(t, faulty, 2, chunksB, nil)
+	want := map[string][]byte{}
+	for i, c := range chunksA {
+		want[a[i].String()] = bytes.Join(c.Batches, nil)
+	}
+	want[b[0].String()] = bytes.Join(chunksB[0].Batches, nil)
+
+	checkGood := func(t *testing.T, f wal.Fetched) {
+		t.Helper()
+		if f.Err != nil {
+			t.Fatalf("%v: %v", f.Pointer, f.Err)
+		}
+		var got []byte
+		for _, bt := range f.Batches {
+			got = append(got, bt...)
+		}
+		if !bytes.Equal(got, want[f.Pointer.String()]) {
+			t.Fatalf("%v: batches differ from the uploaded ones", f.Pointer)
+		}
+		if f.Batches[0].BaseOffset() != f.Pointer.BaseOffset || f.Batches[len(f.Batches)-1].LastOffset() != f.Pointer.LastOffset {
+			t.Fatalf("%v: batches cover [%d,%d]", f.Pointer, f.Batches[0].BaseOffset(), f.Batches[len(f.Batches)-1].LastOffset())
+		}
+	}
+
+	for _, tc := range []struct {
+		name     string
+		gap      int64
+		ptrs     []wal.Pointer
+		wantGets int
+	}{
+		{"adjacent chunks share a GET", 0, []wal.Pointer{a[3], b[0], a[0], a[1]}, 3},
+		{"all adjacent", 0, []wal.Pointer{a[0], a[1], a[2], a[3]}, 1},
+		{"gap within MaxMergeGap", 1 << 20, []wal.Pointer{a[0], a[3]}, 1},
+		{"gap beyond MaxMergeGap", 0, []wal.Pointer{a[0], a[3]}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := wal.NewDownloader(wal.DownloaderConfig{Store: resolve, MaxMergeGap: tc.gap})
+			before := faulty.Calls(objstore.OpGet)
+			got := d.Fetch(context.Background(), tc.ptrs)
+			if n := faulty.Calls(objstore.OpGet) - before; n != tc.wantGets {
+				t.Fatalf("%d GETs, want %d", n, tc.wantGets)
+			}
+			if len(got) != len(tc.ptrs) {
+				t.Fatalf("%d results for %d pointers", len(got), len(tc.ptrs))
+			}
+			for i, f := range got {
+				checkGood(t, f)
+				if i > 0 {
+					prev := got[i-1].Pointer
+					if prev.Topic > f.Pointer.Topic || (prev.Topic == f.Pointer.Topic && prev.Partition == f.Pointer.Partition && prev.BaseOffset > f.Pointer.BaseOffset) {
+						t.Fatalf("results not in offset order: %v before %v", prev, f.Pointer)
+					}
+				}
+			}
+		})
+	}
+
+	d := wal.NewDownloader(wal.DownloaderConfig{Store: resolve})
+	t.Run("corrupt chunk fails only its range", func(t *testing.T) {
+		c := putObject(t, faulty, 3, chunksA, func(obj []byte) []byte {
+			_, table, _ := wal.Encode(testHeader, chunksA)
+			obj[table[1].Offset+table[1].Length/2] ^= 0x01
+			return obj
+		})
+		got := d.Fetch(context.Background(), c)
+		for _, f := range got {
+			if f.Pointer == c[1] {
+				var re *wal.RangeError
+				if !errors.As(f.Err, &re) || re.Pointer != c[1] || !errors.Is(f.Err, wal.ErrChunkCRC) || f.Batches != nil {
+					t.Fatalf("corrupt chunk: Err = %v, %d batches", f.Err, len(f.Batches))
+				}
+				continue
+			}
+			want[f.Pointer.String()] = bytes.Join(chunksA[indexOf(c, f.Pointer)].Batches, nil)
+			checkGood(t, f)
+		}
+	})
+	t.Run("corruption on the wire", func(t *testing.T) {
+		faulty.SetCorruptOnRead(true)
+		defer faulty.SetCorruptOnRead(false)
+		got := d.Fetch(context.Background(), []wal.Pointer{a[2]})
+		if !errors.Is(got[0].Err, wal.ErrChunkCRC) || got[0].Batches != nil {
+			t.Fatalf("Err = %v, want ErrChunkCRC and no batches", got[0].Err)
+		}
+	})
+	t.Run("missing object", func(t *testing.T) {
+		c := putObject(t, faulty, 4, chunksB, nil)
+		if err := faulty.Delete(context.Background(), c[0].Key); err != nil {
+			t.Fatal(err)
+		}
+		got := d.Fetch(context.Background(), []wal.Pointer{c[0], a[0]})
+		var missing, good int
+		for _, f := range got {
+			switch f.Pointer {
+			case c[0]:
+				if !errors.Is(f.Err, wal.ErrObjectMissing) || !errors.Is(f.Err, objstore.ErrNotFound) {
+					t.Fatalf("missing object: Err = %v", f.Err)
+				}
+				missing++
+			case a[0]:
+				checkGood(t, f)
+				good++
+			}
+		}
+		if missing != 1 || good != 1 {
+			t.Fatalf("results %v", got)
+		}
+	})
+	t.Run("truncated object", func(t *testing.T) {
+		c := putObject(t, faulty, 5, chunksA, func(obj []byte) []byte { return obj[:len(obj)-10] })
+		got := d.Fetch(context.Background(), []wal.Pointer{c[3], c[0]})
+		for _, f := range got {
+			if f.Pointer == c[3] {
+				if !errors.Is(f.Err, wal.ErrTruncated) {
+					t.Fatalf("truncated range: Err = %v", f.Err)
+				}
+			} else if f.Err != nil {
+				t.Fatalf("intact range: %v", f.Err)
+			}
+		}
+	})
+	t.Run("pointer disagrees with the batches", func(t *testing.T) {
+		p := a[1]
+		p.LeaderEpoch = 9
+		got := d.Fetch(context.Background(), []wal.Pointer{p})
+		if !errors.Is(got[0].Err, wal.ErrChunkContent) {
+			t.Fatalf("Err = %v, want ErrChunkContent", got[0].Err)
+		}
+	})
+	t.Run("store failing", func(t *testing.T) {
+		faulty.SetFailAll(true)
+		defer faulty.SetFailAll(false)
+		got := d.Fetch(context.Background(), []wal.Pointer{a[0], a[1]})
+		for _, f := range got {
+			var re *wal.RangeError
+			if !errors.As(f.Err, &re) || !errors.Is(f.Err, objstore.ErrInjected) || errors.Is(f.Err, wal.ErrObjectMissing) {
+				t.Fatalf("Err = %v, want the store's error as a RangeError", f.Err)
+			}
+		}
+	})
+	t.Run("unknown bucket", func(t *testing.T) {
+		p := a[0]
+		p.Bucket = "elsewhere"
+		if got := d.Fetch(context.Background(), []wal.Pointer{p}); got[0].Err == nil {
+			t.Fatal("fetch from an unknown bucket succeeded")
+		}
+	})
+}
+
+func indexOf(ps []wal.Pointer, p wal.Pointer) int {
+	for i, q := range ps {
+		if q == p {
+			return i
+		}
+	}
+	return -1
+}
