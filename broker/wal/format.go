@@ -288,6 +288,38 @@ func HeaderTableSize(prefix []byte) (int64, error) {
 	return hs + ts, nil
 }
 
+// DecodeHeader decodes just the header from the start of an object; b
+// needs the header's bytes only (headerLength, at most a few hundred).
+func DecodeHeader(b []byte) (Header, error) {
+	if _, err := HeaderTableSize(b); err != nil {
+		return Header{}, err
+	}
+	be := binary.BigEndian
+	hs := int(be.Uint32(b[8:]))
+	if len(b) < hs {
+		return Header{}, corrupt(ErrTruncated, int64(len(b)), -1, "%d bytes, the header needs %d", len(b), hs)
+	}
+	if got, want := crc32.Checksum(b[:hs-4], castagnoli), be.Uint32(b[hs-4:]); got != want {
+		return Header{}, corrupt(ErrHeaderCRC, int64(hs-4), -1, "stored %08x, computed %08x", want, got)
+	}
+	h := Header{
+		Version:     be.Uint16(b[4:]),
+		BrokerID:    int32(be.Uint32(b[20:])),
+		Incarnation: be.Uint64(b[24:]),
+		Sequence:    be.Uint64(b[32:]),
+		CreatedAt:   time.UnixMilli(int64(be.Uint64(b[40:]))).UTC(),
+	}
+	p := fixedHeaderSize
+	var ok bool
+	if h.Cluster, p, ok = getString(b[:hs-4], p); !ok {
+		return Header{}, corrupt(ErrBadTable, int64(p), -1, "cluster name overruns the header")
+	}
+	if h.Zone, p, ok = getString(b[:hs-4], p); !ok || p != hs-4 {
+		return Header{}, corrupt(ErrBadTable, int64(p), -1, "zone name does not end the header")
+	}
+	return h, nil
+}
+
 // DecodeTable decodes the header and the chunk table from the start of an
 // object; b may hold just the first HeaderTableSize bytes. objectSize, when
 // >= 0, is the whole object's size and chunk ranges are checked against it.
@@ -305,24 +337,12 @@ func DecodeTable(b []byte, objectSize int64) (Header, []ChunkInfo, error) {
 	if objectSize >= 0 && end > objectSize {
 		return Header{}, nil, corrupt(ErrTruncated, objectSize, -1, "object of %d bytes, header and chunk table need %d", objectSize, end)
 	}
-	if got, want := crc32.Checksum(b[:hs-4], castagnoli), be.Uint32(b[hs-4:]); got != want {
-		return Header{}, nil, corrupt(ErrHeaderCRC, int64(hs-4), -1, "stored %08x, computed %08x", want, got)
+	h, err := DecodeHeader(b)
+	if err != nil {
+		return Header{}, nil, err
 	}
-	h := Header{
-		Version:     be.Uint16(b[4:]),
-		BrokerID:    int32(be.Uint32(b[20:])),
-		Incarnation: be.Uint64(b[24:]),
-		Sequence:    be.Uint64(b[32:]),
-		CreatedAt:   time.UnixMilli(int64(be.Uint64(b[40:]))).UTC(),
-	}
-	p := fixedHeaderSize
 	var ok bool
-	if h.Cluster, p, ok = getString(b[:hs-4], p); !ok {
-		return Header{}, nil, corrupt(ErrBadTable, int64(p), -1, "cluster name overruns the header")
-	}
-	if h.Zone, p, ok = getString(b[:hs-4], p); !ok || p != hs-4 {
-		return Header{}, nil, corrupt(ErrBadTable, int64(p), -1, "zone name does not end the header")
-	}
+	var p int
 
 	table := b[hs : end-4]
 	if got, want := crc32.Checksum(table, castagnoli), be.Uint32(b[end-4:]); got != want {
