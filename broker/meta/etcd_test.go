@@ -1163,3 +1163,31 @@ func TestBrokerLossBatchesControllerWrites(t *testing.T) {
 		t.Errorf("%d metadata versions for %d partition changes, want at most %d batches", got, partitions, batches)
 	}
 }
+
+// Turning unclean election on for an offline partition's topic brings it
+// back: the controller re-examines a topic whose config changed.
+func TestUncleanElectionEnabledLater(t *testing.T) {
+	c := threeZones(t)
+	c.createTopic(TopicSpec{Name: "u", Partitions: 1, ReplicationFactor: 3})
+	tp := TopicPartition{"u", 0}
+	st := c.waitFor("topic", func(st *ClusterState) bool { _, ok := st.Partition(tp); return ok })
+	ps := part(st, tp)
+	leader := ps.Leader
+	shrunk := ps.Clone()
+	shrunk.ISR = []int32{leader}
+	if _, err := c.store.AlterPartition(c.ctx, tp, ps, shrunk); err != nil {
+		t.Fatal(err)
+	}
+	c.kill(leader)
+	c.waitFor("offline", func(st *ClusterState) bool { return part(st, tp).Leader == NoLeader })
+	if _, err := c.store.UpdateTopicConfig(c.ctx, "u", func(cfg map[string]string) error {
+		cfg[ConfigUncleanLeaderElection] = "true"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("unclean leader elected after the config change", func(st *ClusterState) bool {
+		p := part(st, tp)
+		return p.Leader != NoLeader && p.Leader != leader && slices.Equal(p.ISR, []int32{p.Leader})
+	})
+}
