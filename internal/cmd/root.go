@@ -18,6 +18,7 @@ func NewRoot() *cobra.Command {
 		newOperatorCmd(),
 		newBrokerCmd(),
 		newDevCmd(),
+		newWALCmd(),
 	)
 	return root
 }
