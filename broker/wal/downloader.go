@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 
@@ -13,6 +14,10 @@ import (
 
 // ErrObjectMissing means a pointer's object is gone (deleted or expired).
 var ErrObjectMissing = errors.New("wal: object missing")
+
+// ErrBadPointer means a pointer cannot be valid (empty or negative range,
+// offsets out of order); nothing is fetched for it.
+var ErrBadPointer = errors.New("wal: invalid pointer")
 
 // RangeError is the failure of exactly one pointer's range; the follower
 // fetches those offsets inline from the leader instead.
@@ -100,11 +105,20 @@ func (d *Downloader) Fetch(ctx context.Context, ptrs []Pointer) []Fetched {
 		}
 		return a.Offset < b.Offset
 	})
-	out := make([]Fetched, len(sorted))
-	for i, p := range sorted {
-		out[i].Pointer = p
+	out := make([]Fetched, 0, len(sorted))
+	valid := sorted[:0]
+	for _, p := range sorted {
+		if err := p.validate(); err != nil {
+			out = append(out, Fetched{Pointer: p, Err: &RangeError{Pointer: p, Err: err}})
+			continue
+		}
+		valid = append(valid, p)
 	}
-	gets := planGets(sorted, d.cfg.MaxMergeGap)
+	bad := len(out)
+	for _, p := range valid {
+		out = append(out, Fetched{Pointer: p})
+	}
+	gets := planGets(valid, d.cfg.MaxMergeGap)
 	sem := make(chan struct{}, d.cfg.MaxConcurrency)
 	var wg sync.WaitGroup
 	for _, g := range gets {
@@ -113,7 +127,7 @@ func (d *Downloader) Fetch(ctx context.Context, ptrs []Pointer) []Fetched {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			d.fetchOne(ctx, g, out)
+			d.fetchOne(ctx, g, out[bad:])
 		}()
 	}
 	wg.Wait()
@@ -173,4 +187,16 @@ func (d *Downloader) fetchOne(ctx context.Context, g getRange, out []Fetched) {
 		}
 		out[i].Batches = batches
 	}
+}
+
+func (p Pointer) validate() error {
+	switch {
+	case p.Offset < 0 || p.Length <= 0 || p.Length > math.MaxUint32 || p.Offset > math.MaxInt64-p.Length:
+		return fmt.Errorf("%w: byte range %d+%d", ErrBadPointer, p.Offset, p.Length)
+	case p.BaseOffset < 0 || p.LastOffset < p.BaseOffset:
+		return fmt.Errorf("%w: offsets [%d,%d]", ErrBadPointer, p.BaseOffset, p.LastOffset)
+	case p.Key == "":
+		return fmt.Errorf("%w: no object key", ErrBadPointer)
+	}
+	return nil
 }

@@ -188,6 +188,28 @@ func TestDownloader(t *testing.T) {
 			}
 		}
 	})
+	t.Run("invalid pointers", func(t *testing.T) {
+		neg, zero, offs, nokey := a[0], a[0], a[0], a[0]
+		neg.Length = -1
+		zero.Length = 0
+		offs.LastOffset = offs.BaseOffset - 1
+		nokey.Key = ""
+		got := d.Fetch(context.Background(), []wal.Pointer{neg, a[1], zero, offs, nokey})
+		good := 0
+		for _, f := range got {
+			if f.Pointer == a[1] {
+				checkGood(t, f)
+				good++
+				continue
+			}
+			if !errors.Is(f.Err, wal.ErrBadPointer) || f.Batches != nil {
+				t.Fatalf("%v: Err = %v, want ErrBadPointer", f.Pointer, f.Err)
+			}
+		}
+		if good != 1 || len(got) != 5 {
+			t.Fatalf("results = %v", got)
+		}
+	})
 	t.Run("unknown bucket", func(t *testing.T) {
 		p := a[0]
 		p.Bucket = "elsewhere"

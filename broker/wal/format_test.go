@@ -290,3 +290,20 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestPointerBinary(t *testing.T) {
+	p := wal.Pointer{Bucket: "b", Key: wal.ObjectKey("c", "z", 1, 2, 3), Offset: 166, Length: 77, Topic: "orders", Partition: 4, BaseOffset: 10, LastOffset: 11, LeaderEpoch: 3, CRC: 0xdeadbeef}
+	b, err := p.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q wal.Pointer
+	if err := q.UnmarshalBinary(b); err != nil || q != p {
+		t.Fatalf("UnmarshalBinary = %+v, %v; want %+v", q, err, p)
+	}
+	for _, bad := range [][]byte{nil, {2}, b[:len(b)-1], append(bytes.Clone(b), 0)} {
+		if err := q.UnmarshalBinary(bad); !errors.Is(err, wal.ErrBadPointer) {
+			t.Errorf("UnmarshalBinary(%d bytes) = %v, want ErrBadPointer", len(bad), err)
+		}
+	}
+}
