@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -110,5 +111,81 @@ func BenchmarkHeartbeat(b *testing.B) {
 		if r := c.Heartbeat(ctx, h); r.ErrorCode != 0 {
 			b.Fatalf("heartbeat error %d", r.ErrorCode)
 		}
+	}
+}
+
+// BenchmarkRebalance measures one full generation of a 3-member group in
+// the coordinator: every member rejoins (with new metadata, so the group
+// must rebalance), the leader assigns, followers sync (in-memory store; no
+// network).
+func BenchmarkRebalance(b *testing.B) {
+	cfg := DefaultConfig()
+	// Only the first generation waits: it collects the three members.
+	cfg.InitialRebalanceDelay = 100 * time.Millisecond
+	c, err := New(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	round := 0
+	join := func(member string) *kmsg.JoinGroupRequest {
+		j := kmsg.NewPtrJoinGroupRequest()
+		j.Version, j.Group, j.MemberID = 3, "g", member
+		j.SessionTimeoutMillis, j.RebalanceTimeoutMillis, j.ProtocolType = 30000, 30000, "consumer"
+		j.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, byte(round)}}}
+		return j
+	}
+	type res struct {
+		i    int
+		resp *kmsg.JoinGroupResponse
+	}
+	rejoin := func(members []string) []*kmsg.JoinGroupResponse {
+		ch := make(chan res, len(members))
+		for i, id := range members {
+			go func() {
+				r, err := c.JoinGroup(ctx, Client{ID: "m"}, join(id))
+				if err != nil || r.ErrorCode != 0 {
+					b.Errorf("join: %v %v", err, r)
+				}
+				ch <- res{i, r}
+			}()
+		}
+		out := make([]*kmsg.JoinGroupResponse, len(members))
+		for range members {
+			r := <-ch
+			out[r.i] = r.resp
+		}
+		return out
+	}
+	sync := func(rs []*kmsg.JoinGroupResponse) {
+		done := make(chan struct{}, len(rs))
+		for _, r := range rs {
+			go func() {
+				s := kmsg.NewPtrSyncGroupRequest()
+				s.Group, s.MemberID, s.Generation = "g", r.MemberID, r.Generation
+				for _, m := range r.Members { // leader only
+					s.GroupAssignment = append(s.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: m.MemberID, MemberAssignment: []byte{1}})
+				}
+				if sr, err := c.SyncGroup(ctx, s); err != nil || sr.ErrorCode != 0 {
+					b.Errorf("sync: %v %v", err, sr)
+				}
+				done <- struct{}{}
+			}()
+		}
+		for range rs {
+			<-done
+		}
+	}
+	rs := rejoin([]string{"", "", ""})
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i] = r.MemberID
+	}
+	sync(rs)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		round++
+		sync(rejoin(ids))
 	}
 }
