@@ -5,10 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/wal"
@@ -320,6 +324,20 @@ func TestUploaderDegraded(t *testing.T) {
 	st := u.Stats()
 	if st.Failed != 3 || st.Objects != 1 || st.RejectedDegraded != 2 {
 		t.Fatalf("stats = %+v, want 3 failed, 1 uploaded, 2 rejected", st)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(wal.NewUploaderCollector(u))
+	want := `
+# HELP strata_wal_appends_rejected_total Batches the uploader refused, by reason (buffer_full, degraded).
+# TYPE strata_wal_appends_rejected_total counter
+strata_wal_appends_rejected_total{reason="buffer_full"} 0
+strata_wal_appends_rejected_total{reason="degraded"} 2
+# HELP strata_wal_uploads_failed_total WAL object uploads that failed (their ranges are replicated inline).
+# TYPE strata_wal_uploads_failed_total counter
+strata_wal_uploads_failed_total 3
+`
+	if err := promtest.GatherAndCompare(reg, strings.NewReader(want), "strata_wal_appends_rejected_total", "strata_wal_uploads_failed_total"); err != nil {
+		t.Fatal(err)
 	}
 }
 
