@@ -250,3 +250,32 @@ func CheckFrame(b []byte) (int, error) {
 	}
 	return size, nil
 }
+
+// Split splits stored or replicated batches (offsets already stamped, as
+// in a Fetch response, a WAL object or a segment file) into whole batches,
+// checking each one's frame, magic and CRC but not the producer rules
+// Validate applies (control batches are allowed). A partial trailing batch,
+// as a Fetch response may end with, is reported by partial rather than as
+// an error.
+func Split(records []byte) (batches []Batch, partial int, err error) {
+	for pos := 0; pos < len(records); {
+		rest := records[pos:]
+		if len(rest) < BatchHeaderSize || lengthFieldEnd+int(int32(binary.BigEndian.Uint32(rest[posBatchLength:]))) > len(rest) {
+			if len(rest) >= lengthFieldEnd && int32(binary.BigEndian.Uint32(rest[posBatchLength:])) < minBatchLength {
+				return nil, 0, fmt.Errorf("batch %d at byte %d: %w: batch length %d", len(batches), pos, ErrCorrupt, int32(binary.BigEndian.Uint32(rest[posBatchLength:])))
+			}
+			return batches, len(rest), nil
+		}
+		size, err := CheckFrame(rest)
+		if err != nil {
+			return nil, 0, fmt.Errorf("batch %d at byte %d: %w", len(batches), pos, err)
+		}
+		h := parseHeader(rest)
+		if h.LastOffsetDelta < 0 {
+			return nil, 0, fmt.Errorf("batch %d at byte %d: %w: last offset delta %d", len(batches), pos, ErrCorrupt, h.LastOffsetDelta)
+		}
+		batches = append(batches, Batch(rest[:size:size]))
+		pos += size
+	}
+	return batches, 0, nil
+}

@@ -362,3 +362,38 @@ func checkValidate(t *testing.T, in []byte) {
 		t.Fatalf("batches cover %d of %d bytes", total, len(in))
 	}
 }
+
+func TestSplit(t *testing.T) {
+	a := mustBuild(t, specWith(Gzip), testRecords(3, 10))
+	spec := specWith(None)
+	spec.Control = true
+	ctrl := mustBuild(t, spec, testRecords(1, 1)) // control batches are fine in stored data
+	SetBaseOffset(a, 10)
+	SetBaseOffset(ctrl, 13)
+	set := append(append([]byte(nil), a...), ctrl...)
+	for _, tc := range []struct {
+		name        string
+		in          []byte
+		wantN       int
+		wantPartial int
+		wantErr     error
+	}{
+		{"two whole batches", set, 2, 0, nil},
+		{"partial trailing batch", set[:len(set)-5], 1, len(ctrl) - 5, nil},
+		{"partial header", set[:len(a)+20], 1, 20, nil},
+		{"empty", nil, 0, 0, nil},
+		{"bad crc", mutate(set, false, func(b []byte) []byte { b[len(a)-1] ^= 1; return b }), 0, 0, ErrCorrupt},
+		{"bad length", mutate(set, false, func(b []byte) []byte { binary.BigEndian.PutUint32(b[len(a)+8:], 3); return b }), 0, 0, ErrCorrupt},
+		{"magic 1", mutate(set, true, func(b []byte) []byte { b[posMagic] = 1; return b }), 0, 0, ErrUnsupportedMagic},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bs, partial, err := Split(tc.in)
+			if !errors.Is(err, tc.wantErr) || len(bs) != tc.wantN || partial != tc.wantPartial {
+				t.Fatalf("Split = %d batches, partial %d, err %v; want %d, %d, %v", len(bs), partial, err, tc.wantN, tc.wantPartial, tc.wantErr)
+			}
+		})
+	}
+	if _, err := Validate(ctrl, 0); !errors.Is(err, ErrInvalidRecord) {
+		t.Fatal("Validate must still reject the control batch")
+	}
+}
