@@ -355,3 +355,54 @@ func TestS3Retries(t *testing.T) {
 		t.Fatalf("Get = %q, %v", got, err)
 	}
 }
+
+// TestS3RetriesBridgeRestart: a call that starts while the server is down
+// succeeds once it is back, through the SDK's retries alone.
+func TestS3RetriesBridgeRestart(t *testing.T) {
+	srv := s3server.Start(t, bucket)
+	t.Setenv("AWS_CA_BUNDLE", "") // a custom CA bundle needs the SDK's own HTTP client
+	client := &countingClient{c: &http.Client{}}
+	defer client.c.CloseIdleConnections()
+	s := newStore(t, srv, func(c *objstore.Config) {
+		c.MaxAttempts = 40
+		c.MaxBackoff = 250 * time.Millisecond
+		c.CallTimeout = time.Minute
+		c.HTTPClient = client
+	})
+	srv.Stop()
+	done := make(chan error, 1)
+	go func() { done <- s.Put(context.Background(), "bridged", []byte("v")) }()
+	// Restart only once the first attempt has been sent to the dead port.
+	deadline := time.Now().Add(30 * time.Second)
+	for client.n.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no attempt was made")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	srv.Restart()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Put across a restart: %v", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("Put across a restart did not return")
+	}
+	if n := client.n.Load(); n < 2 {
+		t.Fatalf("%d HTTP attempts, want retries", n)
+	}
+	if got, err := s.Get(context.Background(), "bridged", 0, -1); err != nil || string(got) != "v" {
+		t.Fatalf("Get = %q, %v", got, err)
+	}
+}
+
+type countingClient struct {
+	c *http.Client
+	n atomic.Int32
+}
+
+func (c *countingClient) Do(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.c.Do(r)
+}
