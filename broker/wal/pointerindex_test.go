@@ -197,3 +197,57 @@ func TestPointerIndexBounded(t *testing.T) {
 		t.Fatalf("after reopen: %v, want %v", bases(got), bases(want))
 	}
 }
+
+// FuzzPointerIndexOpen: any file content opens (keeping a valid prefix),
+// yields pointers in offset order, and stays writable.
+func FuzzPointerIndexOpen(f *testing.F) {
+	dir := f.TempDir()
+	x, err := wal.OpenPointerIndex(dir, 0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	x.Add(ptr(0, 0, 9))
+	x.Add(ptr(1, 10, 19))
+	x.RemoveObject("b", ptr(0, 0, 0).Key)
+	x.TruncateFrom(15)
+	x.Close()
+	seed, _ := os.ReadFile(filepath.Join(dir, wal.PointerFileName))
+	f.Add(seed)
+	f.Add(seed[:len(seed)-3])
+	f.Add([]byte("SWPI\x00\x01\x00\x00"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, content []byte) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, wal.PointerFileName), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		x, err := wal.OpenPointerIndex(dir, 16)
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		defer x.Close()
+		ps := x.All()
+		for i := 1; i < len(ps); i++ {
+			if ps[i].BaseOffset <= ps[i-1].LastOffset {
+				t.Fatalf("pointers overlap: %v then %v", ps[i-1], ps[i])
+			}
+		}
+		if len(ps) > 16 {
+			t.Fatalf("%d pointers, bound 16", len(ps))
+		}
+		next := int64(1 << 40)
+		if err := x.Add(ptr(7, next, next)); err != nil {
+			t.Fatal(err)
+		}
+		x.Close()
+		y, err := wal.OpenPointerIndex(dir, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer y.Close()
+		got := y.All()
+		if len(got) == 0 || got[len(got)-1].BaseOffset != next {
+			t.Fatalf("after reopen the new pointer is missing: %v", got)
+		}
+	})
+}
