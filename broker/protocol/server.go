@@ -41,6 +41,13 @@ type Config struct {
 	// size of requests made of many tiny array elements (up to ~20x in
 	// memory), and only Produce has a reason to be large.
 	MaxNonProduceRequestBytes int32
+	// MaxInflightRequestMemory bounds the estimated memory of large
+	// requests (frames over 1 MiB) read but not yet handled, across all
+	// connections (frame size times the worst decode amplification);
+	// readers wait for room, in arrival order. Small requests (fetches,
+	// metadata, typical produce) never wait, so parked long polls cannot
+	// hold the budget. 0 means DefaultMaxInflightRequestMemory.
+	MaxInflightRequestMemory int64
 	// IdleTimeout closes a connection that sends no request for this long
 	// while none of its requests is being handled, and one that does not
 	// read a response for this long (connections.max.idle.ms); 0 disables.
@@ -73,12 +80,16 @@ type Server struct {
 
 	connWG sync.WaitGroup
 	nextID atomic.Uint64
+	memory *budget
 }
 
 // NewServer returns a server; call Serve for each listener.
 func NewServer(cfg Config) *Server {
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.MaxInflightRequestMemory <= 0 {
+		cfg.MaxInflightRequestMemory = DefaultMaxInflightRequestMemory
 	}
 	if cfg.MaxNonProduceRequestBytes <= 0 {
 		cfg.MaxNonProduceRequestBytes = min(DefaultMaxNonProduceRequestBytes, cfg.MaxRequestBytes)
@@ -96,6 +107,7 @@ func NewServer(cfg Config) *Server {
 		cancelBase: cancel,
 		listeners:  map[net.Listener]struct{}{},
 		conns:      map[*conn]struct{}{},
+		memory:     newBudget(cfg.MaxInflightRequestMemory),
 	}
 }
 
@@ -232,6 +244,7 @@ type conn struct {
 type inbound struct {
 	req     *Request
 	size    int
+	cost    int64 // taken from Server.memory; released once handled
 	reject  bool // ApiVersions with an unsupported version
 	started time.Time
 }
@@ -273,7 +286,9 @@ func (c *conn) serve() {
 	close(frames)
 	<-writerDone
 	c.nc.Close()
-	for range requests {
+	c.cancel() // unblocks a reader waiting for memory
+	for item := range requests {
+		c.srv.memory.release(item.cost)
 	}
 	<-readerDone
 }
@@ -311,14 +326,21 @@ func (c *conn) read(out chan<- inbound) {
 			c.cancel()
 			return
 		}
+		var cost int64
+		if len(frame) > budgetFreeFrameBytes {
+			if cost, err = c.srv.memory.acquire(c.ctx, int64(len(frame))*decodeAmplification); err != nil {
+				return // the connection is closing
+			}
+		}
 		started := time.Now()
 		h, msg, err := decodeRequest(frame, false)
 		if errors.Is(err, ErrUnsupportedVersion) && h.Key == kmsg.ApiVersions.Int16() {
 			c.pending.Add(1)
-			out <- inbound{req: &Request{Header: h, Client: c.info, Env: c.srv.cfg.Env}, size: len(frame) + 4, reject: true, started: started}
+			out <- inbound{req: &Request{Header: h, Client: c.info, Env: c.srv.cfg.Env}, size: len(frame) + 4, cost: cost, reject: true, started: started}
 			continue
 		}
 		if err != nil {
+			c.srv.memory.release(cost)
 			c.log().Info("closing connection: bad request", "key", h.Key, "version", h.Version, "correlationID", h.CorrelationID, "err", err.Error())
 			c.cancel()
 			return
@@ -327,7 +349,7 @@ func (c *conn) read(out chan<- inbound) {
 			c.info.ClientID = *h.ClientID
 		}
 		c.pending.Add(1)
-		out <- inbound{req: &Request{Header: h, Msg: msg, Client: c.info, Env: c.srv.cfg.Env}, size: len(frame) + 4, started: started}
+		out <- inbound{req: &Request{Header: h, Msg: msg, Client: c.info, Env: c.srv.cfg.Env}, size: len(frame) + 4, cost: cost, started: started}
 	}
 }
 
@@ -365,6 +387,7 @@ func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
 		} else {
 			resp, err = c.dispatch(item.req)
 		}
+		c.srv.memory.release(item.cost)
 		if err != nil {
 			c.log().Info("closing connection: request failed", "api", kmsg.NameForKey(item.req.Header.Key),
 				"version", item.req.Header.Version, "correlationID", item.req.Header.CorrelationID, "err", err.Error())

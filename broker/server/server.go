@@ -37,6 +37,9 @@ type Config struct {
 	MetricsListen string
 	// MaxRequestBytes is socket.request.max.bytes (0: 100 MiB).
 	MaxRequestBytes int32
+	// MaxInflightRequestMemory bounds the decoded size of large requests
+	// in flight (0: 2 GiB); see protocol.Config.
+	MaxInflightRequestMemory int64
 	// ConnectionsMaxIdle is connections.max.idle.ms (DefaultConfig: 10
 	// min; 0 disables): see protocol.Config.IdleTimeout.
 	ConnectionsMaxIdle time.Duration
@@ -129,11 +132,12 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	}
 	env := &protocol.Env{Broker: b, Groups: s.groups, Log: logger.WithName("protocol")}
 	s.proto = protocol.NewServer(protocol.Config{
-		Env:             env,
-		MaxRequestBytes: cfg.MaxRequestBytes,
-		IdleTimeout:     cfg.ConnectionsMaxIdle,
-		Observer:        s.metrics,
-		Log:             logger.WithName("protocol"),
+		Env:                      env,
+		MaxRequestBytes:          cfg.MaxRequestBytes,
+		IdleTimeout:              cfg.ConnectionsMaxIdle,
+		MaxInflightRequestMemory: cfg.MaxInflightRequestMemory,
+		Observer:                 s.metrics,
+		Log:                      logger.WithName("protocol"),
 	})
 	if cfg.MetricsListen != "" {
 		if s.httpLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
