@@ -245,7 +245,7 @@ type inbound struct {
 	req     *Request
 	size    int
 	cost    int64 // taken from Server.memory; released once handled
-	reject  bool // ApiVersions with an unsupported version
+	reject  bool  // ApiVersions with an unsupported version
 	started time.Time
 }
 
