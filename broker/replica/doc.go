@@ -1,0 +1,30 @@
+// Package replica owns the replication state of the partitions a broker
+// hosts: for each one whether it leads or follows, at which leader epoch,
+// its high watermark (HWM), and on the leader the followers' log end
+// offsets (LEOs), the in-sync replica set (ISR) and the acks=all waiters.
+//
+// Leader side (Kafka's Partition): replica fetches (Fetch with ReplicaID =
+// the follower's broker ID) report the follower's LEO as their fetch offset
+// and its last fetched epoch. The leader checks the epoch against its own
+// epoch cache (OffsetForLeaderEpoch semantics) and answers with the
+// divergence point instead of data when the follower's log diverged;
+// otherwise it records the follower's LEO, advances the HWM to the smallest
+// LEO of the ISR (never backwards), shrinks the ISR when a member has not
+// caught up for replica.lag.time.max.ms and expands it when a follower
+// reached the HWM, both by compare-and-swap on the partition record in etcd
+// (meta.Store.AlterPartition). acks=all produce requests wait on the HWM
+// (Partition.WaitHighWatermark).
+//
+// Follower side (Kafka's ReplicaFetcherThread): one fetcher per leader
+// broker long-polls it with one Fetch for every partition this broker
+// follows there, appends what it gets with log.AppendAsFollower (so the
+// follower builds its own indexes, epoch cache and producer state),
+// truncates to the divergence point the leader returns, and takes the
+// leader's HWM (bounded by its own LEO), which lets it serve consumers in
+// its zone (KIP-392).
+//
+// Locking: each Partition has one mutex that orders role changes, appends,
+// truncation and follower-state updates; the HWM is also kept in an atomic
+// for lock-free reads. The Manager's mutex guards its maps only; it never
+// holds it while calling into a Partition that might block on I/O.
+package replica

@@ -1,0 +1,312 @@
+package replica
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker/meta"
+)
+
+// FetchVersion is the Fetch version replica fetches use: v12 carries
+// LastFetchedEpoch and DivergingEpoch and still names topics by name.
+const FetchVersion = 12
+
+// fetcher replicates every partition this broker follows from one leader
+// broker, with one long-poll Fetch at a time over one connection.
+type fetcher struct {
+	m      *Manager
+	leader int32
+	wake   chan struct{}
+	conn   *wireConn
+}
+
+// fetcherFor returns the fetcher of a leader, starting it if needed.
+func (m *Manager) fetcherFor(leader int32) *fetcher {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f, ok := m.fetchers[leader]; ok {
+		return f
+	}
+	f := &fetcher{m: m, leader: leader, wake: make(chan struct{}, 1)}
+	m.fetchers[leader] = f
+	if !m.closed {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			f.run(m.ctx)
+		}()
+	}
+	return f
+}
+
+func (f *fetcher) poke() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+type fetchItem struct {
+	p         *Partition
+	epoch     int32
+	offset    int64
+	lastEpoch int32
+	logStart  int64
+}
+
+// items lists the partitions to fetch from f.leader now, and whether some
+// are suspended (so the loop must come back after the backoff).
+func (f *fetcher) items() (items []fetchItem, suspended bool) {
+	f.m.mu.Lock()
+	parts := make([]*Partition, 0, len(f.m.parts))
+	for _, p := range f.m.parts {
+		parts = append(parts, p)
+	}
+	f.m.mu.Unlock()
+	for _, p := range parts {
+		p.mu.Lock()
+		following := p.role == RoleFollower && p.state.Leader == f.leader
+		p.mu.Unlock()
+		leader, epoch, ok := p.fetchPosition()
+		if !ok {
+			suspended = suspended || following
+			continue
+		}
+		if leader != f.leader {
+			continue
+		}
+		items = append(items, fetchItem{p: p, epoch: epoch, offset: p.Log.EndOffset(), lastEpoch: p.Log.LatestEpoch(), logStart: p.Log.StartOffset()})
+	}
+	sort.Slice(items, func(i, j int) bool {
+		a, b := items[i].p.TP, items[j].p.TP
+		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+	})
+	return items, suspended
+}
+
+func (f *fetcher) run(ctx context.Context) {
+	log := f.m.cfg.Log.WithValues("leader", f.leader)
+	defer func() {
+		if f.conn != nil {
+			f.conn.Close()
+		}
+	}()
+	backoff := f.m.cfg.Backoff
+	for ctx.Err() == nil {
+		items, suspended := f.items()
+		if len(items) == 0 {
+			var timer *time.Timer
+			var tc <-chan time.Time
+			if suspended {
+				timer = time.NewTimer(backoff)
+				tc = timer.C
+			}
+			select {
+			case <-ctx.Done():
+			case <-f.wake:
+			case <-tc:
+			}
+			if timer != nil {
+				timer.Stop()
+			}
+			continue
+		}
+		if err := f.fetch(ctx, items); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.V(1).Info("replica fetch failed, retrying", "error", err.Error())
+			if f.conn != nil {
+				f.conn.Close()
+				f.conn = nil
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}
+}
+
+func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
+	cfg := f.m.cfg
+	if f.conn == nil {
+		info, ok := f.m.Broker(f.leader)
+		if !ok || len(info.Listeners) == 0 {
+			return fmt.Errorf("leader %d is not registered", f.leader)
+		}
+		l := info.Listeners[0]
+		c, err := dialWire(ctx, net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port))), "strata-replica-"+strconv.Itoa(int(cfg.NodeID)))
+		if err != nil {
+			return err
+		}
+		f.conn = c
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(FetchVersion)
+	req.ReplicaID = cfg.NodeID
+	req.MaxWaitMillis = int32(cfg.FetchMaxWait / time.Millisecond)
+	req.MinBytes = 1
+	req.MaxBytes = cfg.FetchMaxBytes
+	req.SessionEpoch = -1
+	byTopic := map[string]int{}
+	for _, it := range items {
+		i, ok := byTopic[it.p.TP.Topic]
+		if !ok {
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = it.p.TP.Topic
+			req.Topics = append(req.Topics, rt)
+			i = len(req.Topics) - 1
+			byTopic[it.p.TP.Topic] = i
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = it.p.TP.Partition
+		rp.CurrentLeaderEpoch = it.epoch
+		rp.FetchOffset = it.offset
+		rp.LastFetchedEpoch = it.lastEpoch
+		rp.LogStartOffset = it.logStart
+		rp.PartitionMaxBytes = cfg.PartitionMaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	// Stop the round trip when the manager closes.
+	stop := context.AfterFunc(ctx, func() { f.conn.nc.SetDeadline(time.Now()) })
+	resp, sent, received, err := f.conn.roundTrip(req, cfg.FetchMaxWait+30*time.Second)
+	stop()
+	if cfg.Traffic != nil && sent > 0 {
+		cfg.Traffic.ReplicaFetch(f.leader, sent, received)
+	}
+	if err != nil {
+		return err
+	}
+	fr := resp.(*kmsg.FetchResponse)
+	if fr.ErrorCode != 0 {
+		return fmt.Errorf("fetch from leader %d: %w", f.leader, kerr.ErrorForCode(fr.ErrorCode))
+	}
+	want := map[meta.TopicPartition]fetchItem{}
+	for _, it := range items {
+		want[it.p.TP] = it
+	}
+	for _, rt := range fr.Topics {
+		for _, rp := range rt.Partitions {
+			tp := meta.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
+			it, ok := want[tp]
+			if !ok {
+				continue
+			}
+			res := FetchResult{HighWatermark: rp.HighWatermark, LogStart: rp.LogStartOffset, Records: rp.RecordBatches}
+			if rp.ErrorCode != 0 {
+				res.Err = kerr.ErrorForCode(rp.ErrorCode)
+			}
+			if rp.DivergingEpoch.Epoch >= 0 || rp.DivergingEpoch.EndOffset >= 0 {
+				res.Diverging = &Divergence{Epoch: rp.DivergingEpoch.Epoch, EndOffset: rp.DivergingEpoch.EndOffset}
+			}
+			if _, err := it.p.applyFetch(f.leader, it.epoch, res, cfg.Backoff); err != nil {
+				cfg.Log.V(1).Info("replica fetch of a partition failed", "partition", tp, "leader", f.leader, "error", err.Error())
+			}
+		}
+	}
+	return nil
+}
+
+// wireConn is a minimal Kafka client connection: one request at a time,
+// byte counts exact (frames included) for the traffic accounting.
+type wireConn struct {
+	nc   net.Conn
+	rd   *bufio.Reader
+	fmtr *kmsg.RequestFormatter
+	corr int32
+	buf  []byte
+}
+
+func dialWire(ctx context.Context, addr, clientID string) (*wireConn, error) {
+	var d net.Dialer
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	nc, err := d.DialContext(dctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	return &wireConn{nc: nc, rd: bufio.NewReaderSize(nc, 64<<10), fmtr: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))}, nil
+}
+
+func (c *wireConn) Close() error { return c.nc.Close() }
+
+// roundTrip sends req and reads its response. sent and received count
+// every byte written and read, size prefixes included.
+func (c *wireConn) roundTrip(req kmsg.Request, timeout time.Duration) (resp kmsg.Response, sent, received int, err error) {
+	c.corr++
+	c.buf = c.fmtr.AppendRequest(c.buf[:0], req, c.corr)
+	if err := c.nc.SetDeadline(time.Now().Add(timeout)); err != nil {
+		return nil, 0, 0, err
+	}
+	n, err := c.nc.Write(c.buf)
+	sent = n
+	if err != nil {
+		return nil, sent, 0, fmt.Errorf("write request: %w", err)
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(c.rd, size[:]); err != nil {
+		return nil, sent, 0, fmt.Errorf("read response size: %w", err)
+	}
+	length := int32(binary.BigEndian.Uint32(size[:]))
+	if length < 4 || length > 256<<20 {
+		return nil, sent, 4, fmt.Errorf("bad response size %d", length)
+	}
+	body := make([]byte, length)
+	if _, err := io.ReadFull(c.rd, body); err != nil {
+		return nil, sent, 4, fmt.Errorf("read response: %w", err)
+	}
+	received = 4 + int(length)
+	if corr := int32(binary.BigEndian.Uint32(body)); corr != c.corr {
+		return nil, sent, received, fmt.Errorf("response correlation ID %d, want %d", corr, c.corr)
+	}
+	body = body[4:]
+	if req.IsFlexible() && req.Key() != kmsg.ApiVersions.Int16() {
+		if body, err = skipTags(body); err != nil {
+			return nil, sent, received, err
+		}
+	}
+	resp = req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, sent, received, fmt.Errorf("decode %s response: %w", kmsg.NameForKey(req.Key()), err)
+	}
+	return resp, sent, received, nil
+}
+
+var errBadTags = errors.New("malformed tagged fields in response header")
+
+func skipTags(b []byte) ([]byte, error) {
+	n, l := binary.Uvarint(b)
+	if l <= 0 {
+		return nil, errBadTags
+	}
+	b = b[l:]
+	for range n {
+		_, l := binary.Uvarint(b)
+		if l <= 0 {
+			return nil, errBadTags
+		}
+		b = b[l:]
+		size, l := binary.Uvarint(b)
+		if l <= 0 || uint64(len(b)-l) < size {
+			return nil, errBadTags
+		}
+		b = b[l+int(size):]
+	}
+	return b, nil
+}

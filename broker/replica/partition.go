@@ -1,0 +1,556 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strata-dev/strata/broker/log"
+	"github.com/strata-dev/strata/broker/meta"
+	"github.com/strata-dev/strata/broker/record"
+)
+
+// Role is what this broker is for a partition.
+type Role int
+
+const (
+	// RoleNone: not started yet, or stopped.
+	RoleNone Role = iota
+	// RoleLeader: this broker leads at State().LeaderEpoch.
+	RoleLeader
+	// RoleFollower: this broker follows State().Leader (NoLeader: waits).
+	RoleFollower
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleLeader:
+		return "leader"
+	case RoleFollower:
+		return "follower"
+	}
+	return "none"
+}
+
+// Partition is one hosted replica of a partition. See the package comment
+// for locking.
+type Partition struct {
+	TP   meta.TopicPartition
+	Log  *log.Log
+	self int32
+	now  func() time.Time
+
+	hwm atomic.Int64
+
+	mu    sync.Mutex
+	role  Role
+	state meta.PartitionState
+	// notify is closed (and replaced) whenever the HWM, the LEO reported to
+	// waiters or the role changes.
+	notify chan struct{}
+	// Leader only.
+	followers map[int32]*followerState
+	// epochStart is the LEO when this leadership began: a follower is
+	// in sync only once it has reached it (Kafka's leaderEpochStartOffset).
+	epochStart int64
+	// Follower only: fetching is suspended until this time after an error
+	// that needs new metadata (fenced epoch, not leader).
+	retryAt time.Time
+	// isrPending is set while a proposed ISR change is in flight, so that
+	// the manager does not propose it twice.
+	isrPending bool
+}
+
+type followerState struct {
+	leo            int64 // -1 until the follower's first fetch in this leadership
+	lastFetch      time.Time
+	leoAtLastFetch int64 // the leader's LEO when that fetch arrived
+	lastCaughtUp   time.Time
+}
+
+// NewPartition wraps an open log. The replica starts with RoleNone; the
+// Manager makes it leader or follower.
+func NewPartition(tp meta.TopicPartition, l *log.Log, self int32, now func() time.Time) *Partition {
+	if now == nil {
+		now = time.Now
+	}
+	p := &Partition{TP: tp, Log: l, self: self, now: now, notify: make(chan struct{})}
+	// Without a checkpointed HWM a restarted replica starts at its log
+	// start; the leader's fetch responses (follower) or the ISR's fetches
+	// (leader) move it up.
+	p.hwm.Store(l.StartOffset())
+	return p
+}
+
+// HighWatermark is the offset below which records are committed.
+func (p *Partition) HighWatermark() int64 { return p.hwm.Load() }
+
+// Role returns the current role.
+func (p *Partition) Role() Role {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.role
+}
+
+// State returns the partition state this replica acts on.
+func (p *Partition) State() meta.PartitionState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state.Clone()
+}
+
+// Changed returns a channel closed at the next change of the HWM or role
+// (and, on the leader, of the log end). Fetch long polls wait on it.
+func (p *Partition) Changed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.notify
+}
+
+func (p *Partition) wakeLocked() {
+	close(p.notify)
+	p.notify = make(chan struct{})
+}
+
+func (p *Partition) setHWMLocked(v int64) {
+	if v != p.hwm.Load() {
+		p.hwm.Store(v)
+		p.wakeLocked()
+	}
+}
+
+// CheckLeaderEpoch applies KIP-320 to a client's CurrentLeaderEpoch: -1
+// skips the check, an older epoch is FENCED_LEADER_EPOCH, a newer one
+// UNKNOWN_LEADER_EPOCH (this broker has not caught up with the metadata).
+func (p *Partition) CheckLeaderEpoch(current int32) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.checkEpochLocked(current)
+}
+
+func (p *Partition) checkEpochLocked(current int32) error {
+	switch {
+	case current < 0:
+		return nil
+	case current < p.state.LeaderEpoch:
+		return fmt.Errorf("%w: request epoch %d, current %d", kerr.FencedLeaderEpoch, current, p.state.LeaderEpoch)
+	case current > p.state.LeaderEpoch:
+		return fmt.Errorf("%w: request epoch %d, this broker knows %d", kerr.UnknownLeaderEpoch, current, p.state.LeaderEpoch)
+	}
+	return nil
+}
+
+// CheckLeader returns NOT_LEADER_OR_FOLLOWER unless this replica leads,
+// then applies CheckLeaderEpoch.
+func (p *Partition) CheckLeader(current int32) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != RoleLeader {
+		return fmt.Errorf("%w: broker %d does not lead %s (leader %d)", kerr.NotLeaderForPartition, p.self, p.TP, p.state.Leader)
+	}
+	return p.checkEpochLocked(current)
+}
+
+// CheckReplica returns NOT_LEADER_OR_FOLLOWER unless this replica leads or
+// follows (KIP-392: followers serve consumers), then the epoch check.
+func (p *Partition) CheckReplica(current int32) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role == RoleNone {
+		return fmt.Errorf("%w: %s is not started on broker %d", kerr.NotLeaderForPartition, p.TP, p.self)
+	}
+	return p.checkEpochLocked(current)
+}
+
+// becomeLeader makes this replica the leader at st.LeaderEpoch.
+func (p *Partition) becomeLeader(st meta.PartitionState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	p.role = RoleLeader
+	p.state = st.Clone()
+	p.epochStart = p.Log.EndOffset()
+	p.followers = map[int32]*followerState{}
+	for _, r := range st.Replicas {
+		if r != p.self {
+			// Kafka starts every follower as caught up now, so that the
+			// ISR is not shrunk before they had a chance to fetch.
+			p.followers[r] = &followerState{leo: -1, lastCaughtUp: now}
+		}
+	}
+	p.isrPending = false
+	if h := p.hwm.Load(); h > p.epochStart {
+		p.hwm.Store(p.epochStart)
+	}
+	p.maybeAdvanceHWMLocked()
+	p.wakeLocked()
+}
+
+// becomeFollower makes this replica a follower of st.Leader.
+func (p *Partition) becomeFollower(st meta.PartitionState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.role = RoleFollower
+	p.state = st.Clone()
+	p.followers = nil
+	p.isrPending = false
+	p.retryAt = time.Time{}
+	if h, leo := p.hwm.Load(), p.Log.EndOffset(); h > leo {
+		p.hwm.Store(leo)
+	}
+	p.wakeLocked()
+}
+
+// stop drops the role (the partition is being removed).
+func (p *Partition) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.role = RoleNone
+	p.followers = nil
+	p.wakeLocked()
+}
+
+// adopt takes a newer state of the same leadership (ISR or replicas
+// changed). Older or equal partition epochs are ignored, so a watch event
+// that trails the broker's own AlterPartition does not undo it.
+func (p *Partition) adopt(st meta.PartitionState) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st.LeaderEpoch != p.state.LeaderEpoch || st.PartitionEpoch <= p.state.PartitionEpoch {
+		return false
+	}
+	p.state = st.Clone()
+	if p.role == RoleLeader {
+		now := p.now()
+		for _, r := range st.Replicas {
+			if _, ok := p.followers[r]; !ok && r != p.self {
+				p.followers[r] = &followerState{leo: -1, lastCaughtUp: now}
+			}
+		}
+		for r := range p.followers {
+			if !slices.Contains(st.Replicas, r) {
+				delete(p.followers, r)
+			}
+		}
+		p.maybeAdvanceHWMLocked()
+	}
+	p.wakeLocked()
+	return true
+}
+
+// maybeAdvanceHWMLocked moves the leader's HWM to the smallest LEO of the
+// ISR. It never moves backwards, and a member whose LEO is unknown in this
+// leadership holds it where it is.
+func (p *Partition) maybeAdvanceHWMLocked() {
+	if p.role != RoleLeader {
+		return
+	}
+	low := p.Log.EndOffset()
+	for _, r := range p.state.ISR {
+		if r == p.self {
+			continue
+		}
+		f, ok := p.followers[r]
+		if !ok || f.leo < 0 {
+			return
+		}
+		low = min(low, f.leo)
+	}
+	if low > p.hwm.Load() {
+		p.setHWMLocked(low)
+	}
+}
+
+// AppendAsLeader validates nothing (the caller did) and appends batches at
+// this leader's epoch, which it returns (acks=all waits for the HWM within
+// that leadership). NOT_LEADER_OR_FOLLOWER when not leading. Errors are the
+// log's, including log.ErrDuplicateSequence with the original offsets.
+func (p *Partition) AppendAsLeader(batches []record.Batch) (log.AppendResult, int32, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != RoleLeader {
+		return log.AppendResult{}, 0, fmt.Errorf("%w: broker %d does not lead %s", kerr.NotLeaderForPartition, p.self, p.TP)
+	}
+	epoch := p.state.LeaderEpoch
+	res, err := p.Log.AppendAsLeader(batches, epoch)
+	if err != nil && !errors.Is(err, log.ErrDuplicateSequence) {
+		return res, epoch, err
+	}
+	p.maybeAdvanceHWMLocked()
+	return res, epoch, err
+}
+
+// CheckMinISR returns NOT_ENOUGH_REPLICAS when the ISR is smaller than
+// minISR (checked before an acks=all append, as Kafka does).
+func (p *Partition) CheckMinISR(minISR int32) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := int32(len(p.state.ISR)); n < minISR {
+		return fmt.Errorf("%w: %s has %d in-sync replicas %v, min.insync.replicas is %d", kerr.NotEnoughReplicas, p.TP, n, p.state.ISR, minISR)
+	}
+	return nil
+}
+
+// WaitHighWatermark waits until the HWM reaches offset (the acks=all
+// purgatory). It fails with NOT_LEADER_OR_FOLLOWER when the leadership of
+// epoch ends, with REQUEST_TIMED_OUT when ctx ends, and with
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the HWM got there while the ISR
+// was below minISR.
+func (p *Partition) WaitHighWatermark(ctx context.Context, offset int64, epoch, minISR int32) error {
+	for {
+		p.mu.Lock()
+		role, cur, ch, isr := p.role, p.state.LeaderEpoch, p.notify, len(p.state.ISR)
+		p.mu.Unlock()
+		if role != RoleLeader || cur != epoch {
+			return fmt.Errorf("%w: leadership of %s at epoch %d ended while waiting for replication", kerr.NotLeaderForPartition, p.TP, epoch)
+		}
+		if p.hwm.Load() >= offset {
+			if int32(isr) < minISR {
+				return fmt.Errorf("%w: %s has %d in-sync replicas, min.insync.replicas is %d", kerr.NotEnoughReplicasAfterAppend, p.TP, isr, minISR)
+			}
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s: high watermark %d did not reach %d in time", kerr.RequestTimedOut, p.TP, p.hwm.Load(), offset)
+		}
+	}
+}
+
+// LeaderEpoch returns the leader epoch this replica acts on.
+func (p *Partition) LeaderEpoch() int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state.LeaderEpoch
+}
+
+// Divergence is the leader's answer to a fetch whose last fetched epoch
+// does not match its log: the fetcher must truncate to EndOffset (Kafka's
+// DivergingEpoch).
+type Divergence struct {
+	Epoch     int32
+	EndOffset int64
+}
+
+// CheckDivergence compares a fetch's position with this replica's epoch
+// cache (OffsetForLeaderEpoch semantics) and returns where the fetcher's
+// log diverged, or nil.
+func (p *Partition) CheckDivergence(fetchOffset int64, lastFetchedEpoch int32) *Divergence {
+	if lastFetchedEpoch < 0 {
+		return nil
+	}
+	e, end := p.Log.EndOffsetForEpoch(lastFetchedEpoch)
+	if e != lastFetchedEpoch || end < fetchOffset {
+		return &Divergence{Epoch: e, EndOffset: end}
+	}
+	return nil
+}
+
+// FollowerFetch records a replica fetch from follower at fetchOffset (its
+// LEO) on the leader: it updates the follower's LEO and caught-up time and
+// advances the HWM. It returns true when the follower is outside the ISR
+// but has caught up, so the ISR should expand. Callers check divergence
+// first and do not call this when the fetch diverged.
+func (p *Partition) FollowerFetch(follower int32, fetchOffset int64) (expand bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != RoleLeader {
+		return false, fmt.Errorf("%w: broker %d does not lead %s", kerr.NotLeaderForPartition, p.self, p.TP)
+	}
+	f, ok := p.followers[follower]
+	if !ok {
+		return false, fmt.Errorf("%w: broker %d is not a replica of %s", kerr.NotLeaderForPartition, follower, p.TP)
+	}
+	now, leo := p.now(), p.Log.EndOffset()
+	if fetchOffset > leo {
+		return false, fmt.Errorf("%w: follower %d fetches at %d beyond the log end %d", kerr.OffsetOutOfRange, follower, fetchOffset, leo)
+	}
+	// Kafka's rule: caught up now if the follower reached the current LEO,
+	// or as of its previous fetch if it reached the LEO of that time.
+	switch {
+	case fetchOffset >= leo:
+		f.lastCaughtUp = now
+	case fetchOffset >= f.leoAtLastFetch && !f.lastFetch.IsZero():
+		if f.lastFetch.After(f.lastCaughtUp) {
+			f.lastCaughtUp = f.lastFetch
+		}
+	}
+	f.leo, f.lastFetch, f.leoAtLastFetch = fetchOffset, now, leo
+	p.maybeAdvanceHWMLocked()
+	inISR := slices.Contains(p.state.ISR, follower)
+	return !inISR && !p.isrPending && fetchOffset >= p.hwm.Load() && fetchOffset >= p.epochStart, nil
+}
+
+// FollowerLEO returns a follower's LEO as last reported to this leader
+// (-1 unknown).
+func (p *Partition) FollowerLEO(follower int32) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f, ok := p.followers[follower]; ok {
+		return f.leo
+	}
+	return -1
+}
+
+// proposeISR computes the ISR change the leader wants now: members that
+// have not caught up within lag leave, caught-up non-members join. ok is
+// false when nothing changes (or a change is already in flight).
+func (p *Partition) proposeISR(lag time.Duration) (expected, proposed meta.PartitionState, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != RoleLeader || p.isrPending {
+		return expected, proposed, false
+	}
+	now, hwm := p.now(), p.hwm.Load()
+	isr := []int32{p.self}
+	for _, r := range p.state.Replicas {
+		if r == p.self {
+			continue
+		}
+		f := p.followers[r]
+		if f == nil {
+			continue
+		}
+		in := slices.Contains(p.state.ISR, r)
+		switch {
+		case in && now.Sub(f.lastCaughtUp) <= lag:
+			isr = append(isr, r)
+		case !in && f.leo >= 0 && f.leo >= hwm && f.leo >= p.epochStart && now.Sub(f.lastCaughtUp) <= lag:
+			isr = append(isr, r)
+		}
+	}
+	// Keep the order of the replica list, as Kafka's tools print it.
+	ordered := make([]int32, 0, len(isr))
+	for _, r := range p.state.Replicas {
+		if slices.Contains(isr, r) {
+			ordered = append(ordered, r)
+		}
+	}
+	if slices.Equal(ordered, p.state.ISR) {
+		return expected, proposed, false
+	}
+	expected = p.state.Clone()
+	proposed = p.state.Clone()
+	proposed.ISR = ordered
+	p.isrPending = true
+	return expected, proposed, true
+}
+
+func (p *Partition) isrDone() {
+	p.mu.Lock()
+	p.isrPending = false
+	p.mu.Unlock()
+}
+
+// followerEpoch returns the leader and epoch a follower fetches from, and
+// whether it should fetch now.
+func (p *Partition) fetchPosition() (leader, epoch int32, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != RoleFollower || p.state.Leader == meta.NoLeader || p.state.Leader == p.self {
+		return 0, 0, false
+	}
+	if !p.retryAt.IsZero() && p.now().Before(p.retryAt) {
+		return 0, 0, false
+	}
+	return p.state.Leader, p.state.LeaderEpoch, true
+}
+
+// FetchResult is one partition of a replica fetch response, as the
+// fetcher hands it to the follower.
+type FetchResult struct {
+	Err           error
+	HighWatermark int64
+	LogStart      int64
+	Diverging     *Divergence
+	Records       []byte
+}
+
+// applyFetch applies a leader's answer for this partition, fetched at
+// (leader, epoch). It returns the number of record bytes appended.
+func (p *Partition) applyFetch(leader, epoch int32, res FetchResult, backoff time.Duration) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != RoleFollower || p.state.Leader != leader || p.state.LeaderEpoch != epoch {
+		return 0, nil // the role changed while the fetch was in flight
+	}
+	if res.Err != nil {
+		p.retryAt = p.now().Add(backoff)
+		if errors.Is(res.Err, kerr.OffsetOutOfRange) && res.LogStart > p.Log.EndOffset() {
+			return 0, fmt.Errorf("%s: the leader's log starts at %d, beyond this replica's end %d (not supported yet): %w",
+				p.TP, res.LogStart, p.Log.EndOffset(), res.Err)
+		}
+		return 0, res.Err
+	}
+	if d := res.Diverging; d != nil {
+		to := p.truncationPoint(*d)
+		if err := p.Log.TruncateTo(to); err != nil {
+			return 0, fmt.Errorf("%s: truncate to the divergence point %d: %w", p.TP, to, err)
+		}
+		if h := p.hwm.Load(); h > p.Log.EndOffset() {
+			p.hwm.Store(p.Log.EndOffset())
+		}
+		p.wakeLocked()
+		return 0, nil
+	}
+	n := 0
+	if len(res.Records) > 0 {
+		batches, err := splitBatches(res.Records)
+		if err != nil {
+			p.retryAt = p.now().Add(backoff)
+			return 0, fmt.Errorf("%s: records from leader %d: %w", p.TP, leader, err)
+		}
+		if len(batches) > 0 {
+			if batches[0].BaseOffset() != p.Log.EndOffset() {
+				return 0, fmt.Errorf("%s: leader %d sent offset %d, log end is %d", p.TP, leader, batches[0].BaseOffset(), p.Log.EndOffset())
+			}
+			if _, err := p.Log.AppendAsFollower(batches); err != nil {
+				p.retryAt = p.now().Add(backoff)
+				return 0, fmt.Errorf("%s: append as follower: %w", p.TP, err)
+			}
+			for _, b := range batches {
+				n += len(b)
+			}
+		}
+	}
+	if h := min(res.HighWatermark, p.Log.EndOffset()); h >= 0 && h != p.hwm.Load() {
+		p.setHWMLocked(h)
+	} else if n > 0 {
+		p.wakeLocked()
+	}
+	return n, nil
+}
+
+// truncationPoint is Kafka's follower truncation rule for a divergence the
+// leader reported: the end of the leader's epoch bounded by the end of the
+// same epoch here; when the follower has that epoch under another number it
+// truncates to its own end of it (the next fetch checks again).
+func (p *Partition) truncationPoint(d Divergence) int64 {
+	leo := p.Log.EndOffset()
+	if d.Epoch < 0 || d.EndOffset < 0 {
+		return min(p.hwm.Load(), leo)
+	}
+	e, end := p.Log.EndOffsetForEpoch(d.Epoch)
+	if e < 0 || end < 0 {
+		return min(p.hwm.Load(), d.EndOffset, leo)
+	}
+	if e == d.Epoch {
+		return min(d.EndOffset, end)
+	}
+	return min(end, d.EndOffset)
+}
+
+// splitBatches cuts a fetched record set into batches, checking each
+// batch's frame and CRC-32C (record.Split). A trailing partial batch
+// (allowed in fetch responses) is dropped.
+func splitBatches(records []byte) ([]record.Batch, error) {
+	batches, _, err := record.Split(records)
+	return batches, err
+}

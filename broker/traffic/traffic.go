@@ -1,0 +1,118 @@
+package traffic
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Path is a data path.
+type Path string
+
+// The paths counted.
+const (
+	Produce                Path = "produce"
+	Consume                Path = "consume"
+	ReplicationInline      Path = "replication-inline"
+	ReplicationWALMetadata Path = "replication-wal-metadata"
+	ObjectPut              Path = "object-put"
+	ObjectGet              Path = "object-get"
+)
+
+// Direction is in (received) or out (sent).
+type Direction string
+
+// Directions.
+const (
+	In  Direction = "in"
+	Out Direction = "out"
+)
+
+// UnknownZone is the peer zone of a client that did not say its rack.
+const UnknownZone = "unknown"
+
+// Counter counts one broker's traffic.
+type Counter struct {
+	zone string
+	vec  *prometheus.CounterVec
+
+	mu    sync.Mutex
+	cache map[key]prometheus.Counter
+}
+
+type key struct {
+	peer string
+	path Path
+	dir  Direction
+}
+
+// New returns a counter for a broker in zone ("" is reported as
+// "unknown").
+func New(zone string) *Counter {
+	if zone == "" {
+		zone = UnknownZone
+	}
+	return &Counter{zone: zone, cache: map[key]prometheus.Counter{}, vec: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "strata_traffic_bytes_total",
+		Help: "Bytes sent (direction=out) and received (direction=in) by this broker, by its zone, the peer's zone and the data path.",
+	}, []string{"local_zone", "peer_zone", "path", "direction"})}
+}
+
+// Zone is the local zone.
+func (c *Counter) Zone() string { return c.zone }
+
+// Collector registers the counter on a registry.
+func (c *Counter) Collector() prometheus.Collector { return c.vec }
+
+// Add counts n bytes.
+func (c *Counter) Add(peerZone string, path Path, dir Direction, n int) {
+	if c == nil || n <= 0 {
+		return
+	}
+	if peerZone == "" {
+		peerZone = UnknownZone
+	}
+	k := key{peerZone, path, dir}
+	c.mu.Lock()
+	ctr, ok := c.cache[k]
+	if !ok {
+		ctr = c.vec.WithLabelValues(c.zone, peerZone, string(path), string(dir))
+		c.cache[k] = ctr
+	}
+	c.mu.Unlock()
+	ctr.Add(float64(n))
+}
+
+// Bytes returns the bytes counted so far for one series (0 if none).
+func (c *Counter) Bytes(peerZone string, path Path, dir Direction) float64 {
+	c.mu.Lock()
+	ctr, ok := c.cache[key{peerZone, path, dir}]
+	c.mu.Unlock()
+	if !ok {
+		return 0
+	}
+	var m dto.Metric
+	if err := ctr.Write(&m); err != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
+}
+
+// CrossZone returns the bytes of a path exchanged with other zones
+// (unknown zones excluded), in the given direction.
+func (c *Counter) CrossZone(path Path, dir Direction) float64 {
+	c.mu.Lock()
+	var keys []key
+	for k := range c.cache {
+		if k.path == path && k.dir == dir && k.peer != c.zone && k.peer != UnknownZone {
+			keys = append(keys, k)
+		}
+	}
+	c.mu.Unlock()
+	total := 0.0
+	for _, k := range keys {
+		total += c.Bytes(k.peer, k.path, k.dir)
+	}
+	return total
+}
