@@ -147,10 +147,17 @@ func TestKeysParse(t *testing.T) {
 			t.Errorf("parse(%q) = %v %v %q %v, want %v %v %q %v", tt.key, kind, broker, topic, tp, tt.kind, tt.broker, tt.topic, tt.tp)
 		}
 	}
-	for _, bad := range []string{"", "a/b", "a b"} {
+	for _, bad := range []string{"", "a b", "/a", "a/", "a//b", "a/meta", "offsets"} {
 		if _, err := newKeys(bad); err == nil {
 			t.Errorf("newKeys(%q) accepted", bad)
 		}
+	}
+	ns, err := newKeys("ns/name")
+	if err != nil {
+		t.Fatalf("newKeys(ns/name): %v", err)
+	}
+	if ns.root != "/strata/ns/name/meta/" {
+		t.Errorf("root of ns/name = %q", ns.root)
 	}
 }
 

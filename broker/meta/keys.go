@@ -24,9 +24,14 @@ type keys struct {
 	groups  string // /strata/<cluster>/groups/
 }
 
+// newKeys accepts a cluster name, or several '/'-separated segments (the
+// operator names clusters <namespace>/<name>: its metadata.etcd.prefix is
+// /strata/<namespace>/<name>/).
 func newKeys(cluster string) (keys, error) {
-	if cluster == "" || strings.ContainsAny(cluster, "/ \t\n") {
-		return keys{}, fmt.Errorf("cluster name %q: must be non-empty without '/' or spaces", cluster)
+	for _, seg := range strings.Split(cluster, "/") {
+		if seg == "" || seg == "meta" || seg == "offsets" || seg == "groups" || strings.ContainsAny(seg, " \t\n") {
+			return keys{}, fmt.Errorf("cluster name %q: must be non-empty '/'-separated segments without spaces (and no segment named meta, offsets or groups)", cluster)
+		}
 	}
 	base := "/strata/" + cluster + "/"
 	return keys{root: base + "meta/", offsets: base + "offsets/", groups: base + "groups/"}, nil

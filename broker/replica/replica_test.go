@@ -1,0 +1,325 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"go.uber.org/goleak"
+
+	"github.com/strata-dev/strata/broker/log"
+	"github.com/strata-dev/strata/broker/meta"
+	"github.com/strata-dev/strata/broker/record"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func openLog(t *testing.T) *log.Log {
+	t.Helper()
+	cfg := log.DefaultConfig()
+	cfg.FlushInterval = -1
+	l, err := log.Open(t.TempDir(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func batch(t *testing.T, values ...string) []record.Batch {
+	t.Helper()
+	recs := make([]record.Record, len(values))
+	for i, v := range values {
+		recs[i] = record.Record{Value: []byte(v), TimestampDelta: int64(i)}
+	}
+	spec := record.DefaultSpec()
+	spec.BaseTimestamp = time.Now().UnixMilli()
+	b, err := record.Build(spec, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []record.Batch{b}
+}
+
+var tp = meta.TopicPartition{Topic: "t", Partition: 0}
+
+// replicate runs one replica fetch of follower from leader in memory: the
+// leader side as the Fetch handler does it, the follower side as the
+// fetcher does it.
+func replicate(t *testing.T, m *Manager, leader, follower *Partition) {
+	t.Helper()
+	_, epoch, ok := follower.fetchPosition()
+	if !ok {
+		t.Fatalf("follower %d is not fetching", follower.self)
+	}
+	offset, last := follower.Log.EndOffset(), follower.Log.LatestEpoch()
+	div, err := m.ServeReplicaFetch(leader, follower.self, offset, last, epoch)
+	res := FetchResult{Err: err, Diverging: div, HighWatermark: leader.HighWatermark(), LogStart: leader.Log.StartOffset()}
+	if err == nil && div == nil {
+		rr, err := leader.Log.Read(offset, 1<<20, leader.Log.EndOffset())
+		if err != nil && !errors.Is(err, log.ErrOffsetOutOfRange) {
+			t.Fatal(err)
+		}
+		res.Records = rr.Records
+	}
+	if _, err := follower.applyFetch(leader.self, epoch, res, time.Millisecond); err != nil {
+		t.Fatalf("apply fetch: %v", err)
+	}
+}
+
+type fakeStore struct {
+	mu    sync.Mutex
+	state meta.PartitionState
+	calls int
+}
+
+func (s *fakeStore) AlterPartition(_ context.Context, _ meta.TopicPartition, expected, proposed meta.PartitionState) (meta.PartitionState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if expected.PartitionEpoch != s.state.PartitionEpoch || expected.LeaderEpoch != s.state.LeaderEpoch {
+		return s.state, meta.ErrStaleState
+	}
+	s.state = proposed.Clone()
+	s.state.PartitionEpoch++
+	return s.state, nil
+}
+
+func (s *fakeStore) isr() []int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state.ISR
+}
+
+func TestHighWatermarkAndISR(t *testing.T) {
+	clk := &clock{t: time.Unix(1000, 0)}
+	st := meta.PartitionState{Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 3, ISR: []int32{1, 2, 3}, PartitionEpoch: 5}
+	store := &fakeStore{state: st}
+	m := NewManager(Config{NodeID: 1, Store: store, LagTimeMax: time.Hour, Log: logr.Discard(), Now: clk.now})
+	defer m.Close()
+	leader := NewPartition(tp, openLog(t), 1, clk.now)
+	f2 := NewPartition(tp, openLog(t), 2, clk.now)
+	f3 := NewPartition(tp, openLog(t), 3, clk.now)
+	m.Apply(leader, meta.BecomeLeader, st)
+	f2.becomeFollower(st)
+	f3.becomeFollower(st)
+
+	if _, _, err := f2.AppendAsLeader(batch(t, "x")); !errors.Is(err, kerr.NotLeaderForPartition) {
+		t.Fatalf("append on a follower: %v, want NOT_LEADER_OR_FOLLOWER", err)
+	}
+	res, epoch, err := leader.AppendAsLeader(batch(t, "a", "b", "c"))
+	if err != nil || epoch != 3 {
+		t.Fatalf("append: %v epoch %d", err, epoch)
+	}
+	if h := leader.HighWatermark(); h != 0 {
+		t.Fatalf("HWM %d before any follower fetched, want 0", h)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	err = leader.WaitHighWatermark(ctx, res.LastOffset+1, epoch, 2)
+	cancel()
+	if !errors.Is(err, kerr.RequestTimedOut) {
+		t.Fatalf("wait without replication: %v, want REQUEST_TIMED_OUT", err)
+	}
+	replicate(t, m, leader, f2) // f2 gets the data
+	replicate(t, m, leader, f2) // f2 reports its LEO
+	if h := leader.HighWatermark(); h != 0 {
+		t.Fatalf("HWM %d with follower 3 unknown, want 0", h)
+	}
+	replicate(t, m, leader, f3)
+	replicate(t, m, leader, f3)
+	if h := leader.HighWatermark(); h != 3 {
+		t.Fatalf("HWM %d after both followers caught up, want 3", h)
+	}
+	if err := leader.WaitHighWatermark(context.Background(), 3, epoch, 2); err != nil {
+		t.Fatalf("wait: %v", err)
+	}
+	replicate(t, m, leader, f2) // propagates the HWM
+	if h := f2.HighWatermark(); h != 3 {
+		t.Fatalf("follower HWM %d, want 3", h)
+	}
+	if !bytes.Equal(readAll(t, leader.Log), readAll(t, f2.Log)) {
+		t.Fatal("follower log differs from the leader's")
+	}
+
+	// Follower 3 stops fetching: after the lag time it leaves the ISR and
+	// the HWM moves with follower 2 alone.
+	if _, _, err := leader.AppendAsLeader(batch(t, "d")); err != nil {
+		t.Fatal(err)
+	}
+	replicate(t, m, leader, f2)
+	clk.add(2 * time.Hour)
+	replicate(t, m, leader, f2)
+	if _, proposed, ok := leader.proposeISR(time.Hour); !ok || !equal(proposed.ISR, []int32{1, 2}) {
+		t.Fatalf("proposed ISR %v (ok %v), want [1 2]", proposed.ISR, ok)
+	}
+	leader.isrDone()
+	m.RequestISRCheck()
+	waitFor(t, func() bool { return equal(leader.State().ISR, []int32{1, 2}) })
+	if h := leader.HighWatermark(); h != 4 {
+		t.Fatalf("HWM %d after the shrink, want 4", h)
+	}
+	if err := leader.CheckMinISR(3); !errors.Is(err, kerr.NotEnoughReplicas) {
+		t.Fatalf("CheckMinISR(3) with ISR of 2: %v", err)
+	}
+
+	// Follower 3 comes back and catches up: the ISR expands.
+	replicate(t, m, leader, f3)
+	replicate(t, m, leader, f3)
+	waitFor(t, func() bool { return equal(store.isr(), []int32{1, 2, 3}) && equal(leader.State().ISR, []int32{1, 2, 3}) })
+
+	// Leadership moves: a parked acks=all waiter is told.
+	if _, _, err := leader.AppendAsLeader(batch(t, "e")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- leader.WaitHighWatermark(context.Background(), 100, epoch, 1) }()
+	next := leader.State()
+	next.Leader, next.LeaderEpoch = 2, 4
+	m.Apply(leader, meta.BecomeFollower, next)
+	if err := <-done; !errors.Is(err, kerr.NotLeaderForPartition) {
+		t.Fatalf("waiter after losing leadership: %v", err)
+	}
+	if err := leader.CheckLeaderEpoch(3); !errors.Is(err, kerr.FencedLeaderEpoch) {
+		t.Fatalf("old epoch: %v", err)
+	}
+	if err := leader.CheckLeaderEpoch(5); !errors.Is(err, kerr.UnknownLeaderEpoch) {
+		t.Fatalf("newer epoch: %v", err)
+	}
+}
+
+// TestDivergenceTruncation: a deposed leader with an unreplicated tail
+// truncates it to the divergence point the new leader reports, then
+// replicates the new leader's records, ending byte-identical.
+func TestDivergenceTruncation(t *testing.T) {
+	clk := &clock{t: time.Unix(1000, 0)}
+	m := NewManager(Config{NodeID: 2, LagTimeMax: time.Hour, Log: logr.Discard(), Now: clk.now})
+	defer m.Close()
+	oldLeader := NewPartition(tp, openLog(t), 1, clk.now)
+	newLeader := NewPartition(tp, openLog(t), 2, clk.now)
+	st := meta.PartitionState{Replicas: []int32{1, 2}, Leader: 1, LeaderEpoch: 0, ISR: []int32{1, 2}}
+	oldLeader.becomeLeader(st)
+	newLeader.becomeFollower(st)
+	// Both have epoch 0 offsets 0-2.
+	for range 3 {
+		if _, _, err := oldLeader.AppendAsLeader(batch(t, "common")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replicate(t, m, oldLeader, newLeader)
+	// The old leader appends two more at epoch 0 that nobody gets.
+	for range 2 {
+		if _, _, err := oldLeader.AppendAsLeader(batch(t, "lost")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Failover: 2 leads at epoch 1 and appends.
+	st2 := meta.PartitionState{Replicas: []int32{1, 2}, Leader: 2, LeaderEpoch: 1, ISR: []int32{2}}
+	m.Apply(newLeader, meta.BecomeLeader, st2)
+	oldLeader.becomeFollower(st2)
+	for range 4 {
+		if _, _, err := newLeader.AppendAsLeader(batch(t, "new")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := newLeader.CheckDivergence(oldLeader.Log.EndOffset(), oldLeader.Log.LatestEpoch()); d == nil || d.Epoch != 0 || d.EndOffset != 3 {
+		t.Fatalf("divergence = %+v, want epoch 0 end 3", d)
+	}
+	for range 4 {
+		replicate(t, m, newLeader, oldLeader)
+	}
+	if got, want := oldLeader.Log.EndOffset(), newLeader.Log.EndOffset(); got != want {
+		t.Fatalf("old leader LEO %d, want %d", got, want)
+	}
+	if !bytes.Equal(readAll(t, newLeader.Log), readAll(t, oldLeader.Log)) {
+		t.Fatal("logs differ after truncation and catch-up")
+	}
+	if e := oldLeader.Log.Epochs(); len(e) != 2 || e[1].Epoch != 1 || e[1].StartOffset != 3 {
+		t.Fatalf("old leader epochs %+v, want [0@0 1@3]", e)
+	}
+}
+
+func TestTruncationPoint(t *testing.T) {
+	// Follower log: epoch 0 at 0-2, epoch 2 at 3-5.
+	p := NewPartition(tp, openLog(t), 2, nil)
+	for i, e := range []int32{0, 0, 0, 2, 2, 2} {
+		b := batch(t, "v")
+		record.SetBaseOffset(b[0], int64(i))
+		record.SetPartitionLeaderEpoch(b[0], e)
+		if _, err := p.Log.AppendAsFollower(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.hwm.Store(2)
+	tests := []struct {
+		name string
+		d    Divergence
+		want int64
+	}{
+		{"same epoch, leader ends earlier", Divergence{Epoch: 2, EndOffset: 4}, 4},
+		{"same epoch, leader ends later", Divergence{Epoch: 2, EndOffset: 9}, 6},
+		{"older epoch known here", Divergence{Epoch: 0, EndOffset: 3}, 3},
+		{"leader epoch unknown here (1): our end of epoch 0", Divergence{Epoch: 1, EndOffset: 5}, 3},
+		{"undefined: truncate to the HWM", Divergence{Epoch: -1, EndOffset: -1}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := p.truncationPoint(tt.d); got != tt.want {
+				t.Errorf("truncationPoint(%+v) = %d, want %d", tt.d, got, tt.want)
+			}
+		})
+	}
+}
+
+func readAll(t *testing.T, l *log.Log) []byte {
+	t.Helper()
+	var out []byte
+	for off := l.StartOffset(); off < l.EndOffset(); {
+		rr, err := l.Read(off, 1<<20, l.EndOffset())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rr.Records...)
+		off = rr.HighestOffset + 1
+	}
+	return out
+}
+
+func equal(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
