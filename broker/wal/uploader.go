@@ -59,7 +59,8 @@ type UploaderConfig struct {
 	RetryAfter       time.Duration
 
 	// ReplicaSetKey groups chunks in an object by destination (see
-	// SortChunks); nil orders by topic and partition only.
+	// SortChunks); nil orders by topic and partition only. It is called
+	// from upload goroutines and must be safe for concurrent use.
 	ReplicaSetKey func(topic string, partition int32) string
 	// OnUpload receives every object's outcome, in sequence order, from
 	// one goroutine; so a partition's pointers arrive in offset order.
