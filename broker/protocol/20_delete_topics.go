@@ -4,7 +4,8 @@ package protocol
 //
 // Deletes topics by name (v0-5: TopicNames; v6: Topics by name or UUID).
 // Deletion is synchronous: the topic is gone from the metadata file before
-// the answer, its partition data is removed right after.
+// the answer, its partition data is removed right after, and consumer
+// groups' committed offsets of the topic are dropped.
 
 import (
 	"context"
@@ -62,6 +63,12 @@ func handleDeleteTopics(ctx context.Context, r *Request) (kmsg.Response, error) 
 		if err := b.DeleteTopic(ctx, name); err != nil {
 			st.ErrorCode = broker.ErrorCode(err)
 			st.ErrorMessage = broker.ErrorMessage(err)
+		} else if r.Env.Groups != nil {
+			// As Kafka: committed offsets of a deleted topic go too, so a
+			// topic re-created under the name does not resume from them.
+			if _, err := r.Env.Groups.DeleteTopicOffsets(ctx, name); err != nil {
+				r.Env.Log.Error(err, "deleting committed offsets of a deleted topic", "topic", name)
+			}
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
