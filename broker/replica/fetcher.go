@@ -217,6 +217,10 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 			if _, err := it.p.applyFetch(f.leader, it.epoch, res, cfg.Backoff); err != nil {
 				cfg.Log.V(1).Info("replica fetch of a partition failed", "partition", tp, "leader", f.leader, "error", err.Error())
 			}
+			if res.Diverging != nil {
+				cfg.Log.Info("truncated to the leader's divergence point", "partition", tp, "leader", f.leader,
+					"epoch", res.Diverging.Epoch, "endOffset", res.Diverging.EndOffset, "from", it.offset, "to", it.p.Log.EndOffset())
+			}
 		}
 	}
 	return nil

@@ -94,7 +94,7 @@ func NewManager(cfg Config) *Manager {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
 		cfg: cfg, ctx: ctx, cancel: cancel, isrCh: make(chan struct{}, 1),
-		parts: map[meta.TopicPartition]*Partition{}, brokers: map[int32]meta.BrokerInfo{}, fetchers: map[int32]*fetcher{},
+		parts: map[meta.TopicPartition]*Partition{}, fetchers: map[int32]*fetcher{},
 	}
 	m.wg.Add(1)
 	go func() {
@@ -134,6 +134,18 @@ func (m *Manager) Broker(id int32) (meta.BrokerInfo, bool) {
 	defer m.mu.Unlock()
 	b, ok := m.brokers[id]
 	return b, ok
+}
+
+// registered reports whether a broker is registered (may join an ISR).
+// Before the first SetBrokers every broker counts as registered.
+func (m *Manager) registered(id int32) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.brokers == nil {
+		return true
+	}
+	_, ok := m.brokers[id]
+	return ok
 }
 
 // Partition returns a managed partition.
@@ -235,7 +247,7 @@ func (m *Manager) isrLoop() {
 		}
 		m.mu.Unlock()
 		for _, p := range parts {
-			expected, proposed, ok := p.proposeISR(m.cfg.LagTimeMax)
+			expected, proposed, ok := p.proposeISR(m.cfg.LagTimeMax, m.registered)
 			if !ok {
 				continue
 			}

@@ -400,9 +400,10 @@ func (p *Partition) FollowerLEO(follower int32) int64 {
 }
 
 // proposeISR computes the ISR change the leader wants now: members that
-// have not caught up within lag leave, caught-up non-members join. ok is
-// false when nothing changes (or a change is already in flight).
-func (p *Partition) proposeISR(lag time.Duration) (expected, proposed meta.PartitionState, ok bool) {
+// have not caught up within lag leave, caught-up non-members on live
+// (registered) brokers join. ok is false when nothing changes (or a change
+// is already in flight).
+func (p *Partition) proposeISR(lag time.Duration, live func(int32) bool) (expected, proposed meta.PartitionState, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.role != RoleLeader || p.isrPending {
@@ -422,7 +423,7 @@ func (p *Partition) proposeISR(lag time.Duration) (expected, proposed meta.Parti
 		switch {
 		case in && now.Sub(f.lastCaughtUp) <= lag:
 			isr = append(isr, r)
-		case !in && f.leo >= 0 && f.leo >= hwm && f.leo >= p.epochStart && now.Sub(f.lastCaughtUp) <= lag:
+		case !in && f.leo >= 0 && f.leo >= hwm && f.leo >= p.epochStart && now.Sub(f.lastCaughtUp) <= lag && live(r):
 			isr = append(isr, r)
 		}
 	}

@@ -166,7 +166,7 @@ func TestHighWatermarkAndISR(t *testing.T) {
 	replicate(t, m, leader, f2)
 	clk.add(2 * time.Hour)
 	replicate(t, m, leader, f2)
-	if _, proposed, ok := leader.proposeISR(time.Hour); !ok || !equal(proposed.ISR, []int32{1, 2}) {
+	if _, proposed, ok := leader.proposeISR(time.Hour, func(int32) bool { return true }); !ok || !equal(proposed.ISR, []int32{1, 2}) {
 		t.Fatalf("proposed ISR %v (ok %v), want [1 2]", proposed.ISR, ok)
 	}
 	leader.isrDone()
@@ -182,7 +182,9 @@ func TestHighWatermarkAndISR(t *testing.T) {
 	// Follower 3 comes back and catches up: the ISR expands.
 	replicate(t, m, leader, f3)
 	replicate(t, m, leader, f3)
-	waitFor(t, func() bool { return equal(store.isr(), []int32{1, 2, 3}) && equal(leader.State().ISR, []int32{1, 2, 3}) })
+	waitFor(t, func() bool {
+		return equal(store.isr(), []int32{1, 2, 3}) && equal(leader.State().ISR, []int32{1, 2, 3})
+	})
 
 	// Leadership moves: a parked acks=all waiter is told.
 	if _, _, err := leader.AppendAsLeader(batch(t, "e")); err != nil {
