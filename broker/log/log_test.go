@@ -625,3 +625,36 @@ func TestRetentionStopsAtLimit(t *testing.T) {
 		t.Fatalf("deleted %d (%v), %d segments left", n, err, len(l.segs))
 	}
 }
+
+func TestTruncateFullyAndStartAt(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, testConfig())
+	for i := 0; i < 30; i++ {
+		mustAppend(t, l, batch(t, 2, 100, 1))
+	}
+	if err := l.TruncateFullyAndStartAt(1000); err != nil {
+		t.Fatal(err)
+	}
+	if l.StartOffset() != 1000 || l.EndOffset() != 1000 || l.Size() != 0 || l.LatestEpoch() != -1 {
+		t.Fatalf("start %d end %d size %d epoch %d", l.StartOffset(), l.EndOffset(), l.Size(), l.LatestEpoch())
+	}
+	if _, err := l.Read(999, 100, 2000); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("read below the new start: %v", err)
+	}
+	b := batch(t, 2, 10, 1)
+	record.SetBaseOffset(b, 1000)
+	record.SetPartitionLeaderEpoch(b, 4)
+	if _, err := l.AppendAsFollower([]record.Batch{b}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = openLog(t, dir, testConfig())
+	defer l.Close()
+	if l.StartOffset() != 1000 || l.EndOffset() != 1002 || len(readAll(t, l)) != 1 {
+		t.Fatalf("after reopen: start %d end %d", l.StartOffset(), l.EndOffset())
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	if len(files) != 1 {
+		t.Fatalf("old segments left: %v", files)
+	}
+}

@@ -311,6 +311,29 @@ func (l *Log) truncateLocked(offset int64) error {
 	return l.rebuildProducers()
 }
 
+// TruncateFullyAndStartAt empties the log and restarts it at offset: the
+// log start and end both become offset (Kafka's truncateFullyAndStartAt).
+// A follower uses it when the leader's log starts beyond its own end.
+func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("truncate fully to %d: %w", offset, ErrOffsetOutOfRange)
+	}
+	l.ioMu.Lock()
+	defer l.ioMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	if err := l.truncateFullyLocked(offset); err != nil {
+		l.failed = err
+		return fmt.Errorf("truncate fully to %d: %w", offset, err)
+	}
+	close(l.waitCh)
+	l.waitCh = make(chan struct{})
+	return nil
+}
+
 // truncateFullyLocked deletes every segment and restarts the log empty at
 // offset.
 func (l *Log) truncateFullyLocked(offset int64) error {
