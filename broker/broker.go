@@ -22,6 +22,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strata-dev/strata/broker/log"
+	"github.com/strata-dev/strata/broker/record"
+	"github.com/strata-dev/strata/broker/replica"
 )
 
 // Config is the static configuration of one broker.
@@ -47,11 +49,16 @@ type Config struct {
 	// producers idle this long are forgotten by retention (0: the log's
 	// default, 24 h).
 	ProducerIDExpiration time.Duration
+	// Clustered: topics and partition roles come from the cluster
+	// metadata (EnableCluster), not from strata-meta.json.
+	Clustered bool
+	// DefaultReplicationFactor is default.replication.factor (1).
+	DefaultReplicationFactor int16
 }
 
 // DefaultConfig returns a config with Kafka's defaults for a single broker.
 func DefaultConfig() Config {
-	return Config{NodeID: 0, Host: "127.0.0.1", Port: 9092, AutoCreateTopics: true, DefaultPartitions: 1}
+	return Config{NodeID: 0, Host: "127.0.0.1", Port: 9092, AutoCreateTopics: true, DefaultPartitions: 1, DefaultReplicationFactor: 1}
 }
 
 // BrokerConfigKeys are the broker-level topic defaults accepted in
@@ -79,6 +86,8 @@ type Broker struct {
 	nextPID int64
 	// lock holds an exclusive flock on <DataDir>/.lock while open.
 	lock *os.File
+	// cluster is set in cluster mode (EnableCluster), nil standalone.
+	cluster *cluster
 }
 
 // lockDir takes an exclusive, non-blocking lock on the data directory so
@@ -97,7 +106,7 @@ func lockDir(dir string) (*os.File, error) {
 }
 
 // Topic is one topic. Its fields other than name and ID are guarded by
-// Broker.mu.
+// Broker.mu. In cluster mode partitions this broker does not host are nil.
 type Topic struct {
 	Name       string
 	ID         [16]byte
@@ -105,11 +114,14 @@ type Topic struct {
 	configs    map[string]string
 }
 
-// Partition is one partition of a topic, led by this broker.
+// Partition is one partition of a topic hosted by this broker: led by it
+// when standalone, led or followed (Replica) in cluster mode.
 type Partition struct {
 	Topic string
 	Index int32
 	Log   *log.Log
+	// Replica is the replication state in cluster mode, nil standalone.
+	Replica *replica.Partition
 	// maxMessageBytes caches max.message.bytes for Validate.
 	maxMessageBytes atomic.Int64
 	// minInsyncReplicas caches min.insync.replicas for acks=all.
@@ -154,6 +166,9 @@ func Open(ctx context.Context, cfg Config, logger logr.Logger) (*Broker, error) 
 	if cfg.DefaultPartitions <= 0 {
 		cfg.DefaultPartitions = 1
 	}
+	if cfg.DefaultReplicationFactor <= 0 {
+		cfg.DefaultReplicationFactor = 1
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: create data dir: %w", err)
 	}
@@ -169,6 +184,15 @@ func Open(ctx context.Context, cfg Config, logger logr.Logger) (*Broker, error) 
 	if b.meta.NodeID != cfg.NodeID {
 		lock.Close()
 		return nil, fmt.Errorf("broker: data dir %s belongs to node %d, not %d", cfg.DataDir, b.meta.NodeID, cfg.NodeID)
+	}
+	if cfg.Clustered {
+		if len(b.meta.Topics) > 0 {
+			lock.Close()
+			return nil, fmt.Errorf("broker: data dir %s holds %d topics of a standalone broker; a cluster broker needs its own data dir", cfg.DataDir, len(b.meta.Topics))
+		}
+		// Partitions are opened as the cluster metadata assigns them.
+		b.log.Info("broker state opened (cluster mode)", "dataDir", cfg.DataDir)
+		return b, nil
 	}
 	for _, mt := range b.meta.Topics {
 		if err := ctx.Err(); err != nil {
@@ -357,6 +381,9 @@ func (b *Broker) NodeID() int32 { return b.cfg.NodeID }
 
 // ClusterID returns the cluster ID persisted in the data dir.
 func (b *Broker) ClusterID() string {
+	if st := b.ClusterState(); st != nil {
+		return st.ClusterID
+	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	return b.meta.ClusterID
@@ -379,6 +406,10 @@ func (b *Broker) AllocateProducerID() (int64, error) {
 	}
 	id := b.nextPID
 	b.nextPID++
+	if b.cfg.Clustered {
+		// Brokers allocate from disjoint ranges: 2^40 IDs per broker ID.
+		id += (int64(b.cfg.NodeID) + 1) << 40
+	}
 	return id, nil
 }
 
@@ -408,6 +439,9 @@ func (b *Broker) closeLogsLocked() error {
 	var errs []error
 	for _, t := range b.topics {
 		for _, p := range t.partitions {
+			if p == nil {
+				continue
+			}
 			if err := p.Log.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close %s-%d: %w", t.Name, p.Index, err))
 			}
@@ -452,9 +486,17 @@ func (b *Broker) minInsyncReplicas(overrides map[string]string) int32 {
 // broker alone) are fewer than the topic's min.insync.replicas, as Kafka
 // answers an acks=all produce in that case.
 func (p *Partition) CheckAcksAll() error {
+	if p.Replica != nil {
+		return p.Replica.CheckMinISR(p.minInsyncReplicas.Load())
+	}
 	const isr = 1
 	if m := p.minInsyncReplicas.Load(); m > isr {
 		return fmt.Errorf("%w: min.insync.replicas is %d, the ISR has %d replica", kerr.NotEnoughReplicas, m, isr)
 	}
 	return nil
 }
+
+// MinInsyncReplicas is the topic's min.insync.replicas.
+func (p *Partition) MinInsyncReplicas() int32 { return p.minInsyncReplicas.Load() }
+
+var _ = record.Validate

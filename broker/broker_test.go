@@ -156,7 +156,7 @@ func TestPersistenceAndStrayPartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Append(batch); err != nil {
+	if _, _, err := p.Append(batch); err != nil {
 		t.Fatal(err)
 	}
 	pid1, err := b.AllocateProducerID()

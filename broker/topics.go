@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -67,6 +68,9 @@ func (b *Broker) Partition(topic string, index int32) (*Partition, error) {
 	if !ok || index < 0 || int(index) >= len(t.partitions) {
 		return nil, fmt.Errorf("%w: %s-%d", kerr.UnknownTopicOrPartition, topic, index)
 	}
+	if t.partitions[index] == nil {
+		return nil, fmt.Errorf("%w: broker %d does not host %s-%d", kerr.NotLeaderForPartition, b.cfg.NodeID, topic, index)
+	}
 	return t.partitions[index], nil
 }
 
@@ -85,9 +89,12 @@ type TopicSpec struct {
 }
 
 // CreateTopic creates a topic, or only validates the request.
-func (b *Broker) CreateTopic(_ context.Context, spec TopicSpec, validateOnly bool) (TopicInfo, error) {
+func (b *Broker) CreateTopic(ctx context.Context, spec TopicSpec, validateOnly bool) (TopicInfo, error) {
 	if err := ValidateTopicName(spec.Name); err != nil {
 		return TopicInfo{}, err
+	}
+	if b.cluster != nil {
+		return b.createTopicCluster(ctx, spec, validateOnly)
 	}
 	partitions := spec.Partitions
 	switch {
@@ -165,7 +172,10 @@ func (b *Broker) CreateTopic(_ context.Context, spec TopicSpec, validateOnly boo
 }
 
 // DeleteTopic deletes a topic and its data.
-func (b *Broker) DeleteTopic(_ context.Context, name string) error {
+func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
+	if b.cluster != nil {
+		return b.deleteTopicCluster(ctx, name)
+	}
 	b.mu.Lock()
 	t, ok := b.topics[name]
 	if !ok {
@@ -197,7 +207,10 @@ func (b *Broker) DeleteTopic(_ context.Context, name string) error {
 }
 
 // CreatePartitions raises a topic's partition count to count.
-func (b *Broker) CreatePartitions(_ context.Context, name string, count int32, assignment [][]int32, validateOnly bool) error {
+func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32, assignment [][]int32, validateOnly bool) error {
+	if b.cluster != nil {
+		return b.createPartitionsCluster(ctx, name, count, assignment, validateOnly)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t, ok := b.topics[name]
@@ -297,7 +310,7 @@ type ConfigOp struct {
 
 // AlterTopicConfigs replaces a topic's config overrides (AlterConfigs
 // semantics: configs not given return to their defaults).
-func (b *Broker) AlterTopicConfigs(_ context.Context, topic string, configs map[string]*string, validateOnly bool) error {
+func (b *Broker) AlterTopicConfigs(ctx context.Context, topic string, configs map[string]*string, validateOnly bool) error {
 	next := map[string]string{}
 	for k, v := range configs {
 		if v == nil {
@@ -308,12 +321,12 @@ func (b *Broker) AlterTopicConfigs(_ context.Context, topic string, configs map[
 		}
 		next[k] = *v
 	}
-	return b.setTopicConfigs(topic, func(map[string]string) (map[string]string, error) { return next, nil }, validateOnly)
+	return b.setTopicConfigs(ctx, topic, func(map[string]string) (map[string]string, error) { return next, nil }, validateOnly)
 }
 
 // IncrementalAlterTopicConfigs applies operations to a topic's overrides.
-func (b *Broker) IncrementalAlterTopicConfigs(_ context.Context, topic string, ops []ConfigOp, validateOnly bool) error {
-	return b.setTopicConfigs(topic, func(cur map[string]string) (map[string]string, error) {
+func (b *Broker) IncrementalAlterTopicConfigs(ctx context.Context, topic string, ops []ConfigOp, validateOnly bool) error {
+	return b.setTopicConfigs(ctx, topic, func(cur map[string]string) (map[string]string, error) {
 		next := make(map[string]string, len(cur))
 		for k, v := range cur {
 			next[k] = v
@@ -383,7 +396,10 @@ func editList(cur, values string, add bool) string {
 	return strings.Join(items, ",")
 }
 
-func (b *Broker) setTopicConfigs(topic string, edit func(map[string]string) (map[string]string, error), validateOnly bool) error {
+func (b *Broker) setTopicConfigs(ctx context.Context, topic string, edit func(map[string]string) (map[string]string, error), validateOnly bool) error {
+	if b.cluster != nil {
+		return b.setTopicConfigsCluster(ctx, topic, edit, validateOnly)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t, ok := b.topics[topic]
@@ -436,7 +452,7 @@ func (b *Broker) DescribeBrokerConfigs(names []string) []ConfigEntry {
 		static("log.dirs", b.cfg.DataDir, "", typeString),
 		static("num.partitions", fmt.Sprint(b.cfg.DefaultPartitions), "1", typeInt),
 		static("auto.create.topics.enable", fmt.Sprint(b.cfg.AutoCreateTopics), "true", typeBoolean),
-		static("default.replication.factor", "1", "1", typeInt),
+		static("default.replication.factor", fmt.Sprint(b.cfg.DefaultReplicationFactor), "1", typeInt),
 	}
 	for _, tc := range topicConfigs {
 		e := b.effectiveTopicConfig(&tc, nil)
@@ -454,13 +470,22 @@ func (b *Broker) ApplyRetention() (int, error) {
 	b.mu.RLock()
 	var parts []*Partition
 	for _, t := range b.topics {
-		parts = append(parts, t.partitions...)
+		for _, p := range t.partitions {
+			if p != nil {
+				parts = append(parts, p)
+			}
+		}
 	}
 	b.mu.RUnlock()
 	total := 0
 	var errs []error
 	for _, p := range parts {
-		n, err := p.Log.ApplyRetention()
+		limit := int64(math.MaxInt64)
+		if p.Replica != nil {
+			// Kafka never deletes above the high watermark.
+			limit = p.Replica.HighWatermark()
+		}
+		n, err := p.Log.ApplyRetentionUpTo(limit)
 		total += n
 		if err != nil {
 			errs = append(errs, fmt.Errorf("retention of %s-%d: %w", p.Topic, p.Index, err))
@@ -475,7 +500,11 @@ func (b *Broker) AllPartitions() []*Partition {
 	defer b.mu.RUnlock()
 	var parts []*Partition
 	for _, t := range b.topics {
-		parts = append(parts, t.partitions...)
+		for _, p := range t.partitions {
+			if p != nil {
+				parts = append(parts, p)
+			}
+		}
 	}
 	return parts
 }
@@ -483,21 +512,30 @@ func (b *Broker) AllPartitions() []*Partition {
 // LeaderEpoch is the leader epoch of every partition of a single broker.
 const LeaderEpoch = 0
 
-// Append validates a Produce record set and appends it as leader. The log
-// checks idempotent producers' epochs and sequences.
-func (p *Partition) Append(records []byte) (log.AppendResult, error) {
+// Append validates a Produce record set and appends it as leader, at the
+// leader epoch it returns. The log checks idempotent producers' epochs and
+// sequences. In cluster mode only the leader appends
+// (NOT_LEADER_OR_FOLLOWER otherwise).
+func (p *Partition) Append(records []byte) (log.AppendResult, int32, error) {
 	batches, err := record.Validate(records, p.maxBytes())
 	if err != nil {
-		return log.AppendResult{}, err
+		return log.AppendResult{}, 0, err
+	}
+	if p.Replica != nil {
+		res, epoch, err := p.Replica.AppendAsLeader(batches)
+		if errors.Is(err, log.ErrDuplicateSequence) {
+			return res, epoch, nil
+		}
+		return res, epoch, err
 	}
 	res, err := p.Log.AppendAsLeader(batches, LeaderEpoch)
 	if errors.Is(err, log.ErrDuplicateSequence) {
 		// An idempotent producer's retry of a batch that is already in
 		// the log: Kafka answers success with the original offsets, which
 		// the log returns in res.
-		return res, nil
+		return res, LeaderEpoch, nil
 	}
-	return res, err
+	return res, LeaderEpoch, err
 }
 
 // MaxTimestamp returns the offset and timestamp of the record with the

@@ -4,35 +4,55 @@ package protocol
 //
 // Every record set is validated with record.Validate (framing, magic 2,
 // CRC-32C, record structure, max.message.bytes of the topic) and appended as
-// received, with offsets and the leader epoch stamped by the log.
-// acks=1 and acks=-1 answer once the append returned (a single broker is
-// the whole ISR, so -1 completes on append; with min.insync.replicas above
-// 1, acks=-1 gets NOT_ENOUGH_REPLICAS and nothing is appended, as in Kafka); the log's flush policy
-// (flush.ms / flush.messages, 0 = fsync before answering) decides when the
-// data is on disk. acks=0 sends no response; if any partition failed the
-// connection is closed, as Kafka does, so that the producer notices.
-// Other acks values: INVALID_REQUIRED_ACKS. Transactional produce is not
-// supported (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+// received, with offsets and the leader epoch stamped by the log. Only the
+// partition leader accepts records (NOT_LEADER_OR_FOLLOWER elsewhere).
+// acks=1 answers once the local append returned. acks=-1 (all) first checks
+// the ISR against min.insync.replicas (NOT_ENOUGH_REPLICAS, nothing is
+// appended), appends, then parks the request until the high watermark
+// covers every appended partition (the followers in the ISR fetched it), up
+// to the request's timeout (REQUEST_TIMED_OUT); if the ISR shrank below
+// min.insync.replicas meanwhile the answer is
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND, and a leader that loses its leadership
+// while waiting answers NOT_LEADER_OR_FOLLOWER — in all three cases the
+// records may still be committed later, as in Kafka. On a standalone broker
+// the broker is the whole ISR. The log's flush policy (flush.ms /
+// flush.messages) decides when the data is on disk. acks=0 sends no
+// response; if any partition failed the connection is closed, as Kafka
+// does, so that the producer notices. Other acks values:
+// INVALID_REQUIRED_ACKS. Transactional produce is not supported
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/traffic"
 )
 
 func init() { register(kmsg.Produce, 3, 11, handleProduce) }
 
-func handleProduce(_ context.Context, r *Request) (kmsg.Response, error) {
+// pendingAck is an appended partition of an acks=all request waiting for
+// the high watermark.
+type pendingAck struct {
+	p      *broker.Partition
+	sp     *kmsg.ProduceResponseTopicPartition
+	offset int64 // the HWM that commits the append: last offset + 1
+	epoch  int32
+}
+
+func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 	if err := r.CheckVersion(); err != nil {
 		return nil, err
 	}
 	req := r.Msg.(*kmsg.ProduceRequest)
 	resp := r.NewResponse().(*kmsg.ProduceResponse)
 	b := r.Env.Broker
+	r.SetTraffic(traffic.Produce, "")
 
 	var reqErr error
 	switch {
@@ -42,27 +62,53 @@ func handleProduce(_ context.Context, r *Request) (kmsg.Response, error) {
 		reqErr = fmt.Errorf("%w: transactions are not supported", kerr.TransactionalIDAuthorizationFailed)
 	}
 	var firstErr error
+	var pending []pendingAck
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, 0, len(rt.Partitions))
+		resp.Topics = append(resp.Topics, st)
+	}
+	for ti, rt := range req.Topics {
+		st := &resp.Topics[ti]
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+			st.Partitions = append(st.Partitions, sp)
+			spp := &st.Partitions[len(st.Partitions)-1]
 			err := reqErr
 			if err == nil {
-				err = producePartition(b, rt.Topic, req.Acks, rp, &sp)
+				var w *pendingAck
+				w, err = producePartition(b, rt.Topic, req.Acks, rp, spp)
+				if w != nil {
+					pending = append(pending, *w)
+				}
 			}
 			if err != nil {
-				sp.ErrorCode = broker.ErrorCode(err)
-				sp.ErrorMessage = broker.ErrorMessage(err)
+				spp.BaseOffset, spp.LogAppendTime, spp.LogStartOffset = -1, -1, -1
+				spp.ErrorCode = broker.ErrorCode(err)
+				spp.ErrorMessage = broker.ErrorMessage(err)
 				if firstErr == nil {
 					firstErr = fmt.Errorf("%s-%d: %w", rt.Topic, rp.Partition, err)
 				}
 			}
-			st.Partitions = append(st.Partitions, sp)
 		}
-		resp.Topics = append(resp.Topics, st)
+	}
+	if len(pending) > 0 {
+		// The acks=all purgatory: one deadline for the whole request.
+		wctx, cancel := context.WithTimeout(ctx, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
+		for _, w := range pending {
+			if err := w.p.Replica.WaitHighWatermark(wctx, w.offset, w.epoch, w.p.MinInsyncReplicas()); err != nil {
+				if ctx.Err() != nil {
+					err = fmt.Errorf("%w: broker shutting down", kerr.RequestTimedOut)
+				}
+				w.sp.BaseOffset, w.sp.LogAppendTime = -1, -1
+				w.sp.ErrorCode = broker.ErrorCode(err)
+				w.sp.ErrorMessage = broker.ErrorMessage(err)
+			}
+		}
+		cancel()
 	}
 	if req.Acks == 0 {
 		if firstErr != nil {
@@ -73,25 +119,28 @@ func handleProduce(_ context.Context, r *Request) (kmsg.Response, error) {
 	return resp, nil
 }
 
-func producePartition(b *broker.Broker, topic string, acks int16, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) error {
+func producePartition(b *broker.Broker, topic string, acks int16, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) (*pendingAck, error) {
 	if err := broker.ValidateTopicName(topic); err != nil {
-		return err
+		return nil, err
 	}
 	p, err := b.Partition(topic, rp.Partition)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if acks == -1 {
 		if err := p.CheckAcksAll(); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	res, err := p.Append(rp.Records)
+	res, epoch, err := p.Append(rp.Records)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sp.BaseOffset = res.BaseOffset
 	sp.LogAppendTime = res.LogAppendTime
 	sp.LogStartOffset = res.LogStartOffset
-	return nil
+	if acks == -1 && p.Replica != nil {
+		return &pendingAck{p: p, sp: sp, offset: res.LastOffset + 1, epoch: epoch}, nil
+	}
+	return nil, nil
 }

@@ -2,20 +2,35 @@ package protocol
 
 // Fetch (key 1), versions 4-16.
 //
-// Reads up to the high watermark (the log end offset on a single broker),
-// honouring MaxBytes (request), PartitionMaxBytes (partition) and KIP-74:
-// the first partition with data returns at least one whole batch even if it
-// is larger than the limits. Long poll: when fewer than MinBytes are
-// available the request waits, up to MaxWaitMillis, for an append to any
-// requested partition (log.Wait), then answers with what it has; broker
-// shutdown or the connection closing ends the wait early. Empty record
-// sets are empty bytes, never null. Fetch sessions (KIP-227) are not kept:
-// every response has session ID 0, which tells the client to send full
-// requests; a request naming a session ID gets FETCH_SESSION_ID_NOT_FOUND.
-// CurrentLeaderEpoch (v9+) is checked; LastStableOffset equals the high
-// watermark (no transactions). v13+ name topics by UUID (UNKNOWN_TOPIC_ID
-// for an unknown one). Follower fetching (ReplicaID >= 0) is not served by
-// this single broker (the replication engineer adds it).
+// Consumers (ReplicaID -1) read up to the high watermark (HWM), honouring
+// MaxBytes (request), PartitionMaxBytes (partition) and KIP-74: the first
+// partition with data returns at least one whole batch even if it is larger
+// than the limits. Long poll: when fewer than MinBytes are available the
+// request waits, up to MaxWaitMillis, for the HWM of a requested partition
+// to move, then answers with what it has; broker shutdown or the
+// connection closing ends the wait early. Empty record sets are empty
+// bytes, never null. Fetch sessions (KIP-227) are not kept: every response
+// has session ID 0, which tells the client to send full requests; a request
+// naming a session ID gets FETCH_SESSION_ID_NOT_FOUND. CurrentLeaderEpoch
+// (v9+) is checked (KIP-320: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH),
+// and LastFetchedEpoch (v12+) against the epoch cache: a consumer whose log
+// position diverged gets DivergingEpoch. LastStableOffset equals the HWM (no
+// transactions). v13+ name topics by UUID (UNKNOWN_TOPIC_ID for an unknown
+// one).
+//
+// In a cluster only the leader serves v4-10 consumers; v11+ consumers may
+// fetch from any replica (KIP-392: a follower serves up to its HWM, which
+// the leader propagates in replica fetch responses), and a leader asked by a
+// consumer that sent its rack (client.rack) names an in-sync replica in
+// that rack as PreferredReadReplica instead of returning data.
+//
+// Replica fetches (ReplicaID = a follower's broker ID) are served by the
+// leader only: the fetch offset is the follower's log end offset, reported
+// to broker/replica (HWM, ISR); records are read up to the leader's log end,
+// or the divergence point is returned when the follower's last fetched
+// epoch does not match (the follower truncates to it). A replica fetch
+// parked in a long poll also returns when a partition's HWM moved, so that
+// followers learn the HWM promptly.
 
 import (
 	"context"
@@ -28,6 +43,8 @@ import (
 
 	"github.com/strata-dev/strata/broker"
 	"github.com/strata-dev/strata/broker/log"
+	"github.com/strata-dev/strata/broker/replica"
+	"github.com/strata-dev/strata/broker/traffic"
 )
 
 func init() { register(kmsg.Fetch, 4, 16, handleFetch) }
@@ -43,6 +60,18 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.FetchRequest)
 	b := r.Env.Broker
 
+	if req.ReplicaID >= 0 {
+		zone := ""
+		if rm := b.Replicas(); rm != nil {
+			if info, ok := rm.Broker(req.ReplicaID); ok {
+				zone = info.Zone
+			}
+		}
+		r.SetTraffic(traffic.ReplicationInline, zone)
+	} else {
+		r.SetTraffic(traffic.Consume, req.Rack)
+	}
+
 	if req.Version >= 7 && req.SessionID != 0 {
 		resp := r.NewResponse().(*kmsg.FetchResponse)
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
@@ -57,12 +86,17 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	wait = min(max(wait, 0), maxFetchWait)
 	var timer *time.Timer
+	firstHW := int64(-1)
 	for {
-		// Take the wake-up channels before reading so that an append
+		// Take the wake-up channels before reading so that a change
 		// between the read and the wait is not missed.
 		var waits []<-chan struct{}
-		resp, total := fetchOnce(r, b, req, &waits)
-		if total >= int(req.MinBytes) || wait == 0 || len(waits) == 0 || ctx.Err() != nil {
+		resp, total, hwSum := fetchOnce(r, b, req, &waits)
+		if firstHW < 0 {
+			firstHW = hwSum
+		}
+		hwMoved := req.ReplicaID >= 0 && hwSum != firstHW
+		if total >= int(req.MinBytes) || hwMoved || wait == 0 || len(waits) == 0 || ctx.Err() != nil {
 			return resp, nil
 		}
 		if timer == nil {
@@ -79,22 +113,24 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		chosen, _, _ := reflect.Select(cases)
 		if chosen < 2 {
 			// Deadline or shutdown: answer with what is there now.
-			resp, _ := fetchOnce(r, b, req, nil)
+			resp, _, _ := fetchOnce(r, b, req, nil)
 			return resp, nil
 		}
 	}
 }
 
 // fetchOnce builds a response from the current log state and returns it
-// with the number of record bytes in it. If waits is not nil, the wake-up
-// channel of every readable partition is appended to it.
-func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, waits *[]<-chan struct{}) (*kmsg.FetchResponse, int) {
+// with the number of record bytes in it and the sum of the partitions' high
+// watermarks. If waits is not nil, the wake-up channel of every readable
+// partition is appended to it.
+func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, waits *[]<-chan struct{}) (*kmsg.FetchResponse, int, int64) {
 	resp := r.NewResponse().(*kmsg.FetchResponse)
 	budget := int(req.MaxBytes)
 	if req.Version < 3 || budget <= 0 {
 		budget = int(^uint32(0) >> 1)
 	}
 	total := 0
+	var hwSum int64
 	for _, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
@@ -113,47 +149,110 @@ func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, waits *[]<-
 			sp.RecordBatches = []byte{}
 			n, err := 0, topicErr
 			if err == nil {
-				n, err = fetchPartition(b, topic, rp, &sp, budget, total == 0, waits)
+				n, err = fetchPartition(b, req, topic, rp, &sp, budget, total == 0, waits)
 			}
 			if err != nil {
 				sp.ErrorCode = broker.ErrorCode(err)
+				sp.HighWatermark, sp.LastStableOffset = -1, -1
 			}
+			hwSum += sp.HighWatermark
 			total += n
 			budget -= n
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return resp, total
+	return resp, total, hwSum
 }
 
-func fetchPartition(b *broker.Broker, topic string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition,
+func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition,
 	budget int, first bool, waits *[]<-chan struct{},
 ) (int, error) {
 	p, err := b.Partition(topic, rp.Partition)
 	if err != nil {
 		return 0, err
 	}
-	if code := checkLeaderEpoch(rp.CurrentLeaderEpoch); code != 0 {
-		return 0, kerr.ErrorForCode(code)
+	rep := p.Replica
+	var upTo int64 // read below this offset
+	switch {
+	case rep == nil:
+		// Standalone: this broker is the whole ISR; HWM = log end.
+		if req.ReplicaID >= 0 {
+			return 0, kerr.NotLeaderForPartition
+		}
+		if code := checkLeaderEpoch(rp.CurrentLeaderEpoch); code != 0 {
+			return 0, kerr.ErrorForCode(code)
+		}
+		if waits != nil {
+			*waits = append(*waits, p.Log.Wait())
+		}
+		upTo = p.Log.EndOffset()
+		sp.HighWatermark = upTo
+		if rp.FetchOffset > upTo {
+			return 0, kerr.OffsetOutOfRange
+		}
+	case req.ReplicaID >= 0:
+		if waits != nil {
+			// Woken by appends (new data) and HWM moves.
+			*waits = append(*waits, p.Log.Wait(), rep.Changed())
+		}
+		div, err := b.Replicas().ServeReplicaFetch(rep, req.ReplicaID, rp.FetchOffset, rp.LastFetchedEpoch, rp.CurrentLeaderEpoch)
+		if err != nil {
+			return 0, err
+		}
+		sp.HighWatermark = rep.HighWatermark()
+		if div != nil {
+			sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = div.Epoch, div.EndOffset
+			sp.LastStableOffset, sp.LogStartOffset = sp.HighWatermark, p.Log.StartOffset()
+			return 0, nil
+		}
+		upTo = p.Log.EndOffset()
+	default:
+		if err := rep.CheckReplica(rp.CurrentLeaderEpoch); err != nil {
+			return 0, err
+		}
+		leader := rep.Role() == replica.RoleLeader
+		if !leader && req.Version < 11 {
+			return 0, kerr.NotLeaderForPartition
+		}
+		if waits != nil {
+			*waits = append(*waits, rep.Changed())
+		}
+		if leader && req.Version >= 11 && req.Rack != "" {
+			if id := b.PreferredReadReplica(topic, rp.Partition, req.Rack); id >= 0 {
+				sp.PreferredReadReplica = id
+				sp.HighWatermark = rep.HighWatermark()
+				sp.LastStableOffset, sp.LogStartOffset = sp.HighWatermark, p.Log.StartOffset()
+				return 0, nil
+			}
+		}
+		if d := rep.CheckDivergence(rp.FetchOffset, rp.LastFetchedEpoch); d != nil {
+			sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = d.Epoch, d.EndOffset
+			sp.HighWatermark = rep.HighWatermark()
+			sp.LastStableOffset, sp.LogStartOffset = sp.HighWatermark, p.Log.StartOffset()
+			return 0, nil
+		}
+		upTo = rep.HighWatermark()
+		sp.HighWatermark = upTo
+		// Beyond the log end is out of range on the leader; a follower
+		// that has not caught up yet answers with no data instead.
+		if leader && rp.FetchOffset > p.Log.EndOffset() {
+			return 0, kerr.OffsetOutOfRange
+		}
 	}
-	if waits != nil {
-		*waits = append(*waits, p.Log.Wait())
-	}
-	hw := p.Log.EndOffset()
 	start := p.Log.StartOffset()
-	if rp.FetchOffset < start || rp.FetchOffset > hw {
+	if rp.FetchOffset < start {
 		return 0, kerr.OffsetOutOfRange
 	}
-	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, hw, start
+	sp.LastStableOffset, sp.LogStartOffset = sp.HighWatermark, start
 	maxBytes := min(int(rp.PartitionMaxBytes), budget)
-	if rp.FetchOffset == hw || maxBytes <= 0 && !first {
+	if rp.FetchOffset >= upTo || maxBytes <= 0 && !first {
 		return 0, nil
 	}
 	if maxBytes <= 0 {
 		maxBytes = 1 // KIP-74: the first non-empty partition gets one batch
 	}
-	res, err := p.Log.Read(rp.FetchOffset, maxBytes, hw)
+	res, err := p.Log.Read(rp.FetchOffset, maxBytes, upTo)
 	if errors.Is(err, log.ErrOffsetOutOfRange) {
 		// Retention moved the start past the offset between the checks.
 		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1

@@ -51,15 +51,17 @@ func listOffset(b *broker.Broker, version int16, topic string, rp kmsg.ListOffse
 	if err != nil {
 		return err
 	}
+	current := int32(-1)
 	if version >= 4 {
-		if code := checkLeaderEpoch(rp.CurrentLeaderEpoch); code != 0 {
-			return kerr.ErrorForCode(code)
-		}
+		current = rp.CurrentLeaderEpoch
+	}
+	if err := checkPartitionLeader(p, current); err != nil {
+		return err
 	}
 	offset, ts := int64(-1), int64(-1)
 	switch rp.Timestamp {
 	case -1:
-		offset = p.Log.EndOffset()
+		offset = highWatermark(p)
 	case -2:
 		offset = p.Log.StartOffset()
 	case -3:
@@ -78,7 +80,7 @@ func listOffset(b *broker.Broker, version int16, topic string, rp kmsg.ListOffse
 			offset, ts = o, t
 		}
 	}
-	sp.Offset, sp.Timestamp, sp.LeaderEpoch = offset, ts, broker.LeaderEpoch
+	sp.Offset, sp.Timestamp, sp.LeaderEpoch = offset, ts, leaderEpoch(p)
 	if version == 0 {
 		sp.OldStyleOffsets = []int64{}
 		if offset >= 0 {

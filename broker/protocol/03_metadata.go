@@ -2,13 +2,16 @@ package protocol
 
 // Metadata (key 3), versions 0-12.
 //
-// This broker is the only broker, the controller, and the leader (epoch 0)
-// of every partition, with itself as the only replica and ISR. A null topic
-// list (or an empty one in v0) asks for every topic. Missing topics are
-// created with num.partitions partitions when auto.create.topics.enable is
-// set and the request allows it (always below v4), as Kafka does; the
-// answer for such a topic is LEADER_NOT_AVAILABLE-free because creation is
-// synchronous here. v10+ report topic UUIDs; v12 may name topics by UUID
+// Brokers (with their rack), the controller, and every partition's leader,
+// leader epoch, replicas, ISR and offline replicas come from the cluster
+// metadata snapshot this broker applied last (etcd); a standalone broker is
+// the only broker, the controller, and the leader (epoch 0) of every
+// partition, with itself as the only replica and ISR. A partition without a
+// live leader reports LEADER_NOT_AVAILABLE. A null topic list (or an empty
+// one in v0) asks for every topic. Missing topics are created with
+// num.partitions partitions (and default.replication.factor replicas) when
+// auto.create.topics.enable is set and the request allows it (always below
+// v4), as Kafka does. v10+ report topic UUIDs; v12 may name topics by UUID
 // only. Authorized operations are not computed (reported as "not
 // requested", the int32 minimum).
 
@@ -35,16 +38,18 @@ func handleMetadata(ctx context.Context, r *Request) (kmsg.Response, error) {
 	b := r.Env.Broker
 	cfg := b.Config()
 
-	rb := kmsg.NewMetadataResponseBroker()
-	rb.NodeID, rb.Host, rb.Port = cfg.NodeID, cfg.Host, cfg.Port
-	if cfg.Rack != "" {
-		rack := cfg.Rack
-		rb.Rack = &rack
+	for _, bi := range b.Brokers() {
+		rb := kmsg.NewMetadataResponseBroker()
+		rb.NodeID, rb.Host, rb.Port = bi.ID, bi.Host, bi.Port
+		if bi.Rack != "" {
+			rack := bi.Rack
+			rb.Rack = &rack
+		}
+		resp.Brokers = append(resp.Brokers, rb)
 	}
-	resp.Brokers = []kmsg.MetadataResponseBroker{rb}
 	clusterID := b.ClusterID()
 	resp.ClusterID = &clusterID
-	resp.ControllerID = cfg.NodeID
+	resp.ControllerID = b.ControllerID()
 	resp.AuthorizedOperations = authorizedOpsNotRequested
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
@@ -110,15 +115,25 @@ func metadataTopic(b *broker.Broker, t broker.TopicInfo) kmsg.MetadataResponseTo
 	mt.Topic = &name
 	mt.TopicID = t.ID
 	mt.AuthorizedOperations = authorizedOpsNotRequested
-	node := b.NodeID()
 	for i := range t.Partitions {
 		p := kmsg.NewMetadataResponseTopicPartition()
 		p.Partition = i
-		p.Leader = node
-		p.LeaderEpoch = broker.LeaderEpoch
-		p.Replicas = []int32{node}
-		p.ISR = []int32{node}
-		p.OfflineReplicas = []int32{}
+		v, ok := b.PartitionView(t.Name, i)
+		if !ok {
+			p.ErrorCode = kerr.LeaderNotAvailable.Code
+			p.Leader, p.LeaderEpoch = -1, -1
+			p.Replicas, p.ISR, p.OfflineReplicas = []int32{}, []int32{}, []int32{}
+			mt.Partitions = append(mt.Partitions, p)
+			continue
+		}
+		p.Leader = v.Leader
+		p.LeaderEpoch = v.LeaderEpoch
+		p.Replicas = v.Replicas
+		p.ISR = v.ISR
+		p.OfflineReplicas = v.Offline
+		if v.Leader < 0 {
+			p.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
 		mt.Partitions = append(mt.Partitions, p)
 	}
 	return mt

@@ -36,8 +36,10 @@ func handleOffsetForLeaderEpoch(_ context.Context, r *Request) (kmsg.Response, e
 			switch {
 			case err != nil:
 				sp.ErrorCode = broker.ErrorCode(err)
-			case req.Version >= 2 && checkLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
-				sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch)
+			case req.Version >= 2 && checkPartitionLeader(p, rp.CurrentLeaderEpoch) != nil:
+				sp.ErrorCode = broker.ErrorCode(checkPartitionLeader(p, rp.CurrentLeaderEpoch))
+			case req.Version < 2 && checkPartitionLeader(p, -1) != nil:
+				sp.ErrorCode = broker.ErrorCode(checkPartitionLeader(p, -1))
 			default:
 				sp.LeaderEpoch, sp.EndOffset = p.Log.EndOffsetForEpoch(rp.LeaderEpoch)
 			}

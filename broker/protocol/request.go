@@ -5,6 +5,8 @@ import (
 	"net"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker/traffic"
 )
 
 // Header is a parsed request header (v0, v1 or v2).
@@ -31,6 +33,19 @@ type Request struct {
 	Msg    kmsg.Request
 	Client ClientInfo
 	Env    *Env
+
+	// trafficPath and peerZone classify the request's bytes for the
+	// traffic counters (set by the handler with SetTraffic; unset
+	// requests are not counted).
+	trafficPath traffic.Path
+	peerZone    string
+}
+
+// SetTraffic tells the server which data path the request and its
+// response belong to, and the peer's zone ("" = unknown), for
+// strata_traffic_bytes_total.
+func (r *Request) SetTraffic(path traffic.Path, peerZone string) {
+	r.trafficPath, r.peerZone = path, peerZone
 }
 
 // CheckVersion returns an error (closing the connection) if the request's

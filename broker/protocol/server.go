@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker/traffic"
 )
 
 // Observer receives per-request figures (for metrics). Implementations must
@@ -54,6 +56,10 @@ type Config struct {
 	IdleTimeout time.Duration
 	// Observer may be nil.
 	Observer Observer
+	// Traffic counts request and response bytes per data path and peer
+	// zone for the requests whose handler classified them
+	// (Request.SetTraffic); nil disables.
+	Traffic *traffic.Counter
 	// Log receives connection-level log lines.
 	Log logr.Logger
 }
@@ -402,6 +408,10 @@ func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
 			out <- frame
 		}
 		c.pending.Add(-1)
+		if t := c.srv.cfg.Traffic; t != nil && item.req.trafficPath != "" {
+			t.Add(item.req.peerZone, item.req.trafficPath, traffic.In, item.size)
+			t.Add(item.req.peerZone, item.req.trafficPath, traffic.Out, len(frame))
+		}
 		if obs != nil {
 			obs.Request(item.req.Header.Key, item.req.Header.Version, item.size, len(frame), time.Since(item.started), false)
 		}

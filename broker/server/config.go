@@ -103,6 +103,10 @@ var processKeys = map[string]bool{
 	"num.partitions":            true, "auto.create.topics.enable": true,
 	"log.retention.hours": true, "log.retention.minutes": true,
 	"default.replication.factor": true,
+	"broker.id.base":             true, "metadata.etcd.endpoints": true, "metadata.etcd.prefix": true, "cluster.name": true,
+	"broker.session.timeout.ms": true, "replica.lag.time.max.ms": true, "replica.fetch.wait.max.ms": true,
+	"replica.fetch.max.bytes": true, "replica.fetch.response.max.bytes": true, "replica.fetch.backoff.ms": true,
+	"auto.leader.rebalance.enable": true, "unclean.leader.election.enable": true,
 }
 
 // ApplySettings applies flat key/value settings (from a config file or
@@ -214,8 +218,83 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 			}
 			cfg.Broker.AutoCreateTopics = b
 		case k == "default.replication.factor":
-			if v != "1" {
-				return nil, bad(fmt.Errorf("a single broker supports only 1"))
+			n, err := strconv.ParseInt(v, 10, 16)
+			if err != nil || n < 1 {
+				return nil, bad(fmt.Errorf("want a positive int16"))
+			}
+			cfg.Broker.DefaultReplicationFactor = int16(n)
+		case k == "broker.id.base":
+			// The operator's ConfigMap: one per zone, broker.id is the
+			// zone's base plus the pod's ordinal (<cluster>-<zone>-<ordinal>).
+			if _, ok := kv["broker.id"]; ok {
+				continue
+			}
+			if _, ok := kv["node.id"]; ok {
+				continue
+			}
+			base, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || base < 0 {
+				return nil, bad(fmt.Errorf("not a non-negative int32"))
+			}
+			pod := os.Getenv("POD_NAME")
+			i := strings.LastIndexByte(pod, '-')
+			ord, err := strconv.ParseInt(pod[i+1:], 10, 32)
+			if i < 0 || err != nil || ord < 0 {
+				return nil, bad(fmt.Errorf("broker.id.base needs $POD_NAME ending in -<ordinal>, got %q", pod))
+			}
+			cfg.Broker.NodeID = int32(base + ord)
+		case k == "metadata.etcd.endpoints":
+			cfg.Cluster.EtcdEndpoints = nil
+			for _, e := range strings.Split(v, ",") {
+				if e = strings.TrimSpace(e); e != "" {
+					cfg.Cluster.EtcdEndpoints = append(cfg.Cluster.EtcdEndpoints, e)
+				}
+			}
+		case k == "metadata.etcd.prefix":
+			name := strings.Trim(strings.TrimPrefix(v, "/strata/"), "/")
+			if !strings.HasPrefix(v, "/strata/") || name == "" {
+				return nil, bad(fmt.Errorf("want /strata/<cluster>/"))
+			}
+			cfg.Cluster.Name = name
+		case k == "cluster.name":
+			if _, ok := kv["metadata.etcd.prefix"]; !ok {
+				cfg.Cluster.Name = v
+			}
+		case k == "broker.session.timeout.ms" || k == "replica.lag.time.max.ms" || k == "replica.fetch.wait.max.ms" || k == "replica.fetch.backoff.ms":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 {
+				return nil, bad(fmt.Errorf("want a positive number of milliseconds"))
+			}
+			d := time.Duration(n) * time.Millisecond
+			switch k {
+			case "broker.session.timeout.ms":
+				cfg.Cluster.SessionTimeout = d
+			case "replica.lag.time.max.ms":
+				cfg.Cluster.Replica.LagTimeMax = d
+			case "replica.fetch.wait.max.ms":
+				cfg.Cluster.Replica.FetchMaxWait = d
+			default:
+				cfg.Cluster.Replica.Backoff = d
+			}
+		case k == "replica.fetch.max.bytes" || k == "replica.fetch.response.max.bytes":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 1024 {
+				return nil, bad(fmt.Errorf("want an int32 of at least 1024"))
+			}
+			if k == "replica.fetch.max.bytes" {
+				cfg.Cluster.Replica.PartitionMaxBytes = int32(n)
+			} else {
+				cfg.Cluster.Replica.FetchMaxBytes = int32(n)
+			}
+		case k == "auto.leader.rebalance.enable" || k == "unclean.leader.election.enable":
+			on, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, bad(err)
+			}
+			if k == "auto.leader.rebalance.enable" {
+				cfg.Cluster.Controller.AutoLeaderRebalance = on
+			} else {
+				cfg.Cluster.Controller.UncleanLeaderElection = on
 			}
 		case k == "log.retention.hours" || k == "log.retention.minutes":
 			n, err := strconv.ParseInt(v, 10, 64)

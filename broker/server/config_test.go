@@ -94,12 +94,61 @@ func TestApplySettings(t *testing.T) {
 		{"num.partitions": "0"},
 		{"auto.create.topics.enable": "maybe"},
 		{"socket.request.max.bytes": "10"},
-		{"default.replication.factor": "3"},
+		{"default.replication.factor": "0"},
+		{"metadata.etcd.prefix": "cluster-without-prefix"},
+		{"replica.lag.time.max.ms": "0"},
+		{"replica.fetch.max.bytes": "12"},
+		{"auto.leader.rebalance.enable": "sometimes"},
 		{"group.min.session.timeout.ms": "x"},
 	} {
 		c := DefaultConfig()
 		if _, err := ApplySettings(&c, bad); err == nil {
 			t.Errorf("ApplySettings(%v) accepted", bad)
 		}
+	}
+}
+
+func TestApplySettingsCluster(t *testing.T) {
+	t.Setenv("POD_NAME", "prod-zone-b-3")
+	tests := []struct {
+		name string
+		kv   map[string]string
+		want func(Config) bool
+	}{
+		{"operator ConfigMap", map[string]string{
+			"broker.id.base": "100", "metadata.etcd.endpoints": "http://e-0:2379, http://e-1:2379",
+			"metadata.etcd.prefix": "/strata/ns/prod/", "cluster.name": "prod",
+		}, func(c Config) bool {
+			return c.Broker.NodeID == 103 && len(c.Cluster.EtcdEndpoints) == 2 && c.Cluster.EtcdEndpoints[1] == "http://e-1:2379" &&
+				c.Cluster.Name == "ns/prod"
+		}},
+		{"explicit broker.id wins over the base", map[string]string{"broker.id.base": "100", "broker.id": "7"}, func(c Config) bool {
+			return c.Broker.NodeID == 7
+		}},
+		{"cluster.name alone", map[string]string{"cluster.name": "dev"}, func(c Config) bool { return c.Cluster.Name == "dev" }},
+		{"replication settings", map[string]string{
+			"replica.lag.time.max.ms": "1500", "replica.fetch.wait.max.ms": "100", "broker.session.timeout.ms": "4000",
+			"default.replication.factor": "3", "auto.leader.rebalance.enable": "true",
+		}, func(c Config) bool {
+			return c.Cluster.Replica.LagTimeMax == 1500*time.Millisecond && c.Cluster.Replica.FetchMaxWait == 100*time.Millisecond &&
+				c.Cluster.SessionTimeout == 4*time.Second && c.Broker.DefaultReplicationFactor == 3 && c.Cluster.Controller.AutoLeaderRebalance
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			unknown, err := ApplySettings(&c, tt.kv)
+			if err != nil || len(unknown) > 0 {
+				t.Fatalf("ApplySettings: %v (unknown %v)", err, unknown)
+			}
+			if !tt.want(c) {
+				t.Fatalf("config = %+v", c)
+			}
+		})
+	}
+	t.Setenv("POD_NAME", "no-ordinal")
+	c := DefaultConfig()
+	if _, err := ApplySettings(&c, map[string]string{"broker.id.base": "100"}); err == nil {
+		t.Fatal("broker.id.base without an ordinal in POD_NAME accepted")
 	}
 }

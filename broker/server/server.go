@@ -18,8 +18,10 @@ import (
 
 	"github.com/strata-dev/strata/broker"
 	"github.com/strata-dev/strata/broker/group"
+	"github.com/strata-dev/strata/broker/meta/offsets"
 	"github.com/strata-dev/strata/broker/metrics"
 	"github.com/strata-dev/strata/broker/protocol"
+	"github.com/strata-dev/strata/broker/traffic"
 )
 
 // Config configures a broker process.
@@ -48,6 +50,9 @@ type Config struct {
 	// Group configures the consumer-group coordinator (group.* settings);
 	// its Store and PartitionExists are set by Start.
 	Group group.Config
+	// Cluster configures cluster mode; without etcd endpoints the broker
+	// runs standalone.
+	Cluster ClusterConfig
 }
 
 // DefaultConfig returns Kafka's defaults: listener 0.0.0.0:9092 advertising
@@ -67,7 +72,9 @@ type Server struct {
 	proto   *protocol.Server
 	metrics *metrics.Metrics
 	groups  *group.Coordinator
-	offsets *group.FileStore
+	offsets *group.FileStore // standalone only
+	traffic *traffic.Counter
+	cluster *clusterRun // nil standalone
 	ln      net.Listener
 	http    *http.Server
 	httpLn  net.Listener
@@ -104,6 +111,7 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 			}
 		}
 	}
+	cfg.Broker.Clustered = len(cfg.Cluster.EtcdEndpoints) > 0
 	b, err := broker.Open(ctx, cfg.Broker, logger.WithName("broker"))
 	if err != nil {
 		ln.Close()
@@ -111,21 +119,35 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	}
 	s := &Server{cfg: cfg, log: logger, broker: b, ln: ln, stop: make(chan struct{}), serveErr: make(chan error, 1)}
 	s.metrics = metrics.New(b)
-	// Consumer groups: committed offsets live under the data dir and
-	// survive restarts; membership is rebuilt by the clients rejoining.
-	if s.offsets, err = group.OpenFileStore(filepath.Join(cfg.Broker.DataDir, "__group_offsets")); err != nil {
-		ln.Close()
-		b.Close()
-		return nil, fmt.Errorf("open group offsets: %w", err)
-	}
+	s.traffic = traffic.New(cfg.Broker.Rack)
+	s.metrics.Registry.MustRegister(s.traffic.Collector())
 	groupCfg := cfg.Group
-	groupCfg.Store = s.offsets
+	if cfg.Broker.Clustered {
+		if s.cluster, err = s.startCluster(ctx, b, s.traffic); err != nil {
+			ln.Close()
+			b.Close()
+			return nil, err
+		}
+		// Offsets and membership in etcd; each group has one coordinator
+		// among the live brokers.
+		groupCfg.Store = offsets.New(s.cluster.store)
+		groupCfg.Owns = groupOwner(b)
+	} else {
+		// Consumer groups: committed offsets live under the data dir and
+		// survive restarts.
+		if s.offsets, err = group.OpenFileStore(filepath.Join(cfg.Broker.DataDir, "__group_offsets")); err != nil {
+			ln.Close()
+			b.Close()
+			return nil, fmt.Errorf("open group offsets: %w", err)
+		}
+		groupCfg.Store = s.offsets
+	}
 	groupCfg.PartitionExists = func(topic string, p int32) bool {
 		t, ok := b.Topic(topic)
 		return ok && p >= 0 && p < t.Partitions
 	}
 	if s.groups, err = group.New(logr.NewContext(ctx, logger), groupCfg); err != nil {
-		s.offsets.Close()
+		s.closeStores()
 		ln.Close()
 		b.Close()
 		return nil, fmt.Errorf("start group coordinator: %w", err)
@@ -137,10 +159,13 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		IdleTimeout:              cfg.ConnectionsMaxIdle,
 		MaxInflightRequestMemory: cfg.MaxInflightRequestMemory,
 		Observer:                 s.metrics,
+		Traffic:                  s.traffic,
 		Log:                      logger.WithName("protocol"),
 	})
 	if cfg.MetricsListen != "" {
 		if s.httpLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			s.groups.Close()
+			s.closeStores()
 			ln.Close()
 			b.Close()
 			return nil, fmt.Errorf("listen on %s: %w", cfg.MetricsListen, err)
@@ -172,6 +197,19 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		"nodeID", cfg.Broker.NodeID, "rack", cfg.Broker.Rack, "dataDir", cfg.Broker.DataDir, "metrics", s.MetricsAddr())
 	return s, nil
 }
+
+// closeStores undoes the cluster mode and offsets store of a failed Start.
+func (s *Server) closeStores() {
+	if s.cluster != nil {
+		s.cluster.stop()
+	}
+	if s.offsets != nil {
+		s.offsets.Close()
+	}
+}
+
+// Traffic returns the broker's traffic counters.
+func (s *Server) Traffic() *traffic.Counter { return s.traffic }
 
 // Addr returns the Kafka listener's address (host:port).
 func (s *Server) Addr() string { return s.ln.Addr().String() }
@@ -244,8 +282,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if err := s.proto.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("protocol server: %w", err))
 		}
-		if err := s.offsets.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("group offsets: %w", err))
+		if s.cluster != nil {
+			// Deregister (the controller moves leadership away at once),
+			// stop following the metadata and replicating.
+			s.cluster.stop()
+		}
+		if s.offsets != nil {
+			if err := s.offsets.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("group offsets: %w", err))
+			}
 		}
 		close(s.stop)
 		if s.http != nil {

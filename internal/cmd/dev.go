@@ -1,59 +1,171 @@
 package cmd
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 
+	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/server"
 )
 
 func newDevCmd() *cobra.Command {
 	var (
-		f       brokerFlags
-		keepDir string
+		f              brokerFlags
+		keepDir        string
+		zones          []string
+		brokersPerZone int
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run one local broker on 127.0.0.1:9092 with a throw-away data dir",
-		Long: `Run a single Strata broker for development on 127.0.0.1:9092. Data goes to a
-temporary directory removed on exit, unless --keep-dir names one to keep.
-Prints "strata dev ready: bootstrap=<addr>" once it accepts connections;
-Ctrl-C stops it cleanly.`,
+		Short: "Run a local 3-zone cluster (embedded etcd, brokers on 127.0.0.1:9092-9094) with a throw-away data dir",
+		Long: `Run a Strata cluster for development in one process: an embedded etcd on a
+random loopback port and --brokers-per-zone brokers in each of --zones
+(default a, b, c), listening on consecutive ports from --listen
+(127.0.0.1:9092, 9093, 9094; port 0 picks random ports). Broker IDs are
+0, 1, 2, ... in zone order; each broker's rack is its zone. Topics default
+to replication factor min(3, brokers) (set default.replication.factor with
+--set). Data goes to a temporary directory removed on exit, unless
+--keep-dir names one to keep. Prints
+"strata dev ready: bootstrap=<addr>,<addr>,..." once every broker accepts
+connections; Ctrl-C stops it cleanly.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, flush, err := newLogger(f.logFormat, f.logLevel)
 			if err != nil {
 				return err
 			}
 			defer flush()
-			if keepDir == "" {
-				dir, err := os.MkdirTemp("", "strata-dev-")
-				if err != nil {
+			if brokersPerZone < 1 || len(zones) == 0 {
+				return errors.New("need at least one zone and one broker per zone")
+			}
+			root := keepDir
+			if root == "" {
+				if root, err = os.MkdirTemp("", "strata-dev-"); err != nil {
 					return err
 				}
-				defer os.RemoveAll(dir)
-				f.dataDir = dir
-			} else {
-				f.dataDir = keepDir
+				defer os.RemoveAll(root)
 			}
-			if err := cmd.Flags().Set("data-dir", f.dataDir); err != nil {
+			if err := cmd.Flags().Set("data-dir", root); err != nil {
 				return err
 			}
-			cfg, err := f.serverConfig(cmd, log)
+			base, err := f.serverConfig(cmd, log)
 			if err != nil {
 				return err
 			}
-			return runBroker(cmd.Context(), cfg, f.shutdownTimeout, log, func(s *server.Server) {
-				fmt.Fprintf(cmd.OutOrStdout(), "strata dev ready: bootstrap=%s\n", s.Addr())
-			})
+			return runDev(cmd, base, root, zones, brokersPerZone, f.shutdownTimeout, log)
 		},
 	}
 	f.register(cmd, "127.0.0.1:9092", "")
 	// --data-dir of dev keeps the directory; hide the shared flag's meaning.
 	cmd.Flags().Lookup("data-dir").Hidden = true
+	cmd.Flags().Lookup("broker-id").Hidden = true
+	cmd.Flags().Lookup("rack").Hidden = true
 	cmd.Flags().StringVar(&keepDir, "keep-dir", "", "use (and keep) this data directory instead of a temporary one")
+	cmd.Flags().StringSliceVar(&zones, "zones", []string{"a", "b", "c"}, "zones (racks) of the cluster")
+	cmd.Flags().IntVar(&brokersPerZone, "brokers-per-zone", 1, "brokers in each zone")
 	cmd.Flags().Lookup("log-format").DefValue = "console"
 	_ = cmd.Flags().Set("log-format", "console")
 	return cmd
+}
+
+func runDev(cmd *cobra.Command, base server.Config, root string, zones []string, perZone int, shutdownTimeout time.Duration, log logr.Logger) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	etcd, err := meta.StartEmbedded(ctx, filepath.Join(root, "etcd"), nil)
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+	log.Info("embedded etcd started", "endpoints", etcd.Endpoints, "dir", filepath.Join(root, "etcd"))
+
+	host, portStr, err := net.SplitHostPort(base.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", base.Listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", base.Listen, err)
+	}
+	n := len(zones) * perZone
+	if base.Broker.DefaultReplicationFactor <= 1 {
+		base.Broker.DefaultReplicationFactor = int16(min(3, n))
+	}
+	base.Cluster.EtcdEndpoints = etcd.Endpoints
+	if base.Cluster.Name == "" {
+		base.Cluster.Name = "dev"
+	}
+
+	var servers []*server.Server
+	shutdown := func() error {
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		var wg sync.WaitGroup
+		errs := make([]error, len(servers))
+		for i, s := range servers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = s.Shutdown(sctx)
+			}()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	var addrs []string
+	id := int32(0)
+	for _, zone := range zones {
+		for range perZone {
+			cfg := base
+			cfg.Broker.NodeID = id
+			cfg.Broker.Rack = zone
+			cfg.Broker.DataDir = filepath.Join(root, fmt.Sprintf("broker-%d", id))
+			cfg.Listen = net.JoinHostPort(host, "0")
+			if port != 0 {
+				cfg.Listen = net.JoinHostPort(host, strconv.Itoa(port+int(id)))
+			}
+			if cfg.MetricsListen != "" {
+				mh, mp, err := net.SplitHostPort(cfg.MetricsListen)
+				if p, perr := strconv.Atoi(mp); err == nil && perr == nil && p != 0 {
+					cfg.MetricsListen = net.JoinHostPort(mh, strconv.Itoa(p+int(id)))
+				}
+			}
+			s, err := server.Start(ctx, cfg, log.WithValues("broker", id, "zone", zone))
+			if err != nil {
+				return errors.Join(fmt.Errorf("broker %d (zone %s): %w", id, zone, err), shutdown())
+			}
+			servers = append(servers, s)
+			addrs = append(addrs, s.Addr())
+			id++
+		}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "strata dev ready: bootstrap=%s\n", strings.Join(addrs, ","))
+	var serveErr error
+	done := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() {
+			if err := <-s.Done(); err != nil {
+				done <- err
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("signal received, shutting down")
+	case serveErr = <-done:
+		log.Error(serveErr, "a listener failed, shutting down")
+	}
+	stop() // a second signal kills the process the default way
+	return errors.Join(serveErr, shutdown())
 }

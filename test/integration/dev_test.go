@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -14,10 +15,11 @@ import (
 	"github.com/strata-dev/strata/broker/brokertest"
 )
 
-// TestStrataDev runs `strata dev` (what `make dev` runs), waits for its
-// exact ready line, uses the printed bootstrap address with kcat, and
-// stops it with SIGINT (Ctrl-C): it must exit 0 and remove its temporary
-// data directory.
+// TestStrataDev runs `strata dev` (what `make dev` runs: embedded etcd and
+// one broker in each of zones a, b and c), waits for its exact ready line,
+// uses the printed bootstrap addresses with kcat (three brokers, a topic
+// replicated to all three), and stops it with SIGINT (Ctrl-C): it must exit
+// 0 and remove its temporary data directory.
 func TestStrataDev(t *testing.T) {
 	kcat := kcatPath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -32,7 +34,7 @@ func TestStrataDev(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ready := regexp.MustCompile(`^strata dev ready: bootstrap=(127\.0\.0\.1:\d+)$`)
+	ready := regexp.MustCompile(`^strata dev ready: bootstrap=(127\.0\.0\.1:\d+,127\.0\.0\.1:\d+,127\.0\.0\.1:\d+)$`)
 	sc := bufio.NewScanner(stdout)
 	var addr string
 	for sc.Scan() {
@@ -48,8 +50,21 @@ func TestStrataDev(t *testing.T) {
 		t.Fatalf("no ready line; stderr:\n%s", stderr.String())
 	}
 	out, err := exec.CommandContext(ctx, kcat, "-b", addr, "-L").CombinedOutput()
-	if err != nil || !bytes.Contains(out, []byte("1 brokers:")) {
+	if err != nil || !bytes.Contains(out, []byte("3 brokers:")) {
 		t.Fatalf("kcat -L against %s: %v\n%s", addr, err, out)
+	}
+	produce := exec.CommandContext(ctx, kcat, "-b", addr, "-P", "-t", "devtopic", "-X", "acks=all")
+	produce.Stdin = strings.NewReader("one\ntwo\n")
+	if out, err := produce.CombinedOutput(); err != nil {
+		t.Fatalf("kcat -P: %v\n%s", err, out)
+	}
+	out, err = exec.CommandContext(ctx, kcat, "-b", addr, "-C", "-t", "devtopic", "-e", "-o", "beginning", "-f", "%s\n").Output()
+	if err != nil || !bytes.Equal(out, []byte("one\ntwo\n")) {
+		t.Fatalf("kcat -C: %v\n%q", err, out)
+	}
+	out, err = exec.CommandContext(ctx, kcat, "-b", addr, "-L", "-t", "devtopic").CombinedOutput()
+	if err != nil || !regexp.MustCompile(`replicas: \d+,\d+,\d+, isrs: \d+,\d+,\d+`).Match(out) {
+		t.Fatalf("devtopic is not replicated to three in-sync brokers: %v\n%s", err, out)
 	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)

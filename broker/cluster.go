@@ -1,0 +1,554 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strata-dev/strata/broker/log"
+	"github.com/strata-dev/strata/broker/meta"
+	"github.com/strata-dev/strata/broker/replica"
+)
+
+// Cluster mode. With etcd configured, topics, partition assignments and
+// roles come from the cluster metadata (broker/meta): the server follows
+// Store.Watch and hands every snapshot to ApplyClusterState, which opens
+// the logs of the partitions this broker hosts, deletes those it no longer
+// hosts, and makes each replica leader or follower (broker/replica). Topic
+// admin calls (CreateTopic, DeleteTopic, CreatePartitions, config changes)
+// become etcd transactions; the broker acts on them when the watch
+// delivers them. strata-meta.json then only keeps the node ID and the
+// producer-ID block.
+
+// cluster is the state of cluster mode; nil for a standalone broker.
+type cluster struct {
+	store    *meta.Store
+	replicas *replica.Manager
+	applied  atomic.Pointer[meta.ClusterState]
+	// appliedCh is closed (and replaced) after every applied snapshot.
+	appliedCh  atomic.Pointer[chan struct{}]
+	controller atomic.Pointer[meta.Controller]
+}
+
+// topicIDFile records the topic ID in each partition directory, so that a
+// topic recreated under the same name never reuses the old data.
+const topicIDFile = "topic-id"
+
+// EnableCluster switches the broker to cluster mode; call it after Open
+// (with Config.Clustered set) and before serving.
+func (b *Broker) EnableCluster(store *meta.Store, replicas *replica.Manager) {
+	c := &cluster{store: store, replicas: replicas}
+	ch := make(chan struct{})
+	c.appliedCh.Store(&ch)
+	b.cluster = c
+}
+
+// Clustered reports whether topics come from etcd.
+func (b *Broker) Clustered() bool { return b.cluster != nil }
+
+// ClusterState returns the last applied metadata snapshot (nil when
+// standalone or before the first one).
+func (b *Broker) ClusterState() *meta.ClusterState {
+	if b.cluster == nil {
+		return nil
+	}
+	return b.cluster.applied.Load()
+}
+
+// Replicas returns the replication manager (nil when standalone).
+func (b *Broker) Replicas() *replica.Manager {
+	if b.cluster == nil {
+		return nil
+	}
+	return b.cluster.replicas
+}
+
+// MetaStore returns the etcd metadata store (nil when standalone).
+func (b *Broker) MetaStore() *meta.Store {
+	if b.cluster == nil {
+		return nil
+	}
+	return b.cluster.store
+}
+
+// SetController records this broker's controller candidate (for
+// ElectLeaders); nil when it has none (registration lost).
+func (b *Broker) SetController(c *meta.Controller) {
+	if b.cluster != nil {
+		b.cluster.controller.Store(c)
+	}
+}
+
+// Controller returns this broker's controller candidate, or nil.
+func (b *Broker) Controller() *meta.Controller {
+	if b.cluster == nil {
+		return nil
+	}
+	return b.cluster.controller.Load()
+}
+
+// BrokerInfo is a broker as Metadata and DescribeCluster report it.
+type BrokerInfo struct {
+	ID   int32
+	Host string
+	Port int32
+	Rack string
+}
+
+// Brokers returns the live brokers, sorted by ID (this broker alone when
+// standalone).
+func (b *Broker) Brokers() []BrokerInfo {
+	st := b.ClusterState()
+	if st == nil {
+		return []BrokerInfo{{ID: b.cfg.NodeID, Host: b.cfg.Host, Port: b.cfg.Port, Rack: b.cfg.Rack}}
+	}
+	out := make([]BrokerInfo, 0, len(st.Brokers))
+	for _, bi := range st.Brokers {
+		info := BrokerInfo{ID: bi.ID, Rack: bi.Zone}
+		if len(bi.Listeners) > 0 {
+			info.Host, info.Port = bi.Listeners[0].Host, bi.Listeners[0].Port
+		}
+		out = append(out, info)
+	}
+	slices.SortFunc(out, func(a, c BrokerInfo) int { return int(a.ID - c.ID) })
+	return out
+}
+
+// ControllerID returns the controller's broker ID (-1 if none).
+func (b *Broker) ControllerID() int32 {
+	st := b.ClusterState()
+	if st == nil {
+		return b.cfg.NodeID
+	}
+	return st.ControllerID
+}
+
+// PartitionView is a partition's replication state as Metadata reports it.
+type PartitionView struct {
+	Leader      int32
+	LeaderEpoch int32
+	Replicas    []int32
+	ISR         []int32
+	Offline     []int32
+}
+
+// PartitionView returns a partition's leader, epoch, replicas, ISR and
+// offline replicas from the metadata (this broker alone when standalone).
+func (b *Broker) PartitionView(topic string, index int32) (PartitionView, bool) {
+	st := b.ClusterState()
+	if st == nil {
+		t, ok := b.Topic(topic)
+		if !ok || index < 0 || index >= t.Partitions {
+			return PartitionView{}, false
+		}
+		n := b.cfg.NodeID
+		return PartitionView{Leader: n, LeaderEpoch: LeaderEpoch, Replicas: []int32{n}, ISR: []int32{n}, Offline: []int32{}}, true
+	}
+	ps, ok := st.Partition(meta.TopicPartition{Topic: topic, Partition: index})
+	if !ok {
+		return PartitionView{}, false
+	}
+	v := PartitionView{Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, Replicas: ps.Replicas, ISR: ps.ISR, Offline: []int32{}}
+	for _, r := range ps.Replicas {
+		if !st.Live(r) {
+			v.Offline = append(v.Offline, r)
+		}
+	}
+	return v, true
+}
+
+// WaitApplied waits until the applied snapshot satisfies cond, or ctx ends.
+func (b *Broker) WaitApplied(ctx context.Context, cond func(*meta.ClusterState) bool) error {
+	c := b.cluster
+	if c == nil {
+		return nil
+	}
+	for {
+		ch := *c.appliedCh.Load()
+		if st := c.applied.Load(); st != nil && cond(st) {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// ApplyClusterState converges the broker to a metadata snapshot: topics
+// and configs are updated, partitions no longer hosted are deleted, and
+// each hosted partition becomes leader or follower as meta.Diff says.
+func (b *Broker) ApplyClusterState(st *meta.ClusterState) error {
+	c := b.cluster
+	prev := c.applied.Load()
+	changes := meta.Diff(prev, st, b.cfg.NodeID)
+	c.replicas.SetBrokers(st.Brokers)
+	var errs []error
+	for _, ch := range changes {
+		if ch.Kind == meta.StopReplica || ch.Kind == meta.DeletePartition {
+			b.dropPartition(ch.Partition)
+		}
+	}
+	b.syncTopics(st)
+	for _, ch := range changes {
+		switch ch.Kind {
+		case meta.BecomeLeader, meta.BecomeFollower, meta.UpdateState:
+			p, err := b.hostPartition(ch.Partition, ch.TopicID)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			c.replicas.Apply(p.Replica, ch.Kind, ch.State)
+		}
+	}
+	if prev == nil {
+		if err := b.removeStrayPartitionsCluster(st); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	c.applied.Store(st)
+	next := make(chan struct{})
+	old := c.appliedCh.Swap(&next)
+	close(*old)
+	return errors.Join(errs...)
+}
+
+// syncTopics makes b.topics match the snapshot's topics (names, IDs,
+// partition counts, configs); hosted partitions stay where they are.
+func (b *Broker) syncTopics(st *meta.ClusterState) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for name, t := range b.topics {
+		info, ok := st.Topics[name]
+		if !ok || meta.TopicID(t.ID) != info.ID {
+			delete(b.topics, name)
+		}
+	}
+	for name, info := range st.Topics {
+		t, ok := b.topics[name]
+		if !ok {
+			t = &Topic{Name: name, ID: info.ID, configs: map[string]string{}}
+			b.topics[name] = t
+		}
+		for int32(len(t.partitions)) < info.Partitions {
+			t.partitions = append(t.partitions, nil)
+		}
+		cfg := info.Config
+		if cfg == nil {
+			cfg = map[string]string{}
+		}
+		if !mapsEqual(cfg, t.configs) {
+			t.configs = cfg
+			lc := b.logConfig(cfg)
+			for _, p := range t.partitions {
+				if p == nil {
+					continue
+				}
+				if err := p.Log.SetConfig(lc); err != nil {
+					b.log.Error(err, "applying topic configs", "topic", name, "partition", p.Index)
+				}
+				p.setMaxMessageBytes(lc.MaxMessageBytes)
+				p.minInsyncReplicas.Store(b.minInsyncReplicas(cfg))
+			}
+		}
+	}
+}
+
+func mapsEqual(a, c map[string]string) bool {
+	if len(a) != len(c) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := c[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// hostPartition returns the local replica of tp, opening its log (and
+// replacing data of an older topic with the same name) if needed.
+func (b *Broker) hostPartition(tp meta.TopicPartition, id meta.TopicID) (*Partition, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.topics[tp.Topic]
+	if !ok || meta.TopicID(t.ID) != id || tp.Partition < 0 || int(tp.Partition) >= len(t.partitions) {
+		return nil, fmt.Errorf("host %s: topic not in the applied metadata", tp)
+	}
+	if p := t.partitions[tp.Partition]; p != nil {
+		return p, nil
+	}
+	dir := b.partitionDir(tp.Topic, tp.Partition)
+	if raw, err := os.ReadFile(filepath.Join(dir, topicIDFile)); err == nil && !bytes.Equal(bytes.TrimSpace(raw), []byte(id.String())) {
+		b.log.Info("removing the data of an older topic with the same name", "partition", tp.String(), "dir", dir)
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("host %s: remove old data: %w", tp, err)
+		}
+	}
+	p, err := b.openPartition(t, tp.Partition)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, topicIDFile), []byte(id.String()+"\n"), 0o644); err != nil {
+		_ = p.Log.Close()
+		return nil, fmt.Errorf("host %s: write topic id: %w", tp, err)
+	}
+	p.Replica = replica.NewPartition(tp, p.Log, b.cfg.NodeID, nil)
+	t.partitions[tp.Partition] = p
+	return p, nil
+}
+
+// dropPartition stops replicating tp and deletes its local data.
+func (b *Broker) dropPartition(tp meta.TopicPartition) {
+	b.cluster.replicas.Remove(tp)
+	b.mu.Lock()
+	var p *Partition
+	if t, ok := b.topics[tp.Topic]; ok && tp.Partition >= 0 && int(tp.Partition) < len(t.partitions) {
+		p = t.partitions[tp.Partition]
+		t.partitions[tp.Partition] = nil
+	}
+	b.mu.Unlock()
+	if p != nil {
+		if err := p.Log.Delete(); err != nil {
+			b.log.Error(err, "deleting partition data", "partition", tp.String())
+		}
+		b.log.Info("partition removed from this broker", "partition", tp.String())
+	}
+}
+
+// removeStrayPartitionsCluster deletes partition directories this broker
+// does not host according to the first snapshot (topics deleted, or
+// replicas moved away, while it was down).
+func (b *Broker) removeStrayPartitionsCluster(st *meta.ClusterState) error {
+	entries, err := os.ReadDir(b.cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("broker: read data dir: %w", err)
+	}
+	for _, e := range entries {
+		m := partitionDirRe.FindStringSubmatch(e.Name())
+		if !e.IsDir() || m == nil {
+			continue
+		}
+		idx, err := strconv.ParseInt(m[2], 10, 32)
+		if err != nil {
+			continue
+		}
+		ps, ok := st.Partition(meta.TopicPartition{Topic: m[1], Partition: int32(idx)})
+		if ok && slices.Contains(ps.Replicas, b.cfg.NodeID) {
+			continue
+		}
+		b.log.Info("removing partition directory this broker does not host", "dir", e.Name())
+		if err := os.RemoveAll(filepath.Join(b.cfg.DataDir, e.Name())); err != nil {
+			return fmt.Errorf("broker: remove stray partition %s: %w", e.Name(), err)
+		}
+	}
+	return nil
+}
+
+// metaError maps broker/meta errors to Kafka errors.
+func metaError(err error) error {
+	var code *kerr.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, meta.ErrTopicExists):
+		code = kerr.TopicAlreadyExists
+	case errors.Is(err, meta.ErrUnknownTopic):
+		code = kerr.UnknownTopicOrPartition
+	case errors.Is(err, meta.ErrInvalidTopic):
+		code = kerr.InvalidTopicException
+	case errors.Is(err, meta.ErrInvalidReplicationFactor):
+		code = kerr.InvalidReplicationFactor
+	case errors.Is(err, meta.ErrInvalidPartitions):
+		code = kerr.InvalidPartitions
+	case errors.Is(err, meta.ErrInvalidReplicaAssignment):
+		code = kerr.InvalidReplicaAssignment
+	case errors.Is(err, meta.ErrNotController):
+		code = kerr.NotController
+	case errors.Is(err, meta.ErrElectionNotNeeded):
+		code = kerr.ElectionNotNeeded
+	case errors.Is(err, meta.ErrPreferredLeaderNotAvailable):
+		code = kerr.PreferredLeaderNotAvailable
+	case errors.Is(err, meta.ErrEligibleLeadersNotAvailable):
+		code = kerr.EligibleLeadersNotAvailable
+	case errors.Is(err, meta.ErrStaleState):
+		code = kerr.ConcurrentTransactions // retriable; rare
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		code = kerr.RequestTimedOut
+	default:
+		return err
+	}
+	return fmt.Errorf("%w: %w", code, err)
+}
+
+// MetaError maps a broker/meta error to a Kafka error (for handlers that
+// call the controller directly).
+func MetaError(err error) error { return metaError(err) }
+
+// waitTopic waits (bounded) until the applied metadata satisfies cond, so
+// that a client's next Metadata request sees its own change.
+func (b *Broker) waitTopic(ctx context.Context, cond func(*meta.ClusterState) bool) {
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_ = b.WaitApplied(wctx, cond)
+}
+
+// createTopicCluster is CreateTopic in cluster mode.
+func (b *Broker) createTopicCluster(ctx context.Context, spec TopicSpec, validateOnly bool) (TopicInfo, error) {
+	ms := meta.TopicSpec{Name: spec.Name, Partitions: spec.Partitions, ReplicationFactor: spec.ReplicationFactor, Assignment: spec.Assignment, Config: map[string]string{}}
+	if len(spec.Assignment) > 0 {
+		if spec.Partitions != -1 || spec.ReplicationFactor != -1 {
+			return TopicInfo{}, fmt.Errorf("%w: both a replica assignment and a partition count or replication factor were given", kerr.InvalidRequest)
+		}
+		ms.Partitions, ms.ReplicationFactor = int32(len(spec.Assignment)), int16(len(spec.Assignment[0]))
+	}
+	if ms.Partitions == -1 {
+		ms.Partitions = b.cfg.DefaultPartitions
+	}
+	if ms.ReplicationFactor == -1 {
+		ms.ReplicationFactor = b.cfg.DefaultReplicationFactor
+	}
+	for k, v := range spec.Configs {
+		if v == nil {
+			return TopicInfo{}, fmt.Errorf("%w: null value for config %q", kerr.InvalidConfig, k)
+		}
+		if err := ValidateTopicConfig(k, *v); err != nil {
+			return TopicInfo{}, err
+		}
+		ms.Config[k] = *v
+	}
+	if st := b.ClusterState(); st != nil {
+		for name := range st.Topics {
+			if name != spec.Name && collisionName(name) == collisionName(spec.Name) {
+				return TopicInfo{}, fmt.Errorf("%w: topic %q collides with existing topic %q ('.' and '_' are treated alike)", kerr.InvalidTopicException, spec.Name, name)
+			}
+		}
+	}
+	var info meta.TopicInfo
+	var err error
+	if validateOnly {
+		info, _, err = b.cluster.store.PlanTopic(ctx, ms)
+	} else {
+		info, err = b.cluster.store.CreateTopic(ctx, ms)
+	}
+	if err != nil {
+		return TopicInfo{}, metaError(err)
+	}
+	if !validateOnly {
+		b.waitTopic(ctx, func(st *meta.ClusterState) bool { t, ok := st.Topics[spec.Name]; return ok && t.ID == info.ID })
+		b.log.Info("topic created", "topic", info.Name, "partitions", info.Partitions, "replicationFactor", info.ReplicationFactor, "configs", ms.Config)
+	}
+	return TopicInfo{Name: info.Name, ID: info.ID, Partitions: info.Partitions}, nil
+}
+
+func (b *Broker) deleteTopicCluster(ctx context.Context, name string) error {
+	if err := b.cluster.store.DeleteTopic(ctx, name); err != nil {
+		return metaError(err)
+	}
+	b.waitTopic(ctx, func(st *meta.ClusterState) bool { _, ok := st.Topics[name]; return !ok })
+	b.log.Info("topic deleted", "topic", name)
+	return nil
+}
+
+func (b *Broker) createPartitionsCluster(ctx context.Context, name string, count int32, assignment [][]int32, validateOnly bool) error {
+	st := b.ClusterState()
+	t, ok := st.Topics[name]
+	if !ok {
+		return fmt.Errorf("%w: %s", kerr.UnknownTopicOrPartition, name)
+	}
+	switch {
+	case count < t.Partitions:
+		return fmt.Errorf("%w: topic %s has %d partitions; the count can only grow", kerr.InvalidPartitions, name, t.Partitions)
+	case count == t.Partitions:
+		return fmt.Errorf("%w: topic %s already has %d partitions", kerr.InvalidPartitions, name, t.Partitions)
+	case count > 100000:
+		return fmt.Errorf("%w: partition count %d is too large", kerr.InvalidPartitions, count)
+	case assignment != nil && int32(len(assignment)) != count-t.Partitions:
+		return fmt.Errorf("%w: %d assignments for %d new partitions", kerr.InvalidReplicaAssignment, len(assignment), count-t.Partitions)
+	case validateOnly:
+		return nil
+	}
+	if _, err := b.cluster.store.CreatePartitions(ctx, name, count, assignment); err != nil {
+		return metaError(err)
+	}
+	b.waitTopic(ctx, func(st *meta.ClusterState) bool { t, ok := st.Topics[name]; return ok && t.Partitions >= count })
+	return nil
+}
+
+func (b *Broker) setTopicConfigsCluster(ctx context.Context, topic string, edit func(map[string]string) (map[string]string, error), validateOnly bool) error {
+	st := b.ClusterState()
+	t, ok := st.Topics[topic]
+	if !ok {
+		return fmt.Errorf("%w: %s", kerr.UnknownTopicOrPartition, topic)
+	}
+	if validateOnly {
+		_, err := edit(cloneMap(t.Config))
+		return err
+	}
+	info, err := b.cluster.store.UpdateTopicConfig(ctx, topic, func(cfg map[string]string) error {
+		next, err := edit(cloneMap(cfg))
+		if err != nil {
+			return err
+		}
+		clear(cfg)
+		for k, v := range next {
+			cfg[k] = v
+		}
+		return nil
+	})
+	if err != nil {
+		var ke *kerr.Error
+		if errors.As(err, &ke) {
+			return err
+		}
+		return metaError(err)
+	}
+	b.waitTopic(ctx, func(st *meta.ClusterState) bool { return mapsEqual(st.Topics[topic].Config, info.Config) })
+	b.log.Info("topic configs changed", "topic", topic, "configs", info.Config)
+	return nil
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// ensure log is referenced (for follower retention helpers).
+var _ = log.ErrClosed
+
+// PreferredReadReplica implements KIP-392's rack-aware replica selection
+// for a consumer in rack: an in-sync replica of the partition on a live
+// broker in that rack (in replica order), or -1 when the leader is in that
+// rack already or none is.
+func (b *Broker) PreferredReadReplica(topic string, index int32, rack string) int32 {
+	st := b.ClusterState()
+	if st == nil || rack == "" {
+		return -1
+	}
+	ps, ok := st.Partition(meta.TopicPartition{Topic: topic, Partition: index})
+	if !ok {
+		return -1
+	}
+	if l, ok := st.Brokers[ps.Leader]; ok && l.Zone == rack {
+		return -1
+	}
+	for _, r := range ps.Replicas {
+		if bi, ok := st.Brokers[r]; ok && bi.Zone == rack && slices.Contains(ps.ISR, r) {
+			return r
+		}
+	}
+	return -1
+}

@@ -1,0 +1,165 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/group"
+	"github.com/strata-dev/strata/broker/meta"
+	"github.com/strata-dev/strata/broker/replica"
+	"github.com/strata-dev/strata/broker/traffic"
+)
+
+// ClusterConfig configures cluster mode (etcd metadata and replication).
+// With no EtcdEndpoints the broker runs standalone.
+type ClusterConfig struct {
+	// EtcdEndpoints is metadata.etcd.endpoints (comma-separated URLs).
+	EtcdEndpoints []string
+	// Name is the cluster's key space in etcd: metadata.etcd.prefix
+	// /strata/<Name>/ as the operator writes it, else cluster.name
+	// (default "strata").
+	Name string
+	// SessionTimeout is broker.session.timeout.ms: the TTL of the broker's
+	// etcd lease; a broker that stops renewing it is considered dead after
+	// this long (default 9 s, as Kafka's KRaft).
+	SessionTimeout time.Duration
+	// Replica holds the replica.* settings; NodeID, Store, Traffic and Log
+	// are set by Start.
+	Replica replica.Config
+	// Controller holds auto.leader.rebalance.enable and
+	// unclean.leader.election.enable.
+	Controller meta.ControllerOptions
+	// StartTimeout bounds waiting for the broker's registration to be seen
+	// (a restarted broker waits for its previous lease to expire). Default
+	// 3 × SessionTimeout + 30 s.
+	StartTimeout time.Duration
+}
+
+// clusterRun is the running cluster mode of a server.
+type clusterRun struct {
+	store    *meta.Store
+	replicas *replica.Manager
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+// replicaTraffic counts a follower's replica fetches under the leader's
+// zone.
+type replicaTraffic struct {
+	counter *traffic.Counter
+	m       *replica.Manager
+}
+
+func (t *replicaTraffic) ReplicaFetch(leader int32, requestBytes, responseBytes int) {
+	zone := ""
+	if info, ok := t.m.Broker(leader); ok {
+		zone = info.Zone
+	}
+	t.counter.Add(zone, traffic.ReplicationInline, traffic.Out, requestBytes)
+	t.counter.Add(zone, traffic.ReplicationInline, traffic.In, responseBytes)
+}
+
+// startCluster connects to etcd, switches the broker to cluster mode,
+// follows the metadata, registers the broker (running a controller
+// candidate with its lease) and waits until the broker sees itself
+// registered and has applied that snapshot.
+func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *traffic.Counter) (*clusterRun, error) {
+	cc := s.cfg.Cluster
+	if cc.Name == "" {
+		cc.Name = "strata"
+	}
+	if cc.SessionTimeout <= 0 {
+		cc.SessionTimeout = 9 * time.Second
+	}
+	if cc.StartTimeout <= 0 {
+		cc.StartTimeout = 3*cc.SessionTimeout + 30*time.Second
+	}
+	log := s.log.WithName("cluster")
+	store, err := meta.Connect(ctx, meta.ClientConfig{Endpoints: cc.EtcdEndpoints, Cluster: cc.Name})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := store.ClusterID(ctx); err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("cluster ID: %w", err)
+	}
+	rcfg := cc.Replica
+	rcfg.NodeID, rcfg.Store, rcfg.Log = b.NodeID(), store, s.log.WithName("replica")
+	rt := &replicaTraffic{counter: counter}
+	rcfg.Traffic = rt
+	replicas := replica.NewManager(rcfg)
+	rt.m = replicas
+	b.EnableCluster(store, replicas)
+
+	run := &clusterRun{store: store, replicas: replicas}
+	cctx, cancel := context.WithCancel(context.Background())
+	run.cancel = cancel
+	run.wg.Add(2)
+	go func() {
+		defer run.wg.Done()
+		for st := range store.Watch(cctx) {
+			if err := b.ApplyClusterState(st); err != nil {
+				log.Error(err, "applying cluster metadata", "version", st.Version)
+			}
+		}
+	}()
+	cfg := b.Config()
+	info := meta.BrokerInfo{ID: cfg.NodeID, Zone: cfg.Rack, Listeners: []meta.Listener{{
+		Name: "PLAINTEXT", Host: cfg.Host, Port: cfg.Port, SecurityProtocol: "PLAINTEXT",
+	}}}
+	go func() {
+		defer run.wg.Done()
+		err := store.Maintain(cctx, info, cc.SessionTimeout, func(ctx context.Context, reg *meta.Registration) {
+			ctrl := store.NewController(reg, cc.Controller)
+			b.SetController(ctrl)
+			defer b.SetController(nil)
+			if err := ctrl.Run(ctx); err != nil && ctx.Err() == nil {
+				log.Info("controller candidate stopped", "reason", err.Error())
+			}
+		})
+		if err != nil {
+			log.Error(err, "broker registration ended")
+		}
+	}()
+	wctx, wcancel := context.WithTimeout(ctx, cc.StartTimeout)
+	defer wcancel()
+	if err := b.WaitApplied(wctx, func(st *meta.ClusterState) bool {
+		bi, ok := st.Brokers[cfg.NodeID]
+		return ok && len(bi.Listeners) > 0 && bi.Listeners[0].Port == cfg.Port && bi.Listeners[0].Host == cfg.Host
+	}); err != nil {
+		run.stop()
+		return nil, fmt.Errorf("broker %d did not see its registration in etcd within %s: %w", cfg.NodeID, cc.StartTimeout, err)
+	}
+	log.Info("joined the cluster", "cluster", cc.Name, "etcd", cc.EtcdEndpoints, "sessionTimeout", cc.SessionTimeout)
+	return run, nil
+}
+
+// stop deregisters the broker (the controller role moves at once), stops
+// following the metadata and replication, and closes the etcd client.
+func (r *clusterRun) stop() {
+	r.cancel()
+	r.wg.Wait()
+	r.replicas.Close()
+	_ = r.store.Close()
+}
+
+// groupOwner returns the group coordinator placement of a cluster: a
+// group belongs to group.CoordinatorFor over the live brokers.
+func groupOwner(b *broker.Broker) func(string) bool {
+	self := b.NodeID()
+	return func(g string) bool {
+		brokers := b.Brokers()
+		ids := make([]int32, 0, len(brokers))
+		for _, bi := range brokers {
+			ids = append(ids, bi.ID)
+		}
+		if !slices.Contains(ids, self) {
+			return false
+		}
+		return group.CoordinatorFor(g, ids) == self
+	}
+}

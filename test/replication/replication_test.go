@@ -1,0 +1,244 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/brokertest"
+	"github.com/strata-dev/strata/broker/meta"
+	"github.com/strata-dev/strata/broker/record"
+	"github.com/strata-dev/strata/broker/traffic"
+)
+
+var zones = []string{"a", "b", "c"}
+
+func newClient(t *testing.T, addrs []string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.MetadataMinAge(50 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func state(t *testing.T, c *brokertest.Cluster, topic string, p int32) meta.PartitionState {
+	t.Helper()
+	for _, b := range c.Brokers {
+		if srv := b.Server(); srv != nil {
+			if st := srv.Broker().ClusterState(); st != nil {
+				ps, _ := st.Partition(meta.TopicPartition{Topic: topic, Partition: p})
+				return ps
+			}
+		}
+	}
+	t.Fatal("no running broker")
+	return meta.PartitionState{}
+}
+
+func brokerByID(c *brokertest.Cluster, id int32) *brokertest.Broker { return c.Brokers[id-1] }
+
+func localLEO(t *testing.T, b *brokertest.Broker, topic string, p int32) int64 {
+	t.Helper()
+	part, err := b.Server().Broker().Partition(topic, p)
+	if err != nil {
+		t.Fatalf("broker %s: %v", b.Addr(), err)
+	}
+	return part.Log.EndOffset()
+}
+
+func createTopic(t *testing.T, adm *kadm.Client, topic string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, partitions, 3, configs, topic)
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+}
+
+// TestThreeZones: placement spreads replicas one per zone with balanced
+// leaders; acks=all completes only once both followers have the data; with
+// one follower gone and min.insync.replicas=2 it still succeeds, with two
+// gone the leader refuses with NOT_ENOUGH_REPLICAS and appends nothing.
+func TestThreeZones(t *testing.T) {
+	c := brokertest.StartCluster(t, zones, brokertest.WithSetting("replica.lag.time.max.ms", "2000"))
+	adm := kadm.NewClient(newClient(t, c.Addrs()))
+	two := "2"
+	createTopic(t, adm, "orders", 3, map[string]*string{"min.insync.replicas": &two})
+
+	leaders := map[int32]int{}
+	for p := range int32(3) {
+		st := state(t, c, "orders", p)
+		zs := map[string]bool{}
+		for _, r := range st.Replicas {
+			zs[zones[r-1]] = true
+		}
+		if len(st.Replicas) != 3 || len(zs) != 3 {
+			t.Fatalf("partition %d replicas %v not one per zone", p, st.Replicas)
+		}
+		leaders[st.Leader]++
+	}
+	if len(leaders) != 3 {
+		t.Fatalf("leaders not balanced over the brokers: %v", leaders)
+	}
+
+	// acks=all: when a produce is acknowledged, both followers have it.
+	st := state(t, c, "orders", 0)
+	cl := newClient(t, c.Addrs(), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx := context.Background()
+	for i := range 50 {
+		r := &kgo.Record{Topic: "orders", Partition: 0, Value: fmt.Appendf(nil, "v%d", i)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+		for _, f := range st.Replicas[1:] {
+			if leo := localLEO(t, brokerByID(c, f), "orders", 0); leo < r.Offset+1 {
+				t.Fatalf("record %d acknowledged at offset %d, follower %d has LEO %d", i, r.Offset, f, leo)
+			}
+		}
+	}
+
+	// One follower stops: the ISR shrinks to two, acks=all still succeeds.
+	brokerByID(c, st.Replicas[1]).Stop()
+	waitFor(t, "ISR without the stopped follower", 30*time.Second, func() bool {
+		return !slices.Contains(state(t, c, "orders", 0).ISR, st.Replicas[1])
+	})
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Partition: 0, Value: []byte("with two")}).FirstErr(); err != nil {
+		t.Fatalf("acks=all with ISR of 2: %v", err)
+	}
+
+	// The second follower stops: NOT_ENOUGH_REPLICAS, nothing appended.
+	brokerByID(c, st.Replicas[2]).Stop()
+	waitFor(t, "ISR of the leader alone", 30*time.Second, func() bool {
+		return slices.Equal(state(t, c, "orders", 0).ISR, []int32{st.Leader})
+	})
+	leader := brokerByID(c, st.Leader)
+	before := localLEO(t, leader, "orders", 0)
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 5000
+	batch, err := record.Build(record.DefaultSpec(), []record.Record{{Value: []byte("refused")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "orders"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = 0, batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(st.Leader)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.NotEnoughReplicas.Code {
+		t.Fatalf("acks=all with ISR of 1: error %v, want NOT_ENOUGH_REPLICAS", kerr.ErrorForCode(code))
+	}
+	if after := localLEO(t, leader, "orders", 0); after != before {
+		t.Fatalf("refused produce appended: LEO %d -> %d", before, after)
+	}
+	var errNER = kerr.NotEnoughReplicas
+	_ = errors.Is(nil, errNER)
+}
+
+// TestFollowerFetching: a consumer with client.rack=b is served by the
+// zone-b replica (KIP-392), seen in the brokers' traffic counters.
+func TestFollowerFetching(t *testing.T) {
+	c := brokertest.StartCluster(t, zones)
+	adm := kadm.NewClient(newClient(t, c.Addrs()))
+	createTopic(t, adm, "events", 1, nil)
+	st := state(t, c, "events", 0)
+	leaderZone := zones[st.Leader-1]
+	rack := "b"
+	if leaderZone == rack {
+		rack = "c"
+	}
+	var rackBroker *brokertest.Broker
+	for _, r := range st.Replicas {
+		if zones[r-1] == rack {
+			rackBroker = brokerByID(c, r)
+		}
+	}
+	prod := newClient(t, c.Addrs(), kgo.RequiredAcks(kgo.AllISRAcks()))
+	var want []string
+	for i := range 200 {
+		v := fmt.Sprintf("event-%d", i)
+		want = append(want, v)
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: "events", Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := rackBroker.Server().Traffic().Bytes(rack, traffic.Consume, traffic.Out)
+	cons := newClient(t, c.Addrs(), kgo.ConsumeTopics("events"), kgo.Rack(rack), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var got []string
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for len(got) < len(want) {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d: %v", len(got), len(want), err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("consumed %d records out of order or wrong", len(got))
+	}
+	served := rackBroker.Server().Traffic().Bytes(rack, traffic.Consume, traffic.Out) - before
+	if served < float64(200*len("event-000")) {
+		t.Fatalf("the zone-%s replica sent %v consume bytes to rack %s; the leader served the consumer", rack, served, rack)
+	}
+	leader := brokerByID(c, st.Leader)
+	if lb := leader.Server().Traffic().Bytes(rack, traffic.Consume, traffic.Out); lb >= served {
+		t.Fatalf("leader sent %v consume bytes to rack %s, the follower %v", lb, rack, served)
+	}
+}
+
+// TestPreferredLeaderElection: after a failover, ElectLeaders through kadm
+// moves leadership back to the preferred replica.
+func TestPreferredLeaderElection(t *testing.T) {
+	c := brokertest.StartCluster(t, zones)
+	adm := kadm.NewClient(newClient(t, c.Addrs()))
+	createTopic(t, adm, "prefs", 1, nil)
+	st := state(t, c, "prefs", 0)
+	preferred := st.Replicas[0]
+	brokerByID(c, preferred).Restart()
+	waitFor(t, "a failover away from the preferred leader and its return to the ISR", 30*time.Second, func() bool {
+		s := state(t, c, "prefs", 0)
+		return s.Leader != preferred && s.Leader >= 0 && slices.Contains(s.ISR, preferred)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var res kadm.ElectLeadersResults
+	var err error
+	waitFor(t, "ElectLeaders to succeed", 30*time.Second, func() bool {
+		res, err = adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{"prefs": {0: {}}})
+		return err == nil && res["prefs"][0].Err == nil
+	})
+	waitFor(t, "the preferred replica to lead again", 30*time.Second, func() bool {
+		return state(t, c, "prefs", 0).Leader == preferred
+	})
+	_ = broker.ErrorCode
+}
