@@ -124,6 +124,9 @@ func keyValueLines(recs []record) []byte {
 type kcat struct {
 	extra  []string
 	static bool
+	// keepGoing passes -E: kcat otherwise exits when all brokers are
+	// down, e.g. while the broker restarts.
+	keepGoing bool
 }
 
 func (kcat) version(t *testing.T) string {
@@ -150,6 +153,9 @@ func (k kcat) startMember(t *testing.T, addr, name string, out chan<- consumed) 
 	}
 	if k.static {
 		args = append(args, "-X", "group.instance.id="+strings.TrimSuffix(name, "2"))
+	}
+	if k.keepGoing {
+		args = append(args, "-E")
 	}
 	args = append(args, "-u", "-q", "-f", "%p %o %k\n", topic)
 	return startProc(t, name, out, kcatPath(t), args...)
@@ -186,3 +192,6 @@ func (p python) startMember(t *testing.T, addr, name string, out chan<- consumed
 func TestConfluentKafkaPython(t *testing.T) { runScenario(t, python{"confluent"}) }
 
 func TestKafkaPython(t *testing.T) { runScenario(t, python{"kafkapython"}) }
+
+// TestKcatBrokerRestart restarts the broker under a librdkafka group.
+func TestKcatBrokerRestart(t *testing.T) { runScenarioWith(t, kcat{keepGoing: true}, true) }

@@ -112,6 +112,9 @@ func (franzGo) startMember(t *testing.T, addr, name string, out chan<- consumed)
 
 func TestFranzGo(t *testing.T) { runScenario(t, franzGo{}) }
 
+// TestFranzGoBrokerRestart restarts the broker under a franz-go group.
+func TestFranzGoBrokerRestart(t *testing.T) { runScenarioWith(t, franzGo{}, true) }
+
 // --- Sarama ---
 
 type saramaClient struct{}

@@ -104,7 +104,12 @@ func waitUntil(t *testing.T, what string, limit time.Duration, cond func() (bool
 	}
 }
 
-func runScenario(t *testing.T, c client) {
+func runScenario(t *testing.T, c client) { runScenarioWith(t, c, false) }
+
+// runScenarioWith runs the scenario; with restartBroker the broker is
+// restarted (same data directory and port) instead of member b: the group
+// must come back with its membership and carry on without redelivery.
+func runScenarioWith(t *testing.T, c client, restartBroker bool) {
 	t.Logf("client: %s", c.version(t))
 	b := brokertest.Start(t, brokertest.WithSetting("group.initial.rebalance.delay.ms", "0"))
 	adminCl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
@@ -197,10 +202,16 @@ func runScenario(t *testing.T, c client) {
 	waitUntil(t, "first half consumed", 3*time.Minute, consumedAll(perRound))
 	waitUntil(t, "first half committed", 2*time.Minute, committedAtEnd)
 
-	// Restart member b: graceful close, a new instance joins.
-	m.stop(t)
-	m = c.startMember(t, b.Addr(), "member-b2", ch)
-	waitUntil(t, "group stable again after the restart", 3*time.Minute, stable("member-a", "member-b2"))
+	members := []string{"member-a", "member-b", "member-b2"}
+	if restartBroker {
+		b.Restart()
+		members = members[:2]
+	} else {
+		// Restart member b: graceful close, a new instance joins.
+		m.stop(t)
+		m = c.startMember(t, b.Addr(), "member-b2", ch)
+	}
+	waitUntil(t, "group stable again after the restart", 3*time.Minute, stable(members[0], members[len(members)-1]))
 
 	produce(1)
 	waitUntil(t, "second half consumed", 3*time.Minute, consumedAll(2*perRound))
@@ -232,7 +243,7 @@ func runScenario(t *testing.T, c client) {
 	if ok, state := committedAtEnd(); !ok {
 		t.Fatalf("final committed offsets: %s", state)
 	}
-	for _, name := range []string{"member-a", "member-b", "member-b2"} {
+	for _, name := range members {
 		if ta.member[name] == 0 {
 			t.Errorf("%s consumed nothing (per member: %v)", name, ta.member)
 		}
