@@ -15,6 +15,11 @@
 // must not redeliver here), and that the committed offsets fetched with
 // kadm equal the partitions' end offsets.
 //
+// Variants: kcat also runs with cooperative-sticky and with static
+// membership; franz-go and kcat also run with the broker restarted
+// (instead of member b), which the group must survive without
+// redelivery because its membership is durable.
+//
 // Tests needing a binary read its path from STRATA_KCAT / STRATA_PYTHON
 // (defaults /usr/bin/kcat, /usr/bin/python3) and fail, telling to run
 // `make test-deps`, when it is missing.
