@@ -242,6 +242,8 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 	}
 	start := p.Log.StartOffset()
 	if rp.FetchOffset < start {
+		// A follower behind the log start restarts its log here.
+		sp.LogStartOffset = start
 		return 0, kerr.OffsetOutOfRange
 	}
 	sp.LastStableOffset, sp.LogStartOffset = sp.HighWatermark, start

@@ -2,8 +2,9 @@ package protocol
 
 // DescribeCluster (key 60), versions 0-1.
 //
-// Reports this broker as the only broker and the controller. Authorized
-// operations are not computed.
+// Reports the live brokers (with racks) and the controller from the cluster
+// metadata; a standalone broker is the only broker and the controller.
+// Authorized operations are not computed.
 
 import (
 	"context"
@@ -19,16 +20,17 @@ func handleDescribeCluster(_ context.Context, r *Request) (kmsg.Response, error)
 	}
 	resp := r.NewResponse().(*kmsg.DescribeClusterResponse)
 	b := r.Env.Broker
-	cfg := b.Config()
 	resp.ClusterID = b.ClusterID()
-	resp.ControllerID = cfg.NodeID
+	resp.ControllerID = b.ControllerID()
 	resp.ClusterAuthorizedOperations = authorizedOpsNotRequested
-	br := kmsg.NewDescribeClusterResponseBroker()
-	br.NodeID, br.Host, br.Port = cfg.NodeID, cfg.Host, cfg.Port
-	if cfg.Rack != "" {
-		rack := cfg.Rack
-		br.Rack = &rack
+	for _, bi := range b.Brokers() {
+		br := kmsg.NewDescribeClusterResponseBroker()
+		br.NodeID, br.Host, br.Port = bi.ID, bi.Host, bi.Port
+		if bi.Rack != "" {
+			rack := bi.Rack
+			br.Rack = &rack
+		}
+		resp.Brokers = append(resp.Brokers, br)
 	}
-	resp.Brokers = []kmsg.DescribeClusterResponseBroker{br}
 	return resp, nil
 }

@@ -485,8 +485,15 @@ func (p *Partition) applyFetch(leader, epoch int32, res FetchResult, backoff tim
 	if res.Err != nil {
 		p.retryAt = p.now().Add(backoff)
 		if errors.Is(res.Err, kerr.OffsetOutOfRange) && res.LogStart > p.Log.EndOffset() {
-			return 0, fmt.Errorf("%s: the leader's log starts at %d, beyond this replica's end %d (not supported yet): %w",
-				p.TP, res.LogStart, p.Log.EndOffset(), res.Err)
+			// The leader deleted what this replica would fetch next
+			// (retention): restart the log at the leader's start.
+			if err := p.Log.TruncateFullyAndStartAt(res.LogStart); err != nil {
+				return 0, fmt.Errorf("%s: restart the log at the leader's start %d: %w", p.TP, res.LogStart, err)
+			}
+			p.retryAt = time.Time{}
+			p.hwm.Store(min(p.hwm.Load(), res.LogStart))
+			p.wakeLocked()
+			return 0, nil
 		}
 		return 0, res.Err
 	}

@@ -40,7 +40,9 @@ to replication factor min(3, brokers) (set default.replication.factor with
 --set). Data goes to a temporary directory removed on exit, unless
 --keep-dir names one to keep. Prints
 "strata dev ready: bootstrap=<addr>,<addr>,..." once every broker accepts
-connections; Ctrl-C stops it cleanly.`,
+connections (with --metrics-listen, each broker serves metrics on its own
+port, consecutive from the given one or random for port 0, and the line
+ends with " metrics=<url>,<url>,..."); Ctrl-C stops it cleanly.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, flush, err := newLogger(f.logFormat, f.logLevel)
 			if err != nil {
@@ -150,7 +152,17 @@ func runDev(cmd *cobra.Command, base server.Config, root string, zones []string,
 			id++
 		}
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "strata dev ready: bootstrap=%s\n", strings.Join(addrs, ","))
+	ready := "strata dev ready: bootstrap=" + strings.Join(addrs, ",")
+	if base.MetricsListen != "" {
+		// Only with --metrics-listen: the default line stays exactly the
+		// bootstrap list.
+		var urls []string
+		for _, s := range servers {
+			urls = append(urls, "http://"+s.MetricsAddr()+"/metrics")
+		}
+		ready += " metrics=" + strings.Join(urls, ",")
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), ready)
 	var serveErr error
 	done := make(chan error, len(servers))
 	for _, s := range servers {
