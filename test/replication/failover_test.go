@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,6 +128,12 @@ func TestFailoverNoAcknowledgedLoss(t *testing.T) {
 	}
 	t.Logf("%d leader kills: %d records acknowledged (%d produce errors), high watermark %d, every acknowledged record read back at its offset",
 		*kills, len(acked), fails, hwm)
+
+	truncations := 0
+	for _, p := range c.Processes {
+		truncations += strings.Count(p.Logs(), "truncated to the leader's divergence point")
+	}
+	t.Logf("returning replicas truncated to a divergence point %d times", truncations)
 
 	// Stop every broker cleanly, then compare the replicas' logs.
 	for _, p := range c.Processes {
