@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
 
 	"github.com/strata-dev/strata/broker/brokertest"
 	"github.com/strata-dev/strata/broker/log"
@@ -26,6 +27,12 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
 	brokertest.RemoveBinary()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
