@@ -37,6 +37,12 @@ type cluster struct {
 	// appliedCh is closed (and replaced) after every applied snapshot.
 	appliedCh  atomic.Pointer[chan struct{}]
 	controller atomic.Pointer[meta.Controller]
+	// deferred holds partitions the metadata names this broker leader of,
+	// but under another incarnation (registration epoch) of it: the
+	// restarted broker may have lost writes, so it waits (as a follower of
+	// nobody) until the controller elects a leader again. Only the apply
+	// loop touches it.
+	deferred map[meta.TopicPartition]bool
 }
 
 // topicIDFile records the topic ID in each partition directory, so that a
@@ -46,7 +52,7 @@ const topicIDFile = "topic-id"
 // EnableCluster switches the broker to cluster mode; call it after Open
 // (with Config.Clustered set) and before serving.
 func (b *Broker) EnableCluster(store *meta.Store, replicas *replica.Manager) {
-	c := &cluster{store: store, replicas: replicas}
+	c := &cluster{store: store, replicas: replicas, deferred: map[meta.TopicPartition]bool{}}
 	ch := make(chan struct{})
 	c.appliedCh.Store(&ch)
 	b.cluster = c
@@ -200,15 +206,47 @@ func (b *Broker) ApplyClusterState(st *meta.ClusterState) error {
 		}
 	}
 	b.syncTopics(st)
+	self, registered := st.Brokers[b.cfg.NodeID]
+	// mayLead: leadership given to this incarnation of the broker (or
+	// recorded without an epoch while this broker is registered).
+	mayLead := func(ps meta.PartitionState) bool {
+		return registered && (ps.LeaderBrokerEpoch == 0 || ps.LeaderBrokerEpoch == self.Epoch)
+	}
 	for _, ch := range changes {
 		switch ch.Kind {
 		case meta.BecomeLeader, meta.BecomeFollower, meta.UpdateState:
+			delete(c.deferred, ch.Partition)
 			p, err := b.hostPartition(ch.Partition, ch.TopicID)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			c.replicas.Apply(p.Replica, ch.Kind, ch.State)
+			kind := ch.Kind
+			if ch.State.Leader == b.cfg.NodeID && !mayLead(ch.State) {
+				b.log.Info("not leading a partition elected for a previous incarnation of this broker; waiting for a new election",
+					"partition", ch.Partition.String(), "leaderEpoch", ch.State.LeaderEpoch)
+				c.deferred[ch.Partition] = true
+				kind = meta.BecomeFollower
+			}
+			c.replicas.Apply(p.Replica, kind, ch.State)
+		}
+	}
+	// Deferred leaderships this broker may take now (it registered, and
+	// the leadership carries no epoch).
+	for tp := range c.deferred {
+		ps, ok := st.Partition(tp)
+		if !ok || ps.Leader != b.cfg.NodeID {
+			delete(c.deferred, tp)
+			continue
+		}
+		if !mayLead(ps) {
+			continue
+		}
+		delete(c.deferred, tp)
+		if p, err := b.hostPartition(tp, st.Topics[tp.Topic].ID); err == nil {
+			c.replicas.Apply(p.Replica, meta.BecomeLeader, ps)
+		} else {
+			errs = append(errs, err)
 		}
 	}
 	if prev == nil {
