@@ -1,0 +1,73 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Mode names.
+const (
+	// ModeExternal is the single mode of a run against --bootstrap.
+	ModeExternal = "external"
+	// ModeClassic is an embedded cluster replicating broker to broker.
+	ModeClassic = "classic"
+	// ModeWAL is an embedded cluster replicating through per-zone buckets.
+	ModeWAL = "wal"
+)
+
+// ClusterOptions are passed to a ClusterStarter for every mode.
+type ClusterOptions struct {
+	// S3PutLatency and S3GetLatency are injected in front of the object
+	// store (WAL mode), emulating S3 Express One Zone.
+	S3PutLatency, S3GetLatency time.Duration
+	// ZoneLatency is injected on inter-zone broker connections.
+	ZoneLatency time.Duration
+}
+
+// Cluster is a running cluster a mode is measured on.
+type Cluster struct {
+	// Bootstrap addresses (host:port).
+	Bootstrap []string
+	// MetricsURLs are the brokers' /metrics URLs, one per broker; empty
+	// when unknown (traffic figures are then n/a).
+	MetricsURLs []string
+	// Notes tell the reader what the cluster could not do (e.g. latency
+	// injection not supported yet); they are printed with the report.
+	Notes []string
+	// Stop stops the cluster; nil for external clusters.
+	Stop func(ctx context.Context) error
+}
+
+// ClusterStarter starts an embedded cluster for a mode.
+type ClusterStarter interface {
+	Start(ctx context.Context, mode string, opts ClusterOptions) (*Cluster, error)
+}
+
+// ModeChecker is implemented by starters that can tell, before any
+// cluster starts, whether they can run a mode; Run checks every mode
+// first so that an unsupported second mode does not fail after the first
+// was measured.
+type ModeChecker interface {
+	CheckMode(ctx context.Context, mode string, opts ClusterOptions) error
+}
+
+// ValidateModes checks a --modes list: known names, no duplicates.
+func ValidateModes(modes []string) error {
+	if len(modes) == 0 {
+		return fmt.Errorf("no mode given: want --modes classic,wal (or a subset) or --bootstrap")
+	}
+	seen := map[string]bool{}
+	for _, m := range modes {
+		switch m {
+		case ModeClassic, ModeWAL:
+		default:
+			return fmt.Errorf("mode %q: want classic or wal", m)
+		}
+		if seen[m] {
+			return fmt.Errorf("mode %q given twice", m)
+		}
+		seen[m] = true
+	}
+	return nil
+}

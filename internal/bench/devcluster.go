@@ -1,0 +1,318 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ReadyPrefix starts the line `strata dev` prints once it serves.
+const ReadyPrefix = "strata dev ready:"
+
+// DevStarter starts each mode's cluster by running `<Binary> dev` as a
+// subprocess and waiting for its ready line
+//
+//	strata dev ready: bootstrap=<addr>[,<addr>...] [metrics=<url>[,<url>...]] [key=value ...]
+//
+// DevStarter passes --metrics-listen 127.0.0.1:0, so every broker serves
+// /metrics on its own free port and dev lists the URLs in the metrics
+// field (without it the traffic figures are n/a).
+type DevStarter struct {
+	// Binary is the strata executable (os.Executable() in the CLI).
+	Binary string
+	// ReadyTimeout bounds the wait for the ready line (default 2 min).
+	ReadyTimeout time.Duration
+	// ExtraArgs are appended to every dev command line.
+	ExtraArgs []string
+}
+
+// DevFeatures are the `strata dev` flags that matter to the bench, read
+// from `strata dev --help`.
+type DevFeatures struct {
+	Flags map[string]bool
+}
+
+// Supports reports whether dev has the flag (name without dashes).
+func (f DevFeatures) Supports(flag string) bool { return f.Flags[flag] }
+
+// ParseDevHelp extracts the long flag names from `strata dev --help`.
+func ParseDevHelp(help string) DevFeatures {
+	f := DevFeatures{Flags: map[string]bool{}}
+	for _, line := range strings.Split(help, "\n") {
+		for _, word := range strings.Fields(line) {
+			if strings.HasPrefix(word, "--") && len(word) > 2 {
+				name := strings.TrimPrefix(word, "--")
+				name, _, _ = strings.Cut(name, "=")
+				f.Flags[strings.TrimRight(name, ",")] = true
+			}
+		}
+	}
+	return f
+}
+
+// Flag names of `strata dev` the bench uses when present. The WAL mode
+// switch and the injected latencies are being added to `strata dev` with
+// the replicated cluster; until dev lists them in --help, the WAL mode fails
+// with ErrModeUnsupported and injected latencies are reported as not
+// applied.
+const (
+	devFlagReplication  = "replication"    // --replication classic|wal
+	devFlagS3PutLatency = "s3-put-latency" // --s3-put-latency 5ms
+	devFlagS3GetLatency = "s3-get-latency"
+	devFlagZoneLatency  = "zone-latency"
+)
+
+// ErrModeUnsupported is returned when `strata dev` cannot run a mode.
+var ErrModeUnsupported = errors.New("mode not supported by strata dev")
+
+// DevArgs returns the `strata dev` arguments for a mode, given the
+// features of this dev binary, and the notes to print (options that
+// could not be passed). This is the one place that maps bench modes and
+// options to dev flags:
+//
+//   - always: --listen 127.0.0.1:0 (random ports) and --log-format console;
+//   - classic: --replication classic when dev has the flag, else nothing
+//     (dev's default is broker-to-broker replication);
+//   - wal: --replication wal; without the flag: ErrModeUnsupported;
+//   - --s3-put-latency, --s3-get-latency (wal only), --zone-latency (both):
+//     passed when dev has the flag and the value is not 0, else a note.
+func DevArgs(mode string, opts ClusterOptions, feat DevFeatures) (args, notes []string, err error) {
+	args = []string{"dev", "--listen", "127.0.0.1:0", "--log-format", "console"}
+	switch mode {
+	case ModeClassic:
+		if feat.Supports(devFlagReplication) {
+			args = append(args, "--"+devFlagReplication, ModeClassic)
+		}
+	case ModeWAL:
+		if !feat.Supports(devFlagReplication) {
+			return nil, nil, fmt.Errorf("%w: wal mode needs `strata dev --%s wal` (the 3-zone cluster with WAL replication), not available yet in this binary",
+				ErrModeUnsupported, devFlagReplication)
+		}
+		args = append(args, "--"+devFlagReplication, ModeWAL)
+	default:
+		return nil, nil, fmt.Errorf("%w: unknown mode %q", ErrModeUnsupported, mode)
+	}
+	add := func(flag string, d time.Duration, applies bool) {
+		if d == 0 || !applies {
+			return
+		}
+		if !feat.Supports(flag) {
+			notes = append(notes, fmt.Sprintf("--%s %v not applied: strata dev has no --%s yet", flag, d, flag))
+			return
+		}
+		args = append(args, "--"+flag, d.String())
+	}
+	add(devFlagS3PutLatency, opts.S3PutLatency, mode == ModeWAL)
+	add(devFlagS3GetLatency, opts.S3GetLatency, mode == ModeWAL)
+	add(devFlagZoneLatency, opts.ZoneLatency, true)
+	return args, notes, nil
+}
+
+// ReadyLine is the parsed ready line of `strata dev`.
+type ReadyLine struct {
+	Bootstrap []string
+	Metrics   []string
+	Fields    map[string]string
+}
+
+// ParseReadyLine parses `strata dev ready: key=value key=value ...`; ok is
+// false when line is not a ready line.
+func ParseReadyLine(line string) (ReadyLine, bool, error) {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(line), ReadyPrefix)
+	if !ok {
+		return ReadyLine{}, false, nil
+	}
+	rl := ReadyLine{Fields: map[string]string{}}
+	for _, f := range strings.Fields(rest) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			continue
+		}
+		rl.Fields[k] = v
+	}
+	split := func(s string) []string {
+		var out []string
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	rl.Bootstrap = split(rl.Fields["bootstrap"])
+	rl.Metrics = split(rl.Fields["metrics"])
+	if len(rl.Bootstrap) == 0 {
+		return rl, true, fmt.Errorf("ready line without bootstrap addresses: %q", line)
+	}
+	for i, m := range rl.Metrics {
+		if !strings.Contains(m, "://") {
+			rl.Metrics[i] = "http://" + m + "/metrics"
+		}
+	}
+	return rl, true, nil
+}
+
+// Features runs `<Binary> dev --help`.
+func (s *DevStarter) Features(ctx context.Context) (DevFeatures, error) {
+	out, err := exec.CommandContext(ctx, s.Binary, "dev", "--help").CombinedOutput()
+	if err != nil {
+		return DevFeatures{}, fmt.Errorf("%s dev --help: %w\n%s", s.Binary, err, out)
+	}
+	return ParseDevHelp(string(out)), nil
+}
+
+// CheckMode implements ModeChecker.
+func (s *DevStarter) CheckMode(ctx context.Context, mode string, opts ClusterOptions) error {
+	feat, err := s.Features(ctx)
+	if err != nil {
+		return err
+	}
+	_, _, err = DevArgs(mode, opts, feat)
+	return err
+}
+
+// Start implements ClusterStarter.
+func (s *DevStarter) Start(ctx context.Context, mode string, opts ClusterOptions) (*Cluster, error) {
+	feat, err := s.Features(ctx)
+	if err != nil {
+		return nil, err
+	}
+	args, notes, err := DevArgs(mode, opts, feat)
+	if err != nil {
+		return nil, err
+	}
+	// Every broker serves /metrics on a free port; dev lists the URLs in
+	// the ready line.
+	if feat.Supports("metrics-listen") {
+		args = append(args, "--metrics-listen", "127.0.0.1:0")
+	}
+	args = append(args, s.ExtraArgs...)
+
+	cmd := exec.Command(s.Binary, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	logs := &lockedBuffer{}
+	ready := make(chan ReadyLine, 1)
+	readyErr := make(chan error, 1)
+	sent := false // only touched by the writer goroutine of exec
+	cmd.Stderr = logs
+	cmd.Stdout = &lineWriter{each: func(line string) {
+		logs.WriteString(line + "\n")
+		if sent {
+			return
+		}
+		rl, ok, err := ParseReadyLine(line)
+		if !ok {
+			return
+		}
+		sent = true
+		if err != nil {
+			readyErr <- err
+		} else {
+			ready <- rl
+		}
+	}}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s %s: %w", s.Binary, strings.Join(args, " "), err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	stop := func(ctx context.Context) error {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+		case <-time.After(30 * time.Second):
+		}
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the process group we created
+		<-done
+		return fmt.Errorf("strata dev (%s) did not stop within 30s of SIGTERM; killed", mode)
+	}
+	timeout := s.ReadyTimeout
+	if timeout == 0 {
+		timeout = 2 * time.Minute
+	}
+	tm := time.NewTimer(timeout)
+	defer tm.Stop()
+	var rl ReadyLine
+	select {
+	case rl = <-ready:
+	case err := <-readyErr:
+		_ = stop(context.Background())
+		return nil, fmt.Errorf("strata dev (%s): %w\n%s", mode, err, logs.String())
+	case <-done:
+		return nil, fmt.Errorf("strata dev (%s) exited before it was ready: %s %s\n%s", mode, s.Binary, strings.Join(args, " "), logs.String())
+	case <-tm.C:
+		_ = stop(context.Background())
+		return nil, fmt.Errorf("strata dev (%s) not ready after %v\n%s", mode, timeout, logs.String())
+	case <-ctx.Done():
+		_ = stop(context.Background())
+		return nil, ctx.Err()
+	}
+	c := &Cluster{Bootstrap: rl.Bootstrap, MetricsURLs: rl.Metrics, Notes: notes, Stop: stop}
+	if len(c.MetricsURLs) == 0 {
+		c.Notes = append(c.Notes, fmt.Sprintf("strata dev did not print metrics URLs for its %d brokers: traffic figures n/a (pass --metrics)", len(rl.Bootstrap)))
+	}
+	return c, nil
+}
+
+// lineWriter calls each for every complete line written to it.
+type lineWriter struct {
+	buf  []byte
+	each func(string)
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.each(string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) WriteString(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(s)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

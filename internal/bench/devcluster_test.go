@@ -1,0 +1,131 @@
+package bench
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseReadyLine(t *testing.T) {
+	tests := []struct {
+		line      string
+		ok        bool
+		err       bool
+		bootstrap []string
+		metrics   []string
+	}{
+		{line: "strata dev ready: bootstrap=127.0.0.1:9092", ok: true, bootstrap: []string{"127.0.0.1:9092"}},
+		{
+			line:      "strata dev ready: bootstrap=127.0.0.1:1,127.0.0.1:2,127.0.0.1:3 metrics=http://127.0.0.1:4/metrics,127.0.0.1:5,http://127.0.0.1:6/metrics zones=a,b,c",
+			ok:        true,
+			bootstrap: []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"},
+			metrics:   []string{"http://127.0.0.1:4/metrics", "http://127.0.0.1:5/metrics", "http://127.0.0.1:6/metrics"},
+		},
+		{line: "2026-01-01 INFO broker started", ok: false},
+		{line: "strata dev ready: zones=a", ok: true, err: true},
+	}
+	for _, tt := range tests {
+		rl, ok, err := ParseReadyLine(tt.line)
+		if ok != tt.ok || (err != nil) != tt.err {
+			t.Errorf("%q: ok %v err %v, want ok %v err %v", tt.line, ok, err, tt.ok, tt.err)
+			continue
+		}
+		if !reflect.DeepEqual(rl.Bootstrap, tt.bootstrap) || !reflect.DeepEqual(rl.Metrics, tt.metrics) {
+			t.Errorf("%q: bootstrap %v metrics %v, want %v %v", tt.line, rl.Bootstrap, rl.Metrics, tt.bootstrap, tt.metrics)
+		}
+	}
+}
+
+const helpClassicOnly = `Flags:
+      --brokers-per-zone int        brokers in each zone (default 1)
+      --listen string               Kafka listener address host:port
+      --metrics-listen string       HTTP address for /metrics
+      --zones strings               zones (default [a,b,c])
+`
+
+const helpWithWAL = helpClassicOnly + `      --replication string   classic or wal
+      --s3-put-latency duration   injected PUT latency
+      --s3-get-latency duration   injected GET latency
+`
+
+func TestDevArgs(t *testing.T) {
+	opts := ClusterOptions{S3PutLatency: 5 * time.Millisecond, S3GetLatency: 3 * time.Millisecond, ZoneLatency: time.Millisecond}
+	tests := []struct {
+		name      string
+		mode      string
+		help      string
+		opts      ClusterOptions
+		wantArgs  string
+		wantNotes int
+		wantErr   string
+	}{
+		{name: "classic today", mode: ModeClassic, help: helpClassicOnly, opts: ClusterOptions{},
+			wantArgs: "dev --listen 127.0.0.1:0 --log-format console"},
+		{name: "classic today, zone latency requested", mode: ModeClassic, help: helpClassicOnly, opts: opts,
+			wantArgs: "dev --listen 127.0.0.1:0 --log-format console", wantNotes: 1},
+		{name: "wal today", mode: ModeWAL, help: helpClassicOnly, opts: opts,
+			wantErr: "wal mode needs `strata dev --replication wal` (the 3-zone cluster with WAL replication), not available yet"},
+		{name: "wal later", mode: ModeWAL, help: helpWithWAL, opts: opts,
+			wantArgs: "dev --listen 127.0.0.1:0 --log-format console --replication wal --s3-put-latency 5ms --s3-get-latency 3ms", wantNotes: 1},
+		{name: "classic later: no S3 latency flags", mode: ModeClassic, help: helpWithWAL, opts: opts,
+			wantArgs: "dev --listen 127.0.0.1:0 --log-format console --replication classic", wantNotes: 1},
+		{name: "unknown mode", mode: "raft", help: helpWithWAL, wantErr: "unknown mode"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args, notes, err := DevArgs(tt.mode, tt.opts, ParseDevHelp(tt.help))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrModeUnsupported) {
+					t.Fatalf("err %v, want ErrModeUnsupported containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(args, " "); got != tt.wantArgs {
+				t.Errorf("args %q, want %q", got, tt.wantArgs)
+			}
+			if len(notes) != tt.wantNotes {
+				t.Errorf("notes %q, want %d", notes, tt.wantNotes)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := DefaultLoadOptions()
+	if err := good.Validate(); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+	tests := []struct {
+		name   string
+		mutate func(*LoadOptions)
+		want   string
+	}{
+		{"acks", func(o *LoadOptions) { o.Acks = "2" }, `acks "2"`},
+		{"record size", func(o *LoadOptions) { o.RecordSize = 4 }, "record size 4"},
+		{"partitions", func(o *LoadOptions) { o.Partitions = 0 }, "partitions 0"},
+		{"producers", func(o *LoadOptions) { o.Producers = 0 }, "producers 0"},
+		{"duration", func(o *LoadOptions) { o.Duration = 0 }, "duration 0s"},
+		{"rate", func(o *LoadOptions) { o.Rate = -1 }, "rate -1"},
+		{"compression", func(o *LoadOptions) { o.Compression = "brotli" }, `compression "brotli"`},
+	}
+	for _, tt := range tests {
+		o := DefaultLoadOptions()
+		tt.mutate(&o)
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err %v, want it to mention %q", tt.name, err, tt.want)
+		}
+	}
+	for _, modes := range [][]string{nil, {"classic", "classic"}, {"kraft"}} {
+		if err := ValidateModes(modes); err == nil {
+			t.Errorf("modes %v accepted", modes)
+		}
+	}
+	if err := ValidateModes([]string{"wal", "classic"}); err != nil {
+		t.Errorf("wal,classic: %v", err)
+	}
+}

@@ -1,0 +1,169 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/strata-dev/strata/broker/brokertest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	brokertest.RemoveBinary()
+	// The load generator's clients, consumers and scrapes must all be gone.
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// checkModeResult holds for every successful bench of a mode.
+func checkModeResult(t *testing.T, m ModeResult) {
+	t.Helper()
+	if m.Produced == 0 || m.ThroughputMBps <= 0 || m.RecordsPerSec <= 0 {
+		t.Errorf("%s: no throughput: %d records, %v MB/s", m.Mode, m.Produced, m.ThroughputMBps)
+	}
+	if m.ProduceErrors != 0 {
+		t.Errorf("%s: %d produce errors (%s)", m.Mode, m.ProduceErrors, m.FirstError)
+	}
+	if !m.DrainComplete || m.Consumed != m.Produced {
+		t.Errorf("%s: consumed %d of %d window records (drain complete %v)", m.Mode, m.Consumed, m.Produced, m.DrainComplete)
+	}
+	for name, l := range map[string]LatencySummary{"produce": m.ProduceLatency, "end-to-end": m.EndToEndLatency} {
+		if !(0 < l.MinMs && l.MinMs <= l.P50Ms && l.P50Ms <= l.P99Ms && l.P99Ms <= l.P999Ms && l.P999Ms <= l.MaxMs) {
+			t.Errorf("%s: %s latency percentiles not ordered: %+v", m.Mode, name, l)
+		}
+	}
+	if m.ProduceLatency.Count != m.Produced {
+		t.Errorf("%s: %d produce latencies for %d records", m.Mode, m.ProduceLatency.Count, m.Produced)
+	}
+	if m.EndToEndLatency.Count != m.Consumed {
+		t.Errorf("%s: %d end-to-end latencies for %d consumed records", m.Mode, m.EndToEndLatency.Count, m.Consumed)
+	}
+}
+
+// TestExternalInProcessBroker runs a short bench against an in-process
+// single broker with its metrics endpoint.
+func TestExternalInProcessBroker(t *testing.T) {
+	b := brokertest.Start(t, brokertest.WithSetting("metrics.listen", "127.0.0.1:0"))
+	metricsURL := "http://" + b.Server().MetricsAddr() + "/metrics"
+	for _, tc := range []struct {
+		name string
+		load func(*LoadOptions)
+	}{
+		{"acks=all max rate", func(o *LoadOptions) {}},
+		{"acks=1 target rate", func(o *LoadOptions) { o.Acks = "1"; o.Rate = 2000; o.Producers = 3; o.Consumers = 5 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lo := DefaultLoadOptions()
+			lo.Partitions, lo.Warmup, lo.Duration, lo.RecordSize = 4, 500*time.Millisecond, 2*time.Second, 256
+			tc.load(&lo)
+			rep, err := Run(context.Background(), Config{Bootstrap: []string{b.Addr()}, MetricsURLs: []string{metricsURL}, Load: lo})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Modes) != 1 || rep.Modes[0].Mode != ModeExternal || rep.Ratios != nil {
+				t.Fatalf("modes %+v ratios %v, want one external mode and no ratios", rep.Modes, rep.Ratios)
+			}
+			m := rep.Modes[0]
+			checkModeResult(t, m)
+			if m.Brokers != 1 || m.ReplicationFactor != 1 {
+				t.Errorf("brokers %d RF %d, want 1 and 1", m.Brokers, m.ReplicationFactor)
+			}
+			if lo.Rate > 0 && m.RecordsPerSec > float64(lo.Rate)*1.01 {
+				t.Errorf("%v records/s with a target of %d", m.RecordsPerSec, lo.Rate)
+			}
+			// One broker: the traffic metric is exported, nothing crosses a zone.
+			tr := m.Traffic
+			if tr.ProduceBytesIn == nil || *tr.ProduceBytesIn < float64(m.Produced)*float64(lo.RecordSize) {
+				t.Errorf("broker counted %v produce bytes for %d records of %d B", val(tr.ProduceBytesIn), m.Produced, lo.RecordSize)
+			}
+			if tr.CrossZonePerProducedByte == nil || *tr.CrossZonePerProducedByte != 0 {
+				t.Errorf("cross-zone bytes per produced byte = %v, want 0 on one broker", val(tr.CrossZonePerProducedByte))
+			}
+			if tr.PutsPerSecondPerBroker != nil || tr.GetsPerSecond != nil {
+				t.Errorf("object store figures %v %v on a broker without object store, want n/a", val(tr.PutsPerSecondPerBroker), val(tr.GetsPerSecond))
+			}
+		})
+	}
+}
+
+func TestExternalBadBootstrap(t *testing.T) {
+	lo := DefaultLoadOptions()
+	lo.Duration = time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// A port nobody listens on.
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(ctx, Config{Bootstrap: []string{"127.0.0.1:" + strconv.Itoa(port)}, Load: lo})
+	if err == nil {
+		t.Fatal("bench against a dead address succeeded")
+	}
+}
+
+// TestModesDevSubprocess runs `--modes classic` through DevStarter (the
+// strata binary built once by brokertest) and checks the 3-zone figures;
+// the wal mode must fail clearly while `strata dev` cannot run it.
+func TestModesDevSubprocess(t *testing.T) {
+	bin := brokertest.Binary(t)
+	starter := &DevStarter{Binary: bin}
+	feat, err := starter.Features(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo := DefaultLoadOptions()
+	lo.Partitions, lo.Warmup, lo.Duration, lo.RecordSize = 6, 500*time.Millisecond, 2*time.Second, 512
+	rep, err := Run(context.Background(), Config{Modes: []string{ModeClassic}, Starter: starter, Load: lo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := rep.Modes[0]
+	checkModeResult(t, m)
+	if m.Brokers != 3 || m.ReplicationFactor != 3 || len(m.MetricsURLs) != 3 {
+		t.Errorf("brokers %d RF %d metrics %v, want a 3-broker cluster with RF 3 and 3 metrics URLs", m.Brokers, m.ReplicationFactor, m.MetricsURLs)
+	}
+	// RF 3 over 3 zones: every produced byte is sent to two other zones.
+	if v := m.Traffic.CrossZonePerProducedByte; v == nil || *v < 1.5 {
+		t.Errorf("cross-zone bytes per produced byte = %v, want about 2 for RF 3 in 3 zones", val(v))
+	}
+
+	if !feat.Supports(devFlagReplication) {
+		// Checked before any mode runs: no classic cluster is started.
+		started := &countingStarter{ClusterStarter: starter}
+		_, err := Run(context.Background(), Config{Modes: []string{ModeClassic, ModeWAL}, Starter: started, Load: lo})
+		if !errors.Is(err, ErrModeUnsupported) || !strings.Contains(err.Error(), "not available yet") {
+			t.Fatalf("wal mode with a dev binary without --replication: err %v, want ErrModeUnsupported", err)
+		}
+		if started.n != 0 {
+			t.Errorf("%d clusters started before the unsupported mode was reported", started.n)
+		}
+	}
+}
+
+type countingStarter struct {
+	ClusterStarter
+	n int
+}
+
+func (c *countingStarter) Start(ctx context.Context, mode string, opts ClusterOptions) (*Cluster, error) {
+	c.n++
+	return c.ClusterStarter.Start(ctx, mode, opts)
+}
+
+func (c *countingStarter) CheckMode(ctx context.Context, mode string, opts ClusterOptions) error {
+	return c.ClusterStarter.(ModeChecker).CheckMode(ctx, mode, opts)
+}

@@ -1,0 +1,512 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// LoadOptions describe the load one mode is driven with.
+type LoadOptions struct {
+	// Topic is created fresh (an existing topic of that name is an error);
+	// "" picks strata-bench-<mode>-<random>.
+	Topic string
+	// Partitions of the topic (default 12).
+	Partitions int32
+	// ReplicationFactor of the topic; 0 picks min(3, live brokers).
+	ReplicationFactor int16
+	// TopicConfigs are passed to CreateTopics (e.g. min.insync.replicas).
+	TopicConfigs map[string]string
+	// Acks is "0", "1" or "all".
+	Acks string
+	// RecordSize is the value size in bytes (at least RecordHeaderSize).
+	RecordSize int
+	// Rate is the target in records/s over all producers; 0 produces as
+	// fast as possible with at most MaxInFlight records buffered per
+	// producer.
+	Rate int
+	// Producers and Consumers are the numbers of clients.
+	Producers, Consumers int
+	// MaxInFlight bounds the records a producer has buffered or in flight.
+	MaxInFlight int
+	// Linger is the producer linger (0: send at once).
+	Linger time.Duration
+	// Compression is none, gzip, snappy, lz4 or zstd.
+	Compression string
+	// Warmup runs the load before the measured window of Duration.
+	Warmup, Duration time.Duration
+	// DrainTimeout bounds how long consumers may take, after the window,
+	// to read every record produced in it.
+	DrainTimeout time.Duration
+	// KeepTopic leaves the topic in place after the run.
+	KeepTopic bool
+	// ClientRacks are given round-robin to consumers as client.rack.
+	ClientRacks []string
+}
+
+// DefaultLoadOptions returns the defaults of `strata bench`.
+func DefaultLoadOptions() LoadOptions {
+	return LoadOptions{
+		Partitions:   12,
+		Acks:         "all",
+		RecordSize:   1024,
+		Producers:    2,
+		Consumers:    2,
+		MaxInFlight:  1000,
+		Compression:  "none",
+		Warmup:       2 * time.Second,
+		Duration:     10 * time.Second,
+		DrainTimeout: 30 * time.Second,
+	}
+}
+
+// RecordHeaderSize is the part of each record value the bench uses: an
+// 8-byte wall-clock send time (Unix ns) and a 1-byte measured flag.
+const RecordHeaderSize = 9
+
+// Validate checks the options and says what is wrong.
+func (o LoadOptions) Validate() error {
+	var errs []error
+	if o.Partitions < 1 {
+		errs = append(errs, fmt.Errorf("partitions %d: want at least 1", o.Partitions))
+	}
+	if o.ReplicationFactor < 0 {
+		errs = append(errs, fmt.Errorf("replication factor %d: want 0 (automatic) or more", o.ReplicationFactor))
+	}
+	if _, err := parseAcks(o.Acks); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := parseCompression(o.Compression); err != nil {
+		errs = append(errs, err)
+	}
+	if o.RecordSize < RecordHeaderSize {
+		errs = append(errs, fmt.Errorf("record size %d: want at least %d bytes (send time and flag)", o.RecordSize, RecordHeaderSize))
+	}
+	if o.Rate < 0 {
+		errs = append(errs, fmt.Errorf("rate %d: want 0 (as fast as possible) or more records/s", o.Rate))
+	}
+	if o.Producers < 1 {
+		errs = append(errs, fmt.Errorf("producers %d: want at least 1", o.Producers))
+	}
+	if o.Consumers < 0 {
+		errs = append(errs, fmt.Errorf("consumers %d: want 0 or more", o.Consumers))
+	}
+	if o.MaxInFlight < 1 {
+		errs = append(errs, fmt.Errorf("max in flight %d: want at least 1", o.MaxInFlight))
+	}
+	if o.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("duration %v: want more than 0", o.Duration))
+	}
+	if o.Warmup < 0 {
+		errs = append(errs, fmt.Errorf("warmup %v: want 0 or more", o.Warmup))
+	}
+	return errors.Join(errs...)
+}
+
+func parseAcks(s string) (kgo.Acks, error) {
+	switch strings.ToLower(s) {
+	case "0":
+		return kgo.NoAck(), nil
+	case "1":
+		return kgo.LeaderAck(), nil
+	case "all", "-1":
+		return kgo.AllISRAcks(), nil
+	}
+	return kgo.Acks{}, fmt.Errorf("acks %q: want 0, 1 or all", s)
+}
+
+func parseCompression(s string) (kgo.CompressionCodec, error) {
+	switch strings.ToLower(s) {
+	case "", "none":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("compression %q: want none, gzip, snappy, lz4 or zstd", s)
+}
+
+// Hooks are called by RunLoad at the edges of the measured window, from
+// the goroutine that called RunLoad; the load keeps running meanwhile.
+type Hooks struct {
+	// WindowStart is called when the warmup ends.
+	WindowStart func(ctx context.Context)
+	// WindowEnd is called when the window ended and every record produced
+	// in it was acknowledged (or failed).
+	WindowEnd func(ctx context.Context)
+}
+
+// LoadResult is what one load run measured.
+type LoadResult struct {
+	Topic             string
+	Partitions        int32
+	ReplicationFactor int16
+	Brokers           int
+	// Window is the measured window's configured length.
+	Window time.Duration
+	// Produced counts the records scheduled in the window and
+	// acknowledged; ProducedBytes their value bytes.
+	Produced, ProducedBytes int64
+	// ProduceErrors counts failed records of the window; FirstError is one
+	// of the errors.
+	ProduceErrors int64
+	FirstError    string
+	// Late counts window records sent more than 10 ms after their
+	// scheduled time (only with a target rate: the load could not keep up).
+	Late int64
+	// Consumed counts window records read by the consumers (duplicates
+	// included); ConsumedAll every record read.
+	Consumed, ConsumedAll int64
+	// DrainComplete is false when the consumers did not read every window
+	// record within DrainTimeout.
+	DrainComplete  bool
+	ProduceLatency *Histogram
+	EndToEnd       *Histogram
+}
+
+// RunLoad creates the topic on the cluster at bootstrap, runs the load
+// and returns what it measured. It deletes the topic afterwards unless
+// opts.KeepTopic.
+func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Hooks) (*LoadResult, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if len(bootstrap) == 0 {
+		return nil, errors.New("no bootstrap address")
+	}
+	acks, _ := parseAcks(opts.Acks)
+	codec, _ := parseCompression(opts.Compression)
+	if opts.Topic == "" {
+		opts.Topic = "strata-bench-" + randomSuffix()
+	}
+
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...))
+	if err != nil {
+		return nil, fmt.Errorf("admin client: %w", err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	res := &LoadResult{Topic: opts.Topic, Partitions: opts.Partitions, Window: opts.Duration,
+		ProduceLatency: NewHistogram(), EndToEnd: NewHistogram()}
+	if err := createTopic(ctx, adm, opts, res); err != nil {
+		return nil, err
+	}
+	if !opts.KeepTopic {
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+			defer cancel()
+			_, _ = adm.DeleteTopics(dctx, opts.Topic)
+		}()
+	}
+
+	// Consumers first, so that they are polling when the first record lands.
+	consCtx, stopConsumers := context.WithCancel(ctx)
+	defer stopConsumers()
+	var consumed, consumedAll atomic.Int64
+	var consWG sync.WaitGroup
+	consumers := opts.Consumers
+	if consumers > int(opts.Partitions) {
+		consumers = int(opts.Partitions)
+	}
+	for j := 0; j < consumers; j++ {
+		parts := map[int32]kgo.Offset{}
+		for p := int32(j); p < opts.Partitions; p += int32(consumers) {
+			parts[p] = kgo.NewOffset().AtStart()
+		}
+		copts := []kgo.Opt{
+			kgo.SeedBrokers(bootstrap...),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{opts.Topic: parts}),
+			kgo.FetchMaxWait(500 * time.Millisecond),
+		}
+		if len(opts.ClientRacks) > 0 {
+			copts = append(copts, kgo.Rack(opts.ClientRacks[j%len(opts.ClientRacks)]))
+		}
+		cl, err := kgo.NewClient(copts...)
+		if err != nil {
+			return nil, fmt.Errorf("consumer client: %w", err)
+		}
+		consWG.Add(1)
+		go func() {
+			defer consWG.Done()
+			defer cl.Close()
+			consume(consCtx, cl, res.EndToEnd, &consumed, &consumedAll)
+		}()
+	}
+	defer consWG.Wait()
+	defer stopConsumers() // runs before consWG.Wait
+
+	// Producers.
+	producers := make([]*kgo.Client, opts.Producers)
+	for i := range producers {
+		popts := []kgo.Opt{
+			kgo.SeedBrokers(bootstrap...),
+			kgo.DefaultProduceTopic(opts.Topic),
+			kgo.RequiredAcks(acks),
+			kgo.MaxBufferedRecords(opts.MaxInFlight),
+			kgo.ProducerLinger(opts.Linger),
+			kgo.ProducerBatchCompression(codec),
+		}
+		if opts.Acks != "all" && opts.Acks != "-1" {
+			popts = append(popts, kgo.DisableIdempotentWrite())
+		}
+		cl, err := kgo.NewClient(popts...)
+		if err != nil {
+			for _, c := range producers[:i] {
+				c.Close()
+			}
+			return nil, fmt.Errorf("producer client: %w", err)
+		}
+		producers[i] = cl
+	}
+	defer func() {
+		for _, c := range producers {
+			c.Close()
+		}
+	}()
+
+	var st produceStats
+	start := time.Now()
+	windowStart := start.Add(opts.Warmup)
+	windowEnd := windowStart.Add(opts.Duration)
+	prodCtx, stopProducers := context.WithCancel(ctx)
+	defer stopProducers()
+	var prodWG sync.WaitGroup
+	for i, cl := range producers {
+		prodWG.Add(1)
+		go func() {
+			defer prodWG.Done()
+			rate := 0.0
+			if opts.Rate > 0 {
+				rate = float64(opts.Rate) / float64(len(producers))
+			}
+			offset := time.Duration(0)
+			if rate > 0 {
+				// Spread producers over one interval so they do not send in lockstep.
+				offset = time.Duration(float64(time.Second) / rate * float64(i) / float64(len(producers)))
+			}
+			produceLoop(ctx, prodCtx.Done(), cl, rate, start.Add(offset), windowStart, windowEnd, opts.RecordSize, res.ProduceLatency, &st)
+		}()
+	}
+
+	if err := sleepUntil(ctx, windowStart); err != nil {
+		return nil, err
+	}
+	if hooks.WindowStart != nil {
+		hooks.WindowStart(ctx)
+	}
+	if err := sleepUntil(ctx, windowEnd); err != nil {
+		return nil, err
+	}
+	stopProducers()
+	prodWG.Wait()
+	for _, cl := range producers {
+		if err := cl.Flush(ctx); err != nil {
+			return nil, fmt.Errorf("flush producer: %w", err)
+		}
+	}
+	if hooks.WindowEnd != nil {
+		hooks.WindowEnd(ctx)
+	}
+	res.Produced, res.ProducedBytes = st.acked.Load(), st.ackedBytes.Load()
+	res.ProduceErrors, res.Late = st.failed.Load(), st.late.Load()
+	if e := st.firstErr.Load(); e != nil {
+		res.FirstError = e.(string)
+	}
+
+	// Drain: wait until the consumers read every acknowledged window record.
+	res.DrainComplete = consumers == 0
+	if consumers > 0 {
+		deadline := time.Now().Add(opts.DrainTimeout)
+		for consumed.Load() < res.Produced && time.Now().Before(deadline) && ctx.Err() == nil {
+			time.Sleep(20 * time.Millisecond)
+		}
+		res.DrainComplete = consumed.Load() >= res.Produced
+	}
+	stopConsumers()
+	consWG.Wait()
+	res.Consumed, res.ConsumedAll = consumed.Load(), consumedAll.Load()
+	if res.Produced == 0 {
+		msg := "no record of the measured window was acknowledged"
+		if res.FirstError != "" {
+			msg += ": " + res.FirstError
+		}
+		return res, errors.New(msg)
+	}
+	return res, ctx.Err()
+}
+
+type produceStats struct {
+	acked, ackedBytes, failed, late atomic.Int64
+	firstErr                        atomic.Value // string
+}
+
+// produceLoop produces until ctx ends. With rate > 0 record n is
+// scheduled at start + n/rate and its latency counts from that time (so
+// a stall shows in the latency instead of being hidden by fewer sends:
+// no coordinated omission); with rate 0 records are produced as fast as
+// the client's buffer of MaxInFlight records allows and latency counts
+// from the Produce call.
+//
+// stop ends the loop; ctx (the run's context) is what records are produced
+// with, so that records buffered when the window ends are still sent.
+func produceLoop(ctx context.Context, stop <-chan struct{}, cl *kgo.Client, rate float64, start, windowStart, windowEnd time.Time,
+	size int, lat *Histogram, st *produceStats) {
+	filler := make([]byte, size)
+	_, _ = rand.Read(filler) // random: compression must not flatter the figures
+	var interval time.Duration
+	if rate > 0 {
+		interval = time.Duration(float64(time.Second) / rate)
+	}
+	for n := int64(0); ; n++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		sched := time.Now()
+		if rate > 0 {
+			sched = start.Add(time.Duration(n) * interval)
+			if wait := time.Until(sched); wait > time.Millisecond {
+				select {
+				case <-stop:
+					return
+				case <-time.After(wait):
+				}
+			}
+		}
+		if !sched.Before(windowEnd) {
+			return
+		}
+		measured := !sched.Before(windowStart)
+		if measured && rate > 0 && time.Since(sched) > 10*time.Millisecond {
+			st.late.Add(1)
+		}
+		v := make([]byte, size)
+		copy(v, filler)
+		binary.BigEndian.PutUint64(v, uint64(sched.UnixNano()))
+		if measured {
+			v[8] = 1
+		} else {
+			v[8] = 0
+		}
+		cl.Produce(ctx, &kgo.Record{Value: v}, func(r *kgo.Record, err error) {
+			if !measured {
+				return
+			}
+			if err != nil {
+				st.failed.Add(1)
+				st.firstErr.CompareAndSwap(nil, err.Error())
+				return
+			}
+			lat.Record(time.Since(sched))
+			st.acked.Add(1)
+			st.ackedBytes.Add(int64(len(r.Value)))
+		})
+	}
+}
+
+func consume(ctx context.Context, cl *kgo.Client, e2e *Histogram, consumed, consumedAll *atomic.Int64) {
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		now := time.Now()
+		fs.EachRecord(func(r *kgo.Record) {
+			consumedAll.Add(1)
+			if len(r.Value) < RecordHeaderSize || r.Value[8] != 1 {
+				return
+			}
+			sent := time.Unix(0, int64(binary.BigEndian.Uint64(r.Value)))
+			e2e.Record(now.Sub(sent))
+			consumed.Add(1)
+		})
+	}
+}
+
+func createTopic(ctx context.Context, adm *kadm.Client, opts LoadOptions, res *LoadResult) error {
+	brokers, err := adm.ListBrokers(ctx)
+	if err != nil {
+		return fmt.Errorf("list brokers: %w", err)
+	}
+	res.Brokers = len(brokers)
+	rf := opts.ReplicationFactor
+	if rf == 0 {
+		rf = int16(min(3, len(brokers)))
+	}
+	res.ReplicationFactor = rf
+	var configs map[string]*string
+	if len(opts.TopicConfigs) > 0 {
+		configs = map[string]*string{}
+		for k, v := range opts.TopicConfigs {
+			configs[k] = kadm.StringPtr(v)
+		}
+	}
+	cr, err := adm.CreateTopic(ctx, opts.Partitions, rf, configs, opts.Topic)
+	if err != nil {
+		return fmt.Errorf("create topic %s: %w", opts.Topic, err)
+	}
+	if cr.Err != nil {
+		return fmt.Errorf("create topic %s (%d partitions, RF %d): %w %s", opts.Topic, opts.Partitions, rf, cr.Err, cr.ErrMessage)
+	}
+	// Wait until every partition has a leader.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		md, err := adm.Metadata(ctx, opts.Topic)
+		if err == nil {
+			td, ok := md.Topics[opts.Topic]
+			if ok && td.Err == nil && len(td.Partitions) == int(opts.Partitions) {
+				ready := true
+				for _, p := range td.Partitions {
+					if p.Err != nil || p.Leader < 0 {
+						ready = false
+					}
+				}
+				if ready {
+					return nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("topic %s: partitions without a leader after 30s (last error: %v)", opts.Topic, err)
+		}
+		if err := sleepUntil(ctx, time.Now().Add(100*time.Millisecond)); err != nil {
+			return err
+		}
+	}
+}
+
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.C:
+		return nil
+	}
+}
+
+func randomSuffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%x", b)
+}

@@ -1,0 +1,221 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Metric names read from the brokers.
+const (
+	metricTraffic     = "strata_traffic_bytes_total"     // {local_zone, peer_zone, path, direction}
+	metricObjRequests = "strata_objstore_requests_total" // {bucket, zone, op, result}
+	// metricWALDegraded is exported by every broker whose WAL uploader is
+	// wired; it tells "no PUT yet" (0) from "no object store" (n/a).
+	metricWALDegraded = "strata_wal_degraded"
+)
+
+// Replication paths whose cross-zone bytes are inter-broker traffic.
+var replicationPaths = map[string]bool{"replication-inline": true, "replication-wal-metadata": true}
+
+// Scrape is one /metrics exposition: metric families by name.
+type Scrape map[string]*dto.MetricFamily
+
+// ParseExposition parses the Prometheus text format.
+func ParseExposition(r io.Reader) (Scrape, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics: %w", err)
+	}
+	return Scrape(fams), nil
+}
+
+// ScrapeURL fetches and parses url (a broker's /metrics).
+func ScrapeURL(ctx context.Context, url string) (Scrape, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	req.Close = true // no idle keep-alive connections left behind between scrapes
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape %s: HTTP %s", url, resp.Status)
+	}
+	s, err := ParseExposition(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	return s, nil
+}
+
+// Has reports whether the family name is exported.
+func (s Scrape) Has(name string) bool {
+	_, ok := s[name]
+	return ok
+}
+
+// Sum adds the values of the counter (or untyped/gauge) series of name
+// whose labels satisfy match (nil: all series). ok is false when the
+// family is not exported at all.
+func (s Scrape) Sum(name string, match func(labels map[string]string) bool) (sum float64, ok bool) {
+	f, ok := s[name]
+	if !ok {
+		return 0, false
+	}
+	for _, m := range f.GetMetric() {
+		if match != nil {
+			labels := make(map[string]string, len(m.GetLabel()))
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if !match(labels) {
+				continue
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			sum += m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			sum += m.GetGauge().GetValue()
+		case m.Untyped != nil:
+			sum += m.GetUntyped().GetValue()
+		}
+	}
+	return sum, true
+}
+
+// TrafficFigures are the broker-side figures of one measured window. A
+// nil pointer means the metric is not exported (printed as n/a).
+type TrafficFigures struct {
+	// CrossZoneReplicationBytes: bytes sent (direction=out) between
+	// brokers of different zones on the replication paths, all brokers.
+	CrossZoneReplicationBytes *float64 `json:"cross_zone_replication_bytes"`
+	// ProduceBytesIn: Produce request bytes received by all brokers.
+	ProduceBytesIn *float64 `json:"produce_bytes_in"`
+	// CrossZonePerProducedByte = CrossZoneReplicationBytes / ProduceBytesIn.
+	CrossZonePerProducedByte *float64 `json:"cross_zone_bytes_per_produced_byte"`
+	// PutsPerSecond per broker (metrics URL order) and their mean.
+	PutsPerSecond          []*float64 `json:"puts_per_second_by_broker"`
+	PutsPerSecondPerBroker *float64   `json:"puts_per_second_per_broker"`
+	// GetsPerSecond: object GETs per second, all brokers.
+	GetsPerSecond *float64 `json:"gets_per_second"`
+	// Problems lists scrapes that failed and counters that went backwards.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// ComputeTraffic turns per-broker scrapes taken before and after a window
+// of the given length into TrafficFigures. before[i] and after[i] belong
+// to broker i; a nil scrape is a failed one.
+func ComputeTraffic(before, after []Scrape, window time.Duration) TrafficFigures {
+	var tf TrafficFigures
+	secs := window.Seconds()
+	n := min(len(before), len(after))
+	if n == 0 || secs <= 0 {
+		return tf
+	}
+	crossZone := func(l map[string]string) bool {
+		return replicationPaths[l["path"]] && l["direction"] == "out" &&
+			l["peer_zone"] != "unknown" && l["peer_zone"] != "" && l["peer_zone"] != l["local_zone"]
+	}
+	produceIn := func(l map[string]string) bool { return l["path"] == "produce" && l["direction"] == "in" }
+	op := func(o string) func(map[string]string) bool {
+		return func(l map[string]string) bool { return l["op"] == o }
+	}
+
+	// delta sums after-before per broker; it is absent unless every
+	// broker's after scrape exports the family (a missing family in a
+	// before scrape is a counter not yet created: 0).
+	delta := func(name string, match func(map[string]string) bool, present func(Scrape) bool) (*float64, []*float64) {
+		total := 0.0
+		per := make([]*float64, n)
+		complete := true
+		for i := 0; i < n; i++ {
+			if after[i] == nil || before[i] == nil || !present(after[i]) {
+				complete = false
+				continue
+			}
+			a, _ := after[i].Sum(name, match)
+			b, _ := before[i].Sum(name, match)
+			if a < b {
+				tf.Problems = append(tf.Problems, fmt.Sprintf("broker %d: %s went backwards (restart?)", i, name))
+				complete = false
+				continue
+			}
+			d := a - b
+			per[i] = &d
+			total += d
+		}
+		if !complete {
+			return nil, per
+		}
+		return &total, per
+	}
+	has := func(name string) func(Scrape) bool { return func(s Scrape) bool { return s.Has(name) } }
+	hasObjStore := func(s Scrape) bool { return s.Has(metricObjRequests) || s.Has(metricWALDegraded) }
+
+	for i := 0; i < n; i++ {
+		if before[i] == nil || after[i] == nil {
+			tf.Problems = append(tf.Problems, fmt.Sprintf("broker %d: metrics scrape failed", i))
+		}
+	}
+	tf.CrossZoneReplicationBytes, _ = delta(metricTraffic, crossZone, has(metricTraffic))
+	tf.ProduceBytesIn, _ = delta(metricTraffic, produceIn, has(metricTraffic))
+	if tf.CrossZoneReplicationBytes != nil && tf.ProduceBytesIn != nil && *tf.ProduceBytesIn > 0 {
+		r := *tf.CrossZoneReplicationBytes / *tf.ProduceBytesIn
+		tf.CrossZonePerProducedByte = &r
+	}
+	puts, perPuts := delta(metricObjRequests, op("put"), hasObjStore)
+	tf.PutsPerSecond = make([]*float64, n)
+	for i, p := range perPuts {
+		if p != nil {
+			r := *p / secs
+			tf.PutsPerSecond[i] = &r
+		}
+	}
+	if puts != nil {
+		r := *puts / secs / float64(n)
+		tf.PutsPerSecondPerBroker = &r
+	}
+	if gets, _ := delta(metricObjRequests, op("get"), hasObjStore); gets != nil {
+		r := *gets / secs
+		tf.GetsPerSecond = &r
+	}
+	return tf
+}
+
+// ScrapeAll scrapes every URL concurrently; a failed scrape is nil and its
+// error is returned in errs.
+func ScrapeAll(ctx context.Context, urls []string) (out []Scrape, errs []error) {
+	out = make([]Scrape, len(urls))
+	errc := make([]error, len(urls))
+	done := make(chan struct{}, len(urls))
+	for i, u := range urls {
+		go func() {
+			out[i], errc[i] = ScrapeURL(ctx, u)
+			done <- struct{}{}
+		}()
+	}
+	for range urls {
+		<-done
+	}
+	for _, e := range errc {
+		if e != nil {
+			errs = append(errs, e)
+		}
+	}
+	return out, errs
+}

@@ -1,0 +1,131 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const exposBefore = `# HELP strata_traffic_bytes_total Bytes.
+# TYPE strata_traffic_bytes_total counter
+strata_traffic_bytes_total{direction="in",local_zone="a",path="produce",peer_zone="unknown"} 1000
+strata_traffic_bytes_total{direction="out",local_zone="a",path="replication-inline",peer_zone="b"} 2000
+# HELP strata_objstore_requests_total Calls.
+# TYPE strata_objstore_requests_total counter
+strata_objstore_requests_total{bucket="wal-a",op="put",result="ok",zone="a"} 10
+strata_objstore_requests_total{bucket="wal-a",op="get",result="ok",zone="a"} 4
+`
+
+// After 2 s: 10000 produce bytes in, cross-zone replication out 2*10000
+// (to b and c), in-zone 500 (not counted), the follower's incoming
+// replication bytes (not counted: counted as out by the leader), unknown
+// peers (not counted), 100 PUTs (one failed, counted: it is billed), 20 GETs.
+const exposAfter = `# TYPE strata_traffic_bytes_total counter
+strata_traffic_bytes_total{direction="in",local_zone="a",path="produce",peer_zone="unknown"} 11000
+strata_traffic_bytes_total{direction="out",local_zone="a",path="replication-inline",peer_zone="b"} 12000
+strata_traffic_bytes_total{direction="out",local_zone="a",path="replication-inline",peer_zone="c"} 10000
+strata_traffic_bytes_total{direction="out",local_zone="a",path="replication-inline",peer_zone="a"} 500
+strata_traffic_bytes_total{direction="in",local_zone="a",path="replication-inline",peer_zone="b"} 7777
+strata_traffic_bytes_total{direction="out",local_zone="a",path="replication-inline",peer_zone="unknown"} 999
+strata_traffic_bytes_total{direction="out",local_zone="a",path="consume",peer_zone="b"} 123456
+# TYPE strata_objstore_requests_total counter
+strata_objstore_requests_total{bucket="wal-a",op="put",result="ok",zone="a"} 109
+strata_objstore_requests_total{bucket="wal-a",op="put",result="error",zone="a"} 1
+strata_objstore_requests_total{bucket="wal-a",op="get",result="ok",zone="a"} 24
+strata_objstore_requests_total{bucket="wal-b",op="get",result="not_found",zone="a"} 16
+`
+
+func mustParse(t *testing.T, s string) Scrape {
+	t.Helper()
+	sc, err := ParseExposition(strings.NewReader(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+func val(p *float64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func TestComputeTraffic(t *testing.T) {
+	before, after := mustParse(t, exposBefore), mustParse(t, exposAfter)
+	// A broker without object store and with no traffic counted before.
+	bare := mustParse(t, "# TYPE go_goroutines gauge\ngo_goroutines 7\n")
+	bareAfter := mustParse(t, `# TYPE strata_traffic_bytes_total counter
+strata_traffic_bytes_total{direction="in",local_zone="b",path="produce",peer_zone="unknown"} 5000
+strata_traffic_bytes_total{direction="out",local_zone="b",path="replication-wal-metadata",peer_zone="c"} 300
+`)
+	walOnly := mustParse(t, "# TYPE strata_wal_degraded gauge\nstrata_wal_degraded 0\n")
+
+	tests := []struct {
+		name          string
+		before, after []Scrape
+		window        time.Duration
+		crossZone     any
+		produceIn     any
+		perByte       any
+		putsPerBroker any
+		gets          any
+		problems      int
+	}{
+		{
+			name: "one broker", before: []Scrape{before}, after: []Scrape{after}, window: 2 * time.Second,
+			crossZone: 20000.0, produceIn: 10000.0, perByte: 2.0, putsPerBroker: 50.0, gets: 18.0,
+		},
+		{
+			name: "second broker without object store: PUTs n/a, traffic summed", before: []Scrape{before, bare}, after: []Scrape{after, bareAfter},
+			window: 2 * time.Second, crossZone: 20300.0, produceIn: 15000.0, perByte: 20300.0 / 15000, putsPerBroker: nil, gets: nil,
+		},
+		{
+			name: "WAL wired but no PUT yet: 0, not n/a", before: []Scrape{walOnly}, after: []Scrape{walOnly}, window: time.Second,
+			crossZone: nil, produceIn: nil, perByte: nil, putsPerBroker: 0.0, gets: 0.0,
+		},
+		{
+			name: "no strata metrics at all", before: []Scrape{bare}, after: []Scrape{bare}, window: time.Second,
+		},
+		{
+			name: "failed scrape", before: []Scrape{before}, after: []Scrape{nil}, window: time.Second, problems: 1,
+		},
+		{
+			name: "counter went backwards (restart)", before: []Scrape{after}, after: []Scrape{before}, window: time.Second,
+			problems: 3, // traffic cross-zone, produce, puts; gets too
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tf := ComputeTraffic(tt.before, tt.after, tt.window)
+			check := func(what string, got *float64, want any) {
+				t.Helper()
+				g := val(got)
+				if (g == nil) != (want == nil) {
+					t.Errorf("%s = %v, want %v", what, g, want)
+					return
+				}
+				if g != nil && (g.(float64) < want.(float64)-1e-9 || g.(float64) > want.(float64)+1e-9) {
+					t.Errorf("%s = %v, want %v", what, g, want)
+				}
+			}
+			check("cross-zone bytes", tf.CrossZoneReplicationBytes, tt.crossZone)
+			check("produce bytes in", tf.ProduceBytesIn, tt.produceIn)
+			check("per produced byte", tf.CrossZonePerProducedByte, tt.perByte)
+			check("PUTs/s per broker", tf.PutsPerSecondPerBroker, tt.putsPerBroker)
+			check("GETs/s", tf.GetsPerSecond, tt.gets)
+			if tt.problems > 0 && len(tf.Problems) < tt.problems {
+				t.Errorf("problems %q, want at least %d", tf.Problems, tt.problems)
+			}
+			if tt.problems == 0 && len(tf.Problems) > 0 {
+				t.Errorf("unexpected problems %q", tf.Problems)
+			}
+		})
+	}
+}
+
+func TestParseExpositionError(t *testing.T) {
+	if _, err := ParseExposition(strings.NewReader("this is { not prometheus\n")); err == nil {
+		t.Fatal("garbage parsed without error")
+	}
+}

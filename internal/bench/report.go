@@ -1,0 +1,244 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// SchemaVersion is the version of the JSON report; it changes when a
+// field is renamed or its meaning changes (new fields do not change it).
+const SchemaVersion = 1
+
+// Report is the result of one `strata bench` run: every mode measured
+// with the same load, side by side.
+type Report struct {
+	Schema   int          `json:"schema"`
+	Started  time.Time    `json:"started"`
+	Settings Settings     `json:"settings"`
+	Modes    []ModeResult `json:"modes"`
+	// Ratios compare each mode after the first with the first, e.g.
+	// "wal/classic": {"produce_p99_ms": 0.8, ...}; null when either side
+	// is n/a or the base is 0.
+	Ratios map[string]map[string]*float64 `json:"ratios,omitempty"`
+}
+
+// Settings echo the run's options.
+type Settings struct {
+	Acks              string        `json:"acks"`
+	RecordSize        int           `json:"record_size"`
+	Partitions        int32         `json:"partitions"`
+	ReplicationFactor int16         `json:"replication_factor"`
+	Rate              int           `json:"rate"`
+	Producers         int           `json:"producers"`
+	Consumers         int           `json:"consumers"`
+	MaxInFlight       int           `json:"max_in_flight"`
+	Compression       string        `json:"compression"`
+	Linger            time.Duration `json:"linger_ns"`
+	Warmup            time.Duration `json:"warmup_ns"`
+	Duration          time.Duration `json:"duration_ns"`
+	S3PutLatency      time.Duration `json:"s3_put_latency_ns"`
+	S3GetLatency      time.Duration `json:"s3_get_latency_ns"`
+	ZoneLatency       time.Duration `json:"zone_latency_ns"`
+}
+
+// ModeResult is what one mode measured.
+type ModeResult struct {
+	Mode              string   `json:"mode"`
+	Bootstrap         []string `json:"bootstrap"`
+	MetricsURLs       []string `json:"metrics_urls"`
+	Topic             string   `json:"topic"`
+	Brokers           int      `json:"brokers"`
+	ReplicationFactor int16    `json:"replication_factor"`
+	WindowSeconds     float64  `json:"window_seconds"`
+
+	ProduceLatency  LatencySummary `json:"produce_latency"`
+	EndToEndLatency LatencySummary `json:"end_to_end_latency"`
+	ThroughputMBps  float64        `json:"throughput_mb_per_s"`
+	RecordsPerSec   float64        `json:"records_per_s"`
+
+	Produced      int64  `json:"records_produced"`
+	Consumed      int64  `json:"records_consumed"`
+	ProduceErrors int64  `json:"produce_errors"`
+	FirstError    string `json:"first_error,omitempty"`
+	Late          int64  `json:"records_late"`
+	DrainComplete bool   `json:"drain_complete"`
+
+	Traffic TrafficFigures `json:"traffic"`
+	Notes   []string       `json:"notes,omitempty"`
+}
+
+// Figure is one row of the report.
+type Figure struct {
+	Key   string
+	Label string
+	Value func(*ModeResult) *float64
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// Figures are the rows of the table and the keys of the ratios.
+var Figures = []Figure{
+	{"produce_p50_ms", "produce latency p50 (ms)", func(m *ModeResult) *float64 { return latency(m.ProduceLatency, m.ProduceLatency.P50Ms) }},
+	{"produce_p99_ms", "produce latency p99 (ms)", func(m *ModeResult) *float64 { return latency(m.ProduceLatency, m.ProduceLatency.P99Ms) }},
+	{"produce_p999_ms", "produce latency p99.9 (ms)", func(m *ModeResult) *float64 { return latency(m.ProduceLatency, m.ProduceLatency.P999Ms) }},
+	{"e2e_p50_ms", "end-to-end latency p50 (ms)", func(m *ModeResult) *float64 { return latency(m.EndToEndLatency, m.EndToEndLatency.P50Ms) }},
+	{"e2e_p99_ms", "end-to-end latency p99 (ms)", func(m *ModeResult) *float64 { return latency(m.EndToEndLatency, m.EndToEndLatency.P99Ms) }},
+	{"throughput_mb_per_s", "throughput (MB/s)", func(m *ModeResult) *float64 { return ptr(m.ThroughputMBps) }},
+	{"records_per_s", "throughput (records/s)", func(m *ModeResult) *float64 { return ptr(m.RecordsPerSec) }},
+	{"cross_zone_bytes_per_produced_byte", "inter-broker cross-zone B per produced B", func(m *ModeResult) *float64 { return m.Traffic.CrossZonePerProducedByte }},
+	{"puts_per_s_per_broker", "object PUTs/s per broker", func(m *ModeResult) *float64 { return m.Traffic.PutsPerSecondPerBroker }},
+	{"gets_per_s", "object GETs/s", func(m *ModeResult) *float64 { return m.Traffic.GetsPerSecond }},
+}
+
+func latency(s LatencySummary, v float64) *float64 {
+	if s.Count == 0 {
+		return nil
+	}
+	return &v
+}
+
+// Ratio returns a/b, or nil when either is n/a or b is 0.
+func Ratio(a, b *float64) *float64 {
+	if a == nil || b == nil || *b == 0 || math.IsNaN(*a) || math.IsNaN(*b) {
+		return nil
+	}
+	r := *a / *b
+	return &r
+}
+
+// FormatValue prints a figure with about 3 significant digits, "n/a" for nil.
+func FormatValue(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	x := *v
+	switch a := math.Abs(x); {
+	case x == 0:
+		return "0"
+	case a >= 1000:
+		return fmt.Sprintf("%.0f", x)
+	case a >= 100:
+		return fmt.Sprintf("%.1f", x)
+	case a >= 10:
+		return fmt.Sprintf("%.2f", x)
+	case a >= 0.001:
+		return fmt.Sprintf("%.3f", x)
+	default:
+		return fmt.Sprintf("%.2g", x)
+	}
+}
+
+// FormatRatio prints a ratio as "0.82x", "n/a" for nil.
+func FormatRatio(r *float64) string {
+	if r == nil {
+		return "n/a"
+	}
+	return FormatValue(r) + "x"
+}
+
+// ComputeRatios fills r.Ratios: every mode after the first against the first.
+func (r *Report) ComputeRatios() {
+	r.Ratios = nil
+	if len(r.Modes) < 2 {
+		return
+	}
+	r.Ratios = map[string]map[string]*float64{}
+	base := &r.Modes[0]
+	for i := 1; i < len(r.Modes); i++ {
+		m := &r.Modes[i]
+		row := map[string]*float64{}
+		for _, f := range Figures {
+			row[f.Key] = Ratio(f.Value(m), f.Value(base))
+		}
+		r.Ratios[m.Mode+"/"+base.Mode] = row
+	}
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes the human-readable table.
+func (r *Report) WriteText(w io.Writer) error {
+	s := r.Settings
+	rate := "max"
+	if s.Rate > 0 {
+		rate = fmt.Sprintf("%d rec/s", s.Rate)
+	}
+	fmt.Fprintf(w, "strata bench: acks=%s, %d B records, %d partitions, rate %s, %d producers, %d consumers, %v window after %v warmup\n",
+		s.Acks, s.RecordSize, s.Partitions, rate, s.Producers, s.Consumers, s.Duration, s.Warmup)
+	for _, m := range r.Modes {
+		fmt.Fprintf(w, "  %s: %d brokers, RF %d, topic %s, bootstrap %s\n", m.Mode, m.Brokers, m.ReplicationFactor, m.Topic, strings.Join(m.Bootstrap, ","))
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	header := []string{"figure"}
+	for _, m := range r.Modes {
+		header = append(header, m.Mode)
+	}
+	var ratioKeys []string
+	for i := 1; i < len(r.Modes); i++ {
+		k := r.Modes[i].Mode + "/" + r.Modes[0].Mode
+		ratioKeys = append(ratioKeys, k)
+		header = append(header, k)
+	}
+	fmt.Fprintln(tw, strings.Join(header, "\t")+"\t")
+	for _, f := range Figures {
+		row := []string{f.Label}
+		for i := range r.Modes {
+			row = append(row, FormatValue(f.Value(&r.Modes[i])))
+		}
+		for _, k := range ratioKeys {
+			row = append(row, FormatRatio(r.Ratios[k][f.Key]))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
+	count := func(label string, v func(*ModeResult) string) {
+		row := []string{label}
+		for i := range r.Modes {
+			row = append(row, v(&r.Modes[i]))
+		}
+		for range ratioKeys {
+			row = append(row, "")
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
+	count("records produced / consumed", func(m *ModeResult) string { return fmt.Sprintf("%d / %d", m.Produced, m.Consumed) })
+	count("produce errors", func(m *ModeResult) string { return fmt.Sprint(m.ProduceErrors) })
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, m := range r.Modes {
+		var notes []string
+		notes = append(notes, m.Notes...)
+		notes = append(notes, m.Traffic.Problems...)
+		if m.FirstError != "" {
+			notes = append(notes, "first produce error: "+m.FirstError)
+		}
+		if !m.DrainComplete {
+			notes = append(notes, fmt.Sprintf("consumers read %d of %d window records before the drain timeout", m.Consumed, m.Produced))
+		}
+		if m.Late > 0 {
+			notes = append(notes, fmt.Sprintf("%d records sent more than 10 ms after their scheduled time (the load generator could not keep the rate)", m.Late))
+		}
+		if len(m.Traffic.PutsPerSecond) > 1 && m.Traffic.PutsPerSecondPerBroker != nil {
+			var per []string
+			for _, p := range m.Traffic.PutsPerSecond {
+				per = append(per, FormatValue(p))
+			}
+			notes = append(notes, "PUTs/s by broker: "+strings.Join(per, ", "))
+		}
+		for _, n := range notes {
+			fmt.Fprintf(w, "%s: %s\n", m.Mode, n)
+		}
+	}
+	return nil
+}

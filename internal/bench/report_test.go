@@ -1,0 +1,200 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFormatValueAndRatio(t *testing.T) {
+	tests := []struct {
+		v         *float64
+		value     string
+		ratioBase *float64
+		ratio     string
+	}{
+		{nil, "n/a", ptr(1), "n/a"},
+		{ptr(0), "0", ptr(2), "0x"},
+		{ptr(1234.5), "1234", ptr(1234.5), "1.000x"},
+		{ptr(123.45), "123.5", ptr(246.9), "0.500x"},
+		{ptr(12.345), "12.35", ptr(0), "n/a"}, // base 0: no ratio
+		{ptr(2.009), "2.009", nil, "n/a"},
+		{ptr(0.00042), "0.00042", ptr(0.00021), "2.000x"},
+		{ptr(-3.5), "-3.500", ptr(1), "-3.500x"},
+	}
+	for _, tt := range tests {
+		if got := FormatValue(tt.v); got != tt.value {
+			t.Errorf("FormatValue(%v) = %q, want %q", val(tt.v), got, tt.value)
+		}
+		if got := FormatRatio(Ratio(tt.v, tt.ratioBase)); got != tt.ratio {
+			t.Errorf("ratio %v/%v = %q, want %q", val(tt.v), val(tt.ratioBase), got, tt.ratio)
+		}
+	}
+}
+
+func sampleReport() *Report {
+	lat := func(p50 float64) LatencySummary {
+		h := NewHistogram()
+		for i := 0; i < 1000; i++ {
+			h.Record(time.Duration(p50*float64(1+i%3)/2*1000) * time.Microsecond)
+		}
+		return h.Summary()
+	}
+	r := &Report{Schema: SchemaVersion, Settings: Settings{Acks: "all", RecordSize: 1024, Partitions: 12, Duration: 10 * time.Second}}
+	r.Modes = []ModeResult{
+		{Mode: "classic", ProduceLatency: lat(4), EndToEndLatency: lat(5), ThroughputMBps: 50, RecordsPerSec: 48828,
+			Produced: 488280, Consumed: 488280, DrainComplete: true,
+			Traffic: TrafficFigures{CrossZonePerProducedByte: ptr(2.01)}},
+		{Mode: "wal", ProduceLatency: lat(8), EndToEndLatency: lat(10), ThroughputMBps: 45, RecordsPerSec: 43945,
+			Produced: 439450, Consumed: 439450, DrainComplete: true,
+			Traffic: TrafficFigures{CrossZonePerProducedByte: ptr(0.02), PutsPerSecondPerBroker: ptr(95), GetsPerSecond: ptr(190),
+				PutsPerSecond: []*float64{ptr(90), ptr(95), ptr(100)}}},
+	}
+	r.ComputeRatios()
+	return r
+}
+
+func TestRatios(t *testing.T) {
+	r := sampleReport()
+	row, ok := r.Ratios["wal/classic"]
+	if !ok || len(r.Ratios) != 1 {
+		t.Fatalf("ratios %v, want one wal/classic row", r.Ratios)
+	}
+	if got := *row["throughput_mb_per_s"]; got != 0.9 {
+		t.Errorf("throughput ratio %v, want 0.9", got)
+	}
+	if got := *row["cross_zone_bytes_per_produced_byte"]; got < 0.00995 || got > 0.00996 {
+		t.Errorf("cross-zone ratio %v, want 0.02/2.01", got)
+	}
+	if row["puts_per_s_per_broker"] != nil || row["gets_per_s"] != nil {
+		t.Errorf("PUT/GET ratios against an n/a base must be n/a, got %v %v", val(row["puts_per_s_per_broker"]), val(row["gets_per_s"]))
+	}
+	if got := *row["produce_p50_ms"]; got < 1.99 || got > 2.01 {
+		t.Errorf("produce p50 ratio %v, want 2", got)
+	}
+	one := &Report{Modes: r.Modes[:1]}
+	one.ComputeRatios()
+	if one.Ratios != nil {
+		t.Errorf("single mode has ratios %v", one.Ratios)
+	}
+}
+
+// TestJSONSchema pins the JSON field names that scripts read.
+func TestJSONSchema(t *testing.T) {
+	var b bytes.Buffer
+	if err := sampleReport().WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	keys := func(m any) string {
+		var ks []string
+		for k := range m.(map[string]any) {
+			ks = append(ks, k)
+		}
+		sort.Strings(ks)
+		return strings.Join(ks, " ")
+	}
+	if got, want := keys(doc), "modes ratios schema settings started"; got != want {
+		t.Errorf("top-level keys %q, want %q", got, want)
+	}
+	if doc["schema"].(float64) != SchemaVersion {
+		t.Errorf("schema %v", doc["schema"])
+	}
+	mode := doc["modes"].([]any)[1]
+	wantMode := "bootstrap brokers drain_complete end_to_end_latency metrics_urls mode produce_errors produce_latency records_consumed records_late records_per_s records_produced replication_factor throughput_mb_per_s topic traffic window_seconds"
+	if got := keys(mode); got != wantMode {
+		t.Errorf("mode keys\n got %q\nwant %q", got, wantMode)
+	}
+	lat := mode.(map[string]any)["produce_latency"]
+	if got, want := keys(lat), "count curve max_ms mean_ms min_ms p50_ms p90_ms p999_ms p99_ms"; got != want {
+		t.Errorf("latency keys %q, want %q", got, want)
+	}
+	tr := mode.(map[string]any)["traffic"]
+	if got, want := keys(tr), "cross_zone_bytes_per_produced_byte cross_zone_replication_bytes gets_per_second produce_bytes_in puts_per_second_by_broker puts_per_second_per_broker"; got != want {
+		t.Errorf("traffic keys %q, want %q", got, want)
+	}
+	// n/a is null, not 0.
+	classicTraffic := doc["modes"].([]any)[0].(map[string]any)["traffic"].(map[string]any)
+	if v, ok := classicTraffic["gets_per_second"]; !ok || v != nil {
+		t.Errorf("classic gets_per_second = %v (present %v), want null", v, ok)
+	}
+	ratios := doc["ratios"].(map[string]any)["wal/classic"].(map[string]any)
+	if len(ratios) != len(Figures) {
+		t.Errorf("ratio row has %d figures, want %d", len(ratios), len(Figures))
+	}
+}
+
+func TestWriteText(t *testing.T) {
+	var b bytes.Buffer
+	if err := sampleReport().WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"wal/classic", "produce latency p99.9 (ms)", "inter-broker cross-zone B per produced B", "n/a", "0.900x", "PUTs/s by broker: 90.00, 95.00, 100.0", "488280 / 488280"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text report lacks %q:\n%s", want, out)
+		}
+	}
+	// Every figure has a row with one value per mode plus the ratio.
+	for _, f := range Figures {
+		found := false
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, f.Label+" ") {
+				found = true
+				if n := len(strings.Fields(strings.TrimPrefix(line, f.Label))); n != 3 {
+					t.Errorf("row %q has %d columns, want 3", line, n)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no row for %q", f.Label)
+		}
+	}
+}
+
+func TestWriteSVG(t *testing.T) {
+	r := sampleReport()
+	r.Modes = append(r.Modes, ModeResult{Mode: "empty"}) // no samples: legend only
+	var b bytes.Buffer
+	if err := WriteSVG(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	// Well-formed XML with one line per mode with samples in each panel.
+	dec := xml.NewDecoder(bytes.NewReader(b.Bytes()))
+	polylines := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			if err.Error() == "EOF" {
+				break
+			}
+			t.Fatalf("SVG is not well-formed XML: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "polyline" {
+			polylines++
+		}
+	}
+	if polylines != 4 {
+		t.Errorf("%d polylines, want 4 (2 modes with samples × 2 panels)", polylines)
+	}
+	for _, want := range []string{"produce latency", "end-to-end latency", "99.9%", "empty (no samples)"} {
+		if !bytes.Contains(b.Bytes(), []byte(want)) {
+			t.Errorf("SVG lacks %q", want)
+		}
+	}
+}
+
+func TestPercentileLabel(t *testing.T) {
+	for d, want := range []string{"0%", "90%", "99%", "99.9%", "99.99%", "99.999%"} {
+		if got := percentileLabel(float64(d)); got != want {
+			t.Errorf("percentileLabel(%d) = %q, want %q", d, got, want)
+		}
+	}
+}

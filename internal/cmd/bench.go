@@ -1,0 +1,112 @@
+package cmd
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strata-dev/strata/internal/bench"
+)
+
+func newBenchCmd() *cobra.Command {
+	var (
+		bootstrap, modes, metrics, racks, topicConfigs []string
+		cl                                             bench.ClusterOptions
+		asJSON                                         bool
+		plot                                           string
+	)
+	lo := bench.DefaultLoadOptions()
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure latency, throughput and cross-zone traffic, classic vs WAL replication",
+		Long: `Drive a franz-go load (producers, consumers) and report produce latency
+p50/p99/p99.9, end-to-end latency p50/p99, throughput, inter-broker
+cross-zone bytes per produced byte, object PUTs/s per broker and GETs/s.
+
+With --modes (default classic,wal) each mode gets its own embedded cluster,
+started by running this binary's "dev" command; the table shows every mode
+and the ratio of each mode to the first (wal/classic), all from one run.
+With --bootstrap the load runs once against an existing cluster (mode
+"external"); give its brokers' /metrics URLs with --metrics for the traffic
+figures. A figure whose metric the brokers do not export is n/a.`,
+		Example: `  strata bench --modes classic --duration 10s --acks all --record-size 1024 --partitions 12
+  strata bench --bootstrap 127.0.0.1:9092 --metrics http://127.0.0.1:9644/metrics --json
+  strata bench --modes classic,wal --plot latency.svg`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(bootstrap) > 0 && cmd.Flags().Changed("modes") {
+				return fmt.Errorf("--bootstrap and --modes exclude each other: --bootstrap measures one external cluster")
+			}
+			if plot != "" && !strings.HasSuffix(strings.ToLower(plot), ".svg") {
+				return fmt.Errorf("--plot %q: only .svg is supported", plot)
+			}
+			lo.ClientRacks = racks
+			if len(topicConfigs) > 0 {
+				lo.TopicConfigs = map[string]string{}
+				for _, kv := range topicConfigs {
+					k, v, ok := strings.Cut(kv, "=")
+					if !ok {
+						return fmt.Errorf("--topic-config %q: want key=value", kv)
+					}
+					lo.TopicConfigs[strings.TrimSpace(k)] = strings.TrimSpace(v)
+				}
+			}
+			if err := lo.Validate(); err != nil {
+				return err
+			}
+			cfg := bench.Config{Bootstrap: bootstrap, Modes: modes, MetricsURLs: metrics, Cluster: cl, Load: lo, Progress: cmd.ErrOrStderr()}
+			if len(bootstrap) == 0 {
+				if err := bench.ValidateModes(modes); err != nil {
+					return err
+				}
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("locate the strata binary for the embedded clusters: %w", err)
+				}
+				cfg.Starter = &bench.DevStarter{Binary: exe}
+			}
+			rep, err := bench.Run(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if plot != "" {
+				if err := bench.WritePlotFile(plot, rep); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "latency plot written to %s\n", plot)
+			}
+			if asJSON {
+				return rep.WriteJSON(cmd.OutOrStdout())
+			}
+			return rep.WriteText(cmd.OutOrStdout())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&bootstrap, "bootstrap", nil, "measure an existing cluster at host:port,... (mode \"external\") instead of embedded ones")
+	fl.StringSliceVar(&modes, "modes", []string{bench.ModeClassic, bench.ModeWAL}, "embedded cluster modes to measure, in order: classic, wal")
+	fl.StringSliceVar(&metrics, "metrics", nil, "brokers' Prometheus URLs (http://host:port/metrics,...) for the traffic figures")
+	fl.StringVar(&lo.Acks, "acks", lo.Acks, "producer acks: 0, 1 or all")
+	fl.IntVar(&lo.RecordSize, "record-size", lo.RecordSize, "record value size in bytes")
+	fl.Int32Var(&lo.Partitions, "partitions", lo.Partitions, "partitions of the bench topic")
+	fl.Int16Var(&lo.ReplicationFactor, "replication-factor", 0, "replication factor of the bench topic (0: min(3, brokers))")
+	fl.StringArrayVar(&topicConfigs, "topic-config", nil, "topic config key=value, repeatable (e.g. min.insync.replicas=2)")
+	fl.IntVar(&lo.Rate, "rate", 0, "target records/s over all producers (0: as fast as possible, --max-in-flight bounded)")
+	fl.DurationVar(&lo.Duration, "duration", lo.Duration, "measured window per mode")
+	fl.DurationVar(&lo.Warmup, "warmup", lo.Warmup, "load before the measured window (not counted)")
+	fl.IntVar(&lo.Producers, "producers", lo.Producers, "producer clients")
+	fl.IntVar(&lo.Consumers, "consumers", lo.Consumers, "consumer clients (partitions assigned round-robin; 0: no end-to-end latency)")
+	fl.IntVar(&lo.MaxInFlight, "max-in-flight", lo.MaxInFlight, "records buffered or in flight per producer")
+	fl.DurationVar(&lo.Linger, "linger", 0, "producer linger")
+	fl.StringVar(&lo.Compression, "compression", lo.Compression, "producer compression: none, gzip, snappy, lz4, zstd")
+	fl.DurationVar(&lo.DrainTimeout, "drain-timeout", lo.DrainTimeout, "how long consumers may take to read the window's records after it")
+	fl.BoolVar(&lo.KeepTopic, "keep-topic", false, "do not delete the bench topic afterwards")
+	fl.StringSliceVar(&racks, "client-racks", nil, "client.rack values given round-robin to consumers (e.g. a,b,c)")
+	fl.DurationVar(&cl.S3PutLatency, "s3-put-latency", 5*time.Millisecond, "latency injected before each object PUT (wal mode; emulates S3 Express One Zone)")
+	fl.DurationVar(&cl.S3GetLatency, "s3-get-latency", 3*time.Millisecond, "latency injected before each object GET (wal mode)")
+	fl.DurationVar(&cl.ZoneLatency, "zone-latency", 0, "latency injected on inter-zone broker connections (embedded clusters)")
+	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	fl.StringVar(&plot, "plot", "", "write the latency distributions of all modes to this .svg file")
+	return cmd
+}
