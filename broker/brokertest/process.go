@@ -164,6 +164,22 @@ func (p *Process) Kill() { p.signal(syscall.SIGKILL, 0) }
 // Stop sends SIGTERM, waits up to 30s for a graceful exit, then SIGKILL.
 func (p *Process) Stop() { p.signal(syscall.SIGTERM, 30*time.Second) }
 
+// Pause freezes the process (SIGSTOP): it keeps its connections and its
+// etcd lease until the lease times out, but answers nothing. Resume it
+// before the test ends.
+func (p *Process) Pause() { p.send(syscall.SIGSTOP) }
+
+// Resume continues a paused process (SIGCONT).
+func (p *Process) Resume() { p.send(syscall.SIGCONT) }
+
+func (p *Process) send(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
 // Restart stops the process gracefully and starts it again.
 func (p *Process) Restart() {
 	p.Stop()

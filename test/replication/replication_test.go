@@ -142,6 +142,26 @@ func TestThreeZones(t *testing.T) {
 		}
 	}
 
+	// Replication bytes are counted exactly: what each leader sent to a
+	// follower's zone is what that follower received from the leader's
+	// zone (polled until no response is in flight).
+	waitFor(t, "leader-side and follower-side replication counters to agree", 30*time.Second, func() bool {
+		for _, l := range c.Brokers {
+			for _, f := range c.Brokers {
+				if l == f {
+					continue
+				}
+				lz, fz := l.Server().Traffic().Zone(), f.Server().Traffic().Zone()
+				sent := l.Server().Traffic().Bytes(fz, traffic.ReplicationInline, traffic.Out)
+				got := f.Server().Traffic().Bytes(lz, traffic.ReplicationInline, traffic.In)
+				if sent == 0 || sent != got {
+					return false
+				}
+			}
+		}
+		return true
+	})
+
 	// One follower stops: the ISR shrinks to two, acks=all still succeeds.
 	brokerByID(c, st.Replicas[1]).Stop()
 	waitFor(t, "ISR without the stopped follower", 30*time.Second, func() bool {
