@@ -42,6 +42,9 @@ type Config struct {
 	// Backoff is replica.fetch.backoff.ms, the pause after a failed fetch
 	// (default 100 ms; Kafka's is 1 s).
 	Backoff time.Duration
+	// HWMCheckpointInterval is replica.high.watermark.checkpoint.interval.ms
+	// (5 s).
+	HWMCheckpointInterval time.Duration
 	// Traffic may be nil.
 	Traffic Traffic
 	// Log is the logger.
@@ -65,6 +68,9 @@ func (c *Config) defaults() {
 	}
 	if c.Backoff <= 0 {
 		c.Backoff = 100 * time.Millisecond
+	}
+	if c.HWMCheckpointInterval <= 0 {
+		c.HWMCheckpointInterval = 5 * time.Second
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -107,8 +113,9 @@ func NewManager(cfg Config) *Manager {
 // Config returns the manager's configuration (defaults filled in).
 func (m *Manager) Config() Config { return m.cfg }
 
-// Close stops the fetchers and the ISR loop. Partitions keep their state
-// but are not replicated any more.
+// Close stops the fetchers and the ISR loop and checkpoints the high
+// watermarks. Partitions keep their state but are not replicated any more;
+// close their logs after Close.
 func (m *Manager) Close() {
 	m.mu.Lock()
 	m.closed = true
@@ -229,14 +236,45 @@ func (m *Manager) ServeReplicaFetch(p *Partition, follower int32, fetchOffset in
 	return nil, nil
 }
 
+// CheckpointHWMs writes every partition's HWM that changed since its last
+// checkpoint (also done every HWMCheckpointInterval and by Close).
+func (m *Manager) CheckpointHWMs() error {
+	m.mu.Lock()
+	parts := make([]*Partition, 0, len(m.parts))
+	for _, p := range m.parts {
+		parts = append(parts, p)
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, p := range parts {
+		if p.Role() == RoleNone {
+			continue // removed: its directory may be gone
+		}
+		if err := p.CheckpointHWM(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func (m *Manager) isrLoop() {
 	interval := max(m.cfg.LagTimeMax/4, 5*time.Millisecond)
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	cp := time.NewTicker(m.cfg.HWMCheckpointInterval)
+	defer cp.Stop()
 	for {
 		select {
 		case <-m.ctx.Done():
+			if err := m.CheckpointHWMs(); err != nil {
+				m.cfg.Log.Error(err, "checkpointing high watermarks")
+			}
 			return
+		case <-cp.C:
+			if err := m.CheckpointHWMs(); err != nil {
+				m.cfg.Log.Error(err, "checkpointing high watermarks")
+			}
+			continue
 		case <-t.C:
 		case <-m.isrCh:
 		}

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +51,8 @@ type Partition struct {
 	now  func() time.Time
 
 	hwm atomic.Int64
+	// checkpointed is the HWM last written by CheckpointHWM.
+	checkpointed atomic.Int64
 
 	mu    sync.Mutex
 	role  Role
@@ -81,11 +87,63 @@ func NewPartition(tp meta.TopicPartition, l *log.Log, self int32, now func() tim
 		now = time.Now
 	}
 	p := &Partition{TP: tp, Log: l, self: self, now: now, notify: make(chan struct{})}
-	// Without a checkpointed HWM a restarted replica starts at its log
-	// start; the leader's fetch responses (follower) or the ISR's fetches
-	// (leader) move it up.
-	p.hwm.Store(l.StartOffset())
+	// A restarted replica starts from its checkpointed HWM (bounded by its
+	// log), else from its log start; the leader's fetch responses
+	// (follower) or the ISR's fetches (leader) move it up.
+	h := l.StartOffset()
+	if c, err := readHWMCheckpoint(l.Dir()); err == nil {
+		h = min(max(c, h), l.EndOffset())
+	}
+	p.hwm.Store(h)
+	p.checkpointed.Store(h)
 	return p
+}
+
+// hwmCheckpointFile holds a replica's HWM as of its last checkpoint
+// (Kafka's replication-offset-checkpoint, one file per partition here).
+const hwmCheckpointFile = "high-watermark-checkpoint"
+
+func readHWMCheckpoint(dir string) (int64, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, hwmCheckpointFile))
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("%s: bad high watermark checkpoint %q", dir, raw)
+	}
+	return v, nil
+}
+
+// CheckpointHWM writes the HWM to the partition directory if it changed
+// since the last checkpoint (temp file, fsync, rename).
+func (p *Partition) CheckpointHWM() error {
+	h := p.hwm.Load()
+	if h == p.checkpointed.Load() {
+		return nil
+	}
+	dir := p.Log.Dir()
+	tmp := filepath.Join(dir, hwmCheckpointFile+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("%s: checkpoint HWM: %w", p.TP, err)
+	}
+	_, err = f.WriteString(strconv.FormatInt(h, 10) + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, hwmCheckpointFile))
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("%s: checkpoint HWM: %w", p.TP, err)
+	}
+	p.checkpointed.Store(h)
+	return nil
 }
 
 // HighWatermark is the offset below which records are committed.

@@ -325,3 +325,34 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+func TestHWMCheckpoint(t *testing.T) {
+	l := openLog(t)
+	p := NewPartition(tp, l, 1, nil)
+	st := meta.PartitionState{Replicas: []int32{1}, Leader: 1, ISR: []int32{1}}
+	p.becomeLeader(st)
+	for range 3 {
+		if _, _, err := p.AppendAsLeader(batch(t, "x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h := p.HighWatermark(); h != 3 {
+		t.Fatalf("HWM %d with an ISR of one, want 3", h)
+	}
+	if fresh := NewPartition(tp, l, 1, nil); fresh.HighWatermark() != 0 {
+		t.Fatalf("HWM %d before any checkpoint, want the log start 0", fresh.HighWatermark())
+	}
+	if err := p.CheckpointHWM(); err != nil {
+		t.Fatal(err)
+	}
+	if fresh := NewPartition(tp, l, 1, nil); fresh.HighWatermark() != 3 {
+		t.Fatalf("HWM %d after the checkpoint, want 3", fresh.HighWatermark())
+	}
+	// A checkpoint beyond the log (the tail was lost) is bounded by it.
+	if err := l.TruncateTo(2); err != nil {
+		t.Fatal(err)
+	}
+	if fresh := NewPartition(tp, l, 1, nil); fresh.HighWatermark() != 2 {
+		t.Fatalf("HWM %d after truncation to 2, want 2", fresh.HighWatermark())
+	}
+}

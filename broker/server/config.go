@@ -105,7 +105,7 @@ var processKeys = map[string]bool{
 	"default.replication.factor": true,
 	"broker.id.base":             true, "metadata.etcd.endpoints": true, "metadata.etcd.prefix": true, "cluster.name": true,
 	"broker.session.timeout.ms": true, "replica.lag.time.max.ms": true, "replica.fetch.wait.max.ms": true,
-	"replica.fetch.max.bytes": true, "replica.fetch.response.max.bytes": true, "replica.fetch.backoff.ms": true,
+	"replica.fetch.max.bytes": true, "replica.fetch.response.max.bytes": true, "replica.fetch.backoff.ms": true, "replica.high.watermark.checkpoint.interval.ms": true,
 	"auto.leader.rebalance.enable": true, "unclean.leader.election.enable": true,
 }
 
@@ -260,7 +260,8 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 			if _, ok := kv["metadata.etcd.prefix"]; !ok {
 				cfg.Cluster.Name = v
 			}
-		case k == "broker.session.timeout.ms" || k == "replica.lag.time.max.ms" || k == "replica.fetch.wait.max.ms" || k == "replica.fetch.backoff.ms":
+		case k == "broker.session.timeout.ms" || k == "replica.lag.time.max.ms" || k == "replica.fetch.wait.max.ms" || k == "replica.fetch.backoff.ms" ||
+			k == "replica.high.watermark.checkpoint.interval.ms":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 1 {
 				return nil, bad(fmt.Errorf("want a positive number of milliseconds"))
@@ -273,6 +274,8 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				cfg.Cluster.Replica.LagTimeMax = d
 			case "replica.fetch.wait.max.ms":
 				cfg.Cluster.Replica.FetchMaxWait = d
+			case "replica.high.watermark.checkpoint.interval.ms":
+				cfg.Cluster.Replica.HWMCheckpointInterval = d
 			default:
 				cfg.Cluster.Replica.Backoff = d
 			}
