@@ -196,7 +196,7 @@ func (s *DevStarter) Start(ctx context.Context, mode string, opts ClusterOptions
 	args = append(args, s.ExtraArgs...)
 
 	cmd := exec.Command(s.Binary, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = devSysProcAttr()
 	logs := &lockedBuffer{}
 	ready := make(chan ReadyLine, 1)
 	readyErr := make(chan error, 1)

@@ -63,7 +63,7 @@ func DefaultLoadOptions() LoadOptions {
 		Consumers:    2,
 		MaxInFlight:  1000,
 		Compression:  "none",
-		Warmup:       2 * time.Second,
+		Warmup:       5 * time.Second,
 		Duration:     10 * time.Second,
 		DrainTimeout: 30 * time.Second,
 	}
@@ -145,8 +145,10 @@ func parseCompression(s string) (kgo.CompressionCodec, error) {
 type Hooks struct {
 	// WindowStart is called when the warmup ends.
 	WindowStart func(ctx context.Context)
-	// WindowEnd is called when the window ended and every record produced
-	// in it was acknowledged (or failed).
+	// WindowEnd is called when the window ended, every record produced in
+	// it was acknowledged (or failed) and the consumers read them (or the
+	// drain timed out): the followers have replicated the window's records
+	// by then, so their traffic is in the counters.
 	WindowEnd func(ctx context.Context)
 }
 
@@ -171,6 +173,9 @@ type LoadResult struct {
 	// Consumed counts window records read by the consumers (duplicates
 	// included); ConsumedAll every record read.
 	Consumed, ConsumedAll int64
+	// FlushedAt is when the last window record was acknowledged: the
+	// producers' active time ends here.
+	FlushedAt time.Time
 	// DrainComplete is false when the consumers did not read every window
 	// record within DrainTimeout.
 	DrainComplete  bool
@@ -318,9 +323,7 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 			return nil, fmt.Errorf("flush producer: %w", err)
 		}
 	}
-	if hooks.WindowEnd != nil {
-		hooks.WindowEnd(ctx)
-	}
+	res.FlushedAt = time.Now()
 	res.Produced, res.ProducedBytes = st.acked.Load(), st.ackedBytes.Load()
 	res.ProduceErrors, res.Late = st.failed.Load(), st.late.Load()
 	if e := st.firstErr.Load(); e != nil {
@@ -335,6 +338,9 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 			time.Sleep(20 * time.Millisecond)
 		}
 		res.DrainComplete = consumed.Load() >= res.Produced
+	}
+	if hooks.WindowEnd != nil {
+		hooks.WindowEnd(ctx)
 	}
 	stopConsumers()
 	consWG.Wait()
@@ -392,12 +398,19 @@ func produceLoop(ctx context.Context, stop <-chan struct{}, cl *kgo.Client, rate
 			return
 		}
 		measured := !sched.Before(windowStart)
-		if measured && rate > 0 && time.Since(sched) > 10*time.Millisecond {
-			st.late.Add(1)
+		// Latency counts from the earlier of the scheduled and the actual
+		// send time: a late record includes its delay, a record sent up to
+		// 1 ms early (no sleep that short) counts from when it was sent.
+		from := time.Now()
+		if sched.Before(from) {
+			if measured && from.Sub(sched) > 10*time.Millisecond {
+				st.late.Add(1)
+			}
+			from = sched
 		}
 		v := make([]byte, size)
 		copy(v, filler)
-		binary.BigEndian.PutUint64(v, uint64(sched.UnixNano()))
+		binary.BigEndian.PutUint64(v, uint64(from.UnixNano()))
 		if measured {
 			v[8] = 1
 		} else {
@@ -412,7 +425,7 @@ func produceLoop(ctx context.Context, stop <-chan struct{}, cl *kgo.Client, rate
 				st.firstErr.CompareAndSwap(nil, err.Error())
 				return
 			}
-			lat.Record(time.Since(sched))
+			lat.Record(time.Since(from))
 			st.acked.Add(1)
 			st.ackedBytes.Add(int64(len(r.Value)))
 		})

@@ -99,7 +99,7 @@ func runMode(ctx context.Context, cfg Config, mode string, progress io.Writer) (
 	}
 
 	var before, after []Scrape
-	var beforeAt, afterAt time.Time
+	var beforeAt time.Time
 	scrape := func(ctx context.Context, when string) ([]Scrape, time.Time) {
 		if len(urls) == 0 {
 			return nil, time.Now()
@@ -118,14 +118,17 @@ func runMode(ctx context.Context, cfg Config, mode string, progress io.Writer) (
 	fmt.Fprintf(progress, "%s: %v warmup + %v measured on %v\n", mode, lopts.Warmup, lopts.Duration, cl.Bootstrap)
 	res, err := RunLoad(ctx, cl.Bootstrap, lopts, Hooks{
 		WindowStart: func(ctx context.Context) { before, beforeAt = scrape(ctx, "before the window") },
-		WindowEnd:   func(ctx context.Context) { after, afterAt = scrape(ctx, "after the window") },
+		WindowEnd:   func(ctx context.Context) { after, _ = scrape(ctx, "after the window") },
 	})
 	if err != nil {
 		return nil, err
 	}
 	fillLoad(mr, res)
 	if len(urls) > 0 {
-		mr.Traffic = ComputeTraffic(before, after, afterAt.Sub(beforeAt))
+		// Rates are per second of producing (first scrape to the last
+		// acknowledgement); the second scrape waits for the consumers so
+		// that the window's replication is complete in the counters.
+		mr.Traffic = ComputeTraffic(before, after, res.FlushedAt.Sub(beforeAt))
 	}
 	fmt.Fprintf(progress, "%s: %d records produced, %d consumed\n", mode, mr.Produced, mr.Consumed)
 	return mr, nil

@@ -3,7 +3,9 @@ package cmd
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -67,7 +69,10 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 				}
 				cfg.Starter = &bench.DevStarter{Binary: exe}
 			}
-			rep, err := bench.Run(cmd.Context(), cfg)
+			// Ctrl-C or SIGTERM ends the run and stops the embedded clusters.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep, err := bench.Run(ctx, cfg)
 			if err != nil {
 				return err
 			}

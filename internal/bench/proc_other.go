@@ -1,0 +1,8 @@
+//go:build !linux
+
+package bench
+
+import "syscall"
+
+// devSysProcAttr puts `strata dev` in its own process group.
+func devSysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
