@@ -35,7 +35,7 @@ func TestConnect(t *testing.T) {
 	if _, err := Connect(ctx, ClientConfig{Endpoints: []string{dead}, Cluster: "c", DialTimeout: 500 * time.Millisecond}); err == nil {
 		t.Error("Connect to a closed port succeeded")
 	}
-	for _, bad := range []ClientConfig{{Cluster: "c"}, {Endpoints: e.Endpoints, Cluster: "a/b"}} {
+	for _, bad := range []ClientConfig{{Cluster: "c"}, {Endpoints: e.Endpoints, Cluster: "a//b"}, {Endpoints: e.Endpoints, Cluster: "a b"}} {
 		if _, err := Connect(context.Background(), bad); err == nil {
 			t.Errorf("Connect(%+v) succeeded", bad)
 		}
