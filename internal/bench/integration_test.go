@@ -86,7 +86,8 @@ func TestExternalInProcessBroker(t *testing.T) {
 			}
 			// One broker: the traffic metric is exported, nothing crosses a zone.
 			tr := m.Traffic
-			if tr.ProduceBytesIn == nil || *tr.ProduceBytesIn < float64(m.Produced)*float64(lo.RecordSize) {
+			// 0.9: records sent while the first scrape was in flight count before it.
+			if tr.ProduceBytesIn == nil || *tr.ProduceBytesIn < 0.9*float64(m.Produced)*float64(lo.RecordSize) {
 				t.Errorf("broker counted %v produce bytes for %d records of %d B", val(tr.ProduceBytesIn), m.Produced, lo.RecordSize)
 			}
 			if tr.CrossZonePerProducedByte == nil || *tr.CrossZonePerProducedByte != 0 {
