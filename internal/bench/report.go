@@ -190,7 +190,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		ratioKeys = append(ratioKeys, k)
 		header = append(header, k)
 	}
-	fmt.Fprintln(tw, strings.Join(header, "\t")+"\t")
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, f := range Figures {
 		row := []string{f.Label}
 		for i := range r.Modes {
@@ -199,7 +199,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		for _, k := range ratioKeys {
 			row = append(row, FormatRatio(r.Ratios[k][f.Key]))
 		}
-		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	count := func(label string, v func(*ModeResult) string) {
 		row := []string{label}
@@ -209,7 +209,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		for range ratioKeys {
 			row = append(row, "")
 		}
-		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	count("records produced / consumed", func(m *ModeResult) string { return fmt.Sprintf("%d / %d", m.Produced, m.Consumed) })
 	count("produce errors", func(m *ModeResult) string { return fmt.Sprint(m.ProduceErrors) })
