@@ -63,7 +63,8 @@ func TestExternalInProcessBroker(t *testing.T) {
 		load func(*LoadOptions)
 	}{
 		{"acks=all max rate", func(o *LoadOptions) {}},
-		{"acks=1 target rate", func(o *LoadOptions) { o.Acks = "1"; o.Rate = 2000; o.Producers = 3; o.Consumers = 5 }},
+		{"acks=1 target rate, more consumers than partitions", func(o *LoadOptions) { o.Acks = "1"; o.Rate = 2000; o.Producers = 3; o.Consumers = 5 }},
+		{"acks=0 lz4", func(o *LoadOptions) { o.Acks = "0"; o.Compression = "lz4"; o.Consumers = 1 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lo := DefaultLoadOptions()
@@ -80,6 +81,9 @@ func TestExternalInProcessBroker(t *testing.T) {
 			checkModeResult(t, m)
 			if m.Brokers != 1 || m.ReplicationFactor != 1 {
 				t.Errorf("brokers %d RF %d, want 1 and 1", m.Brokers, m.ReplicationFactor)
+			}
+			if lo.Consumers > int(lo.Partitions) && !strings.Contains(strings.Join(m.Notes, "\n"), "one per partition") {
+				t.Errorf("no note about consumers capped at the partition count: %q", m.Notes)
 			}
 			if lo.Rate > 0 && m.RecordsPerSec > float64(lo.Rate)*1.01 {
 				t.Errorf("%v records/s with a target of %d", m.RecordsPerSec, lo.Rate)

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -173,6 +174,9 @@ type LoadResult struct {
 	// Consumed counts window records read by the consumers (duplicates
 	// included); ConsumedAll every record read.
 	Consumed, ConsumedAll int64
+	// Consumers is the number of consumer clients run (at most one per
+	// partition).
+	Consumers int
 	// FlushedAt is when the last window record was acknowledged: the
 	// producers' active time ends here.
 	FlushedAt time.Time
@@ -227,6 +231,7 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 	if consumers > int(opts.Partitions) {
 		consumers = int(opts.Partitions)
 	}
+	res.Consumers = consumers
 	for j := 0; j < consumers; j++ {
 		parts := map[int32]kgo.Offset{}
 		for p := int32(j); p < opts.Partitions; p += int32(consumers) {
@@ -288,8 +293,13 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 	windowStart := start.Add(opts.Warmup)
 	windowEnd := windowStart.Add(opts.Duration)
 	prodCtx, stopProducers := context.WithCancel(ctx)
-	defer stopProducers()
 	var prodWG sync.WaitGroup
+	// On an early return (ctx ended) the loops stop before their clients
+	// close; a loop blocked in Produce is released by ctx.
+	defer func() {
+		stopProducers()
+		prodWG.Wait()
+	}()
 	for i, cl := range producers {
 		prodWG.Add(1)
 		go func() {
@@ -371,8 +381,11 @@ type produceStats struct {
 // with, so that records buffered when the window ends are still sent.
 func produceLoop(ctx context.Context, stop <-chan struct{}, cl *kgo.Client, rate float64, start, windowStart, windowEnd time.Time,
 	size int, lat *Histogram, st *produceStats) {
-	filler := make([]byte, size)
-	_, _ = rand.Read(filler) // random: compression must not flatter the figures
+	// Every value is fresh random bytes (ChaCha8, ~GB/s): a compressed
+	// load must not shrink repeated content and flatter the figures.
+	var seed [32]byte
+	_, _ = rand.Read(seed[:])
+	rng := mrand.NewChaCha8(seed)
 	var interval time.Duration
 	if rate > 0 {
 		interval = time.Duration(float64(time.Second) / rate)
@@ -409,7 +422,7 @@ func produceLoop(ctx context.Context, stop <-chan struct{}, cl *kgo.Client, rate
 			from = sched
 		}
 		v := make([]byte, size)
-		copy(v, filler)
+		_, _ = rng.Read(v[RecordHeaderSize:])
 		binary.BigEndian.PutUint64(v, uint64(from.UnixNano()))
 		if measured {
 			v[8] = 1

@@ -123,7 +123,7 @@ func runMode(ctx context.Context, cfg Config, mode string, progress io.Writer) (
 	if err != nil {
 		return nil, err
 	}
-	fillLoad(mr, res)
+	fillLoad(mr, res, lopts.Consumers)
 	if len(urls) > 0 {
 		// Rates are per second of producing (first scrape to the last
 		// acknowledgement); the second scrape waits for the consumers so
@@ -134,7 +134,7 @@ func runMode(ctx context.Context, cfg Config, mode string, progress io.Writer) (
 	return mr, nil
 }
 
-func fillLoad(mr *ModeResult, res *LoadResult) {
+func fillLoad(mr *ModeResult, res *LoadResult, requestedConsumers int) {
 	secs := res.Window.Seconds()
 	mr.Topic, mr.Brokers, mr.ReplicationFactor = res.Topic, res.Brokers, res.ReplicationFactor
 	mr.WindowSeconds = secs
@@ -145,4 +145,7 @@ func fillLoad(mr *ModeResult, res *LoadResult) {
 	mr.Produced, mr.Consumed = res.Produced, res.Consumed
 	mr.ProduceErrors, mr.FirstError, mr.Late = res.ProduceErrors, res.FirstError, res.Late
 	mr.DrainComplete = res.DrainComplete
+	if res.Consumers < requestedConsumers {
+		mr.Notes = append(mr.Notes, fmt.Sprintf("%d consumers run instead of %d: one per partition at most", res.Consumers, requestedConsumers))
+	}
 }
