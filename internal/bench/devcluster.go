@@ -227,6 +227,11 @@ func (s *DevStarter) Start(ctx context.Context, mode string, opts ClusterOptions
 		close(done)
 	}()
 	stop := func(ctx context.Context) error {
+		select {
+		case <-done:
+			return fmt.Errorf("strata dev (%s) exited during the run:\n%s", mode, tail(logs.String(), 40))
+		default:
+		}
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-done:
@@ -264,6 +269,15 @@ func (s *DevStarter) Start(ctx context.Context, mode string, opts ClusterOptions
 		c.Notes = append(c.Notes, fmt.Sprintf("strata dev did not print metrics URLs for its %d brokers: traffic figures n/a (pass --metrics)", len(rl.Bootstrap)))
 	}
 	return c, nil
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // lineWriter calls each for every complete line written to it.

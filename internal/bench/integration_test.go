@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
 	"github.com/strata-dev/strata/broker/brokertest"
@@ -101,6 +103,33 @@ func TestExternalInProcessBroker(t *testing.T) {
 				t.Errorf("object store figures %v %v on a broker without object store, want n/a", val(tr.PutsPerSecondPerBroker), val(tr.GetsPerSecond))
 			}
 		})
+	}
+}
+
+// TestCancelDuringLoad: a run whose context ends mid-window returns the
+// context's error and leaves nothing running (goleak in TestMain).
+func TestCancelDuringLoad(t *testing.T) {
+	b := brokertest.Start(t)
+	lo := DefaultLoadOptions()
+	lo.Warmup, lo.Duration, lo.Partitions = 0, time.Hour, 2
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := Run(ctx, Config{Bootstrap: []string{b.Addr()}, Load: lo})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want context.DeadlineExceeded", err)
+	}
+	// The bench topic is deleted even so.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	topics, err := kadm.NewClient(cl).ListTopics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := topics.Names(); len(names) != 0 {
+		t.Errorf("topics left behind: %v", names)
 	}
 }
 

@@ -270,7 +270,7 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 			kgo.ProducerLinger(opts.Linger),
 			kgo.ProducerBatchCompression(codec),
 		}
-		if opts.Acks != "all" && opts.Acks != "-1" {
+		if acks != kgo.AllISRAcks() { // idempotence needs acks=all
 			popts = append(popts, kgo.DisableIdempotentWrite())
 		}
 		cl, err := kgo.NewClient(popts...)
