@@ -201,3 +201,13 @@ func (c *countingStarter) Start(ctx context.Context, mode string, opts ClusterOp
 func (c *countingStarter) CheckMode(ctx context.Context, mode string, opts ClusterOptions) error {
 	return c.ClusterStarter.(ModeChecker).CheckMode(ctx, mode, opts)
 }
+
+// TestDevStarterFailsClearly: a dev that exits before its ready line is an
+// error carrying dev's own output, and nothing is left running.
+func TestDevStarterFailsClearly(t *testing.T) {
+	starter := &DevStarter{Binary: brokertest.Binary(t), ExtraArgs: []string{"--no-such-flag"}}
+	_, err := starter.Start(context.Background(), ModeClassic, ClusterOptions{})
+	if err == nil || !strings.Contains(err.Error(), "exited before it was ready") || !strings.Contains(err.Error(), "no-such-flag") {
+		t.Fatalf("err %v, want an early-exit error quoting dev's complaint", err)
+	}
+}
