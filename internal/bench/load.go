@@ -224,9 +224,12 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 
 	// Consumers first, so that they are polling when the first record lands.
 	consCtx, stopConsumers := context.WithCancel(ctx)
-	defer stopConsumers()
 	var consumed, consumedAll atomic.Int64
 	var consWG sync.WaitGroup
+	defer func() {
+		stopConsumers()
+		consWG.Wait()
+	}()
 	consumers := opts.Consumers
 	if consumers > int(opts.Partitions) {
 		consumers = int(opts.Partitions)
@@ -256,8 +259,6 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 			consume(consCtx, cl, res.EndToEnd, &consumed, &consumedAll)
 		}()
 	}
-	defer consWG.Wait()
-	defer stopConsumers() // runs before consWG.Wait
 
 	// Producers.
 	producers := make([]*kgo.Client, opts.Producers)
