@@ -211,3 +211,79 @@ func TestDevStarterFailsClearly(t *testing.T) {
 		t.Fatalf("err %v, want an early-exit error quoting dev's complaint", err)
 	}
 }
+
+// futureDev is a test double of a `strata dev` that has the WAL mode flags:
+// its --help lists them, it records its arguments and runs the real dev
+// without them (so both "modes" are classic clusters). It exercises the
+// whole multi-mode path — flag mapping, two clusters in one run, ratios,
+// plot — before the real WAL mode exists.
+const futureDev = `#!/usr/bin/env bash
+if [ "$1" = dev ] && [ "$2" = --help ]; then
+  "$REAL_STRATA" dev --help
+  echo "      --replication string        classic or wal"
+  echo "      --s3-put-latency duration   injected PUT latency"
+  echo "      --s3-get-latency duration   injected GET latency"
+  exit 0
+fi
+echo "$*" >> "$ARGS_LOG"
+args=(); skip=0
+for a in "$@"; do
+  if [ $skip = 1 ]; then skip=0; continue; fi
+  case "$a" in --replication|--s3-put-latency|--s3-get-latency) skip=1 ;; *) args+=("$a") ;; esac
+done
+exec "$REAL_STRATA" "${args[@]}"
+`
+
+func TestTwoModesOneRun(t *testing.T) {
+	dir := t.TempDir()
+	script, argsLog := dir+"/strata", dir+"/args"
+	if err := os.WriteFile(script, []byte(futureDev), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("REAL_STRATA", brokertest.Binary(t))
+	t.Setenv("ARGS_LOG", argsLog)
+	lo := DefaultLoadOptions()
+	lo.Partitions, lo.Warmup, lo.Duration, lo.RecordSize, lo.Rate = 3, 300*time.Millisecond, time.Second, 200, 1000
+	rep, err := Run(context.Background(), Config{
+		Modes: []string{ModeClassic, ModeWAL}, Starter: &DevStarter{Binary: script}, Load: lo,
+		Cluster: ClusterOptions{S3PutLatency: 5 * time.Millisecond, S3GetLatency: 3 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Modes) != 2 || rep.Modes[0].Mode != ModeClassic || rep.Modes[1].Mode != ModeWAL {
+		t.Fatalf("modes %+v", rep.Modes)
+	}
+	for _, m := range rep.Modes {
+		checkModeResult(t, m)
+	}
+	if rep.Modes[0].Bootstrap[0] == rep.Modes[1].Bootstrap[0] {
+		t.Errorf("both modes ran on the same cluster %v", rep.Modes[0].Bootstrap)
+	}
+	row := rep.Ratios["wal/classic"]
+	for _, k := range []string{"produce_p50_ms", "e2e_p99_ms", "throughput_mb_per_s", "cross_zone_bytes_per_produced_byte"} {
+		if row[k] == nil || *row[k] <= 0 {
+			t.Errorf("ratio %s = %v, want a positive number", k, val(row[k]))
+		}
+	}
+	if row["puts_per_s_per_broker"] != nil {
+		t.Errorf("PUT ratio %v without object store metrics, want n/a", val(row["puts_per_s_per_broker"]))
+	}
+	logged, err := os.ReadFile(argsLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(logged)), "\n")
+	if len(lines) != 2 ||
+		!strings.Contains(lines[0], "--replication classic") || strings.Contains(lines[0], "s3-") ||
+		!strings.Contains(lines[1], "--replication wal --s3-put-latency 5ms --s3-get-latency 3ms") {
+		t.Errorf("dev command lines:\n%s", logged)
+	}
+	var svg strings.Builder
+	if err := WriteSVG(&svg, rep); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(svg.String(), "<polyline"); n != 4 {
+		t.Errorf("%d lines in the plot, want 4", n)
+	}
+}
