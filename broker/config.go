@@ -101,6 +101,8 @@ var topicConfigs = []topicConfig{
 		doc: "Largest record batch accepted."},
 	{name: "min.insync.replicas", brokerKey: "min.insync.replicas", def: "1", typ: typeInt, check: intAtLeast(1),
 		doc: "Minimum in-sync replicas for acks=all (a single broker always has 1)."},
+	{name: "unclean.leader.election.enable", brokerKey: "unclean.leader.election.enable", def: "false", typ: typeBoolean, check: oneOf("true", "false"),
+		doc: "Let the controller elect an out-of-sync replica when no in-sync replica is alive (availability over durability; cluster mode)."},
 	{name: "message.timestamp.type", brokerKey: "log.message.timestamp.type", def: "CreateTime", typ: typeString, check: oneOf("CreateTime", "LogAppendTime"),
 		doc: "CreateTime keeps the producer's timestamps; LogAppendTime stamps the broker's clock."},
 	{name: "flush.ms", brokerKey: "log.flush.interval.ms", def: "1000", typ: typeLong, check: longAtLeast(0),

@@ -87,6 +87,10 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 		_ = store.Close()
 		return nil, fmt.Errorf("cluster ID: %w", err)
 	}
+	if b.Config().LogDefaults["unclean.leader.election.enable"] == "true" {
+		// The broker-level default of the topic config (topics override it).
+		cc.Controller.UncleanLeaderElection = true
+	}
 	rcfg := cc.Replica
 	rcfg.NodeID, rcfg.Store, rcfg.Log = b.NodeID(), store, s.log.WithName("replica")
 	rt := &replicaTraffic{counter: counter}

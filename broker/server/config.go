@@ -106,7 +106,7 @@ var processKeys = map[string]bool{
 	"broker.id.base":             true, "metadata.etcd.endpoints": true, "metadata.etcd.prefix": true, "cluster.name": true,
 	"broker.session.timeout.ms": true, "replica.lag.time.max.ms": true, "replica.fetch.wait.max.ms": true,
 	"replica.fetch.max.bytes": true, "replica.fetch.response.max.bytes": true, "replica.fetch.backoff.ms": true, "replica.high.watermark.checkpoint.interval.ms": true,
-	"auto.leader.rebalance.enable": true, "unclean.leader.election.enable": true,
+	"auto.leader.rebalance.enable": true,
 }
 
 // ApplySettings applies flat key/value settings (from a config file or
@@ -289,16 +289,12 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 			} else {
 				cfg.Cluster.Replica.FetchMaxBytes = int32(n)
 			}
-		case k == "auto.leader.rebalance.enable" || k == "unclean.leader.election.enable":
+		case k == "auto.leader.rebalance.enable":
 			on, err := strconv.ParseBool(v)
 			if err != nil {
 				return nil, bad(err)
 			}
-			if k == "auto.leader.rebalance.enable" {
-				cfg.Cluster.Controller.AutoLeaderRebalance = on
-			} else {
-				cfg.Cluster.Controller.UncleanLeaderElection = on
-			}
+			cfg.Cluster.Controller.AutoLeaderRebalance = on
 		case k == "log.retention.hours" || k == "log.retention.minutes":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
