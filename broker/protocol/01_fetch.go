@@ -69,6 +69,7 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		}
 		r.SetTraffic(traffic.ReplicationInline, zone)
 	} else {
+		r.Client.SetRack(req.Rack)
 		r.SetTraffic(traffic.Consume, req.Rack)
 	}
 

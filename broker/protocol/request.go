@@ -3,6 +3,7 @@ package protocol
 import (
 	"fmt"
 	"net"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -24,6 +25,28 @@ type ClientInfo struct {
 	ConnID   uint64
 	Remote   net.Addr
 	ClientID string
+	// rack is the connection's client.rack once a Fetch sent it (shared
+	// by every request of the connection).
+	rack *atomic.Pointer[string]
+}
+
+// Rack returns the rack (client.rack) the connection's client sent in a
+// Fetch, or "".
+func (c ClientInfo) Rack() string {
+	if c.rack == nil {
+		return ""
+	}
+	if r := c.rack.Load(); r != nil {
+		return *r
+	}
+	return ""
+}
+
+// SetRack records the client's rack for the connection's later requests.
+func (c ClientInfo) SetRack(rack string) {
+	if c.rack != nil && rack != "" && rack != c.Rack() {
+		c.rack.Store(&rack)
+	}
 }
 
 // Request is one decoded request handed to a Handler.

@@ -166,7 +166,7 @@ func (s *Server) startConn(nc net.Conn) {
 		nc:     nc,
 		ctx:    ctx,
 		cancel: cancel,
-		info:   ClientInfo{ConnID: s.nextID.Add(1), Remote: nc.RemoteAddr()},
+		info:   ClientInfo{ConnID: s.nextID.Add(1), Remote: nc.RemoteAddr(), rack: new(atomic.Pointer[string])},
 	}
 	s.mu.Lock()
 	if s.closing {
@@ -409,8 +409,15 @@ func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
 		}
 		c.pending.Add(-1)
 		if t := c.srv.cfg.Traffic; t != nil && item.req.trafficPath != "" {
-			t.Add(item.req.peerZone, item.req.trafficPath, traffic.In, item.size)
-			t.Add(item.req.peerZone, item.req.trafficPath, traffic.Out, len(frame))
+			zone := item.req.peerZone
+			if zone == "" {
+				// A client that told its rack on this connection before
+				// (a Fetch with RackID; librdkafka produces and fetches
+				// on one connection).
+				zone = item.req.Client.Rack()
+			}
+			t.Add(zone, item.req.trafficPath, traffic.In, item.size)
+			t.Add(zone, item.req.trafficPath, traffic.Out, len(frame))
 		}
 		if obs != nil {
 			obs.Request(item.req.Header.Key, item.req.Header.Version, item.size, len(frame), time.Since(item.started), false)

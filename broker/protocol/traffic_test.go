@@ -1,0 +1,99 @@
+package protocol_test
+
+import (
+	"bufio"
+	"encoding/binary"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker/brokertest"
+	"github.com/strata-dev/strata/broker/record"
+	"github.com/strata-dev/strata/broker/traffic"
+)
+
+// TestTrafficCounters: Produce and consumer Fetch bytes are counted per
+// path, whole frames included; the peer zone is the rack a Fetch sent on
+// the connection (also for the connection's later Produce requests, as
+// librdkafka uses one connection for both), else "unknown".
+func TestTrafficCounters(t *testing.T) {
+	b := brokertest.Start(t, brokertest.WithLogger(discardLogger()), brokertest.WithSetting("broker.rack", "a"))
+	createTopic(t, newAdmin(t, b.Addr()), "tr", 1, nil)
+	ctr := b.Server().Traffic()
+
+	nc, err := net.DialTimeout("tcp", b.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
+	rd := bufio.NewReader(nc)
+	fmtr := kmsg.NewRequestFormatter(kmsg.FormatterClientID("traffic-test"))
+	corr := int32(0)
+	// roundTrip returns the request and response frame sizes.
+	roundTrip := func(req kmsg.Request) (int, int) {
+		corr++
+		frame := fmtr.AppendRequest(nil, req, corr)
+		if _, err := nc.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+		var size [4]byte
+		if _, err := io.ReadFull(rd, size[:]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.CopyN(io.Discard, rd, int64(binary.BigEndian.Uint32(size[:]))); err != nil {
+			t.Fatal(err)
+		}
+		return len(frame), 4 + int(binary.BigEndian.Uint32(size[:]))
+	}
+	produce := func() kmsg.Request {
+		batch, err := record.Build(record.DefaultSpec(), []record.Record{{Value: []byte("counted")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(9)
+		req.Acks, req.TimeoutMillis = 1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "tr"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = batch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return req
+	}
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.SetVersion(12)
+	fetch.ReplicaID, fetch.MaxBytes, fetch.SessionEpoch, fetch.Rack = -1, 1<<20, -1, "zone-x"
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "tr"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LastFetchedEpoch = 1<<20, -1, -1
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+
+	pIn1, pOut1 := roundTrip(produce()) // before any rack: unknown
+	fIn, fOut := roundTrip(fetch)
+	pIn2, pOut2 := roundTrip(produce()) // after the Fetch told the rack
+	tests := []struct {
+		zone string
+		path traffic.Path
+		dir  traffic.Direction
+		want int
+	}{
+		{traffic.UnknownZone, traffic.Produce, traffic.In, pIn1},
+		{traffic.UnknownZone, traffic.Produce, traffic.Out, pOut1},
+		{"zone-x", traffic.Consume, traffic.In, fIn},
+		{"zone-x", traffic.Consume, traffic.Out, fOut},
+		{"zone-x", traffic.Produce, traffic.In, pIn2},
+		{"zone-x", traffic.Produce, traffic.Out, pOut2},
+	}
+	for _, tt := range tests {
+		if got := ctr.Bytes(tt.zone, tt.path, tt.dir); got != float64(tt.want) {
+			t.Errorf("%s %s %s: %v bytes, want %d", tt.zone, tt.path, tt.dir, got, tt.want)
+		}
+	}
+}
