@@ -183,8 +183,9 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	// Stop the round trip when the manager closes.
-	stop := context.AfterFunc(ctx, func() { f.conn.nc.SetDeadline(time.Now()) })
-	resp, sent, received, err := f.conn.roundTrip(req, cfg.FetchMaxWait+30*time.Second)
+	conn := f.conn
+	stop := context.AfterFunc(ctx, func() { _ = conn.nc.SetDeadline(time.Now()) })
+	resp, sent, received, err := conn.roundTrip(req, cfg.FetchMaxWait+30*time.Second)
 	stop()
 	if cfg.Traffic != nil && sent > 0 {
 		cfg.Traffic.ReplicaFetch(f.leader, sent, received)
