@@ -7,14 +7,25 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
 
-// WritePlotFile writes the latency plot of rep to path (SVG).
+// WritePlotFile writes the latency plot of rep to path: SVG, or PNG when
+// the name ends in .png.
 func WritePlotFile(path string, rep *Report) error {
 	var b bytes.Buffer
-	if err := WriteSVG(&b, rep); err != nil {
+	var err error
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".svg":
+		err = WriteSVG(&b, rep)
+	case ".png":
+		err = WritePNG(&b, rep)
+	default:
+		return fmt.Errorf("plot %q: want a .svg or .png file name", path)
+	}
+	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
@@ -26,33 +37,37 @@ func WritePlotFile(path string, rep *Report) error {
 // modeColors are the line colours by mode order.
 var modeColors = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd"}
 
-// WriteSVG draws the percentile distributions of produce and end-to-end
+// Plot geometry.
+const (
+	plotPanelW, plotPanelH = 520, 380
+	plotMarginL            = 70
+	plotMarginR            = 40
+	plotMarginT            = 60
+	plotMarginB            = 60
+	plotWidth              = 2 * (plotMarginL + plotPanelW + plotMarginR)
+	plotHeight             = plotMarginT + plotPanelH + plotMarginB + 30
+)
+
+// canvas is what the plot is drawn on (SVG or raster).
+type canvas interface {
+	line(x1, y1, x2, y2 float64, color string, width float64)
+	polyline(pts [][2]float64, color string, width float64)
+	rect(x, y, w, h float64, stroke string)
+	// text at (x, y) baseline; anchor start, middle or end; vertical
+	// rotates by -90° around (x, y).
+	text(x, y float64, s, anchor string, size int, vertical bool)
+}
+
+// drawPlot draws the percentile distributions of produce and end-to-end
 // latency, one panel each side by side, every mode a line in both panels
 // (so the modes are compared on the same axes). The x axis is the
 // percentile on the usual HDR scale (log of 1/(1-q): 90%, 99%, 99.9%
 // equally spaced), the y axis the latency in ms on a log scale.
-func WriteSVG(w io.Writer, rep *Report) error {
-	const (
-		panelW, panelH = 520, 380
-		marginL        = 70
-		marginR        = 40
-		marginT        = 60
-		marginB        = 60
-		width          = 2*(marginL+panelW+marginR) + 0
-		height         = marginT + panelH + marginB + 30
-	)
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+func drawPlot(c canvas, rep *Report) {
 	s := rep.Settings
 	title := fmt.Sprintf("strata bench: acks=%s, %d B records, %d partitions, %v window", s.Acks, s.RecordSize, s.Partitions, s.Duration)
-	fmt.Fprintf(&b, `<text x="%d" y="24" font-size="16" text-anchor="middle">%s</text>`+"\n", width/2, html.EscapeString(title))
+	c.text(plotWidth/2, 24, title, "middle", 16, false)
 
-	type series struct {
-		name  string
-		color string
-		sum   LatencySummary
-	}
 	panels := []struct {
 		title string
 		get   func(*ModeResult) LatencySummary
@@ -61,15 +76,10 @@ func WriteSVG(w io.Writer, rep *Report) error {
 		{"end-to-end latency", func(m *ModeResult) LatencySummary { return m.EndToEndLatency }},
 	}
 	for pi, p := range panels {
-		var ss []series
-		for i := range rep.Modes {
-			ss = append(ss, series{rep.Modes[i].Mode, modeColors[i%len(modeColors)], p.get(&rep.Modes[i])})
-		}
 		// Axis ranges.
 		xMax, yMin, yMax := 3.0, math.Inf(1), math.Inf(-1)
-		for _, s := range ss {
-			pts := curveXY(s.sum)
-			for _, pt := range pts {
+		for i := range rep.Modes {
+			for _, pt := range curveXY(p.get(&rep.Modes[i])) {
 				xMax = math.Max(xMax, pt[0])
 				if pt[1] > 0 {
 					yMin = math.Min(yMin, pt[1])
@@ -85,22 +95,21 @@ func WriteSVG(w io.Writer, rep *Report) error {
 		if lyMax <= lyMin {
 			lyMax = lyMin + 1
 		}
-		x0 := float64(pi*(marginL+panelW+marginR) + marginL)
-		y0 := float64(marginT)
-		px := func(x float64) float64 { return x0 + x/xMax*panelW }
+		x0 := float64(pi*(plotMarginL+plotPanelW+plotMarginR) + plotMarginL)
+		y0 := float64(plotMarginT)
+		px := func(x float64) float64 { return x0 + x/xMax*plotPanelW }
 		py := func(ms float64) float64 {
-			return y0 + panelH - (math.Log10(ms)-lyMin)/(lyMax-lyMin)*panelH
+			return y0 + plotPanelH - (math.Log10(ms)-lyMin)/(lyMax-lyMin)*plotPanelH
 		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="14" text-anchor="middle">%s</text>`+"\n", x0+panelW/2, y0-10, p.title)
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%d" height="%d" fill="none" stroke="#333"/>`+"\n", x0, y0, panelW, panelH)
-		// X ticks: 0%, 90%, 99%, ...
+		c.text(x0+plotPanelW/2, y0-10, p.title, "middle", 14, false)
+		// X grid and ticks: 0%, 90%, 99%, ...
 		for d := 0.0; d <= xMax; d++ {
 			x := px(d)
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", x, y0, x, y0+panelH)
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", x, y0+panelH+16, percentileLabel(d))
+			c.line(x, y0, x, y0+plotPanelH, "#dddddd", 1)
+			c.text(x, y0+plotPanelH+16, percentileLabel(d), "middle", 12, false)
 		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">percentile</text>`+"\n", x0+panelW/2, y0+panelH+36)
-		// Y ticks: 1, 2, 5 per decade.
+		c.text(x0+plotPanelW/2, y0+plotPanelH+36, "percentile", "middle", 12, false)
+		// Y grid and ticks: 1, 2, 5 per decade.
 		for e := lyMin; e <= lyMax; e++ {
 			for _, m := range []float64{1, 2, 5} {
 				v := m * math.Pow(10, e)
@@ -108,42 +117,79 @@ func WriteSVG(w io.Writer, rep *Report) error {
 					continue
 				}
 				y := py(v)
-				stroke := "#eee"
+				stroke := "#eeeeee"
 				if m == 1 {
-					stroke = "#ccc"
+					stroke = "#cccccc"
 				}
-				fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", x0, y, x0+panelW, y, stroke)
-				fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end">%s</text>`+"\n", x0-6, y+4, trimFloat(v))
+				c.line(x0, y, x0+plotPanelW, y, stroke, 1)
+				c.text(x0-6, y+4, trimFloat(v), "end", 12, false)
 			}
 		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" transform="rotate(-90 %.1f %.1f)">latency (ms)</text>`+"\n",
-			x0-50, y0+panelH/2, x0-50, y0+panelH/2)
+		c.rect(x0, y0, plotPanelW, plotPanelH, "#333333")
+		c.text(x0-50, y0+plotPanelH/2, "latency (ms)", "middle", 12, true)
 		// Lines and legend.
-		for i, s := range ss {
-			pts := curveXY(s.sum)
+		for i := range rep.Modes {
+			sum := p.get(&rep.Modes[i])
+			color := modeColors[i%len(modeColors)]
 			ly := y0 + 18 + float64(i)*18
-			label := s.name
-			if s.sum.Count == 0 {
+			label := rep.Modes[i].Mode
+			if sum.Count == 0 {
 				label += " (no samples)"
 			} else {
-				label += fmt.Sprintf(" p50 %s, p99 %s, p99.9 %s ms", FormatValue(&s.sum.P50Ms), FormatValue(&s.sum.P99Ms), FormatValue(&s.sum.P999Ms))
+				label += fmt.Sprintf(" p50 %s, p99 %s, p99.9 %s ms", FormatValue(&sum.P50Ms), FormatValue(&sum.P99Ms), FormatValue(&sum.P999Ms))
 			}
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/>`+"\n", x0+10, ly-4, x0+30, ly-4, s.color)
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", x0+36, ly, html.EscapeString(label))
+			c.line(x0+10, ly-4, x0+30, ly-4, color, 2)
+			c.text(x0+36, ly, label, "start", 12, false)
+			pts := curveXY(sum)
 			if len(pts) == 0 {
 				continue
 			}
-			var path []string
+			var path [][2]float64
 			for _, pt := range pts {
 				ms := math.Max(pt[1], math.Pow(10, lyMin))
-				path = append(path, fmt.Sprintf("%.1f,%.1f", px(pt[0]), py(ms)))
+				path = append(path, [2]float64{px(pt[0]), py(ms)})
 			}
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", s.color, strings.Join(path, " "))
+			c.polyline(path, color, 2)
 		}
 	}
-	b.WriteString("</svg>\n")
-	_, err := io.WriteString(w, b.String())
+}
+
+// WriteSVG writes the latency plot as SVG.
+func WriteSVG(w io.Writer, rep *Report) error {
+	c := &svgCanvas{}
+	fmt.Fprintf(&c.b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
+		plotWidth, plotHeight, plotWidth, plotHeight)
+	c.b.WriteString(`<rect width="100%" height="100%" fill="white"/>` + "\n")
+	drawPlot(c, rep)
+	c.b.WriteString("</svg>\n")
+	_, err := io.WriteString(w, c.b.String())
 	return err
+}
+
+type svgCanvas struct{ b strings.Builder }
+
+func (c *svgCanvas) line(x1, y1, x2, y2 float64, color string, width float64) {
+	fmt.Fprintf(&c.b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="%g"/>`+"\n", x1, y1, x2, y2, color, width)
+}
+
+func (c *svgCanvas) polyline(pts [][2]float64, color string, width float64) {
+	var ps []string
+	for _, p := range pts {
+		ps = append(ps, fmt.Sprintf("%.1f,%.1f", p[0], p[1]))
+	}
+	fmt.Fprintf(&c.b, `<polyline fill="none" stroke="%s" stroke-width="%g" points="%s"/>`+"\n", color, width, strings.Join(ps, " "))
+}
+
+func (c *svgCanvas) rect(x, y, w, h float64, stroke string) {
+	fmt.Fprintf(&c.b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="%s"/>`+"\n", x, y, w, h, stroke)
+}
+
+func (c *svgCanvas) text(x, y float64, s, anchor string, size int, vertical bool) {
+	rot := ""
+	if vertical {
+		rot = fmt.Sprintf(` transform="rotate(-90 %.1f %.1f)"`, x, y)
+	}
+	fmt.Fprintf(&c.b, `<text x="%.1f" y="%.1f" font-size="%d" text-anchor="%s"%s>%s</text>`+"\n", x, y, size, anchor, rot, html.EscapeString(s))
 }
 
 // curveXY maps a summary's curve to (log10(1/(1-q)), ms) points; the max

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"image/color"
+	"image/png"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -195,6 +198,48 @@ func TestPercentileLabel(t *testing.T) {
 	for d, want := range []string{"0%", "90%", "99%", "99.9%", "99.99%", "99.999%"} {
 		if got := percentileLabel(float64(d)); got != want {
 			t.Errorf("percentileLabel(%d) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestWritePlotFile(t *testing.T) {
+	dir := t.TempDir()
+	r := sampleReport()
+	if err := WritePlotFile(dir+"/p.gif", r); err == nil || !strings.Contains(err.Error(), ".svg or .png") {
+		t.Errorf("gif: err %v, want a clear refusal", err)
+	}
+	if err := WritePlotFile(dir+"/p.svg", r); err != nil {
+		t.Fatal(err)
+	}
+	if err := WritePlotFile(dir+"/p.PNG", r); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(dir + "/p.PNG")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("not a PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() != plotWidth || b.Dy() != plotHeight {
+		t.Errorf("size %v, want %dx%d", b, plotWidth, plotHeight)
+	}
+	// Both modes' lines are drawn: pixels of both colours exist.
+	want := map[color.RGBA]int{parseColor(modeColors[0]): 0, parseColor(modeColors[1]): 0}
+	for y := 0; y < plotHeight; y++ {
+		for x := 0; x < plotWidth; x++ {
+			r, g, b, a := img.At(x, y).RGBA()
+			c := color.RGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), uint8(a >> 8)}
+			if _, ok := want[c]; ok {
+				want[c]++
+			}
+		}
+	}
+	for c, n := range want {
+		if n < 100 {
+			t.Errorf("colour %v: %d pixels, want a line", c, n)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -41,8 +42,8 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 			if len(bootstrap) > 0 && cmd.Flags().Changed("modes") {
 				return fmt.Errorf("--bootstrap and --modes exclude each other: --bootstrap measures one external cluster")
 			}
-			if plot != "" && !strings.HasSuffix(strings.ToLower(plot), ".svg") {
-				return fmt.Errorf("--plot %q: only .svg is supported", plot)
+			if ext := strings.ToLower(filepath.Ext(plot)); plot != "" && ext != ".svg" && ext != ".png" {
+				return fmt.Errorf("--plot %q: want a .svg or .png file name", plot)
 			}
 			lo.ClientRacks = racks
 			if len(topicConfigs) > 0 {
@@ -112,6 +113,6 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 	fl.DurationVar(&cl.S3GetLatency, "s3-get-latency", 3*time.Millisecond, "latency injected before each object GET (wal mode)")
 	fl.DurationVar(&cl.ZoneLatency, "zone-latency", 0, "latency injected on inter-zone broker connections (embedded clusters)")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	fl.StringVar(&plot, "plot", "", "write the latency distributions of all modes to this .svg file")
+	fl.StringVar(&plot, "plot", "", "write the latency distributions of all modes to this .svg or .png file")
 	return cmd
 }
