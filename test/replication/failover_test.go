@@ -42,7 +42,15 @@ func TestMain(m *testing.M) {
 // its acknowledgement gave, and the replicas' logs are byte-identical up to
 // the high watermark (a returning old leader truncated its unacknowledged
 // tail).
-func TestFailoverNoAcknowledgedLoss(t *testing.T) {
+func TestFailoverNoAcknowledgedLoss(t *testing.T) { runFailover(t, false, *kills) }
+
+// TestFailoverIdempotent is the same with an idempotent producer (the
+// client default) and two kills: retries that reach a new leader are
+// recognised by the producer state it rebuilt as a follower, so every
+// record is in the log exactly once.
+func TestFailoverIdempotent(t *testing.T) { runFailover(t, true, 2) }
+
+func runFailover(t *testing.T, idempotent bool, kills int) {
 	c := brokertest.StartProcessCluster(t, zones,
 		brokertest.WithSetting("replica.lag.time.max.ms", "3000"),
 		brokertest.WithSetting("unclean.leader.election.enable", "false"))
@@ -50,8 +58,12 @@ func TestFailoverNoAcknowledgedLoss(t *testing.T) {
 	two := "2"
 	createTopic(t, adm, "durable", 1, map[string]*string{"min.insync.replicas": &two})
 
-	prod := newClient(t, c.Addrs(), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(),
-		kgo.RecordDeliveryTimeout(5*time.Second), kgo.ProduceRequestTimeout(3*time.Second), kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }))
+	popts := []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProduceRequestTimeout(3 * time.Second),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond })}
+	if !idempotent {
+		popts = append(popts, kgo.DisableIdempotentWrite(), kgo.RecordDeliveryTimeout(5*time.Second))
+	}
+	prod := newClient(t, c.Addrs(), popts...)
 	type ack struct {
 		offset int64
 		value  string
@@ -91,7 +103,7 @@ func TestFailoverNoAcknowledgedLoss(t *testing.T) {
 		p := md.Topics["durable"].Partitions[0]
 		return p.Leader, p.ISR
 	}
-	for k := range *kills {
+	for k := range kills {
 		n := ackedCount()
 		waitFor(t, "progress before the next kill", 60*time.Second, func() bool { return ackedCount() >= n+200 })
 		old, _ := leaderOf()
@@ -134,8 +146,17 @@ func TestFailoverNoAcknowledgedLoss(t *testing.T) {
 		}
 	}
 	t.Logf("%d leader kills: %d records acknowledged (%d produce errors), high watermark %d, every acknowledged record read back at its offset",
-		*kills, len(acked), fails, hwm)
+		kills, len(acked), fails, hwm)
 
+	if idempotent {
+		seen := map[string]int64{}
+		for off, v := range byOffset {
+			if prev, dup := seen[v]; dup {
+				t.Fatalf("%q is in the log twice (offsets %d and %d) despite idempotence", v, prev, off)
+			}
+			seen[v] = off
+		}
+	}
 	truncations := 0
 	for _, p := range c.Processes {
 		truncations += strings.Count(p.Logs(), "truncated to the leader's divergence point")
