@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/replica"
 )
 
 // Metrics implements protocol.Observer and registers the broker metrics.
@@ -97,6 +98,12 @@ var (
 		[]string{"topic", "partition"}, nil)
 	sizeDesc = prometheus.NewDesc("strata_log_size_bytes", "Bytes of log segments on disk.",
 		[]string{"topic", "partition"}, nil)
+	hwmDesc = prometheus.NewDesc("strata_high_watermark", "High watermark of a hosted partition (cluster mode; the log end on a single broker).",
+		[]string{"topic", "partition"}, nil)
+	leaderDesc = prometheus.NewDesc("strata_partition_leader", "1 if this broker leads the partition, 0 if it follows (cluster mode).",
+		[]string{"topic", "partition"}, nil)
+	underReplicatedDesc = prometheus.NewDesc("strata_under_replicated_partitions",
+		"Partitions this broker leads whose ISR is smaller than their replica set (Kafka's UnderReplicatedPartitions).", nil, nil)
 )
 
 // logCollector reads partition offsets at scrape time.
@@ -106,15 +113,32 @@ func (c *logCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- endOffsetDesc
 	ch <- startOffsetDesc
 	ch <- sizeDesc
+	ch <- hwmDesc
+	ch <- leaderDesc
+	ch <- underReplicatedDesc
 }
 
 func (c *logCollector) Collect(ch chan<- prometheus.Metric) {
+	under := 0
 	for _, p := range c.b.AllPartitions() {
 		part := strconv.Itoa(int(p.Index))
 		ch <- prometheus.MustNewConstMetric(endOffsetDesc, prometheus.GaugeValue, float64(p.Log.EndOffset()), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(startOffsetDesc, prometheus.GaugeValue, float64(p.Log.StartOffset()), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(sizeDesc, prometheus.GaugeValue, float64(p.Log.Size()), p.Topic, part)
+		hwm, leader := float64(p.Log.EndOffset()), 1.0
+		if p.Replica != nil {
+			hwm = float64(p.Replica.HighWatermark())
+			st := p.Replica.State()
+			if p.Replica.Role() != replica.RoleLeader {
+				leader = 0
+			} else if len(st.ISR) < len(st.Replicas) {
+				under++
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(hwmDesc, prometheus.GaugeValue, hwm, p.Topic, part)
+		ch <- prometheus.MustNewConstMetric(leaderDesc, prometheus.GaugeValue, leader, p.Topic, part)
 	}
+	ch <- prometheus.MustNewConstMetric(underReplicatedDesc, prometheus.GaugeValue, float64(under))
 }
 
 func testutilGauge(g prometheus.Gauge) float64 {

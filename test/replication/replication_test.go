@@ -42,18 +42,26 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 	}
 }
 
+// state returns a partition's state as the first running broker applied
+// it, waiting until that broker knows the partition (a broker applies a
+// new topic a moment after the one that created it).
 func state(t *testing.T, c *brokertest.Cluster, topic string, p int32) meta.PartitionState {
 	t.Helper()
-	for _, b := range c.Brokers {
-		if srv := b.Server(); srv != nil {
-			if st := srv.Broker().ClusterState(); st != nil {
-				ps, _ := st.Partition(meta.TopicPartition{Topic: topic, Partition: p})
-				return ps
+	var ps meta.PartitionState
+	waitFor(t, fmt.Sprintf("partition %s-%d in the applied metadata", topic, p), 30*time.Second, func() bool {
+		for _, b := range c.Brokers {
+			if srv := b.Server(); srv != nil {
+				if st := srv.Broker().ClusterState(); st != nil {
+					var ok bool
+					ps, ok = st.Partition(meta.TopicPartition{Topic: topic, Partition: p})
+					return ok
+				}
 			}
 		}
-	}
-	t.Fatal("no running broker")
-	return meta.PartitionState{}
+		t.Fatal("no running broker")
+		return false
+	})
+	return ps
 }
 
 func brokerByID(c *brokertest.Cluster, id int32) *brokertest.Broker { return c.Brokers[id-1] }
@@ -105,10 +113,14 @@ func TestThreeZones(t *testing.T) {
 	}
 
 	// Metadata and DescribeCluster list the three brokers with their racks.
-	md, err := adm.Metadata(context.Background(), "orders")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// (Another broker may apply the new topic a moment after the one that
+	// created it: poll.)
+	var md kadm.Metadata
+	waitFor(t, "metadata of the new topic from every broker", 30*time.Second, func() bool {
+		var err error
+		md, err = adm.Metadata(context.Background(), "orders")
+		return err == nil && len(md.Topics["orders"].Partitions[0].ISR) == 3
+	})
 	dc, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(context.Background(), admCl)
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +192,9 @@ func TestThreeZones(t *testing.T) {
 	}
 	if p := mresp.Topics[0].Partitions[0]; !slices.Equal(p.OfflineReplicas, []int32{st.Replicas[1]}) || len(mresp.Brokers) != 2 {
 		t.Fatalf("offline replicas %v, want [%d] (metadata %+v, brokers %v)", p.OfflineReplicas, st.Replicas[1], p, mresp.Brokers)
+	}
+	if n := gauge(t, brokerByID(c, st.Leader), "strata_under_replicated_partitions"); n < 1 {
+		t.Fatalf("leader reports %v under-replicated partitions, want >= 1", n)
 	}
 
 	// The second follower stops: NOT_ENOUGH_REPLICAS, nothing appended.
@@ -289,4 +304,20 @@ func TestPreferredLeaderElection(t *testing.T) {
 	waitFor(t, "the preferred replica to lead again", 30*time.Second, func() bool {
 		return state(t, c, "prefs", 0).Leader == preferred
 	})
+}
+
+// gauge reads an unlabelled gauge from a broker's metrics registry.
+func gauge(t *testing.T, b *brokertest.Broker, name string) float64 {
+	t.Helper()
+	mfs, err := b.Server().Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }
