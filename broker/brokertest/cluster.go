@@ -19,10 +19,15 @@ type Cluster struct {
 	Processes []*Process
 }
 
-// clusterOptions are the settings every cluster broker gets: the etcd
-// endpoints, a 2 s session timeout (a killed broker is declared dead
-// quickly) and groups that form at once. Options given to StartCluster
-// override them.
+// ClusterOptions are the settings every cluster broker gets: the etcd
+// endpoints, its ID and zone, a 2 s session timeout (a killed broker is
+// declared dead quickly) and groups that form at once; opts are appended
+// (they override). StartCluster and StartProcessCluster use it; tests that
+// start brokers one by one can too.
+func ClusterOptions(etcd []string, id int, zone string, opts ...Option) []Option {
+	return clusterOptions(etcd, id, zone, opts)
+}
+
 func clusterOptions(etcd []string, id int, zone string, opts []Option) []Option {
 	base := []Option{
 		WithSetting("metadata.etcd.endpoints", strings.Join(etcd, ",")),
