@@ -28,9 +28,10 @@ package protocol
 // leader only: the fetch offset is the follower's log end offset, reported
 // to broker/replica (HWM, ISR); records are read up to the leader's log end,
 // or the divergence point is returned when the follower's last fetched
-// epoch does not match (the follower truncates to it). A replica fetch
-// parked in a long poll also returns when a partition's HWM moved, so that
-// followers learn the HWM promptly.
+// epoch does not match (the follower truncates to it). Every response
+// carries the leader's HWM; a parked replica fetch returns on new data, not
+// on an HWM move alone (followers learn it with the next response, at most
+// replica.fetch.wait.max.ms later when the partition is idle).
 
 import (
 	"context"
@@ -87,17 +88,12 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	wait = min(max(wait, 0), maxFetchWait)
 	var timer *time.Timer
-	firstHW := int64(-1)
 	for {
 		// Take the wake-up channels before reading so that a change
 		// between the read and the wait is not missed.
 		var waits []<-chan struct{}
-		resp, total, hwSum := fetchOnce(r, b, req, &waits)
-		if firstHW < 0 {
-			firstHW = hwSum
-		}
-		hwMoved := req.ReplicaID >= 0 && hwSum != firstHW
-		if total >= int(req.MinBytes) || hwMoved || wait == 0 || len(waits) == 0 || ctx.Err() != nil {
+		resp, total := fetchOnce(r, b, req, &waits)
+		if total >= int(req.MinBytes) || wait == 0 || len(waits) == 0 || ctx.Err() != nil {
 			return resp, nil
 		}
 		if timer == nil {
@@ -114,24 +110,22 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		chosen, _, _ := reflect.Select(cases)
 		if chosen < 2 {
 			// Deadline or shutdown: answer with what is there now.
-			resp, _, _ := fetchOnce(r, b, req, nil)
+			resp, _ := fetchOnce(r, b, req, nil)
 			return resp, nil
 		}
 	}
 }
 
 // fetchOnce builds a response from the current log state and returns it
-// with the number of record bytes in it and the sum of the partitions' high
-// watermarks. If waits is not nil, the wake-up channel of every readable
-// partition is appended to it.
-func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, waits *[]<-chan struct{}) (*kmsg.FetchResponse, int, int64) {
+// with the number of record bytes in it. If waits is not nil, the wake-up
+// channel of every readable partition is appended to it.
+func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, waits *[]<-chan struct{}) (*kmsg.FetchResponse, int) {
 	resp := r.NewResponse().(*kmsg.FetchResponse)
 	budget := int(req.MaxBytes)
 	if req.Version < 3 || budget <= 0 {
 		budget = int(^uint32(0) >> 1)
 	}
 	total := 0
-	var hwSum int64
 	for _, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
@@ -156,14 +150,13 @@ func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, waits *[]<-
 				sp.ErrorCode = broker.ErrorCode(err)
 				sp.HighWatermark, sp.LastStableOffset = -1, -1
 			}
-			hwSum += sp.HighWatermark
 			total += n
 			budget -= n
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return resp, total, hwSum
+	return resp, total
 }
 
 func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition,
@@ -194,8 +187,11 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 		}
 	case req.ReplicaID >= 0:
 		if waits != nil {
-			// Woken by appends (new data) and HWM moves.
-			*waits = append(*waits, p.Log.Wait(), rep.Changed())
+			// Woken by appends (new data). A moved HWM alone does not
+			// answer a parked replica fetch (as in Kafka): the follower
+			// learns it with its next response, which saves a round trip
+			// of cross-zone bytes per HWM move.
+			*waits = append(*waits, p.Log.Wait())
 		}
 		div, err := b.Replicas().ServeReplicaFetch(rep, req.ReplicaID, rp.FetchOffset, rp.LastFetchedEpoch, rp.CurrentLeaderEpoch)
 		if err != nil {
