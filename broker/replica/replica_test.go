@@ -356,3 +356,32 @@ func TestHWMCheckpoint(t *testing.T) {
 		t.Fatalf("HWM %d after truncation to 2, want 2", fresh.HighWatermark())
 	}
 }
+
+// TestAcksAllAfterAppend: when the ISR shrinks below min.insync.replicas
+// while an acks=all append waits, the HWM reaches it (the ISR is the
+// leader alone) but the answer is NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+func TestAcksAllAfterAppend(t *testing.T) {
+	p := NewPartition(tp, openLog(t), 1, nil)
+	st := meta.PartitionState{Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 2, ISR: []int32{1, 2, 3}, PartitionEpoch: 1}
+	p.becomeLeader(st)
+	if err := p.CheckMinISR(2); err != nil {
+		t.Fatal(err)
+	}
+	res, epoch, err := p.AppendAsLeader(batch(t, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.WaitHighWatermark(context.Background(), res.LastOffset+1, epoch, 2) }()
+	shrunk := st.Clone()
+	shrunk.ISR, shrunk.PartitionEpoch = []int32{1}, 2
+	if !p.adopt(shrunk) {
+		t.Fatal("newer partition epoch not adopted")
+	}
+	if err := <-done; !errors.Is(err, kerr.NotEnoughReplicasAfterAppend) {
+		t.Fatalf("wait: %v, want NOT_ENOUGH_REPLICAS_AFTER_APPEND", err)
+	}
+	if p.adopt(st) {
+		t.Fatal("an older partition epoch was adopted")
+	}
+}
