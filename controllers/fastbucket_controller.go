@@ -11,10 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -45,7 +47,9 @@ type ProbeFunc func(ctx context.Context, spec strata.FastBucketSpec, creds *Stat
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // FastBucketReconciler probes FastBuckets through the S3 API and reports
-// whether they are reachable.
+// whether they are reachable; it also sweeps their WAL objects older than
+// the retention of the clusters using them and keeps a wal/ expiration
+// rule in their lifecycle configuration (see fastbucket_wal.go).
 type FastBucketReconciler struct {
 	client.Client
 	// SecretReader reads credential Secrets directly from the API server,
@@ -55,17 +59,25 @@ type FastBucketReconciler struct {
 	Recorder     recorder.EventRecorder
 	// Probe defaults to ProbeBucket.
 	Probe ProbeFunc
+	// LiveReader reads the KafkaClusters whose retention decides what the
+	// WAL sweeper deletes, uncached (the manager's API reader); nil uses
+	// Client.
+	LiveReader client.Reader
+	// Clock is the WAL sweeper's clock (object ages, sweep times); nil is
+	// the real clock. Tests age objects by moving it.
+	Clock clock.PassiveClock
 }
 
-// Reconcile probes one FastBucket and records the result. A failed probe
-// is a status, not an error: the controller requeues after the interval
-// instead of backing off into a crash loop.
+// Reconcile probes one FastBucket when a probe is due, then sweeps its
+// WAL objects when a sweep is due, and records both. A failed probe or
+// sweep is a status, not an error: the controller requeues after the
+// interval instead of backing off into a crash loop.
 func (r *FastBucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	fb := &strata.FastBucket{}
 	if err := r.Get(ctx, req.NamespacedName, fb); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	logger := log.FromContext(ctx).WithValues("bucket", fb.Spec.Bucket, "zone", fb.Spec.Zone)
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("bucket", fb.Spec.Bucket, "zone", fb.Spec.Zone))
 
 	before := fb.DeepCopy()
 	defer func() {
@@ -75,11 +87,43 @@ func (r *FastBucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 	}()
 
+	probeAfter := r.reconcileProbe(ctx, fb)
+	sweepAfter, err := r.reconcileWAL(ctx, fb)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("WAL sweep: %w", err)
+	}
+	return ctrl.Result{RequeueAfter: min(probeAfter, sweepAfter)}, nil
+}
+
+// probeDue says whether the bucket should be probed now, and otherwise
+// how long until it should: on a spec change, when it never was, and
+// every probeInterval (at most maxFailedProbeInterval after a failure).
+func probeDue(fb *strata.FastBucket, now time.Time) (bool, time.Duration) {
 	interval := defaultProbeInterval
 	if fb.Spec.ProbeInterval != nil && fb.Spec.ProbeInterval.Duration > 0 {
 		interval = fb.Spec.ProbeInterval.Duration
 	}
+	c := meta.FindStatusCondition(fb.Status.Conditions, strata.ConditionReachable)
+	if c == nil || fb.Status.LastProbeTime == nil || c.ObservedGeneration != fb.Generation {
+		return true, interval
+	}
+	if c.Status != metav1.ConditionTrue {
+		interval = min(interval, maxFailedProbeInterval)
+	}
+	wait := fb.Status.LastProbeTime.Add(interval).Sub(now)
+	if wait <= 0 {
+		return true, interval
+	}
+	return false, wait
+}
 
+// reconcileProbe probes the bucket if due and returns when to probe next.
+func (r *FastBucketReconciler) reconcileProbe(ctx context.Context, fb *strata.FastBucket) time.Duration {
+	logger := log.FromContext(ctx)
+	due, after := probeDue(fb, time.Now())
+	if !due {
+		return after
+	}
 	latency, reason, err := r.probe(ctx, fb)
 	now := metav1.Now()
 	fb.Status.LastProbeTime = &now
@@ -96,7 +140,7 @@ func (r *FastBucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		meta.SetStatusCondition(&fb.Status.Conditions, metav1.Condition{
 			Type: strata.ConditionReachable, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: fb.Generation,
 		})
-		return ctrl.Result{RequeueAfter: min(interval, maxFailedProbeInterval)}, nil
+		return min(after, maxFailedProbeInterval)
 	}
 	latency = latency.Round(10 * time.Microsecond)
 	fb.Status.LastProbeLatency = &metav1.Duration{Duration: latency}
@@ -109,7 +153,7 @@ func (r *FastBucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		r.Recorder.Eventf(fb, nil, corev1.EventTypeNormal, EventBucketReachable, "Probe", "bucket %s reachable (%s)", fb.Spec.Bucket, latency)
 	}
 	logger.V(logDebug).Info("fast bucket probe succeeded", "latency", latency)
-	return ctrl.Result{RequeueAfter: interval}, nil
+	return after
 }
 
 // probe resolves credentials and runs the probe, returning the condition
@@ -184,11 +228,13 @@ func endpointOf(spec strata.FastBucketSpec) string {
 	return "the AWS endpoint of region " + spec.Region
 }
 
-// SetupWithManager registers the controller. Only spec changes trigger a
-// probe; the periodic requeue does the rest.
+// SetupWithManager registers the controller. Spec changes of a FastBucket
+// and of the KafkaClusters using it trigger a reconcile; the periodic
+// requeue does the rest.
 func (r *FastBucketReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&strata.FastBucket{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&strata.KafkaCluster{}, handler.EnqueueRequestsFromMapFunc(r.bucketsUsedBy), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A probe may wait up to probeTimeout on a dead endpoint; a few
 		// workers keep one bad bucket from delaying the others.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,7 +16,11 @@ import (
 // SetupWithManager registers every Strata reconciler with a manager.
 // `strata operator` and the envtest suite both use it, so the suite tests
 // the wiring that ships.
-func SetupWithManager(mgr ctrl.Manager) error {
+func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if err := (&KafkaClusterReconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("strata-kafkacluster"),
@@ -25,11 +30,26 @@ func SetupWithManager(mgr ctrl.Manager) error {
 	if err := (&FastBucketReconciler{
 		Client:       mgr.GetClient(),
 		SecretReader: mgr.GetAPIReader(),
+		LiveReader:   mgr.GetAPIReader(),
 		Recorder:     mgr.GetEventRecorder("strata-fastbucket"),
+		Clock:        o.sweepClock,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("FastBucket controller: %w", err)
 	}
 	return nil
+}
+
+// Option changes how SetupWithManager builds the reconcilers.
+type Option func(*options)
+
+type options struct {
+	sweepClock clock.PassiveClock
+}
+
+// WithSweepClock gives the WAL sweeper a clock other than the real one
+// (tests age WAL objects by moving it).
+func WithSweepClock(c clock.PassiveClock) Option {
+	return func(o *options) { o.sweepClock = c }
 }
 
 // CacheOptions restricts the manager's cache to the objects the operator

@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -31,6 +32,9 @@ var (
 	testEnv   *envtest.Environment
 	suiteCtx  context.Context
 	cancel    context.CancelFunc
+	// sweepClock is the WAL sweeper's clock. It stands still unless a
+	// spec moves it, so WAL objects age only when a spec says so.
+	sweepClock *clocktesting.FakePassiveClock
 )
 
 func TestControllers(t *testing.T) {
@@ -83,7 +87,8 @@ var _ = BeforeSuite(func() {
 		Cache:                  controllers.CacheOptions(),
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect(controllers.SetupWithManager(mgr)).To(Succeed())
+	sweepClock = clocktesting.NewFakePassiveClock(time.Now())
+	Expect(controllers.SetupWithManager(mgr, controllers.WithSweepClock(sweepClock))).To(Succeed())
 
 	suiteCtx, cancel = context.WithCancel(context.Background())
 	go func() {

@@ -80,4 +80,10 @@ const (
 	ConditionReconciling = "Reconciling"
 	ConditionDegraded    = "Degraded"
 	ConditionReachable   = "Reachable"
+	// ConditionWALSwept is a FastBucket's last WAL sweep: True when it
+	// listed the bucket and every delete it decided on succeeded.
+	ConditionWALSwept = "WALSwept"
+	// ConditionLifecycleRuleApplied says whether the bucket's lifecycle
+	// configuration holds the operator's wal/ expiration rule.
+	ConditionLifecycleRuleApplied = "LifecycleRuleApplied"
 )

@@ -69,6 +69,23 @@ type FastBucketSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
 	ProbeInterval *metav1.Duration `json:"probeInterval,omitempty"`
+
+	// LifecycleRule lets the operator keep one rule (ID
+	// strata-wal-expiration) in the bucket's lifecycle configuration that
+	// expires objects under wal/ after ceil(longest wal.retention of the
+	// clusters using the bucket, in days) + 1 days: the last safety net
+	// behind the brokers' own deletes and the operator's sweeps. Other
+	// rules of the bucket are kept. Set false to manage lifecycle rules
+	// yourself.
+	// +kubebuilder:default=true
+	// +optional
+	LifecycleRule *bool `json:"lifecycleRule,omitempty"`
+}
+
+// LifecycleRuleEnabled reports whether the operator manages the WAL
+// expiration rule (the default).
+func (s FastBucketSpec) LifecycleRuleEnabled() bool {
+	return s.LifecycleRule == nil || *s.LifecycleRule
 }
 
 // FastBucketStatus is the result of the last probe.
@@ -77,7 +94,7 @@ type FastBucketStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Reachable.
+	// Conditions: Reachable, WALSwept, LifecycleRuleApplied.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -91,6 +108,58 @@ type FastBucketStatus struct {
 	// (HeadBucket plus a put, get and delete of a small probe object).
 	// +optional
 	LastProbeLatency *metav1.Duration `json:"lastProbeLatency,omitempty"`
+
+	// WAL is what the operator's WAL sweeper found and deleted.
+	// +optional
+	WAL *FastBucketWALStatus `json:"wal,omitempty"`
+}
+
+// FastBucketWALStatus reports the WAL objects in a bucket and the
+// operator's sweeps of them.
+type FastBucketWALStatus struct {
+	// LastSweepTime is when the last sweep listed the bucket.
+	// +optional
+	LastSweepTime *metav1.Time `json:"lastSweepTime,omitempty"`
+
+	// Objects under wal/ after the last sweep (every cluster's).
+	Objects int64 `json:"objects"`
+
+	// Bytes of the objects under wal/ after the last sweep.
+	Bytes int64 `json:"bytes"`
+
+	// SweptObjects counts the WAL objects the operator deleted from this
+	// bucket since the FastBucket was created.
+	SweptObjects int64 `json:"sweptObjects"`
+
+	// SweptBytes counts the bytes of those objects.
+	SweptBytes int64 `json:"sweptBytes"`
+
+	// Clusters are the KafkaClusters using the bucket, with the retention
+	// the sweeper applies to their objects under wal/<cluster>/<zone>/.
+	// +optional
+	Clusters []FastBucketWALCluster `json:"clusters,omitempty"`
+
+	// LifecycleExpirationDays is the expiration of the wal/ lifecycle rule
+	// the operator last applied (0: none).
+	// +optional
+	LifecycleExpirationDays int32 `json:"lifecycleExpirationDays,omitempty"`
+}
+
+// FastBucketWALCluster is one cluster's share of a bucket's WAL objects.
+type FastBucketWALCluster struct {
+	// Name of the KafkaCluster (the <cluster> of its WAL keys).
+	Name string `json:"name"`
+
+	// Retention is the cluster's wal.retention.ms; unset when it cannot be
+	// determined, and then nothing of the cluster is deleted.
+	// +optional
+	Retention *metav1.Duration `json:"retention,omitempty"`
+
+	// Objects of the cluster in this bucket's zone after the last sweep.
+	Objects int64 `json:"objects"`
+
+	// Bytes of those objects.
+	Bytes int64 `json:"bytes"`
 }
 
 // FastBucket is one availability zone's fast object-storage bucket, the
@@ -105,6 +174,10 @@ type FastBucketStatus struct {
 // +kubebuilder:printcolumn:name="Reachable",type=string,JSONPath=`.status.conditions[?(@.type=="Reachable")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Reachable")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Latency",type=string,JSONPath=`.status.lastProbeLatency`
+// +kubebuilder:printcolumn:name="WAL Objects",type=integer,JSONPath=`.status.wal.objects`
+// +kubebuilder:printcolumn:name="WAL Bytes",type=integer,JSONPath=`.status.wal.bytes`
+// +kubebuilder:printcolumn:name="Swept",type=integer,JSONPath=`.status.wal.sweptObjects`,priority=1
+// +kubebuilder:printcolumn:name="Last Sweep",type=date,JSONPath=`.status.wal.lastSweepTime`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type FastBucket struct {
 	metav1.TypeMeta   `json:",inline"`
