@@ -4,7 +4,8 @@ package protocol
 //
 // Group keys (type 0) and transactional ids (type 1) are placed on a
 // broker by group.CoordinatorFor, a rendezvous hash of the key over the
-// live brokers; with a single broker that is this broker. v4+ resolves a
+// live brokers (every broker computes the same owner from the same cluster
+// view); with a single broker that is this broker. v4+ resolves a
 // batch of keys (CoordinatorKeys), each with its own error. Other key types
 // (share groups, KIP-932) get INVALID_REQUEST. Transactions themselves are
 // not served by this broker; type 1 is answered only so that clients get
@@ -27,8 +28,11 @@ func handleFindCoordinator(_ context.Context, r *Request) (kmsg.Response, error)
 	}
 	req := r.Msg.(*kmsg.FindCoordinatorRequest)
 	resp := r.NewResponse().(*kmsg.FindCoordinatorResponse)
-	cfg := r.Env.Broker.Config()
-	live := []int32{cfg.NodeID} // single broker; the cluster view comes with broker/meta
+	brokers := r.Env.Broker.Brokers() // live brokers (this one alone when standalone)
+	live := make([]int32, 0, len(brokers))
+	for _, b := range brokers {
+		live = append(live, b.ID)
+	}
 	find := func(key string) kmsg.FindCoordinatorResponseCoordinator {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
@@ -42,13 +46,12 @@ func handleFindCoordinator(_ context.Context, r *Request) (kmsg.Response, error)
 			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		default:
 			node := group.CoordinatorFor(key, live)
-			if node != cfg.NodeID {
-				// Not reachable with one broker; the multi-broker
-				// lookup of the node's address comes with broker/meta.
-				c.ErrorCode = kerr.CoordinatorNotAvailable.Code
-				break
+			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			for _, b := range brokers {
+				if b.ID == node {
+					c.ErrorCode, c.NodeID, c.Host, c.Port = 0, b.ID, b.Host, b.Port
+				}
 			}
-			c.NodeID, c.Host, c.Port = node, cfg.Host, cfg.Port
 		}
 		return c
 	}

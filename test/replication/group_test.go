@@ -3,11 +3,15 @@ package replication
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/brokertest"
 )
@@ -56,5 +60,51 @@ func TestConsumerGroups(t *testing.T) {
 		if total := lag[group].Lag.Total(); total != 0 {
 			t.Fatalf("group %s lag %d after committing everything", group, total)
 		}
+	}
+}
+
+// TestFindCoordinatorAgrees: every broker names the same coordinator for a
+// group — the owner by rendezvous hash over the live brokers, with its own
+// address — and the groups spread over more than one broker.
+func TestFindCoordinatorAgrees(t *testing.T) {
+	c := brokertest.StartCluster(t, zones)
+	addrs := c.Addrs()
+	owners := map[int32]bool{}
+	for g := range 12 {
+		group := fmt.Sprintf("group-%d", g)
+		var first *kmsg.FindCoordinatorResponse
+		for _, addr := range addrs {
+			cl := newClient(t, []string{addr})
+			req := kmsg.NewPtrFindCoordinatorRequest()
+			req.CoordinatorKey = group
+			resp, err := req.RequestWith(context.Background(), cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.ErrorCode != 0 {
+				t.Fatalf("FindCoordinator(%s) via %s: %v", group, addr, kerr.ErrorForCode(resp.ErrorCode))
+			}
+			if first == nil {
+				first = resp
+			} else if resp.NodeID != first.NodeID || resp.Host != first.Host || resp.Port != first.Port {
+				t.Fatalf("FindCoordinator(%s): %s names node %d at %s:%d, another broker node %d at %s:%d",
+					group, addr, resp.NodeID, resp.Host, resp.Port, first.NodeID, first.Host, first.Port)
+			}
+		}
+		owners[first.NodeID] = true
+		// The named coordinator accepts the group's requests.
+		cl := newClient(t, []string{net.JoinHostPort(first.Host, strconv.Itoa(int(first.Port)))})
+		fetch := kmsg.NewPtrOffsetFetchRequest()
+		fetch.Group = group
+		resp, err := fetch.RequestWith(context.Background(), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != 0 {
+			t.Fatalf("OffsetFetch(%s) at its coordinator %d: %v", group, first.NodeID, kerr.ErrorForCode(resp.ErrorCode))
+		}
+	}
+	if len(owners) < 2 {
+		t.Fatalf("12 groups all coordinated by %v: placement does not spread", owners)
 	}
 }
