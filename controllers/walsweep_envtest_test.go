@@ -113,16 +113,18 @@ var _ = Describe("WAL sweeper", Ordered, func() {
 			wal.ObjectKey("fuzzy", "zone-a", 101, 1, 1),    // a cluster whose retention is unknown
 		}
 		nonWAL := []string{"wal/demo/zone-a/README", "wal/demo/zone-a/101/1/1", "other/" + wal.ObjectKey("demo", "zone-a", 101, 1, 3)}
-		for _, k := range append(append([]string{}, oldDemo...), oldKept...) {
-			put(bucket, k, walObject(k))
-		}
+		// The objects that must stay go first: they are at least as old
+		// as the ones that must go.
 		for _, k := range nonWAL {
 			put(bucket, k, []byte("not a WAL object"))
 		}
-		var oldest time.Time
-		for _, k := range append(append(append([]string{}, oldDemo...), oldKept...), nonWAL...) {
+		for _, k := range append(append([]string{}, oldKept...), oldDemo...) {
+			put(bucket, k, walObject(k))
+		}
+		var oldest time.Time // the newest of the old ones: the boundary
+		for _, k := range oldDemo {
 			if m := mtime(bucket, k); m.After(oldest) {
-				oldest = m // the newest of the old ones
+				oldest = m
 			}
 		}
 		waitServerClockPast(bucket, oldest)
@@ -153,8 +155,8 @@ var _ = Describe("WAL sweeper", Ordered, func() {
 			Expect(exists(bucket, k)).To(BeTrue(), "%s deleted before its time", k)
 		}
 
-		// Now the old objects are exactly `retention` old, the new ones
-		// younger.
+		// Now the newest old object is exactly `retention` old (deleted:
+		// the cap is inclusive), the new ones are younger.
 		sweepClock.SetTime(oldest.Add(retention))
 		var fb *strata.FastBucket
 		Eventually(func(g Gomega) {
