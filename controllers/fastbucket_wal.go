@@ -109,7 +109,7 @@ func (r *FastBucketReconciler) reconcileWAL(ctx context.Context, fb *strata.Fast
 	}
 	if res.err != nil {
 		r.setWALCondition(fb, strata.ConditionWALSwept, metav1.ConditionFalse, ReasonDeleteFailed,
-			fmt.Sprintf("deleted %d objects; the objects below were kept and are retried next sweep (%s): %v", res.deleted, desc, res.err))
+			fmt.Sprintf("deleted %d objects; objects that could not be deleted, or dated from their header, were kept and are retried next sweep (%s): %v", res.deleted, desc, res.err))
 	} else {
 		r.setWALCondition(fb, strata.ConditionWALSwept, metav1.ConditionTrue, ReasonSwept,
 			fmt.Sprintf("deleted %d objects, %d objects (%d bytes) under wal/ remain; %s", res.deleted, st.Objects, st.Bytes, desc))

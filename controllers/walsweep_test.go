@@ -4,16 +4,21 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/strata-dev/strata/broker/objstore"
+	"github.com/strata-dev/strata/broker/wal"
 )
 
 // lifecycleServer records the bucket lifecycle calls the SDK makes. No S3
@@ -126,5 +131,85 @@ func TestApplyLifecycleRule(t *testing.T) {
 	_, err = applyLifecycleRule(ctx, client, "wal-bucket", 5)
 	if err == nil || errors.Is(err, errLifecycleNotSupported) || !strings.Contains(err.Error(), "AccessDenied") {
 		t.Fatalf("AccessDenied: err = %v", err)
+	}
+}
+
+// undatedStore is a store whose listing has no modification times (as
+// some S3-compatible stores answer) and whose deletes of failKey fail.
+type undatedStore struct {
+	objstore.Store
+	failKey string
+}
+
+func (s undatedStore) List(ctx context.Context, prefix string) ([]objstore.ObjectInfo, error) {
+	objs, err := s.Store.List(ctx, prefix)
+	for i := range objs {
+		objs[i].LastModified = time.Time{}
+	}
+	return objs, err
+}
+
+func (s undatedStore) Delete(ctx context.Context, key string) error {
+	if key == s.failKey {
+		return fmt.Errorf("delete %s: %w", key, objstore.ErrInjected)
+	}
+	return s.Store.Delete(ctx, key)
+}
+
+func TestSweepWALHeaderAgesAndFailures(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	mem := objstore.NewMem("wal-bucket")
+	put := func(seq uint64, created time.Time) string {
+		key := wal.ObjectKey("demo", "zone-a", 101, 1, seq)
+		b, _, err := wal.Encode(wal.Header{Cluster: "demo", Zone: "zone-a", BrokerID: 101, Incarnation: 1, Sequence: seq, CreatedAt: created},
+			[]wal.ChunkInput{{Topic: "t", BaseOffset: 0, LastOffset: 0, Batches: [][]byte{{1, 2, 3}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mem.Put(ctx, key, b); err != nil {
+			t.Fatal(err)
+		}
+		return key
+	}
+	old := put(1, now.Add(-time.Hour))
+	young := put(2, now.Add(-time.Second))
+	failing := put(3, now.Add(-2*time.Hour))
+	garbage := wal.ObjectKey("demo", "zone-a", 101, 1, 4)
+	if err := mem.Put(ctx, garbage, []byte("not a WAL object")); err != nil {
+		t.Fatal(err)
+	}
+	clusters := []ClusterRetention{{Name: "demo", Retention: time.Minute, Known: true}}
+
+	res, err := sweepWAL(ctx, undatedStore{Store: mem, failKey: failing}, "zone-a", clusters, now)
+	if err != nil {
+		t.Fatalf("sweepWAL: %v", err)
+	}
+	if res.deleted != 1 {
+		t.Errorf("deleted %d objects, want 1 (%s)", res.deleted, old)
+	}
+	if _, err := mem.Head(ctx, old); !errors.Is(err, objstore.ErrNotFound) {
+		t.Errorf("%s (old by its header) still there: %v", old, err)
+	}
+	for _, k := range []string{young, failing, garbage} {
+		if _, err := mem.Head(ctx, k); err != nil {
+			t.Errorf("%s must stay: %v", k, err)
+		}
+	}
+	if res.plan.Objects != 3 || res.plan.Clusters[0].Objects != 3 {
+		t.Errorf("remaining objects %d (cluster %d), want 3", res.plan.Objects, res.plan.Clusters[0].Objects)
+	}
+	if res.err == nil || !errors.Is(res.err, objstore.ErrInjected) || !errors.Is(res.err, wal.ErrCorrupt) {
+		t.Errorf("per-object errors = %v, want the failed delete and the unreadable header", res.err)
+	}
+
+	// A failing listing deletes nothing and is the sweep's error.
+	f := objstore.NewFaulty(mem)
+	f.SetFailAll(true)
+	if _, err := sweepWAL(ctx, f, "zone-a", clusters, now.Add(24*time.Hour)); !errors.Is(err, objstore.ErrInjected) {
+		t.Fatalf("failing listing: err = %v", err)
+	}
+	if objs, _ := mem.List(ctx, "wal/"); len(objs) != 3 {
+		t.Fatalf("after a failed listing %d objects remain, want 3", len(objs))
 	}
 }
