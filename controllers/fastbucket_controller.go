@@ -75,6 +75,9 @@ type FastBucketReconciler struct {
 func (r *FastBucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	fb := &strata.FastBucket{}
 	if err := r.Get(ctx, req.NamespacedName, fb); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetBucketMetrics(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("bucket", fb.Spec.Bucket, "zone", fb.Spec.Zone))

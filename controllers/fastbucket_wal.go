@@ -85,8 +85,18 @@ func (r *FastBucketReconciler) reconcileWAL(ctx context.Context, fb *strata.Fast
 			r.Recorder.Eventf(fb, nil, corev1.EventTypeWarning, EventWALSweepFailed, "Sweep", "%s", msg)
 		}
 		r.setWALCondition(fb, strata.ConditionWALSwept, metav1.ConditionFalse, reason, msg)
+		walSweeps.WithLabelValues(fb.Namespace, fb.Name, "error").Inc()
 		return interval, nil
 	}
+	walSweptObjects.WithLabelValues(fb.Namespace, fb.Name).Add(float64(res.deleted))
+	walSweptBytes.WithLabelValues(fb.Namespace, fb.Name).Add(float64(res.deletedBytes))
+	walObjects.WithLabelValues(fb.Namespace, fb.Name).Set(float64(res.plan.Objects))
+	walBytes.WithLabelValues(fb.Namespace, fb.Name).Set(float64(res.plan.Bytes))
+	result := "ok"
+	if res.err != nil {
+		result = "error"
+	}
+	walSweeps.WithLabelValues(fb.Namespace, fb.Name, result).Inc()
 
 	st := fb.Status.WAL
 	if st == nil {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/broker/wal"
@@ -184,6 +185,29 @@ var _ = Describe("WAL sweeper", Ordered, func() {
 		// One cluster's retention is unknown: the lifecycle rule is left alone.
 		Expect(condition(Default, fb, strata.ConditionLifecycleRuleApplied).Reason).To(Equal(controllers.ReasonRetentionUnknown))
 		AddReportEntry("WAL sweep status", st)
+
+		// The same figures on the operator's metrics endpoint.
+		metric := func(name string) float64 {
+			mfs, err := ctrlmetrics.Registry.Gather()
+			Expect(err).NotTo(HaveOccurred())
+			for _, mf := range mfs {
+				if mf.GetName() != name {
+					continue
+				}
+				for _, m := range mf.GetMetric() {
+					labels := map[string]string{}
+					for _, l := range m.GetLabel() {
+						labels[l.GetName()] = l.GetValue()
+					}
+					if labels["namespace"] == ns && labels["fastbucket"] == "wal-a" {
+						return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+					}
+				}
+			}
+			return -1
+		}
+		Expect(metric("strata_operator_wal_swept_objects_total")).To(BeEquivalentTo(len(oldDemo)))
+		Expect(metric("strata_operator_wal_swept_bytes_total")).To(BeEquivalentTo(st.SweptBytes))
 	})
 
 	It("records LifecycleRuleApplied=False NotSupported on Versity Gateway and keeps sweeping", func() {
