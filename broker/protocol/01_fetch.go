@@ -32,6 +32,14 @@ package protocol
 // carries the leader's HWM; a parked replica fetch returns on new data, not
 // on an HWM move alone (followers learn it with the next response, at most
 // replica.fetch.wait.max.ms later when the partition is idle).
+//
+// WAL replication (wal.enable, docs/replication.md): a replica fetch
+// partition carrying the tagged field replica.TagWALPointers (v12+,
+// flexible) accepts pointers: ranges covered by an uploaded WAL object are
+// answered with pointers in the same tagged field of the response
+// partition and no record bytes; a range being uploaded parks the fetch
+// until the upload finishes; anything else is served inline. Consumer
+// fetches and replica fetches without the tag never see the tag.
 
 import (
 	"context"
@@ -61,6 +69,9 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.FetchRequest)
 	b := r.Env.Broker
 
+	// done classifies a replica fetch's bytes: one that asked for WAL
+	// pointers and got no record bytes is WAL metadata.
+	done := func(resp *kmsg.FetchResponse) (kmsg.Response, error) { return resp, nil }
 	if req.ReplicaID >= 0 {
 		zone := ""
 		if rm := b.Replicas(); rm != nil {
@@ -69,6 +80,14 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 			}
 		}
 		r.SetTraffic(traffic.ReplicationInline, zone)
+		if asksPointers(b, req) {
+			done = func(resp *kmsg.FetchResponse) (kmsg.Response, error) {
+				if responseRecordBytes(resp) == 0 {
+					r.SetTraffic(traffic.ReplicationWALMetadata, zone)
+				}
+				return resp, nil
+			}
+		}
 	} else {
 		r.Client.SetRack(req.Rack)
 		r.SetTraffic(traffic.Consume, req.Rack)
@@ -94,7 +113,7 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		var waits []<-chan struct{}
 		resp, total := fetchOnce(r, b, req, &waits)
 		if total >= int(req.MinBytes) || wait == 0 || len(waits) == 0 || ctx.Err() != nil {
-			return resp, nil
+			return done(resp)
 		}
 		if timer == nil {
 			timer = time.NewTimer(wait)
@@ -111,9 +130,33 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		if chosen < 2 {
 			// Deadline or shutdown: answer with what is there now.
 			resp, _ := fetchOnce(r, b, req, nil)
-			return resp, nil
+			return done(resp)
 		}
 	}
+}
+
+func asksPointers(b *broker.Broker, req *kmsg.FetchRequest) bool {
+	if rm := b.Replicas(); rm == nil || !rm.WALEnabled() {
+		return false
+	}
+	for i := range req.Topics {
+		for j := range req.Topics[i].Partitions {
+			if replica.WantsPointers(&req.Topics[i].Partitions[j]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func responseRecordBytes(resp *kmsg.FetchResponse) int {
+	n := 0
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			n += len(rp.RecordBatches)
+		}
+	}
+	return n
 }
 
 // fetchOnce builds a response from the current log state and returns it
@@ -204,6 +247,26 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 			return 0, nil
 		}
 		upTo = p.Log.EndOffset()
+		if rm := b.Replicas(); rm.WALEnabled() && replica.WantsPointers(&rp) && rp.FetchOffset >= p.Log.StartOffset() {
+			// WAL replication: pointers for uploaded ranges, a wait for
+			// ranges being uploaded, inline bytes otherwise.
+			plan := rm.PlanWALFetch(rep, rp.FetchOffset, max(min(int(rp.PartitionMaxBytes), budget), 1))
+			if waits != nil {
+				*waits = append(*waits, plan.Wait)
+			}
+			if len(plan.Pointers) > 0 {
+				if err := replica.SetPointers(sp, plan.Pointers); err != nil {
+					return 0, err
+				}
+				sp.LastStableOffset, sp.LogStartOffset = sp.HighWatermark, p.Log.StartOffset()
+				n := 0
+				for _, ptr := range plan.Pointers {
+					n += int(ptr.Length)
+				}
+				return n, nil
+			}
+			upTo = plan.InlineUpTo
+		}
 	default:
 		if err := rep.CheckReplica(rp.CurrentLeaderEpoch); err != nil {
 			return 0, err

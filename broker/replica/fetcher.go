@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/meta"
+	"github.com/strata-dev/strata/broker/wal"
 )
 
 // FetchVersion is the Fetch version replica fetches use: v12 carries
@@ -63,6 +64,7 @@ type fetchItem struct {
 	offset    int64
 	lastEpoch int32
 	logStart  int64
+	pointers  bool // ask for WAL pointers
 }
 
 // items lists the partitions to fetch from f.leader now, and whether some
@@ -77,6 +79,7 @@ func (f *fetcher) items() (items []fetchItem, suspended bool) {
 	for _, p := range parts {
 		p.mu.Lock()
 		following := p.role == RoleFollower && p.state.Leader == f.leader
+		skipUntil := p.walSkipUntil
 		p.mu.Unlock()
 		leader, epoch, ok := p.fetchPosition()
 		if !ok {
@@ -86,7 +89,9 @@ func (f *fetcher) items() (items []fetchItem, suspended bool) {
 		if leader != f.leader {
 			continue
 		}
-		items = append(items, fetchItem{p: p, epoch: epoch, offset: p.Log.EndOffset(), lastEpoch: p.Log.LatestEpoch(), logStart: p.Log.StartOffset()})
+		leo := p.Log.EndOffset()
+		pointers := f.m.wal != nil && f.m.wal.down != nil && leo >= skipUntil
+		items = append(items, fetchItem{p: p, epoch: epoch, offset: leo, lastEpoch: p.Log.LatestEpoch(), logStart: p.Log.StartOffset(), pointers: pointers})
 	}
 	sort.Slice(items, func(i, j int) bool {
 		a, b := items[i].p.TP, items[j].p.TP
@@ -164,6 +169,7 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 	req.MaxBytes = cfg.FetchMaxBytes
 	req.SessionEpoch = -1
 	byTopic := map[string]int{}
+	asked := false
 	for _, it := range items {
 		i, ok := byTopic[it.p.TP.Topic]
 		if !ok {
@@ -180,6 +186,10 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 		rp.LastFetchedEpoch = it.lastEpoch
 		rp.LogStartOffset = it.logStart
 		rp.PartitionMaxBytes = cfg.PartitionMaxBytes
+		if it.pointers {
+			rp.UnknownTags.Set(TagWALPointers, []byte{1})
+			asked = true
+		}
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	// Stop the round trip when the manager closes.
@@ -187,13 +197,16 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 	stop := context.AfterFunc(ctx, func() { _ = conn.nc.SetDeadline(time.Now()) })
 	resp, sent, received, err := conn.roundTrip(req, cfg.FetchMaxWait+30*time.Second)
 	stop()
+	var fr *kmsg.FetchResponse
+	if err == nil {
+		fr = resp.(*kmsg.FetchResponse)
+	}
 	if cfg.Traffic != nil && sent > 0 {
-		cfg.Traffic.ReplicaFetch(f.leader, sent, received)
+		cfg.Traffic.ReplicaFetch(f.leader, sent, received, asked && fr != nil && recordBytes(fr) == 0)
 	}
 	if err != nil {
 		return err
 	}
-	fr := resp.(*kmsg.FetchResponse)
 	if fr.ErrorCode != 0 {
 		return fmt.Errorf("fetch from leader %d: %w", f.leader, kerr.ErrorForCode(fr.ErrorCode))
 	}
@@ -201,6 +214,7 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 	for _, it := range items {
 		want[it.p.TP] = it
 	}
+	downloaded := f.download(ctx, fr, want)
 	for _, rt := range fr.Topics {
 		for _, rp := range rt.Partitions {
 			tp := meta.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
@@ -209,6 +223,9 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 				continue
 			}
 			res := FetchResult{HighWatermark: rp.HighWatermark, LogStart: rp.LogStartOffset, Records: rp.RecordBatches}
+			if d, ok := downloaded[tp]; ok && len(rp.RecordBatches) == 0 {
+				res.Records = d
+			}
 			if rp.ErrorCode != 0 {
 				res.Err = kerr.ErrorForCode(rp.ErrorCode)
 			}
@@ -225,6 +242,89 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 		}
 	}
 	return nil
+}
+
+func recordBytes(fr *kmsg.FetchResponse) int {
+	n := 0
+	for _, rt := range fr.Topics {
+		for _, rp := range rt.Partitions {
+			n += len(rp.RecordBatches)
+		}
+	}
+	return n
+}
+
+// download fetches the WAL ranges the leader answered with pointers (one
+// Downloader call, so ranges of one object merge into one GET) and
+// returns per partition the verified batches that continue its log end.
+// At the first range that fails, the rest of that partition is dropped
+// and the partition fetches inline until its log end passes the range.
+func (f *fetcher) download(ctx context.Context, fr *kmsg.FetchResponse, want map[meta.TopicPartition]fetchItem) map[meta.TopicPartition][]byte {
+	w := f.m.wal
+	if w == nil || w.down == nil {
+		return nil
+	}
+	var all []wal.Pointer
+	for _, rt := range fr.Topics {
+		for i := range rt.Partitions {
+			rp := &rt.Partitions[i]
+			raw := tagValue(&rp.UnknownTags, TagWALPointers)
+			tp := meta.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
+			it, ok := want[tp]
+			if raw == nil || !ok || !it.pointers {
+				continue
+			}
+			ptrs, err := DecodePointers(raw)
+			if err != nil {
+				f.m.cfg.Log.Info("leader sent malformed WAL pointers; fetching inline", "partition", tp, "leader", f.leader, "error", err.Error())
+				it.p.skipWAL(it.offset + 1)
+				continue
+			}
+			for _, p := range ptrs {
+				if p.Topic == tp.Topic && p.Partition == tp.Partition {
+					all = append(all, p)
+				}
+			}
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	out := map[meta.TopicPartition][]byte{}
+	failed := map[meta.TopicPartition]bool{}
+	next := map[meta.TopicPartition]int64{}
+	for _, fe := range w.down.Fetch(ctx, all) {
+		tp := meta.TopicPartition{Topic: fe.Pointer.Topic, Partition: fe.Pointer.Partition}
+		if failed[tp] {
+			continue
+		}
+		n, ok := next[tp]
+		if !ok {
+			n = want[tp].offset
+		}
+		if fe.Err != nil || fe.Pointer.BaseOffset != n {
+			failed[tp] = true
+			reason := "pointer does not continue the log"
+			if fe.Err != nil {
+				reason = fe.Err.Error()
+			}
+			f.m.cfg.Log.Info("WAL range not usable; fetching it inline", "partition", tp, "leader", f.leader, "pointer", fe.Pointer.String(), "reason", reason)
+			want[tp].p.skipWAL(fe.Pointer.LastOffset + 1)
+			continue
+		}
+		for _, b := range fe.Batches {
+			out[tp] = append(out[tp], b...)
+		}
+		next[tp] = fe.Pointer.LastOffset + 1
+	}
+	return out
+}
+
+// skipWAL makes the follower fetch inline until its log end reaches off.
+func (p *Partition) skipWAL(off int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.walSkipUntil = max(p.walSkipUntil, off)
 }
 
 // wireConn is a minimal Kafka client connection: one request at a time,

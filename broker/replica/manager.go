@@ -19,9 +19,11 @@ type ISRStore interface {
 }
 
 // Traffic counts replication bytes on the follower side: the bytes of the
-// replica fetch requests sent to leader and of its responses.
+// replica fetch requests sent to leader and of its responses. walMetadata
+// is true for a fetch that asked for WAL pointers and got no record bytes
+// inline (replication-wal-metadata rather than replication-inline).
 type Traffic interface {
-	ReplicaFetch(leader int32, requestBytes, responseBytes int)
+	ReplicaFetch(leader int32, requestBytes, responseBytes int, walMetadata bool)
 }
 
 // Config configures a Manager.
@@ -92,6 +94,8 @@ type Manager struct {
 	brokers  map[int32]meta.BrokerInfo
 	fetchers map[int32]*fetcher
 	closed   bool
+	// wal is set by EnableWAL before partitions are applied; nil: classic.
+	wal *walRep
 }
 
 // NewManager starts a manager; Close stops it.
@@ -122,6 +126,20 @@ func (m *Manager) Close() {
 	m.mu.Unlock()
 	m.cancel()
 	m.wg.Wait()
+	if m.wal != nil {
+		m.wal.close()
+		m.mu.Lock()
+		parts := make([]*Partition, 0, len(m.parts))
+		for _, p := range m.parts {
+			parts = append(parts, p)
+		}
+		m.mu.Unlock()
+		for _, p := range parts {
+			p.mu.Lock()
+			p.closeWALLocked()
+			p.mu.Unlock()
+		}
+	}
 }
 
 // SetBrokers updates the registered brokers (addresses of leaders to fetch
@@ -171,10 +189,19 @@ func (m *Manager) Apply(p *Partition, kind meta.ChangeKind, st meta.PartitionSta
 	switch kind {
 	case meta.BecomeLeader:
 		p.becomeLeader(st)
+		if m.wal != nil {
+			p.mu.Lock()
+			p.wal = m.wal
+			p.openWALLocked()
+			p.mu.Unlock()
+		}
 		m.cfg.Log.V(1).Info("became leader", "partition", p.TP, "epoch", st.LeaderEpoch, "isr", st.ISR, "leo", p.Log.EndOffset())
 		m.RequestISRCheck()
 	case meta.BecomeFollower:
 		p.becomeFollower(st)
+		if m.wal != nil {
+			m.wal.tracker.Release(p.TP.Topic, p.TP.Partition)
+		}
 		m.cfg.Log.V(1).Info("became follower", "partition", p.TP, "leader", st.Leader, "epoch", st.LeaderEpoch, "leo", p.Log.EndOffset())
 		if st.Leader != meta.NoLeader && st.Leader != m.cfg.NodeID {
 			m.fetcherFor(st.Leader).poke()
@@ -232,6 +259,9 @@ func (m *Manager) ServeReplicaFetch(p *Partition, follower int32, fetchOffset in
 	}
 	if expand {
 		m.RequestISRCheck()
+	}
+	if m.wal != nil {
+		m.wal.walProgress(p.TP, follower, fetchOffset)
 	}
 	return nil, nil
 }

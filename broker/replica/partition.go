@@ -18,6 +18,7 @@ import (
 	"github.com/strata-dev/strata/broker/log"
 	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/record"
+	"github.com/strata-dev/strata/broker/wal"
 )
 
 // Role is what this broker is for a partition.
@@ -71,6 +72,18 @@ type Partition struct {
 	// isrPending is set while a proposed ISR change is in flight, so that
 	// the manager does not propose it twice.
 	isrPending bool
+
+	// WAL replication (wal.go). wal is the manager's WAL state, nil when
+	// disabled. Leader: walIndex holds the pointers of uploaded ranges,
+	// walPending the ranges the uploader accepted and has not resolved,
+	// walCh is closed (and replaced) when an upload of this partition
+	// finishes. Follower: walSkipUntil > LEO means fetch inline (a range
+	// failed to download) until the log end reaches it.
+	wal          *walRep
+	walIndex     *wal.PointerIndex
+	walPending   []walPending
+	walCh        chan struct{}
+	walSkipUntil int64
 }
 
 type followerState struct {
@@ -86,7 +99,7 @@ func NewPartition(tp meta.TopicPartition, l *log.Log, self int32, now func() tim
 	if now == nil {
 		now = time.Now
 	}
-	p := &Partition{TP: tp, Log: l, self: self, now: now, notify: make(chan struct{})}
+	p := &Partition{TP: tp, Log: l, self: self, now: now, notify: make(chan struct{}), walCh: make(chan struct{})}
 	// A restarted replica starts from its checkpointed HWM (bounded by its
 	// log), else from its log start; the leader's fetch responses
 	// (follower) or the ISR's fetches (leader) move it up.
@@ -259,6 +272,12 @@ func (p *Partition) becomeFollower(st meta.PartitionState) {
 	p.followers = nil
 	p.isrPending = false
 	p.retryAt = time.Time{}
+	if p.walIndex != nil {
+		// Pointers are served by leaders only; the follower's log may be
+		// truncated and rewritten, so none of them stays valid.
+		_ = p.walIndex.TruncateFrom(0)
+		p.walPending = nil
+	}
 	if h, leo := p.hwm.Load(), p.Log.EndOffset(); h > leo {
 		p.hwm.Store(leo)
 	}
@@ -271,6 +290,7 @@ func (p *Partition) stop() {
 	defer p.mu.Unlock()
 	p.role = RoleNone
 	p.followers = nil
+	p.closeWALLocked()
 	p.wakeLocked()
 }
 
@@ -339,6 +359,9 @@ func (p *Partition) AppendAsLeader(batches []record.Batch) (log.AppendResult, in
 	res, err := p.Log.AppendAsLeader(batches, epoch)
 	if err != nil && !errors.Is(err, log.ErrDuplicateSequence) {
 		return res, epoch, err
+	}
+	if err == nil && p.wal != nil {
+		p.walAppendLocked(p.wal, batches, epoch)
 	}
 	p.maybeAdvanceHWMLocked()
 	return res, epoch, err

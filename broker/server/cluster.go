@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/strata-dev/strata/broker"
 	"github.com/strata-dev/strata/broker/group"
 	"github.com/strata-dev/strata/broker/meta"
+	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/replica"
 	"github.com/strata-dev/strata/broker/traffic"
 )
@@ -37,6 +39,30 @@ type ClusterConfig struct {
 	// (a restarted broker waits for its previous lease to expire). Default
 	// 3 × SessionTimeout + 30 s.
 	StartTimeout time.Duration
+	// WAL configures WAL replication (wal.* settings); off by default.
+	WAL WALConfig
+}
+
+// WALConfig is the wal.* settings: WAL replication through per-zone fast
+// buckets (docs/replication.md).
+type WALConfig struct {
+	// Enable is wal.enable (default false: classic replication).
+	Enable bool
+	// Bucket is this broker's zone fast bucket: wal.bucket.name,
+	// wal.bucket.region, wal.bucket.endpoint, wal.bucket.force.path.style,
+	// wal.bucket.type; credentials from STRATA_WAL_* (else the SDK chain).
+	// Zone is set from the broker's rack. The buckets of the other zones
+	// (named in the leaders' pointers) are reached with the same endpoint,
+	// region and credentials.
+	Bucket objstore.Config
+	// UploadInterval (wal.upload.interval.ms), MaxObjectBytes
+	// (wal.object.max.bytes), Retention (wal.retention.ms).
+	UploadInterval time.Duration
+	MaxObjectBytes int
+	Retention      time.Duration
+	// WrapStore, when set, wraps every bucket client (fault injection:
+	// strata dev's --s3-put-latency/--s3-get-latency, tests).
+	WrapStore func(objstore.Store) objstore.Store
 }
 
 // clusterRun is the running cluster mode of a server.
@@ -54,13 +80,105 @@ type replicaTraffic struct {
 	m       *replica.Manager
 }
 
-func (t *replicaTraffic) ReplicaFetch(leader int32, requestBytes, responseBytes int) {
+func (t *replicaTraffic) ReplicaFetch(leader int32, requestBytes, responseBytes int, walMetadata bool) {
 	zone := ""
 	if info, ok := t.m.Broker(leader); ok {
 		zone = info.Zone
 	}
-	t.counter.Add(zone, traffic.ReplicationInline, traffic.Out, requestBytes)
-	t.counter.Add(zone, traffic.ReplicationInline, traffic.In, responseBytes)
+	path := traffic.ReplicationInline
+	if walMetadata {
+		path = traffic.ReplicationWALMetadata
+	}
+	t.counter.Add(zone, path, traffic.Out, requestBytes)
+	t.counter.Add(zone, path, traffic.In, responseBytes)
+}
+
+// objectTraffic counts object-store bytes: PUTs to this broker's zone
+// bucket (object-put) and GETs (object-get, under the bucket's zone when
+// known).
+type objectTraffic struct {
+	counter *traffic.Counter
+	next    objstore.Observer
+}
+
+func (o objectTraffic) ObserveCall(op objstore.Op, bucket, zone string, n int64, elapsed time.Duration, err error) {
+	if o.next != nil {
+		o.next.ObserveCall(op, bucket, zone, n, elapsed, err)
+	}
+	if err != nil {
+		return
+	}
+	switch op {
+	case objstore.OpPut:
+		o.counter.Add(zone, traffic.ObjectPut, traffic.Out, int(n))
+	case objstore.OpGet:
+		o.counter.Add(zone, traffic.ObjectGet, traffic.In, int(n))
+	}
+}
+
+// bucketZone guesses the zone of a bucket named in a pointer: the dev
+// cluster and the tests name buckets "<prefix>-<zone>"; otherwise unknown.
+func bucketZone(own objstore.Config, bucket string) string {
+	if i := strings.LastIndexByte(bucket, '-'); i >= 0 {
+		if j := strings.LastIndexByte(own.Bucket, '-'); j >= 0 && own.Bucket[:j] == bucket[:i] {
+			return bucket[i+1:]
+		}
+	}
+	return ""
+}
+
+// enableWAL starts WAL replication on the manager: this zone's bucket for
+// uploads, a client per other bucket for downloads.
+func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, counter *traffic.Counter, cluster string) error {
+	wc := s.cfg.Cluster.WAL
+	obs := objectTraffic{counter: counter, next: objstore.NewPrometheusObserver(s.metrics.Registry)}
+	base := wc.Bucket
+	base.Zone = s.cfg.Broker.Rack
+	base.Observer = obs
+	if base.EnvPrefix == "" && base.Credentials == nil && base.CredentialsDir == "" {
+		base.EnvPrefix = "STRATA_WAL"
+	}
+	if base.AttemptTimeout <= 0 {
+		base.AttemptTimeout = 2 * time.Second
+	}
+	if base.CallTimeout <= 0 {
+		base.CallTimeout = 5 * time.Second
+	}
+	open := func(cfg objstore.Config) (objstore.Store, error) {
+		st, err := objstore.NewS3(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		if wc.WrapStore != nil {
+			return wc.WrapStore(st), nil
+		}
+		return st, nil
+	}
+	own, err := open(base)
+	if err != nil {
+		return fmt.Errorf("WAL bucket %q: %w", base.Bucket, err)
+	}
+	var mu sync.Mutex
+	stores := map[string]objstore.Store{base.Bucket: own}
+	return replicas.EnableWAL(replica.WALConfig{
+		Store: own, Cluster: cluster, Zone: base.Zone, Incarnation: uint64(time.Now().UnixNano()),
+		MaxObjectBytes: wc.MaxObjectBytes, UploadInterval: wc.UploadInterval, Retention: wc.Retention,
+		Stores: func(bucket string) (objstore.Store, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if st, ok := stores[bucket]; ok {
+				return st, nil
+			}
+			cfg := base
+			cfg.Bucket, cfg.Zone = bucket, bucketZone(base, bucket)
+			st, err := open(cfg)
+			if err != nil {
+				return nil, err
+			}
+			stores[bucket] = st
+			return st, nil
+		},
+	})
 }
 
 // startCluster connects to etcd, switches the broker to cluster mode,
@@ -97,6 +215,14 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 	rcfg.Traffic = rt
 	replicas := replica.NewManager(rcfg)
 	rt.m = replicas
+	if cc.WAL.Enable {
+		if err := s.enableWAL(ctx, replicas, counter, cc.Name); err != nil {
+			replicas.Close()
+			_ = store.Close()
+			return nil, err
+		}
+		log.Info("WAL replication enabled", "bucket", cc.WAL.Bucket.Bucket, "endpoint", cc.WAL.Bucket.Endpoint)
+	}
 	b.EnableCluster(store, replicas)
 
 	run := &clusterRun{store: store, replicas: replicas}

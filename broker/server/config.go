@@ -107,6 +107,9 @@ var processKeys = map[string]bool{
 	"broker.session.timeout.ms": true, "replica.lag.time.max.ms": true, "replica.fetch.wait.max.ms": true,
 	"replica.fetch.max.bytes": true, "replica.fetch.response.max.bytes": true, "replica.fetch.backoff.ms": true, "replica.high.watermark.checkpoint.interval.ms": true,
 	"auto.leader.rebalance.enable": true,
+	"wal.enable":                   true, "wal.bucket.name": true, "wal.bucket.region": true, "wal.bucket.endpoint": true,
+	"wal.bucket.force.path.style": true, "wal.bucket.type": true, "wal.upload.interval.ms": true, "wal.object.max.bytes": true,
+	"wal.retention.ms": true,
 }
 
 // ApplySettings applies flat key/value settings (from a config file or
@@ -288,6 +291,37 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				cfg.Cluster.Replica.PartitionMaxBytes = int32(n)
 			} else {
 				cfg.Cluster.Replica.FetchMaxBytes = int32(n)
+			}
+		case k == "wal.enable" || k == "wal.bucket.force.path.style":
+			on, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, bad(err)
+			}
+			if k == "wal.enable" {
+				cfg.Cluster.WAL.Enable = on
+			} else {
+				cfg.Cluster.WAL.Bucket.ForcePathStyle = on
+			}
+		case k == "wal.bucket.name":
+			cfg.Cluster.WAL.Bucket.Bucket = v
+		case k == "wal.bucket.region":
+			cfg.Cluster.WAL.Bucket.Region = v
+		case k == "wal.bucket.endpoint":
+			cfg.Cluster.WAL.Bucket.Endpoint = v
+		case k == "wal.bucket.type":
+			cfg.Cluster.WAL.Bucket.Type = v
+		case k == "wal.upload.interval.ms" || k == "wal.retention.ms" || k == "wal.object.max.bytes":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 1 {
+				return nil, bad(fmt.Errorf("want a positive number"))
+			}
+			switch k {
+			case "wal.upload.interval.ms":
+				cfg.Cluster.WAL.UploadInterval = time.Duration(n) * time.Millisecond
+			case "wal.retention.ms":
+				cfg.Cluster.WAL.Retention = time.Duration(n) * time.Millisecond
+			default:
+				cfg.Cluster.WAL.MaxObjectBytes = int(n)
 			}
 		case k == "auto.leader.rebalance.enable":
 			on, err := strconv.ParseBool(v)

@@ -1,0 +1,435 @@
+package replica
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker/meta"
+	"github.com/strata-dev/strata/broker/objstore"
+	"github.com/strata-dev/strata/broker/record"
+	"github.com/strata-dev/strata/broker/wal"
+)
+
+// WAL replication (DESIGN.md §2, docs/replication.md "WAL replication").
+//
+// Leader side: every batch a partition appends as leader is also handed to
+// the broker's one wal.Uploader (its zone's fast bucket). Upload results
+// become pointers in the partition's wal.PointerIndex (memory + pointer
+// file beside the log). A replica fetch that asks for pointers (the
+// request partition's tagged field TagWALPointers) gets, for a range an
+// uploaded object covers, the pointers in the response partition's tagged
+// field of the same number instead of record bytes; for a range still
+// being uploaded it waits (the long poll wakes on upload completion); for
+// everything else (uploader degraded, batch refused by the uploader,
+// upload failed, pointer missing, range uploaded too long ago to wait
+// for) it answers inline as in classic replication.
+//
+// Follower side: pointers are downloaded from the leader's zone bucket
+// (wal.Downloader: merged ranged GETs, CRC-32C and batch checks) and
+// appended as follower like inline bytes. A range that fails (missing
+// object, corrupt bytes) is never appended: the follower asks for that
+// range inline (without the tag) until its log end passes it.
+//
+// Deletion: the leader tracks, per object, which followers still need
+// which chunk (wal.Tracker fed with the follower LEOs of replica fetches)
+// and deletes the object once all have it, or once it is older than
+// wal.retention.ms.
+
+// TagWALPointers is the tagged field (Fetch v12+, flexible) that carries
+// WAL pointers: in a request partition it says the follower accepts
+// pointers (value 0x01); in a response partition it holds them. Kafka
+// defines tags 0-2 there; clients skip unknown tags, and the leader only
+// sends this one to replica fetches that asked for it.
+const TagWALPointers = 0x5354 // "ST"
+
+// WALConfig enables WAL replication on a Manager (Manager.EnableWAL).
+type WALConfig struct {
+	// Store is this broker's zone fast bucket (uploads).
+	Store   objstore.Store
+	Cluster string
+	Zone    string
+	// Incarnation distinguishes restarts of the broker in object keys.
+	Incarnation uint64
+	// MaxObjectBytes is wal.object.max.bytes; UploadInterval is
+	// wal.upload.interval.ms.
+	MaxObjectBytes int
+	UploadInterval time.Duration
+	// Retention is wal.retention.ms: objects older than this are deleted
+	// whatever their replication state (default 1 h).
+	Retention time.Duration
+	// InlineAfter: a range accepted by the uploader but not uploaded after
+	// this long is served inline (default 1 s), so a slow bucket delays
+	// followers by at most this much.
+	InlineAfter time.Duration
+	// Stores returns the store of a bucket a leader's pointer names
+	// (downloads). Nil: this broker never asks for pointers.
+	Stores func(bucket string) (objstore.Store, error)
+	// Clock defaults to the wall clock.
+	Clock wal.Clock
+}
+
+// walRep is a Manager's WAL state.
+type walRep struct {
+	cfg     WALConfig
+	m       *Manager
+	up      *wal.Uploader
+	down    *wal.Downloader
+	tracker *wal.Tracker
+
+	mu sync.Mutex
+	// objects names the partitions with pointers into each live object.
+	objects map[string][]meta.TopicPartition
+	kick    chan struct{}
+}
+
+// walPending is a range accepted by the uploader, not yet resolved.
+type walPending struct {
+	base, last int64
+	at         time.Time
+}
+
+// EnableWAL turns WAL replication on; call it before the first Apply.
+func (m *Manager) EnableWAL(cfg WALConfig) error {
+	if cfg.Retention <= 0 {
+		cfg.Retention = time.Hour
+	}
+	if cfg.InlineAfter <= 0 {
+		cfg.InlineAfter = time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = wal.RealClock{}
+	}
+	w := &walRep{cfg: cfg, m: m, tracker: wal.NewTracker(cfg.Retention), objects: map[string][]meta.TopicPartition{}, kick: make(chan struct{}, 1)}
+	if cfg.Stores != nil {
+		w.down = wal.NewDownloader(wal.DownloaderConfig{Store: cfg.Stores})
+	}
+	up, err := wal.NewUploader(wal.UploaderConfig{
+		Store: cfg.Store, Cluster: cfg.Cluster, Zone: cfg.Zone, BrokerID: m.cfg.NodeID, Incarnation: cfg.Incarnation,
+		MaxObjectBytes: cfg.MaxObjectBytes, UploadInterval: cfg.UploadInterval,
+		ReplicaSetKey: w.replicaSetKey, OnUpload: w.onUpload, Clock: cfg.Clock,
+	})
+	if err != nil {
+		return fmt.Errorf("replica: start WAL uploader: %w", err)
+	}
+	w.up = up
+	m.wal = w
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		w.deleteLoop(m.ctx)
+	}()
+	return nil
+}
+
+// WALEnabled reports whether EnableWAL was called.
+func (m *Manager) WALEnabled() bool { return m.wal != nil }
+
+// WALDegraded reports whether the uploader refuses data (fallback inline).
+func (m *Manager) WALDegraded() bool { return m.wal != nil && m.wal.up.Degraded() }
+
+func (w *walRep) replicaSetKey(topic string, partition int32) string {
+	p := w.m.Partition(meta.TopicPartition{Topic: topic, Partition: partition})
+	if p == nil {
+		return ""
+	}
+	st := p.State()
+	return fmt.Sprint(st.Replicas)
+}
+
+// closeWAL flushes the uploader (its results still land in the indexes).
+func (w *walRep) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.up.Close(ctx); err != nil {
+		w.m.cfg.Log.Info("WAL uploader did not flush", "reason", err.Error())
+	}
+}
+
+// walAppendLocked hands appended leader batches to the uploader. Called
+// with p.mu held, so a partition's batches reach the uploader in offset
+// order. A refused batch is simply not pending: followers get it inline.
+func (p *Partition) walAppendLocked(w *walRep, batches []record.Batch, epoch int32) {
+	if p.walIndex == nil {
+		return
+	}
+	for _, b := range batches {
+		h := b.Header()
+		if err := w.up.Append(p.TP.Topic, p.TP.Partition, epoch, h.BaseOffset, h.LastOffset(), b); err != nil {
+			continue
+		}
+		if n := len(p.walPending); n > 0 && p.walPending[n-1].last+1 == h.BaseOffset {
+			p.walPending[n-1].last = h.LastOffset()
+			continue
+		}
+		p.walPending = append(p.walPending, walPending{base: h.BaseOffset, last: h.LastOffset(), at: w.cfg.Clock.Now()})
+	}
+}
+
+// onUpload runs on the uploader's deliver goroutine, in sequence order.
+func (w *walRep) onUpload(res wal.UploadResult) {
+	byTP := map[meta.TopicPartition][]wal.Pointer{}
+	for _, ptr := range res.Pointers {
+		tp := meta.TopicPartition{Topic: ptr.Topic, Partition: ptr.Partition}
+		byTP[tp] = append(byTP[tp], ptr)
+	}
+	var tps []meta.TopicPartition
+	for tp, ptrs := range byTP {
+		p := w.m.Partition(tp)
+		if p == nil {
+			continue
+		}
+		if p.walUploaded(ptrs, res.Err == nil) && res.Err == nil {
+			tps = append(tps, tp)
+		}
+	}
+	if res.Err != nil {
+		w.m.cfg.Log.V(1).Info("WAL upload failed; followers get those ranges inline", "key", res.Key, "error", res.Err.Error())
+		return
+	}
+	w.mu.Lock()
+	w.objects[res.Key] = tps
+	w.mu.Unlock()
+	w.tracker.Add(res.Bucket, res.Key, w.cfg.Clock.Now(), wal.NeedsFor(res.Pointers, func(topic string, partition int32) []int32 {
+		p := w.m.Partition(meta.TopicPartition{Topic: topic, Partition: partition})
+		if p == nil {
+			return nil
+		}
+		var out []int32
+		for _, r := range p.State().Replicas {
+			if r != w.m.cfg.NodeID {
+				out = append(out, r)
+			}
+		}
+		return out
+	}))
+}
+
+// walUploaded resolves pending ranges and, on success, records pointers.
+// It reports whether pointers were added.
+func (p *Partition) walUploaded(ptrs []wal.Pointer, ok bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.walIndex == nil {
+		return false
+	}
+	last := ptrs[len(ptrs)-1].LastOffset
+	for len(p.walPending) > 0 && p.walPending[0].base <= last {
+		if p.walPending[0].last <= last {
+			p.walPending = p.walPending[1:]
+			continue
+		}
+		p.walPending[0].base = last + 1
+		break
+	}
+	added := false
+	if ok && p.role == RoleLeader {
+		for _, ptr := range ptrs {
+			if ptr.LastOffset >= p.Log.EndOffset() || ptr.LeaderEpoch != p.state.LeaderEpoch {
+				continue // truncated or from another leadership meanwhile
+			}
+			if err := p.walIndex.Add(ptr); err == nil {
+				added = true
+			}
+		}
+	}
+	close(p.walCh)
+	p.walCh = make(chan struct{})
+	return added
+}
+
+// openWALLocked opens the pointer index when this replica becomes leader
+// and drops pointers past its log end (written before a truncation).
+func (p *Partition) openWALLocked() {
+	if p.walIndex == nil {
+		x, err := wal.OpenPointerIndex(p.Log.Dir(), 0)
+		if err != nil {
+			return
+		}
+		p.walIndex = x
+	}
+	_ = p.walIndex.TruncateFrom(p.Log.EndOffset())
+	_ = p.walIndex.PruneBelow(p.Log.StartOffset())
+	p.walPending = nil
+}
+
+// closeWALLocked closes the pointer index (the partition is removed).
+func (p *Partition) closeWALLocked() {
+	if p.walIndex != nil {
+		_ = p.walIndex.Close()
+		p.walIndex = nil
+	}
+	p.walPending = nil
+}
+
+// WALServe is the leader's plan for one partition of a replica fetch that
+// accepts pointers.
+type WALServe struct {
+	// Pointers to send instead of records (non-empty: nothing inline).
+	Pointers []wal.Pointer
+	// InlineUpTo bounds the inline read (records below it), when no
+	// pointers are sent; equal to the fetch offset: nothing now.
+	InlineUpTo int64
+	// Wait wakes the long poll when an upload of this partition finishes.
+	Wait <-chan struct{}
+}
+
+// PlanWALFetch decides how to serve a pointer-accepting replica fetch at
+// off (already checked by ServeReplicaFetch).
+func (m *Manager) PlanWALFetch(p *Partition, off int64, maxBytes int) WALServe {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	leo := p.Log.EndOffset()
+	plan := WALServe{InlineUpTo: leo, Wait: p.walCh}
+	if m.wal == nil || p.walIndex == nil || m.wal.up.Degraded() {
+		return plan
+	}
+	if ptrs := p.walIndex.From(off, int64(maxBytes)); len(ptrs) > 0 {
+		if ptrs[0].BaseOffset == off {
+			plan.Pointers = ptrs
+			return plan
+		}
+		// The follower stopped inside a chunk: inline to its end.
+		plan.InlineUpTo = ptrs[0].LastOffset + 1
+		return plan
+	}
+	now := m.wal.cfg.Clock.Now()
+	for _, r := range p.walPending {
+		if r.last < off {
+			continue
+		}
+		if r.base <= off {
+			if now.Sub(r.at) < m.wal.cfg.InlineAfter {
+				plan.InlineUpTo = off // wait for the upload
+				return plan
+			}
+			plan.InlineUpTo = r.last + 1
+			return plan
+		}
+		// Not uploaded and not pending below the next pending range.
+		plan.InlineUpTo = r.base
+		return plan
+	}
+	return plan
+}
+
+// walProgress records a follower's LEO for object deletion.
+func (w *walRep) walProgress(tp meta.TopicPartition, follower int32, leo int64) {
+	w.tracker.ReplicaProgress(tp.Topic, tp.Partition, follower, leo)
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// deleteLoop deletes objects every follower has (or that expired).
+func (w *walRep) deleteLoop(ctx context.Context) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-w.kick:
+		}
+		for _, d := range w.tracker.Collect(w.cfg.Clock.Now()) {
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := w.cfg.Store.Delete(dctx, d.Key)
+			cancel()
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				w.m.cfg.Log.V(1).Info("deleting a WAL object failed; the operator's sweep or lifecycle rule removes it later", "key", d.Key, "error", err.Error())
+			}
+			w.mu.Lock()
+			tps := w.objects[d.Key]
+			delete(w.objects, d.Key)
+			w.mu.Unlock()
+			for _, tp := range tps {
+				if p := w.m.Partition(tp); p != nil {
+					p.mu.Lock()
+					if p.walIndex != nil {
+						_ = p.walIndex.RemoveObject(d.Bucket, d.Key)
+					}
+					p.mu.Unlock()
+				}
+			}
+			w.m.cfg.Log.V(1).Info("WAL object deleted", "key", d.Key, "reason", d.Reason)
+		}
+	}
+}
+
+// EncodePointers is the value of the response tag: uvarint count, then
+// per pointer uvarint length + wal.Pointer binary form.
+func EncodePointers(ptrs []wal.Pointer) ([]byte, error) {
+	b := binary.AppendUvarint(nil, uint64(len(ptrs)))
+	for _, p := range ptrs {
+		raw, err := p.MarshalBinary()
+		if err != nil {
+			return nil, err
+		}
+		b = binary.AppendUvarint(b, uint64(len(raw)))
+		b = append(b, raw...)
+	}
+	return b, nil
+}
+
+var errBadPointerTag = errors.New("replica: malformed WAL pointer tag")
+
+// DecodePointers reverses EncodePointers.
+func DecodePointers(b []byte) ([]wal.Pointer, error) {
+	n, l := binary.Uvarint(b)
+	if l <= 0 || n > uint64(len(b)) {
+		return nil, errBadPointerTag
+	}
+	b = b[l:]
+	out := make([]wal.Pointer, 0, n)
+	for range n {
+		size, l := binary.Uvarint(b)
+		if l <= 0 || uint64(len(b)-l) < size {
+			return nil, errBadPointerTag
+		}
+		var p wal.Pointer
+		if err := p.UnmarshalBinary(b[l : l+int(size)]); err != nil {
+			return nil, fmt.Errorf("%w: %w", errBadPointerTag, err)
+		}
+		out = append(out, p)
+		b = b[l+int(size):]
+	}
+	if len(b) != 0 {
+		return nil, errBadPointerTag
+	}
+	return out, nil
+}
+
+// WantsPointers reports whether a request partition carries the tag.
+func WantsPointers(rp *kmsg.FetchRequestTopicPartition) bool {
+	return tagValue(&rp.UnknownTags, TagWALPointers) != nil
+}
+
+func tagValue(t *kmsg.Tags, key uint32) []byte {
+	var out []byte
+	t.Each(func(k uint32, v []byte) {
+		if k == key {
+			out = v
+		}
+	})
+	return out
+}
+
+// SetPointers puts pointers into a response partition.
+func SetPointers(sp *kmsg.FetchResponseTopicPartition, ptrs []wal.Pointer) error {
+	raw, err := EncodePointers(ptrs)
+	if err != nil {
+		return err
+	}
+	sp.UnknownTags.Set(TagWALPointers, raw)
+	return nil
+}
