@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -211,5 +212,47 @@ func TestSweepWALHeaderAgesAndFailures(t *testing.T) {
 	}
 	if objs, _ := mem.List(ctx, "wal/"); len(objs) != 3 {
 		t.Fatalf("after a failed listing %d objects remain, want 3", len(objs))
+	}
+}
+
+func TestSweepReason(t *testing.T) {
+	ctx := context.Background()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	l.Close()
+	store, err := objstore.NewS3(ctx, objstore.Config{Bucket: "wal", Region: "us-east-1", Endpoint: closed, ForcePathStyle: true, MaxAttempts: 1,
+		Credentials: &objstore.StaticCredentials{AccessKeyID: "id", SecretAccessKey: "secret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	_, listErr := store.List(ctx, "wal/")
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, timeoutErr := store.List(cctx, "wal/")
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"connection refused", listErr, ReasonEndpointUnreachable},
+		{"access denied", fmt.Errorf("objstore: list: %w (SignatureDoesNotMatch)", objstore.ErrAccessDenied), ReasonAccessDenied},
+		{"bucket missing", fmt.Errorf("objstore: list s3://wal/: bucket does not exist: %w", objstore.ErrNotFound), ReasonBucketNotFound},
+		{"deadline", fmt.Errorf("list: %w", context.DeadlineExceeded), ReasonSweepTimeout},
+		{"cancelled", timeoutErr, ReasonSweepFailed},
+		{"other", objstore.ErrInjected, ReasonSweepFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.err == nil {
+				t.Fatal("no error to classify")
+			}
+			if got := sweepReason(tt.err); got != tt.want {
+				t.Fatalf("sweepReason(%v) = %s, want %s", tt.err, got, tt.want)
+			}
+		})
 	}
 }
