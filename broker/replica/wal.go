@@ -179,14 +179,25 @@ func (w *walRep) onUpload(res wal.UploadResult) {
 		byTP[tp] = append(byTP[tp], ptr)
 	}
 	var tps []meta.TopicPartition
+	var woken []*Partition
 	for tp, ptrs := range byTP {
 		p := w.m.Partition(tp)
 		if p == nil {
 			continue
 		}
+		woken = append(woken, p)
 		if p.walUploaded(ptrs, res.Err == nil) && res.Err == nil {
 			tps = append(tps, tp)
 		}
+	}
+	// Wake the parked replica fetches only once every partition of the
+	// object has its pointers, so that one response carries them all
+	// (one GET per object and follower, not one per partition).
+	for _, p := range woken {
+		p.mu.Lock()
+		close(p.walCh)
+		p.walCh = make(chan struct{})
+		p.mu.Unlock()
 	}
 	if res.Err != nil {
 		w.m.cfg.Log.V(1).Info("WAL upload failed; followers get those ranges inline", "key", res.Key, "error", res.Err.Error())
@@ -211,7 +222,7 @@ func (w *walRep) onUpload(res wal.UploadResult) {
 }
 
 // walUploaded resolves pending ranges and, on success, records pointers.
-// It reports whether pointers were added.
+// It reports whether pointers were added; the caller wakes walCh.
 func (p *Partition) walUploaded(ptrs []wal.Pointer, ok bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -238,8 +249,6 @@ func (p *Partition) walUploaded(ptrs []wal.Pointer, ok bool) bool {
 			}
 		}
 	}
-	close(p.walCh)
-	p.walCh = make(chan struct{})
 	return added
 }
 
