@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,24 @@ type walCluster struct {
 	s3     *s3server.Server
 	mu     sync.Mutex
 	faults map[int][]*objstore.Faulty
+	// deleteBeforeGet makes every GET find its object deleted (by a real
+	// DELETE on the gateway just before).
+	deleteBeforeGet atomic.Bool
+}
+
+// deletingStore deletes an object right before reading it when on.
+type deletingStore struct {
+	objstore.Store
+	on *atomic.Bool
+}
+
+func (d deletingStore) Get(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	if d.on.Load() {
+		if err := d.Store.Delete(ctx, key); err != nil {
+			return nil, err
+		}
+	}
+	return d.Store.Get(ctx, key, offset, length)
 }
 
 func startWALCluster(t *testing.T) *walCluster {
@@ -50,7 +69,7 @@ func startWALCluster(t *testing.T) *walCluster {
 				c.Cluster.WAL.Bucket.Credentials = &objstore.StaticCredentials{AccessKeyID: s3s.AccessKey, SecretAccessKey: s3s.SecretKey}
 				c.Cluster.WAL.Bucket.MaxAttempts = 1
 				c.Cluster.WAL.WrapStore = func(st objstore.Store) objstore.Store {
-					f := objstore.NewFaulty(st)
+					f := objstore.NewFaulty(deletingStore{Store: st, on: &wc.deleteBeforeGet})
 					wc.mu.Lock()
 					wc.faults[id] = append(wc.faults[id], f)
 					wc.mu.Unlock()
@@ -222,8 +241,8 @@ func checkReplicas(t *testing.T, c *brokertest.Cluster, topic string, partitions
 // TestWALReplication: with wal.enable, followers replicate through the
 // leaders' zone buckets: no record bytes cross zones inline (only WAL
 // metadata), objects land in the leader's zone bucket and are deleted
-// once every replica has them. A corrupted download and a bucket outage
-// fall back to inline replication without losing an acknowledged record;
+// once every replica has them. A corrupted download, an object deleted
+// before its download and a bucket outage fall back to inline replication without losing an acknowledged record;
 // the WAL path resumes after the outage.
 func TestWALReplication(t *testing.T) {
 	wc := startWALCluster(t)
@@ -268,6 +287,16 @@ func TestWALReplication(t *testing.T) {
 	}
 	wc.setCorrupt(false)
 
+	// Objects deleted before the follower downloads them: inline too.
+	inlineBefore := crossZone(c, traffic.ReplicationInline)
+	wc.deleteBeforeGet.Store(true)
+	acked = append(acked, produceAll(t, cl, topic, "deleted", 300))
+	checkReplicas(t, c, topic, partitions, acked)
+	if inline := crossZone(c, traffic.ReplicationInline); inline <= inlineBefore {
+		t.Fatal("objects deleted before download did not fall back to inline replication")
+	}
+	wc.deleteBeforeGet.Store(false)
+
 	// Bucket outage under acks=all load: produce continues inline.
 	wc.s3.Stop()
 	acked = append(acked, produceAll(t, cl, topic, "outage", 300))
@@ -283,7 +312,7 @@ func TestWALReplication(t *testing.T) {
 		}
 		return true
 	})
-	inlineBefore := crossZone(c, traffic.ReplicationInline)
+	inlineBefore = crossZone(c, traffic.ReplicationInline)
 	putBefore := sumTraffic(c, traffic.ObjectPut, traffic.Out)
 	acked = append(acked, produceAll(t, cl, topic, "resumed", 300))
 	checkReplicas(t, c, topic, partitions, acked)
