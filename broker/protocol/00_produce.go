@@ -96,19 +96,25 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 		}
 	}
 	if len(pending) > 0 {
-		// The acks=all purgatory: one deadline for the whole request.
-		wctx, cancel := context.WithTimeout(ctx, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
-		for _, w := range pending {
-			if err := w.p.Replica.WaitHighWatermark(wctx, w.offset, w.epoch, w.p.MinInsyncReplicas()); err != nil {
-				if ctx.Err() != nil {
-					err = fmt.Errorf("%w: broker shutting down", kerr.RequestTimedOut)
+		// The acks=all purgatory: one deadline for the whole request,
+		// from now. The wait runs after the handler returns, so that the
+		// connection's next produce requests are appended meanwhile
+		// (responses keep the request order).
+		deadline := time.Now().Add(time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond)
+		r.Defer(func() {
+			wctx, cancel := context.WithDeadline(ctx, deadline)
+			defer cancel()
+			for _, w := range pending {
+				if err := w.p.Replica.WaitHighWatermark(wctx, w.offset, w.epoch, w.p.MinInsyncReplicas()); err != nil {
+					if ctx.Err() != nil {
+						err = fmt.Errorf("%w: broker shutting down", kerr.RequestTimedOut)
+					}
+					w.sp.BaseOffset, w.sp.LogAppendTime = -1, -1
+					w.sp.ErrorCode = broker.ErrorCode(err)
+					w.sp.ErrorMessage = broker.ErrorMessage(err)
 				}
-				w.sp.BaseOffset, w.sp.LogAppendTime = -1, -1
-				w.sp.ErrorCode = broker.ErrorCode(err)
-				w.sp.ErrorMessage = broker.ErrorMessage(err)
 			}
-		}
-		cancel()
+		})
 	}
 	if req.Acks == 0 {
 		if firstErr != nil {

@@ -62,7 +62,18 @@ type Request struct {
 	// requests are not counted).
 	trafficPath traffic.Path
 	peerZone    string
+
+	// finish, when a handler sets it (Defer), runs after the handler
+	// returned and before its response is written, off the connection's
+	// dispatch loop: the next requests of the connection are dispatched
+	// meanwhile, responses still go out in request order.
+	finish func()
 }
+
+// Defer makes fn run after the handler returns and before the response
+// is encoded, while the connection goes on dispatching the next requests
+// (the acks=all wait of Produce). Responses keep the request order.
+func (r *Request) Defer(fn func()) { r.finish = fn }
 
 // SetTraffic tells the server which data path the request and its
 // response belong to, and the peer's zone ("" = unknown), for

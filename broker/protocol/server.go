@@ -377,9 +377,22 @@ func (c *conn) readFailed(err error) {
 	c.cancel()
 }
 
-// handle serves requests one at a time, in order.
+// handle dispatches requests one at a time, in order. A handler may defer
+// part of its work (Request.Defer: the acks=all wait of Produce) so that
+// the next requests of the connection are dispatched while it waits;
+// responses are written strictly in request order by finishLoop.
 func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
 	obs := c.srv.cfg.Observer
+	jobs := make(chan handled, maxDeferred)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		c.finishLoop(jobs, out)
+	}()
+	defer func() {
+		close(jobs)
+		<-finished
+	}()
 	for item := range in {
 		var (
 			resp kmsg.Response
@@ -394,13 +407,50 @@ func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
 			resp, err = c.dispatch(item.req)
 		}
 		c.srv.memory.release(item.cost)
+		select {
+		case jobs <- handled{item: item, resp: resp, err: err}:
+		case <-c.ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// maxDeferred bounds the responses of one connection waiting to be
+// written (dispatched requests whose deferred work has not finished).
+const maxDeferred = 16
+
+type handled struct {
+	item inbound
+	resp kmsg.Response
+	err  error
+}
+
+// finishLoop runs deferred work and writes responses in request order.
+// After a failed request it stops writing (the connection closes).
+func (c *conn) finishLoop(jobs <-chan handled, out chan<- []byte) {
+	obs := c.srv.cfg.Observer
+	failed := false
+	for j := range jobs {
+		if failed {
+			c.pending.Add(-1)
+			continue
+		}
+		item, resp, err := j.item, j.resp, j.err
+		if item.req.finish != nil && err == nil {
+			err = runDeferred(item.req.finish)
+		}
 		if err != nil {
 			c.log().Info("closing connection: request failed", "api", kmsg.NameForKey(item.req.Header.Key),
 				"version", item.req.Header.Version, "correlationID", item.req.Header.CorrelationID, "err", err.Error())
 			if obs != nil {
 				obs.Request(item.req.Header.Key, item.req.Header.Version, item.size, 0, time.Since(item.started), true)
 			}
-			return
+			failed = true
+			c.cancel()
+			continue
 		}
 		var frame []byte
 		if resp != nil {
@@ -423,6 +473,18 @@ func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
 			obs.Request(item.req.Header.Key, item.req.Header.Version, item.size, len(frame), time.Since(item.started), false)
 		}
 	}
+}
+
+// runDeferred runs a handler's deferred work; a panic there drops the
+// connection like a panic in the handler itself, never the broker.
+func runDeferred(fn func()) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("deferred handler panic: %v", p)
+		}
+	}()
+	fn()
+	return nil
 }
 
 func (c *conn) dispatch(r *Request) (resp kmsg.Response, err error) {
