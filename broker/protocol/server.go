@@ -407,11 +407,10 @@ func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
 			resp, err = c.dispatch(item.req)
 		}
 		c.srv.memory.release(item.cost)
-		select {
-		case jobs <- handled{item: item, resp: resp, err: err}:
-		case <-c.ctx.Done():
-			return
-		}
+		// A plain send: finishLoop drains jobs until they are closed, and
+		// every request read before the peer closed is still served
+		// (acks=0 batches sent just before a close are appended).
+		jobs <- handled{item: item, resp: resp, err: err}
 		if err != nil {
 			return
 		}
