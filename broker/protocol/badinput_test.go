@@ -19,16 +19,7 @@ import (
 
 // rawFrame builds a size-prefixed request with header v1/v2.
 func rawFrame(req kmsg.Request, correlationID int32) []byte {
-	b := binary.BigEndian.AppendUint16(nil, uint16(req.Key()))
-	b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
-	b = binary.BigEndian.AppendUint32(b, uint32(correlationID))
-	b = binary.BigEndian.AppendUint16(b, 4)
-	b = append(b, "test"...)
-	if req.IsFlexible() {
-		b = append(b, 0)
-	}
-	b = req.AppendTo(b)
-	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
+	return brokertest.RequestFrame(req, correlationID)
 }
 
 func sizePrefixed(payload []byte) []byte {

@@ -1,7 +1,6 @@
 package protocol_test
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net"
 	"testing"
@@ -41,13 +40,7 @@ func TestAcksZeroBeforeClose(t *testing.T) {
 			rp.Records = batch
 			rt.Partitions = append(rt.Partitions, rp)
 			req.Topics = append(req.Topics, rt)
-			msg := binary.BigEndian.AppendUint16(nil, uint16(req.Key()))
-			msg = binary.BigEndian.AppendUint16(msg, uint16(req.Version))
-			msg = binary.BigEndian.AppendUint32(msg, uint32(i))
-			msg = binary.BigEndian.AppendUint16(msg, 0) // empty client id
-			msg = req.AppendTo(msg)
-			frames = binary.BigEndian.AppendUint32(frames, uint32(len(msg)))
-			frames = append(frames, msg...)
+			frames = append(frames, rawFrame(req, int32(i))...)
 		}
 		if _, err := conn.Write(frames); err != nil {
 			t.Fatal(err)

@@ -65,15 +65,7 @@ func TestProducePipelinedBehindAcksAll(t *testing.T) {
 		rp.Records = batch
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		// Request header v1: key, version, correlation id, client id.
-		msg := binary.BigEndian.AppendUint16(nil, uint16(req.Key()))
-		msg = binary.BigEndian.AppendUint16(msg, uint16(req.Version))
-		msg = binary.BigEndian.AppendUint32(msg, uint32(corr))
-		msg = binary.BigEndian.AppendUint16(msg, 4)
-		msg = append(msg, "pipe"...)
-		msg = req.AppendTo(msg)
-		frame := binary.BigEndian.AppendUint32(nil, uint32(len(msg)))
-		if _, err := conn.Write(append(frame, msg...)); err != nil {
+		if _, err := conn.Write(brokertest.RequestFrame(req, corr)); err != nil {
 			t.Fatal(err)
 		}
 	}
