@@ -244,6 +244,9 @@ type conn struct {
 	// pending counts requests read and not yet handled; a connection is
 	// only idle when it is zero.
 	pending atomic.Int64
+	// lastAnswered is when the last response was handed to the writer
+	// (unix nanoseconds): idleness counts from it, not from the read.
+	lastAnswered atomic.Int64
 }
 
 // inbound is one request read by the reader.
@@ -315,8 +318,11 @@ func (c *conn) read(out chan<- inbound) {
 		// record batches are appended to the log from it without a copy).
 		frame, err := readFrame(c.nc, nil, c.srv.cfg.MaxRequestBytes)
 		if errors.Is(err, errIdle) && !c.srv.isClosing() {
-			if c.pending.Load() > 0 {
-				continue // a long poll or group join is still being served
+			if c.pending.Load() > 0 || time.Since(time.Unix(0, c.lastAnswered.Load())) < idle {
+				// A long poll or group join is still being served, or one
+				// was answered less than idle ago (the deadline was set
+				// while it was pending): not idle yet.
+				continue
 			}
 			c.log().V(1).Info("closing idle connection", "idle", idle)
 			c.cancel()
@@ -456,6 +462,7 @@ func (c *conn) finishLoop(jobs <-chan handled, out chan<- []byte) {
 			frame = appendResponse(nil, item.req.Header.CorrelationID, resp)
 			out <- frame
 		}
+		c.lastAnswered.Store(time.Now().UnixNano())
 		c.pending.Add(-1)
 		if t := c.srv.cfg.Traffic; t != nil && item.req.trafficPath != "" {
 			zone := item.req.peerZone
