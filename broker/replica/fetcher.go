@@ -155,7 +155,7 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 			return fmt.Errorf("leader %d is not registered", f.leader)
 		}
 		l := info.Listeners[0]
-		c, err := dialWire(ctx, net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port))), "strata-replica-"+strconv.Itoa(int(cfg.NodeID)))
+		c, err := dialWire(ctx, cfg.Dial, net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port))), "strata-replica-"+strconv.Itoa(int(cfg.NodeID)))
 		if err != nil {
 			return err
 		}
@@ -337,11 +337,14 @@ type wireConn struct {
 	buf  []byte
 }
 
-func dialWire(ctx context.Context, addr, clientID string) (*wireConn, error) {
-	var d net.Dialer
+func dialWire(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr, clientID string) (*wireConn, error) {
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	nc, err := d.DialContext(dctx, "tcp", addr)
+	nc, err := dial(dctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

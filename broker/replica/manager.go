@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"net"
 	"context"
 	"errors"
 	"fmt"
@@ -49,6 +50,9 @@ type Config struct {
 	HWMCheckpointInterval time.Duration
 	// Traffic may be nil.
 	Traffic Traffic
+	// Dial opens replica fetch connections to leaders (nil: net.Dialer).
+	// strata dev and strata bench use it to inject inter-zone latency.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Log is the logger.
 	Log logr.Logger
 	// Now is the clock (time.Now).
