@@ -1,10 +1,10 @@
 package replica
 
 import (
-	"net"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
