@@ -21,6 +21,7 @@ type Faulty struct {
 	failNext      int
 	failAll       bool
 	corruptOnRead bool
+	floor         bool
 	calls         map[Op]int
 }
 
@@ -37,6 +38,15 @@ func (f *Faulty) SetPutLatency(d time.Duration) { f.mu.Lock(); f.putLatency = d;
 // SetGetLatency delays every Get and Head by d.
 func (f *Faulty) SetGetLatency(d time.Duration) { f.mu.Lock(); f.getLatency = d; f.mu.Unlock() }
 
+// SetLatencyFloor switches how the injected latencies apply: off (the
+// default) delays every call by the latency before it reaches the inner
+// store; on makes the latency the call's minimum total duration, the
+// inner store's own time counted toward it (a call that already took
+// longer is not delayed). strata bench uses the floor to emulate a store
+// whose latency is the given one, so that the local test server's time
+// is not added on top.
+func (f *Faulty) SetLatencyFloor(on bool) { f.mu.Lock(); f.floor = on; f.mu.Unlock() }
+
 // FailNext makes the next n calls (any operation) fail with ErrInjected.
 func (f *Faulty) FailNext(n int) { f.mu.Lock(); f.failNext = n; f.mu.Unlock() }
 
@@ -51,11 +61,15 @@ func (f *Faulty) SetCorruptOnRead(on bool) { f.mu.Lock(); f.corruptOnRead = on; 
 func (f *Faulty) Calls(op Op) int { f.mu.Lock(); defer f.mu.Unlock(); return f.calls[op] }
 
 // before counts the call and decides its fate: the latency to wait and
-// whether to fail it.
+// whether to fail it. With the latency floor on, the wait is left to
+// after, which gets the floor as a deadline.
 func (f *Faulty) before(op Op) (time.Duration, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls[op]++
+	if f.floor {
+		return 0, f.injectLocked(op)
+	}
 	var delay time.Duration
 	switch op {
 	case OpPut:
@@ -63,14 +77,48 @@ func (f *Faulty) before(op Op) (time.Duration, error) {
 	case OpGet, OpHead:
 		delay = f.getLatency
 	}
+	return delay, f.injectLocked(op)
+}
+
+func (f *Faulty) injectLocked(op Op) error {
 	if f.failAll {
-		return delay, fmt.Errorf("objstore: %s: %w (fail-all)", op, ErrInjected)
+		return fmt.Errorf("objstore: %s: %w (fail-all)", op, ErrInjected)
 	}
 	if f.failNext > 0 {
 		f.failNext--
-		return delay, fmt.Errorf("objstore: %s: %w (fail-next)", op, ErrInjected)
+		return fmt.Errorf("objstore: %s: %w (fail-next)", op, ErrInjected)
 	}
-	return delay, nil
+	return nil
+}
+
+// floorDeadline returns when a call of op that started at start may
+// return, with the latency floor on; the zero time otherwise.
+func (f *Faulty) floorDeadline(op Op, start time.Time) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.floor {
+		return time.Time{}
+	}
+	switch op {
+	case OpPut:
+		return start.Add(f.putLatency)
+	case OpGet, OpHead:
+		return start.Add(f.getLatency)
+	}
+	return time.Time{}
+}
+
+// after waits until the latency floor of a call that started at start
+// (nothing without the floor), keeping err.
+func (f *Faulty) after(ctx context.Context, op Op, start time.Time, err error) error {
+	d := f.floorDeadline(op, start)
+	if d.IsZero() {
+		return err
+	}
+	if werr := wait(ctx, time.Until(d)); werr != nil && err == nil {
+		return fmt.Errorf("objstore: %s: %w", op, werr)
+	}
+	return err
 }
 
 func wait(ctx context.Context, d time.Duration) error {
@@ -100,19 +148,21 @@ func (f *Faulty) Bucket() string { return f.inner.Bucket() }
 
 // Put implements Store.
 func (f *Faulty) Put(ctx context.Context, key string, data []byte) error {
+	start := time.Now()
 	if err := f.enter(ctx, OpPut); err != nil {
-		return err
+		return f.after(ctx, OpPut, start, err)
 	}
-	return f.inner.Put(ctx, key, data)
+	return f.after(ctx, OpPut, start, f.inner.Put(ctx, key, data))
 }
 
 // Get implements Store.
 func (f *Faulty) Get(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	start := time.Now()
 	if err := f.enter(ctx, OpGet); err != nil {
-		return nil, err
+		return nil, f.after(ctx, OpGet, start, err)
 	}
 	b, err := f.inner.Get(ctx, key, offset, length)
-	if err != nil || len(b) == 0 {
+	if err = f.after(ctx, OpGet, start, err); err != nil || len(b) == 0 {
 		return b, err
 	}
 	f.mu.Lock()
@@ -126,10 +176,12 @@ func (f *Faulty) Get(ctx context.Context, key string, offset, length int64) ([]b
 
 // Head implements Store.
 func (f *Faulty) Head(ctx context.Context, key string) (ObjectInfo, error) {
+	start := time.Now()
 	if err := f.enter(ctx, OpHead); err != nil {
-		return ObjectInfo{}, err
+		return ObjectInfo{}, f.after(ctx, OpHead, start, err)
 	}
-	return f.inner.Head(ctx, key)
+	info, err := f.inner.Head(ctx, key)
+	return info, f.after(ctx, OpHead, start, err)
 }
 
 // Delete implements Store.

@@ -75,7 +75,28 @@ func TestFaulty(t *testing.T) {
 			t.Fatalf("Get = %q, %v", got, err)
 		}
 	})
-	if n := f.Calls(objstore.OpGet); n != 5 {
+	t.Run("latency floor", func(t *testing.T) {
+		f.SetLatencyFloor(true)
+		f.SetPutLatency(20 * time.Millisecond)
+		f.SetGetLatency(20 * time.Millisecond)
+		defer func() { f.SetLatencyFloor(false); f.SetPutLatency(0); f.SetGetLatency(0) }()
+		start := time.Now()
+		if err := f.Put(ctx, "k4", []byte("floor")); err != nil {
+			t.Fatalf("Put with a latency floor: %v", err)
+		}
+		if got, err := f.Get(ctx, "k4", 0, -1); err != nil || string(got) != "floor" {
+			t.Fatalf("Get with a latency floor = %q, %v", got, err)
+		}
+		if took := time.Since(start); took < 40*time.Millisecond {
+			t.Fatalf("Put + Get with 20 ms floors took %v, want at least 40 ms", took)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := f.Put(cctx, "k5", []byte("x")); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Put with a floor and a cancelled context = %v, want context.Canceled", err)
+		}
+	})
+	if n := f.Calls(objstore.OpGet); n != 6 {
 		t.Fatalf("Get calls = %d, want 5", n)
 	}
 }

@@ -26,7 +26,7 @@ import (
 
 const bucket = "wal-zone-a"
 
-func newStore(t *testing.T, srv *s3server.Server, mod func(*objstore.Config)) *objstore.S3 {
+func newStore(t testing.TB, srv *s3server.Server, mod func(*objstore.Config)) *objstore.S3 {
 	t.Helper()
 	cfg := objstore.Config{
 		Bucket:         bucket,

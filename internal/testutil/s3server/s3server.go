@@ -56,6 +56,7 @@ type Server struct {
 	metaDir string
 	logPath string
 	addr    string
+	args    []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -81,6 +82,18 @@ func Binary() (string, error) {
 // binary is missing or the gateway does not come up.
 func Start(t TB, buckets ...string) *Server {
 	t.Helper()
+	return StartWith(t, Options{}, buckets...)
+}
+
+// Options tune a gateway started by StartWith.
+type Options struct {
+	// Args are extra options of the posix backend (e.g. "--nometa").
+	Args []string
+}
+
+// StartWith is Start with options.
+func StartWith(t TB, opts Options, buckets ...string) *Server {
+	t.Helper()
 	bin, err := Binary()
 	if err != nil {
 		t.Fatalf("s3server: %v", err)
@@ -94,6 +107,7 @@ func Start(t TB, buckets ...string) *Server {
 		bin:       bin,
 		dataDir:   filepath.Join(root, "buckets"),
 		metaDir:   filepath.Join(root, "meta"),
+		args:      opts.Args,
 		logPath:   filepath.Join(root, "versitygw.log"),
 	}
 	if err := os.MkdirAll(s.dataDir, 0o755); err != nil {
@@ -182,7 +196,7 @@ func (s *Server) start() error {
 	if err != nil {
 		return fmt.Errorf("open log: %w", err)
 	}
-	cmd := exec.Command(s.bin,
+	args := []string{
 		"--port", s.addr,
 		"--access", s.AccessKey,
 		"--secret", s.SecretKey,
@@ -192,8 +206,9 @@ func (s *Server) start() error {
 		// Metadata in a sidecar directory works on every file system,
 		// including those without user extended attributes.
 		"--sidecar", s.metaDir,
-		s.dataDir,
-	)
+	}
+	args = append(append(args, s.args...), s.dataDir)
+	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	// Keep the gateway from inheriting ambient configuration.
