@@ -192,6 +192,15 @@ func (f *Faulty) Delete(ctx context.Context, key string) error {
 	return f.inner.Delete(ctx, key)
 }
 
+// DeleteMany implements BatchDeleter (one call, as the inner store's
+// DeleteAll would make).
+func (f *Faulty) DeleteMany(ctx context.Context, keys []string) error {
+	if err := f.enter(ctx, OpDeleteMany); err != nil {
+		return err
+	}
+	return DeleteAll(ctx, f.inner, keys)
+}
+
 // List implements Store.
 func (f *Faulty) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 	if err := f.enter(ctx, OpList); err != nil {

@@ -84,6 +84,16 @@ func (m *Mem) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
+// DeleteMany implements BatchDeleter.
+func (m *Mem) DeleteMany(ctx context.Context, keys []string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, k := range keys {
+		delete(m.objs, k)
+	}
+	return nil
+}
+
 // List implements Store.
 func (m *Mem) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 	m.mu.Lock()

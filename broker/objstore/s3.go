@@ -360,6 +360,40 @@ func (s *S3) Delete(ctx context.Context, key string) (err error) {
 	return err
 }
 
+// DeleteMany implements BatchDeleter with one DeleteObjects request
+// (quiet mode: the answer lists only the keys that failed).
+func (s *S3) DeleteMany(ctx context.Context, keys []string) (err error) {
+	if len(keys) == 0 {
+		return nil
+	}
+	if len(keys) > MaxDeleteBatch {
+		return fmt.Errorf("objstore: delete %d objects in one request: at most %d", len(keys), MaxDeleteBatch)
+	}
+	start := time.Now()
+	defer func() { s.observe(OpDeleteMany, start, 0, err) }()
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	ids := make([]s3types.ObjectIdentifier, len(keys))
+	for i, k := range keys {
+		ids[i] = s3types.ObjectIdentifier{Key: aws.String(k)}
+	}
+	out, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{
+		Bucket: aws.String(s.cfg.Bucket),
+		Delete: &s3types.Delete{Objects: ids, Quiet: aws.Bool(true)},
+	})
+	if err != nil {
+		return s.wrap("delete", fmt.Sprintf("%d objects from %s", len(keys), keys[0]), err)
+	}
+	var errs []error
+	for _, e := range out.Errors {
+		if aws.ToString(e.Code) == "NoSuchKey" {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("objstore: delete s3://%s/%s: %s: %s", s.cfg.Bucket, aws.ToString(e.Key), aws.ToString(e.Code), aws.ToString(e.Message)))
+	}
+	return errors.Join(errs...)
+}
+
 // List implements Store.
 func (s *S3) List(ctx context.Context, prefix string) (objs []ObjectInfo, err error) {
 	start := time.Now()

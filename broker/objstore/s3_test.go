@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -405,4 +406,53 @@ type countingClient struct {
 func (c *countingClient) Do(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
 	return c.c.Do(r)
+}
+
+func TestS3DeleteMany(t *testing.T) {
+	srv := s3server.Start(t, bucket)
+	var calls []objstore.Op
+	var mu sync.Mutex
+	s := newStore(t, srv, func(c *objstore.Config) {
+		c.Observer = objstore.ObserverFunc(func(op objstore.Op, _, _ string, _ int64, _ time.Duration, _ error) {
+			mu.Lock()
+			calls = append(calls, op)
+			mu.Unlock()
+		})
+	})
+	ctx := context.Background()
+	var keys []string
+	for i := range 5 {
+		k := fmt.Sprintf("wal/c/z/1/1/%020d", i)
+		if err := s.Put(ctx, k, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	mu.Lock()
+	calls = nil
+	mu.Unlock()
+	// Four existing keys and one that never existed, in one request.
+	if err := objstore.DeleteAll(ctx, s, append(keys[:4:4], "wal/c/z/1/1/missing")); err != nil {
+		t.Fatalf("DeleteAll: %v", err)
+	}
+	mu.Lock()
+	got := append([]objstore.Op(nil), calls...)
+	mu.Unlock()
+	if len(got) != 1 || got[0] != objstore.OpDeleteMany {
+		t.Fatalf("DeleteAll of 5 keys made calls %v, want one %s", got, objstore.OpDeleteMany)
+	}
+	left, err := s.List(ctx, "wal/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || left[0].Key != keys[4] {
+		t.Fatalf("left after DeleteAll: %v, want only %s", left, keys[4])
+	}
+	if err := s.DeleteMany(ctx, make([]string, objstore.MaxDeleteBatch+1)); err == nil {
+		t.Fatal("DeleteMany over the batch limit succeeded")
+	}
+	srv.Stop()
+	if err := objstore.DeleteAll(ctx, s, keys[4:]); err == nil {
+		t.Fatal("DeleteAll against a stopped server succeeded")
+	}
 }

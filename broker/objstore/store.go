@@ -34,6 +34,40 @@ type Store interface {
 	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
 }
 
+// BatchDeleter is implemented by stores that delete many objects in one
+// request (S3 DeleteObjects). Use DeleteAll rather than calling it.
+type BatchDeleter interface {
+	// DeleteMany removes keys (at most MaxDeleteBatch); missing keys are
+	// not an error. The error names the keys that were not deleted.
+	DeleteMany(ctx context.Context, keys []string) error
+}
+
+// MaxDeleteBatch is the most keys one S3 DeleteObjects request takes.
+const MaxDeleteBatch = 1000
+
+// DeleteAll removes keys with as few requests as the store allows: batches
+// of MaxDeleteBatch on a BatchDeleter, one Delete per key otherwise. It
+// tries every key and returns the errors joined.
+func DeleteAll(ctx context.Context, st Store, keys []string) error {
+	var errs []error
+	if bd, ok := st.(BatchDeleter); ok {
+		for len(keys) > 0 {
+			n := min(len(keys), MaxDeleteBatch)
+			if err := bd.DeleteMany(ctx, keys[:n]); err != nil {
+				errs = append(errs, err)
+			}
+			keys = keys[n:]
+		}
+		return errors.Join(errs...)
+	}
+	for _, k := range keys {
+		if err := st.Delete(ctx, k); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // ObjectInfo describes a stored object.
 type ObjectInfo struct {
 	Key          string
@@ -50,6 +84,8 @@ const (
 	OpGet    Op = "get"
 	OpHead   Op = "head"
 	OpDelete Op = "delete"
+	// OpDeleteMany is one request deleting many objects.
+	OpDeleteMany Op = "delete_many"
 	OpList   Op = "list"
 )
 

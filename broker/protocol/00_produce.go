@@ -95,6 +95,11 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 			}
 		}
 	}
+	if rm := b.Replicas(); rm != nil {
+		// WAL replication: the request's batches are all appended, cut
+		// their object now if the upload rate allows.
+		rm.WALProduced()
+	}
 	if len(pending) > 0 {
 		// The acks=all purgatory: one deadline for the whole request,
 		// from now. The wait runs after the handler returns, so that the

@@ -280,10 +280,11 @@ func (f *fetcher) download(ctx context.Context, fr *kmsg.FetchResponse, want map
 				it.p.skipWAL(it.offset + 1)
 				continue
 			}
-			for _, p := range ptrs {
-				if p.Topic == tp.Topic && p.Partition == tp.Partition {
-					all = append(all, p)
-				}
+			use, refused, err := usablePointers(ptrs, tp, it.epoch, it.lastEpoch)
+			all = append(all, use...)
+			if err != nil {
+				f.m.cfg.Log.Info("WAL pointer refused; fetching inline", "partition", tp, "leader", f.leader, "pointer", refused.String(), "reason", err.Error())
+				it.p.skipWAL(refused.LastOffset + 1)
 			}
 		}
 	}

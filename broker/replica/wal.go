@@ -85,7 +85,6 @@ type walRep struct {
 	mu sync.Mutex
 	// objects names the partitions with pointers into each live object.
 	objects map[string][]meta.TopicPartition
-	kick    chan struct{}
 }
 
 // walPending is a range accepted by the uploader, not yet resolved.
@@ -105,7 +104,7 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 	if cfg.Clock == nil {
 		cfg.Clock = wal.RealClock{}
 	}
-	w := &walRep{cfg: cfg, m: m, tracker: wal.NewTracker(cfg.Retention), objects: map[string][]meta.TopicPartition{}, kick: make(chan struct{}, 1)}
+	w := &walRep{cfg: cfg, m: m, tracker: wal.NewTracker(cfg.Retention), objects: map[string][]meta.TopicPartition{}}
 	if cfg.Stores != nil {
 		w.down = wal.NewDownloader(wal.DownloaderConfig{Store: cfg.Stores})
 	}
@@ -129,6 +128,15 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 
 // WALEnabled reports whether EnableWAL was called.
 func (m *Manager) WALEnabled() bool { return m.wal != nil }
+
+// WALProduced tells the uploader that a produce request's appends are
+// done, so the object holding them is cut as soon as the cut rate allows
+// (wal.Uploader.Nudge) instead of a full upload interval later.
+func (m *Manager) WALProduced() {
+	if m.wal != nil {
+		m.wal.up.Nudge()
+	}
+}
 
 // WALDegraded reports whether the uploader refuses data (fallback inline).
 func (m *Manager) WALDegraded() bool { return m.wal != nil && m.wal.up.Degraded() }
@@ -330,33 +338,41 @@ func (m *Manager) PlanWALFetch(p *Partition, off int64, maxBytes int) WALServe {
 // walProgress records a follower's LEO for object deletion.
 func (w *walRep) walProgress(tp meta.TopicPartition, follower int32, leo int64) {
 	w.tracker.ReplicaProgress(tp.Topic, tp.Partition, follower, leo)
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
 }
+
+// deleteEvery is how often the leader deletes the objects every follower
+// has: one DeleteObjects request per round for all of them, so deletions
+// cost the bucket a request every deleteEvery, not one per object.
+const deleteEvery = 250 * time.Millisecond
 
 // deleteLoop deletes objects every follower has (or that expired).
 func (w *walRep) deleteLoop(ctx context.Context) {
-	t := time.NewTicker(200 * time.Millisecond)
+	t := time.NewTicker(deleteEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-w.kick:
 		}
-		for _, d := range w.tracker.Collect(w.cfg.Clock.Now()) {
-			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := w.cfg.Store.Delete(dctx, d.Key)
-			cancel()
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				w.m.cfg.Log.V(1).Info("deleting a WAL object failed; the operator's sweep or lifecycle rule removes it later", "key", d.Key, "error", err.Error())
+		done := w.tracker.Collect(w.cfg.Clock.Now())
+		if len(done) == 0 {
+			continue
+		}
+		keys := make([]string, len(done))
+		for i, d := range done {
+			keys[i] = d.Key
+		}
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := objstore.DeleteAll(dctx, w.cfg.Store, keys)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
 			}
+			w.m.cfg.Log.V(1).Info("deleting WAL objects failed; the operator's sweep or lifecycle rule removes them later", "objects", len(keys), "error", err.Error())
+		}
+		for _, d := range done {
 			w.mu.Lock()
 			tps := w.objects[d.Key]
 			delete(w.objects, d.Key)
@@ -370,8 +386,8 @@ func (w *walRep) deleteLoop(ctx context.Context) {
 					p.mu.Unlock()
 				}
 			}
-			w.m.cfg.Log.V(1).Info("WAL object deleted", "key", d.Key, "reason", d.Reason)
 		}
+		w.m.cfg.Log.V(1).Info("WAL objects deleted", "objects", len(done), "first", keys[0], "reason", done[0].Reason)
 	}
 }
 

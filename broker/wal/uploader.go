@@ -18,6 +18,7 @@ const (
 	DefaultMaxBufferedBytes = 32 << 20
 	DefaultFailureThreshold = 3
 	DefaultRetryAfter       = time.Second
+	DefaultCutBurst         = 4
 )
 
 // Errors Append returns; the broker then replicates the batch inline.
@@ -45,9 +46,16 @@ type UploaderConfig struct {
 	// MaxObjectBytes cuts an object once this many batch bytes are pending
 	// (wal.object.max.bytes).
 	MaxObjectBytes int
-	// UploadInterval cuts an object this long after its first byte
-	// (wal.upload.interval.ms).
+	// UploadInterval (wal.upload.interval.ms) bounds the wait and the rate
+	// of cuts: an object is cut at the latest this long after its first
+	// byte, and Nudge cuts earlier only while the average spacing of cuts
+	// stays at least this long (a token bucket of CutBurst tokens, one
+	// added per interval). So a broker PUTs at most about one object per
+	// interval plus the size cuts, as with a plain timer, but a lightly
+	// loaded or bursty broker does not make every byte wait the interval.
 	UploadInterval time.Duration
+	// CutBurst is the token bucket's depth (DefaultCutBurst).
+	CutBurst int
 	// MaxInFlight bounds concurrent PUTs.
 	MaxInFlight int
 	// MaxBufferedBytes bounds accepted bytes not yet uploaded (pending,
@@ -92,8 +100,10 @@ type UploaderStats struct {
 	UploadedBytes                  uint64
 	RejectedFull, RejectedDegraded uint64
 	BufferedBytes                  int
-	InFlight                       int
-	Degraded                       bool
+	// PendingBytes are in the object being filled (not cut yet).
+	PendingBytes int
+	InFlight     int
+	Degraded     bool
 }
 
 // Uploader turns the appends of every partition a broker leads into WAL
@@ -117,6 +127,7 @@ type Uploader struct {
 	nextSeq   uint64
 	done      map[uint64]UploadResult // finished, not yet delivered
 	deliverAt uint64                  // next sequence to deliver
+	tat       time.Time               // token bucket: theoretical arrival time of the next cut
 	failures  int                     // consecutive
 	state     breakerState
 	since     time.Time
@@ -144,6 +155,9 @@ type pendingObject struct {
 	bytes  int
 	chunks []ChunkInput
 	index  map[tp]int // partition → its last chunk in chunks
+	// deadline is UploadInterval after the first byte; nudgedAt the
+	// earlier moment a Nudge re-armed the timer for, if any.
+	deadline, nudgedAt time.Time
 }
 
 // NewUploader starts an uploader. Close it to flush and stop.
@@ -162,6 +176,9 @@ func NewUploader(cfg UploaderConfig) (*Uploader, error) {
 	}
 	if cfg.MaxBufferedBytes <= 0 {
 		cfg.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	if cfg.CutBurst <= 0 {
+		cfg.CutBurst = DefaultCutBurst
 	}
 	if cfg.FailureThreshold <= 0 {
 		cfg.FailureThreshold = DefaultFailureThreshold
@@ -231,7 +248,7 @@ func (u *Uploader) Append(topic string, partition, leaderEpoch int32, baseOffset
 		u.cutLocked()
 	}
 	if u.pending == nil {
-		u.pending = &pendingObject{index: map[tp]int{}}
+		u.pending = &pendingObject{index: map[tp]int{}, deadline: u.cfg.Clock.Now().Add(u.cfg.UploadInterval)}
 		u.timerGen++
 		gen := u.timerGen
 		u.timerStop = u.cfg.Clock.AfterFunc(u.cfg.UploadInterval, func() { u.timerFired(gen) })
@@ -262,6 +279,35 @@ func (u *Uploader) timerFired(gen uint64) {
 	}
 }
 
+// Nudge says the caller finished a unit of appends (a produce request):
+// the pending object is cut now if the cut rate allows, else as soon as
+// it does (and never later than UploadInterval after its first byte).
+func (u *Uploader) Nudge() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.pending == nil || u.closed {
+		return
+	}
+	now := u.cfg.Clock.Now()
+	allowed := u.tat.Add(-time.Duration(u.cfg.CutBurst-1) * u.cfg.UploadInterval)
+	if !now.Before(allowed) {
+		u.cutLocked()
+		return
+	}
+	if u.pending.nudgedAt.IsZero() || allowed.Before(u.pending.nudgedAt) {
+		if allowed.Before(u.pending.deadline) {
+			// Re-arm the timer for the earlier moment.
+			u.pending.nudgedAt = allowed
+			if u.timerStop != nil {
+				u.timerStop()
+			}
+			u.timerGen++
+			gen := u.timerGen
+			u.timerStop = u.cfg.Clock.AfterFunc(allowed.Sub(now), func() { u.timerFired(gen) })
+		}
+	}
+}
+
 // Flush cuts the pending object now.
 func (u *Uploader) Flush() {
 	u.mu.Lock()
@@ -277,6 +323,11 @@ func (u *Uploader) cutLocked() {
 		u.timerStop = nil
 	}
 	u.timerGen++
+	now := u.cfg.Clock.Now()
+	if u.tat.Before(now) {
+		u.tat = now
+	}
+	u.tat = u.tat.Add(u.cfg.UploadInterval)
 	u.pending.seq = u.nextSeq
 	u.nextSeq++
 	u.ready = append(u.ready, u.pending)
@@ -411,6 +462,9 @@ func (u *Uploader) Stats() UploaderStats {
 	defer u.mu.Unlock()
 	s := u.stats
 	s.BufferedBytes = u.buffered
+	if u.pending != nil {
+		s.PendingBytes = u.pending.bytes
+	}
 	s.InFlight = u.inFlight
 	s.Degraded = u.state == stateDegraded
 	return s

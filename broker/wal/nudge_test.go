@@ -1,0 +1,90 @@
+package wal_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/strata-dev/strata/broker/objstore"
+	"github.com/strata-dev/strata/broker/wal"
+)
+
+// TestUploaderNudge checks the cut rule of Nudge: immediate while the
+// token bucket (CutBurst cuts, one more per UploadInterval) has a token,
+// else at the moment it has one, never later than UploadInterval after
+// the object's first byte.
+func TestUploaderNudge(t *testing.T) {
+	const interval = 10 * time.Millisecond
+	clock := newManualClock()
+	var res results
+	u, err := wal.NewUploader(wal.UploaderConfig{
+		Store: objstore.NewMem("fast"), Cluster: "demo", Zone: "zone-a", BrokerID: 1, Incarnation: 1,
+		UploadInterval: interval, CutBurst: 4, Clock: clock, OnUpload: res.add,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close(context.Background())
+	off := int64(0)
+	appendOne := func() {
+		t.Helper()
+		if err := u.Append("events", 0, 1, off, off, batch(t, off, 1, 1, 10)); err != nil {
+			t.Fatalf("Append: %v", err)
+		}
+		off++
+	}
+	buffered := func() int { return u.Stats().PendingBytes }
+
+	// A full bucket: four nudged objects are cut at once.
+	for i := 1; i <= 4; i++ {
+		appendOne()
+		u.Nudge()
+		if buffered() != 0 {
+			t.Fatalf("nudge %d with a token left did not cut", i)
+		}
+		waitFor(t, "nudged upload", func() bool { return res.len() == i })
+	}
+	// The bucket is empty: the fifth waits for its interval.
+	appendOne()
+	u.Nudge()
+	if buffered() == 0 {
+		t.Fatal("nudge without a token cut")
+	}
+	clock.Advance(interval - time.Millisecond)
+	if buffered() == 0 {
+		t.Fatal("cut before the interval with no token")
+	}
+	clock.Advance(time.Millisecond)
+	waitFor(t, "interval cut", func() bool { return res.len() == 5 && buffered() == 0 })
+
+	// A token comes back before the next object's deadline: the nudge
+	// re-arms the cut for that moment. Tokens: cuts at t=0 (×4) and t=10
+	// ms leave the next token at t=20 ms... consumed by the cut below at
+	// t=20, then at t=30.
+	clock.Advance(interval) // t=20: a token is back
+	appendOne()
+	u.Nudge()
+	waitFor(t, "cut with the returned token", func() bool { return res.len() == 6 && buffered() == 0 })
+	clock.Advance(5 * time.Millisecond) // t=25: next token at t=30, deadline t=35
+	appendOne()
+	u.Nudge()
+	clock.Advance(4 * time.Millisecond)
+	if buffered() == 0 {
+		t.Fatal("cut before the token came back")
+	}
+	clock.Advance(time.Millisecond) // t=30
+	waitFor(t, "cut when the token came back", func() bool { return res.len() == 7 && buffered() == 0 })
+
+	// Without a nudge, the object waits its full interval.
+	clock.Advance(time.Hour) // the bucket refills
+	appendOne()
+	clock.Advance(interval - time.Millisecond)
+	if buffered() == 0 {
+		t.Fatal("an object nobody nudged was cut before its interval")
+	}
+	clock.Advance(time.Millisecond)
+	waitFor(t, "un-nudged interval cut", func() bool { return res.len() == 8 && buffered() == 0 })
+	if n := clock.Pending(); n != 0 {
+		t.Fatalf("%d timers armed with nothing pending", n)
+	}
+}
