@@ -86,7 +86,7 @@ const (
 	OpDelete Op = "delete"
 	// OpDeleteMany is one request deleting many objects.
 	OpDeleteMany Op = "delete_many"
-	OpList   Op = "list"
+	OpList       Op = "list"
 )
 
 // Observer is told about every store call once it finished: bytes is the
