@@ -22,6 +22,60 @@ type ZoneInput struct {
 	IDBase int32
 	// Bucket is the zone's FastBucket, nil when the zone has no reference.
 	Bucket *strata.FastBucket
+	// ZoneBuckets is every zone's FastBucket by zone name, this zone's
+	// included (zones without a reference are absent): the zone→bucket
+	// map brokers resolve a leader's WAL bucket with.
+	ZoneBuckets map[string]*strata.FastBucket
+}
+
+// WALZoneEnvPrefix is the prefix of the variables that carry another
+// zone's bucket keys when that bucket uses a different Secret than the
+// broker's own: STRATA_WAL_ZONE_<ZONE>_ACCESS_KEY_ID etc., the zone name
+// upper-cased with '-' as '_' (zone names are [a-z0-9-], so no two zones
+// share a prefix).
+func WALZoneEnvPrefix(zone string) string {
+	return "STRATA_WAL_ZONE_" + strings.ToUpper(strings.ReplaceAll(zone, "-", "_"))
+}
+
+// walEnvPrefix is the variable prefix of the keys of zone's bucket in the
+// pods of zi's zone: the own STRATA_WAL when it is the own bucket or uses
+// the same Secret and keys, a per-zone prefix otherwise, and "" for
+// ambient credentials.
+func walEnvPrefix(zi ZoneInput, zone string, b *strata.FastBucket) string {
+	c := b.Spec.Credentials
+	if c.EffectiveSource() != strata.CredentialsFromSecret || c.SecretRef == nil {
+		return ""
+	}
+	if zone == zi.Zone.Name {
+		return walEnvOwnPrefix
+	}
+	if own := zi.Bucket; own != nil && own.Spec.Credentials.EffectiveSource() == strata.CredentialsFromSecret &&
+		own.Spec.Credentials.SecretRef != nil && sameSecretKeys(*own.Spec.Credentials.SecretRef, *c.SecretRef) {
+		return walEnvOwnPrefix
+	}
+	return WALZoneEnvPrefix(zone)
+}
+
+// walEnvOwnPrefix is the prefix of EnvWALAccessKeyID and friends.
+const walEnvOwnPrefix = "STRATA_WAL"
+
+func sameSecretKeys(a, b strata.S3SecretReference) bool {
+	return a.Name == b.Name &&
+		orDefault(a.AccessKeyIDKey, "accessKeyID") == orDefault(b.AccessKeyIDKey, "accessKeyID") &&
+		orDefault(a.SecretAccessKeyKey, "secretAccessKey") == orDefault(b.SecretAccessKeyKey, "secretAccessKey") &&
+		a.SessionTokenKey == b.SessionTokenKey
+}
+
+// sortedZones returns the zone names of a bucket map in order.
+func sortedZones(m map[string]*strata.FastBucket) []string {
+	out := make([]string, 0, len(m))
+	for z, b := range m {
+		if b != nil {
+			out = append(out, z)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Environment variables the broker pods get. The broker reads bucket keys
@@ -132,7 +186,7 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 	kv["inter.broker.listener.name"] = listeners[0].Name
 
 	wal := kc.Spec.WAL
-	kv["wal.enabled"] = strconv.FormatBool(wal.IsEnabled())
+	kv["wal.enable"] = strconv.FormatBool(wal.IsEnabled())
 	kv["wal.upload.interval.ms"] = millis(durationOr(wal.UploadInterval, 10*time.Millisecond))
 	kv["wal.object.max.bytes"] = strconv.FormatInt(orDefaultInt(wal.MaxObjectBytes, 256<<10), 10)
 	kv["wal.retention.ms"] = millis(durationOr(wal.Retention, time.Hour))
@@ -146,6 +200,24 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 		kv["wal.bucket.credentials.source"] = string(b.Spec.Credentials.EffectiveSource())
 		if ref := b.Spec.Credentials.SecretRef; ref != nil && b.Spec.Credentials.EffectiveSource() == strata.CredentialsFromSecret {
 			kv["wal.bucket.credentials.secret"] = ref.Name
+		}
+	}
+
+	// The zone→bucket map: a follower downloads a leader's WAL objects
+	// with the settings of the leader's zone bucket.
+	for _, z := range sortedZones(zi.ZoneBuckets) {
+		b := zi.ZoneBuckets[z]
+		p := "wal.zone." + z + ".bucket."
+		kv[p+"resource"] = b.Name
+		kv[p+"name"] = b.Spec.Bucket
+		kv[p+"region"] = b.Spec.Region
+		kv[p+"endpoint"] = b.Spec.Endpoint
+		kv[p+"type"] = string(orDefault(string(b.Spec.Type), string(strata.BucketTypeS3)))
+		kv[p+"force.path.style"] = strconv.FormatBool(b.Spec.ForcePathStyle)
+		kv[p+"credentials.source"] = string(b.Spec.Credentials.EffectiveSource())
+		if env := walEnvPrefix(zi, z, b); env != "" {
+			kv[p+"credentials.secret"] = b.Spec.Credentials.SecretRef.Name
+			kv[p+"credentials.env"] = env
 		}
 	}
 

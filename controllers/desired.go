@@ -98,6 +98,13 @@ func BuildZoneStatefulSet(kc *strata.KafkaCluster, zi ZoneInput, configHash stri
 	if b := zi.Bucket; b != nil {
 		env = append(env, secretEnv(b.Spec.Credentials, EnvWALAccessKeyID, EnvWALSecretKey, EnvWALSessionToken)...)
 	}
+	// Other zones' bucket keys, when their Secret is not the own one.
+	for _, z := range sortedZones(zi.ZoneBuckets) {
+		b := zi.ZoneBuckets[z]
+		if p := walEnvPrefix(zi, z, b); p != "" && p != walEnvOwnPrefix {
+			env = append(env, secretEnv(b.Spec.Credentials, p+"_ACCESS_KEY_ID", p+"_SECRET_ACCESS_KEY", p+"_SESSION_TOKEN")...)
+		}
+	}
 	if ts := kc.Spec.TieredStorage; ts != nil {
 		env = append(env, secretEnv(ts.Credentials, EnvTierAccessKeyID, EnvTierSecretKey, EnvTierSessionToken)...)
 	}

@@ -129,6 +129,38 @@ func TestRenderBrokerConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "zone map: every zone's bucket, credentials by Secret",
+			zone: func() ZoneInput {
+				fbc := fastBucket("wal-zone-c", "zone-c", "strata-wal-zone-c")
+				fbc.Spec.Credentials.SecretRef = &strata.S3SecretReference{Name: "wal-keys-c"}
+				fbc.Spec.Region = "eu-west-1"
+				fbb := fastBucket("wal-zone-b", "zone-b", "strata-wal-zone-b")
+				fbb.Spec.Credentials = strata.S3Credentials{Source: strata.CredentialsAmbient}
+				fbb.Spec.Type = strata.BucketTypeS3Express
+				return zoneInputs(kc, map[string]*strata.FastBucket{"zone-b": fbb, "zone-c": fbc})[0]
+			}(),
+			want: []string{
+				"wal.enable=true",
+				"wal.bucket.name=strata-wal-zone-a", "wal.bucket.endpoint=http://s3.zone-a.example:9000",
+				"wal.zone.zone-a.bucket.name=strata-wal-zone-a", "wal.zone.zone-a.bucket.endpoint=http://s3.zone-a.example:9000",
+				"wal.zone.zone-a.bucket.credentials.env=STRATA_WAL", "wal.zone.zone-a.bucket.credentials.secret=wal-keys",
+				"wal.zone.zone-a.bucket.resource=wal-zone-a",
+				"wal.zone.zone-b.bucket.name=strata-wal-zone-b", "wal.zone.zone-b.bucket.endpoint=http://s3.zone-b.example:9000",
+				"wal.zone.zone-b.bucket.type=S3Express", "wal.zone.zone-b.bucket.credentials.source=Ambient",
+				"wal.zone.zone-c.bucket.name=strata-wal-zone-c", "wal.zone.zone-c.bucket.region=eu-west-1",
+				"wal.zone.zone-c.bucket.endpoint=http://s3.zone-c.example:9000", "wal.zone.zone-c.bucket.force.path.style=true",
+				"wal.zone.zone-c.bucket.type=S3", "wal.zone.zone-c.bucket.credentials.source=Secret",
+				"wal.zone.zone-c.bucket.credentials.secret=wal-keys-c", "wal.zone.zone-c.bucket.credentials.env=STRATA_WAL_ZONE_ZONE_C",
+			},
+			notWant: []string{"wal.enabled", "wal.zone.zone-b.bucket.credentials.env", "wal.zone.zone-b.bucket.credentials.secret"},
+		},
+		{
+			name:    "no zone map without buckets",
+			zone:    ZoneInput{Zone: kc.Spec.Zones[0], ZoneBuckets: map[string]*strata.FastBucket{"zone-b": nil}},
+			want:    []string{"wal.enable=true"},
+			notWant: []string{"wal.zone.", "wal.bucket."},
+		},
+		{
 			name: "spec.config overrides and is sorted in",
 			mutate: func(kc *strata.KafkaCluster) {
 				kc.Spec.Config = map[string]string{"wal.upload.interval.ms": "5", "num.partitions": "12"}
@@ -184,6 +216,80 @@ func TestRenderBrokerConfig(t *testing.T) {
 			}
 			if again := RenderBrokerConfig(kc, tt.zone); again != got {
 				t.Errorf("rendering is not deterministic")
+			}
+		})
+	}
+}
+
+// TestWALZoneCredentialsEnv: a zone's pods get the keys of every other
+// zone's bucket whose Secret (or Secret keys) differ from their own, under
+// STRATA_WAL_ZONE_<ZONE>_*, and nothing for ambient or shared keys.
+func TestWALZoneCredentialsEnv(t *testing.T) {
+	secret := func(name string, ref strata.S3SecretReference) func(*strata.FastBucket) {
+		return func(b *strata.FastBucket) {
+			ref.Name = name
+			b.Spec.Credentials = strata.S3Credentials{SecretRef: &ref}
+		}
+	}
+	ambient := func(b *strata.FastBucket) {
+		b.Spec.Credentials = strata.S3Credentials{Source: strata.CredentialsAmbient}
+	}
+	tests := []struct {
+		name    string
+		buckets map[string]func(*strata.FastBucket)
+		want    []string // env var names beyond POD_* and the tier keys, in order
+	}{
+		{name: "one Secret for all zones", want: []string{EnvWALAccessKeyID, EnvWALSecretKey}},
+		{
+			name:    "other zones with their own Secrets",
+			buckets: map[string]func(*strata.FastBucket){"zone-b": secret("keys-b", strata.S3SecretReference{}), "zone-c": secret("keys-c", strata.S3SecretReference{SessionTokenKey: "t"})},
+			want: []string{EnvWALAccessKeyID, EnvWALSecretKey,
+				"STRATA_WAL_ZONE_ZONE_B_ACCESS_KEY_ID", "STRATA_WAL_ZONE_ZONE_B_SECRET_ACCESS_KEY",
+				"STRATA_WAL_ZONE_ZONE_C_ACCESS_KEY_ID", "STRATA_WAL_ZONE_ZONE_C_SECRET_ACCESS_KEY", "STRATA_WAL_ZONE_ZONE_C_SESSION_TOKEN"},
+		},
+		{
+			name:    "same Secret, other keys",
+			buckets: map[string]func(*strata.FastBucket){"zone-b": secret("wal-keys", strata.S3SecretReference{AccessKeyIDKey: "idB", SecretAccessKeyKey: "secretAccessKey"})},
+			want:    []string{EnvWALAccessKeyID, EnvWALSecretKey, "STRATA_WAL_ZONE_ZONE_B_ACCESS_KEY_ID", "STRATA_WAL_ZONE_ZONE_B_SECRET_ACCESS_KEY"},
+		},
+		{
+			name:    "ambient own bucket, Secret elsewhere",
+			buckets: map[string]func(*strata.FastBucket){"zone-a": ambient, "zone-c": secret("wal-keys", strata.S3SecretReference{})},
+			want:    []string{"STRATA_WAL_ZONE_ZONE_B_ACCESS_KEY_ID", "STRATA_WAL_ZONE_ZONE_B_SECRET_ACCESS_KEY", "STRATA_WAL_ZONE_ZONE_C_ACCESS_KEY_ID", "STRATA_WAL_ZONE_ZONE_C_SECRET_ACCESS_KEY"},
+		},
+		{
+			name:    "ambient other zones",
+			buckets: map[string]func(*strata.FastBucket){"zone-b": ambient, "zone-c": ambient},
+			want:    []string{EnvWALAccessKeyID, EnvWALSecretKey},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kc := threeZoneCluster()
+			kc.Spec.TieredStorage = nil
+			bs := map[string]*strata.FastBucket{}
+			for _, z := range kc.Spec.Zones {
+				bs[z.Name] = fastBucket("wal-"+z.Name, z.Name, "strata-wal-"+z.Name)
+				if f := tt.buckets[z.Name]; f != nil {
+					f(bs[z.Name])
+				}
+			}
+			zi := zoneInputs(kc, bs)[0]
+			var got []string
+			for _, e := range BuildZoneStatefulSet(kc, zi, "h").Spec.Template.Spec.Containers[0].Env {
+				if e.Name != EnvPodName && e.Name != EnvPodNamespace {
+					got = append(got, e.Name)
+				}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("env = %v\nwant  %v", got, tt.want)
+			}
+			// Every per-zone prefix in the env is the one the config names.
+			cfg := RenderBrokerConfig(kc, zi)
+			for _, name := range got {
+				if p, ok := strings.CutSuffix(name, "_ACCESS_KEY_ID"); ok && p != "STRATA_WAL" && !strings.Contains(cfg, ".bucket.credentials.env="+p+"\n") {
+					t.Errorf("%s set but no zone's credentials.env is %s:\n%s", name, p, cfg)
+				}
 			}
 		})
 	}
@@ -268,11 +374,11 @@ func TestGolden(t *testing.T) {
 	cases := map[string]func() (*strata.KafkaCluster, []ZoneInput){
 		"three-zones-managed-etcd": func() (*strata.KafkaCluster, []ZoneInput) {
 			kc := threeZoneCluster()
-			var zis []ZoneInput
-			for i, z := range kc.Spec.Zones {
-				zis = append(zis, ZoneInput{Zone: z, IDBase: int32(i) * 100, Bucket: fastBucket("wal-"+z.Name, z.Name, "strata-wal-"+z.Name)})
-			}
-			return kc, zis
+			// zone-c's bucket has keys of its own: the other zones' pods
+			// get them as STRATA_WAL_ZONE_ZONE_C_*.
+			fbc := fastBucket("wal-zone-c", "zone-c", "strata-wal-zone-c")
+			fbc.Spec.Credentials.SecretRef = &strata.S3SecretReference{Name: "wal-keys-c", AccessKeyIDKey: "id", SecretAccessKeyKey: "secret", SessionTokenKey: "token"}
+			return kc, zoneInputs(kc, map[string]*strata.FastBucket{"zone-c": fbc})
 		},
 		"external-etcd-ambient-credentials": func() (*strata.KafkaCluster, []ZoneInput) {
 			kc := threeZoneCluster()
@@ -384,6 +490,25 @@ func threeZoneCluster() *strata.KafkaCluster {
 	}
 }
 
+// zoneInputs is what the reconciler resolves for kc: ID bases in spec
+// order, each zone's FastBucket (fastBucket defaults unless given) and the
+// zone→bucket map of all of them.
+func zoneInputs(kc *strata.KafkaCluster, buckets map[string]*strata.FastBucket) []ZoneInput {
+	all := map[string]*strata.FastBucket{}
+	for _, z := range kc.Spec.Zones {
+		if b, ok := buckets[z.Name]; ok {
+			all[z.Name] = b
+			continue
+		}
+		all[z.Name] = fastBucket("wal-"+z.Name, z.Name, "strata-wal-"+z.Name)
+	}
+	var zis []ZoneInput
+	for i, z := range kc.Spec.Zones {
+		zis = append(zis, ZoneInput{Zone: z, IDBase: int32(i) * 100, Bucket: all[z.Name], ZoneBuckets: all})
+	}
+	return zis
+}
+
 func fastBucket(name, zone, bucket string) *strata.FastBucket {
 	return &strata.FastBucket{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kafka"},
@@ -400,10 +525,7 @@ func fastBucket(name, zone, bucket string) *strata.FastBucket {
 // Services, PDB and managed etcd.
 func BenchmarkDesiredState(b *testing.B) {
 	kc := threeZoneCluster()
-	var zis []ZoneInput
-	for i, z := range kc.Spec.Zones {
-		zis = append(zis, ZoneInput{Zone: z, IDBase: int32(i) * 100, Bucket: fastBucket("wal-"+z.Name, z.Name, "strata-wal-"+z.Name)})
-	}
+	zis := zoneInputs(kc, nil)
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, zi := range zis {

@@ -195,6 +195,15 @@ func (r *KafkaClusterReconciler) resolveFastBuckets(ctx context.Context, s *clus
 	if len(problems) > 0 {
 		return &invalidSpecError{reason: reason, message: strings.Join(problems, "; ")}
 	}
+	buckets := map[string]*strata.FastBucket{}
+	for _, zi := range s.zones {
+		if zi.Bucket != nil {
+			buckets[zi.Zone.Name] = zi.Bucket
+		}
+	}
+	for i := range s.zones {
+		s.zones[i].ZoneBuckets = buckets
+	}
 	return nil
 }
 

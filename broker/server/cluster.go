@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -51,10 +50,15 @@ type WALConfig struct {
 	// Bucket is this broker's zone fast bucket: wal.bucket.name,
 	// wal.bucket.region, wal.bucket.endpoint, wal.bucket.force.path.style,
 	// wal.bucket.type; credentials from STRATA_WAL_* (else the SDK chain).
-	// Zone is set from the broker's rack. The buckets of the other zones
-	// (named in the leaders' pointers) are reached with the same endpoint,
-	// region and credentials.
+	// Zone is set from the broker's rack. Uploads go here.
 	Bucket objstore.Config
+	// Zones is the zone→bucket map, wal.zone.<zone>.bucket.* (the
+	// operator writes every zone of the cluster, this one included): a
+	// follower reads the bucket a leader's pointer names with that zone's
+	// endpoint, region, type and credentials (ResolveBuckets). Empty: the
+	// other zones' buckets are reached with Bucket's endpoint, region and
+	// credentials.
+	Zones map[string]WALZoneBucket
 	// UploadInterval (wal.upload.interval.ms), MaxObjectBytes
 	// (wal.object.max.bytes), Retention (wal.retention.ms).
 	UploadInterval time.Duration
@@ -116,34 +120,23 @@ func (o objectTraffic) ObserveCall(op objstore.Op, bucket, zone string, n int64,
 	}
 }
 
-// bucketZone guesses the zone of a bucket named in a pointer: the dev
-// cluster and the tests name buckets "<prefix>-<zone>"; otherwise unknown.
-func bucketZone(own objstore.Config, bucket string) string {
-	if i := strings.LastIndexByte(bucket, '-'); i >= 0 {
-		if j := strings.LastIndexByte(own.Bucket, '-'); j >= 0 && own.Bucket[:j] == bucket[:i] {
-			return bucket[i+1:]
-		}
-	}
-	return ""
-}
-
 // enableWAL starts WAL replication on the manager: this zone's bucket for
 // uploads, a client per other bucket for downloads.
 func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, counter *traffic.Counter, cluster string) error {
 	wc := s.cfg.Cluster.WAL
 	obs := objectTraffic{counter: counter, next: objstore.NewPrometheusObserver(s.metrics.Registry)}
-	base := wc.Bucket
-	base.Zone = s.cfg.Broker.Rack
-	base.Observer = obs
-	if base.EnvPrefix == "" && base.Credentials == nil && base.CredentialsDir == "" {
-		base.EnvPrefix = "STRATA_WAL"
+	wc.Bucket.Observer = obs
+	if wc.Bucket.AttemptTimeout <= 0 {
+		wc.Bucket.AttemptTimeout = 2 * time.Second
 	}
-	if base.AttemptTimeout <= 0 {
-		base.AttemptTimeout = 2 * time.Second
+	if wc.Bucket.CallTimeout <= 0 {
+		wc.Bucket.CallTimeout = 5 * time.Second
 	}
-	if base.CallTimeout <= 0 {
-		base.CallTimeout = 5 * time.Second
+	buckets, err := wc.ResolveBuckets(s.cfg.Broker.Rack)
+	if err != nil {
+		return fmt.Errorf("WAL buckets: %w", err)
 	}
+	base := buckets.Own
 	open := func(cfg objstore.Config) (objstore.Store, error) {
 		st, err := objstore.NewS3(ctx, cfg)
 		if err != nil {
@@ -160,7 +153,7 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 	}
 	var mu sync.Mutex
 	stores := map[string]objstore.Store{base.Bucket: own}
-	return replicas.EnableWAL(replica.WALConfig{
+	err = replicas.EnableWAL(replica.WALConfig{
 		Store: own, Cluster: cluster, Zone: base.Zone, Incarnation: uint64(time.Now().UnixNano()),
 		MaxObjectBytes: wc.MaxObjectBytes, UploadInterval: wc.UploadInterval, Retention: wc.Retention,
 		Stores: func(bucket string) (objstore.Store, error) {
@@ -169,16 +162,23 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 			if st, ok := stores[bucket]; ok {
 				return st, nil
 			}
-			cfg := base
-			cfg.Bucket, cfg.Zone = bucket, bucketZone(base, bucket)
-			st, err := open(cfg)
+			cfg, err := buckets.Download(bucket)
 			if err != nil {
 				return nil, err
+			}
+			st, err := open(cfg)
+			if err != nil {
+				return nil, fmt.Errorf("WAL bucket %q of zone %q: %w", bucket, cfg.Zone, err)
 			}
 			stores[bucket] = st
 			return st, nil
 		},
 	})
+	if err != nil {
+		return err
+	}
+	s.log.WithName("cluster").Info("WAL replication enabled", "bucket", base.Bucket, "endpoint", base.Endpoint, "zoneMap", buckets.ZoneMap())
+	return nil
 }
 
 // startCluster connects to etcd, switches the broker to cluster mode,
@@ -221,7 +221,6 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 			_ = store.Close()
 			return nil, err
 		}
-		log.Info("WAL replication enabled", "bucket", cc.WAL.Bucket.Bucket, "endpoint", cc.WAL.Bucket.Endpoint)
 	}
 	b.EnableCluster(store, replicas)
 

@@ -109,7 +109,8 @@ var processKeys = map[string]bool{
 	"auto.leader.rebalance.enable": true,
 	"wal.enable":                   true, "wal.bucket.name": true, "wal.bucket.region": true, "wal.bucket.endpoint": true,
 	"wal.bucket.force.path.style": true, "wal.bucket.type": true, "wal.upload.interval.ms": true, "wal.object.max.bytes": true,
-	"wal.retention.ms": true,
+	"wal.retention.ms": true, "wal.enabled": true,
+	"wal.bucket.resource": true, "wal.bucket.credentials.source": true, "wal.bucket.credentials.secret": true,
 }
 
 // ApplySettings applies flat key/value settings (from a config file or
@@ -136,6 +137,14 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 			}
 			continue
 		}
+		if zone, field, ok := walZoneKey(k); ok {
+			if known, err := applyWALZoneSetting(&cfg.Cluster.WAL, zone, field, v); known {
+				if err != nil {
+					return nil, bad(err)
+				}
+				continue
+			}
+		}
 		switch {
 		case topicDefaults[k]:
 			if cfg.Broker.LogDefaults == nil {
@@ -159,9 +168,12 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 			}
 			cfg.Listen = addr
 		case k == "advertised.address" || k == "advertised.listeners":
-			addr := v
+			addr, err := expandEnv(v)
+			if err != nil {
+				return nil, bad(err)
+			}
 			if k == "advertised.listeners" {
-				if addr, err = firstListener(v); err != nil {
+				if addr, err = firstListener(addr); err != nil {
 					return nil, bad(err)
 				}
 			}
@@ -292,16 +304,28 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 			} else {
 				cfg.Cluster.Replica.FetchMaxBytes = int32(n)
 			}
-		case k == "wal.enable" || k == "wal.bucket.force.path.style":
+		case k == "wal.enable" || k == "wal.enabled" || k == "wal.bucket.force.path.style":
 			on, err := strconv.ParseBool(v)
 			if err != nil {
 				return nil, bad(err)
 			}
-			if k == "wal.enable" {
+			switch k {
+			case "wal.enable":
 				cfg.Cluster.WAL.Enable = on
-			} else {
+			case "wal.enabled":
+				// Deprecated alias (operators before the zone map wrote it).
+				if _, ok := kv["wal.enable"]; !ok {
+					cfg.Cluster.WAL.Enable = on
+				}
+			default:
 				cfg.Cluster.WAL.Bucket.ForcePathStyle = on
 			}
+		case k == "wal.bucket.credentials.source":
+			if err := checkCredentialsSource(v); err != nil {
+				return nil, bad(err)
+			}
+		case k == "wal.bucket.resource" || k == "wal.bucket.credentials.secret":
+			// Informational: the FastBucket and Secret the operator used.
 		case k == "wal.bucket.name":
 			cfg.Cluster.WAL.Bucket.Bucket = v
 		case k == "wal.bucket.region":
@@ -365,4 +389,31 @@ func firstListener(v string) (string, error) {
 		return "", err
 	}
 	return u.Host, nil
+}
+
+// expandEnv replaces ${NAME} with the environment variable NAME: the
+// operator advertises ${POD_NAME}.<headless service> so that every pod of
+// a StatefulSet shares one ConfigMap. Only the braced form is expanded; an
+// unset or empty variable is an error, not an empty host name.
+func expandEnv(v string) (string, error) {
+	var sb strings.Builder
+	for {
+		i := strings.Index(v, "${")
+		if i < 0 {
+			sb.WriteString(v)
+			return sb.String(), nil
+		}
+		j := strings.IndexByte(v[i:], '}')
+		if j < 0 {
+			return "", fmt.Errorf("unterminated ${ in %q", v)
+		}
+		name := v[i+2 : i+j]
+		val := os.Getenv(name)
+		if val == "" {
+			return "", fmt.Errorf("environment variable %s (${%s}) is not set", name, name)
+		}
+		sb.WriteString(v[:i])
+		sb.WriteString(val)
+		v = v[i+j+1:]
+	}
 }
