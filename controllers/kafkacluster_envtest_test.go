@@ -157,6 +157,25 @@ var _ = Describe("KafkaCluster controller", func() {
 			Expect(cfg).To(ContainSubstring("\nwal.bucket.region=us-east-1\n"))
 			Expect(cfg).To(ContainSubstring("\nwal.bucket.endpoint=" + unreachableEndpoint + "\n"))
 			Expect(cfg).To(ContainSubstring(fmt.Sprintf("\nbroker.id.base=%d\n", i*strata.BrokerIDBlockSize)))
+			Expect(cfg).To(ContainSubstring("\nwal.enable=true\n"))
+			for _, other := range zones { // the zone→bucket map: every zone's bucket
+				Expect(cfg).To(ContainSubstring("\nwal.zone." + other + ".bucket.name=strata-wal-" + other + "\n"))
+				Expect(cfg).To(ContainSubstring("\nwal.zone." + other + ".bucket.endpoint=" + unreachableEndpoint + "\n"))
+				Expect(cfg).To(ContainSubstring("\nwal.zone." + other + ".bucket.credentials.env=STRATA_WAL\n"))
+			}
+		}
+
+		By("moving zone c's bucket to another endpoint: every zone's map follows")
+		fb := &strata.FastBucket{}
+		Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: "wal-us-east-1c"}, fb)).To(Succeed())
+		fb.Spec.Endpoint = "http://127.0.0.2:1"
+		Expect(k8sClient.Update(suiteCtx, fb)).To(Succeed())
+		for _, z := range zones {
+			Eventually(func(g Gomega) {
+				cfg, err := brokerConfig(ns, "demo", z)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(cfg).To(ContainSubstring("\nwal.zone.us-east-1c.bucket.endpoint=http://127.0.0.2:1\n"))
+			}, timeout, interval).Should(Succeed(), "zone %s", z)
 		}
 
 		for _, name := range []string{"demo-brokers", "demo-bootstrap", "demo-etcd"} {
