@@ -211,6 +211,8 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 	}
 	rep := p.Replica
 	var upTo int64 // read below this offset
+	// With WAL replication, why a replica fetch gets record bytes inline.
+	inlineReason := ""
 	switch {
 	case rep == nil:
 		// Standalone: this broker is the whole ISR; HWM = log end.
@@ -247,6 +249,9 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 			return 0, nil
 		}
 		upTo = p.Log.EndOffset()
+		if rm := b.Replicas(); rm.WALEnabled() {
+			inlineReason = replica.InlineFollowerAsked
+		}
 		if rm := b.Replicas(); rm.WALEnabled() && replica.WantsPointers(&rp) && rp.FetchOffset >= p.Log.StartOffset() {
 			// WAL replication: pointers for uploaded ranges, a wait for
 			// ranges being uploaded, inline bytes otherwise.
@@ -265,7 +270,7 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 				}
 				return n, nil
 			}
-			upTo = plan.InlineUpTo
+			upTo, inlineReason = plan.InlineUpTo, plan.Reason
 		}
 	default:
 		if err := rep.CheckReplica(rp.CurrentLeaderEpoch); err != nil {
@@ -330,6 +335,9 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 	}
 	if len(res.Records) > 0 {
 		sp.RecordBatches = res.Records
+		if inlineReason != "" {
+			b.Replicas().CountWALInline(inlineReason, len(res.Records))
+		}
 	}
 	return len(res.Records), nil
 }

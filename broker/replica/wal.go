@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/meta"
@@ -82,6 +83,10 @@ type walRep struct {
 	down    *wal.Downloader
 	tracker *wal.Tracker
 
+	// inline counts the bytes served inline to replica fetches that
+	// accept pointers, by reason (strata_wal_inline_bytes_total).
+	inline *prometheus.CounterVec
+
 	mu sync.Mutex
 	// objects names the partitions with pointers into each live object.
 	objects map[string][]meta.TopicPartition
@@ -104,7 +109,14 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 	if cfg.Clock == nil {
 		cfg.Clock = wal.RealClock{}
 	}
-	w := &walRep{cfg: cfg, m: m, tracker: wal.NewTracker(cfg.Retention), objects: map[string][]meta.TopicPartition{}}
+	w := &walRep{cfg: cfg, m: m, tracker: wal.NewTracker(cfg.Retention), objects: map[string][]meta.TopicPartition{},
+		inline: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_wal_inline_bytes_total",
+			Help: "Record bytes this leader replicated inline to followers that accept WAL pointers, by reason (degraded, upload_slow, not_uploaded, no_pointer, mid_chunk, no_index, follower_asked).",
+		}, []string{"reason"})}
+	for _, r := range []string{InlineDegraded, InlineNoIndex, InlineMidChunk, InlineUploadSlow, InlineNotUploaded, InlineNoPointer, InlineFollowerAsked} {
+		w.inline.WithLabelValues(r)
+	}
 	if cfg.Stores != nil {
 		w.down = wal.NewDownloader(wal.DownloaderConfig{Store: cfg.Stores})
 	}
@@ -128,6 +140,24 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 
 // WALEnabled reports whether EnableWAL was called.
 func (m *Manager) WALEnabled() bool { return m.wal != nil }
+
+// WALCollectors returns the WAL metrics to register (none without WAL):
+// the uploader's (strata_wal_degraded among them) and the inline bytes by
+// reason.
+func (m *Manager) WALCollectors() []prometheus.Collector {
+	if m.wal == nil {
+		return nil
+	}
+	return []prometheus.Collector{wal.NewUploaderCollector(m.wal.up), m.wal.inline}
+}
+
+// CountWALInline records n record bytes served inline to a replica fetch
+// with WAL replication on, for reason (an Inline* constant).
+func (m *Manager) CountWALInline(reason string, n int) {
+	if m.wal != nil && n > 0 {
+		m.wal.inline.WithLabelValues(reason).Add(float64(n))
+	}
+}
 
 // WALProduced tells the uploader that a produce request's appends are
 // done, so the object holding them is cut as soon as the cut rate allows
@@ -294,7 +324,33 @@ type WALServe struct {
 	InlineUpTo int64
 	// Wait wakes the long poll when an upload of this partition finishes.
 	Wait <-chan struct{}
+	// Reason says why bytes below InlineUpTo go inline (one of the
+	// Inline* constants); empty when the plan sends pointers or waits.
+	Reason string
 }
+
+// Why a leader serves a pointer-accepting replica fetch inline: the
+// reason label of strata_wal_inline_bytes_total.
+const (
+	// InlineDegraded: the uploader refuses data (bucket failing).
+	InlineDegraded = "degraded"
+	// InlineNoIndex: this replica has no pointer index (not leader).
+	InlineNoIndex = "no_index"
+	// InlineMidChunk: the follower's log ends inside an uploaded chunk.
+	InlineMidChunk = "mid_chunk"
+	// InlineUploadSlow: the range waited for its upload longer than
+	// InlineAfter.
+	InlineUploadSlow = "upload_slow"
+	// InlineNotUploaded: the uploader refused the range or its upload
+	// failed.
+	InlineNotUploaded = "not_uploaded"
+	// InlineNoPointer: no pointer and nothing pending covers the range
+	// (e.g. appended before this broker led, or its object expired).
+	InlineNoPointer = "no_pointer"
+	// InlineFollowerAsked: the follower asked inline (it could not use a
+	// pointer: missing or corrupt object, refused epoch).
+	InlineFollowerAsked = "follower_asked"
+)
 
 // PlanWALFetch decides how to serve a pointer-accepting replica fetch at
 // off (already checked by ServeReplicaFetch).
@@ -302,17 +358,22 @@ func (m *Manager) PlanWALFetch(p *Partition, off int64, maxBytes int) WALServe {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	leo := p.Log.EndOffset()
-	plan := WALServe{InlineUpTo: leo, Wait: p.walCh}
-	if m.wal == nil || p.walIndex == nil || m.wal.up.Degraded() {
+	plan := WALServe{InlineUpTo: leo, Wait: p.walCh, Reason: InlineNoPointer}
+	switch {
+	case m.wal == nil || p.walIndex == nil:
+		plan.Reason = InlineNoIndex
+		return plan
+	case m.wal.up.Degraded():
+		plan.Reason = InlineDegraded
 		return plan
 	}
 	if ptrs := p.walIndex.From(off, int64(maxBytes)); len(ptrs) > 0 {
 		if ptrs[0].BaseOffset == off {
-			plan.Pointers = ptrs
+			plan.Pointers, plan.Reason = ptrs, ""
 			return plan
 		}
 		// The follower stopped inside a chunk: inline to its end.
-		plan.InlineUpTo = ptrs[0].LastOffset + 1
+		plan.InlineUpTo, plan.Reason = ptrs[0].LastOffset+1, InlineMidChunk
 		return plan
 	}
 	now := m.wal.cfg.Clock.Now()
@@ -322,14 +383,14 @@ func (m *Manager) PlanWALFetch(p *Partition, off int64, maxBytes int) WALServe {
 		}
 		if r.base <= off {
 			if now.Sub(r.at) < m.wal.cfg.InlineAfter {
-				plan.InlineUpTo = off // wait for the upload
+				plan.InlineUpTo, plan.Reason = off, "" // wait for the upload
 				return plan
 			}
-			plan.InlineUpTo = r.last + 1
+			plan.InlineUpTo, plan.Reason = r.last+1, InlineUploadSlow
 			return plan
 		}
 		// Not uploaded and not pending below the next pending range.
-		plan.InlineUpTo = r.base
+		plan.InlineUpTo, plan.Reason = r.base, InlineNotUploaded
 		return plan
 	}
 	return plan
