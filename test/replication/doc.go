@@ -1,1 +1,11 @@
+// Package replication holds the cluster-level replication tests: brokers
+// in process (StartCluster) for the protocol, ISR, epochs, truncation,
+// reassignment and WAL replication through per-zone buckets on a real
+// Versity Gateway (wal_test.go), and broker subprocesses
+// (StartProcessCluster) for SIGKILL/SIGSTOP failover, classic
+// (failover_test.go) and with WAL uploads in flight (wal_failover_test.go,
+// the gateway behind brokertest.S3Proxy). failover_helpers_test.go has what
+// the failover tests share: the acknowledgement-recording producer, the
+// read-back of acknowledged records and the byte comparison of the
+// replicas' logs.
 package replication
