@@ -177,6 +177,13 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 	if err != nil {
 		return err
 	}
+	// The uploader's stats (strata_wal_degraded, ...) and the inline bytes
+	// by reason (strata_wal_inline_bytes_total).
+	for _, c := range replicas.WALCollectors() {
+		if err := s.metrics.Registry.Register(c); err != nil {
+			return fmt.Errorf("register WAL metrics: %w", err)
+		}
+	}
 	s.log.WithName("cluster").Info("WAL replication enabled", "bucket", base.Bucket, "endpoint", base.Endpoint, "zoneMap", buckets.ZoneMap())
 	return nil
 }

@@ -92,6 +92,24 @@ func TestWALZoneMap(t *testing.T) {
 			}
 		}
 	}
+	// The WAL metrics are exported: leader a served c inline.
+	mfs, err := c.Brokers[0].Server().Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			found[mf.GetName()] += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	if _, ok := found["strata_wal_degraded"]; !ok {
+		t.Error("broker a exports no strata_wal_degraded")
+	}
+	if found["strata_wal_inline_bytes_total"] == 0 {
+		t.Error("broker a's strata_wal_inline_bytes_total is missing or 0 although it served broker c inline")
+	}
+
 	trc := c.Brokers[2].Server().Traffic()
 	if !leaders["a"] {
 		t.Fatalf("no partition led in zone a (leaders %v)", leaders)
