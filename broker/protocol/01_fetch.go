@@ -44,6 +44,7 @@ package protocol
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"time"
 
@@ -81,7 +82,13 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		}
 		r.SetTraffic(traffic.ReplicationInline, zone)
 		if asksPointers(b, req) {
+			compact := replica.AsksCompactPointers(req)
 			done = func(resp *kmsg.FetchResponse) (kmsg.Response, error) {
+				if compact {
+					if err := replica.CompactResponsePointers(resp); err != nil {
+						return nil, fmt.Errorf("compact WAL pointers: %w", err)
+					}
+				}
 				if responseRecordBytes(resp) == 0 {
 					r.SetTraffic(traffic.ReplicationWALMetadata, zone)
 				}

@@ -192,6 +192,9 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 		}
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
+	if asked {
+		askCompactPointers(req)
+	}
 	// Stop the round trip when the manager closes.
 	conn := f.conn
 	stop := context.AfterFunc(ctx, func() { _ = conn.nc.SetDeadline(time.Now()) })
@@ -264,6 +267,12 @@ func (f *fetcher) download(ctx context.Context, fr *kmsg.FetchResponse, want map
 	if w == nil || w.down == nil {
 		return nil
 	}
+	objects, compact, tableErr := compactObjects(fr)
+	if tableErr != nil {
+		// Nothing in this answer's pointers can be trusted: fetch every
+		// partition that got some inline from its offset.
+		f.m.cfg.Log.Info("leader sent a malformed WAL object table; fetching inline", "leader", f.leader, "error", tableErr.Error())
+	}
 	var all []wal.Pointer
 	for _, rt := range fr.Topics {
 		for i := range rt.Partitions {
@@ -274,7 +283,16 @@ func (f *fetcher) download(ctx context.Context, fr *kmsg.FetchResponse, want map
 			if raw == nil || !ok || !it.pointers {
 				continue
 			}
-			ptrs, err := DecodePointers(raw)
+			var ptrs []wal.Pointer
+			var err error
+			switch {
+			case tableErr != nil:
+				err = tableErr
+			case compact:
+				ptrs, err = decodeCompactPointers(raw, objects, tp.Topic, tp.Partition)
+			default:
+				ptrs, err = DecodePointers(raw)
+			}
 			if err != nil {
 				f.m.cfg.Log.Info("leader sent malformed WAL pointers; fetching inline", "partition", tp, "leader", f.leader, "error", err.Error())
 				it.p.skipWAL(it.offset + 1)
