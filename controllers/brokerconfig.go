@@ -56,7 +56,8 @@ func walEnvPrefix(zi ZoneInput, zone string, b *strata.FastBucket) string {
 	return WALZoneEnvPrefix(zone)
 }
 
-// walEnvOwnPrefix is the prefix of EnvWALAccessKeyID and friends.
+// walEnvOwnPrefix is the prefix of EnvWALAccessKeyID and friends (the
+// broker's server.DefaultWALEnvPrefix).
 const walEnvOwnPrefix = "STRATA_WAL"
 
 func sameSecretKeys(a, b strata.S3SecretReference) bool {
@@ -150,6 +151,12 @@ func MetadataEndpoints(kc *strata.KafkaCluster) []string {
 // properties file: the operator's keys merged with spec.config (spec.config
 // wins, except for the identity keys CEL forbids there), sorted by key so
 // that equal input gives byte-equal output.
+//
+// WAL: wal.enable, the zone's own FastBucket as wal.bucket.* (uploads) and
+// every zone's FastBucket as wal.zone.<zone>.bucket.* (the zone→bucket map
+// followers resolve a leader's bucket with; docs/wal.md "Bucket per
+// zone"). Only FastBucket specs go in, never their status, so a probe
+// does not roll the brokers.
 //
 // The broker ID is not in the file: a broker computes it at start as
 // broker.id.base + the ordinal at the end of its pod name ($POD_NAME), so
