@@ -88,3 +88,67 @@ func TestUploaderNudge(t *testing.T) {
 		t.Fatalf("%d timers armed with nothing pending", n)
 	}
 }
+
+// gatedStore holds every Put until the test lets it through.
+type gatedStore struct {
+	objstore.Store
+	gate chan struct{}
+}
+
+func (g gatedStore) Put(ctx context.Context, key string, data []byte) error {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.Store.Put(ctx, key, data)
+}
+
+// TestUploaderWaitsForASlot: with every upload slot busy, an object whose
+// cut time came keeps filling and is cut, whole, when an upload finishes.
+func TestUploaderWaitsForASlot(t *testing.T) {
+	const interval = 10 * time.Millisecond
+	clock := newManualClock()
+	var res results
+	gate := make(chan struct{})
+	u, err := wal.NewUploader(wal.UploaderConfig{
+		Store: gatedStore{objstore.NewMem("fast"), gate}, Cluster: "demo", Zone: "zone-a", BrokerID: 1, Incarnation: 1,
+		UploadInterval: interval, MaxInFlight: 1, Clock: clock, OnUpload: res.add,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		close(gate)
+		u.Close(context.Background())
+	}()
+	off := int64(0)
+	appendOne := func() {
+		t.Helper()
+		if err := u.Append("events", 0, 1, off, off, batch(t, off, 1, 1, 10)); err != nil {
+			t.Fatalf("Append: %v", err)
+		}
+		off++
+	}
+	appendOne()
+	u.Nudge()
+	waitFor(t, "first upload in flight", func() bool { return u.Stats().InFlight == 1 })
+	// The only slot is busy: nudges and the interval do not cut.
+	for range 3 {
+		appendOne()
+		u.Nudge()
+	}
+	clock.Advance(3 * interval)
+	if st := u.Stats(); st.PendingBytes == 0 {
+		t.Fatal("an object was cut while the only upload slot was busy")
+	}
+	gate <- struct{}{} // the first PUT finishes
+	waitFor(t, "first upload", func() bool { return res.len() == 1 })
+	waitFor(t, "due object cut when the slot freed", func() bool { return u.Stats().PendingBytes == 0 && u.Stats().InFlight == 1 })
+	gate <- struct{}{}
+	waitFor(t, "second upload", func() bool { return res.len() == 2 })
+	all := res.all()
+	if got := all[1].Pointers; len(got) != 1 || got[0].BaseOffset != 1 || got[0].LastOffset != 3 {
+		t.Fatalf("second object holds %v, want one chunk of offsets 1-3", got)
+	}
+}

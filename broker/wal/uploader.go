@@ -53,6 +53,9 @@ type UploaderConfig struct {
 	// added per interval). So a broker PUTs at most about one object per
 	// interval plus the size cuts, as with a plain timer, but a lightly
 	// loaded or bursty broker does not make every byte wait the interval.
+	// While all MaxInFlight uploads are busy, a due object keeps filling
+	// until one finishes (size cuts excepted): a slow store gets fewer,
+	// larger objects rather than a queue of small ones.
 	UploadInterval time.Duration
 	// CutBurst is the token bucket's depth (DefaultCutBurst).
 	CutBurst int
@@ -158,6 +161,9 @@ type pendingObject struct {
 	// deadline is UploadInterval after the first byte; nudgedAt the
 	// earlier moment a Nudge re-armed the timer for, if any.
 	deadline, nudgedAt time.Time
+	// due: the object's cut time came while every upload slot was busy;
+	// the next finished upload cuts it.
+	due bool
 }
 
 // NewUploader starts an uploader. Close it to flush and stop.
@@ -275,13 +281,31 @@ func (u *Uploader) timerFired(gen uint64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if gen == u.timerGen && u.pending != nil {
-		u.cutLocked()
+		u.dueCutLocked()
 	}
+}
+
+// dueCutLocked cuts the pending object, whose time has come, if an upload
+// slot is free; otherwise the object keeps filling and is cut when an
+// upload finishes. So when the store is slow, objects grow instead of
+// queueing: fewer, larger PUTs, the natural batching of a group commit.
+func (u *Uploader) dueCutLocked() {
+	if u.inFlight+len(u.ready) < u.cfg.MaxInFlight {
+		u.cutLocked()
+		return
+	}
+	u.pending.due = true
+	if u.timerStop != nil {
+		u.timerStop()
+		u.timerStop = nil
+	}
+	u.timerGen++
 }
 
 // Nudge says the caller finished a unit of appends (a produce request):
 // the pending object is cut now if the cut rate allows, else as soon as
-// it does (and never later than UploadInterval after its first byte).
+// it does (and never later than UploadInterval after its first byte);
+// in both cases only once an upload slot is free (see dueCutLocked).
 func (u *Uploader) Nudge() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -291,7 +315,10 @@ func (u *Uploader) Nudge() {
 	now := u.cfg.Clock.Now()
 	allowed := u.tat.Add(-time.Duration(u.cfg.CutBurst-1) * u.cfg.UploadInterval)
 	if !now.Before(allowed) {
-		u.cutLocked()
+		u.dueCutLocked()
+		return
+	}
+	if u.pending.due {
 		return
 	}
 	if u.pending.nudgedAt.IsZero() || allowed.Before(u.pending.nudgedAt) {
@@ -401,6 +428,9 @@ func (u *Uploader) upload(obj *pendingObject) {
 	u.inFlight--
 	u.buffered -= obj.bytes
 	u.done[obj.seq] = res
+	if u.pending != nil && u.pending.due {
+		u.cutLocked()
+	}
 	u.mu.Unlock()
 	signal(u.kick)
 	signal(u.delivered)
