@@ -184,8 +184,12 @@ func TestWALDeposedLeaderFenced(t *testing.T) {
 	const topic = "walfence"
 	wc.createTopic(t, adm, topic)
 
+	// A request in flight to the frozen leader times out after 3 s + 1 s
+	// (not the client's default 10 s overhead) and is retried on the new
+	// leader.
 	cl := newClient(t, c.Addrs(), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProduceRequestTimeout(3*time.Second), kgo.RecordDeliveryTimeout(20*time.Second), kgo.MaxBufferedRecords(200),
+		kgo.ProduceRequestTimeout(3*time.Second), kgo.RequestTimeoutOverhead(time.Second),
+		kgo.RecordDeliveryTimeout(20*time.Second), kgo.MaxBufferedRecords(200),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }))
 	producer := startAckProducer(cl, topic, "fence", false)
 	t.Cleanup(func() { producer.finish() })
