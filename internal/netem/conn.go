@@ -52,7 +52,7 @@ type conn struct {
 	mu        sync.Mutex
 	wq        []chunk // to send, due-time order
 	wqBytes   int
-	werr      error // the first error writing to the connection
+	werr      error   // the first error writing to the connection
 	rq        []chunk // received, due-time order
 	rqBytes   int
 	rdeadline time.Time
