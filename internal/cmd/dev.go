@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -19,123 +18,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strata-dev/strata/broker/meta"
-	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/server"
-	"github.com/strata-dev/strata/internal/testutil/s3server"
 )
-
-// devBucketPrefix + zone names the dev cluster's fast buckets.
-const devBucketPrefix = "strata-wal-"
-
-// versitygwModule is what dev builds when no gateway binary is given.
-const versitygwModule = "github.com/versity/versitygw/cmd/versitygw@v1.8.0"
-
-// startDevBuckets starts a Versity Gateway with one bucket per zone and
-// configures WAL replication on base. The returned function stops it.
-func startDevBuckets(cmd *cobra.Command, base *server.Config, root string, zones []string, putLatency, getLatency time.Duration, log logr.Logger) (func(), error) {
-	bin, err := versitygwBinary(cmd, log)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Setenv(s3server.EnvBinary, bin); err != nil {
-		return nil, err
-	}
-	tb := &devTB{dir: filepath.Join(root, "s3"), log: log.WithName("s3")}
-	stop := func() {
-		for i := len(tb.cleanups) - 1; i >= 0; i-- {
-			tb.cleanups[i]()
-		}
-	}
-	var buckets []string
-	for _, z := range zones {
-		buckets = append(buckets, devBucketPrefix+z)
-	}
-	srv, err := tb.start(buckets)
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	log.Info("WAL buckets ready", "endpoint", srv.Endpoint, "buckets", buckets, "dir", filepath.Join(tb.dir, "buckets"),
-		"putLatency", putLatency, "getLatency", getLatency)
-	w := &base.Cluster.WAL
-	w.Enable = true
-	w.Bucket.Region, w.Bucket.Endpoint, w.Bucket.ForcePathStyle = srv.Region, srv.Endpoint, true
-	w.Bucket.Credentials = &objstore.StaticCredentials{AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}
-	if putLatency != 0 || getLatency != 0 {
-		w.WrapStore = func(st objstore.Store) objstore.Store {
-			f := objstore.NewFaulty(st)
-			f.SetPutLatency(putLatency)
-			f.SetGetLatency(getLatency)
-			return f
-		}
-	}
-	return stop, nil
-}
-
-// versitygwBinary finds the gateway: $STRATA_VERSITYGW, else the cache
-// directory, else it is built there with go install.
-func versitygwBinary(cmd *cobra.Command, log logr.Logger) (string, error) {
-	if bin := os.Getenv(s3server.EnvBinary); bin != "" {
-		return bin, nil
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("no %s and no cache directory: %w", s3server.EnvBinary, err)
-	}
-	dir := filepath.Join(cache, "strata", "versitygw-v1.8.0")
-	bin := filepath.Join(dir, "versitygw")
-	if st, err := os.Stat(bin); err == nil && st.Mode()&0o111 != 0 {
-		return bin, nil
-	}
-	log.Info("building Versity Gateway (once)", "module", versitygwModule, "into", dir)
-	gi := exec.CommandContext(cmd.Context(), "go", "install", versitygwModule)
-	gi.Env = append(os.Environ(), "GOBIN="+dir)
-	gi.Stdout, gi.Stderr = os.Stderr, os.Stderr
-	if err := gi.Run(); err != nil {
-		return "", fmt.Errorf("build Versity Gateway (set %s to a versitygw binary instead): %w", s3server.EnvBinary, err)
-	}
-	return bin, nil
-}
-
-// devTB runs internal/testutil/s3server outside a test: Fatalf becomes
-// an error returned by start, cleanups run when dev exits.
-type devTB struct {
-	dir      string
-	log      logr.Logger
-	cleanups []func()
-	n        int
-}
-
-type devFatal struct{ err error }
-
-func (d *devTB) Helper()                           {}
-func (d *devTB) Logf(format string, args ...any)   { d.log.V(1).Info(fmt.Sprintf(format, args...)) }
-func (d *devTB) Fatalf(format string, args ...any) { panic(devFatal{fmt.Errorf(format, args...)}) }
-func (d *devTB) Cleanup(f func())                  { d.cleanups = append(d.cleanups, f) }
-func (d *devTB) TempDir() string {
-	d.n++
-	dir := d.dir
-	if d.n > 1 {
-		dir = filepath.Join(d.dir, strconv.Itoa(d.n))
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		d.Fatalf("%v", err)
-	}
-	return dir
-}
-
-func (d *devTB) start(buckets []string) (srv *s3server.Server, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			f, ok := r.(devFatal)
-			if !ok {
-				panic(r)
-			}
-			err = f.err
-		}
-	}()
-	return s3server.Start(d, buckets...), nil
-}
 
 func newDevCmd() *cobra.Command {
 	var (
@@ -146,10 +30,11 @@ func newDevCmd() *cobra.Command {
 		replication    string
 		putLatency     time.Duration
 		getLatency     time.Duration
+		zoneLatency    time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run a local 3-zone cluster (embedded etcd, brokers on 127.0.0.1:9092-9094) with a throw-away data dir",
+		Short: "Run a local 3-zone cluster (embedded etcd, brokers on 127.0.0.1:9092-9094, WAL buckets on a local S3 server) with a throw-away data dir",
 		Long: `Run a Strata cluster for development in one process: an embedded etcd on a
 random loopback port and --brokers-per-zone brokers in each of --zones
 (default a, b, c), listening on consecutive ports from --listen
@@ -163,13 +48,24 @@ connections (with --metrics-listen, each broker serves metrics on its own
 port, consecutive from the given one or random for port 0, and the line
 ends with " metrics=<url>,<url>,..."); Ctrl-C stops it cleanly.
 
---replication wal replicates through per-zone fast buckets (wal.enable,
-docs/replication.md): a local Versity Gateway is started with one bucket
-per zone (strata-wal-<zone>), from $STRATA_VERSITYGW, else from the cache
-directory, else built there with "go install
-github.com/versity/versitygw/cmd/versitygw@v1.8.0". --s3-put-latency and
+--replication wal (the default) replicates through per-zone fast buckets
+(wal.enable, docs/replication.md): a local Versity Gateway is started with
+one bucket per zone (strata-wal-<zone>), from $STRATA_VERSITYGW (make dev
+builds it into bin/), else from the user cache directory, else built there
+with "go install github.com/versity/versitygw/cmd/versitygw@v1.8.0". Before
+the ready line dev prints the endpoint, the credentials and each zone's
+bucket and directory; once the first WAL object is uploaded it prints a
+ready-to-paste "strata wal inspect" command for it (that object is kept
+until exit; the others are deleted once replicated). --s3-put-latency and
 --s3-get-latency add latency to every PUT / GET (emulating S3 Express One
-Zone in front of the gateway).`,
+Zone in front of the gateway). --replication classic replicates broker to
+broker without any object store.
+
+--zone-latency D delays every replica fetch connection between brokers of
+different zones by D in each direction (a fetch round trip pays 2 x D), in
+both modes, and in WAL mode every GET from another zone's bucket by 2 x D;
+clients are not delayed. Each broker exports what was delayed as
+strata_dev_zone_latency_* on its /metrics.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, flush, err := newLogger(f.logFormat, f.logLevel)
 			if err != nil {
@@ -178,6 +74,15 @@ Zone in front of the gateway).`,
 			defer flush()
 			if brokersPerZone < 1 || len(zones) == 0 {
 				return errors.New("need at least one zone and one broker per zone")
+			}
+			if zoneLatency < 0 || putLatency < 0 || getLatency < 0 {
+				return errors.New("--zone-latency, --s3-put-latency and --s3-get-latency must not be negative")
+			}
+			if replication != "classic" && replication != "wal" {
+				return fmt.Errorf("--replication %q: want wal or classic", replication)
+			}
+			if replication == "classic" && (putLatency != 0 || getLatency != 0) {
+				return errors.New("--s3-put-latency and --s3-get-latency need --replication wal (the default)")
 			}
 			root := keepDir
 			if root == "" {
@@ -193,21 +98,15 @@ Zone in front of the gateway).`,
 			if err != nil {
 				return err
 			}
-			switch replication {
-			case "classic":
-				if putLatency != 0 || getLatency != 0 {
-					return errors.New("--s3-put-latency and --s3-get-latency need --replication wal")
-				}
-			case "wal":
-				stopS3, err := startDevBuckets(cmd, &base, root, zones, putLatency, getLatency, log)
-				if err != nil {
+			var w *devWAL
+			if replication == "wal" {
+				if w, err = startDevWAL(cmd, &base, root, zones, putLatency, getLatency, log); err != nil {
 					return err
 				}
-				defer stopS3()
-			default:
-				return fmt.Errorf("--replication %q: want classic or wal", replication)
+				defer w.Stop()
 			}
-			return runDev(cmd, base, root, zones, brokersPerZone, f.shutdownTimeout, log)
+			return runDev(cmd, devOptions{base: base, root: root, zones: zones, perZone: brokersPerZone,
+				shutdownTimeout: f.shutdownTimeout, zoneLatency: zoneLatency, wal: w}, log)
 		},
 	}
 	f.register(cmd, "127.0.0.1:9092", "")
@@ -218,15 +117,28 @@ Zone in front of the gateway).`,
 	cmd.Flags().StringVar(&keepDir, "keep-dir", "", "use (and keep) this data directory instead of a temporary one")
 	cmd.Flags().StringSliceVar(&zones, "zones", []string{"a", "b", "c"}, "zones (racks) of the cluster")
 	cmd.Flags().IntVar(&brokersPerZone, "brokers-per-zone", 1, "brokers in each zone")
-	cmd.Flags().StringVar(&replication, "replication", "classic", "replication path: classic (broker-to-broker) or wal (per-zone fast buckets on a local Versity Gateway)")
+	cmd.Flags().StringVar(&replication, "replication", "wal", "replication path: wal (per-zone fast buckets on a local Versity Gateway) or classic (broker-to-broker)")
 	cmd.Flags().DurationVar(&putLatency, "s3-put-latency", 0, "with --replication wal: latency added to every bucket PUT")
 	cmd.Flags().DurationVar(&getLatency, "s3-get-latency", 0, "with --replication wal: latency added to every bucket GET")
+	cmd.Flags().DurationVar(&zoneLatency, "zone-latency", 0, "one-way delay on each direction of replica connections between zones (and per GET from another zone's bucket: 2x)")
 	cmd.Flags().Lookup("log-format").DefValue = "console"
 	_ = cmd.Flags().Set("log-format", "console")
 	return cmd
 }
 
-func runDev(cmd *cobra.Command, base server.Config, root string, zones []string, perZone int, shutdownTimeout time.Duration, log logr.Logger) error {
+// devOptions is what runDev needs besides the command.
+type devOptions struct {
+	base            server.Config
+	root            string
+	zones           []string
+	perZone         int
+	shutdownTimeout time.Duration
+	zoneLatency     time.Duration
+	wal             *devWAL // nil: classic replication
+}
+
+func runDev(cmd *cobra.Command, o devOptions, log logr.Logger) error {
+	base, root := o.base, o.root
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	etcd, err := meta.StartEmbedded(ctx, filepath.Join(root, "etcd"), nil)
@@ -244,7 +156,7 @@ func runDev(cmd *cobra.Command, base server.Config, root string, zones []string,
 	if err != nil {
 		return fmt.Errorf("--listen %q: %w", base.Listen, err)
 	}
-	n := len(zones) * perZone
+	n := len(o.zones) * o.perZone
 	if base.Broker.DefaultReplicationFactor <= 1 {
 		base.Broker.DefaultReplicationFactor = int16(min(3, n))
 	}
@@ -255,7 +167,7 @@ func runDev(cmd *cobra.Command, base server.Config, root string, zones []string,
 
 	var servers []*server.Server
 	shutdown := func() error {
-		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 		defer cancel()
 		var wg sync.WaitGroup
 		errs := make([]error, len(servers))
@@ -269,16 +181,24 @@ func runDev(cmd *cobra.Command, base server.Config, root string, zones []string,
 		wg.Wait()
 		return errors.Join(errs...)
 	}
+	zoneOf := newDevZones()
+	defer zoneOf.allStarted()
 	var addrs []string
 	id := int32(0)
-	for _, zone := range zones {
-		for range perZone {
+	for _, zone := range o.zones {
+		for range o.perZone {
 			cfg := base
 			cfg.Broker.NodeID = id
 			cfg.Broker.Rack = zone
 			cfg.Broker.DataDir = filepath.Join(root, fmt.Sprintf("broker-%d", id))
-			if cfg.Cluster.WAL.Enable {
+			var zs *zoneStats
+			if o.zoneLatency > 0 {
+				zs = &zoneStats{}
+				cfg.Cluster.Replica.Dial = zoneOf.replicaDialer(zone, o.zoneLatency, zs, log.WithValues("broker", id))
+			}
+			if o.wal != nil {
 				cfg.Cluster.WAL.Bucket.Bucket = devBucketPrefix + zone
+				cfg.Cluster.WAL.WrapStore = o.wal.wrapper(zone, o.zoneLatency, zs)
 			}
 			cfg.Listen = net.JoinHostPort(host, "0")
 			if port != 0 {
@@ -295,9 +215,30 @@ func runDev(cmd *cobra.Command, base server.Config, root string, zones []string,
 				return errors.Join(fmt.Errorf("broker %d (zone %s): %w", id, zone, err), shutdown())
 			}
 			servers = append(servers, s)
+			zoneOf.add(s.Addr(), zone)
+			if _, p, err := net.SplitHostPort(s.Addr()); err == nil {
+				zoneOf.add(net.JoinHostPort(host, p), zone) // as registered when --listen names a host
+			}
+			if zs != nil {
+				if err := registerZoneMetrics(s.Metrics().Registry, o.zoneLatency, zs); err != nil {
+					return errors.Join(fmt.Errorf("broker %d: zone latency metrics: %w", id, err), shutdown())
+				}
+			}
 			addrs = append(addrs, s.Addr())
 			id++
 		}
+	}
+	zoneOf.allStarted()
+	if o.wal != nil {
+		o.wal.printWhere()
+	}
+	if o.zoneLatency > 0 {
+		also := ""
+		if o.wal != nil {
+			also = " and per GET from another zone's bucket"
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "strata dev: inter-zone latency %v one-way on replica fetches between zones (+%v per round trip)%s; see strata_dev_zone_latency_* in /metrics\n",
+			o.zoneLatency, 2*o.zoneLatency, also)
 	}
 	ready := "strata dev ready: bootstrap=" + strings.Join(addrs, ",")
 	if base.MetricsListen != "" {
