@@ -285,4 +285,3 @@ func metricSum(body, name string) float64 {
 	}
 	return sum
 }
-
