@@ -41,6 +41,7 @@ type S3Proxy struct {
 	stats      map[string]*S3BucketStats
 	recording  map[string]bool
 	recorded   []S3Put
+	getsOf     map[string]int // "bucket/key" -> answered GETs
 	wg         sync.WaitGroup
 }
 
@@ -57,10 +58,12 @@ type S3BucketStats struct {
 }
 
 // S3Put is a recorded PUT: its bucket, key, the payload (aws-chunked
-// framing removed) and the status the server answered.
+// framing removed), whether it was held and the status the server
+// answered.
 type S3Put struct {
 	Bucket, Key string
 	Body        []byte
+	Held        bool
 	Status      int
 }
 
@@ -81,6 +84,7 @@ func StartS3Proxy(t testing.TB, endpoint string) *S3Proxy {
 		held:      map[string]int{},
 		stats:     map[string]*S3BucketStats{},
 		recording: map[string]bool{},
+		getsOf:    map[string]int{},
 	}
 	p.srv = &http.Server{Handler: http.HandlerFunc(p.serve), ReadHeaderTimeout: 10 * time.Second}
 	p.wg.Add(1)
@@ -103,7 +107,7 @@ func (p *S3Proxy) SetPutLatency(d time.Duration) {
 }
 
 // Hold makes every PUT to bucket wait (after reaching the proxy) until
-// Release(bucket).
+// Release(bucket). Held PUTs are always recorded (see Recorded).
 func (p *S3Proxy) Hold(bucket string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -130,7 +134,7 @@ func (p *S3Proxy) Held(bucket string) int {
 }
 
 // Record starts (on) or stops recording the PUTs to bucket that reach
-// the proxy from now on.
+// the proxy from now on (held PUTs are recorded anyway).
 func (p *S3Proxy) Record(bucket string, on bool) {
 	p.mu.Lock()
 	p.recording[bucket] = on
@@ -142,6 +146,13 @@ func (p *S3Proxy) Recorded() []S3Put {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]S3Put(nil), p.recorded...)
+}
+
+// GetsOf is the number of answered GETs (ranged or not) of one object.
+func (p *S3Proxy) GetsOf(bucket, key string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.getsOf[bucket+"/"+key]
 }
 
 // Stats returns a copy of bucket's counters.
@@ -192,14 +203,15 @@ func (p *S3Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	isPut := r.Method == http.MethodPut && key != "" && r.URL.Query().Get("partNumber") == ""
-	var record bool
+	var record, held bool
 	if isPut {
 		p.mu.Lock()
 		latency, hold := p.putLatency, p.hold[bucket]
-		record = p.recording[bucket]
+		record = p.recording[bucket] || hold != nil
 		p.statsLocked(bucket).InFlightPuts++
 		if hold != nil {
 			p.held[bucket]++
+			held = true
 		}
 		p.mu.Unlock()
 		defer func() {
@@ -258,6 +270,7 @@ func (p *S3Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && key != "" && ok:
 		s.Gets++
 		s.GetBytes += int64(len(rbody))
+		p.getsOf[bucket+"/"+key]++
 	}
 	if isPut && record {
 		payload := body
@@ -266,7 +279,7 @@ func (p *S3Proxy) serve(w http.ResponseWriter, r *http.Request) {
 				payload = d
 			}
 		}
-		p.recorded = append(p.recorded, S3Put{Bucket: bucket, Key: key, Body: payload, Status: resp.StatusCode})
+		p.recorded = append(p.recorded, S3Put{Bucket: bucket, Key: key, Body: payload, Held: held, Status: resp.StatusCode})
 	}
 	p.mu.Unlock()
 	for k, vs := range resp.Header {

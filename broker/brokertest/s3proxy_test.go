@@ -46,8 +46,11 @@ func TestS3Proxy(t *testing.T) {
 	viaProxy, direct := open(proxy.Endpoint()), open(s3s.Endpoint)
 	data := bytes.Repeat([]byte("wal object "), 1000)
 
+	// Not held, not recorded.
+	if err := viaProxy.Put(ctx, "k0", data[:10]); err != nil {
+		t.Fatal(err)
+	}
 	// Held, then released: the client's PUT completes.
-	proxy.Record("wal-a", true)
 	proxy.Hold("wal-a")
 	done := make(chan error, 1)
 	go func() { done <- viaProxy.Put(ctx, "k1", data) }()
@@ -80,12 +83,26 @@ func TestS3Proxy(t *testing.T) {
 	}
 
 	st := proxy.Stats("wal-a")
-	if st.Puts != 2 || st.Gets != 1 || st.GetBytes != int64(len(data)) {
-		t.Fatalf("stats %+v, want 2 PUTs, 1 GET of %d bytes", st, len(data))
+	if proxy.GetsOf("wal-a", "k1") != 1 || proxy.GetsOf("wal-a", "k2") != 0 {
+		t.Fatalf("GETs of k1 %d, of k2 %d; want 1 and 0 (k2 was read directly)", proxy.GetsOf("wal-a", "k1"), proxy.GetsOf("wal-a", "k2"))
+	}
+	if st.Puts != 3 || st.Gets != 1 || st.GetBytes != int64(len(data)) {
+		t.Fatalf("stats %+v, want 3 PUTs, 1 GET of %d bytes", st, len(data))
+	}
+	// Recording on: an unheld PUT is recorded too.
+	proxy.Record("wal-a", true)
+	if err := viaProxy.Put(ctx, "k3", data[:5]); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Record("wal-a", false)
+	if err := viaProxy.Put(ctx, "k4", data[:5]); err != nil {
+		t.Fatal(err)
 	}
 	rec := proxy.Recorded()
-	if len(rec) != 2 || rec[0].Key != "k1" || !bytes.Equal(rec[0].Body, data) || rec[1].Key != "k2" || !bytes.Equal(rec[1].Body, data[:100]) || rec[0].Status != 200 {
-		t.Fatalf("recorded %d PUTs, want k1 and k2 with their bodies", len(rec))
+	if len(rec) != 3 || rec[0].Key != "k1" || !bytes.Equal(rec[0].Body, data) || !rec[0].Held || rec[0].Status != 200 ||
+		rec[1].Key != "k2" || !bytes.Equal(rec[1].Body, data[:100]) || !rec[1].Held ||
+		rec[2].Key != "k3" || !bytes.Equal(rec[2].Body, data[:5]) || rec[2].Held {
+		t.Fatalf("recorded %d PUTs, want held k1 and k2 and unheld k3 with their bodies", len(rec))
 	}
 }
 

@@ -79,6 +79,18 @@ func (wc *walProcessCluster) fallbacks() (failed, refused int) {
 	return failed, refused
 }
 
+// checkLateNeverRead fails the test if a follower downloaded any object
+// recorded as late (uploaded by a leader while it was being killed or
+// deposed): nothing may point at them.
+func (wc *walProcessCluster) checkLateNeverRead(t *testing.T) {
+	t.Helper()
+	for _, put := range wc.proxy.Recorded() {
+		if n := wc.proxy.GetsOf(put.Bucket, put.Key); n > 0 {
+			t.Fatalf("late object %s/%s of a killed or deposed leader was downloaded %d times", put.Bucket, put.Key, n)
+		}
+	}
+}
+
 func (wc *walProcessCluster) createTopic(t *testing.T, adm *kadm.Client, topic string) {
 	t.Helper()
 	two := "2"
@@ -124,12 +136,10 @@ func TestWALFailover(t *testing.T) {
 		bucket := walBucket(old)
 		// Hold the leader's next uploads, kill it while one is in
 		// flight, then let them through to the gateway.
-		wc.proxy.Record(bucket, true)
-		wc.proxy.Hold(bucket)
+		wc.proxy.Hold(bucket) // held PUTs are recorded: the late objects
 		waitFor(t, fmt.Sprintf("an upload of leader %d in flight", old), 30*time.Second, func() bool { return wc.proxy.Held(bucket) > 0 })
 		c.Processes[old-1].Kill()
 		held := wc.proxy.Held(bucket)
-		wc.proxy.Record(bucket, false)
 		wc.proxy.Release(bucket)
 		heldAtKill += held
 		waitFor(t, "the killed leader's held uploads forwarded", 30*time.Second, func() bool { return wc.proxy.Stats(bucket).InFlightPuts == 0 })
@@ -147,8 +157,14 @@ func TestWALFailover(t *testing.T) {
 			lateLanded++
 		}
 	}
+	last, _ := leaderOf(adm, topic)
+	getsBefore := wc.proxy.Stats(walBucket(last)).Gets
 	producer.waitMore(t, "progress after the last kill", 300)
 	acked, _ := producer.finish()
+	if l, _ := leaderOf(adm, topic); l == last && wc.proxy.Stats(walBucket(last)).Gets == getsBefore {
+		t.Fatalf("no follower downloaded from leader %d's bucket after the last failover: the WAL path did not resume", last)
+	}
+	wc.checkLateNeverRead(t)
 
 	hwm := highWatermark(t, adm, topic)
 	checkAcknowledged(t, c.Addrs(), topic, hwm, acked)
@@ -207,8 +223,7 @@ func TestWALDeposedLeaderFenced(t *testing.T) {
 	}
 	bucket := walBucket(old)
 	oldProc := c.Processes[old-1]
-	wc.proxy.Record(bucket, true)
-	wc.proxy.Hold(bucket)
+	wc.proxy.Hold(bucket) // held PUTs are recorded: late objects
 	t.Cleanup(func() { wc.proxy.Release(bucket); oldProc.Resume() })
 	// An upload in flight means an appended range the followers wait for
 	// (they get it inline only after the leader's inline-after delay):
@@ -216,6 +231,8 @@ func TestWALDeposedLeaderFenced(t *testing.T) {
 	waitFor(t, fmt.Sprintf("an upload of leader %d in flight", old), 30*time.Second, func() bool { return wc.proxy.Held(bucket) > 0 })
 	oldProc.Pause()
 	held := wc.proxy.Held(bucket)
+	// What it uploads from now on (after it continues) is late too.
+	wc.proxy.Record(bucket, true)
 	frozen := time.Now()
 
 	var newLeader int32
@@ -291,6 +308,7 @@ func TestWALDeposedLeaderFenced(t *testing.T) {
 	t.Logf("bucket traffic: %d objects uploaded (%d B), %d ranged GETs by followers (%d B)", objs.Puts, objs.PutBytes, objs.Gets, objs.GetBytes)
 	failed, refused := wc.fallbacks()
 	t.Logf("followers fetched inline instead: %d failed WAL ranges, %d refused pointers", failed, refused)
+	wc.checkLateNeverRead(t)
 	switch {
 	case landed == 0:
 		t.Fatal("no late object of the deposed leader landed in its bucket")
