@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -13,15 +14,23 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/broker/brokertest"
+	"github.com/strata-dev/strata/internal/testutil/s3server"
 )
 
-// TestStrataDev runs `strata dev` (what `make dev` runs: embedded etcd and
-// one broker in each of zones a, b and c), waits for its exact ready line,
-// uses the printed bootstrap addresses with kcat (three brokers, a topic
-// replicated to all three), and stops it with SIGINT (Ctrl-C): it must exit
-// 0 and remove its temporary data directory.
+// TestStrataDev runs `strata dev` as `make dev` does (the default: WAL
+// replication through a local Versity Gateway with one bucket per zone,
+// embedded etcd, one broker in each of zones a, b and c), reads where the
+// buckets live from its output, waits for its exact ready line, produces
+// and consumes with kcat through the printed bootstrap addresses (three
+// brokers, a topic replicated to all three), checks that WAL objects land
+// in a zone bucket's directory and that the printed `strata wal inspect`
+// command prints the first object's chunk table, and stops dev with SIGINT
+// (Ctrl-C): it must exit 0 and remove its temporary data directory.
 func TestStrataDev(t *testing.T) {
 	kcat := kcatPath(t)
+	if _, err := s3server.Binary(); err != nil {
+		t.Fatal(err) // says to run `make test` (or `make test-deps`)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, brokertest.Binary(t), "dev", "--listen", "127.0.0.1:0", "--log-format", "json")
@@ -35,20 +44,51 @@ func TestStrataDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	ready := regexp.MustCompile(`^strata dev ready: bootstrap=(127\.0\.0\.1:\d+,127\.0\.0\.1:\d+,127\.0\.0\.1:\d+)$`)
+	bucketLine := regexp.MustCompile(`^  zone (\S+) +s3://(strata-wal-\S+) \(files under (\S+)\)$`)
+	endpointLine := regexp.MustCompile(`^  endpoint +(http://127\.0\.0\.1:\d+) `)
 	sc := bufio.NewScanner(stdout)
-	var addr string
+	var addr, endpoint string
+	bucketDirs := map[string]string{} // zone → directory of its bucket
 	for sc.Scan() {
+		t.Logf("stdout: %s", sc.Text())
 		if m := ready.FindStringSubmatch(sc.Text()); m != nil {
 			addr = m[1]
 			break
 		}
-		t.Logf("stdout: %s", sc.Text())
+		if m := bucketLine.FindStringSubmatch(sc.Text()); m != nil {
+			if m[2] != "strata-wal-"+m[1] {
+				t.Errorf("zone %s has bucket %s", m[1], m[2])
+			}
+			bucketDirs[m[1]] = m[3]
+		}
+		if m := endpointLine.FindStringSubmatch(sc.Text()); m != nil {
+			endpoint = m[1]
+		}
 	}
 	if addr == "" {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		t.Fatalf("no ready line; stderr:\n%s", stderr.String())
 	}
+	if len(bucketDirs) != 3 || endpoint == "" {
+		t.Fatalf("dev printed buckets %v and endpoint %q before its ready line, want the 3 zones' buckets and the gateway", bucketDirs, endpoint)
+	}
+	// The rest of stdout: the first WAL object's inspect command.
+	inspectLine := make(chan string, 1)
+	go func() {
+		announced := false
+		for sc.Scan() {
+			switch {
+			case strings.HasPrefix(sc.Text(), "strata dev: first WAL object "):
+				announced = true
+			case announced:
+				inspectLine <- strings.TrimSpace(sc.Text())
+				announced = false
+			}
+		}
+		close(inspectLine)
+	}()
+
 	out, err := exec.CommandContext(ctx, kcat, "-b", addr, "-L").CombinedOutput()
 	if err != nil || !bytes.Contains(out, []byte("3 brokers:")) {
 		t.Fatalf("kcat -L against %s: %v\n%s", addr, err, out)
@@ -66,6 +106,43 @@ func TestStrataDev(t *testing.T) {
 	if err != nil || !regexp.MustCompile(`replicas: \d+,\d+,\d+, isrs: \d+,\d+,\d+`).Match(out) {
 		t.Fatalf("devtopic is not replicated to three in-sync brokers: %v\n%s", err, out)
 	}
+
+	// The records went through a WAL object in the leader's zone bucket.
+	var line string
+	select {
+	case line = <-inspectLine:
+	case <-ctx.Done():
+	}
+	if line == "" {
+		t.Fatalf("no `wal inspect` command printed after producing; stderr:\n%s", tail(stderr.String(), 30))
+	}
+	objURL := regexp.MustCompile(`s3://(strata-wal-(\S+?))/(wal/\S+)$`).FindStringSubmatch(line)
+	if objURL == nil || !strings.Contains(line, "--endpoint "+endpoint) {
+		t.Fatalf("inspect command %q: want s3://strata-wal-<zone>/wal/... on %s", line, endpoint)
+	}
+	objFile := filepath.Join(bucketDirs[objURL[2]], filepath.FromSlash(objURL[3]))
+	if st, err := os.Stat(objFile); err != nil || st.Size() == 0 {
+		t.Fatalf("object %s not in zone %s's bucket directory: %v", objURL[0], objURL[2], err)
+	}
+	// Run the printed command as a user pastes it: VAR=value... binary args.
+	fields := strings.Fields(line)
+	var env []string
+	for len(fields) > 0 && strings.Contains(fields[0], "=") {
+		env = append(env, fields[0])
+		fields = fields[1:]
+	}
+	if len(env) != 2 || len(fields) < 3 || fields[1] != "wal" || fields[2] != "inspect" {
+		t.Fatalf("inspect command %q: want credentials, the strata binary, wal inspect", line)
+	}
+	inspect := exec.CommandContext(ctx, fields[0], fields[1:]...)
+	inspect.Env = append(os.Environ(), env...)
+	out, err = inspect.CombinedOutput()
+	table := regexp.MustCompile(`(?m)^\d+\s+devtopic\s+0\s+\d+\s+\d+\s+\d+\s+\d+\s+\d+\s+[0-9a-f]{8}\s+\d+\s+ok$`)
+	if err != nil || !bytes.Contains(out, []byte("format       SWAL v1")) || !table.Match(out) {
+		t.Fatalf("%s: %v\n%s\nwant the object's header and a chunk table with a devtopic chunk", line, err, out)
+	}
+	t.Logf("%s\n%s", line, out)
+
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -79,4 +156,12 @@ func TestStrataDev(t *testing.T) {
 	if _, err := os.Stat(dir[1]); !os.IsNotExist(err) {
 		t.Fatalf("temporary data dir %s still there after exit (%v)", dir[1], err)
 	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
