@@ -177,8 +177,8 @@ func TestWALFailover(t *testing.T) {
 	if objs.Puts == 0 || objs.Gets == 0 {
 		t.Fatalf("%d objects uploaded, %d downloads: the WAL path was not used", objs.Puts, objs.Gets)
 	}
-	if heldAtKill == 0 {
-		t.Fatal("no upload was in flight at any kill")
+	if lateLanded < *walKills {
+		t.Fatalf("%d late objects of killed leaders landed, want at least one per kill (%d)", lateLanded, *walKills)
 	}
 	stopAndCompareLogs(t, c, topic+"-0", hwm)
 }
