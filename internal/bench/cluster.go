@@ -21,7 +21,10 @@ type ClusterOptions struct {
 	// S3PutLatency and S3GetLatency are injected in front of the object
 	// store (WAL mode), emulating S3 Express One Zone.
 	S3PutLatency, S3GetLatency time.Duration
-	// ZoneLatency is injected on inter-zone broker connections.
+	// ZoneLatency is the one-way delay injected on each direction of
+	// inter-zone replica connections (and, in WAL mode, one round trip on
+	// each GET from another zone's bucket); clients get it on their
+	// connections to brokers of other zones.
 	ZoneLatency time.Duration
 }
 
@@ -35,6 +38,10 @@ type Cluster struct {
 	// Notes tell the reader what the cluster could not do (e.g. latency
 	// injection not supported yet); they are printed with the report.
 	Notes []string
+	// ZoneLatency is the inter-zone latency the cluster applies (0: none,
+	// or the starter could not apply the requested one); the load's
+	// clients get the same on their cross-zone connections.
+	ZoneLatency time.Duration
 	// Stop stops the cluster; nil for external clusters.
 	Stop func(ctx context.Context) error
 }

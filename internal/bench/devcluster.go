@@ -57,11 +57,9 @@ func ParseDevHelp(help string) DevFeatures {
 	return f
 }
 
-// Flag names of `strata dev` the bench uses when present. The WAL mode
-// switch and the injected latencies are being added to `strata dev` with
-// the replicated cluster; until dev lists them in --help, the WAL mode fails
-// with ErrModeUnsupported and injected latencies are reported as not
-// applied.
+// Flag names of `strata dev` the bench uses when present. A dev binary
+// without them (an older build) cannot run the WAL mode
+// (ErrModeUnsupported) and injected latencies are reported as not applied.
 const (
 	devFlagReplication  = "replication"    // --replication classic|wal
 	devFlagS3PutLatency = "s3-put-latency" // --s3-put-latency 5ms
@@ -78,8 +76,8 @@ var ErrModeUnsupported = errors.New("mode not supported by strata dev")
 // options to dev flags:
 //
 //   - always: --listen 127.0.0.1:0 (random ports) and --log-format console;
-//   - classic: --replication classic when dev has the flag, else nothing
-//     (dev's default is broker-to-broker replication);
+//   - classic: --replication classic when dev has the flag (dev's default
+//     is wal), else nothing (an older dev: classic was its only mode);
 //   - wal: --replication wal; without the flag: ErrModeUnsupported;
 //   - --s3-put-latency, --s3-get-latency (wal only), --zone-latency (both):
 //     passed when dev has the flag and the value is not 0, else a note.
@@ -265,6 +263,9 @@ func (s *DevStarter) Start(ctx context.Context, mode string, opts ClusterOptions
 		return nil, ctx.Err()
 	}
 	c := &Cluster{Bootstrap: rl.Bootstrap, MetricsURLs: rl.Metrics, Notes: notes, Stop: stop}
+	if opts.ZoneLatency > 0 && feat.Supports(devFlagZoneLatency) {
+		c.ZoneLatency = opts.ZoneLatency
+	}
 	if len(c.MetricsURLs) == 0 {
 		c.Notes = append(c.Notes, fmt.Sprintf("strata dev did not print metrics URLs for its %d brokers: traffic figures n/a (pass --metrics)", len(rl.Bootstrap)))
 	}

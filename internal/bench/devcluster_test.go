@@ -50,6 +50,9 @@ const helpWithWAL = helpClassicOnly + `      --replication string   classic or w
       --s3-get-latency duration   injected GET latency
 `
 
+const helpWithZoneLatency = helpWithWAL + `      --zone-latency duration   one-way delay on each direction of replica connections between zones
+`
+
 func TestDevArgs(t *testing.T) {
 	opts := ClusterOptions{S3PutLatency: 5 * time.Millisecond, S3GetLatency: 3 * time.Millisecond, ZoneLatency: time.Millisecond}
 	tests := []struct {
@@ -71,6 +74,10 @@ func TestDevArgs(t *testing.T) {
 			wantArgs: "dev --listen 127.0.0.1:0 --log-format console --replication wal --s3-put-latency 5ms --s3-get-latency 3ms", wantNotes: 1},
 		{name: "classic later: no S3 latency flags", mode: ModeClassic, help: helpWithWAL, opts: opts,
 			wantArgs: "dev --listen 127.0.0.1:0 --log-format console --replication classic", wantNotes: 1},
+		{name: "wal with zone latency", mode: ModeWAL, help: helpWithZoneLatency, opts: opts,
+			wantArgs: "dev --listen 127.0.0.1:0 --log-format console --replication wal --s3-put-latency 5ms --s3-get-latency 3ms --zone-latency 1ms"},
+		{name: "classic with zone latency", mode: ModeClassic, help: helpWithZoneLatency, opts: opts,
+			wantArgs: "dev --listen 127.0.0.1:0 --log-format console --replication classic --zone-latency 1ms"},
 		{name: "unknown mode", mode: "raft", help: helpWithWAL, wantErr: "unknown mode"},
 	}
 	for _, tt := range tests {
@@ -112,6 +119,7 @@ func TestValidate(t *testing.T) {
 		{"duration", func(o *LoadOptions) { o.Duration = 0 }, "duration 0s"},
 		{"rate", func(o *LoadOptions) { o.Rate = -1 }, "rate -1"},
 		{"compression", func(o *LoadOptions) { o.Compression = "brotli" }, `compression "brotli"`},
+		{"zone latency", func(o *LoadOptions) { o.ZoneLatency = -time.Millisecond }, "zone latency -1ms"},
 	}
 	for _, tt := range tests {
 		o := DefaultLoadOptions()

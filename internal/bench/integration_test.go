@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/strata-dev/strata/broker/brokertest"
+	"github.com/strata-dev/strata/internal/testutil/s3server"
 )
 
 func TestMain(m *testing.M) {
@@ -150,15 +151,10 @@ func TestExternalBadBootstrap(t *testing.T) {
 }
 
 // TestModesDevSubprocess runs `--modes classic` through DevStarter (the
-// strata binary built once by brokertest) and checks the 3-zone figures;
-// the wal mode must fail clearly while `strata dev` cannot run it.
+// strata binary built once by brokertest) and checks the 3-zone figures.
 func TestModesDevSubprocess(t *testing.T) {
 	bin := brokertest.Binary(t)
 	starter := &DevStarter{Binary: bin}
-	feat, err := starter.Features(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	lo := DefaultLoadOptions()
 	lo.Partitions, lo.Warmup, lo.Duration, lo.RecordSize = 6, 500*time.Millisecond, 2*time.Second, 512
 	rep, err := Run(context.Background(), Config{Modes: []string{ModeClassic}, Starter: starter, Load: lo})
@@ -175,31 +171,6 @@ func TestModesDevSubprocess(t *testing.T) {
 		t.Errorf("cross-zone bytes per produced byte = %v, want about 2 for RF 3 in 3 zones", val(v))
 	}
 
-	if !feat.Supports(devFlagReplication) {
-		// Checked before any mode runs: no classic cluster is started.
-		started := &countingStarter{ClusterStarter: starter}
-		_, err := Run(context.Background(), Config{Modes: []string{ModeClassic, ModeWAL}, Starter: started, Load: lo})
-		if !errors.Is(err, ErrModeUnsupported) || !strings.Contains(err.Error(), "not available yet") {
-			t.Fatalf("wal mode with a dev binary without --replication: err %v, want ErrModeUnsupported", err)
-		}
-		if started.n != 0 {
-			t.Errorf("%d clusters started before the unsupported mode was reported", started.n)
-		}
-	}
-}
-
-type countingStarter struct {
-	ClusterStarter
-	n int
-}
-
-func (c *countingStarter) Start(ctx context.Context, mode string, opts ClusterOptions) (*Cluster, error) {
-	c.n++
-	return c.ClusterStarter.Start(ctx, mode, opts)
-}
-
-func (c *countingStarter) CheckMode(ctx context.Context, mode string, opts ClusterOptions) error {
-	return c.ClusterStarter.(ModeChecker).CheckMode(ctx, mode, opts)
 }
 
 // TestDevStarterFailsClearly: a dev that exits before its ready line is an
@@ -212,41 +183,35 @@ func TestDevStarterFailsClearly(t *testing.T) {
 	}
 }
 
-// futureDev is a test double of a `strata dev` that has the WAL mode flags:
-// its --help lists them, it records its arguments and runs the real dev
-// without them (so both "modes" are classic clusters). It exercises the
-// whole multi-mode path — flag mapping, two clusters in one run, ratios,
-// plot — before the real WAL mode exists.
-const futureDev = `#!/usr/bin/env bash
-if [ "$1" = dev ] && [ "$2" = --help ]; then
-  "$REAL_STRATA" dev --help
-  echo "      --replication string        classic or wal"
-  echo "      --s3-put-latency duration   injected PUT latency"
-  echo "      --s3-get-latency duration   injected GET latency"
-  exit 0
-fi
-echo "$*" >> "$ARGS_LOG"
-args=(); skip=0
-for a in "$@"; do
-  if [ $skip = 1 ]; then skip=0; continue; fi
-  case "$a" in --replication|--s3-put-latency|--s3-get-latency) skip=1 ;; *) args+=("$a") ;; esac
-done
-exec "$REAL_STRATA" "${args[@]}"
+// recordingDev wraps the real strata binary and records the arguments of
+// every dev it starts.
+const recordingDev = `#!/usr/bin/env bash
+if [ "$1" = dev ] && [ "$2" != --help ]; then echo "$*" >> "$ARGS_LOG"; fi
+exec "$REAL_STRATA" "$@"
 `
 
+// TestTwoModesOneRun is the whole two-mode path against the real `strata
+// dev`: classic then wal (local Versity Gateway), injected S3 latencies and
+// a 1 ms zone latency, two clusters in one bench, the flag mapping, the
+// ratios, the plot, and the zone latency shown to act: replica and client
+// bytes went through the delayed connections in both modes, and in wal
+// mode GETs from other zones' buckets were delayed.
 func TestTwoModesOneRun(t *testing.T) {
+	if _, err := s3server.Binary(); err != nil {
+		t.Fatal(err) // says to run `make test` (or `make test-deps`)
+	}
 	dir := t.TempDir()
 	script, argsLog := dir+"/strata", dir+"/args"
-	if err := os.WriteFile(script, []byte(futureDev), 0o755); err != nil {
+	if err := os.WriteFile(script, []byte(recordingDev), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("REAL_STRATA", brokertest.Binary(t))
 	t.Setenv("ARGS_LOG", argsLog)
 	lo := DefaultLoadOptions()
-	lo.Partitions, lo.Warmup, lo.Duration, lo.RecordSize, lo.Rate = 3, 300*time.Millisecond, time.Second, 200, 1000
+	lo.Partitions, lo.Warmup, lo.Duration, lo.RecordSize, lo.Rate = 3, time.Second, 2*time.Second, 200, 1000
 	rep, err := Run(context.Background(), Config{
 		Modes: []string{ModeClassic, ModeWAL}, Starter: &DevStarter{Binary: script}, Load: lo,
-		Cluster: ClusterOptions{S3PutLatency: 5 * time.Millisecond, S3GetLatency: 3 * time.Millisecond},
+		Cluster: ClusterOptions{S3PutLatency: 5 * time.Millisecond, S3GetLatency: 3 * time.Millisecond, ZoneLatency: time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -254,20 +219,47 @@ func TestTwoModesOneRun(t *testing.T) {
 	if len(rep.Modes) != 2 || rep.Modes[0].Mode != ModeClassic || rep.Modes[1].Mode != ModeWAL {
 		t.Fatalf("modes %+v", rep.Modes)
 	}
+	if rep.Settings.ZoneLatency != time.Millisecond || rep.Settings.ZoneRoundTrip != 2*time.Millisecond || len(rep.Settings.ZoneLatencyAppliesTo) == 0 {
+		t.Errorf("settings: zone latency %v, round trip %v, applies to %q", rep.Settings.ZoneLatency, rep.Settings.ZoneRoundTrip, rep.Settings.ZoneLatencyAppliesTo)
+	}
 	for _, m := range rep.Modes {
 		checkModeResult(t, m)
+		z := m.ZoneLatency
+		if z == nil {
+			t.Fatalf("%s: no zone latency result", m.Mode)
+		}
+		// Three brokers in three zones: every follower fetches from
+		// leaders in the two other zones.
+		if v := z.ReplicaBytesDelayed; v == nil || *v <= 0 || z.ReplicaConnections == nil || *z.ReplicaConnections < 2 {
+			t.Errorf("%s: replica bytes delayed %v on %v connections, want > 0 on at least 2", m.Mode, val(v), val(z.ReplicaConnections))
+		}
+		if z.ClientBytesDelayed <= 0 || z.ClientConnections <= 0 {
+			t.Errorf("%s: client bytes delayed %d on %d connections, want > 0", m.Mode, z.ClientBytesDelayed, z.ClientConnections)
+		}
+		if len(z.ProducerZones) != lo.Producers || z.ProducerZones[0] == z.ProducerZones[1] {
+			t.Errorf("%s: producer zones %v, want round-robin", m.Mode, z.ProducerZones)
+		}
+	}
+	if v := rep.Modes[1].ZoneLatency.CrossZoneObjectGets; v == nil || *v <= 0 {
+		t.Errorf("wal: %v GETs from other zones' buckets delayed, want > 0", val(v))
+	}
+	if v := rep.Modes[1].Traffic.PutsPerSecondPerBroker; v == nil || *v <= 0 {
+		t.Errorf("wal: %v PUTs/s per broker, want > 0", val(v))
+	}
+	if v := rep.Modes[0].ZoneLatency.CrossZoneObjectGets; v == nil || *v != 0 {
+		t.Errorf("classic: %v cross-zone object GETs, want 0", val(v))
 	}
 	if rep.Modes[0].Bootstrap[0] == rep.Modes[1].Bootstrap[0] {
 		t.Errorf("both modes ran on the same cluster %v", rep.Modes[0].Bootstrap)
 	}
 	row := rep.Ratios["wal/classic"]
-	for _, k := range []string{"produce_p50_ms", "e2e_p99_ms", "throughput_mb_per_s", "cross_zone_bytes_per_produced_byte"} {
+	for _, k := range []string{"produce_p50_ms", "e2e_p99_ms", "throughput_mb_per_s"} {
 		if row[k] == nil || *row[k] <= 0 {
 			t.Errorf("ratio %s = %v, want a positive number", k, val(row[k]))
 		}
 	}
 	if row["puts_per_s_per_broker"] != nil {
-		t.Errorf("PUT ratio %v without object store metrics, want n/a", val(row["puts_per_s_per_broker"]))
+		t.Errorf("PUT ratio %v with classic (no object store) as the base, want n/a", val(row["puts_per_s_per_broker"]))
 	}
 	logged, err := os.ReadFile(argsLog)
 	if err != nil {
@@ -275,10 +267,15 @@ func TestTwoModesOneRun(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(string(logged)), "\n")
 	if len(lines) != 2 ||
-		!strings.Contains(lines[0], "--replication classic") || strings.Contains(lines[0], "s3-") ||
-		!strings.Contains(lines[1], "--replication wal --s3-put-latency 5ms --s3-get-latency 3ms") {
+		!strings.Contains(lines[0], "--replication classic --zone-latency 1ms") || strings.Contains(lines[0], "s3-") ||
+		!strings.Contains(lines[1], "--replication wal --s3-put-latency 5ms --s3-get-latency 3ms --zone-latency 1ms") {
 		t.Errorf("dev command lines:\n%s", logged)
 	}
+	var text strings.Builder
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", text.String())
 	var svg strings.Builder
 	if err := WriteSVG(&svg, rep); err != nil {
 		t.Fatal(err)

@@ -52,6 +52,13 @@ type LoadOptions struct {
 	KeepTopic bool
 	// ClientRacks are given round-robin to consumers as client.rack.
 	ClientRacks []string
+	// ZoneLatency, when > 0, delays every client connection to a broker of
+	// another zone by this one-way latency on each direction
+	// (internal/netem), as the embedded cluster delays its inter-zone
+	// replica connections. Clients get zones round-robin over the
+	// brokers' racks (sorted): producer i zone i mod n, consumer j its
+	// ClientRacks entry, else zone j mod n.
+	ZoneLatency time.Duration
 }
 
 // DefaultLoadOptions returns the defaults of `strata bench`.
@@ -109,6 +116,9 @@ func (o LoadOptions) Validate() error {
 	}
 	if o.Warmup < 0 {
 		errs = append(errs, fmt.Errorf("warmup %v: want 0 or more", o.Warmup))
+	}
+	if o.ZoneLatency < 0 {
+		errs = append(errs, fmt.Errorf("zone latency %v: want 0 or more", o.ZoneLatency))
 	}
 	return errors.Join(errs...)
 }
@@ -185,6 +195,8 @@ type LoadResult struct {
 	DrainComplete  bool
 	ProduceLatency *Histogram
 	EndToEnd       *Histogram
+	// ClientZones is set when ZoneLatency > 0.
+	ClientZones *ClientZones
 }
 
 // RunLoad creates the topic on the cluster at bootstrap, runs the load
@@ -213,6 +225,13 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 		ProduceLatency: NewHistogram(), EndToEnd: NewHistogram()}
 	if err := createTopic(ctx, adm, opts, res); err != nil {
 		return nil, err
+	}
+	var zones *ClientZones
+	if opts.ZoneLatency > 0 {
+		if zones, err = newClientZones(ctx, adm, opts); err != nil {
+			return nil, err
+		}
+		res.ClientZones = zones
 	}
 	if !opts.KeepTopic {
 		defer func() {
@@ -248,6 +267,9 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 		if len(opts.ClientRacks) > 0 {
 			copts = append(copts, kgo.Rack(opts.ClientRacks[j%len(opts.ClientRacks)]))
 		}
+		if zones != nil {
+			copts = append(copts, zones.dialer(zones.Consumers[j]))
+		}
 		cl, err := kgo.NewClient(copts...)
 		if err != nil {
 			return nil, fmt.Errorf("consumer client: %w", err)
@@ -273,6 +295,9 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 		}
 		if acks != kgo.AllISRAcks() { // idempotence needs acks=all
 			popts = append(popts, kgo.DisableIdempotentWrite())
+		}
+		if zones != nil {
+			popts = append(popts, zones.dialer(zones.Producers[i]))
 		}
 		cl, err := kgo.NewClient(popts...)
 		if err != nil {

@@ -19,7 +19,53 @@ const (
 	// metricWALDegraded is exported by every broker whose WAL uploader is
 	// wired; it tells "no PUT yet" (0) from "no object store" (n/a).
 	metricWALDegraded = "strata_wal_degraded"
+	// strata dev --zone-latency: what each broker's injected inter-zone
+	// latency delayed.
+	metricZoneConns = "strata_dev_zone_latency_connections_total"
+	metricZoneBytes = "strata_dev_zone_latency_bytes_total" // {direction}
+	metricZoneGets  = "strata_dev_zone_latency_object_gets_total"
 )
+
+// zoneLatencyResult fills a mode's ZoneLatencyResult: replica figures as
+// window deltas over all brokers (connections: the total since the
+// cluster started; nil unless every broker exports them), client figures
+// from the load.
+func zoneLatencyResult(oneWay time.Duration, cz *ClientZones, before, after []Scrape) *ZoneLatencyResult {
+	z := &ZoneLatencyResult{OneWay: oneWay}
+	if cz != nil {
+		z.ClientConnections, z.ClientBytesDelayed = cz.Conns(), cz.Bytes()
+		z.ProducerZones, z.ConsumerZones = cz.Producers, cz.Consumers
+	}
+	delta := func(name string) *float64 {
+		n := min(len(before), len(after))
+		if n == 0 {
+			return nil
+		}
+		total := 0.0
+		for i := 0; i < n; i++ {
+			if before[i] == nil || after[i] == nil || !after[i].Has(name) {
+				return nil
+			}
+			a, _ := after[i].Sum(name, nil)
+			b, _ := before[i].Sum(name, nil)
+			total += a - b
+		}
+		return &total
+	}
+	// Connections are opened when the cluster starts, before the window:
+	// their count is the total so far.
+	if conns := delta(metricZoneConns); conns != nil {
+		total := 0.0
+		for _, a := range after {
+			v, _ := a.Sum(metricZoneConns, nil)
+			total += v
+		}
+		z.ReplicaConnections = &total
+	}
+	z.ReplicaBytesDelayed = delta(metricZoneBytes)
+	z.CrossZoneObjectGets = delta(metricZoneGets)
+	return z
+}
 
 // Replication paths whose cross-zone bytes are inter-broker traffic.
 var replicationPaths = map[string]bool{"replication-inline": true, "replication-wal-metadata": true}

@@ -43,7 +43,35 @@ type Settings struct {
 	Duration          time.Duration `json:"duration_ns"`
 	S3PutLatency      time.Duration `json:"s3_put_latency_ns"`
 	S3GetLatency      time.Duration `json:"s3_get_latency_ns"`
-	ZoneLatency       time.Duration `json:"zone_latency_ns"`
+	// ZoneLatency is the one-way delay per direction on cross-zone
+	// connections; ZoneRoundTrip what a cross-zone request/response pays
+	// (2 ×); ZoneLatencyAppliesTo says which connections pay it.
+	ZoneLatency          time.Duration `json:"zone_latency_ns"`
+	ZoneRoundTrip        time.Duration `json:"zone_round_trip_ns"`
+	ZoneLatencyAppliesTo []string      `json:"zone_latency_applies_to,omitempty"`
+}
+
+// ZoneLatencyScope is where --zone-latency applies (Settings).
+var ZoneLatencyScope = []string{
+	"replica fetch connections between brokers of different zones (classic and wal)",
+	"GETs from another zone's WAL bucket: one round trip each (wal)",
+	"client connections to brokers of another zone: producers in zones round-robin, consumers in their --client-racks zone or round-robin",
+}
+
+// ZoneLatencyResult is what the injected inter-zone latency delayed in a
+// mode. The replica bytes and GETs are deltas over the measured window
+// from the brokers' strata_dev_zone_latency_* metrics, the replica
+// connections the total opened since the cluster started (nil: not
+// exported); the client figures cover the whole load.
+type ZoneLatencyResult struct {
+	OneWay              time.Duration `json:"one_way_ns"`
+	ReplicaConnections  *float64      `json:"replica_connections"`
+	ReplicaBytesDelayed *float64      `json:"replica_bytes_delayed"`
+	CrossZoneObjectGets *float64      `json:"cross_zone_object_gets_delayed"`
+	ClientConnections   int64         `json:"client_connections"`
+	ClientBytesDelayed  int64         `json:"client_bytes_delayed"`
+	ProducerZones       []string      `json:"producer_zones"`
+	ConsumerZones       []string      `json:"consumer_zones"`
 }
 
 // ModeResult is what one mode measured.
@@ -68,8 +96,9 @@ type ModeResult struct {
 	Late          int64  `json:"records_late"`
 	DrainComplete bool   `json:"drain_complete"`
 
-	Traffic TrafficFigures `json:"traffic"`
-	Notes   []string       `json:"notes,omitempty"`
+	Traffic     TrafficFigures     `json:"traffic"`
+	ZoneLatency *ZoneLatencyResult `json:"zone_latency,omitempty"`
+	Notes       []string           `json:"notes,omitempty"`
 }
 
 // Figure is one row of the report.
@@ -175,8 +204,17 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "strata bench: acks=%s, %d B records, %d partitions, rate %s, %d producers, %d consumers, %v window after %v warmup\n",
 		s.Acks, s.RecordSize, s.Partitions, rate, s.Producers, s.Consumers, s.Duration, s.Warmup)
+	if s.ZoneLatency > 0 || s.S3PutLatency > 0 || s.S3GetLatency > 0 {
+		fmt.Fprintf(w, "injected: zone latency %v one-way (+%v per cross-zone round trip), S3 PUT %v, GET %v (wal)\n",
+			s.ZoneLatency, s.ZoneRoundTrip, s.S3PutLatency, s.S3GetLatency)
+	}
 	for _, m := range r.Modes {
 		fmt.Fprintf(w, "  %s: %d brokers, RF %d, topic %s, bootstrap %s\n", m.Mode, m.Brokers, m.ReplicationFactor, m.Topic, strings.Join(m.Bootstrap, ","))
+		if z := m.ZoneLatency; z != nil {
+			fmt.Fprintf(w, "    zone latency %v: replica %s B on %s connections, %s cross-zone GETs in the window; clients %d B on %d connections (producers in %s, consumers in %s)\n",
+				z.OneWay, FormatValue(z.ReplicaBytesDelayed), FormatValue(z.ReplicaConnections), FormatValue(z.CrossZoneObjectGets),
+				z.ClientBytesDelayed, z.ClientConnections, strings.Join(z.ProducerZones, ","), strings.Join(z.ConsumerZones, ","))
+		}
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -47,7 +47,8 @@ func sampleReport() *Report {
 		}
 		return h.Summary()
 	}
-	r := &Report{Schema: SchemaVersion, Settings: Settings{Acks: "all", RecordSize: 1024, Partitions: 12, Duration: 10 * time.Second}}
+	r := &Report{Schema: SchemaVersion, Settings: Settings{Acks: "all", RecordSize: 1024, Partitions: 12, Duration: 10 * time.Second,
+		ZoneLatency: time.Millisecond, ZoneRoundTrip: 2 * time.Millisecond, ZoneLatencyAppliesTo: ZoneLatencyScope}}
 	r.Modes = []ModeResult{
 		{Mode: "classic", ProduceLatency: lat(4), EndToEndLatency: lat(5), ThroughputMBps: 50, RecordsPerSec: 48828,
 			Produced: 488280, Consumed: 488280, DrainComplete: true,
@@ -55,7 +56,9 @@ func sampleReport() *Report {
 		{Mode: "wal", ProduceLatency: lat(8), EndToEndLatency: lat(10), ThroughputMBps: 45, RecordsPerSec: 43945,
 			Produced: 439450, Consumed: 439450, DrainComplete: true,
 			Traffic: TrafficFigures{CrossZonePerProducedByte: ptr(0.02), PutsPerSecondPerBroker: ptr(95), GetsPerSecond: ptr(190),
-				PutsPerSecond: []*float64{ptr(90), ptr(95), ptr(100)}}},
+				PutsPerSecond: []*float64{ptr(90), ptr(95), ptr(100)}},
+			ZoneLatency: &ZoneLatencyResult{OneWay: time.Millisecond, ReplicaConnections: ptr(6), ReplicaBytesDelayed: ptr(123456),
+				CrossZoneObjectGets: ptr(42), ClientConnections: 4, ClientBytesDelayed: 98765, ProducerZones: []string{"a", "b"}, ConsumerZones: []string{"a", "b"}}},
 	}
 	r.ComputeRatios()
 	return r
@@ -111,7 +114,7 @@ func TestJSONSchema(t *testing.T) {
 		t.Errorf("schema %v", doc["schema"])
 	}
 	mode := doc["modes"].([]any)[1]
-	wantMode := "bootstrap brokers drain_complete end_to_end_latency metrics_urls mode produce_errors produce_latency records_consumed records_late records_per_s records_produced replication_factor throughput_mb_per_s topic traffic window_seconds"
+	wantMode := "bootstrap brokers drain_complete end_to_end_latency metrics_urls mode produce_errors produce_latency records_consumed records_late records_per_s records_produced replication_factor throughput_mb_per_s topic traffic window_seconds zone_latency"
 	if got := keys(mode); got != wantMode {
 		t.Errorf("mode keys\n got %q\nwant %q", got, wantMode)
 	}
@@ -122,6 +125,14 @@ func TestJSONSchema(t *testing.T) {
 	tr := mode.(map[string]any)["traffic"]
 	if got, want := keys(tr), "cross_zone_bytes_per_produced_byte cross_zone_replication_bytes gets_per_second produce_bytes_in puts_per_second_by_broker puts_per_second_per_broker"; got != want {
 		t.Errorf("traffic keys %q, want %q", got, want)
+	}
+	zl := mode.(map[string]any)["zone_latency"]
+	if got, want := keys(zl), "client_bytes_delayed client_connections consumer_zones cross_zone_object_gets_delayed one_way_ns producer_zones replica_bytes_delayed replica_connections"; got != want {
+		t.Errorf("zone latency keys\n got %q\nwant %q", got, want)
+	}
+	settings := doc["settings"].(map[string]any)
+	if settings["zone_latency_ns"].(float64) != 1e6 || settings["zone_round_trip_ns"].(float64) != 2e6 || len(settings["zone_latency_applies_to"].([]any)) != 3 {
+		t.Errorf("zone latency settings %v %v %v", settings["zone_latency_ns"], settings["zone_round_trip_ns"], settings["zone_latency_applies_to"])
 	}
 	// n/a is null, not 0.
 	classicTraffic := doc["modes"].([]any)[0].(map[string]any)["traffic"].(map[string]any)
@@ -140,7 +151,9 @@ func TestWriteText(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"wal/classic", "produce latency p99.9 (ms)", "inter-broker cross-zone B per produced B", "n/a", "0.900x", "PUTs/s by broker: 90.00, 95.00, 100.0", "488280 / 488280"} {
+	for _, want := range []string{"wal/classic", "produce latency p99.9 (ms)", "inter-broker cross-zone B per produced B", "n/a", "0.900x", "PUTs/s by broker: 90.00, 95.00, 100.0", "488280 / 488280",
+		"zone latency 1ms one-way (+2ms per cross-zone round trip)",
+		"zone latency 1ms: replica 123456 B on 6.000 connections, 42.00 cross-zone GETs in the window; clients 98765 B on 4 connections (producers in a,b, consumers in a,b)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text report lacks %q:\n%s", want, out)
 		}

@@ -32,6 +32,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Load.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Cluster.ZoneLatency < 0 {
+		return nil, fmt.Errorf("zone latency %v: want 0 or more", cfg.Cluster.ZoneLatency)
+	}
+	if len(cfg.Bootstrap) > 0 && cfg.Cluster.ZoneLatency > 0 {
+		return nil, errors.New("--zone-latency needs embedded clusters (--modes): the links between an external cluster's brokers cannot be delayed from here")
+	}
 	progress := cfg.Progress
 	if progress == nil {
 		progress = io.Discard
@@ -61,6 +67,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Compression: l.Compression, Linger: l.Linger, Warmup: l.Warmup, Duration: l.Duration,
 		S3PutLatency: cfg.Cluster.S3PutLatency, S3GetLatency: cfg.Cluster.S3GetLatency, ZoneLatency: cfg.Cluster.ZoneLatency,
 	}}
+	if z := cfg.Cluster.ZoneLatency; z > 0 {
+		rep.Settings.ZoneRoundTrip = 2 * z
+		rep.Settings.ZoneLatencyAppliesTo = ZoneLatencyScope
+	}
 	for _, mode := range modes {
 		mr, err := runMode(ctx, cfg, mode, progress)
 		if err != nil {
@@ -112,6 +122,7 @@ func runMode(ctx context.Context, cfg Config, mode string, progress io.Writer) (
 		return s, at
 	}
 	lopts := cfg.Load
+	lopts.ZoneLatency = cl.ZoneLatency
 	if lopts.Topic == "" {
 		lopts.Topic = "strata-bench-" + mode + "-" + randomSuffix()
 	}
@@ -129,6 +140,12 @@ func runMode(ctx context.Context, cfg Config, mode string, progress io.Writer) (
 		// acknowledgement); the second scrape waits for the consumers so
 		// that the window's replication is complete in the counters.
 		mr.Traffic = ComputeTraffic(before, after, res.FlushedAt.Sub(beforeAt))
+	}
+	if cfg.Cluster.ZoneLatency > 0 {
+		mr.ZoneLatency = zoneLatencyResult(cl.ZoneLatency, res.ClientZones, before, after)
+		if cl.ZoneLatency == 0 {
+			mr.Notes = append(mr.Notes, "zone latency not applied: neither replica nor client connections were delayed")
+		}
 	}
 	fmt.Fprintf(progress, "%s: %d records produced, %d consumed\n", mode, mr.Produced, mr.Consumed)
 	return mr, nil

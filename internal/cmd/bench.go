@@ -111,7 +111,7 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 	fl.StringSliceVar(&racks, "client-racks", nil, "client.rack values given round-robin to consumers (e.g. a,b,c)")
 	fl.DurationVar(&cl.S3PutLatency, "s3-put-latency", 5*time.Millisecond, "latency injected before each object PUT (wal mode; emulates S3 Express One Zone)")
 	fl.DurationVar(&cl.S3GetLatency, "s3-get-latency", 3*time.Millisecond, "latency injected before each object GET (wal mode)")
-	fl.DurationVar(&cl.ZoneLatency, "zone-latency", 0, "latency injected on inter-zone broker connections (embedded clusters)")
+	fl.DurationVar(&cl.ZoneLatency, "zone-latency", 0, "one-way delay on each direction of cross-zone connections: replica fetches and other-zone bucket GETs in the embedded clusters, and the bench clients' connections to brokers of other zones")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fl.StringVar(&plot, "plot", "", "write the latency distributions of all modes to this .svg or .png file")
 	return cmd
