@@ -162,6 +162,20 @@ func FormatValue(v *float64) string {
 	}
 }
 
+func megabytes(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return FormatValue(ptr(*v / 1e6))
+}
+
+func formatCount(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f", *v)
+}
+
 // FormatRatio prints a ratio as "0.82x", "n/a" for nil.
 func FormatRatio(r *float64) string {
 	if r == nil {
@@ -211,9 +225,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, m := range r.Modes {
 		fmt.Fprintf(w, "  %s: %d brokers, RF %d, topic %s, bootstrap %s\n", m.Mode, m.Brokers, m.ReplicationFactor, m.Topic, strings.Join(m.Bootstrap, ","))
 		if z := m.ZoneLatency; z != nil {
-			fmt.Fprintf(w, "    zone latency %v: replica %s B on %s connections, %s cross-zone GETs in the window; clients %d B on %d connections (producers in %s, consumers in %s)\n",
-				z.OneWay, FormatValue(z.ReplicaBytesDelayed), FormatValue(z.ReplicaConnections), FormatValue(z.CrossZoneObjectGets),
-				z.ClientBytesDelayed, z.ClientConnections, strings.Join(z.ProducerZones, ","), strings.Join(z.ConsumerZones, ","))
+			fmt.Fprintf(w, "    zone latency %v delayed: replica fetches %s MB on %s connections and %s GETs from other zones' buckets in the window; clients %s MB on %d connections (producers in %s, consumers in %s)\n",
+				z.OneWay, megabytes(z.ReplicaBytesDelayed), formatCount(z.ReplicaConnections), formatCount(z.CrossZoneObjectGets),
+				megabytes(ptr(float64(z.ClientBytesDelayed))), z.ClientConnections, strings.Join(z.ProducerZones, ","), strings.Join(z.ConsumerZones, ","))
 		}
 	}
 	fmt.Fprintln(w)

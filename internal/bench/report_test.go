@@ -153,7 +153,7 @@ func TestWriteText(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{"wal/classic", "produce latency p99.9 (ms)", "inter-broker cross-zone B per produced B", "n/a", "0.900x", "PUTs/s by broker: 90.00, 95.00, 100.0", "488280 / 488280",
 		"zone latency 1ms one-way (+2ms per cross-zone round trip)",
-		"zone latency 1ms: replica 123456 B on 6.000 connections, 42.00 cross-zone GETs in the window; clients 98765 B on 4 connections (producers in a,b, consumers in a,b)"} {
+		"zone latency 1ms delayed: replica fetches 0.123 MB on 6 connections and 42 GETs from other zones' buckets in the window; clients 0.099 MB on 4 connections (producers in a,b, consumers in a,b)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text report lacks %q:\n%s", want, out)
 		}
