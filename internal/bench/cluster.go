@@ -16,6 +16,11 @@ const (
 	ModeWAL = "wal"
 )
 
+// S3LatencyFloor is how strata dev applies the S3 latencies: each call
+// takes at least that long, the local server's own time included
+// (objstore.Faulty's latency floor).
+const S3LatencyFloor = "floor"
+
 // ClusterOptions are passed to a ClusterStarter for every mode.
 type ClusterOptions struct {
 	// S3PutLatency and S3GetLatency are injected in front of the object

@@ -219,6 +219,9 @@ func TestTwoModesOneRun(t *testing.T) {
 	if len(rep.Modes) != 2 || rep.Modes[0].Mode != ModeClassic || rep.Modes[1].Mode != ModeWAL {
 		t.Fatalf("modes %+v", rep.Modes)
 	}
+	if rep.Settings.S3LatencyMode != S3LatencyFloor {
+		t.Errorf("settings: S3 latency mode %q, want floor", rep.Settings.S3LatencyMode)
+	}
 	if rep.Settings.ZoneLatency != time.Millisecond || rep.Settings.ZoneRoundTrip != 2*time.Millisecond || len(rep.Settings.ZoneLatencyAppliesTo) == 0 {
 		t.Errorf("settings: zone latency %v, round trip %v, applies to %q", rep.Settings.ZoneLatency, rep.Settings.ZoneRoundTrip, rep.Settings.ZoneLatencyAppliesTo)
 	}

@@ -43,6 +43,9 @@ type Settings struct {
 	Duration          time.Duration `json:"duration_ns"`
 	S3PutLatency      time.Duration `json:"s3_put_latency_ns"`
 	S3GetLatency      time.Duration `json:"s3_get_latency_ns"`
+	// S3LatencyMode is "floor" when S3 latencies are set: each PUT / GET
+	// takes at least that long, the local server's own time included.
+	S3LatencyMode string `json:"s3_latency_mode,omitempty"`
 	// ZoneLatency is the one-way delay per direction on cross-zone
 	// connections; ZoneRoundTrip what a cross-zone request/response pays
 	// (2 ×); ZoneLatencyAppliesTo says which connections pay it.
@@ -218,9 +221,15 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "strata bench: acks=%s, %d B records, %d partitions, rate %s, %d producers, %d consumers, %v window after %v warmup\n",
 		s.Acks, s.RecordSize, s.Partitions, rate, s.Producers, s.Consumers, s.Duration, s.Warmup)
-	if s.ZoneLatency > 0 || s.S3PutLatency > 0 || s.S3GetLatency > 0 {
-		fmt.Fprintf(w, "injected: zone latency %v one-way (+%v per cross-zone round trip), S3 PUT %v, GET %v (wal)\n",
-			s.ZoneLatency, s.ZoneRoundTrip, s.S3PutLatency, s.S3GetLatency)
+	var injected []string
+	if s.ZoneLatency > 0 {
+		injected = append(injected, fmt.Sprintf("zone latency %v one-way (+%v per cross-zone round trip)", s.ZoneLatency, s.ZoneRoundTrip))
+	}
+	if s.S3PutLatency > 0 || s.S3GetLatency > 0 {
+		injected = append(injected, fmt.Sprintf("wal: S3 PUT %v, GET %v (%s: at least that long, the local server's time included)", s.S3PutLatency, s.S3GetLatency, s.S3LatencyMode))
+	}
+	if len(injected) > 0 {
+		fmt.Fprintf(w, "injected: %s\n", strings.Join(injected, "; "))
 	}
 	for _, m := range r.Modes {
 		fmt.Fprintf(w, "  %s: %d brokers, RF %d, topic %s, bootstrap %s\n", m.Mode, m.Brokers, m.ReplicationFactor, m.Topic, strings.Join(m.Bootstrap, ","))

@@ -48,7 +48,8 @@ func sampleReport() *Report {
 		return h.Summary()
 	}
 	r := &Report{Schema: SchemaVersion, Settings: Settings{Acks: "all", RecordSize: 1024, Partitions: 12, Duration: 10 * time.Second,
-		ZoneLatency: time.Millisecond, ZoneRoundTrip: 2 * time.Millisecond, ZoneLatencyAppliesTo: ZoneLatencyScope}}
+		ZoneLatency: time.Millisecond, ZoneRoundTrip: 2 * time.Millisecond, ZoneLatencyAppliesTo: ZoneLatencyScope,
+		S3PutLatency: 5 * time.Millisecond, S3GetLatency: 3 * time.Millisecond, S3LatencyMode: S3LatencyFloor}}
 	r.Modes = []ModeResult{
 		{Mode: "classic", ProduceLatency: lat(4), EndToEndLatency: lat(5), ThroughputMBps: 50, RecordsPerSec: 48828,
 			Produced: 488280, Consumed: 488280, DrainComplete: true,
@@ -131,6 +132,9 @@ func TestJSONSchema(t *testing.T) {
 		t.Errorf("zone latency keys\n got %q\nwant %q", got, want)
 	}
 	settings := doc["settings"].(map[string]any)
+	if settings["s3_latency_mode"] != "floor" {
+		t.Errorf("s3_latency_mode %v, want floor", settings["s3_latency_mode"])
+	}
 	if settings["zone_latency_ns"].(float64) != 1e6 || settings["zone_round_trip_ns"].(float64) != 2e6 || len(settings["zone_latency_applies_to"].([]any)) != 3 {
 		t.Errorf("zone latency settings %v %v %v", settings["zone_latency_ns"], settings["zone_round_trip_ns"], settings["zone_latency_applies_to"])
 	}
@@ -152,7 +156,7 @@ func TestWriteText(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{"wal/classic", "produce latency p99.9 (ms)", "inter-broker cross-zone B per produced B", "n/a", "0.900x", "PUTs/s by broker: 90.00, 95.00, 100.0", "488280 / 488280",
-		"zone latency 1ms one-way (+2ms per cross-zone round trip)",
+		"zone latency 1ms one-way (+2ms per cross-zone round trip); wal: S3 PUT 5ms, GET 3ms (floor: at least that long, the local server's time included)",
 		"zone latency 1ms delayed: replica fetches 0.123 MB on 6 connections and 42 GETs from other zones' buckets in the window; clients 0.099 MB on 4 connections (producers in a,b, consumers in a,b)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text report lacks %q:\n%s", want, out)

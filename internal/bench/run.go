@@ -67,6 +67,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Compression: l.Compression, Linger: l.Linger, Warmup: l.Warmup, Duration: l.Duration,
 		S3PutLatency: cfg.Cluster.S3PutLatency, S3GetLatency: cfg.Cluster.S3GetLatency, ZoneLatency: cfg.Cluster.ZoneLatency,
 	}}
+	if cfg.Cluster.S3PutLatency > 0 || cfg.Cluster.S3GetLatency > 0 {
+		rep.Settings.S3LatencyMode = S3LatencyFloor
+	}
 	if z := cfg.Cluster.ZoneLatency; z > 0 {
 		rep.Settings.ZoneRoundTrip = 2 * z
 		rep.Settings.ZoneLatencyAppliesTo = ZoneLatencyScope

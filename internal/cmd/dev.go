@@ -57,8 +57,8 @@ the ready line dev prints the endpoint, the credentials and each zone's
 bucket and directory; once the first WAL object is uploaded it prints a
 ready-to-paste "strata wal inspect" command for it (that object is kept
 until exit; the others are deleted once replicated). --s3-put-latency and
---s3-get-latency add latency to every PUT / GET (emulating S3 Express One
-Zone in front of the gateway). --replication classic replicates broker to
+--s3-get-latency make every PUT / GET take at least that long, the
+gateway's own time included (emulating S3 Express One Zone). --replication classic replicates broker to
 broker without any object store.
 
 --zone-latency D delays every replica fetch connection between brokers of
@@ -118,8 +118,8 @@ strata_dev_zone_latency_* on its /metrics.`,
 	cmd.Flags().StringSliceVar(&zones, "zones", []string{"a", "b", "c"}, "zones (racks) of the cluster")
 	cmd.Flags().IntVar(&brokersPerZone, "brokers-per-zone", 1, "brokers in each zone")
 	cmd.Flags().StringVar(&replication, "replication", "wal", "replication path: wal (per-zone fast buckets on a local Versity Gateway) or classic (broker-to-broker)")
-	cmd.Flags().DurationVar(&putLatency, "s3-put-latency", 0, "with --replication wal: latency added to every bucket PUT")
-	cmd.Flags().DurationVar(&getLatency, "s3-get-latency", 0, "with --replication wal: latency added to every bucket GET")
+	cmd.Flags().DurationVar(&putLatency, "s3-put-latency", 0, "with --replication wal: each bucket PUT takes at least this long, the local server's own time included")
+	cmd.Flags().DurationVar(&getLatency, "s3-get-latency", 0, "with --replication wal: each bucket GET takes at least this long, the local server's own time included")
 	cmd.Flags().DurationVar(&zoneLatency, "zone-latency", 0, "one-way delay on each direction of replica connections between zones (and per GET from another zone's bucket: 2x)")
 	cmd.Flags().Lookup("log-format").DefValue = "console"
 	_ = cmd.Flags().Set("log-format", "console")

@@ -127,7 +127,8 @@ func TestDevReplicaDialer(t *testing.T) {
 func TestDevStore(t *testing.T) {
 	var out bytes.Buffer
 	w := &devWAL{srv: &s3server.Server{Endpoint: "http://127.0.0.1:1234", Region: "us-east-1", AccessKey: "AK", SecretKey: "SK"},
-		bucketsDir: "/data/s3/buckets", zones: []string{"a", "b"}, out: &out, exe: "strata"}
+		bucketsDir: "/data/s3/buckets", zones: []string{"a", "b"}, out: &out, exe: "strata",
+		putLatency: time.Millisecond, getLatency: 3 * time.Millisecond}
 	ctx := context.Background()
 	var zs zoneStats
 	const zoneLatency = 5 * time.Millisecond
@@ -169,11 +170,16 @@ func TestDevStore(t *testing.T) {
 	if b, err := other.Get(ctx, "wal/dev/b/1/1/00000000000000000000", 0, -1); err != nil || string(b) != "remote" {
 		t.Fatalf("get: %q %v", b, err)
 	}
-	if d := time.Since(start); d < 2*zoneLatency {
-		t.Errorf("GET from another zone took %v, want at least a round trip of %v", d, 2*zoneLatency)
+	// The zone round trip comes on top of the emulated store latency.
+	if d := time.Since(start); d < w.getLatency+2*zoneLatency {
+		t.Errorf("GET from another zone took %v, want at least the store's %v plus a round trip of %v", d, w.getLatency, 2*zoneLatency)
 	}
+	start = time.Now()
 	if _, err := own.Get(ctx, "wal/dev/a/0/1/00000000000000000000", 0, -1); err != nil {
 		t.Fatal(err)
+	}
+	if d := time.Since(start); d < w.getLatency {
+		t.Errorf("GET from the own bucket took %v, want at least the emulated %v", d, w.getLatency)
 	}
 	if n := zs.objectGets.Load(); n != 1 {
 		t.Errorf("%d cross-zone GETs counted, want 1 (the own bucket's GET is not)", n)
