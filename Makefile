@@ -37,8 +37,8 @@ all: build
 ##@ Development
 
 .PHONY: dev
-dev: s3-server ## Run a local 3-zone cluster (WAL replication through a local S3 server) and print the bootstrap address.
-	STRATA_VERSITYGW=$(VERSITYGW) go run . dev $(DEV_FLAGS)
+dev: s3-server build ## Run a local 3-zone cluster (WAL replication through a local S3 server) and print the bootstrap address.
+	STRATA_VERSITYGW=$(VERSITYGW) $(BIN)/strata dev $(DEV_FLAGS)
 
 .PHONY: run
 run: manifests generate ## Run the operator against the cluster in the current kubeconfig.
