@@ -23,6 +23,9 @@ import (
 	"github.com/aws/smithy-go"
 )
 
+// retryableConflicts are error codes retried besides the SDK's own.
+var retryableConflicts = []string{"ExistingObjectIsDirectory"}
+
 // Bucket types, as in FastBucket.spec.type.
 const (
 	TypeS3        = "S3"
@@ -166,11 +169,17 @@ func NewS3(ctx context.Context, cfg Config) (*S3, error) {
 		config.WithRegion(cfg.Region),
 		config.WithHTTPClient(httpClient),
 		config.WithRetryer(func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) {
+			r := retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxAttempts = cfg.MaxAttempts
 				o.MaxBackoff = cfg.MaxBackoff
 				o.Backoff = retry.NewExponentialJitterBackoff(cfg.MaxBackoff)
 			})
+			// S3-compatible servers that keep objects as files (Versity
+			// Gateway's posix backend, MinIO in FS mode) remove a key's
+			// empty parent directories on delete; a PUT under the same
+			// prefix racing that removal gets 409 ExistingObjectIsDirectory.
+			// PUT is idempotent, so it is retried like a throttle.
+			return retry.AddWithErrorCodes(r, retryableConflicts...)
 		}),
 	}
 	if p, err := credentialsProvider(cfg); err != nil {
