@@ -16,14 +16,14 @@ import (
 func BenchmarkS3PutGet(b *testing.B) {
 	setups := []struct {
 		name string
-		args []string
+		opts s3server.Options
 	}{
-		{"default", nil},
-		{"iobuf64k", []string{"--io-buffer-size", "65536"}},
-		{"iobuf64k-nolockfile", []string{"--io-buffer-size", "65536", "--disable-object-lock-file"}},
+		{"default", s3server.Options{}},
+		{"iobuf64k", s3server.Options{Args: []string{"--io-buffer-size", "65536"}}},
+		{"iobuf64k-xattr", s3server.Options{Args: []string{"--io-buffer-size", "65536"}, XAttrMeta: true}},
 	}
 	for _, su := range setups {
-		srv := s3server.StartWith(b, s3server.Options{Args: su.args}, bucket)
+		srv := s3server.StartWith(b, su.opts, bucket)
 		st := newStore(b, srv, nil)
 		for _, size := range []int{8 << 10, 64 << 10} {
 			b.Run(fmt.Sprintf("%s/%dKiB", su.name, size>>10), func(b *testing.B) {

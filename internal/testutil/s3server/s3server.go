@@ -58,6 +58,7 @@ type Server struct {
 	logPath string
 	addr    string
 	args    []string
+	xattr   bool
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -90,6 +91,10 @@ func Start(t TB, buckets ...string) *Server {
 type Options struct {
 	// Args are extra options of the posix backend (e.g. "--nometa").
 	Args []string
+	// XAttrMeta keeps object metadata in extended attributes instead of
+	// a sidecar directory: cheaper per request, but the file system must
+	// support user xattrs.
+	XAttrMeta bool
 }
 
 // StartWith is Start with options.
@@ -109,6 +114,7 @@ func StartWith(t TB, opts Options, buckets ...string) *Server {
 		dataDir:   filepath.Join(root, "buckets"),
 		metaDir:   filepath.Join(root, "meta"),
 		args:      opts.Args,
+		xattr:     opts.XAttrMeta,
 		logPath:   filepath.Join(root, "versitygw.log"),
 	}
 	if err := os.MkdirAll(s.dataDir, 0o755); err != nil {
@@ -204,9 +210,11 @@ func (s *Server) start() error {
 		"--region", s.Region,
 		"--quiet",
 		"posix",
+	}
+	if !s.xattr {
 		// Metadata in a sidecar directory works on every file system,
 		// including those without user extended attributes.
-		"--sidecar", s.metaDir,
+		args = append(args, "--sidecar", s.metaDir)
 	}
 	args = append(append(args, s.args...), s.dataDir)
 	cmd := exec.Command(s.bin, args...)
