@@ -97,7 +97,7 @@ var processKeys = map[string]bool{
 	"broker.id": true, "node.id": true, "listen": true, "listeners": true,
 	"advertised.address": true, "advertised.listeners": true,
 	"log.dirs": true, "log.dir": true, "data.dir": true,
-	"broker.rack": true, "zone": true, "metrics.listen": true,
+	"broker.rack": true, "zone": true, "metrics.listen": true, "metrics.pprof.enable": true,
 	"socket.request.max.bytes": true, "log.retention.check.interval.ms": true, "connections.max.idle.ms": true,
 	"producer.id.expiration.ms": true,
 	"num.partitions":            true, "auto.create.topics.enable": true,
@@ -196,6 +196,12 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 			}
 		case k == "metrics.listen":
 			cfg.MetricsListen = v
+		case k == "metrics.pprof.enable":
+			on, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, bad(fmt.Errorf("want true or false"))
+			}
+			cfg.Pprof = on
 		case k == "socket.request.max.bytes":
 			n, err := strconv.ParseInt(v, 10, 32)
 			if err != nil || n < 1024 {

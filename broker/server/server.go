@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,6 +38,9 @@ type Config struct {
 	// MetricsListen is the HTTP address of /metrics, /healthz and /readyz;
 	// empty disables it.
 	MetricsListen string
+	// Pprof serves Go's profiles under /debug/pprof/ on the metrics
+	// listener (metrics.pprof.enable, default false).
+	Pprof bool
 	// MaxRequestBytes is socket.request.max.bytes (0: 100 MiB).
 	MaxRequestBytes int32
 	// MaxInflightRequestMemory bounds the decoded size of large requests
@@ -238,6 +242,13 @@ func (s *Server) httpHandler() http.Handler {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	if s.cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.ready.Load() {
 			http.Error(w, "not ready\n", http.StatusServiceUnavailable)
