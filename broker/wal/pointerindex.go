@@ -43,8 +43,13 @@ const (
 // replays the records; a torn or corrupt tail is cut off (a lost pointer
 // only means the leader serves those offsets inline). Adds are not
 // fsynced; truncations are, because a pointer to truncated data must not
-// come back. The file is rewritten (temp file, fsync, rename, directory
-// fsync) when it holds many more records than live pointers.
+// come back. The file is rewritten (temp file, rename) when it holds many
+// more records than live pointers, without fsync: callers hold the
+// partition lock, and an fsync there stalled produce requests for
+// milliseconds. That is safe because the rewrite holds only live
+// pointers (a crash leaves the old file, whose truncations were synced,
+// or a prefix of the new one); the next truncation syncs the new file and
+// its directory entry before it returns.
 //
 // Pointers are kept in offset order without overlap; at most MaxPointers
 // are kept, the oldest are dropped first. Safe for concurrent use.
@@ -56,6 +61,9 @@ type PointerIndex struct {
 	ptrs    []Pointer
 	records int // records in the file
 	max     int
+	// dirDirty: a rewrite was renamed into place and the directory not
+	// synced since.
+	dirDirty bool
 }
 
 // OpenPointerIndex opens (or creates) the pointer file in dir. maxPointers
@@ -216,6 +224,12 @@ func (x *PointerIndex) write(payload []byte, sync bool) error {
 		if err := x.f.Sync(); err != nil {
 			return fmt.Errorf("wal: sync pointer file: %w", err)
 		}
+		if x.dirDirty {
+			if err := syncDir(x.dir); err != nil {
+				return fmt.Errorf("wal: sync pointer file directory: %w", err)
+			}
+			x.dirDirty = false
+		}
 	}
 	x.records++
 	return x.maybeCompact()
@@ -354,13 +368,7 @@ func (x *PointerIndex) compactLocked() error {
 	}
 	err = w.Flush()
 	if err == nil {
-		err = f.Sync()
-	}
-	if err == nil {
 		err = os.Rename(tmp, filepath.Join(x.dir, PointerFileName))
-	}
-	if err == nil {
-		err = syncDir(x.dir)
 	}
 	if err != nil {
 		f.Close()
@@ -370,6 +378,7 @@ func (x *PointerIndex) compactLocked() error {
 	x.f.Close()
 	x.f, x.w = f, bufio.NewWriter(f)
 	x.records = len(x.ptrs)
+	x.dirDirty = true
 	_, err = f.Seek(0, io.SeekEnd)
 	return err
 }
@@ -391,6 +400,9 @@ func (x *PointerIndex) Close() error {
 		return nil
 	}
 	err := errors.Join(x.w.Flush(), x.f.Sync(), x.f.Close())
+	if x.dirDirty {
+		err = errors.Join(err, syncDir(x.dir))
+	}
 	x.f = nil
 	return err
 }
