@@ -238,13 +238,12 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 			return 0, kerr.OffsetOutOfRange
 		}
 	case req.ReplicaID >= 0:
-		if waits != nil {
-			// Woken by appends (new data). A moved HWM alone does not
-			// answer a parked replica fetch (as in Kafka): the follower
-			// learns it with its next response, which saves a round trip
-			// of cross-zone bytes per HWM move.
-			*waits = append(*waits, p.Log.Wait())
-		}
+		// Woken by appends (new data). A moved HWM alone does not answer
+		// a parked replica fetch (as in Kafka): the follower learns it
+		// with its next response, which saves a round trip of cross-zone
+		// bytes per HWM move. A fetch served through the WAL waits for
+		// uploads instead (below).
+		appendWait := p.Log.Wait()
 		div, err := b.Replicas().ServeReplicaFetch(rep, req.ReplicaID, rp.FetchOffset, rp.LastFetchedEpoch, rp.CurrentLeaderEpoch)
 		if err != nil {
 			return 0, err
@@ -265,6 +264,11 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 			plan := rm.PlanWALFetch(rep, rp.FetchOffset, max(min(int(rp.PartitionMaxBytes), budget), 1))
 			if waits != nil {
 				*waits = append(*waits, plan.Wait)
+				if plan.Reason != "" {
+					// Appends may be served inline.
+					*waits = append(*waits, appendWait)
+				}
+				appendWait = nil
 			}
 			if len(plan.Pointers) > 0 {
 				if err := replica.SetPointers(sp, plan.Pointers); err != nil {
@@ -278,6 +282,9 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 				return n, nil
 			}
 			upTo, inlineReason = plan.InlineUpTo, plan.Reason
+		}
+		if waits != nil && appendWait != nil {
+			*waits = append(*waits, appendWait)
 		}
 	default:
 		if err := rep.CheckReplica(rp.CurrentLeaderEpoch); err != nil {

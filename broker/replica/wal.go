@@ -196,9 +196,19 @@ func (p *Partition) walAppendLocked(w *walRep, batches []record.Batch, epoch int
 	if p.walIndex == nil {
 		return
 	}
+	refused := false
+	defer func() {
+		if refused {
+			// Parked replica fetches wait for uploads only: wake them to
+			// send these batches inline.
+			close(p.walCh)
+			p.walCh = make(chan struct{})
+		}
+	}()
 	for _, b := range batches {
 		h := b.Header()
 		if err := w.up.Append(p.TP.Topic, p.TP.Partition, epoch, h.BaseOffset, h.LastOffset(), b); err != nil {
+			refused = true
 			continue
 		}
 		if n := len(p.walPending); n > 0 && p.walPending[n-1].last+1 == h.BaseOffset {
@@ -374,6 +384,12 @@ func (m *Manager) PlanWALFetch(p *Partition, off int64, maxBytes int) WALServe {
 		}
 		// The follower stopped inside a chunk: inline to its end.
 		plan.InlineUpTo, plan.Reason = ptrs[0].LastOffset+1, InlineMidChunk
+		return plan
+	}
+	if off >= leo {
+		// Caught up: wait for the next upload. Appends the uploader
+		// refuses wake walCh too (walAppendLocked), so they go inline.
+		plan.Reason = ""
 		return plan
 	}
 	now := m.wal.cfg.Clock.Now()
