@@ -114,13 +114,19 @@ func sumTraffic(c *brokertest.Cluster, path traffic.Path, dir traffic.Direction)
 	return total
 }
 
+// walObjects counts the WAL objects in the three buckets, -1 when a
+// listing failed.
 func walObjects(t *testing.T, s3s *s3server.Server) int {
 	t.Helper()
 	n := 0
 	for _, z := range zones {
 		out, err := s3s.Client().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String("wal-" + z), Prefix: aws.String("wal/test/" + z + "/")})
 		if err != nil {
-			t.Fatalf("list wal-%s: %v", z, err)
+			// Versity's posix backend answers 500 when a listing walks a
+			// directory the brokers' deletions are removing; the callers
+			// poll, so count this as "not known yet".
+			t.Logf("list wal-%s (retried): %v", z, err)
+			return -1
 		}
 		n += len(out.Contents)
 	}
