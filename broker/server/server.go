@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -243,6 +244,8 @@ func (s *Server) httpHandler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	if s.cfg.Pprof {
+		// Sample lock contention for /debug/pprof/mutex too.
+		runtime.SetMutexProfileFraction(100)
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
