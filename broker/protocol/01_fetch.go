@@ -70,9 +70,27 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.FetchRequest)
 	b := r.Env.Broker
 
+	// A replica fetch may use a fetch session (fetch_session.go): req
+	// becomes the session's whole partition list, and the answer keeps
+	// only what changed.
+	var session sessionFetch
+	if req.ReplicaID >= 0 && req.Version >= 7 {
+		var code int16
+		if session, code = r.Env.fetchSessions().open(req, time.Now()); code != 0 {
+			resp := r.NewResponse().(*kmsg.FetchResponse)
+			resp.ErrorCode = code
+			return resp, nil
+		}
+		req = session.req
+		defer session.release()
+	}
+
 	// done classifies a replica fetch's bytes: one that asked for WAL
 	// pointers and got no record bytes is WAL metadata.
-	done := func(resp *kmsg.FetchResponse) (kmsg.Response, error) { return resp, nil }
+	done := func(resp *kmsg.FetchResponse) (kmsg.Response, error) {
+		session.finish(resp)
+		return resp, nil
+	}
 	if req.ReplicaID >= 0 {
 		zone := ""
 		if rm := b.Replicas(); rm != nil {
@@ -84,6 +102,7 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		if asksPointers(b, req) {
 			compact := replica.AsksCompactPointers(req)
 			done = func(resp *kmsg.FetchResponse) (kmsg.Response, error) {
+				session.finish(resp)
 				if compact {
 					if err := replica.CompactResponsePointers(resp); err != nil {
 						return nil, fmt.Errorf("compact WAL pointers: %w", err)
@@ -100,12 +119,13 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		r.SetTraffic(traffic.Consume, req.Rack)
 	}
 
-	if req.Version >= 7 && req.SessionID != 0 {
+	if req.ReplicaID < 0 && req.Version >= 7 && req.SessionID != 0 {
+		// Consumers are never given a session.
 		resp := r.NewResponse().(*kmsg.FetchResponse)
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
 		return resp, nil
 	}
-	if req.Version >= 7 && req.SessionEpoch != 0 && req.SessionEpoch != -1 {
+	if req.ReplicaID < 0 && req.Version >= 7 && req.SessionEpoch != 0 && req.SessionEpoch != -1 {
 		resp := r.NewResponse().(*kmsg.FetchResponse)
 		resp.ErrorCode = kerr.InvalidFetchSessionEpoch.Code
 		return resp, nil

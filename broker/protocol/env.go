@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"sync"
+
 	"github.com/go-logr/logr"
 
 	"github.com/strata-dev/strata/broker"
@@ -25,6 +27,10 @@ type Env struct {
 
 	// Log is the base logger; handlers add key/values.
 	Log logr.Logger
+
+	// Replica fetch sessions (fetch_session.go), created on first use.
+	sessionsOnce sync.Once
+	sessions     *fetchSessions
 }
 
 // ProducerIDAllocator hands out producer IDs that are never reused, also

@@ -30,6 +30,27 @@ type fetcher struct {
 	leader int32
 	wake   chan struct{}
 	conn   *wireConn
+	// session is the fetch session (KIP-227) on conn: after the first
+	// answer, requests name only the partitions whose position changed
+	// and answers only those with news (broker/protocol/fetch_session.go).
+	session fetchSessionState
+}
+
+// fetchSessionState is the follower's side of a fetch session.
+type fetchSessionState struct {
+	id, epoch int32
+	// sent is what the leader's session holds for each partition.
+	sent map[meta.TopicPartition]sentPosition
+}
+
+type sentPosition struct {
+	epoch, lastEpoch int32
+	offset, logStart int64
+	pointers         bool
+}
+
+func (it fetchItem) position() sentPosition {
+	return sentPosition{epoch: it.epoch, lastEpoch: it.lastEpoch, offset: it.offset, logStart: it.logStart, pointers: it.pointers}
 }
 
 // fetcherFor returns the fetcher of a leader, starting it if needed.
@@ -160,6 +181,7 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 			return err
 		}
 		f.conn = c
+		f.session = fetchSessionState{} // sessions live on a connection
 	}
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(FetchVersion)
@@ -167,10 +189,20 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 	req.MaxWaitMillis = int32(cfg.FetchMaxWait / time.Millisecond)
 	req.MinBytes = 1
 	req.MaxBytes = cfg.FetchMaxBytes
-	req.SessionEpoch = -1
+	sess := &f.session
+	incremental := sess.id != 0
+	req.SessionID, req.SessionEpoch = sess.id, sess.epoch // 0, 0 asks for a session
 	byTopic := map[string]int{}
 	asked := false
+	included := map[meta.TopicPartition]bool{}
 	for _, it := range items {
+		asked = asked || it.pointers
+		if incremental {
+			if prev, ok := sess.sent[it.p.TP]; ok && prev == it.position() {
+				continue // the leader's session has it
+			}
+		}
+		included[it.p.TP] = true
 		i, ok := byTopic[it.p.TP.Topic]
 		if !ok {
 			rt := kmsg.NewFetchRequestTopic()
@@ -188,9 +220,31 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 		rp.PartitionMaxBytes = cfg.PartitionMaxBytes
 		if it.pointers {
 			rp.UnknownTags.Set(TagWALPointers, []byte{1})
-			asked = true
 		}
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	var forgotten []meta.TopicPartition
+	if incremental {
+		following := map[meta.TopicPartition]bool{}
+		for _, it := range items {
+			following[it.p.TP] = true
+		}
+		byTopic := map[string]int{}
+		for tp := range sess.sent {
+			if following[tp] {
+				continue
+			}
+			forgotten = append(forgotten, tp)
+			i, ok := byTopic[tp.Topic]
+			if !ok {
+				ft := kmsg.NewFetchRequestForgottenTopic()
+				ft.Topic = tp.Topic
+				req.ForgottenTopics = append(req.ForgottenTopics, ft)
+				i = len(req.ForgottenTopics) - 1
+				byTopic[tp.Topic] = i
+			}
+			req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.Partition)
+		}
 	}
 	if asked {
 		askCompactPointers(req)
@@ -210,8 +264,33 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 	if err != nil {
 		return err
 	}
-	if fr.ErrorCode != 0 {
+	switch fr.ErrorCode {
+	case 0:
+	case kerr.FetchSessionIDNotFound.Code, kerr.InvalidFetchSessionEpoch.Code:
+		// The leader evicted or lost the session: start a new one.
+		cfg.Log.V(1).Info("replica fetch session reset by the leader", "leader", f.leader, "error", kerr.ErrorForCode(fr.ErrorCode).Error())
+		f.session = fetchSessionState{}
+		return nil
+	default:
 		return fmt.Errorf("fetch from leader %d: %w", f.leader, kerr.ErrorForCode(fr.ErrorCode))
+	}
+	// The leader's session now holds what this request said.
+	switch {
+	case !incremental && fr.SessionID != 0:
+		f.session = fetchSessionState{id: fr.SessionID, epoch: 1, sent: map[meta.TopicPartition]sentPosition{}}
+		for _, it := range items {
+			f.session.sent[it.p.TP] = it.position()
+		}
+	case incremental:
+		sess.epoch++
+		for _, it := range items {
+			if included[it.p.TP] {
+				sess.sent[it.p.TP] = it.position()
+			}
+		}
+		for _, tp := range forgotten {
+			delete(sess.sent, tp)
+		}
 	}
 	want := map[meta.TopicPartition]fetchItem{}
 	for _, it := range items {

@@ -1,0 +1,260 @@
+package protocol
+
+import (
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Fetch sessions (KIP-227) for replica fetches.
+//
+// A follower's replica fetch names every partition it follows from this
+// leader, and the answer carries every one of them, at each long-poll
+// round: with WAL replication that is one round per uploaded object, and
+// with many partitions the listing, not the pointers, becomes the
+// cross-zone traffic. With a session the leader remembers the partitions
+// and what it last answered; the follower then sends only the partitions
+// whose fetch position changed, and the leader answers only those with
+// something new (records or pointers, an error, a divergence, a moved
+// high watermark or log start).
+//
+// Sessions are kept for replica fetches (ReplicaID >= 0) only; consumers
+// get SessionID 0 and keep fetching in full, as before. The protocol is
+// Kafka's: SessionID 0 + SessionEpoch 0 asks for a new session (full
+// fetch, answered with its ID), then epochs 1, 2, ... are incremental;
+// SessionEpoch -1 closes the session (and fetches in full without one); a
+// wrong epoch is INVALID_FETCH_SESSION_EPOCH, an unknown or evicted ID
+// FETCH_SESSION_ID_NOT_FOUND, after which the follower starts over.
+
+// maxFetchSessions bounds the cache; the least recently used session is
+// evicted (its follower gets FETCH_SESSION_ID_NOT_FOUND and starts over).
+const maxFetchSessions = 1000
+
+type fetchSessions struct {
+	mu   sync.Mutex
+	next int32
+	byID map[int32]*fetchSession
+}
+
+type sessionKey struct {
+	topic     string
+	partition int32
+}
+
+type sessionPart struct {
+	key sessionKey
+	rp  kmsg.FetchRequestTopicPartition
+	// What the last answer that carried the partition said.
+	sent              bool
+	hwm, logStart     int64
+	lastStable        int64
+	preferredReplica  int32
+	lastAnsweredError int16
+}
+
+type fetchSession struct {
+	id      int32
+	replica int32
+	epoch   int32 // the next incremental request's epoch
+	used    time.Time
+	busy    bool
+	parts   []*sessionPart
+	index   map[sessionKey]*sessionPart
+}
+
+func (e *Env) fetchSessions() *fetchSessions {
+	e.sessionsOnce.Do(func() { e.sessions = &fetchSessions{byID: map[int32]*fetchSession{}} })
+	return e.sessions
+}
+
+// sessionFetch is a replica fetch resolved against its session.
+type sessionFetch struct {
+	s *fetchSessions
+	// session is nil for a sessionless fetch.
+	session *fetchSession
+	// full: the answer carries every partition (new session).
+	full bool
+	// req is the effective request: every partition of the session.
+	req *kmsg.FetchRequest
+}
+
+// open resolves req (a replica fetch, v7+) against the session cache.
+// A non-nil error code is the whole answer.
+func (s *fetchSessions) open(req *kmsg.FetchRequest, now time.Time) (sessionFetch, int16) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sf := sessionFetch{s: s, req: req, full: true}
+	if req.SessionID != 0 {
+		old, ok := s.byID[req.SessionID]
+		if !ok || old.replica != req.ReplicaID {
+			return sf, kerr.FetchSessionIDNotFound.Code
+		}
+		switch req.SessionEpoch {
+		case -1, 0:
+			// Close it; epoch 0 then starts a new one below.
+			delete(s.byID, old.id)
+		default:
+			if old.busy || req.SessionEpoch != old.epoch {
+				return sf, kerr.InvalidFetchSessionEpoch.Code
+			}
+			old.busy, old.used = true, now
+			old.update(req)
+			sf.session, sf.full, sf.req = old, false, old.request(req)
+			return sf, 0
+		}
+	}
+	switch req.SessionEpoch {
+	case -1:
+		return sf, 0 // sessionless
+	case 0:
+	default:
+		return sf, kerr.InvalidFetchSessionEpoch.Code
+	}
+	if len(s.byID) >= maxFetchSessions {
+		var lru *fetchSession
+		for _, x := range s.byID {
+			if !x.busy && (lru == nil || x.used.Before(lru.used)) {
+				lru = x
+			}
+		}
+		if lru == nil {
+			return sf, 0 // every slot busy: sessionless
+		}
+		delete(s.byID, lru.id)
+	}
+	for {
+		s.next++
+		if s.next <= 0 {
+			s.next = 1
+		}
+		if _, taken := s.byID[s.next]; !taken {
+			break
+		}
+	}
+	fs := &fetchSession{id: s.next, replica: req.ReplicaID, epoch: 1, used: now, busy: true, index: map[sessionKey]*sessionPart{}}
+	fs.update(req)
+	s.byID[fs.id] = fs
+	sf.session = fs
+	return sf, 0
+}
+
+// update adds or replaces the request's partitions and drops the
+// forgotten ones.
+func (fs *fetchSession) update(req *kmsg.FetchRequest) {
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			k := sessionKey{rt.Topic, rp.Partition}
+			if p, ok := fs.index[k]; ok {
+				p.rp = rp
+				continue
+			}
+			p := &sessionPart{key: k, rp: rp}
+			fs.index[k] = p
+			fs.parts = append(fs.parts, p)
+		}
+	}
+	forgotten := map[sessionKey]bool{}
+	for _, ft := range req.ForgottenTopics {
+		for _, part := range ft.Partitions {
+			k := sessionKey{ft.Topic, part}
+			if _, ok := fs.index[k]; ok {
+				forgotten[k] = true
+				delete(fs.index, k)
+			}
+		}
+	}
+	if len(forgotten) > 0 {
+		kept := fs.parts[:0]
+		for _, p := range fs.parts {
+			if !forgotten[p.key] {
+				kept = append(kept, p)
+			}
+		}
+		fs.parts = kept
+	}
+}
+
+// request is req with the session's partitions in place of its own.
+func (fs *fetchSession) request(req *kmsg.FetchRequest) *kmsg.FetchRequest {
+	eff := *req
+	eff.Topics = nil
+	eff.ForgottenTopics = nil
+	at := map[string]int{}
+	for _, p := range fs.parts {
+		i, ok := at[p.key.topic]
+		if !ok {
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = p.key.topic
+			eff.Topics = append(eff.Topics, rt)
+			i = len(eff.Topics) - 1
+			at[p.key.topic] = i
+		}
+		eff.Topics[i].Partitions = append(eff.Topics[i].Partitions, p.rp)
+	}
+	return &eff
+}
+
+// finish records what resp tells the follower and, for an incremental
+// fetch, drops the partitions that have nothing new; then releases the
+// session. It sets resp.SessionID.
+func (sf sessionFetch) finish(resp *kmsg.FetchResponse) {
+	fs := sf.session
+	if fs == nil {
+		return
+	}
+	sf.s.mu.Lock()
+	defer sf.s.mu.Unlock()
+	resp.SessionID = fs.id
+	topics := resp.Topics[:0]
+	for _, rt := range resp.Topics {
+		parts := rt.Partitions[:0]
+		for _, rp := range rt.Partitions {
+			p := fs.index[sessionKey{rt.Topic, rp.Partition}]
+			if p == nil {
+				continue
+			}
+			news := !p.sent || len(rp.RecordBatches) > 0 ||
+				rp.ErrorCode != 0 || rp.ErrorCode != p.lastAnsweredError ||
+				rp.HighWatermark != p.hwm || rp.LogStartOffset != p.logStart || rp.LastStableOffset != p.lastStable ||
+				rp.PreferredReadReplica != p.preferredReplica ||
+				rp.DivergingEpoch.Epoch >= 0 || rp.DivergingEpoch.EndOffset >= 0 ||
+				hasTags(&rp.UnknownTags)
+			if !news && !sf.full {
+				continue
+			}
+			p.sent = true
+			p.hwm, p.logStart, p.lastStable = rp.HighWatermark, rp.LogStartOffset, rp.LastStableOffset
+			p.preferredReplica, p.lastAnsweredError = rp.PreferredReadReplica, rp.ErrorCode
+			parts = append(parts, rp)
+		}
+		if len(parts) > 0 {
+			rt.Partitions = parts
+			topics = append(topics, rt)
+		}
+	}
+	resp.Topics = topics
+	if !sf.full {
+		fs.epoch++
+	}
+	fs.busy = false
+}
+
+// release frees the session when the fetch ended without an answer.
+func (sf sessionFetch) release() {
+	if sf.session == nil {
+		return
+	}
+	sf.s.mu.Lock()
+	sf.session.busy = false
+	// The follower did not get an answer: it retries with the same epoch
+	// or starts over; both work.
+	sf.s.mu.Unlock()
+}
+
+func hasTags(t *kmsg.Tags) bool {
+	found := false
+	t.Each(func(uint32, []byte) { found = true })
+	return found
+}

@@ -1,0 +1,165 @@
+package protocol
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// replicaFetch is a Fetch v12 replica request for partitions of topic t at
+// the given offsets (partition → offset).
+func replicaFetch(id, epoch int32, offsets map[int32]int64, forget ...int32) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(12)
+	req.ReplicaID = 2
+	req.SessionID, req.SessionEpoch = id, epoch
+	if len(offsets) > 0 {
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "t"
+		for p := int32(0); p < 16; p++ {
+			off, ok := offsets[p]
+			if !ok {
+				continue
+			}
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.FetchOffset = p, off
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	if len(forget) > 0 {
+		ft := kmsg.NewFetchRequestForgottenTopic()
+		ft.Topic = "t"
+		ft.Partitions = forget
+		req.ForgottenTopics = append(req.ForgottenTopics, ft)
+	}
+	return req
+}
+
+// answer is a response to the effective request: every partition with
+// the given high watermark (partition → HWM) and records for those in
+// data.
+func answer(req *kmsg.FetchRequest, hwm map[int32]int64, data map[int32]bool) *kmsg.FetchResponse {
+	resp := kmsg.NewPtrFetchResponse()
+	resp.SetVersion(12)
+	for _, rt := range req.Topics {
+		st := kmsg.NewFetchResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.HighWatermark, sp.LastStableOffset = hwm[rp.Partition], hwm[rp.Partition]
+			if data[rp.Partition] {
+				sp.RecordBatches = []byte{1}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+func partitions(req *kmsg.FetchRequest) map[int32]int64 {
+	out := map[int32]int64{}
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			out[rp.Partition] = rp.FetchOffset
+		}
+	}
+	return out
+}
+
+func answered(resp *kmsg.FetchResponse) []int32 {
+	var out []int32
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			out = append(out, rp.Partition)
+		}
+	}
+	return out
+}
+
+func TestFetchSessions(t *testing.T) {
+	s := &fetchSessions{byID: map[int32]*fetchSession{}}
+	now := time.Unix(1_800_000_000, 0)
+
+	// A new session: a full fetch, answered in full with the session ID.
+	sf, code := s.open(replicaFetch(0, 0, map[int32]int64{0: 10, 1: 20, 2: 30}), now)
+	if code != 0 || sf.session == nil || !sf.full {
+		t.Fatalf("new session: code %d, session %v, full %v", code, sf.session, sf.full)
+	}
+	resp := answer(sf.req, map[int32]int64{0: 10, 1: 20, 2: 30}, nil)
+	sf.finish(resp)
+	id := resp.SessionID
+	if id == 0 || len(answered(resp)) != 3 {
+		t.Fatalf("full answer: session %d, partitions %v; want an ID and all 3", id, answered(resp))
+	}
+
+	// Incremental: partition 1 moved; the effective request still has
+	// all three, the answer only what changed.
+	sf, code = s.open(replicaFetch(id, 1, map[int32]int64{1: 25}), now)
+	if code != 0 || sf.full {
+		t.Fatalf("incremental: code %d, full %v", code, sf.full)
+	}
+	if got := partitions(sf.req); len(got) != 3 || got[0] != 10 || got[1] != 25 || got[2] != 30 {
+		t.Fatalf("effective request %v, want 0:10 1:25 2:30", got)
+	}
+	resp = answer(sf.req, map[int32]int64{0: 10, 1: 25, 2: 31}, map[int32]bool{1: true})
+	sf.finish(resp)
+	if got := answered(resp); len(got) != 2 || got[0] != 1 || got[1] != 2 {
+		t.Fatalf("incremental answer has partitions %v, want 1 (records) and 2 (HWM moved)", got)
+	}
+	// Nothing new: an empty answer.
+	sf, _ = s.open(replicaFetch(id, 2, nil), now)
+	resp = answer(sf.req, map[int32]int64{0: 10, 1: 25, 2: 31}, nil)
+	sf.finish(resp)
+	if got := answered(resp); len(got) != 0 {
+		t.Fatalf("answer without news has partitions %v", got)
+	}
+
+	// Wrong epoch, unknown ID, another replica's ID.
+	if _, code = s.open(replicaFetch(id, 2, nil), now); code != kerr.InvalidFetchSessionEpoch.Code {
+		t.Fatalf("replayed epoch: code %d, want INVALID_FETCH_SESSION_EPOCH", code)
+	}
+	if _, code = s.open(replicaFetch(id+100, 1, nil), now); code != kerr.FetchSessionIDNotFound.Code {
+		t.Fatalf("unknown session: code %d, want FETCH_SESSION_ID_NOT_FOUND", code)
+	}
+	other := replicaFetch(id, 3, nil)
+	other.ReplicaID = 3
+	if _, code = s.open(other, now); code != kerr.FetchSessionIDNotFound.Code {
+		t.Fatalf("another replica's session: code %d, want FETCH_SESSION_ID_NOT_FOUND", code)
+	}
+
+	// Forgotten partitions leave the session.
+	sf, code = s.open(replicaFetch(id, 3, nil, 0), now)
+	if code != 0 {
+		t.Fatalf("forget: code %d", code)
+	}
+	if got := partitions(sf.req); len(got) != 2 {
+		t.Fatalf("after forgetting partition 0 the session has %v", got)
+	}
+	sf.finish(answer(sf.req, map[int32]int64{1: 25, 2: 31}, nil))
+
+	// Epoch -1 closes it and fetches without a session.
+	sf, code = s.open(replicaFetch(id, -1, map[int32]int64{0: 1}), now)
+	if code != 0 || sf.session != nil {
+		t.Fatalf("close: code %d, session %v", code, sf.session)
+	}
+	if _, code = s.open(replicaFetch(id, 4, nil), now); code != kerr.FetchSessionIDNotFound.Code {
+		t.Fatalf("closed session: code %d, want FETCH_SESSION_ID_NOT_FOUND", code)
+	}
+
+	// A full cache evicts the least recently used session.
+	for i := 0; i < maxFetchSessions+1; i++ {
+		sf, code := s.open(replicaFetch(0, 0, map[int32]int64{0: 0}), now.Add(time.Duration(i)*time.Millisecond))
+		if code != 0 || sf.session == nil {
+			t.Fatalf("session %d: code %d", i, code)
+		}
+		sf.finish(answer(sf.req, nil, nil))
+	}
+	if n := len(s.byID); n != maxFetchSessions {
+		t.Fatalf("%d sessions cached, want at most %d", n, maxFetchSessions)
+	}
+}

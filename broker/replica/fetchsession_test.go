@@ -1,0 +1,132 @@
+package replica
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker/meta"
+)
+
+// fakeLeader answers replica fetches on one end of a pipe: it hands each
+// decoded request to the test and writes the response the test returns.
+type fakeLeader struct {
+	nc   net.Conn
+	reqs chan *kmsg.FetchRequest
+	resp chan *kmsg.FetchResponse
+}
+
+func (l *fakeLeader) serve(t *testing.T) {
+	rd := bufio.NewReader(l.nc)
+	for {
+		var size [4]byte
+		if _, err := io.ReadFull(rd, size[:]); err != nil {
+			return
+		}
+		body := make([]byte, binary.BigEndian.Uint32(size[:]))
+		if _, err := io.ReadFull(rd, body); err != nil {
+			return
+		}
+		corr := binary.BigEndian.Uint32(body[4:])
+		clientLen := int(int16(binary.BigEndian.Uint16(body[8:])))
+		rest, err := skipTags(body[10+clientLen:])
+		if err != nil {
+			t.Errorf("fake leader: request header: %v", err)
+			return
+		}
+		req := kmsg.NewPtrFetchRequest()
+		req.SetVersion(FetchVersion)
+		if err := req.ReadFrom(rest); err != nil {
+			t.Errorf("fake leader: decode fetch: %v", err)
+			return
+		}
+		l.reqs <- req
+		resp := <-l.resp
+		resp.SetVersion(FetchVersion)
+		out := binary.BigEndian.AppendUint32(nil, corr)
+		out = append(out, 0) // response header tags
+		out = resp.AppendTo(out)
+		frame := binary.BigEndian.AppendUint32(nil, uint32(len(out)))
+		if _, err := l.nc.Write(append(frame, out...)); err != nil {
+			return
+		}
+	}
+}
+
+func requested(req *kmsg.FetchRequest) (parts []int32, forgotten []int32) {
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			parts = append(parts, rp.Partition)
+		}
+	}
+	for _, ft := range req.ForgottenTopics {
+		forgotten = append(forgotten, ft.Partitions...)
+	}
+	return parts, forgotten
+}
+
+// TestFollowerFetchSession: the follower asks for a session, then names
+// only the partitions whose position changed, forgets the ones it stops
+// following, and starts over when the leader lost the session.
+func TestFollowerFetchSession(t *testing.T) {
+	client, server := net.Pipe()
+	defer client.Close()
+	defer server.Close()
+	l := &fakeLeader{nc: server, reqs: make(chan *kmsg.FetchRequest, 1), resp: make(chan *kmsg.FetchResponse, 1)}
+	go l.serve(t)
+
+	m := &Manager{cfg: Config{NodeID: 1, Log: logr.Discard(), FetchMaxWait: 10 * time.Millisecond, PartitionMaxBytes: 1 << 20, FetchMaxBytes: 1 << 20}}
+	f := &fetcher{m: m, leader: 2, conn: &wireConn{nc: client, rd: bufio.NewReader(client), fmtr: kmsg.NewRequestFormatter(kmsg.FormatterClientID("strata-replica-1"))}}
+	p0 := NewPartition(meta.TopicPartition{Topic: "t", Partition: 0}, openLog(t), 1, nil)
+	p1 := NewPartition(meta.TopicPartition{Topic: "t", Partition: 1}, openLog(t), 1, nil)
+	items := []fetchItem{{p: p0, epoch: 3, offset: 10}, {p: p1, epoch: 3, offset: 20}}
+
+	round := func(items []fetchItem, answer *kmsg.FetchResponse) *kmsg.FetchRequest {
+		t.Helper()
+		errc := make(chan error, 1)
+		go func() { errc <- f.fetch(context.Background(), items) }()
+		req := <-l.reqs
+		l.resp <- answer
+		if err := <-errc; err != nil {
+			t.Fatalf("fetch: %v", err)
+		}
+		return req
+	}
+	empty := func(session int32) *kmsg.FetchResponse {
+		r := kmsg.NewPtrFetchResponse()
+		r.SessionID = session
+		return r
+	}
+
+	req := round(items, empty(7))
+	if parts, _ := requested(req); req.SessionID != 0 || req.SessionEpoch != 0 || len(parts) != 2 {
+		t.Fatalf("first fetch: session %d epoch %d partitions %v; want a full fetch asking for a session", req.SessionID, req.SessionEpoch, parts)
+	}
+	req = round(items, empty(7))
+	if parts, _ := requested(req); req.SessionID != 7 || req.SessionEpoch != 1 || len(parts) != 0 {
+		t.Fatalf("unchanged positions: session %d epoch %d partitions %v; want an empty incremental fetch", req.SessionID, req.SessionEpoch, parts)
+	}
+	items[1].offset = 25
+	req = round(items, empty(7))
+	if parts, _ := requested(req); req.SessionEpoch != 2 || len(parts) != 1 || parts[0] != 1 {
+		t.Fatalf("partition 1 moved: epoch %d partitions %v; want only partition 1", req.SessionEpoch, parts)
+	}
+	lost := empty(0)
+	lost.ErrorCode = kerr.FetchSessionIDNotFound.Code
+	req = round(items[1:], lost)
+	if parts, forgotten := requested(req); req.SessionEpoch != 3 || len(parts) != 0 || len(forgotten) != 1 || forgotten[0] != 0 {
+		t.Fatalf("partition 0 no longer followed: epoch %d partitions %v forgotten %v", req.SessionEpoch, parts, forgotten)
+	}
+	req = round(items[1:], empty(8))
+	if parts, _ := requested(req); req.SessionID != 0 || req.SessionEpoch != 0 || len(parts) != 1 {
+		t.Fatalf("after the leader lost the session: session %d epoch %d partitions %v; want a new full fetch", req.SessionID, req.SessionEpoch, parts)
+	}
+}
