@@ -362,6 +362,12 @@ func (f *fetcher) download(ctx context.Context, fr *kmsg.FetchResponse, want map
 			if raw == nil || !ok || !it.pointers {
 				continue
 			}
+			if !it.p.followsAt(f.leader, it.epoch) {
+				// Leadership moved while the fetch was parked (a deposed
+				// leader answering late): applyFetch would drop the data,
+				// so do not download it either.
+				continue
+			}
 			var ptrs []wal.Pointer
 			var err error
 			switch {

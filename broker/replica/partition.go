@@ -545,6 +545,13 @@ func (p *Partition) fetchPosition() (leader, epoch int32, ok bool) {
 	return p.state.Leader, p.state.LeaderEpoch, true
 }
 
+// followsAt reports whether this replica still follows leader at epoch.
+func (p *Partition) followsAt(leader, epoch int32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.role == RoleFollower && p.state.Leader == leader && p.state.LeaderEpoch == epoch
+}
+
 // FetchResult is one partition of a replica fetch response, as the
 // fetcher hands it to the follower.
 type FetchResult struct {

@@ -60,6 +60,9 @@ func TestFollowerRefusesPointersOfOtherEpochs(t *testing.T) {
 		skipFrom int64
 		// gets is how many GETs of the bucket the fetch makes.
 		gets int
+		// moved: the follower's leader epoch moved on while the fetch was
+		// parked (a deposed leader answering late).
+		moved bool
 	}{
 		{name: "current epoch", logEpoch: -1, ranges: []walRange{{current, current, 0}}, appended: 1, skipFrom: -1, gets: 1},
 		{name: "older epoch the log does not pass", logEpoch: 4, ranges: []walRange{{5, 5, 1}}, appended: 1, skipFrom: -1, gets: 1},
@@ -68,6 +71,7 @@ func TestFollowerRefusesPointersOfOtherEpochs(t *testing.T) {
 		{name: "epoch older than the follower's log", logEpoch: 5, ranges: []walRange{{3, 3, 1}}, appended: 0, skipFrom: 2, gets: 0},
 		{name: "epoch falling within the answer", logEpoch: -1, ranges: []walRange{{current, current, 0}, {6, 6, 1}}, appended: 1, skipFrom: 2, gets: 1},
 		{name: "batch epoch differs from the pointer's", logEpoch: -1, ranges: []walRange{{current, current - 1, 0}}, appended: 0, skipFrom: 1, gets: 1},
+		{name: "leadership moved while the fetch was parked", logEpoch: -1, ranges: []walRange{{current, current, 0}}, appended: 0, skipFrom: -1, gets: 0, moved: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,6 +81,8 @@ func TestFollowerRefusesPointersOfOtherEpochs(t *testing.T) {
 			m.wal = &walRep{m: m, down: wal.NewDownloader(wal.DownloaderConfig{Store: func(string) (objstore.Store, error) { return bucket, nil }})}
 			f := &fetcher{m: m, leader: 2}
 			p := NewPartition(tp, openLog(t), 1, nil)
+			// It follows broker 2 at the current epoch.
+			p.role, p.state.Leader, p.state.LeaderEpoch = RoleFollower, 2, current
 			if tc.logEpoch >= 0 {
 				if _, err := p.Log.AppendAsFollower([]record.Batch{epochBatch(t, 0, tc.logEpoch, "in the log")}); err != nil {
 					t.Fatal(err)
@@ -116,6 +122,11 @@ func TestFollowerRefusesPointersOfOtherEpochs(t *testing.T) {
 			rt.Partitions = append(rt.Partitions, sp)
 			fr.Topics = append(fr.Topics, rt)
 			it := fetchItem{p: p, epoch: current, offset: p.Log.EndOffset(), lastEpoch: p.Log.LatestEpoch(), logStart: p.Log.StartOffset(), pointers: true}
+			if tc.moved {
+				p.mu.Lock()
+				p.state.LeaderEpoch = current + 1
+				p.mu.Unlock()
+			}
 
 			got := f.download(ctx, fr, map[meta.TopicPartition]fetchItem{tp: it})[tp]
 			if !bytes.Equal(got, want) {
