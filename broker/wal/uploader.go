@@ -141,6 +141,8 @@ type Uploader struct {
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	uploads   sync.WaitGroup
+	work      chan *pendingObject // to the upload workers
+	workers   sync.WaitGroup
 	ctx       context.Context
 	cancel    context.CancelFunc
 }
@@ -210,8 +212,23 @@ func NewUploader(cfg UploaderConfig) (*Uploader, error) {
 		ctx:       ctx,
 		cancel:    cancel,
 	}
+	// Long-lived upload workers: a PUT runs deep in the SDK, and a fresh
+	// goroutine per object spent ~6 % of a broker's CPU growing stacks.
+	u.work = make(chan *pendingObject, cfg.MaxInFlight)
+	u.workers.Add(cfg.MaxInFlight)
+	for range cfg.MaxInFlight {
+		go func() {
+			defer u.workers.Done()
+			for obj := range u.work {
+				u.upload(obj)
+			}
+		}()
+	}
 	u.wg.Add(2)
-	go u.run()
+	go func() {
+		defer close(u.work)
+		u.run()
+	}()
 	go u.deliver()
 	return u, nil
 }
@@ -372,7 +389,7 @@ func (u *Uploader) run() {
 			u.ready = u.ready[1:]
 			u.inFlight++
 			u.uploads.Add(1)
-			go u.upload(obj)
+			u.work <- obj // a worker is free: inFlight < MaxInFlight workers
 		}
 		finished := u.closed && u.pending == nil && len(u.ready) == 0
 		u.mu.Unlock()
@@ -522,6 +539,7 @@ func (u *Uploader) Close(ctx context.Context) error {
 	go func() {
 		u.wg.Wait()
 		u.uploads.Wait()
+		u.workers.Wait()
 		close(finished)
 	}()
 	var err error
