@@ -160,9 +160,9 @@ type pendingObject struct {
 	bytes  int
 	chunks []ChunkInput
 	index  map[tp]int // partition → its last chunk in chunks
-	// deadline is UploadInterval after the first byte; nudgedAt the
-	// earlier moment a Nudge re-armed the timer for, if any.
-	deadline, nudgedAt time.Time
+	// cutAt is when the armed timer cuts it: UploadInterval after its
+	// first byte, or earlier when a Nudge waits for a token.
+	cutAt time.Time
 	// due: the object's cut time came while every upload slot was busy;
 	// the next finished upload cuts it.
 	due bool
@@ -271,10 +271,8 @@ func (u *Uploader) Append(topic string, partition, leaderEpoch int32, baseOffset
 		u.cutLocked()
 	}
 	if u.pending == nil {
-		u.pending = &pendingObject{index: map[tp]int{}, deadline: u.cfg.Clock.Now().Add(u.cfg.UploadInterval)}
-		u.timerGen++
-		gen := u.timerGen
-		u.timerStop = u.cfg.Clock.AfterFunc(u.cfg.UploadInterval, func() { u.timerFired(gen) })
+		u.pending = &pendingObject{index: map[tp]int{}}
+		u.armLocked(u.cfg.Clock.Now(), u.cfg.UploadInterval)
 	}
 	p := u.pending
 	k := tp{topic, partition}
@@ -292,6 +290,24 @@ func (u *Uploader) Append(topic string, partition, leaderEpoch int32, baseOffset
 		u.cutLocked()
 	}
 	return nil
+}
+
+// armLocked (re)arms the pending object's cut timer to fire after d.
+func (u *Uploader) armLocked(now time.Time, d time.Duration) {
+	u.disarmLocked()
+	u.pending.cutAt = now.Add(d)
+	gen := u.timerGen
+	u.timerStop = u.cfg.Clock.AfterFunc(d, func() { u.timerFired(gen) })
+}
+
+// disarmLocked stops the cut timer; a firing already under way is
+// ignored (its generation is stale).
+func (u *Uploader) disarmLocked() {
+	if u.timerStop != nil {
+		u.timerStop()
+		u.timerStop = nil
+	}
+	u.timerGen++
 }
 
 func (u *Uploader) timerFired(gen uint64) {
@@ -312,11 +328,7 @@ func (u *Uploader) dueCutLocked() {
 		return
 	}
 	u.pending.due = true
-	if u.timerStop != nil {
-		u.timerStop()
-		u.timerStop = nil
-	}
-	u.timerGen++
+	u.disarmLocked()
 }
 
 // Nudge says the caller finished a unit of appends (a produce request):
@@ -335,20 +347,8 @@ func (u *Uploader) Nudge() {
 		u.dueCutLocked()
 		return
 	}
-	if u.pending.due {
-		return
-	}
-	if u.pending.nudgedAt.IsZero() || allowed.Before(u.pending.nudgedAt) {
-		if allowed.Before(u.pending.deadline) {
-			// Re-arm the timer for the earlier moment.
-			u.pending.nudgedAt = allowed
-			if u.timerStop != nil {
-				u.timerStop()
-			}
-			u.timerGen++
-			gen := u.timerGen
-			u.timerStop = u.cfg.Clock.AfterFunc(allowed.Sub(now), func() { u.timerFired(gen) })
-		}
+	if !u.pending.due && allowed.Before(u.pending.cutAt) {
+		u.armLocked(now, allowed.Sub(now)) // cut when the token comes
 	}
 }
 
@@ -362,11 +362,7 @@ func (u *Uploader) Flush() {
 }
 
 func (u *Uploader) cutLocked() {
-	if u.timerStop != nil {
-		u.timerStop()
-		u.timerStop = nil
-	}
-	u.timerGen++
+	u.disarmLocked()
 	now := u.cfg.Clock.Now()
 	if u.tat.Before(now) {
 		u.tat = now
