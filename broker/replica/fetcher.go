@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -51,6 +52,48 @@ type sentPosition struct {
 
 func (it fetchItem) position() sentPosition {
 	return sentPosition{epoch: it.epoch, lastEpoch: it.lastEpoch, offset: it.offset, logStart: it.logStart, pointers: it.pointers}
+}
+
+// plan returns the items a request must name (all of them without a
+// session, else those whose position the leader's session does not hold)
+// and the partitions to forget (in the session, no longer fetched).
+func (s *fetchSessionState) plan(items []fetchItem) (named []fetchItem, forgotten []meta.TopicPartition) {
+	if s.id == 0 {
+		return items, nil
+	}
+	following := make(map[meta.TopicPartition]bool, len(items))
+	for _, it := range items {
+		following[it.p.TP] = true
+		if prev, ok := s.sent[it.p.TP]; !ok || prev != it.position() {
+			named = append(named, it)
+		}
+	}
+	for tp := range s.sent {
+		if !following[tp] {
+			forgotten = append(forgotten, tp)
+		}
+	}
+	return named, forgotten
+}
+
+// answered records what the leader's session holds after it answered a
+// request that named named and forgot forgotten; sessionID is the
+// answer's (a full fetch opens the session).
+func (s *fetchSessionState) answered(sessionID int32, named []fetchItem, forgotten []meta.TopicPartition) {
+	switch {
+	case s.id == 0 && sessionID == 0:
+		return // the leader keeps no session: fetch in full again
+	case s.id == 0:
+		*s = fetchSessionState{id: sessionID, epoch: 1, sent: map[meta.TopicPartition]sentPosition{}}
+	default:
+		s.epoch++
+	}
+	for _, it := range named {
+		s.sent[it.p.TP] = it.position()
+	}
+	for _, tp := range forgotten {
+		delete(s.sent, tp)
+	}
 }
 
 // fetcherFor returns the fetcher of a leader, starting it if needed.
@@ -189,20 +232,10 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 	req.MaxWaitMillis = int32(cfg.FetchMaxWait / time.Millisecond)
 	req.MinBytes = 1
 	req.MaxBytes = cfg.FetchMaxBytes
-	sess := &f.session
-	incremental := sess.id != 0
-	req.SessionID, req.SessionEpoch = sess.id, sess.epoch // 0, 0 asks for a session
+	req.SessionID, req.SessionEpoch = f.session.id, f.session.epoch // 0, 0 asks for a session
+	named, forgotten := f.session.plan(items)
 	byTopic := map[string]int{}
-	asked := false
-	included := map[meta.TopicPartition]bool{}
-	for _, it := range items {
-		asked = asked || it.pointers
-		if incremental {
-			if prev, ok := sess.sent[it.p.TP]; ok && prev == it.position() {
-				continue // the leader's session has it
-			}
-		}
-		included[it.p.TP] = true
+	for _, it := range named {
 		i, ok := byTopic[it.p.TP.Topic]
 		if !ok {
 			rt := kmsg.NewFetchRequestTopic()
@@ -223,29 +256,19 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 		}
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
-	var forgotten []meta.TopicPartition
-	if incremental {
-		following := map[meta.TopicPartition]bool{}
-		for _, it := range items {
-			following[it.p.TP] = true
+	forgottenAt := map[string]int{}
+	for _, tp := range forgotten {
+		i, ok := forgottenAt[tp.Topic]
+		if !ok {
+			ft := kmsg.NewFetchRequestForgottenTopic()
+			ft.Topic = tp.Topic
+			req.ForgottenTopics = append(req.ForgottenTopics, ft)
+			i = len(req.ForgottenTopics) - 1
+			forgottenAt[tp.Topic] = i
 		}
-		byTopic := map[string]int{}
-		for tp := range sess.sent {
-			if following[tp] {
-				continue
-			}
-			forgotten = append(forgotten, tp)
-			i, ok := byTopic[tp.Topic]
-			if !ok {
-				ft := kmsg.NewFetchRequestForgottenTopic()
-				ft.Topic = tp.Topic
-				req.ForgottenTopics = append(req.ForgottenTopics, ft)
-				i = len(req.ForgottenTopics) - 1
-				byTopic[tp.Topic] = i
-			}
-			req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.Partition)
-		}
+		req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.Partition)
 	}
+	asked := slices.ContainsFunc(items, func(it fetchItem) bool { return it.pointers })
 	if asked {
 		askCompactPointers(req)
 	}
@@ -274,24 +297,7 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 	default:
 		return fmt.Errorf("fetch from leader %d: %w", f.leader, kerr.ErrorForCode(fr.ErrorCode))
 	}
-	// The leader's session now holds what this request said.
-	switch {
-	case !incremental && fr.SessionID != 0:
-		f.session = fetchSessionState{id: fr.SessionID, epoch: 1, sent: map[meta.TopicPartition]sentPosition{}}
-		for _, it := range items {
-			f.session.sent[it.p.TP] = it.position()
-		}
-	case incremental:
-		sess.epoch++
-		for _, it := range items {
-			if included[it.p.TP] {
-				sess.sent[it.p.TP] = it.position()
-			}
-		}
-		for _, tp := range forgotten {
-			delete(sess.sent, tp)
-		}
-	}
+	f.session.answered(fr.SessionID, named, forgotten)
 	want := map[meta.TopicPartition]fetchItem{}
 	for _, it := range items {
 		want[it.p.TP] = it
