@@ -108,7 +108,7 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 						return nil, fmt.Errorf("compact WAL pointers: %w", err)
 					}
 				}
-				if responseRecordBytes(resp) == 0 {
+				if replica.RecordBytes(resp) == 0 {
 					r.SetTraffic(traffic.ReplicationWALMetadata, zone)
 				}
 				return resp, nil
@@ -174,16 +174,6 @@ func asksPointers(b *broker.Broker, req *kmsg.FetchRequest) bool {
 		}
 	}
 	return false
-}
-
-func responseRecordBytes(resp *kmsg.FetchResponse) int {
-	n := 0
-	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
-			n += len(rp.RecordBatches)
-		}
-	}
-	return n
 }
 
 // fetchOnce builds a response from the current log state and returns it

@@ -282,7 +282,7 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 		fr = resp.(*kmsg.FetchResponse)
 	}
 	if cfg.Traffic != nil && sent > 0 {
-		cfg.Traffic.ReplicaFetch(f.leader, sent, received, asked && fr != nil && recordBytes(fr) == 0)
+		cfg.Traffic.ReplicaFetch(f.leader, sent, received, asked && fr != nil && RecordBytes(fr) == 0)
 	}
 	if err != nil {
 		return err
@@ -332,7 +332,9 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 	return nil
 }
 
-func recordBytes(fr *kmsg.FetchResponse) int {
+// RecordBytes is the number of record bytes in a Fetch response (0: the
+// answer carried only metadata, e.g. WAL pointers).
+func RecordBytes(fr *kmsg.FetchResponse) int {
 	n := 0
 	for _, rt := range fr.Topics {
 		for _, rp := range rt.Partitions {
