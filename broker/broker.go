@@ -259,6 +259,15 @@ var partitionDirRe = regexp.MustCompile(`^(.+)-(\d+)$`)
 // not in the metadata, or of partitions past a topic's count: they are left
 // by a topic deletion that crashed after the metadata was written.
 func (b *Broker) removeStrayPartitions() error {
+	return b.removePartitionDirs("removing partition directory of a deleted topic", func(topic string, partition int32) bool {
+		t, ok := b.topics[topic]
+		return ok && int(partition) < len(t.partitions)
+	})
+}
+
+// removePartitionDirs deletes every partition directory of the data dir
+// that keep refuses, logging why.
+func (b *Broker) removePartitionDirs(why string, keep func(topic string, partition int32) bool) error {
 	entries, err := os.ReadDir(b.cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("broker: read data dir: %w", err)
@@ -269,13 +278,10 @@ func (b *Broker) removeStrayPartitions() error {
 			continue
 		}
 		idx, err := strconv.ParseInt(m[2], 10, 32)
-		if err != nil {
+		if err != nil || keep(m[1], int32(idx)) {
 			continue
 		}
-		if t, ok := b.topics[m[1]]; ok && int(idx) < len(t.partitions) {
-			continue
-		}
-		b.log.Info("removing partition directory of a deleted topic", "dir", e.Name())
+		b.log.Info(why, "dir", e.Name())
 		if err := os.RemoveAll(filepath.Join(b.cfg.DataDir, e.Name())); err != nil {
 			return fmt.Errorf("broker: remove stray partition %s: %w", e.Name(), err)
 		}

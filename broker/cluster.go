@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -368,29 +367,10 @@ func (b *Broker) dropPartition(tp meta.TopicPartition) {
 // does not host according to the first snapshot (topics deleted, or
 // replicas moved away, while it was down).
 func (b *Broker) removeStrayPartitionsCluster(st *meta.ClusterState) error {
-	entries, err := os.ReadDir(b.cfg.DataDir)
-	if err != nil {
-		return fmt.Errorf("broker: read data dir: %w", err)
-	}
-	for _, e := range entries {
-		m := partitionDirRe.FindStringSubmatch(e.Name())
-		if !e.IsDir() || m == nil {
-			continue
-		}
-		idx, err := strconv.ParseInt(m[2], 10, 32)
-		if err != nil {
-			continue
-		}
-		ps, ok := st.Partition(meta.TopicPartition{Topic: m[1], Partition: int32(idx)})
-		if ok && slices.Contains(ps.Replicas, b.cfg.NodeID) {
-			continue
-		}
-		b.log.Info("removing partition directory this broker does not host", "dir", e.Name())
-		if err := os.RemoveAll(filepath.Join(b.cfg.DataDir, e.Name())); err != nil {
-			return fmt.Errorf("broker: remove stray partition %s: %w", e.Name(), err)
-		}
-	}
-	return nil
+	return b.removePartitionDirs("removing partition directory this broker does not host", func(topic string, partition int32) bool {
+		ps, ok := st.Partition(meta.TopicPartition{Topic: topic, Partition: partition})
+		return ok && slices.Contains(ps.Replicas, b.cfg.NodeID)
+	})
 }
 
 // metaError maps broker/meta errors to Kafka errors.
