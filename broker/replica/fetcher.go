@@ -134,12 +134,7 @@ type fetchItem struct {
 // items lists the partitions to fetch from f.leader now, and whether some
 // are suspended (so the loop must come back after the backoff).
 func (f *fetcher) items() (items []fetchItem, suspended bool) {
-	f.m.mu.Lock()
-	parts := make([]*Partition, 0, len(f.m.parts))
-	for _, p := range f.m.parts {
-		parts = append(parts, p)
-	}
-	f.m.mu.Unlock()
+	parts := f.m.partitions()
 	for _, p := range parts {
 		p.mu.Lock()
 		following := p.role == RoleFollower && p.state.Leader == f.leader

@@ -132,12 +132,7 @@ func (m *Manager) Close() {
 	m.wg.Wait()
 	if m.wal != nil {
 		m.wal.close()
-		m.mu.Lock()
-		parts := make([]*Partition, 0, len(m.parts))
-		for _, p := range m.parts {
-			parts = append(parts, p)
-		}
-		m.mu.Unlock()
+		parts := m.partitions()
 		for _, p := range parts {
 			p.mu.Lock()
 			p.closeWALLocked()
@@ -182,6 +177,17 @@ func (m *Manager) Partition(tp meta.TopicPartition) *Partition {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.parts[tp]
+}
+
+// partitions is a snapshot of the managed partitions.
+func (m *Manager) partitions() []*Partition {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	parts := make([]*Partition, 0, len(m.parts))
+	for _, p := range m.parts {
+		parts = append(parts, p)
+	}
+	return parts
 }
 
 // Apply applies one metadata change to p (BecomeLeader, BecomeFollower or
@@ -273,12 +279,7 @@ func (m *Manager) ServeReplicaFetch(p *Partition, follower int32, fetchOffset in
 // CheckpointHWMs writes every partition's HWM that changed since its last
 // checkpoint (also done every HWMCheckpointInterval and by Close).
 func (m *Manager) CheckpointHWMs() error {
-	m.mu.Lock()
-	parts := make([]*Partition, 0, len(m.parts))
-	for _, p := range m.parts {
-		parts = append(parts, p)
-	}
-	m.mu.Unlock()
+	parts := m.partitions()
 	var errs []error
 	for _, p := range parts {
 		if p.Role() == RoleNone {
@@ -312,12 +313,7 @@ func (m *Manager) isrLoop() {
 		case <-t.C:
 		case <-m.isrCh:
 		}
-		m.mu.Lock()
-		parts := make([]*Partition, 0, len(m.parts))
-		for _, p := range m.parts {
-			parts = append(parts, p)
-		}
-		m.mu.Unlock()
+		parts := m.partitions()
 		for _, p := range parts {
 			expected, proposed, ok := p.proposeISR(m.cfg.LagTimeMax, m.registered)
 			if !ok {
