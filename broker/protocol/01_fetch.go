@@ -44,7 +44,6 @@ package protocol
 import (
 	"context"
 	"errors"
-	"fmt"
 	"reflect"
 	"time"
 
@@ -100,14 +99,8 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		}
 		r.SetTraffic(traffic.ReplicationInline, zone)
 		if asksPointers(b, req) {
-			compact := replica.AsksCompactPointers(req)
 			done = func(resp *kmsg.FetchResponse) (kmsg.Response, error) {
 				session.finish(resp)
-				if compact {
-					if err := replica.CompactResponsePointers(resp); err != nil {
-						return nil, fmt.Errorf("compact WAL pointers: %w", err)
-					}
-				}
 				if replica.RecordBytes(resp) == 0 {
 					r.SetTraffic(traffic.ReplicationWALMetadata, zone)
 				}
@@ -181,6 +174,9 @@ func asksPointers(b *broker.Broker, req *kmsg.FetchRequest) bool {
 // channel of every readable partition is appended to it.
 func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, waits *[]<-chan struct{}) (*kmsg.FetchResponse, int) {
 	resp := r.NewResponse().(*kmsg.FetchResponse)
+	// WAL pointers, in the form the follower asked for.
+	ptrs := replica.NewPointerAnswer(replica.AsksCompactPointers(req))
+	defer ptrs.Finish(resp)
 	budget := int(req.MaxBytes)
 	if req.Version < 3 || budget <= 0 {
 		budget = int(^uint32(0) >> 1)
@@ -204,7 +200,7 @@ func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, waits *[]<-
 			sp.RecordBatches = []byte{}
 			n, err := 0, topicErr
 			if err == nil {
-				n, err = fetchPartition(b, req, topic, rp, &sp, budget, total == 0, waits)
+				n, err = fetchPartition(b, req, topic, rp, &sp, budget, total == 0, waits, ptrs)
 			}
 			if err != nil {
 				sp.ErrorCode = broker.ErrorCode(err)
@@ -220,7 +216,7 @@ func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, waits *[]<-
 }
 
 func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition,
-	budget int, first bool, waits *[]<-chan struct{},
+	budget int, first bool, waits *[]<-chan struct{}, ptrs *replica.PointerAnswer,
 ) (int, error) {
 	p, err := b.Partition(topic, rp.Partition)
 	if err != nil {
@@ -281,7 +277,7 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 				appendWait = nil
 			}
 			if len(plan.Pointers) > 0 {
-				if err := replica.SetPointers(sp, plan.Pointers); err != nil {
+				if err := ptrs.Set(sp, plan.Pointers); err != nil {
 					return 0, err
 				}
 				sp.LastStableOffset, sp.LogStartOffset = sp.HighWatermark, p.Log.StartOffset()

@@ -32,6 +32,7 @@ import (
 // (value CompactPointers); a leader that does not know the form ignores
 // the tag and answers in the per-partition form, which the follower still
 // reads — so brokers of both kinds replicate during a rolling upgrade.
+// The leader builds either form with a PointerAnswer.
 
 // CompactPointers is the value of the request's top-level TagWALPointers
 // by which a follower accepts compact pointers.
@@ -51,63 +52,67 @@ func askCompactPointers(req *kmsg.FetchRequest) {
 	req.UnknownTags.Set(TagWALPointers, []byte{CompactPointers})
 }
 
-// CompactResponsePointers rewrites the per-partition pointers SetPointers
-// put into resp into the compact form: one object table at the top level,
-// short pointers per partition. Call it once, on the finished response.
-func CompactResponsePointers(resp *kmsg.FetchResponse) error {
-	type object struct{ bucket, key string }
-	index := map[object]uint64{}
-	var table []object
-	for ti := range resp.Topics {
-		rt := &resp.Topics[ti]
-		for pi := range rt.Partitions {
-			rp := &rt.Partitions[pi]
-			raw := tagValue(&rp.UnknownTags, TagWALPointers)
-			if raw == nil {
-				continue
-			}
-			ptrs, err := DecodePointers(raw)
-			if err != nil {
-				return err
-			}
-			var b []byte
-			b = binary.AppendUvarint(b, uint64(len(ptrs)))
-			var next int64
-			for _, p := range ptrs {
-				o := object{p.Bucket, p.Key}
-				idx, ok := index[o]
-				if !ok {
-					idx = uint64(len(table))
-					index[o] = idx
-					table = append(table, o)
-				}
-				b = binary.AppendVarint(b, p.BaseOffset-next)
-				if p.LastOffset < p.BaseOffset || p.LeaderEpoch < 0 || p.Offset < 0 || p.Length < 0 {
-					return fmt.Errorf("%w: pointer %v", errBadCompactPointers, p)
-				}
-				b = binary.AppendUvarint(b, idx)
-				b = binary.AppendUvarint(b, uint64(p.LastOffset-p.BaseOffset))
-				b = binary.AppendUvarint(b, uint64(p.LeaderEpoch))
-				b = binary.AppendUvarint(b, uint64(p.Offset))
-				b = binary.AppendUvarint(b, uint64(p.Length))
-				b = binary.BigEndian.AppendUint32(b, p.CRC)
-				next = p.LastOffset + 1
-			}
-			rp.UnknownTags.Set(TagWALPointers, b)
+// PointerAnswer puts pointers into the partitions of one Fetch response,
+// in the form the follower asked for: compact (an object table for the
+// whole answer, set by Finish) or per partition (SetPointers).
+type PointerAnswer struct {
+	compact bool
+	index   map[[2]string]uint64
+	table   [][2]string
+}
+
+// NewPointerAnswer starts an answer; compact is AsksCompactPointers of
+// the request.
+func NewPointerAnswer(compact bool) *PointerAnswer {
+	return &PointerAnswer{compact: compact, index: map[[2]string]uint64{}}
+}
+
+// Set puts one partition's pointers (all of that partition, in offset
+// order) into sp.
+func (a *PointerAnswer) Set(sp *kmsg.FetchResponseTopicPartition, ptrs []wal.Pointer) error {
+	if !a.compact {
+		return SetPointers(sp, ptrs)
+	}
+	b := binary.AppendUvarint(nil, uint64(len(ptrs)))
+	var next int64
+	for _, p := range ptrs {
+		if p.LastOffset < p.BaseOffset || p.LeaderEpoch < 0 || p.Offset < 0 || p.Length < 0 {
+			return fmt.Errorf("%w: pointer %v", errBadCompactPointers, p)
+		}
+		o := [2]string{p.Bucket, p.Key}
+		idx, ok := a.index[o]
+		if !ok {
+			idx = uint64(len(a.table))
+			a.index[o] = idx
+			a.table = append(a.table, o)
+		}
+		b = binary.AppendVarint(b, p.BaseOffset-next)
+		b = binary.AppendUvarint(b, idx)
+		b = binary.AppendUvarint(b, uint64(p.LastOffset-p.BaseOffset))
+		b = binary.AppendUvarint(b, uint64(p.LeaderEpoch))
+		b = binary.AppendUvarint(b, uint64(p.Offset))
+		b = binary.AppendUvarint(b, uint64(p.Length))
+		b = binary.BigEndian.AppendUint32(b, p.CRC)
+		next = p.LastOffset + 1
+	}
+	sp.UnknownTags.Set(TagWALPointers, b)
+	return nil
+}
+
+// Finish puts the object table of a compact answer into resp (nothing
+// when no pointer was set).
+func (a *PointerAnswer) Finish(resp *kmsg.FetchResponse) {
+	if len(a.table) == 0 {
+		return
+	}
+	t := binary.AppendUvarint(nil, uint64(len(a.table)))
+	for _, o := range a.table {
+		for _, s := range o {
+			t = binary.AppendUvarint(t, uint64(len(s)))
+			t = append(t, s...)
 		}
 	}
-	if len(table) == 0 {
-		return nil
-	}
-	t := binary.AppendUvarint(nil, uint64(len(table)))
-	for _, o := range table {
-		t = binary.AppendUvarint(t, uint64(len(o.bucket)))
-		t = append(t, o.bucket...)
-		t = binary.AppendUvarint(t, uint64(len(o.key)))
-		t = append(t, o.key...)
-	}
 	resp.UnknownTags.Set(TagWALPointers, t)
-	return nil
 }
 
 // compactObjects decodes the response's object table; ok is false when

@@ -12,10 +12,12 @@ import (
 )
 
 // pointerResponse is a Fetch v12 response whose partitions carry
-// per-partition pointers as SetPointers writes them: parts partitions of
-// topic, each with two chunks, all in objects objects of one bucket.
-func pointerResponse(t *testing.T, parts, objects int) (*kmsg.FetchResponse, map[int32][]wal.Pointer) {
+// pointers as a leader's PointerAnswer writes them (compact or per
+// partition): parts partitions of topic, each with two chunks, all in
+// objects objects of one bucket.
+func pointerResponse(t *testing.T, compact bool, parts, objects int) (*kmsg.FetchResponse, map[int32][]wal.Pointer) {
 	t.Helper()
+	ans := NewPointerAnswer(compact)
 	resp := kmsg.NewPtrFetchResponse()
 	resp.SetVersion(FetchVersion)
 	rt := kmsg.NewFetchResponseTopic()
@@ -35,24 +37,23 @@ func pointerResponse(t *testing.T, parts, objects int) (*kmsg.FetchResponse, map
 			})
 			base += 10
 		}
-		if err := SetPointers(&sp, ptrs); err != nil {
+		if err := ans.Set(&sp, ptrs); err != nil {
 			t.Fatal(err)
 		}
 		want[p] = ptrs
 		rt.Partitions = append(rt.Partitions, sp)
 	}
 	resp.Topics = append(resp.Topics, rt)
+	ans.Finish(resp)
 	return resp, want
 }
 
 func encodedSize(resp *kmsg.FetchResponse) int { return len(resp.AppendTo(nil)) }
 
 func TestCompactPointersRoundTrip(t *testing.T) {
-	resp, want := pointerResponse(t, 4, 2)
-	full := encodedSize(resp)
-	if err := CompactResponsePointers(resp); err != nil {
-		t.Fatalf("CompactResponsePointers: %v", err)
-	}
+	perPartition, _ := pointerResponse(t, false, 4, 2)
+	full := encodedSize(perPartition)
+	resp, want := pointerResponse(t, true, 4, 2)
 	compact := encodedSize(resp)
 	// Through the wire format, as the follower reads it.
 	got := kmsg.NewPtrFetchResponse()
@@ -89,17 +90,14 @@ func TestCompactPointersOnlyWhenAsked(t *testing.T) {
 		t.Fatal("askCompactPointers did not mark the request")
 	}
 	// A response without an object table is read in the per-partition form.
-	resp, _ := pointerResponse(t, 1, 1)
+	resp, _ := pointerResponse(t, false, 1, 1)
 	if _, ok, err := compactObjects(resp); ok || err != nil {
 		t.Fatalf("per-partition response read as compact: %v, %v", ok, err)
 	}
 }
 
 func TestCompactPointersMalformed(t *testing.T) {
-	resp, _ := pointerResponse(t, 2, 1)
-	if err := CompactResponsePointers(resp); err != nil {
-		t.Fatal(err)
-	}
+	resp, _ := pointerResponse(t, true, 2, 1)
 	table := tagValue(&resp.UnknownTags, TagWALPointers)
 	part := tagValue(&resp.Topics[0].Partitions[0].UnknownTags, TagWALPointers)
 	objects, _, err := compactObjects(resp)
