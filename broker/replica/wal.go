@@ -86,6 +86,8 @@ type walRep struct {
 	// inline counts the bytes served inline to replica fetches that
 	// accept pointers, by reason (strata_wal_inline_bytes_total).
 	inline *prometheus.CounterVec
+	// inlineBy holds inline's counter of each reason, resolved once.
+	inlineBy map[string]prometheus.Counter
 
 	mu sync.Mutex
 	// objects names the partitions with pointers into each live object.
@@ -113,9 +115,10 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 		inline: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_wal_inline_bytes_total",
 			Help: "Record bytes this leader replicated inline to followers that accept WAL pointers, by reason (degraded, upload_slow, not_uploaded, no_pointer, mid_chunk, no_index, follower_asked).",
-		}, []string{"reason"})}
+		}, []string{"reason"}),
+		inlineBy: map[string]prometheus.Counter{}}
 	for _, r := range []string{InlineDegraded, InlineNoIndex, InlineMidChunk, InlineUploadSlow, InlineNotUploaded, InlineNoPointer, InlineFollowerAsked} {
-		w.inline.WithLabelValues(r)
+		w.inlineBy[r] = w.inline.WithLabelValues(r)
 	}
 	if cfg.Stores != nil {
 		w.down = wal.NewDownloader(wal.DownloaderConfig{Store: cfg.Stores})
@@ -155,7 +158,7 @@ func (m *Manager) WALCollectors() []prometheus.Collector {
 // with WAL replication on, for reason (an Inline* constant).
 func (m *Manager) CountWALInline(reason string, n int) {
 	if m.wal != nil && n > 0 {
-		m.wal.inline.WithLabelValues(reason).Add(float64(n))
+		m.wal.inlineBy[reason].Add(float64(n))
 	}
 }
 
