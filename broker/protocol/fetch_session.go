@@ -197,8 +197,8 @@ func (fs *fetchSession) request(req *kmsg.FetchRequest) *kmsg.FetchRequest {
 }
 
 // finish records what resp tells the follower and, for an incremental
-// fetch, drops the partitions that have nothing new; then releases the
-// session. It sets resp.SessionID.
+// fetch, drops the partitions that have nothing new. It sets
+// resp.SessionID. The handler releases the session after it.
 func (sf sessionFetch) finish(resp *kmsg.FetchResponse) {
 	fs := sf.session
 	if fs == nil {
@@ -238,18 +238,17 @@ func (sf sessionFetch) finish(resp *kmsg.FetchResponse) {
 	if !sf.full {
 		fs.epoch++
 	}
-	fs.busy = false
 }
 
-// release frees the session when the fetch ended without an answer.
+// release frees the session once the fetch is answered (or ended without
+// an answer: the follower then retries with the same epoch or starts
+// over; both work).
 func (sf sessionFetch) release() {
 	if sf.session == nil {
 		return
 	}
 	sf.s.mu.Lock()
 	sf.session.busy = false
-	// The follower did not get an answer: it retries with the same epoch
-	// or starts over; both work.
 	sf.s.mu.Unlock()
 }
 

@@ -92,6 +92,7 @@ func TestFetchSessions(t *testing.T) {
 	}
 	resp := answer(sf.req, map[int32]int64{0: 10, 1: 20, 2: 30}, nil)
 	sf.finish(resp)
+	sf.release() // as the handler does once it answered
 	id := resp.SessionID
 	if id == 0 || len(answered(resp)) != 3 {
 		t.Fatalf("full answer: session %d, partitions %v; want an ID and all 3", id, answered(resp))
@@ -108,6 +109,7 @@ func TestFetchSessions(t *testing.T) {
 	}
 	resp = answer(sf.req, map[int32]int64{0: 10, 1: 25, 2: 31}, map[int32]bool{1: true})
 	sf.finish(resp)
+	sf.release() // as the handler does once it answered
 	if got := answered(resp); len(got) != 2 || got[0] != 1 || got[1] != 2 {
 		t.Fatalf("incremental answer has partitions %v, want 1 (records) and 2 (HWM moved)", got)
 	}
@@ -115,6 +117,7 @@ func TestFetchSessions(t *testing.T) {
 	sf, _ = s.open(replicaFetch(id, 2, nil), now)
 	resp = answer(sf.req, map[int32]int64{0: 10, 1: 25, 2: 31}, nil)
 	sf.finish(resp)
+	sf.release() // as the handler does once it answered
 	if got := answered(resp); len(got) != 0 {
 		t.Fatalf("answer without news has partitions %v", got)
 	}
@@ -141,6 +144,7 @@ func TestFetchSessions(t *testing.T) {
 		t.Fatalf("after forgetting partition 0 the session has %v", got)
 	}
 	sf.finish(answer(sf.req, map[int32]int64{1: 25, 2: 31}, nil))
+	sf.release() // as the handler does once it answered
 
 	// Epoch -1 closes it and fetches without a session.
 	sf, code = s.open(replicaFetch(id, -1, map[int32]int64{0: 1}), now)
@@ -158,6 +162,7 @@ func TestFetchSessions(t *testing.T) {
 			t.Fatalf("session %d: code %d", i, code)
 		}
 		sf.finish(answer(sf.req, nil, nil))
+		sf.release() // as the handler does once it answered
 	}
 	if n := len(s.byID); n != maxFetchSessions {
 		t.Fatalf("%d sessions cached, want at most %d", n, maxFetchSessions)

@@ -69,13 +69,7 @@ func TestWALFetchWaitsForUploads(t *testing.T) {
 	// append is refused and must wake the parked fetch.
 	store.SetFailAll(true)
 	up.Flush()
-	deadline := time.Now().Add(10 * time.Second)
-	for !up.Degraded() {
-		if time.Now().After(deadline) {
-			t.Fatal("uploader did not become degraded")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, up.Degraded)
 	plan = m.PlanWALFetch(p, 1, 1<<20)
 	appendBatch(1)
 	if !closed(plan.Wait) {
