@@ -425,10 +425,18 @@ func (w *walRep) walProgress(tp meta.TopicPartition, follower int32, leo int64) 
 // cost the bucket a request every deleteEvery, not one per object.
 const deleteEvery = 250 * time.Millisecond
 
-// deleteLoop deletes objects every follower has (or that expired).
+// maxDeleteRetries bounds the objects whose deletion failed and is
+// retried each round (a bucket down for long); beyond it the oldest are
+// left to the operator's sweep and the bucket's lifecycle rule.
+const maxDeleteRetries = 50_000
+
+// deleteLoop deletes objects every follower has (or that expired). A
+// round whose deletion fails is retried with the next one, so an outage
+// of the bucket leaves no objects behind once it is back.
 func (w *walRep) deleteLoop(ctx context.Context) {
 	t := time.NewTicker(deleteEvery)
 	defer t.Stop()
+	var retry []string
 	for {
 		select {
 		case <-ctx.Done():
@@ -436,22 +444,30 @@ func (w *walRep) deleteLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		done := w.tracker.Collect(w.cfg.Clock.Now())
-		if len(done) == 0 {
-			continue
+		keys := retry
+		for _, d := range done {
+			keys = append(keys, d.Key)
 		}
-		keys := make([]string, len(done))
-		for i, d := range done {
-			keys[i] = d.Key
+		if len(keys) == 0 {
+			continue
 		}
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := objstore.DeleteAll(dctx, w.cfg.Store, keys)
 		cancel()
+		retry = nil
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			w.m.cfg.Log.V(1).Info("deleting WAL objects failed; the operator's sweep or lifecycle rule removes them later", "objects", len(keys), "error", err.Error())
+			if drop := len(keys) - maxDeleteRetries; drop > 0 {
+				w.m.cfg.Log.Info("too many WAL objects whose deletion fails; the operator's sweep or lifecycle rule removes the oldest", "left", drop)
+				keys = keys[drop:]
+			}
+			retry = keys
+			w.m.cfg.Log.V(1).Info("deleting WAL objects failed; retrying next round", "objects", len(keys), "error", err.Error())
 		}
+		// Every follower has these ranges (or they expired): their
+		// pointers go whether or not the objects are gone yet.
 		for _, d := range done {
 			w.mu.Lock()
 			tps := w.objects[d.Key]
@@ -467,7 +483,9 @@ func (w *walRep) deleteLoop(ctx context.Context) {
 				}
 			}
 		}
-		w.m.cfg.Log.V(1).Info("WAL objects deleted", "objects", len(done), "first", keys[0], "reason", done[0].Reason)
+		if err == nil {
+			w.m.cfg.Log.V(1).Info("WAL objects deleted", "objects", len(keys), "first", keys[0])
+		}
 	}
 }
 

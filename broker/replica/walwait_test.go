@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/record"
 	"github.com/strata-dev/strata/broker/wal"
@@ -78,4 +79,34 @@ func TestWALFetchWaitsForUploads(t *testing.T) {
 	if plan := m.PlanWALFetch(p, 1, 1<<20); plan.Reason != InlineDegraded || plan.InlineUpTo != 2 {
 		t.Fatalf("after the refused append: plan %+v, want inline up to 2 (degraded)", plan)
 	}
+}
+
+// TestWALDeletionRetried: objects whose deletion fails (the bucket is
+// down) are deleted once it is back, not forgotten.
+func TestWALDeletionRetried(t *testing.T) {
+	mem := objstore.NewMem("wal-a")
+	store := objstore.NewFaulty(mem)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := &Manager{cfg: Config{NodeID: 1, Log: logr.Discard()}, parts: map[meta.TopicPartition]*Partition{}}
+	w := &walRep{m: m, cfg: WALConfig{Store: store, Clock: wal.RealClock{}}, tracker: wal.NewTracker(time.Hour), objects: map[string][]meta.TopicPartition{}}
+	if err := mem.Put(ctx, "wal/c/a/1/1/00000000000000000000", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	store.SetFailAll(true)
+	// No follower needs it: deletable at the first round.
+	w.tracker.Add("wal-a", "wal/c/a/1/1/00000000000000000000", time.Now(), nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.deleteLoop(ctx)
+	}()
+	waitFor(t, func() bool { return store.Calls(objstore.OpDeleteMany) >= 2 }) // failed, and retried
+	store.SetFailAll(false)
+	waitFor(t, func() bool {
+		objs, _ := mem.List(ctx, "wal/")
+		return len(objs) == 0
+	})
+	cancel()
+	<-done
 }
