@@ -2,8 +2,10 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -294,5 +296,28 @@ func (d *devTB) start(buckets []string) (srv *s3server.Server, err error) {
 	// the gateway's CPU, not the brokers', bounds the WAL object rate.
 	xattr := os.MkdirAll(d.dir, 0o755) == nil && s3server.XAttrSupported(d.dir)
 	opts := s3server.Options{Args: []string{"--io-buffer-size", "65536"}, XAttrMeta: xattr}
-	return s3server.StartWith(d, opts, buckets...), nil
+	// A kept directory (--keep-dir) restarts with the credentials its
+	// buckets were created with; a new directory gets random ones, saved
+	// for the next start.
+	credsFile := filepath.Join(d.dir, devCredentialsFile)
+	if raw, err := os.ReadFile(credsFile); err == nil {
+		f := strings.Fields(string(raw))
+		if len(f) != 2 {
+			return nil, fmt.Errorf("%s: want an access key and a secret key, one per line", credsFile)
+		}
+		opts.AccessKey, opts.SecretKey = f[0], f[1]
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	srv = s3server.StartWith(d, opts, buckets...)
+	if opts.AccessKey == "" {
+		if err := os.WriteFile(credsFile, []byte(srv.AccessKey+"\n"+srv.SecretKey+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("save the gateway's credentials for --keep-dir: %w", err)
+		}
+	}
+	return srv, nil
 }
+
+// devCredentialsFile, in the gateway's directory, holds its root
+// credentials so that a kept directory starts again with its buckets.
+const devCredentialsFile = "credentials"

@@ -2,6 +2,7 @@ package s3server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -91,6 +92,10 @@ func Start(t TB, buckets ...string) *Server {
 type Options struct {
 	// Args are extra options of the posix backend (e.g. "--nometa").
 	Args []string
+	// AccessKey and SecretKey, when set, are the root credentials instead
+	// of random ones: a gateway restarted on a kept directory must answer
+	// to the credentials its buckets were created with.
+	AccessKey, SecretKey string
 	// XAttrMeta keeps object metadata in extended attributes instead of
 	// a sidecar directory: cheaper per request, but the file system must
 	// support user xattrs.
@@ -107,8 +112,8 @@ func StartWith(t TB, opts Options, buckets ...string) *Server {
 	root := t.TempDir()
 	s := &Server{
 		Region:    Region,
-		AccessKey: "strata" + randomHex(4),
-		SecretKey: randomHex(16),
+		AccessKey: cmp.Or(opts.AccessKey, "strata"+randomHex(4)),
+		SecretKey: cmp.Or(opts.SecretKey, randomHex(16)),
 		t:         t,
 		bin:       bin,
 		dataDir:   filepath.Join(root, "buckets"),
@@ -161,9 +166,15 @@ func (s *Server) Client() *s3.Client {
 	})
 }
 
-// CreateBucket creates a bucket.
+// CreateBucket creates a bucket; one that already exists and answers to
+// the gateway's credentials (a gateway restarted on its directory) is kept
+// as it is, with its objects.
 func (s *Server) CreateBucket(ctx context.Context, name string) error {
-	if _, err := s.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+	client := s.Client()
+	if _, err := client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(name)}); err == nil {
+		return nil
+	}
+	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
 		return fmt.Errorf("create bucket %q: %w", name, err)
 	}
 	return nil
