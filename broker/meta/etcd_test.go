@@ -520,6 +520,26 @@ func TestAlterPartitionCompareAndSwap(t *testing.T) {
 		t.Errorf("adding dead broker %d: %v, want ErrIneligibleReplica", dead, err)
 	}
 
+	// KIP-903: a member joins under the broker epoch the leader saw in its
+	// fetches; a broker registered under another one (it restarted since)
+	// is refused, and the stored ISR records the epoch.
+	alive := cur.Replicas[1]
+	if alive == dead {
+		alive = cur.Replicas[2]
+	}
+	epoch := st.Brokers[alive].Epoch
+	grow = stored.Clone()
+	grow.ISR = []int32{leader, alive}
+	slices.SortFunc(grow.ISR, func(a, b int32) int { return slices.Index(stored.Replicas, a) - slices.Index(stored.Replicas, b) })
+	grow.ISREpochs = map[int32]int64{alive: epoch - 1}
+	if _, err := c.store.AlterPartition(c.ctx, tp, stored, grow); !errors.Is(err, ErrIneligibleReplica) {
+		t.Errorf("adding broker %d under a stale epoch: %v, want ErrIneligibleReplica", alive, err)
+	}
+	grow.ISREpochs = map[int32]int64{alive: epoch}
+	if grown, err := c.store.AlterPartition(c.ctx, tp, stored, grow); err != nil || grown.ISREpoch(alive) != epoch {
+		t.Errorf("adding broker %d under its epoch %d: %+v, %v", alive, epoch, grown, err)
+	}
+
 	// After the controller moves leadership, the deposed leader's proposal
 	// with its old leader epoch is stale.
 	st = c.waitFor("leader and ISR settled", func(st *ClusterState) bool { return !slices.Contains(part(st, tp).ISR, dead) })
