@@ -414,14 +414,14 @@ func (m *Manager) alterISR(p *Partition, expected, proposed meta.PartitionState)
 	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 	defer cancel()
 	st, err := m.cfg.Store.AlterPartition(ctx, p.TP, expected, proposed)
-	unknown := false
+	unknown, adopted := false, false
 	switch {
 	case err == nil:
 		m.cfg.Log.Info("ISR changed", "partition", p.TP, "from", expected.ISR, "to", st.ISR, "epoch", st.LeaderEpoch)
-		p.adopt(st)
+		adopted = p.adopt(st)
 	case errors.Is(err, meta.ErrStaleState):
 		m.cfg.Log.V(1).Info("ISR change lost a compare; adopting the current state", "partition", p.TP, "reason", err.Error())
-		p.adopt(st)
+		adopted = p.adopt(st)
 	case m.ctx.Err() != nil:
 	case errors.Is(err, meta.ErrIneligibleReplica), errors.Is(err, meta.ErrInvalidAlterPartition), errors.Is(err, meta.ErrUnknownTopic):
 		m.cfg.Log.Info("ISR change refused", "partition", p.TP, "isr", proposed.ISR, "reason", err.Error())
@@ -431,4 +431,12 @@ func (m *Manager) alterISR(p *Partition, expected, proposed meta.PartitionState)
 		time.AfterFunc(m.cfg.Backoff, m.RequestISRCheck)
 	}
 	p.isrDone(unknown)
+	if adopted {
+		// A follower that caught up while this change was in flight was
+		// not proposed (one change at a time): look again now rather than
+		// at its next fetch or the next tick. (Only from a new state: a
+		// refusal or a state this leader cannot adopt would be asked
+		// again and again.)
+		m.RequestISRCheck()
+	}
 }
