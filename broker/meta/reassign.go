@@ -118,18 +118,7 @@ func finishReassignment(cur PartitionState, live func(int32) bool) (PartitionSta
 // then re-admits the others once they caught up.
 func controllerWants(cur PartitionState, brokers map[int32]BrokerInfo, unclean bool) (PartitionState, bool) {
 	registered := func(id int32) bool { _, ok := brokers[id]; return ok }
-	current := func(id int32) bool {
-		b, ok := brokers[id]
-		switch {
-		case !ok:
-			return false
-		case id == cur.Leader && cur.LeaderBrokerEpoch != 0 && b.Epoch != cur.LeaderBrokerEpoch:
-			return false
-		case cur.ISREpoch(id) != 0 && b.Epoch != cur.ISREpoch(id) && slices.Contains(cur.ISR, id):
-			return false
-		}
-		return true
-	}
+	current := currentIn(cur, brokers)
 	live := current
 	if cur.Leader == NoLeader && !slices.ContainsFunc(cur.ISR, current) && slices.ContainsFunc(cur.ISR, registered) {
 		live = registered
@@ -145,6 +134,31 @@ func controllerWants(cur PartitionState, brokers map[int32]BrokerInfo, unclean b
 		next = next.withISREpochs(next.ISREpoch)
 	}
 	return next, changed
+}
+
+// currentIn reports whether a broker is registered under the incarnation
+// cur knows: the one it was elected leader under, or joined the ISR under
+// (0, unknown, is not checked). Another one restarted since.
+func currentIn(cur PartitionState, brokers map[int32]BrokerInfo) func(int32) bool {
+	return func(id int32) bool {
+		b, ok := brokers[id]
+		switch {
+		case !ok:
+			return false
+		case id == cur.Leader && cur.LeaderBrokerEpoch != 0 && b.Epoch != cur.LeaderBrokerEpoch:
+			return false
+		case cur.ISREpoch(id) != 0 && b.Epoch != cur.ISREpoch(id) && slices.Contains(cur.ISR, id):
+			return false
+		}
+		return true
+	}
+}
+
+// electPreferred is preferred-leader election (ElectLeaders PREFERRED and
+// auto.leader.rebalance): a preferred replica that restarted since it
+// joined the ISR is not a candidate (KIP-903; the controller removes it).
+func electPreferred(cur PartitionState, brokers map[int32]BrokerInfo) (PartitionState, error) {
+	return preferredLeader(cur, currentIn(cur, brokers))
 }
 
 // stampLeader records the new leader's registration epoch when leadership

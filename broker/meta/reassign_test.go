@@ -188,3 +188,19 @@ func TestControllerWantsISREpochs(t *testing.T) {
 		})
 	}
 }
+
+// A preferred replica registered under another epoch than it joined the
+// ISR with restarted since; ElectLeaders (PREFERRED) must not pick it.
+func TestPreferredLeaderSkipsRestartedReplica(t *testing.T) {
+	r := []int32{1, 2, 3}
+	cur := ps(r, 2, 5, r, 10)
+	cur.LeaderBrokerEpoch, cur.ISREpochs = 20, map[int32]int64{1: 10, 2: 20, 3: 30}
+	restarted := map[int32]BrokerInfo{1: {ID: 1, Epoch: 11}, 2: {ID: 2, Epoch: 20}, 3: {ID: 3, Epoch: 30}}
+	if _, err := electPreferred(cur, restarted); !errors.Is(err, ErrPreferredLeaderNotAvailable) {
+		t.Fatalf("restarted preferred replica: %v, want ErrPreferredLeaderNotAvailable", err)
+	}
+	same := map[int32]BrokerInfo{1: {ID: 1, Epoch: 10}, 2: {ID: 2, Epoch: 20}, 3: {ID: 3, Epoch: 30}}
+	if next, err := electPreferred(cur, same); err != nil || next.Leader != 1 {
+		t.Fatalf("current preferred replica: %+v, %v, want it elected", next, err)
+	}
+}
