@@ -1211,3 +1211,63 @@ func TestUncleanElectionEnabledLater(t *testing.T) {
 		return p.Leader != NoLeader && p.Leader != leader && slices.Equal(p.ISR, []int32{p.Leader})
 	})
 }
+
+// TestRestartedFollowerLeavesISRUnseen (issue #10 item 7, KIP-903): a
+// follower re-registers (it restarted, maybe without an unflushed tail)
+// while no controller watches, so no controller ever sees it deregistered.
+// The next controller must still take it out of the ISR: it joined the ISR
+// under its previous registration epoch.
+func TestRestartedFollowerLeavesISRUnseen(t *testing.T) {
+	c := newTestCluster(t)
+	leader := c.start(1, "a")
+	info := func(id int32, zone string) BrokerInfo {
+		return BrokerInfo{ID: id, Zone: zone, Listeners: []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092 + id, SecurityProtocol: "PLAINTEXT"}}}
+	}
+	var regs []*Registration
+	for id, zone := range map[int32]string{2: "b", 3: "c"} {
+		reg, err := c.store.RegisterBroker(c.ctx, info(id, zone), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs = append(regs, reg)
+	}
+	defer func() {
+		for _, r := range regs {
+			_ = r.Close(context.Background())
+		}
+	}()
+	c.waitFor("3 brokers and a controller", func(st *ClusterState) bool { return len(st.Brokers) == 3 && st.ControllerID == 1 })
+	c.createTopic(TopicSpec{Name: "k", Assignment: [][]int32{{1, 2, 3}}})
+	tp := TopicPartition{"k", 0}
+	before := part(c.waitFor("topic", func(st *ClusterState) bool { return len(st.TopicPartitions("k")) == 1 }), tp)
+	if !slices.Equal(before.ISR, []int32{1, 2, 3}) {
+		t.Fatalf("ISR %v, want [1 2 3]", before.ISR)
+	}
+	// No controller while broker 3 re-registers.
+	leader.cancel()
+	if err := <-leader.done; err != nil {
+		t.Fatalf("controller: %v", err)
+	}
+	var old *Registration
+	for i, r := range regs {
+		if r.Info().ID == 3 {
+			old, regs = r, append(regs[:i:i], regs[i+1:]...)
+			break
+		}
+	}
+	if err := old.Close(c.ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.store.RegisterBroker(c.ctx, info(3, "c"), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regs = append(regs, again)
+	c.runController(leader.reg, ControllerOptions{})
+	st := c.waitFor("the restarted follower out of the ISR", func(st *ClusterState) bool {
+		return slices.Equal(part(st, tp).ISR, []int32{1, 2})
+	})
+	if ps := part(st, tp); ps.Leader != 1 || ps.LeaderEpoch != before.LeaderEpoch {
+		t.Fatalf("leader %d epoch %d, want the leader kept: %+v", ps.Leader, ps.LeaderEpoch, ps)
+	}
+}
