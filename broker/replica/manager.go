@@ -334,7 +334,7 @@ func (m *Manager) ServeReplicaFetch(p *Partition, follower int32, brokerEpoch in
 		return nil, err
 	}
 	if p.followerIncarnation(follower, brokerEpoch) {
-		m.cfg.Log.Info("follower restarted; it is not in sync until it catches up again", "partition", p.TP, "follower", follower, "brokerEpoch", brokerEpoch)
+		m.cfg.Log.V(1).Info("follower restarted; it is not in sync until it catches up again", "partition", p.TP, "follower", follower, "brokerEpoch", brokerEpoch)
 		m.RequestISRCheck()
 	}
 	if d := p.CheckDivergence(fetchOffset, lastFetchedEpoch); d != nil {
