@@ -173,6 +173,11 @@ func (f *fetcher) run(ctx context.Context) {
 	backoff := f.m.cfg.Backoff
 	for ctx.Err() == nil {
 		items, suspended := f.items()
+		if !f.m.selfRegistered() {
+			// Leaders refuse fetches without this broker's current epoch
+			// (restart, lost lease): wait for SetBrokers to bring it.
+			items, suspended = nil, false
+		}
 		if len(items) == 0 {
 			var timer *time.Timer
 			var tc <-chan time.Time

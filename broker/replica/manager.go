@@ -192,6 +192,15 @@ func (m *Manager) BrokerEpoch() int64 {
 	return -1
 }
 
+// selfRegistered reports whether the metadata shows this broker
+// registered (its replica fetches carry that registration's epoch).
+func (m *Manager) selfRegistered() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.brokers[m.cfg.NodeID]
+	return ok
+}
+
 // Reasons a replica fetch is refused (the reason label of
 // strata_replica_fetch_refused_total).
 const (
