@@ -196,7 +196,7 @@ func (c *Controller) reconcile(ctx context.Context, term *leadership, prev, st *
 			}
 			next, changed := controllerWants(cur, st.Brokers, unclean)
 			if !changed && c.opts.AutoLeaderRebalance {
-				if moved, err := preferredLeader(cur, st.Live); err == nil {
+				if moved, err := electPreferred(cur, st.Brokers); err == nil {
 					next, changed = stampLeader(cur, moved, st.Brokers), true
 				}
 			}
@@ -340,7 +340,7 @@ func (s *Store) casPartition(ctx context.Context, term *leadership, tp TopicPart
 // call fails with ErrNotController unless this broker holds the role.
 func (c *Controller) PreferredLeaderElection(ctx context.Context, partitions []TopicPartition) (map[TopicPartition]error, error) {
 	return c.eachPartition(ctx, partitions, "preferred leader election", func(st *ClusterState, _ TopicPartition, cur PartitionState) (PartitionState, error) {
-		return preferredLeader(cur, st.Live)
+		return electPreferred(cur, st.Brokers)
 	})
 }
 

@@ -13,7 +13,9 @@
 //     compaction or a broken watch.
 //   - Controller: campaigns for the controller role (etcd election) and, while
 //     it holds it, elects leaders from the ISR when leaders die, removes dead
-//     brokers from ISRs, and runs preferred-leader election. Its writes are
+//     brokers, and brokers registered under another epoch than they joined
+//     the ISR with (restarted, KIP-903), from ISRs, and runs preferred-leader
+//     election. Its writes are
 //     fenced by its election key, so a deposed controller cannot write.
 //
 // The decisions (which leader, which ISR) are pure functions in election.go,

@@ -88,7 +88,8 @@ func preferredLeader(cur PartitionState, live func(int32) bool) (PartitionState,
 // current state (KIP-497 rules): same leader, leader epoch and replicas; the
 // ISR is a duplicate-free subset of the replicas that contains the leader.
 // It returns the state to write (partition epoch +1) and the brokers the ISR
-// gains, which must be registered.
+// gains, which must be registered (under the epoch proposed.ISREpochs
+// names for them, when it names one).
 func checkAlterPartition(cur, proposed PartitionState) (next PartitionState, added []int32, err error) {
 	switch {
 	case cur.Leader == NoLeader:
@@ -114,6 +115,14 @@ func checkAlterPartition(cur, proposed PartitionState) (next PartitionState, add
 	next = cur.Clone()
 	next.ISR = slices.Clone(proposed.ISR)
 	next.PartitionEpoch++
+	// Members that stay keep the epoch they joined under; members that
+	// join bring the one the leader saw in their fetches (KIP-903).
+	next = next.withISREpochs(func(id int32) int64 {
+		if slices.Contains(cur.ISR, id) {
+			return cur.ISREpoch(id)
+		}
+		return proposed.ISREpoch(id)
+	})
 	return next, added, nil
 }
 

@@ -100,6 +100,11 @@ func TestCheckAlterPartition(t *testing.T) {
 		{"ISR member not a replica", cur, ps(r, 1, 4, []int32{1, 7}, 9), PartitionState{}, nil, ErrInvalidAlterPartition},
 		{"duplicate ISR member", cur, ps(r, 1, 4, []int32{1, 2, 2}, 9), PartitionState{}, nil, ErrInvalidAlterPartition},
 		{"offline partition", ps(r, NoLeader, 4, []int32{1}, 9), ps(r, NoLeader, 4, []int32{1}, 9), PartitionState{}, nil, ErrInvalidAlterPartition},
+		// KIP-903: a joining member brings the broker epoch of its fetches,
+		// members that stay keep theirs, members that leave drop theirs.
+		{"epochs", epochs(ps(r, 1, 4, []int32{1, 2}, 9), map[int32]int64{1: 10, 2: 20}),
+			epochs(ps(r, 1, 4, []int32{1, 3}, 9), map[int32]int64{1: 99, 3: 30}),
+			epochs(ps(r, 1, 4, []int32{1, 3}, 10), map[int32]int64{1: 10, 3: 30}), []int32{3}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,6 +120,11 @@ func TestCheckAlterPartition(t *testing.T) {
 			}
 		})
 	}
+}
+
+func epochs(s PartitionState, isr map[int32]int64) PartitionState {
+	s.ISREpochs = isr
+	return s
 }
 
 func TestKeysParse(t *testing.T) {

@@ -520,6 +520,26 @@ func TestAlterPartitionCompareAndSwap(t *testing.T) {
 		t.Errorf("adding dead broker %d: %v, want ErrIneligibleReplica", dead, err)
 	}
 
+	// KIP-903: a member joins under the broker epoch the leader saw in its
+	// fetches; a broker registered under another one (it restarted since)
+	// is refused, and the stored ISR records the epoch.
+	alive := cur.Replicas[1]
+	if alive == dead {
+		alive = cur.Replicas[2]
+	}
+	epoch := st.Brokers[alive].Epoch
+	grow = stored.Clone()
+	grow.ISR = []int32{leader, alive}
+	slices.SortFunc(grow.ISR, func(a, b int32) int { return slices.Index(stored.Replicas, a) - slices.Index(stored.Replicas, b) })
+	grow.ISREpochs = map[int32]int64{alive: epoch - 1}
+	if _, err := c.store.AlterPartition(c.ctx, tp, stored, grow); !errors.Is(err, ErrIneligibleReplica) {
+		t.Errorf("adding broker %d under a stale epoch: %v, want ErrIneligibleReplica", alive, err)
+	}
+	grow.ISREpochs = map[int32]int64{alive: epoch}
+	if grown, err := c.store.AlterPartition(c.ctx, tp, stored, grow); err != nil || grown.ISREpoch(alive) != epoch {
+		t.Errorf("adding broker %d under its epoch %d: %+v, %v", alive, epoch, grown, err)
+	}
+
 	// After the controller moves leadership, the deposed leader's proposal
 	// with its old leader epoch is stale.
 	st = c.waitFor("leader and ISR settled", func(st *ClusterState) bool { return !slices.Contains(part(st, tp).ISR, dead) })
@@ -1190,4 +1210,64 @@ func TestUncleanElectionEnabledLater(t *testing.T) {
 		p := part(st, tp)
 		return p.Leader != NoLeader && p.Leader != leader && slices.Equal(p.ISR, []int32{p.Leader})
 	})
+}
+
+// TestRestartedFollowerLeavesISRUnseen (issue #10 item 7, KIP-903): a
+// follower re-registers (it restarted, maybe without an unflushed tail)
+// while no controller watches, so no controller ever sees it deregistered.
+// The next controller must still take it out of the ISR: it joined the ISR
+// under its previous registration epoch.
+func TestRestartedFollowerLeavesISRUnseen(t *testing.T) {
+	c := newTestCluster(t)
+	leader := c.start(1, "a")
+	info := func(id int32, zone string) BrokerInfo {
+		return BrokerInfo{ID: id, Zone: zone, Listeners: []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092 + id, SecurityProtocol: "PLAINTEXT"}}}
+	}
+	var regs []*Registration
+	for id, zone := range map[int32]string{2: "b", 3: "c"} {
+		reg, err := c.store.RegisterBroker(c.ctx, info(id, zone), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs = append(regs, reg)
+	}
+	defer func() {
+		for _, r := range regs {
+			_ = r.Close(context.Background())
+		}
+	}()
+	c.waitFor("3 brokers and a controller", func(st *ClusterState) bool { return len(st.Brokers) == 3 && st.ControllerID == 1 })
+	c.createTopic(TopicSpec{Name: "k", Assignment: [][]int32{{1, 2, 3}}})
+	tp := TopicPartition{"k", 0}
+	before := part(c.waitFor("topic", func(st *ClusterState) bool { return len(st.TopicPartitions("k")) == 1 }), tp)
+	if !slices.Equal(before.ISR, []int32{1, 2, 3}) {
+		t.Fatalf("ISR %v, want [1 2 3]", before.ISR)
+	}
+	// No controller while broker 3 re-registers.
+	leader.cancel()
+	if err := <-leader.done; err != nil {
+		t.Fatalf("controller: %v", err)
+	}
+	var old *Registration
+	for i, r := range regs {
+		if r.Info().ID == 3 {
+			old, regs = r, append(regs[:i:i], regs[i+1:]...)
+			break
+		}
+	}
+	if err := old.Close(c.ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.store.RegisterBroker(c.ctx, info(3, "c"), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regs = append(regs, again)
+	c.runController(leader.reg, ControllerOptions{})
+	st := c.waitFor("the restarted follower out of the ISR", func(st *ClusterState) bool {
+		return slices.Equal(part(st, tp).ISR, []int32{1, 2})
+	})
+	if ps := part(st, tp); ps.Leader != 1 || ps.LeaderEpoch != before.LeaderEpoch {
+		t.Fatalf("leader %d epoch %d, want the leader kept: %+v", ps.Leader, ps.LeaderEpoch, ps)
+	}
 }

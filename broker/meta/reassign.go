@@ -108,16 +108,57 @@ func finishReassignment(cur PartitionState, live func(int32) bool) (PartitionSta
 // since: it is not a candidate in this decision (another ISR member leads,
 // or the partition goes offline and the restarted broker is elected on the
 // next pass, with a new leader epoch either way).
+//
+// The same holds for every ISR member (KIP-903): one registered under
+// another epoch than it joined the ISR with restarted since, may have lost
+// an unflushed tail, and counts as dead: it leaves the ISR and is not
+// elected while a current member is alive. Only when the partition is
+// offline and no current ISR member is alive may a restarted member lead
+// (all that is left of the ISR, as with a restarted leader); its leader
+// then re-admits the others once they caught up.
 func controllerWants(cur PartitionState, brokers map[int32]BrokerInfo, unclean bool) (PartitionState, bool) {
-	live := func(id int32) bool {
-		b, ok := brokers[id]
-		return ok && !(id == cur.Leader && cur.LeaderBrokerEpoch != 0 && b.Epoch != cur.LeaderBrokerEpoch)
+	registered := func(id int32) bool { _, ok := brokers[id]; return ok }
+	current := currentIn(cur, brokers)
+	live := current
+	if cur.Leader == NoLeader && !slices.ContainsFunc(cur.ISR, current) && slices.ContainsFunc(cur.ISR, registered) {
+		live = registered
 	}
 	next, changed := controllerDecides(cur, live, unclean)
 	if changed {
+		if next.Leader != NoLeader {
+			// A restarted member elected as the last resort leads alone
+			// (an offline partition keeps its ISR as it was).
+			next.ISR = slices.DeleteFunc(next.ISR, func(id int32) bool { return id != next.Leader && !current(id) })
+		}
 		next = stampLeader(cur, next, brokers)
+		next = next.withISREpochs(next.ISREpoch)
 	}
 	return next, changed
+}
+
+// currentIn reports whether a broker is registered under the incarnation
+// cur knows: the one it was elected leader under, or joined the ISR under
+// (0, unknown, is not checked). Another one restarted since.
+func currentIn(cur PartitionState, brokers map[int32]BrokerInfo) func(int32) bool {
+	return func(id int32) bool {
+		b, ok := brokers[id]
+		switch {
+		case !ok:
+			return false
+		case id == cur.Leader && cur.LeaderBrokerEpoch != 0 && b.Epoch != cur.LeaderBrokerEpoch:
+			return false
+		case cur.ISREpoch(id) != 0 && b.Epoch != cur.ISREpoch(id) && slices.Contains(cur.ISR, id):
+			return false
+		}
+		return true
+	}
+}
+
+// electPreferred is preferred-leader election (ElectLeaders PREFERRED and
+// auto.leader.rebalance): a preferred replica that restarted since it
+// joined the ISR is not a candidate (KIP-903; the controller removes it).
+func electPreferred(cur PartitionState, brokers map[int32]BrokerInfo) (PartitionState, error) {
+	return preferredLeader(cur, currentIn(cur, brokers))
 }
 
 // stampLeader records the new leader's registration epoch when leadership
@@ -129,6 +170,12 @@ func stampLeader(cur, next PartitionState, brokers map[int32]BrokerInfo) Partiti
 	next.LeaderBrokerEpoch = 0
 	if b, ok := brokers[next.Leader]; ok {
 		next.LeaderBrokerEpoch = b.Epoch
+		if e, ok := next.ISREpochs[next.Leader]; ok && e != b.Epoch {
+			// A restarted member elected as the last resort: its new
+			// incarnation is the one in the ISR from now on.
+			next = next.Clone()
+			next.ISREpochs[next.Leader] = b.Epoch
+		}
 	}
 	return next
 }

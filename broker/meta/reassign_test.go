@@ -135,3 +135,72 @@ func TestControllerWantsBrokerEpochs(t *testing.T) {
 		})
 	}
 }
+
+// TestControllerWantsISREpochs (KIP-903): an ISR member registered under
+// another epoch than it joined the ISR with restarted since and may have
+// lost an unflushed tail. The controller removes it from the ISR and does
+// not elect it while a current member is alive, even when it never saw the
+// broker deregistered (the two registrations arrived in one snapshot).
+func TestControllerWantsISREpochs(t *testing.T) {
+	r := []int32{1, 2, 3}
+	brokers := func(epochs ...int64) map[int32]BrokerInfo {
+		m := map[int32]BrokerInfo{}
+		for i, e := range epochs {
+			if e != 0 {
+				m[int32(i+1)] = BrokerInfo{ID: int32(i + 1), Epoch: e}
+			}
+		}
+		return m
+	}
+	with := func(s PartitionState, leaderEpoch int64, isr map[int32]int64) PartitionState {
+		s.LeaderBrokerEpoch, s.ISREpochs = leaderEpoch, isr
+		return s
+	}
+	all := map[int32]int64{1: 10, 2: 20, 3: 30}
+	tests := []struct {
+		name    string
+		cur     PartitionState
+		brokers map[int32]BrokerInfo
+		want    PartitionState
+		changed bool
+	}{
+		{"every member current: nothing to do", with(ps(r, 1, 3, r, 5), 10, all), brokers(10, 20, 30),
+			with(ps(r, 1, 3, r, 5), 10, all), false},
+		{"a follower restarted: it leaves the ISR", with(ps(r, 1, 3, r, 5), 10, all), brokers(10, 20, 31),
+			with(ps(r, 1, 3, []int32{1, 2}, 6), 10, map[int32]int64{1: 10, 2: 20}), true},
+		{"leader dead, a follower restarted: the current one leads", with(ps(r, 1, 3, r, 5), 10, all), brokers(0, 20, 31),
+			with(ps(r, 2, 4, []int32{2}, 6), 20, map[int32]int64{2: 20}), true},
+		{"leader dead, the preferred follower restarted: the current one leads", with(ps(r, 1, 3, r, 5), 10, all), brokers(0, 21, 30),
+			with(ps(r, 3, 4, []int32{3}, 6), 30, map[int32]int64{3: 30}), true},
+		{"no current member alive: offline first", with(ps(r, 1, 3, r, 5), 10, all), brokers(0, 21, 31),
+			with(ps(r, NoLeader, 4, r, 6), 0, all), true},
+		{"then a restarted member leads alone under its new epoch", with(ps(r, NoLeader, 4, r, 6), 0, all), brokers(0, 21, 31),
+			with(ps(r, 2, 5, []int32{2}, 7), 21, map[int32]int64{2: 21}), true},
+		{"members without an epoch are not checked", with(ps(r, 1, 3, r, 5), 10, map[int32]int64{1: 10}), brokers(10, 21, 31),
+			with(ps(r, 1, 3, r, 5), 10, map[int32]int64{1: 10}), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, changed := controllerWants(tt.cur, tt.brokers, false)
+			if changed != tt.changed || !got.Equal(tt.want) {
+				t.Fatalf("got  %+v changed=%v\nwant %+v changed=%v", got, changed, tt.want, tt.changed)
+			}
+		})
+	}
+}
+
+// A preferred replica registered under another epoch than it joined the
+// ISR with restarted since; ElectLeaders (PREFERRED) must not pick it.
+func TestPreferredLeaderSkipsRestartedReplica(t *testing.T) {
+	r := []int32{1, 2, 3}
+	cur := ps(r, 2, 5, r, 10)
+	cur.LeaderBrokerEpoch, cur.ISREpochs = 20, map[int32]int64{1: 10, 2: 20, 3: 30}
+	restarted := map[int32]BrokerInfo{1: {ID: 1, Epoch: 11}, 2: {ID: 2, Epoch: 20}, 3: {ID: 3, Epoch: 30}}
+	if _, err := electPreferred(cur, restarted); !errors.Is(err, ErrPreferredLeaderNotAvailable) {
+		t.Fatalf("restarted preferred replica: %v, want ErrPreferredLeaderNotAvailable", err)
+	}
+	same := map[int32]BrokerInfo{1: {ID: 1, Epoch: 10}, 2: {ID: 2, Epoch: 20}, 3: {ID: 3, Epoch: 30}}
+	if next, err := electPreferred(cur, same); err != nil || next.Leader != 1 {
+		t.Fatalf("current preferred replica: %+v, %v, want it elected", next, err)
+	}
+}

@@ -204,7 +204,7 @@ func initialState(replicas []int32, brokers map[int32]BrokerInfo) PartitionState
 		Leader:            replicas[0],
 		ISR:               slices.Clone(replicas),
 		LeaderBrokerEpoch: brokers[replicas[0]].Epoch,
-	}
+	}.withISREpochs(func(id int32) int64 { return brokers[id].Epoch })
 }
 
 // CreateTopic places the topic's replicas over the registered brokers and
@@ -409,8 +409,9 @@ func (s *Store) PartitionState(ctx context.Context, tp TopicPartition) (Partitio
 // AlterPartition is the leader's ISR change (KIP-497 AlterPartition) done
 // as a compare-and-swap: it succeeds only if the partition is still at
 // expected's leader epoch and partition epoch, the proposal keeps the leader,
-// leader epoch and replicas, every broker it adds to the ISR is registered,
-// and the leader itself is still registered. It returns the stored state
+// leader epoch and replicas, every broker it adds to the ISR is registered
+// (under the epoch proposed.ISREpochs gives for it, KIP-903), and the leader
+// itself is still registered. It returns the stored state
 // (partition epoch +1). When the partition moved on it returns the current
 // state with ErrStaleState, so the leader can adopt it.
 func (s *Store) AlterPartition(ctx context.Context, tp TopicPartition, expected, proposed PartitionState) (PartitionState, error) {
@@ -437,6 +438,12 @@ func (s *Store) AlterPartition(ctx context.Context, tp TopicPartition, expected,
 			leaderRegistered,
 		}
 		for _, id := range added {
+			if e := next.ISREpoch(id); e != 0 {
+				// KIP-903: the incarnation whose fetches the leader saw,
+				// not one that restarted since (and may lack a tail).
+				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.keys.broker(id)), "=", e))
+				continue
+			}
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.keys.broker(id)), ">", 0))
 		}
 		resp, err := s.commit(ctx, fmt.Sprintf("alter partition %s isr %v", tp, next.ISR), cmps,
@@ -459,6 +466,9 @@ func (s *Store) AlterPartition(ctx context.Context, tp TopicPartition, expected,
 		for _, id := range added {
 			if epochs[id] == 0 {
 				return cur, fmt.Errorf("%s: %w: broker %d is not registered", tp, ErrIneligibleReplica, id)
+			}
+			if e := next.ISREpoch(id); e != 0 && epochs[id] != e {
+				return cur, fmt.Errorf("%s: %w: broker %d is registered under epoch %d, not %d (it restarted)", tp, ErrIneligibleReplica, id, epochs[id], e)
 			}
 		}
 		// The partition changed between read and write: loop to re-read, and

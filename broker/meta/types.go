@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -28,6 +29,13 @@ type BrokerInfo struct {
 	// with every registration, so it tells incarnations of one ID apart
 	// (KIP-380's broker epoch). Filled in on read, not stored in the value.
 	Epoch int64 `json:"-"`
+	// FetchEpoch says that this broker's replica fetches carry its Epoch
+	// (Fetch ReplicaState, KIP-903). Leaders refuse a replica fetch naming
+	// a broker registered with FetchEpoch unless it carries the broker's
+	// current Epoch (KIP-380 style). A broker of an older version registers
+	// without it, so its epoch-less fetches are still served during a
+	// rolling upgrade.
+	FetchEpoch bool `json:"fetchEpoch,omitempty"`
 }
 
 // TopicID is a topic's Kafka UUID, fixed at creation, so that a topic
@@ -101,6 +109,13 @@ type PartitionState struct {
 	// left as it was: those are the replicas that may lead without losing
 	// acknowledged data.
 	ISR []int32 `json:"isr"`
+	// ISREpochs is the registration epoch (BrokerInfo.Epoch) under which
+	// each ISR member joined the ISR (KIP-903): a member registered under
+	// another epoch has restarted since and may have lost an unflushed
+	// tail, so the controller removes it from the ISR and does not elect
+	// it while another member is current. Members without an entry (records
+	// written before this field existed) are not checked.
+	ISREpochs map[int32]int64 `json:"isrEpochs,omitempty"`
 	// PartitionEpoch grows with every change of this record.
 	PartitionEpoch int32 `json:"partitionEpoch"`
 	// LeaderBrokerEpoch is the registration epoch (BrokerInfo.Epoch) of the
@@ -117,6 +132,27 @@ type PartitionState struct {
 	RemovingReplicas []int32 `json:"removingReplicas,omitempty"`
 }
 
+// ISREpoch returns the registration epoch under which member joined the
+// ISR, 0 when unknown.
+func (s PartitionState) ISREpoch(member int32) int64 { return s.ISREpochs[member] }
+
+// withISREpochs returns s with ISREpochs holding exactly the ISR members
+// that have a known epoch (entries of former members dropped), nil when
+// none has.
+func (s PartitionState) withISREpochs(epoch func(member int32) int64) PartitionState {
+	var m map[int32]int64
+	for _, id := range s.ISR {
+		if e := epoch(id); e != 0 {
+			if m == nil {
+				m = make(map[int32]int64, len(s.ISR))
+			}
+			m[id] = e
+		}
+	}
+	s.ISREpochs = m
+	return s
+}
+
 // Reassigning reports whether a reassignment is in progress.
 func (s PartitionState) Reassigning() bool {
 	return len(s.AddingReplicas) > 0 || len(s.RemovingReplicas) > 0
@@ -126,6 +162,7 @@ func (s PartitionState) Reassigning() bool {
 func (s PartitionState) Clone() PartitionState {
 	s.Replicas = slices.Clone(s.Replicas)
 	s.ISR = slices.Clone(s.ISR)
+	s.ISREpochs = maps.Clone(s.ISREpochs)
 	s.AddingReplicas = slices.Clone(s.AddingReplicas)
 	s.RemovingReplicas = slices.Clone(s.RemovingReplicas)
 	return s
@@ -135,7 +172,7 @@ func (s PartitionState) Clone() PartitionState {
 func (s PartitionState) Equal(o PartitionState) bool {
 	return s.Leader == o.Leader && s.LeaderEpoch == o.LeaderEpoch && s.PartitionEpoch == o.PartitionEpoch &&
 		s.LeaderBrokerEpoch == o.LeaderBrokerEpoch &&
-		slices.Equal(s.Replicas, o.Replicas) && slices.Equal(s.ISR, o.ISR) &&
+		slices.Equal(s.Replicas, o.Replicas) && slices.Equal(s.ISR, o.ISR) && maps.Equal(s.ISREpochs, o.ISREpochs) &&
 		slices.Equal(s.AddingReplicas, o.AddingReplicas) && slices.Equal(s.RemovingReplicas, o.RemovingReplicas)
 }
 

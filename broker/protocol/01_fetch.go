@@ -24,8 +24,14 @@ package protocol
 // consumer that sent its rack (client.rack) names an in-sync replica in
 // that rack as PreferredReadReplica instead of returning data.
 //
-// Replica fetches (ReplicaID = a follower's broker ID) are served by the
-// leader only: the fetch offset is the follower's log end offset, reported
+// Replica fetches (ReplicaID = a follower's broker ID; v15+: ReplicaState.ID)
+// come from registered brokers only: a fetch naming a broker that is not
+// registered, or that registered as sending its broker epoch
+// (meta.BrokerInfo.FetchEpoch) and does not send the current one in
+// ReplicaState (KIP-903's tagged field, read at v12+), gets
+// NOT_LEADER_OR_FOLLOWER on every partition, as Kafka answers a stale
+// replica epoch, and is counted in strata_replica_fetch_refused_total.
+// They are served by the leader only: the fetch offset is the follower's log end offset, reported
 // to broker/replica (HWM, ISR); records are read up to the leader's log end,
 // or the divergence point is returned when the follower's last fetched
 // epoch does not match (the follower truncates to it). Every response
@@ -68,6 +74,18 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 	}
 	req := r.Msg.(*kmsg.FetchRequest)
 	b := r.Env.Broker
+	if req.Version >= 15 {
+		// v15+ (KIP-903) names the fetching replica in ReplicaState only.
+		req.ReplicaID = req.ReplicaState.ID
+	}
+	if rm := b.Replicas(); rm != nil && req.ReplicaID >= 0 {
+		// Only a registered broker, with its current broker epoch, may
+		// report a follower's position (KIP-380 style; standalone brokers
+		// refuse replica fetches per partition below).
+		if err := rm.CheckReplicaFetcher(req.ReplicaID, replicaEpoch(req)); err != nil {
+			return refuseReplicaFetch(r, req, err), nil
+		}
+	}
 
 	// A replica fetch may use a fetch session (fetch_session.go): req
 	// becomes the session's whole partition list, and the answer keeps
@@ -153,6 +171,36 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 			return done(resp)
 		}
 	}
+}
+
+// replicaEpoch is the broker epoch a replica fetch carries in ReplicaState
+// (a tagged field our followers send at v12 too), -1 when it carries none
+// or one for another replica ID.
+func replicaEpoch(req *kmsg.FetchRequest) int64 {
+	if req.ReplicaState.ID != req.ReplicaID || req.ReplicaState.Epoch < 0 {
+		return -1
+	}
+	return req.ReplicaState.Epoch
+}
+
+// refuseReplicaFetch answers every partition of a refused replica fetch
+// with err's code (no session, no data, nothing recorded).
+func refuseReplicaFetch(r *Request, req *kmsg.FetchRequest, err error) *kmsg.FetchResponse {
+	resp := r.NewResponse().(*kmsg.FetchResponse)
+	code := broker.ErrorCode(err)
+	for _, rt := range req.Topics {
+		st := kmsg.NewFetchResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, code
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			sp.RecordBatches = []byte{}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }
 
 func asksPointers(b *broker.Broker, req *kmsg.FetchRequest) bool {
@@ -250,7 +298,7 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 		// bytes per HWM move. A fetch served through the WAL waits for
 		// uploads instead (below).
 		appendWait := p.Log.Wait()
-		div, err := b.Replicas().ServeReplicaFetch(rep, req.ReplicaID, rp.FetchOffset, rp.LastFetchedEpoch, rp.CurrentLeaderEpoch)
+		div, err := b.Replicas().ServeReplicaFetch(rep, req.ReplicaID, replicaEpoch(req), rp.FetchOffset, rp.LastFetchedEpoch, rp.CurrentLeaderEpoch)
 		if err != nil {
 			return 0, err
 		}

@@ -9,11 +9,14 @@
 // epoch cache (OffsetForLeaderEpoch semantics) and answers with the
 // divergence point instead of data when the follower's log diverged;
 // otherwise it records the follower's LEO, advances the HWM to the smallest
-// LEO of the ISR (never backwards), shrinks the ISR when a member has not
-// caught up for replica.lag.time.max.ms and expands it when a follower
-// reached the HWM, both by compare-and-swap on the partition record in etcd
-// (meta.Store.AlterPartition). acks=all produce requests wait on the HWM
-// (Partition.WaitHighWatermark).
+// LEO of the maximal ISR (the ISR plus the members a pending change adds;
+// never backwards), shrinks the ISR when a member has not caught up for
+// replica.lag.time.max.ms or restarted (a new broker epoch, KIP-903) and
+// expands it when a follower reached the HWM, both by compare-and-swap on
+// the partition record in etcd (meta.Store.AlterPartition; a call without
+// an answer is asked again). Replica fetches are served only to registered
+// brokers carrying their current broker epoch (Manager.CheckReplicaFetcher).
+// acks=all produce requests wait on the HWM (Partition.WaitHighWatermark).
 //
 // Follower side (Kafka's ReplicaFetcherThread): one fetcher per leader
 // broker long-polls it with one Fetch for every partition this broker

@@ -21,7 +21,11 @@ import (
 )
 
 // FetchVersion is the Fetch version replica fetches use: v12 carries
-// LastFetchedEpoch and DivergingEpoch and still names topics by name.
+// LastFetchedEpoch and DivergingEpoch and still names topics by name. The
+// follower's broker epoch travels in the ReplicaState tagged field that
+// Kafka defines for v15+: a leader of an older Strata version ignores it
+// (and would read a v15 request's ReplicaID as -1, a consumer), so v12
+// keeps mixed versions replicating during a rolling upgrade.
 const FetchVersion = 12
 
 // fetcher replicates every partition this broker follows from one leader
@@ -169,6 +173,11 @@ func (f *fetcher) run(ctx context.Context) {
 	backoff := f.m.cfg.Backoff
 	for ctx.Err() == nil {
 		items, suspended := f.items()
+		if !f.m.selfRegistered() {
+			// Leaders refuse fetches without this broker's current epoch
+			// (restart, lost lease): wait for SetBrokers to bring it.
+			items, suspended = nil, false
+		}
 		if len(items) == 0 {
 			var timer *time.Timer
 			var tc <-chan time.Time
@@ -224,6 +233,10 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(FetchVersion)
 	req.ReplicaID = cfg.NodeID
+	// KIP-903's ReplicaState (a tagged field, decoded at any flexible
+	// version) carries this broker's registration epoch; the leader refuses
+	// replica fetches without the current one (Manager.CheckReplicaFetcher).
+	req.ReplicaState.ID, req.ReplicaState.Epoch = cfg.NodeID, f.m.BrokerEpoch()
 	req.MaxWaitMillis = int32(cfg.FetchMaxWait / time.Millisecond)
 	req.MinBytes = 1
 	req.MaxBytes = cfg.FetchMaxBytes

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strata-dev/strata/broker/meta"
 )
@@ -98,6 +100,8 @@ type Manager struct {
 	brokers  map[int32]meta.BrokerInfo
 	fetchers map[int32]*fetcher
 	closed   bool
+	// refused counts replica fetches refused by CheckReplicaFetcher.
+	refused *prometheus.CounterVec
 	// wal is set by EnableWAL before partitions are applied; nil: classic.
 	wal *walRep
 }
@@ -109,6 +113,10 @@ func NewManager(cfg Config) *Manager {
 	m := &Manager{
 		cfg: cfg, ctx: ctx, cancel: cancel, isrCh: make(chan struct{}, 1),
 		parts: map[meta.TopicPartition]*Partition{}, fetchers: map[int32]*fetcher{},
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_replica_fetch_refused_total",
+			Help: "Replica fetches refused because the fetching broker is not registered or did not send its current broker epoch, by reason.",
+		}, []string{"reason"}),
 	}
 	m.wg.Add(1)
 	go func() {
@@ -160,16 +168,88 @@ func (m *Manager) Broker(id int32) (meta.BrokerInfo, bool) {
 	return b, ok
 }
 
-// registered reports whether a broker is registered (may join an ISR).
-// Before the first SetBrokers every broker counts as registered.
-func (m *Manager) registered(id int32) bool {
+// registration returns a broker's registration epoch (0: unknown) and
+// whether it is registered (may join an ISR). Before the first SetBrokers
+// every broker counts as registered, epoch unknown.
+func (m *Manager) registration(id int32) (int64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.brokers == nil {
-		return true
+		return 0, true
 	}
-	_, ok := m.brokers[id]
+	b, ok := m.brokers[id]
+	return b.Epoch, ok
+}
+
+// BrokerEpoch is this broker's registration epoch as the metadata shows
+// it, -1 while it is not registered: what its replica fetches carry.
+func (m *Manager) BrokerEpoch() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b, ok := m.brokers[m.cfg.NodeID]; ok && b.Epoch > 0 {
+		return b.Epoch
+	}
+	return -1
+}
+
+// selfRegistered reports whether the metadata shows this broker
+// registered (its replica fetches carry that registration's epoch).
+func (m *Manager) selfRegistered() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.brokers[m.cfg.NodeID]
 	return ok
+}
+
+// Reasons a replica fetch is refused (the reason label of
+// strata_replica_fetch_refused_total).
+const (
+	RefusedUnregistered = "unregistered"  // no broker of that ID is registered
+	RefusedNoEpoch      = "missing_epoch" // the broker sends its epoch, this fetch did not
+	RefusedStaleEpoch   = "stale_epoch"   // an older registration of the broker (it restarted)
+	RefusedUnknownEpoch = "unknown_epoch" // newer than this broker's metadata knows
+)
+
+// CheckReplicaFetcher decides whether a replica fetch claiming to come from
+// broker replica, carrying registration epoch (-1: none), is served (nil)
+// or refused, and counts refusals by reason. Until inter-broker
+// authentication exists this is what keeps a client from posing as a
+// follower (moving its LEO and the HWM, KIP-380 style): the broker must be
+// registered, and a broker whose registration says its fetches carry the
+// epoch (meta.BrokerInfo.FetchEpoch) must send its current one. An epoch
+// newer than the registration this broker knows is refused too (its
+// metadata lags; the follower retries after its backoff). Kafka answers a
+// replica fetch with a stale broker epoch NOT_LEADER_OR_FOLLOWER
+// (Replica.updateFetchStateOrThrow); so does this.
+func (m *Manager) CheckReplicaFetcher(replica int32, epoch int64) error {
+	reason := ""
+	m.mu.Lock()
+	b, ok := m.brokers[replica]
+	switch {
+	case !ok:
+		reason = RefusedUnregistered
+	case epoch < 0 && b.FetchEpoch:
+		reason = RefusedNoEpoch
+	case epoch < 0:
+		// A broker of an older version (rolling upgrade).
+	case epoch < b.Epoch:
+		reason = RefusedStaleEpoch
+	case epoch > b.Epoch:
+		reason = RefusedUnknownEpoch
+	}
+	m.mu.Unlock()
+	if reason == "" {
+		return nil
+	}
+	m.refused.WithLabelValues(reason).Inc()
+	return fmt.Errorf("%w: replica fetch as broker %d with broker epoch %d refused: %s (registered epoch %d)",
+		kerr.NotLeaderForPartition, replica, epoch, reason, b.Epoch)
+}
+
+// Collectors returns the manager's metrics to register:
+// strata_replica_fetch_refused_total.
+func (m *Manager) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.refused}
 }
 
 // Partition returns a managed partition.
@@ -252,13 +332,19 @@ func (m *Manager) RequestISRCheck() {
 }
 
 // ServeReplicaFetch is the leader side of one partition of a replica fetch
-// from follower: it checks leadership and epoch, then divergence; if the
-// follower's log is consistent it records its LEO (advancing the HWM and
-// maybe asking for an ISR expansion). The caller reads the records from
-// fetchOffset up to the log end when div is nil.
-func (m *Manager) ServeReplicaFetch(p *Partition, follower int32, fetchOffset int64, lastFetchedEpoch, currentEpoch int32) (div *Divergence, err error) {
+// from follower, whose fetch carries brokerEpoch (-1: none; the caller
+// checked the follower's identity with CheckReplicaFetcher): it checks
+// leadership and epoch, notes a follower that restarted, then divergence;
+// if the follower's log is consistent it records its LEO (advancing the
+// HWM and maybe asking for an ISR change). The caller reads the records
+// from fetchOffset up to the log end when div is nil.
+func (m *Manager) ServeReplicaFetch(p *Partition, follower int32, brokerEpoch int64, fetchOffset int64, lastFetchedEpoch, currentEpoch int32) (div *Divergence, err error) {
 	if err := p.CheckLeader(currentEpoch); err != nil {
 		return nil, err
+	}
+	if p.followerIncarnation(follower, brokerEpoch) {
+		m.cfg.Log.V(1).Info("follower restarted; it is not in sync until it catches up again", "partition", p.TP, "follower", follower, "brokerEpoch", brokerEpoch)
+		m.RequestISRCheck()
 	}
 	if d := p.CheckDivergence(fetchOffset, lastFetchedEpoch); d != nil {
 		return d, nil
@@ -315,7 +401,7 @@ func (m *Manager) isrLoop() {
 		}
 		parts := m.partitions()
 		for _, p := range parts {
-			expected, proposed, ok := p.proposeISR(m.cfg.LagTimeMax, m.registered)
+			expected, proposed, ok := p.proposeISR(m.cfg.LagTimeMax, m.registration)
 			if !ok {
 				continue
 			}
@@ -324,23 +410,42 @@ func (m *Manager) isrLoop() {
 	}
 }
 
+// alterISR applies a proposed ISR change. An answer that settles it
+// (success, a lost compare, a refusal) ends the proposal; a failure without
+// one (a timeout, etcd unreachable: the write may have committed) keeps it
+// pending, still counted in the maximal ISR, and the ISR loop proposes it
+// again after the backoff.
 func (m *Manager) alterISR(p *Partition, expected, proposed meta.PartitionState) {
-	defer p.isrDone()
 	if m.cfg.Store == nil {
+		p.isrDone(false)
 		return
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 	defer cancel()
 	st, err := m.cfg.Store.AlterPartition(ctx, p.TP, expected, proposed)
+	unknown, adopted := false, false
 	switch {
 	case err == nil:
 		m.cfg.Log.Info("ISR changed", "partition", p.TP, "from", expected.ISR, "to", st.ISR, "epoch", st.LeaderEpoch)
-		p.adopt(st)
+		adopted = p.adopt(st)
 	case errors.Is(err, meta.ErrStaleState):
 		m.cfg.Log.V(1).Info("ISR change lost a compare; adopting the current state", "partition", p.TP, "reason", err.Error())
-		p.adopt(st)
+		adopted = p.adopt(st)
 	case m.ctx.Err() != nil:
+	case errors.Is(err, meta.ErrIneligibleReplica), errors.Is(err, meta.ErrInvalidAlterPartition), errors.Is(err, meta.ErrUnknownTopic):
+		m.cfg.Log.Info("ISR change refused", "partition", p.TP, "isr", proposed.ISR, "reason", err.Error())
 	default:
-		m.cfg.Log.Error(fmt.Errorf("alter ISR of %s to %v: %w", p.TP, proposed.ISR, err), "ISR change failed")
+		unknown = true
+		m.cfg.Log.Error(fmt.Errorf("alter ISR of %s to %v: %w", p.TP, proposed.ISR, err), "ISR change failed without an answer; asking again")
+		time.AfterFunc(m.cfg.Backoff, m.RequestISRCheck)
+	}
+	p.isrDone(unknown)
+	if adopted {
+		// A follower that caught up while this change was in flight was
+		// not proposed (one change at a time): look again now rather than
+		// at its next fetch or the next tick. (Only from a new state: a
+		// refusal or a state this leader cannot adopt would be asked
+		// again and again.)
+		m.RequestISRCheck()
 	}
 }

@@ -69,9 +69,12 @@ type Partition struct {
 	// Follower only: fetching is suspended until this time after an error
 	// that needs new metadata (fenced epoch, not leader).
 	retryAt time.Time
-	// isrPending is set while a proposed ISR change is in flight, so that
-	// the manager does not propose it twice.
-	isrPending bool
+	// pendingISR is the ISR change proposed and not yet resolved (nil:
+	// none). Until it is, the HWM is computed over the committed ISR plus
+	// the members it adds (Kafka's maximal ISR), so that a member joining
+	// the ISR in etcd has every offset below the HWM, and a member leaving
+	// counts until its removal is committed.
+	pendingISR *isrChange
 
 	// WAL replication (wal.go). wal is the manager's WAL state, nil when
 	// disabled. Leader: walIndex holds the pointers of uploaded ranges,
@@ -86,8 +89,20 @@ type Partition struct {
 	walSkipUntil int64
 }
 
+// isrChange is an ISR change the leader proposed (AlterPartition).
+type isrChange struct {
+	expected, proposed meta.PartitionState
+	// inFlight: the compare-and-swap runs. false: its outcome is unknown
+	// (the call failed without an answer; the write may have committed)
+	// and the ISR loop asks again with the same proposal.
+	inFlight bool
+}
+
 type followerState struct {
-	leo            int64 // -1 until the follower's first fetch in this leadership
+	leo int64 // -1 until the follower's first fetch in this leadership
+	// brokerEpoch is the registration epoch the follower's fetches carry
+	// (-1 unknown: none yet in this leadership, or an older broker).
+	brokerEpoch    int64
 	lastFetch      time.Time
 	leoAtLastFetch int64 // the leader's LEO when that fetch arrived
 	lastCaughtUp   time.Time
@@ -252,10 +267,10 @@ func (p *Partition) becomeLeader(st meta.PartitionState) {
 		if r != p.self {
 			// Kafka starts every follower as caught up now, so that the
 			// ISR is not shrunk before they had a chance to fetch.
-			p.followers[r] = &followerState{leo: -1, lastCaughtUp: now}
+			p.followers[r] = &followerState{leo: -1, brokerEpoch: -1, lastCaughtUp: now}
 		}
 	}
-	p.isrPending = false
+	p.pendingISR = nil
 	if h := p.hwm.Load(); h > p.epochStart {
 		p.hwm.Store(p.epochStart)
 	}
@@ -270,7 +285,7 @@ func (p *Partition) becomeFollower(st meta.PartitionState) {
 	p.role = RoleFollower
 	p.state = st.Clone()
 	p.followers = nil
-	p.isrPending = false
+	p.pendingISR = nil
 	p.retryAt = time.Time{}
 	if p.walIndex != nil {
 		// Pointers are served by leaders only; the follower's log may be
@@ -304,11 +319,16 @@ func (p *Partition) adopt(st meta.PartitionState) bool {
 		return false
 	}
 	p.state = st.Clone()
+	if c := p.pendingISR; c != nil && !c.inFlight && c.expected.PartitionEpoch < st.PartitionEpoch {
+		// The record moved on (maybe by the very write whose answer was
+		// lost): the proposal is settled or stale; decide again from here.
+		p.pendingISR = nil
+	}
 	if p.role == RoleLeader {
 		now := p.now()
 		for _, r := range st.Replicas {
 			if _, ok := p.followers[r]; !ok && r != p.self {
-				p.followers[r] = &followerState{leo: -1, lastCaughtUp: now}
+				p.followers[r] = &followerState{leo: -1, brokerEpoch: -1, lastCaughtUp: now}
 			}
 		}
 		for r := range p.followers {
@@ -323,14 +343,19 @@ func (p *Partition) adopt(st meta.PartitionState) bool {
 }
 
 // maybeAdvanceHWMLocked moves the leader's HWM to the smallest LEO of the
-// ISR. It never moves backwards, and a member whose LEO is unknown in this
-// leadership holds it where it is.
+// maximal ISR: the committed ISR plus the members a pending change adds
+// (KIP-497). It never moves backwards, and a member whose LEO is unknown in
+// this leadership holds it where it is.
 func (p *Partition) maybeAdvanceHWMLocked() {
 	if p.role != RoleLeader {
 		return
 	}
 	low := p.Log.EndOffset()
-	for _, r := range p.state.ISR {
+	members := p.state.ISR
+	if c := p.pendingISR; c != nil {
+		members = append(slices.Clone(members), c.proposed.ISR...)
+	}
+	for _, r := range members {
 		if r == p.self {
 			continue
 		}
@@ -466,7 +491,29 @@ func (p *Partition) FollowerFetch(follower int32, fetchOffset int64) (expand boo
 	f.leo, f.lastFetch, f.leoAtLastFetch = fetchOffset, now, leo
 	p.maybeAdvanceHWMLocked()
 	inISR := slices.Contains(p.state.ISR, follower)
-	return !inISR && !p.isrPending && fetchOffset >= p.hwm.Load() && fetchOffset >= p.epochStart, nil
+	return !inISR && p.pendingISR == nil && fetchOffset >= p.hwm.Load() && fetchOffset >= p.epochStart, nil
+}
+
+// followerIncarnation records the registration epoch a follower's fetch
+// carries (-1: none, an older broker). A new epoch means the follower
+// restarted (KIP-903): what the leader knew of it belongs to the previous
+// incarnation, which may have had a tail this one lost, so it is not
+// caught up until it proves it again with its fetches (an ISR member that
+// does not leaves the ISR at the next proposal). It reports whether it
+// restarted.
+func (p *Partition) followerIncarnation(follower int32, brokerEpoch int64) (restarted bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f, ok := p.followers[follower]
+	if !ok || brokerEpoch < 0 || p.role != RoleLeader {
+		return false
+	}
+	if f.brokerEpoch >= 0 && f.brokerEpoch != brokerEpoch {
+		*f = followerState{leo: -1, brokerEpoch: brokerEpoch}
+		return true
+	}
+	f.brokerEpoch = brokerEpoch
+	return false
 }
 
 // FollowerLEO returns a follower's LEO as last reported to this leader
@@ -481,17 +528,30 @@ func (p *Partition) FollowerLEO(follower int32) int64 {
 }
 
 // proposeISR computes the ISR change the leader wants now: members that
-// have not caught up within lag leave, caught-up non-members on live
-// (registered) brokers join. ok is false when nothing changes (or a change
-// is already in flight).
-func (p *Partition) proposeISR(lag time.Duration, live func(int32) bool) (expected, proposed meta.PartitionState, ok bool) {
+// have not caught up within lag, or that restarted since they joined
+// (registered under another epoch than the ISR or their fetches say,
+// KIP-903), leave; caught-up non-members registered under the epoch their
+// fetches carry join. registration returns a broker's registration epoch
+// (0: unknown) and whether it is registered. A change whose outcome is
+// unknown is proposed again unchanged: AlterPartition re-reads the record,
+// so a write that did commit comes back as ErrStaleState with the state
+// that has it. ok is false when nothing changes or a change is in flight.
+func (p *Partition) proposeISR(lag time.Duration, registration func(int32) (int64, bool)) (expected, proposed meta.PartitionState, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.role != RoleLeader || p.isrPending {
+	if p.role != RoleLeader {
 		return expected, proposed, false
+	}
+	if c := p.pendingISR; c != nil {
+		if c.inFlight {
+			return expected, proposed, false
+		}
+		c.inFlight = true
+		return c.expected.Clone(), c.proposed.Clone(), true
 	}
 	now, hwm := p.now(), p.hwm.Load()
 	isr := []int32{p.self}
+	joined := map[int32]int64{}
 	for _, r := range p.state.Replicas {
 		if r == p.self {
 			continue
@@ -501,11 +561,19 @@ func (p *Partition) proposeISR(lag time.Duration, live func(int32) bool) (expect
 			continue
 		}
 		in := slices.Contains(p.state.ISR, r)
+		epoch, registered := registration(r)
+		// restarted: the broker registered again since it joined the ISR
+		// or since the fetches the leader counted.
+		restarted := epoch != 0 && (in && p.state.ISREpoch(r) != 0 && p.state.ISREpoch(r) != epoch ||
+			f.brokerEpoch >= 0 && f.brokerEpoch != epoch)
 		switch {
-		case in && now.Sub(f.lastCaughtUp) <= lag:
+		case in && now.Sub(f.lastCaughtUp) <= lag && !restarted:
 			isr = append(isr, r)
-		case !in && f.leo >= 0 && f.leo >= hwm && f.leo >= p.epochStart && now.Sub(f.lastCaughtUp) <= lag && live(r):
+		case !in && f.leo >= 0 && f.leo >= hwm && f.leo >= p.epochStart && now.Sub(f.lastCaughtUp) <= lag && registered && !restarted:
 			isr = append(isr, r)
+			if f.brokerEpoch > 0 {
+				joined[r] = f.brokerEpoch
+			}
 		}
 	}
 	// Keep the order of the replica list, as Kafka's tools print it.
@@ -521,14 +589,33 @@ func (p *Partition) proposeISR(lag time.Duration, live func(int32) bool) (expect
 	expected = p.state.Clone()
 	proposed = p.state.Clone()
 	proposed.ISR = ordered
-	p.isrPending = true
+	for r, e := range joined {
+		if proposed.ISREpochs == nil {
+			proposed.ISREpochs = map[int32]int64{}
+		}
+		proposed.ISREpochs[r] = e
+	}
+	p.pendingISR = &isrChange{expected: expected.Clone(), proposed: proposed.Clone(), inFlight: true}
+	p.maybeAdvanceHWMLocked()
 	return expected, proposed, true
 }
 
-func (p *Partition) isrDone() {
+// isrDone ends the proposal in flight. unknown: it failed without an
+// answer (the write may have committed), so the change stays pending
+// (counted in the maximal ISR) and is proposed again.
+func (p *Partition) isrDone(unknown bool) {
 	p.mu.Lock()
-	p.isrPending = false
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	c := p.pendingISR
+	if c == nil {
+		return
+	}
+	if unknown && p.role == RoleLeader && p.state.PartitionEpoch == c.expected.PartitionEpoch {
+		c.inFlight = false
+		return
+	}
+	p.pendingISR = nil
+	p.maybeAdvanceHWMLocked()
 }
 
 // followerEpoch returns the leader and epoch a follower fetches from, and

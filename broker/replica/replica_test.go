@@ -65,12 +65,18 @@ var tp = meta.TopicPartition{Topic: "t", Partition: 0}
 // fetcher does it.
 func replicate(t *testing.T, m *Manager, leader, follower *Partition) {
 	t.Helper()
+	replicateAs(t, m, leader, follower, -1)
+}
+
+// replicateAs is replicate with the follower's broker epoch (-1: none).
+func replicateAs(t *testing.T, m *Manager, leader, follower *Partition, brokerEpoch int64) {
+	t.Helper()
 	_, epoch, ok := follower.fetchPosition()
 	if !ok {
 		t.Fatalf("follower %d is not fetching", follower.self)
 	}
 	offset, last := follower.Log.EndOffset(), follower.Log.LatestEpoch()
-	div, err := m.ServeReplicaFetch(leader, follower.self, offset, last, epoch)
+	div, err := m.ServeReplicaFetch(leader, follower.self, brokerEpoch, offset, last, epoch)
 	res := FetchResult{Err: err, Diverging: div, HighWatermark: leader.HighWatermark(), LogStart: leader.Log.StartOffset()}
 	if err == nil && div == nil {
 		rr, err := leader.Log.Read(offset, 1<<20, leader.Log.EndOffset())
@@ -166,10 +172,10 @@ func TestHighWatermarkAndISR(t *testing.T) {
 	replicate(t, m, leader, f2)
 	clk.add(2 * time.Hour)
 	replicate(t, m, leader, f2)
-	if _, proposed, ok := leader.proposeISR(time.Hour, func(int32) bool { return true }); !ok || !equal(proposed.ISR, []int32{1, 2}) {
+	if _, proposed, ok := leader.proposeISR(time.Hour, func(int32) (int64, bool) { return 0, true }); !ok || !equal(proposed.ISR, []int32{1, 2}) {
 		t.Fatalf("proposed ISR %v (ok %v), want [1 2]", proposed.ISR, ok)
 	}
-	leader.isrDone()
+	leader.isrDone(false)
 	m.RequestISRCheck()
 	waitFor(t, func() bool { return equal(leader.State().ISR, []int32{1, 2}) })
 	if h := leader.HighWatermark(); h != 4 {

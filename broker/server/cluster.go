@@ -222,6 +222,13 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 	rcfg.Traffic = rt
 	replicas := replica.NewManager(rcfg)
 	rt.m = replicas
+	for _, c := range replicas.Collectors() {
+		if err := s.metrics.Registry.Register(c); err != nil {
+			replicas.Close()
+			_ = store.Close()
+			return nil, fmt.Errorf("register replica metrics: %w", err)
+		}
+	}
 	if cc.WAL.Enable {
 		if err := s.enableWAL(ctx, replicas, counter, cc.Name); err != nil {
 			replicas.Close()
@@ -244,7 +251,10 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 		}
 	}()
 	cfg := b.Config()
-	info := meta.BrokerInfo{ID: cfg.NodeID, Zone: cfg.Rack, Listeners: []meta.Listener{{
+	// FetchEpoch: this broker's replica fetches carry its broker epoch, so
+	// leaders refuse fetches in its name that do not (replica.Manager.
+	// CheckReplicaFetcher).
+	info := meta.BrokerInfo{ID: cfg.NodeID, Zone: cfg.Rack, FetchEpoch: true, Listeners: []meta.Listener{{
 		Name: "PLAINTEXT", Host: cfg.Host, Port: cfg.Port, SecurityProtocol: "PLAINTEXT",
 	}}}
 	go func() {
