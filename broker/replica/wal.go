@@ -304,18 +304,46 @@ func (p *Partition) walUploaded(ptrs []wal.Pointer, ok bool) bool {
 }
 
 // openWALLocked opens the pointer index when this replica becomes leader
-// and drops pointers past its log end (written before a truncation).
-func (p *Partition) openWALLocked() {
+// and checks its pointers against the log: pointers below the log start
+// go, and so does every pointer from the first one whose range the log
+// does not hold at the pointer's epoch (firstStalePointer: past the log
+// end, or overwritten under a later epoch while this broker followed).
+// It returns the number of pointers dropped as stale.
+func (p *Partition) openWALLocked() (stale int, err error) {
 	if p.walIndex == nil {
 		x, err := wal.OpenPointerIndex(p.Log.Dir(), 0)
 		if err != nil {
-			return
+			return 0, err
 		}
 		p.walIndex = x
 	}
-	_ = p.walIndex.TruncateFrom(p.Log.EndOffset())
-	_ = p.walIndex.PruneBelow(p.Log.StartOffset())
 	p.walPending = nil
+	p.walLogStart = -1 // the tracker forgot it on Release: report again
+	start, end := p.Log.StartOffset(), p.Log.EndOffset()
+	if err := p.walIndex.PruneBelow(start); err != nil {
+		return 0, err
+	}
+	n := p.walIndex.Len()
+	if err := p.walIndex.TruncateFrom(firstStalePointer(p.walIndex.All(), p.Log.Epochs(), start, end)); err != nil {
+		return 0, err
+	}
+	return n - p.walIndex.Len(), nil
+}
+
+// dropWALLocked forgets every pointer when this replica becomes follower:
+// pointers are served by leaders only, and the follower's log may be
+// truncated and rewritten, so none of them stays valid. The pointer file
+// goes too, also when the index is not open: after a restart the first
+// role is often follower, and a file left by the earlier run must not be
+// served when this replica leads again.
+func (p *Partition) dropWALLocked() error {
+	p.walPending = nil
+	var err error
+	if p.walIndex != nil {
+		err = p.walIndex.Close()
+		p.walIndex = nil
+	}
+	return errors.Join(err, wal.RemovePointerFile(p.Log.Dir()))
 }
 
 // closeWALLocked closes the pointer index (the partition is removed).
@@ -415,9 +443,48 @@ func (m *Manager) PlanWALFetch(p *Partition, off int64, maxBytes int) WALServe {
 	return plan
 }
 
-// walProgress records a follower's LEO for object deletion.
-func (w *walRep) walProgress(tp meta.TopicPartition, follower int32, leo int64) {
+// walProgress records a follower's LEO for object deletion. prev is the
+// LEO it reported before in this leadership (-1: none). A first fetch,
+// or a LEO below the previous one (the follower restarted without an
+// unflushed tail, or truncated), resets what the tracker knew of it: the
+// tracker only moves a replica's LEO forward, and would otherwise let
+// objects go that the follower needs again.
+func (w *walRep) walProgress(tp meta.TopicPartition, follower int32, prev, leo int64) {
+	if prev < 0 || leo < prev {
+		w.tracker.ResetReplica(tp.Topic, tp.Partition, follower)
+	}
 	w.tracker.ReplicaProgress(tp.Topic, tp.Partition, follower, leo)
+}
+
+// walDiverged: the leader told follower to truncate (its log diverged),
+// so it needs again what it had past the divergence point.
+func (w *walRep) walDiverged(tp meta.TopicPartition, follower int32) {
+	w.tracker.ResetReplica(tp.Topic, tp.Partition, follower)
+}
+
+// reportLogStarts tells the tracker and the pointer indexes where the
+// logs of the led partitions start: retention (broker.ApplyRetention) and
+// DeleteRecords move the start, and a chunk below it is needed by no
+// follower (one that lags behind it restarts at the leader's log start).
+// Called every deletion round, so objects whose chunks all fell below the
+// start go in the same round, even when a follower that still "needs"
+// them is down.
+func (w *walRep) reportLogStarts() {
+	for _, p := range w.m.partitions() {
+		p.mu.Lock()
+		start, moved := int64(0), false
+		if p.role == RoleLeader && p.walIndex != nil {
+			start = p.Log.StartOffset()
+			if moved = start != p.walLogStart; moved {
+				p.walLogStart = start
+				_ = p.walIndex.PruneBelow(start)
+			}
+		}
+		p.mu.Unlock()
+		if moved {
+			w.tracker.LogStart(p.TP.Topic, p.TP.Partition, start)
+		}
+	}
 }
 
 // deleteEvery is how often the leader deletes the objects every follower
@@ -443,6 +510,7 @@ func (w *walRep) deleteLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		w.reportLogStarts()
 		done := w.tracker.Collect(w.cfg.Clock.Now())
 		keys := retry
 		for _, d := range done {

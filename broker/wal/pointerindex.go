@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -381,6 +382,26 @@ func (x *PointerIndex) compactLocked() error {
 	x.dirDirty = true
 	_, err = f.Seek(0, io.SeekEnd)
 	return err
+}
+
+// RemovePointerFile deletes the pointer file in dir, if there is one, and
+// syncs the directory, so that none of its pointers comes back after a
+// crash. A replica that becomes follower calls it: its log may be
+// truncated and rewritten under a later leader epoch, and a pointer file
+// left by an earlier run (not open yet after a restart) would otherwise
+// outlive that.
+func RemovePointerFile(dir string) error {
+	err := os.Remove(filepath.Join(dir, PointerFileName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("wal: remove pointer file: %w", err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("wal: remove pointer file: sync directory: %w", err)
+	}
+	return nil
 }
 
 func syncDir(dir string) error {
