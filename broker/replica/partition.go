@@ -455,6 +455,9 @@ func (p *Partition) FollowerFetch(follower int32, fetchOffset int64) (expand boo
 	switch {
 	case fetchOffset >= leo:
 		f.lastCaughtUp = now
+	case p.walWaitsOnUploadsLocked(fetchOffset, leo):
+		// WAL: all it lacks is being uploaded; its answer is the upload.
+		f.lastCaughtUp = now
 	case fetchOffset >= f.leoAtLastFetch && !f.lastFetch.IsZero():
 		if f.lastFetch.After(f.lastCaughtUp) {
 			f.lastCaughtUp = f.lastFetch

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -94,7 +95,12 @@ type walRep struct {
 	objects map[string][]meta.TopicPartition
 }
 
-// walPending is a range accepted by the uploader, not yet resolved.
+// walPending is a range accepted by the uploader, not yet resolved: one
+// batch, or the batches of one append (they share their acceptance
+// time). Ranges are never merged across appends, so that every batch
+// keeps its own acceptance time: a merged run that kept the time of its
+// first batch made every range look slow one InlineAfter into sustained
+// load (the run is never resolved whole while appends keep extending it).
 type walPending struct {
 	base, last int64
 	at         time.Time
@@ -208,17 +214,18 @@ func (p *Partition) walAppendLocked(w *walRep, batches []record.Batch, epoch int
 			p.walCh = make(chan struct{})
 		}
 	}()
+	now := w.cfg.Clock.Now()
 	for _, b := range batches {
 		h := b.Header()
 		if err := w.up.Append(p.TP.Topic, p.TP.Partition, epoch, h.BaseOffset, h.LastOffset(), b); err != nil {
 			refused = true
 			continue
 		}
-		if n := len(p.walPending); n > 0 && p.walPending[n-1].last+1 == h.BaseOffset {
+		if n := len(p.walPending); n > 0 && p.walPending[n-1].last+1 == h.BaseOffset && p.walPending[n-1].at.Equal(now) {
 			p.walPending[n-1].last = h.LastOffset()
 			continue
 		}
-		p.walPending = append(p.walPending, walPending{base: h.BaseOffset, last: h.LastOffset(), at: w.cfg.Clock.Now()})
+		p.walPending = append(p.walPending, walPending{base: h.BaseOffset, last: h.LastOffset(), at: now})
 	}
 }
 
@@ -355,6 +362,45 @@ func (p *Partition) closeWALLocked() {
 	p.walPending = nil
 }
 
+// walWaitsOnUploadsLocked reports whether a follower fetching at off
+// lacks only ranges still being uploaded, none accepted InlineAfter ago or
+// earlier: everything from off to the log end leo is pending, without a
+// gap. Such a follower is as caught up as WAL replication lets it be (its
+// answer comes with the next upload), so Partition.FollowerFetch counts
+// it as caught up; otherwise, under sustained load, it would trail the
+// leader's log end by the uploads in flight at every fetch and leave the
+// ISR after replica.lag.time.max.ms. A slow upload ends this: past
+// InlineAfter the range is served inline and the follower catches up as
+// in classic replication.
+func (p *Partition) walWaitsOnUploadsLocked(off, leo int64) bool {
+	w := p.wal
+	if w == nil || p.walIndex == nil || p.role != RoleLeader || off >= leo || w.up.Degraded() {
+		return false
+	}
+	i := p.walPendingAtLocked(off)
+	if i < 0 || w.cfg.Clock.Now().Sub(p.walPending[i].at) >= w.cfg.InlineAfter {
+		return false
+	}
+	next := off
+	for _, r := range p.walPending[i:] {
+		if r.base > next {
+			return false // a range the uploader refused: inline
+		}
+		next = r.last + 1
+	}
+	return next >= leo
+}
+
+// walPendingAtLocked returns the index of the pending range holding off,
+// -1 if none does.
+func (p *Partition) walPendingAtLocked(off int64) int {
+	i := sort.Search(len(p.walPending), func(i int) bool { return p.walPending[i].last >= off })
+	if i == len(p.walPending) || p.walPending[i].base > off {
+		return -1
+	}
+	return i
+}
+
 // WALServe is the leader's plan for one partition of a replica fetch that
 // accepts pointers.
 type WALServe struct {
@@ -423,22 +469,31 @@ func (m *Manager) PlanWALFetch(p *Partition, off int64, maxBytes int) WALServe {
 		plan.Reason = ""
 		return plan
 	}
-	now := m.wal.cfg.Clock.Now()
-	for _, r := range p.walPending {
-		if r.last < off {
-			continue
-		}
-		if r.base <= off {
-			if now.Sub(r.at) < m.wal.cfg.InlineAfter {
-				plan.InlineUpTo, plan.Reason = off, "" // wait for the upload
-				return plan
-			}
-			plan.InlineUpTo, plan.Reason = r.last+1, InlineUploadSlow
-			return plan
-		}
+	i := sort.Search(len(p.walPending), func(i int) bool { return p.walPending[i].last >= off })
+	if i == len(p.walPending) {
+		return plan
+	}
+	r := p.walPending[i]
+	if r.base > off {
 		// Not uploaded and not pending below the next pending range.
 		plan.InlineUpTo, plan.Reason = r.base, InlineNotUploaded
 		return plan
+	}
+	// The age of the batch the follower needs next, from its acceptance.
+	if m.wal.cfg.Clock.Now().Sub(r.at) < m.wal.cfg.InlineAfter {
+		plan.InlineUpTo, plan.Reason = off, "" // wait for the upload
+		return plan
+	}
+	// Slow: the bucket lags. Inline up to the end of the contiguous
+	// pending ranges, younger ones included, so that the follower catches
+	// up with this log end in one answer (and counts as caught up on its
+	// next fetch) instead of trailing the uploads by InlineAfter.
+	plan.InlineUpTo, plan.Reason = r.last+1, InlineUploadSlow
+	for _, q := range p.walPending[i+1:] {
+		if q.base != plan.InlineUpTo {
+			break
+		}
+		plan.InlineUpTo = q.last + 1
 	}
 	return plan
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +20,35 @@ import (
 	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/wal"
 )
+
+// walTestClock is a manual clock for the WAL and the Manager. Its timers
+// never fire: tests cut objects with Uploader.Flush.
+type walTestClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *walTestClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *walTestClock) AfterFunc(time.Duration, func()) func() bool {
+	return func() bool { return true }
+}
+func (c *walTestClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// gatedStore holds every PUT until the test lets one through, so that a
+// test decides when an upload completes.
+type gatedStore struct {
+	objstore.Store
+	gate chan struct{}
+}
+
+func (g *gatedStore) Put(ctx context.Context, key string, data []byte) error {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.Store.Put(ctx, key, data)
+}
 
 func openLogAt(t *testing.T, dir string) *log.Log {
 	t.Helper()
@@ -193,6 +224,82 @@ func TestLeaderChecksPointerFileOnOpen(t *testing.T) {
 	p.mu.Unlock()
 	if want := []wal.Pointer{ptr(0, 4, 1)}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("pointers after opening: %v, want %v (epoch 2 holds [5,15))", got, want)
+	}
+}
+
+// TestWALSteadyLoadWaitsForUploads is issue #10 item 4: under sustained
+// load, a follower that always waits for the upload in flight is answered
+// with pointers, never inline as upload_slow (every batch is younger than
+// InlineAfter when the follower asks for it), and stays in the ISR well
+// past replica.lag.time.max.ms although at every fetch it lacks the
+// uploads in flight. A follower stuck at one offset still leaves the ISR.
+func TestWALSteadyLoadWaitsForUploads(t *testing.T) {
+	const (
+		step        = 100 * time.Millisecond // one produce and one upload per step
+		lag         = 30 * time.Second
+		inlineAfter = time.Second
+	)
+	clk := &walTestClock{t: time.Unix(1_750_000_000, 0)}
+	store := &gatedStore{Store: objstore.NewMem("wal-a"), gate: make(chan struct{})}
+	m := NewManager(Config{NodeID: 1, LagTimeMax: lag, Log: logr.Discard(), Now: clk.Now})
+	defer m.Close()
+	defer close(store.gate) // let the last PUTs through so that Close can flush
+	if err := m.EnableWAL(WALConfig{Store: store, Cluster: "c", Zone: "a", Incarnation: 1, UploadInterval: step, InlineAfter: inlineAfter, Clock: clk}); err != nil {
+		t.Fatal(err)
+	}
+	st := meta.PartitionState{Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, ISR: []int32{1, 2, 3}, PartitionEpoch: 1}
+	leader := NewPartition(tp, openLog(t), 1, clk.Now)
+	m.Apply(leader, meta.BecomeLeader, st)
+	follower := openLog(t) // broker 2's log, fed from the leader's as if downloaded
+
+	produce := func(i int) {
+		t.Helper()
+		if _, _, err := leader.AppendAsLeader(batch(t, fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(0)
+	m.wal.up.Flush() // object 0 in flight
+	steps := int((lag + 5*time.Second) / step)
+	for i := 1; i <= steps; i++ {
+		produce(i) // pending in the next object, behind the one in flight
+		off := follower.EndOffset()
+		if _, err := m.ServeReplicaFetch(leader, 2, off, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.ServeReplicaFetch(leader, 3, 0, 1, 1); err != nil { // stuck
+			t.Fatal(err)
+		}
+		if plan := m.PlanWALFetch(leader, off, 1<<20); plan.Reason != "" || len(plan.Pointers) > 0 {
+			t.Fatalf("after %v of steady load, follower fetching at %d (log end %d): plan %+v, want to wait for the upload in flight", time.Duration(i)*step, off, leader.Log.EndOffset(), plan)
+		}
+		store.gate <- struct{}{} // the upload in flight completes
+		var plan WALServe
+		waitFor(t, func() bool {
+			plan = m.PlanWALFetch(leader, off, 1<<20)
+			return len(plan.Pointers) > 0
+		})
+		to := plan.Pointers[len(plan.Pointers)-1].LastOffset + 1
+		rr, err := leader.Log.Read(off, 1<<20, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batches, err := splitBatches(rr.Records)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := follower.AppendAsFollower(batches); err != nil {
+			t.Fatal(err)
+		}
+		m.wal.up.Flush() // the next object goes in flight
+		clk.add(step)
+	}
+	_, proposed, changed := leader.proposeISR(lag, func(int32) bool { return true })
+	if changed {
+		leader.isrDone()
+	}
+	if !changed || !slices.Equal(proposed.ISR, []int32{1, 2}) {
+		t.Fatalf("after %v: proposed ISR %v (change %v), want [1 2]: follower 2 waited only for uploads, follower 3 fetched nothing", time.Duration(steps)*step, proposed.ISR, changed)
 	}
 }
 
