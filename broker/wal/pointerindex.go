@@ -54,6 +54,11 @@ const (
 //
 // Pointers are kept in offset order without overlap; at most MaxPointers
 // are kept, the oldest are dropped first. Safe for concurrent use.
+//
+// The index knows nothing of the log beside it: the broker checks the
+// pointers against the log's epoch cache when a leadership opens the
+// index, and removes the file (RemovePointerFile) when the replica
+// becomes follower (broker/replica, docs/wal.md).
 type PointerIndex struct {
 	mu      sync.Mutex
 	dir     string
