@@ -282,13 +282,27 @@ func (m *Manager) Apply(p *Partition, kind meta.ChangeKind, st meta.PartitionSta
 		if m.wal != nil {
 			p.mu.Lock()
 			p.wal = m.wal
-			p.openWALLocked()
+			stale, err := p.openWALLocked()
 			p.mu.Unlock()
+			switch {
+			case err != nil:
+				m.cfg.Log.Error(err, "WAL pointer index not usable; followers get this partition inline", "partition", p.TP)
+			case stale > 0:
+				m.cfg.Log.Info("dropped WAL pointers the log no longer holds at their epoch", "partition", p.TP, "pointers", stale)
+			}
 		}
 		m.cfg.Log.V(1).Info("became leader", "partition", p.TP, "epoch", st.LeaderEpoch, "isr", st.ISR, "leo", p.Log.EndOffset())
 		m.RequestISRCheck()
 	case meta.BecomeFollower:
 		p.becomeFollower(st)
+		// Also without WAL: a pointer file of an earlier run with WAL on
+		// must not survive the rewrites this follower's log may get.
+		p.mu.Lock()
+		err := p.dropWALLocked()
+		p.mu.Unlock()
+		if err != nil {
+			m.cfg.Log.Error(err, "dropping the WAL pointers of a follower", "partition", p.TP)
+		}
 		if m.wal != nil {
 			m.wal.tracker.Release(p.TP.Topic, p.TP.Partition)
 		}
@@ -347,7 +361,14 @@ func (m *Manager) ServeReplicaFetch(p *Partition, follower int32, brokerEpoch in
 		m.RequestISRCheck()
 	}
 	if d := p.CheckDivergence(fetchOffset, lastFetchedEpoch); d != nil {
+		if m.wal != nil {
+			m.wal.walDiverged(p.TP, follower)
+		}
 		return d, nil
+	}
+	prev := int64(-1)
+	if m.wal != nil {
+		prev = p.FollowerLEO(follower)
 	}
 	expand, err := p.FollowerFetch(follower, fetchOffset)
 	if err != nil {
@@ -357,7 +378,7 @@ func (m *Manager) ServeReplicaFetch(p *Partition, follower int32, brokerEpoch in
 		m.RequestISRCheck()
 	}
 	if m.wal != nil {
-		m.wal.walProgress(p.TP, follower, fetchOffset)
+		m.wal.walProgress(p.TP, follower, prev, fetchOffset)
 	}
 	return nil, nil
 }

@@ -80,12 +80,14 @@ type Partition struct {
 	// disabled. Leader: walIndex holds the pointers of uploaded ranges,
 	// walPending the ranges the uploader accepted and has not resolved,
 	// walCh is closed (and replaced) when an upload of this partition
-	// finishes. Follower: walSkipUntil > LEO means fetch inline (a range
-	// failed to download) until the log end reaches it.
+	// finishes, walLogStart is the log start last reported to the
+	// deletion tracker. Follower: walSkipUntil > LEO means fetch inline (a
+	// range failed to download) until the log end reaches it.
 	wal          *walRep
 	walIndex     *wal.PointerIndex
 	walPending   []walPending
 	walCh        chan struct{}
+	walLogStart  int64
 	walSkipUntil int64
 }
 
@@ -287,12 +289,7 @@ func (p *Partition) becomeFollower(st meta.PartitionState) {
 	p.followers = nil
 	p.pendingISR = nil
 	p.retryAt = time.Time{}
-	if p.walIndex != nil {
-		// Pointers are served by leaders only; the follower's log may be
-		// truncated and rewritten, so none of them stays valid.
-		_ = p.walIndex.TruncateFrom(0)
-		p.walPending = nil
-	}
+	// The pointer index is dropped by the Manager (dropWALLocked).
 	if h, leo := p.hwm.Load(), p.Log.EndOffset(); h > leo {
 		p.hwm.Store(leo)
 	}
@@ -482,6 +479,9 @@ func (p *Partition) FollowerFetch(follower int32, fetchOffset int64) (expand boo
 	// or as of its previous fetch if it reached the LEO of that time.
 	switch {
 	case fetchOffset >= leo:
+		f.lastCaughtUp = now
+	case p.walWaitsOnUploadsLocked(fetchOffset, leo):
+		// WAL: all it lacks is being uploaded; its answer is the upload.
 		f.lastCaughtUp = now
 	case fetchOffset >= f.leoAtLastFetch && !f.lastFetch.IsZero():
 		if f.lastFetch.After(f.lastCaughtUp) {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -94,7 +95,12 @@ type walRep struct {
 	objects map[string][]meta.TopicPartition
 }
 
-// walPending is a range accepted by the uploader, not yet resolved.
+// walPending is a range accepted by the uploader, not yet resolved: one
+// batch, or the batches of one append (they share their acceptance
+// time). Ranges are never merged across appends, so that every batch
+// keeps its own acceptance time: a merged run that kept the time of its
+// first batch made every range look slow one InlineAfter into sustained
+// load (the run is never resolved whole while appends keep extending it).
 type walPending struct {
 	base, last int64
 	at         time.Time
@@ -208,17 +214,18 @@ func (p *Partition) walAppendLocked(w *walRep, batches []record.Batch, epoch int
 			p.walCh = make(chan struct{})
 		}
 	}()
+	now := w.cfg.Clock.Now()
 	for _, b := range batches {
 		h := b.Header()
 		if err := w.up.Append(p.TP.Topic, p.TP.Partition, epoch, h.BaseOffset, h.LastOffset(), b); err != nil {
 			refused = true
 			continue
 		}
-		if n := len(p.walPending); n > 0 && p.walPending[n-1].last+1 == h.BaseOffset {
+		if n := len(p.walPending); n > 0 && p.walPending[n-1].last+1 == h.BaseOffset && p.walPending[n-1].at.Equal(now) {
 			p.walPending[n-1].last = h.LastOffset()
 			continue
 		}
-		p.walPending = append(p.walPending, walPending{base: h.BaseOffset, last: h.LastOffset(), at: w.cfg.Clock.Now()})
+		p.walPending = append(p.walPending, walPending{base: h.BaseOffset, last: h.LastOffset(), at: now})
 	}
 }
 
@@ -304,18 +311,46 @@ func (p *Partition) walUploaded(ptrs []wal.Pointer, ok bool) bool {
 }
 
 // openWALLocked opens the pointer index when this replica becomes leader
-// and drops pointers past its log end (written before a truncation).
-func (p *Partition) openWALLocked() {
+// and checks its pointers against the log: pointers below the log start
+// go, and so does every pointer from the first one whose range the log
+// does not hold at the pointer's epoch (firstStalePointer: past the log
+// end, or overwritten under a later epoch while this broker followed).
+// It returns the number of pointers dropped as stale.
+func (p *Partition) openWALLocked() (stale int, err error) {
 	if p.walIndex == nil {
 		x, err := wal.OpenPointerIndex(p.Log.Dir(), 0)
 		if err != nil {
-			return
+			return 0, err
 		}
 		p.walIndex = x
 	}
-	_ = p.walIndex.TruncateFrom(p.Log.EndOffset())
-	_ = p.walIndex.PruneBelow(p.Log.StartOffset())
 	p.walPending = nil
+	p.walLogStart = -1 // the tracker forgot it on Release: report again
+	start, end := p.Log.StartOffset(), p.Log.EndOffset()
+	if err := p.walIndex.PruneBelow(start); err != nil {
+		return 0, err
+	}
+	n := p.walIndex.Len()
+	if err := p.walIndex.TruncateFrom(firstStalePointer(p.walIndex.All(), p.Log.Epochs(), start, end)); err != nil {
+		return 0, err
+	}
+	return n - p.walIndex.Len(), nil
+}
+
+// dropWALLocked forgets every pointer when this replica becomes follower:
+// pointers are served by leaders only, and the follower's log may be
+// truncated and rewritten, so none of them stays valid. The pointer file
+// goes too, also when the index is not open: after a restart the first
+// role is often follower, and a file left by the earlier run must not be
+// served when this replica leads again.
+func (p *Partition) dropWALLocked() error {
+	p.walPending = nil
+	var err error
+	if p.walIndex != nil {
+		err = p.walIndex.Close()
+		p.walIndex = nil
+	}
+	return errors.Join(err, wal.RemovePointerFile(p.Log.Dir()))
 }
 
 // closeWALLocked closes the pointer index (the partition is removed).
@@ -325,6 +360,45 @@ func (p *Partition) closeWALLocked() {
 		p.walIndex = nil
 	}
 	p.walPending = nil
+}
+
+// walWaitsOnUploadsLocked reports whether a follower fetching at off
+// lacks only ranges still being uploaded, none accepted InlineAfter ago or
+// earlier: everything from off to the log end leo is pending, without a
+// gap. Such a follower is as caught up as WAL replication lets it be (its
+// answer comes with the next upload), so Partition.FollowerFetch counts
+// it as caught up; otherwise, under sustained load, it would trail the
+// leader's log end by the uploads in flight at every fetch and leave the
+// ISR after replica.lag.time.max.ms. A slow upload ends this: past
+// InlineAfter the range is served inline and the follower catches up as
+// in classic replication.
+func (p *Partition) walWaitsOnUploadsLocked(off, leo int64) bool {
+	w := p.wal
+	if w == nil || p.walIndex == nil || p.role != RoleLeader || off >= leo || w.up.Degraded() {
+		return false
+	}
+	i := p.walPendingAtLocked(off)
+	if i < 0 || w.cfg.Clock.Now().Sub(p.walPending[i].at) >= w.cfg.InlineAfter {
+		return false
+	}
+	next := off
+	for _, r := range p.walPending[i:] {
+		if r.base > next {
+			return false // a range the uploader refused: inline
+		}
+		next = r.last + 1
+	}
+	return next >= leo
+}
+
+// walPendingAtLocked returns the index of the pending range holding off,
+// -1 if none does.
+func (p *Partition) walPendingAtLocked(off int64) int {
+	i := sort.Search(len(p.walPending), func(i int) bool { return p.walPending[i].last >= off })
+	if i == len(p.walPending) || p.walPending[i].base > off {
+		return -1
+	}
+	return i
 }
 
 // WALServe is the leader's plan for one partition of a replica fetch that
@@ -395,29 +469,77 @@ func (m *Manager) PlanWALFetch(p *Partition, off int64, maxBytes int) WALServe {
 		plan.Reason = ""
 		return plan
 	}
-	now := m.wal.cfg.Clock.Now()
-	for _, r := range p.walPending {
-		if r.last < off {
-			continue
-		}
-		if r.base <= off {
-			if now.Sub(r.at) < m.wal.cfg.InlineAfter {
-				plan.InlineUpTo, plan.Reason = off, "" // wait for the upload
-				return plan
-			}
-			plan.InlineUpTo, plan.Reason = r.last+1, InlineUploadSlow
-			return plan
-		}
+	i := sort.Search(len(p.walPending), func(i int) bool { return p.walPending[i].last >= off })
+	if i == len(p.walPending) {
+		return plan
+	}
+	r := p.walPending[i]
+	if r.base > off {
 		// Not uploaded and not pending below the next pending range.
 		plan.InlineUpTo, plan.Reason = r.base, InlineNotUploaded
 		return plan
 	}
+	// The age of the batch the follower needs next, from its acceptance.
+	if m.wal.cfg.Clock.Now().Sub(r.at) < m.wal.cfg.InlineAfter {
+		plan.InlineUpTo, plan.Reason = off, "" // wait for the upload
+		return plan
+	}
+	// Slow: the bucket lags. Inline up to the end of the contiguous
+	// pending ranges, younger ones included, so that the follower catches
+	// up with this log end in one answer (and counts as caught up on its
+	// next fetch) instead of trailing the uploads by InlineAfter.
+	plan.InlineUpTo, plan.Reason = r.last+1, InlineUploadSlow
+	for _, q := range p.walPending[i+1:] {
+		if q.base != plan.InlineUpTo {
+			break
+		}
+		plan.InlineUpTo = q.last + 1
+	}
 	return plan
 }
 
-// walProgress records a follower's LEO for object deletion.
-func (w *walRep) walProgress(tp meta.TopicPartition, follower int32, leo int64) {
+// walProgress records a follower's LEO for object deletion. prev is the
+// LEO it reported before in this leadership (-1: none). A first fetch,
+// or a LEO below the previous one (the follower restarted without an
+// unflushed tail, or truncated), resets what the tracker knew of it: the
+// tracker only moves a replica's LEO forward, and would otherwise let
+// objects go that the follower needs again.
+func (w *walRep) walProgress(tp meta.TopicPartition, follower int32, prev, leo int64) {
+	if prev < 0 || leo < prev {
+		w.tracker.ResetReplica(tp.Topic, tp.Partition, follower)
+	}
 	w.tracker.ReplicaProgress(tp.Topic, tp.Partition, follower, leo)
+}
+
+// walDiverged: the leader told follower to truncate (its log diverged),
+// so it needs again what it had past the divergence point.
+func (w *walRep) walDiverged(tp meta.TopicPartition, follower int32) {
+	w.tracker.ResetReplica(tp.Topic, tp.Partition, follower)
+}
+
+// reportLogStarts tells the tracker and the pointer indexes where the
+// logs of the led partitions start: retention (broker.ApplyRetention) and
+// DeleteRecords move the start, and a chunk below it is needed by no
+// follower (one that lags behind it restarts at the leader's log start).
+// Called every deletion round, so objects whose chunks all fell below the
+// start go in the same round, even when a follower that still "needs"
+// them is down.
+func (w *walRep) reportLogStarts() {
+	for _, p := range w.m.partitions() {
+		p.mu.Lock()
+		start, moved := int64(0), false
+		if p.role == RoleLeader && p.walIndex != nil {
+			start = p.Log.StartOffset()
+			if moved = start != p.walLogStart; moved {
+				p.walLogStart = start
+				_ = p.walIndex.PruneBelow(start)
+			}
+		}
+		p.mu.Unlock()
+		if moved {
+			w.tracker.LogStart(p.TP.Topic, p.TP.Partition, start)
+		}
+	}
 }
 
 // deleteEvery is how often the leader deletes the objects every follower
@@ -443,6 +565,7 @@ func (w *walRep) deleteLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		w.reportLogStarts()
 		done := w.tracker.Collect(w.cfg.Clock.Now())
 		keys := retry
 		for _, d := range done {

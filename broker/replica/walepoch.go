@@ -3,7 +3,9 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"sort"
 
+	"github.com/strata-dev/strata/broker/log"
 	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/wal"
 )
@@ -67,4 +69,39 @@ func usablePointers(ptrs []wal.Pointer, tp meta.TopicPartition, current, last in
 		use = append(use, p)
 	}
 	return use, nil, nil
+}
+
+// firstStalePointer returns the base offset of the first pointer in ptrs
+// (offset order) whose range the log does not hold at the pointer's leader
+// epoch, or end when every pointer is good. epochs is the log's epoch
+// cache (oldest first), start and end its start and end offsets.
+//
+// A pointer index is written by a leader; the log under it can change
+// without the index hearing of it: a broker that restarted follows before
+// its pointer file is open, truncates to a divergence point and appends
+// what a later leader wrote there. The offsets are the same, the data is
+// not, and the epoch tells them apart: a range of epoch E is the leader
+// of E's data only where the log still has epoch E (log matching: logs
+// that agree on the epoch at an offset agree on everything up to it). So
+// every pointer after the first stale one is stale too, and the index is
+// truncated there.
+func firstStalePointer(ptrs []wal.Pointer, epochs []log.EpochEntry, start, end int64) int64 {
+	// epochAt is the index of the epoch entry covering off, -1 if none.
+	epochAt := func(off int64) int {
+		i := sort.Search(len(epochs), func(i int) bool { return epochs[i].StartOffset > off })
+		return i - 1
+	}
+	for _, ptr := range ptrs {
+		if ptr.LastOffset >= end {
+			return min(ptr.BaseOffset, end)
+		}
+		if ptr.LastOffset < start {
+			continue // below the log start: pruned, never served
+		}
+		first, last := epochAt(max(ptr.BaseOffset, start)), epochAt(ptr.LastOffset)
+		if first < 0 || first != last || epochs[first].Epoch != ptr.LeaderEpoch {
+			return ptr.BaseOffset
+		}
+	}
+	return end
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -53,6 +54,11 @@ const (
 //
 // Pointers are kept in offset order without overlap; at most MaxPointers
 // are kept, the oldest are dropped first. Safe for concurrent use.
+//
+// The index knows nothing of the log beside it: the broker checks the
+// pointers against the log's epoch cache when a leadership opens the
+// index, and removes the file (RemovePointerFile) when the replica
+// becomes follower (broker/replica, docs/wal.md).
 type PointerIndex struct {
 	mu      sync.Mutex
 	dir     string
@@ -381,6 +387,26 @@ func (x *PointerIndex) compactLocked() error {
 	x.dirDirty = true
 	_, err = f.Seek(0, io.SeekEnd)
 	return err
+}
+
+// RemovePointerFile deletes the pointer file in dir, if there is one, and
+// syncs the directory, so that none of its pointers comes back after a
+// crash. A replica that becomes follower calls it: its log may be
+// truncated and rewritten under a later leader epoch, and a pointer file
+// left by an earlier run (not open yet after a restart) would otherwise
+// outlive that.
+func RemovePointerFile(dir string) error {
+	err := os.Remove(filepath.Join(dir, PointerFileName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("wal: remove pointer file: %w", err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("wal: remove pointer file: sync directory: %w", err)
+	}
+	return nil
 }
 
 func syncDir(dir string) error {

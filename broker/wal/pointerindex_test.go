@@ -251,3 +251,30 @@ func FuzzPointerIndexOpen(f *testing.F) {
 		}
 	})
 }
+
+// TestRemovePointerFile: a removed pointer file opens empty, and removing
+// a file that is not there is no error.
+func TestRemovePointerFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := wal.RemovePointerFile(dir); err != nil {
+		t.Fatalf("no file: %v", err)
+	}
+	x := openIndex(t, dir, 0)
+	if err := x.Add(ptr(0, 0, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := wal.RemovePointerFile(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, wal.PointerFileName)); !os.IsNotExist(err) {
+		t.Fatalf("pointer file after RemovePointerFile: %v", err)
+	}
+	x = openIndex(t, dir, 0)
+	defer x.Close()
+	if n := x.Len(); n != 0 {
+		t.Fatalf("reopened index holds %d pointers, want 0", n)
+	}
+}
