@@ -145,10 +145,15 @@ func (m *Manager) Close() {
 // from, zones).
 func (m *Manager) SetBrokers(brokers map[int32]meta.BrokerInfo) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.brokers = brokers
 	for _, f := range m.fetchers {
 		f.poke()
+	}
+	m.mu.Unlock()
+	// A broker that left may be in ISRs still: deletion stops waiting
+	// for it now, not when the ISR shrinks.
+	for _, p := range m.partitions() {
+		m.walWaitFor(p)
 	}
 }
 
@@ -198,12 +203,18 @@ func (m *Manager) Apply(p *Partition, kind meta.ChangeKind, st meta.PartitionSta
 	m.mu.Unlock()
 	switch kind {
 	case meta.BecomeLeader:
+		if m.wal != nil {
+			// Before the first append of this leadership can be uploaded.
+			m.wal.tracker.Lead(p.TP.Topic, p.TP.Partition, st.LeaderEpoch)
+		}
 		p.becomeLeader(st)
 		if m.wal != nil {
 			p.mu.Lock()
 			p.wal = m.wal
 			p.openWALLocked()
 			p.mu.Unlock()
+			m.wal.tracker.LogStart(p.TP.Topic, p.TP.Partition, p.Log.StartOffset())
+			m.walWaitFor(p)
 		}
 		m.cfg.Log.V(1).Info("became leader", "partition", p.TP, "epoch", st.LeaderEpoch, "isr", st.ISR, "leo", p.Log.EndOffset())
 		m.RequestISRCheck()
@@ -214,7 +225,7 @@ func (m *Manager) Apply(p *Partition, kind meta.ChangeKind, st meta.PartitionSta
 		}
 		m.cfg.Log.V(1).Info("became follower", "partition", p.TP, "leader", st.Leader, "epoch", st.LeaderEpoch, "leo", p.Log.EndOffset())
 		if st.Leader != meta.NoLeader && st.Leader != m.cfg.NodeID {
-			m.fetcherFor(st.Leader).poke()
+			m.wakeFetcher(st.Leader)
 		}
 	case meta.UpdateState:
 		if p.Role() == RoleNone {
@@ -227,8 +238,28 @@ func (m *Manager) Apply(p *Partition, kind meta.ChangeKind, st meta.PartitionSta
 			return
 		}
 		p.adopt(st)
+		m.walWaitFor(p)
 		m.RequestISRCheck()
 	}
+}
+
+// walWaitFor tells the deletion tracker which followers of a led
+// partition its objects wait for: the ISR's registered members. A dead
+// or lagging replica (unregistered, or out of the ISR) would otherwise
+// keep every object until wal.retention.ms; when it fetches again it
+// downloads what is left and gets the rest inline.
+func (m *Manager) walWaitFor(p *Partition) {
+	if m.wal == nil || p.Role() != RoleLeader {
+		return
+	}
+	st := p.State()
+	var wait []int32
+	for _, r := range st.ISR {
+		if r != m.cfg.NodeID && m.registered(r) {
+			wait = append(wait, r)
+		}
+	}
+	m.wal.tracker.WaitFor(p.TP.Topic, p.TP.Partition, wait)
 }
 
 // Remove stops replicating a partition (StopReplica, DeletePartition).
@@ -238,7 +269,16 @@ func (m *Manager) Remove(tp meta.TopicPartition) {
 	delete(m.parts, tp)
 	m.mu.Unlock()
 	if p != nil {
+		leader := p.State().Leader
 		p.stop()
+		// Its fetcher, if it has nothing else to fetch, retires now
+		// rather than after its long poll.
+		m.pokeFetcher(leader)
+	}
+	if m.wal != nil {
+		// Its chunks need nothing more from us (and a late upload of it
+		// tracks nothing: the tracker only tracks led partitions).
+		m.wal.tracker.Release(tp.Topic, tp.Partition)
 	}
 }
 
