@@ -78,8 +78,11 @@ type Tracker struct {
 	mu      sync.Mutex
 	objects map[objectID]*trackedObject
 	byAge   ageHeap
-	ready   map[*trackedObject]struct{}
-	parts   map[tp]*partTrack
+	// ready holds the objects whose pending count reached 0 (and maybe
+	// some that went up again since: Collect skips them). A slice, not a
+	// map: iterating a map costs its peak size, not its entries.
+	ready []*trackedObject
+	parts map[tp]*partTrack
 	// visits counts the chunks and objects examined, for tests of the
 	// cost (export_test.go).
 	visits int64
@@ -93,6 +96,8 @@ type trackedObject struct {
 	// pending counts the (chunk, replica waited for) pairs not satisfied
 	// yet; 0: the object is in the ready set.
 	pending int
+	inReady bool // in Tracker.ready
+	removed bool
 	entries []*chunkEntry
 	heapIdx int
 }
@@ -167,7 +172,6 @@ func NewTracker(retention time.Duration) *Tracker {
 	return &Tracker{
 		retention: retention,
 		objects:   map[objectID]*trackedObject{},
-		ready:     map[*trackedObject]struct{}{},
 		parts:     map[tp]*partTrack{},
 	}
 }
@@ -247,16 +251,21 @@ func (t *Tracker) Add(bucket, key string, created time.Time, needs []ChunkNeed) 
 		pt.insert(e)
 	}
 	if o.pending == 0 {
-		t.ready[o] = struct{}{}
+		t.markReadyLocked(o)
+	}
+}
+
+func (t *Tracker) markReadyLocked(o *trackedObject) {
+	if !o.inReady {
+		o.inReady = true
+		t.ready = append(t.ready, o)
 	}
 }
 
 func (t *Tracker) pendingLocked(o *trackedObject, d int) {
 	o.pending += d
 	if o.pending == 0 {
-		t.ready[o] = struct{}{}
-	} else {
-		delete(t.ready, o)
+		t.markReadyLocked(o)
 	}
 }
 
@@ -390,11 +399,21 @@ func (t *Tracker) Collect(now time.Time) []Deletion {
 		out = append(out, o)
 		t.removeLocked(o)
 	}
-	for o := range t.ready {
+	for i, o := range t.ready {
 		t.visits++
+		t.ready[i] = nil
+		o.inReady = false
+		if o.removed || o.pending != 0 {
+			continue
+		}
 		reason[o] = ReasonReplicated
 		out = append(out, o)
 		t.removeLocked(o)
+	}
+	if cap(t.ready) > 4096 {
+		t.ready = nil // after a burst: give the memory back
+	} else {
+		t.ready = t.ready[:0]
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].created.Equal(out[j].created) {
@@ -413,7 +432,7 @@ func (t *Tracker) Collect(now time.Time) []Deletion {
 func (t *Tracker) removeLocked(o *trackedObject) {
 	heap.Remove(&t.byAge, o.heapIdx)
 	delete(t.objects, o.id)
-	delete(t.ready, o)
+	o.removed = true
 	for _, e := range o.entries {
 		if e.dead {
 			continue
