@@ -38,6 +38,11 @@ func TestFetcherRetires(t *testing.T) {
 	gone := func(how string) {
 		t.Helper()
 		// Leader 2 is not registered: the fetcher is retrying with backoff.
+		// Polled with a deadline: a loaded machine may take its time.
+		deadline := time.Now().Add(10 * time.Second)
+		for fetchers() != 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
 		if err := goleak.Find(base); err != nil {
 			t.Fatalf("%s: the fetcher of broker 2 is still running: %v", how, err)
 		}
