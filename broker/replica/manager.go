@@ -248,13 +248,23 @@ func (m *Manager) Apply(p *Partition, kind meta.ChangeKind, st meta.PartitionSta
 // or lagging replica (unregistered, or out of the ISR) would otherwise
 // keep every object until wal.retention.ms; when it fetches again it
 // downloads what is left and gets the rest inline.
+//
+// Under p.mu, so that of two concurrent calls (an ISR update and a
+// registration change) the one that reaches the tracker last read the
+// latest ISR and registrations, never a stale set that would stand until
+// the next change. Lock order: p.mu, then m.mu (registered), then the
+// tracker's.
 func (m *Manager) walWaitFor(p *Partition) {
-	if m.wal == nil || p.Role() != RoleLeader {
+	if m.wal == nil {
 		return
 	}
-	st := p.State()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != RoleLeader {
+		return
+	}
 	var wait []int32
-	for _, r := range st.ISR {
+	for _, r := range p.state.ISR {
 		if r != m.cfg.NodeID && m.registered(r) {
 			wait = append(wait, r)
 		}
