@@ -128,3 +128,28 @@ func TestLateUploadAfterRelease(t *testing.T) {
 		return tr.Len() == 0 && tr.Partitions() == 0 && len(objs) == 0
 	})
 }
+
+// TestWALUnregisteredReplicaNotWaited (issue #10 item 3): a follower whose
+// broker is no longer registered (killed: its lease expired, the ISR not
+// shrunk yet) does not hold the leader's objects back; once the other
+// in-sync follower has them they are deleted.
+func TestWALUnregisteredReplicaNotWaited(t *testing.T) {
+	mem := objstore.NewMem("wal-a")
+	m := walManager(t, mem)
+	p := NewPartition(tp, openLog(t), 1, nil)
+	st := meta.PartitionState{Leader: 1, LeaderEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}
+	m.Apply(p, meta.BecomeLeader, st)
+	m.SetBrokers(map[int32]meta.BrokerInfo{1: {}, 2: {}}) // broker 3 is gone
+	if _, _, err := p.AppendAsLeader(batch(t, "a")); err != nil {
+		t.Fatal(err)
+	}
+	tr := m.wal.tracker
+	waitFor(t, func() bool { return tr.Len() == 1 })
+	if _, err := m.ServeReplicaFetch(p, 2, p.Log.EndOffset(), p.Log.LatestEpoch(), 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		objs, _ := mem.List(context.Background(), "wal/")
+		return tr.Len() == 0 && len(objs) == 0
+	})
+}
