@@ -20,8 +20,9 @@ import (
 // object store the broker subprocesses talk to: it adds latency to PUTs,
 // holds the PUTs of a bucket until released (uploads "in flight" for as
 // long as the test wants, e.g. across a SIGKILL or SIGSTOP of the
-// uploader), counts requests and bytes per bucket, and records the bodies
-// of PUTs while asked to.
+// uploader), holds the object GETs of a bucket (a hanging download),
+// counts requests and bytes per bucket, and records the bodies of PUTs
+// while asked to.
 //
 // Requests are forwarded unchanged (method, path, query, headers, Host,
 // body), so SigV4 signatures made for the proxy's address stay valid.
@@ -41,7 +42,9 @@ type S3Proxy struct {
 	stats      map[string]*S3BucketStats
 	recording  map[string]bool
 	recorded   []S3Put
-	getsOf     map[string]int // "bucket/key" -> answered GETs
+	getsOf     map[string]int           // "bucket/key" -> answered GETs
+	getHold    map[string]chan struct{} // bucket -> closed on ReleaseGets
+	heldGets   map[string]int           // bucket -> GETs held so far
 	wg         sync.WaitGroup
 }
 
@@ -85,6 +88,8 @@ func StartS3Proxy(t testing.TB, endpoint string) *S3Proxy {
 		stats:     map[string]*S3BucketStats{},
 		recording: map[string]bool{},
 		getsOf:    map[string]int{},
+		getHold:   map[string]chan struct{}{},
+		heldGets:  map[string]int{},
 	}
 	p.srv = &http.Server{Handler: http.HandlerFunc(p.serve), ReadHeaderTimeout: 10 * time.Second}
 	p.wg.Add(1)
@@ -124,6 +129,35 @@ func (p *S3Proxy) Release(bucket string) {
 		close(ch)
 		delete(p.hold, bucket)
 	}
+}
+
+// HoldGets makes every object GET of bucket wait (after reaching the
+// proxy) until ReleaseGets(bucket) or until its client gives up (then it
+// is never forwarded): a bucket whose downloads hang.
+func (p *S3Proxy) HoldGets(bucket string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.getHold[bucket] == nil {
+		p.getHold[bucket] = make(chan struct{})
+	}
+}
+
+// ReleaseGets forwards the held GETs of bucket whose clients still wait,
+// and stops holding new ones.
+func (p *S3Proxy) ReleaseGets(bucket string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ch := p.getHold[bucket]; ch != nil {
+		close(ch)
+		delete(p.getHold, bucket)
+	}
+}
+
+// HeldGets is the number of GETs of bucket held so far (since the start).
+func (p *S3Proxy) HeldGets(bucket string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.heldGets[bucket]
 }
 
 // Held is the number of PUTs to bucket waiting for Release now.
@@ -170,6 +204,10 @@ func (p *S3Proxy) close() {
 	for b, ch := range p.hold {
 		close(ch)
 		delete(p.hold, b)
+	}
+	for b, ch := range p.getHold {
+		close(ch)
+		delete(p.getHold, b)
 	}
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -228,6 +266,22 @@ func (p *S3Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		if latency > 0 {
 			t := time.NewTimer(latency) // injected latency, not synchronisation
 			<-t.C
+		}
+	}
+
+	if r.Method == http.MethodGet && key != "" {
+		p.mu.Lock()
+		hold := p.getHold[bucket]
+		if hold != nil {
+			p.heldGets[bucket]++
+		}
+		p.mu.Unlock()
+		if hold != nil {
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+				return // the client gave up: nothing to answer
+			}
 		}
 	}
 

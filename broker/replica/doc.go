@@ -24,7 +24,9 @@
 // follower builds its own indexes, epoch cache and producer state),
 // truncates to the divergence point the leader returns, and takes the
 // leader's HWM (bounded by its own LEO), which lets it serve consumers in
-// its zone (KIP-392).
+// its zone (KIP-392). A fetcher with nothing left to fetch from its leader
+// retires (Manager.retire), so leaders no longer followed keep no
+// goroutine or connection.
 //
 // Locking: each Partition has one mutex that orders role changes, appends,
 // truncation and follower-state updates; the HWM is also kept in an atomic

@@ -100,15 +100,19 @@ func (s *fetchSessionState) answered(sessionID int32, named []fetchItem, forgott
 	}
 }
 
-// fetcherFor returns the fetcher of a leader, starting it if needed.
-func (m *Manager) fetcherFor(leader int32) *fetcher {
+// wakeFetcher wakes the fetcher of a leader, starting it if needed. The
+// poke happens under m.mu, so a fetcher retiring (retire) either sees it
+// and stays, or is gone from the map and a new one starts here.
+func (m *Manager) wakeFetcher(leader int32) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if f, ok := m.fetchers[leader]; ok {
-		return f
+		f.poke()
+		return
 	}
 	f := &fetcher{m: m, leader: leader, wake: make(chan struct{}, 1)}
 	m.fetchers[leader] = f
+	f.poke()
 	if !m.closed {
 		m.wg.Add(1)
 		go func() {
@@ -116,7 +120,31 @@ func (m *Manager) fetcherFor(leader int32) *fetcher {
 			f.run(m.ctx)
 		}()
 	}
-	return f
+}
+
+// pokeFetcher wakes the fetcher of a leader if there is one.
+func (m *Manager) pokeFetcher(leader int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f, ok := m.fetchers[leader]; ok {
+		f.poke()
+	}
+}
+
+// retire removes f from the manager when nothing woke it since it found
+// no partition to fetch: the caller then returns (closing its connection
+// and with it the leader's fetch session). A fetcher for a leader this
+// broker no longer follows would otherwise park forever.
+func (m *Manager) retire(f *fetcher) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(f.wake) > 0 {
+		return false
+	}
+	if m.fetchers[f.leader] == f {
+		delete(m.fetchers, f.leader)
+	}
+	return true
 }
 
 func (f *fetcher) poke() {
@@ -179,6 +207,9 @@ func (f *fetcher) run(ctx context.Context) {
 			items, suspended = nil, false
 		}
 		if len(items) == 0 {
+			if !suspended && f.m.retire(f) {
+				return
+			}
 			var timer *time.Timer
 			var tc <-chan time.Time
 			if suspended {

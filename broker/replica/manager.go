@@ -153,10 +153,15 @@ func (m *Manager) Close() {
 // from, zones).
 func (m *Manager) SetBrokers(brokers map[int32]meta.BrokerInfo) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.brokers = brokers
 	for _, f := range m.fetchers {
 		f.poke()
+	}
+	m.mu.Unlock()
+	// A broker that left may be in ISRs still: deletion stops waiting
+	// for it now, not when the ISR shrinks.
+	for _, p := range m.partitions() {
+		m.walWaitFor(p)
 	}
 }
 
@@ -278,6 +283,10 @@ func (m *Manager) Apply(p *Partition, kind meta.ChangeKind, st meta.PartitionSta
 	m.mu.Unlock()
 	switch kind {
 	case meta.BecomeLeader:
+		if m.wal != nil {
+			// Before the first append of this leadership can be uploaded.
+			m.wal.tracker.Lead(p.TP.Topic, p.TP.Partition, st.LeaderEpoch)
+		}
 		p.becomeLeader(st)
 		if m.wal != nil {
 			p.mu.Lock()
@@ -290,6 +299,8 @@ func (m *Manager) Apply(p *Partition, kind meta.ChangeKind, st meta.PartitionSta
 			case stale > 0:
 				m.cfg.Log.Info("dropped WAL pointers the log no longer holds at their epoch", "partition", p.TP, "pointers", stale)
 			}
+			m.wal.tracker.LogStart(p.TP.Topic, p.TP.Partition, p.Log.StartOffset())
+			m.walWaitFor(p)
 		}
 		m.cfg.Log.V(1).Info("became leader", "partition", p.TP, "epoch", st.LeaderEpoch, "isr", st.ISR, "leo", p.Log.EndOffset())
 		m.RequestISRCheck()
@@ -308,7 +319,7 @@ func (m *Manager) Apply(p *Partition, kind meta.ChangeKind, st meta.PartitionSta
 		}
 		m.cfg.Log.V(1).Info("became follower", "partition", p.TP, "leader", st.Leader, "epoch", st.LeaderEpoch, "leo", p.Log.EndOffset())
 		if st.Leader != meta.NoLeader && st.Leader != m.cfg.NodeID {
-			m.fetcherFor(st.Leader).poke()
+			m.wakeFetcher(st.Leader)
 		}
 	case meta.UpdateState:
 		if p.Role() == RoleNone {
@@ -321,8 +332,38 @@ func (m *Manager) Apply(p *Partition, kind meta.ChangeKind, st meta.PartitionSta
 			return
 		}
 		p.adopt(st)
+		m.walWaitFor(p)
 		m.RequestISRCheck()
 	}
+}
+
+// walWaitFor tells the deletion tracker which followers of a led
+// partition its objects wait for: the ISR's registered members. A dead
+// or lagging replica (unregistered, or out of the ISR) would otherwise
+// keep every object until wal.retention.ms; when it fetches again it
+// downloads what is left and gets the rest inline.
+//
+// Under p.mu, so that of two concurrent calls (an ISR update and a
+// registration change) the one that reaches the tracker last read the
+// latest ISR and registrations, never a stale set that would stand until
+// the next change. Lock order: p.mu, then m.mu (registration), then the
+// tracker's.
+func (m *Manager) walWaitFor(p *Partition) {
+	if m.wal == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != RoleLeader {
+		return
+	}
+	var wait []int32
+	for _, r := range p.state.ISR {
+		if _, ok := m.registration(r); ok && r != m.cfg.NodeID {
+			wait = append(wait, r)
+		}
+	}
+	m.wal.tracker.WaitFor(p.TP.Topic, p.TP.Partition, wait)
 }
 
 // Remove stops replicating a partition (StopReplica, DeletePartition).
@@ -332,7 +373,16 @@ func (m *Manager) Remove(tp meta.TopicPartition) {
 	delete(m.parts, tp)
 	m.mu.Unlock()
 	if p != nil {
+		leader := p.State().Leader
 		p.stop()
+		// Its fetcher, if it has nothing else to fetch, retires now
+		// rather than after its long poll.
+		m.pokeFetcher(leader)
+	}
+	if m.wal != nil {
+		// Its chunks need nothing more from us (and a late upload of it
+		// tracks nothing: the tracker only tracks led partitions).
+		m.wal.tracker.Release(tp.Topic, tp.Partition)
 	}
 }
 

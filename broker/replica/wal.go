@@ -72,9 +72,19 @@ type WALConfig struct {
 	// Stores returns the store of a bucket a leader's pointer names
 	// (downloads). Nil: this broker never asks for pointers.
 	Stores func(bucket string) (objstore.Store, error)
+	// DownloadTimeout is wal.download.timeout.ms, the budget of one fetch
+	// round's downloads (default 1 s): ranges not downloaded by then are
+	// fetched inline, so a hanging bucket cannot stall the partitions
+	// fetched from a leader (wal.DownloaderConfig.Timeout).
+	DownloadTimeout time.Duration
 	// Clock defaults to the wall clock.
 	Clock wal.Clock
 }
+
+// DefaultDownloadTimeout is the default of wal.download.timeout.ms: like
+// InlineAfter on the leader side, a slow bucket delays a follower by
+// about this much at most, far below replica.lag.time.max.ms.
+const DefaultDownloadTimeout = time.Second
 
 // walRep is a Manager's WAL state.
 type walRep struct {
@@ -114,6 +124,9 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 	if cfg.InlineAfter <= 0 {
 		cfg.InlineAfter = time.Second
 	}
+	if cfg.DownloadTimeout <= 0 {
+		cfg.DownloadTimeout = DefaultDownloadTimeout
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = wal.RealClock{}
 	}
@@ -127,7 +140,7 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 		w.inlineBy[r] = w.inline.WithLabelValues(r)
 	}
 	if cfg.Stores != nil {
-		w.down = wal.NewDownloader(wal.DownloaderConfig{Store: cfg.Stores})
+		w.down = wal.NewDownloader(wal.DownloaderConfig{Store: cfg.Stores, Timeout: cfg.DownloadTimeout})
 	}
 	up, err := wal.NewUploader(wal.UploaderConfig{
 		Store: cfg.Store, Cluster: cfg.Cluster, Zone: cfg.Zone, BrokerID: m.cfg.NodeID, Incarnation: cfg.Incarnation,
@@ -157,7 +170,11 @@ func (m *Manager) WALCollectors() []prometheus.Collector {
 	if m.wal == nil {
 		return nil
 	}
-	return []prometheus.Collector{wal.NewUploaderCollector(m.wal.up), m.wal.inline}
+	cs := []prometheus.Collector{wal.NewUploaderCollector(m.wal.up), m.wal.inline}
+	if m.wal.down != nil {
+		cs = append(cs, wal.NewDownloaderCollector(m.wal.down))
+	}
+	return cs
 }
 
 // CountWALInline records n record bytes served inline to a replica fetch

@@ -264,10 +264,10 @@ func TestWALSteadyLoadWaitsForUploads(t *testing.T) {
 	for i := 1; i <= steps; i++ {
 		produce(i) // pending in the next object, behind the one in flight
 		off := follower.EndOffset()
-		if _, err := m.ServeReplicaFetch(leader, 2, off, 1, 1); err != nil {
+		if _, err := m.ServeReplicaFetch(leader, 2, -1, off, 1, 1); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := m.ServeReplicaFetch(leader, 3, 0, 1, 1); err != nil { // stuck
+		if _, err := m.ServeReplicaFetch(leader, 3, -1, 0, 1, 1); err != nil { // stuck
 			t.Fatal(err)
 		}
 		if plan := m.PlanWALFetch(leader, off, 1<<20); plan.Reason != "" || len(plan.Pointers) > 0 {
@@ -294,9 +294,9 @@ func TestWALSteadyLoadWaitsForUploads(t *testing.T) {
 		m.wal.up.Flush() // the next object goes in flight
 		clk.add(step)
 	}
-	_, proposed, changed := leader.proposeISR(lag, func(int32) bool { return true })
+	_, proposed, changed := leader.proposeISR(lag, func(int32) (int64, bool) { return 0, true })
 	if changed {
-		leader.isrDone()
+		leader.isrDone(false)
 	}
 	if !changed || !slices.Equal(proposed.ISR, []int32{1, 2}) {
 		t.Fatalf("after %v: proposed ISR %v (change %v), want [1 2]: follower 2 waited only for uploads, follower 3 fetched nothing", time.Duration(steps)*step, proposed.ISR, changed)
@@ -375,7 +375,7 @@ func TestWALProgressResetOnLowerLEO(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m.wal.tracker.Add("wal-a", "obj-"+tc.name, time.Now(), needs)
-			if _, err := m.ServeReplicaFetch(p, 2, 10, 1, st.LeaderEpoch); err != nil {
+			if _, err := m.ServeReplicaFetch(p, 2, -1, 10, 1, st.LeaderEpoch); err != nil {
 				t.Fatal(err)
 			}
 			if tc.newLeadership {
@@ -383,14 +383,14 @@ func TestWALProgressResetOnLowerLEO(t *testing.T) {
 				st.PartitionEpoch++
 				m.Apply(p, meta.BecomeLeader, st)
 			}
-			if _, err := m.ServeReplicaFetch(p, 2, 5, 1, st.LeaderEpoch); err != nil {
+			if _, err := m.ServeReplicaFetch(p, 2, -1, 5, 1, st.LeaderEpoch); err != nil {
 				t.Fatal(err)
 			}
 			if got := m.wal.tracker.Collect(time.Now()); len(got) != 0 {
 				t.Fatalf("deletable: %v; follower 2 is back at offset 5 and needs offsets 5-9 again", got)
 			}
 			// It catches up: now the object may go.
-			if _, err := m.ServeReplicaFetch(p, 2, 10, 1, st.LeaderEpoch); err != nil {
+			if _, err := m.ServeReplicaFetch(p, 2, -1, 10, 1, st.LeaderEpoch); err != nil {
 				t.Fatal(err)
 			}
 			if got := m.wal.tracker.Collect(time.Now()); len(got) != 1 {

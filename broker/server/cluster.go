@@ -64,6 +64,9 @@ type WALConfig struct {
 	UploadInterval time.Duration
 	MaxObjectBytes int
 	Retention      time.Duration
+	// DownloadTimeout is wal.download.timeout.ms: the budget of a
+	// follower's downloads per fetch round (0: replica's default, 1 s).
+	DownloadTimeout time.Duration
 	// WrapStore, when set, wraps every bucket client (fault injection:
 	// strata dev's --s3-put-latency/--s3-get-latency, tests).
 	WrapStore func(objstore.Store) objstore.Store
@@ -156,6 +159,7 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 	err = replicas.EnableWAL(replica.WALConfig{
 		Store: own, Cluster: cluster, Zone: base.Zone, Incarnation: uint64(time.Now().UnixNano()),
 		MaxObjectBytes: wc.MaxObjectBytes, UploadInterval: wc.UploadInterval, Retention: wc.Retention,
+		DownloadTimeout: wc.DownloadTimeout,
 		Stores: func(bucket string) (objstore.Store, error) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -109,7 +109,7 @@ var processKeys = map[string]bool{
 	"auto.leader.rebalance.enable": true,
 	"wal.enable":                   true, "wal.bucket.name": true, "wal.bucket.region": true, "wal.bucket.endpoint": true,
 	"wal.bucket.force.path.style": true, "wal.bucket.type": true, "wal.upload.interval.ms": true, "wal.object.max.bytes": true,
-	"wal.retention.ms": true, "wal.enabled": true,
+	"wal.retention.ms": true, "wal.download.timeout.ms": true, "wal.enabled": true,
 	"wal.bucket.resource": true, "wal.bucket.credentials.source": true, "wal.bucket.credentials.secret": true,
 }
 
@@ -340,7 +340,7 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 			cfg.Cluster.WAL.Bucket.Endpoint = v
 		case k == "wal.bucket.type":
 			cfg.Cluster.WAL.Bucket.Type = v
-		case k == "wal.upload.interval.ms" || k == "wal.retention.ms" || k == "wal.object.max.bytes":
+		case k == "wal.upload.interval.ms" || k == "wal.retention.ms" || k == "wal.object.max.bytes" || k == "wal.download.timeout.ms":
 			n, err := strconv.ParseInt(v, 10, 32)
 			if err != nil || n < 1 {
 				return nil, bad(fmt.Errorf("want a positive number"))
@@ -350,6 +350,8 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				cfg.Cluster.WAL.UploadInterval = time.Duration(n) * time.Millisecond
 			case "wal.retention.ms":
 				cfg.Cluster.WAL.Retention = time.Duration(n) * time.Millisecond
+			case "wal.download.timeout.ms":
+				cfg.Cluster.WAL.DownloadTimeout = time.Duration(n) * time.Millisecond
 			default:
 				cfg.Cluster.WAL.MaxObjectBytes = int(n)
 			}

@@ -133,6 +133,9 @@ func TestApplySettingsCluster(t *testing.T) {
 			return c.Cluster.Replica.LagTimeMax == 1500*time.Millisecond && c.Cluster.Replica.FetchMaxWait == 100*time.Millisecond &&
 				c.Cluster.SessionTimeout == 4*time.Second && c.Broker.DefaultReplicationFactor == 3 && c.Cluster.Controller.AutoLeaderRebalance
 		}},
+		{"WAL timings", map[string]string{"wal.retention.ms": "60000", "wal.download.timeout.ms": "250"}, func(c Config) bool {
+			return c.Cluster.WAL.Retention == time.Minute && c.Cluster.WAL.DownloadTimeout == 250*time.Millisecond
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,6 +148,12 @@ func TestApplySettingsCluster(t *testing.T) {
 				t.Fatalf("config = %+v", c)
 			}
 		})
+	}
+	for _, bad := range []string{"0", "-1", "soon"} {
+		c := DefaultConfig()
+		if _, err := ApplySettings(&c, map[string]string{"wal.download.timeout.ms": bad}); err == nil {
+			t.Fatalf("wal.download.timeout.ms=%s accepted", bad)
+		}
 	}
 	t.Setenv("POD_NAME", "no-ordinal")
 	c := DefaultConfig()

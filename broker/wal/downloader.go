@@ -7,6 +7,10 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/record"
@@ -18,6 +22,11 @@ var ErrObjectMissing = errors.New("wal: object missing")
 // ErrBadPointer means a pointer cannot be valid (empty or negative range,
 // offsets out of order); nothing is fetched for it.
 var ErrBadPointer = errors.New("wal: invalid pointer")
+
+// ErrDownloadTimeout means a range was not downloaded within the
+// download budget (DownloaderConfig.Timeout, wal.download.timeout.ms):
+// the GET was abandoned and the follower fetches the range inline.
+var ErrDownloadTimeout = errors.New("wal: download budget exceeded")
 
 // RangeError is the failure of exactly one pointer's range; the follower
 // fetches those offsets inline from the leader instead.
@@ -39,11 +48,37 @@ type DownloaderConfig struct {
 	// MaxMergeGap merges ranges of one object separated by at most this
 	// many bytes into one GET (default 0: only adjacent ranges).
 	MaxMergeGap int64
+	// Timeout is the budget of one Fetch call (wal.download.timeout.ms;
+	// 0: none). GETs still running when it ends are abandoned and their
+	// ranges fail with ErrDownloadTimeout, so a hanging or slow bucket
+	// delays a follower's fetch round by at most this much instead of the
+	// store's call timeout (several seconds, during which every partition
+	// fetched from that leader stalls).
+	Timeout time.Duration
 }
 
 // Downloader fetches the ranges pointers name, verifies them and returns
 // their record batches. Safe for concurrent use.
-type Downloader struct{ cfg DownloaderConfig }
+type Downloader struct {
+	cfg      DownloaderConfig
+	gets     atomic.Int64
+	timeouts atomic.Int64
+}
+
+// DownloaderStats counts a Downloader's GETs.
+type DownloaderStats struct {
+	// Gets is the number of GETs started; TimedOut those abandoned at the
+	// download budget.
+	Gets, TimedOut int64
+}
+
+// Stats returns the downloader's counters.
+func (d *Downloader) Stats() DownloaderStats {
+	return DownloaderStats{Gets: d.gets.Load(), TimedOut: d.timeouts.Load()}
+}
+
+// errBudget is the cause of a Fetch context whose budget ran out.
+var errBudget = errors.New("download budget")
 
 // NewDownloader returns a Downloader.
 func NewDownloader(cfg DownloaderConfig) *Downloader {
@@ -94,6 +129,11 @@ func planGets(ptrs []Pointer, maxGap int64) []getRange {
 // (record.CheckFrame, contiguous offsets, leader epoch); a range that
 // fails gets a *RangeError and no batches, the others are unaffected.
 func (d *Downloader) Fetch(ctx context.Context, ptrs []Pointer) []Fetched {
+	if d.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, d.cfg.Timeout, errBudget)
+		defer cancel()
+	}
 	sorted := append([]Pointer(nil), ptrs...)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		a, b := sorted[i], sorted[j]
@@ -167,9 +207,15 @@ func (d *Downloader) fetchOne(ctx context.Context, g getRange, out []Fetched) {
 		fail(err)
 		return
 	}
+	d.gets.Add(1)
 	data, err := store.Get(ctx, g.key, g.start, g.end-g.start)
-	if errors.Is(err, objstore.ErrNotFound) {
+	switch {
+	case err == nil:
+	case errors.Is(err, objstore.ErrNotFound):
 		err = fmt.Errorf("%w: %w", ErrObjectMissing, err)
+	case context.Cause(ctx) == errBudget:
+		d.timeouts.Add(1)
+		err = fmt.Errorf("%w (%v): %w", ErrDownloadTimeout, d.cfg.Timeout, err)
 	}
 	if err != nil {
 		fail(err)
@@ -207,4 +253,32 @@ func (p Pointer) validate() error {
 		return fmt.Errorf("%w: no object key", ErrBadPointer)
 	}
 	return nil
+}
+
+// DownloaderCollector exports a Downloader's Stats at scrape time.
+type DownloaderCollector struct {
+	d              *Downloader
+	gets, timeouts *prometheus.Desc
+}
+
+// NewDownloaderCollector returns a collector for d.
+func NewDownloaderCollector(d *Downloader) *DownloaderCollector {
+	return &DownloaderCollector{
+		d:        d,
+		gets:     prometheus.NewDesc("strata_wal_download_gets_total", "GETs of WAL object ranges a follower started.", nil, nil),
+		timeouts: prometheus.NewDesc("strata_wal_download_timeouts_total", "GETs of WAL object ranges abandoned at the download budget (wal.download.timeout.ms); their ranges were replicated inline.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *DownloaderCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.gets
+	ch <- c.timeouts
+}
+
+// Collect implements prometheus.Collector.
+func (c *DownloaderCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.d.Stats()
+	ch <- prometheus.MustNewConstMetric(c.gets, prometheus.CounterValue, float64(s.Gets))
+	ch <- prometheus.MustNewConstMetric(c.timeouts, prometheus.CounterValue, float64(s.TimedOut))
 }

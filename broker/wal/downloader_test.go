@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/wal"
@@ -226,4 +227,51 @@ func indexOf(ps []wal.Pointer, p wal.Pointer) int {
 		}
 	}
 	return -1
+}
+
+// TestDownloaderTimeout (issue #10 item 5): a GET that hangs is abandoned
+// at the download budget: its ranges fail with ErrDownloadTimeout (the
+// follower fetches them inline) and are counted, the other object's
+// ranges arrive, and Fetch returns instead of waiting for the store.
+func TestDownloaderTimeout(t *testing.T) {
+	hanging := objstore.NewFaulty(objstore.NewMem("slow"))
+	fine := objstore.NewMem("fine")
+	d := wal.NewDownloader(wal.DownloaderConfig{Timeout: time.Second, Store: func(bucket string) (objstore.Store, error) {
+		if bucket == "slow" {
+			return hanging, nil
+		}
+		return fine, nil
+	}})
+	slow := putObject(t, hanging, 1, []wal.ChunkInput{chunk(t, "t", 0, 1, 0, 1, 1)}, nil)
+	ok := putObject(t, fine, 2, []wal.ChunkInput{chunk(t, "t", 1, 1, 0, 1, 1)}, nil)
+	hanging.SetGetLatency(time.Hour) // until the GET's context ends
+
+	got := d.Fetch(context.Background(), append(slow, ok...))
+	if len(got) != 2 {
+		t.Fatalf("Fetch = %d results, want 2", len(got))
+	}
+	if !errors.Is(got[0].Err, wal.ErrDownloadTimeout) || got[0].Batches != nil {
+		t.Fatalf("hanging GET: %+v, want ErrDownloadTimeout and no batches", got[0])
+	}
+	var re *wal.RangeError
+	if !errors.As(got[0].Err, &re) || re.Pointer != slow[0] {
+		t.Fatalf("hanging GET: error %v does not name its pointer", got[0].Err)
+	}
+	if got[1].Err != nil || len(got[1].Batches) != 1 {
+		t.Fatalf("healthy object: %+v, want its batch", got[1])
+	}
+	if s := d.Stats(); s.TimedOut != 1 || s.Gets != 2 {
+		t.Fatalf("Stats = %+v, want 2 GETs, 1 timed out", s)
+	}
+
+	// The caller's own cancellation is not a timeout.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	got = d.Fetch(ctx, slow)
+	if got[0].Err == nil || errors.Is(got[0].Err, wal.ErrDownloadTimeout) {
+		t.Fatalf("cancelled Fetch: %v, want a failure that is not a timeout", got[0].Err)
+	}
+	if s := d.Stats(); s.TimedOut != 1 {
+		t.Fatalf("a cancelled Fetch counted as a timeout: %+v", s)
+	}
 }

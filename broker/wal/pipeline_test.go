@@ -34,6 +34,9 @@ func TestPipeline(t *testing.T) {
 		indexes[p] = x
 	}
 	tracker := wal.NewTracker(time.Hour)
+	for p := range int32(partitions) {
+		tracker.Lead("t", p, 1)
+	}
 	var mu sync.Mutex
 	var uploadErr error
 	u, err := wal.NewUploader(wal.UploaderConfig{
