@@ -362,7 +362,6 @@ func TestWALProgressResetOnLowerLEO(t *testing.T) {
 	if _, err := p.Log.AppendAsLeader(batch(t, values(10, "v")...), 1); err != nil {
 		t.Fatal(err)
 	}
-	needs := []wal.ChunkNeed{{Topic: tp.Topic, Partition: tp.Partition, LastOffset: 9, Replicas: []int32{2}}}
 
 	for _, tc := range []struct {
 		name string
@@ -374,7 +373,15 @@ func TestWALProgressResetOnLowerLEO(t *testing.T) {
 		{"first fetch of a new leadership", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m.wal.tracker.Add("wal-a", "obj-"+tc.name, time.Now(), needs)
+			add := func() {
+				// The tracker tracks chunks of the leadership's epoch; a
+				// new leadership forgets the previous one's.
+				needs := []wal.ChunkNeed{{Topic: tp.Topic, Partition: tp.Partition, LeaderEpoch: st.LeaderEpoch, LastOffset: 9, Replicas: []int32{2}}}
+				m.wal.tracker.Add("wal-a", "obj-"+tc.name, time.Now(), needs)
+			}
+			if !tc.newLeadership {
+				add()
+			}
 			if _, err := m.ServeReplicaFetch(p, 2, -1, 10, 1, st.LeaderEpoch); err != nil {
 				t.Fatal(err)
 			}
@@ -382,6 +389,7 @@ func TestWALProgressResetOnLowerLEO(t *testing.T) {
 				st.LeaderEpoch++
 				st.PartitionEpoch++
 				m.Apply(p, meta.BecomeLeader, st)
+				add()
 			}
 			if _, err := m.ServeReplicaFetch(p, 2, -1, 5, 1, st.LeaderEpoch); err != nil {
 				t.Fatal(err)
