@@ -23,7 +23,8 @@
 // follows there, appends what it gets with log.AppendAsFollower (so the
 // follower builds its own indexes, epoch cache and producer state),
 // truncates to the divergence point the leader returns, and takes the
-// leader's HWM (bounded by its own LEO), which lets it serve consumers in
+// leader's HWM (bounded by its own LEO) when it is higher than its own —
+// never lower, a new leader may lag — which lets it serve consumers in
 // its zone (KIP-392). A fetcher with nothing left to fetch from its leader
 // retires (Manager.retire), so leaders no longer followed keep no
 // goroutine or connection.

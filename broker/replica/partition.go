@@ -703,7 +703,10 @@ func (p *Partition) applyFetch(leader, epoch int32, res FetchResult, backoff tim
 			}
 		}
 	}
-	if h := min(res.HighWatermark, p.Log.EndOffset()); h >= 0 && h != p.hwm.Load() {
+	// Only upwards (Kafka's maybeUpdateHighWatermark): a new leader may
+	// not have learned the old leader's HWM yet, and a follower's HWM is
+	// what its consumers read up to (KIP-392). Truncation lowers it above.
+	if h := min(res.HighWatermark, p.Log.EndOffset()); h > p.hwm.Load() {
 		p.setHWMLocked(h)
 	} else if n > 0 {
 		p.wakeLocked()

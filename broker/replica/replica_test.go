@@ -391,3 +391,43 @@ func TestAcksAllAfterAppend(t *testing.T) {
 		t.Fatal("an older partition epoch was adopted")
 	}
 }
+
+// TestFollowerHWMNeverFalls: a follower takes its leader's high watermark
+// only when it is higher than its own (Kafka's maybeUpdateHighWatermark).
+// A new leader learns the old leader's high watermark late; a follower
+// that copied it served its consumers (KIP-392) a high watermark that
+// fell by seconds of writes (found by `strata chaos`, seed 4, WAL).
+func TestFollowerHWMNeverFalls(t *testing.T) {
+	f := NewPartition(tp, openLog(t), 2, nil)
+	st := meta.PartitionState{Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, ISR: []int32{1, 2, 3}}
+	f.becomeFollower(st)
+	leaderLog := openLog(t)
+	if _, err := leaderLog.AppendAsLeader(batch(t, values(10, "v")...), 1); err != nil {
+		t.Fatal(err)
+	}
+	rr, err := leaderLog.Read(0, 1<<20, leaderLog.EndOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.applyFetch(1, 1, FetchResult{Records: rr.Records, HighWatermark: 10}, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if h := f.HighWatermark(); h != 10 {
+		t.Fatalf("HWM %d after the leader's 10", h)
+	}
+	// A new leader (epoch 2) that has not learned the old HWM yet.
+	st.Leader, st.LeaderEpoch = 3, 2
+	f.becomeFollower(st)
+	if _, err := f.applyFetch(3, 2, FetchResult{HighWatermark: 4}, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if h := f.HighWatermark(); h != 10 {
+		t.Fatalf("HWM fell to %d when the new leader answered with 4; want it kept at 10", h)
+	}
+	if _, err := f.applyFetch(3, 2, FetchResult{HighWatermark: 10}, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if h := f.HighWatermark(); h != 10 {
+		t.Fatalf("HWM %d, want 10", h)
+	}
+}
