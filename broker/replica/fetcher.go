@@ -201,10 +201,12 @@ func (f *fetcher) run(ctx context.Context) {
 	backoff := f.m.cfg.Backoff
 	for ctx.Err() == nil {
 		items, suspended := f.items()
-		if !f.m.selfRegistered() {
+		if len(items) > 0 && !f.m.selfRegistered() {
 			// Leaders refuse fetches without this broker's current epoch
-			// (restart, lost lease): wait for SetBrokers to bring it.
-			items, suspended = nil, false
+			// (restart, lost lease): wait for SetBrokers to bring it (it
+			// pokes every fetcher). Suspended, not idle: an idle fetcher
+			// retires, and nothing would start it again.
+			items, suspended = nil, true
 		}
 		if len(items) == 0 {
 			if !suspended && f.m.retire(f) {
