@@ -168,8 +168,9 @@ type bucketFault struct {
 // proxy). It forwards requests unchanged, Host included, so SigV4
 // signatures made for the proxy's address stay valid.
 type s3Proxy struct {
-	srv *http.Server
-	ln  net.Listener
+	srv       *http.Server
+	ln        net.Listener
+	transport *http.Transport
 
 	mu    sync.Mutex
 	fault bucketFault
@@ -187,8 +188,9 @@ func startS3Proxy(endpoint string, seed uint64) (*s3Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3 proxy: %w", err)
 	}
-	p := &s3Proxy{ln: ln, rng: rand.New(rand.NewPCG(seed, 0xb0c4e7))}
+	p := &s3Proxy{ln: ln, rng: rand.New(rand.NewPCG(seed, 0xb0c4e7)), transport: http.DefaultTransport.(*http.Transport).Clone()}
 	rp := &httputil.ReverseProxy{
+		Transport: p.transport,
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
 			r.Out.Host = r.In.Host // signed by the client
@@ -214,6 +216,7 @@ func (p *s3Proxy) Close() {
 	if err := p.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		p.srv.Close()
 	}
+	p.transport.CloseIdleConnections()
 }
 
 func (p *s3Proxy) handler(next http.Handler) http.Handler {

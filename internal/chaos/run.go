@@ -434,25 +434,33 @@ func (c *cluster) createTopics(ctx context.Context, topics []string) error {
 // inSync reports whether every partition has a leader and ISR = replicas;
 // otherwise why not.
 func (c *cluster) inSync(ctx context.Context) (bool, string) {
+	ok, why, _ := c.inSyncReplicas(ctx)
+	return ok, why
+}
+
+// inSyncReplicas is inSync that also returns each partition's replicas.
+func (c *cluster) inSyncReplicas(ctx context.Context) (bool, string, map[TP][]int32) {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	td, err := c.adm.ListTopics(rctx, topicNames(c.o.Topics)...)
 	if err != nil {
-		return false, err.Error()
+		return false, err.Error(), nil
 	}
+	reps := map[TP][]int32{}
 	for _, tp := range c.tps {
 		pd, ok := td[tp.Topic].Partitions[tp.Partition]
 		if !ok {
-			return false, fmt.Sprintf("%s: not in metadata", tp)
+			return false, fmt.Sprintf("%s: not in metadata", tp), nil
 		}
 		if pd.Err != nil || pd.Leader < 0 {
-			return false, fmt.Sprintf("%s: no leader (%v)", tp, pd.Err)
+			return false, fmt.Sprintf("%s: no leader (%v)", tp, pd.Err), nil
 		}
 		if len(pd.ISR) != len(pd.Replicas) {
-			return false, fmt.Sprintf("%s: ISR %v of replicas %v", tp, pd.ISR, pd.Replicas)
+			return false, fmt.Sprintf("%s: ISR %v of replicas %v", tp, pd.ISR, pd.Replicas), nil
 		}
+		reps[tp] = pd.Replicas
 	}
-	return true, ""
+	return true, "", reps
 }
 
 // converge waits until every partition's ISR is all its replicas, the
@@ -468,13 +476,16 @@ func (c *cluster) converge(ctx context.Context, fetchers []*fetcher, limit time.
 		case err != nil:
 			why = err.Error()
 		default:
-			ok, w := c.inSync(ctx)
+			ok, w, reps := c.inSyncReplicas(ctx)
 			why = w
 			if ok {
 				stable := last != nil && maps(last, hwm)
 				behind := ""
 				for _, f := range fetchers {
 					for _, tp := range c.tps {
+						if !slices.Contains(reps[tp], f.b.id) {
+							continue // not a replica: it has nothing to serve
+						}
 						if p := f.position(tp); p < hwm[tp] && behind == "" {
 							behind = fmt.Sprintf("fetcher of broker %d at %d of %s, high watermark %d", f.b.id, p, tp, hwm[tp])
 						}

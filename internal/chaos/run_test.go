@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/strata-dev/strata/broker/brokertest"
 	"github.com/strata-dev/strata/internal/testutil/s3server"
 )
@@ -16,6 +18,12 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	brokertest.RemoveBinary()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 

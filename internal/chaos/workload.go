@@ -158,13 +158,17 @@ type fetcher struct {
 	tps  []TP
 	errs *errorCounts
 
-	mu       sync.Mutex
-	pos      map[TP]int64
-	obs      []Observation
-	lastHWM  map[hwmKey]int64
-	regress  []HWMRegression
-	requests int
-	stopped  chan struct{}
+	mu  sync.Mutex
+	pos map[TP]int64
+	// skipUntil rests partitions this broker does not hold (with more
+	// than one broker per zone, or after a reassignment): an error answer
+	// is immediate, and asking again at once would spin.
+	skipUntil map[TP]time.Time
+	obs       []Observation
+	lastHWM   map[hwmKey]int64
+	regress   []HWMRegression
+	requests  int
+	stopped   chan struct{}
 }
 
 type hwmKey struct {
@@ -184,7 +188,7 @@ func newFetcher(b *broker, addrs []string, tps []TP, errs *errorCounts) (*fetche
 	if err != nil {
 		return nil, err
 	}
-	f := &fetcher{b: b, cl: cl, tps: tps, errs: errs, pos: map[TP]int64{}, lastHWM: map[hwmKey]int64{}, stopped: make(chan struct{})}
+	f := &fetcher{b: b, cl: cl, tps: tps, errs: errs, pos: map[TP]int64{}, skipUntil: map[TP]time.Time{}, lastHWM: map[hwmKey]int64{}, stopped: make(chan struct{})}
 	return f, nil
 }
 
@@ -235,7 +239,11 @@ func (f *fetcher) request() *kmsg.FetchRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	byTopic := map[string]int{}
+	now := time.Now()
 	for _, tp := range f.tps {
+		if now.Before(f.skipUntil[tp]) {
+			continue
+		}
 		i, ok := byTopic[tp.Topic]
 		if !ok {
 			t := kmsg.NewFetchRequestTopic()
@@ -271,7 +279,11 @@ func (f *fetcher) handle(resp *kmsg.FetchResponse, inc int, sameIncarnation bool
 			rp := &t.Partitions[j]
 			tp := TP{t.Topic, rp.Partition}
 			if rp.ErrorCode != 0 {
-				f.errs.add(errorKind("fetch:", kerr.ErrorForCode(rp.ErrorCode)))
+				err := kerr.ErrorForCode(rp.ErrorCode)
+				f.errs.add(errorKind("fetch:", err))
+				if errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.UnknownTopicOrPartition) {
+					f.skipUntil[tp] = time.Now().Add(time.Second)
+				}
 				continue
 			}
 			if sameIncarnation && rp.HighWatermark >= 0 {
