@@ -175,8 +175,10 @@ type s3Proxy struct {
 	mu    sync.Mutex
 	fault bucketFault
 	rng   *rand.Rand
-	// injected counts requests answered by the proxy itself.
-	injected atomic.Int64
+	// requests counts every request; injected those answered by the
+	// proxy itself (outage, errors); forwardErrors those the server did
+	// not answer.
+	requests, injected, forwardErrors atomic.Int64
 }
 
 func startS3Proxy(endpoint string, seed uint64) (*s3Proxy, error) {
@@ -195,7 +197,12 @@ func startS3Proxy(endpoint string, seed uint64) (*s3Proxy, error) {
 			r.SetURL(target)
 			r.Out.Host = r.In.Host // signed by the client
 		},
-		ErrorLog: nil,
+		// A client that gave up (a killed broker, a cancelled GET) is
+		// not news; the broker sees its own error.
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) {
+			p.forwardErrors.Add(1)
+			w.WriteHeader(http.StatusBadGateway)
+		},
 	}
 	p.srv = &http.Server{Handler: p.handler(rp), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = p.srv.Serve(ln) }()
@@ -221,6 +228,7 @@ func (p *s3Proxy) Close() {
 
 func (p *s3Proxy) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.requests.Add(1)
 		p.mu.Lock()
 		f := p.fault
 		fail := f.fraction > 0 && p.rng.Float64() < f.fraction

@@ -131,11 +131,21 @@ type Result struct {
 	Unacknowledged int            `json:"unacknowledged"`
 	ErrorsSeen     map[string]int `json:"errors_seen"`
 	Converged      bool           `json:"converged"`
+	// BucketRequests counts, per zone bucket, the requests brokers sent
+	// through its proxy and those the proxy failed on purpose: the WAL
+	// path was really taken (and really hit).
+	BucketRequests map[string]BucketCount `json:"bucket_requests,omitempty"`
 	// Problems are harness-level failures (no convergence, unclean
 	// shutdown); any makes OK false.
 	Problems []string `json:"problems,omitempty"`
 	OK       bool     `json:"ok"`
 	Dir      string   `json:"dir,omitempty"`
+}
+
+// BucketCount is one zone bucket's traffic through its fault proxy.
+type BucketCount struct {
+	Requests int64 `json:"requests"`
+	Injected int64 `json:"injected_failures"`
 }
 
 // cluster is the running system under test.
@@ -264,6 +274,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		for _, id := range replicas[tp] {
 			h.Replicas[tp] = append(h.Replicas[tp], readReplica(filepath.Join(o.Dir, brokerDirName(id), fmt.Sprintf("%s-%d", tp.Topic, tp.Partition)), id, hwm[tp]))
 		}
+	}
+	for z, px := range c.s3Px {
+		if res.BucketRequests == nil {
+			res.BucketRequests = map[string]BucketCount{}
+		}
+		res.BucketRequests[z] = BucketCount{Requests: px.requests.Load(), Injected: px.injected.Load()}
 	}
 	res.Verdict = Check(h)
 	res.ErrorsSeen = errs.snapshot()

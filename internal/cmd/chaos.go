@@ -166,6 +166,18 @@ func printChaos(w io.Writer, r *chaos.Result) {
 	fmt.Fprintf(w, "  lost %d, misplaced %d, duplicated %d, out of order %d, phantom reads %d, divergent replicas %d, offset gaps %d, hwm regressions %d\n",
 		r.Lost, r.Misplaced, r.Duplicated, r.OutOfOrder, r.PhantomReads, r.DivergentReplicas, r.OffsetGaps, r.HWMRegressions)
 	fmt.Fprintf(w, "  converged   %v\n", r.Converged)
+	if len(r.BucketRequests) > 0 {
+		zones := make([]string, 0, len(r.BucketRequests))
+		for z := range r.BucketRequests {
+			zones = append(zones, z)
+		}
+		sort.Strings(zones)
+		var parts []string
+		for _, z := range zones {
+			parts = append(parts, fmt.Sprintf("%s=%d (%d failed on purpose)", z, r.BucketRequests[z].Requests, r.BucketRequests[z].Injected))
+		}
+		fmt.Fprintf(w, "  buckets     %s\n", strings.Join(parts, " "))
+	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "  problem: %s\n", p)
 	}
