@@ -59,6 +59,8 @@ type HWMRegression struct {
 	Broker      int32
 	Incarnation int
 	From, To    int64
+	// AtS is when the response arrived, in seconds from the start.
+	AtS float64
 }
 
 // History is everything the checker judges.
@@ -121,8 +123,27 @@ func Check(h History) Verdict {
 			v.Findings = append(v.Findings, kind+": "+fmt.Sprintf(format, args...))
 		}
 	}
+	// One finding per partition and broker incarnation: a replica stuck
+	// in a loop falls many times.
+	type incKey struct {
+		TP
+		broker int32
+		inc    int
+	}
+	var order []incKey
+	falls := map[incKey][]HWMRegression{}
 	for _, r := range h.HWMRegressions {
-		find("hwm_regression", "%s on broker %d (incarnation %d): high watermark %d after %d", r.TP, r.Broker, r.Incarnation, r.To, r.From)
+		k := incKey{r.TP, r.Broker, r.Incarnation}
+		if falls[k] == nil {
+			order = append(order, k)
+		}
+		falls[k] = append(falls[k], r)
+	}
+	for _, k := range order {
+		rs := falls[k]
+		first, last := rs[0], rs[len(rs)-1]
+		find("hwm_regression", "%s on broker %d (incarnation %d): high watermark %d after %d at t=%.1fs; fell %d times until t=%.1fs",
+			k.TP, k.broker, k.inc, first.To, first.From, first.AtS, len(rs), last.AtS)
 	}
 
 	tps := make([]TP, 0, len(h.Replicas))

@@ -108,8 +108,9 @@ func TestCheck(t *testing.T) {
 			h.Observations = nil
 		}, func(v Verdict) bool { return v.OffsetGaps == 3 && !v.OK() }, "offset 3 follows 1"},
 		{"hwm regression", func(h *History) {
-			h.HWMRegressions = []HWMRegression{{TP: tp0, Broker: 2, Incarnation: 1, From: 10, To: 7}}
-		}, func(v Verdict) bool { return v.HWMRegressions == 1 && !v.OK() }, "high watermark 7 after 10"},
+			h.HWMRegressions = []HWMRegression{{TP: tp0, Broker: 2, Incarnation: 1, From: 10, To: 7, AtS: 3}, {TP: tp0, Broker: 2, Incarnation: 1, From: 10, To: 9, AtS: 4.5}}
+		}, func(v Verdict) bool { return v.HWMRegressions == 2 && len(v.Findings) == 1 && !v.OK() },
+			"t/0 on broker 2 (incarnation 1): high watermark 7 after 10 at t=3.0s; fell 2 times until t=4.5s"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

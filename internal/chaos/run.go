@@ -200,8 +200,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	wctx, stopWorkload := context.WithCancel(ctx)
 	defer stopWorkload()
 	var fetchers []*fetcher
+	start := time.Now()
 	for _, b := range c.brokers {
-		f, err := newFetcher(b, c.addrs, c.tps, errs)
+		f, err := newFetcher(b, c.addrs, c.tps, errs, start)
 		if err != nil {
 			return nil, err
 		}
@@ -221,7 +222,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	n := &nemesis{c: c, res: res, log: o.Log, verbose: o.Verbose}
-	start := time.Now()
 	nemErr := n.run(ctx, start, schedule)
 	if rest := time.Until(start.Add(o.Duration)); rest > 0 && nemErr == nil {
 		wait(ctx, rest) // the workload's remaining time

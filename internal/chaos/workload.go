@@ -169,6 +169,7 @@ type fetcher struct {
 	regress   []HWMRegression
 	requests  int
 	stopped   chan struct{}
+	start     time.Time // of the workload, for the times of findings
 }
 
 type hwmKey struct {
@@ -176,7 +177,7 @@ type hwmKey struct {
 	incarnation int
 }
 
-func newFetcher(b *broker, addrs []string, tps []TP, errs *errorCounts) (*fetcher, error) {
+func newFetcher(b *broker, addrs []string, tps []TP, errs *errorCounts, start time.Time) (*fetcher, error) {
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(addrs...),
 		kgo.ClientID(fmt.Sprintf("chaos-fetcher-%d", b.id)),
@@ -188,7 +189,7 @@ func newFetcher(b *broker, addrs []string, tps []TP, errs *errorCounts) (*fetche
 	if err != nil {
 		return nil, err
 	}
-	f := &fetcher{b: b, cl: cl, tps: tps, errs: errs, pos: map[TP]int64{}, skipUntil: map[TP]time.Time{}, lastHWM: map[hwmKey]int64{}, stopped: make(chan struct{})}
+	f := &fetcher{b: b, cl: cl, tps: tps, errs: errs, pos: map[TP]int64{}, skipUntil: map[TP]time.Time{}, lastHWM: map[hwmKey]int64{}, stopped: make(chan struct{}), start: start}
 	return f, nil
 }
 
@@ -289,9 +290,10 @@ func (f *fetcher) handle(resp *kmsg.FetchResponse, inc int, sameIncarnation bool
 			if sameIncarnation && rp.HighWatermark >= 0 {
 				k := hwmKey{tp, inc}
 				if last, ok := f.lastHWM[k]; ok && rp.HighWatermark < last {
-					f.regress = append(f.regress, HWMRegression{TP: tp, Broker: f.b.id, Incarnation: inc, From: last, To: rp.HighWatermark})
+					f.regress = append(f.regress, HWMRegression{TP: tp, Broker: f.b.id, Incarnation: inc, From: last, To: rp.HighWatermark,
+						AtS: time.Since(f.start).Seconds()})
 				}
-				f.lastHWM[k] = max(f.lastHWM[k], rp.HighWatermark)
+				f.lastHWM[k] = rp.HighWatermark // each fall counts once
 			}
 			fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Offset: f.pos[tp], Topic: t.Topic, Partition: rp.Partition}, rp, dec, nil)
 			if fp.Err != nil {
