@@ -54,6 +54,13 @@ such as "the leader of chaos-1/2" are resolved when the fault fires).
 Exits non-zero when a check fails; the run's directory (broker data and
 logs) is then kept and printed.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Bad flags fail before anything is started or created.
+			if o.Replication != "wal" && o.Replication != "classic" {
+				return fmt.Errorf("--replication %q: want wal or classic", o.Replication)
+			}
+			if o.Duration < 15*time.Second {
+				return fmt.Errorf("--duration %v: at least 15s (5s warm-up, 5s cool-down)", o.Duration)
+			}
 			kinds, err := chaos.ParseKinds(faults)
 			if err != nil {
 				return err
