@@ -131,6 +131,9 @@ type Result struct {
 	Unacknowledged int            `json:"unacknowledged"`
 	ErrorsSeen     map[string]int `json:"errors_seen"`
 	Converged      bool           `json:"converged"`
+	// ConvergeS is how long convergence took after healing (bounded by
+	// two minutes).
+	ConvergeS float64 `json:"converge_s"`
 	// BucketRequests counts, per zone bucket, the requests brokers sent
 	// through its proxy and those the proxy failed on purpose: the WAL
 	// path was really taken (and really hit).
@@ -238,8 +241,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	fmt.Fprintf(o.Log, "chaos: waiting for convergence\n")
+	convergeStart := time.Now()
 	hwm, err := c.converge(ctx, fetchers, 2*time.Minute)
 	res.Converged = err == nil
+	res.ConvergeS = time.Since(convergeStart).Seconds()
 	if err != nil {
 		res.Problems = append(res.Problems, err.Error())
 	}

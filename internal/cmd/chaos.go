@@ -172,7 +172,7 @@ func printChaos(w io.Writer, r *chaos.Result) {
 	fmt.Fprintf(w, "  records     %d sent, %d acknowledged, %d not acknowledged, %d consumed\n", r.Sent, r.Acked, r.Unacknowledged, r.Consumed)
 	fmt.Fprintf(w, "  lost %d, misplaced %d, duplicated %d, out of order %d, phantom reads %d, divergent replicas %d, offset gaps %d, hwm regressions %d\n",
 		r.Lost, r.Misplaced, r.Duplicated, r.OutOfOrder, r.PhantomReads, r.DivergentReplicas, r.OffsetGaps, r.HWMRegressions)
-	fmt.Fprintf(w, "  converged   %v\n", r.Converged)
+	fmt.Fprintf(w, "  converged   %v (%.1fs after healing)\n", r.Converged, r.ConvergeS)
 	if len(r.BucketRequests) > 0 {
 		zones := make([]string, 0, len(r.BucketRequests))
 		for z := range r.BucketRequests {
