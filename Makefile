@@ -94,6 +94,17 @@ kustomize: $(KUSTOMIZE)
 fuzz: ## Fuzz the Kafka request decoder for FUZZTIME (default 2m).
 	go test ./broker/protocol -run '^$$' -fuzz FuzzDecodeRequest -fuzztime $${FUZZTIME:-2m}
 
+SEEDS       ?= 1 2 3
+DURATION    ?= 120s
+REPLICATION ?= wal
+
+.PHONY: chaos
+chaos: s3-server build ## Long `strata chaos` runs: make chaos SEEDS="1 2 3" DURATION=120s REPLICATION=wal [CHAOS_FLAGS=...]; fails if any run fails.
+	@fail=0; for seed in $(SEEDS); do \
+		echo "== strata chaos --seed $$seed --duration $(DURATION) --replication $(REPLICATION) $(CHAOS_FLAGS)"; \
+		STRATA_VERSITYGW=$(VERSITYGW) $(BIN)/strata chaos --seed $$seed --duration $(DURATION) --replication $(REPLICATION) --json $(CHAOS_FLAGS) || fail=1; \
+	done; exit $$fail
+
 .PHONY: bench
 bench: ## Go benchmarks of the broker.
 	go test ./broker/... -run '^$$' -bench . -benchmem

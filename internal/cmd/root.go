@@ -20,6 +20,7 @@ func NewRoot() *cobra.Command {
 		newDevCmd(),
 		newWALCmd(),
 		newBenchCmd(),
+		newChaosCmd(),
 	)
 	return root
 }

@@ -1,0 +1,94 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/strata-dev/strata/broker/brokertest"
+	"github.com/strata-dev/strata/internal/testutil/s3server"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	brokertest.RemoveBinary()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// TestChaosShort runs the real thing in short form: broker processes,
+// producers, consumers and the seed's nemesis, then the checks; every run
+// must come out ok. Seeds and durations as in `make test` (issue #10):
+// seed 1 and 2 with WAL replication, seed 3 classic. -short skips it.
+func TestChaosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: no chaos runs")
+	}
+	runs := []struct {
+		seed        int64
+		replication string
+	}{
+		{1, "wal"},
+		{3, "classic"},
+		{2, "wal"},
+	}
+	for _, r := range runs {
+		t.Run(fmt.Sprintf("%s-seed-%d", r.replication, r.seed), func(t *testing.T) {
+			o := Options{Seed: r.seed, Duration: 45 * time.Second, Replication: r.replication, Binary: brokertest.Binary(t), Dir: t.TempDir(),
+				Log: testWriter{t}, Verbose: true}
+			if r.replication == "wal" {
+				if _, err := s3server.Binary(); err != nil {
+					if os.Getenv("CI") != "" {
+						t.Fatalf("CI must run the WAL chaos runs: %v", err)
+					}
+					t.Skipf("WAL chaos run skipped: %v", err)
+				}
+				var buckets []string
+				for _, z := range []string{"a", "b", "c"} {
+					buckets = append(buckets, BucketPrefix+z)
+				}
+				srv := s3server.Start(t, buckets...)
+				o.S3 = &S3{Endpoint: srv.Endpoint, Region: srv.Region, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+			defer cancel()
+			res, err := Run(ctx, o)
+			if err != nil {
+				t.Fatalf("harness: %v", err)
+			}
+			out, _ := json.MarshalIndent(res, "", "  ")
+			if !res.OK {
+				t.Fatalf("seed %d (%s) failed its checks:\n%s", r.seed, r.replication, out)
+			}
+			if res.Acked == 0 || res.Consumed == 0 {
+				t.Fatalf("nothing acknowledged or consumed:\n%s", out)
+			}
+			n := 0
+			for _, c := range res.Faults {
+				n += c
+			}
+			if n == 0 {
+				t.Fatalf("no fault injected:\n%s", out)
+			}
+			t.Logf("seed %d %s: acked %d, consumed %d, faults %v, not applied %v", r.seed, r.replication, res.Acked, res.Consumed, res.Faults, res.FaultErrors)
+		})
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
