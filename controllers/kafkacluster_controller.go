@@ -74,7 +74,11 @@ const (
 // KafkaClusterReconciler lays a KafkaCluster out zone by zone.
 type KafkaClusterReconciler struct {
 	client.Client
-	Recorder recorder.EventRecorder
+	// LiveReader reads from the API server, bypassing the cache: the
+	// broker ID record is never decided on from a stale copy. Nil uses
+	// Client.
+	LiveReader client.Reader
+	Recorder   recorder.EventRecorder
 }
 
 // clusterScope is what the reconcile steps share.
@@ -207,23 +211,68 @@ func (r *KafkaClusterReconciler) resolveFastBuckets(ctx context.Context, s *clus
 	return nil
 }
 
-// assignBrokerIDBlocks records new zones' ID blocks in status, and
-// persists them at once: the blocks must be durable before any broker
-// uses an ID from them.
+// assignBrokerIDBlocks gives new zones their ID blocks and makes them
+// durable before any broker uses an ID from them: first in the broker ID
+// record (the ConfigMap <cluster>-broker-ids, which survives status loss
+// and a re-created KafkaCluster), then in status. The blocks are those of
+// the record merged with status (clusters from before the record have
+// them only in status).
 func (r *KafkaClusterReconciler) assignBrokerIDBlocks(ctx context.Context, s *clusterScope) error {
 	kc := s.cluster
-	blocks, changed := AssignBrokerIDBlocks(kc.Status.BrokerIDBlocks, kc.Spec.Zones)
-	if changed {
-		old := kc.Status.BrokerIDBlocks
+	reader := r.LiveReader
+	if reader == nil {
+		reader = r.Client
+	}
+	record := &corev1.ConfigMap{}
+	key := types.NamespacedName{Namespace: kc.Namespace, Name: BrokerIDsConfigMapName(kc.Name)}
+	var recorded []strata.BrokerIDBlock
+	err := reader.Get(ctx, key, record)
+	found := err == nil
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("read broker ID record %s: %w", key.Name, err)
+	default:
+		if recorded, err = ParseBrokerIDRecord(record); err != nil {
+			return fmt.Errorf("broker ID record: %w", err)
+		}
+	}
+	known, err := MergeBrokerIDBlocks(recorded, kc.Status.BrokerIDBlocks)
+	if err != nil {
+		return fmt.Errorf("broker ID record %s and status disagree: %w", key.Name, err)
+	}
+	blocks, _ := AssignBrokerIDBlocks(known, kc.Spec.Zones)
+
+	if !found || !slices.Equal(recorded, blocks) {
+		want, err := BuildBrokerIDRecord(kc, blocks)
+		if err != nil {
+			return err
+		}
+		if found {
+			// Update carries the resourceVersion read above: a concurrent
+			// writer makes it fail rather than be overwritten.
+			record.Data = want.Data
+			for k, v := range want.Labels {
+				metav1.SetMetaDataLabel(&record.ObjectMeta, k, v)
+			}
+			err = r.Update(ctx, record)
+		} else {
+			err = r.Create(ctx, want)
+		}
+		if err != nil {
+			return fmt.Errorf("record broker ID blocks in ConfigMap %s: %w", key.Name, err)
+		}
+	}
+	if !slices.Equal(kc.Status.BrokerIDBlocks, blocks) {
 		patch := client.MergeFrom(kc.DeepCopy())
 		kc.Status.BrokerIDBlocks = blocks
 		if err := r.Status().Patch(ctx, kc, patch); err != nil {
-			return fmt.Errorf("record broker ID blocks: %w", err)
+			return fmt.Errorf("record broker ID blocks in status: %w", err)
 		}
-		for _, b := range blocks {
-			if !b.Retired && !slices.Contains(old, b) {
-				r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventBrokerIDBlock, "AssignBrokerIDs", "zone %s: broker IDs %d-%d", b.Zone, b.Base, b.Base+strata.BrokerIDBlockSize-1)
-			}
+	}
+	for _, b := range blocks {
+		if !b.Retired && !slices.Contains(known, b) {
+			r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventBrokerIDBlock, "AssignBrokerIDs", "zone %s: broker IDs %d-%d", b.Zone, b.Base, b.Base+strata.BrokerIDBlockSize-1)
 		}
 	}
 	for i := range s.zones {
@@ -416,9 +465,9 @@ func statefulSetSettled(sts *appsv1.StatefulSet) bool {
 		sts.Status.Replicas == want
 }
 
-// reconcileDelete deletes the brokers' claims when deletionPolicy is
-// Delete and releases the finalizer. Owned objects go by garbage
-// collection; buckets and their objects are never touched.
+// reconcileDelete deletes the brokers' claims and the broker ID record
+// when deletionPolicy is Delete and releases the finalizer. Owned objects
+// go by garbage collection; buckets and their objects are never touched.
 func (r *KafkaClusterReconciler) reconcileDelete(ctx context.Context, kc *strata.KafkaCluster) error {
 	if !controllerutil.ContainsFinalizer(kc, Finalizer) {
 		return nil
@@ -435,6 +484,13 @@ func (r *KafkaClusterReconciler) reconcileDelete(ctx context.Context, kc *strata
 		}
 		if len(pvcs.Items) > 0 {
 			r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventClaimsDeleted, "Delete", "deleted %d PersistentVolumeClaims (deletionPolicy Delete)", len(pvcs.Items))
+		}
+	}
+	if kc.Spec.DeletionPolicy == strata.DeletionPolicyDelete {
+		// The volumes are gone, so are the broker IDs they were bound to.
+		record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: kc.Namespace, Name: BrokerIDsConfigMapName(kc.Name)}}
+		if err := r.Delete(ctx, record); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete broker ID record: %w", err)
 		}
 	}
 	patch := client.MergeFrom(kc.DeepCopy())

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
@@ -336,6 +337,59 @@ var _ = Describe("KafkaCluster controller", func() {
 		}, timeout, interval).Should(BeTrue())
 		_, err = brokerConfig(ns, "ids", "us-east-1a")
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ConfigMap of the removed zone: %v", err)
+	})
+
+	It("keeps broker IDs when status is lost and when the KafkaCluster is re-created", func() {
+		want := []strata.BrokerIDBlock{{Zone: "us-east-1a", Base: 0}, {Zone: "us-east-1b", Base: 100}, {Zone: "us-east-1c", Base: 200}}
+		expectBases := func() {
+			for _, b := range want {
+				Eventually(func() (string, error) { return brokerConfig(ns, "keep", b.Zone) }, timeout, interval).
+					Should(ContainSubstring(fmt.Sprintf("\nbroker.id.base=%d\n", b.Base)), "zone %s", b.Zone)
+			}
+		}
+		createCluster(ns, "keep", clusterSpec(counts, zones...))
+		Eventually(func() []strata.BrokerIDBlock { return getCluster(ns, "keep").Status.BrokerIDBlocks }, timeout, interval).Should(Equal(want))
+		record := &corev1.ConfigMap{}
+		Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: controllers.BrokerIDsConfigMapName("keep")}, record)).To(Succeed())
+		Expect(controllers.ParseBrokerIDRecord(record)).To(Equal(want))
+		Expect(record.OwnerReferences).To(BeEmpty(), "the record must outlive the KafkaCluster, as the volumes do")
+
+		// Status lost (e.g. restored from a backup without status), then
+		// zones listed in another order: a cluster that numbered from
+		// status would give us-east-1c the IDs 0-99.
+		Eventually(func() error {
+			kc := getCluster(ns, "keep")
+			kc.Status = strata.KafkaClusterStatus{}
+			return k8sClient.Status().Update(suiteCtx, kc)
+		}, timeout, interval).Should(Succeed())
+		updateCluster(ns, "keep", func(kc *strata.KafkaCluster) {
+			kc.Spec.Zones = []strata.ZoneSpec{kc.Spec.Zones[2], kc.Spec.Zones[1], kc.Spec.Zones[0]}
+		})
+		Eventually(func() []strata.BrokerIDBlock { return getCluster(ns, "keep").Status.BrokerIDBlocks }, timeout, interval).Should(Equal(want))
+		expectBases()
+
+		// Deleted and created again (deletionPolicy Retain: the volumes
+		// stay), zones in yet another order.
+		old := getCluster(ns, "keep")
+		Expect(k8sClient.Delete(suiteCtx, old)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(old), &strata.KafkaCluster{}))
+		}, timeout, interval).Should(BeTrue())
+		// envtest has no garbage collector: remove what the old cluster
+		// owned, as the collector would. The record has no owner and stays.
+		for _, list := range []client.ObjectList{&appsv1.StatefulSetList{}, &corev1.ConfigMapList{}, &corev1.ServiceList{}, &policyv1.PodDisruptionBudgetList{}} {
+			Expect(k8sClient.List(suiteCtx, list, client.InNamespace(ns))).To(Succeed())
+			Expect(meta.EachListItem(list, func(o runtime.Object) error {
+				if obj := o.(client.Object); metav1.IsControlledBy(obj, old) {
+					return k8sClient.Delete(suiteCtx, obj)
+				}
+				return nil
+			})).To(Succeed())
+		}
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(record), record)).To(Succeed())
+		createCluster(ns, "keep", clusterSpec(counts, "us-east-1b", "us-east-1c", "us-east-1a"))
+		Eventually(func() []strata.BrokerIDBlock { return getCluster(ns, "keep").Status.BrokerIDBlocks }, timeout, interval).Should(Equal(want))
+		expectBases()
 	})
 
 	It("reports a missing FastBucket by name and creates nothing until it exists", func() {
