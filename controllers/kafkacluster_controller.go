@@ -56,6 +56,7 @@ const (
 	EventBrokerIDBlock     = "BrokerIDBlockAssigned"
 	EventClaimsDeleted     = "ClaimsDeleted"
 	EventInvalidBucket     = "InvalidFastBucket"
+	EventInvalidSpec       = "InvalidSpec"
 	EventReconcileFailed   = "ReconcileFailed"
 	EventStorageNotApplied = "StorageChangeNotApplied"
 )
@@ -92,7 +93,7 @@ type clusterScope struct {
 }
 
 // invalidSpecError is a problem only the user can fix (a missing or
-// mismatched FastBucket). Reconcile reports it in the conditions and stops
+// mismatched FastBucket, a spec stored before today's validation). Reconcile reports it in the conditions and stops
 // before writing anything; a watch brings the cluster back when it changes.
 type invalidSpecError struct {
 	reason  string
@@ -134,6 +135,7 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		name string
 		run  func(context.Context, *clusterScope) error
 	}{
+		{"check spec", r.checkSpec},
 		{"resolve fast buckets", r.resolveFastBuckets},
 		{"assign broker ID blocks", r.assignBrokerIDBlocks},
 		{"managed etcd", r.reconcileEtcd},
@@ -151,7 +153,11 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		var invalid *invalidSpecError
 		if errors.As(err, &invalid) {
 			logger.Info("cluster spec cannot be realised", "reason", invalid.reason, "problem", invalid.message)
-			r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventInvalidBucket, "Reconcile", "%s", invalid.message)
+			event := EventInvalidBucket
+			if invalid.reason == ReasonInvalidSpec {
+				event = EventInvalidSpec
+			}
+			r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, event, "Reconcile", "%s", invalid.message)
 			setCondition(kc, strata.ConditionReady, metav1.ConditionFalse, invalid.reason, invalid.message)
 			setCondition(kc, strata.ConditionReconciling, metav1.ConditionFalse, invalid.reason, "waiting for the spec to be fixed: "+invalid.message)
 			setCondition(kc, strata.ConditionDegraded, metav1.ConditionTrue, invalid.reason, invalid.message)
@@ -165,6 +171,16 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	logger.V(logDebug).Info("reconciled", "zones", len(s.zones), "readyBrokers", kc.Status.ReadyBrokers, "desiredBrokers", kc.Status.DesiredBrokers)
 	return ctrl.Result{}, nil
+}
+
+// checkSpec stops a cluster whose spec the CRD's validation refuses today
+// but that reached the API server before those rules existed: rendering
+// it would hand the brokers settings they ignore or cannot parse.
+func (r *KafkaClusterReconciler) checkSpec(_ context.Context, s *clusterScope) error {
+	if problems := UnsupportedSpec(s.cluster); len(problems) > 0 {
+		return &invalidSpecError{reason: ReasonInvalidSpec, message: strings.Join(problems, "; ")}
+	}
+	return nil
 }
 
 // resolveFastBuckets finds every zone's FastBucket and checks that it sits

@@ -542,8 +542,58 @@ var _ = Describe("CRD validation", func() {
 		Entry("retention shorter than the upload interval", func(kc *strata.KafkaCluster) {
 			kc.Spec.WAL = strata.WALSpec{Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 5 * time.Second}, Retention: &metav1.Duration{Duration: time.Second}}
 		}, "wal.retention must be at least wal.uploadInterval"),
+		// One key per spec.config rule; "refuses every key the operator
+		// renders" below tries them all.
+		Entry("config setting a broker ID", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"node.id": "7"} },
+			"spec.config must not set broker.id, node.id, broker.id.base or broker.id.source: broker IDs are owned by the operator"),
 		Entry("config overriding the rack", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"broker.rack": "x"} },
-			"spec.config must not set broker.id, broker.id.base, broker.rack"),
+			"spec.config must not set broker.rack or zone: they are spec.zones[].name"),
+		Entry("config pointing at another etcd", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"metadata.etcd.endpoints": "http://elsewhere:2379"}
+		}, "spec.config must not set cluster.name, cluster.namespace or metadata.etcd.*: the metadata store is spec.metadata"),
+		Entry("config moving the data directory", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"log.dirs": "/tmp"} },
+			"spec.config must not set log.dirs, log.dir or data.dir: the data directory is the volume of spec.storage"),
+		Entry("config setting listeners", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"advertised.listeners": "PLAINTEXT://x:9092"}
+		}, "spec.config must not set listeners, advertised.listeners, listener.security.protocol.map, inter.broker.listener.name, listen or advertised.address: they are spec.listeners"),
+		Entry("config setting the WAL retention", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"wal.retention.ms": "7200000"}
+		}, "spec.config must not set wal.enable, wal.enabled, wal.upload.interval.ms, wal.object.max.bytes or wal.retention.ms: they are spec.wal.enabled, spec.wal.uploadInterval, spec.wal.maxObjectBytes and spec.wal.retention"),
+		Entry("config setting a bucket", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"wal.zone.a.bucket.endpoint": "http://x"}
+		}, "spec.config must not set wal.bucket.* or wal.zone.*: the buckets are the zones' FastBuckets (spec.zones[].fastBucketRef)"),
+		Entry("config enabling the slow tier", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"tier.enabled": "true"} },
+			"spec.config must not set tier.* or local.retention.ms: they belong to spec.tieredStorage"),
+		Entry("config setting leader placement", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"leader.placement.policy": "Zone"}
+		}, "spec.config must not set leader.placement.*: it is spec.leaderPlacement"),
+		Entry("a WAL retention beyond what the broker parses", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL = strata.WALSpec{Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 10 * time.Millisecond}, Retention: &metav1.Duration{Duration: 597 * time.Hour}}
+		}, "wal.retention must be between 1ms and 2147483647ms (596h31m23.647s): the broker reads wal.retention.ms as a positive int32"),
+		Entry("a WAL retention 1ms over the limit", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL = strata.WALSpec{Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 10 * time.Millisecond}, Retention: &metav1.Duration{Duration: (controllers.MaxBrokerMillis + 1) * time.Millisecond}}
+		}, "wal.retention must be between 1ms and 2147483647ms"),
+		Entry("tiered storage", func(kc *strata.KafkaCluster) {
+			kc.Spec.TieredStorage = &strata.TieredStorageSpec{Bucket: "strata-tier", Region: "us-east-1"}
+		}, "spec.tieredStorage is not supported yet: the broker has no slow tier, so closed segments would silently stay on local disk; remove tieredStorage"),
+		Entry("a second listener", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "INTERNAL", Port: 9092}, {Name: "CLIENT", Port: 9093}}
+		}, "spec.listeners: only one listener is supported for now (the broker opens only the first one); extra listeners come with TLS/SASL support"),
+		Entry("an SSL listener", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SSL"}}
+		}, "spec.listeners[0]", "listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported yet (the broker has no TLS or SASL): use PLAINTEXT"),
+		Entry("a SASL_PLAINTEXT listener", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SASL_PLAINTEXT"}}
+		}, "listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported yet"),
+		Entry("a SASL_SSL listener", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SASL_SSL"}}
+		}, "listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported yet"),
+		Entry("Zone leader placement", func(kc *strata.KafkaCluster) {
+			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, PreferredZones: []string{"a"}}
+		}, "spec.leaderPlacement: only policy Balanced is supported for now (the broker has no zone leader placement); remove policy Zone and preferredZones"),
+		Entry("preferred zones with Balanced placement", func(kc *strata.KafkaCluster) {
+			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementBalanced, PreferredZones: []string{"a"}}
+		}, "spec.leaderPlacement: only policy Balanced is supported for now"),
 		Entry("both managed and external etcd", func(kc *strata.KafkaCluster) {
 			kc.Spec.Metadata = strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 3}, ExternalEndpoints: []string{"http://e:2379"}}
 		}, "set either managed or externalEndpoints, not both"),
@@ -567,6 +617,46 @@ var _ = Describe("CRD validation", func() {
 			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "A", Port: 9092}, {Name: "B", Port: 9092}}
 		}, "listener ports must be unique"),
 	)
+
+	It("refuses every key the operator renders in spec.config, and accepts user settings", func() {
+		// A cluster with every field that renders keys, rendered as the
+		// reconciler does; the keys come from the renderer, not a list.
+		full := valid()
+		full.Spec.TieredStorage = &strata.TieredStorageSpec{Bucket: "strata-tier", Region: "us-east-1"}
+		full.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, PreferredZones: []string{"a"}}
+		fb := &strata.FastBucket{Spec: strata.FastBucketSpec{Zone: "a", Bucket: "wal-a", Region: "us-east-1", Endpoint: "http://s3:9000"}}
+		fb.Name = "wal-a"
+		props := controllers.RenderBrokerConfig(full, controllers.ZoneInput{
+			Zone: full.Spec.Zones[0], Bucket: fb, ZoneBuckets: map[string]*strata.FastBucket{"a": fb},
+		})
+		var keys []string
+		for _, l := range strings.Split(props, "\n") {
+			if k, _, ok := strings.Cut(l, "="); ok && !strings.HasPrefix(l, "#") && k != "num.partitions" {
+				keys = append(keys, k)
+			}
+		}
+		Expect(len(keys)).To(BeNumerically(">=", 30), props)
+		keys = append(keys, "broker.id", "node.id", "listen", "advertised.address", "log.dir", "data.dir", "wal.enabled")
+		for _, k := range keys {
+			kc := valid()
+			kc.Spec.Config = map[string]string{k: "x"}
+			err := k8sClient.Create(suiteCtx, kc)
+			expectRejected(err, "spec.config must not set")
+			owner, ok := controllers.ConfigKeyOwner(k)
+			Expect(ok).To(BeTrue(), "the reconciler's check does not know %s", k)
+			AddReportEntry("refused "+k, owner)
+		}
+		kc := valid()
+		kc.Spec.Config = map[string]string{"num.partitions": "6", "min.insync.replicas": "2", "auto.leader.rebalance.enable": "true", "broker.session.timeout.ms": "6000"}
+		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+	})
+
+	It("accepts a WAL retention of exactly 2147483647ms and one PLAINTEXT listener", func() {
+		kc := valid()
+		kc.Spec.WAL = strata.WALSpec{Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 10 * time.Millisecond}, Retention: &metav1.Duration{Duration: controllers.MaxBrokerMillis * time.Millisecond}}
+		kc.Spec.Listeners = []strata.ListenerSpec{{Name: "INTERNAL", Port: 9093, Protocol: "PLAINTEXT"}}
+		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+	})
 
 	DescribeTable("rejects invalid FastBuckets",
 		func(mutate func(*strata.FastBucket), messages ...string) {
@@ -671,5 +761,10 @@ var _ = Describe("CRD validation", func() {
 		kt.Spec.Partitions = 12
 		kt.Spec.ClusterRef.Name = "other"
 		expectRejected(k8sClient.Update(suiteCtx, kt), "clusterRef is immutable")
+		zoned := kt.DeepCopy()
+		zoned.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "zoned"}
+		zoned.Spec.ClusterRef.Name = "demo"
+		zoned.Spec.LeaderZone = "a"
+		expectRejected(k8sClient.Create(suiteCtx, zoned), "spec.leaderZone", "leaderZone is not supported yet: the broker has no zone leader placement; remove leaderZone")
 	})
 })
