@@ -10,8 +10,10 @@ import (
 )
 
 // TestBundleIsComplete checks the committed OLM bundle (make bundle): the
-// CSV's install strategy carries the operator Deployment and its RBAC, and
-// every CRD of config/crd/bases is in the bundle unchanged.
+// CSV's install strategy carries the operator Deployment and its RBAC for
+// the account the Deployment runs as, AllNamespaces is the only install
+// mode, and every CRD of config/crd/bases is in the bundle unchanged.
+// test/olm runs the operator-framework validators on it.
 func TestBundleIsComplete(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("..", "bundle", "manifests", "strata.clusterserviceversion.yaml"))
 	if err != nil {
@@ -29,6 +31,9 @@ func TestBundleIsComplete(t *testing.T) {
 	if len(containers) != 1 || containers[0].(map[string]any)["image"] == nil {
 		t.Fatalf("CSV deployment containers = %v", containers)
 	}
+	// OLM creates the permissions' ServiceAccount and binds the rules to
+	// it; a Deployment running as another account has no rights at all.
+	sa, _, _ := unstructured.NestedString(deps[0].(map[string]any), "spec", "template", "spec", "serviceAccountName")
 	for _, kind := range []string{"clusterPermissions", "permissions"} {
 		perms, _, _ := unstructured.NestedSlice(csv.Object, "spec", "install", "spec", kind)
 		if len(perms) != 1 {
@@ -37,6 +42,17 @@ func TestBundleIsComplete(t *testing.T) {
 		rules, _, _ := unstructured.NestedSlice(perms[0].(map[string]any), "rules")
 		if len(rules) == 0 {
 			t.Errorf("CSV %s carry no rules", kind)
+		}
+		if got, _, _ := unstructured.NestedString(perms[0].(map[string]any), "serviceAccountName"); got != sa {
+			t.Errorf("CSV %s go to ServiceAccount %q, the Deployment runs as %q", kind, got, sa)
+		}
+	}
+	// The operator watches every namespace: AllNamespaces is its only mode.
+	modes, _, _ := unstructured.NestedSlice(csv.Object, "spec", "installModes")
+	for _, m := range modes {
+		mm := m.(map[string]any)
+		if supported := mm["supported"] == true; supported != (mm["type"] == "AllNamespaces") {
+			t.Errorf("CSV install mode %v supported=%v; only AllNamespaces is", mm["type"], supported)
 		}
 	}
 	owned, _, _ := unstructured.NestedSlice(csv.Object, "spec", "customresourcedefinitions", "owned")

@@ -147,6 +147,17 @@ func MetadataEndpoints(kc *strata.KafkaCluster) []string {
 	return out
 }
 
+// WALClusterName is the cluster name a broker configured by the operator
+// runs under: the broker derives it from metadata.etcd.prefix
+// (/strata/<namespace>/<name>/), keys its etcd metadata with it and puts
+// it in the <cluster> part of its WAL object keys
+// (wal/<namespace>/<name>/<zone>/...). Clusters of the same name in
+// different namespaces therefore never share keys, and the sweeper
+// matches keys against exactly this name.
+func WALClusterName(kc *strata.KafkaCluster) string {
+	return kc.Namespace + "/" + kc.Name
+}
+
 // RenderBrokerConfig renders a zone's broker configuration as a
 // properties file: the operator's keys merged with spec.config (spec.config
 // wins, except for the identity keys CEL forbids there), sorted by key so
@@ -172,7 +183,7 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 		"broker.id.source":        "pod-ordinal",
 		"log.dirs":                BrokerDataDir + "/data",
 		"metadata.etcd.endpoints": strings.Join(MetadataEndpoints(kc), ","),
-		"metadata.etcd.prefix":    fmt.Sprintf("/strata/%s/%s/", kc.Namespace, kc.Name),
+		"metadata.etcd.prefix":    "/strata/" + WALClusterName(kc) + "/",
 		"leader.placement.policy": string(orDefault(string(kc.Spec.LeaderPlacement.Policy), string(strata.LeaderPlacementBalanced))),
 	}
 	if len(kc.Spec.LeaderPlacement.PreferredZones) > 0 {

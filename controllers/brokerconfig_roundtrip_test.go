@@ -43,6 +43,9 @@ func TestBrokerConfigRoundTrip(t *testing.T) {
 					t.Errorf("the broker ignores the operator's %s", k)
 				}
 			}
+			if cfg.Cluster.Name != WALClusterName(kc) {
+				t.Errorf("the broker runs as cluster %q, the operator (and its WAL sweeper) calls it %q", cfg.Cluster.Name, WALClusterName(kc))
+			}
 			if cfg.Broker.NodeID != zi.IDBase+1 || cfg.Broker.Rack != zi.Zone.Name {
 				t.Errorf("broker %d in rack %q, want %d in %q", cfg.Broker.NodeID, cfg.Broker.Rack, zi.IDBase+1, zi.Zone.Name)
 			}

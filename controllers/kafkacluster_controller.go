@@ -56,6 +56,7 @@ const (
 	EventBrokerIDBlock     = "BrokerIDBlockAssigned"
 	EventClaimsDeleted     = "ClaimsDeleted"
 	EventInvalidBucket     = "InvalidFastBucket"
+	EventInvalidSpec       = "InvalidSpec"
 	EventReconcileFailed   = "ReconcileFailed"
 	EventStorageNotApplied = "StorageChangeNotApplied"
 )
@@ -74,7 +75,11 @@ const (
 // KafkaClusterReconciler lays a KafkaCluster out zone by zone.
 type KafkaClusterReconciler struct {
 	client.Client
-	Recorder recorder.EventRecorder
+	// LiveReader reads from the API server, bypassing the cache: the
+	// broker ID record is never decided on from a stale copy. Nil uses
+	// Client.
+	LiveReader client.Reader
+	Recorder   recorder.EventRecorder
 }
 
 // clusterScope is what the reconcile steps share.
@@ -88,7 +93,7 @@ type clusterScope struct {
 }
 
 // invalidSpecError is a problem only the user can fix (a missing or
-// mismatched FastBucket). Reconcile reports it in the conditions and stops
+// mismatched FastBucket, a spec stored before today's validation). Reconcile reports it in the conditions and stops
 // before writing anything; a watch brings the cluster back when it changes.
 type invalidSpecError struct {
 	reason  string
@@ -130,6 +135,7 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		name string
 		run  func(context.Context, *clusterScope) error
 	}{
+		{"check spec", r.checkSpec},
 		{"resolve fast buckets", r.resolveFastBuckets},
 		{"assign broker ID blocks", r.assignBrokerIDBlocks},
 		{"managed etcd", r.reconcileEtcd},
@@ -147,7 +153,11 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		var invalid *invalidSpecError
 		if errors.As(err, &invalid) {
 			logger.Info("cluster spec cannot be realised", "reason", invalid.reason, "problem", invalid.message)
-			r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventInvalidBucket, "Reconcile", "%s", invalid.message)
+			event := EventInvalidBucket
+			if invalid.reason == ReasonInvalidSpec {
+				event = EventInvalidSpec
+			}
+			r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, event, "Reconcile", "%s", invalid.message)
 			setCondition(kc, strata.ConditionReady, metav1.ConditionFalse, invalid.reason, invalid.message)
 			setCondition(kc, strata.ConditionReconciling, metav1.ConditionFalse, invalid.reason, "waiting for the spec to be fixed: "+invalid.message)
 			setCondition(kc, strata.ConditionDegraded, metav1.ConditionTrue, invalid.reason, invalid.message)
@@ -161,6 +171,16 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	logger.V(logDebug).Info("reconciled", "zones", len(s.zones), "readyBrokers", kc.Status.ReadyBrokers, "desiredBrokers", kc.Status.DesiredBrokers)
 	return ctrl.Result{}, nil
+}
+
+// checkSpec stops a cluster whose spec the CRD's validation refuses today
+// but that reached the API server before those rules existed: rendering
+// it would hand the brokers settings they ignore or cannot parse.
+func (r *KafkaClusterReconciler) checkSpec(_ context.Context, s *clusterScope) error {
+	if problems := UnsupportedSpec(s.cluster); len(problems) > 0 {
+		return &invalidSpecError{reason: ReasonInvalidSpec, message: strings.Join(problems, "; ")}
+	}
+	return nil
 }
 
 // resolveFastBuckets finds every zone's FastBucket and checks that it sits
@@ -207,23 +227,68 @@ func (r *KafkaClusterReconciler) resolveFastBuckets(ctx context.Context, s *clus
 	return nil
 }
 
-// assignBrokerIDBlocks records new zones' ID blocks in status, and
-// persists them at once: the blocks must be durable before any broker
-// uses an ID from them.
+// assignBrokerIDBlocks gives new zones their ID blocks and makes them
+// durable before any broker uses an ID from them: first in the broker ID
+// record (the ConfigMap <cluster>-broker-ids, which survives status loss
+// and a re-created KafkaCluster), then in status. The blocks are those of
+// the record merged with status (clusters from before the record have
+// them only in status).
 func (r *KafkaClusterReconciler) assignBrokerIDBlocks(ctx context.Context, s *clusterScope) error {
 	kc := s.cluster
-	blocks, changed := AssignBrokerIDBlocks(kc.Status.BrokerIDBlocks, kc.Spec.Zones)
-	if changed {
-		old := kc.Status.BrokerIDBlocks
+	reader := r.LiveReader
+	if reader == nil {
+		reader = r.Client
+	}
+	record := &corev1.ConfigMap{}
+	key := types.NamespacedName{Namespace: kc.Namespace, Name: BrokerIDsConfigMapName(kc.Name)}
+	var recorded []strata.BrokerIDBlock
+	err := reader.Get(ctx, key, record)
+	found := err == nil
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("read broker ID record %s: %w", key.Name, err)
+	default:
+		if recorded, err = ParseBrokerIDRecord(record); err != nil {
+			return fmt.Errorf("broker ID record: %w", err)
+		}
+	}
+	known, err := MergeBrokerIDBlocks(recorded, kc.Status.BrokerIDBlocks)
+	if err != nil {
+		return fmt.Errorf("broker ID record %s and status disagree: %w", key.Name, err)
+	}
+	blocks, _ := AssignBrokerIDBlocks(known, kc.Spec.Zones)
+
+	if !found || !slices.Equal(recorded, blocks) {
+		want, err := BuildBrokerIDRecord(kc, blocks)
+		if err != nil {
+			return err
+		}
+		if found {
+			// Update carries the resourceVersion read above: a concurrent
+			// writer makes it fail rather than be overwritten.
+			record.Data = want.Data
+			for k, v := range want.Labels {
+				metav1.SetMetaDataLabel(&record.ObjectMeta, k, v)
+			}
+			err = r.Update(ctx, record)
+		} else {
+			err = r.Create(ctx, want)
+		}
+		if err != nil {
+			return fmt.Errorf("record broker ID blocks in ConfigMap %s: %w", key.Name, err)
+		}
+	}
+	if !slices.Equal(kc.Status.BrokerIDBlocks, blocks) {
 		patch := client.MergeFrom(kc.DeepCopy())
 		kc.Status.BrokerIDBlocks = blocks
 		if err := r.Status().Patch(ctx, kc, patch); err != nil {
-			return fmt.Errorf("record broker ID blocks: %w", err)
+			return fmt.Errorf("record broker ID blocks in status: %w", err)
 		}
-		for _, b := range blocks {
-			if !b.Retired && !slices.Contains(old, b) {
-				r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventBrokerIDBlock, "AssignBrokerIDs", "zone %s: broker IDs %d-%d", b.Zone, b.Base, b.Base+strata.BrokerIDBlockSize-1)
-			}
+	}
+	for _, b := range blocks {
+		if !b.Retired && !slices.Contains(known, b) {
+			r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventBrokerIDBlock, "AssignBrokerIDs", "zone %s: broker IDs %d-%d", b.Zone, b.Base, b.Base+strata.BrokerIDBlockSize-1)
 		}
 	}
 	for i := range s.zones {
@@ -416,9 +481,9 @@ func statefulSetSettled(sts *appsv1.StatefulSet) bool {
 		sts.Status.Replicas == want
 }
 
-// reconcileDelete deletes the brokers' claims when deletionPolicy is
-// Delete and releases the finalizer. Owned objects go by garbage
-// collection; buckets and their objects are never touched.
+// reconcileDelete deletes the brokers' claims and the broker ID record
+// when deletionPolicy is Delete and releases the finalizer. Owned objects
+// go by garbage collection; buckets and their objects are never touched.
 func (r *KafkaClusterReconciler) reconcileDelete(ctx context.Context, kc *strata.KafkaCluster) error {
 	if !controllerutil.ContainsFinalizer(kc, Finalizer) {
 		return nil
@@ -435,6 +500,13 @@ func (r *KafkaClusterReconciler) reconcileDelete(ctx context.Context, kc *strata
 		}
 		if len(pvcs.Items) > 0 {
 			r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventClaimsDeleted, "Delete", "deleted %d PersistentVolumeClaims (deletionPolicy Delete)", len(pvcs.Items))
+		}
+	}
+	if kc.Spec.DeletionPolicy == strata.DeletionPolicyDelete {
+		// The volumes are gone, so are the broker IDs they were bound to.
+		record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: kc.Namespace, Name: BrokerIDsConfigMapName(kc.Name)}}
+		if err := r.Delete(ctx, record); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete broker ID record: %w", err)
 		}
 	}
 	patch := client.MergeFrom(kc.DeepCopy())

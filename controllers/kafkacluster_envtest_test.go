@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
@@ -338,6 +339,59 @@ var _ = Describe("KafkaCluster controller", func() {
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ConfigMap of the removed zone: %v", err)
 	})
 
+	It("keeps broker IDs when status is lost and when the KafkaCluster is re-created", func() {
+		want := []strata.BrokerIDBlock{{Zone: "us-east-1a", Base: 0}, {Zone: "us-east-1b", Base: 100}, {Zone: "us-east-1c", Base: 200}}
+		expectBases := func() {
+			for _, b := range want {
+				Eventually(func() (string, error) { return brokerConfig(ns, "keep", b.Zone) }, timeout, interval).
+					Should(ContainSubstring(fmt.Sprintf("\nbroker.id.base=%d\n", b.Base)), "zone %s", b.Zone)
+			}
+		}
+		createCluster(ns, "keep", clusterSpec(counts, zones...))
+		Eventually(func() []strata.BrokerIDBlock { return getCluster(ns, "keep").Status.BrokerIDBlocks }, timeout, interval).Should(Equal(want))
+		record := &corev1.ConfigMap{}
+		Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: controllers.BrokerIDsConfigMapName("keep")}, record)).To(Succeed())
+		Expect(controllers.ParseBrokerIDRecord(record)).To(Equal(want))
+		Expect(record.OwnerReferences).To(BeEmpty(), "the record must outlive the KafkaCluster, as the volumes do")
+
+		// Status lost (e.g. restored from a backup without status), then
+		// zones listed in another order: a cluster that numbered from
+		// status would give us-east-1c the IDs 0-99.
+		Eventually(func() error {
+			kc := getCluster(ns, "keep")
+			kc.Status = strata.KafkaClusterStatus{}
+			return k8sClient.Status().Update(suiteCtx, kc)
+		}, timeout, interval).Should(Succeed())
+		updateCluster(ns, "keep", func(kc *strata.KafkaCluster) {
+			kc.Spec.Zones = []strata.ZoneSpec{kc.Spec.Zones[2], kc.Spec.Zones[1], kc.Spec.Zones[0]}
+		})
+		Eventually(func() []strata.BrokerIDBlock { return getCluster(ns, "keep").Status.BrokerIDBlocks }, timeout, interval).Should(Equal(want))
+		expectBases()
+
+		// Deleted and created again (deletionPolicy Retain: the volumes
+		// stay), zones in yet another order.
+		old := getCluster(ns, "keep")
+		Expect(k8sClient.Delete(suiteCtx, old)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(old), &strata.KafkaCluster{}))
+		}, timeout, interval).Should(BeTrue())
+		// envtest has no garbage collector: remove what the old cluster
+		// owned, as the collector would. The record has no owner and stays.
+		for _, list := range []client.ObjectList{&appsv1.StatefulSetList{}, &corev1.ConfigMapList{}, &corev1.ServiceList{}, &policyv1.PodDisruptionBudgetList{}} {
+			Expect(k8sClient.List(suiteCtx, list, client.InNamespace(ns))).To(Succeed())
+			Expect(meta.EachListItem(list, func(o runtime.Object) error {
+				if obj := o.(client.Object); metav1.IsControlledBy(obj, old) {
+					return k8sClient.Delete(suiteCtx, obj)
+				}
+				return nil
+			})).To(Succeed())
+		}
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(record), record)).To(Succeed())
+		createCluster(ns, "keep", clusterSpec(counts, "us-east-1b", "us-east-1c", "us-east-1a"))
+		Eventually(func() []strata.BrokerIDBlock { return getCluster(ns, "keep").Status.BrokerIDBlocks }, timeout, interval).Should(Equal(want))
+		expectBases()
+	})
+
 	It("reports a missing FastBucket by name and creates nothing until it exists", func() {
 		kc := clusterSpec(map[string]int32{"us-east-1a": 1, "us-east-1z": 1}, "us-east-1a", "us-east-1z")
 		createCluster(ns, "missing", kc)
@@ -488,8 +542,58 @@ var _ = Describe("CRD validation", func() {
 		Entry("retention shorter than the upload interval", func(kc *strata.KafkaCluster) {
 			kc.Spec.WAL = strata.WALSpec{Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 5 * time.Second}, Retention: &metav1.Duration{Duration: time.Second}}
 		}, "wal.retention must be at least wal.uploadInterval"),
+		// One key per spec.config rule; "refuses every key the operator
+		// renders" below tries them all.
+		Entry("config setting a broker ID", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"node.id": "7"} },
+			"spec.config must not set broker.id, node.id, broker.id.base or broker.id.source: broker IDs are owned by the operator"),
 		Entry("config overriding the rack", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"broker.rack": "x"} },
-			"spec.config must not set broker.id, broker.id.base, broker.rack"),
+			"spec.config must not set broker.rack or zone: they are spec.zones[].name"),
+		Entry("config pointing at another etcd", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"metadata.etcd.endpoints": "http://elsewhere:2379"}
+		}, "spec.config must not set cluster.name, cluster.namespace or metadata.etcd.*: the metadata store is spec.metadata"),
+		Entry("config moving the data directory", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"log.dirs": "/tmp"} },
+			"spec.config must not set log.dirs, log.dir or data.dir: the data directory is the volume of spec.storage"),
+		Entry("config setting listeners", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"advertised.listeners": "PLAINTEXT://x:9092"}
+		}, "spec.config must not set listeners, advertised.listeners, listener.security.protocol.map, inter.broker.listener.name, listen or advertised.address: they are spec.listeners"),
+		Entry("config setting the WAL retention", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"wal.retention.ms": "7200000"}
+		}, "spec.config must not set wal.enable, wal.enabled, wal.upload.interval.ms, wal.object.max.bytes or wal.retention.ms: they are spec.wal.enabled, spec.wal.uploadInterval, spec.wal.maxObjectBytes and spec.wal.retention"),
+		Entry("config setting a bucket", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"wal.zone.a.bucket.endpoint": "http://x"}
+		}, "spec.config must not set wal.bucket.* or wal.zone.*: the buckets are the zones' FastBuckets (spec.zones[].fastBucketRef)"),
+		Entry("config enabling the slow tier", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"tier.enabled": "true"} },
+			"spec.config must not set tier.* or local.retention.ms: they belong to spec.tieredStorage"),
+		Entry("config setting leader placement", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"leader.placement.policy": "Zone"}
+		}, "spec.config must not set leader.placement.*: it is spec.leaderPlacement"),
+		Entry("a WAL retention beyond what the broker parses", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL = strata.WALSpec{Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 10 * time.Millisecond}, Retention: &metav1.Duration{Duration: 597 * time.Hour}}
+		}, "wal.retention must be between 1ms and 2147483647ms (596h31m23.647s): the broker reads wal.retention.ms as a positive int32"),
+		Entry("a WAL retention 1ms over the limit", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL = strata.WALSpec{Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 10 * time.Millisecond}, Retention: &metav1.Duration{Duration: (controllers.MaxBrokerMillis + 1) * time.Millisecond}}
+		}, "wal.retention must be between 1ms and 2147483647ms"),
+		Entry("tiered storage", func(kc *strata.KafkaCluster) {
+			kc.Spec.TieredStorage = &strata.TieredStorageSpec{Bucket: "strata-tier", Region: "us-east-1"}
+		}, "spec.tieredStorage is not supported yet: the broker has no slow tier, so closed segments would silently stay on local disk; remove tieredStorage"),
+		Entry("a second listener", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "INTERNAL", Port: 9092}, {Name: "CLIENT", Port: 9093}}
+		}, "spec.listeners: only one listener is supported for now (the broker opens only the first one); extra listeners come with TLS/SASL support"),
+		Entry("an SSL listener", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SSL"}}
+		}, "spec.listeners[0]", "listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported yet (the broker has no TLS or SASL): use PLAINTEXT"),
+		Entry("a SASL_PLAINTEXT listener", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SASL_PLAINTEXT"}}
+		}, "listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported yet"),
+		Entry("a SASL_SSL listener", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SASL_SSL"}}
+		}, "listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported yet"),
+		Entry("Zone leader placement", func(kc *strata.KafkaCluster) {
+			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, PreferredZones: []string{"a"}}
+		}, "spec.leaderPlacement: only policy Balanced is supported for now (the broker has no zone leader placement); remove policy Zone and preferredZones"),
+		Entry("preferred zones with Balanced placement", func(kc *strata.KafkaCluster) {
+			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementBalanced, PreferredZones: []string{"a"}}
+		}, "spec.leaderPlacement: only policy Balanced is supported for now"),
 		Entry("both managed and external etcd", func(kc *strata.KafkaCluster) {
 			kc.Spec.Metadata = strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 3}, ExternalEndpoints: []string{"http://e:2379"}}
 		}, "set either managed or externalEndpoints, not both"),
@@ -513,6 +617,46 @@ var _ = Describe("CRD validation", func() {
 			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "A", Port: 9092}, {Name: "B", Port: 9092}}
 		}, "listener ports must be unique"),
 	)
+
+	It("refuses every key the operator renders in spec.config, and accepts user settings", func() {
+		// A cluster with every field that renders keys, rendered as the
+		// reconciler does; the keys come from the renderer, not a list.
+		full := valid()
+		full.Spec.TieredStorage = &strata.TieredStorageSpec{Bucket: "strata-tier", Region: "us-east-1"}
+		full.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, PreferredZones: []string{"a"}}
+		fb := &strata.FastBucket{Spec: strata.FastBucketSpec{Zone: "a", Bucket: "wal-a", Region: "us-east-1", Endpoint: "http://s3:9000"}}
+		fb.Name = "wal-a"
+		props := controllers.RenderBrokerConfig(full, controllers.ZoneInput{
+			Zone: full.Spec.Zones[0], Bucket: fb, ZoneBuckets: map[string]*strata.FastBucket{"a": fb},
+		})
+		var keys []string
+		for _, l := range strings.Split(props, "\n") {
+			if k, _, ok := strings.Cut(l, "="); ok && !strings.HasPrefix(l, "#") && k != "num.partitions" {
+				keys = append(keys, k)
+			}
+		}
+		Expect(len(keys)).To(BeNumerically(">=", 30), props)
+		keys = append(keys, "broker.id", "node.id", "listen", "advertised.address", "log.dir", "data.dir", "wal.enabled")
+		for _, k := range keys {
+			kc := valid()
+			kc.Spec.Config = map[string]string{k: "x"}
+			err := k8sClient.Create(suiteCtx, kc)
+			expectRejected(err, "spec.config must not set")
+			owner, ok := controllers.ConfigKeyOwner(k)
+			Expect(ok).To(BeTrue(), "the reconciler's check does not know %s", k)
+			AddReportEntry("refused "+k, owner)
+		}
+		kc := valid()
+		kc.Spec.Config = map[string]string{"num.partitions": "6", "min.insync.replicas": "2", "auto.leader.rebalance.enable": "true", "broker.session.timeout.ms": "6000"}
+		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+	})
+
+	It("accepts a WAL retention of exactly 2147483647ms and one PLAINTEXT listener", func() {
+		kc := valid()
+		kc.Spec.WAL = strata.WALSpec{Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 10 * time.Millisecond}, Retention: &metav1.Duration{Duration: controllers.MaxBrokerMillis * time.Millisecond}}
+		kc.Spec.Listeners = []strata.ListenerSpec{{Name: "INTERNAL", Port: 9093, Protocol: "PLAINTEXT"}}
+		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+	})
 
 	DescribeTable("rejects invalid FastBuckets",
 		func(mutate func(*strata.FastBucket), messages ...string) {
@@ -617,5 +761,10 @@ var _ = Describe("CRD validation", func() {
 		kt.Spec.Partitions = 12
 		kt.Spec.ClusterRef.Name = "other"
 		expectRejected(k8sClient.Update(suiteCtx, kt), "clusterRef is immutable")
+		zoned := kt.DeepCopy()
+		zoned.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "zoned"}
+		zoned.Spec.ClusterRef.Name = "demo"
+		zoned.Spec.LeaderZone = "a"
+		expectRejected(k8sClient.Create(suiteCtx, zoned), "spec.leaderZone", "leaderZone is not supported yet: the broker has no zone leader placement; remove leaderZone")
 	})
 })

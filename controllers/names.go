@@ -53,6 +53,10 @@ func ZoneConfigMapName(cluster, zone string) string {
 	return fmt.Sprintf("%s-%s-config", cluster, zone)
 }
 
+// BrokerIDsConfigMapName is the ConfigMap recording the cluster's broker
+// ID blocks (BuildBrokerIDRecord).
+func BrokerIDsConfigMapName(cluster string) string { return cluster + "-broker-ids" }
+
 // HeadlessServiceName is the Service giving each broker a stable DNS name.
 func HeadlessServiceName(cluster string) string { return cluster + "-brokers" }
 

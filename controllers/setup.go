@@ -22,8 +22,9 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		opt(&o)
 	}
 	if err := (&KafkaClusterReconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("strata-kafkacluster"),
+		Client:     mgr.GetClient(),
+		LiveReader: mgr.GetAPIReader(),
+		Recorder:   mgr.GetEventRecorder("strata-kafkacluster"),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("KafkaCluster controller: %w", err)
 	}

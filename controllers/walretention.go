@@ -48,6 +48,8 @@ func WALRetention(kc *strata.KafkaCluster) (d time.Duration, ok bool) {
 
 // ClusterRetention is one cluster using a bucket and its WAL retention.
 type ClusterRetention struct {
+	// Name is the cluster's name in WAL object keys, WALClusterName:
+	// <namespace>/<name>.
 	Name string
 	// Retention is meaningful only when Known.
 	Retention time.Duration
@@ -67,7 +69,7 @@ func ClustersUsingBucket(fb *strata.FastBucket, kcs []strata.KafkaCluster) []Clu
 		for _, z := range kc.Spec.Zones {
 			if z.FastBucketRef != nil && z.FastBucketRef.Name == fb.Name {
 				d, ok := WALRetention(kc)
-				out = append(out, ClusterRetention{Name: kc.Name, Retention: d, Known: ok})
+				out = append(out, ClusterRetention{Name: WALClusterName(kc), Retention: d, Known: ok})
 				break
 			}
 		}

@@ -64,9 +64,9 @@ func TestClustersUsingBucket(t *testing.T) {
 		kc("ns", "alpha", "wal-a"),
 	})
 	want := []ClusterRetention{
-		{Name: "alpha", Retention: time.Hour, Known: true},
-		{Name: "bad"},
-		{Name: "zeta", Retention: time.Hour, Known: true},
+		{Name: "ns/alpha", Retention: time.Hour, Known: true},
+		{Name: "ns/bad"},
+		{Name: "ns/zeta", Retention: time.Hour, Known: true},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("ClustersUsingBucket = %+v, want %+v", got, want)

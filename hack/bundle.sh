@@ -29,11 +29,18 @@ work=bin/.bundle-work
 rm -rf "$work" && mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 
+# config/manifests is rendered on its own first: kustomize fixes name
+# references (the Deployment's serviceAccountName after the strata- prefix)
+# only at the end of the top-level build, after its replacements ran, so
+# replacements reading config/manifests as a sub-kustomization would copy
+# the Deployment spec with the unprefixed account name into the CSV.
+"$KUSTOMIZE" build config/manifests >"$work/base.yaml"
+
 cat >"$work/kustomization.yaml" <<YAML
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
-- ../../config/manifests
+- base.yaml
 images:
 - name: ghcr.io/strata-dev/strata
   newName: $img_name

@@ -147,7 +147,8 @@ type FastBucketWALStatus struct {
 
 // FastBucketWALCluster is one cluster's share of a bucket's WAL objects.
 type FastBucketWALCluster struct {
-	// Name of the KafkaCluster (the <cluster> of its WAL keys).
+	// Name of the cluster as its WAL object keys carry it:
+	// <namespace>/<KafkaCluster name> (the brokers' metadata.etcd.prefix).
 	Name string `json:"name"`
 
 	// Retention is the cluster's wal.retention.ms; unset when it cannot be

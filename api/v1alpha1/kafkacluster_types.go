@@ -24,6 +24,9 @@ const DefaultEtcdImage = "quay.io/coreos/etcd:v3.7.3"
 // +kubebuilder:validation:XValidation:rule="!has(self.leaderPlacement) || !has(self.leaderPlacement.preferredZones) || self.leaderPlacement.preferredZones.all(p, self.zones.exists(z, z.name == p))",message="leaderPlacement.preferredZones must name zones listed in spec.zones"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, self.listeners.exists_one(m, m.name == l.name))",message="listener names must be unique"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, self.listeners.exists_one(m, m.port == l.port))",message="listener ports must be unique"
+// +kubebuilder:validation:XValidation:rule="!has(self.listeners) || size(self.listeners) <= 1",message="spec.listeners: only one listener is supported for now (the broker opens only the first one); extra listeners come with TLS/SASL support"
+// +kubebuilder:validation:XValidation:rule="!has(self.tieredStorage)",message="spec.tieredStorage is not supported yet: the broker has no slow tier, so closed segments would silently stay on local disk; remove tieredStorage"
+// +kubebuilder:validation:XValidation:rule="!has(self.leaderPlacement) || ((!has(self.leaderPlacement.policy) || self.leaderPlacement.policy == 'Balanced') && !has(self.leaderPlacement.preferredZones))",message="spec.leaderPlacement: only policy Balanced is supported for now (the broker has no zone leader placement); remove policy Zone and preferredZones"
 type KafkaClusterSpec struct {
 	// Image is the Strata container image the brokers run.
 	// +kubebuilder:default="ghcr.io/strata-dev/strata:latest"
@@ -51,6 +54,7 @@ type KafkaClusterSpec struct {
 	WAL WALSpec `json:"wal,omitempty"`
 
 	// TieredStorage configures the regional slow tier for closed segments.
+	// Refused for now: the broker has no slow tier yet.
 	// +optional
 	TieredStorage *TieredStorageSpec `json:"tieredStorage,omitempty"`
 
@@ -59,16 +63,28 @@ type KafkaClusterSpec struct {
 	// +optional
 	Metadata MetadataSpec `json:"metadata,omitempty"`
 
-	// Config holds broker configuration overrides, written verbatim into
-	// every broker's configuration file after the operator's own keys.
+	// Config holds broker configuration overrides, written into every
+	// broker's configuration file beside the operator's own keys. Keys the
+	// operator renders from other fields (broker identity, rack, metadata
+	// store, data directory, listeners, wal.*, tier.*, leader.placement.*)
+	// are refused: set the field that owns them (docs/operator.md).
 	// +kubebuilder:validation:MaxProperties=256
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['broker.id', 'broker.id.base', 'broker.rack', 'zone', 'cluster.name']))",message="spec.config must not set broker.id, broker.id.base, broker.rack, zone or cluster.name: the operator derives them from spec.zones"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['broker.id', 'node.id', 'broker.id.base', 'broker.id.source']))",message="spec.config must not set broker.id, node.id, broker.id.base or broker.id.source: broker IDs are owned by the operator (the zone's ID block in status plus the pod ordinal)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['broker.rack', 'zone']))",message="spec.config must not set broker.rack or zone: they are spec.zones[].name"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['cluster.name', 'cluster.namespace']) && !k.startsWith('metadata.etcd.'))",message="spec.config must not set cluster.name, cluster.namespace or metadata.etcd.*: the metadata store is spec.metadata and the cluster's key space is its namespace and name"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['log.dirs', 'log.dir', 'data.dir']))",message="spec.config must not set log.dirs, log.dir or data.dir: the data directory is the volume of spec.storage"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['listeners', 'advertised.listeners', 'listener.security.protocol.map', 'inter.broker.listener.name', 'listen', 'advertised.address']))",message="spec.config must not set listeners, advertised.listeners, listener.security.protocol.map, inter.broker.listener.name, listen or advertised.address: they are spec.listeners"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['wal.enable', 'wal.enabled', 'wal.upload.interval.ms', 'wal.object.max.bytes', 'wal.retention.ms']))",message="spec.config must not set wal.enable, wal.enabled, wal.upload.interval.ms, wal.object.max.bytes or wal.retention.ms: they are spec.wal.enabled, spec.wal.uploadInterval, spec.wal.maxObjectBytes and spec.wal.retention"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('wal.bucket.') && !k.startsWith('wal.zone.'))",message="spec.config must not set wal.bucket.* or wal.zone.*: the buckets are the zones' FastBuckets (spec.zones[].fastBucketRef)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('tier.') && k != 'local.retention.ms')",message="spec.config must not set tier.* or local.retention.ms: they belong to spec.tieredStorage"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('leader.placement.'))",message="spec.config must not set leader.placement.*: it is spec.leaderPlacement"
 	// +optional
 	Config map[string]string `json:"config,omitempty"`
 
-	// Listeners are the Kafka listeners every broker opens. The first one
-	// is also used between brokers. Defaults to one PLAINTEXT listener on
-	// port 9092.
+	// Listeners are the Kafka listeners every broker opens. Defaults to
+	// one PLAINTEXT listener on port 9092. For now at most one listener,
+	// of protocol PLAINTEXT, is accepted: the broker opens only the first
+	// listener and has no TLS or SASL yet.
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=atomic
 	// +optional
@@ -82,7 +98,10 @@ type KafkaClusterSpec struct {
 	// +optional
 	PodTemplate PodTemplateSpec `json:"podTemplate,omitempty"`
 
-	// LeaderPlacement says where partition leaders should go.
+	// LeaderPlacement says where partition leaders should go. Only
+	// Balanced is accepted for now: the brokers spread preferred leaders
+	// over zones and brokers when they place partitions; policy Zone is
+	// refused until the broker implements it.
 	// +kubebuilder:default={policy:"Balanced"}
 	// +optional
 	LeaderPlacement LeaderPlacementSpec `json:"leaderPlacement,omitempty"`
@@ -163,7 +182,11 @@ type StorageSpec struct {
 
 // WALSpec configures replication through the per-zone fast buckets.
 //
+// The broker reads wal.*.ms as a positive int32 of milliseconds, so no
+// duration may exceed 2147483647ms (24d20h31m23.647s) or round down to 0.
+//
 // +kubebuilder:validation:XValidation:rule="!has(self.uploadInterval) || (duration(self.uploadInterval) >= duration('1ms') && duration(self.uploadInterval) <= duration('10s'))",message="wal.uploadInterval must be between 1ms and 10s"
+// +kubebuilder:validation:XValidation:rule="!has(self.retention) || (duration(self.retention) >= duration('1ms') && duration(self.retention) <= duration('2147483647ms'))",message="wal.retention must be between 1ms and 2147483647ms (596h31m23.647s): the broker reads wal.retention.ms as a positive int32"
 // +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.uploadInterval) || duration(self.retention) >= duration(self.uploadInterval)",message="wal.retention must be at least wal.uploadInterval"
 type WALSpec struct {
 	// Enabled turns WAL replication on. When off, followers fetch record
@@ -190,6 +213,7 @@ type WALSpec struct {
 
 	// Retention is the hard cap on a WAL object's life (wal.retention.ms);
 	// objects are normally deleted as soon as every replica has them.
+	// 1ms to 2147483647ms (about 596h), at least uploadInterval.
 	// +kubebuilder:default="1h"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
@@ -280,6 +304,8 @@ type ManagedEtcdSpec struct {
 type ListenerProtocol string
 
 // ListenerSpec is one Kafka listener.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.protocol) || self.protocol == 'PLAINTEXT'",message="listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported yet (the broker has no TLS or SASL): use PLAINTEXT"
 type ListenerSpec struct {
 	// Name of the listener, upper-case as in Kafka's listeners setting
 	// (e.g. PLAINTEXT, INTERNAL). Lower-cased it names the container and
@@ -296,7 +322,7 @@ type ListenerSpec struct {
 	// +required
 	Port int32 `json:"port"`
 
-	// Protocol of the listener.
+	// Protocol of the listener. Only PLAINTEXT is accepted for now.
 	// +kubebuilder:default=PLAINTEXT
 	// +optional
 	Protocol ListenerProtocol `json:"protocol,omitempty"`
@@ -363,7 +389,9 @@ type KafkaClusterStatus struct {
 	// BrokerIDBlocks records the broker ID block of every zone that ever
 	// appeared, in order of first appearance. Blocks are never renumbered
 	// or handed to another zone; a zone that is removed keeps its block,
-	// marked retired, and gets a fresh block if it comes back.
+	// marked retired, and gets a fresh block if it comes back. This is a
+	// copy: the durable record is the ConfigMap <cluster>-broker-ids,
+	// which survives the loss of status and a re-created KafkaCluster.
 	// +listType=atomic
 	// +optional
 	BrokerIDBlocks []BrokerIDBlock `json:"brokerIDBlocks,omitempty"`

@@ -42,8 +42,10 @@ type KafkaTopicSpec struct {
 	// +optional
 	Config map[string]string `json:"config,omitempty"`
 
-	// LeaderZone pins partition leaders to one zone when set.
+	// LeaderZone pins partition leaders to one zone when set. Refused for
+	// now: the broker has no zone leader placement yet.
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="false",message="leaderZone is not supported yet: the broker has no zone leader placement; remove leaderZone"
 	// +optional
 	LeaderZone string `json:"leaderZone,omitempty"`
 }

@@ -31,4 +31,7 @@
 // and one ranged GET serves them.
 //
 // Object keys are wal/<cluster>/<zone>/<brokerID>/<incarnation>/<seq:020d>.
+// <cluster> may contain '/' (brokers configured by the operator run as
+// <namespace>/<name>); ParseKey takes the last four segments as zone,
+// broker ID, incarnation and sequence.
 package wal

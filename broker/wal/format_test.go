@@ -226,7 +226,17 @@ func TestObjectKey(t *testing.T) {
 	if err != nil || info != (wal.KeyInfo{Cluster: "demo", Zone: "us-east-1a", BrokerID: 101, Incarnation: 7, Sequence: 42}) {
 		t.Fatalf("ParseKey = %+v, %v", info, err)
 	}
-	for _, bad := range []string{"", "wal/", "tier/demo/z/1/1/00000000000000000001", "wal/demo/z/x/1/00000000000000000001", "wal/demo/z/1/1/42", "wal/demo/z/1/-1/00000000000000000001"} {
+	// The operator's brokers are named <namespace>/<name>.
+	key = wal.ObjectKey("kafka/demo", "us-east-1a", 101, 7, 42)
+	if want := "wal/kafka/demo/us-east-1a/101/7/00000000000000000042"; key != want {
+		t.Fatalf("ObjectKey = %q, want %q", key, want)
+	}
+	info, err = wal.ParseKey(key)
+	if err != nil || info != (wal.KeyInfo{Cluster: "kafka/demo", Zone: "us-east-1a", BrokerID: 101, Incarnation: 7, Sequence: 42}) {
+		t.Fatalf("ParseKey(%q) = %+v, %v", key, info, err)
+	}
+	for _, bad := range []string{"", "wal/", "tier/demo/z/1/1/00000000000000000001", "wal/demo/z/x/1/00000000000000000001", "wal/demo/z/1/1/42", "wal/demo/z/1/-1/00000000000000000001",
+		"wal/kafka//z/1/1/00000000000000000001", "wal//demo/z/1/1/00000000000000000001", "wal/demo//1/1/00000000000000000001"} {
 		if _, err := wal.ParseKey(bad); err == nil {
 			t.Errorf("ParseKey(%q) accepted it", bad)
 		}

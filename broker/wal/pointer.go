@@ -2,6 +2,7 @@ package wal
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -50,6 +51,9 @@ const KeyPrefix = "wal/"
 
 // ObjectKey is wal/<cluster>/<zone>/<brokerID>/<incarnation>/<seq:020d>, so
 // that one uploader's objects list in upload order and sweep by prefix.
+// <cluster> may itself contain '/': a broker configured by the operator
+// is named <namespace>/<name> (metadata.etcd.prefix /strata/<ns>/<name>/).
+// <zone> must not.
 func ObjectKey(cluster, zone string, brokerID int32, incarnation, seq uint64) string {
 	return fmt.Sprintf("%s%s/%s/%d/%d/%020d", KeyPrefix, cluster, zone, brokerID, incarnation, seq)
 }
@@ -63,12 +67,16 @@ type KeyInfo struct {
 	Sequence    uint64
 }
 
-// ParseKey decodes an ObjectKey.
+// ParseKey decodes an ObjectKey. The last four segments are zone, broker
+// ID, incarnation and sequence; everything between wal/ and them is the
+// cluster name, slashes included (no segment of it may be empty).
 func ParseKey(key string) (KeyInfo, error) {
-	parts := strings.Split(strings.TrimPrefix(key, KeyPrefix), "/")
-	if !strings.HasPrefix(key, KeyPrefix) || len(parts) != 5 || parts[0] == "" || parts[1] == "" || len(parts[4]) != 20 {
+	all := strings.Split(strings.TrimPrefix(key, KeyPrefix), "/")
+	n := len(all)
+	if !strings.HasPrefix(key, KeyPrefix) || n < 5 || slices.Contains(all[:n-3], "") || len(all[n-1]) != 20 {
 		return KeyInfo{}, fmt.Errorf("wal: %q is not a WAL object key (wal/<cluster>/<zone>/<brokerID>/<incarnation>/<seq:020d>)", key)
 	}
+	parts := append([]string{strings.Join(all[:n-4], "/")}, all[n-4:]...)
 	broker, err := strconv.ParseInt(parts[2], 10, 32)
 	if err != nil {
 		return KeyInfo{}, fmt.Errorf("wal: key %q: broker id: %w", key, err)

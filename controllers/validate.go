@@ -1,0 +1,109 @@
+package controllers
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	strata "github.com/strata-dev/strata/api/v1alpha1"
+)
+
+// MaxBrokerMillis is the largest value the broker accepts for its
+// wal.*.ms settings: it parses them as a positive int32.
+const MaxBrokerMillis = 1<<31 - 1
+
+// ownedConfigKeys are broker settings the operator renders from a
+// KafkaCluster field (or the broker's aliases of them), by the field that
+// owns them. spec.config must not set them: the CRD's CEL rules on
+// spec.config refuse exactly these keys, and TestOwnedConfigKeysCoverRender
+// checks that every key RenderBrokerConfig writes is among them.
+var ownedConfigKeys = map[string]string{
+	"broker.id":                      "spec.zones (broker ID blocks)",
+	"node.id":                        "spec.zones (broker ID blocks)",
+	"broker.id.base":                 "spec.zones (broker ID blocks)",
+	"broker.id.source":               "spec.zones (broker ID blocks)",
+	"broker.rack":                    "spec.zones[].name",
+	"zone":                           "spec.zones[].name",
+	"cluster.name":                   "metadata.name",
+	"cluster.namespace":              "metadata.namespace",
+	"log.dirs":                       "spec.storage",
+	"log.dir":                        "spec.storage",
+	"data.dir":                       "spec.storage",
+	"listeners":                      "spec.listeners",
+	"advertised.listeners":           "spec.listeners",
+	"listener.security.protocol.map": "spec.listeners",
+	"inter.broker.listener.name":     "spec.listeners",
+	"listen":                         "spec.listeners",
+	"advertised.address":             "spec.listeners",
+	"wal.enable":                     "spec.wal.enabled",
+	"wal.enabled":                    "spec.wal.enabled",
+	"wal.upload.interval.ms":         "spec.wal.uploadInterval",
+	"wal.object.max.bytes":           "spec.wal.maxObjectBytes",
+	"wal.retention.ms":               "spec.wal.retention",
+	"local.retention.ms":             "spec.tieredStorage",
+}
+
+// ownedConfigPrefixes are key prefixes the operator owns, by owner.
+var ownedConfigPrefixes = []struct{ prefix, owner string }{
+	{"metadata.etcd.", "spec.metadata"},
+	{"wal.bucket.", "spec.zones[].fastBucketRef"},
+	{"wal.zone.", "spec.zones[].fastBucketRef"},
+	{"tier.", "spec.tieredStorage"},
+	{"leader.placement.", "spec.leaderPlacement"},
+}
+
+// ConfigKeyOwner returns the KafkaCluster field that owns a broker
+// setting, or ok=false when spec.config may set it.
+func ConfigKeyOwner(key string) (owner string, ok bool) {
+	if o, ok := ownedConfigKeys[key]; ok {
+		return o, true
+	}
+	for _, p := range ownedConfigPrefixes {
+		if strings.HasPrefix(key, p.prefix) {
+			return p.owner, true
+		}
+	}
+	return "", false
+}
+
+// UnsupportedSpec lists what in a KafkaCluster the CRD's validation
+// refuses today and the operator cannot honour: keys of spec.config the
+// operator owns, tiered storage, more than one listener or a protocol
+// other than PLAINTEXT, a leader placement other than Balanced and WAL
+// durations the broker cannot parse. The API server refuses these on
+// create and update; an object stored before those rules existed (or kept
+// by validation ratcheting) still reaches the reconciler, which then
+// reports the problems instead of rendering a config the brokers would
+// ignore or crash on.
+func UnsupportedSpec(kc *strata.KafkaCluster) []string {
+	var problems []string
+	keys := make([]string, 0, len(kc.Spec.Config))
+	for k := range kc.Spec.Config {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if owner, ok := ConfigKeyOwner(k); ok {
+			problems = append(problems, fmt.Sprintf("spec.config must not set %s: it is owned by %s", k, owner))
+		}
+	}
+	if kc.Spec.TieredStorage != nil {
+		problems = append(problems, "spec.tieredStorage is not supported yet: the broker has no slow tier")
+	}
+	if len(kc.Spec.Listeners) > 1 {
+		problems = append(problems, "spec.listeners: only one listener is supported for now")
+	}
+	for _, l := range kc.Spec.Listeners {
+		if l.Protocol != "" && l.Protocol != "PLAINTEXT" {
+			problems = append(problems, fmt.Sprintf("listener %s: protocol %s is not supported yet (the broker has no TLS or SASL)", l.Name, l.Protocol))
+		}
+	}
+	if lp := kc.Spec.LeaderPlacement; (lp.Policy != "" && lp.Policy != strata.LeaderPlacementBalanced) || len(lp.PreferredZones) > 0 {
+		problems = append(problems, "spec.leaderPlacement: only policy Balanced is supported for now")
+	}
+	if r := kc.Spec.WAL.Retention; r != nil && (r.Duration < time.Millisecond || r.Duration > MaxBrokerMillis*time.Millisecond) {
+		problems = append(problems, fmt.Sprintf("wal.retention %s is outside 1ms..%dms, what the broker parses", r.Duration, int64(MaxBrokerMillis)))
+	}
+	return problems
+}

@@ -1,0 +1,103 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	strata "github.com/strata-dev/strata/api/v1alpha1"
+)
+
+// renderedKeys returns the keys of a rendered broker.properties.
+func renderedKeys(t *testing.T, props string) []string {
+	t.Helper()
+	var keys []string
+	for _, l := range strings.Split(props, "\n") {
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		k, _, ok := strings.Cut(l, "=")
+		if !ok {
+			t.Fatalf("line %q is not key=value", l)
+		}
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// TestOwnedConfigKeysCoverRender: every key the operator renders from a
+// field is one spec.config may not set, so a user cannot override what
+// another field says. The cluster sets every field that renders keys
+// (tiered storage, leader placement zones, the zone map).
+func TestOwnedConfigKeysCoverRender(t *testing.T) {
+	kc := threeZoneCluster()
+	kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, PreferredZones: []string{"zone-a"}}
+	for _, zi := range zoneInputs(kc, nil) {
+		keys := renderedKeys(t, RenderBrokerConfig(kc, zi))
+		if len(keys) < 40 {
+			t.Fatalf("only %d keys rendered", len(keys))
+		}
+		for _, k := range keys {
+			if _, ok := ConfigKeyOwner(k); !ok {
+				t.Errorf("zone %s: the operator renders %s but spec.config may set it", zi.Zone.Name, k)
+			}
+		}
+	}
+	// The broker's aliases of rendered keys (broker/server ApplySettings).
+	for _, k := range []string{"broker.id", "node.id", "listen", "advertised.address", "log.dir", "data.dir", "wal.enabled"} {
+		if _, ok := ConfigKeyOwner(k); !ok {
+			t.Errorf("alias %s may be set in spec.config", k)
+		}
+	}
+	for _, k := range []string{"num.partitions", "min.insync.replicas", "auto.leader.rebalance.enable", "broker.session.timeout.ms", "wal", "tier"} {
+		if owner, ok := ConfigKeyOwner(k); ok {
+			t.Errorf("%s is a user setting, not owned by %s", k, owner)
+		}
+	}
+}
+
+func TestUnsupportedSpec(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*strata.KafkaCluster)
+		want   string // substring of the problems; "" for none
+	}{
+		{"supported", func(*strata.KafkaCluster) {}, ""},
+		{"user config", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"num.partitions": "6"} }, ""},
+		{"owned key", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"wal.retention.ms": "1000"} },
+			"spec.config must not set wal.retention.ms: it is owned by spec.wal.retention"},
+		{"owned prefix", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"wal.zone.x.bucket.name": "b"} },
+			"spec.config must not set wal.zone.x.bucket.name: it is owned by spec.zones[].fastBucketRef"},
+		{"tiered storage", func(kc *strata.KafkaCluster) {
+			kc.Spec.TieredStorage = &strata.TieredStorageSpec{Bucket: "tier", Region: "r"}
+		}, "spec.tieredStorage is not supported yet"},
+		{"two listeners", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "A", Port: 9092}, {Name: "B", Port: 9093}}
+		}, "only one listener is supported"},
+		{"SSL", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "A", Port: 9092, Protocol: "SSL"}}
+		}, "listener A: protocol SSL is not supported yet"},
+		{"zone leaders", func(kc *strata.KafkaCluster) {
+			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, PreferredZones: []string{"zone-a"}}
+		}, "only policy Balanced is supported"},
+		{"retention beyond int32 ms", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL.Retention = &metav1.Duration{Duration: 600 * time.Hour}
+		}, "wal.retention 600h0m0s is outside 1ms..2147483647ms"},
+		{"retention at the int32 limit", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL.Retention = &metav1.Duration{Duration: MaxBrokerMillis * time.Millisecond}
+		}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kc := threeZoneCluster()
+			kc.Spec.TieredStorage = nil
+			tt.mutate(kc)
+			got := strings.Join(UnsupportedSpec(kc), "; ")
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Fatalf("UnsupportedSpec = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
