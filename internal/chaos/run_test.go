@@ -45,7 +45,19 @@ func TestChaosShort(t *testing.T) {
 	}
 	for _, r := range runs {
 		t.Run(fmt.Sprintf("%s-seed-%d", r.replication, r.seed), func(t *testing.T) {
-			o := Options{Seed: r.seed, Duration: 45 * time.Second, Replication: r.replication, Binary: brokertest.Binary(t), Dir: t.TempDir(),
+			// Not t.TempDir: a failed run's data and broker logs are kept.
+			dir, err := os.MkdirTemp("", fmt.Sprintf("strata-chaos-test-%d-", r.seed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("data and broker logs (broker-<id>.log) kept in %s", dir)
+					return
+				}
+				os.RemoveAll(dir)
+			})
+			o := Options{Seed: r.seed, Duration: 45 * time.Second, Replication: r.replication, Binary: brokertest.Binary(t), Dir: dir,
 				Log: testWriter{t}, Verbose: true}
 			if r.replication == "wal" {
 				if _, err := s3server.Binary(); err != nil {
