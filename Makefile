@@ -73,8 +73,9 @@ lint: ## go vet + gofmt check.
 ##@ Test
 
 .PHONY: test
-test: test-deps lint verify-generated ## Run all tests (unit, envtest, S3, broker, client integration).
+test: test-deps lint verify-generated ## Run all tests (unit, envtest, S3, broker, client integration, chaos short form, OLM bundle validation).
 	go test $(GO_TEST_FLAGS) ./...
+	cd test/olm && go vet ./... && go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-deps
 test-deps: envtest s3-server kustomize ## Install what the tests need (builds from the Go module proxy; apt for kcat and Python clients).
