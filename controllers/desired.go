@@ -23,6 +23,10 @@ const (
 	etcdDataDir    = "/var/lib/etcd"
 )
 
+// brokerMetricsPort is where `strata broker` serves /metrics, /healthz
+// and /readyz by default (--metrics-listen 0.0.0.0:9644).
+const brokerMetricsPort = 9644
+
 // Pods run as the distroless nonroot user.
 const nonRootUID = 65532
 
@@ -110,7 +114,6 @@ func BuildZoneStatefulSet(kc *strata.KafkaCluster, zi ZoneInput, configHash stri
 	}
 
 	image := orDefault(kc.Spec.Image, strata.DefaultImage)
-	firstPort := Listeners(kc)[0]
 
 	whenScaled := appsv1.RetainPersistentVolumeClaimRetentionPolicyType
 	if kc.Spec.Storage.DeleteClaimOnScaleDown {
@@ -181,8 +184,14 @@ func BuildZoneStatefulSet(kc *strata.KafkaCluster, zi ZoneInput, configHash stri
 							{Name: "data", MountPath: BrokerDataDir},
 							{Name: "config", MountPath: BrokerConfigDir, ReadOnly: true},
 						},
+						// /readyz on the broker's metrics listener (its default
+						// 0.0.0.0:9644; the ConfigMap does not move it): ready only
+						// after log recovery and while its registration in etcd is
+						// alive and visible, which an open Kafka port does not say.
 						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(firstPort.Port)}},
+							ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+								Path: "/readyz", Port: intstr.FromInt32(brokerMetricsPort),
+							}},
 							PeriodSeconds:    5,
 							FailureThreshold: 3,
 						},

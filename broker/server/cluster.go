@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strata-dev/strata/broker"
@@ -78,6 +79,30 @@ type clusterRun struct {
 	replicas *replica.Manager
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+	// reg is the live registration (nil between a lost lease and the
+	// next registration), for readiness.
+	reg atomic.Pointer[meta.Registration]
+}
+
+// registered says whether the broker's registration is alive and the
+// metadata it has applied shows this very registration (same epoch), not
+// a previous one of the same ID.
+func (r *clusterRun) registered(b *broker.Broker) bool {
+	reg := r.reg.Load()
+	if reg == nil {
+		return false
+	}
+	select {
+	case <-reg.Done():
+		return false
+	default:
+	}
+	st := b.ClusterState()
+	if st == nil {
+		return false
+	}
+	bi, ok := st.Brokers[reg.Info().ID]
+	return ok && bi.Epoch == reg.Info().Epoch
 }
 
 // replicaTraffic counts a follower's replica fetches under the leader's
@@ -208,9 +233,25 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 		cc.StartTimeout = 3*cc.SessionTimeout + 30*time.Second
 	}
 	log := s.log.WithName("cluster")
-	store, err := meta.Connect(ctx, meta.ClientConfig{Endpoints: cc.EtcdEndpoints, Cluster: cc.Name})
-	if err != nil {
-		return nil, err
+	// StartTimeout bounds the whole join: reaching etcd (it may come up
+	// after the broker, e.g. pods started together) and seeing the
+	// registration.
+	wctx, wcancel := context.WithTimeout(ctx, cc.StartTimeout)
+	defer wcancel()
+	var store *meta.Store
+	for {
+		var err error
+		if store, err = meta.Connect(wctx, meta.ClientConfig{Endpoints: cc.EtcdEndpoints, Cluster: cc.Name}); err == nil {
+			break
+		}
+		if wctx.Err() != nil {
+			return nil, fmt.Errorf("broker %d could not reach etcd within %s: %w", s.cfg.Broker.NodeID, cc.StartTimeout, err)
+		}
+		log.Info("etcd not reachable yet, retrying", "etcd", cc.EtcdEndpoints, "reason", err.Error())
+		select {
+		case <-wctx.Done():
+		case <-time.After(time.Second): // retry pace, not synchronisation
+		}
 	}
 	if _, err := store.ClusterID(ctx); err != nil {
 		_ = store.Close()
@@ -264,6 +305,8 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 	go func() {
 		defer run.wg.Done()
 		err := store.Maintain(cctx, info, cc.SessionTimeout, func(ctx context.Context, reg *meta.Registration) {
+			run.reg.Store(reg)
+			defer run.reg.Store(nil)
 			ctrl := store.NewController(reg, cc.Controller)
 			b.SetController(ctrl)
 			defer b.SetController(nil)
@@ -275,8 +318,6 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 			log.Error(err, "broker registration ended")
 		}
 	}()
-	wctx, wcancel := context.WithTimeout(ctx, cc.StartTimeout)
-	defer wcancel()
 	if err := b.WaitApplied(wctx, func(st *meta.ClusterState) bool {
 		bi, ok := st.Brokers[cfg.NodeID]
 		return ok && len(bi.Listeners) > 0 && bi.Listeners[0].Port == cfg.Port && bi.Listeners[0].Host == cfg.Host

@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/strata-dev/strata/broker"
 	"github.com/strata-dev/strata/broker/group"
@@ -84,7 +86,13 @@ type Server struct {
 	http    *http.Server
 	httpLn  net.Listener
 
-	ready    atomic.Bool
+	// phase drives /readyz and strata_broker_ready (readiness).
+	phase atomic.Int32
+	// readyReg holds strata_broker_ready; it is served from the start,
+	// before the broker's own registry exists (liveMetrics).
+	readyReg    *prometheus.Registry
+	liveMetrics atomic.Pointer[metrics.Metrics]
+
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	serveErr chan error
@@ -117,20 +125,52 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		}
 	}
 	cfg.Broker.Clustered = len(cfg.Cluster.EtcdEndpoints) > 0
+	s := &Server{cfg: cfg, log: logger, ln: ln, stop: make(chan struct{}), serveErr: make(chan error, 1)}
+	started := false
+	defer func() {
+		if !started {
+			s.abortStart()
+		}
+	}()
+	// The HTTP listener comes first so that probes get an answer (503 and
+	// why) during log recovery and while joining the cluster, not a
+	// refused connection.
+	s.readyReg = prometheus.NewRegistry()
+	s.readyReg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "strata_broker_ready",
+		Help: "1 when /readyz answers 200: logs recovered and, in cluster mode, the broker's registration alive and visible in its metadata view.",
+	}, func() float64 {
+		if ok, _ := s.readiness(); ok {
+			return 1
+		}
+		return 0
+	}))
+	if cfg.MetricsListen != "" {
+		if s.httpLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", cfg.MetricsListen, err)
+		}
+		s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error(err, "metrics server stopped")
+			}
+		}()
+	}
 	b, err := broker.Open(ctx, cfg.Broker, logger.WithName("broker"))
 	if err != nil {
-		ln.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: logger, broker: b, ln: ln, stop: make(chan struct{}), serveErr: make(chan error, 1)}
+	s.broker = b
 	s.metrics = metrics.New(b)
+	s.liveMetrics.Store(s.metrics)
 	s.traffic = traffic.New(cfg.Broker.Rack)
 	s.metrics.Registry.MustRegister(s.traffic.Collector())
 	groupCfg := cfg.Group
 	if cfg.Broker.Clustered {
+		s.phase.Store(phaseJoining)
 		if s.cluster, err = s.startCluster(ctx, b, s.traffic); err != nil {
-			ln.Close()
-			b.Close()
 			return nil, err
 		}
 		// Offsets and membership in etcd; each group has one coordinator
@@ -141,8 +181,6 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		// Consumer groups: committed offsets live under the data dir and
 		// survive restarts.
 		if s.offsets, err = group.OpenFileStore(filepath.Join(cfg.Broker.DataDir, "__group_offsets")); err != nil {
-			ln.Close()
-			b.Close()
 			return nil, fmt.Errorf("open group offsets: %w", err)
 		}
 		groupCfg.Store = s.offsets
@@ -152,9 +190,6 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		return ok && p >= 0 && p < t.Partitions
 	}
 	if s.groups, err = group.New(logr.NewContext(ctx, logger), groupCfg); err != nil {
-		s.closeStores()
-		ln.Close()
-		b.Close()
 		return nil, fmt.Errorf("start group coordinator: %w", err)
 	}
 	env := &protocol.Env{Broker: b, Groups: s.groups, Log: logger.WithName("protocol")}
@@ -167,23 +202,7 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		Traffic:                  s.traffic,
 		Log:                      logger.WithName("protocol"),
 	})
-	if cfg.MetricsListen != "" {
-		if s.httpLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
-			s.groups.Close()
-			s.closeStores()
-			ln.Close()
-			b.Close()
-			return nil, fmt.Errorf("listen on %s: %w", cfg.MetricsListen, err)
-		}
-		s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				s.log.Error(err, "metrics server stopped")
-			}
-		}()
-	}
+	started = true
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
@@ -197,20 +216,59 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		defer s.wg.Done()
 		s.retentionLoop()
 	}()
-	s.ready.Store(true)
+	s.phase.Store(phaseRunning)
 	s.log.Info("broker started", "listen", ln.Addr().String(), "advertised", net.JoinHostPort(cfg.Broker.Host, strconv.Itoa(int(cfg.Broker.Port))),
 		"nodeID", cfg.Broker.NodeID, "rack", cfg.Broker.Rack, "dataDir", cfg.Broker.DataDir, "metrics", s.MetricsAddr())
 	return s, nil
 }
 
-// closeStores undoes the cluster mode and offsets store of a failed Start.
-func (s *Server) closeStores() {
+// abortStart undoes what a failed Start had set up.
+func (s *Server) abortStart() {
+	if s.groups != nil {
+		s.groups.Close()
+	}
 	if s.cluster != nil {
 		s.cluster.stop()
 	}
 	if s.offsets != nil {
 		s.offsets.Close()
 	}
+	if s.http != nil {
+		_ = s.http.Close()
+	}
+	s.wg.Wait()
+	s.ln.Close()
+	if s.broker != nil {
+		s.broker.Close()
+	}
+}
+
+// Readiness phases of a server (Server.phase).
+const (
+	phaseRecovering int32 = iota // broker.Open: recovering the logs
+	phaseJoining                 // cluster mode: connecting and registering
+	phaseRunning
+	phaseStopping
+)
+
+// readiness says whether the broker should receive traffic, and if not,
+// why (the body of /readyz's 503). Running in cluster mode, it also
+// needs its registration: a broker whose lease expired (etcd cut off, a
+// long pause) has had its partitions moved away and must not take
+// clients until it has registered again and sees that.
+func (s *Server) readiness() (bool, string) {
+	switch s.phase.Load() {
+	case phaseRecovering:
+		return false, "recovering logs"
+	case phaseJoining:
+		return false, "not registered in the cluster metadata"
+	case phaseStopping:
+		return false, "shutting down"
+	}
+	if s.cluster != nil && !s.cluster.registered(s.broker) {
+		return false, "not registered in the cluster metadata"
+	}
+	return true, "ok"
 }
 
 // Traffic returns the broker's traffic counters.
@@ -239,7 +297,16 @@ func (s *Server) Done() <-chan error { return s.serveErr }
 
 func (s *Server) httpHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
+	// Until the broker's registry exists (log recovery), only
+	// strata_broker_ready is served.
+	gather := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		g := prometheus.Gatherers{s.readyReg}
+		if m := s.liveMetrics.Load(); m != nil {
+			g = append(g, m.Registry)
+		}
+		return g.Gather()
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
@@ -253,8 +320,8 @@ func (s *Server) httpHandler() http.Handler {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !s.ready.Load() {
-			http.Error(w, "not ready\n", http.StatusServiceUnavailable)
+		if ok, why := s.readiness(); !ok {
+			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
@@ -287,7 +354,7 @@ func (s *Server) retentionLoop() {
 // hard but the logs are still closed. Safe to call more than once.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.once.Do(func() {
-		s.ready.Store(false)
+		s.phase.Store(phaseStopping)
 		s.log.Info("broker shutting down")
 		var errs []error
 		// Parked JoinGroup/SyncGroup requests answer NOT_COORDINATOR now

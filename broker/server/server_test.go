@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -68,10 +69,21 @@ func TestHTTPEndpoints(t *testing.T) {
 		`strata_log_end_offset{partition="0",topic="m"} 2`,
 		"strata_network_bytes_in_total",
 		"strata_connections",
+		"\nstrata_broker_ready 1\n",
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	// Shutting down: unready with the reason (the HTTP listener itself
+	// closes during Shutdown, so ask the handler directly).
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	s.httpHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	if rec.Code != http.StatusServiceUnavailable || rec.Body.String() != "shutting down\n" {
+		t.Fatalf("/readyz after shutdown: %d %q", rec.Code, rec.Body.String())
 	}
 }
 
