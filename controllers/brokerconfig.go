@@ -185,6 +185,8 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 		"metadata.etcd.endpoints": strings.Join(MetadataEndpoints(kc), ","),
 		"metadata.etcd.prefix":    "/strata/" + WALClusterName(kc) + "/",
 		"leader.placement.policy": string(orDefault(string(kc.Spec.LeaderPlacement.Policy), string(strata.LeaderPlacementBalanced))),
+		// The readiness probe and the metrics port use this address.
+		"metrics.listen": fmt.Sprintf("0.0.0.0:%d", brokerMetricsPort),
 	}
 	if len(kc.Spec.LeaderPlacement.PreferredZones) > 0 {
 		kv["leader.placement.preferred.zones"] = strings.Join(kc.Spec.LeaderPlacement.PreferredZones, ",")

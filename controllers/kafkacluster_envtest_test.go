@@ -567,6 +567,9 @@ var _ = Describe("CRD validation", func() {
 		Entry("config setting leader placement", func(kc *strata.KafkaCluster) {
 			kc.Spec.Config = map[string]string{"leader.placement.policy": "Zone"}
 		}, "spec.config must not set leader.placement.*: it is spec.leaderPlacement"),
+		Entry("config moving the metrics listener", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"metrics.listen": "0.0.0.0:9000"}
+		}, "spec.config must not set metrics.listen: the operator serves /metrics and the /readyz readiness probe on port 9644"),
 		Entry("a WAL retention beyond what the broker parses", func(kc *strata.KafkaCluster) {
 			kc.Spec.WAL = strata.WALSpec{Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 10 * time.Millisecond}, Retention: &metav1.Duration{Duration: 597 * time.Hour}}
 		}, "wal.retention must be between 1ms and 2147483647ms (596h31m23.647s): the broker reads wal.retention.ms as a positive int32"),

@@ -42,6 +42,7 @@ var ownedConfigKeys = map[string]string{
 	"wal.object.max.bytes":           "spec.wal.maxObjectBytes",
 	"wal.retention.ms":               "spec.wal.retention",
 	"local.retention.ms":             "spec.tieredStorage",
+	"metrics.listen":                 "the operator (readiness probe on /readyz, port 9644)",
 }
 
 // ownedConfigPrefixes are key prefixes the operator owns, by owner.

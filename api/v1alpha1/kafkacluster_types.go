@@ -66,8 +66,8 @@ type KafkaClusterSpec struct {
 	// Config holds broker configuration overrides, written into every
 	// broker's configuration file beside the operator's own keys. Keys the
 	// operator renders from other fields (broker identity, rack, metadata
-	// store, data directory, listeners, wal.*, tier.*, leader.placement.*)
-	// are refused: set the field that owns them (docs/operator.md).
+	// store, data directory, listeners, metrics.listen, wal.*, tier.*,
+	// leader.placement.*) are refused: set the field that owns them (docs/operator.md).
 	// +kubebuilder:validation:MaxProperties=256
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['broker.id', 'node.id', 'broker.id.base', 'broker.id.source']))",message="spec.config must not set broker.id, node.id, broker.id.base or broker.id.source: broker IDs are owned by the operator (the zone's ID block in status plus the pod ordinal)"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['broker.rack', 'zone']))",message="spec.config must not set broker.rack or zone: they are spec.zones[].name"
@@ -78,6 +78,7 @@ type KafkaClusterSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('wal.bucket.') && !k.startsWith('wal.zone.'))",message="spec.config must not set wal.bucket.* or wal.zone.*: the buckets are the zones' FastBuckets (spec.zones[].fastBucketRef)"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('tier.') && k != 'local.retention.ms')",message="spec.config must not set tier.* or local.retention.ms: they belong to spec.tieredStorage"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('leader.placement.'))",message="spec.config must not set leader.placement.*: it is spec.leaderPlacement"
+	// +kubebuilder:validation:XValidation:rule="!('metrics.listen' in self)",message="spec.config must not set metrics.listen: the operator serves /metrics and the /readyz readiness probe on port 9644"
 	// +optional
 	Config map[string]string `json:"config,omitempty"`
 
