@@ -477,6 +477,10 @@ type MetadataMemberHealth struct {
 	// Error is why the member is not healthy.
 	// +optional
 	Error string `json:"error,omitempty"`
+	// LastDefragTime is when the operator last defragmented the member;
+	// it rate-limits defragmentation.
+	// +optional
+	LastDefragTime *metav1.Time `json:"lastDefragTime,omitempty"`
 }
 
 // BrokerIDBlock reserves broker IDs [base, base+size) for one zone.
