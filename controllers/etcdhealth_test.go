@@ -64,18 +64,8 @@ func TestEtcdProberDefragment(t *testing.T) {
 		t.Fatalf("etcd client: %v", err)
 	}
 	defer cli.Close()
-	value := strings.Repeat("x", 64<<10)
-	for i := range 4000 { // 250 MiB written, then deleted
-		if _, err := cli.Put(ctx, fmt.Sprintf("/offsets/%d", i%64), value); err != nil {
-			t.Fatalf("put: %v", err)
-		}
-	}
-	resp, err := cli.Delete(ctx, "/offsets/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatalf("delete: %v", err)
-	}
-	if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
-		t.Fatalf("compact: %v", err)
+	if err := FreeEtcdPages(ctx, cli); err != nil {
+		t.Fatal(err)
 	}
 
 	p := EtcdProber{}
@@ -97,4 +87,24 @@ func TestEtcdProberDefragment(t *testing.T) {
 	if _, ok := PickDefragMember(after.Members, DefaultDefragPolicy, time.Now()); ok {
 		t.Fatalf("defragmented member picked again: %+v", after.Members[0])
 	}
+}
+
+// FreeEtcdPages leaves ~190 MiB of free pages in an etcd backend: values
+// written over and over, deleted, and the history compacted. The envtest
+// suite uses it too.
+func FreeEtcdPages(ctx context.Context, cli *clientv3.Client) error {
+	value := strings.Repeat("x", 64<<10)
+	for i := range 3000 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/offsets/%d", i%64), value); err != nil {
+			return fmt.Errorf("put: %w", err)
+		}
+	}
+	resp, err := cli.Delete(ctx, "/offsets/", clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		return fmt.Errorf("compact: %w", err)
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -486,6 +487,38 @@ var _ = Describe("KafkaCluster controller", func() {
 			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
 			g.Expect(c.Reason).To(Equal(controllers.ReasonEtcdHealthy))
 		}, timeout, interval).Should(Succeed())
+	})
+
+	It("defragments an etcd member whose backend is mostly free and records an event", func() {
+		em, err := brokermeta.StartEmbedded(suiteCtx, GinkgoT().TempDir(), nil)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(em.Close)
+		cli, err := clientv3.New(clientv3.Config{Endpoints: em.Endpoints, DialTimeout: 5 * time.Second})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(cli.Close)
+		Expect(controllers.FreeEtcdPages(suiteCtx, cli)).To(Succeed())
+
+		kc := clusterSpec(map[string]int32{"us-east-1a": 1}, "us-east-1a")
+		kc.Spec.Metadata.ExternalEndpoints = em.Endpoints
+		createCluster(ns, "defrag", kc)
+		Eventually(func(g Gomega) {
+			var events eventsv1.EventList
+			g.Expect(k8sClient.List(suiteCtx, &events, client.InNamespace(ns))).To(Succeed())
+			var notes []string
+			for _, e := range events.Items {
+				if e.Reason == controllers.EventEtcdDefragmented && e.Regarding.Name == "defrag" {
+					notes = append(notes, e.Note)
+				}
+			}
+			g.Expect(notes).To(ContainElement(ContainSubstring("etcd member " + em.Endpoints[0] + " defragmented")))
+			h := getCluster(ns, "defrag").Status.Metadata
+			g.Expect(h).NotTo(BeNil())
+			g.Expect(h.Members).To(HaveLen(1))
+			g.Expect(h.Members[0].LastDefragTime).NotTo(BeNil())
+		}, timeout, interval).Should(Succeed())
+		st, err := cli.Status(suiteCtx, em.Endpoints[0])
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st.DbSize - st.DbSizeInUse).To(BeNumerically("<", controllers.DefaultDefragPolicy.MinFreeBytes))
 	})
 
 	It("reports unreachable external etcd as a condition and still reconciles", func() {
