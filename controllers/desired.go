@@ -394,6 +394,12 @@ func BuildEtcd(kc *strata.KafkaCluster) *EtcdObjects {
 							"--initial-cluster=" + strings.Join(initial, ","),
 							"--initial-cluster-state=new",
 							fmt.Sprintf("--initial-cluster-token=%s-%s", kc.Namespace, name),
+							// Keep one hour of history: enough for a broker's watch
+							// to resume after a restart, bounded in time whatever
+							// the offset-commit rate (see etcdAutoCompaction*).
+							"--auto-compaction-mode=" + etcdAutoCompactionMode,
+							"--auto-compaction-retention=" + etcdAutoCompactionRetention,
+							fmt.Sprintf("--quota-backend-bytes=%d", EtcdQuotaBackendBytes(m.StorageSize)),
 						},
 						Env: []corev1.EnvVar{
 							{Name: EnvPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
@@ -439,6 +445,41 @@ func BuildEtcd(kc *strata.KafkaCluster) *EtcdObjects {
 		},
 	}
 	return &EtcdObjects{Service: svc, StatefulSet: sts, PDB: pdb}
+}
+
+// Auto-compaction of the managed etcd. Periodic rather than revision-based:
+// committed offsets make the write rate of the metadata store follow the
+// client load, so a revision count would keep anything from hours to
+// seconds of history; a time window keeps what a watcher needs to resume
+// predictable, and the backend quota below is sized to hold it.
+const (
+	etcdAutoCompactionMode      = "periodic"
+	etcdAutoCompactionRetention = "1h"
+)
+
+// Bounds of the managed etcd backend quota.
+const (
+	// etcdMaxQuotaBytes is the largest backend etcd recommends (8 GiB):
+	// beyond it, defragmentation and snapshots stall the member.
+	etcdMaxQuotaBytes int64 = 8 << 30
+	// etcdMinQuotaBytes keeps tiny test volumes usable.
+	etcdMinQuotaBytes int64 = 256 << 20
+)
+
+// EtcdQuotaBackendBytes sizes --quota-backend-bytes from the member volume:
+// half of it, so the volume still holds the WAL, the snapshots and the
+// second copy of the database that a defragmentation writes before it
+// swaps files; capped at etcd's recommended 8 GiB, and at least 256 MiB
+// (but never more than the volume). The default 10Gi volume gives 5 GiB.
+func EtcdQuotaBackendBytes(storage *resource.Quantity) int64 {
+	if storage == nil || storage.Value() <= 0 {
+		return etcdMinQuotaBytes
+	}
+	v := storage.Value()
+	q := v / 2
+	q = min(q, etcdMaxQuotaBytes)
+	q = max(q, min(etcdMinQuotaBytes, v))
+	return q
 }
 
 func etcdMemberName(kc *strata.KafkaCluster, i int32) string {

@@ -537,3 +537,28 @@ func BenchmarkDesiredState(b *testing.B) {
 		_ = BuildEtcd(kc)
 	}
 }
+
+// TestEtcdQuotaBackendBytes pins the documented sizing of the managed etcd
+// backend quota: half the member volume, within [256 MiB, 8 GiB], never
+// above the volume.
+func TestEtcdQuotaBackendBytes(t *testing.T) {
+	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+	for _, tc := range []struct {
+		storage *resource.Quantity
+		want    int64
+	}{
+		{nil, 256 << 20},
+		{q("0"), 256 << 20},
+		{q("10Gi"), 5 << 30}, // the default volume
+		{q("4Gi"), 2 << 30},
+		{q("16Gi"), 8 << 30},
+		{q("100Gi"), 8 << 30}, // capped at etcd's recommended maximum
+		{q("300Mi"), 256 << 20},
+		{q("100Mi"), 100 << 20}, // never above the volume
+	} {
+		got := EtcdQuotaBackendBytes(tc.storage)
+		if got != tc.want {
+			t.Errorf("EtcdQuotaBackendBytes(%v) = %d, want %d", tc.storage, got, tc.want)
+		}
+	}
+}

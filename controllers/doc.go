@@ -11,5 +11,7 @@
 //
 // The reconcilers read the world, call the builders, write the difference
 // and report status; the envtest suite checks that wiring against a real
-// kube-apiserver.
+// kube-apiserver. The KafkaCluster reconciler also probes the metadata etcd
+// (etcdhealth.go: Status and AlarmList through clientv3, bounded by a
+// short timeout) for the status.metadata health line.
 package controllers

@@ -80,6 +80,8 @@ type KafkaClusterReconciler struct {
 	// Client.
 	LiveReader client.Reader
 	Recorder   recorder.EventRecorder
+	// MetadataProber reads the etcd health line; nil uses EtcdProber.
+	MetadataProber MetadataProber
 }
 
 // clusterScope is what the reconcile steps share.
@@ -144,6 +146,7 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		{"disruption budget", r.reconcilePDB},
 		{"removed zones", r.reconcileRemovedZones},
 		{"status", r.aggregateStatus},
+		{"metadata health", r.reconcileMetadataHealth},
 	}
 	for _, step := range steps {
 		err := step.run(ctx, s)
@@ -170,7 +173,9 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, fmt.Errorf("%s: %w", step.name, err)
 	}
 	logger.V(logDebug).Info("reconciled", "zones", len(s.zones), "readyBrokers", kc.Status.ReadyBrokers, "desiredBrokers", kc.Status.DesiredBrokers)
-	return ctrl.Result{}, nil
+	// Come back to refresh the etcd health line: nothing watched changes
+	// when etcd fills up or loses a member.
+	return ctrl.Result{RequeueAfter: metadataProbeInterval}, nil
 }
 
 // checkSpec stops a cluster whose spec the CRD's validation refuses today

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -28,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
+	brokermeta "github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/controllers"
 )
 
@@ -455,6 +459,90 @@ var _ = Describe("KafkaCluster controller", func() {
 			Should(ContainSubstring("\nmetadata.etcd.endpoints=https://etcd.example:2379\n"))
 		_, err := getSTS(ns, "ext-etcd")
 		Expect(apierrors.IsNotFound(err)).To(BeTrue())
+	})
+
+	It("reports the etcd health line of external endpoints from a live etcd", func() {
+		em, err := brokermeta.StartEmbedded(suiteCtx, GinkgoT().TempDir(), nil,
+			func(c *embed.Config) { c.QuotaBackendBytes = 64 << 20 })
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(em.Close)
+
+		kc := clusterSpec(map[string]int32{"us-east-1a": 1}, "us-east-1a")
+		kc.Spec.Metadata.ExternalEndpoints = em.Endpoints
+		createCluster(ns, "health", kc)
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "health")
+			h := got.Status.Metadata
+			g.Expect(h).NotTo(BeNil())
+			g.Expect(h.Endpoints).To(Equal(em.Endpoints))
+			g.Expect(h.HealthyMembers).To(BeEquivalentTo(1))
+			g.Expect(h.QuotaBytes).To(BeEquivalentTo(64 << 20))
+			g.Expect(h.DBSizeBytes).To(BeNumerically(">", 0))
+			g.Expect(h.Alarms).To(BeEmpty())
+			g.Expect(h.Members).To(HaveLen(1))
+			g.Expect(h.Members[0].Healthy).To(BeTrue())
+			g.Expect(h.Members[0].MemberID).NotTo(BeEmpty())
+			c := meta.FindStatusCondition(got.Status.Conditions, strata.ConditionMetadataHealthy)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(c.Reason).To(Equal(controllers.ReasonEtcdHealthy))
+		}, timeout, interval).Should(Succeed())
+	})
+
+	It("defragments an etcd member whose backend is mostly free and records an event", func() {
+		em, err := brokermeta.StartEmbedded(suiteCtx, GinkgoT().TempDir(), nil)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(em.Close)
+		cli, err := clientv3.New(clientv3.Config{Endpoints: em.Endpoints, DialTimeout: 5 * time.Second})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(cli.Close)
+		Expect(controllers.FreeEtcdPages(suiteCtx, cli)).To(Succeed())
+
+		kc := clusterSpec(map[string]int32{"us-east-1a": 1}, "us-east-1a")
+		kc.Spec.Metadata.ExternalEndpoints = em.Endpoints
+		createCluster(ns, "defrag", kc)
+		Eventually(func(g Gomega) {
+			var events eventsv1.EventList
+			g.Expect(k8sClient.List(suiteCtx, &events, client.InNamespace(ns))).To(Succeed())
+			var notes []string
+			for _, e := range events.Items {
+				if e.Reason == controllers.EventEtcdDefragmented && e.Regarding.Name == "defrag" {
+					notes = append(notes, e.Note)
+				}
+			}
+			g.Expect(notes).To(ContainElement(ContainSubstring("etcd member " + em.Endpoints[0] + " defragmented")))
+			h := getCluster(ns, "defrag").Status.Metadata
+			g.Expect(h).NotTo(BeNil())
+			g.Expect(h.Members).To(HaveLen(1))
+			g.Expect(h.Members[0].LastDefragTime).NotTo(BeNil())
+		}, timeout, interval).Should(Succeed())
+		st, err := cli.Status(suiteCtx, em.Endpoints[0])
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st.DbSize - st.DbSizeInUse).To(BeNumerically("<", controllers.DefaultDefragPolicy.MinFreeBytes))
+	})
+
+	It("reports unreachable external etcd as a condition and still reconciles", func() {
+		// A loopback port nobody listens on: refused at once.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		Expect(err).NotTo(HaveOccurred())
+		endpoint := "http://" + l.Addr().String()
+		Expect(l.Close()).To(Succeed())
+
+		kc := clusterSpec(map[string]int32{"us-east-1a": 1}, "us-east-1a")
+		kc.Spec.Metadata.ExternalEndpoints = []string{endpoint}
+		createCluster(ns, "noetcd", kc)
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "noetcd")
+			g.Expect(got.Status.Metadata).NotTo(BeNil())
+			g.Expect(got.Status.Metadata.HealthyMembers).To(BeZero())
+			g.Expect(got.Status.Metadata.Members).To(HaveLen(1))
+			g.Expect(got.Status.Metadata.Members[0].Error).NotTo(BeEmpty())
+			c := meta.FindStatusCondition(got.Status.Conditions, strata.ConditionMetadataHealthy)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(controllers.ReasonEtcdUnreachable))
+		}, timeout, interval).Should(Succeed())
+		Expect(getSTS(ns, "noetcd-us-east-1a")).NotTo(BeNil())
 	})
 
 	It("deletes the brokers' claims on deletion when deletionPolicy is Delete, and never the buckets", func() {

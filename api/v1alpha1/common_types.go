@@ -80,6 +80,9 @@ const (
 	ConditionReconciling = "Reconciling"
 	ConditionDegraded    = "Degraded"
 	ConditionReachable   = "Reachable"
+	// ConditionMetadataHealthy is a KafkaCluster's etcd health: every
+	// endpoint answers and no alarm is raised.
+	ConditionMetadataHealthy = "MetadataHealthy"
 	// ConditionWALSwept is a FastBucket's last WAL sweep: True when it
 	// listed the bucket and every delete it decided on succeeded.
 	ConditionWALSwept = "WALSwept"

@@ -424,6 +424,64 @@ type KafkaClusterStatus struct {
 	// +listType=atomic
 	// +optional
 	MetadataEndpoints []string `json:"metadataEndpoints,omitempty"`
+
+	// Metadata is the health of the etcd cluster holding the metadata, as
+	// the operator last saw it (Status and AlarmList of every endpoint).
+	// +optional
+	Metadata *MetadataHealth `json:"metadata,omitempty"`
+}
+
+// MetadataHealth is the etcd health line of a KafkaCluster.
+type MetadataHealth struct {
+	// Endpoints probed.
+	// +listType=atomic
+	// +optional
+	Endpoints []string `json:"endpoints,omitempty"`
+	// HealthyMembers counts endpoints that answered Status without errors.
+	HealthyMembers int32 `json:"healthyMembers"`
+	// DBSizeBytes is the largest backend size over the members.
+	// +optional
+	DBSizeBytes int64 `json:"dbSizeBytes,omitempty"`
+	// QuotaBytes is the backend quota the members report.
+	// +optional
+	QuotaBytes int64 `json:"quotaBytes,omitempty"`
+	// Alarms raised in the cluster, as "<alarm> on member <id>" (NOSPACE:
+	// the quota is hit and etcd refuses writes).
+	// +listType=atomic
+	// +optional
+	Alarms []string `json:"alarms,omitempty"`
+	// Members reports each endpoint.
+	// +listType=atomic
+	// +optional
+	Members []MetadataMemberHealth `json:"members,omitempty"`
+	// LastProbeTime is when the operator last probed the endpoints.
+	// +optional
+	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
+}
+
+// MetadataMemberHealth reports one etcd endpoint.
+type MetadataMemberHealth struct {
+	// Endpoint is the client URL probed.
+	Endpoint string `json:"endpoint"`
+	// MemberID is the member's etcd ID in hex, once it answered.
+	// +optional
+	MemberID string `json:"memberID,omitempty"`
+	// Healthy is set when the member answered Status without errors.
+	Healthy bool `json:"healthy"`
+	// DBSizeBytes is the size of the member's backend file.
+	// +optional
+	DBSizeBytes int64 `json:"dbSizeBytes,omitempty"`
+	// DBSizeInUseBytes is the part of the backend file in use; the rest
+	// is what a defragmentation gives back.
+	// +optional
+	DBSizeInUseBytes int64 `json:"dbSizeInUseBytes,omitempty"`
+	// Error is why the member is not healthy.
+	// +optional
+	Error string `json:"error,omitempty"`
+	// LastDefragTime is when the operator last defragmented the member;
+	// it rate-limits defragmentation.
+	// +optional
+	LastDefragTime *metav1.Time `json:"lastDefragTime,omitempty"`
 }
 
 // BrokerIDBlock reserves broker IDs [base, base+size) for one zone.
