@@ -339,8 +339,11 @@ var _ = Describe("KafkaCluster controller", func() {
 			_, err := getSTS(ns, "ids-us-east-1a")
 			return apierrors.IsNotFound(err)
 		}, timeout, interval).Should(BeTrue())
-		_, err = brokerConfig(ns, "ids", "us-east-1a")
-		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ConfigMap of the removed zone: %v", err)
+		// The reconciler deletes the ConfigMap right after the StatefulSet.
+		Eventually(func() bool {
+			_, err := brokerConfig(ns, "ids", "us-east-1a")
+			return apierrors.IsNotFound(err)
+		}, timeout, interval).Should(BeTrue(), "ConfigMap of the removed zone still there")
 	})
 
 	It("keeps broker IDs when status is lost and when the KafkaCluster is re-created", func() {
