@@ -81,7 +81,7 @@ type Process struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
-	logs *syncBuffer
+	logs *SyncBuffer
 }
 
 // StartProcess builds (once) and starts `strata broker` as a subprocess on
@@ -117,7 +117,7 @@ func (p *Process) Start() {
 	args = append(args, p.opts.args...)
 	cmd := exec.Command(p.bin, args...)
 	if p.logs == nil {
-		p.logs = &syncBuffer{}
+		p.logs = &SyncBuffer{}
 	}
 	fmt.Fprintf(p.logs, "=== start: %s %s\n", p.bin, strings.Join(args, " "))
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
@@ -216,18 +216,20 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-type syncBuffer struct {
+// SyncBuffer collects a process's output for tests; safe for concurrent
+// writes and reads.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()

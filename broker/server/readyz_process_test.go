@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +26,7 @@ func TestReadyzFollowsRegistration(t *testing.T) {
 	etcdClient, etcdPeer := freeAddr(t), freeAddr(t)
 	metricsAddr, kafkaAddr := freeAddr(t), freeAddr(t)
 
-	var logs syncBuffer
+	var logs brokertest.SyncBuffer
 	cmd := exec.Command(brokertest.Binary(t), "broker",
 		"--listen", kafkaAddr, "--data-dir", t.TempDir(), "--metrics-listen", metricsAddr, "--log-format", "console",
 		"--set", "node.id=1", "--set", "broker.rack=a", "--set", "cluster.name=readyz",
@@ -136,21 +135,4 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
