@@ -416,11 +416,7 @@ func (m *Manager) ServeReplicaFetch(p *Partition, follower int32, brokerEpoch in
 		}
 		return d, nil
 	}
-	prev := int64(-1)
-	if m.wal != nil {
-		prev = p.FollowerLEO(follower)
-	}
-	expand, err := p.FollowerFetch(follower, fetchOffset)
+	prev, expand, err := p.FollowerFetch(follower, fetchOffset)
 	if err != nil {
 		return nil, err
 	}

@@ -458,22 +458,24 @@ func (p *Partition) CheckDivergence(fetchOffset int64, lastFetchedEpoch int32) *
 
 // FollowerFetch records a replica fetch from follower at fetchOffset (its
 // LEO) on the leader: it updates the follower's LEO and caught-up time and
-// advances the HWM. It returns true when the follower is outside the ISR
-// but has caught up, so the ISR should expand. Callers check divergence
+// advances the HWM. It returns the follower's previous LEO (-1: its first
+// fetch of this leadership), which the WAL deletion tracker needs, and
+// expand = true when the follower is outside the ISR but has caught up,
+// so the ISR should expand. Callers check divergence
 // first and do not call this when the fetch diverged.
-func (p *Partition) FollowerFetch(follower int32, fetchOffset int64) (expand bool, err error) {
+func (p *Partition) FollowerFetch(follower int32, fetchOffset int64) (prevLEO int64, expand bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.role != RoleLeader {
-		return false, fmt.Errorf("%w: broker %d does not lead %s", kerr.NotLeaderForPartition, p.self, p.TP)
+		return -1, false, fmt.Errorf("%w: broker %d does not lead %s", kerr.NotLeaderForPartition, p.self, p.TP)
 	}
 	f, ok := p.followers[follower]
 	if !ok {
-		return false, fmt.Errorf("%w: broker %d is not a replica of %s", kerr.NotLeaderForPartition, follower, p.TP)
+		return -1, false, fmt.Errorf("%w: broker %d is not a replica of %s", kerr.NotLeaderForPartition, follower, p.TP)
 	}
 	now, leo := p.now(), p.Log.EndOffset()
 	if fetchOffset > leo {
-		return false, fmt.Errorf("%w: follower %d fetches at %d beyond the log end %d", kerr.OffsetOutOfRange, follower, fetchOffset, leo)
+		return -1, false, fmt.Errorf("%w: follower %d fetches at %d beyond the log end %d", kerr.OffsetOutOfRange, follower, fetchOffset, leo)
 	}
 	// Kafka's rule: caught up now if the follower reached the current LEO,
 	// or as of its previous fetch if it reached the LEO of that time.
@@ -488,10 +490,11 @@ func (p *Partition) FollowerFetch(follower int32, fetchOffset int64) (expand boo
 			f.lastCaughtUp = f.lastFetch
 		}
 	}
+	prevLEO = f.leo
 	f.leo, f.lastFetch, f.leoAtLastFetch = fetchOffset, now, leo
 	p.maybeAdvanceHWMLocked()
 	inISR := slices.Contains(p.state.ISR, follower)
-	return !inISR && p.pendingISR == nil && fetchOffset >= p.hwm.Load() && fetchOffset >= p.epochStart, nil
+	return prevLEO, !inISR && p.pendingISR == nil && fetchOffset >= p.hwm.Load() && fetchOffset >= p.epochStart, nil
 }
 
 // followerIncarnation records the registration epoch a follower's fetch
