@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 var (
@@ -233,4 +235,19 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Main is the TestMain of packages that run broker processes: it runs the
+// tests, deletes the binary built by Binary, and fails a passing run that
+// left goroutines behind (goleak). It does not return.
+func Main(m *testing.M) {
+	code := m.Run()
+	RemoveBinary()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -12,23 +11,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/goleak"
 
 	"github.com/strata-dev/strata/broker/brokertest"
 	"github.com/strata-dev/strata/internal/testutil/s3server"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	brokertest.RemoveBinary()
-	// The load generator's clients, consumers and scrapes must all be gone.
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	brokertest.Main(m)
 }
 
 // checkModeResult holds for every successful bench of a mode.

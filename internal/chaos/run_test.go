@@ -9,22 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/strata-dev/strata/broker/brokertest"
 	"github.com/strata-dev/strata/internal/testutil/s3server"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	brokertest.RemoveBinary()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	brokertest.Main(m)
 }
 
 // TestChaosShort runs the real thing in short form: broker processes,

@@ -5,21 +5,11 @@ import (
 	"os/exec"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/strata-dev/strata/broker/brokertest"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	brokertest.RemoveBinary()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
+	brokertest.Main(m)
 }
 
 // kcatPath returns the kcat binary or fails the test.

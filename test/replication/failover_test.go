@@ -2,7 +2,6 @@ package replication
 
 import (
 	"flag"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/goleak"
 
 	"github.com/strata-dev/strata/broker/brokertest"
 )
@@ -19,15 +17,7 @@ var kills = flag.Int("failover.kills", 3, "leader SIGKILLs in TestFailoverNoAckn
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	code := m.Run()
-	brokertest.RemoveBinary()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
+	brokertest.Main(m)
 }
 
 // TestFailoverNoAcknowledgedLoss produces with acks=all (idempotence off)
