@@ -82,6 +82,8 @@ type KafkaClusterReconciler struct {
 	Recorder   recorder.EventRecorder
 	// MetadataProber reads the etcd health line; nil uses EtcdProber.
 	MetadataProber MetadataProber
+	// Admin holds the cluster's Kafka admin client (kafkaadmin.go).
+	Admin *AdminPool
 }
 
 // clusterScope is what the reconcile steps share.

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -11,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
 // SetupWithManager registers every Strata reconciler with a manager.
@@ -21,10 +23,19 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	admin := NewAdminPool(o.endpoints)
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		admin.Close()
+		return nil
+	})); err != nil {
+		return fmt.Errorf("admin client pool: %w", err)
+	}
 	if err := (&KafkaClusterReconciler{
 		Client:     mgr.GetClient(),
 		LiveReader: mgr.GetAPIReader(),
 		Recorder:   mgr.GetEventRecorder("strata-kafkacluster"),
+		Admin:      admin,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("KafkaCluster controller: %w", err)
 	}
@@ -45,6 +56,14 @@ type Option func(*options)
 
 type options struct {
 	sweepClock clock.PassiveClock
+	endpoints  BrokerEndpoints
+}
+
+// WithBrokerEndpoints says how the operator reaches brokers (default:
+// ServiceEndpoints, the Services it renders). Envtest suites point it at
+// broker processes on the loopback.
+func WithBrokerEndpoints(e BrokerEndpoints) Option {
+	return func(o *options) { o.endpoints = e }
 }
 
 // WithSweepClock gives the WAL sweeper a clock other than the real one

@@ -1,0 +1,148 @@
+package controllers
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"k8s.io/apimachinery/pkg/types"
+
+	strata "github.com/strata-dev/strata/api/v1alpha1"
+)
+
+// Timeouts of the operator's Kafka admin clients. A reconcile must never
+// hang on a broker that does not answer: every admin call is also bounded
+// by the reconcile's context (adminCallTimeout).
+const (
+	adminDialTimeout     = 5 * time.Second
+	adminRequestOverhead = 10 * time.Second
+	adminRetryTimeout    = 15 * time.Second
+	adminMetadataMinAge  = time.Second
+	adminMaxRetryBackoff = 2 * time.Second
+	adminFirstRetryWait  = 100 * time.Millisecond
+	// AdminCallTimeout bounds one admin conversation of a reconcile (a
+	// few requests):
+	// brokers that cannot be reached make the reconcile
+	// report a condition and requeue instead of blocking a worker.
+	AdminCallTimeout = 30 * time.Second
+)
+
+// BrokerEndpoints says how the operator reaches a cluster's brokers. In a
+// Kubernetes cluster that is the bootstrap Service and each pod's DNS name
+// (ServiceEndpoints); envtest suites point it at broker processes on the
+// loopback.
+type BrokerEndpoints interface {
+	// Bootstrap returns the seed addresses (host:port) of the cluster's
+	// Kafka admin client.
+	Bootstrap(kc *strata.KafkaCluster) ([]string, error)
+	// HTTP returns the base URL (scheme://host:port) of the HTTP endpoint
+	// (/metrics, /readyz) of broker id, pod ordinal of zone.
+	HTTP(kc *strata.KafkaCluster, zone string, ordinal, id int32) (string, error)
+}
+
+// ServiceEndpoints reaches brokers through the Services the operator
+// renders: the bootstrap Service for Kafka, the headless Service's pod DNS
+// names for the brokers' HTTP endpoint.
+type ServiceEndpoints struct{}
+
+// Bootstrap is <cluster>-bootstrap.<namespace>.svc:<first listener port>.
+func (ServiceEndpoints) Bootstrap(kc *strata.KafkaCluster) ([]string, error) {
+	l := Listeners(kc)[0]
+	return []string{fmt.Sprintf("%s.%s.svc:%d", BootstrapServiceName(kc.Name), kc.Namespace, l.Port)}, nil
+}
+
+// HTTP is http://<pod>.<cluster>-brokers.<namespace>.svc:9644.
+func (ServiceEndpoints) HTTP(kc *strata.KafkaCluster, zone string, ordinal, _ int32) (string, error) {
+	return fmt.Sprintf("http://%s.%s.%s.svc:%d", BrokerPodName(kc.Name, zone, ordinal), HeadlessServiceName(kc.Name), kc.Namespace, brokerMetricsPort), nil
+}
+
+// AdminPool keeps one Kafka admin client per KafkaCluster, shared by the
+// reconcilers. A client is rebuilt when the cluster's seed addresses
+// change and closed when the cluster goes away.
+type AdminPool struct {
+	endpoints BrokerEndpoints
+
+	mu      sync.Mutex
+	clients map[types.NamespacedName]*pooledAdmin
+}
+
+type pooledAdmin struct {
+	seeds []string
+	kgo   *kgo.Client
+	adm   *kadm.Client
+}
+
+// NewAdminPool returns a pool reaching brokers through endpoints (nil:
+// ServiceEndpoints).
+func NewAdminPool(endpoints BrokerEndpoints) *AdminPool {
+	if endpoints == nil {
+		endpoints = ServiceEndpoints{}
+	}
+	return &AdminPool{endpoints: endpoints, clients: map[types.NamespacedName]*pooledAdmin{}}
+}
+
+// Endpoints is how the pool reaches brokers.
+func (p *AdminPool) Endpoints() BrokerEndpoints { return p.endpoints }
+
+// Admin returns the admin client of kc. Creating it does not dial: an
+// unreachable cluster shows up as errors of the calls made with it.
+func (p *AdminPool) Admin(kc *strata.KafkaCluster) (*kadm.Client, error) {
+	seeds, err := p.endpoints.Bootstrap(kc)
+	if err != nil {
+		return nil, fmt.Errorf("broker addresses of %s/%s: %w", kc.Namespace, kc.Name, err)
+	}
+	if len(seeds) == 0 {
+		return nil, fmt.Errorf("broker addresses of %s/%s: none known", kc.Namespace, kc.Name)
+	}
+	key := types.NamespacedName{Namespace: kc.Namespace, Name: kc.Name}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.clients[key]; ok {
+		if slices.Equal(c.seeds, seeds) {
+			return c.adm, nil
+		}
+		c.kgo.Close()
+		delete(p.clients, key)
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(seeds...),
+		kgo.ClientID("strata-operator"),
+		kgo.DialTimeout(adminDialTimeout),
+		kgo.RequestTimeoutOverhead(adminRequestOverhead),
+		kgo.RetryTimeout(adminRetryTimeout),
+		kgo.MetadataMinAge(adminMetadataMinAge),
+		kgo.RetryBackoffFn(func(tries int) time.Duration {
+			d := adminFirstRetryWait << min(tries, 5)
+			return min(d, adminMaxRetryBackoff)
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("admin client for %s/%s: %w", kc.Namespace, kc.Name, err)
+	}
+	c := &pooledAdmin{seeds: slices.Clone(seeds), kgo: cl, adm: kadm.NewClient(cl)}
+	p.clients[key] = c
+	return c.adm, nil
+}
+
+// Forget closes and drops the client of a cluster that went away.
+func (p *AdminPool) Forget(key types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.clients[key]; ok {
+		c.kgo.Close()
+		delete(p.clients, key)
+	}
+}
+
+// Close closes every client.
+func (p *AdminPool) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, c := range p.clients {
+		c.kgo.Close()
+		delete(p.clients, key)
+	}
+}

@@ -1,0 +1,79 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	strata "github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/broker/brokertest"
+)
+
+// staticEndpoints hands out fixed seed addresses (and fails when err is set).
+type staticEndpoints struct {
+	seeds []string
+	err   error
+}
+
+func (e *staticEndpoints) Bootstrap(*strata.KafkaCluster) ([]string, error) { return e.seeds, e.err }
+func (e *staticEndpoints) HTTP(*strata.KafkaCluster, string, int32, int32) (string, error) {
+	return "", errors.ErrUnsupported
+}
+
+func TestAdminPool(t *testing.T) {
+	c := brokertest.StartCluster(t, []string{"a"})
+	ep := &staticEndpoints{seeds: c.Addrs()}
+	pool := NewAdminPool(ep)
+	defer pool.Close()
+	kc := &strata.KafkaCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "demo"}}
+
+	adm, err := pool.Admin(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	brokers, err := adm.ListBrokers(ctx)
+	if err != nil {
+		t.Fatalf("list brokers: %v", err)
+	}
+	if len(brokers) != 1 || brokers[0].NodeID != 1 || brokers[0].Rack == nil || *brokers[0].Rack != "a" {
+		t.Fatalf("brokers = %+v, want broker 1 in rack a", brokers)
+	}
+	if again, _ := pool.Admin(kc); again != adm {
+		t.Fatal("same seeds: the pooled client must be reused")
+	}
+
+	// New seeds (the cluster moved) rebuild the client.
+	ep.seeds = append([]string{"127.0.0.1:1"}, c.Addrs()...)
+	if moved, _ := pool.Admin(kc); moved == adm {
+		t.Fatal("changed seeds: the client must be rebuilt")
+	}
+	pool.Forget(types.NamespacedName{Namespace: "kafka", Name: "demo"})
+
+	// No address or a resolver error is an error naming the cluster.
+	ep.seeds = nil
+	if _, err := pool.Admin(kc); err == nil || err.Error() != "broker addresses of kafka/demo: none known" {
+		t.Fatalf("no seeds: err = %v", err)
+	}
+	ep.err = errors.New("boom")
+	if _, err := pool.Admin(kc); err == nil || err.Error() != "broker addresses of kafka/demo: boom" {
+		t.Fatalf("resolver error: err = %v", err)
+	}
+}
+
+func TestServiceEndpoints(t *testing.T) {
+	kc := &strata.KafkaCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "demo"}}
+	seeds, _ := ServiceEndpoints{}.Bootstrap(kc)
+	if len(seeds) != 1 || seeds[0] != "demo-bootstrap.kafka.svc:9092" {
+		t.Fatalf("bootstrap = %v", seeds)
+	}
+	url, _ := ServiceEndpoints{}.HTTP(kc, "a", 2, 2)
+	if url != "http://demo-a-2.demo-brokers.kafka.svc:9644" {
+		t.Fatalf("http = %s", url)
+	}
+}
