@@ -26,6 +26,9 @@ import (
 // kube-apiserver and etcd (built by `make envtest` into bin/k8s). There is
 // no StatefulSet controller, scheduler or garbage collector, so pods never
 // appear: the specs check the objects the operator writes and its status.
+// Specs that need Kafka behind a KafkaCluster start broker processes on
+// the loopback (startLoopbackBrokers), which the operator reaches through
+// the suite's BrokerEndpoints.
 
 var (
 	k8sClient client.Client
@@ -88,7 +91,7 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	sweepClock = clocktesting.NewFakePassiveClock(time.Now())
-	Expect(controllers.SetupWithManager(mgr, controllers.WithSweepClock(sweepClock))).To(Succeed())
+	Expect(controllers.SetupWithManager(mgr, controllers.WithSweepClock(sweepClock), controllers.WithBrokerEndpoints(loopback))).To(Succeed())
 
 	suiteCtx, cancel = context.WithCancel(context.Background())
 	go func() {

@@ -1,0 +1,163 @@
+package controllers_test
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"k8s.io/apimachinery/pkg/types"
+
+	strata "github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/broker/brokertest"
+	"github.com/strata-dev/strata/broker/meta/metatest"
+	"github.com/strata-dev/strata/controllers"
+)
+
+// TestMain deletes the strata binary built for loopback brokers. (No
+// goleak here: the envtest manager's goroutines outlive the specs.)
+func TestMain(m *testing.M) {
+	code := m.Run()
+	brokertest.RemoveBinary()
+	os.Exit(code)
+}
+
+// loopback is how the suite's operator reaches brokers: specs that need a
+// real Kafka cluster behind a KafkaCluster start `strata broker` processes
+// on the loopback with startLoopbackBrokers, which registers them here.
+// A KafkaCluster without loopback brokers has no broker address, as if
+// its Services did not resolve.
+var loopback = &loopbackEndpoints{clusters: map[types.NamespacedName]*loopbackCluster{}}
+
+type loopbackEndpoints struct {
+	mu       sync.Mutex
+	clusters map[types.NamespacedName]*loopbackCluster
+}
+
+var _ controllers.BrokerEndpoints = (*loopbackEndpoints)(nil)
+
+func (e *loopbackEndpoints) get(kc *strata.KafkaCluster) *loopbackCluster {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.clusters[types.NamespacedName{Namespace: kc.Namespace, Name: kc.Name}]
+}
+
+func (e *loopbackEndpoints) Bootstrap(kc *strata.KafkaCluster) ([]string, error) {
+	c := e.get(kc)
+	if c == nil {
+		return nil, fmt.Errorf("no loopback brokers for %s/%s", kc.Namespace, kc.Name)
+	}
+	return c.Addrs(), nil
+}
+
+func (e *loopbackEndpoints) HTTP(kc *strata.KafkaCluster, zone string, ordinal, id int32) (string, error) {
+	c := e.get(kc)
+	if c == nil {
+		return "", fmt.Errorf("no loopback brokers for %s/%s", kc.Namespace, kc.Name)
+	}
+	b, ok := c.Brokers[id]
+	if !ok {
+		return "", fmt.Errorf("no loopback broker %d (zone %s, ordinal %d) for %s/%s", id, zone, ordinal, kc.Namespace, kc.Name)
+	}
+	return "http://" + b.MetricsAddr, nil
+}
+
+// loopbackCluster is the Kafka cluster behind one KafkaCluster: an
+// embedded etcd and one `strata broker` process per broker of the spec,
+// with the broker IDs and racks the operator gives them (zone block base +
+// ordinal; blocks 0, 100, 200, ... in zone order for a new cluster).
+type loopbackCluster struct {
+	Etcd    []string
+	Brokers map[int32]*loopbackBroker
+}
+
+// loopbackBroker is one broker process and the address of its HTTP
+// endpoint (/metrics, /readyz).
+type loopbackBroker struct {
+	*brokertest.Process
+	ID          int32
+	Zone        string
+	MetricsAddr string
+}
+
+// Addrs are the running brokers' Kafka addresses.
+func (c *loopbackCluster) Addrs() []string {
+	var out []string
+	for _, b := range c.Brokers {
+		out = append(out, b.Addr())
+	}
+	return out
+}
+
+// startLoopbackBrokers starts the brokers of kc's spec (zones in spec
+// order, new-cluster ID blocks) and registers them as kc's endpoints until
+// the spec ends. opts are added to every broker (e.g. WithSetting).
+func startLoopbackBrokers(kc *strata.KafkaCluster, opts ...brokertest.Option) *loopbackCluster {
+	GinkgoHelper()
+	t := GinkgoTB()
+	c := &loopbackCluster{Etcd: metatest.Start(t).Endpoints(), Brokers: map[int32]*loopbackBroker{}}
+	for i, z := range kc.Spec.Zones {
+		for ord := range z.Brokers {
+			id := int32(i)*strata.BrokerIDBlockSize + ord
+			metrics := freeLoopbackAddr()
+			bopts := append(brokertest.ClusterOptions(c.Etcd, int(id), z.Name, opts...),
+				brokertest.WithSetting("cluster.name", kc.Namespace+"/"+kc.Name),
+				brokertest.WithArgs("--metrics-listen", metrics))
+			c.Brokers[id] = &loopbackBroker{Process: brokertest.StartProcess(t, bopts...), ID: id, Zone: z.Name, MetricsAddr: metrics}
+		}
+	}
+	key := types.NamespacedName{Namespace: kc.Namespace, Name: kc.Name}
+	loopback.mu.Lock()
+	loopback.clusters[key] = c
+	loopback.mu.Unlock()
+	DeferCleanup(func() {
+		loopback.mu.Lock()
+		delete(loopback.clusters, key)
+		loopback.mu.Unlock()
+	})
+	return c
+}
+
+// freeLoopbackAddr is a 127.0.0.1 address with a port free right now.
+func freeLoopbackAddr() string {
+	GinkgoHelper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	defer ln.Close()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+}
+
+var _ = Describe("loopback brokers", func() {
+	It("run the spec's brokers with the operator's broker IDs and racks", func(ctx SpecContext) {
+		kc := &strata.KafkaCluster{Spec: strata.KafkaClusterSpec{Zones: []strata.ZoneSpec{{Name: "a", Brokers: 1}, {Name: "b", Brokers: 2}}}}
+		kc.Namespace, kc.Name = "default", "loopback-harness"
+		c := startLoopbackBrokers(kc)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+		Expect(err).NotTo(HaveOccurred())
+		defer cl.Close()
+		var got []string
+		Eventually(func(g Gomega) {
+			brokers, err := kadm.NewClient(cl).ListBrokers(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			got = got[:0]
+			for _, b := range brokers {
+				got = append(got, fmt.Sprintf("%d/%s", b.NodeID, *b.Rack))
+			}
+			g.Expect(got).To(ConsistOf("0/a", "100/b", "101/b"))
+		}).WithContext(ctx).Should(Succeed())
+		url, err := loopback.HTTP(kc, "b", 1, 101)
+		Expect(err).NotTo(HaveOccurred())
+		resp, err := http.Get(url + "/readyz")
+		Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	}, SpecTimeout(3*time.Minute))
+})
