@@ -64,6 +64,29 @@ func (r *Registration) Lease() clientv3.LeaseID { return r.session.Lease() }
 // anything and register again.
 func (r *Registration) Done() <-chan struct{} { return r.session.Done() }
 
+// EnterControlledShutdown marks the registration as shutting down
+// (BrokerInfo.ShuttingDown), so that the controller moves the broker's
+// leaderships to other ISR members before it stops serving: Kafka's
+// controlled shutdown. The write compares the record's lease, so only this
+// incarnation can mark itself; a registration that was lost meanwhile
+// (ErrSessionLost) has nothing left to hand over. Watch the metadata
+// (LeaderHandoff) to learn when the controller is done.
+func (r *Registration) EnterControlledShutdown(ctx context.Context) error {
+	key := r.store.keys.broker(r.info.ID)
+	info := r.info
+	info.ShuttingDown = true
+	resp, err := r.store.commit(ctx, fmt.Sprintf("broker %d: controlled shutdown", r.info.ID),
+		[]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(key), "=", r.session.Lease())},
+		[]clientv3.Op{clientv3.OpPut(key, encode(info), clientv3.WithLease(r.session.Lease()))})
+	if err != nil {
+		return fmt.Errorf("broker %d: controlled shutdown: %w", r.info.ID, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: broker %d: controlled shutdown: registration gone", ErrSessionLost, r.info.ID)
+	}
+	return nil
+}
+
 // Close deregisters the broker: it deletes the record and bumps the
 // metadata version in one transaction (so that watchers see a versioned
 // change, which a lease expiry is not), then revokes the lease.

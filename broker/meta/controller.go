@@ -274,13 +274,14 @@ func (s *Store) writePartitionStates(ctx context.Context, term *leadership, writ
 }
 
 // sameBrokers reports whether a and b have the same registrations (a broker
-// that re-registered in between has a new epoch).
+// that re-registered in between has a new epoch) in the same state (a
+// broker entering controlled shutdown needs its leaderships moved).
 func sameBrokers(a, b *ClusterState) bool {
 	if len(a.Brokers) != len(b.Brokers) {
 		return false
 	}
 	for id, x := range a.Brokers {
-		if y, ok := b.Brokers[id]; !ok || x.Epoch != y.Epoch {
+		if y, ok := b.Brokers[id]; !ok || x.Epoch != y.Epoch || x.ShuttingDown != y.ShuttingDown {
 			return false
 		}
 	}

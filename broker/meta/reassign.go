@@ -3,6 +3,7 @@ package meta
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -124,6 +125,7 @@ func controllerWants(cur PartitionState, brokers map[int32]BrokerInfo, unclean b
 		live = registered
 	}
 	next, changed := controllerDecides(cur, live, unclean)
+	next, changed = handOffLeadership(cur, next, changed, brokers, current)
 	if changed {
 		if next.Leader != NoLeader {
 			// A restarted member elected as the last resort leads alone
@@ -156,9 +158,68 @@ func currentIn(cur PartitionState, brokers map[int32]BrokerInfo) func(int32) boo
 
 // electPreferred is preferred-leader election (ElectLeaders PREFERRED and
 // auto.leader.rebalance): a preferred replica that restarted since it
-// joined the ISR is not a candidate (KIP-903; the controller removes it).
+// joined the ISR is not a candidate (KIP-903; the controller removes it),
+// nor is one in controlled shutdown (its leaderships are being moved away;
+// electing it again would undo that, and with auto.leader.rebalance the
+// two would alternate until it stops).
 func electPreferred(cur PartitionState, brokers map[int32]BrokerInfo) (PartitionState, error) {
+	if len(cur.Replicas) > 0 && cur.Leader != cur.Replicas[0] && brokers[cur.Replicas[0]].ShuttingDown {
+		return cur, fmt.Errorf("%w: broker %d is shutting down", ErrPreferredLeaderNotAvailable, cur.Replicas[0])
+	}
 	return preferredLeader(cur, currentIn(cur, brokers))
+}
+
+// handOffLeadership is the controlled-shutdown rule, applied to the
+// controller's decision next (changed: next differs from cur): a leader in
+// controlled shutdown hands leadership to the first replica, in preferred
+// order, that is in the ISR, current (see currentIn) and not shutting down
+// itself; the ISR is kept (the broker still replicates until it stops, and
+// leaves the ISR when it deregisters). Without such a member the leader
+// stays: a partition led by a broker about to stop beats one offline now.
+func handOffLeadership(cur, next PartitionState, changed bool, brokers map[int32]BrokerInfo, current func(int32) bool) (PartitionState, bool) {
+	if next.Leader == NoLeader || !brokers[next.Leader].ShuttingDown {
+		return next, changed
+	}
+	for _, id := range next.Replicas {
+		if id == next.Leader || !slices.Contains(next.ISR, id) || !current(id) || brokers[id].ShuttingDown {
+			continue
+		}
+		out := next.Clone()
+		out.Leader = id
+		if out.LeaderEpoch == cur.LeaderEpoch {
+			out.LeaderEpoch++
+		}
+		if !changed {
+			out.PartitionEpoch++
+		}
+		return out, true
+	}
+	return next, changed
+}
+
+// LeaderHandoff splits the partitions broker id leads in st into those
+// the controller moves away while id is in controlled shutdown (another
+// ISR member can lead) and those it keeps (no other eligible ISR member:
+// the partition stays led by id until it stops). A broker in controlled
+// shutdown waits until moving is empty.
+func LeaderHandoff(st *ClusterState, id int32) (moving, staying []TopicPartition) {
+	brokers := maps.Clone(st.Brokers)
+	if b, ok := brokers[id]; ok {
+		b.ShuttingDown = true // as the controller will see it
+		brokers[id] = b
+	}
+	for _, tp := range st.SortedPartitions() {
+		cur, _ := st.Partition(tp)
+		if cur.Leader != id {
+			continue
+		}
+		if next, _ := handOffLeadership(cur, cur, false, brokers, currentIn(cur, brokers)); next.Leader != id {
+			moving = append(moving, tp)
+		} else {
+			staying = append(staying, tp)
+		}
+	}
+	return moving, staying
 }
 
 // stampLeader records the new leader's registration epoch when leadership

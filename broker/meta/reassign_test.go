@@ -2,6 +2,7 @@ package meta
 
 import (
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -203,4 +204,65 @@ func TestPreferredLeaderSkipsRestartedReplica(t *testing.T) {
 	if next, err := electPreferred(cur, same); err != nil || next.Leader != 1 {
 		t.Fatalf("current preferred replica: %+v, %v, want it elected", next, err)
 	}
+}
+
+// TestControllerWantsControlledShutdown: a leader in controlled shutdown
+// hands leadership to the first ISR member, in preferred order, that is
+// current and not shutting down; without one it keeps leading. A broker
+// shutting down is not elected when another candidate exists, and
+// preferred-leader election does not move leadership back to it.
+func TestControllerWantsControlledShutdown(t *testing.T) {
+	r := []int32{1, 2, 3}
+	brokers := func(down ...int32) map[int32]BrokerInfo {
+		m := map[int32]BrokerInfo{}
+		for _, id := range r {
+			m[id] = BrokerInfo{ID: id, Epoch: int64(id) * 10, ShuttingDown: slices.Contains(down, id)}
+		}
+		return m
+	}
+	without := func(m map[int32]BrokerInfo, id int32) map[int32]BrokerInfo { delete(m, id); return m }
+	stamped := func(s PartitionState, e int64) PartitionState { s.LeaderBrokerEpoch = e; return s }
+	tests := []struct {
+		name    string
+		cur     PartitionState
+		brokers map[int32]BrokerInfo
+		want    PartitionState
+		changed bool
+	}{
+		{"nobody shutting down: nothing to do", stamped(ps(r, 1, 3, r, 5), 10), brokers(),
+			stamped(ps(r, 1, 3, r, 5), 10), false},
+		{"leader shutting down: next ISR member leads, ISR kept", stamped(ps(r, 1, 3, r, 5), 10), brokers(1),
+			stamped(ps(r, 2, 4, r, 6), 20), true},
+		{"the next one is not in the ISR: the one after", stamped(ps(r, 1, 3, []int32{1, 3}, 5), 10), brokers(1),
+			stamped(ps(r, 3, 4, []int32{1, 3}, 6), 30), true},
+		{"the next one is shutting down too: the one after", stamped(ps(r, 1, 3, r, 5), 10), brokers(1, 2),
+			stamped(ps(r, 3, 4, r, 6), 30), true},
+		{"sole ISR member: keeps leading", stamped(ps(r, 1, 3, []int32{1}, 5), 10), brokers(1),
+			stamped(ps(r, 1, 3, []int32{1}, 5), 10), false},
+		{"every ISR member shutting down: keeps leading", stamped(ps(r, 1, 3, r, 5), 10), brokers(1, 2, 3),
+			stamped(ps(r, 1, 3, r, 5), 10), false},
+		{"a follower shutting down: nothing to do", stamped(ps(r, 1, 3, r, 5), 10), brokers(2),
+			stamped(ps(r, 1, 3, r, 5), 10), false},
+		{"leader dead, preferred successor shutting down: the other one leads", stamped(ps(r, 1, 3, r, 5), 10), without(brokers(2), 1),
+			stamped(ps(r, 3, 4, []int32{2, 3}, 6), 30), true},
+		{"leader shutting down and a follower dead: one write, one epoch step each", stamped(ps(r, 1, 3, r, 5), 10), without(brokers(1), 3),
+			stamped(ps(r, 2, 4, []int32{1, 2}, 6), 20), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, changed := controllerWants(tt.cur, tt.brokers, false)
+			if changed != tt.changed || !got.Equal(tt.want) {
+				t.Fatalf("got  %+v changed=%v\nwant %+v changed=%v", got, changed, tt.want, tt.changed)
+			}
+		})
+	}
+	t.Run("preferred election skips a broker shutting down", func(t *testing.T) {
+		cur := stamped(ps(r, 2, 4, r, 6), 20)
+		if _, err := electPreferred(cur, brokers(1)); !errors.Is(err, ErrPreferredLeaderNotAvailable) {
+			t.Fatalf("preferred replica shutting down: %v, want ErrPreferredLeaderNotAvailable", err)
+		}
+		if next, err := electPreferred(cur, brokers()); err != nil || next.Leader != 1 {
+			t.Fatalf("preferred replica back: %+v, %v, want it elected", next, err)
+		}
+	})
 }

@@ -36,6 +36,12 @@ type BrokerInfo struct {
 	// without it, so its epoch-less fetches are still served during a
 	// rolling upgrade.
 	FetchEpoch bool `json:"fetchEpoch,omitempty"`
+	// ShuttingDown says that the broker is in controlled shutdown
+	// (Registration.EnterControlledShutdown): the controller moves every
+	// leadership it holds to another live ISR member and elects it leader
+	// of nothing while another candidate exists. Brokers of older versions
+	// ignore the field (they keep electing it, as before).
+	ShuttingDown bool `json:"shuttingDown,omitempty"`
 }
 
 // TopicID is a topic's Kafka UUID, fixed at creation, so that a topic

@@ -41,6 +41,32 @@ type ClusterConfig struct {
 	StartTimeout time.Duration
 	// WAL configures WAL replication (wal.* settings); off by default.
 	WAL WALConfig
+	// DisableControlledShutdown is controlled.shutdown.enable=false: on
+	// Shutdown the broker closes its listener without first having the
+	// controller move its leaderships away.
+	DisableControlledShutdown bool
+	// ControlledShutdownTimeout is controlled.shutdown.timeout.ms: how long
+	// Shutdown waits for the controller to move the broker's leaderships
+	// away before it closes the listener anyway (default 30 s).
+	ControlledShutdownTimeout time.Duration
+}
+
+// DefaultControlledShutdownTimeout is controlled.shutdown.timeout.ms's
+// default.
+const DefaultControlledShutdownTimeout = 30 * time.Second
+
+// ControlledShutdownTimeout is how long Shutdown may spend on controlled
+// shutdown before it starts closing connections: 0 standalone or with
+// controlled.shutdown.enable=false. Callers that bound Shutdown with a
+// context add it to their own grace period.
+func (c Config) ControlledShutdownTimeout() time.Duration {
+	switch {
+	case len(c.Cluster.EtcdEndpoints) == 0 || c.Cluster.DisableControlledShutdown:
+		return 0
+	case c.Cluster.ControlledShutdownTimeout > 0:
+		return c.Cluster.ControlledShutdownTimeout
+	}
+	return DefaultControlledShutdownTimeout
 }
 
 // WALConfig is the wal.* settings: WAL replication through per-zone fast

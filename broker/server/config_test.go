@@ -99,6 +99,8 @@ func TestApplySettings(t *testing.T) {
 		{"replica.lag.time.max.ms": "0"},
 		{"replica.fetch.max.bytes": "12"},
 		{"auto.leader.rebalance.enable": "sometimes"},
+		{"controlled.shutdown.enable": "perhaps"},
+		{"controlled.shutdown.timeout.ms": "0"},
 		{"group.min.session.timeout.ms": "x"},
 	} {
 		c := DefaultConfig()
@@ -132,6 +134,18 @@ func TestApplySettingsCluster(t *testing.T) {
 		}, func(c Config) bool {
 			return c.Cluster.Replica.LagTimeMax == 1500*time.Millisecond && c.Cluster.Replica.FetchMaxWait == 100*time.Millisecond &&
 				c.Cluster.SessionTimeout == 4*time.Second && c.Broker.DefaultReplicationFactor == 3 && c.Cluster.Controller.AutoLeaderRebalance
+		}},
+		{"controlled shutdown: on by default in cluster mode", map[string]string{"metadata.etcd.endpoints": "http://e-0:2379"}, func(c Config) bool {
+			return c.ControlledShutdownTimeout() == DefaultControlledShutdownTimeout
+		}},
+		{"controlled shutdown: timeout", map[string]string{"metadata.etcd.endpoints": "http://e-0:2379", "controlled.shutdown.timeout.ms": "5000"}, func(c Config) bool {
+			return c.ControlledShutdownTimeout() == 5*time.Second
+		}},
+		{"controlled shutdown: off", map[string]string{"metadata.etcd.endpoints": "http://e-0:2379", "controlled.shutdown.enable": "false"}, func(c Config) bool {
+			return c.ControlledShutdownTimeout() == 0
+		}},
+		{"controlled shutdown: nothing to hand over standalone", map[string]string{"controlled.shutdown.timeout.ms": "5000"}, func(c Config) bool {
+			return c.ControlledShutdownTimeout() == 0
 		}},
 		{"WAL timings", map[string]string{"wal.retention.ms": "60000", "wal.download.timeout.ms": "250"}, func(c Config) bool {
 			return c.Cluster.WAL.Retention == time.Minute && c.Cluster.WAL.DownloadTimeout == 250*time.Millisecond

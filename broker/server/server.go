@@ -22,6 +22,7 @@ import (
 
 	"github.com/strata-dev/strata/broker"
 	"github.com/strata-dev/strata/broker/group"
+	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/meta/offsets"
 	"github.com/strata-dev/strata/broker/metrics"
 	"github.com/strata-dev/strata/broker/protocol"
@@ -348,18 +349,25 @@ func (s *Server) retentionLoop() {
 	}
 }
 
-// Shutdown stops the broker gracefully: /readyz turns unready, the listener
-// closes, in-flight requests finish (long polls answer at once), then the
-// logs are flushed and closed. If ctx ends first, connections are closed
-// hard but the logs are still closed. Safe to call more than once.
+// Shutdown stops the broker gracefully: /readyz turns unready; in cluster
+// mode the controller first moves the broker's leaderships to other ISR
+// members (controlled shutdown, bounded by controlled.shutdown.timeout.ms
+// and ctx); then the listener closes, in-flight requests finish (long polls
+// answer at once), then the logs are flushed and closed. If ctx ends first,
+// connections are closed hard but the logs are still closed. Safe to call
+// more than once.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.once.Do(func() {
 		s.phase.Store(phaseStopping)
 		s.log.Info("broker shutting down")
 		var errs []error
+		if s.cluster != nil && s.cfg.ControlledShutdownTimeout() > 0 {
+			s.controlledShutdown(ctx)
+		}
 		// Parked JoinGroup/SyncGroup requests answer NOT_COORDINATOR now
 		// instead of being cut off by the connection shutdown.
 		s.groups.Close()
+		s.log.Info("closing the Kafka listener")
 		if err := s.proto.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("protocol server: %w", err))
 		}
@@ -389,4 +397,61 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.log.Info("broker stopped")
 	})
 	return s.shutErr
+}
+
+// controlledShutdown is Kafka's controlled shutdown: the broker marks its
+// registration as shutting down, the controller moves each partition it
+// leads to another ISR member, and the broker waits until its own metadata
+// view shows it leads nothing that could move, so clients are sent to the
+// new leaders (NOT_LEADER_OR_FOLLOWER, then a metadata refresh) while this
+// broker still answers, instead of finding a closed port and waiting for
+// the registration to go. It keeps serving meanwhile, and keeps
+// replicating until it stops. Partitions without another eligible ISR
+// member keep it as leader (moving them would take them offline now) and
+// go offline or fail over when it deregisters, as before. A timeout or an
+// error is logged and the shutdown goes on: stopping must never hang on
+// the cluster.
+func (s *Server) controlledShutdown(ctx context.Context) {
+	log := s.log.WithName("cluster")
+	reg := s.cluster.reg.Load()
+	if reg == nil {
+		log.Info("controlled shutdown skipped: not registered (the controller has moved the leaderships already)")
+		return
+	}
+	timeout := s.cfg.ControlledShutdownTimeout()
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	id := s.broker.NodeID()
+	log.Info("controlled shutdown: asking the controller to move this broker's leaderships", "timeout", timeout)
+	if err := reg.EnterControlledShutdown(cctx); err != nil {
+		log.Error(err, "controlled shutdown failed; closing the listener with leaderships not moved")
+		return
+	}
+	err := s.broker.WaitApplied(cctx, func(st *meta.ClusterState) bool {
+		moving, _ := meta.LeaderHandoff(st, id)
+		return len(moving) == 0
+	})
+	var moving, staying []meta.TopicPartition
+	if st := s.broker.ClusterState(); st != nil {
+		moving, staying = meta.LeaderHandoff(st, id)
+	}
+	if len(staying) > 0 {
+		log.Info("controlled shutdown: no other in-sync replica can lead these partitions; they keep this broker as leader until it stops",
+			"partitions", tpStrings(staying))
+	}
+	if err != nil {
+		log.Info("controlled shutdown did not finish; closing the listener with leaderships not moved",
+			"reason", err.Error(), "elapsed", time.Since(start), "notMoved", tpStrings(moving))
+		return
+	}
+	log.Info("controlled shutdown done: leaderships moved", "elapsed", time.Since(start), "stillLeading", len(staying))
+}
+
+func tpStrings(tps []meta.TopicPartition) []string {
+	out := make([]string, len(tps))
+	for i, tp := range tps {
+		out[i] = tp.String()
+	}
+	return out
 }

@@ -169,7 +169,9 @@ func runBroker(ctx context.Context, cfg server.Config, shutdownTimeout time.Dura
 		log.Error(serveErr, "listener failed, shutting down")
 	}
 	stop() // a second signal kills the process the default way
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	// The grace period covers in-flight requests after the controlled
+	// shutdown, not the controlled shutdown itself.
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout+cfg.ControlledShutdownTimeout())
 	defer cancel()
 	return errors.Join(serveErr, srv.Shutdown(sctx))
 }

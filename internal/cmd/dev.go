@@ -167,7 +167,7 @@ func runDev(cmd *cobra.Command, o devOptions, log logr.Logger) error {
 
 	var servers []*server.Server
 	shutdown := func() error {
-		sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+		sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout+base.ControlledShutdownTimeout())
 		defer cancel()
 		var wg sync.WaitGroup
 		errs := make([]error, len(servers))
