@@ -1,0 +1,20 @@
+// Package plan holds the operator's decisions about a running Kafka
+// cluster as pure functions, in the style of cluster-api's machineset
+// delete policy: which broker pod may be deleted now for a rolling restart
+// (NextRestart, gated by CaughtUp), which broker to drain next before a
+// scale-down or zone removal (NextDrain), and which replicas to move onto
+// new brokers after a scale-up (RebalanceMoves).
+//
+// Every function is a function of its arguments only: the brokers the spec
+// wants (Wanted), a Kafka metadata view (Metadata: registered brokers with
+// their rack, partitions with replicas, ISR, leader and reassignment in
+// flight, min.insync.replicas per topic) and the broker pods' states (Pod).
+// No I/O, no clock, no randomness; the same input gives the same answer, so
+// every rule is pinned by a table test. The reconciler gathers the inputs
+// (kadm, the pod cache), calls these, and carries out the answer; it never
+// decides on its own. Replica moves are computed with broker/placement
+// (Drain, Rebalance), the same rules the brokers place topics with.
+//
+// docs/operator.md "Rolling restarts and scaling: decision rules" lists the
+// rules; the functions' comments say why each one is there.
+package plan

@@ -1,0 +1,129 @@
+package plan
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/strata-dev/strata/broker/placement"
+)
+
+func TestNextDrain(t *testing.T) {
+	// Zone a scaled 2 → 1: broker 1 leaves.
+	scaleDown := Metadata{
+		Brokers: brokers(0, 1, 100, 200),
+		Partitions: []Partition{
+			part("t", 0, 1, 100, 200), part("t", 1, 100, 1, 200), part("t", 2, 200, 0, 100), part("t", 3, 0, 200, 100),
+		},
+	}
+	empty := Metadata{Brokers: brokers(0, 1, 100, 200), Partitions: []Partition{part("t", 0, 0, 100, 200)}}
+	tests := []struct {
+		name       string
+		wanted     []Wanted
+		md         Metadata
+		maxFlight  int
+		broker     int32
+		empty      bool
+		moves      []placement.Move
+		impossible string
+		reason     string
+	}{
+		{"nothing to remove", wanted(0, 1, 100, 200), scaleDown, 0, -1, false, nil, "", "no broker to remove"},
+		{"scale-down: replicas move to the broker that stays in the zone, leader slot too", wanted(0, 100, 200), scaleDown, 0, 1, false,
+			[]placement.Move{{Topic: "t", Partition: 0, From: []int32{1, 100, 200}, To: []int32{0, 100, 200}}, {Topic: "t", Partition: 1, From: []int32{100, 1, 200}, To: []int32{100, 0, 200}}},
+			"", "draining broker 1 of zone \"a\": 2 partitions left, 2 moves to start now"},
+		{"capped: one move at a time", wanted(0, 100, 200), scaleDown, 1, 1, false,
+			[]placement.Move{{Topic: "t", Partition: 0, From: []int32{1, 100, 200}, To: []int32{0, 100, 200}}}, "", "1 moves to start now"},
+		{"the cap is taken by reassignments in flight", wanted(0, 100, 200), func() Metadata {
+			md := scaleDown
+			md.Partitions = slices.Clone(md.Partitions)
+			md.Partitions[0] = Partition{Topic: "t", Partition: 0, Replicas: []int32{1, 100, 200, 0}, ISR: []int32{1, 100, 200}, Leader: 1, Adding: []int32{0}, Removing: []int32{1}}
+			return md
+		}(), 1, 1, false, nil, "", "1 reassignments in flight, the cap is 1"},
+		{"a partition in flight is left alone, the rest moves", wanted(0, 100, 200), func() Metadata {
+			md := scaleDown
+			md.Partitions = slices.Clone(md.Partitions)
+			md.Partitions[0] = Partition{Topic: "t", Partition: 0, Replicas: []int32{1, 100, 200, 0}, ISR: []int32{1, 100, 200}, Leader: 1, Adding: []int32{0}, Removing: []int32{1}}
+			return md
+		}(), 0, 1, false, []placement.Move{{Topic: "t", Partition: 1, From: []int32{100, 1, 200}, To: []int32{100, 0, 200}}}, "", "1 moves to start now, 1 reassignments in flight"},
+		{"drained: the pod may go", wanted(0, 100, 200), empty, 0, 1, true, nil, "", "broker 1 holds no replica and leads nothing"},
+		{"highest ID first", wanted(0, 100, 200), Metadata{Brokers: brokers(0, 1, 2, 100, 200), Partitions: []Partition{part("t", 0, 1, 100, 200), part("t", 1, 2, 100, 200)}}, 0, 2, false,
+			[]placement.Move{{Topic: "t", Partition: 1, From: []int32{2, 100, 200}, To: []int32{0, 100, 200}}}, "", "draining broker 2"},
+		{"moves never land on another broker being removed", wanted(0, 100, 200), Metadata{Brokers: brokers(0, 1, 2, 100, 200), Partitions: []Partition{part("t", 0, 2, 100, 200), part("u", 0, 0, 100, 200), part("u", 1, 0, 100, 200)}}, 0, 2, false,
+			[]placement.Move{{Topic: "t", Partition: 0, From: []int32{2, 100, 200}, To: []int32{0, 100, 200}}}, "", ""},
+		{"zone removal with RF 2 over 3 zones: replicas move to the zones left", wanted(0, 100), Metadata{Brokers: brokers(0, 100, 200), Partitions: []Partition{part("t", 0, 200, 0), part("t", 1, 100, 200)}}, 0, 200, false,
+			[]placement.Move{{Topic: "t", Partition: 0, From: []int32{200, 0}, To: []int32{100, 0}}, {Topic: "t", Partition: 1, From: []int32{100, 200}, To: []int32{100, 0}}}, "", "draining broker 200 of zone \"c\""},
+		{"impossible: a zone would go while RF 3 needs three zones", wanted(0, 1, 100), Metadata{Brokers: brokers(0, 1, 100, 200), Partitions: []Partition{part("t", 0, 0, 100, 200)}}, 0, -1, false, nil,
+			"zone c would have no broker left while topic t (replication factor 3) needs a replica in each of 3 zones and only 2 would remain", ""},
+		{"impossible: RF larger than the brokers left", wanted(0, 100), Metadata{Brokers: brokers(0, 1, 100), Partitions: []Partition{part("t", 0, 0, 1, 100)}}, 0, -1, false, nil,
+			"topic t has replication factor 3 but only 2 brokers would remain", ""},
+		{"impossible: leaders pinned to the zone removed", wanted(0, 100), Metadata{Brokers: brokers(0, 100, 200), Partitions: []Partition{{Topic: "t", Partition: 0, Replicas: []int32{200}, ISR: []int32{200}, Leader: 200, LeaderZone: "c"}}}, 0, -1, false, nil,
+			"topic t pins its leaders to zone \"c\"", ""},
+		{"not now: a broker that stays is not registered", wanted(0, 100, 200), Metadata{Brokers: brokers(0, 1, 200), Partitions: []Partition{part("t", 0, 1, 200)}}, 0, -1, false, nil,
+			"broker 100 of zone \"b\", which stays, is not registered", ""},
+		{"a broker that left the metadata but is still named in a replica list is drained", wanted(0, 100, 200), Metadata{Brokers: brokers(0, 100, 200), Partitions: []Partition{withISR(part("t", 0, 100, 1, 200), 100, 200)}}, 0, 1, false,
+			[]placement.Move{{Topic: "t", Partition: 0, From: []int32{100, 1, 200}, To: []int32{100, 0, 200}}}, "", "draining broker 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := NextDrain(tt.wanted, tt.md, tt.maxFlight)
+			if got.Broker != tt.broker || got.Empty != tt.empty || !slices.EqualFunc(got.Moves, tt.moves, moveEqual) ||
+				!strings.Contains(got.Impossible, tt.impossible) || (tt.impossible == "") != (got.Impossible == "") || !strings.Contains(got.Reason, tt.reason) {
+				t.Fatalf("NextDrain = %+v\nwant broker %d empty %v moves %+v impossible %q reason containing %q", got, tt.broker, tt.empty, tt.moves, tt.impossible, tt.reason)
+			}
+		})
+	}
+}
+
+func moveEqual(a, b placement.Move) bool {
+	return a.Topic == b.Topic && a.Partition == b.Partition && slices.Equal(a.From, b.From) && slices.Equal(a.To, b.To)
+}
+
+// TestNextDrainUntilEmpty plays a scale-down of zone a from 3 brokers to 1:
+// apply the moves NextDrain returns (reassignments finish at once), ask
+// again; brokers 2 then 1 are emptied, one at a time, and only an empty
+// broker is ever reported removable.
+func TestNextDrainUntilEmpty(t *testing.T) {
+	md := Metadata{Brokers: brokers(0, 1, 2, 100, 200)}
+	for p := range int32(9) {
+		md.Partitions = append(md.Partitions, part("t", p, []int32{0, 1, 2}[p%3], 100, 200))
+	}
+	var removedOrder []int32
+	for range 20 {
+		d := NextDrain(wanted(0, 100, 200), md, 2)
+		if d.Impossible != "" {
+			t.Fatal(d.Impossible)
+		}
+		if d.Broker == -1 {
+			break
+		}
+		if d.Empty {
+			for _, p := range md.Partitions {
+				if slices.Contains(p.Replicas, d.Broker) || p.Leader == d.Broker {
+					t.Fatalf("broker %d reported empty but partition %s names it", d.Broker, p)
+				}
+			}
+			removedOrder = append(removedOrder, d.Broker)
+			md.Brokers = slices.DeleteFunc(slices.Clone(md.Brokers), func(b Broker) bool { return b.ID == d.Broker })
+			continue
+		}
+		if len(d.Moves) == 0 || len(d.Moves) > 2 {
+			t.Fatalf("%d moves (cap 2): %s", len(d.Moves), d.Reason)
+		}
+		for _, m := range d.Moves {
+			for i, p := range md.Partitions {
+				if p.Topic == m.Topic && p.Partition == m.Partition {
+					md.Partitions[i] = part(p.Topic, p.Partition, m.To...)
+				}
+			}
+		}
+	}
+	if !slices.Equal(removedOrder, []int32{2, 1}) {
+		t.Fatalf("removed %v, want [2 1]", removedOrder)
+	}
+	for _, p := range md.Partitions {
+		if !slices.Equal(p.Replicas, []int32{0, 100, 200}) {
+			t.Fatalf("%s ends on %v, want [0 100 200]", p, p.Replicas)
+		}
+	}
+}
