@@ -421,6 +421,16 @@ func (s *Server) controlledShutdown(ctx context.Context) {
 	timeout := s.cfg.ControlledShutdownTimeout()
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// A lost registration ends the wait: the controller is moving the
+	// leaderships already, and an etcd that is cut off would otherwise hold
+	// the shutdown for the whole timeout.
+	go func() {
+		select {
+		case <-reg.Done():
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
 	start := time.Now()
 	id := s.broker.NodeID()
 	log.Info("controlled shutdown: asking the controller to move this broker's leaderships", "timeout", timeout)
