@@ -106,6 +106,10 @@ func TestControlledShutdown(t *testing.T) {
 	}
 	logs := c.Processes[victim-1].Logs()
 	done, closing := strings.Index(logs, "controlled shutdown done"), strings.Index(logs, "closing the Kafka listener")
+	if done >= 0 {
+		line, _, _ := strings.Cut(logs[done:], "\n")
+		t.Logf("broker %d: %s", victim, line)
+	}
 	if done < 0 || closing < done {
 		t.Errorf("broker %d did not log a finished controlled shutdown before closing its listener (done at %d, closing at %d)", victim, done, closing)
 	}
