@@ -197,6 +197,20 @@ func handOffLeadership(cur, next PartitionState, changed bool, brokers map[int32
 	return next, changed
 }
 
+// HandoffDone reports whether broker id, in controlled shutdown, has
+// nothing more to wait for in st: it leads no partition the controller
+// will move (LeaderHandoff), or the controller is a broker that does not
+// move leaderships off brokers shutting down (registered without
+// ControlledShutdown: an older version, during a rolling upgrade), which
+// oldController then names (-1 otherwise).
+func HandoffDone(st *ClusterState, id int32) (done bool, oldController int32) {
+	if c, ok := st.Brokers[st.ControllerID]; ok && !c.ControlledShutdown {
+		return true, c.ID
+	}
+	moving, _ := LeaderHandoff(st, id)
+	return len(moving) == 0, -1
+}
+
 // LeaderHandoff splits the partitions broker id leads in st into those
 // the controller moves away while id is in controlled shutdown (another
 // ISR member can lead) and those it keeps (no other eligible ISR member:

@@ -42,6 +42,11 @@ type BrokerInfo struct {
 	// of nothing while another candidate exists. Brokers of older versions
 	// ignore the field (they keep electing it, as before).
 	ShuttingDown bool `json:"shuttingDown,omitempty"`
+	// ControlledShutdown says that this broker, as controller, moves
+	// leaderships off brokers that are ShuttingDown. A broker shutting down
+	// while an older controller (without it) holds the role does not wait
+	// for a handover that will not come (rolling upgrades).
+	ControlledShutdown bool `json:"controlledShutdown,omitempty"`
 }
 
 // TopicID is a topic's Kafka UUID, fixed at creation, so that a topic

@@ -325,7 +325,7 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 	// FetchEpoch: this broker's replica fetches carry its broker epoch, so
 	// leaders refuse fetches in its name that do not (replica.Manager.
 	// CheckReplicaFetcher).
-	info := meta.BrokerInfo{ID: cfg.NodeID, Zone: cfg.Rack, FetchEpoch: true, Listeners: []meta.Listener{{
+	info := meta.BrokerInfo{ID: cfg.NodeID, Zone: cfg.Rack, FetchEpoch: true, ControlledShutdown: true, Listeners: []meta.Listener{{
 		Name: "PLAINTEXT", Host: cfg.Host, Port: cfg.Port, SecurityProtocol: "PLAINTEXT",
 	}}}
 	go func() {

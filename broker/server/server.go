@@ -438,10 +438,17 @@ func (s *Server) controlledShutdown(ctx context.Context) {
 		log.Error(err, "controlled shutdown failed; closing the listener with leaderships not moved")
 		return
 	}
+	oldController := int32(-1)
 	err := s.broker.WaitApplied(cctx, func(st *meta.ClusterState) bool {
-		moving, _ := meta.LeaderHandoff(st, id)
-		return len(moving) == 0
+		done, old := meta.HandoffDone(st, id)
+		oldController = old
+		return done
 	})
+	if oldController >= 0 {
+		log.Info("controlled shutdown skipped: the controller runs a version without it; leaderships move when this broker deregisters",
+			"controller", oldController)
+		return
+	}
 	var moving, staying []meta.TopicPartition
 	if st := s.broker.ClusterState(); st != nil {
 		moving, staying = meta.LeaderHandoff(st, id)
