@@ -11,8 +11,8 @@
 // flight, min.insync.replicas per topic) and the broker pods' states (Pod).
 // No I/O, no clock, no randomness; the same input gives the same answer, so
 // every rule is pinned by a table test. The reconciler gathers the inputs
-// (kadm, the pod cache), calls these, and carries out the answer; it never
-// decides on its own. Replica moves are computed with broker/placement
+// (kadm, converted by FromKadm; the pod cache), calls these, and carries
+// out the answer; it never decides on its own. Replica moves are computed with broker/placement
 // (Drain, Rebalance), the same rules the brokers place topics with.
 //
 // docs/operator.md "Rolling restarts and scaling: decision rules" lists the

@@ -1,0 +1,60 @@
+package plan
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// FromKadm builds the decisions' Metadata from what the operator's admin
+// client reads: Metadata (brokers, controller, partitions), the
+// reassignments in flight (ListPartitionReassignments) and the topics'
+// configs (DescribeTopicConfigs, for min.insync.replicas). It is pure, so
+// the reconciler's I/O stays a thin layer around it.
+//
+// A topic the metadata answers with an error makes it fail: deciding
+// without knowing where a topic's replicas are could restart or drain the
+// broker holding its only in-sync copy. Partition errors (an offline
+// leader) are kept: the partition shows with its replicas and ISR.
+func FromKadm(md kadm.Metadata, reassignments kadm.ListPartitionReassignmentsResponses, configs kadm.ResourceConfigs) (Metadata, error) {
+	out := Metadata{Controller: md.Controller, MinISR: map[string]int{}}
+	for _, b := range md.Brokers {
+		rack := ""
+		if b.Rack != nil {
+			rack = *b.Rack
+		}
+		out.Brokers = append(out.Brokers, Broker{ID: b.NodeID, Rack: rack})
+	}
+	for _, td := range md.Topics.Sorted() {
+		if td.Err != nil {
+			return Metadata{}, fmt.Errorf("topic %s: %w", td.Topic, td.Err)
+		}
+		for _, pd := range td.Partitions.Sorted() {
+			p := Partition{Topic: td.Topic, Partition: pd.Partition, Replicas: pd.Replicas, ISR: pd.ISR, Leader: pd.Leader}
+			if r, ok := reassignments[td.Topic][pd.Partition]; ok {
+				p.Adding, p.Removing = r.AddingReplicas, r.RemovingReplicas
+			}
+			if p.Leader < 0 {
+				p.Leader = NoLeader
+			}
+			out.Partitions = append(out.Partitions, p)
+		}
+	}
+	for _, rc := range configs {
+		if rc.Err != nil {
+			return Metadata{}, fmt.Errorf("configs of topic %s: %w", rc.Name, rc.Err)
+		}
+		for _, c := range rc.Configs {
+			if c.Key != "min.insync.replicas" || c.Value == nil {
+				continue
+			}
+			n, err := strconv.Atoi(*c.Value)
+			if err != nil || n < 1 {
+				return Metadata{}, fmt.Errorf("topic %s: min.insync.replicas=%q is not a positive number", rc.Name, *c.Value)
+			}
+			out.MinISR[rc.Name] = n
+		}
+	}
+	return out, nil
+}
