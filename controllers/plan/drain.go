@@ -39,9 +39,10 @@ type Drain struct {
 //     replication factor exist now, they must still exist after (a zone
 //     must not drop to zero brokers while a partition needs a replica in
 //     each zone); a topic pinning its leaders to a zone needs a broker
-//     there; and every broker that stays must be registered (it is to
-//     receive replicas). Otherwise Impossible says which rule failed,
-//     naming the topic.
+//     there. Otherwise Impossible says which rule failed, naming the topic.
+//     Every broker that stays must also be registered (it is to receive
+//     replicas); until then the answer is to wait (Reason), not
+//     Impossible.
 //  2. One broker at a time, the highest broker ID first: a zone's
 //     StatefulSet shrinks from its highest ordinal, which holds the zone's
 //     highest ID.
@@ -91,6 +92,13 @@ func NextDrain(wanted []Wanted, md Metadata, maxInFlight int) Drain {
 	slices.Reverse(removed) // rule 2: highest ID first
 	if why := drainImpossible(wanted, md); why != "" {
 		return Drain{Broker: -1, InFlight: inFlight, Impossible: why, Reason: why}
+	}
+	for _, w := range wanted {
+		if !md.registered(w.ID) {
+			// Not impossible, only not now (a broker restarting).
+			return Drain{Broker: -1, InFlight: inFlight,
+				Reason: fmt.Sprintf("waiting for broker %d of zone %q, which stays, to register: it is to receive replicas", w.ID, w.Zone)}
+		}
 	}
 	x := removed[0]
 	d := Drain{Broker: x, Zone: zoneOf[x], InFlight: inFlight}
@@ -161,9 +169,6 @@ func drainImpossible(wanted []Wanted, md Metadata) string {
 	stayZones := map[string]int{}
 	for _, w := range wanted {
 		stayZones[w.Zone]++
-		if !md.registered(w.ID) {
-			return fmt.Sprintf("broker %d of zone %q, which stays, is not registered: it cannot take replicas", w.ID, w.Zone)
-		}
 	}
 	zoneOf := map[int32]string{}
 	for _, b := range md.Brokers {

@@ -60,7 +60,7 @@ func TestNextDrain(t *testing.T) {
 		{"impossible: leaders pinned to the zone removed", wanted(0, 100), Metadata{Brokers: brokers(0, 100, 200), Partitions: []Partition{{Topic: "t", Partition: 0, Replicas: []int32{200}, ISR: []int32{200}, Leader: 200, LeaderZone: "c"}}}, 0, -1, false, nil,
 			"topic t pins its leaders to zone \"c\"", ""},
 		{"not now: a broker that stays is not registered", wanted(0, 100, 200), Metadata{Brokers: brokers(0, 1, 200), Partitions: []Partition{part("t", 0, 1, 200)}}, 0, -1, false, nil,
-			"broker 100 of zone \"b\", which stays, is not registered", ""},
+			"", "waiting for broker 100 of zone \"b\", which stays, to register"},
 		{"a broker that left the metadata but is still named in a replica list is drained", wanted(0, 100, 200), Metadata{Brokers: brokers(0, 100, 200), Partitions: []Partition{withISR(part("t", 0, 100, 1, 200), 100, 200)}}, 0, 1, false,
 			[]placement.Move{{Topic: "t", Partition: 0, From: []int32{100, 1, 200}, To: []int32{100, 0, 200}}}, "", "draining broker 1"},
 	}
