@@ -14,8 +14,9 @@
 //   - Controller: campaigns for the controller role (etcd election) and, while
 //     it holds it, elects leaders from the ISR when leaders die, removes dead
 //     brokers, and brokers registered under another epoch than they joined
-//     the ISR with (restarted, KIP-903), from ISRs, and runs preferred-leader
-//     election. Its writes are
+//     the ISR with (restarted, KIP-903), from ISRs, moves leaderships off
+//     brokers in controlled shutdown (Registration.EnterControlledShutdown),
+//     and runs preferred-leader election. Its writes are
 //     fenced by its election key, so a deposed controller cannot write.
 //
 // The decisions (which leader, which ISR) are pure functions in election.go,
