@@ -35,6 +35,7 @@ import (
 // Condition reasons of a KafkaTopic's Ready condition. They are API.
 const (
 	ReasonTopicReady               = "TopicReady"
+	ReasonCreating                 = "Creating"
 	ReasonReassigning              = "Reassigning"
 	ReasonPartitionDecreaseRefused = "PartitionDecreaseRefused"
 	ReasonReplicationFactorInvalid = "ReplicationFactorInvalid"
@@ -105,7 +106,12 @@ type topicScope struct {
 	exists bool
 	// changed: a step altered the topic, so the status step reads it again.
 	changed bool
-	requeue time.Duration
+	// created: this round created the topic with everything the spec
+	// asks; settling: the brokers report the topic without partitions
+	// yet (metadata still propagating). Either way the converging steps
+	// wait for the next round.
+	created, settling bool
+	requeue           time.Duration
 }
 
 // topicStop ends a reconcile with Ready=False and a reason. retry returns
@@ -199,12 +205,13 @@ func kafkaFailure(what string, err error) *topicStop {
 	return &topicStop{reason: ReasonKafkaUnreachable, message: fmt.Sprintf("%s: %v", what, err), retry: true}
 }
 
-// withMessage adds a broker's error message to its error code.
+// withMessage adds a broker's error message to its error code (Strata's
+// brokers start the message with the code's own text; it is said once).
 func withMessage(err error, msg string) error {
 	if err == nil || msg == "" || strings.Contains(err.Error(), msg) {
 		return err
 	}
-	return fmt.Errorf("%w: %s", err, msg)
+	return fmt.Errorf("%w: %s", err, strings.TrimPrefix(msg, err.Error()+": "))
 }
 
 // resolveCluster finds the topic's KafkaCluster and its admin client.
@@ -252,9 +259,14 @@ func (r *KafkaTopicReconciler) describe(ctx context.Context, s *topicScope) erro
 		return fmt.Errorf("describe topic %s: %w", s.name, td.Err)
 	default:
 		s.exists, s.detail = true, td
+		s.settling = len(td.Partitions) == 0
 	}
 	return nil
 }
+
+// waiting says whether the steps that compare the topic with the spec
+// should wait: the topic was just created or is not fully visible yet.
+func (s *topicScope) waiting() bool { return s.created || s.settling }
 
 // create creates a missing topic with the spec's partitions, replication
 // factor and configs; the brokers place the replicas (zone-aware, through
@@ -285,7 +297,10 @@ func (r *KafkaTopicReconciler) create(ctx context.Context, s *topicScope) error 
 		return fmt.Errorf("create topic %s: %w", s.name, withMessage(err, resp.ErrMessage))
 	}
 	kt.Status.Configs = desired
-	s.changed = true
+	// Recorded now: the brokers' metadata may not show the topic yet, and
+	// an empty topicId next round would read as an adopted topic.
+	kt.Status.TopicID = resp.ID.String()
+	s.changed, s.created = true, true
 	r.Recorder.Eventf(kt, nil, corev1.EventTypeNormal, EventTopicCreated, "Create",
 		"created topic %s: %d partitions, replication factor %d", s.name, kt.Spec.Partitions, kt.Spec.ReplicationFactor)
 	return r.describe(ctx, s)
@@ -295,6 +310,9 @@ func (r *KafkaTopicReconciler) create(ctx context.Context, s *topicScope) error 
 // nothing else about the topic changes until the spec asks for at least
 // as many partitions as the topic has.
 func (r *KafkaTopicReconciler) reconcilePartitions(ctx context.Context, s *topicScope) error {
+	if s.waiting() {
+		return nil
+	}
 	have, want := int32(len(s.detail.Partitions)), s.topic.Spec.Partitions
 	switch {
 	case have > want:
@@ -322,6 +340,9 @@ func (r *KafkaTopicReconciler) reconcilePartitions(ctx context.Context, s *topic
 // set/delete operations; configs the spec never managed are reported.
 func (r *KafkaTopicReconciler) reconcileConfigs(ctx context.Context, s *topicScope) error {
 	kt := s.topic
+	if s.waiting() {
+		return nil
+	}
 	rcs, err := s.adm.DescribeTopicConfigs(ctx, s.name)
 	if err != nil {
 		return fmt.Errorf("describe configs of %s: %w", s.name, err)
@@ -394,6 +415,9 @@ func (r *KafkaTopicReconciler) reconcileConfigs(ctx context.Context, s *topicSco
 // ListPartitionReassignments, until the brokers report it done.
 func (r *KafkaTopicReconciler) reconcileReplicationFactor(ctx context.Context, s *topicScope) error {
 	kt := s.topic
+	if s.waiting() {
+		return nil
+	}
 	n, err := reassigningPartitions(ctx, s)
 	if err != nil {
 		return err
@@ -472,6 +496,12 @@ func (r *KafkaTopicReconciler) observe(ctx context.Context, s *topicScope) error
 		}
 	}
 	observeTopic(s)
+	if s.waiting() {
+		s.requeue = min(s.requeue, topicReassignPoll)
+		setTopicCondition(kt, metav1.ConditionFalse, ReasonCreating,
+			fmt.Sprintf("topic %s created; waiting for the brokers to report its partitions", s.name))
+		return nil
+	}
 	moving, err := reassigningPartitions(ctx, s)
 	if err != nil {
 		return err
