@@ -39,6 +39,7 @@ const (
 	ReasonReassigning              = "Reassigning"
 	ReasonPartitionDecreaseRefused = "PartitionDecreaseRefused"
 	ReasonReplicationFactorInvalid = "ReplicationFactorInvalid"
+	ReasonLeaderZoneNotInCluster   = "LeaderZoneNotInCluster"
 	ReasonClusterNotFound          = "ClusterNotFound"
 	ReasonKafkaUnreachable         = "KafkaUnreachable"
 	ReasonKafkaError               = "KafkaError"
@@ -226,6 +227,17 @@ func (r *KafkaTopicReconciler) resolveCluster(ctx context.Context, s *topicScope
 		return fmt.Errorf("get KafkaCluster: %w", err)
 	}
 	s.cluster = kc
+	if z := s.topic.Spec.LeaderZone; z != "" {
+		zones := make([]string, 0, len(kc.Spec.Zones))
+		for _, cz := range kc.Spec.Zones {
+			zones = append(zones, cz.Name)
+		}
+		if !slices.Contains(zones, z) {
+			// Checked here, not by CEL: the zones are in another object.
+			return &topicStop{reason: ReasonLeaderZoneNotInCluster,
+				message: fmt.Sprintf("spec.leaderZone %s is not a zone of KafkaCluster %s (zones: %s)", z, kc.Name, strings.Join(zones, ", "))}
+		}
+	}
 	adm, err := r.Admin.Admin(kc)
 	if err != nil {
 		return &topicStop{reason: ReasonKafkaUnreachable, message: err.Error(), retry: true}

@@ -219,6 +219,9 @@ var _ = Describe("KafkaTopic controller", Ordered, func() {
 		// A topic the operator created is not "adopted" when the brokers'
 		// metadata lags behind the creation.
 		Expect(topicEvents(Default, kt, controllers.EventTopicAdopted)).To(BeEmpty())
+		// Nor does it fail a round because the brokers do not show the new
+		// partitions yet (it waits for them instead of "adding" them).
+		Expect(topicEvents(Default, kt, controllers.EventTopicNotReady)).To(BeEmpty())
 	})
 
 	It("adopts an existing topic: managed configs converge, others are reported and kept", func() {
@@ -380,6 +383,18 @@ var _ = Describe("KafkaTopic controller", Ordered, func() {
 		Eventually(func(g Gomega) {
 			g.Expect(kafkaTopic(g, kadm.NewClient(cl), "early").Partitions).To(HaveLen(2))
 		}, timeout, interval).Should(Succeed())
+	})
+
+	It("refuses a leaderZone that is not a zone of the cluster", func() {
+		kt := newTopic(ns, "nowhere", "kafka", 1, 3, nil)
+		kt.Spec.LeaderZone = "d"
+		Expect(k8sClient.Create(suiteCtx, kt)).To(Succeed())
+		c := topicCondition(kt, controllers.ReasonLeaderZoneNotInCluster)
+		Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		Expect(c.Message).To(Equal("spec.leaderZone d is not a zone of KafkaCluster kafka (zones: a, b, c)"))
+		md, err := adm.Metadata(suiteCtx, "nowhere")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(md.Topics["nowhere"].Err).To(MatchError(kerr.UnknownTopicOrPartition))
 	})
 
 	// enabled once the broker knows leader.placement.zone

@@ -78,8 +78,8 @@ type KafkaTopicSpec struct {
 	// +optional
 	Config map[string]string `json:"config,omitempty"`
 
-	// LeaderZone, when set, puts every partition's leader in that zone
-	// (a zone of the cluster): the operator sets the topic config
+	// LeaderZone, when set, puts every partition's leader in that zone,
+	// which must be a zone of the cluster: the operator sets the topic config
 	// leader.placement.zone, and the broker makes each partition's
 	// replica in that zone its preferred leader and elects it. Producers
 	// in that zone then send no cross-zone produce traffic.
@@ -104,8 +104,9 @@ type KafkaTopicStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready (reasons TopicReady, Reassigning,
-	// PartitionDecreaseRefused, ClusterNotFound, KafkaUnreachable,
+	// Conditions: Ready (reasons TopicReady, Creating, Reassigning,
+	// PartitionDecreaseRefused, ReplicationFactorInvalid,
+	// LeaderZoneNotInCluster, ClusterNotFound, KafkaUnreachable,
 	// KafkaError).
 	// +listType=map
 	// +listMapKey=type
