@@ -57,7 +57,7 @@ type KafkaTopicSpec struct {
 	// min.insync.replicas, ...). Keys set on the topic by other tools and
 	// not listed here are reported in status.unmanagedConfigs, never
 	// removed; a key removed from here is removed from the topic.
-	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:MaxProperties=128
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['cleanup.policy', 'compression.type', 'retention.ms', 'retention.bytes', 'local.retention.ms', 'local.retention.bytes', 'segment.bytes', 'segment.ms', 'max.message.bytes', 'min.insync.replicas', 'unclean.leader.election.enable', 'message.timestamp.type', 'flush.ms', 'flush.messages', 'index.interval.bytes', 'leader.placement.zone'])",message="config keys must be topic configs the broker knows: cleanup.policy, compression.type, retention.ms, retention.bytes, local.retention.ms, local.retention.bytes, segment.bytes, segment.ms, max.message.bytes, min.insync.replicas, unclean.leader.election.enable, message.timestamp.type, flush.ms, flush.messages, index.interval.bytes"
 	// +kubebuilder:validation:XValidation:rule="!('leader.placement.zone' in self)",message="config must not set leader.placement.zone: set spec.leaderZone"
 	// +kubebuilder:validation:XValidation:rule="!('cleanup.policy' in self) || self['cleanup.policy'] == 'delete'",message="config cleanup.policy must be delete: Strata does not compact logs"
