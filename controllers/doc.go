@@ -14,4 +14,12 @@
 // kube-apiserver. The KafkaCluster reconciler also probes the metadata etcd
 // (etcdhealth.go: Status and AlarmList through clientv3, bounded by a
 // short timeout) for the status.metadata health line.
+//
+// The KafkaTopic reconciler (kafkatopic_controller.go) owns topics through
+// the Kafka admin API of their cluster (AdminPool, kafkaadmin.go): create,
+// incremental config changes, added partitions, replication factor changes
+// by zone-aware reassignment, deletion per deletionPolicy, and a periodic
+// resync that reverts changes made with other tools. Its decisions (which
+// config operations, which configs drifted, where replicas go when the
+// replication factor changes) are pure functions in kafkatopic_plan.go.
 package controllers

@@ -835,30 +835,4 @@ var _ = Describe("CRD validation", func() {
 		}, timeout, interval).Should(BeFalse())
 		expectRejected(err, "zone is immutable")
 	})
-
-	It("validates KafkaTopics and lets partitions only grow", func() {
-		kt := &strata.KafkaTopic{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"},
-			Spec:       strata.KafkaTopicSpec{ClusterRef: strata.LocalObjectReference{Name: "demo"}, Partitions: 0, ReplicationFactor: 3},
-		}
-		expectRejected(k8sClient.Create(suiteCtx, kt.DeepCopy()), "spec.partitions", "should be greater than or equal to 1")
-		bad := kt.DeepCopy()
-		bad.Spec.Partitions, bad.Spec.ReplicationFactor = 3, 0
-		expectRejected(k8sClient.Create(suiteCtx, bad), "spec.replicationFactor", "should be greater than or equal to 1")
-
-		kt.Spec.Partitions = 6
-		Expect(k8sClient.Create(suiteCtx, kt)).To(Succeed())
-		kt.Spec.Partitions = 12
-		Expect(k8sClient.Update(suiteCtx, kt)).To(Succeed())
-		kt.Spec.Partitions = 4
-		expectRejected(k8sClient.Update(suiteCtx, kt), "partitions may only grow")
-		kt.Spec.Partitions = 12
-		kt.Spec.ClusterRef.Name = "other"
-		expectRejected(k8sClient.Update(suiteCtx, kt), "clusterRef is immutable")
-		zoned := kt.DeepCopy()
-		zoned.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "zoned"}
-		zoned.Spec.ClusterRef.Name = "demo"
-		zoned.Spec.LeaderZone = "a"
-		expectRejected(k8sClient.Create(suiteCtx, zoned), "spec.leaderZone", "leaderZone is not supported yet: the broker has no zone leader placement; remove leaderZone")
-	})
 })

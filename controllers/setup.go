@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +40,14 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("KafkaCluster controller: %w", err)
 	}
+	if err := (&KafkaTopicReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("strata-kafkatopic"),
+		Admin:    admin,
+		Resync:   o.topicResync,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("KafkaTopic controller: %w", err)
+	}
 	if err := (&FastBucketReconciler{
 		Client:       mgr.GetClient(),
 		SecretReader: mgr.GetAPIReader(),
@@ -55,8 +64,16 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 type Option func(*options)
 
 type options struct {
-	sweepClock clock.PassiveClock
-	endpoints  BrokerEndpoints
+	sweepClock  clock.PassiveClock
+	endpoints   BrokerEndpoints
+	topicResync time.Duration
+}
+
+// WithTopicResync sets how often KafkaTopics are compared with their Kafka
+// topics when nothing in Kubernetes changes (default DefaultTopicResync).
+// Envtest suites shorten it to see drift reverted without waiting a minute.
+func WithTopicResync(d time.Duration) Option {
+	return func(o *options) { o.topicResync = d }
 }
 
 // WithBrokerEndpoints says how the operator reaches brokers (default:
