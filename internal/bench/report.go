@@ -58,7 +58,7 @@ type Settings struct {
 var ZoneLatencyScope = []string{
 	"replica fetch connections between brokers of different zones (classic and wal)",
 	"GETs from another zone's WAL bucket: one round trip each (wal)",
-	"client connections to brokers of another zone: producers in zones round-robin, consumers in their --client-racks zone or round-robin",
+	"client connections to brokers of another zone: producers and consumers in their --client-racks zone, else zones round-robin",
 }
 
 // ZoneLatencyResult is what the injected inter-zone latency delayed in a
