@@ -14,8 +14,11 @@
 //   - Controller: campaigns for the controller role (etcd election) and, while
 //     it holds it, elects leaders from the ISR when leaders die, removes dead
 //     brokers, and brokers registered under another epoch than they joined
-//     the ISR with (restarted, KIP-903), from ISRs, and runs preferred-leader
-//     election. Its writes are
+//     the ISR with (restarted, KIP-903), from ISRs, runs preferred-leader
+//     election, and keeps the preferred leaders of topics pinned to a zone
+//     (leader.placement.zone, ControllerOptions.LeaderZone) in that zone,
+//     reordering replica lists or reassigning one replica
+//     (placement.LeaderZoneTarget). Its writes are
 //     fenced by its election key, so a deposed controller cannot write.
 //
 // The decisions (which leader, which ISR) are pure functions in election.go,

@@ -123,6 +123,7 @@ var Figures = []Figure{
 	{"throughput_mb_per_s", "throughput (MB/s)", func(m *ModeResult) *float64 { return ptr(m.ThroughputMBps) }},
 	{"records_per_s", "throughput (records/s)", func(m *ModeResult) *float64 { return ptr(m.RecordsPerSec) }},
 	{"cross_zone_bytes_per_produced_byte", "inter-broker cross-zone B per produced B", func(m *ModeResult) *float64 { return m.Traffic.CrossZonePerProducedByte }},
+	{"cross_zone_produce_bytes", "produce B from clients of another zone", func(m *ModeResult) *float64 { return m.Traffic.CrossZoneProduceBytesIn }},
 	{"puts_per_s_per_broker", "object PUTs/s per broker", func(m *ModeResult) *float64 { return m.Traffic.PutsPerSecondPerBroker }},
 	{"gets_per_s", "object GETs/s", func(m *ModeResult) *float64 { return m.Traffic.GetsPerSecond }},
 }
