@@ -445,10 +445,11 @@ func (b *Broker) createTopicCluster(ctx context.Context, spec TopicSpec, validat
 		}
 		ms.Config[k] = *v
 	}
-	ms.LeaderZone = meta.TopicInfo{Config: ms.Config}.LeaderZone(b.cfg.LeaderZone())
-	if err := b.checkLeaderZone(ms.LeaderZone); err != nil {
+	zone, err := b.placementZone(ms.Config)
+	if err != nil {
 		return TopicInfo{}, err
 	}
+	ms.LeaderZone = zone
 	if st := b.ClusterState(); st != nil {
 		for name := range st.Topics {
 			if name != spec.Name && collisionName(name) == collisionName(spec.Name) {
@@ -457,7 +458,6 @@ func (b *Broker) createTopicCluster(ctx context.Context, spec TopicSpec, validat
 		}
 	}
 	var info meta.TopicInfo
-	var err error
 	if validateOnly {
 		info, _, err = b.cluster.store.PlanTopic(ctx, ms)
 	} else {
@@ -500,7 +500,11 @@ func (b *Broker) createPartitionsCluster(ctx context.Context, name string, count
 	case validateOnly:
 		return nil
 	}
-	if _, err := b.cluster.store.CreatePartitions(ctx, name, count, assignment, t.LeaderZone(b.cfg.LeaderZone())); err != nil {
+	zone, err := b.placementZone(t.Config)
+	if err != nil {
+		return err
+	}
+	if _, err := b.cluster.store.CreatePartitions(ctx, name, count, assignment, zone); err != nil {
 		return metaError(err)
 	}
 	b.waitTopic(ctx, func(st *meta.ClusterState) bool { t, ok := st.Topics[name]; return ok && t.Partitions >= count })
@@ -587,6 +591,24 @@ func (b *Broker) PreferredReadReplica(topic string, index int32, rack string) in
 		}
 	}
 	return -1
+}
+
+// placementZone is the zone new partitions of a topic with these configs
+// get their preferred leaders in: the topic's leader.placement.zone, which
+// must have brokers, else the cluster default. A default zone without a
+// registered broker (its brokers are all down) does not block creating
+// topics: they are placed balanced, and the controller moves their
+// leaders into the zone once it has brokers again.
+func (b *Broker) placementZone(configs map[string]string) (string, error) {
+	if zone, ok := configs[meta.ConfigLeaderZone]; ok {
+		return zone, b.checkLeaderZone(zone)
+	}
+	zone := b.cfg.LeaderZone()
+	if err := b.checkLeaderZone(zone); err != nil {
+		b.log.Info("placing new partitions balanced: the default leader zone has no registered broker; the controller moves their leaders there when it has", "zone", zone)
+		return "", nil
+	}
+	return zone, nil
 }
 
 // checkLeaderZone refuses a leader zone ("" is none) in which no broker is

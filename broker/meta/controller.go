@@ -215,7 +215,7 @@ func (c *Controller) reconcile(ctx context.Context, term *leadership, prev, st *
 			if !changed && zone != "" && !cur.Reassigning() {
 				next, changed = pinLeaderZone(ctx, TopicPartition{topic, int32(p)}, cur, st, zone, load)
 			}
-			if !next.Reassigning() && (zone != "" || (!changed && c.opts.AutoLeaderRebalance)) {
+			if zone != "" || (!changed && c.opts.AutoLeaderRebalance) {
 				// A pinned topic's preferred leader leads as soon as it
 				// can: after a reorder above, and after a failover once it
 				// is back in the ISR.

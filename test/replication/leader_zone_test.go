@@ -42,8 +42,7 @@ func leaders(adm *kadm.Client, topic string) map[int32][]int32 {
 }
 
 // waitLeaders waits until every partition of topic is led by a broker in
-// want and its first replica is want's first (the pinned zone's broker),
-// unless anyLeader (a failover: any leader in want will do).
+// want.
 func waitLeaders(t *testing.T, adm *kadm.Client, topic string, partitions int, want []int32, what string) {
 	t.Helper()
 	var last map[int32][]int32
@@ -88,7 +87,8 @@ func describeTopicConfig(t *testing.T, adm *kadm.Client, topic, name string) kad
 // TestLeaderPlacementZone: with leader.placement.policy=Zone and zone b,
 // every partition's leader is the zone-b broker; a producer in zone b
 // (strata_az=b in its client ID) sends no produce byte across zones; when
-// b's broker stops the leaders fail over, and when it is back they return;
+// b's broker stops the leaders fail over, and when it is back they return
+// (also those of a topic created while b had no broker, by reassignment);
 // a topic override of leader.placement.zone moves the leaders (by
 // reassignment when no replica sits in the new zone); a zone without
 // brokers is refused with INVALID_CONFIG naming the zones.
@@ -131,8 +131,14 @@ func TestLeaderPlacementZone(t *testing.T) {
 	// Failover and return.
 	c.Brokers[1].Stop()
 	waitLeaders(t, adm, "pinned", parts, []int32{1, 3}, "after zone b's broker stopped")
+	// Zone b has no broker now: a new topic is still created (placed
+	// balanced on a and c), and moves into b when b is back.
+	if _, err := adm.CreateTopic(ctx, 3, 2, nil, "created-without-b"); err != nil {
+		t.Fatalf("create a topic while the leader zone has no broker: %v", err)
+	}
 	c.Brokers[1].Restart()
 	waitLeaders(t, adm, "pinned", parts, []int32{2}, "after zone b's broker restarted")
+	waitLeaders(t, adm, "created-without-b", 3, []int32{2}, "topic created while b was down, after b restarted")
 
 	// Per-topic override: c's broker holds a replica of every partition.
 	alter(t, adm, "pinned", "c", nil)
