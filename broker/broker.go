@@ -54,6 +54,41 @@ type Config struct {
 	Clustered bool
 	// DefaultReplicationFactor is default.replication.factor (1).
 	DefaultReplicationFactor int16
+	// LeaderPlacementPolicy is leader.placement.policy: PolicyBalanced
+	// ("" too) spreads preferred leaders over zones; PolicyZone pins them to
+	// LogDefaults["leader.placement.zone"], the default of the topic config
+	// of that name (required with Zone, refused without).
+	LeaderPlacementPolicy string
+}
+
+// Values of leader.placement.policy.
+const (
+	PolicyBalanced = "Balanced"
+	PolicyZone     = "Zone"
+)
+
+// LeaderZone is the cluster default of the leader.placement.zone topic
+// config: the zone of policy Zone, "" for Balanced.
+func (c Config) LeaderZone() string { return c.LogDefaults["leader.placement.zone"] }
+
+// checkLeaderPlacement refuses a policy without its zone and a zone
+// without its policy: either would silently place leaders other than the
+// operator or user meant.
+func (c Config) checkLeaderPlacement() error {
+	zone := c.LeaderZone()
+	switch c.LeaderPlacementPolicy {
+	case "", PolicyBalanced:
+		if zone != "" {
+			return fmt.Errorf("broker: leader.placement.zone=%s is set but leader.placement.policy is Balanced: set leader.placement.policy=Zone to pin leaders to %s, or remove leader.placement.zone", zone, zone)
+		}
+	case PolicyZone:
+		if zone == "" {
+			return errors.New("broker: leader.placement.policy=Zone needs leader.placement.zone (the zone that holds the preferred leaders)")
+		}
+	default:
+		return fmt.Errorf("broker: leader.placement.policy=%q: want %s or %s", c.LeaderPlacementPolicy, PolicyBalanced, PolicyZone)
+	}
+	return nil
 }
 
 // DefaultConfig returns a config with Kafka's defaults for a single broker.
@@ -162,6 +197,9 @@ func Open(ctx context.Context, cfg Config, logger logr.Logger) (*Broker, error) 
 		if err := ValidateTopicConfig(name, v); err != nil {
 			return nil, fmt.Errorf("broker: %s: %w", k, err)
 		}
+	}
+	if err := cfg.checkLeaderPlacement(); err != nil {
+		return nil, err
 	}
 	if cfg.DefaultPartitions <= 0 {
 		cfg.DefaultPartitions = 1

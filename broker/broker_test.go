@@ -83,6 +83,10 @@ func TestValidateTopicConfig(t *testing.T) {
 		{"compression.type", "zstd", false},
 		{"flush.ms", "0", true},
 		{"flush.messages", "0", false},
+		{"leader.placement.zone", "us-east-1a", true},
+		{"leader.placement.zone", "", true},
+		{"leader.placement.zone", "a,b", false},
+		{"leader.placement.zone", "zone b", false},
 		{"no.such.thing", "1", false},
 	}
 	for _, tt := range tests {
@@ -128,6 +132,45 @@ func TestOpenRejectsBadBrokerDefaults(t *testing.T) {
 			b.Close()
 			t.Errorf("Open accepted %s=%s", kv[0], kv[1])
 		}
+	}
+}
+
+// TestOpenChecksLeaderPlacement: policy Zone needs its zone, a zone needs
+// policy Zone, and the policy is Balanced or Zone; each refusal says what to
+// set.
+func TestOpenChecksLeaderPlacement(t *testing.T) {
+	tests := []struct {
+		policy, zone string
+		wantErr      string
+	}{
+		{"", "", ""},
+		{"Balanced", "", ""},
+		{"Zone", "b", ""},
+		{"Zone", "", "leader.placement.policy=Zone needs leader.placement.zone"},
+		{"", "b", "leader.placement.zone=b is set but leader.placement.policy is Balanced"},
+		{"Balanced", "b", "leader.placement.zone=b is set but leader.placement.policy is Balanced"},
+		{"zone", "b", `leader.placement.policy="zone": want Balanced or Zone`},
+		{"Zone", "b c", "leader.placement.zone"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.policy+"/"+tt.zone, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.DataDir = t.TempDir()
+			cfg.LeaderPlacementPolicy = tt.policy
+			if tt.zone != "" {
+				cfg.LogDefaults = map[string]string{"leader.placement.zone": tt.zone}
+			}
+			b, err := Open(context.Background(), cfg, logr.Discard())
+			if err == nil {
+				b.Close()
+			}
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("Open: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("Open: %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
 	}
 }
 

@@ -445,6 +445,11 @@ func (b *Broker) createTopicCluster(ctx context.Context, spec TopicSpec, validat
 		}
 		ms.Config[k] = *v
 	}
+	zone, err := b.placementZone(ms.Config)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	ms.LeaderZone = zone
 	if st := b.ClusterState(); st != nil {
 		for name := range st.Topics {
 			if name != spec.Name && collisionName(name) == collisionName(spec.Name) {
@@ -453,7 +458,6 @@ func (b *Broker) createTopicCluster(ctx context.Context, spec TopicSpec, validat
 		}
 	}
 	var info meta.TopicInfo
-	var err error
 	if validateOnly {
 		info, _, err = b.cluster.store.PlanTopic(ctx, ms)
 	} else {
@@ -496,7 +500,11 @@ func (b *Broker) createPartitionsCluster(ctx context.Context, name string, count
 	case validateOnly:
 		return nil
 	}
-	if _, err := b.cluster.store.CreatePartitions(ctx, name, count, assignment); err != nil {
+	zone, err := b.placementZone(t.Config)
+	if err != nil {
+		return err
+	}
+	if _, err := b.cluster.store.CreatePartitions(ctx, name, count, assignment, zone); err != nil {
 		return metaError(err)
 	}
 	b.waitTopic(ctx, func(st *meta.ClusterState) bool { t, ok := st.Topics[name]; return ok && t.Partitions >= count })
@@ -509,12 +517,26 @@ func (b *Broker) setTopicConfigsCluster(ctx context.Context, topic string, edit 
 	if !ok {
 		return fmt.Errorf("%w: %s", kerr.UnknownTopicOrPartition, topic)
 	}
+	// edit plus the leader zone check: a zone must have brokers when it is
+	// set, not only when partitions are placed.
+	checked := func(cfg map[string]string) (map[string]string, error) {
+		next, err := edit(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if z, ok := next[meta.ConfigLeaderZone]; ok && z != cfg[meta.ConfigLeaderZone] {
+			if err := b.checkLeaderZone(z); err != nil {
+				return nil, err
+			}
+		}
+		return next, nil
+	}
 	if validateOnly {
-		_, err := edit(cloneMap(t.Config))
+		_, err := checked(cloneMap(t.Config))
 		return err
 	}
 	info, err := b.cluster.store.UpdateTopicConfig(ctx, topic, func(cfg map[string]string) error {
-		next, err := edit(cloneMap(cfg))
+		next, err := checked(cloneMap(cfg))
 		if err != nil {
 			return err
 		}
@@ -569,4 +591,47 @@ func (b *Broker) PreferredReadReplica(topic string, index int32, rack string) in
 		}
 	}
 	return -1
+}
+
+// placementZone is the zone new partitions of a topic with these configs
+// get their preferred leaders in: the topic's leader.placement.zone, which
+// must have brokers, else the cluster default. A default zone without a
+// registered broker (its brokers are all down) does not block creating
+// topics: they are placed balanced, and the controller moves their
+// leaders into the zone once it has brokers again.
+func (b *Broker) placementZone(configs map[string]string) (string, error) {
+	if zone, ok := configs[meta.ConfigLeaderZone]; ok {
+		return zone, b.checkLeaderZone(zone)
+	}
+	zone := b.cfg.LeaderZone()
+	if err := b.checkLeaderZone(zone); err != nil {
+		b.log.Info("placing new partitions balanced: the default leader zone has no registered broker; the controller moves their leaders there when it has", "zone", zone)
+		return "", nil
+	}
+	return zone, nil
+}
+
+// checkLeaderZone refuses a leader zone ("" is none) in which no broker is
+// registered (standalone: other than this broker's rack) with
+// INVALID_CONFIG naming the zones that have brokers, so that a typo is
+// caught when the topic or its config is written, not found later as
+// leaders that never move.
+func (b *Broker) checkLeaderZone(zone string) error {
+	if zone == "" {
+		return nil
+	}
+	zones := []string{b.cfg.Rack}
+	if st := b.ClusterState(); st != nil {
+		zones = zones[:0]
+		for _, bi := range st.Brokers {
+			if !slices.Contains(zones, bi.Zone) {
+				zones = append(zones, bi.Zone)
+			}
+		}
+		slices.Sort(zones)
+	}
+	if !slices.Contains(zones, zone) {
+		return fmt.Errorf("%w: %s=%s: no broker runs in zone %q (zones with brokers: %q)", kerr.InvalidConfig, meta.ConfigLeaderZone, zone, zone, zones)
+	}
+	return nil
 }

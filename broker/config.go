@@ -76,6 +76,21 @@ func oneOf(values ...string) func(string) error {
 	}
 }
 
+// zoneName accepts "" (no zone) or a rack name: no blanks, commas or
+// control characters, at most 255 bytes. Whether brokers run in the zone is
+// checked where the topic is created or changed.
+func zoneName(v string) error {
+	if len(v) > 255 {
+		return fmt.Errorf("zone name longer than 255 bytes")
+	}
+	for _, r := range v {
+		if r <= ' ' || r == ',' || r == 0x7f {
+			return fmt.Errorf("%q is not a zone name (no blanks, commas or control characters)", v)
+		}
+	}
+	return nil
+}
+
 const maxLong = "9223372036854775807"
 
 // topicConfigs are the topic configs Strata accepts. Any other name is
@@ -110,6 +125,9 @@ var topicConfigs = []topicConfig{
 			"0 fsyncs every append before it is acknowledged; " + maxLong + " disables the timer."},
 	{name: "flush.messages", brokerKey: "log.flush.interval.messages", def: maxLong, typ: typeLong, check: longAtLeast(1),
 		doc: "fsync a partition once this many records are unflushed; " + maxLong + " disables it."},
+	{name: "leader.placement.zone", brokerKey: "leader.placement.zone", def: "", typ: typeString, check: zoneName,
+		doc: "Zone (broker.rack) that holds the preferred leaders of the topic's partitions; the controller moves them there and elects them. " +
+			"Empty: preferred leaders are balanced over zones. The broker default is set with leader.placement.policy=Zone."},
 	{name: "index.interval.bytes", brokerKey: "log.index.interval.bytes", def: "4096", typ: typeInt, check: intAtLeast(0),
 		doc: "Bytes between offset index entries."},
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strata-dev/strata/broker/log"
+	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/record"
 )
 
@@ -128,6 +129,9 @@ func (b *Broker) CreateTopic(ctx context.Context, spec TopicSpec, validateOnly b
 			return TopicInfo{}, err
 		}
 		configs[k] = *v
+	}
+	if err := b.checkLeaderZone(configs[meta.ConfigLeaderZone]); err != nil {
+		return TopicInfo{}, err
 	}
 
 	b.mu.Lock()
@@ -407,6 +411,9 @@ func (b *Broker) setTopicConfigs(ctx context.Context, topic string, edit func(ma
 		return fmt.Errorf("%w: %s", kerr.UnknownTopicOrPartition, topic)
 	}
 	next, err := edit(t.configs)
+	if err == nil && next[meta.ConfigLeaderZone] != t.configs[meta.ConfigLeaderZone] {
+		err = b.checkLeaderZone(next[meta.ConfigLeaderZone])
+	}
 	if err != nil || validateOnly {
 		return err
 	}
@@ -453,6 +460,7 @@ func (b *Broker) DescribeBrokerConfigs(names []string) []ConfigEntry {
 		static("num.partitions", fmt.Sprint(b.cfg.DefaultPartitions), "1", typeInt),
 		static("auto.create.topics.enable", fmt.Sprint(b.cfg.AutoCreateTopics), "true", typeBoolean),
 		static("default.replication.factor", fmt.Sprint(b.cfg.DefaultReplicationFactor), "1", typeInt),
+		static("leader.placement.policy", orDefault(b.cfg.LeaderPlacementPolicy, PolicyBalanced), PolicyBalanced, typeString),
 	}
 	for _, tc := range topicConfigs {
 		e := b.effectiveTopicConfig(&tc, nil)
@@ -573,4 +581,11 @@ func (p *Partition) MaxTimestamp() (offset, timestamp int64, err error) {
 		buf = buf[h.Size():]
 	}
 	return last, ts, nil
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
 }

@@ -188,8 +188,10 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 		// The readiness probe and the metrics port use this address.
 		"metrics.listen": fmt.Sprintf("0.0.0.0:%d", brokerMetricsPort),
 	}
-	if len(kc.Spec.LeaderPlacement.PreferredZones) > 0 {
-		kv["leader.placement.preferred.zones"] = strings.Join(kc.Spec.LeaderPlacement.PreferredZones, ",")
+	if z := kc.Spec.LeaderPlacement.Zone; z != "" {
+		// The broker default of the leader.placement.zone topic config;
+		// the brokers refuse a zone without policy Zone and the reverse.
+		kv["leader.placement.zone"] = z
 	}
 
 	listeners := Listeners(kc)

@@ -392,6 +392,7 @@ func TestGolden(t *testing.T) {
 				ServiceAccountName: "strata-broker",
 			}
 			kc.Spec.Config = map[string]string{"num.partitions": "6"}
+			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, Zone: "zone-a"}
 			fb := fastBucket("wal-a", "zone-a", "strata-wal--use1-az4--x-s3")
 			fb.Spec.Type = strata.BucketTypeS3Express
 			fb.Spec.Endpoint = ""

@@ -682,24 +682,21 @@ var _ = Describe("CRD validation", func() {
 		Entry("a SASL_SSL listener", func(kc *strata.KafkaCluster) {
 			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SASL_SSL"}}
 		}, "listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported yet"),
-		Entry("Zone leader placement", func(kc *strata.KafkaCluster) {
-			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, PreferredZones: []string{"a"}}
-		}, "spec.leaderPlacement: only policy Balanced is supported for now (the broker has no zone leader placement); remove policy Zone and preferredZones"),
-		Entry("preferred zones with Balanced placement", func(kc *strata.KafkaCluster) {
-			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementBalanced, PreferredZones: []string{"a"}}
-		}, "spec.leaderPlacement: only policy Balanced is supported for now"),
+		Entry("a leader zone with Balanced placement", func(kc *strata.KafkaCluster) {
+			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementBalanced, Zone: "a"}
+		}, "leaderPlacement.zone needs leaderPlacement.policy Zone (Balanced spreads leaders over all zones)"),
 		Entry("both managed and external etcd", func(kc *strata.KafkaCluster) {
 			kc.Spec.Metadata = strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 3}, ExternalEndpoints: []string{"http://e:2379"}}
 		}, "set either managed or externalEndpoints, not both"),
 		Entry("an even number of etcd members", func(kc *strata.KafkaCluster) {
 			kc.Spec.Metadata = strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 4}}
 		}, "metadata.managed.replicas must be odd"),
-		Entry("Zone leader placement without zones", func(kc *strata.KafkaCluster) {
+		Entry("Zone leader placement without a zone", func(kc *strata.KafkaCluster) {
 			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone}
-		}, "leaderPlacement.policy Zone needs at least one entry in preferredZones"),
-		Entry("a preferred zone that is not a cluster zone", func(kc *strata.KafkaCluster) {
-			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, PreferredZones: []string{"nowhere"}}
-		}, "leaderPlacement.preferredZones must name zones listed in spec.zones"),
+		}, "leaderPlacement.policy Zone needs leaderPlacement.zone"),
+		Entry("a leader zone that is not a cluster zone", func(kc *strata.KafkaCluster) {
+			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, Zone: "nowhere"}
+		}, "leaderPlacement.zone must name a zone listed in spec.zones"),
 		Entry("a zone named etcd", func(kc *strata.KafkaCluster) { kc.Spec.Zones[1].Name = "etcd" },
 			"zone name etcd is reserved"),
 		Entry("names too long for pod names", func(kc *strata.KafkaCluster) {
@@ -717,7 +714,7 @@ var _ = Describe("CRD validation", func() {
 		// reconciler does; the keys come from the renderer, not a list.
 		full := valid()
 		full.Spec.TieredStorage = &strata.TieredStorageSpec{Bucket: "strata-tier", Region: "us-east-1"}
-		full.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, PreferredZones: []string{"a"}}
+		full.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, Zone: "a"}
 		fb := &strata.FastBucket{Spec: strata.FastBucketSpec{Zone: "a", Bucket: "wal-a", Region: "us-east-1", Endpoint: "http://s3:9000"}}
 		fb.Name = "wal-a"
 		props := controllers.RenderBrokerConfig(full, controllers.ZoneInput{
@@ -749,6 +746,12 @@ var _ = Describe("CRD validation", func() {
 		kc := valid()
 		kc.Spec.WAL = strata.WALSpec{Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 10 * time.Millisecond}, Retention: &metav1.Duration{Duration: controllers.MaxBrokerMillis * time.Millisecond}}
 		kc.Spec.Listeners = []strata.ListenerSpec{{Name: "INTERNAL", Port: 9093, Protocol: "PLAINTEXT"}}
+		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+	})
+
+	It("accepts Zone leader placement in one of spec.zones", func() {
+		kc := valid()
+		kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, Zone: kc.Spec.Zones[1].Name}
 		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
 	})
 

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -71,8 +72,9 @@ func ConfigKeyOwner(key string) (owner string, ok bool) {
 // UnsupportedSpec lists what in a KafkaCluster the CRD's validation
 // refuses today and the operator cannot honour: keys of spec.config the
 // operator owns, tiered storage, more than one listener or a protocol
-// other than PLAINTEXT, a leader placement other than Balanced and WAL
-// durations the broker cannot parse. The API server refuses these on
+// other than PLAINTEXT, a leader placement the brokers would refuse to
+// start with (policy Zone without a zone of spec.zones, a zone without
+// policy Zone) and WAL durations the broker cannot parse. The API server refuses these on
 // create and update; an object stored before those rules existed (or kept
 // by validation ratcheting) still reaches the reconciler, which then
 // reports the problems instead of rendering a config the brokers would
@@ -100,11 +102,26 @@ func UnsupportedSpec(kc *strata.KafkaCluster) []string {
 			problems = append(problems, fmt.Sprintf("listener %s: protocol %s is not supported yet (the broker has no TLS or SASL)", l.Name, l.Protocol))
 		}
 	}
-	if lp := kc.Spec.LeaderPlacement; (lp.Policy != "" && lp.Policy != strata.LeaderPlacementBalanced) || len(lp.PreferredZones) > 0 {
-		problems = append(problems, "spec.leaderPlacement: only policy Balanced is supported for now")
-	}
+	problems = append(problems, leaderPlacementProblems(kc)...)
 	if r := kc.Spec.WAL.Retention; r != nil && (r.Duration < time.Millisecond || r.Duration > MaxBrokerMillis*time.Millisecond) {
 		problems = append(problems, fmt.Sprintf("wal.retention %s is outside 1ms..%dms, what the broker parses", r.Duration, int64(MaxBrokerMillis)))
 	}
 	return problems
+}
+
+// leaderPlacementProblems mirrors the CEL rules of spec.leaderPlacement:
+// the brokers refuse to start with policy Zone and no zone, or a zone and
+// policy Balanced, and a zone outside spec.zones would pin leaders nowhere.
+func leaderPlacementProblems(kc *strata.KafkaCluster) []string {
+	lp := kc.Spec.LeaderPlacement
+	zone := lp.Policy == strata.LeaderPlacementZone
+	switch {
+	case zone && lp.Zone == "":
+		return []string{"leaderPlacement.policy Zone needs leaderPlacement.zone"}
+	case !zone && lp.Zone != "":
+		return []string{"leaderPlacement.zone needs leaderPlacement.policy Zone (Balanced spreads leaders over all zones)"}
+	case zone && !slices.ContainsFunc(kc.Spec.Zones, func(z strata.ZoneSpec) bool { return z.Name == lp.Zone }):
+		return []string{"leaderPlacement.zone must name a zone listed in spec.zones"}
+	}
+	return nil
 }

@@ -33,7 +33,7 @@ func renderedKeys(t *testing.T, props string) []string {
 // (tiered storage, leader placement zones, the zone map).
 func TestOwnedConfigKeysCoverRender(t *testing.T) {
 	kc := threeZoneCluster()
-	kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, PreferredZones: []string{"zone-a"}}
+	kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, Zone: "zone-a"}
 	for _, zi := range zoneInputs(kc, nil) {
 		keys := renderedKeys(t, RenderBrokerConfig(kc, zi))
 		if len(keys) < 40 {
@@ -80,8 +80,17 @@ func TestUnsupportedSpec(t *testing.T) {
 			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "A", Port: 9092, Protocol: "SSL"}}
 		}, "listener A: protocol SSL is not supported yet"},
 		{"zone leaders", func(kc *strata.KafkaCluster) {
-			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, PreferredZones: []string{"zone-a"}}
-		}, "only policy Balanced is supported"},
+			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, Zone: "zone-a"}
+		}, ""},
+		{"zone leaders without a zone", func(kc *strata.KafkaCluster) {
+			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone}
+		}, "leaderPlacement.policy Zone needs leaderPlacement.zone"},
+		{"zone without policy Zone", func(kc *strata.KafkaCluster) {
+			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementBalanced, Zone: "zone-a"}
+		}, "leaderPlacement.zone needs leaderPlacement.policy Zone"},
+		{"leader zone not in spec.zones", func(kc *strata.KafkaCluster) {
+			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, Zone: "nowhere"}
+		}, "leaderPlacement.zone must name a zone listed in spec.zones"},
 		{"retention beyond int32 ms", func(kc *strata.KafkaCluster) {
 			kc.Spec.WAL.Retention = &metav1.Duration{Duration: 600 * time.Hour}
 		}, "wal.retention 600h0m0s is outside 1ms..2147483647ms"},

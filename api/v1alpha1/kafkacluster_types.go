@@ -21,12 +21,11 @@ const DefaultEtcdImage = "quay.io/coreos/etcd:v3.7.3"
 //
 // +kubebuilder:validation:XValidation:rule="self.zones.all(z, self.zones.exists_one(y, y.name == z.name))",message="zone names must be unique"
 // +kubebuilder:validation:XValidation:rule="!has(self.wal) || !has(self.wal.enabled) || !self.wal.enabled || self.zones.all(z, has(z.fastBucketRef))",message="wal.enabled requires a fastBucketRef in every zone"
-// +kubebuilder:validation:XValidation:rule="!has(self.leaderPlacement) || !has(self.leaderPlacement.preferredZones) || self.leaderPlacement.preferredZones.all(p, self.zones.exists(z, z.name == p))",message="leaderPlacement.preferredZones must name zones listed in spec.zones"
+// +kubebuilder:validation:XValidation:rule="!has(self.leaderPlacement) || !has(self.leaderPlacement.zone) || self.zones.exists(z, z.name == self.leaderPlacement.zone)",message="leaderPlacement.zone must name a zone listed in spec.zones"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, self.listeners.exists_one(m, m.name == l.name))",message="listener names must be unique"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, self.listeners.exists_one(m, m.port == l.port))",message="listener ports must be unique"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || size(self.listeners) <= 1",message="spec.listeners: only one listener is supported for now (the broker opens only the first one); extra listeners come with TLS/SASL support"
 // +kubebuilder:validation:XValidation:rule="!has(self.tieredStorage)",message="spec.tieredStorage is not supported yet: the broker has no slow tier, so closed segments would silently stay on local disk; remove tieredStorage"
-// +kubebuilder:validation:XValidation:rule="!has(self.leaderPlacement) || ((!has(self.leaderPlacement.policy) || self.leaderPlacement.policy == 'Balanced') && !has(self.leaderPlacement.preferredZones))",message="spec.leaderPlacement: only policy Balanced is supported for now (the broker has no zone leader placement); remove policy Zone and preferredZones"
 type KafkaClusterSpec struct {
 	// Image is the Strata container image the brokers run.
 	// +kubebuilder:default="ghcr.io/strata-dev/strata:latest"
@@ -99,10 +98,12 @@ type KafkaClusterSpec struct {
 	// +optional
 	PodTemplate PodTemplateSpec `json:"podTemplate,omitempty"`
 
-	// LeaderPlacement says where partition leaders should go. Only
-	// Balanced is accepted for now: the brokers spread preferred leaders
-	// over zones and brokers when they place partitions; policy Zone is
-	// refused until the broker implements it.
+	// LeaderPlacement says where partition leaders should go: Balanced
+	// (default) spreads preferred leaders over zones and brokers; Zone pins
+	// them to one zone, so producers in that zone send no produce traffic
+	// across zones. Rendered as the brokers' leader.placement.policy and
+	// leader.placement.zone; a topic's own leader.placement.zone config
+	// (KafkaTopic spec.leaderZone) overrides the zone per topic.
 	// +kubebuilder:default={policy:"Balanced"}
 	// +optional
 	LeaderPlacement LeaderPlacementSpec `json:"leaderPlacement,omitempty"`
@@ -352,24 +353,27 @@ type LeaderPlacementPolicy string
 const (
 	// LeaderPlacementBalanced spreads leaders evenly over zones and brokers.
 	LeaderPlacementBalanced LeaderPlacementPolicy = "Balanced"
-	// LeaderPlacementZone prefers leaders in the preferred zones, in order.
+	// LeaderPlacementZone pins preferred leaders to LeaderPlacementSpec.Zone.
 	LeaderPlacementZone LeaderPlacementPolicy = "Zone"
 )
 
 // LeaderPlacementSpec says where partition leaders should go.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.policy) || self.policy != 'Zone' || (has(self.preferredZones) && size(self.preferredZones) > 0)",message="leaderPlacement.policy Zone needs at least one entry in preferredZones"
+// +kubebuilder:validation:XValidation:rule="!has(self.policy) || self.policy != 'Zone' || (has(self.zone) && size(self.zone) > 0)",message="leaderPlacement.policy Zone needs leaderPlacement.zone"
+// +kubebuilder:validation:XValidation:rule="!has(self.zone) || (has(self.policy) && self.policy == 'Zone')",message="leaderPlacement.zone needs leaderPlacement.policy Zone (Balanced spreads leaders over all zones)"
 type LeaderPlacementSpec struct {
-	// Policy is Balanced (default) or Zone.
+	// Policy is Balanced (default: preferred leaders spread over zones and
+	// brokers) or Zone (preferred leaders in Zone; the controller broker
+	// moves them there and elects them, also after failovers and restarts).
 	// +kubebuilder:default=Balanced
 	// +optional
 	Policy LeaderPlacementPolicy `json:"policy,omitempty"`
 
-	// PreferredZones lists zones in order of preference for Zone policy.
-	// +kubebuilder:validation:MaxItems=16
-	// +listType=set
+	// Zone holds the preferred leaders with policy Zone; it must be one of
+	// spec.zones. Followers stay one per other zone.
+	// +kubebuilder:validation:MaxLength=63
 	// +optional
-	PreferredZones []string `json:"preferredZones,omitempty"`
+	Zone string `json:"zone,omitempty"`
 }
 
 // IsEnabled reports whether WAL replication is on (the default).

@@ -14,6 +14,8 @@ import (
 	"github.com/go-logr/logr"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/strata-dev/strata/broker/placement"
 )
 
 // ControllerOptions tunes the controller.
@@ -27,6 +29,13 @@ type ControllerOptions struct {
 	// auto.leader.rebalance.enable, acting on the event instead of a timer),
 	// so that leaders return after a rolling restart. Default false.
 	AutoLeaderRebalance bool
+	// LeaderZone is the cluster default of the leader.placement.zone topic
+	// config (leader.placement.policy=Zone): the controller keeps the
+	// preferred leader (first replica) of every partition of a topic that
+	// does not set the config in this zone, and elects it whenever it is
+	// alive and in the ISR, whatever AutoLeaderRebalance says. "" (policy
+	// Balanced): only topics that set the config are pinned.
+	LeaderZone string
 }
 
 // Controller campaigns for the controller role with the broker's
@@ -184,19 +193,33 @@ var errFenced = fmt.Errorf("%w: election key gone", ErrNotController)
 func (c *Controller) reconcile(ctx context.Context, term *leadership, prev, st *ClusterState) error {
 	full := prev == nil || !sameBrokers(prev, st)
 	var writes []partitionWrite
+	var clusterLoad map[int32]placement.Load
+	load := func() map[int32]placement.Load {
+		if clusterLoad == nil {
+			clusterLoad = st.placementLoad("")
+		}
+		return clusterLoad
+	}
 	for _, topic := range slices.Sorted(maps.Keys(st.parts)) {
 		view := st.parts[topic]
 		if !full && prev.parts[topic] == view && prev.topicRevs[topic] == st.topicRevs[topic] {
 			continue
 		}
 		unclean := c.unclean(st, topic)
+		zone := st.Topics[topic].LeaderZone(c.opts.LeaderZone)
 		for p, cur := range view.states {
 			if cur.Replicas == nil {
 				continue
 			}
 			next, changed := controllerWants(cur, st.Brokers, unclean)
-			if !changed && c.opts.AutoLeaderRebalance {
-				if moved, err := electPreferred(cur, st.Brokers); err == nil {
+			if !changed && zone != "" && !cur.Reassigning() {
+				next, changed = pinLeaderZone(ctx, TopicPartition{topic, int32(p)}, cur, st, zone, load)
+			}
+			if zone != "" || (!changed && c.opts.AutoLeaderRebalance) {
+				// A pinned topic's preferred leader leads as soon as it
+				// can: after a reorder above, and after a failover once it
+				// is back in the ISR.
+				if moved, err := electPreferred(next, st.Brokers); err == nil {
 					next, changed = stampLeader(cur, moved, st.Brokers), true
 				}
 			}
@@ -207,6 +230,34 @@ func (c *Controller) reconcile(ctx context.Context, term *leadership, prev, st *
 	}
 	_, err := c.store.writePartitionStates(ctx, term, writes)
 	return err
+}
+
+// pinLeaderZone is the controller's leader-zone decision for one partition
+// of a topic pinned to zone (placement.LeaderZoneTarget): when a replica
+// sits in zone it becomes the first replica (metadata only, partition epoch
+// +1); otherwise a reassignment starts that brings a broker of zone in as the
+// first replica. The preferred election that follows moves the leader.
+func pinLeaderZone(ctx context.Context, tp TopicPartition, cur PartitionState, st *ClusterState, zone string, load func() map[int32]placement.Load) (PartitionState, bool) {
+	target, changed := placement.LeaderZoneTarget(st.placementBrokers(), cur.Replicas, zone, load)
+	if !changed {
+		return cur, false
+	}
+	if sameSet(target, cur.Replicas) {
+		next := cur.Clone()
+		next.Replicas = target
+		next.PartitionEpoch++
+		return next, true
+	}
+	next, err := startReassignment(cur, target, st.Live)
+	if err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "cannot move a replica into the leader zone", "partition", tp.String(), "zone", zone, "target", target)
+		return cur, false
+	}
+	return next, true
+}
+
+func sameSet(a, b []int32) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(id int32) bool { return !slices.Contains(b, id) })
 }
 
 // partitionWrite is one controller decision: cur (at etcd revision rev)
@@ -304,6 +355,8 @@ func describe(cur, next PartitionState) string {
 		return fmt.Sprintf("leader %d -> %d", cur.Leader, next.Leader)
 	case cur.Reassigning() && !next.Reassigning():
 		return fmt.Sprintf("reassignment done, replicas %v", next.Replicas)
+	case !slices.Equal(cur.Replicas, next.Replicas) && !next.Reassigning() && sameSet(cur.Replicas, next.Replicas):
+		return fmt.Sprintf("preferred replica order %v -> %v", cur.Replicas, next.Replicas)
 	case !slices.Equal(cur.Replicas, next.Replicas):
 		return fmt.Sprintf("reassigning %v -> %v (adding %v, removing %v)", cur.Replicas, next.Replicas, next.AddingReplicas, next.RemovingReplicas)
 	default:

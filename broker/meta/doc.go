@@ -16,7 +16,10 @@
 //     brokers, and brokers registered under another epoch than they joined
 //     the ISR with (restarted, KIP-903), from ISRs, moves leaderships off
 //     brokers in controlled shutdown (Registration.EnterControlledShutdown),
-//     and runs preferred-leader election. Its writes are
+//     runs preferred-leader election, and keeps the preferred leaders of
+//     topics pinned to a zone (leader.placement.zone,
+//     ControllerOptions.LeaderZone) in that zone, reordering replica lists or
+//     reassigning one replica (placement.LeaderZoneTarget). Its writes are
 //     fenced by its election key, so a deposed controller cannot write.
 //
 // The decisions (which leader, which ISR) are pure functions in election.go,

@@ -729,7 +729,7 @@ func TestCreatePartitionsAndBigTopicsAcrossTransactions(t *testing.T) {
 		t.Fatalf("%d partitions visible, want 20", got)
 	}
 	id := st.Topics["big"].ID
-	info, err := c.store.CreatePartitions(c.ctx, "big", 30, nil)
+	info, err := c.store.CreatePartitions(c.ctx, "big", 30, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -760,11 +760,11 @@ func TestCreatePartitionsAndBigTopicsAcrossTransactions(t *testing.T) {
 		{31, [][]int32{{1, 2}, {2, 3}}, "big", ErrInvalidReplicaAssignment},
 		{5, nil, "nope", ErrUnknownTopic},
 	} {
-		if _, err := c.store.CreatePartitions(c.ctx, tt.name, tt.total, tt.asg); !errors.Is(err, tt.want) {
+		if _, err := c.store.CreatePartitions(c.ctx, tt.name, tt.total, tt.asg, ""); !errors.Is(err, tt.want) {
 			t.Errorf("CreatePartitions(%s, %d, %v) = %v, want %v", tt.name, tt.total, tt.asg, err, tt.want)
 		}
 	}
-	if _, err := c.store.CreatePartitions(c.ctx, "big", 31, [][]int32{{3, 1}}); err != nil {
+	if _, err := c.store.CreatePartitions(c.ctx, "big", 31, [][]int32{{3, 1}}, ""); err != nil {
 		t.Fatal(err)
 	}
 	// Delete and recreate smaller: a new topic ID, no leftovers.

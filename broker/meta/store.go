@@ -158,7 +158,6 @@ func planTopic(st *ClusterState, spec TopicSpec) (TopicInfo, [][]int32, error) {
 		Partitions:        int32(len(assignment)),
 		ReplicationFactor: int16(len(assignment[0])),
 		Config:            spec.Config,
-		LeaderZone:        spec.LeaderZone,
 	}, assignment, nil
 }
 
@@ -293,8 +292,9 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 
 // CreatePartitions grows a topic to total partitions, placing the new ones
 // so that the topic stays balanced (or per assignment, one replica list per
-// new partition, when given).
-func (s *Store) CreatePartitions(ctx context.Context, name string, total int32, assignment [][]int32) (TopicInfo, error) {
+// new partition, when given). leaderZone, when set, pins the new preferred
+// leaders to that zone (the caller resolves it as for TopicSpec.LeaderZone).
+func (s *Store) CreatePartitions(ctx context.Context, name string, total int32, assignment [][]int32, leaderZone string) (TopicInfo, error) {
 	for range casAttempts {
 		st, err := s.Snapshot(ctx)
 		if err != nil {
@@ -325,7 +325,7 @@ func (s *Store) CreatePartitions(ctx context.Context, name string, total int32, 
 				Existing:          existing,
 				Partitions:        adding,
 				ReplicationFactor: int(info.ReplicationFactor),
-				LeaderZone:        info.LeaderZone,
+				LeaderZone:        leaderZone,
 				ClusterLoad:       st.placementLoad(name),
 			})
 			if err != nil {

@@ -82,7 +82,12 @@ type TopicSpec struct {
 	Partitions        int32
 	ReplicationFactor int16
 	Config            map[string]string
-	// LeaderZone pins preferred leaders to a zone ("" = balance over zones).
+	// LeaderZone is the zone placement pins the new partitions' preferred
+	// leaders to ("" = balance over zones). The caller resolves it from the
+	// topic's leader.placement.zone config and the cluster default; it is
+	// not stored: from then on the controller keeps leaders in the zone the
+	// config (ConfigLeaderZone) or its own default (ControllerOptions.
+	// LeaderZone) names.
 	LeaderZone string
 	// Assignment, when set, is a manual replica assignment (CreateTopics'
 	// assignments); Partitions and ReplicationFactor are then taken from it.
@@ -96,7 +101,6 @@ type TopicInfo struct {
 	Partitions        int32             `json:"partitions"`
 	ReplicationFactor int16             `json:"replicationFactor"`
 	Config            map[string]string `json:"config,omitempty"`
-	LeaderZone        string            `json:"leaderZone,omitempty"`
 }
 
 // TopicPartition names one partition.
@@ -192,4 +196,17 @@ const (
 	// ConfigUncleanLeaderElection ("true") lets the controller elect a live
 	// replica outside the ISR when no ISR member is alive, losing data.
 	ConfigUncleanLeaderElection = "unclean.leader.election.enable"
+	// ConfigLeaderZone pins the topic's preferred leaders to a zone; ""
+	// balances them over zones whatever the cluster default says.
+	ConfigLeaderZone = "leader.placement.zone"
 )
+
+// LeaderZone is the zone a topic's preferred leaders belong in: its
+// leader.placement.zone config when set (also when set to "", which means
+// balanced), else clusterDefault ("" = balanced).
+func (t TopicInfo) LeaderZone(clusterDefault string) string {
+	if z, ok := t.Config[ConfigLeaderZone]; ok {
+		return z
+	}
+	return clusterDefault
+}

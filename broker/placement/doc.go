@@ -23,6 +23,10 @@
 // Drain computes the moves that take every replica off a set of brokers (the
 // operator's scale-down), keeping rules 1 and 2. Rebalance computes the moves
 // that spread replicas and preferred leaders onto new brokers (scale-up).
+// LeaderZoneTarget computes the replica list that brings a partition's
+// preferred leader into its topic's leader zone (a reorder when a replica
+// is there already, else one replica replaced), which the controller
+// applies when a topic's leader zone changes or a partition drifted.
 //
 // A replication factor larger than the number of brokers fails with
 // ErrInvalidReplicationFactor, which the broker maps to the Kafka error code

@@ -3,6 +3,7 @@ package protocol
 import (
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,8 +26,9 @@ type ClientInfo struct {
 	ConnID   uint64
 	Remote   net.Addr
 	ClientID string
-	// rack is the connection's client.rack once a Fetch sent it (shared
-	// by every request of the connection).
+	// rack is the connection's client.rack once a Fetch sent it, or the
+	// zone its client ID names (ClientIDZone); shared by every request of
+	// the connection.
 	rack *atomic.Pointer[string]
 }
 
@@ -38,6 +40,25 @@ func (c ClientInfo) Rack() string {
 	}
 	if r := c.rack.Load(); r != nil {
 		return *r
+	}
+	return ""
+}
+
+// ClientIDZonePrefix marks the client's zone inside its client ID:
+// "strata_az=<zone>", alone or as one of the comma-, semicolon- or
+// blank-separated parts ("orders-svc,strata_az=b"). Kafka's producer has no
+// client.rack (only consumers send their rack, in Fetch), so this is how a
+// producer tells the broker its zone, for the traffic counters; the
+// convention is the one WarpStream (ws_az=) and AutoMQ (automq_az=) use.
+const ClientIDZonePrefix = "strata_az="
+
+// ClientIDZone returns the zone a client ID names with ClientIDZonePrefix,
+// or "".
+func ClientIDZone(clientID string) string {
+	for _, part := range strings.FieldsFunc(clientID, func(r rune) bool { return r == ',' || r == ';' || r == ' ' }) {
+		if zone, ok := strings.CutPrefix(part, ClientIDZonePrefix); ok && zone != "" {
+			return zone
+		}
 	}
 	return ""
 }

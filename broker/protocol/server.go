@@ -357,8 +357,11 @@ func (c *conn) read(out chan<- inbound) {
 			c.cancel()
 			return
 		}
-		if h.ClientID != nil {
+		if h.ClientID != nil && *h.ClientID != c.info.ClientID {
 			c.info.ClientID = *h.ClientID
+			// A producer never sends Fetch, so its zone can only come from
+			// the client ID convention (ClientIDZone).
+			c.info.SetRack(ClientIDZone(*h.ClientID))
 		}
 		c.pending.Add(1)
 		out <- inbound{req: &Request{Header: h, Msg: msg, Client: c.info, Env: c.srv.cfg.Env}, size: len(frame) + 4, cost: cost, started: started}

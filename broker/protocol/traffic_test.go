@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/brokertest"
+	"github.com/strata-dev/strata/broker/protocol"
 	"github.com/strata-dev/strata/broker/record"
 	"github.com/strata-dev/strata/broker/traffic"
 )
@@ -94,6 +95,25 @@ func TestTrafficCounters(t *testing.T) {
 	for _, tt := range tests {
 		if got := ctr.Bytes(tt.zone, tt.path, tt.dir); got != float64(tt.want) {
 			t.Errorf("%s %s %s: %v bytes, want %d", tt.zone, tt.path, tt.dir, got, tt.want)
+		}
+	}
+}
+
+// TestClientIDZone: the strata_az=<zone> convention, alone or among other
+// parts of a client ID.
+func TestClientIDZone(t *testing.T) {
+	for id, want := range map[string]string{
+		"":                           "",
+		"orders-svc":                 "",
+		"strata_az=b":                "b",
+		"orders-svc,strata_az=b":     "b",
+		"orders-svc;strata_az=us-1a": "us-1a",
+		"svc strata_az=c other=1":    "c",
+		"strata_az=":                 "",
+		"xstrata_az=b":               "",
+	} {
+		if got := protocol.ClientIDZone(id); got != want {
+			t.Errorf("ClientIDZone(%q) = %q, want %q", id, got, want)
 		}
 	}
 }

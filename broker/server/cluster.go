@@ -287,6 +287,9 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 		// The broker-level default of the topic config (topics override it).
 		cc.Controller.UncleanLeaderElection = true
 	}
+	// Policy Zone: the controller keeps the preferred leaders of topics
+	// without their own leader.placement.zone in this zone.
+	cc.Controller.LeaderZone = b.Config().LeaderZone()
 	rcfg := cc.Replica
 	rcfg.NodeID, rcfg.Store, rcfg.Log = b.NodeID(), store, s.log.WithName("replica")
 	rt := &replicaTraffic{counter: counter}

@@ -107,7 +107,8 @@ var processKeys = map[string]bool{
 	"broker.session.timeout.ms": true, "replica.lag.time.max.ms": true, "replica.fetch.wait.max.ms": true,
 	"replica.fetch.max.bytes": true, "replica.fetch.response.max.bytes": true, "replica.fetch.backoff.ms": true, "replica.high.watermark.checkpoint.interval.ms": true,
 	"auto.leader.rebalance.enable": true, "controlled.shutdown.enable": true, "controlled.shutdown.timeout.ms": true,
-	"wal.enable": true, "wal.bucket.name": true, "wal.bucket.region": true, "wal.bucket.endpoint": true,
+	"leader.placement.policy": true,
+	"wal.enable":              true, "wal.bucket.name": true, "wal.bucket.region": true, "wal.bucket.endpoint": true,
 	"wal.bucket.force.path.style": true, "wal.bucket.type": true, "wal.upload.interval.ms": true, "wal.object.max.bytes": true,
 	"wal.retention.ms": true, "wal.download.timeout.ms": true, "wal.enabled": true,
 	"wal.bucket.resource": true, "wal.bucket.credentials.source": true, "wal.bucket.credentials.secret": true,
@@ -373,6 +374,9 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				return nil, bad(err)
 			}
 			cfg.Cluster.Controller.AutoLeaderRebalance = on
+		case k == "leader.placement.policy":
+			// Checked with leader.placement.zone when the broker opens.
+			cfg.Broker.LeaderPlacementPolicy = v
 		case k == "log.retention.hours" || k == "log.retention.minutes":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {

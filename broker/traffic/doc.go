@@ -11,5 +11,6 @@
 // replication-wal-metadata, object-put and object-get (the WAL path).
 // Bytes are whole frames, size prefixes included. The peer zone of a
 // broker is its registered rack; of a client, the rack it sent in a Fetch
-// (client.rack), else "unknown".
+// (client.rack), else the zone its client ID names ("strata_az=<zone>",
+// protocol.ClientIDZone: producers have no client.rack), else "unknown".
 package traffic

@@ -14,6 +14,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-dev/strata/broker/protocol"
 )
 
 // LoadOptions describe the load one mode is driven with.
@@ -50,7 +52,12 @@ type LoadOptions struct {
 	DrainTimeout time.Duration
 	// KeepTopic leaves the topic in place after the run.
 	KeepTopic bool
-	// ClientRacks are given round-robin to consumers as client.rack.
+	// ClientRacks are the clients' zones, given round-robin: consumer j
+	// sends ClientRacks[j mod n] as client.rack (follower fetching), and
+	// producer i names ClientRacks[i mod n] in its client ID
+	// ("strata-bench,strata_az=<zone>", protocol.ClientIDZonePrefix) so the
+	// brokers' traffic counters attribute its produce bytes to that zone
+	// (Kafka producers have no client.rack).
 	ClientRacks []string
 	// ZoneLatency, when > 0, delays every client connection to a broker of
 	// another zone by this one-way latency on each direction
@@ -295,6 +302,9 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 		}
 		if acks != kgo.AllISRAcks() { // idempotence needs acks=all
 			popts = append(popts, kgo.DisableIdempotentWrite())
+		}
+		if len(opts.ClientRacks) > 0 {
+			popts = append(popts, kgo.ClientID("strata-bench,"+protocol.ClientIDZonePrefix+opts.ClientRacks[i%len(opts.ClientRacks)]))
 		}
 		if zones != nil {
 			popts = append(popts, zones.dialer(zones.Producers[i]))

@@ -152,6 +152,11 @@ type TrafficFigures struct {
 	CrossZoneReplicationBytes *float64 `json:"cross_zone_replication_bytes"`
 	// ProduceBytesIn: Produce request bytes received by all brokers.
 	ProduceBytesIn *float64 `json:"produce_bytes_in"`
+	// CrossZoneProduceBytesIn: the part of ProduceBytesIn a broker received
+	// from a client of another zone (a client's zone: client.rack, or
+	// strata_az= in its client ID; clients of unknown zone not counted).
+	// Zero when the topic's leaders are pinned to the producers' zone.
+	CrossZoneProduceBytesIn *float64 `json:"cross_zone_produce_bytes_in"`
 	// CrossZonePerProducedByte = CrossZoneReplicationBytes / ProduceBytesIn.
 	CrossZonePerProducedByte *float64 `json:"cross_zone_bytes_per_produced_byte"`
 	// PutsPerSecond per broker (metrics URL order) and their mean.
@@ -220,6 +225,9 @@ func ComputeTraffic(before, after []Scrape, window time.Duration) TrafficFigures
 	}
 	tf.CrossZoneReplicationBytes, _ = delta(metricTraffic, crossZone, has(metricTraffic))
 	tf.ProduceBytesIn, _ = delta(metricTraffic, produceIn, has(metricTraffic))
+	tf.CrossZoneProduceBytesIn, _ = delta(metricTraffic, func(l map[string]string) bool {
+		return produceIn(l) && l["peer_zone"] != "unknown" && l["peer_zone"] != "" && l["peer_zone"] != l["local_zone"]
+	}, has(metricTraffic))
 	if tf.CrossZoneReplicationBytes != nil && tf.ProduceBytesIn != nil && *tf.ProduceBytesIn > 0 {
 		r := *tf.CrossZoneReplicationBytes / *tf.ProduceBytesIn
 		tf.CrossZonePerProducedByte = &r

@@ -22,6 +22,8 @@ strata_objstore_requests_total{bucket="wal-a",op="get",result="ok",zone="a"} 4
 // peers (not counted), 100 PUTs (one failed, counted: it is billed), 20 GETs.
 const exposAfter = `# TYPE strata_traffic_bytes_total counter
 strata_traffic_bytes_total{direction="in",local_zone="a",path="produce",peer_zone="unknown"} 11000
+strata_traffic_bytes_total{direction="in",local_zone="a",path="produce",peer_zone="b"} 700
+strata_traffic_bytes_total{direction="in",local_zone="a",path="produce",peer_zone="a"} 300
 strata_traffic_bytes_total{direction="out",local_zone="a",path="replication-inline",peer_zone="b"} 12000
 strata_traffic_bytes_total{direction="out",local_zone="a",path="replication-inline",peer_zone="c"} 10000
 strata_traffic_bytes_total{direction="out",local_zone="a",path="replication-inline",peer_zone="a"} 500
@@ -67,6 +69,7 @@ strata_traffic_bytes_total{direction="out",local_zone="b",path="replication-wal-
 		window        time.Duration
 		crossZone     any
 		produceIn     any
+		crossProduce  any
 		perByte       any
 		putsPerBroker any
 		gets          any
@@ -74,11 +77,11 @@ strata_traffic_bytes_total{direction="out",local_zone="b",path="replication-wal-
 	}{
 		{
 			name: "one broker", before: []Scrape{before}, after: []Scrape{after}, window: 2 * time.Second,
-			crossZone: 20000.0, produceIn: 10000.0, perByte: 2.0, putsPerBroker: 50.0, gets: 18.0,
+			crossZone: 20000.0, produceIn: 11000.0, crossProduce: 700.0, perByte: 20000.0 / 11000, putsPerBroker: 50.0, gets: 18.0,
 		},
 		{
 			name: "second broker without object store: PUTs n/a, traffic summed", before: []Scrape{before, bare}, after: []Scrape{after, bareAfter},
-			window: 2 * time.Second, crossZone: 20300.0, produceIn: 15000.0, perByte: 20300.0 / 15000, putsPerBroker: nil, gets: nil,
+			window: 2 * time.Second, crossZone: 20300.0, produceIn: 16000.0, crossProduce: 700.0, perByte: 20300.0 / 16000, putsPerBroker: nil, gets: nil,
 		},
 		{
 			name: "WAL wired but no PUT yet: 0, not n/a", before: []Scrape{walOnly}, after: []Scrape{walOnly}, window: time.Second,
@@ -92,7 +95,7 @@ strata_traffic_bytes_total{direction="out",local_zone="b",path="replication-wal-
 		},
 		{
 			name: "counter went backwards (restart)", before: []Scrape{after}, after: []Scrape{before}, window: time.Second,
-			problems: 3, // traffic cross-zone, produce, puts; gets too
+			problems: 3, // traffic cross-zone, produce, cross-zone produce, puts; gets too
 		},
 	}
 	for _, tt := range tests {
@@ -111,6 +114,7 @@ strata_traffic_bytes_total{direction="out",local_zone="b",path="replication-wal-
 			}
 			check("cross-zone bytes", tf.CrossZoneReplicationBytes, tt.crossZone)
 			check("produce bytes in", tf.ProduceBytesIn, tt.produceIn)
+			check("cross-zone produce bytes in", tf.CrossZoneProduceBytesIn, tt.crossProduce)
 			check("per produced byte", tf.CrossZonePerProducedByte, tt.perByte)
 			check("PUTs/s per broker", tf.PutsPerSecondPerBroker, tt.putsPerBroker)
 			check("GETs/s", tf.GetsPerSecond, tt.gets)

@@ -58,7 +58,7 @@ type Settings struct {
 var ZoneLatencyScope = []string{
 	"replica fetch connections between brokers of different zones (classic and wal)",
 	"GETs from another zone's WAL bucket: one round trip each (wal)",
-	"client connections to brokers of another zone: producers in zones round-robin, consumers in their --client-racks zone or round-robin",
+	"client connections to brokers of another zone: producers and consumers in their --client-racks zone, else zones round-robin",
 }
 
 // ZoneLatencyResult is what the injected inter-zone latency delayed in a
@@ -123,6 +123,7 @@ var Figures = []Figure{
 	{"throughput_mb_per_s", "throughput (MB/s)", func(m *ModeResult) *float64 { return ptr(m.ThroughputMBps) }},
 	{"records_per_s", "throughput (records/s)", func(m *ModeResult) *float64 { return ptr(m.RecordsPerSec) }},
 	{"cross_zone_bytes_per_produced_byte", "inter-broker cross-zone B per produced B", func(m *ModeResult) *float64 { return m.Traffic.CrossZonePerProducedByte }},
+	{"cross_zone_produce_bytes", "produce B from clients of another zone", func(m *ModeResult) *float64 { return m.Traffic.CrossZoneProduceBytesIn }},
 	{"puts_per_s_per_broker", "object PUTs/s per broker", func(m *ModeResult) *float64 { return m.Traffic.PutsPerSecondPerBroker }},
 	{"gets_per_s", "object GETs/s", func(m *ModeResult) *float64 { return m.Traffic.GetsPerSecond }},
 }

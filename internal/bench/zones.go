@@ -72,7 +72,7 @@ func newClientZones(ctx context.Context, adm *kadm.Client, opts LoadOptions) (*C
 		}
 	}
 	sort.Strings(z.Zones)
-	z.Producers = AssignZones(opts.Producers, nil, z.Zones)
+	z.Producers = AssignZones(opts.Producers, opts.ClientRacks, z.Zones)
 	z.Consumers = AssignZones(min(opts.Consumers, int(opts.Partitions)), opts.ClientRacks, z.Zones)
 	return z, nil
 }

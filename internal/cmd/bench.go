@@ -108,7 +108,7 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 	fl.StringVar(&lo.Compression, "compression", lo.Compression, "producer compression: none, gzip, snappy, lz4, zstd")
 	fl.DurationVar(&lo.DrainTimeout, "drain-timeout", lo.DrainTimeout, "how long consumers may take to read the window's records after it")
 	fl.BoolVar(&lo.KeepTopic, "keep-topic", false, "do not delete the bench topic afterwards")
-	fl.StringSliceVar(&racks, "client-racks", nil, "client.rack values given round-robin to consumers (e.g. a,b,c)")
+	fl.StringSliceVar(&racks, "client-racks", nil, "client zones given round-robin (e.g. a,b,c): client.rack of the consumers, strata_az=<zone> in the producers' client ID")
 	fl.DurationVar(&cl.S3PutLatency, "s3-put-latency", 5*time.Millisecond, "wal mode: each object PUT takes at least this long, the local server's own time included (emulates S3 Express One Zone)")
 	fl.DurationVar(&cl.S3GetLatency, "s3-get-latency", 3*time.Millisecond, "wal mode: each object GET takes at least this long, the local server's own time included")
 	fl.DurationVar(&cl.ZoneLatency, "zone-latency", 0, "one-way delay on each direction of cross-zone connections: replica fetches and other-zone bucket GETs in the embedded clusters, and the bench clients' connections to brokers of other zones")
