@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -36,6 +37,8 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		LiveReader: mgr.GetAPIReader(),
 		Recorder:   mgr.GetEventRecorder("strata-kafkacluster"),
 		Admin:      admin,
+
+		KafkaProbeInterval: o.kafkaProbeInterval,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("KafkaCluster controller: %w", err)
 	}
@@ -57,6 +60,15 @@ type Option func(*options)
 type options struct {
 	sweepClock clock.PassiveClock
 	endpoints  BrokerEndpoints
+
+	kafkaProbeInterval time.Duration
+}
+
+// WithKafkaProbeInterval sets how often a settled cluster's Kafka health
+// is read (default DefaultKafkaProbeInterval). Envtest suites shorten it
+// so that a killed broker shows in status within a spec's patience.
+func WithKafkaProbeInterval(d time.Duration) Option {
+	return func(o *options) { o.kafkaProbeInterval = d }
 }
 
 // WithBrokerEndpoints says how the operator reaches brokers (default:

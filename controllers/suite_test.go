@@ -91,7 +91,8 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	sweepClock = clocktesting.NewFakePassiveClock(time.Now())
-	Expect(controllers.SetupWithManager(mgr, controllers.WithSweepClock(sweepClock), controllers.WithBrokerEndpoints(loopback))).To(Succeed())
+	Expect(controllers.SetupWithManager(mgr, controllers.WithSweepClock(sweepClock), controllers.WithBrokerEndpoints(loopback),
+		controllers.WithKafkaProbeInterval(2*time.Second))).To(Succeed())
 
 	suiteCtx, cancel = context.WithCancel(context.Background())
 	go func() {
