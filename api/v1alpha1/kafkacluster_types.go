@@ -640,6 +640,8 @@ type BrokerStatus struct {
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredBrokers`,description="Desired brokers"
 // +kubebuilder:printcolumn:name="Zones",type=integer,JSONPath=`.status.zoneCount`
 // +kubebuilder:printcolumn:name="WAL",type=boolean,JSONPath=`.spec.wal.enabled`,priority=1
+// +kubebuilder:printcolumn:name="Offline",type=integer,JSONPath=`.status.kafka.offlinePartitions`,priority=1,description="Partitions without a leader"
+// +kubebuilder:printcolumn:name="URP",type=integer,JSONPath=`.status.kafka.underReplicatedPartitions`,priority=1,description="Under-replicated partitions"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.spec.zones.all(z, size(self.metadata.name) + size(z.name) <= 50)",message="metadata.name and each zone name together must be at most 50 characters (StatefulSet and pod names are <cluster>-<zone>-<ordinal>)"
 type KafkaCluster struct {
