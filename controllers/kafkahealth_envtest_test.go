@@ -3,6 +3,9 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -19,6 +22,7 @@ import (
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/broker/brokertest"
 	"github.com/strata-dev/strata/controllers"
+	"github.com/strata-dev/strata/internal/testutil/s3server"
 )
 
 // healthSpec is a cluster of one broker in each of zones a, b, c without
@@ -254,4 +258,80 @@ var _ = Describe("KafkaCluster health through the Kafka admin API", func() {
 			g.Expect(ready.Message).To(ContainSubstring(fmt.Sprintf("metadata %s", controllers.ReasonEtcdUnreachable)))
 		}, timeout, interval).Should(Succeed())
 	})
+
+	It("reports each zone's WAL state from the brokers' metrics: Healthy, then Degraded while the bucket is down", func(ctx SpecContext) {
+		ns := newNamespace()
+		srv := s3server.Start(GinkgoT(), "wal")
+		Expect(k8sClient.Create(suiteCtx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wal-keys"},
+			StringData: map[string]string{"accessKeyID": srv.AccessKey, "secretAccessKey": srv.SecretKey},
+		})).To(Succeed())
+		kc := &strata.KafkaCluster{}
+		kc.Namespace, kc.Name = ns, "walhealth"
+		for _, z := range []string{"a", "b"} {
+			Expect(k8sClient.Create(suiteCtx, &strata.FastBucket{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wal-" + z},
+				Spec: strata.FastBucketSpec{
+					Zone: z, Bucket: "wal", Region: srv.Region, Endpoint: srv.Endpoint, ForcePathStyle: true,
+					Credentials: strata.S3Credentials{SecretRef: &strata.S3SecretReference{Name: "wal-keys"}},
+				},
+			})).To(Succeed())
+			kc.Spec.Zones = append(kc.Spec.Zones, strata.ZoneSpec{Name: z, Brokers: 1, FastBucketRef: &strata.LocalObjectReference{Name: "wal-" + z}})
+		}
+		// The broker processes read the bucket keys from STRATA_WAL_*.
+		GinkgoT().Setenv("STRATA_WAL_ACCESS_KEY_ID", srv.AccessKey)
+		GinkgoT().Setenv("STRATA_WAL_SECRET_ACCESS_KEY", srv.SecretKey)
+		lb := startLoopbackBrokers(kc,
+			brokertest.WithSetting("wal.enable", "true"),
+			brokertest.WithSetting("wal.bucket.name", "wal"),
+			brokertest.WithSetting("wal.bucket.region", srv.Region),
+			brokertest.WithSetting("wal.bucket.endpoint", srv.Endpoint),
+			brokertest.WithSetting("wal.bucket.force.path.style", "true"))
+		kc.Spec.Metadata.ExternalEndpoints = lb.Etcd
+		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "walhealth")
+			g.Expect(got.Status.Zones).To(HaveLen(2))
+			for _, z := range got.Status.Zones {
+				g.Expect(z.WAL).To(Equal(&strata.ZoneWALStatus{State: strata.WALHealthy}), "zone %s", z.Name)
+			}
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+
+		cl, err := kgo.NewClient(kgo.SeedBrokers(lb.Addrs()...), kgo.DefaultProduceTopic("events"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+		Expect(err).NotTo(HaveOccurred())
+		defer cl.Close()
+		Eventually(func(g Gomega) {
+			_, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 2, nil, "events")
+			g.Expect(err).NotTo(HaveOccurred())
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+
+		By("the bucket goes away: the leaders' uploads fail and they replicate inline")
+		srv.Stop()
+		Eventually(func(g Gomega) {
+			// Keep data coming: a broker degrades on failed uploads.
+			for p := range int32(2) {
+				g.Expect(cl.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte("x")}).FirstErr()).To(Succeed())
+			}
+			got := getCluster(ns, "walhealth")
+			for _, z := range got.Status.Zones {
+				g.Expect(z.WAL).NotTo(BeNil())
+				g.Expect(z.WAL.State).To(Equal(strata.WALDegraded), "zone %s: %s", z.Name, z.WAL.Message)
+				g.Expect(z.WAL.DegradedBrokers).To(Equal([]int32{z.BrokerIDBase}))
+			}
+			degraded := clusterCondition(g, got, strata.ConditionDegraded)
+			g.Expect(degraded.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(degraded.Message).To(ContainSubstring("WAL degraded to inline replication in zones a (brokers [0]), b (brokers [100])"))
+		}).WithContext(ctx).WithTimeout(timeout).WithPolling(500 * time.Millisecond).Should(Succeed())
+		// What the operator read is what the broker serves.
+		url, err := loopback.HTTP(kc, "b", 0, 100)
+		Expect(err).NotTo(HaveOccurred())
+		resp, err := http.Get(url + "/metrics")
+		Expect(err).NotTo(HaveOccurred())
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(strings.Split(string(body), "\n")).To(ContainElement("strata_wal_degraded 1"))
+	}, SpecTimeout(4*time.Minute))
 })
