@@ -282,6 +282,14 @@ func (r *KafkaClusterReconciler) reconcileKafkaHealth(ctx context.Context, s *cl
 		setCondition(kc, strata.ConditionKafkaReachable, metav1.ConditionFalse, ReasonKafkaUnreachable, h.Error)
 		log.FromContext(ctx).V(logDebug).Info("Kafka unreachable", "error", h.Error, "retryIn", s.requeueAfter)
 		r.applyKafkaToBrokers(s)
+		// Which brokers run is not known: an earlier WAL state would be
+		// stale.
+		for i := range kc.Status.Zones {
+			kc.Status.Zones[i].WAL = &strata.ZoneWALStatus{State: strata.WALUnknown, Message: "brokers unreachable"}
+			if !kc.Spec.WAL.IsEnabled() {
+				kc.Status.Zones[i].WAL = &strata.ZoneWALStatus{State: strata.WALDisabled}
+			}
+		}
 		return nil
 	}
 	bo.Reset(key)
@@ -526,7 +534,7 @@ func readiness(kc *strata.KafkaCluster, podsMsg string, podsReady bool) (metav1.
 	if len(failing) == 0 {
 		msg := podsMsg
 		if h != nil {
-			msg += fmt.Sprintf("; %d brokers registered, %d partitions led, %d under-replicated", h.RegisteredBrokers, h.Partitions, h.UnderReplicatedPartitions)
+			msg += fmt.Sprintf("; %d brokers registered, %d partitions, none offline, %d under-replicated", h.RegisteredBrokers, h.Partitions, h.UnderReplicatedPartitions)
 		}
 		return metav1.ConditionTrue, ReasonClusterHealthy, msg
 	}

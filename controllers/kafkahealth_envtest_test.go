@@ -244,6 +244,9 @@ var _ = Describe("KafkaCluster health through the Kafka admin API", func() {
 			for _, b := range got.Status.Brokers {
 				g.Expect(b.Registered).To(BeFalse())
 			}
+			for _, z := range got.Status.Zones {
+				g.Expect(z.WAL).To(Equal(&strata.ZoneWALStatus{State: strata.WALDisabled}))
+			}
 		}, timeout, interval).Should(Succeed())
 
 		makeBrokerPodsReady(getCluster(ns, "nokafka"))
