@@ -45,6 +45,10 @@ const (
 const (
 	EventLeadersElected       = "PreferredLeadersElected"
 	EventLeaderElectionFailed = "PreferredLeaderElectionFailed"
+	// EventKafkaUnreachable and EventKafkaReachable mark the transitions
+	// of KafkaReachable, not every failed probe.
+	EventKafkaUnreachable = "KafkaUnreachable"
+	EventKafkaReachable   = "KafkaReachable"
 )
 
 const (
@@ -268,6 +272,7 @@ func (r *KafkaClusterReconciler) reconcileKafkaHealth(ctx context.Context, s *cl
 		r.applyKafkaToBrokers(s)
 		return nil
 	}
+	wasReachable := meta.FindStatusCondition(kc.Status.Conditions, strata.ConditionKafkaReachable)
 	h, md := r.probeKafka(ctx, kc)
 	probed := metav1.NewTime(now)
 	h.LastProbeTime = &probed
@@ -279,6 +284,9 @@ func (r *KafkaClusterReconciler) reconcileKafkaHealth(ctx context.Context, s *cl
 	if !h.Reachable {
 		bo.Next(key, now)
 		s.requeueAfter = bo.Get(key)
+		if wasReachable == nil || wasReachable.Status != metav1.ConditionFalse {
+			r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventKafkaUnreachable, "ProbeKafka", "brokers unreachable (next probe in %s): %s", s.requeueAfter.Round(time.Second), h.Error)
+		}
 		setCondition(kc, strata.ConditionKafkaReachable, metav1.ConditionFalse, ReasonKafkaUnreachable, h.Error)
 		log.FromContext(ctx).V(logDebug).Info("Kafka unreachable", "error", h.Error, "retryIn", s.requeueAfter)
 		r.applyKafkaToBrokers(s)
@@ -293,6 +301,9 @@ func (r *KafkaClusterReconciler) reconcileKafkaHealth(ctx context.Context, s *cl
 		return nil
 	}
 	bo.Reset(key)
+	if wasReachable != nil && wasReachable.Status == metav1.ConditionFalse {
+		r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventKafkaReachable, "ProbeKafka", "brokers reachable again: %d registered, controller %d", h.RegisteredBrokers, h.Controller)
+	}
 	s.requeueAfter = interval
 	setCondition(kc, strata.ConditionKafkaReachable, metav1.ConditionTrue, ReasonKafkaReachable,
 		fmt.Sprintf("%d brokers registered, controller %d", h.RegisteredBrokers, h.Controller))

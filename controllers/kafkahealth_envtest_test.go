@@ -247,6 +247,7 @@ var _ = Describe("KafkaCluster health through the Kafka admin API", func() {
 			for _, z := range got.Status.Zones {
 				g.Expect(z.WAL).To(Equal(&strata.ZoneWALStatus{State: strata.WALDisabled}))
 			}
+			g.Expect(clusterEvents(g, ns, "nokafka")[controllers.EventKafkaUnreachable]).To(ConsistOf(ContainSubstring("no loopback brokers")))
 		}, timeout, interval).Should(Succeed())
 
 		makeBrokerPodsReady(getCluster(ns, "nokafka"))
