@@ -13,7 +13,15 @@
 // and report status; the envtest suite checks that wiring against a real
 // kube-apiserver. The KafkaCluster reconciler also probes the metadata etcd
 // (etcdhealth.go: Status and AlarmList through clientv3, bounded by a
-// short timeout) for the status.metadata health line.
+// short timeout) for the status.metadata health line, and reads the
+// cluster through the Kafka admin API (kafkaadmin.go: one kadm client per
+// cluster, reached through pluggable BrokerEndpoints): kafkahealth.go
+// fills status.kafka (registered brokers, controller, offline and
+// under-replicated partitions, leaders per zone) and each zone's WAL state
+// from the brokers' /metrics, decides Ready and Degraded from pods, Kafka
+// and etcd, and moves drifted leaders back to their preferred replica with
+// rate-limited preferred-leader elections. The decisions (health summary,
+// drift, readiness) are pure functions with table tests.
 //
 // The KafkaTopic reconciler (kafkatopic_controller.go) owns topics through
 // the Kafka admin API of their cluster (AdminPool, kafkaadmin.go): create,

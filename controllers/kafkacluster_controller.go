@@ -9,6 +9,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -39,7 +44,6 @@ const (
 	ReasonFastBucketZoneMismatch = "FastBucketZoneMismatch"
 	ReasonFastBucketUnreachable  = "FastBucketUnreachable"
 	ReasonReconcileError         = "ReconcileError"
-	ReasonBrokersReady           = "BrokersReady"
 	ReasonBrokersNotReady        = "BrokersNotReady"
 	ReasonRollingOut             = "RollingOut"
 	ReasonUpToDate               = "UpToDate"
@@ -84,6 +88,16 @@ type KafkaClusterReconciler struct {
 	MetadataProber MetadataProber
 	// Admin holds the cluster's Kafka admin client (kafkaadmin.go).
 	Admin *AdminPool
+	// KafkaProbeInterval is how often a cluster's Kafka health is read
+	// (kafkahealth.go); zero means DefaultKafkaProbeInterval.
+	KafkaProbeInterval time.Duration
+	// LeaderElectionInterval is the least time between two
+	// preferred-leader elections in one cluster; zero means
+	// LeaderElectionMinInterval.
+	LeaderElectionInterval time.Duration
+
+	kafkaBackoffOnce sync.Once
+	kafkaBackoff     *flowcontrol.Backoff
 }
 
 // clusterScope is what the reconcile steps share.
@@ -94,6 +108,21 @@ type clusterScope struct {
 	// statefulSets written this round, by zone; the etcd one separately.
 	statefulSets map[string]*appsv1.StatefulSet
 	etcd         *appsv1.StatefulSet
+	// podsReady and podsMsg: every broker pod and etcd member is ready,
+	// and the "n/m brokers ready" line (aggregateStatus).
+	podsReady bool
+	podsMsg   string
+	// unreachableBuckets describes the zones' FastBuckets whose probe
+	// fails (aggregateStatus).
+	unreachableBuckets []string
+	// lastZoneWAL is each zone's WAL state before this reconcile, kept
+	// when the Kafka health step does not scrape.
+	lastZoneWAL map[string]*strata.ZoneWALStatus
+	// metadata is this reconcile's Kafka Metadata answer, nil when the
+	// brokers were not probed or did not answer.
+	metadata *kadm.Metadata
+	// requeueAfter is when the Kafka health step wants to look again.
+	requeueAfter time.Duration
 }
 
 // invalidSpecError is a problem only the user can fix (a missing or
@@ -149,6 +178,9 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		{"removed zones", r.reconcileRemovedZones},
 		{"status", r.aggregateStatus},
 		{"metadata health", r.reconcileMetadataHealth},
+		{"kafka health", r.reconcileKafkaHealth},
+		{"leader balance", r.balanceLeaders},
+		{"conditions", r.summarizeConditions},
 	}
 	for _, step := range steps {
 		err := step.run(ctx, s)
@@ -175,9 +207,13 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, fmt.Errorf("%s: %w", step.name, err)
 	}
 	logger.V(logDebug).Info("reconciled", "zones", len(s.zones), "readyBrokers", kc.Status.ReadyBrokers, "desiredBrokers", kc.Status.DesiredBrokers)
-	// Come back to refresh the etcd health line: nothing watched changes
-	// when etcd fills up or loses a member.
-	return ctrl.Result{RequeueAfter: metadataProbeInterval}, nil
+	// Come back to refresh the etcd and Kafka health lines: nothing
+	// watched changes when etcd fills up or a broker dies.
+	requeue := metadataProbeInterval
+	if s.requeueAfter > 0 {
+		requeue = min(requeue, s.requeueAfter)
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 // checkSpec stops a cluster whose spec the CRD's validation refuses today
@@ -398,8 +434,9 @@ func (r *KafkaClusterReconciler) reconcileRemovedZones(ctx context.Context, s *c
 	return nil
 }
 
-// aggregateStatus fills zones, brokers and conditions from the
-// StatefulSets, broker pods and FastBuckets.
+// aggregateStatus fills zones, brokers and the Reconciling condition from
+// the StatefulSets and broker pods, and notes for summarizeConditions
+// whether the pods are ready and which FastBuckets are unreachable.
 func (r *KafkaClusterReconciler) aggregateStatus(ctx context.Context, s *clusterScope) error {
 	kc := s.cluster
 	var pods corev1.PodList
@@ -412,12 +449,16 @@ func (r *KafkaClusterReconciler) aggregateStatus(ctx context.Context, s *cluster
 	}
 
 	st := &kc.Status
+	s.lastZoneWAL = map[string]*strata.ZoneWALStatus{}
+	for _, z := range st.Zones {
+		s.lastZoneWAL[z.Name] = z.WAL
+	}
 	st.Zones, st.Brokers = nil, nil
 	st.ReadyBrokers, st.DesiredBrokers = 0, 0
 	st.ZoneCount = int32(len(kc.Spec.Zones))
 	st.MetadataEndpoints = MetadataEndpoints(kc)
 	rolling := false
-	var unreachable []string
+	s.unreachableBuckets = nil
 	for _, zi := range s.zones {
 		sts := s.statefulSets[zi.Zone.Name]
 		zs := strata.ZoneStatus{
@@ -430,7 +471,7 @@ func (r *KafkaClusterReconciler) aggregateStatus(ctx context.Context, s *cluster
 		if zi.Bucket != nil {
 			zs.FastBucket = zi.Bucket.Name
 			if c := meta.FindStatusCondition(zi.Bucket.Status.Conditions, strata.ConditionReachable); c != nil && c.Status == metav1.ConditionFalse {
-				unreachable = append(unreachable, fmt.Sprintf("%s (zone %s): %s", zi.Bucket.Name, zi.Zone.Name, c.Reason))
+				s.unreachableBuckets = append(s.unreachableBuckets, fmt.Sprintf("%s (zone %s): %s", zi.Bucket.Name, zi.Zone.Name, c.Reason))
 			}
 		}
 		st.Zones = append(st.Zones, zs)
@@ -458,22 +499,50 @@ func (r *KafkaClusterReconciler) aggregateStatus(ctx context.Context, s *cluster
 			rolling = true
 		}
 	}
-	brokersMsg := fmt.Sprintf("%d/%d brokers ready in %d zones%s", st.ReadyBrokers, st.DesiredBrokers, st.ZoneCount, etcdMsg)
-	if st.ReadyBrokers == st.DesiredBrokers && etcdReady {
-		setCondition(kc, strata.ConditionReady, metav1.ConditionTrue, ReasonBrokersReady, brokersMsg)
-	} else {
-		setCondition(kc, strata.ConditionReady, metav1.ConditionFalse, ReasonBrokersNotReady, brokersMsg)
-	}
+	s.podsMsg = fmt.Sprintf("%d/%d brokers ready in %d zones%s", st.ReadyBrokers, st.DesiredBrokers, st.ZoneCount, etcdMsg)
+	s.podsReady = st.ReadyBrokers == st.DesiredBrokers && etcdReady
 	if rolling {
-		setCondition(kc, strata.ConditionReconciling, metav1.ConditionTrue, ReasonRollingOut, "StatefulSets are rolling out: "+brokersMsg)
+		setCondition(kc, strata.ConditionReconciling, metav1.ConditionTrue, ReasonRollingOut, "StatefulSets are rolling out: "+s.podsMsg)
 	} else {
 		setCondition(kc, strata.ConditionReconciling, metav1.ConditionFalse, ReasonUpToDate, "all StatefulSets are up to date")
 	}
-	if len(unreachable) > 0 {
-		setCondition(kc, strata.ConditionDegraded, metav1.ConditionTrue, ReasonFastBucketUnreachable,
-			"fast buckets unreachable, brokers fall back to inline replication: "+strings.Join(unreachable, "; "))
+	return nil
+}
+
+// summarizeConditions sets Ready and Degraded once the pods, etcd and
+// Kafka have been looked at. Ready means the cluster serves: pods ready,
+// Kafka reachable with every wanted broker registered and no partition
+// offline, and the metadata store healthy. Degraded means it serves with
+// less redundancy or more cost than it should: under-replicated
+// partitions, a zone's WAL fallen back to inline, an unreachable bucket.
+func (r *KafkaClusterReconciler) summarizeConditions(_ context.Context, s *clusterScope) error {
+	kc := s.cluster
+	status, reason, msg := readiness(kc, s.podsMsg, s.podsReady)
+	setCondition(kc, strata.ConditionReady, status, reason, msg)
+
+	var reasons, msgs []string
+	if h := kc.Status.Kafka; h != nil && h.Reachable && h.UnderReplicatedPartitions > 0 {
+		reasons = append(reasons, ReasonPartitionsUnderReplicated)
+		msgs = append(msgs, fmt.Sprintf("%d of %d partitions under-replicated", h.UnderReplicatedPartitions, h.Partitions))
+	}
+	var walZones []string
+	for _, z := range kc.Status.Zones {
+		if z.WAL != nil && z.WAL.State == strata.WALDegraded {
+			walZones = append(walZones, fmt.Sprintf("%s (brokers %v)", z.Name, z.WAL.DegradedBrokers))
+		}
+	}
+	if len(walZones) > 0 {
+		reasons = append(reasons, ReasonWALDegraded)
+		msgs = append(msgs, "WAL degraded to inline replication in zones "+strings.Join(walZones, ", "))
+	}
+	if len(s.unreachableBuckets) > 0 {
+		reasons = append(reasons, ReasonFastBucketUnreachable)
+		msgs = append(msgs, "fast buckets unreachable, brokers fall back to inline replication: "+strings.Join(s.unreachableBuckets, "; "))
+	}
+	if len(reasons) > 0 {
+		setCondition(kc, strata.ConditionDegraded, metav1.ConditionTrue, reasons[0], strings.Join(msgs, "; "))
 	} else {
-		setCondition(kc, strata.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "all fast buckets reachable or not yet probed")
+		setCondition(kc, strata.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "no under-replicated partitions, WAL not degraded, fast buckets reachable or not yet probed")
 	}
 	return nil
 }
@@ -495,6 +564,7 @@ func (r *KafkaClusterReconciler) reconcileDelete(ctx context.Context, kc *strata
 	if !controllerutil.ContainsFinalizer(kc, Finalizer) {
 		return nil
 	}
+	r.forgetKafka(kc)
 	if kc.Spec.DeletionPolicy == strata.DeletionPolicyDelete {
 		var pvcs corev1.PersistentVolumeClaimList
 		if err := r.List(ctx, &pvcs, client.InNamespace(kc.Namespace), client.MatchingLabels{LabelCluster: kc.Name}); err != nil {

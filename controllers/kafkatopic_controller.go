@@ -41,7 +41,6 @@ const (
 	ReasonReplicationFactorInvalid = "ReplicationFactorInvalid"
 	ReasonLeaderZoneNotInCluster   = "LeaderZoneNotInCluster"
 	ReasonClusterNotFound          = "ClusterNotFound"
-	ReasonKafkaUnreachable         = "KafkaUnreachable"
 	ReasonKafkaError               = "KafkaError"
 )
 

@@ -397,8 +397,7 @@ var _ = Describe("KafkaTopic controller", Ordered, func() {
 		Expect(md.Topics["nowhere"].Err).To(MatchError(kerr.UnknownTopicOrPartition))
 	})
 
-	// enabled once the broker knows leader.placement.zone
-	PIt("puts every partition's leader in spec.leaderZone", func() {
+	It("puts every partition's leader in spec.leaderZone", func() {
 		kt := newTopic(ns, "zoned", "kafka", 6, 3, nil)
 		kt.Spec.LeaderZone = "b"
 		Expect(k8sClient.Create(suiteCtx, kt)).To(Succeed())

@@ -37,6 +37,8 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		LiveReader: mgr.GetAPIReader(),
 		Recorder:   mgr.GetEventRecorder("strata-kafkacluster"),
 		Admin:      admin,
+
+		KafkaProbeInterval: o.kafkaProbeInterval,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("KafkaCluster controller: %w", err)
 	}
@@ -64,9 +66,10 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 type Option func(*options)
 
 type options struct {
-	sweepClock  clock.PassiveClock
-	endpoints   BrokerEndpoints
-	topicResync time.Duration
+	sweepClock         clock.PassiveClock
+	endpoints          BrokerEndpoints
+	topicResync        time.Duration
+	kafkaProbeInterval time.Duration
 }
 
 // WithTopicResync sets how often KafkaTopics are compared with their Kafka
@@ -74,6 +77,13 @@ type options struct {
 // Envtest suites shorten it to see drift reverted without waiting a minute.
 func WithTopicResync(d time.Duration) Option {
 	return func(o *options) { o.topicResync = d }
+}
+
+// WithKafkaProbeInterval sets how often a settled cluster's Kafka health
+// is read (default DefaultKafkaProbeInterval). Envtest suites shorten it
+// so that a killed broker shows in status within a spec's patience.
+func WithKafkaProbeInterval(d time.Duration) Option {
+	return func(o *options) { o.kafkaProbeInterval = d }
 }
 
 // WithBrokerEndpoints says how the operator reaches brokers (default:

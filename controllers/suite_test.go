@@ -92,8 +92,9 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	sweepClock = clocktesting.NewFakePassiveClock(time.Now())
 	Expect(controllers.SetupWithManager(mgr, controllers.WithSweepClock(sweepClock), controllers.WithBrokerEndpoints(loopback),
-		// KafkaTopic drift is found by the periodic resync; a minute is too long for a spec.
-		controllers.WithTopicResync(2*time.Second))).To(Succeed())
+		// KafkaTopic drift is found by the periodic resync, a killed broker
+		// by the periodic Kafka probe; a minute is too long for a spec.
+		controllers.WithTopicResync(2*time.Second), controllers.WithKafkaProbeInterval(2*time.Second))).To(Succeed())
 
 	suiteCtx, cancel = context.WithCancel(context.Background())
 	go func() {

@@ -83,6 +83,9 @@ const (
 	// ConditionMetadataHealthy is a KafkaCluster's etcd health: every
 	// endpoint answers and no alarm is raised.
 	ConditionMetadataHealthy = "MetadataHealthy"
+	// ConditionKafkaReachable is whether the operator's Kafka admin client
+	// got an answer from the brokers on its last probe.
+	ConditionKafkaReachable = "KafkaReachable"
 	// ConditionWALSwept is a FastBucket's last WAL sweep: True when it
 	// listed the bucket and every delete it decided on succeeded.
 	ConditionWALSwept = "WALSwept"

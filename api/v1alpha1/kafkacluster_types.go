@@ -385,7 +385,8 @@ type KafkaClusterStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready, Reconciling, Degraded.
+	// Conditions: Ready, Reconciling, Degraded, MetadataHealthy,
+	// KafkaReachable.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -433,6 +434,102 @@ type KafkaClusterStatus struct {
 	// the operator last saw it (Status and AlarmList of every endpoint).
 	// +optional
 	Metadata *MetadataHealth `json:"metadata,omitempty"`
+
+	// Kafka is the cluster's health as the brokers report it through the
+	// Kafka admin API, as the operator last saw it.
+	// +optional
+	Kafka *KafkaHealth `json:"kafka,omitempty"`
+}
+
+// KafkaHealth is what the operator last read from the brokers through the
+// Kafka admin API (Metadata): which brokers are registered, which one is
+// the controller, and the state of every partition.
+type KafkaHealth struct {
+	// Reachable is set when the last probe got a Metadata answer.
+	Reachable bool `json:"reachable"`
+	// Error is why the last probe failed.
+	// +optional
+	Error string `json:"error,omitempty"`
+	// Controller is the broker ID of the controller, or -1 when none.
+	// +optional
+	Controller int32 `json:"controller"`
+	// RegisteredBrokers counts the brokers registered in the cluster
+	// metadata, wanted or not.
+	// +optional
+	RegisteredBrokers int32 `json:"registeredBrokers"`
+	// UnregisteredBrokers lists the IDs of brokers the spec wants
+	// (status.brokers) that are not registered.
+	// +listType=atomic
+	// +optional
+	UnregisteredBrokers []int32 `json:"unregisteredBrokers,omitempty"`
+	// Topics counts topics.
+	// +optional
+	Topics int32 `json:"topics"`
+	// Partitions counts partitions over all topics.
+	// +optional
+	Partitions int32 `json:"partitions"`
+	// OfflinePartitions counts partitions without a leader.
+	// +optional
+	OfflinePartitions int32 `json:"offlinePartitions"`
+	// UnderReplicatedPartitions counts partitions whose ISR is smaller
+	// than their replica set.
+	// +optional
+	UnderReplicatedPartitions int32 `json:"underReplicatedPartitions"`
+	// NonPreferredLeaders counts partitions led by another replica than
+	// their preferred (first) one.
+	// +optional
+	NonPreferredLeaders int32 `json:"nonPreferredLeaders"`
+	// LeadersPerZone counts partition leaders by the zone (broker rack)
+	// of their broker, cluster-wide, zones in name order.
+	// +listType=atomic
+	// +optional
+	LeadersPerZone []ZoneLeaders `json:"leadersPerZone,omitempty"`
+	// LastProbeTime is when the operator last asked the brokers.
+	// +optional
+	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
+	// LastLeaderElectionTime is when the operator last asked the
+	// controller for preferred-leader election; it rate-limits the
+	// elections and, kept in status, survives an operator restart.
+	// +optional
+	LastLeaderElectionTime *metav1.Time `json:"lastLeaderElectionTime,omitempty"`
+}
+
+// ZoneLeaders is the number of partitions led by brokers of one zone.
+type ZoneLeaders struct {
+	// Zone is the brokers' rack.
+	Zone string `json:"zone"`
+	// Leaders counts partitions led in the zone.
+	Leaders int32 `json:"leaders"`
+}
+
+// WALState is a zone's write-ahead log state as its brokers report it.
+// +kubebuilder:validation:Enum=Healthy;Degraded;Disabled;Unknown
+type WALState string
+
+const (
+	// WALHealthy: every broker of the zone uploads WAL objects.
+	WALHealthy WALState = "Healthy"
+	// WALDegraded: at least one broker's uploads fail and it replicates
+	// inline (strata_wal_degraded is 1).
+	WALDegraded WALState = "Degraded"
+	// WALDisabled: spec.wal.enabled is false; replication is inline.
+	WALDisabled WALState = "Disabled"
+	// WALUnknown: some broker's metrics could not be read.
+	WALUnknown WALState = "Unknown"
+)
+
+// ZoneWALStatus is the WAL state of one zone, from its brokers' metrics.
+type ZoneWALStatus struct {
+	// State of the zone's WAL.
+	State WALState `json:"state"`
+	// DegradedBrokers lists the IDs of the zone's brokers that fell back
+	// to inline replication.
+	// +listType=atomic
+	// +optional
+	DegradedBrokers []int32 `json:"degradedBrokers,omitempty"`
+	// Message says why the state is Unknown.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // MetadataHealth is the etcd health line of a KafkaCluster.
@@ -514,6 +611,9 @@ type ZoneStatus struct {
 	DesiredBrokers int32 `json:"desiredBrokers"`
 	// ReadyBrokers in the zone.
 	ReadyBrokers int32 `json:"readyBrokers"`
+	// WAL is the zone's WAL state from its brokers' metrics, once scraped.
+	// +optional
+	WAL *ZoneWALStatus `json:"wal,omitempty"`
 }
 
 // BrokerStatus reports one broker.
@@ -526,6 +626,10 @@ type BrokerStatus struct {
 	Pod string `json:"pod"`
 	// Ready is the pod's Ready condition.
 	Ready bool `json:"ready"`
+	// Registered is set when the broker is registered in the cluster
+	// metadata, as the last Kafka probe saw it.
+	// +optional
+	Registered bool `json:"registered,omitempty"`
 }
 
 // KafkaCluster is a Kafka-compatible Strata cluster spread over
@@ -540,6 +644,8 @@ type BrokerStatus struct {
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredBrokers`,description="Desired brokers"
 // +kubebuilder:printcolumn:name="Zones",type=integer,JSONPath=`.status.zoneCount`
 // +kubebuilder:printcolumn:name="WAL",type=boolean,JSONPath=`.spec.wal.enabled`,priority=1
+// +kubebuilder:printcolumn:name="Offline",type=integer,JSONPath=`.status.kafka.offlinePartitions`,priority=1,description="Partitions without a leader"
+// +kubebuilder:printcolumn:name="URP",type=integer,JSONPath=`.status.kafka.underReplicatedPartitions`,priority=1,description="Under-replicated partitions"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.spec.zones.all(z, size(self.metadata.name) + size(z.name) <= 50)",message="metadata.name and each zone name together must be at most 50 characters (StatefulSet and pod names are <cluster>-<zone>-<ordinal>)"
 type KafkaCluster struct {
