@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/config/argocd"
 	"github.com/strata-dev/strata/controllers"
 )
 
@@ -34,11 +35,32 @@ func kstatusOf(obj client.Object, kind string) (*kstatus.Result, error) {
 	return kstatus.Compute(u)
 }
 
+// argoHealthOf runs config/argocd/health.lua on obj, as Argo CD would.
+func argoHealthOf(obj client.Object) (argocd.HealthStatus, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return argocd.HealthStatus{}, err
+	}
+	return argocd.Health(m)
+}
+
+// clusterKstatus reads a KafkaCluster and computes its kstatus; it also
+// expects Argo CD's health check to agree (Current: Healthy, InProgress:
+// Progressing, Failed: Degraded).
 func clusterKstatus(g Gomega, ns, name string) (*kstatus.Result, *strata.KafkaCluster) {
 	kc := &strata.KafkaCluster{}
 	g.Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: name}, kc)).To(Succeed())
 	res, err := kstatusOf(kc, "KafkaCluster")
 	g.Expect(err).NotTo(HaveOccurred())
+	argo, err := argoHealthOf(kc)
+	g.Expect(err).NotTo(HaveOccurred())
+	want := map[kstatus.Status]string{
+		kstatus.CurrentStatus: argocd.Healthy, kstatus.InProgressStatus: argocd.Progressing, kstatus.FailedStatus: argocd.Degraded,
+	}[res.Status]
+	if res.Status == kstatus.CurrentStatus && !meta.IsStatusConditionTrue(kc.Status.Conditions, strata.ConditionReady) {
+		want = argocd.Degraded // settled, but not ready
+	}
+	g.Expect(argo.Status).To(Equal(want), "Argo CD health %+v for kstatus %s", argo, res.Status)
 	return res, kc
 }
 
@@ -93,6 +115,14 @@ func envValue(c *corev1.Container, name string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// stalledCondition is a FastBucket's Stalled condition.
+func stalledCondition(fb *strata.FastBucket) metav1.Condition {
+	if c := meta.FindStatusCondition(fb.Status.Conditions, strata.ConditionStalled); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
 }
 
 var _ = Describe("Server-side apply and kstatus", func() {
@@ -279,6 +309,9 @@ var _ = Describe("Server-side apply and kstatus", func() {
 			res, err := kstatusOf(fb, "FastBucket")
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(res.Status).To(Equal(kstatus.FailedStatus), res.Message)
+			argo, err := argoHealthOf(fb)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(argo).To(Equal(argocd.HealthStatus{Status: argocd.Degraded, Message: stalledCondition(fb).Reason + ": " + stalledCondition(fb).Message}))
 			c := meta.FindStatusCondition(fb.Status.Conditions, strata.ConditionStalled)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Reason).To(Equal(controllers.ReasonSecretNotFound))
