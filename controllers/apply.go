@@ -12,9 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+	"k8s.io/client-go/util/csaupgrade"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -135,6 +138,11 @@ func (r *KafkaClusterReconciler) getOwned(ctx context.Context, kc *strata.KafkaC
 // the resourceVersion moved.
 func (r *KafkaClusterReconciler) apply(ctx context.Context, kc *strata.KafkaCluster, kind string, want client.Object, ac runtime.ApplyConfiguration, got client.Object) error {
 	before := got.GetResourceVersion()
+	if before != "" {
+		if err := r.upgradeLegacyOwnership(ctx, got); err != nil {
+			return fmt.Errorf("%s %s: take over fields of the operator's earlier updates: %w", kind, want.GetName(), err)
+		}
+	}
 	if err := toApplyConfiguration(want, ac); err != nil {
 		return fmt.Errorf("%s %s: %w", kind, want.GetName(), err)
 	}
@@ -154,6 +162,25 @@ func (r *KafkaClusterReconciler) apply(ctx context.Context, kc *strata.KafkaClus
 		r.Recorder.Eventf(kc, got, corev1.EventTypeNormal, EventUpdated, "Update", "updated %s %s", kind, got.GetName())
 	}
 	return nil
+}
+
+// legacyFieldManagers are the names the operator's writes were recorded
+// under before it used server-side apply: the API server's default, the
+// binary's name.
+var legacyFieldManagers = sets.New("strata")
+
+// upgradeLegacyOwnership moves the fields an earlier operator wrote with
+// update requests to FieldManager. Without it those fields would stay
+// owned by the old manager, and a field the operator stops setting (the
+// old spec-hash annotation, a removed env var or pod annotation) would
+// never be removed. The patch carries the resourceVersion read, so a
+// stale read fails and is retried rather than overwriting newer fields.
+func (r *KafkaClusterReconciler) upgradeLegacyOwnership(ctx context.Context, got client.Object) error {
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(got, legacyFieldManagers, FieldManager)
+	if err != nil || patch == nil {
+		return err
+	}
+	return r.Patch(ctx, got, client.RawPatch(types.JSONPatchType, patch))
 }
 
 // toApplyConfiguration fills ac, a typed apply configuration, with the

@@ -172,6 +172,37 @@ var _ = Describe("Server-side apply and kstatus", func() {
 		Expect(sts.Annotations).NotTo(HaveKey("kafka.strata.dev/spec-hash"), "no hash annotation stands in for the comparison any more")
 	})
 
+	It("takes over what an operator before server-side apply wrote, so fields it no longer sets go away", func() {
+		// The zone's bucket does not exist yet: the cluster waits, and the
+		// StatefulSet is written meanwhile as the earlier operator did, by
+		// an update under the binary's name.
+		const late = "us-east-1b"
+		createCluster(ns, "legacy", clusterSpec(map[string]int32{late: 1}, late))
+		Eventually(func(g Gomega) {
+			g.Expect(meta.IsStatusConditionTrue(getCluster(ns, "legacy").Status.Conditions, strata.ConditionStalled)).To(BeTrue())
+		}, timeout, interval).Should(Succeed())
+		kc := getCluster(ns, "legacy")
+		old := controllers.BuildZoneStatefulSet(kc, controllers.ZoneInput{Zone: kc.Spec.Zones[0]}, "old-config-hash")
+		old.Annotations = map[string]string{"kafka.strata.dev/spec-hash": "0123abcd"}
+		c := brokerContainer(old)
+		c.Env = append(c.Env, corev1.EnvVar{Name: "SETTING_OF_AN_OLDER_RELEASE", Value: "1"})
+		Expect(k8sClient.Create(suiteCtx, old, client.FieldOwner("strata"))).To(Succeed())
+
+		makeBucket(ns, "wal-"+late, late)
+		Eventually(func(g Gomega) {
+			sts, err := getSTS(ns, old.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(sts.Annotations).NotTo(HaveKey("kafka.strata.dev/spec-hash"))
+			_, ok := envValue(brokerContainer(sts), "SETTING_OF_AN_OLDER_RELEASE")
+			g.Expect(ok).To(BeFalse(), "an env var the operator no longer sets is still there")
+			_, ok = envValue(brokerContainer(sts), controllers.EnvWALAccessKeyID)
+			g.Expect(ok).To(BeTrue(), "the applied template has the bucket's credentials")
+			for _, mf := range sts.ManagedFields {
+				g.Expect(mf.Manager).NotTo(Equal("strata"), "the earlier operator's field manager still owns fields")
+			}
+		}, timeout, interval).Should(Succeed())
+	})
+
 	It("leaves fields other field managers own alone across reconciles that rewrite the template", func() {
 		createCluster(ns, "shared", clusterSpec(map[string]int32{zone: 1}, zone))
 		stsName := "shared-" + zone
