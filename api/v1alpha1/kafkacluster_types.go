@@ -381,7 +381,11 @@ type KafkaClusterStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready, Reconciling, Degraded.
+	// Conditions (kstatus conventions, each with observedGeneration):
+	// Ready, Reconciling (a roll or a retried error), Stalled (the spec
+	// cannot be realised: InvalidSpec, FastBucketNotFound,
+	// FastBucketZoneMismatch, ObjectConflict), Degraded (brokers fall back
+	// to inline replication), MetadataHealthy.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
