@@ -9,9 +9,13 @@
 // PodDisruptionBudget. They have no I/O and are tested with table tests and
 // golden files (go test ./controllers -run Golden -update).
 //
-// The reconcilers read the world, call the builders, write the difference
-// and report status; the envtest suite checks that wiring against a real
-// kube-apiserver. The KafkaCluster reconciler also probes the metadata etcd
+// The reconcilers read the world, call the builders and write the result
+// with server-side apply under the field manager strata-operator
+// (apply.go): fields they set are forced back when someone else changes
+// them, fields other managers own are left alone. Status follows the
+// kstatus conventions (conditions.go: Ready, Reconciling, Stalled,
+// observedGeneration). The envtest suite checks that wiring against a
+// real kube-apiserver. The KafkaCluster reconciler also probes the metadata etcd
 // (etcdhealth.go: Status and AlarmList through clientv3, bounded by a
 // short timeout) for the status.metadata health line, and reads the
 // cluster through the Kafka admin API (kafkaadmin.go: one kadm client per

@@ -30,6 +30,10 @@ const (
 	EventBucketUnreachable = "BucketUnreachable"
 )
 
+// ReasonNotProbed: a FastBucket's Ready and Reconciling before its first
+// probe.
+const ReasonNotProbed = "NotProbed"
+
 const (
 	defaultProbeInterval = time.Minute
 	// maxFailedProbeInterval caps the wait after a failed probe, so a fixed
@@ -84,6 +88,7 @@ func (r *FastBucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 
 	before := fb.DeepCopy()
 	defer func() {
+		setBucketReadiness(fb)
 		fb.Status.ObservedGeneration = fb.Generation
 		if err := r.Status().Patch(ctx, fb, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
 			reterr = errors.Join(reterr, fmt.Errorf("patch status: %w", err))
@@ -96,6 +101,25 @@ func (r *FastBucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, fmt.Errorf("WAL sweep: %w", err)
 	}
 	return ctrl.Result{RequeueAfter: min(probeAfter, sweepAfter)}, nil
+}
+
+// setBucketReadiness derives the kstatus conditions from the probe: a
+// reachable bucket is Ready; an unreachable one is Stalled with the
+// probe's reason (kstatus Failed), since only a change to the bucket, its
+// Secret or its endpoint makes it usable. The probe keeps running, and
+// the next success clears Stalled.
+func setBucketReadiness(fb *strata.FastBucket) {
+	c := meta.FindStatusCondition(fb.Status.Conditions, strata.ConditionReachable)
+	switch {
+	case c == nil:
+		SetCondition(&fb.Status.Conditions, fb.Generation, strata.ConditionReady, metav1.ConditionUnknown, ReasonNotProbed, "the bucket has not been probed yet")
+		MarkReconciling(&fb.Status.Conditions, fb.Generation, ReasonNotProbed, "the bucket has not been probed yet")
+	case c.Status == metav1.ConditionTrue:
+		SetCondition(&fb.Status.Conditions, fb.Generation, strata.ConditionReady, metav1.ConditionTrue, c.Reason, c.Message)
+		MarkReconciled(&fb.Status.Conditions, fb.Generation, c.Reason, "probed for this generation")
+	default:
+		MarkStalled(&fb.Status.Conditions, fb.Generation, c.Reason, c.Message)
+	}
 }
 
 // probeDue says whether the bucket should be probed now, and otherwise

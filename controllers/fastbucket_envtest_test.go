@@ -9,10 +9,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	strata "github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/config/argocd"
 	"github.com/strata-dev/strata/controllers"
 	"github.com/strata-dev/strata/internal/testutil/s3server"
 )
@@ -87,9 +89,16 @@ var _ = Describe("FastBucket controller", Ordered, func() {
 		AddReportEntry("probe latency against Versity Gateway (HeadBucket+Put+Get+Delete)", fb.Status.LastProbeLatency.Duration.String())
 		Expect(fb.Status.LastProbeTime).NotTo(BeNil())
 		Expect(fb.Status.ObservedGeneration).To(Equal(fb.Generation))
+		Expect(meta.IsStatusConditionTrue(fb.Status.Conditions, strata.ConditionReady)).To(BeTrue())
+		res, err := kstatusOf(fb, "FastBucket")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Status).To(Equal(kstatus.CurrentStatus), res.Message)
+		argo, err := argoHealthOf(fb)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(argo.Status).To(Equal(argocd.Healthy), argo.Message)
 
 		// The probe object is cleaned up.
-		_, err := srv.Client().HeadObject(suiteCtx, headObject("strata-wal-a", controllers.ProbeKey))
+		_, err = srv.Client().HeadObject(suiteCtx, headObject("strata-wal-a", controllers.ProbeKey))
 		Expect(err).To(HaveOccurred(), "probe object left behind")
 	})
 

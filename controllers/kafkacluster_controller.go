@@ -2,9 +2,6 @@ package controllers
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -195,17 +192,27 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 				event = EventInvalidSpec
 			}
 			r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, event, "Reconcile", "%s", invalid.message)
-			setCondition(kc, strata.ConditionReady, metav1.ConditionFalse, invalid.reason, invalid.message)
-			setCondition(kc, strata.ConditionReconciling, metav1.ConditionFalse, invalid.reason, "waiting for the spec to be fixed: "+invalid.message)
-			setCondition(kc, strata.ConditionDegraded, metav1.ConditionTrue, invalid.reason, invalid.message)
+			// Stalled, not Degraded: nothing runs degraded, the spec
+			// cannot be realised (kstatus Failed).
+			MarkStalled(&kc.Status.Conditions, kc.Generation, invalid.reason, invalid.message)
 			return ctrl.Result{}, nil
 		}
 		msg := fmt.Sprintf("%s: %v", step.name, err)
 		r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventReconcileFailed, "Reconcile", "%s", msg)
-		setCondition(kc, strata.ConditionReady, metav1.ConditionFalse, ReasonReconcileError, msg)
-		setCondition(kc, strata.ConditionReconciling, metav1.ConditionTrue, ReasonReconcileError, msg)
+		var notOurs *errNotOurs
+		if errors.As(err, &notOurs) {
+			// Only someone removing the object can fix this; it is
+			// retried with backoff, as the object is not watched.
+			MarkStalled(&kc.Status.Conditions, kc.Generation, ReasonObjectConflict, msg)
+		} else {
+			setCondition(kc, strata.ConditionReady, metav1.ConditionFalse, ReasonReconcileError, msg)
+			MarkReconciling(&kc.Status.Conditions, kc.Generation, ReasonReconcileError, msg)
+		}
 		return ctrl.Result{}, fmt.Errorf("%s: %w", step.name, err)
 	}
+	// aggregateStatus decided Reconciling (rolls in progress); every step
+	// went through, so nothing is stalled.
+	MarkNotStalled(&kc.Status.Conditions, kc.Generation)
 	logger.V(logDebug).Info("reconciled", "zones", len(s.zones), "readyBrokers", kc.Status.ReadyBrokers, "desiredBrokers", kc.Status.DesiredBrokers)
 	// Come back to refresh the etcd and Kafka health lines: nothing
 	// watched changes when etcd fills up or a broker dies.
@@ -594,172 +601,6 @@ func (r *KafkaClusterReconciler) reconcileDelete(ctx context.Context, kc *strata
 	return nil
 }
 
-// applyStatefulSet creates the StatefulSet or updates its mutable fields
-// (replicas, template, update strategy, claim retention); the selector,
-// service name and claim templates are immutable after creation.
-func (r *KafkaClusterReconciler) applyStatefulSet(ctx context.Context, kc *strata.KafkaCluster, want *appsv1.StatefulSet) (*appsv1.StatefulSet, error) {
-	got := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: want.Namespace, Name: want.Name}}
-	specHash, err := objectHash(want.Spec)
-	if err != nil {
-		return nil, err
-	}
-	res, err := controllerutil.CreateOrUpdate(ctx, r.Client, got, func() error {
-		if err := adopt(kc, got, want.ObjectMeta); err != nil {
-			return err
-		}
-		if got.CreationTimestamp.IsZero() {
-			got.Spec = want.Spec
-			setAnnotation(got, AnnotationSpecHash, specHash)
-			return nil
-		}
-		got.Spec.Replicas = want.Spec.Replicas
-		if drift := claimTemplateDrift(got.Spec.VolumeClaimTemplates, want.Spec.VolumeClaimTemplates); drift != "" {
-			r.Recorder.Eventf(kc, got, corev1.EventTypeWarning, EventStorageNotApplied, "Update",
-				"StatefulSet %s: %s; claim templates are immutable, existing volumes keep their size and class (expand PVCs directly)", got.Name, drift)
-		}
-		if got.Annotations[AnnotationSpecHash] != specHash {
-			got.Spec.Template = want.Spec.Template
-			got.Spec.UpdateStrategy = want.Spec.UpdateStrategy
-			got.Spec.PersistentVolumeClaimRetentionPolicy = want.Spec.PersistentVolumeClaimRetentionPolicy
-			setAnnotation(got, AnnotationSpecHash, specHash)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("StatefulSet %s: %w", want.Name, err)
-	}
-	r.recordResult(kc, got, "StatefulSet", res)
-	return got, nil
-}
-
-// claimTemplateDrift describes how the desired volume claim templates
-// differ from the existing ones in size or storage class, or "" if not.
-func claimTemplateDrift(got, want []corev1.PersistentVolumeClaim) string {
-	if len(got) != len(want) {
-		return fmt.Sprintf("%d claim templates wanted, %d exist", len(want), len(got))
-	}
-	for i := range want {
-		g, w := got[i].Spec, want[i].Spec
-		gs, ws := g.Resources.Requests[corev1.ResourceStorage], w.Resources.Requests[corev1.ResourceStorage]
-		if gs.Cmp(ws) != 0 {
-			return fmt.Sprintf("volume %s size %s wanted, %s exists", want[i].Name, ws.String(), gs.String())
-		}
-		if w.StorageClassName != nil && ptr.Deref(g.StorageClassName, "") != *w.StorageClassName {
-			return fmt.Sprintf("volume %s storage class %q wanted, %q exists", want[i].Name, *w.StorageClassName, ptr.Deref(g.StorageClassName, ""))
-		}
-	}
-	return ""
-}
-
-// objectHash is the SHA-256 of an object's JSON form. The StatefulSet's
-// desired spec hash is kept in an annotation: comparing hashes of desired
-// specs, rather than the desired spec with the stored, API-server-defaulted
-// one, sends an update exactly when the desired spec changed, including
-// removals.
-func objectHash(v any) (string, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "", fmt.Errorf("hash: %w", err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
-}
-
-func setAnnotation(obj client.Object, key, value string) {
-	a := obj.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[key] = value
-	obj.SetAnnotations(a)
-}
-
-func (r *KafkaClusterReconciler) applyConfigMap(ctx context.Context, kc *strata.KafkaCluster, want *corev1.ConfigMap) error {
-	got := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: want.Namespace, Name: want.Name}}
-	res, err := controllerutil.CreateOrUpdate(ctx, r.Client, got, func() error {
-		if err := adopt(kc, got, want.ObjectMeta); err != nil {
-			return err
-		}
-		got.Data = want.Data
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("ConfigMap %s: %w", want.Name, err)
-	}
-	r.recordResult(kc, got, "ConfigMap", res)
-	return nil
-}
-
-func (r *KafkaClusterReconciler) applyService(ctx context.Context, kc *strata.KafkaCluster, want *corev1.Service) error {
-	got := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: want.Namespace, Name: want.Name}}
-	res, err := controllerutil.CreateOrUpdate(ctx, r.Client, got, func() error {
-		if err := adopt(kc, got, want.ObjectMeta); err != nil {
-			return err
-		}
-		if got.CreationTimestamp.IsZero() {
-			got.Spec = want.Spec
-			return nil
-		}
-		// clusterIP(s) are allocated by the API server and immutable.
-		got.Spec.Selector = want.Spec.Selector
-		got.Spec.Ports = want.Spec.Ports
-		got.Spec.PublishNotReadyAddresses = want.Spec.PublishNotReadyAddresses
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("Service %s: %w", want.Name, err)
-	}
-	r.recordResult(kc, got, "Service", res)
-	return nil
-}
-
-func (r *KafkaClusterReconciler) applyPDB(ctx context.Context, kc *strata.KafkaCluster, want *policyv1.PodDisruptionBudget) error {
-	got := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: want.Namespace, Name: want.Name}}
-	res, err := controllerutil.CreateOrUpdate(ctx, r.Client, got, func() error {
-		if err := adopt(kc, got, want.ObjectMeta); err != nil {
-			return err
-		}
-		got.Spec.MaxUnavailable = want.Spec.MaxUnavailable
-		got.Spec.Selector = want.Spec.Selector
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("PodDisruptionBudget %s: %w", want.Name, err)
-	}
-	r.recordResult(kc, got, "PodDisruptionBudget", res)
-	return nil
-}
-
-// adopt sets labels and the controller reference on an object being
-// created or updated. An object of the same name controlled by someone
-// else is an error, not something to take over.
-func adopt(kc *strata.KafkaCluster, got client.Object, want metav1.ObjectMeta) error {
-	if owner := metav1.GetControllerOf(got); owner != nil && owner.UID != kc.UID {
-		return fmt.Errorf("%s is controlled by %s %s, not by this KafkaCluster", got.GetName(), owner.Kind, owner.Name)
-	}
-	labels := got.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	for k, v := range want.Labels {
-		labels[k] = v
-	}
-	got.SetLabels(labels)
-	if metav1.GetControllerOf(got) == nil {
-		got.SetOwnerReferences(append(got.GetOwnerReferences(), want.OwnerReferences...))
-	}
-	return nil
-}
-
-func (r *KafkaClusterReconciler) recordResult(kc *strata.KafkaCluster, obj client.Object, kind string, res controllerutil.OperationResult) {
-	switch res {
-	case controllerutil.OperationResultCreated:
-		r.Recorder.Eventf(kc, obj, corev1.EventTypeNormal, EventCreated, "Create", "created %s %s", kind, obj.GetName())
-	case controllerutil.OperationResultUpdated:
-		r.Recorder.Eventf(kc, obj, corev1.EventTypeNormal, EventUpdated, "Update", "updated %s %s", kind, obj.GetName())
-	}
-}
-
 // SetupWithManager registers the controller: it owns what it writes and
 // watches FastBuckets, so fixing a bucket reference or a bucket's
 // reachability requeues the clusters that use it.
@@ -804,9 +645,7 @@ func (r *KafkaClusterReconciler) clustersUsingBucket(ctx context.Context, obj cl
 }
 
 func setCondition(kc *strata.KafkaCluster, typ string, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&kc.Status.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: kc.Generation,
-	})
+	SetCondition(&kc.Status.Conditions, kc.Generation, typ, status, reason, msg)
 }
 
 func isPodReady(p *corev1.Pod) bool {

@@ -443,10 +443,11 @@ var _ = Describe("KafkaCluster controller", func() {
 		Expect(k8sClient.Create(suiteCtx, squatter)).To(Succeed())
 		createCluster(ns, "clash", clusterSpec(map[string]int32{"us-east-1a": 1}, "us-east-1a"))
 		Eventually(func(g Gomega) {
-			c := meta.FindStatusCondition(getCluster(ns, "clash").Status.Conditions, strata.ConditionReady)
+			c := meta.FindStatusCondition(getCluster(ns, "clash").Status.Conditions, strata.ConditionStalled)
 			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal(controllers.ReasonReconcileError))
-			g.Expect(c.Message).To(ContainSubstring("clash-us-east-1a-config"))
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(c.Reason).To(Equal(controllers.ReasonObjectConflict))
+			g.Expect(c.Message).To(ContainSubstring("ConfigMap clash-us-east-1a-config exists and is not managed by the operator"))
 		}, timeout, interval).Should(Succeed())
 		got := &corev1.ConfigMap{}
 		Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(squatter), got)).To(Succeed())

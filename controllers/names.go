@@ -24,10 +24,6 @@ const (
 	// template and so rolls the zone's pods.
 	AnnotationConfigHash = "kafka.strata.dev/config-hash"
 
-	// AnnotationSpecHash on an operator-written StatefulSet is the hash of
-	// the spec the operator last wrote; see applyStatefulSet.
-	AnnotationSpecHash = "kafka.strata.dev/spec-hash"
-
 	// Finalizer lets the operator clean up volumes per deletionPolicy
 	// before a KafkaCluster goes away.
 	Finalizer = "kafka.strata.dev/finalizer"

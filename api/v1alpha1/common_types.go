@@ -76,10 +76,15 @@ type S3SecretReference struct {
 // Condition types and reasons shared by the controllers. Reasons are
 // constants so that users and tests can match on them.
 const (
-	ConditionReady       = "Ready"
+	ConditionReady = "Ready"
+	// ConditionReconciling (kstatus): True while the controller works
+	// towards the spec (a roll, pods not ready yet, a retried error).
 	ConditionReconciling = "Reconciling"
-	ConditionDegraded    = "Degraded"
-	ConditionReachable   = "Reachable"
+	// ConditionStalled (kstatus): True when the spec cannot be realised
+	// until someone changes something; the reason says what.
+	ConditionStalled   = "Stalled"
+	ConditionDegraded  = "Degraded"
+	ConditionReachable = "Reachable"
 	// ConditionMetadataHealthy is a KafkaCluster's etcd health: every
 	// endpoint answers and no alarm is raised.
 	ConditionMetadataHealthy = "MetadataHealthy"

@@ -94,7 +94,9 @@ type FastBucketStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Reachable, WALSwept, LifecycleRuleApplied.
+	// Conditions: Reachable, WALSwept, LifecycleRuleApplied, and the
+	// kstatus ones: Ready (as Reachable), Reconciling (not probed yet),
+	// Stalled (unreachable, with the probe's reason).
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -385,8 +385,13 @@ type KafkaClusterStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready, Reconciling, Degraded, MetadataHealthy,
-	// KafkaReachable.
+	// Conditions (kstatus conventions, each with observedGeneration):
+	// Ready (Kafka serves: pods, brokers registered, no offline partition,
+	// metadata healthy), Reconciling (a roll or a retried error), Stalled
+	// (the spec cannot be realised: InvalidSpec, FastBucketNotFound,
+	// FastBucketZoneMismatch, ObjectConflict), Degraded (under-replicated
+	// partitions, brokers falling back to inline replication, unreachable
+	// buckets), MetadataHealthy, KafkaReachable.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
