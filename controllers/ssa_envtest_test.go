@@ -265,8 +265,15 @@ var _ = Describe("Server-side apply and kstatus", func() {
 	})
 
 	It("reads as kstatus Current when healthy, InProgress during a roll and Failed for a spec it cannot realise", func() {
-		createCluster(ns, "ks", clusterSpec(map[string]int32{zone: 2}, zone))
-		stsNames := []string{"ks-" + zone, controllers.EtcdName("ks")}
+		// Ready means Kafka serves: the cluster needs brokers that answer
+		// and a metadata etcd that is healthy, so loopback brokers and
+		// their etcd stand behind it.
+		kc := clusterSpec(map[string]int32{zone: 2}, zone)
+		kc.Namespace, kc.Name = ns, "ks"
+		lb := startLoopbackBrokers(kc)
+		kc.Spec.Metadata.ExternalEndpoints = lb.Etcd
+		createCluster(ns, "ks", kc)
+		stsNames := []string{"ks-" + zone}
 		for _, name := range stsNames {
 			Eventually(func() error { _, err := getSTS(ns, name); return err }, timeout, interval).Should(Succeed())
 		}
