@@ -125,6 +125,12 @@ func TestDelayAndOrder(t *testing.T) {
 					}
 				}
 				want := int64(tc.n * chunkSize)
+				// The write loop counts a chunk once the underlying Write
+				// returned, which can be after the peer read it: wait for
+				// the count instead of reading it once.
+				for deadline := time.Now().Add(5 * time.Second); dir == "write side" && st.BytesOut() != want && time.Now().Before(deadline); {
+					time.Sleep(time.Millisecond)
+				}
 				if dir == "write side" && st.BytesOut() != want || dir == "read side" && st.BytesIn() != want {
 					t.Errorf("stats out %d in %d, want %d delayed on the %s", st.BytesOut(), st.BytesIn(), want, dir)
 				}
