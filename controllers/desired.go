@@ -1,6 +1,9 @@
 package controllers
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -70,7 +73,38 @@ func BuildZoneConfigMap(kc *strata.KafkaCluster, zi ZoneInput) *corev1.ConfigMap
 // topology.kubernetes.io/zone, spread over the zone's nodes, with one
 // volume per broker. configHash goes into the pod template so that a
 // configuration change rolls the pods.
+//
+// The update strategy is OnDelete: the StatefulSet controller never
+// replaces a running pod by itself; the operator rolls the brokers one at
+// a time across all zones (kafkacluster_roll.go), deleting the pod that
+// plan.NextRestart names. A pod runs the current template when its
+// AnnotationTemplateHash equals the template's (TemplateHash).
+// podManagementPolicy stays Parallel: it only governs creation and
+// scale-down, so a cold start brings every broker up at once, and with
+// OnDelete it never replaces pods on its own; the operator shrinks
+// replicas only after the broker is drained.
 func BuildZoneStatefulSet(kc *strata.KafkaCluster, zi ZoneInput, configHash string) *appsv1.StatefulSet {
+	sts := buildZoneStatefulSet(kc, zi, configHash)
+	sts.Spec.Template.Annotations[AnnotationTemplateHash] = TemplateHash(&sts.Spec.Template)
+	return sts
+}
+
+// TemplateHash is the SHA-256 (first 16 hex digits) of a pod template as
+// the operator renders it, without AnnotationTemplateHash itself: any
+// change of config, image, FastBucket, resources or pod settings changes
+// it.
+func TemplateHash(t *corev1.PodTemplateSpec) string {
+	c := t.DeepCopy()
+	delete(c.Annotations, AnnotationTemplateHash)
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(fmt.Sprintf("marshal pod template: %v", err)) // a PodTemplateSpec always marshals
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+func buildZoneStatefulSet(kc *strata.KafkaCluster, zi ZoneInput, configHash string) *appsv1.StatefulSet {
 	zone := zi.Zone
 	name := ZoneStatefulSetName(kc.Name, zone.Name)
 	labels := clusterLabels(kc, ComponentBroker)
@@ -137,7 +171,7 @@ func BuildZoneStatefulSet(kc *strata.KafkaCluster, zi ZoneInput, configHash stri
 			ServiceName:         HeadlessServiceName(kc.Name),
 			Selector:            &metav1.LabelSelector{MatchLabels: selector},
 			PodManagementPolicy: appsv1.ParallelPodManagement,
-			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
+			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
 			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
 				WhenDeleted: whenDeleted,
 				WhenScaled:  whenScaled,

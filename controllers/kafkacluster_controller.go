@@ -68,7 +68,7 @@ const (
 // +kubebuilder:rbac:groups=kafka.strata.dev,resources=fastbuckets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -120,6 +120,13 @@ type clusterScope struct {
 	metadata *kadm.Metadata
 	// requeueAfter is when the Kafka health step wants to look again.
 	requeueAfter time.Duration
+	// keepReplicas, during a scale-down, is the replicas each broker
+	// StatefulSet keeps (removed zones included) until its brokers beyond
+	// the spec are drained (reconcileScaleDown); nil: the spec's.
+	keepReplicas map[string]int32
+	// stalled, when set, is why the cluster cannot progress although
+	// every step went through (a roll stuck): Stalled True.
+	stalled *invalidSpecError
 }
 
 // invalidSpecError is a problem only the user can fix (a missing or
@@ -170,13 +177,16 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		{"assign broker ID blocks", r.assignBrokerIDBlocks},
 		{"managed etcd", r.reconcileEtcd},
 		{"services", r.reconcileServices},
+		{"scale-down", r.reconcileScaleDown},
 		{"zones", r.reconcileZones},
 		{"disruption budget", r.reconcilePDB},
 		{"removed zones", r.reconcileRemovedZones},
 		{"status", r.aggregateStatus},
+		{"rolling restart", r.reconcileRoll},
 		{"metadata health", r.reconcileMetadataHealth},
 		{"kafka health", r.reconcileKafkaHealth},
 		{"leader balance", r.balanceLeaders},
+		{"rebalance", r.reconcileRebalance},
 		{"conditions", r.summarizeConditions},
 	}
 	for _, step := range steps {
@@ -210,9 +220,15 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 		return ctrl.Result{}, fmt.Errorf("%s: %w", step.name, err)
 	}
-	// aggregateStatus decided Reconciling (rolls in progress); every step
-	// went through, so nothing is stalled.
-	MarkNotStalled(&kc.Status.Conditions, kc.Generation)
+	// aggregateStatus and reconcileRoll decided Reconciling (rolls in
+	// progress); every step went through, so nothing is stalled unless a
+	// step found that progress stopped (a roll stuck).
+	if st := s.stalled; st != nil {
+		setCondition(kc, strata.ConditionStalled, metav1.ConditionTrue, st.reason, st.message)
+		setCondition(kc, strata.ConditionReconciling, metav1.ConditionFalse, st.reason, "not progressing: "+st.message)
+	} else {
+		MarkNotStalled(&kc.Status.Conditions, kc.Generation)
+	}
 	logger.V(logDebug).Info("reconciled", "zones", len(s.zones), "readyBrokers", kc.Status.ReadyBrokers, "desiredBrokers", kc.Status.DesiredBrokers)
 	// Come back to refresh the etcd and Kafka health lines: nothing
 	// watched changes when etcd fills up or a broker dies.
@@ -385,7 +401,13 @@ func (r *KafkaClusterReconciler) reconcileZones(ctx context.Context, s *clusterS
 		if err := r.applyConfigMap(ctx, s.cluster, cm); err != nil {
 			return fmt.Errorf("zone %s: %w", zi.Zone.Name, err)
 		}
-		sts, err := r.applyStatefulSet(ctx, s.cluster, BuildZoneStatefulSet(s.cluster, zi, ConfigHash(cm.Data)))
+		want := BuildZoneStatefulSet(s.cluster, zi, ConfigHash(cm.Data))
+		if keep, ok := s.keepReplicas[zi.Zone.Name]; ok && keep > zi.Zone.Brokers {
+			// Brokers beyond the spec still hold replicas: they go
+			// once drained (reconcileScaleDown).
+			want.Spec.Replicas = ptr.To(keep)
+		}
+		sts, err := r.applyStatefulSet(ctx, s.cluster, want)
 		if err != nil {
 			return fmt.Errorf("zone %s: %w", zi.Zone.Name, err)
 		}
@@ -399,12 +421,9 @@ func (r *KafkaClusterReconciler) reconcilePDB(ctx context.Context, s *clusterSco
 }
 
 // reconcileRemovedZones takes down zones that left the spec: first the
-// StatefulSet is scaled to zero (the StatefulSet controller removes pods
-// one at a time, highest ordinal first), and only once no pod is left are
-// the StatefulSet and its ConfigMap deleted.
-//
-// Draining partitions off the brokers first is the rebalancer's job and
-// not done here yet.
+// StatefulSet shrinks as its brokers are drained (reconcileScaleDown
+// decides s.keepReplicas, highest ordinal first), down to zero, and only
+// once no pod is left are the StatefulSet and its ConfigMap deleted.
 func (r *KafkaClusterReconciler) reconcileRemovedZones(ctx context.Context, s *clusterScope) error {
 	kc := s.cluster
 	var list appsv1.StatefulSetList
@@ -417,13 +436,20 @@ func (r *KafkaClusterReconciler) reconcileRemovedZones(ctx context.Context, s *c
 		if _, inSpec := s.statefulSets[zone]; inSpec || !metav1.IsControlledBy(sts, kc) {
 			continue
 		}
-		if ptr.Deref(sts.Spec.Replicas, 0) != 0 {
-			patch := client.MergeFrom(sts.DeepCopy())
-			sts.Spec.Replicas = ptr.To[int32](0)
-			if err := r.Patch(ctx, sts, patch); err != nil {
-				return fmt.Errorf("scale removed zone %s to zero: %w", zone, err)
+		keep := int32(0)
+		if k, ok := s.keepReplicas[zone]; ok {
+			keep = k
+		}
+		if cur := ptr.Deref(sts.Spec.Replicas, 0); cur != 0 {
+			if keep >= cur {
+				continue // its brokers are being drained
 			}
-			r.Recorder.Eventf(kc, sts, corev1.EventTypeNormal, EventZoneScaledDown, "ScaleDown", "zone %s left the spec; scaling StatefulSet %s to zero", zone, sts.Name)
+			patch := client.MergeFrom(sts.DeepCopy())
+			sts.Spec.Replicas = ptr.To(keep)
+			if err := r.Patch(ctx, sts, patch); err != nil {
+				return fmt.Errorf("scale removed zone %s to %d: %w", zone, keep, err)
+			}
+			r.Recorder.Eventf(kc, sts, corev1.EventTypeNormal, EventZoneScaledDown, "ScaleDown", "zone %s left the spec; its drained brokers go: StatefulSet %s scaled to %d", zone, sts.Name, keep)
 			continue
 		}
 		if sts.Status.Replicas != 0 {

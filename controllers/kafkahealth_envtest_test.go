@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -44,11 +45,15 @@ func makeBrokerPodsReady(kc *strata.KafkaCluster) {
 	GinkgoHelper()
 	Expect(kc.Status.Brokers).NotTo(BeEmpty(), "status.brokers is filled by the first reconcile")
 	for _, b := range kc.Status.Brokers {
+		// The pod runs its StatefulSet's current template, or the
+		// operator's rolling restart would delete it.
+		sts := &appsv1.StatefulSet{}
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: kc.Namespace, Name: controllers.ZoneStatefulSetName(kc.Name, b.Zone)}, sts)).To(Succeed())
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: kc.Namespace, Name: b.Pod, Labels: map[string]string{
 				controllers.LabelManagedBy: controllers.ManagedBy, controllers.LabelCluster: kc.Name,
 				controllers.LabelComponent: controllers.ComponentBroker, controllers.LabelZone: b.Zone,
-			}},
+			}, Annotations: map[string]string{controllers.AnnotationTemplateHash: sts.Spec.Template.Annotations[controllers.AnnotationTemplateHash]}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "broker", Image: "strata"}}},
 		}
 		Expect(k8sClient.Create(suiteCtx, pod)).To(Succeed())

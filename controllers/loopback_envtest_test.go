@@ -2,9 +2,11 @@ package controllers_test
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -63,8 +65,8 @@ func (e *loopbackEndpoints) HTTP(kc *strata.KafkaCluster, zone string, ordinal, 
 	if c == nil {
 		return "", fmt.Errorf("no loopback brokers for %s/%s", kc.Namespace, kc.Name)
 	}
-	b, ok := c.Brokers[id]
-	if !ok {
+	b := c.broker(id)
+	if b == nil {
 		return "", fmt.Errorf("no loopback broker %d (zone %s, ordinal %d) for %s/%s", id, zone, ordinal, kc.Namespace, kc.Name)
 	}
 	return "http://" + b.MetricsAddr, nil
@@ -75,8 +77,41 @@ func (e *loopbackEndpoints) HTTP(kc *strata.KafkaCluster, zone string, ordinal, 
 // with the broker IDs and racks the operator gives them (zone block base +
 // ordinal; blocks 0, 100, 200, ... in zone order for a new cluster).
 type loopbackCluster struct {
-	Etcd    []string
+	Etcd []string
+	// opts are the options every broker got (startLoopbackBrokers' opts);
+	// brokers added later (addBroker) get them too.
+	opts []brokertest.Option
+
+	mu      sync.Mutex // guards Brokers once the kubelet emulator runs
 	Brokers map[int32]*loopbackBroker
+}
+
+// broker is broker id, nil when there is none.
+func (c *loopbackCluster) broker(id int32) *loopbackBroker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Brokers[id]
+}
+
+// brokers is a copy of the broker map.
+func (c *loopbackCluster) brokers() map[int32]*loopbackBroker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.Brokers)
+}
+
+// addBroker starts one more broker, id in zone, as a scale-up's new pod
+// would run it.
+func (c *loopbackCluster) addBroker(key types.NamespacedName, zone string, id int32, opts ...brokertest.Option) *loopbackBroker {
+	metrics := freeLoopbackAddr()
+	bopts := append(brokertest.ClusterOptions(c.Etcd, int(id), zone, append(slices.Clone(c.opts), opts...)...),
+		brokertest.WithSetting("cluster.name", key.Namespace+"/"+key.Name),
+		brokertest.WithArgs("--metrics-listen", metrics), brokertest.WithStableAddr())
+	b := &loopbackBroker{Process: brokertest.StartProcess(GinkgoTB(), bopts...), ID: id, Zone: zone, MetricsAddr: metrics}
+	c.mu.Lock()
+	c.Brokers[id] = b
+	c.mu.Unlock()
+	return b
 }
 
 // loopbackBroker is one broker process and the address of its HTTP
@@ -90,6 +125,8 @@ type loopbackBroker struct {
 
 // Addrs are the running brokers' Kafka addresses.
 func (c *loopbackCluster) Addrs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var out []string
 	for _, b := range c.Brokers {
 		out = append(out, b.Addr())
@@ -99,18 +136,19 @@ func (c *loopbackCluster) Addrs() []string {
 
 // startLoopbackBrokers starts the brokers of kc's spec (zones in spec
 // order, new-cluster ID blocks) and registers them as kc's endpoints until
-// the spec ends. opts are added to every broker (e.g. WithSetting).
+// the spec ends. opts are added to every broker (e.g. WithSetting). A
+// broker started again keeps its address, as a pod keeps its DNS name.
 func startLoopbackBrokers(kc *strata.KafkaCluster, opts ...brokertest.Option) *loopbackCluster {
 	GinkgoHelper()
 	t := GinkgoTB()
-	c := &loopbackCluster{Etcd: metatest.Start(t).Endpoints(), Brokers: map[int32]*loopbackBroker{}}
+	c := &loopbackCluster{Etcd: metatest.Start(t).Endpoints(), Brokers: map[int32]*loopbackBroker{}, opts: opts}
 	for i, z := range kc.Spec.Zones {
 		for ord := range z.Brokers {
 			id := int32(i)*strata.BrokerIDBlockSize + ord
 			metrics := freeLoopbackAddr()
 			bopts := append(brokertest.ClusterOptions(c.Etcd, int(id), z.Name, opts...),
 				brokertest.WithSetting("cluster.name", kc.Namespace+"/"+kc.Name),
-				brokertest.WithArgs("--metrics-listen", metrics))
+				brokertest.WithArgs("--metrics-listen", metrics), brokertest.WithStableAddr())
 			c.Brokers[id] = &loopbackBroker{Process: brokertest.StartProcess(t, bopts...), ID: id, Zone: z.Name, MetricsAddr: metrics}
 		}
 	}

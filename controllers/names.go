@@ -24,6 +24,13 @@ const (
 	// template and so rolls the zone's pods.
 	AnnotationConfigHash = "kafka.strata.dev/config-hash"
 
+	// AnnotationTemplateHash on the broker pod template (and so on every
+	// pod created from it) is TemplateHash of the rendered template. The
+	// StatefulSets use OnDelete; a pod whose annotation differs from its
+	// StatefulSet's runs an outdated revision and is restarted by the
+	// operator's roll, one broker at a time.
+	AnnotationTemplateHash = "kafka.strata.dev/template-hash"
+
 	// Finalizer lets the operator clean up volumes per deletionPolicy
 	// before a KafkaCluster goes away.
 	Finalizer = "kafka.strata.dev/finalizer"

@@ -108,6 +108,12 @@ type KafkaClusterSpec struct {
 	// +optional
 	LeaderPlacement LeaderPlacementSpec `json:"leaderPlacement,omitempty"`
 
+	// Rebalance bounds the replica moves the operator makes when brokers
+	// are added (moves onto the new brokers) or removed (the broker is
+	// drained before its pod goes).
+	// +optional
+	Rebalance RebalanceSpec `json:"rebalance,omitempty"`
+
 	// DeletionPolicy says what happens to the brokers' volumes when the
 	// KafkaCluster is deleted: Retain (default) keeps the
 	// PersistentVolumeClaims, Delete removes them. Buckets are never deleted.
@@ -376,6 +382,29 @@ type LeaderPlacementSpec struct {
 	Zone string `json:"zone,omitempty"`
 }
 
+// RebalanceSpec bounds the operator's partition reassignments.
+type RebalanceSpec struct {
+	// MaxConcurrentMoves caps the partition reassignments in flight in the
+	// cluster at a time, counting those started by others (default 10).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=10
+	// +optional
+	MaxConcurrentMoves int32 `json:"maxConcurrentMoves,omitempty"`
+
+	// Throttle is reserved for a replication throttle of moving replicas,
+	// in bytes per second. Strata brokers have no replication throttle
+	// yet (no leader/follower.replication.throttled.rate), so any value
+	// other than 0 is refused rather than accepted and ignored; moves are
+	// bounded by MaxConcurrentMoves only.
+	// +kubebuilder:validation:XValidation:rule="self == 0",message="spec.rebalance.throttle is not supported: Strata brokers have no replication throttle yet; leave it unset (moves are bounded by spec.rebalance.maxConcurrentMoves)"
+	// +optional
+	Throttle *int64 `json:"throttle,omitempty"`
+}
+
+// DefaultMaxConcurrentMoves is RebalanceSpec.MaxConcurrentMoves when unset.
+const DefaultMaxConcurrentMoves = 10
+
 // IsEnabled reports whether WAL replication is on (the default).
 func (w WALSpec) IsEnabled() bool { return w.Enabled == nil || *w.Enabled }
 
@@ -444,6 +473,66 @@ type KafkaClusterStatus struct {
 	// Kafka admin API, as the operator last saw it.
 	// +optional
 	Kafka *KafkaHealth `json:"kafka,omitempty"`
+
+	// Roll is the rolling restart in progress: broker pods that do not run
+	// the current pod template are restarted one at a time across the
+	// cluster. Absent when every pod is current.
+	// +optional
+	Roll *RollStatus `json:"roll,omitempty"`
+
+	// Scaling is the replica moves of a scale-up (rebalance) or
+	// scale-down (drain) in progress. Absent when there is none.
+	// +optional
+	Scaling *ScalingStatus `json:"scaling,omitempty"`
+}
+
+// RollStatus is a rolling restart in progress.
+type RollStatus struct {
+	// Pending lists the broker IDs whose pod runs an outdated template.
+	// +listType=atomic
+	// +optional
+	Pending []int32 `json:"pending,omitempty"`
+	// Restarting is the broker whose pod the operator deleted last; the
+	// next restart waits until it is ready and back in every ISR.
+	// +optional
+	Restarting *int32 `json:"restarting,omitempty"`
+	// Message is the last decision and why (plan.NextRestart).
+	// +optional
+	Message string `json:"message,omitempty"`
+	// BlockedReason says why no pod may be restarted now; empty while the
+	// roll proceeds.
+	// +optional
+	BlockedReason string `json:"blockedReason,omitempty"`
+	// BlockedSince is when the roll last stopped making progress. Blocked
+	// longer than the stuck timeout (10 minutes), the roll is reported
+	// Stalled with reason RollStuck.
+	// +optional
+	BlockedSince *metav1.Time `json:"blockedSince,omitempty"`
+}
+
+// ScalingStatus is a scale-up rebalance or scale-down drain in progress.
+type ScalingStatus struct {
+	// Phase is Draining (a broker to remove is being emptied), Rebalancing
+	// (replicas move onto new brokers) or Blocked (a scale-down that
+	// cannot be done; nothing is removed).
+	Phase string `json:"phase"`
+	// Broker is the broker being drained.
+	// +optional
+	Broker *int32 `json:"broker,omitempty"`
+	// MovesStarted counts the reassignments the operator started for this
+	// scaling so far.
+	// +optional
+	MovesStarted int32 `json:"movesStarted,omitempty"`
+	// MovesInFlight counts the reassignments in flight in the cluster.
+	// +optional
+	MovesInFlight int32 `json:"movesInFlight,omitempty"`
+	// PartitionsLeft counts the partitions still holding a replica on the
+	// broker being drained.
+	// +optional
+	PartitionsLeft int32 `json:"partitionsLeft,omitempty"`
+	// Message is the last decision and why.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // KafkaHealth is what the operator last read from the brokers through the
@@ -635,6 +724,14 @@ type BrokerStatus struct {
 	// metadata, as the last Kafka probe saw it.
 	// +optional
 	Registered bool `json:"registered,omitempty"`
+	// Image is the image the broker's pod runs, shown while a roll is in
+	// progress (status.roll) so an upgrade's progress is visible.
+	// +optional
+	Image string `json:"image,omitempty"`
+	// Outdated is set while the broker's pod runs an outdated pod
+	// template and waits for its restart.
+	// +optional
+	Outdated bool `json:"outdated,omitempty"`
 }
 
 // KafkaCluster is a Kafka-compatible Strata cluster spread over

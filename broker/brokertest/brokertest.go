@@ -24,7 +24,16 @@ type options struct {
 	settings map[string]string
 	mutate   []func(*server.Config)
 	args     []string
+	// stableAddr: a restarted subprocess listens on its first address
+	// again (WithStableAddr).
+	stableAddr bool
 }
+
+// WithStableAddr makes a subprocess started again (Process.Start after
+// Stop or Kill) listen on the address it had before instead of a new free
+// port, as a Kubernetes pod keeps its DNS name across restarts: clients
+// that know only the old addresses find it again (subprocess only).
+func WithStableAddr() Option { return func(o *options) { o.stableAddr = true } }
 
 // WithDir uses dir as the data directory (default: a t.TempDir()).
 func WithDir(dir string) Option { return func(o *options) { o.dir = dir } }

@@ -104,14 +104,16 @@ func StartProcess(t testing.TB, opts ...Option) *Process {
 }
 
 // Start starts the subprocess again (after Kill or Stop) on the same data
-// directory, with a new free port.
+// directory, with a new free port (the same address with WithStableAddr).
 func (p *Process) Start() {
 	p.t.Helper()
-	port, err := freePort()
-	if err != nil {
-		p.t.Fatalf("brokertest: %v", err)
+	if p.addr == "" || !p.opts.stableAddr {
+		port, err := freePort()
+		if err != nil {
+			p.t.Fatalf("brokertest: %v", err)
+		}
+		p.addr = net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
 	}
-	p.addr = net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
 	args := []string{"broker", "--listen", p.addr, "--data-dir", p.opts.dir, "--metrics-listen", "", "--log-format", "console"}
 	for k, v := range p.opts.settings {
 		args = append(args, "--set", k+"="+v)

@@ -1,0 +1,283 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	strata "github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/controllers/plan"
+)
+
+// The execution of the plan package's decisions: rolling restarts
+// (reconcileRoll), drains before a scale-down or zone removal
+// (reconcileScaleDown) and the rebalance after a scale-up
+// (reconcileRebalance). Each step gathers the inputs (broker pods read
+// from the API server, not the cache; Kafka metadata through the admin
+// client), calls one decision function and carries out its answer: at
+// most one pod deleted, or a capped batch of partition reassignments. It
+// never decides on its own, and never acts when the inputs cannot be read.
+
+// Condition and event reasons of rolls and scaling. They are API: users
+// and tests match on them.
+const (
+	// ReasonRollStuck: the roll has not been able to restart the next
+	// broker for longer than RollStuckAfter (Stalled True).
+	ReasonRollStuck = "RollStuck"
+	// ReasonRollBlocked: the roll waits (Reconciling True), e.g. for the
+	// broker restarted last to be back in every ISR.
+	ReasonRollBlocked = "RollBlocked"
+	// ConditionScaleDownBlocked is True while a scale-down or zone removal
+	// cannot be done (reason DrainImpossible); its message is
+	// plan.NextDrain's Impossible text. Absent otherwise.
+	ConditionScaleDownBlocked = "ScaleDownBlocked"
+	ReasonDrainImpossible     = "DrainImpossible"
+
+	EventRestartingBroker   = "RestartingBroker"
+	EventRestartUnavailable = "RestartMakesPartitionsUnavailable"
+	EventRollStuck          = "RollStuck"
+	EventRollDone           = "RollCompleted"
+	EventDrainMoves         = "DrainingBroker"
+	EventBrokerDrained      = "BrokerDrained"
+	EventScaleDownBlocked   = "ScaleDownBlocked"
+	EventRebalanceMoves     = "RebalancingBrokers"
+	EventReassignmentFailed = "ReassignmentFailed"
+)
+
+// status.scaling phases.
+const (
+	ScalingPhaseDraining    = "Draining"
+	ScalingPhaseRebalancing = "Rebalancing"
+	ScalingPhaseBlocked     = "Blocked"
+)
+
+const (
+	// rollRequeue and scalingRequeue: how soon a reconcile looks again
+	// while a roll or scaling is under way (pods are not watched).
+	rollRequeue           = 2 * time.Second
+	scalingRequeue        = 2 * time.Second
+	defaultRollStuckAfter = 10 * time.Minute
+)
+
+// RollStuckAfter is how long a roll may wait for the next restart (the
+// broker restarted last not back in its ISRs, a partition
+// under-replicated) before it is reported Stalled with reason RollStuck.
+var RollStuckAfter = defaultRollStuckAfter
+
+// readPlanMetadata reads what the decisions need through the admin
+// client: Metadata, the reassignments in flight and every topic's
+// min.insync.replicas, converted by plan.FromKadm.
+func (r *KafkaClusterReconciler) readPlanMetadata(ctx context.Context, kc *strata.KafkaCluster) (plan.Metadata, error) {
+	if r.Admin == nil {
+		return plan.Metadata{}, errors.New("no Kafka admin client configured")
+	}
+	adm, err := r.Admin.Admin(kc)
+	if err != nil {
+		return plan.Metadata{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, AdminCallTimeout)
+	defer cancel()
+	md, err := adm.Metadata(ctx)
+	if err != nil {
+		return plan.Metadata{}, fmt.Errorf("metadata: %w", err)
+	}
+	var reassignments kadm.ListPartitionReassignmentsResponses
+	if set := md.Topics.TopicsSet(); len(set) > 0 {
+		if reassignments, err = adm.ListPartitionReassignments(ctx, set); err != nil {
+			return plan.Metadata{}, fmt.Errorf("list partition reassignments: %w", err)
+		}
+	}
+	configs, err := adm.DescribeTopicConfigs(ctx, md.Topics.Names()...)
+	if err != nil {
+		return plan.Metadata{}, fmt.Errorf("describe topic configs: %w", err)
+	}
+	return plan.FromKadm(md, reassignments, configs)
+}
+
+// liveBrokerPods lists the cluster's broker pods from the API server: a
+// pod deleted a moment ago must not look alive from a stale cache, or a
+// second broker would go down with it.
+func (r *KafkaClusterReconciler) liveBrokerPods(ctx context.Context, kc *strata.KafkaCluster) (map[string]*corev1.Pod, error) {
+	reader := r.LiveReader
+	if reader == nil {
+		reader = r.Client
+	}
+	var pods corev1.PodList
+	if err := reader.List(ctx, &pods, client.InNamespace(kc.Namespace), client.MatchingLabels(brokerSelector(kc))); err != nil {
+		return nil, fmt.Errorf("list broker pods: %w", err)
+	}
+	out := map[string]*corev1.Pod{}
+	for i := range pods.Items {
+		out[pods.Items[i].Name] = &pods.Items[i]
+	}
+	return out, nil
+}
+
+// RollPods builds plan.NextRestart's pod states: one per ordinal below
+// each zone StatefulSet's replicas. A pod that does not exist (yet) is
+// not ready and current: its StatefulSet creates it from the current
+// template. A pod is current when its AnnotationTemplateHash equals its
+// StatefulSet's template's.
+func RollPods(zones []ZoneInput, sets map[string]*appsv1.StatefulSet, pods map[string]*corev1.Pod, cluster string) []plan.Pod {
+	var out []plan.Pod
+	for _, zi := range zones {
+		sts := sets[zi.Zone.Name]
+		if sts == nil {
+			continue
+		}
+		want := sts.Spec.Template.Annotations[AnnotationTemplateHash]
+		for ord := range ptr.Deref(sts.Spec.Replicas, 0) {
+			p := plan.Pod{Name: BrokerPodName(cluster, zi.Zone.Name, ord), BrokerID: zi.IDBase + ord, Current: true}
+			if pod := pods[p.Name]; pod != nil {
+				p.Ready = isPodReady(pod)
+				p.Terminating = pod.DeletionTimestamp != nil
+				p.Current = pod.Annotations[AnnotationTemplateHash] == want
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// NextRollStatus is the roll status after one decision at now: a
+// restart clears the blocked state, a refusal keeps the earliest
+// BlockedSince. stuck says the roll has waited longer than stuckAfter.
+func NextRollStatus(prev *strata.RollStatus, pending []int32, d plan.Restart, now time.Time, stuckAfter time.Duration) (st strata.RollStatus, stuck bool) {
+	st = strata.RollStatus{Pending: pending, Message: d.Reason}
+	if prev != nil {
+		st.Restarting = prev.Restarting
+		st.BlockedSince = prev.BlockedSince
+	}
+	if d.Pod != "" {
+		st.Restarting = ptr.To(d.BrokerID)
+		st.BlockedSince = nil
+		return st, false
+	}
+	st.BlockedReason = d.Reason
+	if st.BlockedSince == nil {
+		t := metav1.NewTime(now)
+		st.BlockedSince = &t
+	}
+	return st, now.Sub(st.BlockedSince.Time) > stuckAfter
+}
+
+// reconcileRoll restarts outdated broker pods one at a time across the
+// whole cluster: the StatefulSets use OnDelete, and this step deletes the
+// one pod plan.NextRestart names, then waits (requeueing every
+// rollRequeue) until that broker is ready and back in every ISR before
+// the next. Blocked, it says why in status.roll and the Reconciling
+// condition; blocked longer than RollStuckAfter it reports Stalled
+// (RollStuck) and keeps waiting rather than restarting anything else.
+func (r *KafkaClusterReconciler) reconcileRoll(ctx context.Context, s *clusterScope) error {
+	kc := s.cluster
+	pods, err := r.liveBrokerPods(ctx, kc)
+	if err != nil {
+		return err
+	}
+	planPods := RollPods(s.zones, s.statefulSets, pods, kc.Name)
+	var pending []int32
+	anyReady := false
+	for _, p := range planPods {
+		if !p.Current {
+			pending = append(pending, p.BrokerID)
+		}
+		anyReady = anyReady || p.Ready
+	}
+	if len(pending) == 0 {
+		if kc.Status.Roll != nil {
+			r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventRollDone, "Roll", "every broker pod runs the current template")
+			kc.Status.Roll = nil
+		}
+		return nil
+	}
+	// Per broker: the image its pod runs and whether it waits for a
+	// restart, so an upgrade's progress shows.
+	for i := range kc.Status.Brokers {
+		b := &kc.Status.Brokers[i]
+		if pod := pods[b.Pod]; pod != nil && len(pod.Spec.Containers) > 0 {
+			b.Image = pod.Spec.Containers[0].Image
+		}
+		b.Outdated = slices.Contains(pending, b.ID)
+	}
+	md, err := r.readPlanMetadata(ctx, kc)
+	if err != nil {
+		if anyReady {
+			// Never restart blind while some broker serves: its
+			// partitions' ISRs are unknown.
+			return r.rollBlocked(ctx, s, pending, plan.Restart{Reason: fmt.Sprintf("cannot read the Kafka metadata: %v", err)})
+		}
+		// No broker serves (e.g. a bad config on all of them, being
+		// rolled back): nothing to protect, and NextRestart picks the
+		// outdated, not-ready pods one at a time.
+		md = plan.Metadata{Controller: plan.NoLeader}
+	}
+	d := plan.NextRestart(md, planPods)
+	if d.Pod == "" {
+		return r.rollBlocked(ctx, s, pending, d)
+	}
+	pod := pods[d.Pod]
+	if pod != nil {
+		// The UID precondition: never delete a pod the StatefulSet
+		// created after this decision was made.
+		if err := r.Delete(ctx, pod, client.Preconditions{UID: ptr.To(pod.UID)}); err != nil && !apierrors.IsNotFound(err) {
+			if apierrors.IsConflict(err) {
+				s.requeueAfter = minPositive(s.requeueAfter, rollRequeue)
+				return nil
+			}
+			return fmt.Errorf("delete pod %s for its restart: %w", d.Pod, err)
+		}
+	}
+	log.FromContext(ctx).Info("rolling restart", "pod", d.Pod, "broker", d.BrokerID, "reason", d.Reason, "pending", len(pending))
+	r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventRestartingBroker, "Roll", "restarting broker %d (pod %s): %s", d.BrokerID, d.Pod, d.Reason)
+	if len(d.Unavailable) > 0 {
+		r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventRestartUnavailable, "Roll",
+			"while broker %d restarts, %d partitions with replication factor not above min.insync.replicas refuse acks=all writes: %s",
+			d.BrokerID, len(d.Unavailable), strings.Join(d.Unavailable[:min(len(d.Unavailable), 5)], ", "))
+	}
+	st, _ := NextRollStatus(kc.Status.Roll, pending, d, time.Now(), RollStuckAfter)
+	kc.Status.Roll = &st
+	setCondition(kc, strata.ConditionReconciling, metav1.ConditionTrue, ReasonRollingOut,
+		fmt.Sprintf("rolling restart, one broker at a time: %d of %d brokers outdated; %s", len(pending), len(planPods), d.Reason))
+	s.requeueAfter = minPositive(s.requeueAfter, rollRequeue)
+	return nil
+}
+
+// rollBlocked records a roll that may not restart anything now.
+func (r *KafkaClusterReconciler) rollBlocked(ctx context.Context, s *clusterScope, pending []int32, d plan.Restart) error {
+	kc := s.cluster
+	wasStuck := kc.Status.Roll != nil && kc.Status.Roll.BlockedSince != nil && time.Since(kc.Status.Roll.BlockedSince.Time) > RollStuckAfter
+	st, stuck := NextRollStatus(kc.Status.Roll, pending, d, time.Now(), RollStuckAfter)
+	kc.Status.Roll = &st
+	s.requeueAfter = minPositive(s.requeueAfter, rollRequeue)
+	log.FromContext(ctx).V(logDebug).Info("rolling restart waits", "reason", d.Reason, "pending", len(pending))
+	if stuck {
+		msg := fmt.Sprintf("rolling restart stuck for %s with %d brokers outdated: %s", time.Since(st.BlockedSince.Time).Round(time.Second), len(pending), d.Reason)
+		if !wasStuck {
+			r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventRollStuck, "Roll", "%s", msg)
+		}
+		s.stalled = &invalidSpecError{reason: ReasonRollStuck, message: msg}
+		return nil
+	}
+	setCondition(kc, strata.ConditionReconciling, metav1.ConditionTrue, ReasonRollBlocked,
+		fmt.Sprintf("rolling restart, one broker at a time: %d brokers outdated; waiting: %s", len(pending), d.Reason))
+	return nil
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	if a <= 0 {
+		return b
+	}
+	return min(a, b)
+}

@@ -1,0 +1,183 @@
+package controllers_test
+
+import (
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	strata "github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/controllers"
+	"github.com/strata-dev/strata/controllers/plan"
+)
+
+func TestTemplateHashFollowsTheTemplate(t *testing.T) {
+	kc := &strata.KafkaCluster{Spec: strata.KafkaClusterSpec{Zones: []strata.ZoneSpec{{Name: "a", Brokers: 1}}}}
+	kc.Namespace, kc.Name = "ns", "c"
+	zi := controllers.ZoneInput{Zone: kc.Spec.Zones[0]}
+	base := controllers.BuildZoneStatefulSet(kc, zi, "h1")
+	if base.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
+		t.Fatalf("update strategy %q, want OnDelete: the operator rolls the brokers", base.Spec.UpdateStrategy.Type)
+	}
+	hash := base.Spec.Template.Annotations[controllers.AnnotationTemplateHash]
+	if hash == "" || hash != controllers.TemplateHash(&base.Spec.Template) {
+		t.Fatalf("template hash %q does not match TemplateHash", hash)
+	}
+	if again := controllers.BuildZoneStatefulSet(kc, zi, "h1"); again.Spec.Template.Annotations[controllers.AnnotationTemplateHash] != hash {
+		t.Fatal("the same spec renders another hash")
+	}
+	for name, change := range map[string]func(kc *strata.KafkaCluster) string{
+		"config": func(*strata.KafkaCluster) string { return "h2" },
+		"image":  func(kc *strata.KafkaCluster) string { kc.Spec.Image = "strata:next"; return "h1" },
+		"resources": func(kc *strata.KafkaCluster) string {
+			kc.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+			return "h1"
+		},
+	} {
+		kc2 := kc.DeepCopy()
+		cfg := change(kc2)
+		got := controllers.BuildZoneStatefulSet(kc2, controllers.ZoneInput{Zone: kc2.Spec.Zones[0]}, cfg)
+		if got.Spec.Template.Annotations[controllers.AnnotationTemplateHash] == hash {
+			t.Errorf("%s change keeps the template hash: no roll", name)
+		}
+	}
+}
+
+func TestRollPods(t *testing.T) {
+	zones := []controllers.ZoneInput{{Zone: strata.ZoneSpec{Name: "a", Brokers: 2}, IDBase: 0}, {Zone: strata.ZoneSpec{Name: "b", Brokers: 1}, IDBase: 100}}
+	sts := func(replicas int32, hash string) *appsv1.StatefulSet {
+		s := &appsv1.StatefulSet{}
+		s.Spec.Replicas = ptr.To(replicas)
+		s.Spec.Template.Annotations = map[string]string{controllers.AnnotationTemplateHash: hash}
+		return s
+	}
+	pod := func(name, hash string, ready, terminating bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{controllers.AnnotationTemplateHash: hash}}}
+		if ready {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		}
+		if terminating {
+			p.DeletionTimestamp = ptr.To(metav1.Now())
+		}
+		return p
+	}
+	got := controllers.RollPods(zones, map[string]*appsv1.StatefulSet{"a": sts(2, "new"), "b": sts(1, "new")}, map[string]*corev1.Pod{
+		"c-a-0": pod("c-a-0", "old", true, false),
+		"c-a-1": pod("c-a-1", "new", false, true),
+		// c-b-0 missing: its StatefulSet creates it from the current template
+	}, "c")
+	want := []plan.Pod{
+		{Name: "c-a-0", BrokerID: 0, Ready: true, Current: false},
+		{Name: "c-a-1", BrokerID: 1, Ready: false, Current: true, Terminating: true},
+		{Name: "c-b-0", BrokerID: 100, Ready: false, Current: true},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("pod %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	// A pod without the annotation (made by an operator before OnDelete)
+	// is outdated: it runs a template the operator no longer renders.
+	legacy := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "c-b-0"}}
+	got = controllers.RollPods(zones[1:], map[string]*appsv1.StatefulSet{"b": sts(1, "new")}, map[string]*corev1.Pod{"c-b-0": legacy}, "c")
+	if got[0].Current {
+		t.Error("a pod without the template hash counts as current")
+	}
+}
+
+func TestNextRollStatus(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	since := func(d time.Duration) *metav1.Time { return ptr.To(metav1.NewTime(t0.Add(d))) }
+	stuckAfter := 10 * time.Minute
+	go100 := plan.Restart{Pod: "p", BrokerID: 100, Reason: "broker 100: next"}
+	wait := plan.Restart{Reason: "broker 100 is not yet in the ISR of 1 partitions (t-0)"}
+	tests := []struct {
+		name      string
+		prev      *strata.RollStatus
+		d         plan.Restart
+		now       time.Time
+		wantSince *metav1.Time
+		wantStuck bool
+		wantRest  *int32
+	}{
+		{name: "a restart clears the wait", prev: &strata.RollStatus{BlockedSince: since(0)}, d: go100, now: t0.Add(time.Hour), wantRest: ptr.To[int32](100)},
+		{name: "first wait starts the clock", prev: &strata.RollStatus{Restarting: ptr.To[int32](100)}, d: wait, now: t0, wantSince: since(0), wantRest: ptr.To[int32](100)},
+		{name: "waiting less than the timeout", prev: &strata.RollStatus{BlockedSince: since(0)}, d: wait, now: t0.Add(stuckAfter), wantSince: since(0)},
+		{name: "waiting longer: stuck", prev: &strata.RollStatus{BlockedSince: since(0)}, d: wait, now: t0.Add(stuckAfter + time.Second), wantSince: since(0), wantStuck: true},
+		{name: "no roll before", d: wait, now: t0, wantSince: since(0)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, stuck := controllers.NextRollStatus(tt.prev, []int32{0, 100}, tt.d, tt.now, stuckAfter)
+			if stuck != tt.wantStuck {
+				t.Errorf("stuck %v, want %v", stuck, tt.wantStuck)
+			}
+			if !ptr.Equal(st.Restarting, tt.wantRest) {
+				t.Errorf("restarting %v, want %v", ptr.Deref(st.Restarting, -1), ptr.Deref(tt.wantRest, -1))
+			}
+			if (st.BlockedSince == nil) != (tt.wantSince == nil) || st.BlockedSince != nil && !st.BlockedSince.Equal(tt.wantSince) {
+				t.Errorf("blockedSince %v, want %v", st.BlockedSince, tt.wantSince)
+			}
+			if tt.d.Pod == "" && st.BlockedReason != tt.d.Reason {
+				t.Errorf("blockedReason %q, want %q", st.BlockedReason, tt.d.Reason)
+			}
+			if st.Message != tt.d.Reason {
+				t.Errorf("message %q, want %q", st.Message, tt.d.Reason)
+			}
+		})
+	}
+}
+
+func TestKeepReplicas(t *testing.T) {
+	blocks := []strata.BrokerIDBlock{{Zone: "a", Base: 0}, {Zone: "b", Base: 100}, {Zone: "gone", Base: 200, Retired: true}}
+	tests := []struct {
+		name     string
+		current  map[string]int32
+		spec     map[string]int32
+		toRemove []int32
+		drained  int32
+		want     map[string]int32
+	}{
+		{name: "nothing to remove: the spec's, scale-up included",
+			current: map[string]int32{"a": 1, "b": 1}, spec: map[string]int32{"a": 2, "b": 1}, drained: -1,
+			want: map[string]int32{"a": 1, "b": 1}},
+		{name: "2 -> 1 while broker 1 holds replicas: kept",
+			current: map[string]int32{"a": 2, "b": 1}, spec: map[string]int32{"a": 1, "b": 1}, toRemove: []int32{1}, drained: -1,
+			want: map[string]int32{"a": 2, "b": 1}},
+		{name: "2 -> 1 once broker 1 is drained: shrinks",
+			current: map[string]int32{"a": 2, "b": 1}, spec: map[string]int32{"a": 1, "b": 1}, toRemove: []int32{1}, drained: 1,
+			want: map[string]int32{"a": 1, "b": 1}},
+		{name: "3 -> 1: broker 2 drained, broker 1 not yet: only the top goes",
+			current: map[string]int32{"a": 3}, spec: map[string]int32{"a": 1}, toRemove: []int32{1, 2}, drained: 2,
+			want: map[string]int32{"a": 2}},
+		{name: "a broker beyond the spec the metadata does not know (never started, or gone): its pod may go",
+			current: map[string]int32{"a": 3}, spec: map[string]int32{"a": 1}, toRemove: []int32{1}, drained: -1,
+			want: map[string]int32{"a": 2}},
+		{name: "removed zone: kept until drained, then to zero",
+			current: map[string]int32{"a": 1, "gone": 1}, spec: map[string]int32{"a": 1}, toRemove: []int32{200}, drained: -1,
+			want: map[string]int32{"a": 1, "gone": 1}},
+		{name: "removed zone drained",
+			current: map[string]int32{"a": 1, "gone": 1}, spec: map[string]int32{"a": 1}, toRemove: []int32{200}, drained: 200,
+			want: map[string]int32{"a": 1, "gone": 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := controllers.KeepReplicas(tt.current, tt.spec, tt.toRemove, tt.drained, blocks)
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+			for z, n := range tt.want {
+				if got[z] != n {
+					t.Errorf("zone %s: %d replicas, want %d (all: %v)", z, got[z], n, got)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,317 @@
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	strata "github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/broker/placement"
+	"github.com/strata-dev/strata/controllers/plan"
+)
+
+// Scaling: the drain before a scale-down or zone removal
+// (reconcileScaleDown, plan.NextDrain) and the rebalance after a scale-up
+// (reconcileRebalance, plan.RebalanceMoves). Both start capped batches of
+// partition reassignments and come back every scalingRequeue until the
+// decision says done.
+
+// wantedBrokers are the brokers the spec asks for.
+func wantedBrokers(zones []ZoneInput) []plan.Wanted {
+	var out []plan.Wanted
+	for _, zi := range zones {
+		for ord := range zi.Zone.Brokers {
+			out = append(out, plan.Wanted{Zone: zi.Zone.Name, Ordinal: ord, ID: zi.IDBase + ord})
+		}
+	}
+	return out
+}
+
+// zoneOrdinal maps a broker ID to its zone and ordinal through the ID
+// blocks (retired blocks included: a removed zone's brokers drain too).
+func zoneOrdinal(blocks []strata.BrokerIDBlock, id int32) (zone string, ord int32, ok bool) {
+	for _, b := range blocks {
+		if id >= b.Base && id < b.Base+strata.BrokerIDBlockSize {
+			return b.Zone, id - b.Base, true
+		}
+	}
+	return "", 0, false
+}
+
+// KeepReplicas decides each broker StatefulSet's replicas during a
+// scale-down: current replicas per zone StatefulSet (removed zones
+// included), the spec's brokers per zone (0 for a removed zone), the
+// brokers still to remove that the metadata knows (toRemove, from
+// plan.NextDrain's view) and the broker that is drained now (drained, -1:
+// none). A zone keeps its pods up to its highest broker still to remove;
+// a drained broker's pod may go. Only the highest ordinals go, as a
+// StatefulSet removes pods from the top.
+func KeepReplicas(current, spec map[string]int32, toRemove []int32, drained int32, blocks []strata.BrokerIDBlock) map[string]int32 {
+	keep := map[string]int32{}
+	for zone, cur := range current {
+		want := spec[zone]
+		if cur <= want {
+			keep[zone] = cur
+			continue
+		}
+		k := want
+		for _, id := range toRemove {
+			z, ord, ok := zoneOrdinal(blocks, id)
+			if !ok || z != zone || id == drained || ord >= cur {
+				continue
+			}
+			k = max(k, ord+1)
+		}
+		keep[zone] = k
+	}
+	return keep
+}
+
+// reconcileScaleDown runs before the StatefulSets are written: when a
+// zone's StatefulSet has more replicas than the spec (or a removed zone
+// still has pods), the brokers beyond the spec are drained first, one at
+// a time, highest ID first (plan.NextDrain); a StatefulSet shrinks only
+// past brokers that hold no replica and lead nothing. Moves go through
+// AlterPartitionAssignments, capped by spec.rebalance.maxConcurrentMoves.
+// Impossible (replication factor above the brokers left, a zone that
+// topics need) nothing is removed and ScaleDownBlocked says why. The
+// StatefulSets' PVC retention (deleteClaimOnScaleDown) acts only when the
+// replicas shrink, so only on drained brokers.
+func (r *KafkaClusterReconciler) reconcileScaleDown(ctx context.Context, s *clusterScope) error {
+	kc := s.cluster
+	reader := r.LiveReader
+	if reader == nil {
+		reader = r.Client
+	}
+	// Live: a cached StatefulSet older than our own last scale-up would
+	// hide brokers that still hold replicas.
+	var list appsv1.StatefulSetList
+	if err := reader.List(ctx, &list, client.InNamespace(kc.Namespace), client.MatchingLabels(brokerSelector(kc))); err != nil {
+		return fmt.Errorf("list StatefulSets: %w", err)
+	}
+	spec := map[string]int32{}
+	for _, zi := range s.zones {
+		spec[zi.Zone.Name] = zi.Zone.Brokers
+	}
+	current := map[string]int32{}
+	shrinking := false
+	for i := range list.Items {
+		sts := &list.Items[i]
+		if !metav1.IsControlledBy(sts, kc) {
+			continue
+		}
+		zone := sts.Labels[LabelZone]
+		current[zone] = ptr.Deref(sts.Spec.Replicas, 0)
+		shrinking = shrinking || current[zone] > spec[zone]
+	}
+	s.keepReplicas = current
+	if !shrinking {
+		s.keepReplicas = nil
+		if sc := kc.Status.Scaling; sc != nil && sc.Phase != ScalingPhaseRebalancing {
+			kc.Status.Scaling = nil
+		}
+		meta.RemoveStatusCondition(&kc.Status.Conditions, ConditionScaleDownBlocked)
+		return nil
+	}
+	s.requeueAfter = minPositive(s.requeueAfter, scalingRequeue)
+	md, err := r.readPlanMetadata(ctx, kc)
+	if err != nil {
+		// Never shrink without knowing where the replicas are.
+		r.setScaling(kc, strata.ScalingStatus{Phase: ScalingPhaseDraining, Message: fmt.Sprintf("scale-down waits: cannot read the Kafka metadata: %v", err)})
+		return nil
+	}
+	maxMoves := int(cmp.Or(kc.Spec.Rebalance.MaxConcurrentMoves, strata.DefaultMaxConcurrentMoves))
+	d := plan.NextDrain(wantedBrokers(s.zones), md, maxMoves)
+	if d.Impossible != "" {
+		was := kc.Status.Scaling != nil && kc.Status.Scaling.Phase == ScalingPhaseBlocked && kc.Status.Scaling.Message == d.Impossible
+		if !was {
+			r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventScaleDownBlocked, "Drain", "scale-down refused, nothing removed: %s", d.Impossible)
+		}
+		r.setScaling(kc, strata.ScalingStatus{Phase: ScalingPhaseBlocked, MovesInFlight: int32(d.InFlight), Message: d.Impossible})
+		setCondition(kc, ConditionScaleDownBlocked, metav1.ConditionTrue, ReasonDrainImpossible, d.Impossible+"; nothing is removed until the spec changes")
+		return nil
+	}
+	meta.RemoveStatusCondition(&kc.Status.Conditions, ConditionScaleDownBlocked)
+	toRemove := brokersToRemove(wantedBrokers(s.zones), md)
+	drained := int32(-1)
+	if d.Empty {
+		drained = d.Broker
+	}
+	s.keepReplicas = KeepReplicas(current, spec, toRemove, drained, kc.Status.BrokerIDBlocks)
+	st := strata.ScalingStatus{Phase: ScalingPhaseDraining, MovesInFlight: int32(d.InFlight), Message: d.Reason}
+	if prev := kc.Status.Scaling; prev != nil && prev.Phase == ScalingPhaseDraining {
+		st.MovesStarted = prev.MovesStarted
+	}
+	if d.Broker >= 0 {
+		st.Broker = ptr.To(d.Broker)
+		st.PartitionsLeft = int32(partitionsOn(md, d.Broker))
+	}
+	if d.Empty {
+		r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventBrokerDrained, "Drain", "broker %d (zone %s) holds no replica and leads nothing: removing its pod", d.Broker, d.Zone)
+	}
+	if len(d.Moves) > 0 {
+		n, err := r.startMoves(ctx, kc, d.Moves)
+		st.MovesStarted += int32(n)
+		if err != nil {
+			r.setScaling(kc, st)
+			return fmt.Errorf("drain broker %d: %w", d.Broker, err)
+		}
+		r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventDrainMoves, "Drain", "draining broker %d (zone %s): %d reassignments started", d.Broker, d.Zone, n)
+	}
+	r.setScaling(kc, st)
+	return nil
+}
+
+// brokersToRemove are the brokers the metadata knows (registered or
+// named in a replica list) that the spec does not want: NextDrain's set.
+func brokersToRemove(wanted []plan.Wanted, md plan.Metadata) []int32 {
+	want := map[int32]bool{}
+	for _, w := range wanted {
+		want[w.ID] = true
+	}
+	seen := map[int32]bool{}
+	var out []int32
+	add := func(id int32) {
+		if !want[id] && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	for _, b := range md.Brokers {
+		add(b.ID)
+	}
+	for _, p := range md.Partitions {
+		for _, id := range slices.Concat(p.Replicas, p.Adding, p.Removing) {
+			add(id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func partitionsOn(md plan.Metadata, id int32) int {
+	n := 0
+	for _, p := range md.Partitions {
+		if slices.Contains(p.Replicas, id) {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *KafkaClusterReconciler) setScaling(kc *strata.KafkaCluster, st strata.ScalingStatus) {
+	kc.Status.Scaling = &st
+}
+
+// startMoves starts the reassignments; n is how many the brokers took.
+func (r *KafkaClusterReconciler) startMoves(ctx context.Context, kc *strata.KafkaCluster, moves []placement.Move) (n int, err error) {
+	adm, err := r.Admin.Admin(kc)
+	if err != nil {
+		return 0, err
+	}
+	var req kadm.AlterPartitionAssignmentsReq
+	for _, m := range moves {
+		req.Assign(m.Topic, m.Partition, m.To)
+	}
+	ctx, cancel := context.WithTimeout(ctx, AdminCallTimeout)
+	defer cancel()
+	resps, err := adm.AlterPartitionAssignments(ctx, req)
+	if err != nil {
+		return 0, fmt.Errorf("alter partition assignments: %w", err)
+	}
+	var failed []string
+	for _, resp := range resps.Sorted() {
+		if resp.Err != nil {
+			failed = append(failed, fmt.Sprintf("%s-%d: %v", resp.Topic, resp.Partition, withMessage(resp.Err, resp.ErrMessage)))
+			continue
+		}
+		n++
+	}
+	if len(failed) > 0 {
+		r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventReassignmentFailed, "Reassign", "%d reassignments refused: %s", len(failed), strings.Join(failed[:min(len(failed), 5)], "; "))
+		return n, fmt.Errorf("%d reassignments refused, the first: %s", len(failed), failed[0])
+	}
+	return n, nil
+}
+
+// reconcileRebalance moves replicas onto new brokers after a scale-up
+// (plan.RebalanceMoves) once every wanted broker pod is ready, no roll or
+// drain is in progress, and the Kafka health probe shows a wanted broker
+// that holds no replica (or a rebalance is already under way). The check
+// on the probe's metadata keeps a settled cluster from paying for the
+// full read every reconcile.
+func (r *KafkaClusterReconciler) reconcileRebalance(ctx context.Context, s *clusterScope) error {
+	kc := s.cluster
+	if kc.Status.Roll != nil || s.keepReplicas != nil || !s.podsReady {
+		return nil
+	}
+	under := kc.Status.Scaling != nil && kc.Status.Scaling.Phase == ScalingPhaseRebalancing
+	if !under {
+		if s.metadata == nil || !emptyWantedBroker(*s.metadata, wantedBrokers(s.zones)) {
+			return nil
+		}
+	}
+	md, err := r.readPlanMetadata(ctx, kc)
+	if err != nil {
+		return nil // the Kafka health line reports an unreachable cluster
+	}
+	maxMoves := int(cmp.Or(kc.Spec.Rebalance.MaxConcurrentMoves, strata.DefaultMaxConcurrentMoves))
+	rb := plan.RebalanceMoves(wantedBrokers(s.zones), md, maxMoves)
+	st := strata.ScalingStatus{Phase: ScalingPhaseRebalancing, MovesInFlight: int32(rb.InFlight), Message: rb.Reason}
+	if under {
+		st.MovesStarted = kc.Status.Scaling.MovesStarted
+	}
+	if len(rb.Moves) == 0 {
+		if rb.InFlight == 0 {
+			if under {
+				r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventRebalanceMoves, "Rebalance", "rebalance done: %d reassignments made", st.MovesStarted)
+			}
+			kc.Status.Scaling = nil
+			return nil
+		}
+		r.setScaling(kc, st)
+		s.requeueAfter = minPositive(s.requeueAfter, scalingRequeue)
+		return nil
+	}
+	n, err := r.startMoves(ctx, kc, rb.Moves)
+	st.MovesStarted += int32(n)
+	r.setScaling(kc, st)
+	s.requeueAfter = minPositive(s.requeueAfter, scalingRequeue)
+	if err != nil {
+		return fmt.Errorf("rebalance: %w", err)
+	}
+	r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventRebalanceMoves, "Rebalance", "%d reassignments started: %s", n, rb.Reason)
+	return nil
+}
+
+// emptyWantedBroker says whether some wanted broker holds no replica
+// while there are more partitions than that would explain.
+func emptyWantedBroker(md kadm.Metadata, wanted []plan.Wanted) bool {
+	holds := map[int32]int{}
+	partitions := 0
+	md.Topics.EachPartition(func(p kadm.PartitionDetail) {
+		partitions++
+		for _, id := range p.Replicas {
+			holds[id]++
+		}
+	})
+	if partitions < len(wanted) {
+		return false
+	}
+	for _, w := range wanted {
+		if holds[w.ID] == 0 {
+			return true
+		}
+	}
+	return false
+}

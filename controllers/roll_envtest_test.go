@@ -1,0 +1,254 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	strata "github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/controllers"
+)
+
+// workload is a continuous idempotent acks=all producer: record values
+// are 0, 1, 2, ...; it keeps which ones were acknowledged, the errors its
+// promises got, and every NOT_ENOUGH_REPLICAS the brokers answered, even
+// one the client retried away (franz-go retries it, so only its debug log
+// shows it).
+type workload struct {
+	topic  string
+	cl     *kgo.Client
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu        sync.Mutex
+	acked     map[int64]bool
+	errs      []string
+	notEnough []string
+}
+
+type notEnoughLogger struct{ w *workload }
+
+func (l notEnoughLogger) Level() kgo.LogLevel { return kgo.LogLevelDebug }
+
+func (l notEnoughLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	line := msg + " " + fmt.Sprint(keyvals...)
+	if level <= kgo.LogLevelWarn {
+		fmt.Fprintf(GinkgoWriter, "producer %s: %s\n", level, line)
+	}
+	if strings.Contains(line, "NOT_ENOUGH_REPLICAS") {
+		l.w.mu.Lock()
+		l.w.notEnough = append(l.w.notEnough, line)
+		l.w.mu.Unlock()
+	}
+}
+
+func startWorkload(seeds []string, topic string) *workload {
+	GinkgoHelper()
+	w := &workload{topic: topic, acked: map[int64]bool{}, done: make(chan struct{})}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MaxBufferedRecords(64), kgo.ProducerLinger(0),
+		kgo.WithLogger(notEnoughLogger{w}))
+	Expect(err).NotTo(HaveOccurred())
+	w.cl = cl
+	ctx, cancel := context.WithCancel(suiteCtx)
+	w.cancel = cancel
+	go func() {
+		defer close(w.done)
+		for seq := int64(0); ctx.Err() == nil; seq++ {
+			rec := &kgo.Record{Value: []byte(strconv.FormatInt(seq, 10))}
+			cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				if err != nil {
+					if ctx.Err() == nil {
+						w.errs = append(w.errs, fmt.Sprintf("record %s: %v", r.Value, err))
+					}
+					return
+				}
+				w.acked[seq] = true
+			})
+		}
+	}()
+	DeferCleanup(func() { w.Stop(); cl.Close() })
+	return w
+}
+
+// Acked is how many records were acknowledged so far.
+func (w *workload) Acked() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.acked)
+}
+
+// Stop stops producing and waits for the records in flight.
+func (w *workload) Stop() {
+	select {
+	case <-w.done:
+		return
+	default:
+	}
+	ctx, cancel := context.WithTimeout(suiteCtx, time.Minute)
+	defer cancel()
+	_ = w.cl.Flush(ctx)
+	w.cancel()
+	<-w.done
+}
+
+// Verify stops the producer and reads the topic from the start: every
+// acknowledged record is there, and each partition holds its records in
+// the order they were produced, each once.
+func (w *workload) Verify(ctx context.Context, seeds []string) {
+	GinkgoHelper()
+	w.Stop()
+	w.mu.Lock()
+	acked := len(w.acked)
+	errs, notEnough := slices.Clone(w.errs), slices.Clone(w.notEnough)
+	w.mu.Unlock()
+	Expect(errs).To(BeEmpty(), "produce errors")
+	Expect(notEnough).To(BeEmpty(), "NOT_ENOUGH_REPLICAS answers seen by the producer")
+	Expect(acked).To(BeNumerically(">", 0))
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(w.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	Expect(err).NotTo(HaveOccurred())
+	defer cl.Close()
+	seen := map[int64]bool{}
+	last := map[int32]int64{}
+	missing := func() int {
+		n := 0
+		for seq := range w.acked {
+			if !seen[seq] {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for missing() > 0 {
+		Expect(time.Now().Before(deadline)).To(BeTrue(), "%d of %d acknowledged records not found", missing(), acked)
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			seq, err := strconv.ParseInt(string(r.Value), 10, 64)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(seen[seq]).To(BeFalse(), "record %d twice (partition %d offset %d)", seq, r.Partition, r.Offset)
+			if prev, ok := last[r.Partition]; ok {
+				Expect(seq).To(BeNumerically(">", prev), "partition %d out of order at offset %d", r.Partition, r.Offset)
+			}
+			last[r.Partition] = seq
+			seen[seq] = true
+		})
+	}
+	fmt.Fprintf(GinkgoWriter, "workload: %d records acknowledged, all read back in order\n", acked)
+}
+
+// rollSpec is a cluster of one broker in each of zones a, b, c without
+// WAL, on the loopback brokers' etcd.
+func rollSpec(ns, name string, brokers map[string]int32) (*strata.KafkaCluster, *loopbackCluster) {
+	GinkgoHelper()
+	kc := &strata.KafkaCluster{Spec: strata.KafkaClusterSpec{WAL: strata.WALSpec{Enabled: ptr.To(false)}, Config: map[string]string{}}}
+	for _, z := range []string{"a", "b", "c"} {
+		kc.Spec.Zones = append(kc.Spec.Zones, strata.ZoneSpec{Name: z, Brokers: brokers[z]})
+	}
+	kc.Namespace, kc.Name = ns, name
+	lb := startLoopbackBrokers(kc)
+	kc.Spec.Metadata.ExternalEndpoints = lb.Etcd
+	Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+	return kc, lb
+}
+
+// createTopic creates a topic (retrying until the brokers take it).
+func createTopic(ctx context.Context, adm *kadm.Client, name string, partitions int32, rf int16, configs map[string]*string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		resp, err := adm.CreateTopic(ctx, partitions, rf, configs, name)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(resp.Err).NotTo(HaveOccurred())
+	}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+}
+
+// podsCurrent says whether every broker pod of kc runs its StatefulSet's
+// current template.
+func podsCurrent(g Gomega, kc *strata.KafkaCluster) {
+	for _, z := range kc.Spec.Zones {
+		sts, err := getSTS(kc.Namespace, controllers.ZoneStatefulSetName(kc.Name, z.Name))
+		g.Expect(err).NotTo(HaveOccurred())
+		want := sts.Spec.Template.Annotations[controllers.AnnotationTemplateHash]
+		for ord := range z.Brokers {
+			pod := &corev1.Pod{}
+			g.Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: kc.Namespace, Name: controllers.BrokerPodName(kc.Name, z.Name, ord)}, pod)).To(Succeed())
+			g.Expect(pod.Annotations[controllers.AnnotationTemplateHash]).To(Equal(want), "pod %s", pod.Name)
+			g.Expect(isPodReadyTest(pod)).To(BeTrue(), "pod %s ready", pod.Name)
+		}
+	}
+}
+
+var _ = Describe("Rolling restarts", func() {
+	It("roll every broker one at a time on a config change, with no acknowledged record lost", func(ctx SpecContext) {
+		ns := newNamespace()
+		kc, lb := rollSpec(ns, "roll", map[string]int32{"a": 1, "b": 1, "c": 1})
+		k := startKubelet(kc, lb)
+
+		cl, err := kgo.NewClient(kgo.SeedBrokers(lb.Addrs()...))
+		Expect(err).NotTo(HaveOccurred())
+		defer cl.Close()
+		adm := kadm.NewClient(cl)
+		createTopic(ctx, adm, "events", 3, 3, map[string]*string{"min.insync.replicas": ptr.To("2")})
+
+		By("the emulated StatefulSets bring every pod up: Ready, nothing to roll")
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "roll")
+			podsCurrent(g, got)
+			g.Expect(got.Status.Roll).To(BeNil())
+			g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, strata.ConditionReady)).To(BeTrue(), "%+v", got.Status.Conditions)
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+		Expect(k.MaxDown()).To(BeNumerically("<=", 3)) // the cold start
+
+		w := startWorkload(lb.Addrs(), "events")
+		Eventually(w.Acked).WithContext(ctx).WithTimeout(timeout).Should(BeNumerically(">", 100))
+		k.mu.Lock()
+		k.maxDown = len(k.down) // count from here: the roll only
+		k.mu.Unlock()
+
+		By("a config change: the operator restarts the three brokers one at a time")
+		start := time.Now()
+		updateCluster(ns, "roll", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"log.retention.ms": "3600000"}
+		})
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "roll")
+			g.Expect(got.Status.Roll).NotTo(BeNil())
+			g.Expect(got.Status.Roll.Pending).NotTo(BeEmpty())
+			c := meta.FindStatusCondition(got.Status.Conditions, strata.ConditionReconciling)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(BeEquivalentTo("True"))
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "roll")
+			podsCurrent(g, got)
+			g.Expect(got.Status.Roll).To(BeNil())
+			for _, id := range []int32{0, 100, 200} {
+				g.Expect(k.Restarts(id)).To(Equal(1), "restarts of broker %d", id)
+			}
+		}).WithContext(ctx).WithTimeout(3 * timeout).Should(Succeed())
+		fmt.Fprintf(GinkgoWriter, "roll of 3 brokers took %s\n", time.Since(start).Round(100*time.Millisecond))
+		Expect(k.MaxDown()).To(Equal(1), "brokers down at the same time during the roll")
+		acked := w.Acked()
+		Eventually(w.Acked).WithContext(ctx).WithTimeout(timeout).Should(BeNumerically(">", acked+100), "the producer goes on after the roll")
+		w.Verify(ctx, lb.Addrs())
+	}, SpecTimeout(8*time.Minute))
+
+})
