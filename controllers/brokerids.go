@@ -18,12 +18,17 @@ import (
 //   - a zone without an active block gets a new block whose base is one
 //     block above the highest base ever handed out (the first is 0);
 //   - blocks are never renumbered, whatever the order of spec.zones;
-//   - a zone that left the spec keeps its block, marked retired; if it
-//     comes back it gets a fresh block, because its old brokers' data and
-//     metadata are gone.
+//   - a zone that left the spec keeps its block active while its brokers
+//     still run (running: zones that still have a broker StatefulSet;
+//     they are drained before they go, and a removal that is refused
+//     keeps them); if it comes back meanwhile, it gets its brokers and
+//     their data back under the same IDs;
+//   - once its brokers are gone the block is retired; if the zone comes
+//     back after that it gets a fresh block, because its old brokers'
+//     data and metadata are gone.
 //
 // The existing slice is not modified.
-func AssignBrokerIDBlocks(existing []strata.BrokerIDBlock, zones []strata.ZoneSpec) ([]strata.BrokerIDBlock, bool) {
+func AssignBrokerIDBlocks(existing []strata.BrokerIDBlock, zones []strata.ZoneSpec, running []string) ([]strata.BrokerIDBlock, bool) {
 	blocks := make([]strata.BrokerIDBlock, len(existing))
 	copy(blocks, existing)
 	changed := false
@@ -31,6 +36,9 @@ func AssignBrokerIDBlocks(existing []strata.BrokerIDBlock, zones []strata.ZoneSp
 	inSpec := make(map[string]bool, len(zones))
 	for _, z := range zones {
 		inSpec[z.Name] = true
+	}
+	for _, z := range running {
+		inSpec[z] = true
 	}
 	next := int32(0)
 	for i := range blocks {

@@ -35,6 +35,7 @@ func TestAssignBrokerIDBlocks(t *testing.T) {
 		name        string
 		existing    []strata.BrokerIDBlock
 		zones       []strata.ZoneSpec
+		running     []string
 		want        []strata.BrokerIDBlock
 		wantChanged bool
 	}{
@@ -65,6 +66,20 @@ func TestAssignBrokerIDBlocks(t *testing.T) {
 			wantChanged: true,
 		},
 		{
+			name:     "a removed zone whose brokers still run (drained first, or the removal refused) keeps its block",
+			existing: []strata.BrokerIDBlock{block("a", 0, false), block("b", 100, false)},
+			zones:    zones("a"),
+			running:  []string{"a", "b"},
+			want:     []strata.BrokerIDBlock{block("a", 0, false), block("b", 100, false)},
+		},
+		{
+			name:     "a zone that comes back before its brokers went gets them back under the same IDs",
+			existing: []strata.BrokerIDBlock{block("a", 0, false), block("b", 100, false)},
+			zones:    zones("a", "b"),
+			running:  []string{"a", "b"},
+			want:     []strata.BrokerIDBlock{block("a", 0, false), block("b", 100, false)},
+		},
+		{
 			name:        "a zone that comes back gets a fresh block",
 			existing:    []strata.BrokerIDBlock{block("a", 0, false), block("b", 100, true)},
 			zones:       zones("a", "b"),
@@ -82,7 +97,7 @@ func TestAssignBrokerIDBlocks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := append([]strata.BrokerIDBlock(nil), tt.existing...)
-			got, changed := AssignBrokerIDBlocks(tt.existing, tt.zones)
+			got, changed := AssignBrokerIDBlocks(tt.existing, tt.zones, tt.running)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("blocks = %+v, want %+v", got, tt.want)
 			}

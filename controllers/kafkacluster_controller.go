@@ -323,7 +323,19 @@ func (r *KafkaClusterReconciler) assignBrokerIDBlocks(ctx context.Context, s *cl
 	if err != nil {
 		return fmt.Errorf("broker ID record %s and status disagree: %w", key.Name, err)
 	}
-	blocks, _ := AssignBrokerIDBlocks(known, kc.Spec.Zones)
+	// Zones that left the spec but still have brokers keep their block
+	// until the brokers are drained and gone (reconcileRemovedZones).
+	var sets appsv1.StatefulSetList
+	if err := reader.List(ctx, &sets, client.InNamespace(kc.Namespace), client.MatchingLabels(brokerSelector(kc))); err != nil {
+		return fmt.Errorf("list StatefulSets: %w", err)
+	}
+	var running []string
+	for i := range sets.Items {
+		if metav1.IsControlledBy(&sets.Items[i], kc) {
+			running = append(running, sets.Items[i].Labels[LabelZone])
+		}
+	}
+	blocks, _ := AssignBrokerIDBlocks(known, kc.Spec.Zones, running)
 
 	if !found || !slices.Equal(recorded, blocks) {
 		want, err := BuildBrokerIDRecord(kc, blocks)

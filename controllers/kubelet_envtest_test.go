@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -58,7 +61,10 @@ type kubelet struct {
 	maxDown  int
 	restarts map[int32]int
 	removed  map[int32]bool
-	log      []string
+	// violations: pods removed by a scale-down while the metadata still
+	// named their broker in a replica list.
+	violations []string
+	log        []string
 }
 
 // startKubelet starts the emulator for kc (which must exist by the time
@@ -263,9 +269,51 @@ func (k *kubelet) syncPod(ctx context.Context, sts *appsv1.StatefulSet, pod *cor
 	}
 }
 
+// drainedBeforeRemoval lists the scale-down removals of a broker that
+// still held replicas.
+func (k *kubelet) drainedBeforeRemoval() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.violations)
+}
+
+// holdsReplicas reads the metadata as an independent witness: the
+// partitions whose replica list names broker id.
+func (k *kubelet) holdsReplicas(ctx context.Context, id int32) ([]string, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.lc.Addrs()...))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	md, err := kadm.NewClient(cl).Metadata(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var held []string
+	md.Topics.EachPartition(func(p kadm.PartitionDetail) {
+		if slices.Contains(p.Replicas, id) {
+			held = append(held, fmt.Sprintf("%s-%d", p.Topic, p.Partition))
+		}
+	})
+	return held, nil
+}
+
 // scaleDownPod removes a pod beyond the StatefulSet's replicas and stops
-// its broker for good.
+// its broker for good, noting it when the broker still held replicas.
 func (k *kubelet) scaleDownPod(ctx context.Context, pod *corev1.Pod, id int32) error {
+	if k.isRunning(id) {
+		held, err := k.holdsReplicas(ctx, id)
+		if err != nil {
+			return fmt.Errorf("metadata before removing broker %d: %w", id, err)
+		}
+		if len(held) > 0 {
+			k.mu.Lock()
+			k.violations = append(k.violations, fmt.Sprintf("broker %d removed holding %v", id, held))
+			k.mu.Unlock()
+		}
+	}
 	if b := k.lc.broker(id); b != nil && k.isRunning(id) {
 		k.logf("broker %d: scaled down, stopping pod %s (SIGTERM)", id, pod.Name)
 		b.Stop()
