@@ -27,6 +27,16 @@
 // rate-limited preferred-leader elections. The decisions (health summary,
 // drift, readiness) are pure functions with table tests.
 //
+// The KafkaCluster reconciler also carries out the decisions of package
+// plan: rolling restarts one broker at a time across the cluster
+// (kafkacluster_roll.go: StatefulSets with OnDelete, a pod is current when
+// its template-hash annotation matches, plan.NextRestart names the one pod
+// to delete), the drain of brokers before a scale-down or zone removal
+// and the rebalance after a scale-up (kafkacluster_scale.go: NextDrain,
+// RebalanceMoves, reassignments capped by spec.rebalance). It reads pods
+// and StatefulSets from the API server for these, never from the cache,
+// and does nothing destructive when Kafka cannot be read.
+//
 // The KafkaTopic reconciler (kafkatopic_controller.go) owns topics through
 // the Kafka admin API of their cluster (AdminPool, kafkaadmin.go): create,
 // incremental config changes, added partitions, replication factor changes

@@ -614,6 +614,7 @@ var _ = Describe("CRD validation", func() {
 		Expect(kc.Spec.Storage.Size.String()).To(Equal("100Gi"))
 		Expect(kc.Spec.Image).To(Equal(strata.DefaultImage))
 		Expect(kc.Spec.DeletionPolicy).To(Equal(strata.DeletionPolicyRetain))
+		Expect(kc.Spec.Rebalance.MaxConcurrentMoves).To(BeEquivalentTo(strata.DefaultMaxConcurrentMoves))
 	})
 
 	DescribeTable("rejects invalid KafkaClusters",
@@ -624,6 +625,10 @@ var _ = Describe("CRD validation", func() {
 		},
 		Entry("duplicate zone names", func(kc *strata.KafkaCluster) { kc.Spec.Zones[1].Name = "a" },
 			"zone names must be unique"),
+		Entry("a replication throttle, which the brokers do not have", func(kc *strata.KafkaCluster) { kc.Spec.Rebalance.Throttle = ptr.To[int64](10 << 20) },
+			"spec.rebalance.throttle is not supported: Strata brokers have no replication throttle yet"),
+		Entry("no concurrent moves", func(kc *strata.KafkaCluster) { kc.Spec.Rebalance.MaxConcurrentMoves = -1 },
+			"spec.rebalance.maxConcurrentMoves", "should be greater than or equal to 1"),
 		Entry("no zones", func(kc *strata.KafkaCluster) { kc.Spec.Zones = []strata.ZoneSpec{} },
 			"spec.zones", "should have at least 1 items"),
 		Entry("negative brokers", func(kc *strata.KafkaCluster) { kc.Spec.Zones[0].Brokers = -1 },

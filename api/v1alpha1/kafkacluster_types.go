@@ -416,11 +416,13 @@ type KafkaClusterStatus struct {
 
 	// Conditions (kstatus conventions, each with observedGeneration):
 	// Ready (Kafka serves: pods, brokers registered, no offline partition,
-	// metadata healthy), Reconciling (a roll or a retried error), Stalled
-	// (the spec cannot be realised: InvalidSpec, FastBucketNotFound,
-	// FastBucketZoneMismatch, ObjectConflict), Degraded (under-replicated
+	// metadata healthy), Reconciling (a roll, RollingOut or RollBlocked, or
+	// a retried error), Stalled (the spec cannot be realised: InvalidSpec,
+	// FastBucketNotFound, FastBucketZoneMismatch, ObjectConflict; or a roll
+	// stuck for 10 minutes: RollStuck), Degraded (under-replicated
 	// partitions, brokers falling back to inline replication, unreachable
-	// buckets), MetadataHealthy, KafkaReachable.
+	// buckets), MetadataHealthy, KafkaReachable, ScaleDownBlocked (a
+	// scale-down that cannot be done; nothing is removed).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
