@@ -156,8 +156,8 @@ func (r *KafkaClusterReconciler) reconcileScaleDown(ctx context.Context, s *clus
 		st.Broker = ptr.To(d.Broker)
 		st.PartitionsLeft = int32(partitionsOn(md, d.Broker))
 	}
-	if d.Empty {
-		r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventBrokerDrained, "Drain", "broker %d (zone %s) holds no replica and leads nothing: removing its pod", d.Broker, d.Zone)
+	if d.Empty && s.keepReplicas[d.Zone] < current[d.Zone] {
+		r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventBrokerDrained, "Drain", "broker %d (zone %s) holds no replica and leads nothing: its pod goes", d.Broker, d.Zone)
 	}
 	if len(d.Moves) > 0 {
 		n, err := r.startMoves(ctx, kc, d.Moves)

@@ -169,4 +169,54 @@ var _ = Describe("Scaling", func() {
 		Eventually(w.Acked).WithContext(ctx).WithTimeout(timeout).Should(BeNumerically(">", acked+100), "the producer goes on")
 		w.Verify(ctx, lb.Addrs())
 	}, SpecTimeout(10*time.Minute))
+
+	It("drains a removed zone before its StatefulSet goes to zero and is deleted", func(ctx SpecContext) {
+		ns := newNamespace()
+		kc := &strata.KafkaCluster{Spec: strata.KafkaClusterSpec{WAL: strata.WALSpec{Enabled: ptr.To(false)}}}
+		for _, z := range []string{"a", "b", "c", "d"} {
+			kc.Spec.Zones = append(kc.Spec.Zones, strata.ZoneSpec{Name: z, Brokers: 1})
+		}
+		kc.Namespace, kc.Name = ns, "zones"
+		lb := startLoopbackBrokers(kc)
+		kc.Spec.Metadata.ExternalEndpoints = lb.Etcd
+		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+		k := startKubelet(kc, lb)
+
+		cl, err := kgo.NewClient(kgo.SeedBrokers(lb.Addrs()...))
+		Expect(err).NotTo(HaveOccurred())
+		defer cl.Close()
+		adm := kadm.NewClient(cl)
+		createTopic(ctx, adm, "events", 8, 3, map[string]*string{"min.insync.replicas": ptr.To("2")})
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "zones")
+			podsCurrent(g, got)
+			g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, strata.ConditionReady)).To(BeTrue(), "%+v", got.Status.Conditions)
+			g.Expect(replicasPerBroker(ctx, g, adm, "events")[300]).To(BeNumerically(">", 0), "zone d holds replicas")
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+		w := startWorkload(lb.Addrs(), "events")
+		Eventually(w.Acked).WithContext(ctx).WithTimeout(timeout).Should(BeNumerically(">", 100))
+
+		By("zone d leaves the spec: its broker is drained, then its StatefulSet goes to zero and is deleted")
+		updateCluster(ns, "zones", func(kc *strata.KafkaCluster) { kc.Spec.Zones = kc.Spec.Zones[:3] })
+		Eventually(func(g Gomega) {
+			_, err := getSTS(ns, "zones-d")
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "StatefulSet of zone d still there")
+		}).WithContext(ctx).WithTimeout(3 * timeout).Should(Succeed())
+		Expect(k.Removed(300)).To(BeTrue())
+		Expect(k.drainedBeforeRemoval()).To(BeEmpty(), "pods removed while their broker still held replicas")
+		Eventually(func(g Gomega) {
+			per := replicasPerBroker(ctx, g, adm, "events")
+			g.Expect(per).NotTo(HaveKey(int32(300)))
+			// Still one replica per zone: 8 partitions x 3 replicas over
+			// the three zones left.
+			g.Expect(per).To(Equal(map[int32]int{0: 8, 100: 8, 200: 8}))
+			got := getCluster(ns, "zones")
+			g.Expect(got.Status.BrokerIDBlocks).To(ContainElement(strata.BrokerIDBlock{Zone: "d", Base: 300, Retired: true}))
+			g.Expect(got.Status.Scaling).To(BeNil())
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+
+		acked := w.Acked()
+		Eventually(w.Acked).WithContext(ctx).WithTimeout(timeout).Should(BeNumerically(">", acked+100), "the producer goes on")
+		w.Verify(ctx, lb.Addrs())
+	}, SpecTimeout(8*time.Minute))
 })
