@@ -92,6 +92,10 @@ type KafkaClusterReconciler struct {
 	// preferred-leader elections in one cluster; zero means
 	// LeaderElectionMinInterval.
 	LeaderElectionInterval time.Duration
+	// RollStuckAfter is how long a rolling restart may wait for its next
+	// restart before it is reported Stalled (RollStuck); zero means
+	// DefaultRollStuckAfter.
+	RollStuckAfter time.Duration
 
 	kafkaBackoffOnce sync.Once
 	kafkaBackoff     *flowcontrol.Backoff

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,15 +67,18 @@ const (
 const (
 	// rollRequeue and scalingRequeue: how soon a reconcile looks again
 	// while a roll or scaling is under way (pods are not watched).
-	rollRequeue           = 2 * time.Second
-	scalingRequeue        = 2 * time.Second
-	defaultRollStuckAfter = 10 * time.Minute
+	rollRequeue    = 2 * time.Second
+	scalingRequeue = 2 * time.Second
 )
 
-// RollStuckAfter is how long a roll may wait for the next restart (the
-// broker restarted last not back in its ISRs, a partition
+// DefaultRollStuckAfter is how long a roll may wait for its next restart
+// (the broker restarted last not back in its ISRs, a partition
 // under-replicated) before it is reported Stalled with reason RollStuck.
-var RollStuckAfter = defaultRollStuckAfter
+const DefaultRollStuckAfter = 10 * time.Minute
+
+func (r *KafkaClusterReconciler) rollStuckAfter() time.Duration {
+	return cmp.Or(r.RollStuckAfter, DefaultRollStuckAfter)
+}
 
 // readPlanMetadata reads what the decisions need through the admin
 // client: Metadata, the reassignments in flight and every topic's
@@ -246,7 +250,7 @@ func (r *KafkaClusterReconciler) reconcileRoll(ctx context.Context, s *clusterSc
 			"while broker %d restarts, %d partitions with replication factor not above min.insync.replicas refuse acks=all writes: %s",
 			d.BrokerID, len(d.Unavailable), strings.Join(d.Unavailable[:min(len(d.Unavailable), 5)], ", "))
 	}
-	st, _ := NextRollStatus(kc.Status.Roll, pending, d, time.Now(), RollStuckAfter)
+	st, _ := NextRollStatus(kc.Status.Roll, pending, d, time.Now(), r.rollStuckAfter())
 	kc.Status.Roll = &st
 	setCondition(kc, strata.ConditionReconciling, metav1.ConditionTrue, ReasonRollingOut,
 		fmt.Sprintf("rolling restart, one broker at a time: %d of %d brokers outdated; %s", len(pending), len(planPods), d.Reason))
@@ -257,8 +261,8 @@ func (r *KafkaClusterReconciler) reconcileRoll(ctx context.Context, s *clusterSc
 // rollBlocked records a roll that may not restart anything now.
 func (r *KafkaClusterReconciler) rollBlocked(ctx context.Context, s *clusterScope, pending []int32, d plan.Restart) error {
 	kc := s.cluster
-	wasStuck := kc.Status.Roll != nil && kc.Status.Roll.BlockedSince != nil && time.Since(kc.Status.Roll.BlockedSince.Time) > RollStuckAfter
-	st, stuck := NextRollStatus(kc.Status.Roll, pending, d, time.Now(), RollStuckAfter)
+	wasStuck := kc.Status.Roll != nil && kc.Status.Roll.BlockedSince != nil && time.Since(kc.Status.Roll.BlockedSince.Time) > r.rollStuckAfter()
+	st, stuck := NextRollStatus(kc.Status.Roll, pending, d, time.Now(), r.rollStuckAfter())
 	kc.Status.Roll = &st
 	s.requeueAfter = minPositive(s.requeueAfter, rollRequeue)
 	log.FromContext(ctx).V(logDebug).Info("rolling restart waits", "reason", d.Reason, "pending", len(pending))

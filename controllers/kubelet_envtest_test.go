@@ -61,6 +61,9 @@ type kubelet struct {
 	maxDown  int
 	restarts map[int32]int
 	removed  map[int32]bool
+	// holdRestarts: a deleted pod is re-created but its broker is not
+	// started again (a pod crash-looping on its new template).
+	holdRestarts bool
 	// violations: pods removed by a scale-down while the metadata still
 	// named their broker in a replica list.
 	violations []string
@@ -111,6 +114,15 @@ func (k *kubelet) logf(format string, args ...any) {
 	fmt.Fprintln(GinkgoWriter, "kubelet:", line)
 }
 
+// HoldRestarts makes re-created pods' brokers stay down (true) or start
+// again (false), as a pod that crash-loops on its new template and one
+// that is fixed.
+func (k *kubelet) HoldRestarts(hold bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.holdRestarts = hold
+}
+
 // MaxDown is the most brokers that should run seen down at the same time.
 func (k *kubelet) MaxDown() int {
 	k.mu.Lock()
@@ -147,6 +159,12 @@ func (k *kubelet) setRunning(id int32, running bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.running[id] = running
+}
+
+func (k *kubelet) holding() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.holdRestarts
 }
 
 func (k *kubelet) isRunning(id int32) bool {
@@ -239,6 +257,8 @@ func (k *kubelet) syncPod(ctx context.Context, sts *appsv1.StatefulSet, pod *cor
 			k.logf("broker %d: new ordinal %d of zone %s, starting a broker", id, ord, zone)
 			k.lc.addBroker(k.key, zone, id, k.opts...)
 			k.setRunning(id, true)
+		case !k.isRunning(id) && k.holding():
+			k.setDown(id, true) // the pod exists but its broker does not start
 		case !k.isRunning(id):
 			k.setDown(id, true)
 			k.logf("broker %d: starting again", id)
@@ -249,6 +269,15 @@ func (k *kubelet) syncPod(ctx context.Context, sts *appsv1.StatefulSet, pod *cor
 			k.mu.Unlock()
 		}
 		return k.createPod(ctx, sts, ord)
+	case !k.isRunning(id) && !k.holding():
+		// A held pod whose hold was lifted: the kubelet starts it.
+		k.logf("broker %d: hold lifted, starting again", id)
+		k.lc.broker(id).Start()
+		k.setRunning(id, true)
+		k.mu.Lock()
+		k.restarts[id]++
+		k.mu.Unlock()
+		return nil
 	default:
 		ready := k.isRunning(id) && k.lc.readyz(id)
 		k.setDown(id, !ready)

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -251,4 +252,51 @@ var _ = Describe("Rolling restarts", func() {
 		w.Verify(ctx, lb.Addrs())
 	}, SpecTimeout(8*time.Minute))
 
+	It("stop at a broker that does not come back, report it stuck, and go on once it is back", func(ctx SpecContext) {
+		ns := newNamespace()
+		kc, lb := rollSpec(ns, "stuck", map[string]int32{"a": 1, "b": 1, "c": 1})
+		k := startKubelet(kc, lb)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(lb.Addrs()...))
+		Expect(err).NotTo(HaveOccurred())
+		defer cl.Close()
+		createTopic(ctx, kadm.NewClient(cl), "events", 3, 3, map[string]*string{"min.insync.replicas": ptr.To("2")})
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "stuck")
+			podsCurrent(g, got)
+			g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, strata.ConditionReady)).To(BeTrue(), "%+v", got.Status.Conditions)
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+		k.mu.Lock()
+		k.maxDown = len(k.down)
+		k.mu.Unlock()
+
+		By("a config change whose first restarted broker never comes back: the roll stops there and says so")
+		k.HoldRestarts(true)
+		updateCluster(ns, "stuck", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"log.retention.ms": "3600000"}
+		})
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "stuck")
+			c := meta.FindStatusCondition(got.Status.Conditions, strata.ConditionStalled)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue), c.Message)
+			g.Expect(c.Reason).To(Equal(controllers.ReasonRollStuck))
+			g.Expect(c.Message).To(ContainSubstring("rolling restart stuck"))
+			g.Expect(c.Message).To(ContainSubstring("is not ready: waiting for it before the next restart"))
+			g.Expect(got.Status.Roll).NotTo(BeNil())
+			g.Expect(got.Status.Roll.BlockedSince).NotTo(BeNil())
+			g.Expect(got.Status.Roll.Pending).To(HaveLen(2))
+			g.Expect(meta.IsStatusConditionFalse(got.Status.Conditions, strata.ConditionReconciling)).To(BeTrue())
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+		Expect(k.MaxDown()).To(Equal(1), "no other broker restarted while the first is down")
+
+		By("the broker comes back: the roll goes on and finishes, Stalled clears")
+		k.HoldRestarts(false)
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "stuck")
+			podsCurrent(g, got)
+			g.Expect(got.Status.Roll).To(BeNil())
+			g.Expect(meta.IsStatusConditionFalse(got.Status.Conditions, strata.ConditionStalled)).To(BeTrue())
+		}).WithContext(ctx).WithTimeout(3 * timeout).Should(Succeed())
+		Expect(k.MaxDown()).To(Equal(1))
+	}, SpecTimeout(6*time.Minute))
 })

@@ -39,6 +39,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		Admin:      admin,
 
 		KafkaProbeInterval: o.kafkaProbeInterval,
+		RollStuckAfter:     o.rollStuckAfter,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("KafkaCluster controller: %w", err)
 	}
@@ -70,6 +71,14 @@ type options struct {
 	endpoints          BrokerEndpoints
 	topicResync        time.Duration
 	kafkaProbeInterval time.Duration
+	rollStuckAfter     time.Duration
+}
+
+// WithRollStuckAfter sets how long a rolling restart may wait for its next
+// restart before it is reported Stalled with reason RollStuck (default
+// DefaultRollStuckAfter). Envtest suites shorten it.
+func WithRollStuckAfter(d time.Duration) Option {
+	return func(o *options) { o.rollStuckAfter = d }
 }
 
 // WithTopicResync sets how often KafkaTopics are compared with their Kafka
