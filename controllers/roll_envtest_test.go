@@ -285,6 +285,16 @@ var _ = Describe("Rolling restarts", func() {
 			g.Expect(got.Status.Roll).NotTo(BeNil())
 			g.Expect(got.Status.Roll.BlockedSince).NotTo(BeNil())
 			g.Expect(got.Status.Roll.Pending).To(HaveLen(2))
+			// Per broker while the roll runs: its pod's image, and whether
+			// it still waits for its restart.
+			outdated := 0
+			for _, b := range got.Status.Brokers {
+				g.Expect(b.Image).To(Equal(strata.DefaultImage), "broker %d", b.ID)
+				if b.Outdated {
+					outdated++
+				}
+			}
+			g.Expect(outdated).To(Equal(2))
 			g.Expect(meta.IsStatusConditionFalse(got.Status.Conditions, strata.ConditionReconciling)).To(BeTrue())
 		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
 		Expect(k.MaxDown()).To(Equal(1), "no other broker restarted while the first is down")
