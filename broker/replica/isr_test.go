@@ -104,8 +104,10 @@ func TestHWMCountsPendingISRAddition(t *testing.T) {
 // follower 3 commits but its answer is lost (an etcd timeout after the
 // commit). The leader must not forget the change: the HWM keeps counting
 // follower 3, and the change is asked again, which re-reads the record and
-// adopts the ISR that has 3. (The retry backoff is long so that the HWM is
-// checked before the retry; the test then asks for it.)
+// adopts the ISR that has 3, once the retry backoff has passed. (The
+// backoff is long so that the HWM is checked before the retry and checks
+// asked for in between are seen not to retry early; the test then ends
+// the backoff and asks.)
 func TestISRAdditionAnswerLost(t *testing.T) {
 	store := &hookStore{}
 	lost := true
@@ -134,6 +136,16 @@ func TestISRAdditionAnswerLost(t *testing.T) {
 	if h, leo3 := leader.HighWatermark(), leader.FollowerLEO(3); h > leo3 {
 		t.Fatalf("HWM %d passed the LEO %d of follower 3, which the ISR in etcd %v holds", h, leo3, store.isr())
 	}
+	// The fetches above asked for ISR checks: within the backoff they must
+	// not ask the store again.
+	m.RequestISRCheck()
+	if n := store.callCount(); n != 1 {
+		t.Fatalf("%d AlterPartition calls within the backoff, want only the lost one", n)
+	}
+	// The backoff passes.
+	leader.mu.Lock()
+	leader.pendingISR.retryAt = time.Time{}
+	leader.mu.Unlock()
 	m.RequestISRCheck()
 	waitFor(t, func() bool { return equal(leader.State().ISR, []int32{1, 2, 3}) })
 	if n := store.callCount(); n != 2 {

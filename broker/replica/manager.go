@@ -484,7 +484,7 @@ func (m *Manager) isrLoop() {
 // again after the backoff.
 func (m *Manager) alterISR(p *Partition, expected, proposed meta.PartitionState) {
 	if m.cfg.Store == nil {
-		p.isrDone(false)
+		p.isrDone(false, 0)
 		return
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
@@ -506,7 +506,7 @@ func (m *Manager) alterISR(p *Partition, expected, proposed meta.PartitionState)
 		m.cfg.Log.Error(fmt.Errorf("alter ISR of %s to %v: %w", p.TP, proposed.ISR, err), "ISR change failed without an answer; asking again")
 		time.AfterFunc(m.cfg.Backoff, m.RequestISRCheck)
 	}
-	p.isrDone(unknown)
+	p.isrDone(unknown, m.cfg.Backoff)
 	if adopted {
 		// A follower that caught up while this change was in flight was
 		// not proposed (one change at a time): look again now rather than

@@ -96,8 +96,11 @@ type isrChange struct {
 	expected, proposed meta.PartitionState
 	// inFlight: the compare-and-swap runs. false: its outcome is unknown
 	// (the call failed without an answer; the write may have committed)
-	// and the ISR loop asks again with the same proposal.
+	// and the ISR loop asks again with the same proposal, not before
+	// retryAt (the backoff: checks that other events request in between
+	// must not hammer a store that just failed).
 	inFlight bool
+	retryAt  time.Time
 }
 
 type followerState struct {
@@ -546,7 +549,7 @@ func (p *Partition) proposeISR(lag time.Duration, registration func(int32) (int6
 		return expected, proposed, false
 	}
 	if c := p.pendingISR; c != nil {
-		if c.inFlight {
+		if c.inFlight || p.now().Before(c.retryAt) {
 			return expected, proposed, false
 		}
 		c.inFlight = true
@@ -605,8 +608,9 @@ func (p *Partition) proposeISR(lag time.Duration, registration func(int32) (int6
 
 // isrDone ends the proposal in flight. unknown: it failed without an
 // answer (the write may have committed), so the change stays pending
-// (counted in the maximal ISR) and is proposed again.
-func (p *Partition) isrDone(unknown bool) {
+// (counted in the maximal ISR) and is proposed again once retryAfter has
+// passed.
+func (p *Partition) isrDone(unknown bool, retryAfter time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := p.pendingISR
@@ -615,6 +619,7 @@ func (p *Partition) isrDone(unknown bool) {
 	}
 	if unknown && p.role == RoleLeader && p.state.PartitionEpoch == c.expected.PartitionEpoch {
 		c.inFlight = false
+		c.retryAt = p.now().Add(retryAfter)
 		return
 	}
 	p.pendingISR = nil

@@ -175,7 +175,7 @@ func TestHighWatermarkAndISR(t *testing.T) {
 	if _, proposed, ok := leader.proposeISR(time.Hour, func(int32) (int64, bool) { return 0, true }); !ok || !equal(proposed.ISR, []int32{1, 2}) {
 		t.Fatalf("proposed ISR %v (ok %v), want [1 2]", proposed.ISR, ok)
 	}
-	leader.isrDone(false)
+	leader.isrDone(false, 0)
 	m.RequestISRCheck()
 	waitFor(t, func() bool { return equal(leader.State().ISR, []int32{1, 2}) })
 	if h := leader.HighWatermark(); h != 4 {

@@ -296,7 +296,7 @@ func TestWALSteadyLoadWaitsForUploads(t *testing.T) {
 	}
 	_, proposed, changed := leader.proposeISR(lag, func(int32) (int64, bool) { return 0, true })
 	if changed {
-		leader.isrDone(false)
+		leader.isrDone(false, 0)
 	}
 	if !changed || !slices.Equal(proposed.ISR, []int32{1, 2}) {
 		t.Fatalf("after %v: proposed ISR %v (change %v), want [1 2]: follower 2 waited only for uploads, follower 3 fetched nothing", time.Duration(steps)*step, proposed.ISR, changed)
