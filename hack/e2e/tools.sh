@@ -91,6 +91,7 @@ package main
 
 import (
 	_ "github.com/coredns/coredns/core/dnsserver"
+	_ "github.com/coredns/coredns/plugin/bind"
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/health"
@@ -144,6 +145,7 @@ GO
 }
 
 step pause v1 build_pause
-step coredns "$COREDNS_VERSION" build_coredns
+# The stamp names the plugin set: change both together.
+step coredns "$COREDNS_VERSION bind,cache,errors,health,hosts,kubernetes,log,ready" build_coredns
 step kube "$KUBE_VERSION" build_kube
 rmdir "$out/build" 2>/dev/null || true

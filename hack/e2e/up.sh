@@ -157,6 +157,9 @@ state = "$n/containerd/state"
   sandbox_image = "$PAUSE_IMAGE"
   # Lowering oom_score_adj needs CAP_SYS_RESOURCE, which this machine lacks.
   restrict_oom_score_adj = true
+  # Pod network namespaces under the node's state dir: down.sh finds and
+  # unmounts them with the rest of bin/e2e.
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
