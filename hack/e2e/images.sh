@@ -3,7 +3,7 @@
 # into bin/e2e/images/<name>.tar (OCI archives; <name>.tar.id holds the
 # image ID so up.sh loads a node only when it changed):
 #   strata  $STRATA_IMAGE     the CGO_ENABLED=0 `strata` binary, FROM scratch, nonroot
-#   etcd    DefaultEtcdImage  the etcd binary hack/setup-envtest.sh builds
+#   etcd    DefaultEtcdImage  a static etcd of that tag's version (hack/e2e/tools.sh)
 #   pause   registry.k8s.io/pause:3.10  every pod's sandbox (hack/e2e/tools.sh)
 # The Dockerfile at the repository root stays the real build (it pulls
 # golang and distroless images, which this machine cannot).
@@ -46,5 +46,5 @@ t0=$SECONDS
 (cd "$root" && CGO_ENABLED=0 nice -n 19 go build -trimpath -ldflags "-s -w" -o "$out/strata" .)
 log "strata binary built in $((SECONDS - t0)) s"
 image strata "$STRATA_IMAGE" "$out/strata" /strata 65532:65532
-image etcd "$ETCD_IMAGE" "$ENVTEST_DIR/etcd" /usr/local/bin/etcd 65532:65532
+image etcd "$ETCD_IMAGE" "$E2E_TOOLS/etcd-image/etcd" /usr/local/bin/etcd 65532:65532
 image pause "$PAUSE_IMAGE" "$E2E_TOOLS/pause" /pause 65535:65535

@@ -5,7 +5,11 @@
 #   kubelet, kube-controller-manager, kube-scheduler, kube-proxy  (k8s.io/kubernetes)
 #   coredns                                                     (github.com/coredns/coredns)
 #   pause                                                       (10-line static Go program)
-# kube-apiserver and etcd come from hack/setup-envtest.sh ($ENVTEST_DIR).
+#   etcd-image/etcd  a static etcd for the managed-etcd image, at the version
+#                    of api/v1alpha1.DefaultEtcdImage's tag
+# kube-apiserver and the control plane's etcd come from hack/setup-envtest.sh
+# ($ENVTEST_DIR); that etcd is dynamically linked, useless in a FROM-scratch
+# image ("exec /usr/local/bin/etcd: no such file or directory").
 # Builds run under `nice -n 19`: the machine is shared. Each step's time is
 # printed (docs/e2e.md records them).
 set -euo pipefail
@@ -144,7 +148,33 @@ GO
   rm -rf "$dir"
 }
 
+build_etcd_image() {
+  local dir="$out/build/etcd"
+  rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
+  printf 'module strata.local/e2e-etcd\n\ngo %s\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$gover" "$ETCD_IMAGE_VERSION" > go.mod
+  cat > main.go <<'GO'
+// Command etcd is etcd's own main, built from the module proxy.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+  go mod tidy >/dev/null
+  mkdir -p "$out/etcd-image"
+  nice -n 19 go build -trimpath -ldflags "-s -w" -o "$out/etcd-image/etcd" .
+  rm -rf "$dir"
+}
+
+ETCD_IMAGE_VERSION=$(sed -n 's/^const DefaultEtcdImage = ".*:\(v[0-9.]*\)"$/\1/p' "$root/api/v1alpha1/kafkacluster_types.go")
+[[ -n $ETCD_IMAGE_VERSION ]] || { echo "e2e-tools: no version in api/v1alpha1 DefaultEtcdImage" >&2; exit 1; }
+
 step pause v1 build_pause
+step etcd-image "$ETCD_IMAGE_VERSION static" build_etcd_image
 # The stamp names the plugin set: change both together.
 step coredns "$COREDNS_VERSION bind,cache,errors,health,hosts,kubernetes,log,ready" build_coredns
 step kube "$KUBE_VERSION" build_kube

@@ -103,7 +103,8 @@ start kube-apiserver "$ENVTEST_DIR/kube-apiserver" \
   --authorization-mode RBAC \
   --service-account-issuer https://kubernetes.default.svc.cluster.local \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
-  --allow-privileged=true
+  --allow-privileged=true \
+  --kubelet-preferred-address-types InternalIP
 wait_for kube-apiserver 120 kc get --raw /readyz
 
 start kube-controller-manager "$E2E_TOOLS/kube-controller-manager" \
@@ -207,6 +208,8 @@ clusterDNS: ["$HOST_IP"]
 resolvConf: "$E2E_DIR/resolv.conf"
 containerRuntimeEndpoint: unix://$(containerd_sock "$z")
 serializeImagePulls: false
+# Container logs per node (the default /var/log/pods is the machine's).
+podLogsDir: "$n/kubelet/logs"
 YAML
   start "kubelet-$z" "$E2E_TOOLS/kubelet" --config "$n/kubelet/config.yaml" \
     --kubeconfig "$KUBECONFIG_FILE" --root-dir "$n/kubelet/root" \
