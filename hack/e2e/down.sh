@@ -56,6 +56,26 @@ if [[ -x $E2E_TOOLS/kube-proxy ]] && alive kube-proxy; then
 fi
 for p in coredns kube-scheduler kube-controller-manager kube-apiserver etcd versitygw; do stop "$p"; done
 
+# What the kubelets and kube-proxy left in iptables (KUBE-FIREWALL,
+# KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT, service chains), in every backend
+# they write: the jumps to KUBE-* chains, then the chains. Nothing else on
+# this machine uses KUBE-* chains.
+for ipt in iptables ip6tables iptables-legacy ip6tables-legacy; do
+  command -v "$ipt" >/dev/null 2>&1 || continue
+  for table in filter nat mangle; do
+    rules=$("$ipt" -t "$table" -S 2>/dev/null) || continue
+    chains=$(awk '/^-N KUBE-/ {print $2}' <<< "$rules")
+    [[ -n $chains ]] || continue
+    jumps=$(grep -E -- '-j KUBE-' <<< "$rules" | grep -v -- '^-A KUBE-' | sed 's/^-A /-D /' || true)
+    while read -r rule; do
+      [[ -n $rule ]] && { eval "$ipt -t $table $rule" 2>/dev/null || true; }
+    done <<< "$jumps"
+    for c in $chains; do "$ipt" -t "$table" -F "$c" 2>/dev/null || true; done
+    for c in $chains; do "$ipt" -t "$table" -X "$c" 2>/dev/null || true; done
+    log "removed $(wc -w <<< "$chains") KUBE-* chains from $ipt $table"
+  done
+done
+
 # Mounts under bin/e2e (pod volumes, overlay snapshots, shm), deepest first.
 if [[ -d $E2E_DIR ]]; then
   findmnt -rn -o TARGET | grep -F "$E2E_DIR/" | sort -r | while read -r m; do
