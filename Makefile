@@ -131,6 +131,10 @@ e2e-down: ## Stop everything e2e-up started and unmount what it mounted.
 e2e-smoke: ## On the e2e cluster: one strata broker pod per zone (StatefulSets, PVCs, pod DNS) must turn Ready.
 	$(E2E_ENV) hack/e2e/smoke.sh
 
+.PHONY: e2e-cluster
+e2e-cluster: ## On the e2e cluster: the operator (kubectl apply -k), a 3-zone KafkaCluster until Ready, a strata bench Job in zone a.
+	$(E2E_ENV) hack/e2e/cluster.sh
+
 ##@ Build
 
 .PHONY: build
