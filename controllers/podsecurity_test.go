@@ -12,9 +12,11 @@ import (
 // renders (every zone's brokers, the managed etcd) with the Pod Security
 // Standards evaluator kube-apiserver's PodSecurity admission uses, at level
 // restricted. A namespace labelled pod-security.kubernetes.io/enforce=restricted
-// (as the operator's own is) otherwise rejects the StatefulSets' pods: the
-// e2e cluster showed it ("violates PodSecurity restricted:latest:
-// seccompProfile ...") and the pods never got created.
+// (as the operator's own is) otherwise rejects the StatefulSets' pods; the
+// e2e cluster's API server answered a pod with the broker's former security
+// context with `violates PodSecurity "restricted:latest": seccompProfile
+// (pod or container "broker" must set securityContext.seccompProfile.type
+// to "RuntimeDefault" or "Localhost")`.
 func TestPodsMeetRestrictedPodSecurity(t *testing.T) {
 	eval, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
 	if err != nil {
