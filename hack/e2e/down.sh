@@ -22,9 +22,12 @@ stop() {
 }
 
 # Let the kubelets tear pods down while they still run (CNI teardown,
-# volume unmounts): delete every workload, then every pod.
+# volume unmounts): delete every workload, then every pod. Deployments go
+# first, pods included (foreground), so an operator cannot re-create the
+# StatefulSets deleted next.
 if alive kube-apiserver && kc get --raw /readyz >/dev/null 2>&1; then
-  kc delete statefulsets,deployments,daemonsets,replicasets,jobs --all -A --wait=false >/dev/null 2>&1 || true
+  kc delete deployments --all -A --cascade=foreground --timeout=60s >/dev/null 2>&1 || true
+  kc delete statefulsets,daemonsets,replicasets,jobs --all -A --wait=false >/dev/null 2>&1 || true
   kc delete pods --all -A --grace-period=5 --wait=false >/dev/null 2>&1 || true
   deadline=$((SECONDS + 90))
   while [[ -n $(kc get pods -A --no-headers 2>/dev/null) ]] && (( SECONDS < deadline )); do sleep 1; done
