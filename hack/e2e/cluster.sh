@@ -32,7 +32,9 @@ if ! kc -n strata-e2e wait --for=condition=Complete job/bench --timeout=300s >/d
   die "bench Job did not complete"
 fi
 mkdir -p "$E2E_DIR/out"
-kc -n strata-e2e logs job/bench | sed -n '/^{/,$p' > "$E2E_DIR/out/bench.json"
+# The log interleaves bench's progress lines (stderr, "external: ...")
+# with the JSON report (stdout).
+kc -n strata-e2e logs job/bench | grep -v '^external: ' | sed -n '/^{/,$p' > "$E2E_DIR/out/bench.json"
 log "bench done in $((SECONDS - t2)) s: $E2E_DIR/out/bench.json"
 python3 - "$E2E_DIR/out/bench.json" <<'PY'
 import json, sys
