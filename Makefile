@@ -115,7 +115,7 @@ bench: ## Go benchmarks of the broker.
 E2E_ENV = TOOLS_DIR=$(TOOLS_DIR) ENVTEST_DIR=$(ENVTEST_DIR) KUBE_VERSION=$(KUBE_VERSION) VERSITYGW=$(VERSITYGW)
 
 .PHONY: e2e-tools
-e2e-tools: envtest s3-server ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS and pause into $(TOOLS_DIR)/e2e; apt for containerd, runc, CNI plugins, podman.
+e2e-tools: envtest s3-server ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubectl, CoreDNS, a static etcd and pause into $(TOOLS_DIR)/e2e; apt for containerd, runc, CNI plugins, podman, iptables.
 	hack/e2e/deps.sh
 	$(E2E_ENV) hack/e2e/tools.sh
 
