@@ -75,6 +75,11 @@ wait_for() {
   done
 }
 
+# kubectl of the cluster's version (hack/e2e/tools.sh) when built, else the
+# machine's.
+KUBECTL=$E2E_TOOLS/kubectl
+[[ -x $KUBECTL ]] || KUBECTL=kubectl
+kubectl() { "$KUBECTL" "$@"; }
 kc() { kubectl --kubeconfig "$KUBECONFIG_FILE" "$@"; }
 
 node_dir() { echo "$E2E_DIR/nodes/$1"; }

@@ -2,7 +2,8 @@
 # Builds what the e2e cluster runs that envtest does not already build, from
 # the Go module proxy, into $E2E_TOOLS (default $TOOLS_DIR/e2e), cached and
 # version-stamped like hack/setup-envtest.sh:
-#   kubelet, kube-controller-manager, kube-scheduler, kube-proxy  (k8s.io/kubernetes)
+#   kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubectl
+#                                                               (k8s.io/kubernetes)
 #   coredns                                                     (github.com/coredns/coredns)
 #   pause                                                       (10-line static Go program)
 #   etcd-image/etcd  a static etcd for the managed-etcd image, at the version
@@ -37,8 +38,10 @@ step() {
   echo "e2e-tools: $name built in $((SECONDS - t0)) s"
 }
 
-build_kube() {
-  local dir="$out/build/kube"
+# kube_cmds NAME CMD...: builds k8s.io/kubernetes/cmd/CMD... of KUBE_VERSION
+# in a throwaway module (as hack/setup-envtest.sh builds kube-apiserver).
+kube_cmds() {
+  local dir="$out/build/$1"; shift
   rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
   local gomod staging_version="v0.${KUBE_VERSION#v1.}"
   gomod=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
@@ -53,29 +56,27 @@ build_kube() {
     sed -n "s#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/src/.*#\t\1 => \1 $staging_version#p" "$gomod"
     echo ")"
   } > go.mod
-  cat > tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kube-proxy"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"
-	_ "k8s.io/kubernetes/cmd/kubelet"
-)
-GO
+  {
+    printf '//go:build tools\n\npackage tools\n\nimport (\n'
+    for cmd in "$@"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$cmd"; done
+    printf ')\n'
+  } > tools.go
   go mod tidy -e >/dev/null 2>&1 || true
   local minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
   local pkg=k8s.io/component-base/version
   local ld="-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-  for cmd in kubelet kube-controller-manager kube-scheduler kube-proxy; do
+  for cmd in "$@"; do
     local t0=$SECONDS
     nice -n 19 go build -trimpath -ldflags "$ld" -o "$out/$cmd" "k8s.io/kubernetes/cmd/$cmd"
     echo "e2e-tools:   $cmd $((SECONDS - t0)) s"
   done
   rm -rf "$dir"
 }
+
+build_kube() { kube_cmds kube kubelet kube-controller-manager kube-scheduler kube-proxy; }
+# kubectl of the cluster's version: the scripts use it, whatever kubectl
+# the machine has (or not).
+build_kubectl() { kube_cmds kubectl kubectl; }
 
 build_coredns() {
   local dir="$out/build/coredns"
@@ -178,4 +179,5 @@ step etcd-image "$ETCD_IMAGE_VERSION static" build_etcd_image
 # The stamp names the plugin set: change both together.
 step coredns "$COREDNS_VERSION bind,cache,errors,health,hosts,kubernetes,log,ready" build_coredns
 step kube "$KUBE_VERSION" build_kube
+step kubectl "$KUBE_VERSION" build_kubectl
 rmdir "$out/build" 2>/dev/null || true
