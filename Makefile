@@ -110,6 +110,31 @@ chaos: s3-server build ## Long `strata chaos` runs: make chaos SEEDS="1 2 3" DUR
 bench: ## Go benchmarks of the broker.
 	go test ./broker/... -run '^$$' -bench . -benchmem
 
+##@ End to end (a real 3-zone Kubernetes on this machine, see docs/e2e.md)
+
+E2E_ENV = TOOLS_DIR=$(TOOLS_DIR) ENVTEST_DIR=$(ENVTEST_DIR) KUBE_VERSION=$(KUBE_VERSION) VERSITYGW=$(VERSITYGW)
+
+.PHONY: e2e-tools
+e2e-tools: envtest s3-server ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubectl, CoreDNS, a static etcd and pause into $(TOOLS_DIR)/e2e; apt for containerd, runc, CNI plugins, podman, iptables.
+	hack/e2e/deps.sh
+	$(E2E_ENV) hack/e2e/tools.sh
+
+.PHONY: e2e-up
+e2e-up: e2e-tools ## Start the e2e cluster (control plane, 3 nodes in zones a/b/c, DNS, local PVs, S3); prints the kubeconfig path.
+	$(E2E_ENV) hack/e2e/up.sh
+
+.PHONY: e2e-down
+e2e-down: ## Stop everything e2e-up started and unmount what it mounted.
+	$(E2E_ENV) hack/e2e/down.sh
+
+.PHONY: e2e-smoke
+e2e-smoke: ## On the e2e cluster: one strata broker pod per zone (StatefulSets, PVCs, pod DNS) must turn Ready.
+	$(E2E_ENV) hack/e2e/smoke.sh
+
+.PHONY: e2e-cluster
+e2e-cluster: ## On the e2e cluster: the operator (kubectl apply -k), a 3-zone KafkaCluster until Ready, a strata bench Job in zone a.
+	$(E2E_ENV) hack/e2e/cluster.sh
+
 ##@ Build
 
 .PHONY: build

@@ -205,6 +205,10 @@ func buildZoneStatefulSet(kc *strata.KafkaCluster, zi ZoneInput, configHash stri
 						RunAsNonRoot: ptr.To(true),
 						RunAsUser:    ptr.To[int64](nonRootUID),
 						FSGroup:      ptr.To[int64](nonRootUID),
+						// The restricted Pod Security Standard requires an
+						// explicit seccomp profile; without it a namespace
+						// enforcing restricted rejects every pod.
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					},
 					TerminationGracePeriodSeconds: ptr.To[int64](120),
 					Containers: []corev1.Container{{
@@ -413,6 +417,10 @@ func BuildEtcd(kc *strata.KafkaCluster) *EtcdObjects {
 						RunAsNonRoot: ptr.To(true),
 						RunAsUser:    ptr.To[int64](nonRootUID),
 						FSGroup:      ptr.To[int64](nonRootUID),
+						// The restricted Pod Security Standard requires an
+						// explicit seccomp profile; without it a namespace
+						// enforcing restricted rejects every pod.
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					},
 					Containers: []corev1.Container{{
 						Name:  "etcd",
