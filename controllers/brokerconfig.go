@@ -176,11 +176,9 @@ func WALClusterName(kc *strata.KafkaCluster) string {
 func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 	kv := map[string]string{
 		"cluster.name":            kc.Name,
-		"cluster.namespace":       kc.Namespace,
 		"zone":                    zi.Zone.Name,
 		"broker.rack":             zi.Zone.Name,
 		"broker.id.base":          strconv.Itoa(int(zi.IDBase)),
-		"broker.id.source":        "pod-ordinal",
 		"log.dirs":                BrokerDataDir + "/data",
 		"metadata.etcd.endpoints": strings.Join(MetadataEndpoints(kc), ","),
 		"metadata.etcd.prefix":    "/strata/" + WALClusterName(kc) + "/",
@@ -195,17 +193,14 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 	}
 
 	listeners := Listeners(kc)
-	var ls, adv, proto []string
+	var ls, adv []string
 	domain := fmt.Sprintf("%s.%s.svc", HeadlessServiceName(kc.Name), kc.Namespace)
 	for _, l := range listeners {
 		ls = append(ls, fmt.Sprintf("%s://0.0.0.0:%d", l.Name, l.Port))
 		adv = append(adv, fmt.Sprintf("%s://${%s}.%s:%d", l.Name, EnvPodName, domain, l.Port))
-		proto = append(proto, fmt.Sprintf("%s:%s", l.Name, l.Protocol))
 	}
 	kv["listeners"] = strings.Join(ls, ",")
 	kv["advertised.listeners"] = strings.Join(adv, ",")
-	kv["listener.security.protocol.map"] = strings.Join(proto, ",")
-	kv["inter.broker.listener.name"] = listeners[0].Name
 
 	wal := kc.Spec.WAL
 	kv["wal.enable"] = strconv.FormatBool(wal.IsEnabled())
@@ -254,8 +249,6 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 			kv["tier.bucket.credentials.secret"] = ref.Name
 		}
 		kv["local.retention.ms"] = millis(durationOr(ts.LocalRetention, 24*time.Hour))
-	} else {
-		kv["tier.enabled"] = "false"
 	}
 
 	for k, v := range kc.Spec.Config {
