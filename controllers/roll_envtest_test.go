@@ -23,7 +23,8 @@ import (
 	"github.com/strata-dev/strata/controllers"
 )
 
-// workload is a continuous idempotent acks=all producer: record values
+// workload is a continuous idempotent acks=all producer and a consumer
+// checking the sequence while the scenario runs: record values
 // are 0, 1, 2, ...; it keeps which ones were acknowledged, the errors its
 // promises got, and every NOT_ENOUGH_REPLICAS the brokers answered, even
 // one the client retried away (franz-go retries it, so only its debug log
@@ -38,6 +39,15 @@ type workload struct {
 	acked     map[int64]bool
 	errs      []string
 	notEnough []string
+
+	// The consumer reads the topic from the start while the scenario
+	// runs: seen records, the last sequence per partition, and any
+	// duplicate or out-of-order record it met.
+	consumer     *kgo.Client
+	consumerDone chan struct{}
+	seen         map[int64]bool
+	last         map[int32]int64
+	violations   []string
 }
 
 type notEnoughLogger struct{ w *workload }
@@ -83,8 +93,52 @@ func startWorkload(seeds []string, topic string) *workload {
 			})
 		}
 	}()
-	DeferCleanup(func() { w.Stop(); cl.Close() })
+	w.startConsumer(seeds)
+	DeferCleanup(func() { w.Stop(); cl.Close(); w.stopConsumer() })
 	return w
+}
+
+// startConsumer reads the topic from the start for the whole scenario,
+// checking each partition's sequence as records arrive (a duplicate or a
+// record out of order is a violation), so that a roll or a drain that
+// serves wrong data is seen while it happens, not only at the end.
+func (w *workload) startConsumer(seeds []string) {
+	GinkgoHelper()
+	w.seen, w.last, w.consumerDone = map[int64]bool{}, map[int32]int64{}, make(chan struct{})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(w.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	Expect(err).NotTo(HaveOccurred())
+	w.consumer = cl
+	go func() {
+		defer close(w.consumerDone)
+		for {
+			fs := cl.PollFetches(suiteCtx)
+			if fs.IsClientClosed() || suiteCtx.Err() != nil {
+				return
+			}
+			w.mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) {
+				seq, err := strconv.ParseInt(string(r.Value), 10, 64)
+				switch {
+				case err != nil:
+					w.violations = append(w.violations, fmt.Sprintf("partition %d offset %d: value %q", r.Partition, r.Offset, r.Value))
+					return
+				case w.seen[seq]:
+					w.violations = append(w.violations, fmt.Sprintf("record %d twice (partition %d offset %d)", seq, r.Partition, r.Offset))
+				}
+				if prev, ok := w.last[r.Partition]; ok && seq <= prev {
+					w.violations = append(w.violations, fmt.Sprintf("partition %d out of order at offset %d: %d after %d", r.Partition, r.Offset, seq, prev))
+				}
+				w.last[r.Partition] = seq
+				w.seen[seq] = true
+			})
+			w.mu.Unlock()
+		}
+	}()
+}
+
+func (w *workload) stopConsumer() {
+	w.consumer.Close()
+	<-w.consumerDone
 }
 
 // Acked is how many records were acknowledged so far.
@@ -108,10 +162,10 @@ func (w *workload) Stop() {
 	<-w.done
 }
 
-// Verify stops the producer and reads the topic from the start: every
-// acknowledged record is there, and each partition holds its records in
-// the order they were produced, each once.
-func (w *workload) Verify(ctx context.Context, seeds []string) {
+// Verify stops the producer and waits until the consumer that ran
+// throughout has seen every acknowledged record; each partition held its
+// records in the order they were produced, each once.
+func (w *workload) Verify(ctx context.Context) {
 	GinkgoHelper()
 	w.Stop()
 	w.mu.Lock()
@@ -122,38 +176,21 @@ func (w *workload) Verify(ctx context.Context, seeds []string) {
 	Expect(notEnough).To(BeEmpty(), "NOT_ENOUGH_REPLICAS answers seen by the producer")
 	Expect(acked).To(BeNumerically(">", 0))
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(w.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	Expect(err).NotTo(HaveOccurred())
-	defer cl.Close()
-	seen := map[int64]bool{}
-	last := map[int32]int64{}
-	missing := func() int {
-		n := 0
+	// The consumer that ran throughout must have seen every acknowledged
+	// record, each once and in order.
+	Eventually(func(g Gomega) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		g.Expect(w.violations).To(BeEmpty(), "the consumer's sequence checks")
+		missing := 0
 		for seq := range w.acked {
-			if !seen[seq] {
-				n++
+			if !w.seen[seq] {
+				missing++
 			}
 		}
-		return n
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for missing() > 0 {
-		Expect(time.Now().Before(deadline)).To(BeTrue(), "%d of %d acknowledged records not found", missing(), acked)
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		fs := cl.PollFetches(pctx)
-		cancel()
-		fs.EachRecord(func(r *kgo.Record) {
-			seq, err := strconv.ParseInt(string(r.Value), 10, 64)
-			Expect(err).NotTo(HaveOccurred())
-			Expect(seen[seq]).To(BeFalse(), "record %d twice (partition %d offset %d)", seq, r.Partition, r.Offset)
-			if prev, ok := last[r.Partition]; ok {
-				Expect(seq).To(BeNumerically(">", prev), "partition %d out of order at offset %d", r.Partition, r.Offset)
-			}
-			last[r.Partition] = seq
-			seen[seq] = true
-		})
-	}
-	fmt.Fprintf(GinkgoWriter, "workload: %d records acknowledged, all read back in order\n", acked)
+		g.Expect(missing).To(BeZero(), "of %d acknowledged records not consumed", acked)
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+	fmt.Fprintf(GinkgoWriter, "workload: %d records acknowledged, all consumed once and in order while the scenario ran\n", acked)
 }
 
 // rollSpec is a cluster of one broker in each of zones a, b, c without
@@ -249,7 +286,7 @@ var _ = Describe("Rolling restarts", func() {
 		Expect(k.MaxDown()).To(Equal(1), "brokers down at the same time during the roll")
 		acked := w.Acked()
 		Eventually(w.Acked).WithContext(ctx).WithTimeout(timeout).Should(BeNumerically(">", acked+100), "the producer goes on after the roll")
-		w.Verify(ctx, lb.Addrs())
+		w.Verify(ctx)
 	}, SpecTimeout(8*time.Minute))
 
 	It("stop at a broker that does not come back, report it stuck, and go on once it is back", func(ctx SpecContext) {
