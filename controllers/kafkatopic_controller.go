@@ -658,10 +658,32 @@ func (r *KafkaTopicReconciler) deleteTopic(ctx context.Context, kt *strata.Kafka
 	return nil
 }
 
+// setTopicCondition sets Ready and, from its reason, the kstatus
+// conditions (conditions.go): a Ready topic is reconciled (Current); a
+// refusal only a spec change can lift (a partition decrease, a replication
+// factor the brokers cannot hold, a leader zone the cluster does not have)
+// is Stalled (Failed); anything else (creating, reassigning, a cluster
+// that does not exist yet or does not answer) is Reconciling (InProgress),
+// since the controller retries it on its own.
 func setTopicCondition(kt *strata.KafkaTopic, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&kt.Status.Conditions, metav1.Condition{
-		Type: strata.ConditionReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: kt.Generation,
-	})
+	conds, gen := &kt.Status.Conditions, kt.Generation
+	switch {
+	case status == metav1.ConditionTrue:
+		SetCondition(conds, gen, strata.ConditionReady, status, reason, msg)
+		MarkReconciled(conds, gen, reason, "the topic matches the spec")
+	case topicStalledReasons[reason]:
+		MarkStalled(conds, gen, reason, msg)
+	default:
+		SetCondition(conds, gen, strata.ConditionReady, status, reason, msg)
+		MarkReconciling(conds, gen, reason, msg)
+	}
+}
+
+// topicStalledReasons are the Ready reasons that need a spec change.
+var topicStalledReasons = map[string]bool{
+	ReasonPartitionDecreaseRefused: true,
+	ReasonReplicationFactorInvalid: true,
+	ReasonLeaderZoneNotInCluster:   true,
 }
 
 // SetupWithManager registers the controller. It watches KafkaClusters, so

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
@@ -185,6 +186,12 @@ var _ = Describe("KafkaTopic controller", Ordered, func() {
 			g.Expect(dynamicConfigs(g, adm, "orders")).To(Equal(map[string]string{"retention.ms": "3600000", "segment.ms": "600000"}))
 		}, timeout, interval).Should(Succeed())
 		Expect(got.Status.TopicName).To(Equal("orders"))
+		// kstatus: a ready topic is Current.
+		res, err := kstatusOf(got, "KafkaTopic")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Status).To(Equal(kstatus.CurrentStatus), res.Message)
+		Expect(meta.IsStatusConditionFalse(got.Status.Conditions, strata.ConditionReconciling)).To(BeTrue())
+		Expect(meta.IsStatusConditionFalse(got.Status.Conditions, strata.ConditionStalled)).To(BeTrue())
 		Expect(got.Status.PartitionCount).To(BeEquivalentTo(3))
 		Expect(got.Status.ReplicationFactor).To(BeEquivalentTo(3))
 		Expect(got.Status.Configs).To(Equal(map[string]string{"retention.ms": "3600000", "segment.ms": "600000"}))
@@ -253,6 +260,12 @@ var _ = Describe("KafkaTopic controller", Ordered, func() {
 		Expect(c.Message).To(ContainSubstring("topic wide has 4 partitions and spec.partitions is 2: Kafka cannot remove partitions"))
 		got := &strata.KafkaTopic{}
 		Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(kt), got)).To(Succeed())
+		// Only a spec change lifts it: Stalled, which kstatus reads as Failed.
+		stalled := meta.FindStatusCondition(got.Status.Conditions, strata.ConditionStalled)
+		Expect(stalled).NotTo(BeNil())
+		Expect(stalled.Status).To(Equal(metav1.ConditionTrue))
+		Expect(stalled.Reason).To(Equal(controllers.ReasonPartitionDecreaseRefused))
+		Expect(meta.IsStatusConditionFalse(got.Status.Conditions, strata.ConditionReconciling)).To(BeTrue())
 		Expect(got.Status.PartitionCount).To(BeEquivalentTo(4))
 		Expect(got.Status.Configs).To(BeEmpty())
 		Consistently(func(g Gomega) {
