@@ -25,25 +25,14 @@ if [[ -x $out/kube-apiserver && -x $out/etcd && -f $stamp && "$(cat "$stamp")" =
 fi
 mkdir -p "$out"
 export GOFLAGS=-mod=mod
-staging_version="v0.${KUBE_VERSION#v1.}"
+# shellcheck source=lib/gomodules.sh
+source "$root/hack/lib/gomodules.sh"
 
 build_apiserver() {
   local dir="$out/build/apiserver"
   rm -rf "$dir" && mkdir -p "$dir"
   cd "$dir"
-  local gomod
-  gomod=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-  {
-    echo "module strata.local/envtest-apiserver"
-    echo
-    echo "go $(go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/')"
-    echo
-    echo "require k8s.io/kubernetes $KUBE_VERSION"
-    echo
-    echo "replace ("
-    sed -n "s#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/src/.*#\t\1 => \1 $staging_version#p" "$gomod"
-    echo ")"
-  } > go.mod
+  kube_gomod strata.local/envtest-apiserver "$KUBE_VERSION" > go.mod
   cat > tools.go <<'GO'
 //go:build tools
 
@@ -52,10 +41,7 @@ package tools
 import _ "k8s.io/kubernetes/cmd/kube-apiserver"
 GO
   go mod tidy -e >/dev/null 2>&1 || true
-  local minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
-  local pkg=k8s.io/component-base/version
-  go build -trimpath -o "$out/kube-apiserver" \
-    -ldflags "-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean" \
+  go build -trimpath -o "$out/kube-apiserver" -ldflags "$(kube_ldflags "$KUBE_VERSION")" \
     k8s.io/kubernetes/cmd/kube-apiserver
 }
 
@@ -63,26 +49,7 @@ build_etcd() {
   local dir="$out/build/etcd"
   rm -rf "$dir" && mkdir -p "$dir"
   cd "$dir"
-  cat > go.mod <<GOMOD
-module strata.local/envtest-etcd
-
-go $(go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/')
-
-require go.etcd.io/etcd/server/v3 $ETCD_VERSION
-GOMOD
-  cat > main.go <<'GO'
-// Command etcd is etcd's own main, built from the module proxy.
-package main
-
-import (
-	"os"
-
-	"go.etcd.io/etcd/server/v3/etcdmain"
-)
-
-func main() { etcdmain.Main(os.Args) }
-GO
-  go mod tidy >/dev/null
+  etcd_main_module strata.local/envtest-etcd "$ETCD_VERSION"
   go build -trimpath -ldflags "-s -w" -o "$out/etcd" .
 }
 

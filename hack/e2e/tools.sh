@@ -22,7 +22,9 @@ TOOLS_DIR=${TOOLS_DIR:-$root/bin}
 out=${E2E_TOOLS:-$TOOLS_DIR/e2e}
 mkdir -p "$out"
 export GOFLAGS=-mod=mod CGO_ENABLED=0
-gover=$(go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/')
+# shellcheck source=../lib/gomodules.sh
+source "$root/hack/lib/gomodules.sh"
+gover=$(go_version)
 
 # step NAME STAMP-VALUE FUNCTION: runs FUNCTION unless $out/.NAME holds STAMP-VALUE.
 step() {
@@ -43,28 +45,15 @@ step() {
 kube_cmds() {
   local dir="$out/build/$1"; shift
   rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
-  local gomod staging_version="v0.${KUBE_VERSION#v1.}"
-  gomod=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-  {
-    echo "module strata.local/e2e-kube"
-    echo
-    echo "go $gover"
-    echo
-    echo "require k8s.io/kubernetes $KUBE_VERSION"
-    echo
-    echo "replace ("
-    sed -n "s#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/src/.*#\t\1 => \1 $staging_version#p" "$gomod"
-    echo ")"
-  } > go.mod
+  kube_gomod strata.local/e2e-kube "$KUBE_VERSION" > go.mod
   {
     printf '//go:build tools\n\npackage tools\n\nimport (\n'
     for cmd in "$@"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$cmd"; done
     printf ')\n'
   } > tools.go
   go mod tidy -e >/dev/null 2>&1 || true
-  local minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
-  local pkg=k8s.io/component-base/version
-  local ld="-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  local ld
+  ld=$(kube_ldflags "$KUBE_VERSION")
   for cmd in "$@"; do
     local t0=$SECONDS
     nice -n 19 go build -trimpath -ldflags "$ld" -o "$out/$cmd" "k8s.io/kubernetes/cmd/$cmd"
@@ -152,20 +141,7 @@ GO
 build_etcd_image() {
   local dir="$out/build/etcd"
   rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
-  printf 'module strata.local/e2e-etcd\n\ngo %s\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$gover" "$ETCD_IMAGE_VERSION" > go.mod
-  cat > main.go <<'GO'
-// Command etcd is etcd's own main, built from the module proxy.
-package main
-
-import (
-	"os"
-
-	"go.etcd.io/etcd/server/v3/etcdmain"
-)
-
-func main() { etcdmain.Main(os.Args) }
-GO
-  go mod tidy >/dev/null
+  etcd_main_module strata.local/e2e-etcd "$ETCD_IMAGE_VERSION"
   mkdir -p "$out/etcd-image"
   nice -n 19 go build -trimpath -ldflags "-s -w" -o "$out/etcd-image/etcd" .
   rm -rf "$dir"
