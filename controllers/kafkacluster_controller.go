@@ -155,12 +155,8 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if !kc.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, kc)
 	}
-	if !controllerutil.ContainsFinalizer(kc, Finalizer) {
-		patch := client.MergeFrom(kc.DeepCopy())
-		controllerutil.AddFinalizer(kc, Finalizer)
-		if err := r.Patch(ctx, kc, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
-		}
+	if err := ensureFinalizer(ctx, r.Client, kc, Finalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 
 	before := kc.DeepCopy()
@@ -635,12 +631,7 @@ func (r *KafkaClusterReconciler) reconcileDelete(ctx context.Context, kc *strata
 			return fmt.Errorf("delete broker ID record: %w", err)
 		}
 	}
-	patch := client.MergeFrom(kc.DeepCopy())
-	controllerutil.RemoveFinalizer(kc, Finalizer)
-	if err := r.Patch(ctx, kc, patch); err != nil {
-		return fmt.Errorf("remove finalizer: %w", err)
-	}
-	return nil
+	return releaseFinalizer(ctx, r.Client, kc, Finalizer)
 }
 
 // SetupWithManager registers the controller: it owns what it writes and

@@ -138,12 +138,8 @@ func (r *KafkaTopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if !kt.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, kt)
 	}
-	if !controllerutil.ContainsFinalizer(kt, TopicFinalizer) {
-		patch := client.MergeFrom(kt.DeepCopy())
-		controllerutil.AddFinalizer(kt, TopicFinalizer)
-		if err := r.Patch(ctx, kt, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
-		}
+	if err := ensureFinalizer(ctx, r.Client, kt, TopicFinalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 
 	before := kt.DeepCopy()
@@ -621,12 +617,7 @@ func (r *KafkaTopicReconciler) reconcileDelete(ctx context.Context, kt *strata.K
 		}
 		return fmt.Errorf("delete topic %s: %w", name, err)
 	}
-	patch := client.MergeFrom(kt.DeepCopy())
-	controllerutil.RemoveFinalizer(kt, TopicFinalizer)
-	if err := r.Patch(ctx, kt, patch); err != nil {
-		return fmt.Errorf("remove finalizer: %w", err)
-	}
-	return nil
+	return releaseFinalizer(ctx, r.Client, kt, TopicFinalizer)
 }
 
 func (r *KafkaTopicReconciler) deleteTopic(ctx context.Context, kt *strata.KafkaTopic, name string) error {
