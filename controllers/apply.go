@@ -104,10 +104,7 @@ func (r *KafkaClusterReconciler) getOwned(ctx context.Context, kc *strata.KafkaC
 	key := client.ObjectKeyFromObject(want)
 	err := r.Get(ctx, key, got)
 	if apierrors.IsNotFound(err) {
-		reader := r.LiveReader
-		if reader == nil {
-			reader = r.Client
-		}
+		reader := r.liveReader()
 		err = reader.Get(ctx, key, got)
 	}
 	switch {

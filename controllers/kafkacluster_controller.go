@@ -101,6 +101,15 @@ type KafkaClusterReconciler struct {
 	kafkaBackoff     *flowcontrol.Backoff
 }
 
+// liveReader reads from the API server, bypassing the cache (LiveReader),
+// or from Client when none is set.
+func (r *KafkaClusterReconciler) liveReader() client.Reader {
+	if r.LiveReader != nil {
+		return r.LiveReader
+	}
+	return r.Client
+}
+
 // clusterScope is what the reconcile steps share.
 type clusterScope struct {
 	cluster *strata.KafkaCluster
@@ -301,10 +310,7 @@ func (r *KafkaClusterReconciler) resolveFastBuckets(ctx context.Context, s *clus
 // them only in status).
 func (r *KafkaClusterReconciler) assignBrokerIDBlocks(ctx context.Context, s *clusterScope) error {
 	kc := s.cluster
-	reader := r.LiveReader
-	if reader == nil {
-		reader = r.Client
-	}
+	reader := r.liveReader()
 	record := &corev1.ConfigMap{}
 	key := types.NamespacedName{Namespace: kc.Namespace, Name: BrokerIDsConfigMapName(kc.Name)}
 	var recorded []strata.BrokerIDBlock

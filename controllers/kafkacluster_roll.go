@@ -114,10 +114,7 @@ func (r *KafkaClusterReconciler) readPlanMetadata(ctx context.Context, kc *strat
 // pod deleted a moment ago must not look alive from a stale cache, or a
 // second broker would go down with it.
 func (r *KafkaClusterReconciler) liveBrokerPods(ctx context.Context, kc *strata.KafkaCluster) (map[string]*corev1.Pod, error) {
-	reader := r.LiveReader
-	if reader == nil {
-		reader = r.Client
-	}
+	reader := r.liveReader()
 	var pods corev1.PodList
 	if err := reader.List(ctx, &pods, client.InNamespace(kc.Namespace), client.MatchingLabels(brokerSelector(kc))); err != nil {
 		return nil, fmt.Errorf("list broker pods: %w", err)

@@ -89,10 +89,7 @@ func KeepReplicas(current, spec map[string]int32, toRemove []int32, drained int3
 // replicas shrink, so only on drained brokers.
 func (r *KafkaClusterReconciler) reconcileScaleDown(ctx context.Context, s *clusterScope) error {
 	kc := s.cluster
-	reader := r.LiveReader
-	if reader == nil {
-		reader = r.Client
-	}
+	reader := r.liveReader()
 	// Live: a cached StatefulSet older than our own last scale-up would
 	// hide brokers that still hold replicas.
 	var list appsv1.StatefulSetList
