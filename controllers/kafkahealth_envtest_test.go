@@ -116,10 +116,7 @@ var _ = Describe("KafkaCluster health through the Kafka admin API", func() {
 		kc.Spec.Metadata.ExternalEndpoints = lb.Etcd
 		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
 
-		cl, err := kgo.NewClient(kgo.SeedBrokers(lb.Addrs()...))
-		Expect(err).NotTo(HaveOccurred())
-		defer cl.Close()
-		adm := kadm.NewClient(cl)
+		adm := lb.Admin()
 		Eventually(func(g Gomega) {
 			_, err := adm.CreateTopic(ctx, 6, 3, nil, "orders")
 			g.Expect(err).NotTo(HaveOccurred())

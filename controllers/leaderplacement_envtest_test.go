@@ -6,8 +6,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/broker/brokertest"
@@ -34,16 +32,13 @@ var _ = Describe("leader placement", func() {
 		Expect(opts).To(HaveLen(2), props)
 		c := startLoopbackBrokers(kc, opts...)
 
-		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-		Expect(err).NotTo(HaveOccurred())
-		defer cl.Close()
-		adm := kadm.NewClient(cl)
+		adm := c.Admin()
 		Eventually(func(g Gomega) {
 			brokers, err := adm.ListBrokers(ctx)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(brokers).To(HaveLen(3))
 		}).WithContext(ctx).Should(Succeed())
-		_, err = adm.CreateTopic(ctx, 6, 3, nil, "orders")
+		_, err := adm.CreateTopic(ctx, 6, 3, nil, "orders")
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func(g Gomega) {
 			md, err := adm.Metadata(ctx, "orders")

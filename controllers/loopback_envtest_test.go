@@ -164,6 +164,16 @@ func startLoopbackBrokers(kc *strata.KafkaCluster, opts ...brokertest.Option) *l
 	return c
 }
 
+// Admin is a Kafka admin client to the running brokers, closed when the
+// spec (or the container it is made in) ends.
+func (c *loopbackCluster) Admin() *kadm.Client {
+	GinkgoHelper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
 // freeLoopbackAddr is a 127.0.0.1 address with a port free right now.
 func freeLoopbackAddr() string {
 	GinkgoHelper()

@@ -240,10 +240,7 @@ var _ = Describe("Rolling restarts", func() {
 		kc, lb := rollSpec(ns, "roll", map[string]int32{"a": 1, "b": 1, "c": 1})
 		k := startKubelet(kc, lb)
 
-		cl, err := kgo.NewClient(kgo.SeedBrokers(lb.Addrs()...))
-		Expect(err).NotTo(HaveOccurred())
-		defer cl.Close()
-		adm := kadm.NewClient(cl)
+		adm := lb.Admin()
 		createTopic(ctx, adm, "events", 3, 3, map[string]*string{"min.insync.replicas": ptr.To("2")})
 
 		By("the emulated StatefulSets bring every pod up: Ready, nothing to roll")

@@ -60,10 +60,7 @@ var _ = Describe("Scaling", func() {
 		kc, lb := rollSpec(ns, "scale", map[string]int32{"a": 1, "b": 1, "c": 1})
 		k := startKubelet(kc, lb)
 
-		cl, err := kgo.NewClient(kgo.SeedBrokers(lb.Addrs()...))
-		Expect(err).NotTo(HaveOccurred())
-		defer cl.Close()
-		adm := kadm.NewClient(cl)
+		adm := lb.Admin()
 		createTopic(ctx, adm, "events", 6, 3, map[string]*string{"min.insync.replicas": ptr.To("2")})
 		createTopic(ctx, adm, "bulk", 6, 3, nil)
 		bulk := fillTopic(ctx, lb.Addrs(), "bulk", 160, 128<<10)
@@ -182,10 +179,7 @@ var _ = Describe("Scaling", func() {
 		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
 		k := startKubelet(kc, lb)
 
-		cl, err := kgo.NewClient(kgo.SeedBrokers(lb.Addrs()...))
-		Expect(err).NotTo(HaveOccurred())
-		defer cl.Close()
-		adm := kadm.NewClient(cl)
+		adm := lb.Admin()
 		createTopic(ctx, adm, "events", 8, 3, map[string]*string{"min.insync.replicas": ptr.To("2")})
 		Eventually(func(g Gomega) {
 			got := getCluster(ns, "zones")
