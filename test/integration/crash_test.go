@@ -131,8 +131,13 @@ func TestCrashDuringProduce(t *testing.T) {
 	if st.Size() != sizeBeforeTear {
 		t.Fatalf("active segment is %d bytes after recovery, want %d (torn tail of %d bytes not truncated)", st.Size(), sizeBeforeTear, len(torn))
 	}
-	if !bytes.Contains([]byte(p.Logs()), []byte("torn")) {
-		t.Errorf("recovery did not log the torn tail truncation")
+	// The subprocess's output reaches Logs through a copying goroutine,
+	// possibly after Start saw the port answer: wait for the line.
+	for deadline := time.Now().Add(10 * time.Second); !bytes.Contains([]byte(p.Logs()), []byte("torn")); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("recovery did not log the torn tail truncation")
+			break
+		}
 	}
 
 	// Read everything back.
