@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -40,6 +41,7 @@ const (
 	ReasonPartitionDecreaseRefused = "PartitionDecreaseRefused"
 	ReasonReplicationFactorInvalid = "ReplicationFactorInvalid"
 	ReasonLeaderZoneNotInCluster   = "LeaderZoneNotInCluster"
+	ReasonTopicConflict            = "TopicConflict"
 	ReasonClusterNotFound          = "ClusterNotFound"
 	ReasonKafkaError               = "KafkaError"
 )
@@ -57,6 +59,7 @@ const (
 	EventReassignmentStarted = "ReassignmentStarted"
 	EventReassignmentDone    = "ReassignmentDone"
 	EventTopicNotReady       = "TopicNotReady"
+	EventTopicNotOwned       = "TopicNotOwned"
 )
 
 const (
@@ -160,6 +163,7 @@ func (r *KafkaTopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		name string
 		run  func(context.Context, *topicScope) error
 	}{
+		{"owner", r.checkOwner},
 		{"cluster", r.resolveCluster},
 		{"describe", r.describe},
 		{"create", r.create},
@@ -208,6 +212,46 @@ func withMessage(err error, msg string) error {
 		return err
 	}
 	return fmt.Errorf("%w: %s", err, strings.TrimPrefix(msg, err.Error()+": "))
+}
+
+// owner is the KafkaTopic that manages Kafka topic name of cluster in
+// namespace ns: of all live KafkaTopics naming it, the oldest (ties broken
+// by name). Two CRs driving one topic would revert each other's configs
+// forever, and deleting the younger would delete the topic the older one
+// still manages.
+func (r *KafkaTopicReconciler) owner(ctx context.Context, ns, cluster, name string) (*strata.KafkaTopic, error) {
+	var list strata.KafkaTopicList
+	if err := r.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{indexTopicCluster: cluster}); err != nil {
+		return nil, fmt.Errorf("list KafkaTopics of KafkaCluster %s: %w", cluster, err)
+	}
+	var first *strata.KafkaTopic
+	for i := range list.Items {
+		kt := &list.Items[i]
+		if kt.KafkaTopicName() != name || !kt.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if first == nil || kt.CreationTimestamp.Before(&first.CreationTimestamp) ||
+			(kt.CreationTimestamp.Equal(&first.CreationTimestamp) && kt.Name < first.Name) {
+			first = kt
+		}
+	}
+	return first, nil
+}
+
+// checkOwner stops a KafkaTopic that names a topic another, older
+// KafkaTopic of the same cluster already manages: it is reported Stalled
+// and changes nothing in Kafka until the other one is gone.
+func (r *KafkaTopicReconciler) checkOwner(ctx context.Context, s *topicScope) error {
+	o, err := r.owner(ctx, s.topic.Namespace, s.topic.Spec.ClusterRef.Name, s.name)
+	if err != nil {
+		return err
+	}
+	if o != nil && o.UID != s.topic.UID {
+		return &topicStop{reason: ReasonTopicConflict,
+			message: fmt.Sprintf("topic %s of KafkaCluster %s is already managed by KafkaTopic %s; this one changes nothing until that one is deleted",
+				s.name, s.topic.Spec.ClusterRef.Name, o.Name)}
+	}
+	return nil
 }
 
 // resolveCluster finds the topic's KafkaCluster and its admin client.
@@ -602,7 +646,16 @@ func (r *KafkaTopicReconciler) reconcileDelete(ctx context.Context, kt *strata.K
 		return nil
 	}
 	name := kt.KafkaTopicName()
-	if kt.Spec.DeletionPolicy == strata.DeletionPolicyRetain {
+	o, err := r.owner(ctx, kt.Namespace, kt.Spec.ClusterRef.Name, name)
+	if err != nil {
+		return err
+	}
+	if o != nil {
+		// Another KafkaTopic manages the topic (this one was a duplicate,
+		// or was deleted together with a younger one): leave it to that one.
+		r.Recorder.Eventf(kt, nil, corev1.EventTypeNormal, EventTopicNotOwned, "Delete",
+			"left topic %s in Kafka: KafkaTopic %s manages it", name, o.Name)
+	} else if kt.Spec.DeletionPolicy == strata.DeletionPolicyRetain {
 		r.Recorder.Eventf(kt, nil, corev1.EventTypeNormal, EventTopicRetained, "Delete",
 			"left topic %s in Kafka (deletionPolicy Retain)", name)
 	} else if err := r.deleteTopic(ctx, kt, name); err != nil {
@@ -675,6 +728,7 @@ var topicStalledReasons = map[string]bool{
 	ReasonPartitionDecreaseRefused: true,
 	ReasonReplicationFactorInvalid: true,
 	ReasonLeaderZoneNotInCluster:   true,
+	ReasonTopicConflict:            true,
 }
 
 // SetupWithManager registers the controller. It watches KafkaClusters, so
@@ -689,8 +743,37 @@ func (r *KafkaTopicReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&strata.KafkaTopic{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, deletionPredicate()))).
 		Watches(&strata.KafkaCluster{}, handler.EnqueueRequestsFromMapFunc(r.topicsOfCluster),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A KafkaTopic that goes away may hand its topic to a duplicate
+		// that waited with TopicConflict: wake the cluster's other topics.
+		Watches(&strata.KafkaTopic{}, handler.EnqueueRequestsFromMapFunc(r.siblingTopics),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc:  func(event.CreateEvent) bool { return false },
+				UpdateFunc:  func(e event.UpdateEvent) bool { return !e.ObjectNew.GetDeletionTimestamp().IsZero() },
+				DeleteFunc:  func(event.DeleteEvent) bool { return true },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
 		Named("kafkatopic").
 		Complete(r)
+}
+
+// siblingTopics are the other KafkaTopics of a KafkaTopic's cluster.
+func (r *KafkaTopicReconciler) siblingTopics(ctx context.Context, obj client.Object) []reconcile.Request {
+	kt, ok := obj.(*strata.KafkaTopic)
+	if !ok {
+		return nil
+	}
+	var list strata.KafkaTopicList
+	if err := r.List(ctx, &list, client.InNamespace(kt.Namespace), client.MatchingFields{indexTopicCluster: kt.Spec.ClusterRef.Name}); err != nil {
+		log.FromContext(ctx).Error(err, "list KafkaTopics of KafkaCluster", "kafkaCluster", kt.Spec.ClusterRef.Name)
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if o := &list.Items[i]; o.UID != kt.UID && o.KafkaTopicName() == kt.KafkaTopicName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+		}
+	}
+	return reqs
 }
 
 func (r *KafkaTopicReconciler) topicsOfCluster(ctx context.Context, obj client.Object) []reconcile.Request {

@@ -370,6 +370,47 @@ var _ = Describe("KafkaTopic controller", Ordered, func() {
 		}, timeout, interval).Should(Succeed())
 	})
 
+	It("refuses a second KafkaTopic for the same topic, keeps the topic when it is deleted, and hands over when the first goes", func() {
+		first := newTopic(ns, "shared-1", "kafka", 2, 1, map[string]string{"retention.ms": "600000"})
+		first.Spec.TopicName = "shared"
+		Expect(k8sClient.Create(suiteCtx, first)).To(Succeed())
+		topicReady(first)
+		dup := newTopic(ns, "shared-2", "kafka", 3, 1, map[string]string{"retention.ms": "700000"})
+		dup.Spec.TopicName = "shared"
+		Expect(k8sClient.Create(suiteCtx, dup)).To(Succeed())
+		c := topicCondition(dup, controllers.ReasonTopicConflict)
+		Expect(c.Message).To(ContainSubstring("already managed by KafkaTopic shared-1"))
+		// The duplicate changed nothing: the first one's spec holds.
+		Consistently(func(g Gomega) {
+			g.Expect(kafkaTopic(g, adm, "shared").Partitions).To(HaveLen(2))
+			g.Expect(dynamicConfigs(g, adm, "shared")).To(HaveKeyWithValue("retention.ms", "600000"))
+		}, 3*time.Second, interval).Should(Succeed())
+		Expect(topicReady(first).Status.Conditions).NotTo(BeEmpty())
+
+		// Deleting the duplicate (deletionPolicy Delete) leaves the topic.
+		Expect(k8sClient.Delete(suiteCtx, dup)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(dup), &strata.KafkaTopic{}))
+		}, timeout, interval).Should(BeTrue())
+		Consistently(func(g Gomega) {
+			g.Expect(kafkaTopic(g, adm, "shared").Partitions).To(HaveLen(2))
+		}, 2*time.Second, interval).Should(Succeed())
+
+		// A new duplicate takes over once the first is deleted (Retain, so
+		// the topic stays for it to adopt).
+		dup = newTopic(ns, "shared-3", "kafka", 3, 1, map[string]string{"retention.ms": "700000"})
+		dup.Spec.TopicName = "shared"
+		Expect(k8sClient.Create(suiteCtx, dup)).To(Succeed())
+		topicCondition(dup, controllers.ReasonTopicConflict)
+		updateTopic(first, func(kt *strata.KafkaTopic) { kt.Spec.DeletionPolicy = strata.DeletionPolicyRetain })
+		Expect(k8sClient.Delete(suiteCtx, first)).To(Succeed())
+		topicReady(dup)
+		Eventually(func(g Gomega) {
+			g.Expect(kafkaTopic(g, adm, "shared").Partitions).To(HaveLen(3))
+			g.Expect(dynamicConfigs(g, adm, "shared")).To(HaveKeyWithValue("retention.ms", "700000"))
+		}, timeout, interval).Should(Succeed())
+	})
+
 	It("reports an unreachable cluster and a missing one, and creates the topic once the cluster appears", func() {
 		// A KafkaCluster whose brokers cannot be reached.
 		dark := clusterSpec(map[string]int32{"a": 1}, "a")

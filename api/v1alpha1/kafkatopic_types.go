@@ -106,7 +106,7 @@ type KafkaTopicStatus struct {
 
 	// Conditions: Ready (reasons TopicReady, Creating, Reassigning,
 	// PartitionDecreaseRefused, ReplicationFactorInvalid,
-	// LeaderZoneNotInCluster, ClusterNotFound, KafkaUnreachable,
+	// LeaderZoneNotInCluster, TopicConflict, ClusterNotFound, KafkaUnreachable,
 	// KafkaError).
 	// +listType=map
 	// +listMapKey=type
