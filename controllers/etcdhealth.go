@@ -2,10 +2,14 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +46,8 @@ type MetadataProber interface {
 	Probe(ctx context.Context, endpoints []string) strata.MetadataHealth
 	// Defragment defragments the member behind endpoint, one of endpoints.
 	Defragment(ctx context.Context, endpoints []string, endpoint string) error
+	// RecoverNoSpace frees an etcd that raised NOSPACE (noSpaceRecovery).
+	RecoverNoSpace(ctx context.Context, endpoints []string) (NoSpaceRecovery, error)
 }
 
 // EtcdProber probes etcd with go.etcd.io/etcd/client/v3: Status on every
@@ -79,9 +85,12 @@ func (p EtcdProber) Probe(ctx context.Context, endpoints []string) strata.Metada
 		switch {
 		case err != nil:
 			m.Error = err.Error()
-		case len(st.Errors) > 0:
+		case slices.ContainsFunc(st.Errors, func(e string) bool { return !strings.Contains(e, "alarm:") }):
 			m.Error = fmt.Sprintf("%v", st.Errors)
 		default:
+			// A raised alarm (NOSPACE, CORRUPT) is listed in Errors too, but
+			// the member answers: the alarm is reported from AlarmList below
+			// rather than as an unreachable member.
 			m.Healthy = true
 		}
 		if st != nil {
@@ -146,7 +155,17 @@ func (r *KafkaClusterReconciler) reconcileMetadataHealth(ctx context.Context, s 
 			}
 		}
 	}
-	r.defragOne(ctx, kc, prober, &h, now)
+	if s.etcd != nil && NeedsNoSpaceRecovery(&h, now.Time) {
+		if r.recoverNoSpace(ctx, kc, prober, &h) {
+			h = prober.Probe(ctx, endpoints)
+			h.LastProbeTime = &now
+			for i := range h.Members {
+				h.Members[i].LastDefragTime = &now
+			}
+		}
+	} else {
+		r.defragOne(ctx, kc, prober, &h, now)
+	}
 	kc.Status.Metadata = &h
 	reason, msg := metadataCondition(&h)
 	status := metav1.ConditionFalse
@@ -168,7 +187,11 @@ func metadataCondition(h *strata.MetadataHealth) (reason, msg string) {
 		}
 		return ReasonEtcdUnreachable, fmt.Sprintf("no etcd endpoint of %d answered%s", total, first)
 	case len(h.Alarms) > 0:
-		return ReasonEtcdAlarm, fmt.Sprintf("etcd alarms raised: %v", h.Alarms)
+		msg := fmt.Sprintf("etcd alarms raised: %v", h.Alarms)
+		if slices.ContainsFunc(h.Alarms, func(a string) bool { return strings.HasPrefix(a, "NOSPACE") }) {
+			msg += fmt.Sprintf(" (database %d of quota %d bytes; etcd refuses writes until the alarm is disarmed)", h.DBSizeBytes, h.QuotaBytes)
+		}
+		return ReasonEtcdAlarm, msg
 	case int(h.HealthyMembers) < total:
 		return ReasonEtcdDegraded, fmt.Sprintf("%d/%d etcd endpoints healthy", h.HealthyMembers, total)
 	}
@@ -177,9 +200,120 @@ func metadataCondition(h *strata.MetadataHealth) (reason, msg string) {
 
 // Events of the etcd upkeep.
 const (
-	EventEtcdDefragmented = "EtcdDefragmented"
-	EventEtcdDefragFailed = "EtcdDefragFailed"
+	EventEtcdDefragmented      = "EtcdDefragmented"
+	EventEtcdDefragFailed      = "EtcdDefragFailed"
+	EventEtcdNoSpaceRecovered  = "EtcdNoSpaceRecovered"
+	EventEtcdNoSpaceNotCleared = "EtcdNoSpaceNotCleared"
 )
+
+// noSpaceRetryInterval is the least time between two NOSPACE recoveries
+// (compaction and a defragmentation of every member) of one etcd: when the
+// live data itself fills the quota, recovering again frees nothing.
+const noSpaceRetryInterval = 10 * time.Minute
+
+// noSpaceDisarmRatio: the alarm is disarmed only when, after compaction
+// and defragmentation, every member's database fits in this share of the
+// quota; disarming a database that is still nearly full would only let
+// the brokers raise the alarm again at their next writes.
+const noSpaceDisarmRatio = 0.8
+
+// NoSpaceRecovery is what a NOSPACE recovery achieved.
+type NoSpaceRecovery struct {
+	// Disarmed is set when the NOSPACE alarms were disarmed.
+	Disarmed bool
+	// DBSizeBytes is the largest member database after the recovery;
+	// QuotaBytes the quota.
+	DBSizeBytes, QuotaBytes int64
+}
+
+// NeedsNoSpaceRecovery decides whether a probed managed etcd should be
+// recovered from NOSPACE now: a NOSPACE alarm is raised, every member
+// answers (defragmenting a member stops it serving, so the others must
+// keep quorum) and no member was defragmented within noSpaceRetryInterval.
+func NeedsNoSpaceRecovery(h *strata.MetadataHealth, now time.Time) bool {
+	if !slices.ContainsFunc(h.Alarms, func(a string) bool { return strings.HasPrefix(a, "NOSPACE") }) {
+		return false
+	}
+	if len(h.Members) == 0 || int(h.HealthyMembers) < len(h.Members) {
+		return false
+	}
+	for _, m := range h.Members {
+		if m.LastDefragTime != nil && now.Sub(m.LastDefragTime.Time) < noSpaceRetryInterval {
+			return false
+		}
+	}
+	return true
+}
+
+// RecoverNoSpace is etcd's documented way out of NOSPACE: compact the
+// history up to the current revision, defragment every member one at a
+// time, and disarm the alarm if the database now fits well under the
+// quota. Brokers whose watch falls behind the compaction resync from a
+// fresh snapshot (broker/meta Watch), so nothing they need is lost.
+func (p EtcdProber) RecoverNoSpace(ctx context.Context, endpoints []string) (NoSpaceRecovery, error) {
+	var out NoSpaceRecovery
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(len(endpoints)+1)*defragTimeout)
+	defer cancel()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: metadataProbeTimeout, Context: ctx, Logger: zap.NewNop()})
+	if err != nil {
+		return out, fmt.Errorf("etcd client: %w", err)
+	}
+	defer cli.Close()
+	st, err := cli.Status(ctx, endpoints[0])
+	if err != nil {
+		return out, fmt.Errorf("status of %s: %w", endpoints[0], err)
+	}
+	if _, err := cli.Compact(ctx, st.Header.Revision, clientv3.WithCompactPhysical()); err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
+		return out, fmt.Errorf("compact to revision %d: %w", st.Header.Revision, err)
+	}
+	for _, ep := range endpoints {
+		if _, err := cli.Defragment(ctx, ep); err != nil {
+			return out, fmt.Errorf("defragment %s: %w", ep, err)
+		}
+		st, err := cli.Status(ctx, ep)
+		if err != nil {
+			return out, fmt.Errorf("status of %s: %w", ep, err)
+		}
+		out.DBSizeBytes = max(out.DBSizeBytes, st.DbSize)
+		out.QuotaBytes = max(out.QuotaBytes, st.DbSizeQuota)
+	}
+	if out.QuotaBytes > 0 && float64(out.DBSizeBytes) > noSpaceDisarmRatio*float64(out.QuotaBytes) {
+		return out, nil
+	}
+	alarms, err := cli.AlarmList(ctx)
+	if err != nil {
+		return out, fmt.Errorf("alarm list: %w", err)
+	}
+	for _, a := range alarms.Alarms {
+		if a.Alarm != etcdserverpb.AlarmType_NOSPACE {
+			continue
+		}
+		if _, err := cli.AlarmDisarm(ctx, (*clientv3.AlarmMember)(a)); err != nil {
+			return out, fmt.Errorf("disarm NOSPACE on member %x: %w", a.MemberID, err)
+		}
+	}
+	out.Disarmed = true
+	return out, nil
+}
+
+// recoverNoSpace runs a NOSPACE recovery and says what it did in an event.
+// It reports whether it ran (members were compacted and defragmented), so
+// the caller probes again and records the attempt.
+func (r *KafkaClusterReconciler) recoverNoSpace(ctx context.Context, kc *strata.KafkaCluster, prober MetadataProber, h *strata.MetadataHealth) bool {
+	res, err := prober.RecoverNoSpace(ctx, h.Endpoints)
+	switch {
+	case err != nil:
+		r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventEtcdNoSpaceNotCleared, "RecoverNoSpace",
+			"etcd NOSPACE: compaction and defragmentation failed: %v", err)
+	case res.Disarmed:
+		r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventEtcdNoSpaceRecovered, "RecoverNoSpace",
+			"etcd NOSPACE cleared: history compacted, every member defragmented, database %d of quota %d bytes, alarm disarmed", res.DBSizeBytes, res.QuotaBytes)
+	default:
+		r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventEtcdNoSpaceNotCleared, "RecoverNoSpace",
+			"etcd NOSPACE not cleared: after compaction and defragmentation the database still holds %d of quota %d bytes; raise spec.metadata.managed.storageSize (the quota is half the volume)", res.DBSizeBytes, res.QuotaBytes)
+	}
+	return true
+}
 
 // defragTimeout bounds one defragmentation: the member rewrites its whole
 // backend, which takes longer than a probe.

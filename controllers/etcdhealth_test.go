@@ -2,12 +2,15 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
@@ -107,4 +110,103 @@ func FreeEtcdPages(ctx context.Context, cli *clientv3.Client) error {
 		return fmt.Errorf("compact: %w", err)
 	}
 	return nil
+}
+
+func TestNeedsNoSpaceRecovery(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	recent := metav1.NewTime(now.Add(-time.Minute))
+	old := metav1.NewTime(now.Add(-time.Hour))
+	healthy := func(last *metav1.Time) strata.MetadataMemberHealth {
+		return strata.MetadataMemberHealth{Healthy: true, LastDefragTime: last}
+	}
+	for _, tc := range []struct {
+		name string
+		h    strata.MetadataHealth
+		want bool
+	}{
+		{"no alarm", strata.MetadataHealth{Members: []strata.MetadataMemberHealth{healthy(nil)}, HealthyMembers: 1}, false},
+		{"NOSPACE, all healthy", strata.MetadataHealth{Alarms: []string{"NOSPACE on member 1"}, Members: []strata.MetadataMemberHealth{healthy(nil), healthy(&old)}, HealthyMembers: 2}, true},
+		{"CORRUPT only", strata.MetadataHealth{Alarms: []string{"CORRUPT on member 1"}, Members: []strata.MetadataMemberHealth{healthy(nil)}, HealthyMembers: 1}, false},
+		{"NOSPACE, a member down", strata.MetadataHealth{Alarms: []string{"NOSPACE on member 1"}, Members: []strata.MetadataMemberHealth{healthy(nil), {}}, HealthyMembers: 1}, false},
+		{"NOSPACE, recovered a minute ago", strata.MetadataHealth{Alarms: []string{"NOSPACE on member 1"}, Members: []strata.MetadataMemberHealth{healthy(&recent)}, HealthyMembers: 1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := NeedsNoSpaceRecovery(&tc.h, now); got != tc.want {
+				t.Fatalf("NeedsNoSpaceRecovery = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestEtcdRecoverNoSpace fills a real (embedded) etcd with a small quota
+// until it raises NOSPACE and refuses writes. When old revisions filled it,
+// the recovery compacts, defragments, disarms, and writes work again; when
+// live data fills it, the alarm stays and the sizes say why.
+func TestEtcdRecoverNoSpace(t *testing.T) {
+	const quota = 8 << 20
+	value := strings.Repeat("v", 256<<10)
+	for _, tc := range []struct {
+		name     string
+		key      func(i int) string // the i-th write's key
+		disarmed bool
+	}{
+		{"history", func(i int) string { return "/strata/k" }, true},
+		{"live data", func(i int) string { return fmt.Sprintf("/strata/k%d", i) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			em, err := meta.StartEmbedded(ctx, t.TempDir(), nil, func(c *embed.Config) { c.QuotaBackendBytes = quota })
+			if err != nil {
+				t.Fatalf("start etcd: %v", err)
+			}
+			t.Cleanup(em.Close)
+			cli, err := clientv3.New(clientv3.Config{Endpoints: em.Endpoints, DialTimeout: 5 * time.Second})
+			if err != nil {
+				t.Fatalf("etcd client: %v", err)
+			}
+			defer cli.Close()
+			for i := 0; ; i++ {
+				if i > 1000 {
+					t.Fatal("no NOSPACE after 1000 writes of 256 KiB")
+				}
+				if _, err := cli.Put(ctx, tc.key(i), value); err != nil {
+					if !errors.Is(err, rpctypes.ErrNoSpace) {
+						t.Fatalf("put %d: %v", i, err)
+					}
+					break
+				}
+			}
+			p := EtcdProber{}
+			h := p.Probe(ctx, em.Endpoints)
+			if !NeedsNoSpaceRecovery(&h, time.Now()) {
+				t.Fatalf("probe after NOSPACE: %+v", h)
+			}
+			// An etcd in NOSPACE answers: it is an alarm, not an outage.
+			if reason, msg := metadataCondition(&h); reason != ReasonEtcdAlarm || !strings.Contains(msg, "NOSPACE") {
+				t.Fatalf("condition %s: %s; want %s naming NOSPACE", reason, msg, ReasonEtcdAlarm)
+			}
+			res, err := p.RecoverNoSpace(ctx, em.Endpoints)
+			if err != nil {
+				t.Fatalf("recover: %v", err)
+			}
+			if res.Disarmed != tc.disarmed || res.QuotaBytes != quota {
+				t.Fatalf("recovery %+v, want disarmed %v and quota %d", res, tc.disarmed, quota)
+			}
+			_, err = cli.Put(ctx, "/strata/after", "x")
+			h = p.Probe(ctx, em.Endpoints)
+			if tc.disarmed {
+				if err != nil || len(h.Alarms) > 0 {
+					t.Fatalf("after recovery: put %v, alarms %v", err, h.Alarms)
+				}
+				return
+			}
+			if !errors.Is(err, rpctypes.ErrNoSpace) || len(h.Alarms) == 0 {
+				t.Fatalf("live data over the quota: put %v, alarms %v; want NOSPACE kept", err, h.Alarms)
+			}
+			if float64(res.DBSizeBytes) <= noSpaceDisarmRatio*quota {
+				t.Fatalf("not disarmed though the database (%d bytes) fits", res.DBSizeBytes)
+			}
+		})
+	}
 }
