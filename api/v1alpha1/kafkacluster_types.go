@@ -532,6 +532,25 @@ type ScalingStatus struct {
 	// broker being drained.
 	// +optional
 	PartitionsLeft int32 `json:"partitionsLeft,omitempty"`
+	// MovesPlanned counts the reassignments this scaling makes in all:
+	// the ones started so far plus the ones its plan still has (for a
+	// drain, the plan of the broker being drained).
+	// +optional
+	MovesPlanned int32 `json:"movesPlanned,omitempty"`
+	// MovesDone counts the reassignments started for this scaling that
+	// have finished.
+	// +optional
+	MovesDone int32 `json:"movesDone"`
+	// BytesToMove is the bytes this scaling copies in all, an estimate:
+	// BytesLeft when it starts, grown by every rise of BytesLeft (data
+	// grew, the next broker's drain started). Replica sizes come from the
+	// brokers (DescribeLogDirs); 0 when they could not be read.
+	// +optional
+	BytesToMove int64 `json:"bytesToMove"`
+	// BytesLeft is the bytes still to copy: the planned moves' partitions
+	// plus what the new replicas of reassignments in flight still lack.
+	// +optional
+	BytesLeft int64 `json:"bytesLeft"`
 	// Message is the last decision and why.
 	// +optional
 	Message string `json:"message,omitempty"`
