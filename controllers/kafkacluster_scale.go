@@ -232,6 +232,21 @@ func ScalingProgress(st, prev *strata.ScalingStatus, inFlight, planned int, byte
 	st.BytesToMove = toMove + max(0, bytesLeft-left)
 }
 
+// dataMoves counts the moves that copy data, not only reorder a replica
+// list.
+func dataMoves(moves []placement.Move) int {
+	n := 0
+	for _, m := range moves {
+		a, b := slices.Clone(m.From), slices.Clone(m.To)
+		slices.Sort(a)
+		slices.Sort(b)
+		if !slices.Equal(a, b) {
+			n++
+		}
+	}
+	return n
+}
+
 // withPartitionSizes adds every replica's size to md (plan.WithSizes)
 // from DescribeAllLogDirs, so that moves balance bytes and the status
 // tells bytes left. Sizes only improve the decision: when some or all
@@ -329,7 +344,7 @@ func (r *KafkaClusterReconciler) reconcileRebalance(ctx context.Context, s *clus
 	if len(rb.Moves) == 0 {
 		if rb.InFlight == 0 {
 			if under {
-				r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventRebalanceMoves, "Rebalance", "rebalance done: %d reassignments made", st.MovesStarted)
+				r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventRebalanceMoves, "Rebalance", "rebalance done: %d replica moves made", st.MovesStarted)
 			}
 			kc.Status.Scaling = nil
 			return nil
@@ -339,7 +354,8 @@ func (r *KafkaClusterReconciler) reconcileRebalance(ctx context.Context, s *clus
 		return nil
 	}
 	n, err := r.startMoves(ctx, kc, rb.Moves)
-	st.MovesStarted += int32(n)
+	// Progress counts replica moves; leader reorderings finish at once.
+	st.MovesStarted += int32(min(n, dataMoves(rb.Moves)))
 	r.setScaling(kc, st)
 	s.requeueAfter = minPositive(s.requeueAfter, scalingRequeue)
 	if err != nil {

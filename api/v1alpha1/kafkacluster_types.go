@@ -521,8 +521,10 @@ type ScalingStatus struct {
 	// Broker is the broker being drained.
 	// +optional
 	Broker *int32 `json:"broker,omitempty"`
-	// MovesStarted counts the reassignments the operator started for this
-	// scaling so far.
+	// MovesStarted counts the reassignments that move replicas the
+	// operator started for this scaling so far (MovesPlanned and MovesDone
+	// count the same kind; leader reorderings, which copy nothing and end
+	// at once, are not counted).
 	// +optional
 	MovesStarted int32 `json:"movesStarted,omitempty"`
 	// MovesInFlight counts the reassignments in flight in the cluster.
