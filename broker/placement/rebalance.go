@@ -62,127 +62,25 @@ func Rebalance(brokers []Broker, partitions []Partition, maxMoves int) ([]Move, 
 	slices.SortFunc(parts, func(a, b Partition) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
-	to := make([][]int32, len(parts))
-	replicas, leaders := map[int32]int{}, map[int32]int{}
-	bytes := map[int32]int64{}
+	r := &rebalancer{c: c, parts: parts, to: make([][]int32, len(parts)), on: map[int32][]int{},
+		replicas: map[int32]int{}, leaders: map[int32]int{}, bytes: map[int32]int64{}}
 	var total int64
 	for i, p := range parts {
-		to[i] = slices.Clone(p.Replicas)
+		r.to[i] = slices.Clone(p.Replicas)
 		for j, id := range p.Replicas {
-			replicas[id]++
-			bytes[id] += p.Size
+			r.on[id] = append(r.on[id], i)
+			r.replicas[id]++
+			r.bytes[id] += p.Size
 			total += p.Size
 			if j == 0 {
-				leaders[id]++
+				r.leaders[id]++
 			}
 		}
 	}
-	tolerance := ByteTolerance(total, len(c.brokers))
-	zoneLimit := func(rf int) int { return (rf + len(c.zones) - 1) / len(c.zones) }
-	maxInZone := func(rs []int32) int {
-		n := map[string]int{}
-		m := 0
-		for _, id := range rs {
-			n[c.byID[id].Zone]++
-			m = max(m, n[c.byID[id].Zone])
-		}
-		return m
-	}
-	// movable returns partition i's replica list with src's replica on
-	// dst, or nil when that breaks a rule.
-	movable := func(i int, src, dst Broker, followerOnly bool) []int32 {
-		rs := to[i]
-		slot := slices.Index(rs, src.ID)
-		if parts[i].Pinned || slot < 0 || (followerOnly && slot == 0) || slices.Contains(rs, dst.ID) {
-			return nil
-		}
-		if slot == 0 && parts[i].LeaderZone != "" && dst.Zone != parts[i].LeaderZone {
-			return nil
-		}
-		next := slices.Clone(rs)
-		next[slot] = dst.ID
-		if maxInZone(next) > max(zoneLimit(len(rs)), maxInZone(rs)) {
-			return nil
-		}
-		return next
-	}
-	apply := func(i int, next []int32, src, dst int32) {
-		if to[i][0] == src {
-			leaders[src]--
-			leaders[dst]++
-		}
-		to[i] = next
-		replicas[src]--
-		replicas[dst]++
-		bytes[src] -= parts[i].Size
-		bytes[dst] += parts[i].Size
-	}
-	// sortedBy orders the brokers by (replicas, bytes) or by bytes alone,
-	// ascending or descending; ties keep broker ID order.
-	sortedBy := func(desc, countFirst bool) []Broker {
-		out := slices.Clone(c.brokers)
-		slices.SortStableFunc(out, func(a, b Broker) int {
-			if desc {
-				a, b = b, a
-			}
-			if countFirst {
-				return cmp.Or(cmp.Compare(replicas[a.ID], replicas[b.ID]), cmp.Compare(bytes[a.ID], bytes[b.ID]))
-			}
-			return cmp.Compare(bytes[a.ID], bytes[b.ID])
-		})
-		return out
-	}
-	// countMove makes one replica move that narrows the count spread.
-	countMove := func() bool {
-		// Among equal counts the fuller broker gives, the emptier takes.
-		for _, src := range sortedBy(true, true) {
-			for _, dst := range sortedBy(false, true) {
-				if replicas[src.ID]-replicas[dst.ID] <= 1 {
-					break
-				}
-				diff := bytes[src.ID] - bytes[dst.ID]
-				for _, followerOnly := range []bool{true, false} {
-					best, bestNext := -1, []int32(nil)
-					var bestValue int64
-					for i := range to {
-						next := movable(i, src, dst, followerOnly)
-						if next == nil {
-							continue
-						}
-						s := parts[i].Size
-						value := abs(diff) - abs(diff-2*s) - s
-						if best < 0 || value > bestValue {
-							best, bestNext, bestValue = i, next, value
-						}
-					}
-					if best >= 0 {
-						apply(best, bestNext, src.ID, dst.ID)
-						return true
-					}
-				}
-			}
-		}
-		return false
-	}
-	// byteMove makes one single move or swap that narrows a byte
-	// difference above the tolerance; budget is the moves it may use.
-	byteMove := func(budget int) int {
-		for _, src := range sortedBy(true, false) {
-			for _, dst := range sortedBy(false, false) {
-				diff := bytes[src.ID] - bytes[dst.ID]
-				if diff <= tolerance {
-					break
-				}
-				if n := bestByteMove(parts, to, src, dst, diff, tolerance, budget, replicas, movable, apply); n > 0 {
-					return n
-				}
-			}
-		}
-		return 0
-	}
+	r.tolerance = ByteTolerance(total, len(c.brokers))
 	moved := 0
 	for maxMoves <= 0 || moved < maxMoves {
-		if !countMove() {
+		if !r.countMove() {
 			break
 		}
 		moved++
@@ -192,39 +90,184 @@ func Rebalance(brokers []Broker, partitions []Partition, maxMoves int) ([]Move, 
 		if maxMoves > 0 {
 			budget = min(2, maxMoves-moved)
 		}
-		n := byteMove(budget)
+		n := r.byteMove(budget)
 		if n == 0 {
 			break
 		}
 		moved += n
 	}
-	balanceLeaders(c, parts, to, leaders)
+	balanceLeaders(c, parts, r.to, r.leaders)
 	var moves []Move
 	for i, p := range parts {
-		if !slices.Equal(p.Replicas, to[i]) {
-			moves = append(moves, Move{Topic: p.Topic, Partition: p.Partition, From: slices.Clone(p.Replicas), To: to[i]})
+		if !slices.Equal(p.Replicas, r.to[i]) {
+			moves = append(moves, Move{Topic: p.Topic, Partition: p.Partition, From: slices.Clone(p.Replicas), To: r.to[i]})
 		}
 	}
 	return moves, nil
 }
 
+// rebalancer is Rebalance's state: the assignment reached so far and the
+// load it puts on each broker.
+type rebalancer struct {
+	c         *cluster
+	parts     []Partition     // in (topic, partition) order
+	to        [][]int32       // replica lists reached, by index into parts
+	on        map[int32][]int // partition indices each broker holds, ascending
+	replicas  map[int32]int
+	leaders   map[int32]int
+	bytes     map[int32]int64
+	tolerance int64
+}
+
+// slot returns the slot of src's replica in partition i when it may move
+// to dst, else -1: the partition is not pinned, holds src and not dst,
+// the slot is a follower's if followerOnly, a leader stays in its
+// topic's leader zone, and dst's zone does not get more replicas of the
+// partition than the placement rules allow (or than a zone has already).
+func (r *rebalancer) slot(i int, src, dst Broker, followerOnly bool) int {
+	p, rs := &r.parts[i], r.to[i]
+	if p.Pinned {
+		return -1
+	}
+	slot := -1
+	for j, id := range rs {
+		switch id {
+		case src.ID:
+			slot = j
+		case dst.ID:
+			return -1
+		}
+	}
+	if slot < 0 || (followerOnly && slot == 0) {
+		return -1
+	}
+	if slot == 0 && p.LeaderZone != "" && dst.Zone != p.LeaderZone {
+		return -1
+	}
+	if src.Zone != dst.Zone {
+		most, inDst := 0, 0
+		for _, a := range rs {
+			n := 0
+			for _, b := range rs {
+				if r.c.byID[a].Zone == r.c.byID[b].Zone {
+					n++
+				}
+			}
+			most = max(most, n)
+			if r.c.byID[a].Zone == dst.Zone {
+				inDst++
+			}
+		}
+		limit := (len(rs) + len(r.c.zones) - 1) / len(r.c.zones)
+		if inDst+1 > max(limit, most) {
+			return -1
+		}
+	}
+	return slot
+}
+
+// apply moves partition i's replica in slot from src to dst.
+func (r *rebalancer) apply(i, slot int, src, dst int32) {
+	if slot == 0 {
+		r.leaders[src]--
+		r.leaders[dst]++
+	}
+	r.to[i][slot] = dst
+	r.replicas[src]--
+	r.replicas[dst]++
+	r.bytes[src] -= r.parts[i].Size
+	r.bytes[dst] += r.parts[i].Size
+	if k, ok := slices.BinarySearch(r.on[src], i); ok {
+		r.on[src] = slices.Delete(r.on[src], k, k+1)
+	}
+	k, _ := slices.BinarySearch(r.on[dst], i)
+	r.on[dst] = slices.Insert(r.on[dst], k, i)
+}
+
+// sortedBy orders the brokers by (replicas, bytes) or by bytes alone,
+// ascending or descending; ties keep broker ID order.
+func (r *rebalancer) sortedBy(desc, countFirst bool) []Broker {
+	out := slices.Clone(r.c.brokers)
+	slices.SortStableFunc(out, func(a, b Broker) int {
+		if desc {
+			a, b = b, a
+		}
+		if countFirst {
+			return cmp.Or(cmp.Compare(r.replicas[a.ID], r.replicas[b.ID]), cmp.Compare(r.bytes[a.ID], r.bytes[b.ID]))
+		}
+		return cmp.Compare(r.bytes[a.ID], r.bytes[b.ID])
+	})
+	return out
+}
+
+// countMove makes one replica move that narrows the count spread (rule
+// 1); among equal counts the fuller broker gives, the emptier takes.
+func (r *rebalancer) countMove() bool {
+	for _, src := range r.sortedBy(true, true) {
+		for _, dst := range r.sortedBy(false, true) {
+			if r.replicas[src.ID]-r.replicas[dst.ID] <= 1 {
+				break
+			}
+			diff := r.bytes[src.ID] - r.bytes[dst.ID]
+			for _, followerOnly := range []bool{true, false} {
+				best, bestSlot := -1, -1
+				var bestValue int64
+				for _, i := range r.on[src.ID] {
+					slot := r.slot(i, src, dst, followerOnly)
+					if slot < 0 {
+						continue
+					}
+					s := r.parts[i].Size
+					value := abs(diff) - abs(diff-2*s) - s
+					if best < 0 || value > bestValue {
+						best, bestSlot, bestValue = i, slot, value
+					}
+				}
+				if best >= 0 {
+					r.apply(best, bestSlot, src.ID, dst.ID)
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// byteMove makes one single move or swap that narrows a byte difference
+// above the tolerance (rule 2); budget is the moves it may use. It
+// returns the moves made.
+func (r *rebalancer) byteMove(budget int) int {
+	for _, src := range r.sortedBy(true, false) {
+		for _, dst := range r.sortedBy(false, false) {
+			diff := r.bytes[src.ID] - r.bytes[dst.ID]
+			if diff <= r.tolerance {
+				break
+			}
+			if n := r.bestByteMove(src, dst, diff, budget); n > 0 {
+				return n
+			}
+		}
+	}
+	return 0
+}
+
 // bestByteMove finds and applies the best single move or swap between src
-// and dst (Rebalance's rule 2) and returns how many replica moves it made
-// (0: none qualifies).
-func bestByteMove(parts []Partition, to [][]int32, src, dst Broker, diff, tolerance int64, budget int,
-	replicas map[int32]int, movable func(int, Broker, Broker, bool) []int32, apply func(int, []int32, int32, int32)) int {
+// and dst and returns how many replica moves it made (0: none
+// qualifies).
+func (r *rebalancer) bestByteMove(src, dst Broker, diff int64, budget int) int {
 	type cand struct {
-		i    int
-		next []int32
-		size int64
+		i, slot int
+		size    int64
 	}
 	var out, in []cand // src → dst, dst → src
-	for i := range to {
-		if next := movable(i, src, dst, false); next != nil {
-			out = append(out, cand{i, next, parts[i].Size})
+	for _, i := range r.on[src.ID] {
+		if slot := r.slot(i, src, dst, false); slot >= 0 {
+			out = append(out, cand{i, slot, r.parts[i].Size})
 		}
-		if next := movable(i, dst, src, false); next != nil {
-			in = append(in, cand{i, next, parts[i].Size})
+	}
+	for _, i := range r.on[dst.ID] {
+		if slot := r.slot(i, dst, src, false); slot >= 0 {
+			in = append(in, cand{i, slot, r.parts[i].Size})
 		}
 	}
 	// A transfer of t bytes leaves |diff-2t|; it qualifies when that is
@@ -234,7 +277,7 @@ func bestByteMove(parts []Partition, to [][]int32, src, dst Broker, diff, tolera
 			return 0
 		}
 		g := diff - abs(diff-2*t)
-		if abs(diff-2*t) > tolerance && g < tolerance {
+		if abs(diff-2*t) > r.tolerance && g < r.tolerance {
 			return 0
 		}
 		return g
@@ -254,27 +297,24 @@ func bestByteMove(parts []Partition, to [][]int32, src, dst Broker, diff, tolera
 	}
 	// A single move keeps the counts' spread only from a broker holding
 	// one replica more.
-	if replicas[src.ID] == replicas[dst.ID]+1 {
+	if r.replicas[src.ID] == r.replicas[dst.ID]+1 {
 		for o, c := range out {
 			consider(o, -1, c.size, c.size)
 		}
 	}
 	if budget >= 2 && len(in) > 0 {
-		idx := make([]int, len(in)) // in, by size
-		for k := range idx {
-			idx[k] = k
-		}
-		sort.SliceStable(idx, func(a, b int) bool { return in[idx[a]].size < in[idx[b]].size })
+		bySize := slices.Clone(in)
+		slices.SortStableFunc(bySize, func(a, b cand) int { return cmp.Compare(a.size, b.size) })
 		for o, c := range out {
 			// The best partner is near size c.size - diff/2.
 			want := c.size - diff/2
-			k := sort.Search(len(idx), func(k int) bool { return in[idx[k]].size >= want })
+			k := sort.Search(len(bySize), func(k int) bool { return bySize[k].size >= want })
 			for _, j := range []int{k - 1, k} {
-				if j < 0 || j >= len(idx) {
+				if j < 0 || j >= len(bySize) {
 					continue
 				}
-				n := idx[j] // a partition on dst, not on src: never c's
-				consider(o, n, c.size-in[n].size, c.size+in[n].size)
+				n := slices.IndexFunc(in, func(x cand) bool { return x.i == bySize[j].i })
+				consider(o, n, c.size-bySize[j].size, c.size+bySize[j].size)
 			}
 		}
 	}
@@ -282,12 +322,12 @@ func bestByteMove(parts []Partition, to [][]int32, src, dst Broker, diff, tolera
 		return 0
 	}
 	o := out[bestOut]
-	apply(o.i, o.next, src.ID, dst.ID)
+	r.apply(o.i, o.slot, src.ID, dst.ID)
 	if bestIn < 0 {
 		return 1
 	}
 	n := in[bestIn]
-	apply(n.i, n.next, dst.ID, src.ID)
+	r.apply(n.i, n.slot, dst.ID, src.ID)
 	return 2
 }
 
