@@ -237,10 +237,7 @@ func ScalingProgress(st, prev *strata.ScalingStatus, inFlight, planned int, byte
 func dataMoves(moves []placement.Move) int {
 	n := 0
 	for _, m := range moves {
-		a, b := slices.Clone(m.From), slices.Clone(m.To)
-		slices.Sort(a)
-		slices.Sort(b)
-		if !slices.Equal(a, b) {
+		if m.CopiesData() {
 			n++
 		}
 	}

@@ -31,6 +31,18 @@ type Move struct {
 	To        []int32
 }
 
+// CopiesData says whether the move adds a replica somewhere (copying the
+// partition), as opposed to only reordering the replica list (a
+// preferred-leader change).
+func (m Move) CopiesData() bool {
+	for _, id := range m.To {
+		if !slices.Contains(m.From, id) {
+			return true
+		}
+	}
+	return false
+}
+
 // Drain returns the moves that take every replica off the drained brokers.
 // brokers are all brokers that may receive replicas plus the drained ones;
 // partitions is the whole cluster's assignment (it drives the load balance).
