@@ -181,3 +181,33 @@ func TestKeepReplicas(t *testing.T) {
 		})
 	}
 }
+
+// TestScalingProgress: three rounds of a drain of two brokers; the
+// totals add up and bytesToMove grows when the second broker's drain
+// starts.
+func TestScalingProgress(t *testing.T) {
+	rounds := []struct {
+		inFlight, planned int
+		bytesLeft         int64
+		start             int32 // moves this round starts
+		want              strata.ScalingStatus
+	}{
+		{0, 4, 400, 2, strata.ScalingStatus{MovesPlanned: 4, MovesStarted: 2, BytesToMove: 400, BytesLeft: 400}},
+		// Two in flight, 100 bytes copied; two more planned and started.
+		{2, 2, 300, 2, strata.ScalingStatus{MovesPlanned: 4, MovesStarted: 4, BytesToMove: 400, BytesLeft: 300}},
+		{1, 0, 50, 0, strata.ScalingStatus{MovesPlanned: 4, MovesStarted: 4, MovesDone: 3, BytesToMove: 400, BytesLeft: 50}},
+		// The first broker is empty; the next one has 3 moves of 600.
+		{0, 3, 600, 3, strata.ScalingStatus{MovesPlanned: 7, MovesStarted: 7, MovesDone: 4, BytesToMove: 950, BytesLeft: 600}},
+		{0, 0, 0, 0, strata.ScalingStatus{MovesPlanned: 7, MovesStarted: 7, MovesDone: 7, BytesToMove: 950, BytesLeft: 0}},
+	}
+	var prev *strata.ScalingStatus
+	for i, r := range rounds {
+		var st strata.ScalingStatus
+		controllers.ScalingProgress(&st, prev, r.inFlight, r.planned, r.bytesLeft)
+		st.MovesStarted += r.start
+		if st != r.want {
+			t.Fatalf("round %d: %+v, want %+v", i, st, r.want)
+		}
+		prev = &st
+	}
+}

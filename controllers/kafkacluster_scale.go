@@ -127,6 +127,7 @@ func (r *KafkaClusterReconciler) reconcileScaleDown(ctx context.Context, s *clus
 		r.setScaling(kc, strata.ScalingStatus{Phase: ScalingPhaseDraining, Message: fmt.Sprintf("scale-down waits: cannot read the Kafka metadata: %v", err)})
 		return nil
 	}
+	md, sizesErr := r.withPartitionSizes(ctx, kc, md)
 	maxMoves := int(cmp.Or(kc.Spec.Rebalance.MaxConcurrentMoves, strata.DefaultMaxConcurrentMoves))
 	d := plan.NextDrain(wantedBrokers(s.zones), md, maxMoves)
 	if d.Impossible != "" {
@@ -145,10 +146,12 @@ func (r *KafkaClusterReconciler) reconcileScaleDown(ctx context.Context, s *clus
 		drained = d.Broker
 	}
 	s.keepReplicas = KeepReplicas(current, spec, toRemove, drained, kc.Status.BrokerIDBlocks)
-	st := strata.ScalingStatus{Phase: ScalingPhaseDraining, MovesInFlight: int32(d.InFlight), Message: d.Reason}
-	if prev := kc.Status.Scaling; prev != nil && prev.Phase == ScalingPhaseDraining {
-		st.MovesStarted = prev.MovesStarted
+	st := strata.ScalingStatus{Phase: ScalingPhaseDraining, MovesInFlight: int32(d.InFlight), Message: withSizesNote(d.Reason, sizesErr)}
+	prev := kc.Status.Scaling
+	if prev == nil || prev.Phase != ScalingPhaseDraining {
+		prev = nil
 	}
+	ScalingProgress(&st, prev, d.InFlight, d.Planned, d.BytesLeft)
 	if d.Broker >= 0 {
 		st.Broker = ptr.To(d.Broker)
 		st.PartitionsLeft = int32(partitionsOn(md, d.Broker))
@@ -204,6 +207,70 @@ func partitionsOn(md plan.Metadata, id int32) int {
 		}
 	}
 	return n
+}
+
+// ScalingProgress fills the progress of a drain or rebalance from the
+// decision of this round (reassignments in flight, moves still planned,
+// bytes left) and the status of the previous round of the same scaling
+// (nil: it starts now). Moves started by this round are for the caller to
+// add to MovesStarted.
+func ScalingProgress(st, prev *strata.ScalingStatus, inFlight, planned int, bytesLeft int64) {
+	var started int32
+	var toMove, left int64
+	if prev != nil {
+		started, toMove, left = prev.MovesStarted, prev.BytesToMove, prev.BytesLeft
+	}
+	st.MovesStarted = started
+	// In-flight reassignments may include others' (a topic's RF change):
+	// done is what we started less what is in flight, never below 0.
+	st.MovesDone = max(0, started-int32(inFlight))
+	st.MovesPlanned = started + int32(planned)
+	st.BytesLeft = bytesLeft
+	// Bytes left falling is copying done; bytes left rising is work added
+	// (data grew, the next broker's drain started), so the total grows by
+	// the rise. An estimate: copying and added work in one round net out.
+	st.BytesToMove = toMove + max(0, bytesLeft-left)
+}
+
+// dataMoves counts the moves that copy data, not only reorder a replica
+// list.
+func dataMoves(moves []placement.Move) int {
+	n := 0
+	for _, m := range moves {
+		if m.CopiesData() {
+			n++
+		}
+	}
+	return n
+}
+
+// withPartitionSizes adds every replica's size to md (plan.WithSizes)
+// from DescribeAllLogDirs, so that moves balance bytes and the status
+// tells bytes left. Sizes only improve the decision: when some or all
+// brokers do not answer, those sizes stay unknown (a partition's size is
+// its largest known replica, so one answering replica is enough), and the
+// error is returned for the status message.
+func (r *KafkaClusterReconciler) withPartitionSizes(ctx context.Context, kc *strata.KafkaCluster, md plan.Metadata) (plan.Metadata, error) {
+	adm, err := r.Admin.Admin(kc)
+	if err != nil {
+		return md, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, AdminCallTimeout)
+	defer cancel()
+	dirs, err := adm.DescribeAllLogDirs(ctx, nil)
+	if err != nil {
+		err = fmt.Errorf("describe log dirs: %w", err)
+	}
+	return plan.WithSizes(md, dirs), err
+}
+
+// withSizesNote appends to a decision's reason that replica sizes are
+// (partly) unknown.
+func withSizesNote(reason string, sizesErr error) string {
+	if sizesErr == nil {
+		return reason
+	}
+	return fmt.Sprintf("%s (replica sizes partly unknown, balancing by count there: %v)", reason, sizesErr)
 }
 
 func (r *KafkaClusterReconciler) setScaling(kc *strata.KafkaCluster, st strata.ScalingStatus) {
@@ -262,16 +329,19 @@ func (r *KafkaClusterReconciler) reconcileRebalance(ctx context.Context, s *clus
 	if err != nil {
 		return nil // the Kafka health line reports an unreachable cluster
 	}
+	md, sizesErr := r.withPartitionSizes(ctx, kc, md)
 	maxMoves := int(cmp.Or(kc.Spec.Rebalance.MaxConcurrentMoves, strata.DefaultMaxConcurrentMoves))
 	rb := plan.RebalanceMoves(wantedBrokers(s.zones), md, maxMoves)
-	st := strata.ScalingStatus{Phase: ScalingPhaseRebalancing, MovesInFlight: int32(rb.InFlight), Message: rb.Reason}
+	st := strata.ScalingStatus{Phase: ScalingPhaseRebalancing, MovesInFlight: int32(rb.InFlight), Message: withSizesNote(rb.Reason, sizesErr)}
+	var prev *strata.ScalingStatus
 	if under {
-		st.MovesStarted = kc.Status.Scaling.MovesStarted
+		prev = kc.Status.Scaling
 	}
+	ScalingProgress(&st, prev, rb.InFlight, rb.Planned, rb.BytesLeft)
 	if len(rb.Moves) == 0 {
 		if rb.InFlight == 0 {
 			if under {
-				r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventRebalanceMoves, "Rebalance", "rebalance done: %d reassignments made", st.MovesStarted)
+				r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventRebalanceMoves, "Rebalance", "rebalance done: %d replica moves made", st.MovesStarted)
 			}
 			kc.Status.Scaling = nil
 			return nil
@@ -281,7 +351,8 @@ func (r *KafkaClusterReconciler) reconcileRebalance(ctx context.Context, s *clus
 		return nil
 	}
 	n, err := r.startMoves(ctx, kc, rb.Moves)
-	st.MovesStarted += int32(n)
+	// Progress counts replica moves; leader reorderings finish at once.
+	st.MovesStarted += int32(min(n, dataMoves(rb.Moves)))
 	r.setScaling(kc, st)
 	s.requeueAfter = minPositive(s.requeueAfter, scalingRequeue)
 	if err != nil {

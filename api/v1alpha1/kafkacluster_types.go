@@ -521,8 +521,10 @@ type ScalingStatus struct {
 	// Broker is the broker being drained.
 	// +optional
 	Broker *int32 `json:"broker,omitempty"`
-	// MovesStarted counts the reassignments the operator started for this
-	// scaling so far.
+	// MovesStarted counts the reassignments that move replicas the
+	// operator started for this scaling so far (MovesPlanned and MovesDone
+	// count the same kind; leader reorderings, which copy nothing and end
+	// at once, are not counted).
 	// +optional
 	MovesStarted int32 `json:"movesStarted,omitempty"`
 	// MovesInFlight counts the reassignments in flight in the cluster.
@@ -532,6 +534,25 @@ type ScalingStatus struct {
 	// broker being drained.
 	// +optional
 	PartitionsLeft int32 `json:"partitionsLeft,omitempty"`
+	// MovesPlanned counts the reassignments this scaling makes in all:
+	// the ones started so far plus the ones its plan still has (for a
+	// drain, the plan of the broker being drained).
+	// +optional
+	MovesPlanned int32 `json:"movesPlanned,omitempty"`
+	// MovesDone counts the reassignments started for this scaling that
+	// have finished.
+	// +optional
+	MovesDone int32 `json:"movesDone"`
+	// BytesToMove is the bytes this scaling copies in all, an estimate:
+	// BytesLeft when it starts, grown by every rise of BytesLeft (data
+	// grew, the next broker's drain started). Replica sizes come from the
+	// brokers (DescribeLogDirs); 0 when they could not be read.
+	// +optional
+	BytesToMove int64 `json:"bytesToMove"`
+	// BytesLeft is the bytes still to copy: the planned moves' partitions
+	// plus what the new replicas of reassignments in flight still lack.
+	// +optional
+	BytesLeft int64 `json:"bytesLeft"`
 	// Message is the last decision and why.
 	// +optional
 	Message string `json:"message,omitempty"`

@@ -23,6 +23,12 @@
 // Drain computes the moves that take every replica off a set of brokers (the
 // operator's scale-down), keeping rules 1 and 2. Rebalance computes the moves
 // that spread replicas and preferred leaders onto new brokers (scale-up).
+// Both also balance bytes when partitions carry their Size (the operator
+// reads it with DescribeLogDirs): Rebalance evens replica counts to within
+// one, then narrows byte differences above ByteTolerance with single moves
+// and swaps that keep the counts; Drain sends the largest partitions first,
+// each to the broker with the fewest bytes among those with nearly the
+// fewest replicas. With every size 0 both balance counts only.
 // LeaderZoneTarget computes the replica list that brings a partition's
 // preferred leader into its topic's leader zone (a reorder when a replica
 // is there already, else one replica replaced), which the controller

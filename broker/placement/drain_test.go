@@ -97,3 +97,60 @@ func TestDrain(t *testing.T) {
 		})
 	}
 }
+
+// TestDrainBytes: the replicas of a drained broker go to the staying
+// broker with the fewest bytes among those within one replica of the
+// fewest, largest partitions first.
+func TestDrainBytes(t *testing.T) {
+	const mib = int64(1 << 20)
+	zoneA := []Broker{{1, "a"}, {2, "a"}, {3, "a"}}
+	tests := []struct {
+		name  string
+		parts []Partition
+		// want is where each drained partition goes (partition → broker).
+		want map[int32]int32
+	}{
+		{"the emptier broker by bytes takes it, counts being equal",
+			[]Partition{
+				{Topic: "t", Partition: 0, Replicas: []int32{1}, Size: 100 * mib},
+				{Topic: "t", Partition: 1, Replicas: []int32{2}, Size: mib},
+				{Topic: "t", Partition: 2, Replicas: []int32{3}, Size: 50 * mib},
+			},
+			map[int32]int32{2: 2}},
+		{"large first, small ones fill the other broker; counts stay within two",
+			[]Partition{
+				{Topic: "t", Partition: 0, Replicas: []int32{3}, Size: mib},
+				{Topic: "t", Partition: 1, Replicas: []int32{3}, Size: mib},
+				{Topic: "t", Partition: 2, Replicas: []int32{3}, Size: mib},
+				{Topic: "t", Partition: 3, Replicas: []int32{3}, Size: mib},
+				{Topic: "t", Partition: 4, Replicas: []int32{3}, Size: 40 * mib},
+				{Topic: "t", Partition: 5, Replicas: []int32{3}, Size: 40 * mib},
+				{Topic: "t", Partition: 6, Replicas: []int32{3}, Size: 80 * mib},
+			},
+			// 80 → 1; 40 → 2; 40 → 2 (fewer bytes, one replica more
+			// than 1); then the small ones to the emptier: 82 MiB each.
+			map[int32]int32{6: 1, 4: 2, 5: 2, 0: 1, 1: 2, 2: 1, 3: 2}},
+		{"sizes unknown: counts, then broker ID, as before",
+			[]Partition{
+				{Topic: "t", Partition: 0, Replicas: []int32{3}},
+				{Topic: "t", Partition: 1, Replicas: []int32{3}},
+				{Topic: "t", Partition: 2, Replicas: []int32{1}},
+			},
+			map[int32]int32{0: 2, 1: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			moves, err := Drain(zoneA, tt.parts, []int32{3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[int32]int32{}
+			for _, m := range moves {
+				got[m.Partition] = m.To[0]
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Fatalf("drained partitions went to %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -15,6 +15,11 @@
 // out the answer; it never decides on its own. Replica moves are computed with broker/placement
 // (Drain, Rebalance), the same rules the brokers place topics with.
 //
+// Moves balance bytes as well as replica counts when the metadata carries
+// replica sizes (WithSizes, from DescribeAllLogDirs); the answers of
+// RebalanceMoves and NextDrain also say how many moves and bytes the whole
+// plan still has (Planned, PlannedBytes, BytesLeft), for status.
+//
 // docs/operator.md "Rolling restarts and scaling: decision rules" lists the
 // rules; the functions' comments say why each one is there.
 package plan

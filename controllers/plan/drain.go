@@ -21,6 +21,15 @@ type Drain struct {
 	Moves []placement.Move
 	// InFlight is the number of reassignments in flight in the cluster.
 	InFlight int
+	// Planned counts the moves still to start to empty Broker (Moves
+	// included; not the ones waiting for a reassignment in flight on the
+	// same partition), PlannedBytes what they copy.
+	Planned      int
+	PlannedBytes int64
+	// BytesLeft is what draining Broker still has to copy: PlannedBytes
+	// plus what the new replicas of the reassignments in flight still
+	// lack.
+	BytesLeft int64
 	// Impossible says why the brokers to remove cannot be drained: nothing
 	// may be removed and the reason belongs in a condition. Empty when
 	// draining can proceed.
@@ -50,8 +59,10 @@ type Drain struct {
 //     included) and it leads nothing: only then may its pod go.
 //  4. Otherwise its replicas move with placement.Drain (a replaced
 //     replica goes to the drained broker's own zone where a broker stays
-//     there, keeping one replica per zone), to brokers that stay only,
-//     never to another broker being removed. Partitions with a
+//     there, keeping one replica per zone; largest partitions first, each
+//     to the broker with the fewest bytes among those with nearly the
+//     fewest replicas), to brokers that stay only, never to another
+//     broker being removed. Partitions with a
 //     reassignment in flight are left alone until it finishes; in-flight
 //     reassignments count against maxInFlight (0: no cap).
 func NextDrain(wanted []Wanted, md Metadata, maxInFlight int) Drain {
@@ -101,7 +112,7 @@ func NextDrain(wanted []Wanted, md Metadata, maxInFlight int) Drain {
 		}
 	}
 	x := removed[0]
-	d := Drain{Broker: x, Zone: zoneOf[x], InFlight: inFlight}
+	d := Drain{Broker: x, Zone: zoneOf[x], InFlight: inFlight, BytesLeft: md.bytesInFlight()}
 	holding, leading := 0, 0
 	for _, p := range md.Partitions {
 		if slices.Contains(p.Replicas, x) || slices.Contains(p.Adding, x) || slices.Contains(p.Removing, x) {
@@ -116,14 +127,6 @@ func NextDrain(wanted []Wanted, md Metadata, maxInFlight int) Drain {
 		d.Reason = fmt.Sprintf("broker %d holds no replica and leads nothing: its pod may go", x)
 		return d
 	}
-	budget := len(md.Partitions)
-	if maxInFlight > 0 {
-		budget = maxInFlight - inFlight
-	}
-	if budget <= 0 {
-		d.Reason = fmt.Sprintf("draining broker %d (%d partitions left): %d reassignments in flight, the cap is %d", x, holding, inFlight, maxInFlight)
-		return d
-	}
 	// Brokers that stay, plus x; partitions by the replica lists they end
 	// with.
 	brokers := []placement.Broker{{ID: x, Zone: zoneOf[x]}}
@@ -133,7 +136,7 @@ func NextDrain(wanted []Wanted, md Metadata, maxInFlight int) Drain {
 	var parts []placement.Partition
 	reassigning := map[string]bool{}
 	for _, p := range md.sortedPartitions() {
-		parts = append(parts, placement.Partition{Topic: p.Topic, Partition: p.Partition, Replicas: p.Target(), LeaderZone: p.LeaderZone})
+		parts = append(parts, p.placement())
 		if p.Reassigning() {
 			reassigning[p.String()] = true
 		}
@@ -145,15 +148,27 @@ func NextDrain(wanted []Wanted, md Metadata, maxInFlight int) Drain {
 		d.Reason = d.Impossible
 		return d
 	}
+	budget := len(md.Partitions)
+	if maxInFlight > 0 {
+		budget = maxInFlight - inFlight
+	}
 	waiting := 0
+	var planned []placement.Move
 	for _, m := range moves {
 		if reassigning[fmt.Sprintf("%s-%d", m.Topic, m.Partition)] {
 			waiting++
 			continue
 		}
+		planned = append(planned, m)
 		if len(d.Moves) < budget {
 			d.Moves = append(d.Moves, m)
 		}
+	}
+	d.Planned, d.PlannedBytes = md.movedBytes(planned)
+	d.BytesLeft += d.PlannedBytes
+	if budget <= 0 {
+		d.Reason = fmt.Sprintf("draining broker %d (%d partitions left): %d reassignments in flight, the cap is %d", x, holding, inFlight, maxInFlight)
+		return d
 	}
 	d.Reason = fmt.Sprintf("draining broker %d of zone %q: %d partitions left, %d moves to start now, %d reassignments in flight",
 		x, d.Zone, holding, len(d.Moves), inFlight)

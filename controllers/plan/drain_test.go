@@ -127,3 +127,44 @@ func TestNextDrainUntilEmpty(t *testing.T) {
 		}
 	}
 }
+
+// TestNextDrainBytes: zone a goes 3 → 2; broker 2's replicas go to the
+// zone-a broker with fewer bytes, the largest first, and the answer says
+// how many moves and bytes are left, counting what an in-flight
+// reassignment's new replica still lacks.
+func TestNextDrainBytes(t *testing.T) {
+	const mib = int64(1 << 20)
+	md := Metadata{
+		Brokers: brokers(0, 1, 2, 100, 200),
+		Partitions: []Partition{
+			sized(part("big", 0, 0, 100, 200), 100*mib),
+			sized(part("small", 0, 1, 100, 200), mib),
+			sized(part("t", 0, 2, 100, 200), 40*mib),
+			sized(part("t", 1, 2, 100, 200), 2*mib),
+			// In flight: moving off 2 onto 0, half of its 10 MiB
+			// copied.
+			{Topic: "t", Partition: 2, Replicas: []int32{0, 100, 200, 2}, ISR: []int32{100, 200, 2}, Leader: 100,
+				Adding: []int32{0}, Removing: []int32{2}, Sizes: map[int32]int64{0: 5 * mib, 100: 10 * mib, 200: 10 * mib, 2: 10 * mib}},
+		},
+	}
+	d := NextDrain(wanted(0, 1, 100, 200), md, 10)
+	if d.Broker != 2 {
+		t.Fatalf("drains %d, want 2: %s", d.Broker, d.Reason)
+	}
+	to := map[string]int32{}
+	for _, m := range d.Moves {
+		to[m.Topic+"-"+string(rune('0'+m.Partition))] = m.To[slices.Index(m.From, 2)]
+	}
+	// t-0 (40 MiB) to broker 1 (1 MiB) rather than 0 (100 MiB + 5 in
+	// flight); t-1 (2 MiB) then to 1 again (41 < 105, one replica more).
+	if to["t-0"] != 1 || to["t-1"] != 1 || len(d.Moves) != 2 {
+		t.Fatalf("moves %v, want t-0 and t-1 to broker 1", d.Moves)
+	}
+	if d.Planned != 2 || d.PlannedBytes != 42*mib || d.BytesLeft != 47*mib {
+		t.Fatalf("planned %d moves, %d bytes, %d left; want 2, 42 MiB, 47 MiB (5 MiB still to copy in flight)", d.Planned, d.PlannedBytes, d.BytesLeft)
+	}
+	capped := NextDrain(wanted(0, 1, 100, 200), md, 1)
+	if len(capped.Moves) != 0 || capped.Planned != 2 || capped.BytesLeft != 47*mib {
+		t.Fatalf("at the cap: %d moves, %d planned, %d left; want 0, 2, 47 MiB: %s", len(capped.Moves), capped.Planned, capped.BytesLeft, capped.Reason)
+	}
+}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -57,4 +58,33 @@ func FromKadm(md kadm.Metadata, reassignments kadm.ListPartitionReassignmentsRes
 		}
 	}
 	return out, nil
+}
+
+// WithSizes returns md with each partition's replica sizes
+// (Partition.Sizes) from what DescribeAllLogDirs read: every broker
+// reports the replicas it holds. A broker or log directory that answered
+// with an error leaves those replicas' sizes unknown; a partition no broker
+// reports has none (the moves then count it as empty).
+func WithSizes(md Metadata, dirs kadm.DescribedAllLogDirs) Metadata {
+	sizes := map[string]map[int32]int64{}
+	dirs.Each(func(d kadm.DescribedLogDir) {
+		if d.Err != nil {
+			return
+		}
+		d.Topics.Each(func(p kadm.DescribedLogDirPartition) {
+			key := fmt.Sprintf("%s-%d", p.Topic, p.Partition)
+			if sizes[key] == nil {
+				sizes[key] = map[int32]int64{}
+			}
+			// A broker with several log dirs holding the same partition
+			// (a future replica) counts the larger.
+			sizes[key][d.Broker] = max(sizes[key][d.Broker], p.Size)
+		})
+	})
+	out := md
+	out.Partitions = slices.Clone(md.Partitions)
+	for i := range out.Partitions {
+		out.Partitions[i].Sizes = sizes[out.Partitions[i].String()]
+	}
+	return out
 }

@@ -52,3 +52,31 @@ func TestFromKadm(t *testing.T) {
 		t.Errorf("bad min.insync.replicas: %v", err)
 	}
 }
+
+func TestWithSizes(t *testing.T) {
+	md := Metadata{Partitions: []Partition{part("t", 0, 0, 100), part("t", 1, 100, 200), part("u", 0, 0)}}
+	dirs := kadm.DescribedAllLogDirs{
+		0: {"/data": {Broker: 0, Dir: "/data", Topics: kadm.DescribedLogDirTopics{
+			"t": {0: {Broker: 0, Dir: "/data", Topic: "t", Partition: 0, Size: 500}},
+		}}},
+		100: {"/data": {Broker: 100, Dir: "/data", Topics: kadm.DescribedLogDirTopics{
+			"t": {0: {Broker: 100, Dir: "/data", Topic: "t", Partition: 0, Size: 300}, 1: {Broker: 100, Dir: "/data", Topic: "t", Partition: 1, Size: 70}},
+		}}},
+		200: {"/data": {Broker: 200, Dir: "/data", Err: kerr.KafkaStorageError, Topics: kadm.DescribedLogDirTopics{
+			"t": {1: {Broker: 200, Dir: "/data", Topic: "t", Partition: 1, Size: 1 << 40}},
+		}}},
+	}
+	got := WithSizes(md, dirs)
+	want := []map[int32]int64{{0: 500, 100: 300}, {100: 70}, nil}
+	for i, p := range got.Partitions {
+		if !reflect.DeepEqual(p.Sizes, want[i]) {
+			t.Errorf("%s: sizes %v, want %v", p, p.Sizes, want[i])
+		}
+	}
+	if s := got.Partitions[0].Size(); s != 500 {
+		t.Errorf("t-0 size %d, want the largest replica's 500", s)
+	}
+	if md.Partitions[0].Sizes != nil {
+		t.Error("WithSizes changed its input")
+	}
+}

@@ -13,13 +13,24 @@ type Rebalance struct {
 	Moves []placement.Move
 	// InFlight is the number of reassignments in flight.
 	InFlight int
+	// Planned counts the replica moves (reassignments that copy data) the
+	// whole plan still makes, the ones in Moves included; PlannedBytes is
+	// what they copy.
+	Planned      int
+	PlannedBytes int64
+	// BytesLeft is what the rebalance still has to copy: PlannedBytes plus
+	// what the new replicas of the reassignments in flight still lack.
+	BytesLeft int64
 	// Reason says what the answer is and why.
 	Reason string
 }
 
-// RebalanceMoves decides the scale-up moves: replicas and preferred
-// leaders spread onto the wanted brokers with placement.Rebalance (one
-// replica per zone kept; count balance per broker). The rules:
+// RebalanceMoves decides the scale-up moves: replicas, bytes and
+// preferred leaders spread onto the wanted brokers with
+// placement.Rebalance (one replica per zone kept; replica counts within
+// one per broker, then bytes within placement.ByteTolerance where the
+// partition sizes allow; sizes from Partition.Sizes, counts only when
+// unknown). The rules:
 //
 //  1. Only when every wanted broker is registered (a new broker takes
 //     replicas once it is up) and no broker is to be removed (NextDrain
@@ -27,19 +38,22 @@ type Rebalance struct {
 //     wasted work).
 //  2. At most maxInFlight reassignments in flight (0: no cap); in-flight
 //     ones count against it, and partitions with one in flight are not
-//     moved again. Replica moves are capped, not pure reorderings of a
+//     moved again (placement sees them pinned at the replica list they
+//     end with). Replica moves are capped, not pure reorderings of a
 //     replica list (a preferred-leader change moves no data); those are
 //     returned too and finish at once.
+//  3. The capped moves are the first steps of the plan, and the plan is
+//     a function of the assignment reached, so the next call, once they
+//     are done, goes on where they stopped; a balanced cluster gets no
+//     moves. Planned and BytesLeft describe the whole plan, for status.
 func RebalanceMoves(wanted []Wanted, md Metadata, maxInFlight int) Rebalance {
 	inFlight := 0
-	reassigning := map[string]bool{}
 	for _, p := range md.Partitions {
 		if p.Reassigning() {
 			inFlight++
-			reassigning[p.String()] = true
 		}
 	}
-	r := Rebalance{InFlight: inFlight}
+	r := Rebalance{InFlight: inFlight, BytesLeft: md.bytesInFlight()}
 	want := map[int32]bool{}
 	var brokers []placement.Broker
 	for _, w := range wanted {
@@ -64,29 +78,34 @@ func RebalanceMoves(wanted []Wanted, md Metadata, maxInFlight int) Rebalance {
 				return r
 			}
 		}
-		parts = append(parts, placement.Partition{Topic: p.Topic, Partition: p.Partition, Replicas: p.Target(), LeaderZone: p.LeaderZone})
+		parts = append(parts, p.placement())
 	}
-	budget := len(parts) * len(brokers)
-	if maxInFlight > 0 {
-		budget = maxInFlight - inFlight
-	}
-	if budget <= 0 {
-		r.Reason = fmt.Sprintf("%d reassignments in flight, the cap is %d", inFlight, maxInFlight)
-		return r
-	}
-	moves, err := placement.Rebalance(brokers, parts, budget)
+	whole, err := placement.Rebalance(brokers, parts, 0)
 	if err != nil {
 		r.Reason = fmt.Sprintf("cannot compute moves: %v", err)
 		return r
 	}
+	r.Planned, r.PlannedBytes = md.movedBytes(whole)
+	r.BytesLeft += r.PlannedBytes
+	budget := 0 // no cap
+	if maxInFlight > 0 {
+		budget = maxInFlight - inFlight
+		if budget <= 0 {
+			r.Reason = fmt.Sprintf("%d reassignments in flight, the cap is %d; %d replica moves planned", inFlight, maxInFlight, r.Planned)
+			return r
+		}
+	}
+	moves := whole
+	if budget > 0 {
+		if moves, err = placement.Rebalance(brokers, parts, budget); err != nil {
+			r.Reason = fmt.Sprintf("cannot compute moves: %v", err)
+			return r
+		}
+	}
 	dataMoves := 0
 	for _, m := range moves {
-		if reassigning[fmt.Sprintf("%s-%d", m.Topic, m.Partition)] {
-			continue
-		}
-		reorder := sameSet(m.From, m.To)
-		if !reorder {
-			if dataMoves == budget {
+		if !sameSet(m.From, m.To) {
+			if budget > 0 && dataMoves == budget {
 				continue
 			}
 			dataMoves++
@@ -100,8 +119,8 @@ func RebalanceMoves(wanted []Wanted, md Metadata, maxInFlight int) Rebalance {
 		}
 		return r
 	}
-	r.Reason = fmt.Sprintf("%d replica moves and %d leader reorderings to start, %d reassignments in flight",
-		dataMoves, len(r.Moves)-dataMoves, inFlight)
+	r.Reason = fmt.Sprintf("%d replica moves and %d leader reorderings to start, %d reassignments in flight; %d replica moves (%d bytes) planned",
+		dataMoves, len(r.Moves)-dataMoves, inFlight, r.Planned, r.PlannedBytes)
 	return r
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/strata-dev/strata/broker/placement"
 )
 
 // NoLeader is a partition's leader when it has none (Kafka's -1).
@@ -39,6 +41,38 @@ type Partition struct {
 	// LeaderZone, when the topic pins its leaders to a zone, keeps the
 	// preferred leader there when replicas move.
 	LeaderZone string
+	// Sizes are the bytes each replica holds, by broker, as the brokers
+	// report them (DescribeLogDirs, see WithSizes). A replica missing here
+	// is of unknown size; with no sizes at all, moves balance replica
+	// counts only.
+	Sizes map[int32]int64
+}
+
+// Size is the partition's size: its largest replica's bytes (the leader's
+// log, or a follower's not yet truncated), 0 when unknown.
+func (p Partition) Size() int64 {
+	var n int64
+	for _, s := range p.Sizes {
+		n = max(n, s)
+	}
+	return n
+}
+
+// bytesLeft is what the replicas being added still lack of the
+// partition's size.
+func (p Partition) bytesLeft() int64 {
+	var n int64
+	for _, id := range p.Adding {
+		n += max(0, p.Size()-p.Sizes[id])
+	}
+	return n
+}
+
+// placement is the partition as placement sees it: the replica list it
+// ends with, its size, and pinned while a reassignment is in flight.
+func (p Partition) placement() placement.Partition {
+	return placement.Partition{Topic: p.Topic, Partition: p.Partition, Replicas: p.Target(), LeaderZone: p.LeaderZone,
+		Size: p.Size(), Pinned: p.Reassigning()}
 }
 
 // Reassigning says whether a reassignment of the partition is in flight.
@@ -63,6 +97,37 @@ type Metadata struct {
 	// MinISR is min.insync.replicas per topic; a topic missing here has
 	// Kafka's default, 1.
 	MinISR map[string]int
+}
+
+// bytesInFlight is what the reassignments in flight still have to copy.
+func (m Metadata) bytesInFlight() int64 {
+	var n int64
+	for _, p := range m.Partitions {
+		n += p.bytesLeft()
+	}
+	return n
+}
+
+// movedBytes counts the moves that copy data (not a mere reordering of a
+// replica list) and the bytes they copy: each new replica copies its
+// partition.
+func (m Metadata) movedBytes(moves []placement.Move) (dataMoves int, bytes int64) {
+	size := map[string]int64{}
+	for _, p := range m.Partitions {
+		size[p.String()] = p.Size()
+	}
+	for _, mv := range moves {
+		if sameSet(mv.From, mv.To) {
+			continue
+		}
+		dataMoves++
+		for _, id := range mv.To {
+			if !slices.Contains(mv.From, id) {
+				bytes += size[fmt.Sprintf("%s-%d", mv.Topic, mv.Partition)]
+			}
+		}
+	}
+	return dataMoves, bytes
 }
 
 func (m Metadata) registered(id int32) bool {
