@@ -111,10 +111,9 @@ start).`,
 
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// The final status goes to stdout even when the run never
+			// started (stopped while waiting for the topic).
 			st, err := r.Run(ctx, duration)
-			if err != nil {
-				return err
-			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -124,7 +123,10 @@ start).`,
 			} else {
 				writeVerifyText(cmd.OutOrStdout(), st)
 			}
-			if !st.OK() {
+			switch {
+			case err != nil:
+				return err
+			case !st.OK():
 				return errVerifyFailed
 			}
 			return nil

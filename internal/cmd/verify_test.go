@@ -87,3 +87,22 @@ func TestVerifyExitStatus(t *testing.T) {
 		}
 	})
 }
+
+// TestVerifyNoCluster: a run that never finds its cluster ends at
+// --duration with a clear error and still prints its status, with the last
+// error it met.
+func TestVerifyNoCluster(t *testing.T) {
+	root := NewRoot()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs([]string{"verify", "--bootstrap", "127.0.0.1:1", "--topic", "t", "--duration", "1s", "--listen", "", "--json"})
+	err := root.Execute()
+	if err == nil || !strings.Contains(err.Error(), "verify: topic t: context deadline exceeded") {
+		t.Fatalf("err %v", err)
+	}
+	var st verify.Status
+	if jerr := json.Unmarshal(out.Bytes(), &st); jerr != nil || !st.Done || st.Running || !strings.Contains(st.LastError, "verify: topic t:") {
+		t.Fatalf("stdout %s (%v)", out.String(), jerr)
+	}
+}

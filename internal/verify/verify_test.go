@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strata-dev/strata/broker/brokertest"
@@ -140,6 +141,44 @@ func TestWorkload(t *testing.T) {
 			t.Fatalf("final status %+v", st)
 		}
 	})
+}
+
+// TestWorkloadCountsRetriedErrors: with min.insync.replicas 3 and a broker
+// stopped, the brokers answer NOT_ENOUGH_REPLICAS and the client retries
+// until the broker is back: the workload counts those answers (which only
+// the client's log shows), measures the stall as the longest gap, and
+// still loses nothing.
+func TestWorkloadCountsRetriedErrors(t *testing.T) {
+	c := brokertest.StartCluster(t, []string{"a", "b", "c"})
+	ctx := t.Context()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	minISR := "3"
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": &minISR}, "strict"); err != nil {
+		t.Fatal(err)
+	}
+	w, err := verify.Start(ctx, verify.Options{Seeds: c.Addrs()[:2], Topic: "strict", Rate: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	waitFor(t, "100 records acknowledged", func() bool { return w.Acked() >= 100 })
+
+	c.Brokers[2].Stop()
+	waitFor(t, "NOT_ENOUGH_REPLICAS answers", func() bool { return w.Status().NotEnoughReplicas > 0 })
+	stalled := w.Acked()
+	c.Brokers[2].Restart()
+	waitFor(t, "acknowledgements again", func() bool { return w.Acked() >= stalled+100 })
+
+	st := w.Drain(ctx, time.Minute)
+	answered := st.ProduceErrors["NOT_ENOUGH_REPLICAS"] + st.ProduceErrors["NOT_ENOUGH_REPLICAS_AFTER_APPEND"]
+	if !st.OK() || st.Failed != 0 || st.NotEnoughReplicas == 0 || answered != st.NotEnoughReplicas || st.MaxGapSeconds < 0.1 {
+		t.Fatalf("final status %+v", st)
+	}
+	t.Logf("errors answered %v, longest time without an acknowledgement %.2fs", st.ProduceErrors, st.MaxGapSeconds)
 }
 
 // TestStartWaitsForTheTopic: with Partitions 0 the topic must exist; Start

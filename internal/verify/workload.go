@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -90,11 +93,12 @@ type Status struct {
 	// OtherRecords: records of the topic not written by this run (an
 	// earlier run, another client), not checked.
 	OtherRecords int64 `json:"other_records"`
-	// ProduceErrors counts every error the producer met by Kafka error
-	// name: each error answer of a produce request or partition, retried
-	// or not (from the client's log), and each record failed for good
-	// with an error that is not a Kafka error code (RECORD_TIMEOUT,
-	// RECORD_RETRIES, CANCELLED, ...).
+	// ProduceErrors counts every error the producer met by name: each
+	// partition's error answer by its Kafka error name, retried or not
+	// (from the client's log), each produce request failed as a whole
+	// (CONNECTION_CLOSED, CONNECTION_REFUSED, NETWORK, ...), and each
+	// record failed for good with an error that is not a Kafka error code
+	// (RECORD_TIMEOUT, RECORD_RETRIES, CANCELLED).
 	ProduceErrors map[string]int64 `json:"produce_errors"`
 	// NotEnoughReplicas counts NOT_ENOUGH_REPLICAS(_AFTER_APPEND)
 	// answers, retried ones included.
@@ -508,34 +512,66 @@ func errorName(err error) string {
 		return "RECORD_RETRIES"
 	case errors.Is(err, context.Canceled), errors.Is(err, kgo.ErrClientClosed):
 		return "CANCELLED"
+	case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
+		return "CONNECTION_CLOSED"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "CONNECTION_REFUSED"
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return "NETWORK"
 	}
 	return "OTHER"
 }
 
 // producerLogger counts the error answers the producer's client met, even
-// those it retried away (franz-go logs them; its promises see only the
-// final outcome), and passes warnings and errors on to Options.Log.
+// those it retried away, and passes warnings and errors on to Options.Log.
+// franz-go tells a partition's error answer only in its debug log line
+// "produced" (its per-record results show the final outcome alone): the
+// line's "to" value reads like "topic[0{retrying@-1,8(NOT_ENOUGH_REPLICAS:
+// ...)}, 1{0=>9}]". A request that failed as a whole (the connection
+// closed, the broker gone) is its "produce request failed" line.
 type producerLogger struct{ w *Workload }
 
-// Debug: the retried error answers are logged at info and debug levels.
+// partitionAnswer matches one partition's error answer in a "produced"
+// line: retrying@, fatal@, resetting@, skipped@, err@ <offset>[,<records>]
+// (<NAME>: message).
+var partitionAnswer = regexp.MustCompile(`@-?\d+(?:,\d+)?\(([A-Z][A-Z_]+):`)
+
+// Level is debug: the "produced" lines are debug lines.
 func (l producerLogger) Level() kgo.LogLevel { return kgo.LogLevelDebug }
 
 func (l producerLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	if l.w.opts.Log != nil && level <= kgo.LogLevelWarn {
 		fmt.Fprintf(l.w.opts.Log, "producer %s: %s %s\n", level, msg, fmt.Sprint(keyvals...))
 	}
-	for i := 1; i < len(keyvals); i += 2 {
-		err, ok := keyvals[i].(error)
-		var ke *kerr.Error
-		if !ok || keyvals[i-1] != "err" || !errors.As(err, &ke) {
-			continue
+	var names []string
+	switch {
+	case msg == "produced":
+		for i := 1; i < len(keyvals); i += 2 {
+			if to, ok := keyvals[i].(string); ok && keyvals[i-1] == "to" {
+				for _, m := range partitionAnswer.FindAllStringSubmatch(to, -1) {
+					names = append(names, m[1])
+				}
+			}
 		}
-		l.w.mu.Lock()
-		l.w.prodErrs[ke.Message]++
-		if errors.Is(err, kerr.NotEnoughReplicas) || errors.Is(err, kerr.NotEnoughReplicasAfterAppend) {
+	case strings.HasPrefix(msg, "produce request failed"), strings.HasPrefix(msg, "random error while producing"):
+		for i := 1; i < len(keyvals); i += 2 {
+			if err, ok := keyvals[i].(error); ok && keyvals[i-1] == "err" {
+				names = append(names, errorName(err))
+			}
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
+	for _, n := range names {
+		l.w.prodErrs[n]++
+		if n == kerr.NotEnoughReplicas.Message || n == kerr.NotEnoughReplicasAfterAppend.Message {
 			l.w.notEnough++
 		}
-		l.w.lastErr = fmt.Sprintf("produce: %s: %v", msg, err)
-		l.w.mu.Unlock()
 	}
+	l.w.lastErr = fmt.Sprintf("produce: %s %s", msg, fmt.Sprint(keyvals...))
 }
