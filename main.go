@@ -1,6 +1,6 @@
 // Command strata is the Strata operator, broker and developer tooling in one
 // binary: `strata operator`, `strata broker`, `strata dev`, `strata bench`,
-// `strata chaos`, `strata wal inspect`.
+// `strata chaos`, `strata verify`, `strata wal inspect`.
 package main
 
 import (

@@ -3,10 +3,6 @@ package controllers_test
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -21,145 +17,25 @@ import (
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/controllers"
+	"github.com/strata-dev/strata/internal/verify"
 )
 
-// workload is a continuous idempotent acks=all producer and a consumer
-// checking the sequence while the scenario runs: record values
-// are 0, 1, 2, ...; it keeps which ones were acknowledged, the errors its
-// promises got, and every NOT_ENOUGH_REPLICAS the brokers answered, even
-// one the client retried away (franz-go retries it, so only its debug log
-// shows it).
-type workload struct {
-	topic  string
-	cl     *kgo.Client
-	cancel context.CancelFunc
-	done   chan struct{}
-
-	mu        sync.Mutex
-	acked     map[int64]bool
-	errs      []string
-	notEnough []string
-
-	// The consumer reads the topic from the start while the scenario
-	// runs: seen records, the last sequence per partition, and any
-	// duplicate or out-of-order record it met.
-	consumer     *kgo.Client
-	consumerDone chan struct{}
-	seen         map[int64]bool
-	last         map[int32]int64
-	violations   []string
-}
-
-type notEnoughLogger struct{ w *workload }
-
-func (l notEnoughLogger) Level() kgo.LogLevel { return kgo.LogLevelDebug }
-
-func (l notEnoughLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	line := msg + " " + fmt.Sprint(keyvals...)
-	if level <= kgo.LogLevelWarn {
-		fmt.Fprintf(GinkgoWriter, "producer %s: %s\n", level, line)
-	}
-	if strings.Contains(line, "NOT_ENOUGH_REPLICAS") {
-		l.w.mu.Lock()
-		l.w.notEnough = append(l.w.notEnough, line)
-		l.w.mu.Unlock()
-	}
-}
+// workload is the `strata verify` workload (internal/verify) run while a
+// scenario runs: an idempotent acks=all producer, as fast as the brokers
+// acknowledge, and a consumer checking each partition's sequence live. It
+// counts every NOT_ENOUGH_REPLICAS the brokers answered, even one the
+// client retried away.
+type workload struct{ *verify.Workload }
 
 func startWorkload(seeds []string, topic string) *workload {
 	GinkgoHelper()
-	w := &workload{topic: topic, acked: map[int64]bool{}, done: make(chan struct{})}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MaxBufferedRecords(64), kgo.ProducerLinger(0),
-		kgo.WithLogger(notEnoughLogger{w}))
-	Expect(err).NotTo(HaveOccurred())
-	w.cl = cl
-	ctx, cancel := context.WithCancel(suiteCtx)
-	w.cancel = cancel
-	go func() {
-		defer close(w.done)
-		for seq := int64(0); ctx.Err() == nil; seq++ {
-			rec := &kgo.Record{Value: []byte(strconv.FormatInt(seq, 10))}
-			cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
-				w.mu.Lock()
-				defer w.mu.Unlock()
-				if err != nil {
-					if ctx.Err() == nil {
-						w.errs = append(w.errs, fmt.Sprintf("record %s: %v", r.Value, err))
-					}
-					return
-				}
-				w.acked[seq] = true
-			})
-		}
-	}()
-	w.startConsumer(seeds)
-	DeferCleanup(func() { w.Stop(); cl.Close(); w.stopConsumer() })
-	return w
-}
-
-// startConsumer reads the topic from the start for the whole scenario,
-// checking each partition's sequence as records arrive (a duplicate or a
-// record out of order is a violation), so that a roll or a drain that
-// serves wrong data is seen while it happens, not only at the end.
-func (w *workload) startConsumer(seeds []string) {
-	GinkgoHelper()
-	w.seen, w.last, w.consumerDone = map[int64]bool{}, map[int32]int64{}, make(chan struct{})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(w.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	Expect(err).NotTo(HaveOccurred())
-	w.consumer = cl
-	go func() {
-		defer close(w.consumerDone)
-		for {
-			fs := cl.PollFetches(suiteCtx)
-			if fs.IsClientClosed() || suiteCtx.Err() != nil {
-				return
-			}
-			w.mu.Lock()
-			fs.EachRecord(func(r *kgo.Record) {
-				seq, err := strconv.ParseInt(string(r.Value), 10, 64)
-				switch {
-				case err != nil:
-					w.violations = append(w.violations, fmt.Sprintf("partition %d offset %d: value %q", r.Partition, r.Offset, r.Value))
-					return
-				case w.seen[seq]:
-					w.violations = append(w.violations, fmt.Sprintf("record %d twice (partition %d offset %d)", seq, r.Partition, r.Offset))
-				}
-				if prev, ok := w.last[r.Partition]; ok && seq <= prev {
-					w.violations = append(w.violations, fmt.Sprintf("partition %d out of order at offset %d: %d after %d", r.Partition, r.Offset, seq, prev))
-				}
-				w.last[r.Partition] = seq
-				w.seen[seq] = true
-			})
-			w.mu.Unlock()
-		}
-	}()
-}
-
-func (w *workload) stopConsumer() {
-	w.consumer.Close()
-	<-w.consumerDone
-}
-
-// Acked is how many records were acknowledged so far.
-func (w *workload) Acked() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.acked)
-}
-
-// Stop stops producing and waits for the records in flight.
-func (w *workload) Stop() {
-	select {
-	case <-w.done:
-		return
-	default:
-	}
-	ctx, cancel := context.WithTimeout(suiteCtx, time.Minute)
+	ctx, cancel := context.WithTimeout(suiteCtx, timeout)
 	defer cancel()
-	_ = w.cl.Flush(ctx)
-	w.cancel()
-	<-w.done
+	// Partitions 0: the spec created the topic.
+	w, err := verify.Start(ctx, verify.Options{Seeds: seeds, Topic: topic, MaxBuffered: 64, Log: GinkgoWriter})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(w.Close)
+	return &workload{w}
 }
 
 // Verify stops the producer and waits until the consumer that ran
@@ -167,30 +43,15 @@ func (w *workload) Stop() {
 // records in the order they were produced, each once.
 func (w *workload) Verify(ctx context.Context) {
 	GinkgoHelper()
-	w.Stop()
-	w.mu.Lock()
-	acked := len(w.acked)
-	errs, notEnough := slices.Clone(w.errs), slices.Clone(w.notEnough)
-	w.mu.Unlock()
-	Expect(errs).To(BeEmpty(), "produce errors")
-	Expect(notEnough).To(BeEmpty(), "NOT_ENOUGH_REPLICAS answers seen by the producer")
-	Expect(acked).To(BeNumerically(">", 0))
-
-	// The consumer that ran throughout must have seen every acknowledged
-	// record, each once and in order.
-	Eventually(func(g Gomega) {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		g.Expect(w.violations).To(BeEmpty(), "the consumer's sequence checks")
-		missing := 0
-		for seq := range w.acked {
-			if !w.seen[seq] {
-				missing++
-			}
-		}
-		g.Expect(missing).To(BeZero(), "of %d acknowledged records not consumed", acked)
-	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
-	fmt.Fprintf(GinkgoWriter, "workload: %d records acknowledged, all consumed once and in order while the scenario ran\n", acked)
+	st := w.Drain(ctx, 3*time.Minute)
+	Expect(st.Failed).To(BeZero(), "records whose produce failed; last error: %s", st.LastError)
+	Expect(st.NotEnoughReplicas).To(BeZero(), "NOT_ENOUGH_REPLICAS answers seen by the producer")
+	Expect(st.Acked).To(BeNumerically(">", 0))
+	Expect(st.Duplicated).To(BeZero(), "records read twice: %v", st.DuplicatedExamples)
+	Expect(st.OutOfOrder).To(BeZero(), "records read out of order: %v", st.OutOfOrderExamples)
+	Expect(st.Lost).To(BeZero(), "of %d acknowledged records not consumed: %v", st.Acked, st.LostExamples)
+	fmt.Fprintf(GinkgoWriter, "workload: %d records acknowledged, all consumed once and in order while the scenario ran; errors answered %v, longest time without an acknowledgement %.2fs\n",
+		st.Acked, st.ProduceErrors, st.MaxGapSeconds)
 }
 
 // rollSpec is a cluster of one broker in each of zones a, b, c without
