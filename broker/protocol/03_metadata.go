@@ -38,7 +38,7 @@ func handleMetadata(ctx context.Context, r *Request) (kmsg.Response, error) {
 	b := r.Env.Broker
 	cfg := b.Config()
 
-	for _, bi := range b.Brokers() {
+	for _, bi := range b.BrokersOn(r.Client.Listener) {
 		rb := kmsg.NewMetadataResponseBroker()
 		rb.NodeID, rb.Host, rb.Port = bi.ID, bi.Host, bi.Port
 		if bi.Rack != "" {
