@@ -6,9 +6,12 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/sha512"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"hash"
+	"math/big"
+	"strings"
 
 	"github.com/xdg-go/scram"
 )
@@ -135,56 +138,183 @@ func NewCredential(m Mechanism, password string, iterations int) (Credential, er
 	return Credential{Salt: salt, Iterations: iterations, StoredKey: sc.StoredKey, ServerKey: sc.ServerKey}, nil
 }
 
-// ScramConversation is the server side of one SCRAM exchange.
+// ScramConversation is the server side of one SCRAM exchange (RFC 5802),
+// with Kafka's rules: no channel binding, the authorization identity (if
+// any) must be the user, and the nonce of the client's final message must
+// END with the combined nonce (Kafka's ScramSaslServer checks endsWith):
+// librdkafka (kcat, confluent-kafka) sends its own nonce followed by the
+// whole combined nonce, which a strict RFC server (github.com/xdg-go/scram's
+// ServerConversation compares for equality) refuses. Hence this small
+// server; key derivation for stored credentials still comes from
+// xdg-go/scram's client (NewCredential, CheckPlain).
 type ScramConversation struct {
-	conv    *scram.ServerConversation
+	m       Mechanism
+	lookup  func(user string) (Credential, bool, error)
+	step    int
+	user    string
+	cred    Credential
 	unknown bool
+	gs2     string // gs2 header of the client's first message
+	c1bare  string
+	s1      string
+	nonce   string // combined nonce
 }
 
 // NewScramConversation starts a server conversation for mechanism m whose
-// credentials come from store. An unknown user gets a conversation with a
-// made-up credential that fails at the proof, as Kafka does, so that the
-// exchange does not tell which users exist.
+// credentials come from store. An unknown user gets a made-up credential
+// that fails at the proof, as Kafka does, so that the exchange does not
+// tell which users exist.
 func NewScramConversation(ctx context.Context, m Mechanism, store CredentialStore) (*ScramConversation, error) {
-	sc := &ScramConversation{}
-	srv, err := m.hash().NewServer(func(user string) (scram.StoredCredentials, error) {
-		cred, ok, err := store.ScramCredential(ctx, user, m)
-		if err != nil {
-			return scram.StoredCredentials{}, err
-		}
-		if !ok {
-			sc.unknown = true
-			salt := make([]byte, 32)
-			_, _ = rand.Read(salt)
-			key := make([]byte, m.newHash()().Size())
-			_, _ = rand.Read(key)
-			return scram.StoredCredentials{KeyFactors: scram.KeyFactors{Salt: string(salt), Iters: MinIterations}, StoredKey: key, ServerKey: key}, nil
-		}
-		return scram.StoredCredentials{KeyFactors: scram.KeyFactors{Salt: string(cred.Salt), Iters: cred.Iterations}, StoredKey: cred.StoredKey, ServerKey: cred.ServerKey}, nil
-	})
-	if err != nil {
-		return nil, err
+	if !m.Valid() {
+		return nil, fmt.Errorf("%w: unknown mechanism %d", ErrBadCredential, m)
 	}
-	sc.conv = srv.NewConversation()
-	return sc, nil
+	return &ScramConversation{m: m, lookup: func(user string) (Credential, bool, error) {
+		return store.ScramCredential(ctx, user, m)
+	}}, nil
 }
+
+var errScramFailed = errors.New("SCRAM: authentication failed")
 
 // Step consumes a client message and returns the server's answer. done
 // is true after the final message; the user is authenticated only when
 // err is nil and done.
 func (c *ScramConversation) Step(msg []byte) (resp []byte, done bool, err error) {
-	out, err := c.conv.Step(string(msg))
-	if err != nil {
-		return nil, true, fmt.Errorf("SCRAM: %w", err)
-	}
-	if c.conv.Done() {
-		if !c.conv.Valid() || c.unknown {
-			return nil, true, errors.New("SCRAM: authentication failed")
+	c.step++
+	switch c.step {
+	case 1:
+		out, err := c.first(string(msg))
+		if err != nil {
+			return nil, true, err
+		}
+		return []byte(out), false, nil
+	case 2:
+		out, err := c.final(string(msg))
+		if err != nil {
+			return nil, true, err
 		}
 		return []byte(out), true, nil
 	}
-	return []byte(out), false, nil
+	return nil, true, errors.New("SCRAM: message after the exchange ended")
+}
+
+func (c *ScramConversation) first(msg string) (string, error) {
+	// gs2-header: "n," or "y," (no channel binding), then [a=authzid] ",".
+	parts := strings.SplitN(msg, ",", 3)
+	if len(parts) != 3 || (parts[0] != "n" && parts[0] != "y") {
+		return "", errors.New("SCRAM: client-first-message without a supported gs2 header (channel binding is not supported)")
+	}
+	c.gs2 = parts[0] + "," + parts[1] + ","
+	c.c1bare = parts[2]
+	attrs := strings.Split(c.c1bare, ",")
+	if len(attrs) < 2 || !strings.HasPrefix(attrs[0], "n=") || !strings.HasPrefix(attrs[1], "r=") {
+		return "", errors.New("SCRAM: malformed client-first-message")
+	}
+	user, err := scramUnescape(attrs[0][2:])
+	if err != nil || user == "" {
+		return "", errors.New("SCRAM: malformed user name")
+	}
+	if authz := parts[1]; authz != "" && authz != "a="+attrs[0][2:] {
+		return "", errors.New("SCRAM: authorization identity differs from the user")
+	}
+	cnonce := attrs[1][2:]
+	if cnonce == "" {
+		return "", errors.New("SCRAM: empty client nonce")
+	}
+	c.user = user
+	cred, ok, err := c.lookup(user)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		c.unknown = true
+		cred = Credential{Salt: randomBytes(32), Iterations: MinIterations, StoredKey: randomBytes(c.m.newHash()().Size()), ServerKey: randomBytes(c.m.newHash()().Size())}
+	}
+	c.cred = cred
+	c.nonce = cnonce + kafkaNonce()
+	c.s1 = fmt.Sprintf("r=%s,s=%s,i=%d", c.nonce, base64.StdEncoding.EncodeToString(cred.Salt), cred.Iterations)
+	return c.s1, nil
+}
+
+func (c *ScramConversation) final(msg string) (string, error) {
+	i := strings.LastIndex(msg, ",p=")
+	if i < 0 {
+		return "", errors.New("SCRAM: client-final-message without proof")
+	}
+	withoutProof, proofB64 := msg[:i], msg[i+3:]
+	var cbind, nonce string
+	for _, a := range strings.Split(withoutProof, ",") {
+		switch {
+		case strings.HasPrefix(a, "c="):
+			cbind = a[2:]
+		case strings.HasPrefix(a, "r="):
+			nonce = a[2:]
+		}
+	}
+	if cbind != base64.StdEncoding.EncodeToString([]byte(c.gs2)) {
+		return "", errors.New("SCRAM: channel binding does not match the gs2 header")
+	}
+	if !strings.HasSuffix(nonce, c.nonce) {
+		return "", errors.New("SCRAM: nonce does not match")
+	}
+	proof, err := base64.StdEncoding.DecodeString(proofB64)
+	if err != nil {
+		return "", errors.New("SCRAM: proof is not base64")
+	}
+	authMsg := []byte(c.c1bare + "," + c.s1 + "," + withoutProof)
+	h := c.m.newHash()
+	mac := func(key []byte) []byte {
+		w := hmac.New(h, key)
+		w.Write(authMsg)
+		return w.Sum(nil)
+	}
+	sig := mac(c.cred.StoredKey)
+	if len(proof) != len(sig) {
+		return "", errScramFailed
+	}
+	clientKey := make([]byte, len(sig))
+	for i := range sig {
+		clientKey[i] = proof[i] ^ sig[i]
+	}
+	sum := h()
+	sum.Write(clientKey)
+	if !hmac.Equal(sum.Sum(nil), c.cred.StoredKey) || c.unknown {
+		return "", errScramFailed
+	}
+	return "v=" + base64.StdEncoding.EncodeToString(mac(c.cred.ServerKey)), nil
 }
 
 // Username is the user the client named in its first message.
-func (c *ScramConversation) Username() string { return c.conv.Username() }
+func (c *ScramConversation) Username() string { return c.user }
+
+// scramUnescape decodes "=2C" and "=3D" in a SCRAM user name.
+func scramUnescape(s string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '=' {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch {
+		case strings.HasPrefix(s[i:], "=2C"):
+			b.WriteByte(',')
+		case strings.HasPrefix(s[i:], "=3D"):
+			b.WriteByte('=')
+		default:
+			return "", errors.New("bad escape")
+		}
+		i += 2
+	}
+	return b.String(), nil
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return b
+}
+
+// kafkaNonce is the server nonce in Kafka's alphabet ([0-9a-z], from 192
+// random bits).
+func kafkaNonce() string {
+	return new(big.Int).SetBytes(randomBytes(24)).Text(36)
+}

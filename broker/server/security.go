@@ -444,3 +444,6 @@ func (s *Server) ListenerAddr(name string) string {
 	}
 	return ""
 }
+
+// Clients describes the open Kafka connections (listener, principal).
+func (s *Server) Clients() []protocol.ClientInfo { return s.proto.Clients() }
