@@ -183,7 +183,7 @@ func (c *conn) establish() bool {
 				return false
 			}
 			if done {
-				return true
+				return !c.srv.isClosing()
 			}
 			continue
 		}
@@ -224,7 +224,9 @@ func (c *conn) establish() bool {
 		case failed:
 			return false
 		case authenticated:
-			return true
+			// Shutdown may have moved the deadline to now meanwhile; the
+			// deferred reset would undo that, so stop here instead.
+			return !c.srv.isClosing()
 		}
 	}
 }
