@@ -33,6 +33,11 @@ type Config struct {
 	// Host and Port are advertised to clients in Metadata.
 	Host string
 	Port int32
+	// Listeners are the advertised addresses per listener name
+	// (advertised.listeners) of a standalone broker; a client is told the
+	// address of the listener it connected on (BrokersOn). Empty: Host and
+	// Port for every listener.
+	Listeners []AdvertisedListener
 	// Rack is broker.rack (the zone).
 	Rack string
 	// DataDir holds the metadata file and the partition logs.

@@ -128,6 +128,45 @@ func (b *Broker) Brokers() []BrokerInfo {
 	return out
 }
 
+// AdvertisedListener is the address a listener advertises.
+type AdvertisedListener struct {
+	Name string
+	Host string
+	Port int32
+}
+
+// BrokersOn returns the live brokers with their address on the named
+// listener, sorted by ID: what a client connected on that listener is told
+// (Kafka's rule). A broker that does not register the listener is left out,
+// as in Kafka; an empty name (an unnamed listener) takes each broker's first
+// listener, as Brokers does.
+func (b *Broker) BrokersOn(listener string) []BrokerInfo {
+	if listener == "" {
+		return b.Brokers()
+	}
+	st := b.ClusterState()
+	if st == nil {
+		info := BrokerInfo{ID: b.cfg.NodeID, Host: b.cfg.Host, Port: b.cfg.Port, Rack: b.cfg.Rack}
+		for _, l := range b.cfg.Listeners {
+			if l.Name == listener {
+				info.Host, info.Port = l.Host, l.Port
+			}
+		}
+		return []BrokerInfo{info}
+	}
+	out := make([]BrokerInfo, 0, len(st.Brokers))
+	for _, bi := range st.Brokers {
+		for _, l := range bi.Listeners {
+			if l.Name == listener {
+				out = append(out, BrokerInfo{ID: bi.ID, Rack: bi.Zone, Host: l.Host, Port: l.Port})
+				break
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, c BrokerInfo) int { return int(a.ID - c.ID) })
+	return out
+}
+
 // ControllerID returns the controller's broker ID (-1 if none).
 func (b *Broker) ControllerID() int32 {
 	st := b.ClusterState()

@@ -18,10 +18,12 @@ import (
 //	/strata/<cluster>/meta/controller/<lease>          election candidates (value: broker ID)
 //	/strata/<cluster>/offsets/...                      consumer group offsets
 //	/strata/<cluster>/groups/...                       consumer group membership
+//	/strata/<cluster>/credentials/scram/<user>         SCRAM credentials (auth.UserCredentials JSON; user path-escaped)
 type keys struct {
-	root    string // /strata/<cluster>/meta/
-	offsets string // /strata/<cluster>/offsets/
-	groups  string // /strata/<cluster>/groups/
+	root        string // /strata/<cluster>/meta/
+	offsets     string // /strata/<cluster>/offsets/
+	groups      string // /strata/<cluster>/groups/
+	credentials string // /strata/<cluster>/credentials/
 }
 
 // newKeys accepts a cluster name, or several '/'-separated segments (the
@@ -29,12 +31,12 @@ type keys struct {
 // /strata/<namespace>/<name>/).
 func newKeys(cluster string) (keys, error) {
 	for _, seg := range strings.Split(cluster, "/") {
-		if seg == "" || seg == "meta" || seg == "offsets" || seg == "groups" || strings.ContainsAny(seg, " \t\n") {
-			return keys{}, fmt.Errorf("cluster name %q: must be non-empty '/'-separated segments without spaces (and no segment named meta, offsets or groups)", cluster)
+		if seg == "" || seg == "meta" || seg == "offsets" || seg == "groups" || seg == "credentials" || strings.ContainsAny(seg, " \t\n") {
+			return keys{}, fmt.Errorf("cluster name %q: must be non-empty '/'-separated segments without spaces (and no segment named meta, offsets, groups or credentials)", cluster)
 		}
 	}
 	base := "/strata/" + cluster + "/"
-	return keys{root: base + "meta/", offsets: base + "offsets/", groups: base + "groups/"}, nil
+	return keys{root: base + "meta/", offsets: base + "offsets/", groups: base + "groups/", credentials: base + "credentials/"}, nil
 }
 
 func (k keys) version() string              { return k.root + "version" }

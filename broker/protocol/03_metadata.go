@@ -2,7 +2,8 @@ package protocol
 
 // Metadata (key 3), versions 0-12.
 //
-// Brokers (with their rack), the controller, and every partition's leader,
+// Brokers (with their rack and their address on the listener the client
+// connected on; brokers without that listener are left out), the controller, and every partition's leader,
 // leader epoch, replicas, ISR and offline replicas come from the cluster
 // metadata snapshot this broker applied last (etcd); a standalone broker is
 // the only broker, the controller, and the leader (epoch 0) of every
@@ -38,7 +39,7 @@ func handleMetadata(ctx context.Context, r *Request) (kmsg.Response, error) {
 	b := r.Env.Broker
 	cfg := b.Config()
 
-	for _, bi := range b.Brokers() {
+	for _, bi := range b.BrokersOn(r.Client.Listener) {
 		rb := kmsg.NewMetadataResponseBroker()
 		rb.NodeID, rb.Host, rb.Port = bi.ID, bi.Host, bi.Port
 		if bi.Rack != "" {

@@ -28,7 +28,7 @@ func handleFindCoordinator(_ context.Context, r *Request) (kmsg.Response, error)
 	}
 	req := r.Msg.(*kmsg.FindCoordinatorRequest)
 	resp := r.NewResponse().(*kmsg.FindCoordinatorResponse)
-	brokers := r.Env.Broker.Brokers() // live brokers (this one alone when standalone)
+	brokers := r.Env.Broker.BrokersOn(r.Client.Listener) // live brokers (this one alone when standalone)
 	live := make([]int32, 0, len(brokers))
 	for _, b := range brokers {
 		live = append(live, b.ID)

@@ -23,7 +23,7 @@ func handleDescribeCluster(_ context.Context, r *Request) (kmsg.Response, error)
 	resp.ClusterID = b.ClusterID()
 	resp.ControllerID = b.ControllerID()
 	resp.ClusterAuthorizedOperations = authorizedOpsNotRequested
-	for _, bi := range b.Brokers() {
+	for _, bi := range b.BrokersOn(r.Client.Listener) {
 		br := kmsg.NewDescribeClusterResponseBroker()
 		br.NodeID, br.Host, br.Port = bi.ID, bi.Host, bi.Port
 		if bi.Rack != "" {

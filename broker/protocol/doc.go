@@ -14,6 +14,19 @@
 // UNSUPPORTED_VERSION and the full key list, as Kafka does, so clients can
 // downgrade.
 //
+// Security (sasl.go): a server serves several listeners (ServeListener),
+// each with a name, SASL or not, and TLS done by the caller's listener
+// (tls.NewListener). A new connection first completes its TLS handshake
+// (the client certificate, if any, maps to the principal), then, on a SASL
+// listener, is served one frame at a time until SaslHandshake +
+// SaslAuthenticate (or SaslHandshake v0 raw tokens) authenticate it: any
+// other request closes it. Re-authentication (KIP-368) runs in the normal
+// pipeline; a request after the session expired closes the connection.
+// Handlers read the principal with Request.Principal (User:ANONYMOUS on
+// PLAINTEXT) and the listener name with Request.Client.Listener, which
+// Metadata, FindCoordinator and DescribeCluster use to advertise each
+// broker's address on that listener.
+//
 // Handlers reach the broker's state through Env (see registry.go for how to
 // add an API).
 package protocol

@@ -2,10 +2,12 @@ package protocol
 
 import (
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 
 	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/auth"
 	"github.com/strata-dev/strata/broker/group"
 )
 
@@ -27,6 +29,15 @@ type Env struct {
 
 	// Log is the base logger; handlers add key/values.
 	Log logr.Logger
+
+	// Credentials holds the SCRAM credentials that SASL checks and
+	// Describe/AlterUserScramCredentials manage; nil answers those APIs
+	// with errors (SASL listeners then refuse every client).
+	Credentials auth.CredentialStore
+
+	// ReauthMax is connections.max.reauth.ms: the lifetime of a SASL
+	// session (KIP-368); 0 means sessions do not expire.
+	ReauthMax time.Duration
 
 	// Replica fetch sessions (fetch_session.go), created on first use.
 	sessionsOnce sync.Once

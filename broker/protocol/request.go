@@ -26,6 +26,12 @@ type ClientInfo struct {
 	ConnID   uint64
 	Remote   net.Addr
 	ClientID string
+	// Listener is the name of the listener the connection came in on
+	// ("" for Serve's unnamed listener).
+	Listener string
+	// session is the connection's security state (sasl.go): principal,
+	// SASL exchange, session expiry.
+	session *session
 	// rack is the connection's client.rack once a Fetch sent it, or the
 	// zone its client ID names (ClientIDZone); shared by every request of
 	// the connection.

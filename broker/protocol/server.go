@@ -122,7 +122,11 @@ var ErrServerClosed = errors.New("protocol: server closed")
 
 // Serve accepts connections on l until Shutdown or Close. It always returns
 // a non-nil error, ErrServerClosed after a shutdown.
-func (s *Server) Serve(l net.Listener) error {
+func (s *Server) Serve(l net.Listener) error { return s.ServeListener(l, Listener{}) }
+
+// ServeListener is Serve for a listener with security settings: l is
+// already wrapped in TLS (tls.NewListener) for SSL and SASL_SSL listeners.
+func (s *Server) ServeListener(l net.Listener, li Listener) error {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -155,18 +159,18 @@ func (s *Server) Serve(l net.Listener) error {
 			continue
 		}
 		backoff = 0
-		s.startConn(nc)
+		s.startConn(nc, li)
 	}
 }
 
-func (s *Server) startConn(nc net.Conn) {
+func (s *Server) startConn(nc net.Conn, li Listener) {
 	ctx, cancel := context.WithCancel(s.baseCtx)
 	c := &conn{
 		srv:    s,
 		nc:     nc,
 		ctx:    ctx,
 		cancel: cancel,
-		info:   ClientInfo{ConnID: s.nextID.Add(1), Remote: nc.RemoteAddr(), rack: new(atomic.Pointer[string])},
+		info:   ClientInfo{ConnID: s.nextID.Add(1), Remote: nc.RemoteAddr(), rack: new(atomic.Pointer[string]), Listener: li.Name, session: newSession(li)},
 	}
 	s.mu.Lock()
 	if s.closing {
@@ -274,6 +278,9 @@ func (c *conn) serve() {
 	}()
 	defer c.cancel()
 	defer c.nc.Close()
+	if !c.establish() { // TLS handshake, SASL (sasl.go)
+		return
+	}
 
 	requests := make(chan inbound, 4)
 	frames := make(chan []byte, 4)
@@ -500,6 +507,9 @@ func (c *conn) dispatch(r *Request) (resp kmsg.Response, err error) {
 	api, ok := Lookup(r.Header.Key)
 	if !ok {
 		return nil, fmt.Errorf("%w %d", ErrUnknownKey, r.Header.Key)
+	}
+	if err := c.checkSession(r); err != nil {
+		return nil, err
 	}
 	defer func() {
 		// A handler bug must not take the broker down: drop the connection.

@@ -256,6 +256,11 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 			return fmt.Errorf("leader %d is not registered", f.leader)
 		}
 		l := info.Listeners[0]
+		for _, cand := range info.Listeners {
+			if cand.Name == cfg.Listener {
+				l = cand
+			}
+		}
 		c, err := dialWire(ctx, cfg.Dial, net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port))), "strata-replica-"+strconv.Itoa(int(cfg.NodeID)))
 		if err != nil {
 			return err

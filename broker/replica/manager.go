@@ -52,7 +52,12 @@ type Config struct {
 	HWMCheckpointInterval time.Duration
 	// Traffic may be nil.
 	Traffic Traffic
-	// Dial opens replica fetch connections to leaders (nil: net.Dialer).
+	// Listener is the inter-broker listener name: replica fetches go to
+	// the leader's address on it (default: the leader's first listener).
+	Listener string
+	// Dial opens replica fetch connections to leaders (nil: net.Dialer);
+	// on a secured inter-broker listener broker/server wraps it with TLS
+	// and SASL.
 	// strata dev and strata bench use it to inject inter-zone latency.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Log is the logger.

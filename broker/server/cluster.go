@@ -292,6 +292,9 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 	cc.Controller.LeaderZone = b.Config().LeaderZone()
 	rcfg := cc.Replica
 	rcfg.NodeID, rcfg.Store, rcfg.Log = b.NodeID(), store, s.log.WithName("replica")
+	ib, kp := s.interBroker()
+	rcfg.Listener = ib.Name
+	rcfg.Dial = secureDial(rcfg.Dial, ib, kp, s.cfg.Security.InterBroker)
 	rt := &replicaTraffic{counter: counter}
 	rcfg.Traffic = rt
 	replicas := replica.NewManager(rcfg)
@@ -328,9 +331,10 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 	// FetchEpoch: this broker's replica fetches carry its broker epoch, so
 	// leaders refuse fetches in its name that do not (replica.Manager.
 	// CheckReplicaFetcher).
-	info := meta.BrokerInfo{ID: cfg.NodeID, Zone: cfg.Rack, FetchEpoch: true, ControlledShutdown: true, Listeners: []meta.Listener{{
-		Name: "PLAINTEXT", Host: cfg.Host, Port: cfg.Port, SecurityProtocol: "PLAINTEXT",
-	}}}
+	info := meta.BrokerInfo{ID: cfg.NodeID, Zone: cfg.Rack, FetchEpoch: true, ControlledShutdown: true}
+	for _, l := range s.listeners {
+		info.Listeners = append(info.Listeners, meta.Listener{Name: l.Name, Host: l.AdvHost, Port: l.AdvPort, SecurityProtocol: l.Protocol})
+	}
 	go func() {
 		defer run.wg.Done()
 		err := store.Maintain(cctx, info, cc.SessionTimeout, func(ctx context.Context, reg *meta.Registration) {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -138,6 +137,12 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 			}
 			continue
 		}
+		if known, err := applySecuritySetting(&cfg.Security, k, v); known {
+			if err != nil {
+				return nil, bad(err)
+			}
+			continue
+		}
 		if zone, field, ok := walZoneKey(k); ok {
 			if known, err := applyWALZoneSetting(&cfg.Cluster.WAL, zone, field, v); known {
 				if err != nil {
@@ -167,13 +172,21 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 			if err != nil {
 				return nil, bad(err)
 			}
+			if _, err := parseListenerList(k, v); err != nil {
+				return nil, bad(err)
+			}
 			cfg.Listen = addr
+			cfg.Security.Listeners = v
 		case k == "advertised.address" || k == "advertised.listeners":
 			addr, err := expandEnv(v)
 			if err != nil {
 				return nil, bad(err)
 			}
 			if k == "advertised.listeners" {
+				if _, err := parseListenerList(k, addr); err != nil {
+					return nil, bad(err)
+				}
+				cfg.Security.AdvertisedListeners = addr
 				if addr, err = firstListener(addr); err != nil {
 					return nil, bad(err)
 				}
@@ -402,17 +415,16 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 }
 
 // firstListener returns host:port of the first entry of a Kafka listeners
-// value such as "PLAINTEXT://0.0.0.0:9092,CONTROLLER://...".
+// value such as "PLAINTEXT://0.0.0.0:9092,SASL_SSL://...".
 func firstListener(v string) (string, error) {
-	first := strings.TrimSpace(strings.Split(v, ",")[0])
-	if !strings.Contains(first, "://") {
-		return first, nil
-	}
-	u, err := url.Parse(first)
+	ls, err := parseListenerList("listeners", v)
 	if err != nil {
 		return "", err
 	}
-	return u.Host, nil
+	if len(ls) == 0 {
+		return "", fmt.Errorf("no listener in %q", v)
+	}
+	return ls[0].Bind, nil
 }
 
 // expandEnv replaces ${NAME} with the environment variable NAME: the

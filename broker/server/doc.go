@@ -1,6 +1,10 @@
 // Package server assembles one Strata broker process: it opens the broker
 // state (package broker) on the data directory, serves the Kafka protocol
-// (package protocol) on a listener, serves Prometheus metrics, /healthz and
+// (package protocol) on its listeners (listeners, advertised.listeners,
+// listener.security.protocol.map: PLAINTEXT, SSL, SASL_PLAINTEXT,
+// SASL_SSL; TLS key pairs re-read when their files change, security.go and
+// tls.go), replicates over the inter-broker listener with its own
+// credentials (interbroker.go), serves Prometheus metrics, /healthz and
 // /readyz on an HTTP listener, enforces retention periodically, and shuts
 // all of it down in order: stop accepting, finish in-flight requests, flush
 // and close the logs.

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/auth"
 	"github.com/strata-dev/strata/broker/group"
 	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/meta/offsets"
@@ -61,6 +61,11 @@ type Config struct {
 	// Cluster configures cluster mode; without etcd endpoints the broker
 	// runs standalone.
 	Cluster ClusterConfig
+	// Security is the listeners (listeners, advertised.listeners,
+	// listener.security.protocol.map, inter.broker.listener.name), their
+	// TLS and SASL settings, and this broker's inter-broker credentials
+	// (docs/security.md).
+	Security SecurityConfig
 }
 
 // DefaultConfig returns Kafka's defaults: listener 0.0.0.0:9092 advertising
@@ -82,10 +87,15 @@ type Server struct {
 	groups  *group.Coordinator
 	offsets *group.FileStore // standalone only
 	traffic *traffic.Counter
-	cluster *clusterRun // nil standalone
-	ln      net.Listener
-	http    *http.Server
-	httpLn  net.Listener
+	cluster *clusterRun  // nil standalone
+	ln      net.Listener // the first listener
+	// lns are all Kafka listeners (lns[0] == ln), bound in the order of
+	// listeners; keyPairs their TLS files (nil for plain listeners).
+	lns       []net.Listener
+	listeners []resolvedListener
+	keyPairs  []*keyPair
+	http      *http.Server
+	httpLn    net.Listener
 
 	// phase drives /readyz and strata_broker_ready (readiness).
 	phase atomic.Int32
@@ -107,32 +117,43 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	if cfg.RetentionCheckInterval <= 0 {
 		cfg.RetentionCheckInterval = 5 * time.Minute
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	listeners, err := resolveListeners(&cfg)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		return nil, fmt.Errorf("listeners: %w", err)
 	}
-	host, portStr, _ := net.SplitHostPort(ln.Addr().String())
-	if cfg.Broker.Port == 0 {
-		port, _ := strconv.Atoi(portStr)
-		cfg.Broker.Port = int32(port)
-	}
-	if cfg.Broker.Host == "" {
-		cfg.Broker.Host = host
-		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-			if cfg.Broker.Host, err = os.Hostname(); err != nil {
-				ln.Close()
-				return nil, fmt.Errorf("advertised host: %w", err)
-			}
+	lns := make([]net.Listener, 0, len(listeners))
+	closeAll := func() {
+		for _, l := range lns {
+			l.Close()
 		}
 	}
+	for i := range listeners {
+		l := &listeners[i]
+		ln, err := net.Listen("tcp", l.Bind)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("listen on %s (listener %s): %w", l.Bind, l.Name, err)
+		}
+		lns = append(lns, ln)
+		if err := l.advertise(ln.Addr()); err != nil {
+			closeAll()
+			return nil, err
+		}
+		cfg.Broker.Listeners = append(cfg.Broker.Listeners, broker.AdvertisedListener{Name: l.Name, Host: l.AdvHost, Port: l.AdvPort})
+	}
+	cfg.Broker.Host, cfg.Broker.Port = listeners[0].AdvHost, listeners[0].AdvPort
+	ln := lns[0]
 	cfg.Broker.Clustered = len(cfg.Cluster.EtcdEndpoints) > 0
-	s := &Server{cfg: cfg, log: logger, ln: ln, stop: make(chan struct{}), serveErr: make(chan error, 1)}
+	s := &Server{cfg: cfg, log: logger, ln: ln, lns: lns, listeners: listeners, stop: make(chan struct{}), serveErr: make(chan error, len(lns))}
 	started := false
 	defer func() {
 		if !started {
 			s.abortStart()
 		}
 	}()
+	if err := s.loadKeyPairs(); err != nil {
+		return nil, err
+	}
 	// The HTTP listener comes first so that probes get an answer (503 and
 	// why) during log recovery and while joining the cluster, not a
 	// refused connection.
@@ -193,7 +214,12 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	if s.groups, err = group.New(logr.NewContext(ctx, logger), groupCfg); err != nil {
 		return nil, fmt.Errorf("start group coordinator: %w", err)
 	}
-	env := &protocol.Env{Broker: b, Groups: s.groups, Log: logger.WithName("protocol")}
+	env := &protocol.Env{Broker: b, Groups: s.groups, Log: logger.WithName("protocol"), ReauthMax: cfg.Security.ReauthMax}
+	if s.cluster != nil {
+		env.Credentials = s.cluster.store
+	} else if env.Credentials, err = auth.OpenFileStore(filepath.Join(cfg.Broker.DataDir, "__scram_credentials.json")); err != nil {
+		return nil, err
+	}
 	s.proto = protocol.NewServer(protocol.Config{
 		Env:                      env,
 		MaxRequestBytes:          cfg.MaxRequestBytes,
@@ -203,22 +229,28 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		Traffic:                  s.traffic,
 		Log:                      logger.WithName("protocol"),
 	})
+	served, err := s.protocolListeners()
+	if err != nil {
+		return nil, err
+	}
 	started = true
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
-		err := s.proto.Serve(ln)
-		if errors.Is(err, protocol.ErrServerClosed) {
-			err = nil
-		}
-		s.serveErr <- err
-	}()
+	s.wg.Add(1 + len(served))
+	for i, l := range served {
+		go func() {
+			defer s.wg.Done()
+			err := s.proto.ServeListener(s.lns[i], l)
+			if errors.Is(err, protocol.ErrServerClosed) {
+				err = nil
+			}
+			s.serveErr <- err
+		}()
+	}
 	go func() {
 		defer s.wg.Done()
 		s.retentionLoop()
 	}()
 	s.phase.Store(phaseRunning)
-	s.log.Info("broker started", "listen", ln.Addr().String(), "advertised", net.JoinHostPort(cfg.Broker.Host, strconv.Itoa(int(cfg.Broker.Port))),
+	s.log.Info("broker started", "listen", ln.Addr().String(), "listeners", s.listenerSummary(), "advertised", net.JoinHostPort(cfg.Broker.Host, strconv.Itoa(int(cfg.Broker.Port))),
 		"nodeID", cfg.Broker.NodeID, "rack", cfg.Broker.Rack, "dataDir", cfg.Broker.DataDir, "metrics", s.MetricsAddr())
 	return s, nil
 }
@@ -238,7 +270,9 @@ func (s *Server) abortStart() {
 		_ = s.http.Close()
 	}
 	s.wg.Wait()
-	s.ln.Close()
+	for _, l := range s.lns {
+		l.Close()
+	}
 	if s.broker != nil {
 		s.broker.Close()
 	}

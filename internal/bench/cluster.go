@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -14,6 +15,10 @@ const (
 	ModeClassic = "classic"
 	// ModeWAL is an embedded cluster replicating through per-zone buckets.
 	ModeWAL = "wal"
+	// SecuritySuffix after a mode (classic+sasl_ssl, wal+sasl_ssl) runs
+	// the cluster with `strata dev --security`: every client and broker
+	// connection is TLS with SCRAM-SHA-512.
+	SecuritySuffix = "+sasl_ssl"
 )
 
 // S3LatencyFloor is how strata dev applies the S3 latencies: each call
@@ -49,6 +54,21 @@ type Cluster struct {
 	ZoneLatency time.Duration
 	// Stop stops the cluster; nil for external clusters.
 	Stop func(ctx context.Context) error
+	// Security is how clients authenticate (nil: PLAINTEXT).
+	Security *ClientSecurity
+}
+
+// ClientSecurity is a SASL_SSL cluster's client settings, as `strata dev
+// --security` prints them.
+type ClientSecurity struct {
+	CAFile, Mechanism, User, Password string
+}
+
+// BaseMode returns the replication mode of a mode name and whether it
+// asks for SASL_SSL (the SecuritySuffix).
+func BaseMode(mode string) (base string, secure bool) {
+	base, secure = strings.CutSuffix(mode, SecuritySuffix)
+	return base, secure
 }
 
 // ClusterStarter starts an embedded cluster for a mode.
@@ -71,10 +91,10 @@ func ValidateModes(modes []string) error {
 	}
 	seen := map[string]bool{}
 	for _, m := range modes {
-		switch m {
+		switch base, _ := BaseMode(m); base {
 		case ModeClassic, ModeWAL:
 		default:
-			return fmt.Errorf("mode %q: want classic or wal", m)
+			return fmt.Errorf("mode %q: want classic or wal, optionally with %s", m, SecuritySuffix)
 		}
 		if seen[m] {
 			return fmt.Errorf("mode %q given twice", m)

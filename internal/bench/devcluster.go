@@ -65,7 +65,12 @@ const (
 	devFlagS3PutLatency = "s3-put-latency" // --s3-put-latency 5ms
 	devFlagS3GetLatency = "s3-get-latency"
 	devFlagZoneLatency  = "zone-latency"
+	devFlagSecurity     = "security" // --security: SASL_SSL + SCRAM
 )
+
+// SecurityPrefix starts the line `strata dev --security` prints before the
+// ready line: "strata dev security: ca=<file> mechanism=<m> user=<u> password=<p>".
+const SecurityPrefix = "strata dev security:"
 
 // ErrModeUnsupported is returned when `strata dev` cannot run a mode.
 var ErrModeUnsupported = errors.New("mode not supported by strata dev")
@@ -83,6 +88,16 @@ var ErrModeUnsupported = errors.New("mode not supported by strata dev")
 //     passed when dev has the flag and the value is not 0, else a note.
 func DevArgs(mode string, opts ClusterOptions, feat DevFeatures) (args, notes []string, err error) {
 	args = []string{"dev", "--listen", "127.0.0.1:0", "--log-format", "console"}
+	mode, secure := BaseMode(mode)
+	if secure {
+		if !feat.Supports(devFlagSecurity) {
+			return nil, nil, fmt.Errorf("%w: %s needs `strata dev --%s`, not available in this binary", ErrModeUnsupported, SecuritySuffix, devFlagSecurity)
+		}
+		if opts.ZoneLatency > 0 {
+			return nil, nil, fmt.Errorf("%w: %s with --zone-latency (the bench clients' delayed dialer does not do TLS)", ErrModeUnsupported, SecuritySuffix)
+		}
+		args = append(args, "--"+devFlagSecurity)
+	}
 	switch mode {
 	case ModeClassic:
 		if feat.Supports(devFlagReplication) {
@@ -199,8 +214,19 @@ func (s *DevStarter) Start(ctx context.Context, mode string, opts ClusterOptions
 	ready := make(chan ReadyLine, 1)
 	readyErr := make(chan error, 1)
 	sent := false // only touched by the writer goroutine of exec
+	var security *ClientSecurity
 	cmd.Stderr = logs
 	cmd.Stdout = &lineWriter{each: func(line string) {
+		if rest, ok := strings.CutPrefix(line, SecurityPrefix); ok {
+			f := map[string]string{}
+			for _, kv := range strings.Fields(rest) {
+				if k, v, ok := strings.Cut(kv, "="); ok {
+					f[k] = v
+				}
+			}
+			security = &ClientSecurity{CAFile: f["ca"], Mechanism: f["mechanism"], User: f["user"], Password: f["password"]}
+			line = SecurityPrefix + " ca=" + f["ca"] + " mechanism=" + f["mechanism"] + " user=" + f["user"] + " password=<redacted>"
+		}
 		logs.WriteString(line + "\n")
 		if sent {
 			return
@@ -262,7 +288,11 @@ func (s *DevStarter) Start(ctx context.Context, mode string, opts ClusterOptions
 		_ = stop(context.Background())
 		return nil, ctx.Err()
 	}
-	c := &Cluster{Bootstrap: rl.Bootstrap, MetricsURLs: rl.Metrics, Notes: notes, Stop: stop}
+	c := &Cluster{Bootstrap: rl.Bootstrap, MetricsURLs: rl.Metrics, Notes: notes, Stop: stop, Security: security}
+	if _, secure := BaseMode(mode); secure && security == nil {
+		_ = stop(context.Background())
+		return nil, fmt.Errorf("strata dev (%s) printed no %q line", mode, SecurityPrefix)
+	}
 	if opts.ZoneLatency > 0 && feat.Supports(devFlagZoneLatency) {
 		c.ZoneLatency = opts.ZoneLatency
 	}

@@ -53,6 +53,9 @@ const helpWithWAL = helpClassicOnly + `      --replication string   classic or w
 const helpWithZoneLatency = helpWithWAL + `      --zone-latency duration   one-way delay on each direction of replica connections between zones
 `
 
+const helpWithSecurity = helpWithZoneLatency + `      --security                 serve SASL_SSL with SCRAM only
+`
+
 func TestDevArgs(t *testing.T) {
 	opts := ClusterOptions{S3PutLatency: 5 * time.Millisecond, S3GetLatency: 3 * time.Millisecond, ZoneLatency: time.Millisecond}
 	tests := []struct {
@@ -79,6 +82,10 @@ func TestDevArgs(t *testing.T) {
 		{name: "classic with zone latency", mode: ModeClassic, help: helpWithZoneLatency, opts: opts,
 			wantArgs: "dev --listen 127.0.0.1:0 --log-format console --replication classic --zone-latency 1ms"},
 		{name: "unknown mode", mode: "raft", help: helpWithWAL, wantErr: "unknown mode"},
+		{name: "classic over SASL_SSL", mode: ModeClassic + SecuritySuffix, help: helpWithSecurity, opts: ClusterOptions{},
+			wantArgs: "dev --listen 127.0.0.1:0 --log-format console --security --replication classic"},
+		{name: "SASL_SSL without dev --security", mode: ModeWAL + SecuritySuffix, help: helpWithZoneLatency, wantErr: "needs `strata dev --security`"},
+		{name: "SASL_SSL with zone latency", mode: ModeClassic + SecuritySuffix, help: helpWithSecurity, opts: opts, wantErr: "--zone-latency"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -66,6 +66,9 @@ type LoadOptions struct {
 	// brokers' racks (sorted): producer i zone i mod n, consumer j its
 	// ClientRacks entry, else zone j mod n.
 	ZoneLatency time.Duration
+	// Security makes every client connect with TLS and SASL (nil:
+	// PLAINTEXT); set from the cluster.
+	Security *ClientSecurity
 }
 
 // DefaultLoadOptions returns the defaults of `strata bench`.
@@ -222,7 +225,11 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 		opts.Topic = "strata-bench-" + randomSuffix()
 	}
 
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...))
+	secOpts, err := opts.Security.kgoOpts()
+	if err != nil {
+		return nil, err
+	}
+	admCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(bootstrap...)}, secOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("admin client: %w", err)
 	}
@@ -277,7 +284,7 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 		if zones != nil {
 			copts = append(copts, zones.dialer(zones.Consumers[j]))
 		}
-		cl, err := kgo.NewClient(copts...)
+		cl, err := kgo.NewClient(append(copts, secOpts...)...)
 		if err != nil {
 			return nil, fmt.Errorf("consumer client: %w", err)
 		}
@@ -309,7 +316,7 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 		if zones != nil {
 			popts = append(popts, zones.dialer(zones.Producers[i]))
 		}
-		cl, err := kgo.NewClient(popts...)
+		cl, err := kgo.NewClient(append(popts, secOpts...)...)
 		if err != nil {
 			for _, c := range producers[:i] {
 				c.Close()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -126,8 +127,9 @@ func runMode(ctx context.Context, cfg Config, mode string, progress io.Writer) (
 	}
 	lopts := cfg.Load
 	lopts.ZoneLatency = cl.ZoneLatency
+	lopts.Security = cl.Security
 	if lopts.Topic == "" {
-		lopts.Topic = "strata-bench-" + mode + "-" + randomSuffix()
+		lopts.Topic = "strata-bench-" + strings.ReplaceAll(mode, "+", "-") + "-" + randomSuffix()
 	}
 	fmt.Fprintf(progress, "%s: %v warmup + %v measured on %v\n", mode, lopts.Warmup, lopts.Duration, cl.Bootstrap)
 	res, err := RunLoad(ctx, cl.Bootstrap, lopts, Hooks{

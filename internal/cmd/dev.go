@@ -31,6 +31,7 @@ func newDevCmd() *cobra.Command {
 		putLatency     time.Duration
 		getLatency     time.Duration
 		zoneLatency    time.Duration
+		security       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -65,7 +66,15 @@ broker without any object store.
 different zones by D in each direction (a fetch round trip pays 2 x D), in
 both modes, and in WAL mode every GET from another zone's bucket by 2 x D;
 clients are not delayed. Each broker exports what was delayed as
-strata_dev_zone_latency_* on its /metrics.`,
+strata_dev_zone_latency_* on its /metrics.
+
+--security serves SASL_SSL with SCRAM-SHA-256/512 instead of PLAINTEXT,
+brokers included (they replicate as the SCRAM user strata-broker): a CA
+and a broker certificate (for 127.0.0.1, localhost and the host name) are
+generated into <data dir>/security/, and before the ready line dev prints
+"strata dev security: ca=<file> mechanism=SCRAM-SHA-512 user=admin
+password=<secret>" (a random password; docs/security.md shows client
+settings).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, flush, err := newLogger(f.logFormat, f.logLevel)
 			if err != nil {
@@ -106,7 +115,7 @@ strata_dev_zone_latency_* on its /metrics.`,
 				defer w.Stop()
 			}
 			return runDev(cmd, devOptions{base: base, root: root, zones: zones, perZone: brokersPerZone,
-				shutdownTimeout: f.shutdownTimeout, zoneLatency: zoneLatency, wal: w}, log)
+				shutdownTimeout: f.shutdownTimeout, zoneLatency: zoneLatency, wal: w, security: security}, log)
 		},
 	}
 	f.register(cmd, "127.0.0.1:9092", "")
@@ -121,6 +130,7 @@ strata_dev_zone_latency_* on its /metrics.`,
 	cmd.Flags().DurationVar(&putLatency, "s3-put-latency", 0, "with --replication wal: each bucket PUT takes at least this long, the local server's own time included")
 	cmd.Flags().DurationVar(&getLatency, "s3-get-latency", 0, "with --replication wal: each bucket GET takes at least this long, the local server's own time included")
 	cmd.Flags().DurationVar(&zoneLatency, "zone-latency", 0, "one-way delay on each direction of replica connections between zones (and per GET from another zone's bucket: 2x)")
+	cmd.Flags().BoolVar(&security, "security", false, "serve SASL_SSL with SCRAM only (also between brokers): a CA and broker certificate are generated into the data dir, a client user with a random password is created and printed")
 	cmd.Flags().Lookup("log-format").DefValue = "console"
 	_ = cmd.Flags().Set("log-format", "console")
 	return cmd
@@ -135,6 +145,7 @@ type devOptions struct {
 	shutdownTimeout time.Duration
 	zoneLatency     time.Duration
 	wal             *devWAL // nil: classic replication
+	security        bool
 }
 
 func runDev(cmd *cobra.Command, o devOptions, log logr.Logger) error {
@@ -163,6 +174,12 @@ func runDev(cmd *cobra.Command, o devOptions, log logr.Logger) error {
 	base.Cluster.EtcdEndpoints = etcd.Endpoints
 	if base.Cluster.Name == "" {
 		base.Cluster.Name = "dev"
+	}
+	var sec *devSecurity
+	if o.security {
+		if sec, err = setupDevSecurity(ctx, &base, root, host, etcd.Endpoints); err != nil {
+			return fmt.Errorf("--security: %w", err)
+		}
 	}
 
 	var servers []*server.Server
@@ -239,6 +256,9 @@ func runDev(cmd *cobra.Command, o devOptions, log logr.Logger) error {
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "strata dev: inter-zone latency %v one-way on replica fetches between zones (+%v per round trip)%s; see strata_dev_zone_latency_* in /metrics\n",
 			o.zoneLatency, 2*o.zoneLatency, also)
+	}
+	if sec != nil {
+		fmt.Fprintln(cmd.OutOrStdout(), sec.line())
 	}
 	ready := "strata dev ready: bootstrap=" + strings.Join(addrs, ",")
 	if base.MetricsListen != "" {

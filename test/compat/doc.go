@@ -20,6 +20,15 @@
 // (instead of member b), which the group must survive without
 // redelivery because its membership is durable.
 //
+// Security (security_test.go, secure_clients.py): a broker with PLAINTEXT,
+// SASL_SSL and mTLS listeners and a SCRAM user; kcat over SASL_SSL with
+// SCRAM-SHA-512, confluent-kafka-python with SCRAM-SHA-256, kafka-python
+// with PLAIN over TLS (SaslHandshake v0, raw tokens), franz-go with a
+// client certificate (principal from its subject); and refusals seen by
+// kcat as authentication or TLS errors: a wrong password, an unknown user,
+// plaintext to the TLS port, a client certificate from another CA, an
+// expired one.
+//
 // Tests needing a binary read its path from STRATA_KCAT / STRATA_PYTHON
 // (defaults /usr/bin/kcat, /usr/bin/python3) and fail, telling to run
 // `make test-deps`, when it is missing.

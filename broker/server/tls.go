@@ -1,0 +1,142 @@
+package server
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// keyPair holds a listener's certificate, key and CA bundle, re-read when
+// one of the files changes (certificate rotation without a restart: a
+// cert-manager or operator renewal rewrites the files of a mounted Secret).
+// Every TLS handshake checks the files' size and modification time, a few
+// stat calls next to the handshake's public-key operations; a file that is
+// half written (does not parse) keeps the previous pair in use and is
+// tried again at the next handshake.
+type keyPair struct {
+	files TLSFiles
+	log   logr.Logger
+
+	mu     sync.Mutex
+	stamps [3]fileStamp
+	cert   *tls.Certificate
+	pool   *x509.CertPool // nil without a CA file
+}
+
+type fileStamp struct {
+	size int64
+	mod  time.Time
+}
+
+func stampOf(path string) fileStamp {
+	if path == "" {
+		return fileStamp{}
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{size: -1}
+	}
+	return fileStamp{size: fi.Size(), mod: fi.ModTime()}
+}
+
+// newKeyPair loads the files; an error here stops the broker.
+func newKeyPair(files TLSFiles, log logr.Logger) (*keyPair, error) {
+	kp := &keyPair{files: files, log: log}
+	if err := kp.reload(); err != nil {
+		return nil, err
+	}
+	return kp, nil
+}
+
+func (kp *keyPair) reload() error {
+	stamps := [3]fileStamp{stampOf(kp.files.CertFile), stampOf(kp.files.KeyFile), stampOf(kp.files.CAFile)}
+	cert, err := tls.LoadX509KeyPair(kp.files.CertFile, kp.files.KeyFile)
+	if err != nil {
+		return fmt.Errorf("TLS key pair %s, %s: %w", kp.files.CertFile, kp.files.KeyFile, err)
+	}
+	var pool *x509.CertPool
+	if kp.files.CAFile != "" {
+		pem, err := os.ReadFile(kp.files.CAFile)
+		if err != nil {
+			return fmt.Errorf("TLS CA file: %w", err)
+		}
+		pool = x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("TLS CA file %s: no PEM certificate", kp.files.CAFile)
+		}
+	}
+	kp.stamps, kp.cert, kp.pool = stamps, &cert, pool
+	return nil
+}
+
+// current returns the pair, re-reading changed files first.
+func (kp *keyPair) current() (*tls.Certificate, *x509.CertPool) {
+	kp.mu.Lock()
+	defer kp.mu.Unlock()
+	now := [3]fileStamp{stampOf(kp.files.CertFile), stampOf(kp.files.KeyFile), stampOf(kp.files.CAFile)}
+	if now != kp.stamps {
+		if err := kp.reload(); err != nil {
+			kp.log.Info("TLS files changed but do not load; keeping the previous certificate", "err", err.Error())
+		} else {
+			kp.log.Info("TLS certificate reloaded", "cert", kp.files.CertFile, "notAfter", leafNotAfter(kp.cert))
+		}
+	}
+	return kp.cert, kp.pool
+}
+
+func leafNotAfter(c *tls.Certificate) time.Time {
+	if c.Leaf != nil {
+		return c.Leaf.NotAfter
+	}
+	if len(c.Certificate) > 0 {
+		if leaf, err := x509.ParseCertificate(c.Certificate[0]); err == nil {
+			return leaf.NotAfter
+		}
+	}
+	return time.Time{}
+}
+
+// serverConfig is the listener's TLS configuration: TLS 1.2+, the current
+// pair per handshake, client certificates per ssl.client.auth.
+func (kp *keyPair) serverConfig() *tls.Config {
+	clientAuth := tls.NoClientCert
+	switch kp.files.ClientAuth {
+	case "requested":
+		clientAuth = tls.VerifyClientCertIfGiven
+	case "required":
+		clientAuth = tls.RequireAndVerifyClientCert
+	}
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			cert, pool := kp.current()
+			return &tls.Config{
+				MinVersion:   tls.VersionTLS12,
+				Certificates: []tls.Certificate{*cert},
+				ClientAuth:   clientAuth,
+				ClientCAs:    pool,
+			}, nil
+		},
+	}
+}
+
+// clientConfig is the inter-broker client side: the broker's own
+// certificate as client certificate, the CA file as the trusted roots.
+func (kp *keyPair) clientConfig(serverName string) (*tls.Config, error) {
+	cert, pool := kp.current()
+	if pool == nil {
+		return nil, errors.New("the inter-broker listener uses TLS: set its ssl.ca.location (the CA other brokers' certificates chain to)")
+	}
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		ServerName:   serverName,
+		RootCAs:      pool,
+		Certificates: []tls.Certificate{*cert},
+	}, nil
+}
