@@ -274,6 +274,8 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 	var upTo int64 // read below this offset
 	// With WAL replication, why a replica fetch gets record bytes inline.
 	inlineReason := ""
+	// The leader replication quota, when this fetch counts against it.
+	var quota *replica.Throttle
 	switch {
 	case rep == nil:
 		// Standalone: this broker is the whole ISR; HWM = log end.
@@ -308,6 +310,16 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 			sp.LastStableOffset, sp.LogStartOffset = sp.HighWatermark, p.Log.StartOffset()
 			return 0, nil
 		}
+		if quota = b.Replicas().LeaderQuota(rep, req.ReplicaID); quota != nil && quota.Exceeded() {
+			// A throttled replica outside the ISR and the leader quota is
+			// exceeded (Kafka's shouldLeaderThrottle): no data; the fetch
+			// long-polls until the quota has room.
+			sp.LastStableOffset, sp.LogStartOffset = sp.HighWatermark, p.Log.StartOffset()
+			if waits != nil {
+				*waits = append(*waits, quota.Wait())
+			}
+			return 0, nil
+		}
 		upTo = p.Log.EndOffset()
 		if rm := b.Replicas(); rm.WALEnabled() {
 			inlineReason = replica.InlineFollowerAsked
@@ -332,6 +344,9 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 				n := 0
 				for _, ptr := range plan.Pointers {
 					n += int(ptr.Length)
+				}
+				if quota != nil {
+					quota.Record(n) // served by reference, replication all the same
 				}
 				return n, nil
 			}
@@ -405,6 +420,9 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 		sp.RecordBatches = res.Records
 		if inlineReason != "" {
 			b.Replicas().CountWALInline(inlineReason, len(res.Records))
+		}
+		if quota != nil {
+			quota.Record(len(res.Records))
 		}
 	}
 	return len(res.Records), nil
