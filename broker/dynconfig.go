@@ -117,7 +117,8 @@ func (b *Broker) AlterBrokerConfigs(ctx context.Context, resource string, config
 
 // IncrementalAlterBrokerConfigs applies SET and DELETE operations to the
 // dynamic configs of broker resource; APPEND and SUBTRACT are for list
-// configs, which no dynamic broker config is.
+// configs, which no dynamic broker config is. SET validates the name and
+// value; DELETE of a config that is not set does nothing.
 func (b *Broker) IncrementalAlterBrokerConfigs(ctx context.Context, resource string, ops []ConfigOp, validateOnly bool) error {
 	return b.setBrokerConfigs(ctx, resource, func(cur map[string]string) (map[string]string, error) {
 		next := cloneMap(cur)
@@ -137,10 +138,11 @@ func (b *Broker) IncrementalAlterBrokerConfigs(ctx context.Context, resource str
 				}
 				next[op.Name] = *op.Value
 			case OpDelete:
-				if _, ok := dynamicConfigByName(op.Name); !ok {
-					// Deleting what cannot be set: the same refusal.
-					return nil, b.ValidateDynamicBrokerConfig(op.Name, "")
-				}
+				// Deleting a config that is not set is a no-op whatever
+				// its name: kafka-reassign-partitions.sh removes
+				// replica.alter.log.dirs.io.max.bytes.per.second along
+				// with the two rates, and the state it asks for (not
+				// set) is the state there is.
 				delete(next, op.Name)
 			case OpAppend, OpSubtract:
 				return nil, fmt.Errorf("%w: config %q is not a list", kerr.InvalidConfig, op.Name)

@@ -6,7 +6,8 @@ package protocol
 // topic configs, and SET and DELETE on the dynamic configs of a broker
 // resource (a broker ID, or empty for the cluster-wide default;
 // broker/dynconfig.go). Unknown configs, static broker configs or bad
-// values: INVALID_CONFIG. ValidateOnly checks without changing anything.
+// values: INVALID_CONFIG (a broker DELETE of a config that is not set is a
+// no-op). ValidateOnly checks without changing anything.
 
 import (
 	"context"

@@ -166,6 +166,10 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 		}
 	}
 
+	// DELETE of a config that is not set is a no-op, whatever its name
+	// (kafka-reassign-partitions.sh --verify deletes
+	// replica.alter.log.dirs.io.max.bytes.per.second with the rates).
+	mustAlter(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "replica.alter.log.dirs.io.max.bytes.per.second"}}, 1))
 	// DELETE returns to the defaults everywhere.
 	mustAlter(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "leader.replication.throttled.rate"}}))
 	mustAlter(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "follower.replication.throttled.rate"}}, 2))
