@@ -86,16 +86,17 @@ func (b *Broker) ValidateDynamicBrokerConfig(name, value string) error {
 	return nil
 }
 
-// checkBrokerResource accepts "" (the cluster-wide default) or a broker ID.
-func checkBrokerResource(resource string) error {
+// brokerResource accepts "" (the cluster-wide default) or a broker ID,
+// and returns it in the form the metadata keys use ("007" is "7").
+func brokerResource(resource string) (string, error) {
 	if resource == "" {
-		return nil
+		return "", nil
 	}
 	id, err := strconv.ParseInt(resource, 10, 32)
 	if err != nil || id < 0 {
-		return fmt.Errorf("%w: broker resource %q is neither a broker ID nor \"\" (the cluster-wide default)", kerr.InvalidRequest, resource)
+		return "", fmt.Errorf("%w: broker resource %q is neither a broker ID nor \"\" (the cluster-wide default)", kerr.InvalidRequest, resource)
 	}
-	return nil
+	return strconv.Itoa(int(id)), nil
 }
 
 // AlterBrokerConfigs replaces the dynamic configs of broker resource (a
@@ -155,7 +156,8 @@ func (b *Broker) IncrementalAlterBrokerConfigs(ctx context.Context, resource str
 }
 
 func (b *Broker) setBrokerConfigs(ctx context.Context, resource string, edit func(map[string]string) (map[string]string, error), validateOnly bool) error {
-	if err := checkBrokerResource(resource); err != nil {
+	resource, err := brokerResource(resource)
+	if err != nil {
 		return err
 	}
 	if b.cluster == nil {
