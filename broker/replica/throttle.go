@@ -29,7 +29,9 @@ import (
 //   - Leader side: a replica fetch of a throttled partition by a follower
 //     not in the ISR gets no data (the fetch long-polls until the quota
 //     allows more) while the leader quota is exceeded; the bytes served
-//     (inline records and the WAL ranges its pointers name) are recorded.
+//     (inline records and the WAL ranges its pointers name) are recorded
+//     once the response is built, so every partition of one fetch sees
+//     the quota as it was before it (broker/protocol/01_fetch.go).
 //
 // As in Kafka, the quota is checked before and recorded after: a fetch
 // admitted while the quota has room may overshoot it by one response, and

@@ -92,10 +92,14 @@ func measureMove(t *testing.T, rate int64, mb int) {
 	}
 	if rate > 0 {
 		s := func(v string) *string { return &v }
-		res, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{
-			{Op: kadm.SetConfig, Name: "leader.replication.throttled.rate", Value: s(strconv.FormatInt(rate, 10))},
-			{Op: kadm.SetConfig, Name: "follower.replication.throttled.rate", Value: s(strconv.FormatInt(rate, 10))},
-		})
+		// STRATA_MEASURE_SIDES=leader or follower throttles one side only.
+		var set []kadm.AlterConfig
+		for _, side := range []string{"leader", "follower"} {
+			if v := os.Getenv("STRATA_MEASURE_SIDES"); v == "" || v == side {
+				set = append(set, kadm.AlterConfig{Op: kadm.SetConfig, Name: side + ".replication.throttled.rate", Value: s(strconv.FormatInt(rate, 10))})
+			}
+		}
+		res, err := adm.AlterBrokerConfigs(ctx, set)
 		if err == nil {
 			err = alterErr(res)
 		}
@@ -113,7 +117,9 @@ func measureMove(t *testing.T, rate int64, mb int) {
 			t.Fatal(err)
 		}
 		waitFor(t, "the rate on broker 3", 10*time.Second, func() bool {
-			return sideMetric(t, brokerByID(c, 3), "strata_replication_throttle_rate_bytes", "follower") == float64(rate)
+			b := brokerByID(c, 3)
+			return sideMetric(t, b, "strata_replication_throttle_rate_bytes", "follower") == float64(rate) ||
+				sideMetric(t, b, "strata_replication_throttle_rate_bytes", "leader") == float64(rate)
 		})
 	}
 	var move kadm.AlterPartitionAssignmentsReq
@@ -135,5 +141,10 @@ func measureMove(t *testing.T, rate int64, mb int) {
 		return true
 	})
 	took := time.Since(start)
+	t.Logf("leader: %.0f bytes, held %.0f; follower: %.0f bytes, held %.0f",
+		sideMetric(t, brokerByID(c, 1), "strata_replication_throttled_bytes_total", "leader"),
+		sideMetric(t, brokerByID(c, 1), "strata_replication_throttled_partitions_total", "leader"),
+		sideMetric(t, brokerByID(c, 3), "strata_replication_throttled_bytes_total", "follower"),
+		sideMetric(t, brokerByID(c, 3), "strata_replication_throttled_partitions_total", "follower"))
 	t.Logf("drained %d MB (%d partitions) from broker 2 to broker 3 with throttle %d B/s in %s (%.1f MB/s)", mb, partitions, rate, took.Round(100*time.Millisecond), float64(mb)/took.Seconds())
 }
