@@ -106,7 +106,9 @@ func DefaultConfig() Config {
 func BrokerConfigKeys() []string {
 	keys := make([]string, 0, len(topicConfigs))
 	for _, tc := range topicConfigs {
-		keys = append(keys, tc.brokerKey)
+		if tc.brokerKey != "" {
+			keys = append(keys, tc.brokerKey)
+		}
 	}
 	sort.Strings(keys)
 	return keys
@@ -272,7 +274,7 @@ func Open(ctx context.Context, cfg Config, logger logr.Logger) (*Broker, error) 
 
 func topicNameForBrokerKey(key string) (string, bool) {
 	for _, tc := range topicConfigs {
-		if tc.brokerKey == key {
+		if tc.brokerKey != "" && tc.brokerKey == key {
 			return tc.name, true
 		}
 	}

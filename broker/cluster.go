@@ -237,6 +237,7 @@ func (b *Broker) ApplyClusterState(st *meta.ClusterState) error {
 	prev := c.applied.Load()
 	changes := meta.Diff(prev, st, b.cfg.NodeID)
 	c.replicas.SetBrokers(st.Brokers)
+	b.applyDynamicConfigs(st)
 	var errs []error
 	for _, ch := range changes {
 		if ch.Kind == meta.StopReplica || ch.Kind == meta.DeletePartition {
@@ -335,6 +336,7 @@ func (b *Broker) syncTopics(st *meta.ClusterState) {
 				}
 				p.setMaxMessageBytes(lc.MaxMessageBytes)
 				p.minInsyncReplicas.Store(b.minInsyncReplicas(cfg))
+				b.markThrottled(cfg, p)
 			}
 		}
 	}
@@ -380,6 +382,7 @@ func (b *Broker) hostPartition(tp meta.TopicPartition, id meta.TopicID) (*Partit
 		return nil, fmt.Errorf("host %s: write topic id: %w", tp, err)
 	}
 	p.Replica = replica.NewPartition(tp, p.Log, b.cfg.NodeID, nil)
+	b.markThrottled(t.configs, p)
 	t.partitions[tp.Partition] = p
 	return p, nil
 }

@@ -14,9 +14,11 @@ import (
 
 // Config source values of DescribeConfigs (Kafka's ConfigSource).
 const (
-	SourceDynamicTopic = 1
-	SourceStaticBroker = 4
-	SourceDefault      = 5
+	SourceDynamicTopic         = 1
+	SourceDynamicBroker        = 2
+	SourceDynamicDefaultBroker = 3
+	SourceStaticBroker         = 4
+	SourceDefault              = 5
 )
 
 // Config types of DescribeConfigs v3+ (Kafka's ConfigType).
@@ -29,7 +31,8 @@ const (
 )
 
 // topicConfig describes one topic-level config: its Kafka default, the
-// broker config key that overrides the default, and its validation.
+// broker config key that overrides the default ("" for topic-only configs,
+// which have no broker-level default), and its validation.
 type topicConfig struct {
 	name      string
 	brokerKey string
@@ -130,6 +133,10 @@ var topicConfigs = []topicConfig{
 			"Empty: preferred leaders are balanced over zones. The broker default is set with leader.placement.policy=Zone."},
 	{name: "index.interval.bytes", brokerKey: "log.index.interval.bytes", def: "4096", typ: typeInt, check: intAtLeast(0),
 		doc: "Bytes between offset index entries."},
+	{name: ConfigLeaderThrottledReplicas, def: "", typ: typeList, check: throttledReplicaList,
+		doc: "Replicas (partition:broker,... or *) whose replication to followers outside the ISR counts against that broker's leader.replication.throttled.rate while it leads them."},
+	{name: ConfigFollowerThrottledReplicas, def: "", typ: typeList, check: throttledReplicaList,
+		doc: "Replicas (partition:broker,... or *) that, while outside the ISR, fetch within that broker's follower.replication.throttled.rate."},
 }
 
 var topicConfigByName = func() map[string]*topicConfig {
@@ -177,6 +184,11 @@ func (b *Broker) effectiveTopicConfig(tc *topicConfig, overrides map[string]stri
 	e := ConfigEntry{Name: tc.name, Type: tc.typ, Doc: tc.doc}
 	if v, ok := overrides[tc.name]; ok {
 		e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: tc.name, Value: v, Source: SourceDynamicTopic})
+	}
+	if tc.brokerKey == "" {
+		e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: tc.name, Value: tc.def, Source: SourceDefault})
+		e.Value, e.Source = e.Synonyms[0].Value, e.Synonyms[0].Source
+		return e
 	}
 	if v, ok := b.cfg.LogDefaults[tc.brokerKey]; ok {
 		e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: tc.brokerKey, Value: v, Source: SourceStaticBroker})

@@ -442,9 +442,12 @@ func (b *Broker) setTopicConfigs(ctx context.Context, topic string, edit func(ma
 	return nil
 }
 
-// DescribeBrokerConfigs returns the broker's own configs (all if names is
-// empty). They are all read-only: Strata has no dynamic broker configs.
-func (b *Broker) DescribeBrokerConfigs(names []string) []ConfigEntry {
+// DescribeBrokerConfigs returns the configs of broker resource (this
+// broker's ID, or "" for the cluster-wide view), all if names is empty.
+// The static configs (config file) are read-only; the dynamic ones
+// (dynconfig.go) show this broker's value, or for resource "" the
+// cluster-wide default, with their source.
+func (b *Broker) DescribeBrokerConfigs(resource string, names []string) []ConfigEntry {
 	static := func(name, value, def string, typ int8) ConfigEntry {
 		src := int8(SourceStaticBroker)
 		if value == def {
@@ -463,11 +466,15 @@ func (b *Broker) DescribeBrokerConfigs(names []string) []ConfigEntry {
 		static("leader.placement.policy", orDefault(b.cfg.LeaderPlacementPolicy, PolicyBalanced), PolicyBalanced, typeString),
 	}
 	for _, tc := range topicConfigs {
+		if tc.brokerKey == "" {
+			continue
+		}
 		e := b.effectiveTopicConfig(&tc, nil)
 		e.Name = tc.brokerKey
 		e.ReadOnly = true
 		out = append(out, e)
 	}
+	out = append(out, b.dynamicBrokerEntries(resource)...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return filterEntries(out, names)
 }

@@ -33,7 +33,11 @@
 // its template-hash annotation matches, plan.NextRestart names the one pod
 // to delete), the drain of brokers before a scale-down or zone removal
 // and the rebalance after a scale-up (kafkacluster_scale.go: NextDrain,
-// RebalanceMoves, reassignments capped by spec.rebalance). It reads pods
+// RebalanceMoves, reassignments capped by spec.rebalance), with the
+// replication throttle of spec.rebalance.throttle set on the brokers and
+// topics of the moves in flight and removed after them
+// (kafkacluster_throttle.go: DesiredThrottle, derived from the cluster's
+// reassignments and configs every time, nothing remembered). It reads pods
 // and StatefulSets from the API server for these, never from the cache,
 // and does nothing destructive when Kafka cannot be read.
 //

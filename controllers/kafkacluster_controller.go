@@ -140,6 +140,9 @@ type clusterScope struct {
 	// stalled, when set, is why the cluster cannot progress although
 	// every step went through (a roll stuck): Stalled True.
 	stalled *invalidSpecError
+	// throttleSet: the scale executor set the replication throttle for
+	// the moves it started this round (throttleMoves).
+	throttleSet bool
 }
 
 // invalidSpecError is a problem only the user can fix (a missing or
@@ -196,6 +199,7 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		{"kafka health", r.reconcileKafkaHealth},
 		{"leader balance", r.balanceLeaders},
 		{"rebalance", r.reconcileRebalance},
+		{"replication throttle", r.reconcileThrottle},
 		{"conditions", r.summarizeConditions},
 	}
 	for _, step := range steps {

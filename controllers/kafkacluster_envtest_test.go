@@ -617,6 +617,13 @@ var _ = Describe("CRD validation", func() {
 		Expect(kc.Spec.Rebalance.MaxConcurrentMoves).To(BeEquivalentTo(strata.DefaultMaxConcurrentMoves))
 	})
 
+	It("accepts a positive replication throttle", func() {
+		kc := valid()
+		kc.Spec.Rebalance.Throttle = ptr.To[int64](10 << 20)
+		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+		Expect(kc.Spec.Rebalance.Throttle).To(HaveValue(BeEquivalentTo(10 << 20)))
+	})
+
 	DescribeTable("rejects invalid KafkaClusters",
 		func(mutate func(*strata.KafkaCluster), messages ...string) {
 			kc := valid()
@@ -625,8 +632,10 @@ var _ = Describe("CRD validation", func() {
 		},
 		Entry("duplicate zone names", func(kc *strata.KafkaCluster) { kc.Spec.Zones[1].Name = "a" },
 			"zone names must be unique"),
-		Entry("a replication throttle, which the brokers do not have", func(kc *strata.KafkaCluster) { kc.Spec.Rebalance.Throttle = ptr.To[int64](10 << 20) },
-			"spec.rebalance.throttle is not supported: Strata brokers have no replication throttle yet"),
+		Entry("a negative replication throttle", func(kc *strata.KafkaCluster) { kc.Spec.Rebalance.Throttle = ptr.To[int64](-1) },
+			"spec.rebalance.throttle", "should be greater than or equal to 1"),
+		Entry("a zero replication throttle", func(kc *strata.KafkaCluster) { kc.Spec.Rebalance.Throttle = ptr.To[int64](0) },
+			"spec.rebalance.throttle", "should be greater than or equal to 1"),
 		Entry("no concurrent moves", func(kc *strata.KafkaCluster) { kc.Spec.Rebalance.MaxConcurrentMoves = -1 },
 			"spec.rebalance.maxConcurrentMoves", "should be greater than or equal to 1"),
 		Entry("no zones", func(kc *strata.KafkaCluster) { kc.Spec.Zones = []strata.ZoneSpec{} },

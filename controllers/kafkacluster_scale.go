@@ -160,6 +160,10 @@ func (r *KafkaClusterReconciler) reconcileScaleDown(ctx context.Context, s *clus
 		r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventBrokerDrained, "Drain", "broker %d (zone %s) holds no replica and leads nothing: its pod goes", d.Broker, d.Zone)
 	}
 	if len(d.Moves) > 0 {
+		if err := r.throttleMoves(ctx, s, md, d.Moves); err != nil {
+			r.setScaling(kc, st)
+			return fmt.Errorf("drain broker %d: %w", d.Broker, err)
+		}
 		n, err := r.startMoves(ctx, kc, d.Moves)
 		st.MovesStarted += int32(n)
 		if err != nil {
@@ -349,6 +353,11 @@ func (r *KafkaClusterReconciler) reconcileRebalance(ctx context.Context, s *clus
 		r.setScaling(kc, st)
 		s.requeueAfter = minPositive(s.requeueAfter, scalingRequeue)
 		return nil
+	}
+	if err := r.throttleMoves(ctx, s, md, rb.Moves); err != nil {
+		r.setScaling(kc, st)
+		s.requeueAfter = minPositive(s.requeueAfter, scalingRequeue)
+		return fmt.Errorf("rebalance: %w", err)
 	}
 	n, err := r.startMoves(ctx, kc, rb.Moves)
 	// Progress counts replica moves; leader reorderings finish at once.

@@ -392,12 +392,17 @@ type RebalanceSpec struct {
 	// +optional
 	MaxConcurrentMoves int32 `json:"maxConcurrentMoves,omitempty"`
 
-	// Throttle is reserved for a replication throttle of moving replicas,
-	// in bytes per second. Strata brokers have no replication throttle
-	// yet (no leader/follower.replication.throttled.rate), so any value
-	// other than 0 is refused rather than accepted and ignored; moves are
-	// bounded by MaxConcurrentMoves only.
-	// +kubebuilder:validation:XValidation:rule="self == 0",message="spec.rebalance.throttle is not supported: Strata brokers have no replication throttle yet; leave it unset (moves are bounded by spec.rebalance.maxConcurrentMoves)"
+	// Throttle is the replication throttle of the operator's moves, in
+	// bytes per second per broker: while its reassignments (rebalance
+	// after a scale-up, drain before a scale-down) are in flight, the
+	// operator sets Kafka's leader/follower.replication.throttled.rate on
+	// the brokers involved and the topic configs
+	// leader/follower.replication.throttled.replicas for the moving
+	// partitions, and removes them when the moves end (or this field is
+	// removed). Only catch-up traffic of the moving replicas is throttled,
+	// never in-sync replication. Unset: moves are bounded by
+	// MaxConcurrentMoves only.
+	// +kubebuilder:validation:Minimum=1
 	// +optional
 	Throttle *int64 `json:"throttle,omitempty"`
 }

@@ -16,6 +16,8 @@ import (
 //	/strata/<cluster>/meta/topics/<name>               TopicInfo JSON
 //	/strata/<cluster>/meta/partitions/<name>/<p>       PartitionState JSON
 //	/strata/<cluster>/meta/controller/<lease>          election candidates (value: broker ID)
+//	/strata/<cluster>/meta/broker-configs/<id>         dynamic broker configs of one broker (JSON map)
+//	/strata/<cluster>/meta/broker-configs/default      cluster-wide dynamic broker config defaults
 //	/strata/<cluster>/offsets/...                      consumer group offsets
 //	/strata/<cluster>/groups/...                       consumer group membership
 //	/strata/<cluster>/credentials/scram/<user>         SCRAM credentials (auth.UserCredentials JSON; user path-escaped)
@@ -51,6 +53,18 @@ func (k keys) partition(tp TopicPartition) string {
 	return k.partitionsOf(tp.Topic) + strconv.Itoa(int(tp.Partition))
 }
 
+// brokerConfig is the key of a broker's dynamic configs ("" is the
+// cluster-wide default, Kafka's broker resource with an empty name).
+func (k keys) brokerConfig(broker string) string {
+	if broker == "" {
+		broker = defaultBrokerConfig
+	}
+	return k.root + "broker-configs/" + broker
+}
+
+// defaultBrokerConfig is the key segment of the cluster-wide defaults.
+const defaultBrokerConfig = "default"
+
 // controller is the election prefix; concurrency.Election appends "/".
 func (k keys) controller() string { return k.root + "controller" }
 
@@ -65,6 +79,7 @@ const (
 	kindPartition
 	kindController
 	kindClusterID
+	kindBrokerConfig
 )
 
 // parse classifies key and extracts its identifiers.
@@ -104,6 +119,15 @@ func (k keys) parse(key string) (kind keyKind, broker int32, topic string, tp To
 		return kindPartition, 0, "", TopicPartition{Topic: t, Partition: int32(n)}
 	case "controller":
 		return kindController, 0, "", tp
+	case "broker-configs":
+		// topic carries the resource name: "" (default) or a broker ID.
+		if name == defaultBrokerConfig {
+			return kindBrokerConfig, 0, "", tp
+		}
+		if _, err := strconv.ParseInt(name, 10, 32); err != nil {
+			return kindUnknown, 0, "", tp
+		}
+		return kindBrokerConfig, 0, name, tp
 	}
 	return kindUnknown, 0, "", tp
 }

@@ -33,6 +33,9 @@ type ClusterState struct {
 	ClusterID string
 	Brokers   map[int32]BrokerInfo
 	Topics    map[string]TopicInfo
+	// BrokerConfigs are the dynamic broker configs by resource name: a
+	// broker ID ("3") or "" for the cluster-wide defaults.
+	BrokerConfigs map[string]map[string]string
 
 	// parts holds each topic's partitions (records left by an interrupted
 	// write, beyond the topic's partition count, are not shown).
@@ -163,6 +166,7 @@ type stateBuilder struct {
 	topicRevs   map[string]int64
 	partitions  map[string]map[int32]partitionRecord
 	controllers map[string]candidate // election key → candidate
+	brokerCfgs  map[string]map[string]string
 
 	published map[string]*topicPartitions // views shared with published snapshots
 	dirty     map[string]bool             // topics whose view must be rebuilt
@@ -186,6 +190,7 @@ func newStateBuilder(k keys) *stateBuilder {
 		topicRevs:   map[string]int64{},
 		partitions:  map[string]map[int32]partitionRecord{},
 		controllers: map[string]candidate{},
+		brokerCfgs:  map[string]map[string]string{},
 		published:   map[string]*topicPartitions{},
 		dirty:       map[string]bool{},
 	}
@@ -254,6 +259,13 @@ func (b *stateBuilder) apply(log logr.Logger, kv *mvccpb.KeyValue, deleted bool)
 			return
 		}
 		b.controllers[key] = candidate{createRev: kv.CreateRevision, broker: int32(id)}
+	case kindBrokerConfig:
+		var cfg map[string]string
+		if deleted || !decode(log, kv, &cfg) || len(cfg) == 0 {
+			delete(b.brokerCfgs, topic)
+			return
+		}
+		b.brokerCfgs[topic] = cfg
 	default:
 		log.V(1).Info("ignoring unknown metadata key", "key", key)
 	}
@@ -287,14 +299,15 @@ func (b *stateBuilder) snapshot() *ClusterState {
 	}
 	clear(b.dirty)
 	s := &ClusterState{
-		Revision:     b.revision,
-		Version:      b.version,
-		ControllerID: -1,
-		ClusterID:    b.clusterID,
-		Brokers:      maps.Clone(b.brokers),
-		Topics:       maps.Clone(b.topics),
-		topicRevs:    maps.Clone(b.topicRevs),
-		parts:        maps.Clone(b.published),
+		Revision:      b.revision,
+		Version:       b.version,
+		ControllerID:  -1,
+		ClusterID:     b.clusterID,
+		Brokers:       maps.Clone(b.brokers),
+		Topics:        maps.Clone(b.topics),
+		BrokerConfigs: maps.Clone(b.brokerCfgs),
+		topicRevs:     maps.Clone(b.topicRevs),
+		parts:         maps.Clone(b.published),
 	}
 	for _, v := range s.parts {
 		s.count += v.n

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/go-logr/logr"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -522,4 +523,48 @@ func (s *Store) ClusterID(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%w: cluster ID deleted concurrently", ErrStaleState)
 	}
 	return string(kvs[0].Value), nil
+}
+
+// UpdateBrokerConfig applies mutate to a copy of the dynamic configs of
+// broker resource name (a broker ID, or "" for the cluster-wide defaults)
+// and writes them back with compare-and-swap, retrying when they changed
+// meanwhile; an empty result deletes the key. The caller validates names
+// and values: this package stores them as given. mutate may be called more
+// than once; an error from it aborts the update.
+func (s *Store) UpdateBrokerConfig(ctx context.Context, name string, mutate func(config map[string]string) error) (map[string]string, error) {
+	key := s.keys.brokerConfig(name)
+	for range casAttempts {
+		resp, err := s.client.Get(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("read broker configs %q: %w", name, err)
+		}
+		config := map[string]string{}
+		var rev int64
+		if len(resp.Kvs) > 0 {
+			rev = resp.Kvs[0].ModRevision
+			if err := json.Unmarshal(resp.Kvs[0].Value, &config); err != nil {
+				return nil, fmt.Errorf("broker configs %q record: %w", name, err)
+			}
+			if config == nil {
+				config = map[string]string{}
+			}
+		}
+		if err := mutate(config); err != nil {
+			return nil, err
+		}
+		op := clientv3.OpPut(key, encode(config))
+		if len(config) == 0 {
+			op = clientv3.OpDelete(key)
+		}
+		// ModRevision 0 compares "the key does not exist".
+		tx, err := s.commit(ctx, "update dynamic broker configs "+strconv.Quote(name),
+			[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}, []clientv3.Op{op})
+		if err != nil {
+			return nil, err
+		}
+		if tx.Succeeded {
+			return config, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: broker configs %q kept changing while updating them", ErrStaleState, name)
 }

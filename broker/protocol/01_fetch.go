@@ -149,8 +149,10 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		// Take the wake-up channels before reading so that a change
 		// between the read and the wait is not missed.
 		var waits []<-chan struct{}
-		resp, total := fetchOnce(r, b, req, &waits)
+		var charge leaderCharge
+		resp, total := fetchOnce(r, b, req, &waits, &charge)
 		if total >= int(req.MinBytes) || wait == 0 || len(waits) == 0 || ctx.Err() != nil {
+			charge.record()
 			return done(resp)
 		}
 		if timer == nil {
@@ -167,7 +169,9 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		chosen, _, _ := reflect.Select(cases)
 		if chosen < 2 {
 			// Deadline or shutdown: answer with what is there now.
-			resp, _ := fetchOnce(r, b, req, nil)
+			var charge leaderCharge
+			resp, _ := fetchOnce(r, b, req, nil, &charge)
+			charge.record()
 			return done(resp)
 		}
 	}
@@ -217,10 +221,35 @@ func asksPointers(b *broker.Broker, req *kmsg.FetchRequest) bool {
 	return false
 }
 
+// leaderCharge collects the bytes of one response that count against the
+// leader replication quota. They are recorded once the response is
+// chosen, so that every partition of a fetch sees the quota as it was
+// before the fetch (as Kafka records after building the response): a
+// fetch that finds room serves all its throttled partitions at once
+// instead of one per round trip.
+type leaderCharge struct {
+	quota *replica.Throttle
+	bytes int
+}
+
+func (c *leaderCharge) add(q *replica.Throttle, n int) {
+	if q != nil {
+		c.quota = q
+		c.bytes += n
+	}
+}
+
+func (c *leaderCharge) record() {
+	if c.quota != nil {
+		c.quota.Record(c.bytes)
+	}
+}
+
 // fetchOnce builds a response from the current log state and returns it
 // with the number of record bytes in it. If waits is not nil, the wake-up
-// channel of every readable partition is appended to it.
-func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, waits *[]<-chan struct{}) (*kmsg.FetchResponse, int) {
+// channel of every readable partition is appended to it. Bytes served to
+// throttled replicas are added to charge.
+func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, waits *[]<-chan struct{}, charge *leaderCharge) (*kmsg.FetchResponse, int) {
 	resp := r.NewResponse().(*kmsg.FetchResponse)
 	// WAL pointers, in the form the follower asked for.
 	ptrs := replica.NewPointerAnswer(replica.AsksCompactPointers(req))
@@ -248,7 +277,7 @@ func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, waits *[]<-
 			sp.RecordBatches = []byte{}
 			n, err := 0, topicErr
 			if err == nil {
-				n, err = fetchPartition(b, req, topic, rp, &sp, budget, total == 0, waits, ptrs)
+				n, err = fetchPartition(b, req, topic, rp, &sp, budget, total == 0, waits, ptrs, charge)
 			}
 			if err != nil {
 				sp.ErrorCode = broker.ErrorCode(err)
@@ -264,7 +293,7 @@ func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, waits *[]<-
 }
 
 func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition,
-	budget int, first bool, waits *[]<-chan struct{}, ptrs *replica.PointerAnswer,
+	budget int, first bool, waits *[]<-chan struct{}, ptrs *replica.PointerAnswer, charge *leaderCharge,
 ) (int, error) {
 	p, err := b.Partition(topic, rp.Partition)
 	if err != nil {
@@ -274,6 +303,8 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 	var upTo int64 // read below this offset
 	// With WAL replication, why a replica fetch gets record bytes inline.
 	inlineReason := ""
+	// The leader replication quota, when this fetch counts against it.
+	var quota *replica.Throttle
 	switch {
 	case rep == nil:
 		// Standalone: this broker is the whole ISR; HWM = log end.
@@ -308,6 +339,16 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 			sp.LastStableOffset, sp.LogStartOffset = sp.HighWatermark, p.Log.StartOffset()
 			return 0, nil
 		}
+		if quota = b.Replicas().LeaderQuota(rep, req.ReplicaID); quota != nil && quota.Exceeded() {
+			// A throttled replica outside the ISR and the leader quota is
+			// exceeded (Kafka's shouldLeaderThrottle): no data; the fetch
+			// long-polls until the quota has room.
+			sp.LastStableOffset, sp.LogStartOffset = sp.HighWatermark, p.Log.StartOffset()
+			if waits != nil {
+				*waits = append(*waits, quota.Wait())
+			}
+			return 0, nil
+		}
 		upTo = p.Log.EndOffset()
 		if rm := b.Replicas(); rm.WALEnabled() {
 			inlineReason = replica.InlineFollowerAsked
@@ -333,6 +374,7 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 				for _, ptr := range plan.Pointers {
 					n += int(ptr.Length)
 				}
+				charge.add(quota, n) // served by reference, replication all the same
 				return n, nil
 			}
 			upTo, inlineReason = plan.InlineUpTo, plan.Reason
@@ -406,6 +448,7 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 		if inlineReason != "" {
 			b.Replicas().CountWALInline(inlineReason, len(res.Records))
 		}
+		charge.add(quota, len(res.Records))
 	}
 	return len(res.Records), nil
 }

@@ -6,8 +6,13 @@ package protocol
 // (DYNAMIC_TOPIC_CONFIG for overrides, STATIC_BROKER_CONFIG for broker-level
 // defaults from the config file, DEFAULT_CONFIG otherwise), synonyms (v1+,
 // when asked) and type and documentation (v3+). Broker resources (the name
-// is this broker's ID, or empty) report the broker's static configs, all
-// read-only. Other resource types get INVALID_REQUEST.
+// is this broker's ID, or empty for the cluster-wide view) report the
+// broker's static configs, read-only (STATIC_BROKER_CONFIG or
+// DEFAULT_CONFIG), and the dynamic broker configs (broker/dynconfig.go:
+// the replication throttle rates) with their source: DYNAMIC_BROKER_CONFIG
+// for this broker's own value, DYNAMIC_DEFAULT_BROKER_CONFIG for the
+// cluster-wide default, DEFAULT_CONFIG otherwise; the empty name shows the
+// cluster-wide level. Other resource types get INVALID_REQUEST.
 
 import (
 	"context"
@@ -43,7 +48,7 @@ func handleDescribeConfigs(_ context.Context, r *Request) (kmsg.Response, error)
 				err = fmt.Errorf("%w: broker %q is not this broker (%d)", kerr.InvalidRequest, rr.ResourceName, b.NodeID())
 				break
 			}
-			entries = b.DescribeBrokerConfigs(rr.ConfigNames)
+			entries = b.DescribeBrokerConfigs(rr.ResourceName, rr.ConfigNames)
 		default:
 			err = fmt.Errorf("%w: resource type %v is not supported", kerr.InvalidRequest, rr.ResourceType)
 		}

@@ -3,9 +3,11 @@ package protocol
 // AlterConfigs (key 33), versions 0-2.
 //
 // Replaces a topic's config overrides (configs left out return to their
-// defaults), as Kafka's legacy AlterConfigs does. Unknown configs or bad
-// values: INVALID_CONFIG. Broker resources are read-only here
-// (INVALID_REQUEST). ValidateOnly checks without changing anything.
+// defaults), as Kafka's legacy AlterConfigs does, and likewise the dynamic
+// configs of a broker resource (a broker ID, or empty for the cluster-wide
+// default; broker/dynconfig.go). Unknown configs, static broker configs or
+// bad values: INVALID_CONFIG. ValidateOnly checks without changing
+// anything.
 
 import (
 	"context"
@@ -29,20 +31,21 @@ func handleAlterConfigs(ctx context.Context, r *Request) (kmsg.Response, error) 
 		res := kmsg.NewAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
 		var err error
-		switch rr.ResourceType {
-		case kmsg.ConfigResourceTypeTopic:
-			configs := map[string]*string{}
-			for _, c := range rr.Configs {
-				if _, dup := configs[c.Name]; dup {
-					err = fmt.Errorf("%w: config %q given twice", kerr.InvalidRequest, c.Name)
-				}
-				configs[c.Name] = c.Value
+		configs := map[string]*string{}
+		for _, c := range rr.Configs {
+			if _, dup := configs[c.Name]; dup {
+				err = fmt.Errorf("%w: config %q given twice", kerr.InvalidRequest, c.Name)
 			}
-			if err == nil {
-				err = r.Env.Broker.AlterTopicConfigs(ctx, rr.ResourceName, configs, req.ValidateOnly)
-			}
+			configs[c.Name] = c.Value
+		}
+		switch {
+		case err != nil:
+		case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
+			err = r.Env.Broker.AlterTopicConfigs(ctx, rr.ResourceName, configs, req.ValidateOnly)
+		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
+			err = r.Env.Broker.AlterBrokerConfigs(ctx, rr.ResourceName, configs, req.ValidateOnly)
 		default:
-			err = fmt.Errorf("%w: only topic configs can be altered", kerr.InvalidRequest)
+			err = fmt.Errorf("%w: only topic and broker configs can be altered", kerr.InvalidRequest)
 		}
 		res.ErrorCode = broker.ErrorCode(err)
 		res.ErrorMessage = broker.ErrorMessage(err)

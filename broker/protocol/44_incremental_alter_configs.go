@@ -3,9 +3,11 @@ package protocol
 // IncrementalAlterConfigs (key 44), versions 0-1.
 //
 // SET, DELETE, APPEND and SUBTRACT (the last two for list configs only) on
-// topic configs. Unknown configs or bad values: INVALID_CONFIG. Broker
-// resources are read-only here (INVALID_REQUEST). ValidateOnly checks
-// without changing anything.
+// topic configs, and SET and DELETE on the dynamic configs of a broker
+// resource (a broker ID, or empty for the cluster-wide default;
+// broker/dynconfig.go). Unknown configs, static broker configs or bad
+// values: INVALID_CONFIG (a broker DELETE of a config that is not set is a
+// no-op). ValidateOnly checks without changing anything.
 
 import (
 	"context"
@@ -29,15 +31,17 @@ func handleIncrementalAlterConfigs(ctx context.Context, r *Request) (kmsg.Respon
 		res := kmsg.NewIncrementalAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
 		var err error
+		ops := make([]broker.ConfigOp, 0, len(rr.Configs))
+		for _, c := range rr.Configs {
+			ops = append(ops, broker.ConfigOp{Name: c.Name, Op: int8(c.Op), Value: c.Value})
+		}
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
-			ops := make([]broker.ConfigOp, 0, len(rr.Configs))
-			for _, c := range rr.Configs {
-				ops = append(ops, broker.ConfigOp{Name: c.Name, Op: int8(c.Op), Value: c.Value})
-			}
 			err = r.Env.Broker.IncrementalAlterTopicConfigs(ctx, rr.ResourceName, ops, req.ValidateOnly)
+		case kmsg.ConfigResourceTypeBroker:
+			err = r.Env.Broker.IncrementalAlterBrokerConfigs(ctx, rr.ResourceName, ops, req.ValidateOnly)
 		default:
-			err = fmt.Errorf("%w: only topic configs can be altered", kerr.InvalidRequest)
+			err = fmt.Errorf("%w: only topic and broker configs can be altered", kerr.InvalidRequest)
 		}
 		res.ErrorCode = broker.ErrorCode(err)
 		res.ErrorMessage = broker.ErrorMessage(err)

@@ -29,6 +29,12 @@
 // retires (Manager.retire), so leaders no longer followed keep no
 // goroutine or connection.
 //
+// Replication throttle (throttle.go, Kafka's KIP-73 quotas): replicas the
+// topic configs mark as throttled (Partition.SetThrottled) and that are not
+// in the ISR fetch (follower side) and are served (leader side, the caller
+// asks Manager.LeaderQuota) within the broker's quotas
+// (Manager.SetThrottleRates); in-sync replication is never throttled.
+//
 // Locking: each Partition has one mutex that orders role changes, appends,
 // truncation and follower-state updates; the HWM is also kept in an atomic
 // for lock-free reads. The Manager's mutex guards its maps only; it never

@@ -161,16 +161,23 @@ type fetchItem struct {
 	lastEpoch int32
 	logStart  int64
 	pointers  bool // ask for WAL pointers
+	// throttled: the bytes fetched count against the follower quota
+	// (a throttled replica not in the ISR, throttle.go).
+	throttled bool
 }
 
-// items lists the partitions to fetch from f.leader now, and whether some
-// are suspended (so the loop must come back after the backoff).
-func (f *fetcher) items() (items []fetchItem, suspended bool) {
+// items lists the partitions to fetch from f.leader now, whether some
+// are suspended (so the loop must come back after the backoff), and
+// whether some are held back by the follower quota (the loop comes back
+// when it has room).
+func (f *fetcher) items() (items []fetchItem, suspended, held bool) {
 	parts := f.m.partitions()
+	quotaFull := false
 	for _, p := range parts {
 		p.mu.Lock()
 		following := p.role == RoleFollower && p.state.Leader == f.leader
 		skipUntil := p.walSkipUntil
+		throttled := p.followerThrottledLocked()
 		p.mu.Unlock()
 		leader, epoch, ok := p.fetchPosition()
 		if !ok {
@@ -180,15 +187,28 @@ func (f *fetcher) items() (items []fetchItem, suspended bool) {
 		if leader != f.leader {
 			continue
 		}
+		if throttled {
+			// Kafka's shouldFollowerThrottle: left out while the quota is
+			// exceeded (checked once per round, counted per partition).
+			if !quotaFull {
+				quotaFull = f.m.followerQuota.Exceeded()
+			} else {
+				f.m.followerQuota.held.Inc()
+			}
+			if quotaFull {
+				held = true
+				continue
+			}
+		}
 		leo := p.Log.EndOffset()
 		pointers := f.m.wal != nil && f.m.wal.down != nil && leo >= skipUntil
-		items = append(items, fetchItem{p: p, epoch: epoch, offset: leo, lastEpoch: p.Log.LatestEpoch(), logStart: p.Log.StartOffset(), pointers: pointers})
+		items = append(items, fetchItem{p: p, epoch: epoch, offset: leo, lastEpoch: p.Log.LatestEpoch(), logStart: p.Log.StartOffset(), pointers: pointers, throttled: throttled})
 	}
 	sort.Slice(items, func(i, j int) bool {
 		a, b := items[i].p.TP, items[j].p.TP
 		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
 	})
-	return items, suspended
+	return items, suspended, held
 }
 
 func (f *fetcher) run(ctx context.Context) {
@@ -200,7 +220,7 @@ func (f *fetcher) run(ctx context.Context) {
 	}()
 	backoff := f.m.cfg.Backoff
 	for ctx.Err() == nil {
-		items, suspended := f.items()
+		items, suspended, held := f.items()
 		if len(items) > 0 && !f.m.selfRegistered() {
 			// Leaders refuse fetches without this broker's current epoch
 			// (restart, lost lease): wait for SetBrokers to bring it (it
@@ -209,13 +229,19 @@ func (f *fetcher) run(ctx context.Context) {
 			items, suspended = nil, true
 		}
 		if len(items) == 0 {
-			if !suspended && f.m.retire(f) {
+			if !suspended && !held && f.m.retire(f) {
 				return
 			}
 			var timer *time.Timer
 			var tc <-chan time.Time
-			if suspended {
+			switch {
+			case suspended:
 				timer = time.NewTimer(backoff)
+				tc = timer.C
+			case held:
+				// Every partition left is throttled: come back when
+				// the quota has room (or a rate change pokes).
+				timer = time.NewTimer(max(f.m.followerQuota.Delay(), time.Millisecond))
 				tc = timer.C
 			}
 			select {
@@ -365,6 +391,9 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 			}
 			if rp.DivergingEpoch.Epoch >= 0 || rp.DivergingEpoch.EndOffset >= 0 {
 				res.Diverging = &Divergence{Epoch: rp.DivergingEpoch.Epoch, EndOffset: rp.DivergingEpoch.EndOffset}
+			}
+			if it.throttled {
+				f.m.followerQuota.Record(len(res.Records))
 			}
 			if _, err := it.p.applyFetch(f.leader, it.epoch, res, cfg.Backoff); err != nil {
 				cfg.Log.V(1).Info("replica fetch of a partition failed", "partition", tp, "leader", f.leader, "error", err.Error())

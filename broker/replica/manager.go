@@ -109,6 +109,9 @@ type Manager struct {
 	refused *prometheus.CounterVec
 	// wal is set by EnableWAL before partitions are applied; nil: classic.
 	wal *walRep
+	// The replication quotas (throttle.go) and their metrics.
+	leaderQuota, followerQuota *Throttle
+	throttleMetrics            throttleMetrics
 }
 
 // NewManager starts a manager; Close stops it.
@@ -122,7 +125,10 @@ func NewManager(cfg Config) *Manager {
 			Name: "strata_replica_fetch_refused_total",
 			Help: "Replica fetches refused because the fetching broker is not registered or did not send its current broker epoch, by reason.",
 		}, []string{"reason"}),
+		throttleMetrics: newThrottleMetrics(),
 	}
+	m.leaderQuota = newThrottle(ThrottleLeader, cfg.Now, m.throttleMetrics)
+	m.followerQuota = newThrottle(ThrottleFollower, cfg.Now, m.throttleMetrics)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -257,9 +263,12 @@ func (m *Manager) CheckReplicaFetcher(replica int32, epoch int64) error {
 }
 
 // Collectors returns the manager's metrics to register:
-// strata_replica_fetch_refused_total.
+// strata_replica_fetch_refused_total and the replication throttle's
+// (strata_replication_throttled_bytes_total,
+// strata_replication_throttled_partitions_total,
+// strata_replication_throttle_rate_bytes).
 func (m *Manager) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.refused}
+	return append([]prometheus.Collector{m.refused}, m.throttleMetrics.collectors()...)
 }
 
 // Partition returns a managed partition.

@@ -83,6 +83,10 @@ type Partition struct {
 	// finishes, walLogStart is the log start last reported to the
 	// deletion tracker. Follower: walSkipUntil > LEO means fetch inline (a
 	// range failed to download) until the log end reaches it.
+	// throttled holds the throttled-replica marks of the topic configs
+	// (throttle.go); nil: not throttled.
+	throttled atomic.Pointer[throttledReplicas]
+
 	wal          *walRep
 	walIndex     *wal.PointerIndex
 	walPending   []walPending
