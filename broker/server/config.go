@@ -100,7 +100,8 @@ var processKeys = map[string]bool{
 	"broker.rack": true, "zone": true, "metrics.listen": true, "metrics.pprof.enable": true,
 	"socket.request.max.bytes": true, "log.retention.check.interval.ms": true, "connections.max.idle.ms": true,
 	"producer.id.expiration.ms": true,
-	"num.partitions":            true, "auto.create.topics.enable": true,
+	"max.partitions.per.topic":  true, "max.partitions": true,
+	"num.partitions": true, "auto.create.topics.enable": true,
 	"log.retention.hours": true, "log.retention.minutes": true,
 	"default.replication.factor": true,
 	"broker.id.base":             true, "metadata.etcd.endpoints": true, "metadata.etcd.prefix": true, "cluster.name": true,
@@ -233,6 +234,16 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				return nil, bad(fmt.Errorf("want a positive int32"))
 			}
 			cfg.Broker.DefaultPartitions = int32(n)
+		case k == "max.partitions.per.topic" || k == "max.partitions":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 1 {
+				return nil, bad(fmt.Errorf("want a positive int32"))
+			}
+			if k == "max.partitions" {
+				cfg.Broker.MaxPartitions = int32(n)
+			} else {
+				cfg.Broker.MaxPartitionsPerTopic = int32(n)
+			}
 		case k == "auto.create.topics.enable":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
