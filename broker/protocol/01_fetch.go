@@ -156,6 +156,9 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		if timer == nil {
 			timer = time.NewTimer(wait)
 			defer timer.Stop()
+			// Parked: the request's memory is small and bounded per
+			// connection; the budget is for requests being decoded.
+			r.ReleaseMemory()
 		}
 		cases := make([]reflect.SelectCase, 0, len(waits)+2)
 		cases = append(cases,

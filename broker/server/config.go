@@ -101,6 +101,7 @@ var processKeys = map[string]bool{
 	"socket.request.max.bytes": true, "log.retention.check.interval.ms": true, "connections.max.idle.ms": true,
 	"producer.id.expiration.ms": true,
 	"max.partitions.per.topic":  true, "max.partitions": true,
+	"max.connections": true, "max.connections.per.ip": true, "queued.max.request.bytes": true,
 	"num.partitions": true, "auto.create.topics.enable": true,
 	"log.retention.hours": true, "log.retention.minutes": true,
 	"default.replication.factor": true,
@@ -210,6 +211,24 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				return nil, bad(fmt.Errorf("want an int32 of at least 1024"))
 			}
 			cfg.MaxRequestBytes = int32(n)
+		case k == "max.connections" || k == "max.connections.per.ip":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 1 {
+				return nil, bad(fmt.Errorf("want a positive int32"))
+			}
+			if k == "max.connections" {
+				cfg.MaxConnections = int(n)
+			} else {
+				cfg.MaxConnectionsPerIP = int(n)
+			}
+		case k == "queued.max.request.bytes":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || (n < 1<<20 && n != -1) {
+				return nil, bad(fmt.Errorf("want bytes >= 1048576, or -1 for the default"))
+			}
+			if n > 0 {
+				cfg.MaxInflightRequestMemory = n
+			}
 		case k == "producer.id.expiration.ms":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 1 {

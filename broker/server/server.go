@@ -47,9 +47,14 @@ type Config struct {
 	Pprof bool
 	// MaxRequestBytes is socket.request.max.bytes (0: 100 MiB).
 	MaxRequestBytes int32
-	// MaxInflightRequestMemory bounds the decoded size of large requests
-	// in flight (0: 2 GiB); see protocol.Config.
+	// MaxInflightRequestMemory bounds the estimated decoded size of
+	// requests in flight (queued.max.request.bytes; 0: 2 GiB); see
+	// protocol.Config.
 	MaxInflightRequestMemory int64
+	// MaxConnections is max.connections (0: protocol.DefaultMaxConnections)
+	// and MaxConnectionsPerIP max.connections.per.ip (0: unlimited).
+	MaxConnections      int
+	MaxConnectionsPerIP int
 	// ConnectionsMaxIdle is connections.max.idle.ms (DefaultConfig: 10
 	// min; 0 disables): see protocol.Config.IdleTimeout.
 	ConnectionsMaxIdle time.Duration
@@ -199,6 +204,8 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		MaxRequestBytes:          cfg.MaxRequestBytes,
 		IdleTimeout:              cfg.ConnectionsMaxIdle,
 		MaxInflightRequestMemory: cfg.MaxInflightRequestMemory,
+		MaxConnections:           cfg.MaxConnections,
+		MaxConnectionsPerIP:      cfg.MaxConnectionsPerIP,
 		Observer:                 s.metrics,
 		Traffic:                  s.traffic,
 		Log:                      logger.WithName("protocol"),
