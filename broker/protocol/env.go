@@ -28,6 +28,9 @@ type Env struct {
 	// Log is the base logger; handlers add key/values.
 	Log logr.Logger
 
+	// Limits bound what one request may make the broker do (limits.go).
+	Limits Limits
+
 	// Replica fetch sessions (fetch_session.go), created on first use.
 	sessionsOnce sync.Once
 	sessions     *fetchSessions

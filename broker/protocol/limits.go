@@ -28,6 +28,32 @@ import (
 //     most one response beyond that (bounded by fetch.max.bytes), and its
 //     next requests stay unread in the socket.
 
+// Limits bound what one request may make a handler do. Zero values mean
+// the defaults.
+type Limits struct {
+	// FetchMaxBytes is fetch.max.bytes: the most record bytes one Fetch
+	// response carries (Kafka's default, 55 MiB), whatever MaxBytes the
+	// request asks for; a MaxBytes of 0 or less gets one batch (KIP-74's
+	// minimum), as in Kafka. Only the first batch of a response may be
+	// larger (KIP-74).
+	FetchMaxBytes int32
+	// FetchSessionSlots is max.incremental.fetch.session.cache.slots (1000)
+	// and FetchSessionMaxPartitions the partitions one fetch session may
+	// hold (fetch_session.go).
+	FetchSessionSlots         int
+	FetchSessionMaxPartitions int
+}
+
+// DefaultFetchMaxBytes is Kafka's fetch.max.bytes default.
+const DefaultFetchMaxBytes = 55 << 20
+
+func (l Limits) fetchMaxBytes() int {
+	if l.FetchMaxBytes <= 0 {
+		return DefaultFetchMaxBytes
+	}
+	return int(l.FetchMaxBytes)
+}
+
 // Reasons a connection is refused (label values of
 // strata_connections_refused_total).
 const (

@@ -1,10 +1,12 @@
 package protocol_test
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/brokertest"
@@ -94,5 +96,56 @@ func TestPartitionLimits(t *testing.T) {
 			code, msg := grow("t2", 3, true)
 			check("CreatePartitions t2 to 3 (7 in all)", code, msg, kerr.PolicyViolation, "max.partitions=6")
 		})
+	}
+}
+
+// TestFetchMaxBytesCap: the broker's fetch.max.bytes caps a Fetch whatever
+// MaxBytes asks for; MaxBytes <= 0 gets the first batch only (it read up
+// to 2 GiB before).
+func TestFetchMaxBytesCap(t *testing.T) {
+	b := brokertest.Start(t, brokertest.WithLogger(discardLogger()), brokertest.WithSetting("fetch.max.bytes", "1048576"))
+	adm := newAdmin(t, b.Addr())
+	createTopic(t, adm, "capped", 3, nil)
+	p := newClient(t, b.Addr(), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	const valueBytes = 600 << 10
+	for part := range int32(3) {
+		r := &kgo.Record{Topic: "capped", Partition: part, Value: bytes.Repeat([]byte{'v'}, valueBytes)}
+		if err := p.ProduceSync(testCtx(t), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl := newClient(t, b.Addr())
+	id := topicID(t, adm, "capped")
+	for _, maxBytes := range []int32{-1, 0, 2147483647} {
+		req := kmsg.NewPtrFetchRequest()
+		req.SetVersion(12)
+		req.ReplicaID, req.MaxBytes, req.SessionEpoch = -1, maxBytes, -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = "capped", id
+		for part := range int32(3) {
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LastFetchedEpoch = part, 2147483647, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(testCtx(t), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total, withData := 0, 0
+		for _, st := range resp.Topics {
+			for _, sp := range st.Partitions {
+				if sp.ErrorCode != 0 {
+					t.Fatalf("MaxBytes %d: partition %d: %v", maxBytes, sp.Partition, kerr.ErrorForCode(sp.ErrorCode))
+				}
+				total += len(sp.RecordBatches)
+				if len(sp.RecordBatches) > 0 {
+					withData++
+				}
+			}
+		}
+		if withData != 1 || total < valueBytes || total > 1<<20 {
+			t.Errorf("MaxBytes %d: %d record bytes from %d partitions, want one batch of about %d bytes (fetch.max.bytes=1048576)", maxBytes, total, withData, valueBytes)
+		}
 	}
 }

@@ -102,6 +102,7 @@ var processKeys = map[string]bool{
 	"producer.id.expiration.ms": true,
 	"max.partitions.per.topic":  true, "max.partitions": true,
 	"max.connections": true, "max.connections.per.ip": true, "queued.max.request.bytes": true,
+	"fetch.max.bytes": true, "max.incremental.fetch.session.cache.slots": true,
 	"num.partitions": true, "auto.create.topics.enable": true,
 	"log.retention.hours": true, "log.retention.minutes": true,
 	"default.replication.factor": true,
@@ -220,6 +221,21 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				cfg.MaxConnections = int(n)
 			} else {
 				cfg.MaxConnectionsPerIP = int(n)
+			}
+		case k == "fetch.max.bytes":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 1024 {
+				return nil, bad(fmt.Errorf("want an int32 of at least 1024"))
+			}
+			cfg.Limits.FetchMaxBytes = int32(n)
+		case k == "max.incremental.fetch.session.cache.slots":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 0 {
+				return nil, bad(fmt.Errorf("want an int32 >= 0 (0: no sessions)"))
+			}
+			cfg.Limits.FetchSessionSlots = int(n)
+			if n == 0 {
+				cfg.Limits.FetchSessionSlots = -1 // none; 0 would mean the default
 			}
 		case k == "queued.max.request.bytes":
 			n, err := strconv.ParseInt(v, 10, 64)

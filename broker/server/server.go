@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,6 +56,9 @@ type Config struct {
 	// and MaxConnectionsPerIP max.connections.per.ip (0: unlimited).
 	MaxConnections      int
 	MaxConnectionsPerIP int
+	// Limits are the per-request limits (fetch.max.bytes, fetch session
+	// cache); FetchSessionMaxPartitions defaults to max.partitions.
+	Limits protocol.Limits
 	// ConnectionsMaxIdle is connections.max.idle.ms (DefaultConfig: 10
 	// min; 0 disables): see protocol.Config.IdleTimeout.
 	ConnectionsMaxIdle time.Duration
@@ -198,7 +202,12 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	if s.groups, err = group.New(logr.NewContext(ctx, logger), groupCfg); err != nil {
 		return nil, fmt.Errorf("start group coordinator: %w", err)
 	}
-	env := &protocol.Env{Broker: b, Groups: s.groups, Log: logger.WithName("protocol")}
+	limits := cfg.Limits
+	if limits.FetchSessionMaxPartitions == 0 {
+		// A follower cannot follow more partitions than the cluster has.
+		limits.FetchSessionMaxPartitions = int(cmp.Or(cfg.Broker.MaxPartitions, broker.DefaultMaxPartitions))
+	}
+	env := &protocol.Env{Broker: b, Groups: s.groups, Log: logger.WithName("protocol"), Limits: limits}
 	s.proto = protocol.NewServer(protocol.Config{
 		Env:                      env,
 		MaxRequestBytes:          cfg.MaxRequestBytes,
