@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -176,6 +177,9 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	s.metrics = metrics.New(b)
 	s.liveMetrics.Store(s.metrics)
 	s.traffic = traffic.New(cfg.Broker.Rack)
+	s.traffic.KnownZone = func(zone string) bool {
+		return slices.ContainsFunc(b.Brokers(), func(bi broker.BrokerInfo) bool { return bi.Rack == zone })
+	}
 	s.metrics.Registry.MustRegister(s.traffic.Collector())
 	groupCfg := cfg.Group
 	if cfg.Broker.Clustered {
