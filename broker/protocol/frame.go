@@ -37,10 +37,12 @@ const minHeaderBytes = 2 + 2 + 4
 
 // readFrame reads one size-prefixed frame and returns the payload. The
 // size, then the API key (the payload's first two bytes), are checked, and
-// admit (if not nil) is called with both, before the frame is allocated: a
-// declared size costs nothing until it is admitted. An admit error is
-// returned as is.
-func readFrame(r io.Reader, maxBytes int32, admit func(key int16, size int32) error) ([]byte, error) {
+// check and admit (each if not nil) are called with both, before the frame is
+// allocated: a declared size costs nothing until it is admitted. Of a frame larger than
+// smallFrameBytes, the first smallFrameBytes are read before admit, so a
+// client that declares a large frame and does not send it never holds
+// admitted memory. An admit error is returned as is.
+func readFrame(r io.Reader, maxBytes int32, check, admit func(key int16, size int32) error) ([]byte, error) {
 	var hdr [4 + 2]byte
 	if n, err := io.ReadFull(r, hdr[:4]); err != nil {
 		if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
@@ -58,14 +60,28 @@ func readFrame(r io.Reader, maxBytes int32, admit func(key int16, size int32) er
 	if _, err := io.ReadFull(r, hdr[4:]); err != nil {
 		return nil, fmt.Errorf("reading %d byte frame: %w", n, noEOF(err))
 	}
+	key := int16(binary.BigEndian.Uint16(hdr[4:]))
+	if check != nil {
+		if err := check(key, n); err != nil {
+			return nil, err
+		}
+	}
+	var head []byte // the body's start, read before admission
+	if admit != nil && n > smallFrameBytes {
+		head = make([]byte, smallFrameBytes)
+		if _, err := io.ReadFull(r, head); err != nil {
+			return nil, fmt.Errorf("reading %d byte frame: %w", n, noEOF(err))
+		}
+	}
 	if admit != nil {
-		if err := admit(int16(binary.BigEndian.Uint16(hdr[4:])), n); err != nil {
+		if err := admit(key, n); err != nil {
 			return nil, err
 		}
 	}
 	buf := make([]byte, n)
 	copy(buf, hdr[4:])
-	if _, err := io.ReadFull(r, buf[2:]); err != nil {
+	copy(buf[2:], head)
+	if _, err := io.ReadFull(r, buf[2+len(head):]); err != nil {
 		return nil, fmt.Errorf("reading %d byte frame: %w", n, noEOF(err))
 	}
 	return buf, nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -16,7 +17,10 @@ import (
 //     server-wide budget (budget.go) before it allocates the frame; every
 //     frame counts, however small. Large frames cannot take the share
 //     kept for small ones, so a client that declares a large frame and
-//     sends it slowly does not stop other clients' fetches. A request
+//     sends it slowly does not stop other clients' fetches; a large frame
+//     is admitted only once its first 64 KiB arrived (a declared size
+//     alone holds nothing), and must then arrive at 4 MiB/s after a 5 s
+//     grace, or the connection is closed. A request
 //     that parks (a long-poll Fetch, a group join) gives its share back
 //     when it parks (Request.ReleaseMemory).
 //   - Connections: max.connections in all and max.connections.per.ip per
@@ -115,18 +119,40 @@ func (s *Server) connRefused(reason string) {
 	}
 }
 
-// admitFrame is readFrame's check of a frame's size and key before the
-// frame is allocated: the non-Produce size limit, then the frame's share
-// of the memory budget (waiting for room; an error when the connection
-// closes meanwhile).
-func (c *conn) admitFrame(key int16, size int32) (*memHold, error) {
+// checkFrame is readFrame's check of a frame's size and key: the limit of
+// non-Produce requests.
+func (c *conn) checkFrame(key int16, size int32) error {
 	if key != kmsg.Produce.Int16() && size > c.srv.cfg.MaxNonProduceRequestBytes {
-		return nil, fmt.Errorf("%w: %s request of %d bytes, max %d", ErrFrameTooLarge, kmsg.NameForKey(key), size, c.srv.cfg.MaxNonProduceRequestBytes)
+		return fmt.Errorf("%w: %s request of %d bytes, max %d", ErrFrameTooLarge, kmsg.NameForKey(key), size, c.srv.cfg.MaxNonProduceRequestBytes)
 	}
+	return nil
+}
+
+// minFrameRate is the slowest a frame's body may arrive once admitted,
+// after frameGrace: a client holding budget while it trickles a large
+// frame is closed (a 100 MiB frame has 30 s, a 1 MiB one 5 s).
+const (
+	minFrameRate = 4 << 20 // bytes per second
+	frameGrace   = 5 * time.Second
+)
+
+// admitFrame takes a frame's share of the memory budget before the frame
+// is allocated (waiting for room; an error when the connection closes
+// meanwhile), and gives the rest of the frame a deadline (minFrameRate).
+func (c *conn) admitFrame(key int16, size int32) (*memHold, error) {
 	large := size > smallFrameBytes
 	cost, err := c.srv.memory.acquire(c.ctx, int64(size)*decodeAmplification, large)
 	if err != nil {
 		return nil, fmt.Errorf("waiting for request memory: %w", err)
+	}
+	deadline := time.Now().Add(frameGrace + time.Duration(size)*time.Second/minFrameRate)
+	if idle := c.srv.cfg.IdleTimeout; idle > 0 && time.Now().Add(idle).Before(deadline) {
+		deadline = time.Now().Add(idle)
+	}
+	_ = c.nc.SetReadDeadline(deadline)
+	if c.srv.isClosing() {
+		// Shutdown moved the deadline to now before this one: keep it.
+		_ = c.nc.SetReadDeadline(time.Now())
 	}
 	return &memHold{b: c.srv.memory, n: cost, large: large}, nil
 }

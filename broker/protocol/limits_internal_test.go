@@ -80,10 +80,11 @@ func frameHeader(size int32, key kmsg.Key) []byte {
 	return binary.BigEndian.AppendUint16(b, uint16(key))
 }
 
-// TestFrameMemoryTakenBeforeAllocation: the memory budget is taken when a
-// frame's size and key have been read, before its body arrives (and before
-// it is allocated), for small frames too (frames up to 1 MiB skipped it,
-// and a declared size was allocated before any budget).
+// TestFrameMemoryTakenBeforeAllocation: the memory budget is taken before
+// a frame is allocated, for small frames too (frames up to 1 MiB skipped
+// it, and a declared size was allocated before any budget): a small frame
+// once its size and key are read, a large one once its first 64 KiB
+// arrived (a declared size alone holds nothing).
 func TestFrameMemoryTakenBeforeAllocation(t *testing.T) {
 	s, addr := startTestServer(t, Config{})
 	dial := func() net.Conn {
@@ -98,12 +99,15 @@ func TestFrameMemoryTakenBeforeAllocation(t *testing.T) {
 	if _, err := big.Write(frameHeader(50<<20, kmsg.Produce)); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "the declared 50 MiB Produce frame to take its budget", func() bool { return budgetUsed(s) == 50<<20*decodeAmplification })
 	small := dial()
 	if _, err := small.Write(frameHeader(100, kmsg.Metadata)); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "the 100 byte Metadata frame to take its budget", func() bool { return budgetUsed(s) == (50<<20+100)*decodeAmplification })
+	pollUntil(t, "the 100 byte Metadata frame alone to take its budget", func() bool { return budgetUsed(s) == 100*decodeAmplification })
+	if _, err := big.Write(make([]byte, smallFrameBytes)); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "the 50 MiB Produce frame to take its budget once 64 KiB of it arrived", func() bool { return budgetUsed(s) == (50<<20+100)*decodeAmplification })
 	big.Close()
 	small.Close()
 	pollUntil(t, "closed connections to give their budget back", func() bool { return budgetUsed(s) == 0 })

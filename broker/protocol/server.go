@@ -339,7 +339,7 @@ func (c *conn) read(out chan<- inbound) {
 		// Its size and key are checked, and its memory taken from the
 		// budget, before it is allocated.
 		var mem *memHold
-		frame, err := readFrame(c.nc, c.srv.cfg.MaxRequestBytes, func(key int16, size int32) (err error) {
+		frame, err := readFrame(c.nc, c.srv.cfg.MaxRequestBytes, c.checkFrame, func(key int16, size int32) (err error) {
 			mem, err = c.admitFrame(key, size)
 			return err
 		})
@@ -358,6 +358,13 @@ func (c *conn) read(out chan<- inbound) {
 			mem.release()
 			c.readFailed(err)
 			return
+		}
+		if idle <= 0 {
+			// Drop the admitted frame's deadline (admitFrame).
+			_ = c.nc.SetReadDeadline(time.Time{})
+			if c.srv.isClosing() {
+				_ = c.nc.SetReadDeadline(time.Now())
+			}
 		}
 		started := time.Now()
 		h, msg, err := decodeRequest(frame, false)
@@ -393,6 +400,8 @@ func (c *conn) readFailed(err error) {
 		return
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 		c.log().V(1).Info("connection closed by peer")
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.log().Info("closing connection: request frame not received in time", "err", err.Error())
 	case errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrBadFrame), errors.Is(err, io.ErrUnexpectedEOF):
 		c.log().Info("closing connection: bad frame", "err", err.Error())
 	default:
