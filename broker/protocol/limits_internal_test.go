@@ -207,3 +207,25 @@ func TestUnreadResponsesStopDispatch(t *testing.T) {
 		t.Fatalf("%d requests dispatched while the client read nothing, want at most %d", got, maxUnwrittenResponses+1)
 	}
 }
+
+// TestTricklingFrameClosed: an admitted large frame whose body stops
+// arriving is closed once its deadline (frameGrace plus size at
+// minFrameRate) passes, and its budget returns; before, the connection
+// held it until connections.max.idle.ms.
+func TestTricklingFrameClosed(t *testing.T) {
+	s, addr := startTestServer(t, Config{})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(append(frameHeader(1<<20, kmsg.Produce), make([]byte, smallFrameBytes)...)); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "the frame to be admitted", func() bool { return budgetUsed(s) > 0 })
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second)) // a hang guard
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		t.Fatalf("connection not closed by the server: %v", err)
+	}
+	pollUntil(t, "the budget to return", func() bool { return budgetUsed(s) == 0 })
+}
