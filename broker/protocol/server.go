@@ -267,6 +267,12 @@ type conn struct {
 	lastAnswered atomic.Int64
 	// out counts responses encoded and not yet written (limits.go).
 	out *unwritten
+	// dead: the peer closed the connection or a write failed, so no
+	// response can reach it; requests already read other than Produce
+	// (acks=0 batches sent before a close must be appended) are dropped
+	// instead of handled (each unread Fetch would read up to
+	// fetch.max.bytes for nothing).
+	dead atomic.Bool
 }
 
 // inbound is one request read by the reader.
@@ -399,6 +405,7 @@ func (c *conn) readFailed(err error) {
 		// Shutdown: stop reading, serve what was read.
 		return
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+		c.dead.Store(true)
 		c.log().V(1).Info("connection closed by peer")
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		c.log().Info("closing connection: request frame not received in time", "err", err.Error())
@@ -438,6 +445,11 @@ func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
 			case <-c.out.written:
 			case <-c.ctx.Done():
 			}
+		}
+		if c.dead.Load() && item.req.Header.Key != kmsg.Produce.Int16() {
+			item.req.mem.release()
+			c.pending.Add(-1)
+			continue
 		}
 		if obs != nil {
 			obs.RequestStarted(item.req.Header.Key)
@@ -578,6 +590,7 @@ func (c *conn) write(in <-chan []byte) {
 		c.out.done(frame)
 		if err != nil {
 			failed = true
+			c.dead.Store(true)
 			c.log().V(1).Info("closing connection: write failed", "err", err.Error())
 			c.cancel()
 			c.nc.Close()
