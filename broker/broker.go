@@ -64,6 +64,11 @@ type Config struct {
 	// LogDefaults["leader.placement.zone"], the default of the topic config
 	// of that name (required with Zone, refused without).
 	LeaderPlacementPolicy string
+	// MaxPartitionsPerTopic is max.partitions.per.topic and MaxPartitions
+	// max.partitions, the cluster-wide partition count (limits.go; 0 means
+	// the default).
+	MaxPartitionsPerTopic int32
+	MaxPartitions         int32
 }
 
 // Values of leader.placement.policy.

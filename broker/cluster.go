@@ -478,6 +478,12 @@ func (b *Broker) createTopicCluster(ctx context.Context, spec TopicSpec, validat
 	if ms.ReplicationFactor == -1 {
 		ms.ReplicationFactor = b.cfg.DefaultReplicationFactor
 	}
+	if ms.Partitions > 0 {
+		// Before the placement plans (and allocates for) every partition.
+		if err := b.cfg.checkPartitionLimits(spec.Name, ms.Partitions, ms.Partitions, b.clusterPartitionCount()); err != nil {
+			return TopicInfo{}, err
+		}
+	}
 	for k, v := range spec.Configs {
 		if v == nil {
 			return TopicInfo{}, fmt.Errorf("%w: null value for config %q", kerr.InvalidConfig, k)
@@ -535,11 +541,13 @@ func (b *Broker) createPartitionsCluster(ctx context.Context, name string, count
 		return fmt.Errorf("%w: topic %s has %d partitions; the count can only grow", kerr.InvalidPartitions, name, t.Partitions)
 	case count == t.Partitions:
 		return fmt.Errorf("%w: topic %s already has %d partitions", kerr.InvalidPartitions, name, t.Partitions)
-	case count > 100000:
-		return fmt.Errorf("%w: partition count %d is too large", kerr.InvalidPartitions, count)
 	case assignment != nil && int32(len(assignment)) != count-t.Partitions:
 		return fmt.Errorf("%w: %d assignments for %d new partitions", kerr.InvalidReplicaAssignment, len(assignment), count-t.Partitions)
-	case validateOnly:
+	}
+	if err := b.cfg.checkPartitionLimits(name, count, count-t.Partitions, b.clusterPartitionCount()); err != nil {
+		return err
+	}
+	if validateOnly {
 		return nil
 	}
 	zone, err := b.placementZone(t.Config)

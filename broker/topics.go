@@ -117,8 +117,9 @@ func (b *Broker) CreateTopic(ctx context.Context, spec TopicSpec, validateOnly b
 	if rf := spec.ReplicationFactor; rf != -1 && rf != 1 && len(spec.Assignment) == 0 {
 		return TopicInfo{}, fmt.Errorf("%w: replication factor %d is larger than the number of brokers (1)", kerr.InvalidReplicationFactor, rf)
 	}
-	if partitions > 100000 {
-		return TopicInfo{}, fmt.Errorf("%w: partition count %d is too large", kerr.InvalidPartitions, partitions)
+	if partitions > b.cfg.maxPartitionsPerTopic() {
+		// Before validating the rest: the message names the limit.
+		return TopicInfo{}, b.cfg.checkPartitionLimits(spec.Name, partitions, partitions, 0)
 	}
 	configs := map[string]string{}
 	for k, v := range spec.Configs {
@@ -146,6 +147,9 @@ func (b *Broker) CreateTopic(ctx context.Context, spec TopicSpec, validateOnly b
 		if collisionName(name) == collisionName(spec.Name) {
 			return TopicInfo{}, fmt.Errorf("%w: topic %q collides with existing topic %q ('.' and '_' are treated alike)", kerr.InvalidTopicException, spec.Name, name)
 		}
+	}
+	if err := b.cfg.checkPartitionLimits(spec.Name, partitions, partitions, b.partitionCountLocked()); err != nil {
+		return TopicInfo{}, err
 	}
 	t := &Topic{Name: spec.Name, ID: newTopicID(), configs: configs}
 	if validateOnly {
@@ -227,8 +231,9 @@ func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32,
 		return fmt.Errorf("%w: topic %s has %d partitions; the count can only grow", kerr.InvalidPartitions, name, cur)
 	case count == cur:
 		return fmt.Errorf("%w: topic %s already has %d partitions", kerr.InvalidPartitions, name, cur)
-	case count > 100000:
-		return fmt.Errorf("%w: partition count %d is too large", kerr.InvalidPartitions, count)
+	}
+	if err := b.cfg.checkPartitionLimits(name, count, count-cur, b.partitionCountLocked()); err != nil {
+		return err
 	}
 	if assignment != nil {
 		if int32(len(assignment)) != count-cur {

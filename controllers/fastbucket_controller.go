@@ -70,6 +70,10 @@ type FastBucketReconciler struct {
 	// Clock is the WAL sweeper's clock (object ages, sweep times); nil is
 	// the real clock. Tests age objects by moving it.
 	Clock clock.PassiveClock
+	// Policy says whether ambient credentials and http endpoints may be
+	// used (fastbucket_policy.go); a refused bucket is never probed nor
+	// swept.
+	Policy BucketPolicy
 }
 
 // Reconcile probes one FastBucket when a probe is due, then sweeps its
@@ -95,6 +99,12 @@ func (r *FastBucketReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 	}()
 
+	if reason, msg := r.Policy.refusal(fb.Spec); reason != "" {
+		// Nothing to requeue for: a spec change or an operator restart
+		// with other flags reconciles again.
+		r.refuseBucket(fb, reason, msg)
+		return ctrl.Result{}, nil
+	}
 	probeAfter := r.reconcileProbe(ctx, fb)
 	sweepAfter, err := r.reconcileWAL(ctx, fb)
 	if err != nil {

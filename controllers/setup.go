@@ -57,6 +57,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		LiveReader:   mgr.GetAPIReader(),
 		Recorder:     mgr.GetEventRecorder("strata-fastbucket"),
 		Clock:        o.sweepClock,
+		Policy:       o.bucketPolicy,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("FastBucket controller: %w", err)
 	}
@@ -72,6 +73,13 @@ type options struct {
 	topicResync        time.Duration
 	kafkaProbeInterval time.Duration
 	rollStuckAfter     time.Duration
+	bucketPolicy       BucketPolicy
+}
+
+// WithBucketPolicy sets what FastBuckets may use (default: neither ambient
+// credentials nor http endpoints; see BucketPolicy).
+func WithBucketPolicy(p BucketPolicy) Option {
+	return func(o *options) { o.bucketPolicy = p }
 }
 
 // WithRollStuckAfter sets how long a rolling restart may wait for its next

@@ -96,7 +96,11 @@ var _ = BeforeSuite(func() {
 		// by the periodic Kafka probe; a minute is too long for a spec.
 		controllers.WithTopicResync(2*time.Second), controllers.WithKafkaProbeInterval(2*time.Second),
 		// A roll that cannot go on is reported stuck after 10 minutes.
-		controllers.WithRollStuckAfter(15*time.Second))).To(Succeed())
+		controllers.WithRollStuckAfter(15*time.Second),
+		// The S3 server of the suite is Versity on plain http, and specs
+		// create FastBuckets without credentials (ambient); the refusals
+		// themselves are TestBucketPolicy's.
+		controllers.WithBucketPolicy(controllers.BucketPolicy{AllowAmbientCredentials: true, AllowInsecureEndpoints: true}))).To(Succeed())
 
 	suiteCtx, cancel = context.WithCancel(context.Background())
 	go func() {

@@ -156,6 +156,16 @@ func (p *Process) Start() {
 // Addr returns the broker's address.
 func (p *Process) Addr() string { return p.addr }
 
+// Pid returns the process ID of the running subprocess (0 if none).
+func (p *Process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Dir returns the data directory.
 func (p *Process) Dir() string { return p.opts.dir }
 

@@ -24,6 +24,7 @@ type Metrics struct {
 	bytesIn     prometheus.Counter
 	bytesOut    prometheus.Counter
 	connections prometheus.Gauge
+	refused     *prometheus.CounterVec
 }
 
 // New returns metrics registered on a new registry (with the Go and process
@@ -55,8 +56,11 @@ func New(b *broker.Broker) *Metrics {
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "strata_connections", Help: "Open client connections.",
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_connections_refused_total", Help: "Connections closed on accept because they were over a limit, by the limit's config key.",
+		}, []string{"limit"}),
 	}
-	reg.MustRegister(m.requests, m.failures, m.inFlight, m.latency, m.bytesIn, m.bytesOut, m.connections,
+	reg.MustRegister(m.requests, m.failures, m.inFlight, m.latency, m.bytesIn, m.bytesOut, m.connections, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if b != nil {
 		reg.MustRegister(&logCollector{b: b})
@@ -69,6 +73,9 @@ func (m *Metrics) ConnOpened() { m.connections.Inc() }
 
 // ConnClosed implements protocol.Observer.
 func (m *Metrics) ConnClosed() { m.connections.Dec() }
+
+// ConnRefused implements protocol.ConnLimitObserver.
+func (m *Metrics) ConnRefused(limit string) { m.refused.WithLabelValues(limit).Inc() }
 
 // RequestStarted implements protocol.Observer.
 func (m *Metrics) RequestStarted(key int16) { m.inFlight.WithLabelValues(kmsg.NameForKey(key)).Inc() }

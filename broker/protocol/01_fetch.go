@@ -3,9 +3,10 @@ package protocol
 // Fetch (key 1), versions 4-16.
 //
 // Consumers (ReplicaID -1) read up to the high watermark (HWM), honouring
-// MaxBytes (request), PartitionMaxBytes (partition) and KIP-74: the first
-// partition with data returns at least one whole batch even if it is larger
-// than the limits. Long poll: when fewer than MinBytes are available the
+// MaxBytes (request, capped by the broker's fetch.max.bytes; 0 or less
+// means no more than the first batch), PartitionMaxBytes (partition) and
+// KIP-74: the first partition with data returns at least one whole batch
+// even if it is larger than the limits. Long poll: when fewer than MinBytes are available the
 // request waits, up to MaxWaitMillis, for the HWM of a requested partition
 // to move, then answers with what it has; broker shutdown or the
 // connection closing ends the wait early. Empty record sets are empty
@@ -158,6 +159,9 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		if timer == nil {
 			timer = time.NewTimer(wait)
 			defer timer.Stop()
+			// Parked: the request's memory is small and bounded per
+			// connection; the budget is for requests being decoded.
+			r.ReleaseMemory()
 		}
 		cases := make([]reflect.SelectCase, 0, len(waits)+2)
 		cases = append(cases,
@@ -254,10 +258,9 @@ func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, waits *[]<-
 	// WAL pointers, in the form the follower asked for.
 	ptrs := replica.NewPointerAnswer(replica.AsksCompactPointers(req))
 	defer ptrs.Finish(resp)
-	budget := int(req.MaxBytes)
-	if req.Version < 3 || budget <= 0 {
-		budget = int(^uint32(0) >> 1)
-	}
+	// fetch.max.bytes caps what the request asks for; 0 or less leaves
+	// the first batch only (fetchPartition).
+	budget := min(int(req.MaxBytes), r.Env.Limits.fetchMaxBytes())
 	total := 0
 	for _, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()

@@ -38,6 +38,9 @@ func handleJoinGroup(ctx context.Context, r *Request) (kmsg.Response, error) {
 	if r.Env.Groups == nil {
 		return fail(kerr.CoordinatorNotAvailable.Code)
 	}
+	// The call parks until the group's members have joined: it must not
+	// hold the in-flight request budget meanwhile.
+	r.ReleaseMemory()
 	resp, err := r.Env.Groups.JoinGroup(ctx, groupClient(r), req)
 	if err != nil {
 		return fail(kerr.NotCoordinator.Code)

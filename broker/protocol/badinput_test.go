@@ -120,7 +120,11 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 			}
 			c := dial(t, addr)
 			if _, err := c.Write(tt.send); err != nil {
-				t.Fatal(err)
+				// The broker refuses an oversize frame from its size and
+				// key alone and closes while the rest is still being sent.
+				if tt.name != "oversize non-produce" {
+					t.Fatal(err)
+				}
 			}
 			if tt.name == "truncated frame then EOF" {
 				_ = c.(*net.TCPConn).CloseWrite()

@@ -11,40 +11,60 @@ import (
 // (measured with kmsg v1.15); record batches are not copied at all.
 const decodeAmplification = 24
 
-// DefaultMaxInflightRequestMemory is the default memory budget of large
-// requests read but not yet handled, across all connections.
+// DefaultMaxInflightRequestMemory is the default memory budget of requests
+// read but not yet handled, across all connections.
 const DefaultMaxInflightRequestMemory = 2 << 30
 
-// budgetFreeFrameBytes: frames up to this size do not take budget.
-const budgetFreeFrameBytes = 1 << 20
+// smallFrameBytes: frames up to this size are small. Small requests
+// (fetches, metadata, heartbeats, small produce) may use the whole budget
+// and do not queue behind large ones; large requests take turns, in
+// order, in all but smallReserve of the budget. So a client that declares
+// a large frame and sends it slowly holds at most the large share, and
+// other clients' small requests keep being read.
+const smallFrameBytes = 64 << 10
+
+// smallReserve is the share of the budget (1/smallReserve) that large
+// requests cannot take.
+const smallReserve = 8
 
 // budget is a weighted semaphore over the estimated memory of requests in
-// flight. A request larger than the whole budget waits until nothing else
-// holds any of it, then runs alone.
+// flight. A request larger than what it may take waits until nothing else
+// holds any of its share, then runs alone (capped at that share).
 type budget struct {
-	mu      sync.Mutex
-	limit   int64
-	used    int64
-	waiters []*budgetWaiter
+	mu         sync.Mutex
+	limit      int64 // every request
+	largeLimit int64 // large requests together
+	used       int64
+	largeUsed  int64
+	waiters    []*budgetWaiter
 }
 
 type budgetWaiter struct {
 	n     int64
+	large bool
 	ready chan struct{}
 }
 
-func newBudget(limit int64) *budget { return &budget{limit: limit} }
+func newBudget(limit int64) *budget {
+	return &budget{limit: limit, largeLimit: max(limit-limit/smallReserve, 1)}
+}
 
-// acquire takes n (capped at the limit) or returns ctx's error.
-func (b *budget) acquire(ctx context.Context, n int64) (int64, error) {
-	n = min(n, b.limit)
+// acquire takes n (capped at what one request may take) or returns ctx's
+// error. Large requests are granted in arrival order; a small one is
+// granted as soon as it fits.
+func (b *budget) acquire(ctx context.Context, n int64, large bool) (int64, error) {
+	if large {
+		n = min(n, b.largeLimit)
+	} else {
+		n = min(n, b.limit)
+	}
 	b.mu.Lock()
-	if len(b.waiters) == 0 && b.used+n <= b.limit {
-		b.used += n
+	if b.fitsLocked(n, large) && (!large || !b.largeWaitingLocked()) {
+		b.takeLocked(n, large)
 		b.mu.Unlock()
 		return n, nil
 	}
-	w := &budgetWaiter{n: n, ready: make(chan struct{})}
+	w := &budgetWaiter{n: n, large: large, ready: make(chan struct{})}
 	b.waiters = append(b.waiters, w)
 	b.mu.Unlock()
 	select {
@@ -55,8 +75,7 @@ func (b *budget) acquire(ctx context.Context, n int64) (int64, error) {
 		select {
 		case <-w.ready:
 			// Granted meanwhile: give it back.
-			b.used -= n
-			b.grantLocked()
+			b.untakeLocked(n, large)
 		default:
 			for i, o := range b.waiters {
 				if o == w {
@@ -64,27 +83,62 @@ func (b *budget) acquire(ctx context.Context, n int64) (int64, error) {
 					break
 				}
 			}
-			b.grantLocked()
 		}
+		b.grantLocked()
 		b.mu.Unlock()
 		return 0, ctx.Err()
 	}
 }
 
-func (b *budget) release(n int64) {
+func (b *budget) release(n int64, large bool) {
 	b.mu.Lock()
-	b.used -= n
+	b.untakeLocked(n, large)
 	b.grantLocked()
 	b.mu.Unlock()
 }
 
-// grantLocked wakes waiters in order while they fit (FIFO, so a large
-// request is not starved by small ones).
+func (b *budget) fitsLocked(n int64, large bool) bool {
+	return b.used+n <= b.limit && (!large || b.largeUsed+n <= b.largeLimit)
+}
+
+func (b *budget) largeWaitingLocked() bool {
+	for _, w := range b.waiters {
+		if w.large {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *budget) takeLocked(n int64, large bool) {
+	b.used += n
+	if large {
+		b.largeUsed += n
+	}
+}
+
+func (b *budget) untakeLocked(n int64, large bool) {
+	b.used -= n
+	if large {
+		b.largeUsed -= n
+	}
+}
+
+// grantLocked wakes waiters that fit: large ones strictly in order (a
+// large request is not starved by smaller large ones), small ones
+// whenever they fit.
 func (b *budget) grantLocked() {
-	for len(b.waiters) > 0 && b.used+b.waiters[0].n <= b.limit {
-		w := b.waiters[0]
-		b.waiters = b.waiters[1:]
-		b.used += w.n
+	blocked := false // a large waiter did not fit: later large ones wait
+	kept := b.waiters[:0]
+	for _, w := range b.waiters {
+		if (w.large && blocked) || !b.fitsLocked(w.n, w.large) {
+			blocked = blocked || w.large
+			kept = append(kept, w)
+			continue
+		}
+		b.takeLocked(w.n, w.large)
 		close(w.ready)
 	}
+	clear(b.waiters[len(kept):])
+	b.waiters = kept
 }

@@ -27,6 +27,13 @@
 // Metadata, FindCoordinator and DescribeCluster use to advertise each
 // broker's address on that listener.
 //
+// Limits (limits.go, budget.go) keep abusive clients from taking the
+// broker's memory: frames are checked and take their share of a
+// server-wide memory budget before they are allocated, connections are
+// counted (max.connections, max.connections.per.ip), a connection whose
+// responses are not read gets no new request dispatched, Fetch responses
+// are capped (fetch.max.bytes) and fetch sessions bounded.
+//
 // Handlers reach the broker's state through Env (see registry.go for how to
 // add an API).
 package protocol

@@ -39,6 +39,9 @@ type Env struct {
 	// session (KIP-368); 0 means sessions do not expire.
 	ReauthMax time.Duration
 
+	// Limits bound what one request may make the broker do (limits.go).
+	Limits Limits
+
 	// Replica fetch sessions (fetch_session.go), created on first use.
 	sessionsOnce sync.Once
 	sessions     *fetchSessions

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"cmp"
 	"sync"
 	"time"
 
@@ -28,14 +29,31 @@ import (
 // wrong epoch is INVALID_FETCH_SESSION_EPOCH, an unknown or evicted ID
 // FETCH_SESSION_ID_NOT_FOUND, after which the follower starts over.
 
-// maxFetchSessions bounds the cache; the least recently used session is
-// evicted (its follower gets FETCH_SESSION_ID_NOT_FOUND and starts over).
-const maxFetchSessions = 1000
+//
+// Bounds (a fetch session is state a client makes the broker keep): at
+// most max.incremental.fetch.session.cache.slots sessions (1000; 0 keeps
+// none), the least recently used one evicted for a new one; at most
+// Limits.FetchSessionMaxPartitions partitions in one (max.partitions: no
+// follower follows more), a full fetch naming more is served without a
+// session and an incremental one that would grow past it closes its
+// session (FETCH_SESSION_ID_NOT_FOUND; the follower starts over); a
+// session unused for fetchSessionIdle is dropped when a new session is
+// opened. This is Kafka's eviction (min.incremental.fetch.session.eviction.ms,
+// 2 min) simplified: Kafka keeps idle sessions until their slot is wanted
+// and prefers evicting small ones.
+
+// Defaults of the fetch session bounds.
+const (
+	defaultFetchSessionSlots = 1000
+	fetchSessionIdle         = 2 * time.Minute
+)
 
 type fetchSessions struct {
-	mu   sync.Mutex
-	next int32
-	byID map[int32]*fetchSession
+	mu       sync.Mutex
+	next     int32
+	byID     map[int32]*fetchSession
+	slots    int // < 0: no sessions
+	maxParts int // 0: unbounded
 }
 
 type sessionKey struct {
@@ -65,7 +83,9 @@ type fetchSession struct {
 }
 
 func (e *Env) fetchSessions() *fetchSessions {
-	e.sessionsOnce.Do(func() { e.sessions = &fetchSessions{byID: map[int32]*fetchSession{}} })
+	e.sessionsOnce.Do(func() {
+		e.sessions = &fetchSessions{byID: map[int32]*fetchSession{}, slots: e.Limits.FetchSessionSlots, maxParts: e.Limits.FetchSessionMaxPartitions}
+	})
 	return e.sessions
 }
 
@@ -99,6 +119,10 @@ func (s *fetchSessions) open(req *kmsg.FetchRequest, now time.Time) (sessionFetc
 			if old.busy || req.SessionEpoch != old.epoch {
 				return sf, kerr.InvalidFetchSessionEpoch.Code
 			}
+			if s.maxParts > 0 && len(old.parts)+old.added(req) > s.maxParts {
+				delete(s.byID, old.id)
+				return sf, kerr.FetchSessionIDNotFound.Code
+			}
 			old.busy, old.used = true, now
 			old.update(req)
 			sf.session, sf.full, sf.req = old, false, old.request(req)
@@ -112,7 +136,15 @@ func (s *fetchSessions) open(req *kmsg.FetchRequest, now time.Time) (sessionFetc
 	default:
 		return sf, kerr.InvalidFetchSessionEpoch.Code
 	}
-	if len(s.byID) >= maxFetchSessions {
+	if s.slots < 0 || s.maxParts > 0 && requestPartitions(req) > s.maxParts {
+		return sf, 0 // sessionless
+	}
+	for id, x := range s.byID {
+		if !x.busy && now.Sub(x.used) > fetchSessionIdle {
+			delete(s.byID, id)
+		}
+	}
+	if len(s.byID) >= cmp.Or(s.slots, defaultFetchSessionSlots) {
 		var lru *fetchSession
 		for _, x := range s.byID {
 			if !x.busy && (lru == nil || x.used.Before(lru.used)) {
@@ -138,6 +170,27 @@ func (s *fetchSessions) open(req *kmsg.FetchRequest, now time.Time) (sessionFetc
 	s.byID[fs.id] = fs
 	sf.session = fs
 	return sf, 0
+}
+
+// added is the number of req's partitions the session does not hold.
+func (fs *fetchSession) added(req *kmsg.FetchRequest) int {
+	n := 0
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			if _, ok := fs.index[sessionKey{rt.Topic, rp.Partition}]; !ok {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func requestPartitions(req *kmsg.FetchRequest) int {
+	n := 0
+	for _, rt := range req.Topics {
+		n += len(rt.Partitions)
+	}
+	return n
 }
 
 // update adds or replaces the request's partitions and drops the

@@ -156,7 +156,7 @@ func TestFetchSessions(t *testing.T) {
 	}
 
 	// A full cache evicts the least recently used session.
-	for i := 0; i < maxFetchSessions+1; i++ {
+	for i := 0; i < defaultFetchSessionSlots+1; i++ {
 		sf, code := s.open(replicaFetch(0, 0, map[int32]int64{0: 0}), now.Add(time.Duration(i)*time.Millisecond))
 		if code != 0 || sf.session == nil {
 			t.Fatalf("session %d: code %d", i, code)
@@ -164,7 +164,63 @@ func TestFetchSessions(t *testing.T) {
 		sf.finish(answer(sf.req, nil, nil))
 		sf.release() // as the handler does once it answered
 	}
-	if n := len(s.byID); n != maxFetchSessions {
-		t.Fatalf("%d sessions cached, want at most %d", n, maxFetchSessions)
+	if n := len(s.byID); n != defaultFetchSessionSlots {
+		t.Fatalf("%d sessions cached, want at most %d", n, defaultFetchSessionSlots)
+	}
+}
+
+// TestFetchSessionBounds: a session holds at most
+// Limits.FetchSessionMaxPartitions partitions (a full fetch naming more is
+// served without a session, an incremental one growing past it closes the
+// session), max.incremental.fetch.session.cache.slots=0 keeps none, and a
+// session idle for fetchSessionIdle is dropped when another one opens.
+// Before, sessions took any number of partitions and never expired.
+func TestFetchSessionBounds(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s := (&Env{Limits: Limits{FetchSessionMaxPartitions: 4}}).fetchSessions()
+
+	sf, code := s.open(replicaFetch(0, 0, map[int32]int64{0: 1, 1: 1, 2: 1, 3: 1, 4: 1}), now)
+	if code != 0 || sf.session != nil {
+		t.Fatalf("a full fetch of 5 partitions (limit 4): code %d, session %v; want served without a session", code, sf.session)
+	}
+	sf, code = s.open(replicaFetch(0, 0, map[int32]int64{0: 1, 1: 1, 2: 1}), now)
+	if code != 0 || sf.session == nil {
+		t.Fatalf("a full fetch of 3 partitions: code %d, no session", code)
+	}
+	resp := answer(sf.req, map[int32]int64{0: 1, 1: 1, 2: 1}, nil)
+	sf.finish(resp)
+	sf.release()
+	id := resp.SessionID
+	// Partition 2 again and 3: 4 in all, fine; then 4 and 5: over.
+	sf, code = s.open(replicaFetch(id, 1, map[int32]int64{2: 2, 3: 1}), now)
+	if code != 0 || sf.session == nil {
+		t.Fatalf("growing the session to 4 partitions: code %d", code)
+	}
+	sf.finish(answer(sf.req, nil, nil))
+	sf.release()
+	if _, code = s.open(replicaFetch(id, 2, map[int32]int64{4: 1, 5: 1}), now); code != kerr.FetchSessionIDNotFound.Code {
+		t.Fatalf("growing the session to 6 partitions: code %d, want FETCH_SESSION_ID_NOT_FOUND", code)
+	}
+	if _, ok := s.byID[id]; ok {
+		t.Fatal("the session that grew past the limit is still cached")
+	}
+
+	// Idle expiry.
+	sf, _ = s.open(replicaFetch(0, 0, map[int32]int64{0: 1}), now)
+	resp = answer(sf.req, map[int32]int64{0: 1}, nil)
+	sf.finish(resp)
+	sf.release()
+	idle := resp.SessionID
+	later := now.Add(fetchSessionIdle + time.Second)
+	sf, _ = s.open(replicaFetch(0, 0, map[int32]int64{1: 1}), later)
+	sf.release()
+	if _, code = s.open(replicaFetch(idle, 1, nil), later); code != kerr.FetchSessionIDNotFound.Code {
+		t.Fatalf("a session idle for %v: code %d, want FETCH_SESSION_ID_NOT_FOUND", fetchSessionIdle+time.Second, code)
+	}
+
+	// No slots: every fetch is sessionless.
+	none := (&Env{Limits: Limits{FetchSessionSlots: -1}}).fetchSessions()
+	if sf, code := none.open(replicaFetch(0, 0, map[int32]int64{0: 1}), now); code != 0 || sf.session != nil {
+		t.Fatalf("with no session slots: code %d, session %v", code, sf.session)
 	}
 }

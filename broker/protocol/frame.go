@@ -35,31 +35,64 @@ var (
 // minHeaderBytes is key + version + correlation ID.
 const minHeaderBytes = 2 + 2 + 4
 
-// readFrame reads one size-prefixed frame into buf (grown as needed) and
-// returns the payload. The size is checked before anything is allocated.
-func readFrame(r io.Reader, buf []byte, maxBytes int32) ([]byte, error) {
-	var size [4]byte
-	if n, err := io.ReadFull(r, size[:]); err != nil {
+// readFrame reads one size-prefixed frame and returns the payload. The
+// size, then the API key (the payload's first two bytes), are checked, and
+// check and admit (each if not nil) are called with both, before the frame is
+// allocated: a declared size costs nothing until it is admitted. Of a frame larger than
+// smallFrameBytes, the first smallFrameBytes are read before admit, so a
+// client that declares a large frame and does not send it never holds
+// admitted memory. An admit error is returned as is.
+func readFrame(r io.Reader, maxBytes int32, check, admit func(key int16, size int32) error) ([]byte, error) {
+	var hdr [4 + 2]byte
+	if n, err := io.ReadFull(r, hdr[:4]); err != nil {
 		if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
 			return nil, errIdle
 		}
 		return nil, err
 	}
-	n := int32(binary.BigEndian.Uint32(size[:]))
+	n := int32(binary.BigEndian.Uint32(hdr[:4]))
 	switch {
 	case n < minHeaderBytes:
 		return nil, fmt.Errorf("%w: %d bytes", ErrBadFrame, n)
 	case n > maxBytes:
 		return nil, fmt.Errorf("%w: %d bytes, max %d", ErrFrameTooLarge, n, maxBytes)
 	}
-	if cap(buf) < int(n) {
-		buf = make([]byte, n)
+	if _, err := io.ReadFull(r, hdr[4:]); err != nil {
+		return nil, fmt.Errorf("reading %d byte frame: %w", n, noEOF(err))
 	}
-	buf = buf[:n]
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, fmt.Errorf("reading %d byte frame: %w", n, err)
+	key := int16(binary.BigEndian.Uint16(hdr[4:]))
+	if check != nil {
+		if err := check(key, n); err != nil {
+			return nil, err
+		}
+	}
+	var head []byte // the body's start, read before admission
+	if admit != nil && n > smallFrameBytes {
+		head = make([]byte, smallFrameBytes)
+		if _, err := io.ReadFull(r, head); err != nil {
+			return nil, fmt.Errorf("reading %d byte frame: %w", n, noEOF(err))
+		}
+	}
+	if admit != nil {
+		if err := admit(key, n); err != nil {
+			return nil, err
+		}
+	}
+	buf := make([]byte, n)
+	copy(buf, hdr[4:])
+	copy(buf[2:], head)
+	if _, err := io.ReadFull(r, buf[2+len(head):]); err != nil {
+		return nil, fmt.Errorf("reading %d byte frame: %w", n, noEOF(err))
 	}
 	return buf, nil
+}
+
+// noEOF: a frame cut short is an unexpected EOF, not a clean close.
+func noEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // DecodeRequest decodes one request frame payload (the bytes after the size

@@ -116,7 +116,7 @@ func TestReadFrame(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := readFrame(bytes.NewReader(tt.in), nil, 1<<20)
+			got, err := readFrame(bytes.NewReader(tt.in), 1<<20, nil, nil)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
 			}

@@ -95,6 +95,9 @@ type Request struct {
 	// dispatch loop: the next requests of the connection are dispatched
 	// meanwhile, responses still go out in request order.
 	finish func()
+
+	// mem is the request's share of the server's memory budget.
+	mem *memHold
 }
 
 // Defer makes fn run after the handler returns and before the response

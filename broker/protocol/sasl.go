@@ -187,7 +187,7 @@ func (c *conn) establish() bool {
 			}
 			continue
 		}
-		frame, err := readFrame(c.nc, nil, maxSASLFrameBytes)
+		frame, err := readFrame(c.nc, maxSASLFrameBytes, nil, nil)
 		if err != nil {
 			c.log().V(1).Info("closing connection: before authentication", "err", err.Error())
 			return false

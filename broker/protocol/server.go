@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -43,13 +42,18 @@ type Config struct {
 	// size of requests made of many tiny array elements (up to ~20x in
 	// memory), and only Produce has a reason to be large.
 	MaxNonProduceRequestBytes int32
-	// MaxInflightRequestMemory bounds the estimated memory of large
-	// requests (frames over 1 MiB) read but not yet handled, across all
-	// connections (frame size times the worst decode amplification);
-	// readers wait for room, in arrival order. Small requests (fetches,
-	// metadata, typical produce) never wait, so parked long polls cannot
-	// hold the budget. 0 means DefaultMaxInflightRequestMemory.
+	// MaxInflightRequestMemory bounds the estimated memory of requests
+	// read but not yet handled, across all connections (frame size times
+	// the worst decode amplification), taken before a frame is allocated;
+	// readers wait for room, in arrival order. A parked long poll gives
+	// its share back when it parks (Request.ReleaseMemory). 0 means
+	// DefaultMaxInflightRequestMemory.
 	MaxInflightRequestMemory int64
+	// MaxConnections is max.connections (0: DefaultMaxConnections) and
+	// MaxConnectionsPerIP max.connections.per.ip (0: unlimited): a
+	// connection over either is closed at once (limits.go).
+	MaxConnections      int
+	MaxConnectionsPerIP int
 	// IdleTimeout closes a connection that sends no request for this long
 	// while none of its requests is being handled, and one that does not
 	// read a response for this long (connections.max.idle.ms); 0 disables.
@@ -80,6 +84,7 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
+	perIP     map[string]int // admitted connections per client IP
 	closing   bool
 	// closed mirrors closing for lock-free reads on the request path.
 	closed atomic.Bool
@@ -97,6 +102,9 @@ func NewServer(cfg Config) *Server {
 	if cfg.MaxInflightRequestMemory <= 0 {
 		cfg.MaxInflightRequestMemory = DefaultMaxInflightRequestMemory
 	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
 	if cfg.MaxNonProduceRequestBytes <= 0 {
 		cfg.MaxNonProduceRequestBytes = min(DefaultMaxNonProduceRequestBytes, cfg.MaxRequestBytes)
 	}
@@ -113,6 +121,7 @@ func NewServer(cfg Config) *Server {
 		cancelBase: cancel,
 		listeners:  map[net.Listener]struct{}{},
 		conns:      map[*conn]struct{}{},
+		perIP:      map[string]int{},
 		memory:     newBudget(cfg.MaxInflightRequestMemory),
 	}
 }
@@ -171,12 +180,21 @@ func (s *Server) startConn(nc net.Conn, li Listener) {
 		ctx:    ctx,
 		cancel: cancel,
 		info:   ClientInfo{ConnID: s.nextID.Add(1), Remote: nc.RemoteAddr(), rack: new(atomic.Pointer[string]), Listener: li.Name, session: newSession(li)},
+		out:    newUnwritten(),
 	}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
 		cancel()
 		nc.Close()
+		return
+	}
+	if limit := s.admitConnLocked(nc.RemoteAddr()); limit != "" {
+		s.mu.Unlock()
+		cancel()
+		nc.Close()
+		s.cfg.Log.V(1).Info("connection refused", "remote", nc.RemoteAddr().String(), "limit", limit)
+		s.connRefused(limit)
 		return
 	}
 	s.conns[c] = struct{}{}
@@ -251,14 +269,21 @@ type conn struct {
 	// lastAnswered is when the last response was handed to the writer
 	// (unix nanoseconds): idleness counts from it, not from the read.
 	lastAnswered atomic.Int64
+	// out counts responses encoded and not yet written (limits.go).
+	out *unwritten
+	// dead: the peer closed the connection or a write failed, so no
+	// response can reach it; requests already read other than Produce
+	// (acks=0 batches sent before a close must be appended) are dropped
+	// instead of handled (each unread Fetch would read up to
+	// fetch.max.bytes for nothing).
+	dead atomic.Bool
 }
 
 // inbound is one request read by the reader.
 type inbound struct {
 	req     *Request
 	size    int
-	cost    int64 // taken from Server.memory; released once handled
-	reject  bool  // ApiVersions with an unsupported version
+	reject  bool // ApiVersions with an unsupported version
 	started time.Time
 }
 
@@ -271,6 +296,7 @@ func (c *conn) serve() {
 	defer func() {
 		c.srv.mu.Lock()
 		delete(c.srv.conns, c)
+		c.srv.releaseConnLocked(c.info.Remote)
 		c.srv.mu.Unlock()
 		if o := c.srv.cfg.Observer; o != nil {
 			o.ConnClosed()
@@ -304,7 +330,7 @@ func (c *conn) serve() {
 	c.nc.Close()
 	c.cancel() // unblocks a reader waiting for memory
 	for item := range requests {
-		c.srv.memory.release(item.cost)
+		item.req.mem.release()
 	}
 	<-readerDone
 }
@@ -323,7 +349,13 @@ func (c *conn) read(out chan<- inbound) {
 		}
 		// A fresh buffer per frame: the decoded request aliases it (Produce
 		// record batches are appended to the log from it without a copy).
-		frame, err := readFrame(c.nc, nil, c.srv.cfg.MaxRequestBytes)
+		// Its size and key are checked, and its memory taken from the
+		// budget, before it is allocated.
+		var mem *memHold
+		frame, err := readFrame(c.nc, c.srv.cfg.MaxRequestBytes, c.checkFrame, func(key int16, size int32) (err error) {
+			mem, err = c.admitFrame(key, size)
+			return err
+		})
 		if errors.Is(err, errIdle) && !c.srv.isClosing() {
 			if c.pending.Load() > 0 || time.Since(time.Unix(0, c.lastAnswered.Load())) < idle {
 				// A long poll or group join is still being served, or one
@@ -336,30 +368,26 @@ func (c *conn) read(out chan<- inbound) {
 			return
 		}
 		if err != nil {
+			mem.release()
 			c.readFailed(err)
 			return
 		}
-		if key := int16(binary.BigEndian.Uint16(frame)); key != kmsg.Produce.Int16() && len(frame) > int(c.srv.cfg.MaxNonProduceRequestBytes) {
-			c.log().Info("closing connection: bad frame", "err", fmt.Sprintf("%v: %s request of %d bytes, max %d",
-				ErrFrameTooLarge, kmsg.NameForKey(key), len(frame), c.srv.cfg.MaxNonProduceRequestBytes))
-			c.cancel()
-			return
-		}
-		var cost int64
-		if len(frame) > budgetFreeFrameBytes {
-			if cost, err = c.srv.memory.acquire(c.ctx, int64(len(frame))*decodeAmplification); err != nil {
-				return // the connection is closing
+		if idle <= 0 {
+			// Drop the admitted frame's deadline (admitFrame).
+			_ = c.nc.SetReadDeadline(time.Time{})
+			if c.srv.isClosing() {
+				_ = c.nc.SetReadDeadline(time.Now())
 			}
 		}
 		started := time.Now()
 		h, msg, err := decodeRequest(frame, false)
 		if errors.Is(err, ErrUnsupportedVersion) && h.Key == kmsg.ApiVersions.Int16() {
 			c.pending.Add(1)
-			out <- inbound{req: &Request{Header: h, Client: c.info, Env: c.srv.cfg.Env}, size: len(frame) + 4, cost: cost, reject: true, started: started}
+			out <- inbound{req: &Request{Header: h, Client: c.info, Env: c.srv.cfg.Env, mem: mem}, size: len(frame) + 4, reject: true, started: started}
 			continue
 		}
 		if err != nil {
-			c.srv.memory.release(cost)
+			mem.release()
 			c.log().Info("closing connection: bad request", "key", h.Key, "version", h.Version, "correlationID", h.CorrelationID, "err", err.Error())
 			c.cancel()
 			return
@@ -371,7 +399,7 @@ func (c *conn) read(out chan<- inbound) {
 			c.info.SetRack(ClientIDZone(*h.ClientID))
 		}
 		c.pending.Add(1)
-		out <- inbound{req: &Request{Header: h, Msg: msg, Client: c.info, Env: c.srv.cfg.Env}, size: len(frame) + 4, cost: cost, started: started}
+		out <- inbound{req: &Request{Header: h, Msg: msg, Client: c.info, Env: c.srv.cfg.Env, mem: mem}, size: len(frame) + 4, started: started}
 	}
 }
 
@@ -384,7 +412,10 @@ func (c *conn) readFailed(err error) {
 		// Shutdown: stop reading, serve what was read.
 		return
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+		c.dead.Store(true)
 		c.log().V(1).Info("connection closed by peer")
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.log().Info("closing connection: request frame not received in time", "err", err.Error())
 	case errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrBadFrame), errors.Is(err, io.ErrUnexpectedEOF):
 		c.log().Info("closing connection: bad frame", "err", err.Error())
 	default:
@@ -414,6 +445,19 @@ func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
 			resp kmsg.Response
 			err  error
 		)
+		// A client that does not read its responses gets no more of them
+		// built (limits.go); a closing connection serves what it read.
+		for c.out.full() && c.ctx.Err() == nil {
+			select {
+			case <-c.out.written:
+			case <-c.ctx.Done():
+			}
+		}
+		if c.dead.Load() && item.req.Header.Key != kmsg.Produce.Int16() {
+			item.req.mem.release()
+			c.pending.Add(-1)
+			continue
+		}
 		if obs != nil {
 			obs.RequestStarted(item.req.Header.Key)
 		}
@@ -422,11 +466,18 @@ func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
 		} else {
 			resp, err = c.dispatch(item.req)
 		}
-		c.srv.memory.release(item.cost)
+		item.req.mem.release()
+		// Encoded here unless deferred work may still change it, so that
+		// the wait above sees its size.
+		var frame []byte
+		if err == nil && resp != nil && item.req.finish == nil {
+			frame = appendResponse(nil, item.req.Header.CorrelationID, resp)
+			c.out.add(frame)
+		}
 		// A plain send: finishLoop drains jobs until they are closed, and
 		// every request read before the peer closed is still served
 		// (acks=0 batches sent just before a close are appended).
-		jobs <- handled{item: item, resp: resp, err: err}
+		jobs <- handled{item: item, resp: resp, frame: frame, err: err}
 		if err != nil {
 			return
 		}
@@ -438,9 +489,10 @@ func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
 const maxDeferred = 16
 
 type handled struct {
-	item inbound
-	resp kmsg.Response
-	err  error
+	item  inbound
+	resp  kmsg.Response
+	frame []byte // resp encoded, counted in conn.out; nil if not yet
+	err   error
 }
 
 // finishLoop runs deferred work and writes responses in request order.
@@ -450,10 +502,13 @@ func (c *conn) finishLoop(jobs <-chan handled, out chan<- []byte) {
 	failed := false
 	for j := range jobs {
 		if failed {
+			if j.frame != nil {
+				c.out.done(j.frame)
+			}
 			c.pending.Add(-1)
 			continue
 		}
-		item, resp, err := j.item, j.resp, j.err
+		item, resp, frame, err := j.item, j.resp, j.frame, j.err
 		if item.req.finish != nil && err == nil {
 			err = runDeferred(item.req.finish)
 		}
@@ -464,12 +519,17 @@ func (c *conn) finishLoop(jobs <-chan handled, out chan<- []byte) {
 				obs.Request(item.req.Header.Key, item.req.Header.Version, item.size, 0, time.Since(item.started), true)
 			}
 			failed = true
+			if frame != nil {
+				c.out.done(frame)
+			}
 			c.cancel()
 			continue
 		}
-		var frame []byte
-		if resp != nil {
+		if frame == nil && resp != nil {
 			frame = appendResponse(nil, item.req.Header.CorrelationID, resp)
+			c.out.add(frame)
+		}
+		if frame != nil {
 			out <- frame
 		}
 		c.lastAnswered.Store(time.Now().UnixNano())
@@ -530,13 +590,17 @@ func (c *conn) write(in <-chan []byte) {
 	failed := false
 	for frame := range in {
 		if failed {
+			c.out.done(frame)
 			continue
 		}
 		if idle := c.srv.cfg.IdleTimeout; idle > 0 {
 			_ = c.nc.SetWriteDeadline(time.Now().Add(idle))
 		}
-		if _, err := c.nc.Write(frame); err != nil {
+		_, err := c.nc.Write(frame)
+		c.out.done(frame)
+		if err != nil {
 			failed = true
+			c.dead.Store(true)
 			c.log().V(1).Info("closing connection: write failed", "err", err.Error())
 			c.cancel()
 			c.nc.Close()

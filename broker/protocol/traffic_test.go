@@ -3,11 +3,17 @@ package protocol_test
 import (
 	"bufio"
 	"encoding/binary"
+	"fmt"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/brokertest"
@@ -19,7 +25,8 @@ import (
 // TestTrafficCounters: Produce and consumer Fetch bytes are counted per
 // path, whole frames included; the peer zone is the rack a Fetch sent on
 // the connection (also for the connection's later Produce requests, as
-// librdkafka uses one connection for both), else "unknown".
+// librdkafka uses one connection for both), else "unknown"; a rack that is
+// no broker's zone is "other".
 func TestTrafficCounters(t *testing.T) {
 	b := brokertest.Start(t, brokertest.WithLogger(discardLogger()), brokertest.WithSetting("broker.rack", "a"))
 	createTopic(t, newAdmin(t, b.Addr()), "tr", 1, nil)
@@ -87,10 +94,10 @@ func TestTrafficCounters(t *testing.T) {
 	}{
 		{traffic.UnknownZone, traffic.Produce, traffic.In, pIn1},
 		{traffic.UnknownZone, traffic.Produce, traffic.Out, pOut1},
-		{"zone-x", traffic.Consume, traffic.In, fIn},
-		{"zone-x", traffic.Consume, traffic.Out, fOut},
-		{"zone-x", traffic.Produce, traffic.In, pIn2},
-		{"zone-x", traffic.Produce, traffic.Out, pOut2},
+		{traffic.OtherZone, traffic.Consume, traffic.In, fIn},
+		{traffic.OtherZone, traffic.Consume, traffic.Out, fOut},
+		{traffic.OtherZone, traffic.Produce, traffic.In, pIn2},
+		{traffic.OtherZone, traffic.Produce, traffic.Out, pOut2},
 	}
 	for _, tt := range tests {
 		if got := ctr.Bytes(tt.zone, tt.path, tt.dir); got != float64(tt.want) {
@@ -115,5 +122,43 @@ func TestClientIDZone(t *testing.T) {
 		if got := protocol.ClientIDZone(id); got != want {
 			t.Errorf("ClientIDZone(%q) = %q, want %q", id, got, want)
 		}
+	}
+}
+
+// TestClientRacksAreNotLabels: the rack a client sends (client.rack, or
+// strata_az= in its client ID) is a label value of
+// strata_traffic_bytes_total only when it is a broker's zone; others are
+// "other", so clients cannot create series at will.
+func TestClientRacksAreNotLabels(t *testing.T) {
+	b := brokertest.Start(t, brokertest.WithLogger(discardLogger()), brokertest.WithSetting("broker.rack", "a"))
+	createTopic(t, newAdmin(t, b.Addr()), "racks", 1, nil)
+	p := newClient(t, b.Addr(), kgo.DefaultProduceTopic("racks"))
+	if err := p.ProduceSync(testCtx(t), &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		consume(t, b.Addr(), "racks", 1, kgo.Rack(fmt.Sprintf("rack-%d", i)))
+		consume(t, b.Addr(), "racks", 1, kgo.ClientID(fmt.Sprintf("strata_az=az-%d", i)))
+	}
+	consume(t, b.Addr(), "racks", 1, kgo.Rack("a"))
+
+	ch := make(chan prometheus.Metric, 1000)
+	b.Server().Traffic().Collector().Collect(ch)
+	close(ch)
+	peers := map[string]bool{}
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range d.GetLabel() {
+			if l.GetName() == "peer_zone" {
+				peers[l.GetValue()] = true
+			}
+		}
+	}
+	want := map[string]bool{"a": true, traffic.OtherZone: true, traffic.UnknownZone: true}
+	if !maps.Equal(peers, want) {
+		t.Errorf("peer_zone label values %v, want %v", slices.Sorted(maps.Keys(peers)), slices.Sorted(maps.Keys(want)))
 	}
 }

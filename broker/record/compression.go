@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -18,17 +19,30 @@ import (
 // Decompression streams: records are checked as they come out of the
 // decompressor through a small bufio.Reader, so validating a batch takes
 // constant memory however well it compresses (gzip, lz4, zstd, xerial
-// snappy). Raw (unframed) snappy is one block and is decoded whole; its
-// declared size is bounded by maxSnappyRatio.
+// snappy), and stops with ErrTooLarge once the caller's limit of
+// decompressed bytes is passed (CPU time stays in proportion). Raw
+// (unframed) snappy is one block and is decoded whole; its declared size
+// is bounded by maxSnappyRatio and the limit.
+//
+// Decoder memory: a zstd decoder keeps a window of up to zstdMaxWindow, an
+// lz4 or gzip reader a few hundred KiB, a xerial block 24 times a chunk.
+// At most decoderSlots batches are decompressed at once (the others wait:
+// it is CPU work anyway), so decoders hold at most decoderSlots windows,
+// in use or pooled.
 
 // maxSnappyRatio bounds the declared decoded size of a raw snappy block
 // relative to its compressed size. Snappy's densest element (a 3-byte copy
 // of 64 bytes) expands about 21 times; anything claiming more is not snappy.
 const maxSnappyRatio = 24
 
-// zstdMaxWindow bounds the zstd window a batch may ask for. Kafka producers
-// compress batches of at most a few MiB, whose windows are smaller.
-const zstdMaxWindow = 64 << 20
+// zstdMaxWindow bounds the zstd window a batch may ask for: 8 MiB, the
+// size RFC 8878 asks every decoder to support. Kafka producers compress
+// batches of at most a few MiB, whose windows are smaller; a frame of a
+// few bytes declaring a larger window is refused before it is allocated.
+const zstdMaxWindow = 8 << 20
+
+// decoderSlots bounds the batches decompressed at once.
+var decoderSlots = make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
 
 const bufSize = 16 << 10
 
@@ -38,7 +52,7 @@ var (
 	zstdPool = sync.Pool{New: func() any {
 		// Concurrency 1 decodes synchronously: no goroutines to leak.
 		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
-			zstd.WithDecoderMaxWindow(zstdMaxWindow))
+			zstd.WithDecoderMaxWindow(zstdMaxWindow), zstd.WithDecoderMaxMemory(zstdMaxWindow))
 		if err != nil {
 			panic(err) // only options are checked here; ours are constant
 		}
@@ -48,16 +62,31 @@ var (
 	xerialPool = sync.Pool{New: func() any { return new(xerialReader) }}
 )
 
-// openPayload returns a reader of the decompressed records and a function
-// releasing pooled state.
-func openPayload(c Codec, payload []byte) (byteSource, func(), error) {
+// openPayload returns a reader of the decompressed records, which fails
+// with ErrTooLarge past limit bytes, and a function releasing pooled state
+// (and the decoder slot).
+func openPayload(c Codec, payload []byte, limit int64) (byteSource, func(), error) {
+	if c == None {
+		return &sliceReader{b: payload}, func() {}, nil
+	}
+	decoderSlots <- struct{}{}
+	src, release, err := openDecoder(c, payload, limit)
+	if err != nil {
+		<-decoderSlots
+		return nil, nil, err
+	}
+	return src, func() {
+		release()
+		<-decoderSlots
+	}, nil
+}
+
+func openDecoder(c Codec, payload []byte, limit int64) (byteSource, func(), error) {
 	var (
 		r       io.Reader
 		release func()
 	)
 	switch c {
-	case None:
-		return &sliceReader{b: payload}, func() {}, nil
 	case Gzip:
 		zr := gzipPool.Get().(*gzip.Reader)
 		if err := zr.Reset(bytes.NewReader(payload)); err != nil {
@@ -83,6 +112,9 @@ func openPayload(c Codec, payload []byte) (byteSource, func(), error) {
 		if n > maxSnappyRatio*len(payload)+64 {
 			return nil, nil, fmt.Errorf("%w: snappy block claims %d bytes from %d", ErrCorrupt, n, len(payload))
 		}
+		if int64(n) > limit {
+			return nil, nil, fmt.Errorf("%w: records decompress to %d bytes, limit %d", ErrTooLarge, n, limit)
+		}
 		out, err := s2.Decode(nil, payload)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: snappy: %w", ErrCorrupt, err)
@@ -106,12 +138,37 @@ func openPayload(c Codec, payload []byte) (byteSource, func(), error) {
 		return nil, nil, fmt.Errorf("%w: %v", ErrUnsupportedCodec, c)
 	}
 	br := bufioPool.Get().(*bufio.Reader)
-	br.Reset(corruptOnError{r})
+	br.Reset(&limitReader{r: corruptOnError{r}, left: limit, limit: limit})
 	return br, func() {
 		br.Reset(nil)
 		bufioPool.Put(br)
 		release()
 	}, nil
+}
+
+// limitReader fails with ErrTooLarge once more than limit bytes came out.
+type limitReader struct {
+	r           io.Reader
+	left, limit int64
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		// One byte more tells a stream of exactly limit bytes (fine) from
+		// a longer one.
+		var one [1]byte
+		n, err := l.r.Read(one[:])
+		if n > 0 {
+			return 0, fmt.Errorf("%w: records decompress to more than %d bytes", ErrTooLarge, l.limit)
+		}
+		return 0, err
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
 }
 
 // corruptOnError marks every failure of a decompressor, except the end of

@@ -19,7 +19,10 @@
 // Validate is what the broker runs on every Produce request; its sentinel
 // errors map one to one to Kafka error codes. Decompression during
 // validation is streaming, so a highly compressible batch costs time in
-// proportion to its decompressed size but constant memory. The record
+// proportion to its decompressed size but constant memory; the
+// decompressed size is capped at DecompressionRatio times the batch size
+// limit (ErrTooLarge), zstd windows at 8 MiB, and the batches decompressed
+// at once at a few per CPU (compression.go). The record
 // walker is hand written rather than kmsg's Record.ReadFrom because it must
 // check that every record fills exactly the length it declares and must not
 // allocate for keys and values it only skips; tests cross-check it against

@@ -11,8 +11,10 @@ import (
 // validates each one as a producer sent it: length framing, magic 2,
 // CRC-32C, LastOffsetDelta == NumRecords-1, NumRecords > 0, a known codec,
 // no control batch, and every record (decompressing as needed) with offset
-// deltas 0..n-1 and consistent lengths. A batch larger than maxBatchBytes
-// fails with ErrTooLarge (maxBatchBytes <= 0 means no limit).
+// deltas 0..n-1 and consistent lengths. A batch larger than maxBatchBytes,
+// or whose records decompress to more than DecompressionRatio times
+// maxBatchBytes, fails with ErrTooLarge (maxBatchBytes <= 0 means no
+// limit).
 //
 // The returned batches alias records; the log stamps offsets into them in
 // place.
@@ -30,7 +32,7 @@ func Validate(records []byte, maxBatchBytes int) ([]Batch, error) {
 		if maxBatchBytes > 0 && size > maxBatchBytes {
 			return nil, fmt.Errorf("batch %d at byte %d: %w: %d bytes, limit %d", len(batches), pos, ErrTooLarge, size, maxBatchBytes)
 		}
-		if err := validateBatch(b); err != nil {
+		if err := validateBatch(b, decompressedLimit(maxBatchBytes)); err != nil {
 			return nil, fmt.Errorf("batch %d at byte %d: %w", len(batches), pos, err)
 		}
 		batches = append(batches, b)
@@ -39,8 +41,22 @@ func Validate(records []byte, maxBatchBytes int) ([]Batch, error) {
 	return batches, nil
 }
 
+// DecompressionRatio bounds the decompressed size of a batch's records
+// relative to max.message.bytes (which bounds its compressed size): with
+// the default 1 MiB, 32 MiB. A few KiB of zstd or gzip can inflate to GiBs,
+// which cost seconds of CPU to check; real producers fill batches of at
+// most a few MiB before compressing.
+const DecompressionRatio = 32
+
+func decompressedLimit(maxBatchBytes int) int64 {
+	if maxBatchBytes <= 0 {
+		return math.MaxInt64
+	}
+	return int64(maxBatchBytes) * DecompressionRatio
+}
+
 // validateBatch checks a framed, CRC-checked batch's header and records.
-func validateBatch(b Batch) error {
+func validateBatch(b Batch, limit int64) error {
 	h := b.Header()
 	if h.Attributes&^knownAttributeBits != 0 {
 		return fmt.Errorf("%w: unknown attribute bits %#x", ErrInvalidRecord, h.Attributes)
@@ -57,14 +73,14 @@ func validateBatch(b Batch) error {
 	if h.IsControl() {
 		return fmt.Errorf("%w: clients may not write control batches", ErrInvalidRecord)
 	}
-	return walkRecords(b, h, nil)
+	return walkRecords(b, h, limit, nil)
 }
 
 // walkRecords walks the records of b and checks their framing. With visit
 // non-nil it decodes each record (copying key, value and headers) and hands
-// it over.
-func walkRecords(b Batch, h Header, visit func(Record) error) error {
-	src, done, err := openPayload(h.Codec(), b[BatchHeaderSize:])
+// it over. Decompressing more than limit bytes fails with ErrTooLarge.
+func walkRecords(b Batch, h Header, limit int64, visit func(Record) error) error {
+	src, done, err := openPayload(h.Codec(), b[BatchHeaderSize:], limit)
 	if err != nil {
 		return err
 	}
@@ -95,7 +111,7 @@ func walkRecords(b Batch, h Header, visit func(Record) error) error {
 // a decompressor failure means the payload is corrupt.
 func classify(err error) error {
 	switch {
-	case errors.Is(err, ErrInvalidRecord), errors.Is(err, ErrCorrupt):
+	case errors.Is(err, ErrInvalidRecord), errors.Is(err, ErrCorrupt), errors.Is(err, ErrTooLarge):
 		return err
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("%w: records end early", ErrInvalidRecord)
@@ -136,7 +152,7 @@ func Records(b Batch) ([]Record, error) {
 		return nil, fmt.Errorf("%w: batch claims %d records", ErrInvalidRecord, h.NumRecords)
 	}
 	var recs []Record
-	err = walkRecords(b, h, func(r Record) error { recs = append(recs, r); return nil })
+	err = walkRecords(b, h, math.MaxInt64, func(r Record) error { recs = append(recs, r); return nil })
 	return recs, err
 }
 

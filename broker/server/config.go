@@ -99,7 +99,10 @@ var processKeys = map[string]bool{
 	"broker.rack": true, "zone": true, "metrics.listen": true, "metrics.pprof.enable": true,
 	"socket.request.max.bytes": true, "log.retention.check.interval.ms": true, "connections.max.idle.ms": true,
 	"producer.id.expiration.ms": true,
-	"num.partitions":            true, "auto.create.topics.enable": true,
+	"max.partitions.per.topic":  true, "max.partitions": true,
+	"max.connections": true, "max.connections.per.ip": true, "queued.max.request.bytes": true,
+	"fetch.max.bytes": true, "max.incremental.fetch.session.cache.slots": true,
+	"num.partitions": true, "auto.create.topics.enable": true,
 	"log.retention.hours": true, "log.retention.minutes": true,
 	"default.replication.factor": true,
 	"broker.id.base":             true, "metadata.etcd.endpoints": true, "metadata.etcd.prefix": true, "cluster.name": true,
@@ -222,6 +225,39 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				return nil, bad(fmt.Errorf("want an int32 of at least 1024"))
 			}
 			cfg.MaxRequestBytes = int32(n)
+		case k == "max.connections" || k == "max.connections.per.ip":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 1 {
+				return nil, bad(fmt.Errorf("want a positive int32"))
+			}
+			if k == "max.connections" {
+				cfg.MaxConnections = int(n)
+			} else {
+				cfg.MaxConnectionsPerIP = int(n)
+			}
+		case k == "fetch.max.bytes":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 1024 {
+				return nil, bad(fmt.Errorf("want an int32 of at least 1024"))
+			}
+			cfg.Limits.FetchMaxBytes = int32(n)
+		case k == "max.incremental.fetch.session.cache.slots":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 0 {
+				return nil, bad(fmt.Errorf("want an int32 >= 0 (0: no sessions)"))
+			}
+			cfg.Limits.FetchSessionSlots = int(n)
+			if n == 0 {
+				cfg.Limits.FetchSessionSlots = -1 // none; 0 would mean the default
+			}
+		case k == "queued.max.request.bytes":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || (n < 1<<20 && n != -1) {
+				return nil, bad(fmt.Errorf("want bytes >= 1048576, or -1 for the default"))
+			}
+			if n > 0 {
+				cfg.MaxInflightRequestMemory = n
+			}
 		case k == "producer.id.expiration.ms":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 1 {
@@ -246,6 +282,16 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				return nil, bad(fmt.Errorf("want a positive int32"))
 			}
 			cfg.Broker.DefaultPartitions = int32(n)
+		case k == "max.partitions.per.topic" || k == "max.partitions":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 1 {
+				return nil, bad(fmt.Errorf("want a positive int32"))
+			}
+			if k == "max.partitions" {
+				cfg.Broker.MaxPartitions = int32(n)
+			} else {
+				cfg.Broker.MaxPartitionsPerTopic = int32(n)
+			}
 		case k == "auto.create.topics.enable":
 			b, err := strconv.ParseBool(v)
 			if err != nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/http/pprof"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -47,9 +49,17 @@ type Config struct {
 	Pprof bool
 	// MaxRequestBytes is socket.request.max.bytes (0: 100 MiB).
 	MaxRequestBytes int32
-	// MaxInflightRequestMemory bounds the decoded size of large requests
-	// in flight (0: 2 GiB); see protocol.Config.
+	// MaxInflightRequestMemory bounds the estimated decoded size of
+	// requests in flight (queued.max.request.bytes; 0: 2 GiB); see
+	// protocol.Config.
 	MaxInflightRequestMemory int64
+	// MaxConnections is max.connections (0: protocol.DefaultMaxConnections)
+	// and MaxConnectionsPerIP max.connections.per.ip (0: unlimited).
+	MaxConnections      int
+	MaxConnectionsPerIP int
+	// Limits are the per-request limits (fetch.max.bytes, fetch session
+	// cache); FetchSessionMaxPartitions defaults to max.partitions.
+	Limits protocol.Limits
 	// ConnectionsMaxIdle is connections.max.idle.ms (DefaultConfig: 10
 	// min; 0 disables): see protocol.Config.IdleTimeout.
 	ConnectionsMaxIdle time.Duration
@@ -188,6 +198,9 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	s.metrics = metrics.New(b)
 	s.liveMetrics.Store(s.metrics)
 	s.traffic = traffic.New(cfg.Broker.Rack)
+	s.traffic.KnownZone = func(zone string) bool {
+		return slices.ContainsFunc(b.Brokers(), func(bi broker.BrokerInfo) bool { return bi.Rack == zone })
+	}
 	s.metrics.Registry.MustRegister(s.traffic.Collector())
 	groupCfg := cfg.Group
 	if cfg.Broker.Clustered {
@@ -214,7 +227,12 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	if s.groups, err = group.New(logr.NewContext(ctx, logger), groupCfg); err != nil {
 		return nil, fmt.Errorf("start group coordinator: %w", err)
 	}
-	env := &protocol.Env{Broker: b, Groups: s.groups, Log: logger.WithName("protocol"), ReauthMax: cfg.Security.ReauthMax}
+	limits := cfg.Limits
+	if limits.FetchSessionMaxPartitions == 0 {
+		// A follower cannot follow more partitions than the cluster has.
+		limits.FetchSessionMaxPartitions = int(cmp.Or(cfg.Broker.MaxPartitions, broker.DefaultMaxPartitions))
+	}
+	env := &protocol.Env{Broker: b, Groups: s.groups, Log: logger.WithName("protocol"), Limits: limits, ReauthMax: cfg.Security.ReauthMax}
 	if s.cluster != nil {
 		env.Credentials = s.cluster.store
 	} else if env.Credentials, err = auth.OpenFileStore(filepath.Join(cfg.Broker.DataDir, "__scram_credentials.json")); err != nil {
@@ -225,6 +243,8 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		MaxRequestBytes:          cfg.MaxRequestBytes,
 		IdleTimeout:              cfg.ConnectionsMaxIdle,
 		MaxInflightRequestMemory: cfg.MaxInflightRequestMemory,
+		MaxConnections:           cfg.MaxConnections,
+		MaxConnectionsPerIP:      cfg.MaxConnectionsPerIP,
 		Observer:                 s.metrics,
 		Traffic:                  s.traffic,
 		Log:                      logger.WithName("protocol"),

@@ -13,4 +13,6 @@
 // broker is its registered rack; of a client, the rack it sent in a Fetch
 // (client.rack), else the zone its client ID names ("strata_az=<zone>",
 // protocol.ClientIDZone: producers have no client.rack), else "unknown".
+// A client's rack that is not a broker's rack is counted as "other":
+// clients choose it, and each value would be a new series.
 package traffic

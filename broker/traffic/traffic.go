@@ -32,10 +32,20 @@ const (
 // UnknownZone is the peer zone of a client that did not say its rack.
 const UnknownZone = "unknown"
 
+// OtherZone is the peer zone of a client whose rack is not a known zone
+// (Counter.KnownZone): racks come from clients, and every distinct label
+// value is a new Prometheus series.
+const OtherZone = "other"
+
 // Counter counts one broker's traffic.
 type Counter struct {
 	zone string
 	vec  *prometheus.CounterVec
+
+	// KnownZone, when set before the counter is used, tells the zones
+	// that may be label values (the brokers' racks); other peer zones
+	// are counted as OtherZone.
+	KnownZone func(zone string) bool
 
 	mu    sync.Mutex
 	cache map[key]prometheus.Counter
@@ -76,8 +86,12 @@ func (c *Counter) Add(peerZone string, path Path, dir Direction, n int) {
 	k := key{peerZone, path, dir}
 	c.mu.Lock()
 	ctr, ok := c.cache[k]
+	if !ok && peerZone != UnknownZone && peerZone != c.zone && c.KnownZone != nil && !c.KnownZone(peerZone) {
+		k.peer = OtherZone
+		ctr, ok = c.cache[k]
+	}
 	if !ok {
-		ctr = c.vec.WithLabelValues(c.zone, peerZone, string(path), string(dir))
+		ctr = c.vec.WithLabelValues(c.zone, k.peer, string(path), string(dir))
 		c.cache[k] = ctr
 	}
 	c.mu.Unlock()
@@ -100,12 +114,12 @@ func (c *Counter) Bytes(peerZone string, path Path, dir Direction) float64 {
 }
 
 // CrossZone returns the bytes of a path exchanged with other zones
-// (unknown zones excluded), in the given direction.
+// (unknown and other zones excluded), in the given direction.
 func (c *Counter) CrossZone(path Path, dir Direction) float64 {
 	c.mu.Lock()
 	var keys []key
 	for k := range c.cache {
-		if k.path == path && k.dir == dir && k.peer != c.zone && k.peer != UnknownZone {
+		if k.path == path && k.dir == dir && k.peer != c.zone && k.peer != UnknownZone && k.peer != OtherZone {
 			keys = append(keys, k)
 		}
 	}

@@ -180,7 +180,7 @@ func ComputeTraffic(before, after []Scrape, window time.Duration) TrafficFigures
 	}
 	crossZone := func(l map[string]string) bool {
 		return replicationPaths[l["path"]] && l["direction"] == "out" &&
-			l["peer_zone"] != "unknown" && l["peer_zone"] != "" && l["peer_zone"] != l["local_zone"]
+			l["peer_zone"] != "unknown" && l["peer_zone"] != "other" && l["peer_zone"] != "" && l["peer_zone"] != l["local_zone"]
 	}
 	produceIn := func(l map[string]string) bool { return l["path"] == "produce" && l["direction"] == "in" }
 	op := func(o string) func(map[string]string) bool {
@@ -226,7 +226,7 @@ func ComputeTraffic(before, after []Scrape, window time.Duration) TrafficFigures
 	tf.CrossZoneReplicationBytes, _ = delta(metricTraffic, crossZone, has(metricTraffic))
 	tf.ProduceBytesIn, _ = delta(metricTraffic, produceIn, has(metricTraffic))
 	tf.CrossZoneProduceBytesIn, _ = delta(metricTraffic, func(l map[string]string) bool {
-		return produceIn(l) && l["peer_zone"] != "unknown" && l["peer_zone"] != "" && l["peer_zone"] != l["local_zone"]
+		return produceIn(l) && l["peer_zone"] != "unknown" && l["peer_zone"] != "other" && l["peer_zone"] != "" && l["peer_zone"] != l["local_zone"]
 	}, has(metricTraffic))
 	if tf.CrossZoneReplicationBytes != nil && tf.ProduceBytesIn != nil && *tf.ProduceBytesIn > 0 {
 		r := *tf.CrossZoneReplicationBytes / *tf.ProduceBytesIn

@@ -25,6 +25,7 @@ type operatorOptions struct {
 	leaderElect      bool
 	leaderElectionNS string
 	watchNamespace   string
+	bucketPolicy     controllers.BucketPolicy
 	zap              zap.Options
 }
 
@@ -48,6 +49,10 @@ through the S3 API.`,
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so that only one operator replica is active")
 	f.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
 	f.StringVar(&o.watchNamespace, "namespace", "", "watch only this namespace (default: all namespaces)")
+	f.BoolVar(&o.bucketPolicy.AllowAmbientCredentials, "allow-ambient-credentials", false,
+		"let FastBuckets use ambient credentials (credentials.source Ambient): the operator then probes and sweeps them with its own cloud identity, on any bucket a namespace names")
+	f.BoolVar(&o.bucketPolicy.AllowInsecureEndpoints, "allow-insecure-endpoints", false,
+		"let FastBuckets use http:// endpoints (credentials sent in the clear; for test stores)")
 	gofs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.zap.BindFlags(gofs)
 	f.AddGoFlagSet(gofs)
@@ -82,7 +87,7 @@ func runOperator(cmd *cobra.Command, o *operatorOptions) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	if err := controllers.SetupWithManager(mgr); err != nil {
+	if err := controllers.SetupWithManager(mgr, controllers.WithBucketPolicy(o.bucketPolicy)); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

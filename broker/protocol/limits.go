@@ -1,0 +1,215 @@
+package protocol
+
+import (
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Limits that keep one client, or many, from taking the broker's memory.
+//
+//   - Frames: the reader reads a frame's size and API key first and checks
+//     them (socket.request.max.bytes, the smaller limit of non-Produce
+//     requests) and takes the frame's estimated decoded memory from the
+//     server-wide budget (budget.go) before it allocates the frame; every
+//     frame counts, however small. Large frames cannot take the share
+//     kept for small ones, so a client that declares a large frame and
+//     sends it slowly does not stop other clients' fetches; a large frame
+//     is admitted only once its first 64 KiB arrived (a declared size
+//     alone holds nothing), and must then arrive at 4 MiB/s after a 5 s
+//     grace, or the connection is closed. A request
+//     that parks (a long-poll Fetch, a group join) gives its share back
+//     when it parks (Request.ReleaseMemory).
+//   - Connections: max.connections in all and max.connections.per.ip per
+//     client address; a connection over either is closed at once, counted
+//     by the Observer (ConnLimitObserver) with the limit's name.
+//   - Responses: a connection dispatches no new request while responses of
+//     more than maxUnwrittenBytes, or more than maxUnwrittenResponses, wait
+//     to be written, so a client that never reads its responses holds at
+//     most one response beyond that (bounded by fetch.max.bytes), and its
+//     next requests stay unread in the socket.
+
+// Limits bound what one request may make a handler do. Zero values mean
+// the defaults.
+type Limits struct {
+	// FetchMaxBytes is fetch.max.bytes: the most record bytes one Fetch
+	// response carries (Kafka's default, 55 MiB), whatever MaxBytes the
+	// request asks for; a MaxBytes of 0 or less gets one batch (KIP-74's
+	// minimum), as in Kafka. Only the first batch of a response may be
+	// larger (KIP-74).
+	FetchMaxBytes int32
+	// FetchSessionSlots is max.incremental.fetch.session.cache.slots (1000)
+	// and FetchSessionMaxPartitions the partitions one fetch session may
+	// hold (fetch_session.go).
+	FetchSessionSlots         int
+	FetchSessionMaxPartitions int
+}
+
+// DefaultFetchMaxBytes is Kafka's fetch.max.bytes default.
+const DefaultFetchMaxBytes = 55 << 20
+
+func (l Limits) fetchMaxBytes() int {
+	if l.FetchMaxBytes <= 0 {
+		return DefaultFetchMaxBytes
+	}
+	return int(l.FetchMaxBytes)
+}
+
+// Reasons a connection is refused (label values of
+// strata_connections_refused_total).
+const (
+	RefusedMaxConnections      = "max.connections"
+	RefusedMaxConnectionsPerIP = "max.connections.per.ip"
+)
+
+// DefaultMaxConnections is the default of max.connections. Kafka's default
+// is unlimited; every connection costs goroutines and buffers, and the
+// broker must stay up when a client opens connections in a loop.
+const DefaultMaxConnections = 10_000
+
+// ConnLimitObserver is implemented by an Observer that counts refused
+// connections.
+type ConnLimitObserver interface {
+	ConnRefused(reason string)
+}
+
+// admitConnLocked counts a new connection from remote against the limits and
+// returns the limit it breaks ("" when admitted). An admitted connection
+// is released with releaseConn. s.mu must be held.
+func (s *Server) admitConnLocked(remote net.Addr) string {
+	if len(s.conns) >= s.cfg.MaxConnections {
+		return RefusedMaxConnections
+	}
+	ip := remoteIP(remote)
+	if s.cfg.MaxConnectionsPerIP > 0 && s.perIP[ip] >= s.cfg.MaxConnectionsPerIP {
+		return RefusedMaxConnectionsPerIP
+	}
+	s.perIP[ip]++
+	return ""
+}
+
+// releaseConnLocked undoes admitConnLocked. s.mu must be held.
+func (s *Server) releaseConnLocked(remote net.Addr) {
+	ip := remoteIP(remote)
+	if s.perIP[ip]--; s.perIP[ip] <= 0 {
+		delete(s.perIP, ip)
+	}
+}
+
+func remoteIP(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	if tcp, ok := a.(*net.TCPAddr); ok {
+		return tcp.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
+}
+
+func (s *Server) connRefused(reason string) {
+	if o, ok := s.cfg.Observer.(ConnLimitObserver); ok {
+		o.ConnRefused(reason)
+	}
+}
+
+// checkFrame is readFrame's check of a frame's size and key: the limit of
+// non-Produce requests.
+func (c *conn) checkFrame(key int16, size int32) error {
+	if key != kmsg.Produce.Int16() && size > c.srv.cfg.MaxNonProduceRequestBytes {
+		return fmt.Errorf("%w: %s request of %d bytes, max %d", ErrFrameTooLarge, kmsg.NameForKey(key), size, c.srv.cfg.MaxNonProduceRequestBytes)
+	}
+	return nil
+}
+
+// minFrameRate is the slowest a frame's body may arrive once admitted,
+// after frameGrace: a client holding budget while it trickles a large
+// frame is closed (a 100 MiB frame has 30 s, a 1 MiB one 5 s).
+const (
+	minFrameRate = 4 << 20 // bytes per second
+	frameGrace   = 5 * time.Second
+)
+
+// admitFrame takes a frame's share of the memory budget before the frame
+// is allocated (waiting for room; an error when the connection closes
+// meanwhile), and gives the rest of the frame a deadline (minFrameRate).
+func (c *conn) admitFrame(key int16, size int32) (*memHold, error) {
+	large := size > smallFrameBytes
+	cost, err := c.srv.memory.acquire(c.ctx, int64(size)*decodeAmplification, large)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for request memory: %w", err)
+	}
+	deadline := time.Now().Add(frameGrace + time.Duration(size)*time.Second/minFrameRate)
+	if idle := c.srv.cfg.IdleTimeout; idle > 0 && time.Now().Add(idle).Before(deadline) {
+		deadline = time.Now().Add(idle)
+	}
+	_ = c.nc.SetReadDeadline(deadline)
+	if c.srv.isClosing() {
+		// Shutdown moved the deadline to now before this one: keep it.
+		_ = c.nc.SetReadDeadline(time.Now())
+	}
+	return &memHold{b: c.srv.memory, n: cost, large: large}, nil
+}
+
+// memHold is one request's share of the memory budget, given back once:
+// when the request is handled, or earlier when it parks.
+type memHold struct {
+	b     *budget
+	n     int64
+	large bool
+	done  atomic.Bool
+}
+
+func (m *memHold) release() {
+	if m != nil && m.done.CompareAndSwap(false, true) {
+		m.b.release(m.n, m.large)
+	}
+}
+
+// ReleaseMemory gives the request's share of the in-flight memory budget
+// back before the handler returns. Handlers that park (a long-poll Fetch)
+// call it before they wait, so parked requests never hold the budget that
+// other connections' requests need; the parked request's own memory is
+// bounded by max.connections (one request handled per connection).
+func (r *Request) ReleaseMemory() { r.mem.release() }
+
+// Per-connection bound on responses waiting to be written.
+const (
+	maxUnwrittenBytes     = 1 << 20
+	maxUnwrittenResponses = 8
+)
+
+// unwritten counts a connection's encoded responses not yet written.
+type unwritten struct {
+	n       atomic.Int64
+	bytes   atomic.Int64
+	written chan struct{} // signalled (non-blocking) after every write
+}
+
+func newUnwritten() *unwritten {
+	return &unwritten{written: make(chan struct{}, 1)}
+}
+
+func (u *unwritten) add(frame []byte) {
+	u.n.Add(1)
+	u.bytes.Add(int64(len(frame)))
+}
+
+func (u *unwritten) done(frame []byte) {
+	u.n.Add(-1)
+	u.bytes.Add(-int64(len(frame)))
+	select {
+	case u.written <- struct{}{}:
+	default:
+	}
+}
+
+func (u *unwritten) full() bool {
+	return u.n.Load() >= maxUnwrittenResponses || u.bytes.Load() > maxUnwrittenBytes
+}

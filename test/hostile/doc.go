@@ -1,0 +1,8 @@
+// Package hostile sends abusive inputs (issue #14 item 6) to a `strata
+// broker` subprocess in cluster mode while a well-behaved franz-go producer
+// (acks=all, idempotent) and consumer use the same broker. For each input
+// the broker answers with an error or closes the offending connection, its
+// resident memory (VmRSS from /proc) stays under rssBound, the producer
+// keeps getting acknowledgements, and at the end every acknowledged record
+// is read back.
+package hostile
