@@ -89,7 +89,10 @@ func TestSweeperDeletesObjectsOfOperatorConfiguredBroker(t *testing.T) {
 		"metadata.etcd.endpoints": strings.Join(etcd.Endpoints, ","),
 		"listeners":               "PLAINTEXT://127.0.0.1:0",
 		"advertised.address":      "127.0.0.1:0",
-		"log.dirs":                t.TempDir(),
+		// The operator's advertised.listeners (pod DNS names) name the
+		// listener, so they win over advertised.address: replace them too.
+		"advertised.listeners": "PLAINTEXT://127.0.0.1:0",
+		"log.dirs":             t.TempDir(),
 	}); err != nil {
 		t.Fatal(err)
 	}
