@@ -692,10 +692,10 @@ var _ = Describe("CRD validation", func() {
 		}, "spec.tieredStorage is not supported yet: the broker has no slow tier, so closed segments would silently stay on local disk; remove tieredStorage"),
 		Entry("a second listener", func(kc *strata.KafkaCluster) {
 			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "INTERNAL", Port: 9092}, {Name: "CLIENT", Port: 9093}}
-		}, "spec.listeners: only one listener is supported for now (the broker opens only the first one); extra listeners come with TLS/SASL support"),
+		}, "spec.listeners: only one listener is supported by the operator for now; extra listeners come with its TLS/SASL support (certificates and users it manages)"),
 		Entry("an SSL listener", func(kc *strata.KafkaCluster) {
 			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SSL"}}
-		}, "spec.listeners[0]", "listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported yet (the broker has no TLS or SASL): use PLAINTEXT"),
+		}, "spec.listeners[0]", "listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported by the operator yet (it does not manage certificates or SCRAM users yet): use PLAINTEXT"),
 		Entry("a SASL_PLAINTEXT listener", func(kc *strata.KafkaCluster) {
 			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SASL_PLAINTEXT"}}
 		}, "listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported yet"),

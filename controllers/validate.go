@@ -99,7 +99,7 @@ func UnsupportedSpec(kc *strata.KafkaCluster) []string {
 	}
 	for _, l := range kc.Spec.Listeners {
 		if l.Protocol != "" && l.Protocol != "PLAINTEXT" {
-			problems = append(problems, fmt.Sprintf("listener %s: protocol %s is not supported yet (the broker has no TLS or SASL)", l.Name, l.Protocol))
+			problems = append(problems, fmt.Sprintf("listener %s: protocol %s is not supported by the operator yet (it does not manage certificates or SCRAM users yet)", l.Name, l.Protocol))
 		}
 	}
 	problems = append(problems, leaderPlacementProblems(kc)...)

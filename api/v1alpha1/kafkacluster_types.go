@@ -24,7 +24,7 @@ const DefaultEtcdImage = "quay.io/coreos/etcd:v3.7.3"
 // +kubebuilder:validation:XValidation:rule="!has(self.leaderPlacement) || !has(self.leaderPlacement.zone) || self.zones.exists(z, z.name == self.leaderPlacement.zone)",message="leaderPlacement.zone must name a zone listed in spec.zones"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, self.listeners.exists_one(m, m.name == l.name))",message="listener names must be unique"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, self.listeners.exists_one(m, m.port == l.port))",message="listener ports must be unique"
-// +kubebuilder:validation:XValidation:rule="!has(self.listeners) || size(self.listeners) <= 1",message="spec.listeners: only one listener is supported for now (the broker opens only the first one); extra listeners come with TLS/SASL support"
+// +kubebuilder:validation:XValidation:rule="!has(self.listeners) || size(self.listeners) <= 1",message="spec.listeners: only one listener is supported by the operator for now; extra listeners come with its TLS/SASL support (certificates and users it manages)"
 // +kubebuilder:validation:XValidation:rule="!has(self.tieredStorage)",message="spec.tieredStorage is not supported yet: the broker has no slow tier, so closed segments would silently stay on local disk; remove tieredStorage"
 type KafkaClusterSpec struct {
 	// Image is the Strata container image the brokers run.
@@ -83,8 +83,9 @@ type KafkaClusterSpec struct {
 
 	// Listeners are the Kafka listeners every broker opens. Defaults to
 	// one PLAINTEXT listener on port 9092. For now at most one listener,
-	// of protocol PLAINTEXT, is accepted: the broker opens only the first
-	// listener and has no TLS or SASL yet.
+	// of protocol PLAINTEXT, is accepted: the broker serves TLS and SASL
+	// listeners, but the operator does not manage their certificates and
+	// SCRAM users yet.
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=atomic
 	// +optional
@@ -313,7 +314,7 @@ type ListenerProtocol string
 
 // ListenerSpec is one Kafka listener.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.protocol) || self.protocol == 'PLAINTEXT'",message="listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported yet (the broker has no TLS or SASL): use PLAINTEXT"
+// +kubebuilder:validation:XValidation:rule="!has(self.protocol) || self.protocol == 'PLAINTEXT'",message="listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported by the operator yet (it does not manage certificates or SCRAM users yet): use PLAINTEXT"
 type ListenerSpec struct {
 	// Name of the listener, upper-case as in Kafka's listeners setting
 	// (e.g. PLAINTEXT, INTERNAL). Lower-cased it names the container and
