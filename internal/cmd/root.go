@@ -21,6 +21,7 @@ func NewRoot() *cobra.Command {
 		newWALCmd(),
 		newBenchCmd(),
 		newChaosCmd(),
+		newVerifyCmd(),
 	)
 	return root
 }
