@@ -33,6 +33,7 @@ import (
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/controllers"
+	"github.com/strata-dev/strata/internal/verify"
 )
 
 // The e2e cluster's fixed addresses (hack/e2e/lib.sh): the bridge address
@@ -361,21 +362,11 @@ func (h *harness) healthy(ctx context.Context) (bool, string, error) {
 	return ok, why, nil
 }
 
-// verifyStatus is `strata verify`'s /status (internal/verify).
+// verifyStatus is `strata verify`'s /status, with the raw JSON for the
+// report.
 type verifyStatus struct {
-	Running           bool             `json:"running"`
-	Done              bool             `json:"done"`
-	Acked             int64            `json:"acked"`
-	Consumed          int64            `json:"consumed"`
-	Lost              int64            `json:"lost"`
-	Pending           int64            `json:"pending"`
-	Duplicated        int64            `json:"duplicated"`
-	OutOfOrder        int64            `json:"out_of_order"`
-	ProduceErrors     map[string]int64 `json:"produce_errors"`
-	NotEnoughReplicas int64            `json:"not_enough_replicas"`
-	LastError         string           `json:"last_error"`
-	MaxGapSeconds     float64          `json:"max_gap_seconds"`
-	raw               json.RawMessage
+	verify.Status
+	raw json.RawMessage
 }
 
 func (h *harness) verifyURL(ctx context.Context, path string) (string, error) {
@@ -419,7 +410,7 @@ func (h *harness) verify(ctx context.Context, method string, timeout time.Durati
 		return nil, fmt.Errorf("verify %s: %s: %s", path, resp.Status, bytes.TrimSpace(body))
 	}
 	var st verifyStatus
-	if err := json.Unmarshal(body, &st); err != nil {
+	if err := json.Unmarshal(body, &st.Status); err != nil {
 		return nil, fmt.Errorf("verify %s: %w: %s", path, err, body)
 	}
 	st.raw = body

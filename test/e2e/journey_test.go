@@ -28,13 +28,20 @@ import (
 )
 
 // maxCrossZonePerProducedByte bounds the inter-broker cross-zone bytes per
-// produced byte while the workload runs. With WAL replication followers
+// produced byte (the brokers' strata_traffic_bytes_total: replication
+// paths out to another zone, over produce bytes in) under a bench load of
+// incompressible 1 KiB records at 500/s. With WAL replication followers
 // fetch only object references across zones and download the data from
 // the leader zone's bucket, so what crosses zones is metadata: 0.03-0.08
-// measured here with 1 KiB records. Replicating the data over the network
-// instead would send every produced byte to the two other zones (RF 3):
-// 2.0. The bound sits far from both: above the metadata's share, which
-// grows when batches are small, and a tenth of the data path.
+// measured here. Replicating the data over the network instead would send
+// every produced byte to the two other zones (RF 3): 2.0. The bound sits
+// between, a tenth of the data path.
+//
+// The metadata is per batch, not per byte: under the verify workload
+// alone (200 records/s in batches of one or two records, whose padding
+// snappy shrinks 1 KiB to a few dozen bytes) the same ratio is 0.3-0.5,
+// while the absolute cross-zone bytes stay a few KB/s. That figure is
+// reported (wal-path's detail) but not bounded.
 const maxCrossZonePerProducedByte = 0.2
 
 var (
@@ -87,8 +94,9 @@ func (j *journey) step(ctx context.Context, name string, fn func(ctx context.Con
 	j.t.Logf("step %s", name)
 	t0 := time.Now()
 	detail, err := fn(ctx)
-	if err == nil && j.watcher != nil && !j.stopped {
-		err = j.checkWorkload(ctx)
+	if j.watcher != nil && !j.stopped {
+		// The counts so far go into the report whatever the step did.
+		err = errors.Join(err, j.checkWorkload(ctx))
 	}
 	s := Step{Name: name, OK: err == nil, Seconds: time.Since(t0).Round(100 * time.Millisecond).Seconds(), Detail: detail}
 	if err != nil {
@@ -109,6 +117,7 @@ func (j *journey) checkWorkload(ctx context.Context) error {
 		return err
 	}
 	j.report.Acked, j.report.Duplicated, j.report.OutOfOrder = st.Acked, st.Duplicated, st.OutOfOrder
+	j.report.Verify = st.raw
 	var errs []error
 	if !st.Running {
 		errs = append(errs, fmt.Errorf("workload not running: %s", st.raw))
@@ -284,9 +293,10 @@ func (j *journey) workload(ctx context.Context) (string, error) {
 	return fmt.Sprintf("acked %d consumed %d", st.Acked, st.Consumed), nil
 }
 
-// walPath: over a window of the workload, every partition leader's zone
-// bucket gets new WAL objects, and the brokers' inter-broker cross-zone
-// bytes per produced byte stay under maxCrossZonePerProducedByte.
+// walPath: over a window of the verify workload, then of a bench load of
+// incompressible records, every partition leader's zone bucket gets new
+// WAL objects, and the brokers' inter-broker cross-zone bytes per produced
+// byte over the bench window stay under maxCrossZonePerProducedByte.
 func (j *journey) walPath(ctx context.Context) (string, error) {
 	urls, err := j.h.metricsURLs(ctx)
 	if err != nil {
@@ -299,6 +309,7 @@ func (j *journey) walPath(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
+	// Window 1: the verify workload alone, 1000 more acknowledged records.
 	st0, err := j.h.verify(ctx, http.MethodGet, 5*time.Second)
 	if err != nil {
 		return "", err
@@ -308,13 +319,12 @@ func (j *journey) walPath(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("scrape: %w", errors.Join(errs...))
 	}
 	t0 := time.Now()
-	// The window: 3000 more acknowledged records (15 s at 200/s).
-	err = poll(ctx, 3*time.Minute, "3000 records acknowledged", func(ctx context.Context) (bool, string, error) {
+	err = poll(ctx, 3*time.Minute, "1000 records acknowledged", func(ctx context.Context) (bool, string, error) {
 		st, err := j.h.verify(ctx, http.MethodGet, 5*time.Second)
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		return st.Acked-st0.Acked >= 3000, fmt.Sprintf("%d acked", st.Acked-st0.Acked), nil
+		return st.Acked-st0.Acked >= 1000, fmt.Sprintf("%d acked", st.Acked-st0.Acked), nil
 	})
 	if err != nil {
 		return "", err
@@ -323,7 +333,28 @@ func (j *journey) walPath(ctx context.Context) (string, error) {
 	if len(errs) > 0 {
 		return "", fmt.Errorf("scrape: %w", errors.Join(errs...))
 	}
-	tf := bench.ComputeTraffic(scrape0, scrape1, time.Since(t0))
+	verifyOnly := bench.ComputeTraffic(scrape0, scrape1, time.Since(t0))
+
+	// Window 2: a bench Job (with the verify workload still running).
+	t1 := time.Now()
+	if _, err := j.h.run(ctx, "-n", namespace, "delete", "job", "bench", "--ignore-not-found", "--wait=true"); err != nil {
+		return "", err
+	}
+	if _, err := j.h.run(ctx, "apply", "-f", "hack/e2e/journey/bench-job.yaml"); err != nil {
+		return "", err
+	}
+	if _, err := j.h.run(ctx, "-n", namespace, "wait", "--for=condition=Complete", "job/bench", "--timeout=300s"); err != nil {
+		return "", err
+	}
+	scrape2, errs := bench.ScrapeAll(ctx, urls)
+	if len(errs) > 0 {
+		return "", fmt.Errorf("scrape: %w", errors.Join(errs...))
+	}
+	tf := bench.ComputeTraffic(scrape1, scrape2, time.Since(t1))
+	if _, err := j.h.run(ctx, "-n", namespace, "delete", "job", "bench", "--wait=false"); err != nil {
+		return "", err
+	}
+
 	v, err := j.h.metadata(ctx)
 	if err != nil {
 		return "", err
@@ -362,12 +393,20 @@ func (j *journey) walPath(ctx context.Context) (string, error) {
 			problems = append(problems, fmt.Sprintf("cross-zone bytes per produced byte %.3f > %.2f", *r, maxCrossZonePerProducedByte))
 		}
 	}
-	detail := fmt.Sprintf("new WAL objects per zone bucket %v (leader zones %v); cross-zone B per produced B %s (%.0f of %.0f B)",
-		newObjects, keys(leaderZones), ratio, deref(tf.CrossZoneReplicationBytes), deref(tf.ProduceBytesIn))
+	detail := fmt.Sprintf("new WAL objects per zone bucket %v (leader zones %v); cross-zone B per produced B %s under bench (%.0f of %.0f B), %s under verify alone (%.0f of %.0f B)",
+		newObjects, keys(leaderZones), ratio, deref(tf.CrossZoneReplicationBytes), deref(tf.ProduceBytesIn),
+		fmtRatio(verifyOnly.CrossZonePerProducedByte), deref(verifyOnly.CrossZoneReplicationBytes), deref(verifyOnly.ProduceBytesIn))
 	if len(problems) > 0 {
 		return detail, errors.New(strings.Join(problems, "; "))
 	}
 	return detail, nil
+}
+
+func fmtRatio(r *float64) string {
+	if r == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f", *r)
 }
 
 func (j *journey) patch(ctx context.Context, p string) error {
