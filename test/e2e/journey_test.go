@@ -39,8 +39,8 @@ import (
 //
 // The metadata is per batch, not per byte: under the verify workload
 // alone (200 records/s in batches of one or two records, whose padding
-// snappy shrinks 1 KiB to a few dozen bytes) the same ratio is 0.3-0.5,
-// while the absolute cross-zone bytes stay a few KB/s. That figure is
+// snappy shrinks 1 KiB to a few dozen bytes) the same ratio is 0.5-1.3,
+// while the absolute cross-zone bytes stay some 25 KB/s. That figure is
 // reported (wal-path's detail) but not bounded.
 const maxCrossZonePerProducedByte = 0.2
 
@@ -691,10 +691,35 @@ func (j *journey) deleteCluster(ctx context.Context) (string, error) {
 	if _, err := j.h.run(ctx, "-n", namespace, "delete", "kafkatopic", topic, "--timeout=120s"); err != nil {
 		return "", err
 	}
+	// Every broker must stop by itself ("broker stopped", its last log
+	// line), not be killed at the end of its grace period: follow their
+	// logs to the end.
+	pods, err := j.h.brokerPods(ctx)
+	if err != nil {
+		return "", err
+	}
+	logDir := filepath.Join(j.h.dir, "delete-logs")
+	_ = os.RemoveAll(logDir)
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return "", err
+	}
+	followCtx, stopFollow := context.WithTimeout(ctx, 6*time.Minute)
+	defer stopFollow()
+	followed := map[string]chan error{}
+	for name := range pods {
+		done := make(chan error, 1)
+		followed[name] = done
+		go func() {
+			out, err := j.h.run(followCtx, "-n", namespace, "logs", "-f", name, "-c", "broker", "--since=1s")
+			_ = os.WriteFile(filepath.Join(logDir, name+".log"), []byte(out), 0o644)
+			done <- err
+		}()
+	}
+	t0 := time.Now()
 	if _, err := j.h.run(ctx, "-n", namespace, "delete", "kafkacluster", clusterName, "--timeout=300s"); err != nil {
 		return "", err
 	}
-	err := poll(ctx, 5*time.Minute, "claims, pods and StatefulSets gone", func(ctx context.Context) (bool, string, error) {
+	err = poll(ctx, 5*time.Minute, "claims, pods and StatefulSets gone", func(ctx context.Context) (bool, string, error) {
 		var left corev1.PersistentVolumeClaimList
 		if err := j.h.kube.List(ctx, &left, client.InNamespace(namespace), client.MatchingLabels{controllers.LabelCluster: clusterName}); err != nil {
 			return false, "", err
@@ -718,6 +743,20 @@ func (j *journey) deleteCluster(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	gone := time.Since(t0)
+	var unclean []string
+	for name, done := range followed {
+		<-done
+		b, _ := os.ReadFile(filepath.Join(logDir, name+".log"))
+		if !strings.Contains(string(b), "broker stopped") {
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			unclean = append(unclean, fmt.Sprintf("%s did not stop by itself; its last line: %s", name, lines[len(lines)-1]))
+		}
+	}
+	sort.Strings(unclean)
+	if len(unclean) > 0 {
+		return "", fmt.Errorf("brokers gone after %.0f s: %s (logs in %s)", gone.Seconds(), strings.Join(unclean, "; "), logDir)
+	}
 	var fbs strata.FastBucketList
 	if err := j.h.kube.List(ctx, &fbs, client.InNamespace(namespace)); err != nil {
 		return "", err
@@ -728,7 +767,7 @@ func (j *journey) deleteCluster(ctx context.Context) (string, error) {
 	if err := j.recycleVolumes(ctx); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("finalizer released; %d claims deleted (deletionPolicy Delete); %d FastBuckets and their buckets kept until the namespace went", len(pvcs.Items), len(fbs.Items)), nil
+	return fmt.Sprintf("finalizer released; every broker stopped by itself, all gone in %.0f s; %d claims deleted (deletionPolicy Delete); %d FastBuckets and their buckets kept until the namespace went", gone.Seconds(), len(pvcs.Items), len(fbs.Items)), nil
 }
 
 func keys(m map[string]bool) []string {
