@@ -119,6 +119,7 @@ E2E_ENV = TOOLS_DIR=$(TOOLS_DIR) ENVTEST_DIR=$(ENVTEST_DIR) KUBE_VERSION=$(KUBE_
 .PHONY: e2e-tools
 e2e-tools: envtest s3-server ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubectl, CoreDNS, a static etcd and pause into $(TOOLS_DIR)/e2e; apt for containerd, runc, CNI plugins, podman, iptables.
 	hack/e2e/deps.sh
+	hack/lib/gomodules_test.sh $(KUBE_VERSION)
 	$(E2E_ENV) hack/e2e/tools.sh
 
 .PHONY: e2e-up
