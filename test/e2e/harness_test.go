@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -275,6 +276,48 @@ func (h *harness) metadata(ctx context.Context) (*kafkaView, error) {
 	return v, nil
 }
 
+// registered are the brokers (pod name -> broker ID) registered in the
+// view of any broker: one broker's metadata may lag behind etcd by a moment
+// (a broker that just registered is not in it yet), so every broker that
+// answers is asked.
+func (h *harness) registered(ctx context.Context) (map[string]int32, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	md, err := h.admin.BrokerMetadata(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	out := map[string]int32{}
+	add := func(id int32, host string) {
+		pod, _, _ := strings.Cut(host, ".")
+		out[pod] = id
+	}
+	for _, b := range md.Brokers {
+		add(b.NodeID, b.Host)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, b := range md.Brokers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := kmsg.NewPtrMetadataRequest()
+			req.Topics = []kmsg.MetadataRequestTopic{} // brokers only
+			resp, err := req.RequestWith(ctx, h.kcl.Broker(int(b.NodeID)))
+			if err != nil {
+				return // a broker shutting down: the others answer
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, rb := range resp.Brokers {
+				add(rb.NodeID, rb.Host)
+			}
+		}()
+	}
+	wg.Wait()
+	return out, nil
+}
+
 // replicasOn counts the topic's replicas on broker id.
 func (v *kafkaView) replicasOn(id int32) int {
 	n := 0
@@ -466,7 +509,7 @@ type downWatcher struct {
 
 	mu       sync.Mutex
 	seenUp   map[string]bool
-	down     map[string]time.Time
+	down     map[string]*downSpell
 	max      int
 	maxAt    time.Time
 	maxWho   []string
@@ -476,7 +519,14 @@ type downWatcher struct {
 }
 
 func newDownWatcher(h *harness) *downWatcher {
-	return &downWatcher{h: h, seenUp: map[string]bool{}, down: map[string]time.Time{}}
+	return &downWatcher{h: h, seenUp: map[string]bool{}, down: map[string]*downSpell{}}
+}
+
+// downSpell is one broker's time down: since when, and why (each reason
+// in the order seen: "terminating", "no pod", "not Ready", ...).
+type downSpell struct {
+	since time.Time
+	why   []string
 }
 
 func (w *downWatcher) run(ctx context.Context) {
@@ -504,7 +554,7 @@ func (w *downWatcher) observe(ctx context.Context) {
 	// Registration is read from the brokers; when no broker answers at
 	// all, every pod that is Ready still counts as up (the pods decide),
 	// and the failure is counted.
-	v, mdErr := w.h.metadata(ctx)
+	reg, mdErr := w.h.registered(ctx)
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -517,15 +567,22 @@ func (w *downWatcher) observe(ctx context.Context) {
 	for _, n := range want {
 		wanted[n] = true
 		p := pods[n]
-		registered := mdErr != nil
-		if mdErr == nil {
-			_, registered = v.byPod[n]
+		why := ""
+		switch {
+		case p == nil:
+			why = "no pod"
+		case p.DeletionTimestamp != nil:
+			why = "terminating"
+		case !podReady(p):
+			why = "not Ready"
+		case mdErr == nil && !has(reg, n):
+			why = "not registered"
 		}
-		up := p != nil && podReady(p) && registered
-		if up {
+		if why == "" {
 			w.seenUp[n] = true
-			if since, ok := w.down[n]; ok {
-				w.episodes = append(w.episodes, fmt.Sprintf("%s down %s..%s (%.1f s)", n, since.Format("15:04:05.0"), now.Format("15:04:05.0"), now.Sub(since).Seconds()))
+			if d, ok := w.down[n]; ok {
+				w.episodes = append(w.episodes, fmt.Sprintf("%s down %s..%s (%.1f s): %s",
+					n, d.since.Format("15:04:05.0"), now.Format("15:04:05.0"), now.Sub(d.since).Seconds(), strings.Join(d.why, ", ")))
 				delete(w.down, n)
 			}
 			continue
@@ -533,10 +590,15 @@ func (w *downWatcher) observe(ctx context.Context) {
 		if !w.seenUp[n] {
 			continue
 		}
-		if _, ok := w.down[n]; !ok {
-			w.down[n] = now
+		d, ok := w.down[n]
+		if !ok {
+			d = &downSpell{since: now}
+			w.down[n] = d
 		}
-		downNow = append(downNow, n)
+		if len(d.why) == 0 || d.why[len(d.why)-1] != why {
+			d.why = append(d.why, why)
+		}
+		downNow = append(downNow, n+" ("+why+")")
 	}
 	for n := range w.down {
 		if !wanted[n] {
@@ -546,6 +608,11 @@ func (w *downWatcher) observe(ctx context.Context) {
 	if len(downNow) > w.max {
 		w.max, w.maxAt, w.maxWho = len(downNow), now, downNow
 	}
+}
+
+func has(m map[string]int32, k string) bool {
+	_, ok := m[k]
+	return ok
 }
 
 func (w *downWatcher) fail() {

@@ -33,16 +33,17 @@ import (
 // incompressible 1 KiB records at 500/s. With WAL replication followers
 // fetch only object references across zones and download the data from
 // the leader zone's bucket, so what crosses zones is metadata: 0.03-0.08
-// measured here. Replicating the data over the network instead would send
-// every produced byte to the two other zones (RF 3): 2.0. The bound sits
-// between, a tenth of the data path.
+// measured here, 0.15 once with the machine's load average at 30 (more,
+// smaller fetches). Replicating the data over the network instead (classic,
+// or WAL's inline fallback) would send every produced byte to the two
+// other zones (RF 3): 2.0. The bound sits between, an eighth of that.
 //
 // The metadata is per batch, not per byte: under the verify workload
 // alone (200 records/s in batches of one or two records, whose padding
 // snappy shrinks 1 KiB to a few dozen bytes) the same ratio is 0.5-1.3,
 // while the absolute cross-zone bytes stay some 25 KB/s. That figure is
 // reported (wal-path's detail) but not bounded.
-const maxCrossZonePerProducedByte = 0.2
+const maxCrossZonePerProducedByte = 0.25
 
 var (
 	flagSteps = flag.String("e2e.steps", "", "comma-separated journey steps to run (default: all); the workload and cluster steps always run")
