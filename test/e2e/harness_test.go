@@ -673,7 +673,6 @@ func (m *memSampler) get() float64 {
 // the custom resources as YAML. Best effort: a failing command writes its
 // error into the file.
 func (h *harness) dump(ctx context.Context, dir string) {
-	_ = os.RemoveAll(dir)
 	_ = os.MkdirAll(filepath.Join(dir, "logs"), 0o755)
 	write := func(name string, args ...string) {
 		out, err := h.run(ctx, args...)

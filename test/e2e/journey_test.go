@@ -11,8 +11,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -699,7 +702,8 @@ func (j *journey) deleteCluster(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	logDir := filepath.Join(j.h.dir, "delete-logs")
+	// Under dump/: kept by `make e2e-down`.
+	logDir := filepath.Join(j.h.dir, "dump", "delete-logs")
 	_ = os.RemoveAll(logDir)
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return "", err
@@ -717,6 +721,19 @@ func (j *journey) deleteCluster(ctx context.Context) (string, error) {
 		}()
 	}
 	t0 := time.Now()
+	// A broker still running past its own shutdown bound (--shutdown-timeout
+	// + controlled.shutdown.timeout.ms: 60 s) is stuck: SIGQUIT makes the Go
+	// runtime print every goroutine into the followed log before the
+	// kubelet's SIGKILL at the end of the grace period (120 s) would.
+	quit := time.AfterFunc(75*time.Second, func() {
+		for name := range pods {
+			for _, pid := range podProcesses(name, "broker") {
+				j.t.Logf("broker %s (pid %d) still running 75 s after the delete: SIGQUIT for its goroutines", name, pid)
+				_ = syscall.Kill(pid, syscall.SIGQUIT)
+			}
+		}
+	})
+	defer quit.Stop()
 	if _, err := j.h.run(ctx, "-n", namespace, "delete", "kafkacluster", clusterName, "--timeout=300s"); err != nil {
 		return "", err
 	}
@@ -769,6 +786,33 @@ func (j *journey) deleteCluster(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("finalizer released; every broker stopped by itself, all gone in %.0f s; %d claims deleted (deletionPolicy Delete); %d FastBuckets and their buckets kept until the namespace went", gone.Seconds(), len(pvcs.Items), len(fbs.Items)), nil
+}
+
+// podProcesses are the host PIDs of the processes of pod name (in the
+// journey's namespace) whose command line contains arg: the nodes share
+// this machine's PID namespace, and the kubelet puts POD_NAME and
+// POD_NAMESPACE into the broker container's environment.
+func podProcesses(name, arg string) []int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var pids []int
+	for _, d := range dirs {
+		env, err := os.ReadFile(filepath.Join(d, "environ"))
+		if err != nil {
+			continue
+		}
+		vars := strings.Split(string(env), "\x00")
+		if !slices.Contains(vars, "POD_NAME="+name) || !slices.Contains(vars, "POD_NAMESPACE="+namespace) {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join(d, "cmdline"))
+		if !slices.Contains(strings.Split(string(cmd), "\x00"), arg) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(d)); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 func keys(m map[string]bool) []string {
