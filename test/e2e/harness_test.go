@@ -318,6 +318,46 @@ func (h *harness) registered(ctx context.Context) (map[string]int32, error) {
 	return out, nil
 }
 
+// fewestReplicasOn is the fewest of the topic's replicas on broker id in
+// the view of any broker that answers: views lag etcd by a moment but do
+// not go back, so the fewest is the current count.
+func (h *harness) fewestReplicasOn(ctx context.Context, id int32) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	md, err := h.admin.BrokerMetadata(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("metadata: %w", err)
+	}
+	fewest, answered := 0, false
+	for _, b := range md.Brokers {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, h.kcl.Broker(int(b.NodeID)))
+		if err != nil {
+			continue
+		}
+		n := 0
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				for _, r := range p.Replicas {
+					if r == id {
+						n++
+					}
+				}
+			}
+		}
+		if !answered || n < fewest {
+			fewest, answered = n, true
+		}
+	}
+	if !answered {
+		return 0, errors.New("no broker answered a metadata request")
+	}
+	return fewest, nil
+}
+
 // replicasOn counts the topic's replicas on broker id.
 func (v *kafkaView) replicasOn(id int32) int {
 	n := 0

@@ -524,15 +524,13 @@ func (j *journey) scaleDown(ctx context.Context) (string, error) {
 		v, mdErr := j.h.metadata(ctx)
 		p := pods[leaving]
 		going := p == nil || p.DeletionTimestamp != nil
-		if mdErr == nil && v.replicasOn(id) == 0 {
+		// The fewest in any broker's view: one broker's view may lag (the
+		// operator drained, then scaled down, while it still listed the
+		// replicas: a false "not drained").
+		if n, err := j.h.fewestReplicasOn(ctx, id); err == nil && n == 0 {
 			drained = true
-		}
-		if going && !drained {
-			n := -1
-			if mdErr == nil {
-				n = v.replicasOn(id)
-			}
-			return false, "", fmt.Errorf("%s removed while holding %d replicas (not drained first)", leaving, n)
+		} else if going && !drained && err == nil {
+			return false, "", fmt.Errorf("%s removed while holding %d replicas in every broker's view (not drained first)", leaving, n)
 		}
 		if !going {
 			return false, leaving + " still running", nil
