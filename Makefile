@@ -112,11 +112,14 @@ bench: ## Go benchmarks of the broker.
 
 ##@ End to end (a real 3-zone Kubernetes on this machine, see docs/e2e.md)
 
-E2E_ENV = TOOLS_DIR=$(TOOLS_DIR) ENVTEST_DIR=$(ENVTEST_DIR) KUBE_VERSION=$(KUBE_VERSION) VERSITYGW=$(VERSITYGW)
+# Where the e2e cluster keeps its state, logs and the journey's report.
+E2E_DIR ?= $(CURDIR)/bin/e2e
+E2E_ENV = TOOLS_DIR=$(TOOLS_DIR) ENVTEST_DIR=$(ENVTEST_DIR) KUBE_VERSION=$(KUBE_VERSION) VERSITYGW=$(VERSITYGW) E2E_DIR=$(E2E_DIR)
 
 .PHONY: e2e-tools
 e2e-tools: envtest s3-server ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubectl, CoreDNS, a static etcd and pause into $(TOOLS_DIR)/e2e; apt for containerd, runc, CNI plugins, podman, iptables.
 	hack/e2e/deps.sh
+	hack/lib/gomodules_test.sh $(KUBE_VERSION)
 	$(E2E_ENV) hack/e2e/tools.sh
 
 .PHONY: e2e-up
@@ -130,6 +133,26 @@ e2e-down: ## Stop everything e2e-up started and unmount what it mounted.
 .PHONY: e2e-smoke
 e2e-smoke: ## On the e2e cluster: one strata broker pod per zone (StatefulSets, PVCs, pod DNS) must turn Ready.
 	$(E2E_ENV) hack/e2e/smoke.sh
+
+# TestJourney's timeout: the journey takes 7-12 minutes on this machine.
+E2E_TIMEOUT ?= 45m
+# Extra flags for TestJourney, e.g. E2E_FLAGS='-e2e.keep' (leave the
+# KafkaCluster running) or E2E_FLAGS='-e2e.steps=wal-path,scale-up-b'.
+E2E_FLAGS ?=
+
+.PHONY: e2e
+e2e: ## On the e2e cluster (make e2e-up): the user's journey (test/e2e), writes bin/e2e/report.json; on failure dumps under bin/e2e/dump/.
+	mkdir -p $(E2E_DIR)
+	E2E_KUBECTL=$(TOOLS_DIR)/e2e/kubectl $(E2E_ENV) \
+		go test -tags e2e ./test/e2e -run '^TestJourney$$' -count=1 -v -timeout $(E2E_TIMEOUT) $(if $(E2E_FLAGS),-args $(E2E_FLAGS)) \
+		2>&1 | tee $(E2E_DIR)/journey.log
+
+.PHONY: e2e-ci
+e2e-ci: ## CI form: e2e-up, e2e, then e2e-down whatever happened (the journey dumps before); fails if any failed.
+	rc=0; { $(MAKE) e2e-up && $(MAKE) e2e; } || rc=$$?; \
+	if [ $$rc -ne 0 ] && [ -d $(E2E_DIR)/logs ]; then mkdir -p $(E2E_DIR)/dump && cp -r $(E2E_DIR)/logs $(E2E_DIR)/dump/cluster-logs; fi; \
+	$(MAKE) e2e-down || { [ $$rc -ne 0 ] || rc=1; }; \
+	exit $$rc
 
 .PHONY: e2e-cluster
 e2e-cluster: ## On the e2e cluster: the operator (kubectl apply -k), a 3-zone KafkaCluster until Ready, a strata bench Job in zone a.

@@ -30,10 +30,21 @@ func (s *Store) RegisterBroker(ctx context.Context, info BrokerInfo, ttl time.Du
 		return nil, fmt.Errorf("register broker: negative ID %d", info.ID)
 	}
 	seconds := max(int(ttl.Round(time.Second)/time.Second), 1)
-	// The session's keepalive runs on its own context, not ctx: ctx bounds
-	// only this call.
-	session, err := concurrency.NewSession(s.client, concurrency.WithTTL(seconds))
+	// The lease is granted under ctx: NewSession would grant it under the
+	// client's context, never cancelled, and with etcd gone (a managed etcd
+	// deleted with its cluster) wait forever, so a broker shutting down
+	// while Maintain registers again never stopped. The session's
+	// keepalive runs on its own context, not ctx: ctx bounds only this call.
+	lease, err := s.client.Grant(ctx, int64(seconds))
 	if err != nil {
+		return nil, fmt.Errorf("register broker %d: lease: %w", info.ID, err)
+	}
+	session, err := concurrency.NewSession(s.client, concurrency.WithTTL(seconds), concurrency.WithLease(lease.ID))
+	if err != nil {
+		// Unused, it expires after the TTL anyway.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_, _ = s.client.Revoke(rctx, lease.ID)
+		cancel()
 		return nil, fmt.Errorf("register broker %d: lease: %w", info.ID, err)
 	}
 	key := s.keys.broker(info.ID)

@@ -101,6 +101,9 @@ if [[ -f $E2E_DIR/sysctl.orig ]]; then
   log "sysctls restored ($(tr '\n' ' ' < "$E2E_DIR/sysctl.orig"))"
 fi
 if [[ -d $E2E_DIR ]]; then
-  find "$E2E_DIR" -mindepth 1 -maxdepth 1 ! -name images -exec rm -rf --one-file-system {} +
+  # Kept: the images (rebuilt only when the binary changes) and the last
+  # journey's results (`make e2e-ci` brings the cluster down after them).
+  find "$E2E_DIR" -mindepth 1 -maxdepth 1 ! -name images ! -name report.json ! -name dump ! -name journey.log \
+    -exec rm -rf --one-file-system {} +
 fi
 log "e2e cluster down"

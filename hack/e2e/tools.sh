@@ -41,7 +41,10 @@ step() {
 }
 
 # kube_cmds NAME CMD...: builds k8s.io/kubernetes/cmd/CMD... of KUBE_VERSION
-# in a throwaway module (as hack/setup-envtest.sh builds kube-apiserver).
+# in a throwaway module (as hack/setup-envtest.sh builds kube-apiserver), in
+# ONE go build: the commands share most packages, and one build schedules
+# their compiles across every core (one build per command linked them one
+# after the other, leaving cores idle between).
 kube_cmds() {
   local dir="$out/build/$1"; shift
   rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
@@ -52,19 +55,20 @@ kube_cmds() {
     printf ')\n'
   } > tools.go
   go mod tidy -e >/dev/null 2>&1 || true
-  local ld
+  local ld pkgs=()
   ld=$(kube_ldflags "$KUBE_VERSION")
-  for cmd in "$@"; do
-    local t0=$SECONDS
-    nice -n 19 go build -trimpath -ldflags "$ld" -o "$out/$cmd" "k8s.io/kubernetes/cmd/$cmd"
-    echo "e2e-tools:   $cmd $((SECONDS - t0)) s"
-  done
+  for cmd in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/$cmd"); done
+  nice -n 19 go build -trimpath -ldflags "$ld" -o "$out/" "${pkgs[@]}"
   rm -rf "$dir"
 }
 
-build_kube() { kube_cmds kube kubelet kube-controller-manager kube-scheduler kube-proxy; }
-# kubectl of the cluster's version: the scripts use it, whatever kubectl
-# the machine has (or not).
+# kubectl of the cluster's version too: the scripts use it, whatever kubectl
+# the machine has (or not). Built with the others; its own stamp is kept so
+# that a TOOLS_DIR from before (kubectl a step of its own) stays valid.
+build_kube() {
+  kube_cmds kube kubelet kube-controller-manager kube-scheduler kube-proxy kubectl
+  echo "$KUBE_VERSION" > "$out/.kubectl"
+}
 build_kubectl() { kube_cmds kubectl kubectl; }
 
 build_coredns() {

@@ -114,14 +114,6 @@ start kube-controller-manager "$E2E_TOOLS/kube-controller-manager" \
   --use-service-account-credentials=true --service-cluster-ip-range "$SERVICE_CIDR"
 start kube-scheduler "$E2E_TOOLS/kube-scheduler" \
   --kubeconfig "$KUBECONFIG_FILE" --leader-elect=false --bind-address 127.0.0.1 --secure-port 30259
-# One kube-proxy for the machine: all nodes share the host's network
-# namespace, so one set of iptables rules serves them all.
-start kube-proxy "$E2E_TOOLS/kube-proxy" \
-  --kubeconfig "$KUBECONFIG_FILE" --hostname-override "${NODE_PREFIX}a" \
-  --proxy-mode iptables --cluster-cidr "$POD_CIDR" --masquerade-all \
-  --conntrack-max-per-core 0 \
-  --metrics-bind-address 127.0.0.1:30249 --healthz-bind-address 127.0.0.1:30256
-
 # CoreDNS on the host, on the bridge address the kubelets give pods as
 # their nameserver. No upstream: the machine has no DNS beyond the cluster.
 cat > "$E2E_DIR/Corefile" <<COREFILE
@@ -220,6 +212,20 @@ done
 for z in "${ZONES[@]}"; do
   wait_for "node $NODE_PREFIX$z Ready" 180 kc wait --for=condition=Ready "node/$NODE_PREFIX$z" --timeout=5s
 done
+
+# One kube-proxy for the machine: all nodes share the host's network
+# namespace, so one set of iptables rules serves them all. Started once its
+# node is registered: a kube-proxy started before exits as soon as the node
+# appears ("NodeIPs changed for the node", null -> 10.244.0.1; it expects a
+# DaemonSet to restart it), and then no Service but `kubernetes` has rules
+# (the operator's admin client timed out dialling the bootstrap Service).
+start kube-proxy "$E2E_TOOLS/kube-proxy" \
+  --kubeconfig "$KUBECONFIG_FILE" --hostname-override "${NODE_PREFIX}a" \
+  --proxy-mode iptables --cluster-cidr "$POD_CIDR" --masquerade-all \
+  --conntrack-max-per-core 0 \
+  --metrics-bind-address 127.0.0.1:30249 --healthz-bind-address 127.0.0.1:30256
+
+wait_for kube-proxy 60 curl -sf http://127.0.0.1:30256/healthz
 
 # --- storage: local PersistentVolumes per node ---
 "$(dirname "$0")/volumes.sh"

@@ -10,9 +10,20 @@ go_version() { go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/'; }
 # every staging module (k8s.io/api, k8s.io/client-go, ...) at ./staging; as
 # a dependency those replace lines must point at the matching v0.x
 # releases, derived here from that go.mod.
+#
+# Callers write its output to ./go.mod (`kube_gomod ... > go.mod`): the
+# shell has already truncated that file when this runs, and `go mod
+# download` in a directory with an empty go.mod fails ("missing module
+# declaration"), so the download runs in an empty directory of its own.
 kube_gomod() {
-  local module=$1 version=$2 gomod
-  gomod=$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  local module=$1 version=$2 gomod tmp
+  tmp=$(mktemp -d)
+  gomod=$(cd "$tmp" && go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  rmdir "$tmp"
+  if [[ -z $gomod || ! -f $gomod ]]; then
+    echo "kube_gomod: no go.mod of k8s.io/kubernetes@$version from the module proxy" >&2
+    return 1
+  fi
   echo "module $module"
   echo
   echo "go $(go_version)"
