@@ -79,6 +79,7 @@ test: test-deps lint verify-generated ## Run all tests (unit, envtest, S3, broke
 
 .PHONY: test-deps
 test-deps: envtest s3-server kustomize ## Install what the tests need (builds from the Go module proxy; apt for kcat and Python clients).
+	hack/lib/gomodules_test.sh $(KUBE_VERSION)
 	hack/test-deps.sh
 
 .PHONY: envtest
