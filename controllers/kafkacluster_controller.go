@@ -23,6 +23,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -644,6 +645,10 @@ func (r *KafkaClusterReconciler) reconcileDelete(ctx context.Context, kc *strata
 	return releaseFinalizer(ctx, r.Client, kc, Finalizer)
 }
 
+// ClusterWorkers is how many KafkaClusters (and KafkaTopics) are
+// reconciled at once.
+const ClusterWorkers = 4
+
 // SetupWithManager registers the controller: it owns what it writes and
 // watches FastBuckets, so fixing a bucket reference or a bucket's
 // reachability requeues the clusters that use it.
@@ -655,6 +660,11 @@ func (r *KafkaClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Service{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&strata.FastBucket{}, handler.EnqueueRequestsFromMapFunc(r.clustersUsingBucket)).
+		// A cluster whose brokers or etcd do not answer costs its reconcile
+		// the probes' timeouts; with one worker every other cluster's
+		// rolls and moves would wait behind it. controller-runtime never
+		// reconciles one cluster twice at a time.
+		WithOptions(controller.Options{MaxConcurrentReconciles: ClusterWorkers}).
 		Named("kafkacluster").
 		Complete(r)
 }

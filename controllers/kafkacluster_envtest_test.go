@@ -698,10 +698,10 @@ var _ = Describe("CRD validation", func() {
 		}, "spec.listeners[0]", "listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported by the operator yet (it does not manage certificates or SCRAM users yet): use PLAINTEXT"),
 		Entry("a SASL_PLAINTEXT listener", func(kc *strata.KafkaCluster) {
 			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SASL_PLAINTEXT"}}
-		}, "listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported yet"),
+		}, "listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported by the operator yet"),
 		Entry("a SASL_SSL listener", func(kc *strata.KafkaCluster) {
 			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SASL_SSL"}}
-		}, "listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported yet"),
+		}, "listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported by the operator yet"),
 		Entry("a leader zone with Balanced placement", func(kc *strata.KafkaCluster) {
 			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementBalanced, Zone: "a"}
 		}, "leaderPlacement.zone needs leaderPlacement.policy Zone (Balanced spreads leaders over all zones)"),

@@ -21,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -752,6 +753,9 @@ func (r *KafkaTopicReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				DeleteFunc:  func(event.DeleteEvent) bool { return true },
 				GenericFunc: func(event.GenericEvent) bool { return false },
 			})).
+		// A topic whose cluster does not answer holds its worker for up
+		// to AdminCallTimeout: the others must not wait behind it.
+		WithOptions(controller.Options{MaxConcurrentReconciles: ClusterWorkers}).
 		Named("kafkatopic").
 		Complete(r)
 }

@@ -78,7 +78,7 @@ func TestUnsupportedSpec(t *testing.T) {
 		}, "only one listener is supported"},
 		{"SSL", func(kc *strata.KafkaCluster) {
 			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "A", Port: 9092, Protocol: "SSL"}}
-		}, "listener A: protocol SSL is not supported yet"},
+		}, "listener A: protocol SSL is not supported by the operator yet (it does not manage certificates or SCRAM users yet)"},
 		{"zone leaders", func(kc *strata.KafkaCluster) {
 			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, Zone: "zone-a"}
 		}, ""},
