@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/brokertest"
+	"github.com/strata-dev/strata/broker/meta"
 )
 
 // sideMetric reads a metric's value for label side=side from a broker's
@@ -106,7 +107,10 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 
 	for id := int32(1); id <= 3; id++ {
 		waitFor(t, fmt.Sprintf("broker %d to apply the rates", id), 10*time.Second, func() bool {
-			return sideMetric(t, brokerByID(c, id), "strata_replication_throttle_rate_bytes", "leader") == 3000000
+			b := brokerByID(c, id)
+			// Broker 2 also applies its own follower rate (a later revision).
+			return sideMetric(t, b, "strata_replication_throttle_rate_bytes", "leader") == 3000000 &&
+				(id != 2 || sideMetric(t, b, "strata_replication_throttle_rate_bytes", "follower") == 4000000)
 		})
 		cfg := brokerConfig(t, adm, "leader.replication.throttled.rate", id)
 		if cfg.MaybeValue() != "3000000" || cfg.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig || cfg.Sensitive {
@@ -153,6 +157,24 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 	}
 
 	createTopic(t, adm, "lists", 2, nil)
+	// CreateTopics answers once the topic is in etcd; the broker that takes
+	// the next alter may not have applied it yet (UNKNOWN_TOPIC_OR_PARTITION).
+	waitFor(t, "topic lists in every broker's applied metadata", 30*time.Second, func() bool {
+		for _, b := range c.Brokers {
+			srv := b.Server()
+			if srv == nil {
+				return false
+			}
+			st := srv.Broker().ClusterState()
+			if st == nil {
+				return false
+			}
+			if _, ok := st.Partition(meta.TopicPartition{Topic: "lists", Partition: 1}); !ok {
+				return false
+			}
+		}
+		return true
+	})
 	for _, v := range []string{"0:1,1:2", "*", " 0:1 , 1:3", ""} {
 		mustAlter(adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("leader.replication.throttled.replicas", v)}, "lists"))
 	}
