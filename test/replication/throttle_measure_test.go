@@ -99,23 +99,8 @@ func measureMove(t *testing.T, rate int64, mb int) {
 				set = append(set, kadm.AlterConfig{Op: kadm.SetConfig, Name: side + ".replication.throttled.rate", Value: s(strconv.FormatInt(rate, 10))})
 			}
 		}
-		res, err := adm.AlterBrokerConfigs(ctx, set)
-		if err == nil {
-			err = alterErr(res)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
-			{Op: kadm.SetConfig, Name: "leader.replication.throttled.replicas", Value: s("*")},
-			{Op: kadm.SetConfig, Name: "follower.replication.throttled.replicas", Value: s("*")},
-		}, "drain")
-		if err == nil {
-			err = alterErr(res)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		mustAlter(t)(adm.AlterBrokerConfigs(ctx, set))
+		throttleAllReplicas(ctx, t, adm, "drain")
 		waitFor(t, "the rate on broker 3", 10*time.Second, func() bool {
 			b := brokerByID(c, 3)
 			return sideMetric(t, b, "strata_replication_throttle_rate_bytes", "follower") == float64(rate) ||

@@ -80,6 +80,30 @@ func alterErr(res kadm.AlterConfigsResponses) error {
 	return nil
 }
 
+// mustAlter(t)(adm.AlterXConfigs(...)) fails t unless the call and every
+// resource of its answer succeeded.
+func mustAlter(t *testing.T) func(kadm.AlterConfigsResponses, error) {
+	return func(res kadm.AlterConfigsResponses, err error) {
+		t.Helper()
+		if err == nil {
+			err = alterErr(res)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// throttleAllReplicas marks every replica of topic throttled on both sides.
+func throttleAllReplicas(ctx context.Context, t *testing.T, adm *kadm.Client, topic string) {
+	t.Helper()
+	all := "*"
+	mustAlter(t)(adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: "leader.replication.throttled.replicas", Value: &all},
+		{Op: kadm.SetConfig, Name: "follower.replication.throttled.replicas", Value: &all},
+	}, topic))
+}
+
 // TestDynamicBrokerConfigs: the replication throttle rates are dynamic
 // broker configs, set cluster-wide (resource "") or per broker, stored in
 // etcd and described with their source on every broker; static, unknown
@@ -93,17 +117,8 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 	set := func(name, value string) kadm.AlterConfig {
 		return kadm.AlterConfig{Op: kadm.SetConfig, Name: name, Value: &value}
 	}
-	mustAlter := func(res kadm.AlterConfigsResponses, err error) {
-		t.Helper()
-		if err == nil {
-			err = alterErr(res)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	mustAlter(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("leader.replication.throttled.rate", "3000000")}))
-	mustAlter(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("follower.replication.throttled.rate", "4000000")}, 2))
+	mustAlter(t)(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("leader.replication.throttled.rate", "3000000")}))
+	mustAlter(t)(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("follower.replication.throttled.rate", "4000000")}, 2))
 
 	for id := int32(1); id <= 3; id++ {
 		waitFor(t, fmt.Sprintf("broker %d to apply the rates", id), 10*time.Second, func() bool {
@@ -176,7 +191,7 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 		return true
 	})
 	for _, v := range []string{"0:1,1:2", "*", " 0:1 , 1:3", ""} {
-		mustAlter(adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("leader.replication.throttled.replicas", v)}, "lists"))
+		mustAlter(t)(adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("leader.replication.throttled.replicas", v)}, "lists"))
 	}
 	for _, v := range []string{"0-1", "0:x", "*,0:1", "0:-1"} {
 		res, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("follower.replication.throttled.replicas", v)}, "lists")
@@ -191,10 +206,10 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 	// DELETE of a config that is not set is a no-op, whatever its name
 	// (kafka-reassign-partitions.sh --verify deletes
 	// replica.alter.log.dirs.io.max.bytes.per.second with the rates).
-	mustAlter(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "replica.alter.log.dirs.io.max.bytes.per.second"}}, 1))
+	mustAlter(t)(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "replica.alter.log.dirs.io.max.bytes.per.second"}}, 1))
 	// DELETE returns to the defaults everywhere.
-	mustAlter(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "leader.replication.throttled.rate"}}))
-	mustAlter(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "follower.replication.throttled.rate"}}, 2))
+	mustAlter(t)(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "leader.replication.throttled.rate"}}))
+	mustAlter(t)(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "follower.replication.throttled.rate"}}, 2))
 	for id := int32(1); id <= 3; id++ {
 		waitFor(t, fmt.Sprintf("broker %d to drop the rates", id), 10*time.Second, func() bool {
 			b := brokerByID(c, id)
@@ -251,25 +266,10 @@ func throttledCatchUp(t *testing.T, side string) {
 
 	start := time.Now()
 	s := func(v string) *string { return &v }
-	res, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{
+	mustAlter(t)(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{
 		{Op: kadm.SetConfig, Name: side + ".replication.throttled.rate", Value: s(strconv.Itoa(rate))},
-	})
-	if err == nil {
-		err = alterErr(res)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
-		{Op: kadm.SetConfig, Name: "leader.replication.throttled.replicas", Value: s("*")},
-		{Op: kadm.SetConfig, Name: "follower.replication.throttled.replicas", Value: s("*")},
-	}, "moving")
-	if err == nil {
-		err = alterErr(res)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	}))
+	throttleAllReplicas(ctx, t, adm, "moving")
 	for id := int32(1); id <= 3; id++ {
 		waitFor(t, "every broker to apply the rate", 10*time.Second, func() bool {
 			return sideMetric(t, brokerByID(c, id), "strata_replication_throttle_rate_bytes", side) == rate
