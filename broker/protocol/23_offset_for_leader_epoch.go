@@ -11,6 +11,7 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker"
@@ -25,15 +26,22 @@ func handleOffsetForLeaderEpoch(_ context.Context, r *Request) (kmsg.Response, e
 	req := r.Msg.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := r.NewResponse().(*kmsg.OffsetForLeaderEpochResponse)
 	b := r.Env.Broker
+	// A follower (v3+: ReplicaID >= 0; before v3 only followers sent it)
+	// needs CLUSTER_ACTION, a consumer DESCRIBE on the topic, as in Kafka.
+	follower := req.Version < 3 || req.ReplicaID >= 0
+	clusterOK := !follower || r.authorizedCluster(kmsg.ACLOperationClusterAction)
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
+		allowed := clusterOK && (follower || r.Authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, rt.Topic))
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
 			p, err := b.Partition(rt.Topic, rp.Partition)
 			switch {
+			case !allowed:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case err != nil:
 				sp.ErrorCode = broker.ErrorCode(err)
 			case req.Version >= 2 && checkPartitionLeader(p, rp.CurrentLeaderEpoch) != nil:
