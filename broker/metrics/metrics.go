@@ -87,6 +87,9 @@ func (m *Metrics) AuthorizationDenied(api, resourceType string) {
 	m.denied.WithLabelValues(api, resourceType).Inc()
 }
 
+// DeniedCounter returns strata_authorization_denied_total (for tests).
+func (m *Metrics) DeniedCounter() *prometheus.CounterVec { return m.denied }
+
 // RequestStarted implements protocol.Observer.
 func (m *Metrics) RequestStarted(key int16) { m.inFlight.WithLabelValues(kmsg.NameForKey(key)).Inc() }
 
