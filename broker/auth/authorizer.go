@@ -174,7 +174,7 @@ func (s *FileACLStore) DeleteACLs(_ context.Context, fs []Filter) ([][]Binding, 
 func (s *FileACLStore) replaceLocked(next []Binding) error {
 	SortBindings(next)
 	if err := writeFileAtomic(s.path, next); err != nil {
-		return fmt.Errorf("write ACLs: %w", err)
+		return err
 	}
 	s.data = next
 	if s.onChange != nil {

@@ -217,6 +217,30 @@ func TestACLsAllowAndDeny(t *testing.T) {
 			t.Fatalf("alice sees topics %s, want orders,orders-eu,orders-secret", got)
 		}
 	})
+	t.Run("authorized operations", func(t *testing.T) {
+		req := kmsg.NewPtrMetadataRequest()
+		req.IncludeTopicAuthorizedOperations = true
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr("orders")
+		req.Topics = append(req.Topics, mt)
+		md, err := req.RequestWith(ctx, alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := int32(1<<int(kmsg.ACLOperationWrite) | 1<<int(kmsg.ACLOperationDescribe))
+		if got := md.Topics[0].AuthorizedOperations; md.Topics[0].ErrorCode != 0 || got != want {
+			t.Fatalf("alice's operations on orders %b (error %d), want %b", got, md.Topics[0].ErrorCode, want)
+		}
+		dc := kmsg.NewPtrDescribeClusterRequest()
+		dc.IncludeClusterAuthorizedOperations = true
+		dr, err := dc.RequestWith(ctx, alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dr.ClusterAuthorizedOperations != 0 {
+			t.Fatalf("alice's operations on the cluster %b, want none", dr.ClusterAuthorizedOperations)
+		}
+	})
 	t.Run("admin APIs need the cluster", func(t *testing.T) {
 		adm := kadm.NewClient(alice)
 		res, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").Topics("payments").Operations(kadm.OpRead))
