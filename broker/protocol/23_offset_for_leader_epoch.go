@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/auth"
 )
 
 func init() { register(kmsg.OffsetForLeaderEpoch, 0, 4, handleOffsetForLeaderEpoch) }
@@ -26,14 +27,14 @@ func handleOffsetForLeaderEpoch(_ context.Context, r *Request) (kmsg.Response, e
 	req := r.Msg.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := r.NewResponse().(*kmsg.OffsetForLeaderEpochResponse)
 	b := r.Env.Broker
-	// A follower (v3+: ReplicaID >= 0; before v3 only followers sent it)
-	// needs CLUSTER_ACTION, a consumer DESCRIBE on the topic, as in Kafka.
-	follower := req.Version < 3 || req.ReplicaID >= 0
-	clusterOK := !follower || r.authorizedCluster(kmsg.ACLOperationClusterAction)
+	// As Kafka: CLUSTER_ACTION (followers) or DESCRIBE on the topic
+	// (consumers since KIP-320, librdkafka at v2 too), whatever the
+	// ReplicaID says.
+	clusterOK := r.authorizedQuiet(kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, auth.ClusterResourceName)
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
-		allowed := clusterOK && (follower || r.Authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, rt.Topic))
+		allowed := clusterOK || r.Authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
