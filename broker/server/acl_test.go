@@ -172,6 +172,15 @@ func TestACLsAllowAndDeny(t *testing.T) {
 		t.Fatalf("DescribeACLs found %d bindings, want 5: %+v", n, described)
 	}
 
+	t.Run("bad binding", func(t *testing.T) {
+		res, err := admin.CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").AllowHosts("client.example.com").Topics("orders").Operations(kadm.OpRead))
+		if err == nil {
+			err = res[0].Err
+		}
+		if !errors.Is(err, kerr.InvalidRequest) {
+			t.Fatalf("a host name as ACL host: %v, want INVALID_REQUEST", err)
+		}
+	})
 	t.Run("produce allowed, idempotent too", func(t *testing.T) {
 		idem := newUserClient(t, addr, "alice")
 		if err := idem.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("a")}).FirstErr(); err != nil {
