@@ -234,6 +234,20 @@ func TestSecureKafkaPythonPlain(t *testing.T) {
 	t.Logf("wrong password: %s", lastLine(stderr))
 }
 
+// TestSecureKafkaPythonACLs manages ACLs with kafka-python's admin client
+// (CreateAcls, DescribeAcls, DeleteAcls at the versions it speaks) as a
+// super user over SASL_SSL PLAIN.
+func TestSecureKafkaPythonACLs(t *testing.T) {
+	py := pythonPath(t)
+	sb := startSecureBroker(t,
+		brokertest.WithSetting("authorizer.class.name", "strata.acl"),
+		brokertest.WithSetting("super.users", "User:ANONYMOUS;User:alice"))
+	out, stderr, err := run(t, "", py, "secure_clients.py", "kafkapython-acls", sb.saslSSL, "py-acl", sb.ca.CertFile, "PLAIN", sb.user, sb.password)
+	if err != nil || !strings.Contains(out, "ok acls") {
+		t.Fatalf("kafka-python ACL admin: %v %s\n%s", err, out, stderr)
+	}
+}
+
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
