@@ -201,26 +201,35 @@ func (p Policy) IsSuper(pr Principal) bool {
 //   - else, when no binding names the resource at all (for any principal),
 //     Policy.AllowIfNoACL decides; otherwise refused.
 func Decide(bindings []Binding, pol Policy, a Action) bool {
+	return decide(pol, a, bindings)
+}
+
+// decide is Decide over bindings given in several lists (an index's
+// candidates); bindings whose pattern does not cover the resource are
+// skipped, so any superset of the relevant bindings gives the same answer.
+func decide(pol Policy, a Action, lists ...[]Binding) bool {
 	if pol.IsSuper(a.Principal) {
 		return true
 	}
 	allowed, resourceHasACL := false, false
-	for _, b := range bindings {
-		if b.ResourceType != a.ResourceType || !patternCovers(b, a.ResourceName) {
-			continue
-		}
-		resourceHasACL = true
-		if !principalMatches(b.Principal, a.Principal) || (b.Host != WildcardHost && b.Host != a.Host) {
-			continue
-		}
-		switch b.Permission {
-		case kmsg.ACLPermissionTypeDeny:
-			if b.Operation == kmsg.ACLOperationAll || b.Operation == a.Operation {
-				return false
+	for _, bindings := range lists {
+		for _, b := range bindings {
+			if b.ResourceType != a.ResourceType || !patternCovers(b, a.ResourceName) {
+				continue
 			}
-		case kmsg.ACLPermissionTypeAllow:
-			if Implies(b.Operation, a.Operation) {
-				allowed = true
+			resourceHasACL = true
+			if !principalMatches(b.Principal, a.Principal) || (b.Host != WildcardHost && b.Host != a.Host) {
+				continue
+			}
+			switch b.Permission {
+			case kmsg.ACLPermissionTypeDeny:
+				if b.Operation == kmsg.ACLOperationAll || b.Operation == a.Operation {
+					return false
+				}
+			case kmsg.ACLPermissionTypeAllow:
+				if Implies(b.Operation, a.Operation) {
+					allowed = true
+				}
 			}
 		}
 	}

@@ -1,6 +1,8 @@
 package auth
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"testing"
 
@@ -104,7 +106,52 @@ func TestDecide(t *testing.T) {
 			if got := Decide(tc.bindings, tc.pol, tc.act); got != tc.want {
 				t.Fatalf("Decide(%v) = %v, want %v", tc.act, got, tc.want)
 			}
+			az := NewAuthorizer(tc.pol)
+			az.SetBindings(tc.bindings)
+			if got := az.Authorize(tc.act); got != tc.want {
+				t.Fatalf("Authorizer.Authorize(%v) = %v, want %v", tc.act, got, tc.want)
+			}
 		})
+	}
+}
+
+// TestAuthorizerIndexMatchesDecide: the indexed Authorizer answers every
+// action as Decide over all bindings does, on random bindings.
+func TestAuthorizerIndexMatchesDecide(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	names := []string{"orders", "orders-eu", "ord", "o", "*", "payments", "pay"}
+	principals := []string{"User:alice", "User:bob", "User:*"}
+	hosts := []string{"*", "10.0.0.1", "10.0.0.2"}
+	ops := []kmsg.ACLOperation{opAll, opRead, opWrite, opDesc, kmsg.ACLOperationAlterConfigs, kmsg.ACLOperationDescribeConfigs}
+	types := []kmsg.ACLResourceType{tTopic, tGroup}
+	pick := func(n int) int { return rng.IntN(n) }
+	for round := range 200 {
+		var bs []Binding
+		for range pick(12) {
+			pt := literal
+			name := names[pick(len(names))]
+			if name != "*" && pick(3) == 0 {
+				pt = prefixed
+			}
+			perm := allow
+			if pick(4) == 0 {
+				perm = deny
+			}
+			bs = append(bs, bind(types[pick(2)], name, pt, principals[pick(3)], hosts[pick(3)], ops[pick(len(ops))], perm))
+		}
+		pol := Policy{AllowIfNoACL: pick(2) == 0}
+		az := NewAuthorizer(pol)
+		az.SetBindings(bs)
+		for _, name := range names[:len(names)-1] {
+			for _, p := range principals[:2] {
+				for _, op := range ops[1:] {
+					a := Action{Principal: Principal(p), Host: hosts[1+pick(2)], Operation: op, ResourceType: types[pick(2)], ResourceName: name}
+					if want, got := Decide(bs, pol, a), az.Authorize(a); got != want {
+						t.Fatalf("round %d: %v over %v: index says %v, Decide %v", round, a, bs, got, want)
+					}
+				}
+			}
+		}
 	}
 }
 
@@ -268,5 +315,34 @@ func TestFileACLStore(t *testing.T) {
 	}
 	if len(seen) != 1 || seen[0] != a {
 		t.Fatalf("authorizer after delete: %v", seen)
+	}
+}
+
+// BenchmarkDecide: one authorization against n bindings (the broker asks
+// once per topic of a request).
+func BenchmarkDecide(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		var bs []Binding
+		for i := range n {
+			bs = append(bs, bind(tTopic, "topic-"+string(rune('a'+i%26))+"-"+string(rune('a'+i/26%26)), literal, "User:u"+string(rune('a'+i%26)), "*", opRead, allow))
+		}
+		bs = append(bs, bind(tTopic, "orders", literal, "User:alice", "*", opRead, allow))
+		a := Action{Principal: "User:alice", Host: "10.0.0.1", Operation: opRead, ResourceType: tTopic, ResourceName: "orders"}
+		b.Run(fmt.Sprintf("Decide/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if !Decide(bs, Policy{}, a) {
+					b.Fatal("refused")
+				}
+			}
+		})
+		az := NewAuthorizer(Policy{})
+		az.SetBindings(bs)
+		b.Run(fmt.Sprintf("Authorizer/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if !az.Authorize(a) {
+					b.Fatal("refused")
+				}
+			}
+		})
 	}
 }

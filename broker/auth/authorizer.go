@@ -29,34 +29,69 @@ type ACLStore interface {
 // Authorizer answers authorization questions from a cached copy of the
 // bindings (updated by SetBindings: the cluster's etcd watch, or the
 // FileACLStore after each change) and the policy. Safe for concurrent
-// use; an authorization never does I/O.
+// use; an authorization never does I/O. The bindings are indexed by
+// resource, so a decision looks at the bindings of its resource name, of
+// the "*" wildcard and the prefixed ones of its type, not at all of them.
 type Authorizer struct {
-	pol      Policy
-	bindings atomic.Pointer[[]Binding]
+	pol   Policy
+	index atomic.Pointer[aclIndex]
+}
+
+// aclIndex is an immutable view of the bindings.
+type aclIndex struct {
+	all      []Binding
+	literal  map[literalKey][]Binding
+	prefixed map[kmsg.ACLResourceType][]Binding
+}
+
+type literalKey struct {
+	rt   kmsg.ACLResourceType
+	name string
+}
+
+func newACLIndex(bs []Binding) *aclIndex {
+	ix := &aclIndex{all: append([]Binding(nil), bs...), literal: map[literalKey][]Binding{}, prefixed: map[kmsg.ACLResourceType][]Binding{}}
+	for _, b := range ix.all {
+		switch b.PatternType {
+		case kmsg.ACLResourcePatternTypeLiteral:
+			k := literalKey{b.ResourceType, b.ResourceName}
+			ix.literal[k] = append(ix.literal[k], b)
+		case kmsg.ACLResourcePatternTypePrefixed:
+			ix.prefixed[b.ResourceType] = append(ix.prefixed[b.ResourceType], b)
+		}
+	}
+	return ix
+}
+
+// candidates are the bindings that can apply to act's resource.
+func (ix *aclIndex) candidates(act Action) [3][]Binding {
+	return [3][]Binding{
+		ix.literal[literalKey{act.ResourceType, act.ResourceName}],
+		ix.literal[literalKey{act.ResourceType, WildcardResource}],
+		ix.prefixed[act.ResourceType],
+	}
 }
 
 // NewAuthorizer returns an authorizer with pol and no bindings yet.
 func NewAuthorizer(pol Policy) *Authorizer {
 	a := &Authorizer{pol: pol}
-	a.bindings.Store(&[]Binding{})
+	a.index.Store(newACLIndex(nil))
 	return a
 }
 
 // SetBindings replaces the cached bindings.
-func (a *Authorizer) SetBindings(bs []Binding) {
-	cp := append([]Binding(nil), bs...)
-	a.bindings.Store(&cp)
-}
+func (a *Authorizer) SetBindings(bs []Binding) { a.index.Store(newACLIndex(bs)) }
 
 // Bindings returns the cached bindings (not to be modified).
-func (a *Authorizer) Bindings() []Binding { return *a.bindings.Load() }
+func (a *Authorizer) Bindings() []Binding { return a.index.Load().all }
 
 // Policy returns the authorizer's policy.
 func (a *Authorizer) Policy() Policy { return a.pol }
 
 // Authorize decides one action (Decide).
 func (a *Authorizer) Authorize(act Action) bool {
-	return Decide(a.Bindings(), a.pol, act)
+	c := a.index.Load().candidates(act)
+	return decide(a.pol, act, c[0], c[1], c[2])
 }
 
 // AuthorizeAnyResource decides an action on any resource of its type
@@ -68,7 +103,14 @@ func (a *Authorizer) AuthorizeAnyResource(act Action) bool {
 // AuthorizedOperations returns the bit field of allowed operations on
 // the resource of act (its Operation is ignored).
 func (a *Authorizer) AuthorizedOperations(act Action) int32 {
-	return AuthorizedOperations(a.Bindings(), a.pol, act)
+	var bits int32
+	for _, op := range resourceOperations[act.ResourceType] {
+		act.Operation = op
+		if a.Authorize(act) {
+			bits |= 1 << uint(op)
+		}
+	}
+	return bits
 }
 
 // Authorizer class names accepted for authorizer.class.name: Kafka's two
