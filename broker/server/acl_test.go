@@ -200,6 +200,45 @@ func TestACLsAllowAndDeny(t *testing.T) {
 			t.Fatalf("alice in a group without READ: %v", err)
 		}
 	})
+	t.Run("groups are listed and described by right", func(t *testing.T) {
+		var os kadm.Offsets
+		os.Add(kadm.Offset{Topic: "payments", Partition: 0, At: 1, LeaderEpoch: -1})
+		if _, err := admin.CommitOffsets(ctx, "admins-group", os); err != nil {
+			t.Fatal(err)
+		}
+		adm := kadm.NewClient(alice)
+		listed, err := adm.ListGroups(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := listed["g-1"]; !ok || len(listed) != 1 {
+			t.Fatalf("alice lists groups %v, want g-1 only", listed.Groups())
+		}
+		described, err := adm.DescribeGroups(ctx, "g-1")
+		if err != nil || described["g-1"].Err != nil {
+			t.Fatalf("alice describes g-1: %v %v", err, described["g-1"].Err)
+		}
+		// Refused already when the client looks for the coordinator.
+		if _, err := adm.DescribeGroups(ctx, "admins-group"); !errors.Is(err, kerr.GroupAuthorizationFailed) {
+			t.Fatalf("alice describes admins-group: %v", err)
+		}
+		// The broker's own answer, asked directly.
+		dg := kmsg.NewPtrDescribeGroupsRequest()
+		dg.Groups, dg.IncludeAuthorizedOperations = []string{"g-1", "admins-group"}, true
+		dr, err := dg.RequestWith(ctx, alice.Broker(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantOps := int32(1<<int(kmsg.ACLOperationRead) | 1<<int(kmsg.ACLOperationDescribe))
+		if len(dr.Groups) != 2 || dr.Groups[0].ErrorCode != 0 || dr.Groups[0].AuthorizedOperations != wantOps ||
+			dr.Groups[1].Group != "admins-group" || dr.Groups[1].ErrorCode != kerr.GroupAuthorizationFailed.Code {
+			t.Fatalf("DescribeGroups g-1, admins-group as alice: %+v", dr.Groups)
+		}
+		fetched, err := adm.FetchOffsets(ctx, "admins-group")
+		if !errors.Is(err, kerr.GroupAuthorizationFailed) {
+			t.Fatalf("alice fetches admins-group's offsets: %v %v", err, fetched)
+		}
+	})
 	t.Run("deny wins", func(t *testing.T) {
 		if err := consumeOne(ctx, addr, "alice", "orders-secret", ""); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 			t.Fatalf("alice consume a denied topic under an allowed prefix: %v", err)
