@@ -17,9 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/config/argocd"
 	"github.com/strata-dev/strata/controllers"
 )
 
@@ -119,6 +121,12 @@ var _ = Describe("KafkaUser controller", Ordered, func() {
 		Expect(got.Status.SecretName).To(Equal("alice"))
 		Expect(got.Status.Mechanism).To(Equal("SCRAM-SHA-512"))
 		Expect(got.Finalizers).To(ContainElement(controllers.UserFinalizer))
+		res, err := kstatusOf(got, "KafkaUser")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Status).To(Equal(kstatus.CurrentStatus))
+		argo, err := argoHealthOf(got)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(argo.Status).To(Equal(argocd.Healthy), argo.Message)
 
 		var password string
 		Eventually(func(g Gomega) {
@@ -224,6 +232,12 @@ var _ = Describe("KafkaUser controller", Ordered, func() {
 		got = userCondition(dave, controllers.ReasonSecretConflict)
 		c = meta.FindStatusCondition(got.Status.Conditions, strata.ConditionReady)
 		Expect(c.Message).To(Equal("Secret dave exists and is not this KafkaUser's; the operator does not take it over: delete or rename it"))
+		res, err := kstatusOf(got, "KafkaUser")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Status).To(Equal(kstatus.FailedStatus))
+		argo, err := argoHealthOf(got)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(argo).To(Equal(argocd.HealthStatus{Status: argocd.Degraded, Message: c.Reason + ": " + c.Message}))
 		Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(mine), mine)).To(Succeed())
 		Expect(mine.Data).To(Equal(map[string][]byte{"password": []byte("not-yours")}))
 		Expect(mine.OwnerReferences).To(BeEmpty())
