@@ -53,6 +53,7 @@ const (
 	EventAclsChanged        = "AclsChanged"
 	EventAclsDeleted        = "AclsDeleted"
 	EventUserNotReady       = "UserNotReady"
+	EventUserNotManaged     = "UserNotManaged"
 )
 
 // Keys of the user's Secret. They are what Strimzi writes, so clients and
@@ -368,8 +369,8 @@ func (r *KafkaUserReconciler) reconcileCredentials(ctx context.Context, s *userS
 			del = append(del, kadm.DeleteSCRAM{User: ku.Name, Mechanism: m})
 		}
 	}
-	ku.Status.Mechanism = s.mechanism.String()
 	if len(upsert) == 0 && len(del) == 0 {
+		ku.Status.Mechanism = s.mechanism.String()
 		return nil
 	}
 	res, err := s.adm.AlterUserSCRAMs(ctx, del, upsert)
@@ -381,6 +382,9 @@ func (r *KafkaUserReconciler) reconcileCredentials(ctx context.Context, s *userS
 	if err != nil {
 		return fmt.Errorf("set SCRAM credential of user %s: %w", ku.Name, err)
 	}
+	// From here on the KafkaUser manages the Kafka user: deleting it
+	// deletes the user's credentials and ACLs (deleteUser).
+	ku.Status.Mechanism = s.mechanism.String()
 	if len(upsert) > 0 {
 		patch := client.MergeFrom(s.secret.DeepCopy())
 		if s.secret.Annotations == nil {
@@ -661,7 +665,9 @@ func (r *KafkaUserReconciler) reconcileACLs(ctx context.Context, s *userScope) e
 
 // reconcileDelete removes the user's credentials and ACLs from the brokers,
 // then releases the KafkaUser (its Secret goes with it: it is owned). A
-// user whose cluster is gone or going has nothing left to remove.
+// user whose cluster is gone or going has nothing left to remove; one that
+// never set a credential (status.mechanism empty) never managed the Kafka
+// user of its name and leaves it alone.
 func (r *KafkaUserReconciler) reconcileDelete(ctx context.Context, ku *strata.KafkaUser) error {
 	if !controllerutil.ContainsFinalizer(ku, UserFinalizer) {
 		return nil
@@ -691,6 +697,14 @@ func (r *KafkaUserReconciler) deleteUser(ctx context.Context, ku *strata.KafkaUs
 	}
 	if err != nil {
 		return fmt.Errorf("get KafkaCluster: %w", err)
+	}
+	if ku.Status.Mechanism == "" {
+		// It never got as far as setting a credential (a Secret conflict,
+		// a missing password Secret, a cluster that never answered): a
+		// Kafka user of this name is someone else's and stays.
+		r.Recorder.Eventf(ku, nil, corev1.EventTypeNormal, EventUserNotManaged, "Delete",
+			"left user %s in Kafka: this KafkaUser never set its credential", ku.Name)
+		return nil
 	}
 	adm, err := r.Admin.Admin(kc)
 	if err != nil {
