@@ -115,7 +115,9 @@ bench: ## Go benchmarks of the broker.
 
 # Where the e2e cluster keeps its state, logs and the journey's report.
 E2E_DIR ?= $(CURDIR)/bin/e2e
-E2E_ENV = TOOLS_DIR=$(TOOLS_DIR) ENVTEST_DIR=$(ENVTEST_DIR) KUBE_VERSION=$(KUBE_VERSION) VERSITYGW=$(VERSITYGW) E2E_DIR=$(E2E_DIR)
+# 1: e2e-up first stops an e2e cluster another checkout left up (e2e-ci sets it).
+E2E_TAKEOVER ?= 0
+E2E_ENV = E2E_TAKEOVER=$(E2E_TAKEOVER) TOOLS_DIR=$(TOOLS_DIR) ENVTEST_DIR=$(ENVTEST_DIR) KUBE_VERSION=$(KUBE_VERSION) VERSITYGW=$(VERSITYGW) E2E_DIR=$(E2E_DIR)
 
 .PHONY: e2e-tools
 e2e-tools: envtest s3-server ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubectl, CoreDNS, a static etcd and pause into $(TOOLS_DIR)/e2e; apt for containerd, runc, CNI plugins, podman, iptables.
@@ -150,7 +152,7 @@ e2e: ## On the e2e cluster (make e2e-up): the user's journey (test/e2e), writes 
 
 .PHONY: e2e-ci
 e2e-ci: ## CI form: e2e-up, e2e, then e2e-down whatever happened (the journey dumps before); fails if any failed.
-	rc=0; { $(MAKE) e2e-up && $(MAKE) e2e; } || rc=$$?; \
+	rc=0; { $(MAKE) e2e-up E2E_TAKEOVER=1 && $(MAKE) e2e; } || rc=$$?; \
 	if [ $$rc -ne 0 ] && [ -d $(E2E_DIR)/logs ]; then mkdir -p $(E2E_DIR)/dump && cp -r $(E2E_DIR)/logs $(E2E_DIR)/dump/cluster-logs; fi; \
 	$(MAKE) e2e-down || { [ $$rc -ne 0 ] || rc=1; }; \
 	exit $$rc

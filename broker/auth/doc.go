@@ -11,4 +11,12 @@
 // (FileStore). One user database serves both mechanisms: a PLAIN password is
 // salted with the stored salt and iterations of the user's SCRAM credential
 // and compared with its StoredKey, so no clear-text password file exists.
+//
+// Authorization (acl.go, authorizer.go): Kafka's ACL model — bindings of
+// (resource pattern, principal, host, operation, ALLOW/DENY) — and the
+// decision as Kafka's StandardAuthorizer takes it, a pure function
+// (Decide) of the bindings, the policy (super.users,
+// allow.everyone.if.no.acl.found) and the action. An Authorizer caches the
+// bindings of an ACLStore: the cluster's etcd (broker/meta, watched), or a
+// FileACLStore (<data dir>/__acls.json) for a standalone broker.
 package auth

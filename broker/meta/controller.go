@@ -114,7 +114,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	backoff := newBackoff(50*time.Millisecond, 5*time.Second)
 	for {
 		election := concurrency.NewElection(c.reg.session, c.store.keys.controller())
-		err := election.Campaign(ctx, strconv.Itoa(int(c.reg.info.ID)))
+		err := campaign(ctx, election, strconv.Itoa(int(c.reg.info.ID)))
 		if err == nil {
 			backoff.reset()
 			err = c.lead(ctx, election)
@@ -124,7 +124,9 @@ func (c *Controller) Run(ctx context.Context) error {
 				log.Info("lost the etcd session; no longer campaigning")
 				return ErrSessionLost
 			}
-			c.resign(election)
+			if !errors.Is(err, errCampaignAbandoned) {
+				c.resign(election)
+			}
 			return nil
 		}
 		log.Error(err, "controller term ended; campaigning again")
@@ -132,6 +134,45 @@ func (c *Controller) Run(ctx context.Context) error {
 		if !backoff.wait(ctx) {
 			continue // the loop head reports why ctx ended
 		}
+	}
+}
+
+// errCampaignAbandoned: campaign returned without waiting for etcd's
+// Campaign, which still runs (see campaign).
+var errCampaignAbandoned = errors.New("campaign abandoned: its context ended and etcd did not answer")
+
+// campaignCleanupWait is how long campaign waits, once its context ended,
+// for etcd's Campaign to clean up before abandoning it.
+const campaignCleanupWait = 2 * time.Second
+
+// campaign is election.Campaign, except that it returns once ctx has ended
+// even when etcd cannot be reached. When its context ends while it waits
+// for the role, etcd's Campaign withdraws the candidacy with the client's
+// own context, which ends only when the client is closed: with etcd gone
+// it blocks until then, and the broker's shutdown waited for it forever
+// (the e2e journey's delete-cluster step, where the managed etcd goes
+// before the brokers; goroutine dump: Controller.Run -> Election.Campaign
+// -> Election.Resign -> txn.Commit). campaign gives that cleanup
+// campaignCleanupWait, then returns errCampaignAbandoned and leaves it
+// running: it ends when etcd answers or the client closes, and the
+// candidacy key lives on the session's lease, which the registration
+// revokes or lets expire. The election must not be used after
+// errCampaignAbandoned.
+func campaign(ctx context.Context, e *concurrency.Election, val string) error {
+	done := make(chan error, 1)
+	go func() { done <- e.Campaign(ctx, val) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(campaignCleanupWait)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return errCampaignAbandoned
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 //	/strata/<cluster>/offsets/...                      consumer group offsets
 //	/strata/<cluster>/groups/...                       consumer group membership
 //	/strata/<cluster>/credentials/scram/<user>         SCRAM credentials (auth.UserCredentials JSON; user path-escaped)
+//	/strata/<cluster>/credentials/acls/<hash>           one ACL binding (auth.Binding JSON; hash: SHA-256 of it, 128 bits)
 type keys struct {
 	root        string // /strata/<cluster>/meta/
 	offsets     string // /strata/<cluster>/offsets/

@@ -25,6 +25,7 @@ type Metrics struct {
 	bytesOut    prometheus.Counter
 	connections prometheus.Gauge
 	refused     *prometheus.CounterVec
+	denied      *prometheus.CounterVec
 }
 
 // New returns metrics registered on a new registry (with the Go and process
@@ -59,8 +60,11 @@ func New(b *broker.Broker) *Metrics {
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_connections_refused_total", Help: "Connections closed on accept because they were over a limit, by the limit's config key.",
 		}, []string{"limit"}),
+		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_authorization_denied_total", Help: "Authorizations the ACLs refused, by API and resource type (topic, group, cluster, transactional_id).",
+		}, []string{"api", "resource_type"}),
 	}
-	reg.MustRegister(m.requests, m.failures, m.inFlight, m.latency, m.bytesIn, m.bytesOut, m.connections, m.refused,
+	reg.MustRegister(m.requests, m.failures, m.inFlight, m.latency, m.bytesIn, m.bytesOut, m.connections, m.refused, m.denied,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if b != nil {
 		reg.MustRegister(&logCollector{b: b})
@@ -76,6 +80,15 @@ func (m *Metrics) ConnClosed() { m.connections.Dec() }
 
 // ConnRefused implements protocol.ConnLimitObserver.
 func (m *Metrics) ConnRefused(limit string) { m.refused.WithLabelValues(limit).Inc() }
+
+// AuthorizationDenied implements protocol.DenialObserver. Both labels are
+// bounded: API names of the served keys, and the four resource types.
+func (m *Metrics) AuthorizationDenied(api, resourceType string) {
+	m.denied.WithLabelValues(api, resourceType).Inc()
+}
+
+// DeniedCounter returns strata_authorization_denied_total (for tests).
+func (m *Metrics) DeniedCounter() *prometheus.CounterVec { return m.denied }
 
 // RequestStarted implements protocol.Observer.
 func (m *Metrics) RequestStarted(key int16) { m.inFlight.WithLabelValues(kmsg.NameForKey(key)).Inc() }

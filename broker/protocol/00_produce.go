@@ -20,7 +20,10 @@ package protocol
 // response; if any partition failed the connection is closed, as Kafka
 // does, so that the producer notices. Other acks values:
 // INVALID_REQUIRED_ACKS. Transactional produce is not supported
-// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED). With ACLs, each topic needs
+// WRITE (TOPIC_AUTHORIZATION_FAILED on its partitions, nothing appended);
+// idempotent producers were authorized when they got their producer ID
+// (InitProducerId), as in Kafka 3.
 
 import (
 	"context"
@@ -71,13 +74,17 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 	}
 	for ti, rt := range req.Topics {
 		st := &resp.Topics[ti]
+		topicErr := reqErr
+		if topicErr == nil && !r.Authorized(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic, rt.Topic) {
+			topicErr = kerr.TopicAuthorizationFailed
+		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
 			st.Partitions = append(st.Partitions, sp)
 			spp := &st.Partitions[len(st.Partitions)-1]
-			err := reqErr
+			err := topicErr
 			if err == nil {
 				var w *pendingAck
 				w, err = producePartition(b, rt.Topic, req.Acks, rp, spp)

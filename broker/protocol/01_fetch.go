@@ -25,6 +25,12 @@ package protocol
 // consumer that sent its rack (client.rack) names an in-sync replica in
 // that rack as PreferredReadReplica instead of returning data.
 //
+// With ACLs, a consumer fetch needs READ on each topic
+// (TOPIC_AUTHORIZATION_FAILED on its partitions) and a replica fetch
+// CLUSTER_ACTION on the cluster: a client posing as a replica without it
+// gets TOPIC_AUTHORIZATION_FAILED on every partition (Kafka's answer),
+// before its position is looked at.
+//
 // Replica fetches (ReplicaID = a follower's broker ID; v15+: ReplicaState.ID)
 // come from registered brokers only: a fetch naming a broker that is not
 // registered, or that registered as sending its broker epoch
@@ -79,6 +85,10 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		// v15+ (KIP-903) names the fetching replica in ReplicaState only.
 		req.ReplicaID = req.ReplicaState.ID
 	}
+	if req.ReplicaID >= 0 && !r.authorizedCluster(kmsg.ACLOperationClusterAction) {
+		return refuseReplicaFetch(r, req, kerr.TopicAuthorizationFailed), nil
+	}
+	denied := deniedFetchTopics(r, req)
 	if rm := b.Replicas(); rm != nil && req.ReplicaID >= 0 {
 		// Only a registered broker, with its current broker epoch, may
 		// report a follower's position (KIP-380 style; standalone brokers
@@ -151,7 +161,7 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		// between the read and the wait is not missed.
 		var waits []<-chan struct{}
 		var charge leaderCharge
-		resp, total := fetchOnce(r, b, req, &waits, &charge)
+		resp, total := fetchOnce(r, b, req, denied, &waits, &charge)
 		if total >= int(req.MinBytes) || wait == 0 || len(waits) == 0 || ctx.Err() != nil {
 			charge.record()
 			return done(resp)
@@ -174,11 +184,38 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		if chosen < 2 {
 			// Deadline or shutdown: answer with what is there now.
 			var charge leaderCharge
-			resp, _ := fetchOnce(r, b, req, nil, &charge)
+			resp, _ := fetchOnce(r, b, req, denied, nil, &charge)
 			charge.record()
 			return done(resp)
 		}
 	}
+}
+
+// deniedFetchTopics returns the topics (by name, or by ID from v13) of a
+// consumer fetch that the principal may not READ; nil for replica fetches
+// (authorized as a whole) and without an authorizer.
+func deniedFetchTopics(r *Request, req *kmsg.FetchRequest) map[string]bool {
+	if req.ReplicaID >= 0 || !r.authzOn() {
+		return nil
+	}
+	var denied map[string]bool
+	for _, rt := range req.Topics {
+		name := rt.Topic
+		if req.Version >= 13 {
+			info, ok := r.Env.Broker.TopicByID(rt.TopicID)
+			if !ok {
+				continue // UNKNOWN_TOPIC_ID
+			}
+			name = info.Name
+		}
+		if !r.Authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, name) {
+			if denied == nil {
+				denied = map[string]bool{}
+			}
+			denied[name] = true
+		}
+	}
+	return denied
 }
 
 // replicaEpoch is the broker epoch a replica fetch carries in ReplicaState
@@ -253,7 +290,7 @@ func (c *leaderCharge) record() {
 // with the number of record bytes in it. If waits is not nil, the wake-up
 // channel of every readable partition is appended to it. Bytes served to
 // throttled replicas are added to charge.
-func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, waits *[]<-chan struct{}, charge *leaderCharge) (*kmsg.FetchResponse, int) {
+func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, denied map[string]bool, waits *[]<-chan struct{}, charge *leaderCharge) (*kmsg.FetchResponse, int) {
 	resp := r.NewResponse().(*kmsg.FetchResponse)
 	// WAL pointers, in the form the follower asked for.
 	ptrs := replica.NewPointerAnswer(replica.AsksCompactPointers(req))
@@ -272,6 +309,9 @@ func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, waits *[]<-
 			} else {
 				topicErr = kerr.UnknownTopicID
 			}
+		}
+		if topicErr == nil && denied[topic] {
+			topicErr = kerr.TopicAuthorizationFailed
 		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()

@@ -31,11 +31,14 @@ func handleListOffsets(_ context.Context, r *Request) (kmsg.Response, error) {
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
+		allowed := r.Authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
-			if err := listOffset(b, req.Version, rt.Topic, rp, &sp); err != nil {
+			if !allowed {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			} else if err := listOffset(b, req.Version, rt.Topic, rp, &sp); err != nil {
 				sp.ErrorCode = broker.ErrorCode(err)
 				sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			}

@@ -13,8 +13,14 @@ package protocol
 // num.partitions partitions (and default.replication.factor replicas) when
 // auto.create.topics.enable is set and the request allows it (always below
 // v4), as Kafka does. v10+ report topic UUIDs; v12 may name topics by UUID
-// only. Authorized operations are not computed (reported as "not
-// requested", the int32 minimum).
+// only.
+//
+// With ACLs: a listing of every topic shows the topics the principal may
+// DESCRIBE; a named topic it may not answers TOPIC_AUTHORIZATION_FAILED
+// (whether it exists or not), and auto-creation needs CREATE on the
+// cluster or on the topic (TOPIC_AUTHORIZATION_FAILED otherwise). The
+// authorized operations of the cluster (v8-10) and of each topic are
+// filled when requested, else the int32 minimum ("not requested").
 
 import (
 	"context"
@@ -24,6 +30,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/auth"
 )
 
 func init() { register(kmsg.Metadata, 0, 12, handleMetadata) }
@@ -52,11 +59,29 @@ func handleMetadata(ctx context.Context, r *Request) (kmsg.Response, error) {
 	resp.ClusterID = &clusterID
 	resp.ControllerID = b.ControllerID()
 	resp.AuthorizedOperations = authorizedOpsNotRequested
+	if req.IncludeClusterAuthorizedOperations && req.Version >= 8 && req.Version <= 10 {
+		resp.AuthorizedOperations = r.authorizedOps(kmsg.ACLResourceTypeCluster, auth.ClusterResourceName)
+	}
+	topicOps := func(mt kmsg.MetadataResponseTopic) kmsg.MetadataResponseTopic {
+		if req.IncludeTopicAuthorizedOperations && req.Version >= 8 && mt.Topic != nil && mt.ErrorCode == 0 {
+			mt.AuthorizedOperations = r.authorizedOps(kmsg.ACLResourceTypeTopic, *mt.Topic)
+		}
+		return mt
+	}
+	deniedTopic := func(name *string, id [16]byte) {
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic, mt.TopicID = name, id
+		mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		mt.AuthorizedOperations = authorizedOpsNotRequested
+		resp.Topics = append(resp.Topics, mt)
+	}
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range b.Topics() {
-			resp.Topics = append(resp.Topics, metadataTopic(b, t))
+			if r.authorizedQuiet(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, t.Name) {
+				resp.Topics = append(resp.Topics, topicOps(metadataTopic(b, t)))
+			}
 		}
 		return resp, nil
 	}
@@ -65,7 +90,11 @@ func handleMetadata(ctx context.Context, r *Request) (kmsg.Response, error) {
 		if rt.Topic == nil {
 			// v10+: by topic UUID.
 			if t, ok := b.TopicByID(rt.TopicID); ok {
-				resp.Topics = append(resp.Topics, metadataTopic(b, t))
+				if !r.Authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, t.Name) {
+					deniedTopic(nil, rt.TopicID)
+					continue
+				}
+				resp.Topics = append(resp.Topics, topicOps(metadataTopic(b, t)))
 				continue
 			}
 			mt := kmsg.NewMetadataResponseTopic()
@@ -76,7 +105,16 @@ func handleMetadata(ctx context.Context, r *Request) (kmsg.Response, error) {
 			continue
 		}
 		name := *rt.Topic
+		if !r.Authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, name) {
+			deniedTopic(&name, [16]byte{})
+			continue
+		}
 		t, ok := b.Topic(name)
+		if !ok && autoCreate && broker.ValidateTopicName(name) == nil && !r.authorizedQuiet(kmsg.ACLOperationCreate, kmsg.ACLResourceTypeCluster, auth.ClusterResourceName) &&
+			!r.Authorized(kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic, name) {
+			deniedTopic(&name, [16]byte{})
+			continue
+		}
 		if !ok && autoCreate {
 			var err error
 			t, err = b.CreateTopic(ctx, broker.TopicSpec{Name: name, Partitions: -1, ReplicationFactor: -1}, false)
@@ -105,7 +143,7 @@ func handleMetadata(ctx context.Context, r *Request) (kmsg.Response, error) {
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, metadataTopic(b, t))
+		resp.Topics = append(resp.Topics, topicOps(metadataTopic(b, t)))
 	}
 	return resp, nil
 }

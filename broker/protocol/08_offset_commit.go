@@ -38,5 +38,36 @@ func handleOffsetCommit(ctx context.Context, r *Request) (kmsg.Response, error) 
 		}
 		return resp, nil
 	}
-	return r.Env.Groups.OffsetCommit(ctx, req), nil
+	// As Kafka: READ on the group (else every partition answers
+	// GROUP_AUTHORIZATION_FAILED), then READ on each topic
+	// (TOPIC_AUTHORIZATION_FAILED on its partitions, nothing committed).
+	groupOK := r.Authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.Group)
+	var allowed, denied []kmsg.OffsetCommitRequestTopic
+	for _, t := range req.Topics {
+		if groupOK && r.Authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, t.Topic) {
+			allowed = append(allowed, t)
+		} else {
+			denied = append(denied, t)
+		}
+	}
+	resp := r.NewResponse().(*kmsg.OffsetCommitResponse)
+	if groupOK && (len(allowed) > 0 || len(req.Topics) == 0) {
+		req.Topics = allowed
+		resp = r.Env.Groups.OffsetCommit(ctx, req)
+	}
+	code := kerr.TopicAuthorizationFailed.Code
+	if !groupOK {
+		code = kerr.GroupAuthorizationFailed.Code
+	}
+	for _, t := range denied {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
 }

@@ -42,6 +42,10 @@ func handleFindCoordinator(_ context.Context, r *Request) (kmsg.Response, error)
 			c.ErrorCode = kerr.InvalidRequest.Code
 			msg := "unsupported coordinator type"
 			c.ErrorMessage = &msg
+		case req.CoordinatorType == 0 && !r.Authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, key):
+			c.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		case req.CoordinatorType == 1 && !r.Authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId, key):
+			c.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		case r.Env.Groups == nil:
 			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		default:

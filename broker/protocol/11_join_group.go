@@ -35,6 +35,9 @@ func handleJoinGroup(ctx context.Context, r *Request) (kmsg.Response, error) {
 		}
 		return resp, nil
 	}
+	if !r.Authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.Group) {
+		return fail(kerr.GroupAuthorizationFailed.Code)
+	}
 	if r.Env.Groups == nil {
 		return fail(kerr.CoordinatorNotAvailable.Code)
 	}

@@ -20,6 +20,11 @@ func handleHeartbeat(ctx context.Context, r *Request) (kmsg.Response, error) {
 		return nil, err
 	}
 	req := r.Msg.(*kmsg.HeartbeatRequest)
+	if !r.Authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.Group) {
+		resp := r.NewResponse().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	if r.Env.Groups == nil {
 		resp := r.NewResponse().(*kmsg.HeartbeatResponse)
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code

@@ -19,6 +19,11 @@ func handleLeaveGroup(ctx context.Context, r *Request) (kmsg.Response, error) {
 		return nil, err
 	}
 	req := r.Msg.(*kmsg.LeaveGroupRequest)
+	if !r.Authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.Group) {
+		resp := r.NewResponse().(*kmsg.LeaveGroupResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	if r.Env.Groups == nil {
 		resp := r.NewResponse().(*kmsg.LeaveGroupResponse)
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code

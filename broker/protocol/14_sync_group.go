@@ -27,6 +27,9 @@ func handleSyncGroup(ctx context.Context, r *Request) (kmsg.Response, error) {
 		resp.MemberAssignment = []byte{}
 		return resp, nil
 	}
+	if !r.Authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.Group) {
+		return fail(kerr.GroupAuthorizationFailed.Code)
+	}
 	if r.Env.Groups == nil {
 		return fail(kerr.CoordinatorNotAvailable.Code)
 	}

@@ -30,5 +30,37 @@ func handleDescribeGroups(ctx context.Context, r *Request) (kmsg.Response, error
 		}
 		return resp, nil
 	}
-	return r.Env.Groups.DescribeGroups(ctx, req), nil
+	// Groups the principal may not DESCRIBE are answered here and not
+	// looked up; the others keep the request order.
+	all := req.Groups
+	var allowed []string
+	for _, id := range all {
+		if r.Authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, id) {
+			allowed = append(allowed, id)
+		}
+	}
+	described := map[string]kmsg.DescribeGroupsResponseGroup{}
+	resp := r.NewResponse().(*kmsg.DescribeGroupsResponse)
+	if len(allowed) > 0 {
+		req.Groups = allowed
+		resp = r.Env.Groups.DescribeGroups(ctx, req)
+		for _, g := range resp.Groups {
+			described[g.Group] = g
+		}
+	}
+	resp.Groups = nil
+	for _, id := range all {
+		if g, ok := described[id]; ok {
+			if req.IncludeAuthorizedOperations && g.ErrorCode == 0 {
+				g.AuthorizedOperations = r.authorizedOps(kmsg.ACLResourceTypeGroup, id)
+			}
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
+		g := kmsg.NewDescribeGroupsResponseGroup()
+		g.Group, g.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
+		g.AuthorizedOperations = authorizedOpsNotRequested
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp, nil
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker/auth"
 )
 
 func init() { register(kmsg.ListGroups, 0, 5, handleListGroups) }
@@ -25,5 +27,18 @@ func handleListGroups(ctx context.Context, r *Request) (kmsg.Response, error) {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return resp, nil
 	}
-	return r.Env.Groups.ListGroups(ctx, req), nil
+	resp := r.Env.Groups.ListGroups(ctx, req)
+	// As Kafka: DESCRIBE on the cluster lists every group, else the
+	// groups the principal may DESCRIBE.
+	if r.authorizedQuiet(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeCluster, auth.ClusterResourceName) {
+		return resp, nil
+	}
+	kept := resp.Groups[:0]
+	for _, g := range resp.Groups {
+		if r.authorizedQuiet(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, g.Group) {
+			kept = append(kept, g)
+		}
+	}
+	resp.Groups = kept
+	return resp, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/auth"
 )
 
 func init() { register(kmsg.CreateTopics, 0, 7, handleCreateTopics) }
@@ -44,6 +45,14 @@ func handleCreateTopics(ctx context.Context, r *Request) (kmsg.Response, error) 
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		if !r.authorizedQuiet(kmsg.ACLOperationCreate, kmsg.ACLResourceTypeCluster, auth.ClusterResourceName) &&
+			!r.Authorized(kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic, rt.Topic) {
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			msg := "CREATE on the cluster or on the topic is needed"
+			st.ErrorMessage = &msg
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		spec := broker.TopicSpec{Name: rt.Topic, Partitions: rt.NumPartitions, ReplicationFactor: rt.ReplicationFactor, Configs: map[string]*string{}}
 		for _, a := range rt.ReplicaAssignment {
 			for int(a.Partition) >= len(spec.Assignment) && a.Partition < 100000 {
@@ -67,8 +76,10 @@ func handleCreateTopics(ctx context.Context, r *Request) (kmsg.Response, error) 
 		st.NumPartitions = info.Partitions
 		st.ReplicationFactor = 1
 		var entries []broker.ConfigEntry
-		if req.ValidateOnly {
-			entries = nil // the topic does not exist; report no configs
+		if req.ValidateOnly || !r.authorizedQuiet(kmsg.ACLOperationDescribeConfigs, kmsg.ACLResourceTypeTopic, rt.Topic) {
+			// The topic does not exist, or its creator may not see its
+			// configs (Kafka leaves them out then too): report none.
+			entries = nil
 		} else if entries, err = b.DescribeTopicConfigs(rt.Topic, nil); err != nil {
 			entries = nil // deleted concurrently: the creation still succeeded
 		}

@@ -60,6 +60,11 @@ func handleDeleteTopics(ctx context.Context, r *Request) (kmsg.Response, error) 
 			name = info.Name
 			st.Topic = &info.Name
 		}
+		if !r.Authorized(kmsg.ACLOperationDelete, kmsg.ACLResourceTypeTopic, name) {
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		if err := b.DeleteTopic(ctx, name); err != nil {
 			st.ErrorCode = broker.ErrorCode(err)
 			st.ErrorMessage = broker.ErrorMessage(err)

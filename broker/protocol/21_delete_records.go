@@ -28,10 +28,16 @@ func handleDeleteRecords(_ context.Context, r *Request) (kmsg.Response, error) {
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
+		allowed := r.Authorized(kmsg.ACLOperationDelete, kmsg.ACLResourceTypeTopic, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
+			if !allowed {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			low, err := deleteRecords(r.Env.Broker, rt.Topic, rp.Partition, rp.Offset)
 			if err != nil {
 				sp.ErrorCode = broker.ErrorCode(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/auth"
 )
 
 func init() { register(kmsg.InitProducerID, 0, 4, handleInitProducerID) }
@@ -31,6 +32,13 @@ func handleInitProducerID(_ context.Context, r *Request) (kmsg.Response, error) 
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil
+	}
+	// Kafka 3 (KIP-679): an idempotent producer needs IDEMPOTENT_WRITE on
+	// the cluster or WRITE on some topic.
+	if !r.authorizedQuiet(kmsg.ACLOperationIdempotentWrite, kmsg.ACLResourceTypeCluster, auth.ClusterResourceName) &&
+		!r.authorizedAnyResource(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		return resp, nil
 	}
 	if req.Version >= 3 && req.ProducerID >= 0 && req.ProducerEpoch >= 0 && req.ProducerEpoch < math.MaxInt16-1 {

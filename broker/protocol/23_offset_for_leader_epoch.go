@@ -11,9 +11,11 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/auth"
 )
 
 func init() { register(kmsg.OffsetForLeaderEpoch, 0, 4, handleOffsetForLeaderEpoch) }
@@ -25,15 +27,22 @@ func handleOffsetForLeaderEpoch(_ context.Context, r *Request) (kmsg.Response, e
 	req := r.Msg.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := r.NewResponse().(*kmsg.OffsetForLeaderEpochResponse)
 	b := r.Env.Broker
+	// As Kafka: CLUSTER_ACTION (followers) or DESCRIBE on the topic
+	// (consumers since KIP-320, librdkafka at v2 too), whatever the
+	// ReplicaID says.
+	clusterOK := r.authorizedQuiet(kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, auth.ClusterResourceName)
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
+		allowed := clusterOK || r.Authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
 			p, err := b.Partition(rt.Topic, rp.Partition)
 			switch {
+			case !allowed:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case err != nil:
 				sp.ErrorCode = broker.ErrorCode(err)
 			case req.Version >= 2 && checkPartitionLeader(p, rp.CurrentLeaderEpoch) != nil:

@@ -40,10 +40,12 @@ func handleDescribeConfigs(_ context.Context, r *Request) (kmsg.Response, error)
 			entries []broker.ConfigEntry
 			err     error
 		)
-		switch rr.ResourceType {
-		case kmsg.ConfigResourceTypeTopic:
+		switch {
+		case !r.configAuthorized(kmsg.ACLOperationDescribeConfigs, rr.ResourceType, rr.ResourceName):
+			err = configDenied(rr.ResourceType)
+		case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 			entries, err = b.DescribeTopicConfigs(rr.ResourceName, rr.ConfigNames)
-		case kmsg.ConfigResourceTypeBroker:
+		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 			if rr.ResourceName != "" && rr.ResourceName != fmt.Sprint(b.NodeID()) {
 				err = fmt.Errorf("%w: broker %q is not this broker (%d)", kerr.InvalidRequest, rr.ResourceName, b.NodeID())
 				break

@@ -40,6 +40,8 @@ func handleAlterConfigs(ctx context.Context, r *Request) (kmsg.Response, error) 
 		}
 		switch {
 		case err != nil:
+		case !r.configAuthorized(kmsg.ACLOperationAlterConfigs, rr.ResourceType, rr.ResourceName):
+			err = configDenied(rr.ResourceType)
 		case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 			err = r.Env.Broker.AlterTopicConfigs(ctx, rr.ResourceName, configs, req.ValidateOnly)
 		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:

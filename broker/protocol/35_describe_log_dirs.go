@@ -12,6 +12,7 @@ import (
 	"context"
 	"syscall"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker"
@@ -26,6 +27,13 @@ func handleDescribeLogDirs(_ context.Context, r *Request) (kmsg.Response, error)
 	req := r.Msg.(*kmsg.DescribeLogDirsRequest)
 	resp := r.NewResponse().(*kmsg.DescribeLogDirsResponse)
 	b := r.Env.Broker
+	if !r.authorizedCluster(kmsg.ACLOperationDescribe) {
+		// As Kafka: no directories, and the error from v3 on.
+		if req.Version >= 3 {
+			resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		}
+		return resp, nil
+	}
 	dir := kmsg.NewDescribeLogDirsResponseDir()
 	dir.Dir = b.Config().DataDir
 	dir.TotalBytes, dir.UsableBytes = -1, -1

@@ -35,6 +35,11 @@ func handleCreatePartitions(ctx context.Context, r *Request) (kmsg.Response, err
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		if !r.Authorized(kmsg.ACLOperationAlter, kmsg.ACLResourceTypeTopic, rt.Topic) {
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		var assignment [][]int32
 		if rt.Assignment != nil {
 			assignment = make([][]int32, 0, len(rt.Assignment))

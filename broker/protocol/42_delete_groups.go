@@ -28,5 +28,30 @@ func handleDeleteGroups(ctx context.Context, r *Request) (kmsg.Response, error) 
 		}
 		return resp, nil
 	}
-	return r.Env.Groups.DeleteGroups(ctx, req), nil
+	all := req.Groups
+	var allowed []string
+	for _, id := range all {
+		if r.Authorized(kmsg.ACLOperationDelete, kmsg.ACLResourceTypeGroup, id) {
+			allowed = append(allowed, id)
+		}
+	}
+	resp := r.NewResponse().(*kmsg.DeleteGroupsResponse)
+	if len(allowed) > 0 {
+		req.Groups = allowed
+		resp = r.Env.Groups.DeleteGroups(ctx, req)
+	}
+	if len(allowed) < len(all) {
+		done := map[string]bool{}
+		for _, id := range allowed {
+			done[id] = true
+		}
+		for _, id := range all {
+			if !done[id] {
+				g := kmsg.NewDeleteGroupsResponseGroup()
+				g.Group, g.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
+				resp.Groups = append(resp.Groups, g)
+			}
+		}
+	}
+	return resp, nil
 }

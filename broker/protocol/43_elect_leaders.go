@@ -60,6 +60,9 @@ func handleElectLeaders(ctx context.Context, r *Request) (kmsg.Response, error) 
 		}
 		return resp
 	}
+	if !r.authorizedCluster(kmsg.ACLOperationAlter) {
+		return fail(kerr.ClusterAuthorizationFailed.Code), nil
+	}
 	if !b.Clustered() {
 		results := map[meta.TopicPartition]error{}
 		for _, tp := range tps {

@@ -35,10 +35,12 @@ func handleIncrementalAlterConfigs(ctx context.Context, r *Request) (kmsg.Respon
 		for _, c := range rr.Configs {
 			ops = append(ops, broker.ConfigOp{Name: c.Name, Op: int8(c.Op), Value: c.Value})
 		}
-		switch rr.ResourceType {
-		case kmsg.ConfigResourceTypeTopic:
+		switch {
+		case !r.configAuthorized(kmsg.ACLOperationAlterConfigs, rr.ResourceType, rr.ResourceName):
+			err = configDenied(rr.ResourceType)
+		case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 			err = r.Env.Broker.IncrementalAlterTopicConfigs(ctx, rr.ResourceName, ops, req.ValidateOnly)
-		case kmsg.ConfigResourceTypeBroker:
+		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 			err = r.Env.Broker.IncrementalAlterBrokerConfigs(ctx, rr.ResourceName, ops, req.ValidateOnly)
 		default:
 			err = fmt.Errorf("%w: only topic and broker configs can be altered", kerr.InvalidRequest)

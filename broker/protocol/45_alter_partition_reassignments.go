@@ -42,6 +42,10 @@ func handleAlterPartitionReassignments(ctx context.Context, r *Request) (kmsg.Re
 		resp.AllowReplicationFactorChange = req.AllowReplicationFactorChange
 	}
 
+	if !r.authorizedCluster(kmsg.ACLOperationAlter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	results := map[meta.TopicPartition]error{}
 	targets := map[meta.TopicPartition][]int32{}
 	st := b.ClusterState()

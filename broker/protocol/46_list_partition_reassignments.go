@@ -29,6 +29,10 @@ func handleListPartitionReassignments(_ context.Context, r *Request) (kmsg.Respo
 	req := r.Msg.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := r.NewResponse().(*kmsg.ListPartitionReassignmentsResponse)
 	b := r.Env.Broker
+	if !r.authorizedCluster(kmsg.ACLOperationDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	st := b.ClusterState()
 	if st == nil {
 		return resp, nil

@@ -25,5 +25,31 @@ func handleOffsetDelete(ctx context.Context, r *Request) (kmsg.Response, error) 
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return resp, nil
 	}
-	return r.Env.Groups.OffsetDelete(ctx, req), nil
+	if !r.Authorized(kmsg.ACLOperationDelete, kmsg.ACLResourceTypeGroup, req.Group) {
+		resp := r.NewResponse().(*kmsg.OffsetDeleteResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
+	// Topics the principal may not READ are answered here, untouched.
+	var allowed, denied []kmsg.OffsetDeleteRequestTopic
+	for _, t := range req.Topics {
+		if r.Authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, t.Topic) {
+			allowed = append(allowed, t)
+		} else {
+			denied = append(denied, t)
+		}
+	}
+	req.Topics = allowed
+	resp := r.Env.Groups.OffsetDelete(ctx, req)
+	for _, t := range denied {
+		rt := kmsg.NewOffsetDeleteResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
 }

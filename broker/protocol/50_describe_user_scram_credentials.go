@@ -7,7 +7,7 @@ package protocol
 // user without credentials answers RESOURCE_NOT_FOUND, a user named twice
 // DUPLICATE_RESOURCE. Credentials come from Env.Credentials (etcd in
 // cluster mode, a file in the data directory standalone).
-// Authorization (DESCRIBE on CLUSTER) comes with the ACL work.
+// With ACLs it needs DESCRIBE on the CLUSTER (CLUSTER_AUTHORIZATION_FAILED).
 
 import (
 	"context"
@@ -25,6 +25,10 @@ func handleDescribeUserScram(ctx context.Context, r *Request) (kmsg.Response, er
 	}
 	req := r.Msg.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := r.NewResponse().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	if !r.authorizedCluster(kmsg.ACLOperationDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	if r.Env.Credentials == nil {
 		resp.ErrorCode = kerr.SecurityDisabled.Code
 		return resp, nil

@@ -10,7 +10,8 @@ package protocol
 // 4096-16384 or an empty user, salt or password UNACCEPTABLE_CREDENTIAL, a
 // user/mechanism pair named twice DUPLICATE_RESOURCE, deleting a credential
 // that does not exist RESOURCE_NOT_FOUND; a user with any error is not
-// changed at all. Authorization (ALTER on CLUSTER) comes with the ACL work.
+// changed at all. With ACLs it needs ALTER on the CLUSTER
+// (CLUSTER_AUTHORIZATION_FAILED on every user, nothing changed).
 
 import (
 	"context"
@@ -85,6 +86,7 @@ func handleAlterUserScram(ctx context.Context, r *Request) (kmsg.Response, error
 		}
 		c.upserts[m] = cred
 	}
+	clusterOK := r.authorizedCluster(kmsg.ACLOperationAlter)
 	users := make([]string, 0, len(changes))
 	for u := range changes {
 		users = append(users, u)
@@ -94,6 +96,9 @@ func handleAlterUserScram(ctx context.Context, r *Request) (kmsg.Response, error
 		c := changes[u]
 		res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
 		res.User = u
+		if c.errCode == 0 && !clusterOK {
+			c.errCode, c.errMsg = kerr.ClusterAuthorizationFailed.Code, "ALTER on the cluster is needed to change SCRAM credentials"
+		}
 		if c.errCode == 0 && r.Env.Credentials == nil {
 			c.errCode, c.errMsg = kerr.SecurityDisabled.Code, "no credential store"
 		}

@@ -10,6 +10,8 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker/auth"
 )
 
 func init() { register(kmsg.DescribeCluster, 0, 1, handleDescribeCluster) }
@@ -23,6 +25,9 @@ func handleDescribeCluster(_ context.Context, r *Request) (kmsg.Response, error)
 	resp.ClusterID = b.ClusterID()
 	resp.ControllerID = b.ControllerID()
 	resp.ClusterAuthorizedOperations = authorizedOpsNotRequested
+	if req := r.Msg.(*kmsg.DescribeClusterRequest); req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = r.authorizedOps(kmsg.ACLResourceTypeCluster, auth.ClusterResourceName)
+	}
 	for _, bi := range b.BrokersOn(r.Client.Listener) {
 		br := kmsg.NewDescribeClusterResponseBroker()
 		br.NodeID, br.Host, br.Port = bi.ID, bi.Host, bi.Port

@@ -27,6 +27,12 @@
 // Metadata, FindCoordinator and DescribeCluster use to advertise each
 // broker's address on that listener.
 //
+// Authorization (authz.go): with Env.Authorizer set (authorizer.class.name)
+// every handler asks Request.Authorized before it acts and answers Kafka's
+// *_AUTHORIZATION_FAILED codes; CreateAcls, DescribeAcls and DeleteAcls
+// (29-31) manage the bindings in Env.ACLs. Without an authorizer every
+// principal may do everything and the ACL APIs answer SECURITY_DISABLED.
+//
 // Limits (limits.go, budget.go) keep abusive clients from taking the
 // broker's memory: frames are checked and take their share of a
 // server-wide memory budget before they are allocated, connections are

@@ -39,6 +39,19 @@ type Env struct {
 	// session (KIP-368); 0 means sessions do not expire.
 	ReauthMax time.Duration
 
+	// Authorizer decides ACLs (authz.go); nil: authorization is off,
+	// every principal may do everything, and the ACL APIs answer
+	// SECURITY_DISABLED.
+	Authorizer *auth.Authorizer
+
+	// ACLs stores the bindings CreateAcls/DeleteAcls change and
+	// DescribeAcls lists (etcd in a cluster, a file standalone); the
+	// Authorizer follows it. Set together with Authorizer.
+	ACLs auth.ACLStore
+
+	// Denials counts refused authorizations; may be nil.
+	Denials DenialObserver
+
 	// Limits bound what one request may make the broker do (limits.go).
 	Limits Limits
 

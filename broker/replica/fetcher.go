@@ -39,6 +39,9 @@ type fetcher struct {
 	// answer, requests name only the partitions whose position changed
 	// and answers only those with news (broker/protocol/fetch_session.go).
 	session fetchSessionState
+	// authWarned is when the leader last refused this broker's replica
+	// fetch for want of CLUSTER_ACTION (logged once a minute at most).
+	authWarned time.Time
 }
 
 // fetchSessionState is the follower's side of a fetch session.
@@ -388,6 +391,12 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 			}
 			if rp.ErrorCode != 0 {
 				res.Err = kerr.ErrorForCode(rp.ErrorCode)
+			}
+			if rp.ErrorCode == kerr.TopicAuthorizationFailed.Code && time.Since(f.authWarned) > time.Minute {
+				// A misconfiguration, not a transient: say what fixes it.
+				f.authWarned = time.Now()
+				cfg.Log.Info("the leader refuses this broker's replica fetches: its principal needs CLUSTER_ACTION on the cluster (list it in super.users)",
+					"leader", f.leader, "partition", tp)
 			}
 			if rp.DivergingEpoch.Epoch >= 0 || rp.DivergingEpoch.EndOffset >= 0 {
 				res.Diverging = &Divergence{Epoch: rp.DivergingEpoch.Epoch, EndOffset: rp.DivergingEpoch.EndOffset}

@@ -8,7 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/auth"
 	"github.com/strata-dev/strata/broker/group"
 	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/objstore"
@@ -104,6 +107,7 @@ type clusterRun struct {
 	store    *meta.Store
 	replicas *replica.Manager
 	cancel   context.CancelFunc
+	ctx      context.Context // ends with stop
 	wg       sync.WaitGroup
 	// reg is the live registration (nil between a lost lease and the
 	// next registration), for readiness.
@@ -318,6 +322,7 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 	run := &clusterRun{store: store, replicas: replicas}
 	cctx, cancel := context.WithCancel(context.Background())
 	run.cancel = cancel
+	run.ctx = logr.NewContext(cctx, log)
 	run.wg.Add(2)
 	go func() {
 		defer run.wg.Done()
@@ -360,6 +365,25 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 	}
 	log.Info("joined the cluster", "cluster", cc.Name, "etcd", cc.EtcdEndpoints, "sessionTimeout", cc.SessionTimeout)
 	return run, nil
+}
+
+// followACLs loads the cluster's ACL bindings into authz, then keeps them
+// current from etcd until stop: a binding created or deleted through any
+// broker reaches this one without a restart. The first load happens
+// before followACLs returns, so the broker never serves requests with an
+// empty authorizer that would refuse everyone but super users.
+func (r *clusterRun) followACLs(ctx context.Context, authz *auth.Authorizer) error {
+	bs, err := r.store.ACLs(ctx)
+	if err != nil {
+		return err
+	}
+	authz.SetBindings(bs)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.store.WatchACLs(r.ctx, authz.SetBindings)
+	}()
+	return nil
 }
 
 // stop deregisters the broker (the controller role moves at once), stops

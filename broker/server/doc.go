@@ -4,7 +4,9 @@
 // listener.security.protocol.map: PLAINTEXT, SSL, SASL_PLAINTEXT,
 // SASL_SSL; TLS key pairs re-read when their files change, security.go and
 // tls.go), replicates over the inter-broker listener with its own
-// credentials (interbroker.go), serves Prometheus metrics, /healthz and
+// credentials (interbroker.go), enforces ACLs when authorizer.class.name
+// asks for them (bindings loaded from etcd and followed, or from
+// <data dir>/__acls.json standalone; startAuthorizer), serves Prometheus metrics, /healthz and
 // /readyz on an HTTP listener, enforces retention periodically, and shuts
 // all of it down in order: stop accepting, finish in-flight requests, flush
 // and close the logs.

@@ -63,6 +63,14 @@ type SecurityConfig struct {
 	// listener: sasl.mechanism.inter.broker.protocol,
 	// inter.broker.sasl.username, inter.broker.sasl.password.
 	InterBroker InterBrokerCredentials
+	// Authorizer is authorizer.class.name set to an accepted class
+	// (auth.AuthorizerClassNames): ACLs are enforced.
+	Authorizer bool
+	// SuperUsers is super.users (principals separated by ';').
+	SuperUsers []auth.Principal
+	// AllowEveryoneIfNoACL is allow.everyone.if.no.acl.found (default
+	// false).
+	AllowEveryoneIfNoACL bool
 }
 
 // TLSFiles are PEM files of a TLS listener. A field left empty in a
@@ -151,6 +159,24 @@ func applySecuritySetting(sc *SecurityConfig, k, v string) (known bool, err erro
 			return true, fmt.Errorf("want one of %s", strings.Join(saslMechanisms, ", "))
 		}
 		sc.InterBroker.Mechanism = v
+	case "authorizer.class.name":
+		on, err := auth.ParseAuthorizerClass(v)
+		if err != nil {
+			return true, err
+		}
+		sc.Authorizer = on
+	case "super.users":
+		ps, err := auth.ParseSuperUsers(v)
+		if err != nil {
+			return true, err
+		}
+		sc.SuperUsers = ps
+	case "allow.everyone.if.no.acl.found":
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return true, fmt.Errorf("want true or false")
+		}
+		sc.AllowEveryoneIfNoACL = on
 	case "inter.broker.sasl.username":
 		sc.InterBroker.Username = v
 	case "inter.broker.sasl.password":

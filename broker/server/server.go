@@ -238,6 +238,9 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	} else if env.Credentials, err = auth.OpenFileStore(filepath.Join(cfg.Broker.DataDir, "__scram_credentials.json")); err != nil {
 		return nil, err
 	}
+	if err := s.startAuthorizer(ctx, env); err != nil {
+		return nil, err
+	}
 	s.proto = protocol.NewServer(protocol.Config{
 		Env:                      env,
 		MaxRequestBytes:          cfg.MaxRequestBytes,
@@ -273,6 +276,32 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	s.log.Info("broker started", "listen", ln.Addr().String(), "listeners", s.listenerSummary(), "advertised", net.JoinHostPort(cfg.Broker.Host, strconv.Itoa(int(cfg.Broker.Port))),
 		"nodeID", cfg.Broker.NodeID, "rack", cfg.Broker.Rack, "dataDir", cfg.Broker.DataDir, "metrics", s.MetricsAddr())
 	return s, nil
+}
+
+// startAuthorizer turns ACL enforcement on when authorizer.class.name
+// asks for it: bindings from etcd (followed) in a cluster, from
+// <data dir>/__acls.json standalone.
+func (s *Server) startAuthorizer(ctx context.Context, env *protocol.Env) error {
+	sc := s.cfg.Security
+	if !sc.Authorizer {
+		return nil
+	}
+	authz := auth.NewAuthorizer(auth.Policy{SuperUsers: sc.SuperUsers, AllowIfNoACL: sc.AllowEveryoneIfNoACL})
+	if s.cluster != nil {
+		if err := s.cluster.followACLs(ctx, authz); err != nil {
+			return fmt.Errorf("load ACLs: %w", err)
+		}
+		env.ACLs = s.cluster.store
+	} else {
+		store, err := auth.OpenFileACLStore(filepath.Join(s.cfg.Broker.DataDir, "__acls.json"), authz.SetBindings)
+		if err != nil {
+			return err
+		}
+		env.ACLs = store
+	}
+	env.Authorizer, env.Denials = authz, s.metrics
+	s.log.Info("ACL authorizer on", "superUsers", sc.SuperUsers, "allowEveryoneIfNoACL", sc.AllowEveryoneIfNoACL, "bindings", len(authz.Bindings()))
+	return nil
 }
 
 // abortStart undoes what a failed Start had set up.

@@ -106,4 +106,5 @@ if [[ -d $E2E_DIR ]]; then
   find "$E2E_DIR" -mindepth 1 -maxdepth 1 ! -name images ! -name report.json ! -name dump ! -name journey.log \
     -exec rm -rf --one-file-system {} +
 fi
+[[ -f $OWNER_FILE && "$(cat "$OWNER_FILE")" == "$E2E_DIR" ]] && rm -f "$OWNER_FILE"
 log "e2e cluster down"

@@ -36,8 +36,26 @@ ETCD_IMAGE=$(sed -n 's/^const DefaultEtcdImage = "\(.*\)"$/\1/p' "$root/api/v1al
 PAUSE_IMAGE=registry.k8s.io/pause:3.10
 
 KUBECONFIG_FILE=$E2E_DIR/kubeconfig
+# The machine has one e2e cluster at a time (one bridge, fixed ports): the
+# E2E_DIR of the checkout that started it is recorded here by up.sh and
+# removed by down.sh.
+OWNER_FILE=${E2E_OWNER_FILE:-/run/strata-e2e.owner}
 PIDS=$E2E_DIR/pids
 LOGS=$E2E_DIR/logs
+
+# other_cluster: prints the E2E_DIR of a cluster started from another
+# checkout that still has a running process, if any.
+other_cluster() {
+  [[ -f $OWNER_FILE ]] || return 0
+  local other
+  other=$(cat "$OWNER_FILE")
+  [[ -n $other && $other != "$E2E_DIR" && -d $other/pids ]] || return 0
+  local f
+  for f in "$other"/pids/*.pid; do
+    [[ -f $f ]] && kill -0 "$(cat "$f")" 2>/dev/null && { echo "$other"; return 0; }
+  done
+  return 0
+}
 
 log() { printf '%s e2e: %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }

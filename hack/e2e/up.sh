@@ -17,7 +17,16 @@ for b in "$ENVTEST_DIR/etcd" "$ENVTEST_DIR/kube-apiserver" "$E2E_TOOLS/kubelet" 
 done
 command -v containerd >/dev/null && command -v podman >/dev/null && command -v iptables >/dev/null \
   || die "containerd/podman/iptables missing: run hack/e2e/deps.sh"
+other=$(other_cluster)
+if [[ -n $other ]]; then
+  # E2E_TAKEOVER=1 (make e2e-ci) stops it with that checkout's own state;
+  # otherwise two clusters would fight over the bridge and the ports.
+  [[ ${E2E_TAKEOVER:-0} == 1 ]] || die "an e2e cluster started from $other is up: run \`make e2e-down\` there (or E2E_DIR=$other $(dirname "$0")/down.sh)"
+  log "stopping the e2e cluster started from $other (E2E_TAKEOVER=1)"
+  E2E_DIR=$other "$(dirname "$0")/down.sh"
+fi
 mkdir -p "$E2E_DIR" "$PIDS" "$LOGS"
+echo "$E2E_DIR" > "$OWNER_FILE"
 t_start=$SECONDS
 # down.sh removes pod network namespaces the runtime left, never others.
 [[ -f $E2E_DIR/netns.before ]] || { ip netns list 2>/dev/null | awk '{print $1}' > "$E2E_DIR/netns.before" || true; }

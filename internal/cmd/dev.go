@@ -74,7 +74,8 @@ and a broker certificate (for 127.0.0.1, localhost and the host name) are
 generated into <data dir>/security/, and before the ready line dev prints
 "strata dev security: ca=<file> mechanism=SCRAM-SHA-512 user=admin
 password=<secret>" (a random password; docs/security.md shows client
-settings).`,
+settings). ACLs are enforced: admin and strata-broker are super users,
+other users need ACLs (kafka-acls.sh, kadm) granted by admin.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, flush, err := newLogger(f.logFormat, f.logLevel)
 			if err != nil {

@@ -16,8 +16,10 @@ import (
 
 // devSecurity is what `strata dev --security` set up: one SASL_SSL
 // listener per broker (also the inter-broker listener), certificates from
-// a CA generated into the data dir, and two SCRAM users in etcd: the
-// brokers' own and one for clients.
+// a CA generated into the data dir, two SCRAM users in etcd (the brokers'
+// own and one for clients), and ACLs enforced with both users as super
+// users, so the printed user may do everything, grant ACLs to others
+// included.
 type devSecurity struct {
 	caFile   string
 	user     string
@@ -82,6 +84,8 @@ func setupDevSecurity(ctx context.Context, base *server.Config, root, host strin
 		"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
 		"inter.broker.sasl.username":           devBrokerUser,
 		"inter.broker.sasl.password":           brokerPassword,
+		"authorizer.class.name":                "strata.acl",
+		"super.users":                          "User:" + devClientUser + ";User:" + devBrokerUser,
 	}); err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -82,6 +83,14 @@ func TestDevSecurity(t *testing.T) {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte{byte(i)}}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// ACLs are on and the printed user is a super user: it may grant.
+	res, err := kadm.NewClient(cl).CreateACLs(ctx, kadm.NewACLs().Allow("User:reader").Topics("secured").Operations(kadm.OpRead))
+	if err == nil {
+		err = res[0].Err
+	}
+	if err != nil {
+		t.Fatalf("the dev user creates an ACL: %v", err)
 	}
 	bad, err := kgo.NewClient(append(opts("wrong"), kgo.RequestRetries(0))...)
 	if err != nil {

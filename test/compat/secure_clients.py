@@ -53,9 +53,41 @@ def kafkapython(bootstrap, topic, ca, mech, user, password):
     print("ok %d" % got)
 
 
+def kafkapython_acls(bootstrap, topic, ca, mech, user, password):
+    """CreateAcls, DescribeAcls and DeleteAcls through kafka-python's admin
+    client (v0/v1 of the ACL APIs): a literal and a prefixed grant for
+    User:bob, listed, one deleted, listed again."""
+    from kafka.admin import (KafkaAdminClient, ACL, ACLFilter, ResourcePattern, ResourcePatternFilter,
+                             ACLOperation, ACLPermissionType, ResourceType, ACLResourcePatternType)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, security_protocol="SASL_SSL", sasl_mechanism=mech,
+                             sasl_plain_username=user, sasl_plain_password=password, ssl_cafile=ca)
+    literal = ACL("User:bob", "*", ACLOperation.READ, ACLPermissionType.ALLOW,
+                  ResourcePattern(ResourceType.TOPIC, topic))
+    prefixed = ACL("User:bob", "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
+                   ResourcePattern(ResourceType.TOPIC, topic + "-", ACLResourcePatternType.PREFIXED))
+    res = admin.create_acls([literal, prefixed])
+    if res["failed"] or len(res["succeeded"]) != 2:
+        sys.exit("create_acls: %r" % (res,))
+    bobs = ACLFilter("User:bob", None, ACLOperation.ANY, ACLPermissionType.ANY,
+                     ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY))
+    acls, err = admin.describe_acls(bobs)
+    if err.errno != 0 or len(acls) != 2:
+        sys.exit("describe_acls: %r %r" % (acls, err))
+    only_prefixed = ACLFilter("User:bob", None, ACLOperation.ANY, ACLPermissionType.ANY,
+                              ResourcePatternFilter(ResourceType.TOPIC, None, ACLResourcePatternType.PREFIXED))
+    deleted = admin.delete_acls([only_prefixed])
+    if len(deleted) != 1 or deleted[0][2].errno != 0 or len(deleted[0][1]) != 1:
+        sys.exit("delete_acls: %r" % (deleted,))
+    acls, err = admin.describe_acls(bobs)
+    if err.errno != 0 or len(acls) != 1 or acls[0].resource_pattern.resource_name != topic:
+        sys.exit("describe_acls after delete: %r %r" % (acls, err))
+    admin.close()
+    print("ok acls")
+
+
 def main():
     client, args = sys.argv[1], sys.argv[2:]
-    {"confluent": confluent, "kafkapython": kafkapython}[client](*args)
+    {"confluent": confluent, "kafkapython": kafkapython, "kafkapython-acls": kafkapython_acls}[client](*args)
 
 
 if __name__ == "__main__":

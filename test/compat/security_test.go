@@ -33,7 +33,7 @@ type secureBroker struct {
 	password string
 }
 
-func startSecureBroker(t *testing.T) *secureBroker {
+func startSecureBroker(t *testing.T, opts ...brokertest.Option) *secureBroker {
 	t.Helper()
 	dir := t.TempDir()
 	ca, err := devcerts.NewCA(dir, "ca", "strata compat CA")
@@ -44,7 +44,7 @@ func startSecureBroker(t *testing.T) *secureBroker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := brokertest.Start(t,
+	b := brokertest.Start(t, append([]brokertest.Option{
 		brokertest.WithSetting("listeners", "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,MTLS://127.0.0.1:0"),
 		brokertest.WithSetting("listener.security.protocol.map", "MTLS:SSL"),
 		brokertest.WithSetting("ssl.certificate.location", cert),
@@ -53,7 +53,7 @@ func startSecureBroker(t *testing.T) *secureBroker {
 		brokertest.WithSetting("listener.name.mtls.ssl.client.auth", "required"),
 		brokertest.WithSetting("sasl.enabled.mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"),
 		brokertest.WithSetting("group.initial.rebalance.delay.ms", "0"),
-	)
+	}, opts...)...)
 	sb := &secureBroker{b: b, ca: ca, dir: dir, saslSSL: b.Server().ListenerAddr("SASL_SSL"), mtls: b.Server().ListenerAddr("MTLS"),
 		user: "alice", password: "alice-secret-1"}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
@@ -103,6 +103,54 @@ func TestSecureKcatSCRAM512(t *testing.T) {
 	out, stderr, err := run(t, "", kcat, append(args, "-C", "-t", "kcat-secure", "-o", "beginning", "-e", "-q")...)
 	if err != nil || out != "a\nb\nc\n" {
 		t.Fatalf("kcat consume: %q, %v: %s", out, err, stderr)
+	}
+}
+
+// TestSecureKcatACLs: with ACLs on, kcat (librdkafka) over SASL_SSL +
+// SCRAM-SHA-512 produces to and consumes from the topic alice was granted,
+// and sees TOPIC_AUTHORIZATION_FAILED on the one she was not. The test's
+// own admin calls go over the PLAINTEXT listener as User:ANONYMOUS, made a
+// super user here only.
+func TestSecureKcatACLs(t *testing.T) {
+	kcat := kcatPath(t)
+	sb := startSecureBroker(t,
+		brokertest.WithSetting("authorizer.class.name", "kafka.security.authorizer.AclAuthorizer"),
+		brokertest.WithSetting("super.users", "User:ANONYMOUS"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(sb.b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, topic := range []string{"kcat-granted", "kcat-forbidden"} {
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:"+sb.user).Topics("kcat-granted").Operations(kadm.OpWrite, kadm.OpRead))
+	if err == nil {
+		for _, r := range res {
+			if r.Err != nil {
+				err = r.Err
+			}
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := sb.kcatArgs("SCRAM-SHA-512", sb.password)
+	if _, stderr, err := run(t, "a\nb\n", kcat, append(args, "-P", "-t", "kcat-granted")...); err != nil {
+		t.Fatalf("kcat produce to a granted topic: %v: %s", err, stderr)
+	}
+	out, stderr, err := run(t, "", kcat, append(args, "-C", "-t", "kcat-granted", "-o", "beginning", "-e", "-q")...)
+	if err != nil || out != "a\nb\n" {
+		t.Fatalf("kcat consume from a granted topic: %q, %v: %s", out, err, stderr)
+	}
+	_, stderr, err = run(t, "x\n", kcat, append(args, "-P", "-t", "kcat-forbidden")...)
+	if err == nil || !strings.Contains(stderr, "Topic authorization failed") {
+		t.Fatalf("kcat produce to a forbidden topic: %v, stderr:\n%s", err, stderr)
 	}
 }
 
@@ -184,6 +232,20 @@ func TestSecureKafkaPythonPlain(t *testing.T) {
 		t.Fatal("kafka-python authenticated with a wrong password")
 	}
 	t.Logf("wrong password: %s", lastLine(stderr))
+}
+
+// TestSecureKafkaPythonACLs manages ACLs with kafka-python's admin client
+// (CreateAcls, DescribeAcls, DeleteAcls at the versions it speaks) as a
+// super user over SASL_SSL PLAIN.
+func TestSecureKafkaPythonACLs(t *testing.T) {
+	py := pythonPath(t)
+	sb := startSecureBroker(t,
+		brokertest.WithSetting("authorizer.class.name", "strata.acl"),
+		brokertest.WithSetting("super.users", "User:ANONYMOUS;User:alice"))
+	out, stderr, err := run(t, "", py, "secure_clients.py", "kafkapython-acls", sb.saslSSL, "py-acl", sb.ca.CertFile, "PLAIN", sb.user, sb.password)
+	if err != nil || !strings.Contains(out, "ok acls") {
+		t.Fatalf("kafka-python ACL admin: %v %s\n%s", err, out, stderr)
+	}
 }
 
 func lastLine(s string) string {
