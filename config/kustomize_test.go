@@ -57,7 +57,7 @@ func index(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructu
 func TestDefaultRenders(t *testing.T) {
 	objs := index(build(t, "default"))
 
-	for _, crd := range []string{"kafkaclusters.kafka.strata.dev", "fastbuckets.kafka.strata.dev", "kafkatopics.kafka.strata.dev"} {
+	for _, crd := range []string{"kafkaclusters.kafka.strata.dev", "fastbuckets.kafka.strata.dev", "kafkatopics.kafka.strata.dev", "kafkausers.kafka.strata.dev"} {
 		if objs["CustomResourceDefinition/"+crd] == nil {
 			t.Errorf("CRD %s missing", crd)
 		}
@@ -136,8 +136,8 @@ func TestSamplesRender(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.GetKind()]++
 	}
-	if kinds["KafkaCluster"] != 1 || kinds["FastBucket"] != 3 || kinds["KafkaTopic"] != 1 {
-		t.Fatalf("samples render %v, want 1 KafkaCluster, 3 FastBuckets, 1 KafkaTopic", kinds)
+	if kinds["KafkaCluster"] != 1 || kinds["FastBucket"] != 3 || kinds["KafkaTopic"] != 1 || kinds["KafkaUser"] != 1 {
+		t.Fatalf("samples render %v, want 1 KafkaCluster, 3 FastBuckets, 1 KafkaTopic, 1 KafkaUser", kinds)
 	}
 }
 

@@ -48,4 +48,12 @@
 // resync that reverts changes made with other tools. Its decisions (which
 // config operations, which configs drifted, where replicas go when the
 // replication factor changes) are pure functions in kafkatopic_plan.go.
+//
+// The KafkaUser reconciler (kafkauser_controller.go) owns a SCRAM user and
+// the ACLs of its principal the same way: it writes the client settings to
+// a Secret it controls (the only Secrets the operator caches), sets the
+// credential with AlterUserScramCredentials when the password in that
+// Secret differs from the one last set, and makes the principal's ACLs the
+// spec's set with Describe/Create/DeleteAcls (DesiredACLs and PlanACLs are
+// pure functions); deleting it deletes ACLs and credentials.
 package controllers

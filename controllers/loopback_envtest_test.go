@@ -81,6 +81,9 @@ type loopbackCluster struct {
 	// opts are the options every broker got (startLoopbackBrokers' opts);
 	// brokers added later (addBroker) get them too.
 	opts []brokertest.Option
+	// sasl gives every broker a second listener, SASL_PLAINTEXT with
+	// SCRAM-SHA-256/512 (startSASLLoopbackBrokers).
+	sasl bool
 
 	mu      sync.Mutex // guards Brokers once the kubelet emulator runs
 	Brokers map[int32]*loopbackBroker
@@ -107,7 +110,14 @@ func (c *loopbackCluster) addBroker(key types.NamespacedName, zone string, id in
 	bopts := append(brokertest.ClusterOptions(c.Etcd, int(id), zone, append(slices.Clone(c.opts), opts...)...),
 		brokertest.WithSetting("cluster.name", key.Namespace+"/"+key.Name),
 		brokertest.WithArgs("--metrics-listen", metrics), brokertest.WithStableAddr())
-	b := &loopbackBroker{Process: brokertest.StartProcess(GinkgoTB(), bopts...), ID: id, Zone: zone, MetricsAddr: metrics}
+	saslAddr := ""
+	if c.sasl {
+		// The first listener's address is the --listen flag's; the
+		// operator and replication keep using it (PLAINTEXT).
+		saslAddr = freeLoopbackAddr()
+		bopts = append(bopts, brokertest.WithSetting("listeners", "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://"+saslAddr))
+	}
+	b := &loopbackBroker{Process: brokertest.StartProcess(GinkgoTB(), bopts...), ID: id, Zone: zone, MetricsAddr: metrics, SASLAddr: saslAddr}
 	c.mu.Lock()
 	c.Brokers[id] = b
 	c.mu.Unlock()
@@ -121,6 +131,9 @@ type loopbackBroker struct {
 	ID          int32
 	Zone        string
 	MetricsAddr string
+	// SASLAddr is the SASL_PLAINTEXT listener of a cluster started with
+	// startSASLLoopbackBrokers ("" otherwise).
+	SASLAddr string
 }
 
 // Addrs are the running brokers' Kafka addresses.
@@ -140,19 +153,27 @@ func (c *loopbackCluster) Addrs() []string {
 // broker started again keeps its address, as a pod keeps its DNS name.
 func startLoopbackBrokers(kc *strata.KafkaCluster, opts ...brokertest.Option) *loopbackCluster {
 	GinkgoHelper()
+	return startLoopback(kc, false, opts)
+}
+
+// startSASLLoopbackBrokers is startLoopbackBrokers with a second listener
+// per broker, SASL_PLAINTEXT (SCRAM-SHA-256/512) at loopbackBroker.SASLAddr,
+// for clients that log in as KafkaUsers.
+func startSASLLoopbackBrokers(kc *strata.KafkaCluster, opts ...brokertest.Option) *loopbackCluster {
+	GinkgoHelper()
+	return startLoopback(kc, true, opts)
+}
+
+func startLoopback(kc *strata.KafkaCluster, sasl bool, opts []brokertest.Option) *loopbackCluster {
+	GinkgoHelper()
 	t := GinkgoTB()
-	c := &loopbackCluster{Etcd: metatest.Start(t).Endpoints(), Brokers: map[int32]*loopbackBroker{}, opts: opts}
+	c := &loopbackCluster{Etcd: metatest.Start(t).Endpoints(), Brokers: map[int32]*loopbackBroker{}, opts: opts, sasl: sasl}
+	key := types.NamespacedName{Namespace: kc.Namespace, Name: kc.Name}
 	for i, z := range kc.Spec.Zones {
 		for ord := range z.Brokers {
-			id := int32(i)*strata.BrokerIDBlockSize + ord
-			metrics := freeLoopbackAddr()
-			bopts := append(brokertest.ClusterOptions(c.Etcd, int(id), z.Name, opts...),
-				brokertest.WithSetting("cluster.name", kc.Namespace+"/"+kc.Name),
-				brokertest.WithArgs("--metrics-listen", metrics), brokertest.WithStableAddr())
-			c.Brokers[id] = &loopbackBroker{Process: brokertest.StartProcess(t, bopts...), ID: id, Zone: z.Name, MetricsAddr: metrics}
+			c.addBroker(key, z.Name, int32(i)*strata.BrokerIDBlockSize+ord)
 		}
 	}
-	key := types.NamespacedName{Namespace: kc.Namespace, Name: kc.Name}
 	loopback.mu.Lock()
 	loopback.clusters[key] = c
 	loopback.mu.Unlock()
@@ -162,6 +183,17 @@ func startLoopbackBrokers(kc *strata.KafkaCluster, opts ...brokertest.Option) *l
 		loopback.mu.Unlock()
 	})
 	return c
+}
+
+// SASLAddrs are the running brokers' SASL_PLAINTEXT addresses.
+func (c *loopbackCluster) SASLAddrs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, b := range c.Brokers {
+		out = append(out, b.SASLAddr)
+	}
+	return out
 }
 
 // Admin is a Kafka admin client to the running brokers, closed when the

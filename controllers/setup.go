@@ -51,6 +51,15 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("KafkaTopic controller: %w", err)
 	}
+	if err := (&KafkaUserReconciler{
+		Client:       mgr.GetClient(),
+		SecretReader: mgr.GetAPIReader(),
+		Recorder:     mgr.GetEventRecorder("strata-kafkauser"),
+		Admin:        admin,
+		Resync:       o.userResync,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("KafkaUser controller: %w", err)
+	}
 	if err := (&FastBucketReconciler{
 		Client:       mgr.GetClient(),
 		SecretReader: mgr.GetAPIReader(),
@@ -71,6 +80,7 @@ type options struct {
 	sweepClock         clock.PassiveClock
 	endpoints          BrokerEndpoints
 	topicResync        time.Duration
+	userResync         time.Duration
 	kafkaProbeInterval time.Duration
 	rollStuckAfter     time.Duration
 	bucketPolicy       BucketPolicy
@@ -96,6 +106,13 @@ func WithTopicResync(d time.Duration) Option {
 	return func(o *options) { o.topicResync = d }
 }
 
+// WithUserResync sets how often KafkaUsers are compared with the brokers
+// when nothing in Kubernetes changes (default DefaultUserResync). Envtest
+// suites shorten it.
+func WithUserResync(d time.Duration) Option {
+	return func(o *options) { o.userResync = d }
+}
+
 // WithKafkaProbeInterval sets how often a settled cluster's Kafka health
 // is read (default DefaultKafkaProbeInterval). Envtest suites shorten it
 // so that a killed broker shows in status within a spec's patience.
@@ -119,14 +136,16 @@ func WithSweepClock(c clock.PassiveClock) Option {
 // CacheOptions restricts the manager's cache to the objects the operator
 // writes (all labelled app.kubernetes.io/managed-by=strata-operator), so
 // it does not hold every Pod, ConfigMap and Service of the cluster in
-// memory. An unlabelled object with a name the operator wants is then
+// memory; the same holds for Secrets (KafkaUser Secrets are the
+// operator's; Secrets users name are read with an uncached reader). An
+// unlabelled object with a name the operator wants is then
 // invisible to it and its create fails with AlreadyExists, which is
 // reported rather than taken over.
 func CacheOptions() cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
 	byObject := map[client.Object]cache.ByObject{}
 	for _, obj := range []client.Object{
-		&corev1.Pod{}, &corev1.ConfigMap{}, &corev1.Service{}, &appsv1.StatefulSet{}, &policyv1.PodDisruptionBudget{},
+		&corev1.Pod{}, &corev1.ConfigMap{}, &corev1.Service{}, &appsv1.StatefulSet{}, &policyv1.PodDisruptionBudget{}, &corev1.Secret{},
 	} {
 		byObject[obj] = cache.ByObject{Label: managed}
 	}

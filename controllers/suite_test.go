@@ -94,7 +94,7 @@ var _ = BeforeSuite(func() {
 	Expect(controllers.SetupWithManager(mgr, controllers.WithSweepClock(sweepClock), controllers.WithBrokerEndpoints(loopback),
 		// KafkaTopic drift is found by the periodic resync, a killed broker
 		// by the periodic Kafka probe; a minute is too long for a spec.
-		controllers.WithTopicResync(2*time.Second), controllers.WithKafkaProbeInterval(2*time.Second),
+		controllers.WithTopicResync(2*time.Second), controllers.WithUserResync(2*time.Second), controllers.WithKafkaProbeInterval(2*time.Second),
 		// A roll that cannot go on is reported stuck after 10 minutes.
 		controllers.WithRollStuckAfter(15*time.Second),
 		// The S3 server of the suite is Versity on plain http, and specs

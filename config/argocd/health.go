@@ -23,7 +23,7 @@ var HealthLua string
 var ConfigMapSnippet string
 
 // Kinds are the kafka.strata.dev kinds the snippet installs the check for.
-var Kinds = []string{"KafkaCluster", "FastBucket", "KafkaTopic"}
+var Kinds = []string{"KafkaCluster", "FastBucket", "KafkaTopic", "KafkaUser"}
 
 // ConfigMapKey is the argocd-cm key of a kind's health check.
 func ConfigMapKey(kind string) string {

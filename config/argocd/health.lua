@@ -1,6 +1,6 @@
 -- Argo CD health check for Strata's custom resources (KafkaCluster,
--- FastBucket, KafkaTopic in kafka.strata.dev). Their status follows the
--- kstatus conventions, so one script serves all three:
+-- FastBucket, KafkaTopic, KafkaUser in kafka.strata.dev). Their status
+-- follows the kstatus conventions, so one script serves all four:
 --   * status.observedGeneration behind metadata.generation: the operator
 --     has not looked at the latest spec yet -> Progressing
 --   * Stalled True: the spec cannot be realised (reason and message say

@@ -723,7 +723,7 @@ func (h *harness) dump(ctx context.Context, dir string) {
 	}
 	write("pods.txt", "get", "pods", "-A", "-o", "wide")
 	write("events.txt", "get", "events", "-A", "--sort-by=.lastTimestamp")
-	write("resources.yaml", "get", "kafkaclusters,kafkatopics,fastbuckets,statefulsets,pvc", "-A", "-o", "yaml")
+	write("resources.yaml", "get", "kafkaclusters,kafkatopics,kafkausers,fastbuckets,statefulsets,pvc", "-A", "-o", "yaml")
 	write("operator.log", "-n", operatorNS, "logs", "deploy/"+operatorDep, "--all-containers", "--tail=-1")
 	var pods corev1.PodList
 	if err := h.kube.List(ctx, &pods); err != nil {

@@ -254,7 +254,7 @@ func (j *journey) operator(ctx context.Context) (string, error) {
 		return "", err
 	}
 	_, err := j.h.run(ctx, "wait", "--for=condition=Established", "--timeout=60s",
-		"crd/kafkaclusters.kafka.strata.dev", "crd/fastbuckets.kafka.strata.dev", "crd/kafkatopics.kafka.strata.dev")
+		"crd/kafkaclusters.kafka.strata.dev", "crd/fastbuckets.kafka.strata.dev", "crd/kafkatopics.kafka.strata.dev", "crd/kafkausers.kafka.strata.dev")
 	return "kubectl apply -k hack/e2e/operator; Deployment available", err
 }
 
