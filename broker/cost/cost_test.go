@@ -121,15 +121,18 @@ func TestDecider(t *testing.T) {
 		{"cost: break-even size or the max interval", with(PolicyCost), []step{
 			{60, 1e3, 2, PathWAL, 100 * time.Millisecond, nil},
 		}, 29750, false},
-		{"auto: low rate goes inline after the dwell, high rate comes back", with(PolicyAuto), []step{
+		{"auto: low rate goes inline after the warmup, high rate comes back after the dwell", with(PolicyAuto), []step{
+			// Idle: no decision, whatever the time.
+			{60, 0, 2, PathWAL, 0, nil},
 			// 100 KB/s: a 100 ms object holds 10 KB, three times
-			// classic's cost. Not before MinDwell (30 s).
-			{29, 1e5, 2, PathWAL, 100 * time.Millisecond, nil},
+			// classic's cost. Not before 5 s of traffic (Warmup).
+			{5, 1e5, 2, PathWAL, 100 * time.Millisecond, nil},
 			{1, 1e5, 2, PathInline, 0, []Switch{{PathWAL, PathInline, ReasonBelowBreakEven}}},
-			// 10 MB/s: the EWMA needs some seconds; then WAL with the
-			// interval stretched to a 297.5 KB object (capped by the
-			// size cut: 30 ms at 10 MB/s).
-			{60, 1e7, 2, PathWAL, 30 * time.Millisecond, []Switch{{PathInline, PathWAL, ReasonAboveBreakEven}}},
+			// 10 MB/s: not back before MinDwell (30 s) after the switch ...
+			{28, 1e7, 2, PathInline, 0, nil},
+			// ... then WAL with the interval stretched to a 297.5 KB
+			// object (30 ms at 10 MB/s).
+			{30, 1e7, 2, PathWAL, 30 * time.Millisecond, []Switch{{PathInline, PathWAL, ReasonAboveBreakEven}}},
 			// 2 MB/s: 100 ms (200 KB objects, 15 % of classic).
 			{60, 2e6, 2, PathWAL, 100 * time.Millisecond, nil},
 		}, 256 << 10, true},

@@ -71,6 +71,7 @@ func SwitchReasons() []string {
 // Defaults of DeciderConfig.
 const (
 	DefaultHalfLife    = 10 * time.Second
+	DefaultWarmup      = 5 * time.Second
 	DefaultMinDwell    = 30 * time.Second
 	DefaultTargetRatio = 0.1
 	// EnterRatio and LeaveRatio are the hysteresis of auto: it turns WAL
@@ -93,8 +94,11 @@ type DeciderConfig struct {
 	MaxObjectBytes int
 	// HalfLife of the throughput average (DefaultHalfLife).
 	HalfLife time.Duration
-	// MinDwell: auto switches paths at most once per MinDwell, and not in
-	// the first MinDwell (DefaultMinDwell).
+	// Warmup: auto decides nothing before it has seen this long of
+	// traffic (DefaultWarmup); an idle broker keeps its path.
+	Warmup time.Duration
+	// MinDwell: auto switches paths at most once per MinDwell
+	// (DefaultMinDwell).
 	MinDwell time.Duration
 	// TargetRatio: auto stretches the interval (up to MaxInterval) until
 	// an object costs this fraction of classic (DefaultTargetRatio).
@@ -129,17 +133,21 @@ type Switch struct {
 // Decider is the wal.policy state machine. It is not safe for concurrent
 // use: the broker calls Observe from one goroutine.
 type Decider struct {
-	cfg      DeciderConfig
-	last     time.Time // last observation
-	since    time.Time // start, or the last switch
-	rate     float64   // EWMA of leader bytes/s
-	classic  float64   // EWMA of cross-zone copy bytes/s
-	seen     bool
-	path     Path
-	interval time.Duration
+	cfg  DeciderConfig
+	last time.Time // last observation
+	// firstSeen is the first observation with bytes (zero: none yet);
+	// switched the last switch (zero: none).
+	firstSeen, switched time.Time
+	// rate and classic are EWMAs of leader bytes/s and cross-zone copy
+	// bytes/s since firstSeen, divided by weight (bias correction: the
+	// average of the time seen so far, not pulled towards 0 at start).
+	rate, classic, weight float64
+	seen                  bool
+	path                  Path
+	interval              time.Duration
 }
 
-// NewDecider starts deciding at now. Until auto has seen MinDwell of
+// NewDecider starts deciding at now. Until auto has seen Warmup of
 // traffic it keeps WAL objects at the configured interval.
 func NewDecider(cfg DeciderConfig, now time.Time) *Decider {
 	if cfg.Policy == "" {
@@ -157,13 +165,16 @@ func NewDecider(cfg DeciderConfig, now time.Time) *Decider {
 	if cfg.HalfLife <= 0 {
 		cfg.HalfLife = DefaultHalfLife
 	}
+	if cfg.Warmup <= 0 {
+		cfg.Warmup = DefaultWarmup
+	}
 	if cfg.MinDwell <= 0 {
 		cfg.MinDwell = DefaultMinDwell
 	}
 	if cfg.TargetRatio <= 0 {
 		cfg.TargetRatio = DefaultTargetRatio
 	}
-	return &Decider{cfg: cfg, last: now, since: now, path: PathWAL, interval: cfg.Interval}
+	return &Decider{cfg: cfg, last: now, path: PathWAL, interval: cfg.Interval}
 }
 
 // Config returns the configuration with defaults filled in.
@@ -180,34 +191,47 @@ func (d *Decider) Observe(now time.Time, produced, classic int64) (Plan, *Switch
 	dt := now.Sub(d.last).Seconds()
 	if dt > 0 {
 		d.last = now
-		a := 1 - math.Exp(-dt*math.Ln2/d.cfg.HalfLife.Seconds())
-		d.rate += a * (float64(produced)/dt - d.rate)
-		d.classic += a * (float64(classic)/dt - d.classic)
-		if produced > 0 {
-			d.seen = true
+		if produced > 0 && !d.seen {
+			d.seen, d.firstSeen = true, now
+		}
+		if d.seen {
+			a := 1 - math.Exp(-dt*math.Ln2/d.cfg.HalfLife.Seconds())
+			d.rate += a * (float64(produced)/dt - d.rate)
+			d.classic += a * (float64(classic)/dt - d.classic)
+			d.weight += a * (1 - d.weight)
 		}
 	}
-	if d.cfg.Policy != PolicyAuto {
+	if d.cfg.Policy != PolicyAuto || !d.seen {
 		return d.plan(), nil
 	}
 	copies := d.copies()
 	d.interval = d.autoInterval(copies)
 	ratio := d.ratio(copies, d.interval)
 	want, reason := d.path, ""
+	rate, classicRate := d.rates()
 	switch {
-	case d.seen && d.classic <= 0 && d.rate > 0:
+	case classicRate <= 0 && rate > 0:
 		want, reason = PathInline, ReasonNoCrossZoneCopies
 	case d.path == PathWAL && ratio > LeaveRatio:
 		want, reason = PathInline, ReasonBelowBreakEven
-	case d.path == PathInline && ratio <= EnterRatio && d.classic > 0:
+	case d.path == PathInline && ratio <= EnterRatio && classicRate > 0:
 		want, reason = PathWAL, ReasonAboveBreakEven
 	}
-	if want == d.path || now.Sub(d.since) < d.cfg.MinDwell {
+	if want == d.path || now.Sub(d.firstSeen) < d.cfg.Warmup || (!d.switched.IsZero() && now.Sub(d.switched) < d.cfg.MinDwell) {
 		return d.plan(), nil
 	}
 	sw := &Switch{From: d.path, To: want, Reason: reason}
-	d.path, d.since = want, now
+	d.path, d.switched = want, now
 	return d.plan(), sw
+}
+
+// rates are the bias-corrected averages: leader bytes/s and cross-zone
+// copy bytes/s.
+func (d *Decider) rates() (rate, classic float64) {
+	if d.weight <= 0 {
+		return 0, 0
+	}
+	return d.rate / d.weight, d.classic / d.weight
 }
 
 // copies is the average number of cross-zone follower copies per leader
@@ -216,13 +240,14 @@ func (d *Decider) copies() float64 {
 	if d.rate <= 0 || !d.seen {
 		return DefaultCopies
 	}
-	return d.classic / d.rate
+	return d.classic / d.rate // the weights cancel
 }
 
 // autoInterval stretches the interval within [Interval, MaxInterval]
 // until an object would cost TargetRatio of classic.
 func (d *Decider) autoInterval(copies float64) time.Duration {
-	if d.rate <= 0 {
+	rate, _ := d.rates()
+	if rate <= 0 {
 		return d.cfg.MaxInterval
 	}
 	perByte := d.cfg.Prices.CrossZone(1e9) / 1e9 * copies
@@ -231,7 +256,7 @@ func (d *Decider) autoInterval(copies float64) time.Duration {
 		return d.cfg.Interval
 	}
 	target := fixed / (d.cfg.TargetRatio * perByte) // bytes
-	t := time.Duration(target / d.rate * float64(time.Second))
+	t := time.Duration(target / rate * float64(time.Second))
 	return min(max(t, d.cfg.Interval), d.cfg.MaxInterval).Round(time.Millisecond)
 }
 
@@ -239,10 +264,11 @@ func (d *Decider) autoInterval(copies float64) time.Duration {
 // (or at MaxObjectBytes) at the current rate; +Inf when objects save
 // nothing.
 func (d *Decider) ratio(copies float64, interval time.Duration) float64 {
-	if d.rate <= 0 || copies <= 0 {
+	rate, _ := d.rates()
+	if rate <= 0 || copies <= 0 {
 		return math.Inf(1)
 	}
-	size := min(d.rate*interval.Seconds(), float64(d.cfg.MaxObjectBytes))
+	size := min(rate*interval.Seconds(), float64(d.cfg.MaxObjectBytes))
 	if size < 1 {
 		return math.Inf(1)
 	}
@@ -252,7 +278,8 @@ func (d *Decider) ratio(copies float64, interval time.Duration) float64 {
 
 func (d *Decider) plan() Plan {
 	copies := d.copies()
-	p := Plan{Path: PathWAL, Interval: d.cfg.Interval, CutBytes: d.cfg.MaxObjectBytes, Nudge: true, Copies: copies, Rate: d.rate}
+	rate, _ := d.rates()
+	p := Plan{Path: PathWAL, Interval: d.cfg.Interval, CutBytes: d.cfg.MaxObjectBytes, Nudge: true, Copies: copies, Rate: rate}
 	switch d.cfg.Policy {
 	case PolicyCost:
 		p.Interval, p.Nudge = d.cfg.MaxInterval, false
@@ -265,8 +292,8 @@ func (d *Decider) plan() Plan {
 	p.Ratio = math.NaN()
 	if d.seen {
 		size := p.CutBytes
-		if p.Path == PathWAL && d.cfg.Policy != PolicyCost {
-			size = int(min(d.rate*p.Interval.Seconds(), float64(p.CutBytes)))
+		if d.cfg.Policy != PolicyCost {
+			size = int(min(rate*p.Interval.Seconds(), float64(p.CutBytes)))
 		}
 		p.Ratio = d.ratioAt(copies, int64(max(size, 1)))
 	}

@@ -16,7 +16,7 @@ import (
 // TestWALPolicyAutoSwitch drives a leader of RF 3 in three zones with
 // wal.policy=auto on a manual clock: at 10 KB/s even a 100 ms object
 // costs more than sending its bytes to the two other zones, so after the
-// dwell the broker replicates inline — by policy, not degraded — and at
+// warmup (5 s of traffic) the broker replicates inline — by policy, not degraded — and at
 // 500 KB/s it returns to WAL objects. Every switch is counted with its
 // reason, and the cost meter counts the bytes and their two cross-zone
 // copies.
@@ -58,13 +58,13 @@ func TestWALPolicyAutoSwitch(t *testing.T) {
 		return testutil.ToFloat64(m.wal.policy.switches.WithLabelValues(string(to), reason))
 	}
 
-	run(20, 10_000)
+	run(5, 10_000)
 	if m.PolicyInline() {
-		t.Fatal("switched to inline within the dwell (30 s)")
+		t.Fatal("switched to inline within the warmup (5 s)")
 	}
-	run(15, 10_000)
+	run(2, 10_000)
 	if !m.PolicyInline() {
-		t.Fatalf("10 KB/s for 35 s: still WAL objects, plan %+v", m.WALPlan())
+		t.Fatalf("10 KB/s for 7 s: still WAL objects, plan %+v", m.WALPlan())
 	}
 	if got := switches(cost.PathInline, cost.ReasonBelowBreakEven); got != 1 {
 		t.Fatalf("switches to inline (below_break_even) = %v, want 1", got)
