@@ -22,6 +22,7 @@ const (
 // concurrent use; register Collectors once.
 type Meter struct {
 	prices    Prices
+	start     prometheus.Gauge
 	produced  prometheus.Counter
 	classic   prometheus.Counter
 	crossZone *prometheus.CounterVec
@@ -37,6 +38,10 @@ type Meter struct {
 func NewMeter(prices Prices) *Meter {
 	m := &Meter{
 		prices: prices,
+		start: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "strata_replication_cost_start_time_seconds",
+			Help: "Unix time the replication cost counters started (the operator turns them into rates with it).",
+		}),
 		produced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_replication_produced_bytes_total",
 			Help: "Record bytes this broker appended as leader (the input of replication).",
@@ -54,6 +59,7 @@ func NewMeter(prices Prices) *Meter {
 			Help: "Estimated replication cost in US dollars from the price table (cost.price.*), by path: wal (object-store requests and pointers), inline (record bytes across zones), classic_equivalent (what classic replication would have cost).",
 		}, []string{"path"}),
 	}
+	m.start.SetToCurrentTime()
 	m.czInline = m.crossZone.WithLabelValues(CostInline)
 	m.czWAL = m.crossZone.WithLabelValues(CostWAL)
 	m.usdWAL = m.usd.WithLabelValues(CostWAL)
@@ -67,7 +73,7 @@ func (m *Meter) Prices() Prices { return m.prices }
 
 // Collectors returns the meter's metrics.
 func (m *Meter) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.produced, m.classic, m.crossZone, m.usd}
+	return []prometheus.Collector{m.produced, m.classic, m.crossZone, m.usd, m.start}
 }
 
 // Produced counts leader appends: n bytes, and classic bytes (n times the
