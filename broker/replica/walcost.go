@@ -123,10 +123,9 @@ func (m *Manager) costTick() {
 	defer m.cost.mu.Unlock()
 	m.mu.Lock()
 	self, ok := m.brokers[m.cfg.NodeID]
-	zoneOf := func(id int32) (string, bool) { b, ok := m.brokers[id]; return b.Zone, ok }
-	zones := map[int32]string{}
-	for id := range m.brokers {
-		zones[id], _ = zoneOf(id)
+	zones := make(map[int32]string, len(m.brokers))
+	for id, b := range m.brokers {
+		zones[id] = b.Zone
 	}
 	m.mu.Unlock()
 	own := self.Zone
@@ -141,6 +140,8 @@ func (m *Manager) costTick() {
 			continue
 		}
 		p.costSeen = total
+		// Followers in another zone; an unregistered one (zone
+		// unknown) is not counted.
 		copies := int64(0)
 		for _, r := range p.State().Replicas {
 			if z, ok := zones[r]; ok && r != m.cfg.NodeID && z != own {
