@@ -207,6 +207,7 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 	kv["wal.upload.interval.ms"] = millis(durationOr(wal.UploadInterval, 10*time.Millisecond))
 	kv["wal.object.max.bytes"] = strconv.FormatInt(orDefaultInt(wal.MaxObjectBytes, 256<<10), 10)
 	kv["wal.retention.ms"] = millis(durationOr(wal.Retention, time.Hour))
+	renderCostConfig(kc, kv) // wal.policy and the price table (kafkacluster_cost.go)
 	if b := zi.Bucket; b != nil {
 		kv["wal.bucket.resource"] = b.Name
 		kv["wal.bucket.name"] = b.Spec.Bucket

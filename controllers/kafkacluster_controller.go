@@ -595,6 +595,7 @@ func (r *KafkaClusterReconciler) summarizeConditions(_ context.Context, s *clust
 		reasons = append(reasons, ReasonFastBucketUnreachable)
 		msgs = append(msgs, "fast buckets unreachable, brokers fall back to inline replication: "+strings.Join(s.unreachableBuckets, "; "))
 	}
+	setWALDegradedCondition(kc) // kafkacluster_cost.go
 	if len(reasons) > 0 {
 		setCondition(kc, strata.ConditionDegraded, metav1.ConditionTrue, reasons[0], strings.Join(msgs, "; "))
 	} else {

@@ -214,10 +214,12 @@ func gaugeValue(m *dto.Metric) float64 {
 
 // brokerWAL is one broker's scrape result.
 type brokerWAL struct {
-	id       int32
-	zone     string
-	degraded bool
-	err      error
+	id           int32
+	zone         string
+	degraded     bool
+	policyInline bool
+	metrics      BrokerMetrics
+	err          error
 }
 
 // ZoneWAL sums the scrapes of one zone's registered brokers up as the
@@ -232,6 +234,8 @@ func ZoneWAL(scrapes []brokerWAL) *strata.ZoneWALStatus {
 			problems = append(problems, fmt.Sprintf("broker %d: %v", s.id, s.err))
 		case s.degraded:
 			st.DegradedBrokers = append(st.DegradedBrokers, s.id)
+		case s.policyInline:
+			st.PolicyInlineBrokers = append(st.PolicyInlineBrokers, s.id)
 		}
 	}
 	switch {
@@ -350,17 +354,12 @@ func (r *KafkaClusterReconciler) applyKafkaToBrokers(s *clusterScope) {
 	}
 }
 
-// scrapeWAL reads strata_wal_degraded from every registered broker's
-// /metrics and sets each zone's WAL state.
+// scrapeWAL reads every registered broker's /metrics: strata_wal_degraded
+// and strata_wal_policy_inline set each zone's WAL state, the cost
+// counters status.cost (kafkacluster_cost.go).
 func (r *KafkaClusterReconciler) scrapeWAL(ctx context.Context, s *clusterScope) {
 	kc := s.cluster
 	st := &kc.Status
-	if !kc.Spec.WAL.IsEnabled() {
-		for i := range st.Zones {
-			st.Zones[i].WAL = &strata.ZoneWALStatus{State: strata.WALDisabled}
-		}
-		return
-	}
 	var targets []strata.BrokerStatus
 	for _, b := range st.Brokers {
 		if b.Registered {
@@ -375,10 +374,30 @@ func (r *KafkaClusterReconciler) scrapeWAL(ctx context.Context, s *clusterScope)
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			results[i] = brokerWAL{id: b.ID, zone: b.Zone}
-			results[i].degraded, results[i].err = r.scrapeBrokerWAL(ctx, kc, b)
+			results[i].metrics, results[i].err = r.scrapeBroker(ctx, kc, b)
+			if results[i].err == nil && kc.Spec.WAL.IsEnabled() && !results[i].metrics.WALExported {
+				results[i].err = fmt.Errorf("%s not exported: the broker runs without WAL", walDegradedMetric)
+			}
+			results[i].degraded = results[i].metrics.Degraded
+			results[i].policyInline = results[i].metrics.PolicyInline
 		})
 	}
 	wg.Wait()
+	var scraped []BrokerMetrics
+	for _, res := range results {
+		if res.err == nil {
+			scraped = append(scraped, res.metrics)
+		}
+	}
+	if c := CostReport(scraped, time.Now()); c != nil {
+		st.Cost = c
+	}
+	if !kc.Spec.WAL.IsEnabled() {
+		for i := range st.Zones {
+			st.Zones[i].WAL = &strata.ZoneWALStatus{State: strata.WALDisabled}
+		}
+		return
+	}
 	byZone := map[string][]brokerWAL{}
 	for _, res := range results {
 		byZone[res.zone] = append(byZone[res.zone], res)
@@ -388,35 +407,28 @@ func (r *KafkaClusterReconciler) scrapeWAL(ctx context.Context, s *clusterScope)
 	}
 }
 
-func (r *KafkaClusterReconciler) scrapeBrokerWAL(ctx context.Context, kc *strata.KafkaCluster, b strata.BrokerStatus) (bool, error) {
+func (r *KafkaClusterReconciler) scrapeBroker(ctx context.Context, kc *strata.KafkaCluster, b strata.BrokerStatus) (BrokerMetrics, error) {
 	ord := b.ID - zoneBase(kc, b.Zone)
 	base, err := r.Admin.Endpoints().HTTP(kc, b.Zone, ord, b.ID)
 	if err != nil {
-		return false, err
+		return BrokerMetrics{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, walScrapeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
-		return false, fmt.Errorf("metrics request: %w", err)
+		return BrokerMetrics{}, fmt.Errorf("metrics request: %w", err)
 	}
 	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return false, fmt.Errorf("scrape metrics: %w", err)
+		return BrokerMetrics{}, fmt.Errorf("scrape metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return false, fmt.Errorf("scrape metrics: %s", resp.Status)
+		return BrokerMetrics{}, fmt.Errorf("scrape metrics: %s", resp.Status)
 	}
-	degraded, exported, err := WALDegraded(resp.Body)
-	if err != nil {
-		return false, err
-	}
-	if !exported {
-		return false, fmt.Errorf("%s not exported: the broker runs without WAL", walDegradedMetric)
-	}
-	return degraded, nil
+	return ParseBrokerMetrics(resp.Body)
 }
 
 // zoneBase is the broker ID base of a zone in status.zones.

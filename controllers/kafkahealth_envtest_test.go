@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"net/http"
@@ -265,7 +266,7 @@ var _ = Describe("KafkaCluster health through the Kafka admin API", func() {
 		}, timeout, interval).Should(Succeed())
 	})
 
-	It("reports each zone's WAL state from the brokers' metrics: Healthy, then Degraded while the bucket is down", func(ctx SpecContext) {
+	It("reports each zone's WAL state from the brokers' metrics: Healthy, then Degraded while the bucket is down, and the replication cost", func(ctx SpecContext) {
 		ns := newNamespace()
 		srv := s3server.Start(GinkgoT(), "wal")
 		Expect(k8sClient.Create(suiteCtx, &corev1.Secret{
@@ -313,6 +314,60 @@ var _ = Describe("KafkaCluster health through the Kafka admin API", func() {
 			g.Expect(err).NotTo(HaveOccurred())
 		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
 
+		By("status.cost: the brokers' cost counters, summed")
+		for range 20 {
+			for p := range int32(2) {
+				v := make([]byte, 1000)
+				_, _ = rand.Read(v) // incompressible: the client compresses batches
+				Expect(cl.ProduceSync(ctx, &kgo.Record{Partition: p, Value: v}).FirstErr()).To(Succeed())
+			}
+		}
+		// The brokers' counters, read directly: what status.cost must sum.
+		brokerSum := func(g Gomega, metric string) float64 {
+			total := 0.0
+			for _, z := range []struct {
+				zone string
+				id   int32
+			}{{"a", 0}, {"b", 100}} {
+				url, err := loopback.HTTP(kc, z.zone, 0, z.id)
+				g.Expect(err).NotTo(HaveOccurred())
+				resp, err := http.Get(url + "/metrics")
+				g.Expect(err).NotTo(HaveOccurred())
+				bm, err := controllers.ParseBrokerMetrics(resp.Body)
+				resp.Body.Close()
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(bm.CostExported).To(BeTrue())
+				switch metric {
+				case "produced":
+					total += bm.Produced
+				case "classic":
+					total += bm.ClassicBytes
+				case "puts":
+					total += bm.Puts
+				}
+			}
+			return total
+		}
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "walhealth")
+			c := got.Status.Cost
+			g.Expect(c).NotTo(BeNil())
+			// 40 records of 1,000 bytes in batches: more than 40,000 bytes.
+			g.Expect(c.BytesProduced).To(BeNumerically(">", 40_000))
+			g.Expect(float64(c.BytesProduced)).To(Equal(brokerSum(g, "produced")))
+			// RF 2 in two zones: one cross-zone copy of every byte.
+			g.Expect(c.ClassicCrossZoneBytes).To(Equal(c.BytesProduced))
+			g.Expect(float64(c.ClassicCrossZoneBytes)).To(Equal(brokerSum(g, "classic")))
+			g.Expect(c.Puts).To(BeNumerically(">", 0))
+			g.Expect(float64(c.Puts)).To(BeNumerically("<=", brokerSum(g, "puts")))
+			g.Expect(c.Brokers).To(BeEquivalentTo(2))
+			g.Expect(c.EstimatedUSDPerMonth.Classic).NotTo(BeEmpty())
+			g.Expect(c.SavingPercent).NotTo(BeNil())
+			walDeg := clusterCondition(g, got, strata.ConditionWALDegraded)
+			g.Expect(walDeg.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(walDeg.Reason).To(Equal(controllers.ReasonWALHealthy))
+		}).WithContext(ctx).WithTimeout(timeout).WithPolling(500 * time.Millisecond).Should(Succeed())
+
 		By("the bucket goes away: the leaders' uploads fail and they replicate inline")
 		srv.Stop()
 		Eventually(func(g Gomega) {
@@ -340,6 +395,27 @@ var _ = Describe("KafkaCluster health through the Kafka admin API", func() {
 			resp.Body.Close()
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(strings.Split(string(body), "\n")).To(ContainElement("strata_wal_degraded 1"))
+			walDeg := clusterCondition(g, got, strata.ConditionWALDegraded)
+			g.Expect(walDeg.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(walDeg.Reason).To(Equal(controllers.ReasonBucketUploadsFailing))
+			g.Expect(walDeg.Message).To(ContainSubstring("zone b: brokers [100]"))
 		}).WithContext(ctx).WithTimeout(timeout).WithPolling(500 * time.Millisecond).Should(Succeed())
-	}, SpecTimeout(4*time.Minute))
+
+		By("the bucket is back: uploads succeed again and WALDegraded clears")
+		srv.Restart()
+		Eventually(func(g Gomega) {
+			// Data keeps coming: the breaker's probe upload closes it.
+			for p := range int32(2) {
+				g.Expect(cl.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte("y")}).FirstErr()).To(Succeed())
+			}
+			got := getCluster(ns, "walhealth")
+			walDeg := clusterCondition(g, got, strata.ConditionWALDegraded)
+			g.Expect(walDeg.Status).To(Equal(metav1.ConditionFalse), walDeg.Message)
+			g.Expect(walDeg.Reason).To(Equal(controllers.ReasonWALHealthy))
+			for _, z := range got.Status.Zones {
+				g.Expect(z.WAL.State).To(Equal(strata.WALHealthy), "zone %s", z.Name)
+				g.Expect(z.WAL.DegradedBrokers).To(BeEmpty(), "zone %s", z.Name)
+			}
+		}).WithContext(ctx).WithTimeout(timeout).WithPolling(500 * time.Millisecond).Should(Succeed())
+	}, SpecTimeout(5*time.Minute))
 })

@@ -44,6 +44,9 @@ var ownedConfigKeys = map[string]string{
 	"wal.retention.ms":               "spec.wal.retention",
 	"local.retention.ms":             "spec.tieredStorage",
 	"metrics.listen":                 "the operator (readiness probe on /readyz, port 9644)",
+	// cost (kafkacluster_cost.go)
+	"wal.policy":                 "spec.wal.policy",
+	"wal.upload.max.interval.ms": "spec.wal.maxUploadInterval",
 }
 
 // ownedConfigPrefixes are key prefixes the operator owns, by owner.
@@ -53,6 +56,7 @@ var ownedConfigPrefixes = []struct{ prefix, owner string }{
 	{"wal.zone.", "spec.zones[].fastBucketRef"},
 	{"tier.", "spec.tieredStorage"},
 	{"leader.placement.", "spec.leaderPlacement"},
+	{"cost.price.", "spec.cost.prices"},
 }
 
 // ConfigKeyOwner returns the KafkaCluster field that owns a broker

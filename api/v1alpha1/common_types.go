@@ -91,6 +91,10 @@ const (
 	// ConditionKafkaReachable is whether the operator's Kafka admin client
 	// got an answer from the brokers on its last probe.
 	ConditionKafkaReachable = "KafkaReachable"
+	// ConditionWALDegraded (KafkaCluster): True while a broker replicates
+	// inline because its zone's fast bucket fails (not when
+	// spec.wal.policy chose inline), with the zones and brokers.
+	ConditionWALDegraded = "WALDegraded"
 	// ConditionWALSwept is a FastBucket's last WAL sweep: True when it
 	// listed the bucket and every delete it decided on succeeded.
 	ConditionWALSwept = "WALSwept"

@@ -52,6 +52,11 @@ type KafkaClusterSpec struct {
 	// +optional
 	WAL WALSpec `json:"wal,omitempty"`
 
+	// Cost overrides the price table of the cost report (status.cost) and
+	// of spec.wal.policy.
+	// +optional
+	Cost *CostSpec `json:"cost,omitempty"`
+
 	// TieredStorage configures the regional slow tier for closed segments.
 	// Refused for now: the broker has no slow tier yet.
 	// +optional
@@ -74,6 +79,7 @@ type KafkaClusterSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['log.dirs', 'log.dir', 'data.dir']))",message="spec.config must not set log.dirs, log.dir or data.dir: the data directory is the volume of spec.storage"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['listeners', 'advertised.listeners', 'listener.security.protocol.map', 'inter.broker.listener.name', 'listen', 'advertised.address']))",message="spec.config must not set listeners, advertised.listeners, listener.security.protocol.map, inter.broker.listener.name, listen or advertised.address: they are spec.listeners"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['wal.enable', 'wal.enabled', 'wal.upload.interval.ms', 'wal.object.max.bytes', 'wal.retention.ms']))",message="spec.config must not set wal.enable, wal.enabled, wal.upload.interval.ms, wal.object.max.bytes or wal.retention.ms: they are spec.wal.enabled, spec.wal.uploadInterval, spec.wal.maxObjectBytes and spec.wal.retention"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['wal.policy', 'wal.upload.max.interval.ms']) && !k.startsWith('cost.price.'))",message="spec.config must not set wal.policy, wal.upload.max.interval.ms or cost.price.*: they are spec.wal.policy, spec.wal.maxUploadInterval and spec.cost.prices"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('wal.bucket.') && !k.startsWith('wal.zone.'))",message="spec.config must not set wal.bucket.* or wal.zone.*: the buckets are the zones' FastBuckets (spec.zones[].fastBucketRef)"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('tier.') && k != 'local.retention.ms')",message="spec.config must not set tier.* or local.retention.ms: they belong to spec.tieredStorage"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('leader.placement.'))",message="spec.config must not set leader.placement.*: it is spec.leaderPlacement"
@@ -197,6 +203,7 @@ type StorageSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.uploadInterval) || (duration(self.uploadInterval) >= duration('1ms') && duration(self.uploadInterval) <= duration('10s'))",message="wal.uploadInterval must be between 1ms and 10s"
 // +kubebuilder:validation:XValidation:rule="!has(self.retention) || (duration(self.retention) >= duration('1ms') && duration(self.retention) <= duration('2147483647ms'))",message="wal.retention must be between 1ms and 2147483647ms (596h31m23.647s): the broker reads wal.retention.ms as a positive int32"
 // +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.uploadInterval) || duration(self.retention) >= duration(self.uploadInterval)",message="wal.retention must be at least wal.uploadInterval"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxUploadInterval) || duration(self.maxUploadInterval) >= duration(has(self.uploadInterval) ? self.uploadInterval : '10ms')",message="maxUploadInterval must be at least uploadInterval"
 type WALSpec struct {
 	// Enabled turns WAL replication on. When off, followers fetch record
 	// bytes from the leader as in classic Kafka.
@@ -228,6 +235,86 @@ type WALSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
 	Retention *metav1.Duration `json:"retention,omitempty"`
+
+	// --- cost (issue #15; docs/wal.md "Cost and wal.policy") ---
+
+	// Policy is wal.policy: Latency cuts an object every uploadInterval;
+	// Cost cuts it at the break-even size of the price table or after
+	// maxUploadInterval; Auto (default) chooses per broker, from its
+	// throughput, between WAL objects and inline replication and the cut
+	// interval within [uploadInterval, maxUploadInterval], so that
+	// replication never costs more than classic. Inline chosen by the
+	// policy is not a degradation (no WALDegraded).
+	// +kubebuilder:validation:Enum=Latency;Cost;Auto
+	// +kubebuilder:default=Auto
+	// +optional
+	Policy WALPolicy `json:"policy,omitempty"`
+
+	// MaxUploadInterval is the latency budget of the Cost and Auto
+	// policies (wal.upload.max.interval.ms): the longest a byte waits for
+	// its object. At least uploadInterval.
+	// +kubebuilder:default="100ms"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	MaxUploadInterval *metav1.Duration `json:"maxUploadInterval,omitempty"`
+}
+
+// WALPolicy is spec.wal.policy.
+type WALPolicy string
+
+// The WAL policies (broker values latency, cost, auto).
+const (
+	WALPolicyLatency WALPolicy = "Latency"
+	WALPolicyCost    WALPolicy = "Cost"
+	WALPolicyAuto    WALPolicy = "Auto"
+)
+
+// CostSpec configures the cost estimates and wal.policy.
+type CostSpec struct {
+	// Prices overrides the price table (defaults: S3 Express One Zone and
+	// AWS cross-AZ transfer). Rendered as the brokers' cost.price.* keys.
+	// +optional
+	Prices *PriceTable `json:"prices,omitempty"`
+}
+
+// PriceTable is the price table in US dollars, as decimal strings (e.g.
+// "0.00113"); an empty field keeps the default. Per-GB prices are per
+// 1e9 bytes.
+type PriceTable struct {
+	// PutPer1000 is the price of 1,000 PUTs to a fast bucket (default
+	// 0.00113).
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	// +optional
+	PutPer1000 string `json:"putPer1000,omitempty"`
+	// GetPer1000 is the price of 1,000 GETs (default 0.00003).
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	// +optional
+	GetPer1000 string `json:"getPer1000,omitempty"`
+	// UploadPerGB is charged per GB a PUT carries beyond
+	// includedBytesPerRequest (default 0.0032).
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	// +optional
+	UploadPerGB string `json:"uploadPerGB,omitempty"`
+	// RetrievalPerGB is charged per GB a GET returns beyond
+	// includedBytesPerRequest (default 0.0006).
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	// +optional
+	RetrievalPerGB string `json:"retrievalPerGB,omitempty"`
+	// IncludedBytesPerRequest are the bytes of a request its request price
+	// covers (default 524288).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	IncludedBytesPerRequest *int64 `json:"includedBytesPerRequest,omitempty"`
+	// CrossZoneOutPerGB and CrossZoneInPerGB are charged per GB crossing
+	// a zone boundary, in the sending and the receiving zone (default
+	// 0.01 each).
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	// +optional
+	CrossZoneOutPerGB string `json:"crossZoneOutPerGB,omitempty"`
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	// +optional
+	CrossZoneInPerGB string `json:"crossZoneInPerGB,omitempty"`
 }
 
 // TieredStorageSpec configures the regional slow tier.
@@ -492,6 +579,49 @@ type KafkaClusterStatus struct {
 	// scale-down (drain) in progress. Absent when there is none.
 	// +optional
 	Scaling *ScalingStatus `json:"scaling,omitempty"`
+
+	// Cost is the replication cost report from the brokers' counters,
+	// priced with the price table. Absent until brokers were scraped.
+	// +optional
+	Cost *CostStatus `json:"cost,omitempty"`
+}
+
+// CostStatus is the replication cost report of a KafkaCluster: the sums
+// of the registered brokers' counters since each started
+// (strata_replication_*), and the monthly estimate from their rates.
+type CostStatus struct {
+	// Window is the longest time a broker's counters cover (since it
+	// started); each broker's rate is over its own time.
+	Window metav1.Duration `json:"window"`
+	// BytesProduced: record bytes the brokers appended as leaders.
+	BytesProduced int64 `json:"bytesProduced"`
+	// CrossZoneBytes: replication bytes sent between zones (inline
+	// records and WAL pointers).
+	CrossZoneBytes int64 `json:"crossZoneBytes"`
+	// ClassicCrossZoneBytes: what classic replication would have sent
+	// across zones for the same appends.
+	ClassicCrossZoneBytes int64 `json:"classicCrossZoneBytes"`
+	// Puts and Gets: the brokers' fast-bucket requests.
+	Puts int64 `json:"puts"`
+	Gets int64 `json:"gets"`
+	// EstimatedUSDPerMonth: the replication cost at the brokers' rates
+	// over 30 days, actual and with classic replication.
+	EstimatedUSDPerMonth CostEstimate `json:"estimatedUSDPerMonth"`
+	// SavingPercent is 100 × (1 − actual/classic), rounded; negative when
+	// replication costs more than classic. Absent before any byte.
+	// +optional
+	SavingPercent *int32 `json:"savingPercent,omitempty"`
+	// Brokers is the number of brokers whose counters are included.
+	Brokers int32 `json:"brokers"`
+	// LastUpdateTime is when the counters were read.
+	// +optional
+	LastUpdateTime *metav1.Time `json:"lastUpdateTime,omitempty"`
+}
+
+// CostEstimate is a cost in US dollars per month, as decimal strings.
+type CostEstimate struct {
+	Actual  string `json:"actual"`
+	Classic string `json:"classic"`
 }
 
 // RollStatus is a rolling restart in progress.
@@ -650,6 +780,11 @@ type ZoneWALStatus struct {
 	// +listType=atomic
 	// +optional
 	DegradedBrokers []int32 `json:"degradedBrokers,omitempty"`
+	// PolicyInlineBrokers lists the zone's brokers that replicate inline
+	// because spec.wal.policy found it cheaper (not a degradation).
+	// +listType=atomic
+	// +optional
+	PolicyInlineBrokers []int32 `json:"policyInlineBrokers,omitempty"`
 	// Message says why the state is Unknown.
 	// +optional
 	Message string `json:"message,omitempty"`
@@ -777,6 +912,7 @@ type BrokerStatus struct {
 // +kubebuilder:printcolumn:name="WAL",type=boolean,JSONPath=`.spec.wal.enabled`,priority=1
 // +kubebuilder:printcolumn:name="Offline",type=integer,JSONPath=`.status.kafka.offlinePartitions`,priority=1,description="Partitions without a leader"
 // +kubebuilder:printcolumn:name="URP",type=integer,JSONPath=`.status.kafka.underReplicatedPartitions`,priority=1,description="Under-replicated partitions"
+// +kubebuilder:printcolumn:name="Saving",type=integer,JSONPath=`.status.cost.savingPercent`,description="Replication cost saved against classic replication, in percent"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.spec.zones.all(z, size(self.metadata.name) + size(z.name) <= 50)",message="metadata.name and each zone name together must be at most 50 characters (StatefulSet and pod names are <cluster>-<zone>-<ordinal>)"
 type KafkaCluster struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 
+	"github.com/strata-dev/strata/broker/cost"
 	"github.com/strata-dev/strata/broker/server"
 )
 
@@ -93,6 +94,12 @@ func Start(t testing.TB, opts ...Option) *Broker {
 	}
 	if len(unknown) > 0 {
 		t.Fatalf("brokertest: unknown settings %v", unknown)
+	}
+	if _, ok := o.settings["wal.policy"]; !ok {
+		// Test brokers replicate through WAL objects whatever their
+		// (low) throughput: tests of the WAL path check its mechanics;
+		// a test of wal.policy sets it.
+		cfg.Cluster.WAL.Policy = cost.PolicyLatency
 	}
 	for _, f := range o.mutate {
 		f(&cfg)

@@ -118,6 +118,10 @@ func (p *Process) Start() {
 	for k, v := range p.opts.settings {
 		args = append(args, "--set", k+"="+v)
 	}
+	if _, ok := p.opts.settings["wal.policy"]; !ok {
+		// As Start: WAL objects whatever the test's throughput.
+		args = append(args, "--set", "wal.policy=latency")
+	}
 	args = append(args, p.opts.args...)
 	cmd := exec.Command(p.bin, args...)
 	if p.logs == nil {

@@ -29,6 +29,12 @@
 // retires (Manager.retire), so leaders no longer followed keep no
 // goroutine or connection.
 //
+// Replication cost (walcost.go): every partition counts the bytes it
+// appends as leader; once a second the manager prices them with their
+// cross-zone follower copies (Config.Cost) and, with WAL on, runs the
+// wal.policy decider, whose plan sets the uploader's cut and may choose
+// inline replication (InlinePolicy) — not a degradation.
+//
 // Replication throttle (throttle.go, Kafka's KIP-73 quotas): replicas the
 // topic configs mark as throttled (Partition.SetThrottled) and that are not
 // in the ISR fetch (follower side) and are served (leader side, the caller

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/strata-dev/strata/broker/cost"
 	"github.com/strata-dev/strata/broker/meta"
 )
 
@@ -64,6 +65,9 @@ type Config struct {
 	Log logr.Logger
 	// Now is the clock (time.Now).
 	Now func() time.Time
+	// Cost, when set, receives the leader bytes appended and their
+	// cross-zone follower copies once a second (walcost.go).
+	Cost *cost.Meter
 }
 
 func (c *Config) defaults() {
@@ -109,6 +113,8 @@ type Manager struct {
 	refused *prometheus.CounterVec
 	// wal is set by EnableWAL before partitions are applied; nil: classic.
 	wal *walRep
+	// cost is the accounting of costTick (walcost.go).
+	cost costState
 	// The replication quotas (throttle.go) and their metrics.
 	leaderQuota, followerQuota *Throttle
 	throttleMetrics            throttleMetrics
@@ -129,10 +135,14 @@ func NewManager(cfg Config) *Manager {
 	}
 	m.leaderQuota = newThrottle(ThrottleLeader, cfg.Now, m.throttleMetrics)
 	m.followerQuota = newThrottle(ThrottleFollower, cfg.Now, m.throttleMetrics)
-	m.wg.Add(1)
+	m.wg.Add(2)
 	go func() {
 		defer m.wg.Done()
 		m.isrLoop()
+	}()
+	go func() {
+		defer m.wg.Done()
+		m.costLoop()
 	}()
 	return m
 }

@@ -87,6 +87,11 @@ type Partition struct {
 	// (throttle.go); nil: not throttled.
 	throttled atomic.Pointer[throttledReplicas]
 
+	// leaderBytes counts the record bytes appended as leader; costSeen
+	// is the part the cost loop counted (walcost.go; costTick only).
+	leaderBytes atomic.Int64
+	costSeen    int64
+
 	wal          *walRep
 	walIndex     *wal.PointerIndex
 	walPending   []walPending
@@ -389,8 +394,15 @@ func (p *Partition) AppendAsLeader(batches []record.Batch) (log.AppendResult, in
 	if err != nil && !errors.Is(err, log.ErrDuplicateSequence) {
 		return res, epoch, err
 	}
-	if err == nil && p.wal != nil {
-		p.walAppendLocked(p.wal, batches, epoch)
+	if err == nil {
+		n := 0
+		for _, b := range batches {
+			n += len(b)
+		}
+		p.leaderBytes.Add(int64(n))
+		if p.wal != nil {
+			p.walAppendLocked(p.wal, batches, epoch)
+		}
 	}
 	p.maybeAdvanceHWMLocked()
 	return res, epoch, err

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-dev/strata/broker/cost"
 	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/record"
@@ -79,6 +81,13 @@ type WALConfig struct {
 	DownloadTimeout time.Duration
 	// Clock defaults to the wall clock.
 	Clock wal.Clock
+	// Policy is wal.policy ("": latency, the behaviour before policies;
+	// the broker's config default is auto). MaxUploadInterval is
+	// wal.upload.max.interval.ms (default 10 × UploadInterval), Prices the
+	// price table (cost.price.*; zero: cost.Default()).
+	Policy            cost.Policy
+	MaxUploadInterval time.Duration
+	Prices            cost.Prices
 }
 
 // DefaultDownloadTimeout is the default of wal.download.timeout.ms: like
@@ -103,6 +112,11 @@ type walRep struct {
 	mu sync.Mutex
 	// objects names the partitions with pointers into each live object.
 	objects map[string][]meta.TopicPartition
+
+	// policy is wal.policy (walcost.go); policyInline is true while it
+	// replicates inline.
+	policy       *policyState
+	policyInline atomic.Bool
 }
 
 // walPending is a range accepted by the uploader, not yet resolved: one
@@ -130,13 +144,28 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 	if cfg.Clock == nil {
 		cfg.Clock = wal.RealClock{}
 	}
+	if cfg.Policy == "" {
+		cfg.Policy = cost.PolicyLatency
+	}
+	if cfg.UploadInterval <= 0 {
+		cfg.UploadInterval = wal.DefaultUploadInterval
+	}
+	if cfg.MaxObjectBytes <= 0 {
+		cfg.MaxObjectBytes = wal.DefaultMaxObjectBytes
+	}
+	if cfg.MaxUploadInterval <= 0 {
+		cfg.MaxUploadInterval = 10 * cfg.UploadInterval
+	}
+	if cfg.Prices == (cost.Prices{}) {
+		cfg.Prices = cost.Default()
+	}
 	w := &walRep{cfg: cfg, m: m, tracker: wal.NewTracker(cfg.Retention), objects: map[string][]meta.TopicPartition{},
 		inline: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_wal_inline_bytes_total",
-			Help: "Record bytes this leader replicated inline to followers that accept WAL pointers, by reason (degraded, upload_slow, not_uploaded, no_pointer, mid_chunk, no_index, follower_asked).",
+			Help: "Record bytes this leader replicated inline to followers that accept WAL pointers, by reason (degraded, upload_slow, not_uploaded, no_pointer, mid_chunk, no_index, follower_asked; policy: wal.policy chose inline, not a degradation).",
 		}, []string{"reason"}),
 		inlineBy: map[string]prometheus.Counter{}}
-	for _, r := range []string{InlineDegraded, InlineNoIndex, InlineMidChunk, InlineUploadSlow, InlineNotUploaded, InlineNoPointer, InlineFollowerAsked} {
+	for _, r := range []string{InlineDegraded, InlineNoIndex, InlineMidChunk, InlineUploadSlow, InlineNotUploaded, InlineNoPointer, InlineFollowerAsked, InlinePolicy} {
 		w.inlineBy[r] = w.inline.WithLabelValues(r)
 	}
 	if cfg.Stores != nil {
@@ -151,6 +180,9 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 		return fmt.Errorf("replica: start WAL uploader: %w", err)
 	}
 	w.up = up
+	w.policy = newPolicyState(cfg, cfg.Clock.Now())
+	plan := w.policy.plan
+	up.SetCut(plan.Interval, plan.CutBytes, plan.Nudge)
 	m.wal = w
 	m.wg.Add(1)
 	go func() {
@@ -170,7 +202,7 @@ func (m *Manager) WALCollectors() []prometheus.Collector {
 	if m.wal == nil {
 		return nil
 	}
-	cs := []prometheus.Collector{wal.NewUploaderCollector(m.wal.up), m.wal.inline}
+	cs := append([]prometheus.Collector{wal.NewUploaderCollector(m.wal.up), m.wal.inline}, m.wal.policy.collectors()...)
 	if m.wal.down != nil {
 		cs = append(cs, wal.NewDownloaderCollector(m.wal.down))
 	}
@@ -194,7 +226,9 @@ func (m *Manager) WALProduced() {
 	}
 }
 
-// WALDegraded reports whether the uploader refuses data (fallback inline).
+// WALDegraded reports whether the uploader refuses data (fallback inline)
+// because the bucket fails. Inline replication chosen by wal.policy is
+// not degraded (PolicyInline).
 func (m *Manager) WALDegraded() bool { return m.wal != nil && m.wal.up.Degraded() }
 
 func (w *walRep) replicaSetKey(topic string, partition int32) string {
@@ -219,7 +253,9 @@ func (w *walRep) close() {
 // with p.mu held, so a partition's batches reach the uploader in offset
 // order. A refused batch is simply not pending: followers get it inline.
 func (p *Partition) walAppendLocked(w *walRep, batches []record.Batch, epoch int32) {
-	if p.walIndex == nil {
+	if p.walIndex == nil || w.policyInline.Load() {
+		// Inline by policy: replica fetches read the log (they wait on
+		// appends, see PlanWALFetch).
 		return
 	}
 	refused := false
@@ -454,6 +490,9 @@ const (
 	// InlineFollowerAsked: the follower asked inline (it could not use a
 	// pointer: missing or corrupt object, refused epoch).
 	InlineFollowerAsked = "follower_asked"
+	// InlinePolicy: wal.policy chose inline replication (objects would
+	// cost more than classic at this throughput). Not a degradation.
+	InlinePolicy = "policy"
 )
 
 // PlanWALFetch decides how to serve a pointer-accepting replica fetch at
@@ -471,7 +510,14 @@ func (m *Manager) PlanWALFetch(p *Partition, off int64, maxBytes int) WALServe {
 		plan.Reason = InlineDegraded
 		return plan
 	}
-	if ptrs := p.walIndex.From(off, int64(maxBytes)); len(ptrs) > 0 {
+	ptrs := p.walIndex.From(off, int64(maxBytes))
+	if m.wal.policyInline.Load() && (len(ptrs) == 0 || ptrs[0].BaseOffset != off) {
+		// Inline by policy, also when caught up (a non-empty Reason
+		// makes the fetch wait for appends, not for uploads).
+		plan.Reason = InlinePolicy
+		return plan
+	}
+	if len(ptrs) > 0 {
 		if ptrs[0].BaseOffset == off {
 			plan.Pointers, plan.Reason = ptrs, ""
 			return plan

@@ -12,6 +12,7 @@ import (
 
 	"github.com/strata-dev/strata/broker"
 	"github.com/strata-dev/strata/broker/auth"
+	"github.com/strata-dev/strata/broker/cost"
 	"github.com/strata-dev/strata/broker/group"
 	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/objstore"
@@ -54,6 +55,10 @@ type ClusterConfig struct {
 	ControlledShutdownTimeout time.Duration
 }
 
+// DefaultMaxUploadInterval is wal.upload.max.interval.ms's default: the
+// longest an object of the cost and auto policies waits for bytes.
+const DefaultMaxUploadInterval = 100 * time.Millisecond
+
 // DefaultControlledShutdownTimeout is controlled.shutdown.timeout.ms's
 // default.
 const DefaultControlledShutdownTimeout = 30 * time.Second
@@ -94,6 +99,12 @@ type WALConfig struct {
 	UploadInterval time.Duration
 	MaxObjectBytes int
 	Retention      time.Duration
+	// Policy is wal.policy ("": auto) and MaxUploadInterval
+	// wal.upload.max.interval.ms (0: DefaultMaxUploadInterval), the latency
+	// budget of the cost and auto policies (docs/wal.md "Cost and
+	// wal.policy").
+	Policy            cost.Policy
+	MaxUploadInterval time.Duration
 	// DownloadTimeout is wal.download.timeout.ms: the budget of a
 	// follower's downloads per fetch round (0: replica's default, 1 s).
 	DownloadTimeout time.Duration
@@ -160,12 +171,20 @@ func (t *replicaTraffic) ReplicaFetch(leader int32, requestBytes, responseBytes 
 // known).
 type objectTraffic struct {
 	counter *traffic.Counter
+	meter   *cost.Meter
 	next    objstore.Observer
 }
 
 func (o objectTraffic) ObserveCall(op objstore.Op, bucket, zone string, n int64, elapsed time.Duration, err error) {
 	if o.next != nil {
 		o.next.ObserveCall(op, bucket, zone, n, elapsed, err)
+	}
+	// Requests are billed whether they succeed or not.
+	switch op {
+	case objstore.OpPut:
+		o.meter.Put(n)
+	case objstore.OpGet:
+		o.meter.Get(n)
 	}
 	if err != nil {
 		return
@@ -182,7 +201,7 @@ func (o objectTraffic) ObserveCall(op objstore.Op, bucket, zone string, n int64,
 // uploads, a client per other bucket for downloads.
 func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, counter *traffic.Counter, cluster string) error {
 	wc := s.cfg.Cluster.WAL
-	obs := objectTraffic{counter: counter, next: objstore.NewPrometheusObserver(s.metrics.Registry)}
+	obs := objectTraffic{counter: counter, meter: s.cost, next: objstore.NewPrometheusObserver(s.metrics.Registry)}
 	wc.Bucket.Observer = obs
 	if wc.Bucket.AttemptTimeout <= 0 {
 		wc.Bucket.AttemptTimeout = 2 * time.Second
@@ -211,10 +230,22 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 	}
 	var mu sync.Mutex
 	stores := map[string]objstore.Store{base.Bucket: own}
+	policy, err := cost.ParsePolicy(string(wc.Policy))
+	if err != nil {
+		return err
+	}
+	maxInterval := wc.MaxUploadInterval
+	if maxInterval <= 0 {
+		maxInterval = DefaultMaxUploadInterval
+	}
+	if interval := wc.UploadInterval; maxInterval < interval {
+		return fmt.Errorf("wal.upload.max.interval.ms (%v) is below wal.upload.interval.ms (%v)", maxInterval, interval)
+	}
 	err = replicas.EnableWAL(replica.WALConfig{
 		Store: own, Cluster: cluster, Zone: base.Zone, Incarnation: uint64(time.Now().UnixNano()),
 		MaxObjectBytes: wc.MaxObjectBytes, UploadInterval: wc.UploadInterval, Retention: wc.Retention,
 		DownloadTimeout: wc.DownloadTimeout,
+		Policy:          policy, MaxUploadInterval: maxInterval, Prices: s.cfg.Prices,
 		Stores: func(bucket string) (objstore.Store, error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -243,7 +274,8 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 			return fmt.Errorf("register WAL metrics: %w", err)
 		}
 	}
-	s.log.WithName("cluster").Info("WAL replication enabled", "bucket", base.Bucket, "endpoint", base.Endpoint, "zoneMap", buckets.ZoneMap())
+	s.log.WithName("cluster").Info("WAL replication enabled", "bucket", base.Bucket, "endpoint", base.Endpoint, "zoneMap", buckets.ZoneMap(),
+		"policy", policy, "maxUploadInterval", maxInterval)
 	return nil
 }
 
@@ -301,6 +333,7 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 	rcfg.Dial = secureDial(rcfg.Dial, ib, kp, s.cfg.Security.InterBroker)
 	rt := &replicaTraffic{counter: counter}
 	rcfg.Traffic = rt
+	rcfg.Cost = s.cost
 	replicas := replica.NewManager(rcfg)
 	rt.m = replicas
 	for _, c := range replicas.Collectors() {

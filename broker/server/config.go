@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/cost"
 )
 
 // ReadConfigFile reads a broker config file into flat key/value pairs. A
@@ -114,6 +115,14 @@ var processKeys = map[string]bool{
 	"wal.bucket.force.path.style": true, "wal.bucket.type": true, "wal.upload.interval.ms": true, "wal.object.max.bytes": true,
 	"wal.retention.ms": true, "wal.download.timeout.ms": true, "wal.enabled": true,
 	"wal.bucket.resource": true, "wal.bucket.credentials.source": true, "wal.bucket.credentials.secret": true,
+	// wal.policy and the price table (broker/cost; docs/wal.md "Cost and wal.policy").
+	"wal.policy": true, "wal.upload.max.interval.ms": true,
+}
+
+func init() {
+	for _, k := range cost.Keys() {
+		processKeys[k] = true
+	}
 }
 
 // ApplySettings applies flat key/value settings (from a config file or
@@ -414,6 +423,25 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				cfg.Cluster.WAL.DownloadTimeout = time.Duration(n) * time.Millisecond
 			default:
 				cfg.Cluster.WAL.MaxObjectBytes = int(n)
+			}
+		case k == "wal.policy":
+			p, err := cost.ParsePolicy(v)
+			if err != nil || v == "" {
+				return nil, bad(fmt.Errorf("want latency, cost or auto"))
+			}
+			cfg.Cluster.WAL.Policy = p
+		case k == "wal.upload.max.interval.ms":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 1 {
+				return nil, bad(fmt.Errorf("want a positive number of milliseconds"))
+			}
+			cfg.Cluster.WAL.MaxUploadInterval = time.Duration(n) * time.Millisecond
+		case strings.HasPrefix(k, "cost.price."):
+			if cfg.Prices == (cost.Prices{}) {
+				cfg.Prices = cost.Default()
+			}
+			if _, err := cfg.Prices.SetKey(k, v); err != nil {
+				return nil, bad(err)
 			}
 		case k == "controlled.shutdown.enable":
 			on, err := strconv.ParseBool(v)

@@ -4,8 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/strata-dev/strata/broker/cost"
 )
 
 func TestReadConfigFile(t *testing.T) {
@@ -173,5 +176,29 @@ func TestApplySettingsCluster(t *testing.T) {
 	c := DefaultConfig()
 	if _, err := ApplySettings(&c, map[string]string{"broker.id.base": "100"}); err == nil {
 		t.Fatal("broker.id.base without an ordinal in POD_NAME accepted")
+	}
+}
+
+// TestApplySettingsCost: wal.policy, its max interval and the price table
+// keys; bad values fail with the key named, other prices keep defaults.
+func TestApplySettingsCost(t *testing.T) {
+	cfg := DefaultConfig()
+	unknown, err := ApplySettings(&cfg, map[string]string{
+		"wal.policy": "cost", "wal.upload.max.interval.ms": "250",
+		"cost.price.put.per.1000": "0.005", "cost.price.cross.zone.in.per.gb": "0",
+	})
+	if err != nil || len(unknown) > 0 {
+		t.Fatalf("ApplySettings: %v (unknown %v)", err, unknown)
+	}
+	want := cost.Default()
+	want.PutPer1000, want.CrossZoneInPerGB = 0.005, 0
+	if cfg.Cluster.WAL.Policy != cost.PolicyCost || cfg.Cluster.WAL.MaxUploadInterval != 250*time.Millisecond || cfg.Prices != want {
+		t.Fatalf("policy %q, max interval %v, prices %+v; want cost, 250ms, %+v", cfg.Cluster.WAL.Policy, cfg.Cluster.WAL.MaxUploadInterval, cfg.Prices, want)
+	}
+	for k, v := range map[string]string{"wal.policy": "cheap", "wal.upload.max.interval.ms": "0", "cost.price.get.per.1000": "-1", "cost.price.request.included.bytes": "1.5"} {
+		cfg := DefaultConfig()
+		if _, err := ApplySettings(&cfg, map[string]string{k: v}); err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s=%s: error %v, want one naming the key", k, v, err)
+		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/strata-dev/strata/broker"
 	"github.com/strata-dev/strata/broker/auth"
+	"github.com/strata-dev/strata/broker/cost"
 	"github.com/strata-dev/strata/broker/group"
 	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/meta/offsets"
@@ -71,6 +72,9 @@ type Config struct {
 	// Cluster configures cluster mode; without etcd endpoints the broker
 	// runs standalone.
 	Cluster ClusterConfig
+	// Prices is the price table of the cost estimates and wal.policy
+	// (cost.price.* keys; zero: cost.Default()).
+	Prices cost.Prices
 	// Security is the listeners (listeners, advertised.listeners,
 	// listener.security.protocol.map, inter.broker.listener.name), their
 	// TLS and SASL settings, and this broker's inter-broker credentials
@@ -97,6 +101,8 @@ type Server struct {
 	groups  *group.Coordinator
 	offsets *group.FileStore // standalone only
 	traffic *traffic.Counter
+	// cost counts replication bytes and dollars (broker/cost).
+	cost    *cost.Meter
 	cluster *clusterRun  // nil standalone
 	ln      net.Listener // the first listener
 	// lns are all Kafka listeners (lns[0] == ln), bound in the order of
@@ -202,6 +208,20 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		return slices.ContainsFunc(b.Brokers(), func(bi broker.BrokerInfo) bool { return bi.Rack == zone })
 	}
 	s.metrics.Registry.MustRegister(s.traffic.Collector())
+	if cfg.Prices == (cost.Prices{}) {
+		cfg.Prices = cost.Default()
+		s.cfg.Prices = cfg.Prices
+	}
+	s.cost = cost.NewMeter(cfg.Prices)
+	s.metrics.Registry.MustRegister(s.cost.Collectors()...)
+	s.traffic.OnCrossZone = func(path traffic.Path, n int) {
+		switch path {
+		case traffic.ReplicationInline:
+			s.cost.CrossZone(int64(n), false)
+		case traffic.ReplicationWALMetadata:
+			s.cost.CrossZone(int64(n), true)
+		}
+	}
 	groupCfg := cfg.Group
 	if cfg.Broker.Clustered {
 		s.phase.Store(phaseJoining)

@@ -46,6 +46,10 @@ type Counter struct {
 	// that may be label values (the brokers' racks); other peer zones
 	// are counted as OtherZone.
 	KnownZone func(zone string) bool
+	// OnCrossZone, when set before the counter is used, is called with
+	// the bytes sent (direction out) to a known other zone on every path
+	// (the cost meter prices the replication paths).
+	OnCrossZone func(path Path, n int)
 
 	mu    sync.Mutex
 	cache map[key]prometheus.Counter
@@ -96,6 +100,9 @@ func (c *Counter) Add(peerZone string, path Path, dir Direction, n int) {
 	}
 	c.mu.Unlock()
 	ctr.Add(float64(n))
+	if c.OnCrossZone != nil && dir == Out && k.peer != c.zone && k.peer != UnknownZone && k.peer != OtherZone {
+		c.OnCrossZone(path, n)
+	}
 }
 
 // Bytes returns the bytes counted so far for one series (0 if none).

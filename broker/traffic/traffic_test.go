@@ -32,3 +32,21 @@ func TestCounter(t *testing.T) {
 	var nilC *Counter
 	nilC.Add("b", Produce, In, 1) // no panic
 }
+
+// TestOnCrossZone: the cost meter's hook sees exactly the bytes sent to a
+// known other zone, on every path.
+func TestOnCrossZone(t *testing.T) {
+	c := New("a")
+	c.KnownZone = func(z string) bool { return z == "a" || z == "b" }
+	got := map[Path]int{}
+	c.OnCrossZone = func(p Path, n int) { got[p] += n }
+	c.Add("b", ReplicationInline, Out, 100)     // counted
+	c.Add("b", ReplicationWALMetadata, Out, 7)  // counted
+	c.Add("b", ReplicationInline, In, 1000)     // received: the sender counts it
+	c.Add("a", ReplicationInline, Out, 1000)    // same zone
+	c.Add("", ReplicationInline, Out, 1000)     // unknown zone
+	c.Add("mars", ReplicationInline, Out, 1000) // not a broker's zone: other
+	if want := map[Path]int{ReplicationInline: 100, ReplicationWALMetadata: 7}; len(got) != 2 || got[ReplicationInline] != 100 || got[ReplicationWALMetadata] != 7 {
+		t.Fatalf("cross-zone bytes seen %v, want %v", got, want)
+	}
+}

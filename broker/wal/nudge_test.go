@@ -152,3 +152,58 @@ func TestUploaderWaitsForASlot(t *testing.T) {
 		t.Fatalf("second object holds %v, want one chunk of offsets 1-3", got)
 	}
 }
+
+// TestUploaderSetCut checks a run-time cut plan (wal.policy): objects cut
+// at the plan's size and at its interval, nudges ignored when the plan
+// says so, and the latency plan back.
+func TestUploaderSetCut(t *testing.T) {
+	clock := newManualClock()
+	var res results
+	u, err := wal.NewUploader(wal.UploaderConfig{
+		Store: objstore.NewMem("fast"), Cluster: "demo", Zone: "zone-a", BrokerID: 1, Incarnation: 1,
+		UploadInterval: 10 * time.Millisecond, Clock: clock, OnUpload: res.add,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close(context.Background())
+	off := int64(0)
+	appendOne := func(size int) {
+		t.Helper()
+		if err := u.Append("events", 0, 1, off, off, batch(t, off, 1, 1, size)); err != nil {
+			t.Fatalf("Append: %v", err)
+		}
+		off++
+	}
+	pending := func() int { return u.Stats().PendingBytes }
+
+	// The cost plan: 100 ms, cut at 2,000 bytes, no nudges.
+	u.SetCut(100*time.Millisecond, 2000, false)
+	appendOne(800)
+	u.Nudge()
+	clock.Advance(99 * time.Millisecond)
+	if pending() == 0 {
+		t.Fatal("cut before the plan's interval (nudge or the config's 10 ms)")
+	}
+	appendOne(800)
+	appendOne(800) // passes 2,000 bytes: this batch starts the next object
+	waitFor(t, "size cut", func() bool { return res.len() == 1 })
+	if got := res.all()[0].Bytes; got > 2000+200 {
+		t.Fatalf("object of %d bytes, the plan cuts at 2000", got)
+	}
+	clock.Advance(100 * time.Millisecond)
+	waitFor(t, "interval cut", func() bool { return res.len() == 2 && pending() == 0 })
+
+	// Back to the latency plan: nudges cut again.
+	u.SetCut(10*time.Millisecond, 0, true)
+	appendOne(100)
+	u.Nudge()
+	waitFor(t, "nudged cut", func() bool { return res.len() == 3 && pending() == 0 })
+
+	// A shorter interval while an object fills makes it due sooner.
+	u.SetCut(100*time.Millisecond, 0, false)
+	appendOne(100)
+	u.SetCut(10*time.Millisecond, 0, false)
+	clock.Advance(10 * time.Millisecond)
+	waitFor(t, "cut at the shorter interval", func() bool { return res.len() == 4 && pending() == 0 })
+}

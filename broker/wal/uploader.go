@@ -135,6 +135,11 @@ type Uploader struct {
 	state     breakerState
 	since     time.Time
 	stats     UploaderStats
+	// interval, cutBytes and noNudge are the cut plan (SetCut; from the
+	// config until then): wal.policy changes them at run time.
+	interval time.Duration
+	cutBytes int
+	noNudge  bool
 
 	kick      chan struct{} // run: ready queue or slots changed
 	delivered chan struct{} // deliver: done changed
@@ -203,6 +208,8 @@ func NewUploader(cfg UploaderConfig) (*Uploader, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	u := &Uploader{
 		cfg:       cfg,
+		interval:  cfg.UploadInterval,
+		cutBytes:  cfg.MaxObjectBytes,
 		nextSeq:   cfg.FirstSequence,
 		deliverAt: cfg.FirstSequence,
 		done:      map[uint64]UploadResult{},
@@ -267,12 +274,12 @@ func (u *Uploader) Append(topic string, partition, leaderEpoch int32, baseOffset
 		return ErrBufferFull
 	}
 	// A batch that does not fit the pending object goes into the next.
-	if u.pending != nil && u.pending.bytes+len(batch) > u.cfg.MaxObjectBytes {
+	if u.pending != nil && u.pending.bytes+len(batch) > u.cutBytes {
 		u.cutLocked()
 	}
 	if u.pending == nil {
 		u.pending = &pendingObject{index: map[tp]int{}}
-		u.armLocked(u.cfg.Clock.Now(), u.cfg.UploadInterval)
+		u.armLocked(u.cfg.Clock.Now(), u.interval)
 	}
 	p := u.pending
 	k := tp{topic, partition}
@@ -286,7 +293,7 @@ func (u *Uploader) Append(topic string, partition, leaderEpoch int32, baseOffset
 	}
 	p.bytes += len(b)
 	u.buffered += len(b)
-	if p.bytes >= u.cfg.MaxObjectBytes {
+	if p.bytes >= u.cutBytes {
 		u.cutLocked()
 	}
 	return nil
@@ -338,17 +345,50 @@ func (u *Uploader) dueCutLocked() {
 func (u *Uploader) Nudge() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.pending == nil || u.closed {
+	if u.pending == nil || u.closed || u.noNudge {
 		return
 	}
 	now := u.cfg.Clock.Now()
-	allowed := u.tat.Add(-time.Duration(u.cfg.CutBurst-1) * u.cfg.UploadInterval)
+	allowed := u.tat.Add(-time.Duration(u.cfg.CutBurst-1) * u.interval)
 	if !now.Before(allowed) {
 		u.dueCutLocked()
 		return
 	}
 	if !u.pending.due && allowed.Before(u.pending.cutAt) {
 		u.armLocked(now, allowed.Sub(now)) // cut when the token comes
+	}
+}
+
+// SetCut changes when objects are cut (wal.policy): at the latest interval
+// after an object's first byte, at cutBytes (at most MaxObjectBytes), and
+// on Nudge at the rate of one cut per interval unless nudge is false. An
+// object being filled keeps its armed cut time unless the new interval
+// makes it due sooner.
+func (u *Uploader) SetCut(interval time.Duration, cutBytes int, nudge bool) {
+	if interval <= 0 {
+		interval = u.cfg.UploadInterval
+	}
+	if cutBytes <= 0 || cutBytes > u.cfg.MaxObjectBytes {
+		cutBytes = u.cfg.MaxObjectBytes
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	now := u.cfg.Clock.Now()
+	// The token bucket's debt was counted in old intervals: rescale it,
+	// or a shorter interval would wait out the longer one's debt.
+	if debt := u.tat.Sub(now); debt > 0 && interval != u.interval {
+		u.tat = now.Add(time.Duration(float64(debt) * float64(interval) / float64(u.interval)))
+	}
+	u.interval, u.cutBytes, u.noNudge = interval, cutBytes, !nudge
+	if u.pending == nil || u.closed || u.pending.due {
+		return
+	}
+	if u.pending.bytes >= cutBytes {
+		u.cutLocked()
+		return
+	}
+	if at := now.Add(interval); at.Before(u.pending.cutAt) {
+		u.armLocked(now, interval)
 	}
 }
 
@@ -367,7 +407,7 @@ func (u *Uploader) cutLocked() {
 	if u.tat.Before(now) {
 		u.tat = now
 	}
-	u.tat = u.tat.Add(u.cfg.UploadInterval)
+	u.tat = u.tat.Add(u.interval)
 	u.pending.seq = u.nextSeq
 	u.nextSeq++
 	u.ready = append(u.ready, u.pending)

@@ -68,7 +68,20 @@ type ClientSecurity struct {
 // asks for SASL_SSL (the SecuritySuffix).
 func BaseMode(mode string) (base string, secure bool) {
 	base, secure = strings.CutSuffix(mode, SecuritySuffix)
+	base, _ = WALPolicy(base)
 	return base, secure
+}
+
+// WALPolicy splits a WAL policy suffix off a mode: "wal+latency",
+// "wal+cost" and "wal+auto" run the wal mode with that wal.policy (plain
+// "wal" runs the broker's default, auto), so one run compares them.
+func WALPolicy(mode string) (base, policy string) {
+	for _, p := range []string{"latency", "cost", "auto"} {
+		if b, ok := strings.CutSuffix(mode, "+"+p); ok {
+			return b, p
+		}
+	}
+	return mode, ""
 }
 
 // ClusterStarter starts an embedded cluster for a mode.
@@ -94,7 +107,10 @@ func ValidateModes(modes []string) error {
 		switch base, _ := BaseMode(m); base {
 		case ModeClassic, ModeWAL:
 		default:
-			return fmt.Errorf("mode %q: want classic or wal, optionally with %s", m, SecuritySuffix)
+			return fmt.Errorf("mode %q: want classic or wal (wal+latency, wal+cost, wal+auto for a wal.policy), optionally with %s", m, SecuritySuffix)
+		}
+		if b, p := WALPolicy(strings.TrimSuffix(m, SecuritySuffix)); p != "" && b != ModeWAL {
+			return fmt.Errorf("mode %q: a wal.policy suffix (+%s) needs the wal mode", m, p)
 		}
 		if seen[m] {
 			return fmt.Errorf("mode %q given twice", m)

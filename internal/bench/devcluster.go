@@ -66,6 +66,7 @@ const (
 	devFlagS3GetLatency = "s3-get-latency"
 	devFlagZoneLatency  = "zone-latency"
 	devFlagSecurity     = "security" // --security: SASL_SSL + SCRAM
+	devFlagSet          = "set"      // --set key=value (wal.policy of wal+<policy> modes)
 )
 
 // SecurityPrefix starts the line `strata dev --security` prints before the
@@ -84,10 +85,12 @@ var ErrModeUnsupported = errors.New("mode not supported by strata dev")
 //   - classic: --replication classic when dev has the flag (dev's default
 //     is wal), else nothing (an older dev: classic was its only mode);
 //   - wal: --replication wal; without the flag: ErrModeUnsupported;
+//     wal+latency, wal+cost, wal+auto add --set wal.policy=<policy>;
 //   - --s3-put-latency, --s3-get-latency (wal only), --zone-latency (both):
 //     passed when dev has the flag and the value is not 0, else a note.
 func DevArgs(mode string, opts ClusterOptions, feat DevFeatures) (args, notes []string, err error) {
 	args = []string{"dev", "--listen", "127.0.0.1:0", "--log-format", "console"}
+	full := mode
 	mode, secure := BaseMode(mode)
 	if secure {
 		if !feat.Supports(devFlagSecurity) {
@@ -109,6 +112,12 @@ func DevArgs(mode string, opts ClusterOptions, feat DevFeatures) (args, notes []
 				ErrModeUnsupported, devFlagReplication)
 		}
 		args = append(args, "--"+devFlagReplication, ModeWAL)
+		if _, policy := WALPolicy(strings.TrimSuffix(full, SecuritySuffix)); policy != "" {
+			if !feat.Supports(devFlagSet) {
+				return nil, nil, fmt.Errorf("%w: wal.policy %s needs `strata dev --%s`", ErrModeUnsupported, policy, devFlagSet)
+			}
+			args = append(args, "--"+devFlagSet, "wal.policy="+policy)
+		}
 	default:
 		return nil, nil, fmt.Errorf("%w: unknown mode %q", ErrModeUnsupported, mode)
 	}

@@ -86,6 +86,9 @@ func TestDevArgs(t *testing.T) {
 			wantArgs: "dev --listen 127.0.0.1:0 --log-format console --security --replication classic"},
 		{name: "SASL_SSL without dev --security", mode: ModeWAL + SecuritySuffix, help: helpWithZoneLatency, wantErr: "needs `strata dev --security`"},
 		{name: "SASL_SSL with zone latency", mode: ModeClassic + SecuritySuffix, help: helpWithSecurity, opts: opts, wantErr: "--zone-latency"},
+		{name: "wal with a policy", mode: ModeWAL + "+latency", help: helpWithSecurity + "      --set stringArray   extra config key=value\n", opts: ClusterOptions{},
+			wantArgs: "dev --listen 127.0.0.1:0 --log-format console --replication wal --set wal.policy=latency"},
+		{name: "wal with a policy, dev without --set", mode: ModeWAL + "+cost", help: helpWithSecurity, wantErr: "needs `strata dev --set`"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -100,6 +100,7 @@ type ModeResult struct {
 	DrainComplete bool   `json:"drain_complete"`
 
 	Traffic     TrafficFigures     `json:"traffic"`
+	Cost        CostFigures        `json:"cost"`
 	ZoneLatency *ZoneLatencyResult `json:"zone_latency,omitempty"`
 	Notes       []string           `json:"notes,omitempty"`
 }
@@ -126,6 +127,10 @@ var Figures = []Figure{
 	{"cross_zone_produce_bytes", "produce B from clients of another zone", func(m *ModeResult) *float64 { return m.Traffic.CrossZoneProduceBytesIn }},
 	{"puts_per_s_per_broker", "object PUTs/s per broker", func(m *ModeResult) *float64 { return m.Traffic.PutsPerSecondPerBroker }},
 	{"gets_per_s", "object GETs/s", func(m *ModeResult) *float64 { return m.Traffic.GetsPerSecond }},
+	{"cost_usd_per_gb_produced", "replication cost (USD/GB produced)", func(m *ModeResult) *float64 { return m.Cost.USDPerGBProduced }},
+	{"classic_cost_usd_per_gb_produced", "classic replication of it (USD/GB)", func(m *ModeResult) *float64 { return m.Cost.ClassicUSDPerGBProduced }},
+	{"wal_policy_switches", "wal.policy switches", func(m *ModeResult) *float64 { return m.Cost.PolicySwitches }},
+	{"wal_policy_inline_brokers", "brokers inline by wal.policy at the end", func(m *ModeResult) *float64 { return m.Cost.PolicyInlineBrokers }},
 }
 
 func latency(s LatencySummary, v float64) *float64 {

@@ -115,7 +115,7 @@ func TestJSONSchema(t *testing.T) {
 		t.Errorf("schema %v", doc["schema"])
 	}
 	mode := doc["modes"].([]any)[1]
-	wantMode := "bootstrap brokers drain_complete end_to_end_latency metrics_urls mode produce_errors produce_latency records_consumed records_late records_per_s records_produced replication_factor throughput_mb_per_s topic traffic window_seconds zone_latency"
+	wantMode := "bootstrap brokers cost drain_complete end_to_end_latency metrics_urls mode produce_errors produce_latency records_consumed records_late records_per_s records_produced replication_factor throughput_mb_per_s topic traffic window_seconds zone_latency"
 	if got := keys(mode); got != wantMode {
 		t.Errorf("mode keys\n got %q\nwant %q", got, wantMode)
 	}
@@ -126,6 +126,9 @@ func TestJSONSchema(t *testing.T) {
 	tr := mode.(map[string]any)["traffic"]
 	if got, want := keys(tr), "cross_zone_bytes_per_produced_byte cross_zone_produce_bytes_in cross_zone_replication_bytes gets_per_second produce_bytes_in puts_per_second_by_broker puts_per_second_per_broker"; got != want {
 		t.Errorf("traffic keys %q, want %q", got, want)
+	}
+	if got, want := keys(mode.(map[string]any)["cost"]), "classic_equivalent_usd classic_usd_per_gb_produced produced_bytes usd usd_per_gb_produced"; got != want {
+		t.Errorf("cost keys %q, want %q", got, want)
 	}
 	zl := mode.(map[string]any)["zone_latency"]
 	if got, want := keys(zl), "client_bytes_delayed client_connections consumer_zones cross_zone_object_gets_delayed one_way_ns producer_zones replica_bytes_delayed replica_connections"; got != want {

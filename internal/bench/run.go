@@ -145,6 +145,7 @@ func runMode(ctx context.Context, cfg Config, mode string, progress io.Writer) (
 		// acknowledgement); the second scrape waits for the consumers so
 		// that the window's replication is complete in the counters.
 		mr.Traffic = ComputeTraffic(before, after, res.FlushedAt.Sub(beforeAt))
+		mr.Cost = ComputeCost(before, after)
 	}
 	if cfg.Cluster.ZoneLatency > 0 {
 		mr.ZoneLatency = zoneLatencyResult(cl.ZoneLatency, res.ClientZones, before, after)

@@ -347,6 +347,9 @@ func (c *cluster) start(ctx context.Context) error {
 			}
 			if o.S3 != nil {
 				settings["wal.enable"] = "true"
+				// The bucket nemeses need WAL objects whatever the
+				// workload's (low) throughput.
+				settings["wal.policy"] = "latency"
 				for _, zz := range o.Zones {
 					pre := "wal.zone." + zz + ".bucket."
 					settings[pre+"name"] = BucketPrefix + zz

@@ -1,0 +1,308 @@
+package cost
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Policy is wal.policy: how a broker with WAL replication cuts objects
+// and whether it uses them at all.
+type Policy string
+
+// The policies.
+const (
+	// PolicyLatency cuts an object every wal.upload.interval.ms (and on
+	// produce requests, at that rate): the lowest latency, a PUT per
+	// interval whatever the throughput.
+	PolicyLatency Policy = "latency"
+	// PolicyCost cuts an object when it reaches the break-even size, or
+	// wal.upload.max.interval.ms after its first byte.
+	PolicyCost Policy = "cost"
+	// PolicyAuto chooses, from the leader throughput, between WAL objects
+	// and inline replication and the cut interval within [interval,
+	// max interval]: objects only while they cost less than classic.
+	PolicyAuto Policy = "auto"
+)
+
+// DefaultPolicy is wal.policy's default.
+const DefaultPolicy = PolicyAuto
+
+// ParsePolicy parses a wal.policy value ("" is the default).
+func ParsePolicy(s string) (Policy, error) {
+	switch p := Policy(s); p {
+	case "":
+		return DefaultPolicy, nil
+	case PolicyLatency, PolicyCost, PolicyAuto:
+		return p, nil
+	}
+	return "", fmt.Errorf("unknown wal.policy %q (want latency, cost or auto)", s)
+}
+
+// Path is how a leader replicates its appends.
+type Path string
+
+// The paths.
+const (
+	PathWAL    Path = "wal"
+	PathInline Path = "inline"
+)
+
+// Why the auto policy switched: the reason label of
+// strata_wal_policy_switches_total (a closed set).
+const (
+	// ReasonBelowBreakEven: at the current throughput even an object cut
+	// at the max interval costs more than classic replication of its
+	// bytes.
+	ReasonBelowBreakEven = "below_break_even"
+	// ReasonAboveBreakEven: the throughput fills objects that cost
+	// clearly less than classic again.
+	ReasonAboveBreakEven = "above_break_even"
+	// ReasonNoCrossZoneCopies: nothing this broker leads has a follower
+	// in another zone, so objects would save nothing.
+	ReasonNoCrossZoneCopies = "no_cross_zone_copies"
+)
+
+// SwitchReasons lists the reason label values.
+func SwitchReasons() []string {
+	return []string{ReasonBelowBreakEven, ReasonAboveBreakEven, ReasonNoCrossZoneCopies}
+}
+
+// Defaults of DeciderConfig.
+const (
+	DefaultHalfLife    = 10 * time.Second
+	DefaultWarmup      = 5 * time.Second
+	DefaultMinDwell    = 30 * time.Second
+	DefaultTargetRatio = 0.1
+	// EnterRatio and LeaveRatio are the hysteresis of auto: it turns WAL
+	// objects on when they cost at most EnterRatio of classic, off when
+	// they would cost more than LeaveRatio of it.
+	EnterRatio = 0.8
+	LeaveRatio = 1.0
+	// DefaultCopies is assumed before any byte was seen (RF 3 in 3 zones).
+	DefaultCopies = 2
+)
+
+// DeciderConfig configures a Decider.
+type DeciderConfig struct {
+	Policy Policy
+	Prices Prices
+	// Interval is wal.upload.interval.ms, MaxInterval
+	// wal.upload.max.interval.ms (the latency budget of cost and auto).
+	Interval, MaxInterval time.Duration
+	// MaxObjectBytes is wal.object.max.bytes.
+	MaxObjectBytes int
+	// HalfLife of the throughput average (DefaultHalfLife).
+	HalfLife time.Duration
+	// Warmup: auto decides nothing before it has seen this long of
+	// traffic (DefaultWarmup); an idle broker keeps its path.
+	Warmup time.Duration
+	// MinDwell: auto switches paths at most once per MinDwell
+	// (DefaultMinDwell).
+	MinDwell time.Duration
+	// TargetRatio: auto stretches the interval (up to MaxInterval) until
+	// an object costs this fraction of classic (DefaultTargetRatio).
+	TargetRatio float64
+}
+
+// Plan is what the uploader and the leader do until the next decision.
+type Plan struct {
+	Path Path
+	// Interval: an object is cut at the latest this long after its first
+	// byte, and produce requests cut earlier at most once per Interval on
+	// average (when Nudge).
+	Interval time.Duration
+	// CutBytes: an object is cut once it holds this many bytes.
+	CutBytes int
+	// Nudge: produce requests may cut early.
+	Nudge bool
+	// Rate and Copies are the averages the plan was made from: leader
+	// bytes per second, and cross-zone follower copies per byte.
+	Rate, Copies float64
+	// Ratio is the estimated WAL cost over classic at this plan (NaN
+	// before any byte).
+	Ratio float64
+}
+
+// Switch is a change of path by the auto policy.
+type Switch struct {
+	From, To Path
+	Reason   string
+}
+
+// Decider is the wal.policy state machine. It is not safe for concurrent
+// use: the broker calls Observe from one goroutine.
+type Decider struct {
+	cfg  DeciderConfig
+	last time.Time // last observation
+	// firstSeen is the first observation with bytes (zero: none yet);
+	// switched the last switch (zero: none).
+	firstSeen, switched time.Time
+	// rate and classic are EWMAs of leader bytes/s and cross-zone copy
+	// bytes/s since firstSeen, divided by weight (bias correction: the
+	// average of the time seen so far, not pulled towards 0 at start).
+	rate, classic, weight float64
+	seen                  bool
+	path                  Path
+	interval              time.Duration
+}
+
+// NewDecider starts deciding at now. Until auto has seen Warmup of
+// traffic it keeps WAL objects at the configured interval.
+func NewDecider(cfg DeciderConfig, now time.Time) *Decider {
+	if cfg.Policy == "" {
+		cfg.Policy = DefaultPolicy
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 10 * time.Millisecond
+	}
+	if cfg.MaxInterval < cfg.Interval {
+		cfg.MaxInterval = cfg.Interval
+	}
+	if cfg.MaxObjectBytes <= 0 {
+		cfg.MaxObjectBytes = 256 << 10
+	}
+	if cfg.HalfLife <= 0 {
+		cfg.HalfLife = DefaultHalfLife
+	}
+	if cfg.Warmup <= 0 {
+		cfg.Warmup = DefaultWarmup
+	}
+	if cfg.MinDwell <= 0 {
+		cfg.MinDwell = DefaultMinDwell
+	}
+	if cfg.TargetRatio <= 0 {
+		cfg.TargetRatio = DefaultTargetRatio
+	}
+	return &Decider{cfg: cfg, last: now, path: PathWAL, interval: cfg.Interval}
+}
+
+// Config returns the configuration with defaults filled in.
+func (d *Decider) Config() DeciderConfig { return d.cfg }
+
+// Plan returns the current plan without observing.
+func (d *Decider) Plan() Plan { return d.plan() }
+
+// Observe feeds the bytes this broker appended as leader since the last
+// call (produced) and their cross-zone follower copies (classic: what
+// classic replication would send across zones), and returns the plan, and
+// the switch when auto changed paths.
+func (d *Decider) Observe(now time.Time, produced, classic int64) (Plan, *Switch) {
+	dt := now.Sub(d.last).Seconds()
+	if dt > 0 {
+		d.last = now
+		if produced > 0 && !d.seen {
+			d.seen, d.firstSeen = true, now
+		}
+		if d.seen {
+			a := 1 - math.Exp(-dt*math.Ln2/d.cfg.HalfLife.Seconds())
+			d.rate += a * (float64(produced)/dt - d.rate)
+			d.classic += a * (float64(classic)/dt - d.classic)
+			d.weight += a * (1 - d.weight)
+		}
+	}
+	if d.cfg.Policy != PolicyAuto || !d.seen {
+		return d.plan(), nil
+	}
+	copies := d.copies()
+	d.interval = d.autoInterval(copies)
+	ratio := d.ratio(copies, d.interval)
+	want, reason := d.path, ""
+	rate, classicRate := d.rates()
+	switch {
+	case classicRate <= 0 && rate > 0:
+		want, reason = PathInline, ReasonNoCrossZoneCopies
+	case d.path == PathWAL && ratio > LeaveRatio:
+		want, reason = PathInline, ReasonBelowBreakEven
+	case d.path == PathInline && ratio <= EnterRatio && classicRate > 0:
+		want, reason = PathWAL, ReasonAboveBreakEven
+	}
+	if want == d.path || now.Sub(d.firstSeen) < d.cfg.Warmup || (!d.switched.IsZero() && now.Sub(d.switched) < d.cfg.MinDwell) {
+		return d.plan(), nil
+	}
+	sw := &Switch{From: d.path, To: want, Reason: reason}
+	d.path, d.switched = want, now
+	return d.plan(), sw
+}
+
+// rates are the bias-corrected averages: leader bytes/s and cross-zone
+// copy bytes/s.
+func (d *Decider) rates() (rate, classic float64) {
+	if d.weight <= 0 {
+		return 0, 0
+	}
+	return d.rate / d.weight, d.classic / d.weight
+}
+
+// copies is the average number of cross-zone follower copies per leader
+// byte.
+func (d *Decider) copies() float64 {
+	if d.rate <= 0 || !d.seen {
+		return DefaultCopies
+	}
+	return d.classic / d.rate // the weights cancel
+}
+
+// autoInterval stretches the interval within [Interval, MaxInterval]
+// until an object would cost TargetRatio of classic.
+func (d *Decider) autoInterval(copies float64) time.Duration {
+	rate, _ := d.rates()
+	if rate <= 0 {
+		return d.cfg.MaxInterval
+	}
+	perByte := d.cfg.Prices.CrossZone(1e9) / 1e9 * copies
+	fixed := d.cfg.Prices.Object(0, Readers(copies), copies)
+	if perByte <= 0 {
+		return d.cfg.Interval
+	}
+	target := fixed / (d.cfg.TargetRatio * perByte) // bytes
+	t := time.Duration(target / rate * float64(time.Second))
+	return min(max(t, d.cfg.Interval), d.cfg.MaxInterval).Round(time.Millisecond)
+}
+
+// ratio estimates WAL cost over classic for objects cut every interval
+// (or at MaxObjectBytes) at the current rate; +Inf when objects save
+// nothing.
+func (d *Decider) ratio(copies float64, interval time.Duration) float64 {
+	rate, _ := d.rates()
+	if rate <= 0 || copies <= 0 {
+		return math.Inf(1)
+	}
+	size := min(rate*interval.Seconds(), float64(d.cfg.MaxObjectBytes))
+	if size < 1 {
+		return math.Inf(1)
+	}
+	s := int64(size)
+	return d.cfg.Prices.Object(s, Readers(copies), copies) / (d.cfg.Prices.CrossZone(s) * copies)
+}
+
+func (d *Decider) plan() Plan {
+	copies := d.copies()
+	rate, _ := d.rates()
+	p := Plan{Path: PathWAL, Interval: d.cfg.Interval, CutBytes: d.cfg.MaxObjectBytes, Nudge: true, Copies: copies, Rate: rate}
+	switch d.cfg.Policy {
+	case PolicyCost:
+		p.Interval, p.Nudge = d.cfg.MaxInterval, false
+		if be := d.cfg.Prices.BreakEvenBytes(copies); be < int64(p.CutBytes) {
+			p.CutBytes = int(max(be, 1))
+		}
+	case PolicyAuto:
+		p.Path, p.Interval = d.path, d.interval
+	}
+	p.Ratio = math.NaN()
+	if d.seen {
+		size := p.CutBytes
+		if d.cfg.Policy != PolicyCost {
+			size = int(min(rate*p.Interval.Seconds(), float64(p.CutBytes)))
+		}
+		p.Ratio = d.ratioAt(copies, int64(max(size, 1)))
+	}
+	return p
+}
+
+func (d *Decider) ratioAt(copies float64, size int64) float64 {
+	if copies <= 0 {
+		return math.Inf(1)
+	}
+	return d.cfg.Prices.Object(size, Readers(copies), copies) / (d.cfg.Prices.CrossZone(size) * copies)
+}

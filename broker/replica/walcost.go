@@ -1,0 +1,201 @@
+package replica
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-dev/strata/broker/cost"
+)
+
+// Replication cost and wal.policy (docs/wal.md "Cost and wal.policy").
+//
+// Every partition counts the record bytes it appends as leader. Once a
+// second the manager's cost loop (costTick) turns the new bytes into
+// classic-equivalent bytes (times the partition's follower replicas in
+// other zones, from the registered brokers' racks), feeds both to the
+// cost meter (Config.Cost) and, with WAL replication on, to the
+// wal.policy decider, whose plan it hands to the uploader (cut interval,
+// cut size, nudges) and to PlanWALFetch (inline by policy).
+//
+// Inline by policy is not a degradation: the uploader stays healthy
+// (WALDegraded, strata_wal_degraded stay false) and replica fetches are
+// answered inline with reason InlinePolicy. A bucket in trouble is
+// the uploader's breaker, a separate state that wins over the policy.
+
+// costTickInterval is how often the cost loop runs.
+const costTickInterval = time.Second
+
+// costState is a manager's accounting, owned by costTick (mu).
+type costState struct {
+	mu sync.Mutex
+	// produced and classic are running totals of leader bytes and their
+	// cross-zone copies.
+	produced, classic int64
+}
+
+// policyState is the wal.policy part of walRep.
+type policyState struct {
+	mu      sync.Mutex
+	decider *cost.Decider
+	// seenProduced, seenClassic: the totals the decider has seen.
+	seenProduced, seenClassic int64
+	lastObserve               time.Time
+	plan                      cost.Plan
+
+	switches *prometheus.CounterVec
+	inlineG  prometheus.Gauge
+	interval prometheus.Gauge
+}
+
+func newPolicyState(cfg WALConfig, now time.Time) *policyState {
+	ps := &policyState{
+		decider: cost.NewDecider(cost.DeciderConfig{
+			Policy: cfg.Policy, Prices: cfg.Prices, Interval: cfg.UploadInterval, MaxInterval: cfg.MaxUploadInterval,
+			MaxObjectBytes: cfg.MaxObjectBytes,
+		}, now),
+		lastObserve: now,
+		switches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_wal_policy_switches_total",
+			Help: "Switches of wal.policy=auto between WAL objects and inline replication, by the path switched to (wal, inline) and reason (below_break_even, above_break_even, no_cross_zone_copies).",
+		}, []string{"to", "reason"}),
+		inlineG: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "strata_wal_policy_inline",
+			Help: "1 while wal.policy chose inline replication (cheaper than WAL objects at this throughput); not a degradation.",
+		}),
+		interval: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "strata_wal_cut_interval_seconds",
+			Help: "The WAL cut interval wal.policy chose (between wal.upload.interval.ms and wal.upload.max.interval.ms).",
+		}),
+	}
+	for _, to := range []cost.Path{cost.PathWAL, cost.PathInline} {
+		for _, r := range cost.SwitchReasons() {
+			ps.switches.WithLabelValues(string(to), r)
+		}
+	}
+	ps.plan = ps.decider.Plan()
+	ps.interval.Set(ps.plan.Interval.Seconds())
+	return ps
+}
+
+func (ps *policyState) collectors() []prometheus.Collector {
+	return []prometheus.Collector{ps.switches, ps.inlineG, ps.interval}
+}
+
+// PolicyInline reports whether wal.policy currently replicates inline.
+func (m *Manager) PolicyInline() bool {
+	if m.wal == nil {
+		return false
+	}
+	return m.wal.policyInline.Load()
+}
+
+// WALPlan returns wal.policy's current plan (zero without WAL).
+func (m *Manager) WALPlan() cost.Plan {
+	if m.wal == nil {
+		return cost.Plan{}
+	}
+	m.wal.policy.mu.Lock()
+	defer m.wal.policy.mu.Unlock()
+	return m.wal.policy.plan
+}
+
+// costLoop runs costTick every costTickInterval until the manager closes.
+func (m *Manager) costLoop() {
+	t := time.NewTicker(costTickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C:
+			m.costTick()
+		}
+	}
+}
+
+// costTick counts the leader bytes appended since the last tick and runs
+// the wal.policy decider.
+func (m *Manager) costTick() {
+	m.cost.mu.Lock()
+	defer m.cost.mu.Unlock()
+	m.mu.Lock()
+	self, ok := m.brokers[m.cfg.NodeID]
+	zones := make(map[int32]string, len(m.brokers))
+	for id, b := range m.brokers {
+		zones[id] = b.Zone
+	}
+	m.mu.Unlock()
+	own := self.Zone
+	if !ok && m.wal != nil {
+		own = m.wal.cfg.Zone
+	}
+	var produced, classic int64
+	for _, p := range m.partitions() {
+		total := p.leaderBytes.Load()
+		d := total - p.costSeen
+		if d <= 0 {
+			continue
+		}
+		p.costSeen = total
+		// Followers in another zone; an unregistered one (zone
+		// unknown) is not counted.
+		copies := int64(0)
+		for _, r := range p.State().Replicas {
+			if z, ok := zones[r]; ok && r != m.cfg.NodeID && z != own {
+				copies++
+			}
+		}
+		produced += d
+		classic += d * copies
+	}
+	m.cost.produced += produced
+	m.cost.classic += classic
+	if m.cfg.Cost != nil {
+		m.cfg.Cost.Produced(produced, classic)
+	}
+	if m.wal != nil {
+		m.wal.decide(m.cost.produced, m.cost.classic)
+	}
+}
+
+// decide feeds the decider the totals since its last observation (only
+// when the WAL clock moved: a manual test clock observes when the test
+// advances it) and applies its plan.
+func (w *walRep) decide(produced, classic int64) {
+	ps := w.policy
+	ps.mu.Lock()
+	now := w.cfg.Clock.Now()
+	if !now.After(ps.lastObserve) {
+		ps.mu.Unlock()
+		return
+	}
+	ps.lastObserve = now
+	plan, sw := ps.decider.Observe(now, produced-ps.seenProduced, classic-ps.seenClassic)
+	ps.seenProduced, ps.seenClassic = produced, classic
+	changed := plan.Interval != ps.plan.Interval || plan.CutBytes != ps.plan.CutBytes || plan.Nudge != ps.plan.Nudge || plan.Path != ps.plan.Path
+	ps.plan = plan
+	ps.mu.Unlock()
+	if changed {
+		w.up.SetCut(plan.Interval, plan.CutBytes, plan.Nudge)
+		ps.interval.Set(plan.Interval.Seconds())
+	}
+	inline := plan.Path == cost.PathInline
+	w.policyInline.Store(inline)
+	if inline {
+		ps.inlineG.Set(1)
+	} else {
+		ps.inlineG.Set(0)
+	}
+	if sw != nil {
+		ps.switches.WithLabelValues(string(sw.To), sw.Reason).Inc()
+		ratio := plan.Ratio
+		if math.IsInf(ratio, 0) || math.IsNaN(ratio) {
+			ratio = -1
+		}
+		w.m.cfg.Log.Info("wal.policy switched replication path", "from", sw.From, "to", sw.To, "reason", sw.Reason,
+			"leaderBytesPerSecond", int64(plan.Rate), "crossZoneCopies", plan.Copies, "walCostOverClassic", ratio, "interval", plan.Interval)
+	}
+}

@@ -1,0 +1,232 @@
+package controllers
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	strata "github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/broker/cost"
+)
+
+// The cost report and the WALDegraded condition (issue #15; docs/operator.md
+// "Cost report"). The health probe scrapes every registered broker's
+// /metrics (scrapeWAL); from the same scrape come the WAL state of its
+// zone (strata_wal_degraded: bucket trouble; strata_wal_policy_inline:
+// inline by spec.wal.policy, not a degradation) and the broker's cost
+// counters, which CostReport sums into status.cost.
+
+// Reasons of the WALDegraded condition.
+const (
+	// ReasonBucketUploadsFailing: a broker's uploads to its zone's fast
+	// bucket fail (its breaker is open) and it replicates inline.
+	ReasonBucketUploadsFailing = "BucketUploadsFailing"
+	// ReasonWALHealthy: no broker replicates inline because of its bucket.
+	ReasonWALHealthy = "WALHealthy"
+	// ReasonWALDisabled: spec.wal.enabled is false.
+	ReasonWALDisabled = "WALDisabled"
+)
+
+// Broker metrics the operator reads.
+const (
+	metricCostUSD          = "strata_replication_cost_usd_total"
+	metricCostProduced     = "strata_replication_produced_bytes_total"
+	metricCostClassicBytes = "strata_replication_classic_bytes_total"
+	metricCostCrossZone    = "strata_replication_cross_zone_bytes_total"
+	metricCostStart        = "strata_replication_cost_start_time_seconds"
+	metricPolicyInline     = "strata_wal_policy_inline"
+	metricObjRequests      = "strata_objstore_requests_total"
+)
+
+// BrokerMetrics is what the operator reads from one broker's /metrics.
+type BrokerMetrics struct {
+	// WALExported: strata_wal_degraded is exported (the broker runs a
+	// WAL uploader); Degraded: it is 1 (bucket trouble).
+	WALExported, Degraded bool
+	// PolicyInline: spec.wal.policy replicates inline now.
+	PolicyInline bool
+	// CostExported: the broker exports the cost counters.
+	CostExported bool
+	// Counters since Start (the broker's meter start).
+	Start                                   time.Time
+	Produced, ClassicBytes, CrossZoneBytes  float64
+	Puts, Gets                              float64
+	USDWAL, USDInline, USDClassicEquivalent float64
+}
+
+// ParseBrokerMetrics reads a broker's /metrics text exposition.
+func ParseBrokerMetrics(r io.Reader) (BrokerMetrics, error) {
+	var bm BrokerMetrics
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return bm, fmt.Errorf("parse metrics: %w", err)
+	}
+	sum := func(name string, match func(map[string]string) bool) (float64, bool) {
+		mf, ok := families[name]
+		if !ok {
+			return 0, false
+		}
+		total := 0.0
+		for _, m := range mf.GetMetric() {
+			if match != nil && !match(metricLabels(m)) {
+				continue
+			}
+			total += metricValue(m)
+		}
+		return total, true
+	}
+	label := func(k, v string) func(map[string]string) bool {
+		return func(l map[string]string) bool { return l[k] == v }
+	}
+	var v float64
+	v, bm.WALExported = sum(walDegradedMetric, nil)
+	bm.Degraded = v != 0
+	v, _ = sum(metricPolicyInline, nil)
+	bm.PolicyInline = v != 0
+	start, ok := sum(metricCostStart, nil)
+	if !ok {
+		return bm, nil
+	}
+	bm.CostExported = true
+	bm.Start = time.Unix(0, int64(start*1e9))
+	bm.Produced, _ = sum(metricCostProduced, nil)
+	bm.ClassicBytes, _ = sum(metricCostClassicBytes, nil)
+	bm.CrossZoneBytes, _ = sum(metricCostCrossZone, nil)
+	bm.USDWAL, _ = sum(metricCostUSD, label("path", cost.CostWAL))
+	bm.USDInline, _ = sum(metricCostUSD, label("path", cost.CostInline))
+	bm.USDClassicEquivalent, _ = sum(metricCostUSD, label("path", cost.CostClassicEquivalent))
+	bm.Puts, _ = sum(metricObjRequests, label("op", "put"))
+	bm.Gets, _ = sum(metricObjRequests, label("op", "get"))
+	return bm, nil
+}
+
+func metricLabels(m *dto.Metric) map[string]string {
+	out := make(map[string]string, len(m.GetLabel()))
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}
+
+func metricValue(m *dto.Metric) float64 {
+	if c := m.GetCounter(); c != nil {
+		return c.GetValue()
+	}
+	return gaugeValue(m)
+}
+
+// costMonth is the month of the estimates: 30 days.
+const costMonth = 30 * 24 * time.Hour
+
+// CostReport sums the brokers' cost counters at now into status.cost:
+// totals since each broker started, and the monthly estimates from each
+// broker's rate over its own time. Nil when no broker exports them.
+func CostReport(brokers []BrokerMetrics, now time.Time) *strata.CostStatus {
+	st := &strata.CostStatus{}
+	var actual, classic float64
+	var window time.Duration
+	for _, b := range brokers {
+		if !b.CostExported {
+			continue
+		}
+		st.Brokers++
+		st.BytesProduced += int64(b.Produced)
+		st.CrossZoneBytes += int64(b.CrossZoneBytes)
+		st.ClassicCrossZoneBytes += int64(b.ClassicBytes)
+		st.Puts += int64(b.Puts)
+		st.Gets += int64(b.Gets)
+		up := now.Sub(b.Start)
+		window = max(window, up)
+		if up < time.Second {
+			continue // too short for a rate
+		}
+		perMonth := float64(costMonth) / float64(up)
+		actual += (b.USDWAL + b.USDInline) * perMonth
+		classic += b.USDClassicEquivalent * perMonth
+	}
+	if st.Brokers == 0 {
+		return nil
+	}
+	st.Window = metav1.Duration{Duration: window.Round(time.Second)}
+	st.EstimatedUSDPerMonth = strata.CostEstimate{Actual: formatUSD(actual), Classic: formatUSD(classic)}
+	if classic > 0 {
+		p := int32(math.Round(100 * (1 - actual/classic)))
+		st.SavingPercent = &p
+	}
+	t := metav1.NewTime(now)
+	st.LastUpdateTime = &t
+	return st
+}
+
+// formatUSD prints dollars with cents, more digits below a cent.
+func formatUSD(v float64) string {
+	if v != 0 && math.Abs(v) < 0.01 {
+		return strconv.FormatFloat(v, 'g', 3, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+// setWALDegradedCondition sets WALDegraded from the zones' WAL states:
+// True while a broker replicates inline because its bucket fails, with
+// the zones and brokers; inline by spec.wal.policy is not a degradation.
+func setWALDegradedCondition(kc *strata.KafkaCluster) {
+	if !kc.Spec.WAL.IsEnabled() {
+		setCondition(kc, strata.ConditionWALDegraded, metav1.ConditionFalse, ReasonWALDisabled, "spec.wal.enabled is false: classic replication")
+		return
+	}
+	var degraded, policy []string
+	for _, z := range kc.Status.Zones {
+		if z.WAL == nil {
+			continue
+		}
+		if z.WAL.State == strata.WALDegraded {
+			degraded = append(degraded, fmt.Sprintf("zone %s: brokers %v", z.Name, z.WAL.DegradedBrokers))
+		}
+		if len(z.WAL.PolicyInlineBrokers) > 0 {
+			policy = append(policy, fmt.Sprintf("zone %s: brokers %v", z.Name, z.WAL.PolicyInlineBrokers))
+		}
+	}
+	if len(degraded) > 0 {
+		setCondition(kc, strata.ConditionWALDegraded, metav1.ConditionTrue, ReasonBucketUploadsFailing,
+			"uploads to the zone's fast bucket fail, these brokers replicate inline until it recovers: "+strings.Join(degraded, "; "))
+		return
+	}
+	msg := "no broker replicates inline because of its bucket"
+	if len(policy) > 0 {
+		msg += "; inline by spec.wal.policy (cheaper at their throughput, not a degradation): " + strings.Join(policy, "; ")
+	}
+	setCondition(kc, strata.ConditionWALDegraded, metav1.ConditionFalse, ReasonWALHealthy, msg)
+}
+
+// renderCostConfig adds wal.policy, wal.upload.max.interval.ms and the
+// price table's cost.price.* keys (only those the spec sets).
+func renderCostConfig(kc *strata.KafkaCluster, kv map[string]string) {
+	wal := kc.Spec.WAL
+	kv["wal.policy"] = strings.ToLower(string(orDefault(string(wal.Policy), string(strata.WALPolicyAuto))))
+	kv["wal.upload.max.interval.ms"] = millis(durationOr(wal.MaxUploadInterval, 100*time.Millisecond))
+	if kc.Spec.Cost == nil || kc.Spec.Cost.Prices == nil {
+		return
+	}
+	p := kc.Spec.Cost.Prices
+	for k, v := range map[string]string{
+		cost.KeyPutPer1000: p.PutPer1000, cost.KeyGetPer1000: p.GetPer1000,
+		cost.KeyUploadPerGB: p.UploadPerGB, cost.KeyRetrievalPerGB: p.RetrievalPerGB,
+		cost.KeyCrossZoneOutPerGB: p.CrossZoneOutPerGB, cost.KeyCrossZoneInPerGB: p.CrossZoneInPerGB,
+	} {
+		if v != "" {
+			kv[k] = v
+		}
+	}
+	if p.IncludedBytesPerRequest != nil {
+		kv[cost.KeyIncludedBytesPerRequest] = strconv.FormatInt(*p.IncludedBytesPerRequest, 10)
+	}
+}
