@@ -17,14 +17,19 @@ ETCD_VERSION=${ETCD_VERSION:-v3.7.3}
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${ENVTEST_DIR:-$root/bin/k8s}
 stamp="$out/.versions"
-want="kube-apiserver=$KUBE_VERSION etcd=$ETCD_VERSION"
+# Static (CGO_ENABLED=0), like Kubernetes' and etcd's own release builds:
+# the e2e tools (hack/e2e/tools.sh) build the other kube commands the same
+# way and so reuse every package compiled here from the Go build cache, and
+# the e2e etcd image takes this etcd as it is. "static" in the stamp
+# rebuilds what an older run built with cgo.
+want="kube-apiserver=$KUBE_VERSION etcd=$ETCD_VERSION static"
 
 if [[ -x $out/kube-apiserver && -x $out/etcd && -f $stamp && "$(cat "$stamp")" == "$want" ]]; then
   echo "envtest binaries present in $out ($want)"
   exit 0
 fi
 mkdir -p "$out"
-export GOFLAGS=-mod=mod
+export GOFLAGS=-mod=mod CGO_ENABLED=0
 # shellcheck source=lib/gomodules.sh
 source "$root/hack/lib/gomodules.sh"
 

@@ -143,6 +143,14 @@ GO
 }
 
 build_etcd_image() {
+  mkdir -p "$out/etcd-image"
+  # hack/setup-envtest.sh builds a static etcd too: the same version is
+  # copied, not built again.
+  local envtest=${ENVTEST_DIR:-$TOOLS_DIR/k8s}
+  if [[ -x $envtest/etcd ]] && grep -q "etcd=$ETCD_IMAGE_VERSION static" "$envtest/.versions" 2>/dev/null; then
+    cp "$envtest/etcd" "$out/etcd-image/etcd"
+    return
+  fi
   local dir="$out/build/etcd"
   rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
   etcd_main_module strata.local/e2e-etcd "$ETCD_IMAGE_VERSION"
