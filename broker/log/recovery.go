@@ -70,6 +70,11 @@ func (l *Log) recover() error {
 	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
 		return err
 	}
+	// An interrupted log cleaner swap is finished (or its output dropped)
+	// before the segments are listed.
+	if err := l.recoverCleanerSwap(); err != nil {
+		return err
+	}
 	entries, err := l.fs.ReadDir(l.dir)
 	if err != nil {
 		return err
@@ -125,6 +130,9 @@ func (l *Log) recover() error {
 
 	start, err := l.loadStartOffset()
 	if err != nil {
+		return err
+	}
+	if err := l.loadCleanerState(); err != nil {
 		return err
 	}
 	if err := l.epochs.load(); err != nil {

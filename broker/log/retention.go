@@ -43,7 +43,9 @@ func (l *Log) ApplyRetentionUpTo(limit int64) (int, error) {
 	for n < len(l.segs)-1 && l.segs[n+1].base <= l.start {
 		n++
 	}
-	if ms := l.cfg.RetentionMs.Milliseconds(); l.cfg.RetentionMs >= 0 {
+	// A compact-only log (cleanup.policy=compact) keeps segments
+	// whatever their age or size; only DeleteRecords removes them.
+	if ms := l.cfg.RetentionMs.Milliseconds(); l.cfg.RetentionMs >= 0 && l.cfg.Delete {
 		expired := func(s *segment) bool {
 			// A segment without timestamps (all -1) never expires by time.
 			return s.maxTs >= 0 && now-s.maxTs > ms
@@ -61,7 +63,7 @@ func (l *Log) ApplyRetentionUpTo(limit int64) (int, error) {
 			}
 		}
 	}
-	if l.cfg.RetentionBytes >= 0 {
+	if l.cfg.RetentionBytes >= 0 && l.cfg.Delete {
 		size := l.size
 		for i := 0; i < n; i++ {
 			size -= l.segs[i].size
@@ -292,6 +294,7 @@ func (l *Log) truncateLocked(offset int64) error {
 		l.leo = s.base
 	}
 	l.dirty = false
+	l.truncateCleanerState()
 	if l.leo < l.start {
 		// A batch straddling the log start was removed whole: the start
 		// follows the end back (Kafka: min(targetOffset, logStartOffset)).
@@ -350,6 +353,8 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	}
 	l.segs = []*segment{s}
 	l.start, l.leo, l.size, l.dirty, l.unflushed = offset, offset, 0, false, 0
+	l.cleaner.firstDirty = offset
+	l.truncateCleanerState()
 	if err := l.persistStartOffset(offset); err != nil {
 		return err
 	}
