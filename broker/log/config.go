@@ -109,7 +109,7 @@ func (c Config) validate() error {
 	if c.MinCompactionLag < 0 || c.MaxCompactionLag < 1 || c.DeleteRetention < 0 {
 		errs = append(errs, fmt.Errorf("compaction lags (min %v, max %v) or delete retention %v out of range", c.MinCompactionLag, c.MaxCompactionLag, c.DeleteRetention))
 	}
-	if c.Compact && c.MaxCompactionLag < c.MinCompactionLag {
+	if c.MaxCompactionLag < c.MinCompactionLag {
 		errs = append(errs, fmt.Errorf("MaxCompactionLag %v is below MinCompactionLag %v", c.MaxCompactionLag, c.MinCompactionLag))
 	}
 	switch c.MessageTimestampType {
