@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,7 +79,18 @@ func TestValidateTopicConfig(t *testing.T) {
 		{"message.timestamp.type", "LogAppendTime", true},
 		{"message.timestamp.type", "logappendtime", false},
 		{"cleanup.policy", "delete", true},
-		{"cleanup.policy", "compact", false},
+		{"cleanup.policy", "compact", true},
+		{"cleanup.policy", "compact,delete", true},
+		{"cleanup.policy", "delete,compact", true},
+		{"cleanup.policy", "compact,compact", false},
+		{"cleanup.policy", "", false},
+		{"cleanup.policy", "Compact", false},
+		{"min.cleanable.dirty.ratio", "0.5", true},
+		{"min.cleanable.dirty.ratio", "1.5", false},
+		{"min.cleanable.dirty.ratio", "NaN", false},
+		{"min.compaction.lag.ms", "-1", false},
+		{"max.compaction.lag.ms", "0", false},
+		{"delete.retention.ms", "0", true},
 		{"compression.type", "producer", true},
 		{"compression.type", "zstd", false},
 		{"flush.ms", "0", true},
@@ -113,6 +125,19 @@ func TestLogConfigMapping(t *testing.T) {
 	def := openTest(t, t.TempDir()).logConfig(nil)
 	if def.FlushInterval.Milliseconds() != 1000 || def.FlushMessages != 0 || def.RetentionMs.Hours() != 168 {
 		t.Fatalf("default logConfig = %+v", def)
+	}
+	if def.Compact || !def.Delete || def.MinCleanableDirtyRatio != 0.5 || def.DeleteRetention != 24*time.Hour || def.MaxCompactionLag != time.Duration(math.MaxInt64) {
+		t.Fatalf("default compaction configs = %+v", def)
+	}
+	cmp := openTest(t, t.TempDir(), func(c *Config) {
+		c.LogDefaults = map[string]string{"log.cleaner.delete.retention.ms": "1000"}
+	}).logConfig(map[string]string{"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1", "min.compaction.lag.ms": "5", "max.compaction.lag.ms": "60000"})
+	if !cmp.Compact || cmp.Delete || cmp.MinCleanableDirtyRatio != 0.1 || cmp.MinCompactionLag != 5*time.Millisecond ||
+		cmp.MaxCompactionLag != time.Minute || cmp.DeleteRetention != time.Second {
+		t.Fatalf("compacted logConfig = %+v", cmp)
+	}
+	if both := openTest(t, t.TempDir()).logConfig(map[string]string{"cleanup.policy": "delete,compact"}); !both.Compact || !both.Delete {
+		t.Fatalf("compact,delete logConfig = %+v", both)
 	}
 	never := openTest(t, t.TempDir()).logConfig(map[string]string{"flush.ms": maxLong})
 	if never.FlushInterval >= 0 {
