@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -197,17 +198,11 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanStats, error) 
 	}
 	// Private read handles: retention may close the segments' own files
 	// while we read; an unlinked file stays readable through its fd.
-	type src struct {
-		seg  *segment
-		f    File
-		size int64
-		next int64
-	}
-	srcs := make([]src, c.end)
+	srcs := make([]cleanSource, c.end)
 	var openErr error
 	for i := range srcs {
 		s := c.segs[i]
-		srcs[i] = src{seg: s, size: s.size, next: c.segs[i+1].base}
+		srcs[i] = cleanSource{seg: s, size: s.size, next: c.segs[i+1].base}
 		if srcs[i].f, openErr = l.fs.OpenFile(s.name, os.O_RDONLY, 0); openErr != nil {
 			break
 		}
@@ -281,20 +276,13 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanStats, error) 
 
 	// 2. Rewrite segs[:mapEnd] in groups, swapping each in.
 	for i := 0; i < mapEnd; {
-		j, size := i+1, srcs[i].size
-		for j < mapEnd && size+srcs[j].size <= cfg.SegmentBytes && srcs[j].next-srcs[i].seg.base <= 1<<31-1 {
-			size += srcs[j].size
-			j++
-		}
-		group := make([]*segment, 0, j-i)
-		for k := i; k < j; k++ {
-			group = append(group, srcs[k].seg)
-		}
-		ns, err := l.writeCleaned(ctx, opts.Limiter, group, srcs[j-1].next, func(k int) (File, int64) {
-			return srcs[i+k].f, srcs[i+k].size
-		}, keep, lastOfProducer, &st)
+		ns, n, err := l.writeCleaned(ctx, opts.Limiter, srcs[i:mapEnd], keep, lastOfProducer, &st)
 		if err != nil {
 			return st, err
+		}
+		group := make([]*segment, n)
+		for k := range group {
+			group[k] = srcs[i+k].seg
 		}
 		if err := l.swapIn(group, ns); err != nil {
 			if errors.Is(err, errCleanAborted) {
@@ -304,7 +292,7 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanStats, error) 
 			return st, err
 		}
 		st.SegmentsOut++
-		i = j
+		i += n
 	}
 
 	// 3. Remember where cleaning stopped and when offsets were first reached.
@@ -375,25 +363,55 @@ func eachRecord(f File, size, base int64, visit func(record.Batch, record.Header
 	}
 }
 
-// writeCleaned writes the kept records of a group of segments into a new
-// sealed segment named <base>.log.cleaned (indexes alike), fsynced.
-func (l *Log) writeCleaned(ctx context.Context, lim *rate.Limiter, group []*segment, next int64, file func(int) (File, int64),
-	keep func(record.Header, record.Record) bool, lastOfProducer map[int64]int64, st *CleanStats) (*segment, error) {
-	base := group[0].base
-	ns := &segment{base: base, name: segmentName(l.dir, base, logSuffix), maxTs: -1, maxTsOffset: -1, lastTimeEntry: -1, next: next, rollTs: group[0].rollTs}
+// cleanSource is a segment being cleaned, read through its own handle.
+type cleanSource struct {
+	seg  *segment
+	f    File
+	size int64
+	next int64 // the next segment's base
+}
+
+// segState is what rolling back the last source of a cleaned segment
+// restores.
+type segState struct {
+	size, next, maxTs, maxTsOffset, rollTs, lastTimeEntry int64
+	sinceIndex, offN, timeN                               int
+}
+
+func (s *segment) state() segState {
+	return segState{s.size, s.next, s.maxTs, s.maxTsOffset, s.rollTs, s.lastTimeEntry, s.sinceIndex, s.offIdx.n, s.timeIdx.n}
+}
+
+func (s *segment) restore(st segState) {
+	s.size, s.next, s.maxTs, s.maxTsOffset, s.rollTs, s.lastTimeEntry, s.sinceIndex = st.size, st.next, st.maxTs, st.maxTsOffset, st.rollTs, st.lastTimeEntry, st.sinceIndex
+	s.offIdx.n, s.offIdx.mem = st.offN, s.offIdx.mem[:st.offN*s.offIdx.width]
+	s.timeIdx.n, s.timeIdx.mem = st.timeN, s.timeIdx.mem[:st.timeN*s.timeIdx.width]
+}
+
+// writeCleaned writes the kept records of srcs[0], then of as many
+// following sources as fit (the cleaned output within SegmentBytes,
+// offsets within the index's range), into a new sealed segment named
+// <base>.log.cleaned (indexes alike), fsynced. It returns the segment and
+// the number of sources it replaces. Merging by the cleaned size (Kafka
+// groups by the size before cleaning) turns a log of full segments into
+// few segments in one clean, and saves a swap per source.
+func (l *Log) writeCleaned(ctx context.Context, lim *rate.Limiter, srcs []cleanSource,
+	keep func(record.Header, record.Record) bool, lastOfProducer map[int64]int64, st *CleanStats) (*segment, int, error) {
+	base := srcs[0].seg.base
+	ns := &segment{base: base, name: segmentName(l.dir, base, logSuffix), maxTs: -1, maxTsOffset: -1, lastTimeEntry: -1, next: base, rollTs: srcs[0].seg.rollTs}
 	var err error
 	create := func(suffix string) (File, error) {
 		return l.fs.OpenFile(segmentName(l.dir, base, suffix)+cleanedSuffix, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	}
 	if ns.f, err = create(logSuffix); err != nil {
-		return nil, fmt.Errorf("clean: %w", err)
+		return nil, 0, fmt.Errorf("clean: %w", err)
 	}
 	ns.offIdx = &index{name: segmentName(l.dir, base, indexSuffix), width: offsetEntrySize, mem: make([]byte, 0, 64*offsetEntrySize)}
 	ns.timeIdx = &index{name: segmentName(l.dir, base, timeIndexSuffix), width: timeEntrySize, mem: make([]byte, 0, 64*timeEntrySize)}
-	fail := func(err error) (*segment, error) {
+	fail := func(err error) (*segment, int, error) {
 		ns.close()
 		l.removeCleaned(base, cleanedSuffix)
-		return nil, err
+		return nil, 0, err
 	}
 	if ns.offIdx.f, err = create(indexSuffix); err != nil {
 		return fail(fmt.Errorf("clean: %w", err))
@@ -402,31 +420,22 @@ func (l *Log) writeCleaned(ctx context.Context, lim *rate.Limiter, group []*segm
 		return fail(fmt.Errorf("clean: %w", err))
 	}
 	var pos int64
-	for k, s := range group {
-		f, size := file(k)
-		if err := throttle(ctx, lim, size); err != nil {
+	used := 0
+	for k, s := range srcs {
+		if k > 0 && s.next-base > math.MaxInt32 {
+			break
+		}
+		if err := throttle(ctx, lim, s.size); err != nil {
 			return fail(err)
 		}
-		st.BytesRead += size
-		err := eachRecord(f, size, s.base, func(b record.Batch, h record.Header, recs []record.Record) error {
-			kept := recs[:0:0]
-			for _, r := range recs {
-				if keep(h, r) {
-					kept = append(kept, r)
-				}
+		saved, start := ns.state(), pos
+		var kept int64
+		err := eachRecord(s.f, s.size, s.seg.base, func(b record.Batch, h record.Header, recs []record.Record) error {
+			out, err := cleanBatch(b, h, recs, keep, lastOfProducer)
+			if err != nil || out == nil {
+				return err
 			}
-			st.RecordsKept += int64(len(kept))
-			out := b
-			switch {
-			case len(kept) == len(recs):
-			case len(kept) == 0 && !(h.ProducerID >= 0 && lastOfProducer[h.ProducerID] == h.LastOffset()):
-				return nil
-			default:
-				var err error
-				if out, err = record.Rebuild(b, kept); err != nil {
-					return err
-				}
-			}
+			kept += int64(out.Header().NumRecords)
 			if _, err := ns.f.WriteAt(out, pos); err != nil {
 				return err
 			}
@@ -435,10 +444,22 @@ func (l *Log) writeCleaned(ctx context.Context, lim *rate.Limiter, group []*segm
 			return nil
 		})
 		if err != nil {
-			return fail(fmt.Errorf("clean %s: %w", s.name, err))
+			return fail(fmt.Errorf("clean %s: %w", s.seg.name, err))
 		}
+		st.BytesRead += s.size
+		if k > 0 && (pos > l.cfg.SegmentBytes || pos > math.MaxInt32) {
+			// Does not fit: this source starts the next group.
+			ns.restore(saved)
+			if err := ns.f.Truncate(start); err != nil {
+				return fail(fmt.Errorf("clean: %w", err))
+			}
+			pos = start
+			break
+		}
+		st.RecordsKept += kept
+		used = k + 1
+		ns.next = s.next
 	}
-	ns.next = next
 	if err := throttle(ctx, lim, pos); err != nil {
 		return fail(err)
 	}
@@ -451,9 +472,28 @@ func (l *Log) writeCleaned(ctx context.Context, lim *rate.Limiter, group []*segm
 	}
 	if err := l.cleanHook("cleaned"); err != nil {
 		ns.close() // as a crash would leave it: written, not swapped
-		return nil, err
+		return nil, 0, err
 	}
-	return ns, nil
+	return ns, used, nil
+}
+
+// cleanBatch returns the batch with only the kept records: b itself when
+// all stay, a rebuilt batch when some do, an empty batch when none do but
+// it is an idempotent producer's last batch, else nil.
+func cleanBatch(b record.Batch, h record.Header, recs []record.Record, keep func(record.Header, record.Record) bool, lastOfProducer map[int64]int64) (record.Batch, error) {
+	kept := recs[:0:0]
+	for _, r := range recs {
+		if keep(h, r) {
+			kept = append(kept, r)
+		}
+	}
+	switch {
+	case len(kept) == len(recs):
+		return b, nil
+	case len(kept) == 0 && !(h.ProducerID >= 0 && lastOfProducer[h.ProducerID] == h.LastOffset()):
+		return nil, nil
+	}
+	return record.Rebuild(b, kept)
 }
 
 // cleanHook lets tests stop a clean at a step, as a crash would.

@@ -412,3 +412,41 @@ func TestCompactOnlyLogIgnoresRetention(t *testing.T) {
 		t.Fatalf("compact,delete retention deleted %d segments: %v", n, err)
 	}
 }
+
+// BenchmarkClean1MRecords1000Keys is issue 17's figure: 1,000,000 keyed
+// records over 1,000 keys in small (64 KiB) segments, cleaned once; a
+// reader from offset 0 then reads at most the 1,000 latest records plus
+// the active segment. Run with -bench Clean1M -benchtime 1x.
+func BenchmarkClean1MRecords1000Keys(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		cfg := compactConfig()
+		cfg.SegmentBytes = 64 << 10
+		l := openLog(b, b.TempDir(), cfg)
+		const total, keys, perBatch = 1_000_000, 1000, 100
+		for i := 0; i < total; i += perBatch {
+			kvs := make([]kv, perBatch)
+			for j := range kvs {
+				k := fmt.Sprintf("key-%04d", (i+j)%keys)
+				kvs[j] = kv{k, []byte(fmt.Sprintf("%s=%07d", k, i+j))}
+			}
+			mustAppend(b, l, keyedBatch(b, record.DefaultSpec(), int64(i), kvs...))
+		}
+		before, segs := l.Size(), len(l.segs)
+		b.StartTimer()
+		start := time.Now()
+		st := mustClean(b, l)
+		elapsed := time.Since(start)
+		b.StopTimer()
+		recs := readRecords(b, l)
+		latest := latestByKey(recs)
+		if len(latest) != keys || string(latest["key-0999"].value) != "key-0999=0999999" {
+			b.Fatalf("latest values wrong after cleaning: %d keys", len(latest))
+		}
+		b.ReportMetric(float64(len(recs)), "records-after")
+		b.ReportMetric(float64(st.BytesRead)/elapsed.Seconds()/1e6, "MB-read/s")
+		b.Logf("1,000,000 records over 1,000 keys: %d bytes in %d segments -> %d bytes in %d segments; a reader from 0 gets %d records; clean took %v (read %d, wrote %d bytes)",
+			before, segs, l.Size(), len(l.segs), len(recs), elapsed, st.BytesRead, st.BytesWritten)
+		l.Close()
+	}
+}
