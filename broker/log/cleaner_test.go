@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -268,8 +269,9 @@ func TestCleanTombstonesAfterDeleteRetention(t *testing.T) {
 }
 
 func TestCleanKeepsProducerState(t *testing.T) {
-	l := openLog(t, t.TempDir(), compactConfig())
-	defer l.Close()
+	dir := t.TempDir()
+	l := openLog(t, dir, compactConfig())
+	defer func() { l.Close() }()
 	spec := record.DefaultSpec()
 	spec.ProducerID, spec.ProducerEpoch = 7, 0
 	for seq := int32(0); seq < 40; seq++ {
@@ -283,19 +285,29 @@ func TestCleanKeepsProducerState(t *testing.T) {
 		mustAppend(t, l, keyedBatch(t, record.DefaultSpec(), 2000, kv{fmt.Sprintf("x%d", i), []byte(strings.Repeat("y", 60))}))
 	}
 	mustClean(t, l)
+	// Without snapshots the producer state comes from the log alone: the
+	// producer's last (now empty) batch must still be there.
+	l.Close()
+	snaps, _ := filepath.Glob(filepath.Join(dir, "*"+snapshotSuffix))
+	for _, f := range snaps {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l = openLog(t, dir, compactConfig())
 	for _, r := range readRecords(t, l) {
 		if r.key == "same" && string(r.value) != "last" {
 			t.Fatalf("old value %q at %d", r.value, r.offset)
 		}
 	}
-	spec.BaseSequence = 40
-	if _, err := l.AppendAsLeader([]record.Batch{keyedBatch(t, spec, 3000, kv{"same", []byte("again")})}, 1); err != nil {
-		t.Fatalf("producer's next sequence after cleaning: %v", err)
-	}
 	spec.BaseSequence = 39
 	res, err := l.AppendAsLeader([]record.Batch{keyedBatch(t, spec, 1000, kv{"same", []byte(strings.Repeat("v", 60))})}, 1)
 	if !errors.Is(err, ErrDuplicateSequence) || res.BaseOffset != 39 {
 		t.Fatalf("retry of the last cleaned batch: %v at %d", err, res.BaseOffset)
+	}
+	spec.BaseSequence = 40
+	if _, err := l.AppendAsLeader([]record.Batch{keyedBatch(t, spec, 3000, kv{"same", []byte("again")})}, 1); err != nil {
+		t.Fatalf("producer's next sequence after cleaning: %v", err)
 	}
 }
 
