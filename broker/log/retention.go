@@ -15,7 +15,8 @@ import (
 // a non-empty active one is past RetentionMs, it rolls first so that the
 // old active segment can go. The log start offset moves to the first
 // remaining segment (and is persisted). It returns how many segments it
-// deleted.
+// deleted. A compact-only log (Config.Delete false) deletes only below the
+// log start offset: its old records go through Clean.
 func (l *Log) ApplyRetention() (int, error) { return l.ApplyRetentionUpTo(math.MaxInt64) }
 
 // ApplyRetentionUpTo is ApplyRetention that only deletes segments whose
