@@ -62,8 +62,18 @@ func logRecords(t *testing.T, l *log.Log) (n int, latest map[string]keptRecord) 
 // same latest record, at the same offset, for every key; a consumer from
 // offset 0 reads the latest value of each key; null keys are refused.
 func TestCompactedTopicReplicas(t *testing.T) {
-	c := brokertest.StartCluster(t, zones, brokertest.WithSetting("log.cleaner.backoff.ms", "50"),
-		brokertest.WithSetting("replica.lag.time.max.ms", "2000"))
+	testCompactedTopicReplicas(t, brokertest.StartCluster(t, zones, brokertest.WithSetting("log.cleaner.backoff.ms", "50"),
+		brokertest.WithSetting("replica.lag.time.max.ms", "2000")))
+}
+
+// TestWALCompactedTopicReplicas: the same with WAL replication (the
+// restarted follower gets the leader's data from the WAL objects, as
+// appended, or inline across the cleaned range when they are gone).
+func TestWALCompactedTopicReplicas(t *testing.T) {
+	testCompactedTopicReplicas(t, startWALCluster(t, brokertest.WithSetting("log.cleaner.backoff.ms", "50")).Cluster)
+}
+
+func testCompactedTopicReplicas(t *testing.T, c *brokertest.Cluster) {
 	adm := kadm.NewClient(newClient(t, c.Addrs()))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -156,4 +166,19 @@ func TestCompactedTopicReplicas(t *testing.T) {
 		t.Fatalf("consumer read %d records from offset 0; %d were produced over %d keys", n, records, keys)
 	}
 	t.Logf("consumer read %d of %d records; last offset %d", n, records, last)
+	runs := 0.0
+	for _, b := range c.Brokers {
+		mfs, err := b.Server().Metrics().Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "strata_log_cleaner_runs_total" {
+				runs += mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+	}
+	if runs < 3 {
+		t.Fatalf("strata_log_cleaner_runs_total summed over the brokers is %v, want every replica to have cleaned", runs)
+	}
 }
