@@ -149,10 +149,11 @@ func TestLogConfigMapping(t *testing.T) {
 }
 
 func TestOpenRejectsBadBrokerDefaults(t *testing.T) {
-	for _, kv := range [][2]string{{"log.retention.ms", "soon"}, {"log.no.such", "1"}} {
+	for _, kv := range [][2]string{{"log.retention.ms", "soon"}, {"log.no.such", "1"}, {"log.cleaner.min.cleanable.ratio", "2"},
+		{"log.cleaner.min.compaction.lag.ms", maxLong}} {
 		cfg := DefaultConfig()
 		cfg.DataDir = t.TempDir()
-		cfg.LogDefaults = map[string]string{kv[0]: kv[1]}
+		cfg.LogDefaults = map[string]string{kv[0]: kv[1], "log.cleaner.max.compaction.lag.ms": "1000"}
 		if b, err := Open(context.Background(), cfg, logr.Discard()); err == nil {
 			b.Close()
 			t.Errorf("Open accepted %s=%s", kv[0], kv[1])

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/strata-dev/strata/broker/record"
 )
 
@@ -460,5 +462,30 @@ func BenchmarkClean1MRecords1000Keys(b *testing.B) {
 		b.Logf("1,000,000 records over 1,000 keys: %d bytes in %d segments -> %d bytes in %d segments; a reader from 0 gets %d records; clean took %v (read %d, wrote %d bytes)",
 			before, segs, l.Size(), len(l.segs), len(recs), elapsed, st.BytesRead, st.BytesWritten)
 		l.Close()
+	}
+}
+
+// The IO throttle is consulted for the bytes a clean reads: with a
+// limiter whose bucket is empty and a context that has ended, Clean stops
+// before rewriting anything.
+func TestCleanThrottled(t *testing.T) {
+	l := openLog(t, t.TempDir(), compactConfig())
+	defer l.Close()
+	fillKeyed(t, l, 0, 600, 10)
+	before := readRecords(t, l)
+	lim := rate.NewLimiter(1, 1024)
+	lim.AllowN(time.Now(), 1024) // empty the bucket
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	st, err := l.Clean(ctx, CleanOptions{Limit: math.MaxInt64, Force: true, Limiter: lim})
+	if !errors.Is(err, context.Canceled) || st.Cleaned {
+		t.Fatalf("throttled clean with an ended context: %+v %v", st, err)
+	}
+	if got := readRecords(t, l); len(got) != len(before) {
+		t.Fatalf("%d records after a stopped clean, %d before", len(got), len(before))
+	}
+	st, err = l.Clean(context.Background(), CleanOptions{Limit: math.MaxInt64, Force: true, Limiter: rate.NewLimiter(rate.Inf, 1)})
+	if err != nil || !st.Cleaned {
+		t.Fatalf("unthrottled clean: %+v %v", st, err)
 	}
 }
