@@ -24,8 +24,8 @@ import (
 // whose newest record is older than MinCompactionLag. It is split at the
 // first dirty offset: segments below it were cleaned before, segments
 // from it on are dirty. Clean builds a map key -> latest offset over the
-// dirty segments (as many as CleanOptions.MaxMapEntries allows, at least
-// one), then rewrites every segment from the log start to where the map
+// dirty segments (until CleanOptions.MaxMapEntries is reached, at least
+// one segment), then rewrites every segment from the log start to where the map
 // stopped, keeping a record only when no later record has its key.
 // Records keep their offsets: a rewritten batch keeps its base offset and
 // last offset delta (record.Rebuild), so offsets have gaps and never move.
@@ -62,8 +62,10 @@ type CleanOptions struct {
 	// (the high watermark; math.MaxInt64 on a single broker).
 	Limit int64
 	// MaxMapEntries bounds the key -> offset map (Kafka sizes it from
-	// log.cleaner.dedupe.buffer.size, 24 bytes an entry). The map always
-	// takes one whole segment. <= 0: unbounded.
+	// log.cleaner.dedupe.buffer.size, 24 bytes an entry): no segment is
+	// added once the map holds this many keys, and it always takes at
+	// least one whole segment (so it can exceed the bound by one
+	// segment's new keys). <= 0: unbounded.
 	MaxMapEntries int
 	// Limiter throttles the bytes read and written
 	// (log.cleaner.io.max.bytes.per.second); nil: no limit.
@@ -223,15 +225,18 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanStats, error) 
 	offsets := map[[16]byte]int64{}
 	mapEnd := c.dirty
 	for mapEnd < c.end {
+		if opts.MaxMapEntries > 0 && mapEnd > c.dirty && len(offsets) >= opts.MaxMapEntries {
+			break // full: the next round goes on from here
+		}
 		s := srcs[mapEnd]
-		var found [][16]byte
-		var foundOff []int64
+		if err := throttle(ctx, opts.Limiter, s.size); err != nil {
+			return st, err
+		}
 		err := eachRecord(s.f, s.size, s.seg.base, func(_ record.Batch, h record.Header, recs []record.Record) error {
 			st.RecordsRead += int64(len(recs))
 			for _, r := range recs {
 				if r.Key != nil {
-					found = append(found, keyHash(r.Key))
-					foundOff = append(foundOff, h.BaseOffset+int64(r.OffsetDelta))
+					offsets[keyHash(r.Key)] = h.BaseOffset + int64(r.OffsetDelta)
 				}
 			}
 			return nil
@@ -239,17 +244,8 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanStats, error) 
 		if err != nil {
 			return st, fmt.Errorf("clean: map %s: %w", s.seg.name, err)
 		}
-		if opts.MaxMapEntries > 0 && mapEnd > c.dirty && len(offsets)+len(found) > opts.MaxMapEntries {
-			break // the next round goes on from here
-		}
-		if err := throttle(ctx, opts.Limiter, s.size); err != nil {
-			return st, err
-		}
 		st.BytesRead += s.size
 		st.SegmentsRead++
-		for i, k := range found {
-			offsets[k] = foundOff[i]
-		}
 		mapEnd++
 	}
 	endOffset := c.segs[mapEnd].base // first offset not covered by the map

@@ -489,3 +489,32 @@ func TestCleanThrottled(t *testing.T) {
 		t.Fatalf("unthrottled clean: %+v %v", st, err)
 	}
 }
+
+// A small key map cleans the dirty segments over several rounds, each
+// going on where the previous one stopped, to the same result.
+func TestCleanSmallMapInRounds(t *testing.T) {
+	l := openLog(t, t.TempDir(), compactConfig())
+	defer l.Close()
+	fillKeyed(t, l, 0, 3000, 200)
+	want := latestByKey(readRecords(t, l))
+	rounds := 0
+	for {
+		st, err := l.Clean(context.Background(), CleanOptions{Limit: math.MaxInt64, MaxMapEntries: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Cleaned {
+			break
+		}
+		rounds++
+		if rounds > 100 {
+			t.Fatal("cleaning does not converge")
+		}
+	}
+	if rounds < 2 {
+		t.Fatalf("%d rounds with a 50-key map over 200 keys", rounds)
+	}
+	if g := latestByKey(readRecords(t, l)); fmt.Sprint(g) != fmt.Sprint(want) {
+		t.Fatal("latest values changed")
+	}
+}
