@@ -17,8 +17,9 @@ import (
 // cleaner is writing a cleaned segment of a compacted topic (its
 // .cleaned file exists; the cleaner's IO throttle keeps it writing long
 // enough to be caught), restarts it, and checks that a consumer from
-// offset 0 reads the latest value of every key, offsets increasing, and
-// that recovery left no cleaner file behind.
+// offset 0 reads the latest value of every key, offsets increasing. (The
+// restarted cleaner may be writing .cleaned files again at once, so
+// leftovers are checked by the log's TestCleanCrashRecovery instead.)
 func TestCrashDuringCleaning(t *testing.T) {
 	const topic, records, keys = "cleaned", 20000, 100
 	p := brokertest.StartProcess(t, brokertest.WithSetting("log.cleaner.backoff.ms", "50"),
@@ -63,12 +64,6 @@ func TestCrashDuringCleaning(t *testing.T) {
 	}
 	p.Kill()
 	p.Restart()
-	for _, pat := range []string{"*.cleaned", "*.swap", "cleaner-swap"} {
-		if m, _ := filepath.Glob(filepath.Join(dir, pat)); len(m) > 0 {
-			t.Fatalf("left after recovery: %v", m)
-		}
-	}
-
 	cons, err := kgo.NewClient(kgo.SeedBrokers(p.Addr()), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
