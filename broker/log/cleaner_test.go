@@ -518,3 +518,33 @@ func TestCleanSmallMapInRounds(t *testing.T) {
 		t.Fatal("latest values changed")
 	}
 }
+
+// Offsets the cleaner reached that a truncation removed are dirty again
+// when they are written anew: their records are deduplicated by the next
+// clean.
+func TestCleanAfterTruncation(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, compactConfig())
+	defer func() { l.Close() }()
+	fillKeyed(t, l, 0, 600, 10)
+	mustClean(t, l)
+	if err := l.TruncateTo(100); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = openLog(t, dir, compactConfig())
+	fillKeyed(t, l, 100, 600, 10)
+	want := latestByKey(readRecords(t, l))
+	activeBase := l.segs[len(l.segs)-1].base
+	mustClean(t, l)
+	seen := map[string]bool{}
+	for _, r := range readRecords(t, l) {
+		if r.offset < activeBase && seen[r.key] {
+			t.Fatalf("key %s twice below the active segment after cleaning rewritten offsets (offset %d)", r.key, r.offset)
+		}
+		seen[r.key] = r.offset < activeBase
+	}
+	if g := latestByKey(readRecords(t, l)); fmt.Sprint(g) != fmt.Sprint(want) {
+		t.Fatal("latest values changed")
+	}
+}

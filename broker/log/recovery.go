@@ -174,6 +174,9 @@ func (l *Log) recover() error {
 		l.logger.Info("log start offset is past the recovered log end; moving it back", "start", l.start, "end", l.leo)
 		l.start = l.leo
 	}
+	// A torn tail may have taken offsets the cleaner had reached: data
+	// appended there again is dirty.
+	l.truncateCleanerState()
 	changed := len(l.epochs.entries) != loadedEpochs // epochs found in the recovered tail
 	changed = l.epochs.truncateFromEnd(l.leo) || changed
 	changed = l.epochs.truncateFromStart(l.start) || changed
