@@ -213,6 +213,11 @@ func Open(ctx context.Context, cfg Config, logger logr.Logger) (*Broker, error) 
 	if err := cfg.checkLeaderPlacement(); err != nil {
 		return nil, err
 	}
+	// The defaults together, as a topic without overrides gets them
+	// (log.cleaner.min.compaction.lag.ms above the max one, for one).
+	if err := (&Broker{cfg: cfg}).checkTopicConfigs(nil); err != nil {
+		return nil, fmt.Errorf("broker: topic config defaults: %w", err)
+	}
 	if cfg.DefaultPartitions <= 0 {
 		cfg.DefaultPartitions = 1
 	}

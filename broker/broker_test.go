@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,7 +79,18 @@ func TestValidateTopicConfig(t *testing.T) {
 		{"message.timestamp.type", "LogAppendTime", true},
 		{"message.timestamp.type", "logappendtime", false},
 		{"cleanup.policy", "delete", true},
-		{"cleanup.policy", "compact", false},
+		{"cleanup.policy", "compact", true},
+		{"cleanup.policy", "compact,delete", true},
+		{"cleanup.policy", "delete,compact", true},
+		{"cleanup.policy", "compact,compact", false},
+		{"cleanup.policy", "", false},
+		{"cleanup.policy", "Compact", false},
+		{"min.cleanable.dirty.ratio", "0.5", true},
+		{"min.cleanable.dirty.ratio", "1.5", false},
+		{"min.cleanable.dirty.ratio", "NaN", false},
+		{"min.compaction.lag.ms", "-1", false},
+		{"max.compaction.lag.ms", "0", false},
+		{"delete.retention.ms", "0", true},
 		{"compression.type", "producer", true},
 		{"compression.type", "zstd", false},
 		{"flush.ms", "0", true},
@@ -114,6 +126,19 @@ func TestLogConfigMapping(t *testing.T) {
 	if def.FlushInterval.Milliseconds() != 1000 || def.FlushMessages != 0 || def.RetentionMs.Hours() != 168 {
 		t.Fatalf("default logConfig = %+v", def)
 	}
+	if def.Compact || !def.Delete || def.MinCleanableDirtyRatio != 0.5 || def.DeleteRetention != 24*time.Hour || def.MaxCompactionLag != time.Duration(math.MaxInt64) {
+		t.Fatalf("default compaction configs = %+v", def)
+	}
+	cmp := openTest(t, t.TempDir(), func(c *Config) {
+		c.LogDefaults = map[string]string{"log.cleaner.delete.retention.ms": "1000"}
+	}).logConfig(map[string]string{"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1", "min.compaction.lag.ms": "5", "max.compaction.lag.ms": "60000"})
+	if !cmp.Compact || cmp.Delete || cmp.MinCleanableDirtyRatio != 0.1 || cmp.MinCompactionLag != 5*time.Millisecond ||
+		cmp.MaxCompactionLag != time.Minute || cmp.DeleteRetention != time.Second {
+		t.Fatalf("compacted logConfig = %+v", cmp)
+	}
+	if both := openTest(t, t.TempDir()).logConfig(map[string]string{"cleanup.policy": "delete,compact"}); !both.Compact || !both.Delete {
+		t.Fatalf("compact,delete logConfig = %+v", both)
+	}
 	never := openTest(t, t.TempDir()).logConfig(map[string]string{"flush.ms": maxLong})
 	if never.FlushInterval >= 0 {
 		t.Fatalf("flush.ms=Long.MAX maps to FlushInterval %v, want negative (no timer)", never.FlushInterval)
@@ -124,10 +149,11 @@ func TestLogConfigMapping(t *testing.T) {
 }
 
 func TestOpenRejectsBadBrokerDefaults(t *testing.T) {
-	for _, kv := range [][2]string{{"log.retention.ms", "soon"}, {"log.no.such", "1"}} {
+	for _, kv := range [][2]string{{"log.retention.ms", "soon"}, {"log.no.such", "1"}, {"log.cleaner.min.cleanable.ratio", "2"},
+		{"log.cleaner.min.compaction.lag.ms", maxLong}} {
 		cfg := DefaultConfig()
 		cfg.DataDir = t.TempDir()
-		cfg.LogDefaults = map[string]string{kv[0]: kv[1]}
+		cfg.LogDefaults = map[string]string{kv[0]: kv[1], "log.cleaner.max.compaction.lag.ms": "1000"}
 		if b, err := Open(context.Background(), cfg, logr.Discard()); err == nil {
 			b.Close()
 			t.Errorf("Open accepted %s=%s", kv[0], kv[1])

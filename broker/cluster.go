@@ -493,6 +493,9 @@ func (b *Broker) createTopicCluster(ctx context.Context, spec TopicSpec, validat
 		}
 		ms.Config[k] = *v
 	}
+	if err := b.checkTopicConfigs(ms.Config); err != nil {
+		return TopicInfo{}, err
+	}
 	zone, err := b.placementZone(ms.Config)
 	if err != nil {
 		return TopicInfo{}, err
@@ -578,6 +581,9 @@ func (b *Broker) setTopicConfigsCluster(ctx context.Context, topic string, edit 
 			if err := b.checkLeaderZone(z); err != nil {
 				return nil, err
 			}
+		}
+		if err := b.checkTopicConfigs(next); err != nil {
+			return nil, err
 		}
 		return next, nil
 	}

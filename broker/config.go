@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -27,6 +28,7 @@ const (
 	typeString  = 2
 	typeInt     = 3
 	typeLong    = 5
+	typeDouble  = 6
 	typeList    = 7
 )
 
@@ -96,11 +98,58 @@ func zoneName(v string) error {
 
 const maxLong = "9223372036854775807"
 
+// cleanupPolicy accepts Kafka's cleanup.policy lists: compact, delete or
+// both, each once.
+func cleanupPolicy(v string) error {
+	seen := map[string]bool{}
+	for _, p := range strings.Split(v, ",") {
+		p = strings.TrimSpace(p)
+		if p != "compact" && p != "delete" {
+			return fmt.Errorf("%q is not a list of compact and delete", v)
+		}
+		if seen[p] {
+			return fmt.Errorf("%q names %s twice", v, p)
+		}
+		seen[p] = true
+	}
+	return nil
+}
+
+func ratio(v string) error {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(f) {
+		return fmt.Errorf("not a double: %q", v)
+	}
+	if f < 0 || f > 1 {
+		return fmt.Errorf("%v is outside [0, 1]", f)
+	}
+	return nil
+}
+
+// policyHas reports whether a validated cleanup.policy value names p.
+func policyHas(v, p string) bool {
+	for _, q := range strings.Split(v, ",") {
+		if strings.TrimSpace(q) == p {
+			return true
+		}
+	}
+	return false
+}
+
 // topicConfigs are the topic configs Strata accepts. Any other name is
 // rejected with INVALID_CONFIG.
 var topicConfigs = []topicConfig{
-	{name: "cleanup.policy", brokerKey: "log.cleanup.policy", def: "delete", typ: typeList, check: oneOf("delete"),
-		doc: "Only \"delete\" is supported; compaction is not implemented."},
+	{name: "cleanup.policy", brokerKey: "log.cleanup.policy", def: "delete", typ: typeList, check: cleanupPolicy,
+		doc: "delete: retention.ms and retention.bytes delete old segments. compact: the log cleaner keeps the latest record of each key " +
+			"(records without a key are refused). compact,delete: both."},
+	{name: "min.cleanable.dirty.ratio", brokerKey: "log.cleaner.min.cleanable.ratio", def: "0.5", typ: typeDouble, check: ratio,
+		doc: "Clean a compacted log once the uncleaned part is at least this share of its cleanable bytes."},
+	{name: "min.compaction.lag.ms", brokerKey: "log.cleaner.min.compaction.lag.ms", def: "0", typ: typeLong, check: longAtLeast(0),
+		doc: "A record stays uncompacted at least this long."},
+	{name: "max.compaction.lag.ms", brokerKey: "log.cleaner.max.compaction.lag.ms", def: maxLong, typ: typeLong, check: longAtLeast(1),
+		doc: "A closed segment with a record older than this is cleaned whatever the dirty ratio (the active segment is closed by segment.ms and segment.bytes)."},
+	{name: "delete.retention.ms", brokerKey: "log.cleaner.delete.retention.ms", def: "86400000", typ: typeLong, check: longAtLeast(0),
+		doc: "A tombstone (null value) of a compacted topic stays this long after the cleaner first reached it, then it is removed."},
 	{name: "compression.type", brokerKey: "compression.type", def: "producer", typ: typeString, check: oneOf("producer"),
 		doc: "Only \"producer\" is supported: batches are stored as the producer compressed them."},
 	{name: "retention.ms", brokerKey: "log.retention.ms", def: "604800000", typ: typeLong, check: longAtLeast(-1),
@@ -247,5 +296,22 @@ func (b *Broker) logConfig(overrides map[string]string) log.Config {
 	if b.cfg.ProducerIDExpiration > 0 {
 		cfg.ProducerIDExpiration = b.cfg.ProducerIDExpiration
 	}
+	policy := get("cleanup.policy")
+	cfg.Compact, cfg.Delete = policyHas(policy, "compact"), policyHas(policy, "delete")
+	cfg.MinCleanableDirtyRatio, _ = strconv.ParseFloat(get("min.cleanable.dirty.ratio"), 64)
+	cfg.MinCompactionLag = ms("min.compaction.lag.ms")
+	cfg.MaxCompactionLag = ms("max.compaction.lag.ms")
+	cfg.DeleteRetention = ms("delete.retention.ms")
 	return cfg
+}
+
+// checkTopicConfigs checks what single values cannot: the effective
+// configs of a topic (overrides over broker defaults) together, as the log
+// will take them (Kafka refuses min.compaction.lag.ms above
+// max.compaction.lag.ms, for one).
+func (b *Broker) checkTopicConfigs(overrides map[string]string) error {
+	if err := log.ValidateConfig(b.logConfig(overrides)); err != nil {
+		return fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
+	}
+	return nil
 }

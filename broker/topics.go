@@ -134,6 +134,9 @@ func (b *Broker) CreateTopic(ctx context.Context, spec TopicSpec, validateOnly b
 	if err := b.checkLeaderZone(configs[meta.ConfigLeaderZone]); err != nil {
 		return TopicInfo{}, err
 	}
+	if err := b.checkTopicConfigs(configs); err != nil {
+		return TopicInfo{}, err
+	}
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -419,6 +422,9 @@ func (b *Broker) setTopicConfigs(ctx context.Context, topic string, edit func(ma
 	if err == nil && next[meta.ConfigLeaderZone] != t.configs[meta.ConfigLeaderZone] {
 		err = b.checkLeaderZone(next[meta.ConfigLeaderZone])
 	}
+	if err == nil {
+		err = b.checkTopicConfigs(next)
+	}
 	if err != nil || validateOnly {
 		return err
 	}
@@ -541,6 +547,11 @@ func (p *Partition) Append(records []byte) (log.AppendResult, int32, error) {
 	if err != nil {
 		return log.AppendResult{}, 0, err
 	}
+	if p.Log.Config().Compact {
+		if err := checkKeyed(batches); err != nil {
+			return log.AppendResult{}, 0, err
+		}
+	}
 	if p.Replica != nil {
 		res, epoch, err := p.Replica.AppendAsLeader(batches)
 		if errors.Is(err, log.ErrDuplicateSequence) {
@@ -600,4 +611,22 @@ func orDefault(v, def string) string {
 		return def
 	}
 	return v
+}
+
+// checkKeyed refuses a record without a key for a compacted topic, with
+// Kafka's INVALID_RECORD ("Compacted topic cannot accept message without
+// key"): the cleaner could never keep or replace it.
+func checkKeyed(batches []record.Batch) error {
+	for _, b := range batches {
+		recs, err := record.Records(b)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if r.Key == nil {
+				return fmt.Errorf("%w: compacted topic cannot accept a record without a key (offset delta %d)", record.ErrInvalidRecord, r.OffsetDelta)
+			}
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -45,6 +46,28 @@ type Config struct {
 	// nothing for this long, checked by ApplyRetention (broker config
 	// producer.id.expiration.ms); <= 0 keeps them. Default 24h.
 	ProducerIDExpiration time.Duration
+
+	// Compact is cleanup.policy compact (or compact,delete): the log
+	// cleaner keeps only the latest record of each key (cleaner.go).
+	Compact bool
+	// Delete is cleanup.policy delete (or compact,delete): RetentionMs and
+	// RetentionBytes delete old segments. A compact-only log ignores them.
+	Delete bool
+	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio: the log is
+	// cleaned once the uncleaned part is this share of the cleanable bytes.
+	// Default 0.5.
+	MinCleanableDirtyRatio float64
+	// MinCompactionLag is min.compaction.lag.ms: a record stays
+	// uncompacted at least this long. Default 0.
+	MinCompactionLag time.Duration
+	// MaxCompactionLag is max.compaction.lag.ms: a record older than this
+	// makes its segment cleanable whatever the dirty ratio. Default
+	// infinite (math.MaxInt64).
+	MaxCompactionLag time.Duration
+	// DeleteRetention is delete.retention.ms: a tombstone (null value)
+	// stays this long after the cleaner first reached it, so that
+	// consumers reading from the start see the delete. Default 24 h.
+	DeleteRetention time.Duration
 }
 
 // DefaultConfig returns Kafka's defaults, except FlushInterval which is 1s
@@ -61,6 +84,11 @@ func DefaultConfig() Config {
 		MessageTimestampType: "CreateTime",
 		MaxMessageBytes:      1048588,
 		ProducerIDExpiration: 24 * time.Hour,
+
+		Delete:                 true,
+		MinCleanableDirtyRatio: 0.5,
+		MaxCompactionLag:       time.Duration(math.MaxInt64),
+		DeleteRetention:        24 * time.Hour,
 	}
 }
 
@@ -74,6 +102,15 @@ func (c Config) validate() error {
 	}
 	if c.IndexIntervalBytes < 0 {
 		errs = append(errs, fmt.Errorf("IndexIntervalBytes %d is negative", c.IndexIntervalBytes))
+	}
+	if c.MinCleanableDirtyRatio < 0 || c.MinCleanableDirtyRatio > 1 || math.IsNaN(c.MinCleanableDirtyRatio) {
+		errs = append(errs, fmt.Errorf("MinCleanableDirtyRatio %v is outside [0, 1]", c.MinCleanableDirtyRatio))
+	}
+	if c.MinCompactionLag < 0 || c.MaxCompactionLag < 1 || c.DeleteRetention < 0 {
+		errs = append(errs, fmt.Errorf("compaction lags (min %v, max %v) or delete retention %v out of range", c.MinCompactionLag, c.MaxCompactionLag, c.DeleteRetention))
+	}
+	if c.MaxCompactionLag < c.MinCompactionLag {
+		errs = append(errs, fmt.Errorf("MaxCompactionLag %v is below MinCompactionLag %v", c.MaxCompactionLag, c.MinCompactionLag))
 	}
 	switch c.MessageTimestampType {
 	case "CreateTime", "LogAppendTime", "":

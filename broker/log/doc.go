@@ -21,6 +21,8 @@
 //	                                (JSON lines + CRC-32C trailer), written at
 //	                                each roll and on Close
 //	.clean-shutdown                 written by Close, removed by Open
+//	cleaner-offset-checkpoint       compacted logs: "0\n<firstDirty>\n<n>\n<end> <ms>\n..."
+//	cleaner-swap                    "<base> <end>\n" while a cleaned segment is swapped in
 //
 // Segment names are the 20-digit base offset. All integers are big endian.
 // Small files are replaced atomically (write temp, fsync, rename, fsync dir).
@@ -57,6 +59,19 @@
 // Open and after TruncateTo from the newest snapshot at or below the log
 // end plus a header scan of the batches after it; producers whose last
 // batch falls below the log start are forgotten.
+//
+// # Compaction
+//
+// Logs with Config.Compact are cleaned by Clean (cleaner.go, Kafka's log
+// cleaner): the latest record of each key is kept, offsets never move
+// (rewritten batches keep their base and last offsets, so reads and
+// follower appends see gaps), tombstones go DeleteRetention after the
+// cleaner first reached them, each idempotent producer's last batch stays.
+// A rewritten group of segments is swapped in through <base>.log.cleaned,
+// the cleaner-swap commit file and .swap renames; Open finishes or drops an
+// interrupted swap. cleaner-offset-checkpoint holds the first dirty offset
+// and the tombstone horizons. A log without Config.Delete ignores
+// RetentionMs and RetentionBytes.
 //
 // # Concurrency
 //

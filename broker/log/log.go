@@ -55,6 +55,11 @@ type Log struct {
 	flushStop   chan struct{}
 	flushDone   chan struct{}
 	stopFlusher sync.Once
+
+	// cleanMu serialises Clean; cleaner is its progress (guarded by mu).
+	cleanMu       sync.Mutex
+	cleaner       cleanerState
+	testCleanHook func(step string) error // tests: stop a clean at a step
 }
 
 // AppendResult describes an append.
@@ -88,8 +93,10 @@ func (l *Log) AppendAsLeader(batches []record.Batch, leaderEpoch int32) (AppendR
 }
 
 // AppendAsFollower appends batches whose offsets were assigned by the
-// leader. The first must start at the log end offset and each must
-// continue the previous one, else ErrNonContiguous. Newer leader epochs in
+// leader. Each must start at or after the log end offset (after the
+// previous batch), else ErrNonContiguous. Gaps are accepted: a leader whose
+// log was compacted serves batches with offsets missing between them (and
+// inside them), and the follower's log keeps exactly those offsets. Newer leader epochs in
 // the batches enter the epoch cache; an older one is logged and accepted
 // (as Kafka does).
 func (l *Log) AppendAsFollower(batches []record.Batch) (AppendResult, error) {
@@ -152,7 +159,7 @@ func (l *Log) appendLocked(batches []record.Batch, leaderEpoch int32, asLeader b
 			return AppendResult{}, false, fmt.Errorf("append: batch %d: %w: %d bytes exceed segment.bytes %d", i, record.ErrTooLarge, len(b), l.cfg.SegmentBytes)
 		}
 		if !asLeader {
-			if h.BaseOffset != next || h.LastOffsetDelta < 0 {
+			if h.BaseOffset < next || h.LastOffsetDelta < 0 {
 				return AppendResult{}, false, fmt.Errorf("append: batch %d at offset %d, log end is %d: %w", i, h.BaseOffset, next, ErrNonContiguous)
 			}
 			if h.PartitionLeaderEpoch < l.epochs.latest() {
@@ -162,7 +169,11 @@ func (l *Log) appendLocked(batches []record.Batch, leaderEpoch int32, asLeader b
 					"offset", h.BaseOffset, "epoch", h.PartitionLeaderEpoch, "latest", l.epochs.latest())
 			}
 		}
-		next += int64(h.LastOffsetDelta) + 1
+		if asLeader {
+			next += int64(h.LastOffsetDelta) + 1
+		} else {
+			next = h.LastOffset() + 1
+		}
 		total += int64(len(b))
 		records += int64(h.NumRecords)
 	}
@@ -191,6 +202,9 @@ func (l *Log) appendLocked(batches []record.Batch, leaderEpoch int32, asLeader b
 	}
 
 	res := AppendResult{BaseOffset: l.leo, LastOffset: next - 1, LogAppendTime: -1}
+	if !asLeader {
+		res.BaseOffset = headers[0].BaseOffset
+	}
 	if asLeader {
 		off := l.leo
 		for _, b := range batches {

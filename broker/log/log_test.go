@@ -447,9 +447,9 @@ func TestEpochCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(l, []q{{7, 7, 16}, {3, 3, 14}, {5, 3, 14}})
-	record.SetBaseOffset(b, 20)
+	record.SetBaseOffset(b, 15)
 	if _, err := l.AppendAsFollower([]record.Batch{b}); !errors.Is(err, ErrNonContiguous) {
-		t.Fatalf("gap: %v", err)
+		t.Fatalf("overlap: %v", err)
 	}
 	l.Close()
 	data, err := os.ReadFile(filepath.Join(dir, epochCheckpointFile))

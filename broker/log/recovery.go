@@ -70,6 +70,11 @@ func (l *Log) recover() error {
 	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
 		return err
 	}
+	// An interrupted log cleaner swap is finished (or its output dropped)
+	// before the segments are listed.
+	if err := l.recoverCleanerSwap(); err != nil {
+		return err
+	}
 	entries, err := l.fs.ReadDir(l.dir)
 	if err != nil {
 		return err
@@ -127,6 +132,9 @@ func (l *Log) recover() error {
 	if err != nil {
 		return err
 	}
+	if err := l.loadCleanerState(); err != nil {
+		return err
+	}
 	if err := l.epochs.load(); err != nil {
 		return err
 	}
@@ -166,6 +174,9 @@ func (l *Log) recover() error {
 		l.logger.Info("log start offset is past the recovered log end; moving it back", "start", l.start, "end", l.leo)
 		l.start = l.leo
 	}
+	// A torn tail may have taken offsets the cleaner had reached: data
+	// appended there again is dirty.
+	l.truncateCleanerState()
 	changed := len(l.epochs.entries) != loadedEpochs // epochs found in the recovered tail
 	changed = l.epochs.truncateFromEnd(l.leo) || changed
 	changed = l.epochs.truncateFromStart(l.start) || changed

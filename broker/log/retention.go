@@ -15,7 +15,8 @@ import (
 // a non-empty active one is past RetentionMs, it rolls first so that the
 // old active segment can go. The log start offset moves to the first
 // remaining segment (and is persisted). It returns how many segments it
-// deleted.
+// deleted. A compact-only log (Config.Delete false) deletes only below the
+// log start offset: its old records go through Clean.
 func (l *Log) ApplyRetention() (int, error) { return l.ApplyRetentionUpTo(math.MaxInt64) }
 
 // ApplyRetentionUpTo is ApplyRetention that only deletes segments whose
@@ -43,7 +44,9 @@ func (l *Log) ApplyRetentionUpTo(limit int64) (int, error) {
 	for n < len(l.segs)-1 && l.segs[n+1].base <= l.start {
 		n++
 	}
-	if ms := l.cfg.RetentionMs.Milliseconds(); l.cfg.RetentionMs >= 0 {
+	// A compact-only log (cleanup.policy=compact) keeps segments
+	// whatever their age or size; only DeleteRecords removes them.
+	if ms := l.cfg.RetentionMs.Milliseconds(); l.cfg.RetentionMs >= 0 && l.cfg.Delete {
 		expired := func(s *segment) bool {
 			// A segment without timestamps (all -1) never expires by time.
 			return s.maxTs >= 0 && now-s.maxTs > ms
@@ -61,7 +64,7 @@ func (l *Log) ApplyRetentionUpTo(limit int64) (int, error) {
 			}
 		}
 	}
-	if l.cfg.RetentionBytes >= 0 {
+	if l.cfg.RetentionBytes >= 0 && l.cfg.Delete {
 		size := l.size
 		for i := 0; i < n; i++ {
 			size -= l.segs[i].size
@@ -292,6 +295,7 @@ func (l *Log) truncateLocked(offset int64) error {
 		l.leo = s.base
 	}
 	l.dirty = false
+	l.truncateCleanerState()
 	if l.leo < l.start {
 		// A batch straddling the log start was removed whole: the start
 		// follows the end back (Kafka: min(targetOffset, logStartOffset)).
@@ -350,6 +354,8 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	}
 	l.segs = []*segment{s}
 	l.start, l.leo, l.size, l.dirty, l.unflushed = offset, offset, 0, false, 0
+	l.cleaner.firstDirty = offset
+	l.truncateCleanerState()
 	if err := l.persistStartOffset(offset); err != nil {
 		return err
 	}

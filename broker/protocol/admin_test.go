@@ -47,8 +47,10 @@ func TestCreateTopics(t *testing.T) {
 			configs: []kmsg.CreateTopicsRequestTopicConfig{{Name: "no.such.config", Value: sp("1")}}},
 		{name: "bad config value", topic: "bv", partitions: 1, rf: 1, want: kerr.InvalidConfig,
 			configs: []kmsg.CreateTopicsRequestTopicConfig{{Name: "retention.ms", Value: sp("soon")}}},
-		{name: "compact unsupported", topic: "cp", partitions: 1, rf: 1, want: kerr.InvalidConfig,
+		{name: "compact", topic: "cp", partitions: 1, rf: 1,
 			configs: []kmsg.CreateTopicsRequestTopicConfig{{Name: "cleanup.policy", Value: sp("compact")}}},
+		{name: "min compaction lag above max", topic: "lag", partitions: 1, rf: 1, want: kerr.InvalidConfig,
+			configs: []kmsg.CreateTopicsRequestTopicConfig{{Name: "min.compaction.lag.ms", Value: sp("10")}, {Name: "max.compaction.lag.ms", Value: sp("5")}}},
 		{name: "with configs", topic: "configured", partitions: 1, rf: 1,
 			configs: []kmsg.CreateTopicsRequestTopicConfig{{Name: "retention.ms", Value: sp("3600000")}, {Name: "message.timestamp.type", Value: sp("LogAppendTime")}}},
 	}

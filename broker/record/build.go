@@ -152,3 +152,39 @@ func compress(c Codec, body []byte) ([]byte, error) {
 	}
 	return nil, fmt.Errorf("%w: %v", ErrUnsupportedCodec, c)
 }
+
+// Rebuild re-encodes a stored batch with only the records kept (the log
+// cleaner's rewrite). Everything that identifies the batch stays: base
+// offset, last offset delta (so the producer's last sequence and the
+// offsets after the batch do not move), leader epoch, producer id, epoch
+// and base sequence, attributes and base timestamp; each kept record keeps
+// its offset and timestamp deltas. The records are compressed again with
+// the batch's codec and the CRC is recomputed. MaxTimestamp is the largest
+// kept record timestamp (CreateTime) or unchanged (LogAppendTime, or no
+// record kept). kept may be empty: Kafka keeps such an empty batch when it
+// is an idempotent producer's last one, so that its sequence survives.
+func Rebuild(orig Batch, kept []Record) (Batch, error) {
+	h := orig.Header()
+	var body []byte
+	maxTs := int64(-1)
+	for _, r := range kept {
+		body = appendRecord(body, r.OffsetDelta, r)
+		maxTs = max(maxTs, h.BaseTimestamp+r.TimestampDelta)
+	}
+	payload, err := compress(h.Codec(), body)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild batch at %d: %w", h.BaseOffset, err)
+	}
+	if len(kept) == 0 || h.TimestampType() == TimestampLogAppendTime {
+		maxTs = h.MaxTimestamp
+	}
+	b := make([]byte, BatchHeaderSize, BatchHeaderSize+len(payload))
+	copy(b, orig[:BatchHeaderSize])
+	be := binary.BigEndian
+	be.PutUint32(b[posBatchLength:], uint32(BatchHeaderSize-lengthFieldEnd+len(payload)))
+	be.PutUint64(b[posMaxTimestamp:], uint64(maxTs))
+	be.PutUint32(b[posNumRecords:], uint32(len(kept)))
+	b = append(b, payload...)
+	be.PutUint32(b[posCRC:], ComputeCRC(b))
+	return b, nil
+}

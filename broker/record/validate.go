@@ -73,19 +73,22 @@ func validateBatch(b Batch, limit int64) error {
 	if h.IsControl() {
 		return fmt.Errorf("%w: clients may not write control batches", ErrInvalidRecord)
 	}
-	return walkRecords(b, h, limit, nil)
+	return walkRecords(b, h, limit, nil, true)
 }
 
 // walkRecords walks the records of b and checks their framing. With visit
 // non-nil it decodes each record (copying key, value and headers) and hands
 // it over. Decompressing more than limit bytes fails with ErrTooLarge.
-func walkRecords(b Batch, h Header, limit int64, visit func(Record) error) error {
+// strict requires offset deltas 0..n-1 (what producers send); otherwise
+// they only have to increase and stay within LastOffsetDelta, as in
+// batches the log cleaner rewrote (offsets are kept, records dropped).
+func walkRecords(b Batch, h Header, limit int64, visit func(Record) error, strict bool) error {
 	src, done, err := openPayload(h.Codec(), b[BatchHeaderSize:], limit)
 	if err != nil {
 		return err
 	}
 	defer done()
-	w := walker{r: src}
+	w := walker{r: src, loose: !strict, prevDelta: -1, lastDelta: int64(h.LastOffsetDelta)}
 	w.sl, _ = src.(*sliceReader)
 	for i := int32(0); i < h.NumRecords; i++ {
 		rec, err := w.record(i, visit != nil)
@@ -137,7 +140,8 @@ type RecordHeader struct {
 
 // Records decodes every record of a batch, decompressing it. It validates
 // the batch frame and records as Validate does (without the control batch
-// rule), so it is safe on untrusted bytes.
+// rule, and accepting the offset gaps of compacted batches: deltas need
+// only increase), so it is safe on untrusted bytes.
 func Records(b Batch) ([]Record, error) {
 	size, err := CheckFrame(b)
 	if err != nil {
@@ -152,7 +156,7 @@ func Records(b Batch) ([]Record, error) {
 		return nil, fmt.Errorf("%w: batch claims %d records", ErrInvalidRecord, h.NumRecords)
 	}
 	var recs []Record
-	err = walkRecords(b, h, math.MaxInt64, func(r Record) error { recs = append(recs, r); return nil })
+	err = walkRecords(b, h, math.MaxInt64, func(r Record) error { recs = append(recs, r); return nil }, false)
 	return recs, err
 }
 
@@ -169,6 +173,11 @@ type walker struct {
 	r  byteSource
 	sl *sliceReader // r when records are uncompressed: a fast path without interface calls
 	n  int64
+	// loose accepts increasing offset deltas up to lastDelta (compacted
+	// batches) instead of exactly 0..n-1.
+	loose     bool
+	prevDelta int64
+	lastDelta int64
 }
 
 func (w *walker) ReadByte() (byte, error) {
@@ -272,7 +281,12 @@ func (w *walker) record(i int32, keep bool) (Record, error) {
 	if err != nil {
 		return rec, err
 	}
-	if od != int64(i) {
+	if w.loose {
+		if od <= w.prevDelta || od > w.lastDelta {
+			return rec, fmt.Errorf("%w: offset delta %d after %d, last offset delta %d", ErrInvalidRecord, od, w.prevDelta, w.lastDelta)
+		}
+		w.prevDelta = od
+	} else if od != int64(i) {
 		return rec, fmt.Errorf("%w: offset delta %d, expected %d", ErrInvalidRecord, od, i)
 	}
 	rec.OffsetDelta = int32(od)

@@ -715,7 +715,9 @@ func (p *Partition) applyFetch(leader, epoch int32, res FetchResult, backoff tim
 			return 0, fmt.Errorf("%s: records from leader %d: %w", p.TP, leader, err)
 		}
 		if len(batches) > 0 {
-			if batches[0].BaseOffset() != p.Log.EndOffset() {
+			// Above the log end is a gap the leader's log cleaner left
+			// (compacted topics): the follower keeps the same offsets.
+			if batches[0].BaseOffset() < p.Log.EndOffset() {
 				return 0, fmt.Errorf("%s: leader %d sent offset %d, log end is %d", p.TP, leader, batches[0].BaseOffset(), p.Log.EndOffset())
 			}
 			if _, err := p.Log.AppendAsFollower(batches); err != nil {

@@ -100,7 +100,9 @@ var processKeys = map[string]bool{
 	"broker.rack": true, "zone": true, "metrics.listen": true, "metrics.pprof.enable": true,
 	"socket.request.max.bytes": true, "log.retention.check.interval.ms": true, "connections.max.idle.ms": true,
 	"producer.id.expiration.ms": true,
-	"max.partitions.per.topic":  true, "max.partitions": true,
+	"log.cleaner.enable":        true, "log.cleaner.threads": true, "log.cleaner.io.max.bytes.per.second": true,
+	"log.cleaner.dedupe.buffer.size": true, "log.cleaner.backoff.ms": true,
+	"max.partitions.per.topic": true, "max.partitions": true,
 	"max.connections": true, "max.connections.per.ip": true, "queued.max.request.bytes": true,
 	"fetch.max.bytes": true, "max.incremental.fetch.session.cache.slots": true,
 	"num.partitions": true, "auto.create.topics.enable": true,
@@ -279,6 +281,36 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				return nil, bad(fmt.Errorf("want milliseconds >= 0 (0 disables)"))
 			}
 			cfg.ConnectionsMaxIdle = time.Duration(n) * time.Millisecond
+		case k == "log.cleaner.enable":
+			on, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, bad(fmt.Errorf("want true or false"))
+			}
+			cfg.LogCleaner.Disabled = !on
+		case k == "log.cleaner.threads":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 1 {
+				return nil, bad(fmt.Errorf("want a positive int"))
+			}
+			cfg.LogCleaner.Threads = int(n)
+		case k == "log.cleaner.io.max.bytes.per.second":
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(f > 0) {
+				return nil, bad(fmt.Errorf("want a positive number of bytes per second"))
+			}
+			cfg.LogCleaner.IOMaxBytesPerSecond = f
+		case k == "log.cleaner.dedupe.buffer.size":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1<<20 {
+				return nil, bad(fmt.Errorf("want at least 1048576 bytes"))
+			}
+			cfg.LogCleaner.DedupeBufferSize = n
+		case k == "log.cleaner.backoff.ms":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 {
+				return nil, bad(fmt.Errorf("want a positive number of milliseconds"))
+			}
+			cfg.LogCleaner.Backoff = time.Duration(n) * time.Millisecond
 		case k == "log.retention.check.interval.ms":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 1 {

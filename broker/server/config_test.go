@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-dev/strata/broker"
 	"github.com/strata-dev/strata/broker/cost"
 )
 
@@ -105,11 +106,38 @@ func TestApplySettings(t *testing.T) {
 		{"controlled.shutdown.enable": "perhaps"},
 		{"controlled.shutdown.timeout.ms": "0"},
 		{"group.min.session.timeout.ms": "x"},
+		{"log.cleaner.enable": "yes please"},
+		{"log.cleaner.threads": "0"},
+		{"log.cleaner.io.max.bytes.per.second": "-1"},
+		{"log.cleaner.dedupe.buffer.size": "1000"},
+		{"log.cleaner.backoff.ms": "0"},
 	} {
 		c := DefaultConfig()
 		if _, err := ApplySettings(&c, bad); err == nil {
 			t.Errorf("ApplySettings(%v) accepted", bad)
 		}
+	}
+}
+
+func TestApplySettingsLogCleaner(t *testing.T) {
+	cfg := DefaultConfig()
+	if cfg.LogCleaner != broker.DefaultCleanerConfig() {
+		t.Fatalf("default cleaner config %+v", cfg.LogCleaner)
+	}
+	unknown, err := ApplySettings(&cfg, map[string]string{
+		"log.cleaner.enable": "false", "log.cleaner.threads": "2", "log.cleaner.io.max.bytes.per.second": "1048576",
+		"log.cleaner.dedupe.buffer.size": "2097152", "log.cleaner.backoff.ms": "100",
+		"log.cleaner.delete.retention.ms": "1000", "log.cleanup.policy": "compact,delete",
+	})
+	if err != nil || len(unknown) != 0 {
+		t.Fatalf("ApplySettings: %v, unknown %v", err, unknown)
+	}
+	want := broker.CleanerConfig{Disabled: true, Threads: 2, IOMaxBytesPerSecond: 1 << 20, DedupeBufferSize: 2 << 20, Backoff: 100 * time.Millisecond}
+	if cfg.LogCleaner != want {
+		t.Fatalf("cleaner config %+v, want %+v", cfg.LogCleaner, want)
+	}
+	if cfg.Broker.LogDefaults["log.cleaner.delete.retention.ms"] != "1000" || cfg.Broker.LogDefaults["log.cleanup.policy"] != "compact,delete" {
+		t.Fatalf("log defaults %v", cfg.Broker.LogDefaults)
 	}
 }
 

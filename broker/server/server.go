@@ -66,6 +66,8 @@ type Config struct {
 	ConnectionsMaxIdle time.Duration
 	// RetentionCheckInterval is log.retention.check.interval.ms (0: 5 min).
 	RetentionCheckInterval time.Duration
+	// LogCleaner is the log cleaner of compacted topics (log.cleaner.*).
+	LogCleaner broker.CleanerConfig
 	// Group configures the consumer-group coordinator (group.* settings);
 	// its Store and PartitionExists are set by Start.
 	Group group.Config
@@ -86,7 +88,8 @@ type Config struct {
 // itself, no metrics listener, auto-created topics with one partition,
 // group defaults of group.DefaultConfig. DataDir must be set.
 func DefaultConfig() Config {
-	cfg := Config{Broker: broker.DefaultConfig(), Listen: "0.0.0.0:9092", Group: group.DefaultConfig(), ConnectionsMaxIdle: 10 * time.Minute}
+	cfg := Config{Broker: broker.DefaultConfig(), Listen: "0.0.0.0:9092", Group: group.DefaultConfig(), ConnectionsMaxIdle: 10 * time.Minute,
+		LogCleaner: broker.DefaultCleanerConfig()}
 	cfg.Broker.Host, cfg.Broker.Port = "", 0 // advertise the listener
 	return cfg
 }
@@ -98,6 +101,7 @@ type Server struct {
 	broker  *broker.Broker
 	proto   *protocol.Server
 	metrics *metrics.Metrics
+	cleaner *broker.LogCleaner
 	groups  *group.Coordinator
 	offsets *group.FileStore // standalone only
 	traffic *traffic.Counter
@@ -222,6 +226,8 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 			s.cost.CrossZone(int64(n), true)
 		}
 	}
+	s.cleaner = broker.NewLogCleaner(b, cfg.LogCleaner)
+	s.metrics.Registry.MustRegister(metrics.CleanerCollector(s.cleaner))
 	groupCfg := cfg.Group
 	if cfg.Broker.Clustered {
 		s.phase.Store(phaseJoining)
@@ -277,7 +283,7 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		return nil, err
 	}
 	started = true
-	s.wg.Add(1 + len(served))
+	s.wg.Add(2 + len(served))
 	for i, l := range served {
 		go func() {
 			defer s.wg.Done()
@@ -291,6 +297,12 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	go func() {
 		defer s.wg.Done()
 		s.retentionLoop()
+	}()
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-s.stop; cancel() }()
+		s.cleaner.Run(ctx)
 	}()
 	s.phase.Store(phaseRunning)
 	s.log.Info("broker started", "listen", ln.Addr().String(), "listeners", s.listenerSummary(), "advertised", net.JoinHostPort(cfg.Broker.Host, strconv.Itoa(int(cfg.Broker.Port))),

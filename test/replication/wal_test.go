@@ -51,14 +51,14 @@ func (d deletingStore) Get(ctx context.Context, key string, offset, length int64
 	return d.Store.Get(ctx, key, offset, length)
 }
 
-func startWALCluster(t *testing.T) *walCluster {
+func startWALCluster(t *testing.T, extra ...brokertest.Option) *walCluster {
 	t.Helper()
 	s3s := s3server.Start(t, "wal-a", "wal-b", "wal-c")
 	wc := &walCluster{s3: s3s, faults: map[int][]*objstore.Faulty{}}
 	wc.Cluster = &brokertest.Cluster{Etcd: metatest.Start(t).Endpoints()}
 	for i, z := range zones {
 		id := i + 1
-		wc.Brokers = append(wc.Brokers, brokertest.Start(t, brokertest.ClusterOptions(wc.Etcd, id, z,
+		opts := append([]brokertest.Option{
 			brokertest.WithSetting("replica.lag.time.max.ms", "10000"),
 			brokertest.WithSetting("wal.enable", "true"),
 			brokertest.WithSetting("wal.bucket.name", "wal-"+z),
@@ -76,7 +76,8 @@ func startWALCluster(t *testing.T) *walCluster {
 					return f
 				}
 			}),
-		)...))
+		}, extra...)
+		wc.Brokers = append(wc.Brokers, brokertest.Start(t, brokertest.ClusterOptions(wc.Etcd, id, z, opts...)...))
 	}
 	return wc
 }

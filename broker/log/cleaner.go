@@ -1,0 +1,754 @@
+package log
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/time/rate"
+
+	"github.com/strata-dev/strata/broker/record"
+)
+
+// Log compaction (cleanup.policy=compact), Kafka's log cleaner for one log.
+//
+// The cleanable part of a compacted log is the prefix of sealed segments
+// whose offsets are all below the caller's limit (the high watermark) and
+// whose newest record is older than MinCompactionLag. It is split at the
+// first dirty offset: segments below it were cleaned before, segments
+// from it on are dirty. Clean builds a map key -> latest offset over the
+// dirty segments (until CleanOptions.MaxMapEntries is reached, at least
+// one segment), then rewrites every segment from the log start to where the map
+// stopped, keeping a record only when no later record has its key.
+// Records keep their offsets: a rewritten batch keeps its base offset and
+// last offset delta (record.Rebuild), so offsets have gaps and never move.
+// Tombstones (null values) stay until DeleteRetention has passed since the
+// cleaner first reached them; records without a key are dropped. A batch
+// that is an idempotent producer's last one is kept even when all its
+// records go (as an empty batch), so that the producer's sequence checks
+// survive. Consecutive segments are merged while their total original
+// size stays within SegmentBytes.
+//
+// Crash safety: a group of segments is written to <base>.log.cleaned (and
+// .index.cleaned, .timeindex.cleaned) and fsynced; then, holding the log's
+// locks, the commit point is the cleaner-swap file ("<base> <end>", written
+// atomically): the .cleaned files are renamed to .swap, the replaced
+// segments deleted, the .swap files renamed to their final names and
+// cleaner-swap removed. Open finishes a swap whose cleaner-swap file exists
+// and otherwise deletes leftover .cleaned and .swap files (the old
+// segments are intact then). See recoverCleanerSwap.
+//
+// The first dirty offset and the tombstone horizons are kept in
+// cleaner-offset-checkpoint.
+
+const (
+	cleanedSuffix        = ".cleaned"
+	swapSuffix           = ".swap"
+	cleanerSwapFile      = "cleaner-swap"
+	cleanerCheckpoint    = "cleaner-offset-checkpoint"
+	cleanerCheckpointVer = "0"
+)
+
+// CleanOptions are the broker's cleaner settings for one Clean.
+type CleanOptions struct {
+	// Limit: only segments whose offsets are all below it are cleaned
+	// (the high watermark; math.MaxInt64 on a single broker).
+	Limit int64
+	// MaxMapEntries bounds the key -> offset map (Kafka sizes it from
+	// log.cleaner.dedupe.buffer.size, 24 bytes an entry): no segment is
+	// added once the map holds this many keys, and it always takes at
+	// least one whole segment (so it can exceed the bound by one
+	// segment's new keys). <= 0: unbounded.
+	MaxMapEntries int
+	// Limiter throttles the bytes read and written
+	// (log.cleaner.io.max.bytes.per.second); nil: no limit.
+	Limiter *rate.Limiter
+	// Force cleans whatever the dirty ratio (tests, tools).
+	Force bool
+}
+
+// CleanStats describes a Clean.
+type CleanStats struct {
+	// Cleaned is false when there was nothing to do.
+	Cleaned bool
+	// DirtyRatio is the dirty share of the cleanable bytes before cleaning.
+	DirtyRatio                float64
+	BytesRead, BytesWritten   int64
+	RecordsRead, RecordsKept  int64
+	SegmentsRead, SegmentsOut int
+}
+
+// cleanMark says that the cleaner first reached the offsets below end at
+// ms (tombstone horizons). Marks are sorted by end and by ms.
+type cleanMark struct{ end, ms int64 }
+
+// cleanerState is what the cleaner remembers of a log. Guarded by Log.mu.
+type cleanerState struct {
+	loaded     bool
+	firstDirty int64
+	marks      []cleanMark
+}
+
+// errCleanAborted: the log changed (retention, truncation) under a clean;
+// the clean's output is dropped and the next round starts over.
+var errCleanAborted = errors.New("log changed while cleaning")
+
+// cleanable describes the cleanable part of the log as of now.
+type cleanable struct {
+	segs       []*segment // the whole segment list
+	end        int        // segs[:end] are cleanable
+	dirty      int        // segs[dirty:end] are dirty
+	firstDirty int64
+	ratio      float64
+	forced     bool
+}
+
+// cleanableLocked computes the cleanable range. Called with mu held.
+func (l *Log) cleanableLocked(limit int64) cleanable {
+	c := cleanable{segs: l.segs}
+	now := l.nowMs()
+	minLag := l.cfg.MinCompactionLag.Milliseconds()
+	for c.end < len(l.segs)-1 {
+		s, next := l.segs[c.end], l.segs[c.end+1].base
+		if next > limit || (minLag > 0 && s.maxTs >= 0 && now-s.maxTs < minLag) {
+			break
+		}
+		c.end++
+	}
+	c.firstDirty = max(l.cleaner.firstDirty, l.start)
+	var cleanBytes, dirtyBytes int64
+	c.dirty = c.end
+	for i := 0; i < c.end; i++ {
+		s := l.segs[i]
+		if s.base >= c.firstDirty || l.segs[i+1].base > c.firstDirty {
+			if c.dirty == c.end {
+				c.dirty = i
+			}
+			dirtyBytes += s.size
+		} else {
+			cleanBytes += s.size
+		}
+	}
+	if dirtyBytes+cleanBytes > 0 {
+		c.ratio = float64(dirtyBytes) / float64(dirtyBytes+cleanBytes)
+	}
+	if c.dirty < c.end && l.cfg.MaxCompactionLag < maxDuration {
+		s := l.segs[c.dirty]
+		c.forced = s.rollTs >= 0 && now-s.rollTs > l.cfg.MaxCompactionLag.Milliseconds()
+	}
+	return c
+}
+
+const maxDuration = 1<<63 - 1
+
+// DirtyRatio reports the dirty share of the cleanable bytes below limit
+// and whether the log is due for cleaning (compacted, with dirty segments
+// at or above MinCleanableDirtyRatio, or forced by MaxCompactionLag). The
+// broker's cleaner picks the dirtiest due log.
+func (l *Log) DirtyRatio(limit int64) (ratio float64, due bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed || !l.cfg.Compact {
+		return 0, false
+	}
+	c := l.cleanableLocked(limit)
+	if c.dirty == c.end {
+		return 0, false
+	}
+	return c.ratio, c.forced || c.ratio >= l.cfg.MinCleanableDirtyRatio
+}
+
+// Clean compacts the log once (see the comment at the top of cleaner.go).
+// It is a no-op when the log is not compacted, another Clean of it is
+// running, or it is not due (unless opts.Force). Appends and reads go on
+// while it runs; they wait only for the swap of each rewritten group.
+func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanStats, error) {
+	var st CleanStats
+	if !l.cleanMu.TryLock() {
+		return st, nil
+	}
+	defer l.cleanMu.Unlock()
+
+	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		return st, ErrClosed
+	}
+	if l.failed != nil {
+		l.mu.RUnlock()
+		return st, fmt.Errorf("%w: %w", ErrLogFailed, l.failed)
+	}
+	cfg := l.cfg
+	c := l.cleanableLocked(opts.Limit)
+	st.DirtyRatio = c.ratio
+	if !cfg.Compact || c.dirty == c.end || (!opts.Force && !c.forced && c.ratio < cfg.MinCleanableDirtyRatio) {
+		l.mu.RUnlock()
+		return st, nil
+	}
+	now := l.nowMs()
+	marks := append([]cleanMark(nil), l.cleaner.marks...)
+	lastOfProducer := map[int64]int64{}
+	for pid, e := range l.producers.m {
+		lastOfProducer[pid] = e.lastOffset()
+	}
+	// Private read handles: retention may close the segments' own files
+	// while we read; an unlinked file stays readable through its fd.
+	srcs := make([]cleanSource, c.end)
+	var openErr error
+	for i := range srcs {
+		s := c.segs[i]
+		srcs[i] = cleanSource{seg: s, size: s.size, next: c.segs[i+1].base}
+		if srcs[i].f, openErr = l.fs.OpenFile(s.name, os.O_RDONLY, 0); openErr != nil {
+			break
+		}
+	}
+	l.mu.RUnlock()
+	defer func() {
+		for _, s := range srcs {
+			if s.f != nil {
+				s.f.Close()
+			}
+		}
+	}()
+	if openErr != nil {
+		return st, fmt.Errorf("clean: %w", openErr)
+	}
+
+	// 1. The key -> latest offset map over the dirty segments.
+	offsets := map[[16]byte]int64{}
+	mapEnd := c.dirty
+	for mapEnd < c.end {
+		if opts.MaxMapEntries > 0 && mapEnd > c.dirty && len(offsets) >= opts.MaxMapEntries {
+			break // full: the next round goes on from here
+		}
+		s := srcs[mapEnd]
+		if err := throttle(ctx, opts.Limiter, s.size); err != nil {
+			return st, err
+		}
+		err := eachRecord(s.f, s.size, s.seg.base, func(_ record.Batch, h record.Header, recs []record.Record) error {
+			st.RecordsRead += int64(len(recs))
+			for _, r := range recs {
+				if r.Key != nil {
+					offsets[keyHash(r.Key)] = h.BaseOffset + int64(r.OffsetDelta)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return st, fmt.Errorf("clean: map %s: %w", s.seg.name, err)
+		}
+		st.BytesRead += s.size
+		st.SegmentsRead++
+		mapEnd++
+	}
+	endOffset := c.segs[mapEnd].base // first offset not covered by the map
+
+	deleteRetention := cfg.DeleteRetention.Milliseconds()
+	tombstoneGone := func(off int64) bool {
+		for _, m := range marks {
+			if off < m.end {
+				return m.ms+deleteRetention <= now
+			}
+		}
+		return false // first reached by this clean
+	}
+	keep := func(h record.Header, r record.Record) bool {
+		if r.Key == nil {
+			return false // Kafka drops keyless records from compacted logs
+		}
+		off := h.BaseOffset + int64(r.OffsetDelta)
+		if latest, ok := offsets[keyHash(r.Key)]; ok && off < latest {
+			return false
+		}
+		return r.Value != nil || !tombstoneGone(off)
+	}
+
+	// 2. Rewrite segs[:mapEnd] in groups, swapping each in.
+	for i := 0; i < mapEnd; {
+		ns, n, err := l.writeCleaned(ctx, opts.Limiter, srcs[i:mapEnd], keep, lastOfProducer, &st)
+		if err != nil {
+			return st, err
+		}
+		group := make([]*segment, n)
+		for k := range group {
+			group[k] = srcs[i+k].seg
+		}
+		if err := l.swapIn(group, ns); err != nil {
+			if errors.Is(err, errCleanAborted) {
+				l.logger.V(1).Info("log changed while cleaning; dropped the cleaned segment", "base", ns.base)
+				return st, nil
+			}
+			return st, err
+		}
+		st.SegmentsOut++
+		i += n
+	}
+
+	// 3. Remember where cleaning stopped and when offsets were first reached.
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cs := &l.cleaner
+	cs.firstDirty = max(cs.firstDirty, endOffset)
+	if len(cs.marks) == 0 || cs.marks[len(cs.marks)-1].end < endOffset {
+		cs.marks = append(cs.marks, cleanMark{end: endOffset, ms: now})
+	}
+	// A mark is redundant once the next one has expired too (both then
+	// allow dropping tombstones below their ends).
+	for len(cs.marks) > 1 && cs.marks[1].ms+deleteRetention <= now {
+		cs.marks = cs.marks[1:]
+	}
+	if err := l.persistCleanerState(); err != nil {
+		// Losing it costs a re-clean, and tombstones kept longer.
+		l.logger.Error(err, "cleaner checkpoint")
+	}
+	cs.loaded = true
+	st.Cleaned = true
+	return st, nil
+}
+
+func keyHash(k []byte) [16]byte {
+	h := fnv.New128a()
+	h.Write(k)
+	var out [16]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// throttle waits until the limiter allows n more bytes.
+func throttle(ctx context.Context, lim *rate.Limiter, n int64) error {
+	if lim == nil {
+		return nil
+	}
+	for n > 0 {
+		c := min(n, int64(lim.Burst()))
+		if err := lim.WaitN(ctx, int(c)); err != nil {
+			return fmt.Errorf("clean: throttle: %w", err)
+		}
+		n -= c
+	}
+	return nil
+}
+
+// eachRecord scans a sealed segment file, checking every batch, and hands
+// over each batch with its decoded records.
+func eachRecord(f File, size, base int64, visit func(record.Batch, record.Header, []record.Record) error) error {
+	sc := newScanner(f, 0, size, base)
+	for {
+		b, _, err := sc.scan()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		h := b.Header()
+		recs, err := record.Records(b)
+		if err != nil {
+			return fmt.Errorf("batch at offset %d: %w", h.BaseOffset, err)
+		}
+		if err := visit(b, h, recs); err != nil {
+			return err
+		}
+	}
+}
+
+// cleanSource is a segment being cleaned, read through its own handle.
+type cleanSource struct {
+	seg  *segment
+	f    File
+	size int64
+	next int64 // the next segment's base
+}
+
+// segState is what rolling back the last source of a cleaned segment
+// restores.
+type segState struct {
+	size, next, maxTs, maxTsOffset, rollTs, lastTimeEntry int64
+	sinceIndex, offN, timeN                               int
+}
+
+func (s *segment) state() segState {
+	return segState{s.size, s.next, s.maxTs, s.maxTsOffset, s.rollTs, s.lastTimeEntry, s.sinceIndex, s.offIdx.n, s.timeIdx.n}
+}
+
+func (s *segment) restore(st segState) {
+	s.size, s.next, s.maxTs, s.maxTsOffset, s.rollTs, s.lastTimeEntry, s.sinceIndex = st.size, st.next, st.maxTs, st.maxTsOffset, st.rollTs, st.lastTimeEntry, st.sinceIndex
+	s.offIdx.n, s.offIdx.mem = st.offN, s.offIdx.mem[:st.offN*s.offIdx.width]
+	s.timeIdx.n, s.timeIdx.mem = st.timeN, s.timeIdx.mem[:st.timeN*s.timeIdx.width]
+}
+
+// writeCleaned writes the kept records of srcs[0], then of as many
+// following sources as fit (the cleaned output within SegmentBytes,
+// offsets within the index's range), into a new sealed segment named
+// <base>.log.cleaned (indexes alike), fsynced. It returns the segment and
+// the number of sources it replaces. Merging by the cleaned size (Kafka
+// groups by the size before cleaning) turns a log of full segments into
+// few segments in one clean, and saves a swap per source.
+func (l *Log) writeCleaned(ctx context.Context, lim *rate.Limiter, srcs []cleanSource,
+	keep func(record.Header, record.Record) bool, lastOfProducer map[int64]int64, st *CleanStats) (*segment, int, error) {
+	base := srcs[0].seg.base
+	ns := &segment{base: base, name: segmentName(l.dir, base, logSuffix), maxTs: -1, maxTsOffset: -1, lastTimeEntry: -1, next: base, rollTs: srcs[0].seg.rollTs}
+	var err error
+	create := func(suffix string) (File, error) {
+		return l.fs.OpenFile(segmentName(l.dir, base, suffix)+cleanedSuffix, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	}
+	if ns.f, err = create(logSuffix); err != nil {
+		return nil, 0, fmt.Errorf("clean: %w", err)
+	}
+	ns.offIdx = &index{name: segmentName(l.dir, base, indexSuffix), width: offsetEntrySize, mem: make([]byte, 0, 64*offsetEntrySize)}
+	ns.timeIdx = &index{name: segmentName(l.dir, base, timeIndexSuffix), width: timeEntrySize, mem: make([]byte, 0, 64*timeEntrySize)}
+	fail := func(err error) (*segment, int, error) {
+		ns.close()
+		l.removeCleaned(base, cleanedSuffix)
+		return nil, 0, err
+	}
+	if ns.offIdx.f, err = create(indexSuffix); err != nil {
+		return fail(fmt.Errorf("clean: %w", err))
+	}
+	if ns.timeIdx.f, err = create(timeIndexSuffix); err != nil {
+		return fail(fmt.Errorf("clean: %w", err))
+	}
+	var pos int64
+	used := 0
+	for k, s := range srcs {
+		if k > 0 && s.next-base > math.MaxInt32 {
+			break
+		}
+		if err := throttle(ctx, lim, s.size); err != nil {
+			return fail(err)
+		}
+		saved, start := ns.state(), pos
+		var kept int64
+		err := eachRecord(s.f, s.size, s.seg.base, func(b record.Batch, h record.Header, recs []record.Record) error {
+			out, err := cleanBatch(b, h, recs, keep, lastOfProducer)
+			if err != nil || out == nil {
+				return err
+			}
+			kept += int64(out.Header().NumRecords)
+			if _, err := ns.f.WriteAt(out, pos); err != nil {
+				return err
+			}
+			ns.track(out.Header(), pos, l.cfg.IndexIntervalBytes)
+			pos += int64(len(out))
+			return nil
+		})
+		if err != nil {
+			return fail(fmt.Errorf("clean %s: %w", s.seg.name, err))
+		}
+		st.BytesRead += s.size
+		if k > 0 && (pos > l.cfg.SegmentBytes || pos > math.MaxInt32) {
+			// Does not fit: this source starts the next group.
+			ns.restore(saved)
+			if err := ns.f.Truncate(start); err != nil {
+				return fail(fmt.Errorf("clean: %w", err))
+			}
+			pos = start
+			break
+		}
+		st.RecordsKept += kept
+		used = k + 1
+		ns.next = s.next
+	}
+	if err := throttle(ctx, lim, pos); err != nil {
+		return fail(err)
+	}
+	st.BytesWritten += pos
+	if err := ns.seal(); err != nil {
+		return fail(fmt.Errorf("clean: %w", err))
+	}
+	if err := syncDir(l.fs, l.dir); err != nil {
+		return fail(fmt.Errorf("clean: fsync dir: %w", err))
+	}
+	if err := l.cleanHook("cleaned"); err != nil {
+		ns.close() // as a crash would leave it: written, not swapped
+		return nil, 0, err
+	}
+	return ns, used, nil
+}
+
+// cleanBatch returns the batch with only the kept records: b itself when
+// all stay, a rebuilt batch when some do, an empty batch when none do but
+// it is an idempotent producer's last batch, else nil.
+func cleanBatch(b record.Batch, h record.Header, recs []record.Record, keep func(record.Header, record.Record) bool, lastOfProducer map[int64]int64) (record.Batch, error) {
+	kept := recs[:0:0]
+	for _, r := range recs {
+		if keep(h, r) {
+			kept = append(kept, r)
+		}
+	}
+	switch {
+	case len(kept) == len(recs):
+		return b, nil
+	case len(kept) == 0 && !(h.ProducerID >= 0 && lastOfProducer[h.ProducerID] == h.LastOffset()):
+		return nil, nil
+	}
+	return record.Rebuild(b, kept)
+}
+
+// cleanHook lets tests stop a clean at a step, as a crash would.
+func (l *Log) cleanHook(step string) error {
+	if l.testCleanHook == nil {
+		return nil
+	}
+	return l.testCleanHook(step)
+}
+
+// removeCleaned deletes a group's files with the given extra suffix.
+func (l *Log) removeCleaned(base int64, extra string) {
+	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		if err := l.fs.Remove(segmentName(l.dir, base, suffix) + extra); err != nil && !errors.Is(err, os.ErrNotExist) {
+			l.logger.Error(err, "removing a cleaner file")
+		}
+	}
+}
+
+// swapIn replaces group (consecutive segments of the log) with ns.
+func (l *Log) swapIn(group []*segment, ns *segment) error {
+	l.ioMu.Lock()
+	defer l.ioMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	at := -1
+	for i, s := range l.segs {
+		if s == group[0] {
+			at = i
+			break
+		}
+	}
+	if l.closed || l.failed != nil || at < 0 || at+len(group) >= len(l.segs) {
+		ns.close()
+		l.removeCleaned(ns.base, cleanedSuffix)
+		return errCleanAborted
+	}
+	for k, s := range group {
+		if l.segs[at+k] != s {
+			ns.close()
+			l.removeCleaned(ns.base, cleanedSuffix)
+			return errCleanAborted
+		}
+	}
+	end := l.segs[at+len(group)].base
+	crash := func(err error) error {
+		// Past the commit point: Open finishes the swap.
+		l.failed = err
+		l.logger.Error(err, "log cleaner swap failed; the log refuses writes until reopened")
+		return fmt.Errorf("clean: swap: %w", err)
+	}
+	if err := writeFileAtomic(l.fs, l.dir, l.path(cleanerSwapFile), []byte(fmt.Sprintf("%d %d\n", ns.base, end))); err != nil {
+		ns.close()
+		l.removeCleaned(ns.base, cleanedSuffix)
+		return fmt.Errorf("clean: write %s: %w", cleanerSwapFile, err)
+	}
+	if err := l.cleanHook("committed"); err != nil {
+		return crash(err)
+	}
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+		n := segmentName(l.dir, ns.base, suffix)
+		if err := l.fs.Rename(n+cleanedSuffix, n+swapSuffix); err != nil {
+			return crash(err)
+		}
+	}
+	if err := l.cleanHook("swap"); err != nil {
+		return crash(err)
+	}
+	var removed int64
+	for _, s := range group {
+		removed += s.size
+		if err := errors.Join(s.close(), s.remove(l.fs)); err != nil {
+			return crash(err)
+		}
+	}
+	if err := l.cleanHook("removed"); err != nil {
+		return crash(err)
+	}
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+		n := segmentName(l.dir, ns.base, suffix)
+		if err := l.fs.Rename(n+swapSuffix, n); err != nil {
+			return crash(err)
+		}
+	}
+	if err := syncDir(l.fs, l.dir); err != nil {
+		return crash(err)
+	}
+	if err := l.fs.Remove(l.path(cleanerSwapFile)); err != nil {
+		return crash(err)
+	}
+	if err := syncDir(l.fs, l.dir); err != nil {
+		return crash(err)
+	}
+	segs := make([]*segment, 0, len(l.segs)-len(group)+1)
+	segs = append(segs, l.segs[:at]...)
+	segs = append(segs, ns)
+	segs = append(segs, l.segs[at+len(group):]...)
+	l.segs = segs
+	l.size += ns.size - removed
+	l.logger.V(1).Info("cleaned segments", "base", ns.base, "segments", len(group), "bytesBefore", removed, "bytesAfter", ns.size)
+	return nil
+}
+
+// recoverCleanerSwap runs first in Open: it finishes a swap whose commit
+// point (the cleaner-swap file) was written, and otherwise removes what an
+// interrupted clean left (the replaced segments are then untouched).
+func (l *Log) recoverCleanerSwap() error {
+	data, err := readFile(l.fs, l.path(cleanerSwapFile))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err == nil {
+		var base, end int64
+		if _, err := fmt.Sscanf(string(data), "%d %d", &base, &end); err != nil || base < 0 || end <= base {
+			return &CorruptionError{File: l.path(cleanerSwapFile), Offset: -1, Err: fmt.Errorf("unexpected content %q", data)}
+		}
+		if err := l.finishSwap(base, end); err != nil {
+			return fmt.Errorf("finish cleaner swap of %d: %w", base, err)
+		}
+	}
+	entries, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if n := e.Name(); strings.HasSuffix(n, cleanedSuffix) || strings.HasSuffix(n, swapSuffix) {
+			l.logger.Info("removing the output of an interrupted clean", "file", n)
+			if err := l.fs.Remove(l.path(n)); err != nil {
+				return err
+			}
+		}
+	}
+	return syncDir(l.fs, l.dir)
+}
+
+// finishSwap completes the swap of the segment at base replacing the
+// segments in [base, end). Every step is idempotent.
+func (l *Log) finishSwap(base, end int64) error {
+	l.logger.Info("finishing an interrupted cleaner swap", "base", base, "end", end)
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+		n := segmentName(l.dir, base, suffix)
+		if _, err := l.fs.Stat(n + cleanedSuffix); err == nil {
+			if err := l.fs.Rename(n+cleanedSuffix, n+swapSuffix); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := l.fs.Stat(segmentName(l.dir, base, logSuffix) + swapSuffix)
+	newLogPending := err == nil
+	entries, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		ext := filepath.Ext(name)
+		if ext != logSuffix && ext != indexSuffix && ext != timeIndexSuffix {
+			continue
+		}
+		b, err := strconv.ParseInt(strings.TrimSuffix(name, ext), 10, 64)
+		if err != nil || b < base || b >= end {
+			continue
+		}
+		// The final-named files at base are the new ones once the new
+		// .log is in place; its indexes are rebuilt when missing.
+		if b == base && !newLogPending {
+			continue
+		}
+		if err := l.fs.Remove(l.path(name)); err != nil {
+			return err
+		}
+	}
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+		n := segmentName(l.dir, base, suffix)
+		if _, err := l.fs.Stat(n + swapSuffix); err == nil {
+			if err := l.fs.Rename(n+swapSuffix, n); err != nil {
+				return err
+			}
+		}
+	}
+	if err := syncDir(l.fs, l.dir); err != nil {
+		return err
+	}
+	if err := l.fs.Remove(l.path(cleanerSwapFile)); err != nil {
+		return err
+	}
+	return syncDir(l.fs, l.dir)
+}
+
+// loadCleanerState reads cleaner-offset-checkpoint:
+// "0\n<firstDirty>\n<n>\n<end> <ms>\n...".
+func (l *Log) loadCleanerState() error {
+	data, err := readFile(l.fs, l.path(cleanerCheckpoint))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	bad := func(why string) error {
+		return &CorruptionError{File: l.path(cleanerCheckpoint), Offset: -1, Err: fmt.Errorf("%s in %q", why, data)}
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 || f[0] != cleanerCheckpointVer {
+		return bad("unexpected header")
+	}
+	var cs cleanerState
+	n, err1 := strconv.Atoi(f[2])
+	fd, err2 := strconv.ParseInt(f[1], 10, 64)
+	if err1 != nil || err2 != nil || n < 0 || len(f) != 3+2*n {
+		return bad("unexpected counts")
+	}
+	cs.firstDirty = fd
+	for i := 0; i < n; i++ {
+		end, err1 := strconv.ParseInt(f[3+2*i], 10, 64)
+		ms, err2 := strconv.ParseInt(f[4+2*i], 10, 64)
+		if err1 != nil || err2 != nil {
+			return bad("bad mark")
+		}
+		cs.marks = append(cs.marks, cleanMark{end: end, ms: ms})
+	}
+	cs.loaded = true
+	l.cleaner = cs
+	return nil
+}
+
+func (l *Log) persistCleanerState() error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n%d\n%d\n", cleanerCheckpointVer, l.cleaner.firstDirty, len(l.cleaner.marks))
+	for _, m := range l.cleaner.marks {
+		fmt.Fprintf(&b, "%d %d\n", m.end, m.ms)
+	}
+	if err := writeFileAtomic(l.fs, l.dir, l.path(cleanerCheckpoint), []byte(b.String())); err != nil {
+		return fmt.Errorf("write %s: %w", cleanerCheckpoint, err)
+	}
+	return nil
+}
+
+// truncateCleanerState forgets cleaning progress at and above the log end
+// after a truncation: offsets appended there again are dirty and their
+// tombstones not yet reached. Called with mu held.
+func (l *Log) truncateCleanerState() {
+	cs := &l.cleaner
+	changed := false
+	if cs.firstDirty > l.leo {
+		cs.firstDirty, changed = l.leo, true
+	}
+	for len(cs.marks) > 0 && cs.marks[len(cs.marks)-1].end > l.leo {
+		n := len(cs.marks)
+		if n > 1 && cs.marks[n-2].end >= l.leo {
+			cs.marks = cs.marks[:n-1] // the earlier mark already covers what is left
+		} else {
+			cs.marks[n-1].end = l.leo
+		}
+		changed = true
+	}
+	if changed && cs.loaded {
+		if err := l.persistCleanerState(); err != nil {
+			l.logger.Error(err, "cleaner checkpoint after truncation")
+		}
+	}
+}
