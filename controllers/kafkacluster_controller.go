@@ -13,12 +13,15 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -72,6 +75,8 @@ const (
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // KafkaClusterReconciler lays a KafkaCluster out zone by zone.
@@ -97,6 +102,8 @@ type KafkaClusterReconciler struct {
 	// restart before it is reported Stalled (RollStuck); zero means
 	// DefaultRollStuckAfter.
 	RollStuckAfter time.Duration
+	// Clock decides certificate renewals; nil is the wall clock.
+	Clock clock.PassiveClock
 
 	kafkaBackoffOnce sync.Once
 	kafkaBackoff     *flowcontrol.Backoff
@@ -144,6 +151,8 @@ type clusterScope struct {
 	// throttleSet: the scale executor set the replication throttle for
 	// the moves it started this round (throttleMoves).
 	throttleSet bool
+	// trustBundle is the cluster CA trust bundle (reconcileCertificates).
+	trustBundle []byte
 }
 
 // invalidSpecError is a problem only the user can fix (a missing or
@@ -188,8 +197,10 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		{"check spec", r.checkSpec},
 		{"resolve fast buckets", r.resolveFastBuckets},
 		{"assign broker ID blocks", r.assignBrokerIDBlocks},
+		{"certificates", r.reconcileCertificates},
 		{"managed etcd", r.reconcileEtcd},
 		{"services", r.reconcileServices},
+		{"network policies", r.reconcileNetworkPolicies},
 		{"scale-down", r.reconcileScaleDown},
 		{"zones", r.reconcileZones},
 		{"disruption budget", r.reconcilePDB},
@@ -396,6 +407,12 @@ func (r *KafkaClusterReconciler) reconcileEtcd(ctx context.Context, s *clusterSc
 	if objs == nil {
 		return nil
 	}
+	// etcd reads its trusted CA file only at start: a new trust bundle
+	// rolls the members (RollingUpdate, one at a time).
+	if objs.StatefulSet.Spec.Template.Annotations == nil {
+		objs.StatefulSet.Spec.Template.Annotations = map[string]string{}
+	}
+	objs.StatefulSet.Spec.Template.Annotations[AnnotationTrustBundleHash] = trustBundleHash(s.trustBundle)
 	if err := r.applyService(ctx, s.cluster, objs.Service); err != nil {
 		return err
 	}
@@ -405,6 +422,42 @@ func (r *KafkaClusterReconciler) reconcileEtcd(ctx context.Context, s *clusterSc
 	}
 	s.etcd = sts
 	return r.applyPDB(ctx, s.cluster, objs.PDB)
+}
+
+// reconcileNetworkPolicies applies the cluster's NetworkPolicies, or
+// deletes them when spec.security.networkPolicy.enabled is false.
+func (r *KafkaClusterReconciler) reconcileNetworkPolicies(ctx context.Context, s *clusterScope) error {
+	kc := s.cluster
+	want := BuildNetworkPolicies(kc)
+	for _, np := range want {
+		got := &networkingv1.NetworkPolicy{}
+		if _, err := r.getOwned(ctx, kc, np, got); err != nil {
+			return fmt.Errorf("NetworkPolicy %s: %w", np.Name, err)
+		}
+		if err := r.apply(ctx, kc, "NetworkPolicy", np, &networkingv1ac.NetworkPolicyApplyConfiguration{}, got); err != nil {
+			return err
+		}
+	}
+	for _, component := range []string{ComponentBroker, ComponentEtcd} {
+		name := NetworkPolicyName(kc.Name, component)
+		if slices.ContainsFunc(want, func(np *networkingv1.NetworkPolicy) bool { return np.Name == name }) {
+			continue
+		}
+		np := &networkingv1.NetworkPolicy{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: kc.Namespace, Name: name}, np); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("NetworkPolicy %s: %w", name, err)
+		}
+		if !metav1.IsControlledBy(np, kc) {
+			continue
+		}
+		if err := r.Delete(ctx, np); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete NetworkPolicy %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 func (r *KafkaClusterReconciler) reconcileServices(ctx context.Context, s *clusterScope) error {
@@ -659,6 +712,8 @@ func (r *KafkaClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Service{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&corev1.Secret{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&strata.FastBucket{}, handler.EnqueueRequestsFromMapFunc(r.clustersUsingBucket)).
 		// A cluster whose brokers or etcd do not answer costs its reconcile
 		// the probes' timeouts; with one worker every other cluster's

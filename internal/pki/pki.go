@@ -207,15 +207,17 @@ func ParseCertificates(data []byte) ([]*x509.Certificate, error) {
 }
 
 // TrustBundle is the PEM of current followed by those of previous that are
-// still valid at now and differ from current: what peers must trust while
+// still valid at now, each certificate once: what peers must trust while
 // certificates issued under an older CA certificate are still in use.
 func TrustBundle(current *x509.Certificate, previous []*x509.Certificate, now time.Time) []byte {
 	var buf bytes.Buffer
+	seen := []*x509.Certificate{current}
 	_ = pem.Encode(&buf, &pem.Block{Type: "CERTIFICATE", Bytes: current.Raw})
 	for _, c := range previous {
-		if c.Equal(current) || !now.Before(c.NotAfter) {
+		if slices.ContainsFunc(seen, c.Equal) || !now.Before(c.NotAfter) {
 			continue
 		}
+		seen = append(seen, c)
 		_ = pem.Encode(&buf, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 	}
 	return buf.Bytes()

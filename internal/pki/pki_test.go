@@ -156,7 +156,9 @@ func TestRenewCAKeepsBothWaysTrust(t *testing.T) {
 	if err := verify(t, newLeaf.Cert, ca.CertPEM, "b.svc", at, x509.ExtKeyUsageServerAuth); err != nil {
 		t.Errorf("new leaf under the old CA certificate: %v", err)
 	}
-	bundle := TrustBundle(ca2.Cert, []*x509.Certificate{ca.Cert, ca2.Cert}, at)
+	// The old certificate is both in the stored bundle and the one just
+	// replaced: it appears once.
+	bundle := TrustBundle(ca2.Cert, []*x509.Certificate{ca.Cert, ca2.Cert, ca.Cert}, at)
 	certs, err := ParseCertificates(bundle)
 	if err != nil || len(certs) != 2 || !certs[0].Equal(ca2.Cert) {
 		t.Fatalf("bundle before the old CA expires: %d certificates, %v", len(certs), err)
