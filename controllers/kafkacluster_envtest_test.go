@@ -17,6 +17,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -389,7 +390,8 @@ var _ = Describe("KafkaCluster controller", func() {
 		}, timeout, interval).Should(BeTrue())
 		// envtest has no garbage collector: remove what the old cluster
 		// owned, as the collector would. The record has no owner and stays.
-		for _, list := range []client.ObjectList{&appsv1.StatefulSetList{}, &corev1.ConfigMapList{}, &corev1.ServiceList{}, &policyv1.PodDisruptionBudgetList{}} {
+		for _, list := range []client.ObjectList{&appsv1.StatefulSetList{}, &corev1.ConfigMapList{}, &corev1.ServiceList{}, &policyv1.PodDisruptionBudgetList{},
+			&corev1.SecretList{}, &networkingv1.NetworkPolicyList{}} {
 			Expect(k8sClient.List(suiteCtx, list, client.InNamespace(ns))).To(Succeed())
 			Expect(meta.EachListItem(list, func(o runtime.Object) error {
 				if obj := o.(client.Object); metav1.IsControlledBy(obj, old) {
