@@ -22,6 +22,10 @@ type ZoneInput struct {
 	IDBase int32
 	// Bucket is the zone's FastBucket, nil when the zone has no reference.
 	Bucket *strata.FastBucket
+	// LegacyInterBroker keeps replica fetches on the first client
+	// listener while a cluster configured by an operator release without
+	// the REPLICATION listener rolls onto it (UpgradingInterBroker).
+	LegacyInterBroker bool
 	// ZoneBuckets is every zone's FastBucket by zone name, this zone's
 	// included (zones without a reference are absent): the zone→bucket
 	// map brokers resolve a leader's WAL bucket with.
@@ -137,7 +141,11 @@ const (
 // Client TLS listeners serve spec.security.listenerCertificate when set,
 // else the broker certificate of the cluster CA; client certificates must
 // chain to that Secret's ca.crt, else to the cluster CA.
-func renderListeners(kc *strata.KafkaCluster, kv map[string]string) {
+//
+// legacy renders the first client listener as inter.broker.listener.name
+// (what brokers of earlier releases replicated over) with REPLICATION
+// already served: see UpgradingInterBroker.
+func renderListeners(kc *strata.KafkaCluster, kv map[string]string, legacy bool) {
 	listeners := append(Listeners(kc), strata.ListenerSpec{
 		Name: ReplicationListener, Port: ReplicationPort, Protocol: "SSL",
 		TLS: &strata.ListenerTLS{ClientAuth: strata.ClientAuthRequired},
@@ -171,6 +179,36 @@ func renderListeners(kc *strata.KafkaCluster, kv map[string]string) {
 	kv["advertised.listeners"] = strings.Join(adv, ",")
 	kv["listener.security.protocol.map"] = strings.Join(protos, ",")
 	kv["inter.broker.listener.name"] = ReplicationListener
+	if legacy {
+		kv["inter.broker.listener.name"] = listeners[0].Name
+	}
+}
+
+// UpgradingInterBroker decides whether a cluster's brokers must go on
+// replicating over their first client listener for now. Brokers of
+// operator releases before the REPLICATION listener neither serve nor
+// register it, and a follower dialling a leader's REPLICATION address
+// with TLS cannot replicate from them; a roll straight to the new
+// config would stall on the first restarted broker's catch-up. So the
+// change goes in two rolls: first every broker serves REPLICATION while
+// still fetching over the old listener, then, once every pod runs that
+// config, inter.broker.listener.name moves to REPLICATION (a follower of
+// either config then reaches every leader). configs are the zones'
+// current broker.properties (none for a new cluster: REPLICATION at
+// once), podsCurrent says every broker pod runs its StatefulSet's
+// template. Once a zone replicates over REPLICATION the cluster never
+// goes back.
+func UpgradingInterBroker(configs []string, podsCurrent bool) bool {
+	served := true
+	for _, c := range configs {
+		if strings.Contains(c, "\ninter.broker.listener.name="+ReplicationListener+"\n") {
+			return false
+		}
+		if !strings.Contains(c, ReplicationListener+"://") {
+			served = false
+		}
+	}
+	return len(configs) > 0 && !(served && podsCurrent)
 }
 
 // ManagedEtcd reports whether the operator runs etcd for this cluster, and
@@ -255,7 +293,7 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 		kv["leader.placement.zone"] = z
 	}
 
-	renderListeners(kc, kv)
+	renderListeners(kc, kv, zi.LegacyInterBroker)
 	if _, managed := ManagedEtcd(kc); managed {
 		// The managed etcd requires client certificates of the cluster
 		// CA; the broker presents its own (it has the clientAuth usage).

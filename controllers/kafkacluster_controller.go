@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/controllers/plan"
 )
 
 // Condition reasons of a KafkaCluster. They are API: users and tests match
@@ -424,6 +425,43 @@ func (r *KafkaClusterReconciler) reconcileEtcd(ctx context.Context, s *clusterSc
 	return r.applyPDB(ctx, s.cluster, objs.PDB)
 }
 
+// upgradingInterBroker reads what UpgradingInterBroker decides on: the
+// zones' stored broker configs and whether every broker pod is current.
+func (r *KafkaClusterReconciler) upgradingInterBroker(ctx context.Context, s *clusterScope) (bool, error) {
+	kc := s.cluster
+	var configs []string
+	sets := map[string]*appsv1.StatefulSet{}
+	for _, zi := range s.zones {
+		cm := &corev1.ConfigMap{}
+		err := r.Get(ctx, client.ObjectKey{Namespace: kc.Namespace, Name: ZoneConfigMapName(kc.Name, zi.Zone.Name)}, cm)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return false, fmt.Errorf("zone %s ConfigMap: %w", zi.Zone.Name, err)
+		}
+		configs = append(configs, cm.Data[BrokerConfigFile])
+		sts := &appsv1.StatefulSet{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: kc.Namespace, Name: ZoneStatefulSetName(kc.Name, zi.Zone.Name)}, sts); err == nil {
+			sets[zi.Zone.Name] = sts
+		} else if !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("zone %s StatefulSet: %w", zi.Zone.Name, err)
+		}
+	}
+	if !UpgradingInterBroker(configs, false) {
+		// A new cluster, or one already on REPLICATION: no pod read.
+		return false, nil
+	}
+	// Live, not cached: a stale "every pod current" would switch the
+	// listener before the first roll ended.
+	pods, err := r.liveBrokerPods(ctx, kc)
+	if err != nil {
+		return false, err
+	}
+	current := !slices.ContainsFunc(RollPods(s.zones, sets, pods, kc.Name), func(p plan.Pod) bool { return !p.Current })
+	return UpgradingInterBroker(configs, current), nil
+}
+
 // reconcileNetworkPolicies applies the cluster's NetworkPolicies, or
 // deletes them when spec.security.networkPolicy.enabled is false.
 func (r *KafkaClusterReconciler) reconcileNetworkPolicies(ctx context.Context, s *clusterScope) error {
@@ -472,7 +510,12 @@ func (r *KafkaClusterReconciler) reconcileServices(ctx context.Context, s *clust
 // reconcileZones writes each zone's ConfigMap, then its StatefulSet with
 // the ConfigMap's hash in the pod template.
 func (r *KafkaClusterReconciler) reconcileZones(ctx context.Context, s *clusterScope) error {
+	legacy, err := r.upgradingInterBroker(ctx, s)
+	if err != nil {
+		return err
+	}
 	for _, zi := range s.zones {
+		zi.LegacyInterBroker = legacy
 		cm := BuildZoneConfigMap(s.cluster, zi)
 		if err := r.applyConfigMap(ctx, s.cluster, cm); err != nil {
 			return fmt.Errorf("zone %s: %w", zi.Zone.Name, err)

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	networkingv1 "k8s.io/api/networking/v1"
@@ -93,4 +94,41 @@ func ports(r networkingv1.NetworkPolicyIngressRule) []int32 {
 		out = append(out, p.Port.IntVal)
 	}
 	return out
+}
+
+func TestUpgradingInterBroker(t *testing.T) {
+	const (
+		old     = "# before REPLICATION\nlisteners=PLAINTEXT://0.0.0.0:9092\n"
+		phase1  = "# header\ninter.broker.listener.name=PLAINTEXT\nlisteners=PLAINTEXT://0.0.0.0:9092,REPLICATION://0.0.0.0:9091\n"
+		current = "# header\ninter.broker.listener.name=REPLICATION\nlisteners=PLAINTEXT://0.0.0.0:9092,REPLICATION://0.0.0.0:9091\n"
+	)
+	for _, tc := range []struct {
+		name        string
+		configs     []string
+		podsCurrent bool
+		want        bool
+	}{
+		{"new cluster", nil, true, false},
+		{"old config: first serve REPLICATION", []string{old, old}, true, true},
+		{"mid first roll", []string{phase1, phase1}, false, true},
+		{"one zone's config not yet rewritten", []string{phase1, old}, true, true},
+		{"first roll done: switch", []string{phase1, phase1}, true, false},
+		{"switched: never back, even mid-roll", []string{current, phase1}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := UpgradingInterBroker(tc.configs, tc.podsCurrent); got != tc.want {
+				t.Fatalf("UpgradingInterBroker = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// The rendered configs are what the function reads.
+	kc := threeZoneCluster()
+	legacy := RenderBrokerConfig(kc, ZoneInput{Zone: kc.Spec.Zones[0], LegacyInterBroker: true})
+	now := RenderBrokerConfig(kc, ZoneInput{Zone: kc.Spec.Zones[0]})
+	if !strings.Contains(legacy, "\ninter.broker.listener.name=PLAINTEXT\n") || !strings.Contains(legacy, "REPLICATION://0.0.0.0:9091") {
+		t.Fatalf("legacy render:\n%s", legacy)
+	}
+	if UpgradingInterBroker([]string{legacy}, true) || !UpgradingInterBroker([]string{legacy}, false) || UpgradingInterBroker([]string{now}, false) {
+		t.Fatal("the rendered configs are not read as their phase")
+	}
 }
