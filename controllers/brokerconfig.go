@@ -22,6 +22,10 @@ type ZoneInput struct {
 	IDBase int32
 	// Bucket is the zone's FastBucket, nil when the zone has no reference.
 	Bucket *strata.FastBucket
+	// LegacyInterBroker keeps replica fetches on the first client
+	// listener while a cluster configured by an operator release without
+	// the REPLICATION listener rolls onto it (UpgradingInterBroker).
+	LegacyInterBroker bool
 	// ZoneBuckets is every zone's FastBucket by zone name, this zone's
 	// included (zones without a reference are absent): the zone→bucket
 	// map brokers resolve a leader's WAL bucket with.
@@ -110,6 +114,103 @@ func Listeners(kc *strata.KafkaCluster) []strata.ListenerSpec {
 	return out
 }
 
+// The operator's inter-broker listener: every broker serves it beside the
+// client listeners, TLS with client certificates of the cluster CA
+// required. Replica fetches go there (inter.broker.listener.name), and so
+// does the operator's admin client when no client listener is PLAINTEXT.
+const (
+	ReplicationListener = "REPLICATION"
+	ReplicationPort     = 9091
+)
+
+// Where the broker pods mount their certificates, and the Secret keys
+// (cert-manager's layout).
+const (
+	// ClusterTLSDir holds <cluster>-broker-certs: the broker certificate
+	// of the cluster CA and the CA trust bundle.
+	ClusterTLSDir = "/etc/strata-tls/cluster"
+	// ListenerTLSDir holds spec.security.listenerCertificate.
+	ListenerTLSDir = "/etc/strata-tls/listener"
+	TLSCertKey     = "tls.crt"
+	TLSKeyKey      = "tls.key"
+	CACertKey      = "ca.crt"
+)
+
+// renderListeners writes listeners, advertised.listeners, the protocol
+// map, the inter-broker listener and the TLS files of every TLS listener.
+// Client TLS listeners serve spec.security.listenerCertificate when set,
+// else the broker certificate of the cluster CA; client certificates must
+// chain to that Secret's ca.crt, else to the cluster CA.
+//
+// legacy renders the first client listener as inter.broker.listener.name
+// (what brokers of earlier releases replicated over) with REPLICATION
+// already served: see UpgradingInterBroker.
+func renderListeners(kc *strata.KafkaCluster, kv map[string]string, legacy bool) {
+	listeners := append(Listeners(kc), strata.ListenerSpec{
+		Name: ReplicationListener, Port: ReplicationPort, Protocol: "SSL",
+		TLS: &strata.ListenerTLS{ClientAuth: strata.ClientAuthRequired},
+	})
+	var ls, adv, protos []string
+	domain := fmt.Sprintf("%s.%s.svc", HeadlessServiceName(kc.Name), kc.Namespace)
+	for _, l := range listeners {
+		ls = append(ls, fmt.Sprintf("%s://0.0.0.0:%d", l.Name, l.Port))
+		adv = append(adv, fmt.Sprintf("%s://${%s}.%s:%d", l.Name, EnvPodName, domain, l.Port))
+		protos = append(protos, fmt.Sprintf("%s:%s", l.Name, l.Protocol))
+		if l.Protocol != "SSL" && l.Protocol != "SASL_SSL" {
+			continue
+		}
+		dir := ClusterTLSDir
+		if l.Name != ReplicationListener && kc.Spec.Security.ListenerCertificate != nil {
+			dir = ListenerTLSDir
+		}
+		auth := strata.ClientAuthNone
+		if l.TLS != nil && l.TLS.ClientAuth != "" {
+			auth = l.TLS.ClientAuth
+		}
+		p := "listener.name." + strings.ToLower(l.Name) + ".ssl."
+		kv[p+"certificate.location"] = dir + "/" + TLSCertKey
+		kv[p+"key.location"] = dir + "/" + TLSKeyKey
+		kv[p+"client.auth"] = string(auth)
+		if auth != strata.ClientAuthNone {
+			kv[p+"ca.location"] = dir + "/" + CACertKey
+		}
+	}
+	kv["listeners"] = strings.Join(ls, ",")
+	kv["advertised.listeners"] = strings.Join(adv, ",")
+	kv["listener.security.protocol.map"] = strings.Join(protos, ",")
+	kv["inter.broker.listener.name"] = ReplicationListener
+	if legacy {
+		kv["inter.broker.listener.name"] = listeners[0].Name
+	}
+}
+
+// UpgradingInterBroker decides whether a cluster's brokers must go on
+// replicating over their first client listener for now. Brokers of
+// operator releases before the REPLICATION listener neither serve nor
+// register it, and a follower dialling a leader's REPLICATION address
+// with TLS cannot replicate from them; a roll straight to the new
+// config would stall on the first restarted broker's catch-up. So the
+// change goes in two rolls: first every broker serves REPLICATION while
+// still fetching over the old listener, then, once every pod runs that
+// config, inter.broker.listener.name moves to REPLICATION (a follower of
+// either config then reaches every leader). configs are the zones'
+// current broker.properties (none for a new cluster: REPLICATION at
+// once), podsCurrent says every broker pod runs its StatefulSet's
+// template. Once a zone replicates over REPLICATION the cluster never
+// goes back.
+func UpgradingInterBroker(configs []string, podsCurrent bool) bool {
+	served := true
+	for _, c := range configs {
+		if strings.Contains(c, "\ninter.broker.listener.name="+ReplicationListener+"\n") {
+			return false
+		}
+		if !strings.Contains(c, ReplicationListener+"://") {
+			served = false
+		}
+	}
+	return len(configs) > 0 && !(served && podsCurrent)
+}
+
 // ManagedEtcd reports whether the operator runs etcd for this cluster, and
 // with which settings (defaults filled in).
 func ManagedEtcd(kc *strata.KafkaCluster) (strata.ManagedEtcdSpec, bool) {
@@ -142,7 +243,7 @@ func MetadataEndpoints(kc *strata.KafkaCluster) []string {
 	}
 	out := make([]string, 0, m.Replicas)
 	for i := int32(0); i < m.Replicas; i++ {
-		out = append(out, fmt.Sprintf("http://%s.%s:%d", etcdMemberName(kc, i), etcdServiceDomain(kc), etcdClientPort))
+		out = append(out, fmt.Sprintf("https://%s.%s:%d", etcdMemberName(kc, i), etcdServiceDomain(kc), etcdClientPort))
 	}
 	return out
 }
@@ -192,15 +293,14 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 		kv["leader.placement.zone"] = z
 	}
 
-	listeners := Listeners(kc)
-	var ls, adv []string
-	domain := fmt.Sprintf("%s.%s.svc", HeadlessServiceName(kc.Name), kc.Namespace)
-	for _, l := range listeners {
-		ls = append(ls, fmt.Sprintf("%s://0.0.0.0:%d", l.Name, l.Port))
-		adv = append(adv, fmt.Sprintf("%s://${%s}.%s:%d", l.Name, EnvPodName, domain, l.Port))
+	renderListeners(kc, kv, zi.LegacyInterBroker)
+	if _, managed := ManagedEtcd(kc); managed {
+		// The managed etcd requires client certificates of the cluster
+		// CA; the broker presents its own (it has the clientAuth usage).
+		kv["metadata.etcd.ssl.ca.location"] = ClusterTLSDir + "/" + CACertKey
+		kv["metadata.etcd.ssl.certificate.location"] = ClusterTLSDir + "/" + TLSCertKey
+		kv["metadata.etcd.ssl.key.location"] = ClusterTLSDir + "/" + TLSKeyKey
 	}
-	kv["listeners"] = strings.Join(ls, ",")
-	kv["advertised.listeners"] = strings.Join(adv, ",")
 
 	wal := kc.Spec.WAL
 	kv["wal.enable"] = strconv.FormatBool(wal.IsEnabled())

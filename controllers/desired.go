@@ -24,6 +24,10 @@ const (
 	etcdClientPort = 2379
 	etcdPeerPort   = 2380
 	etcdDataDir    = "/var/lib/etcd"
+	// etcdMetricsPort serves /readyz, /health and /metrics without TLS.
+	etcdMetricsPort = 2381
+	// etcdTLSDir holds <cluster>-etcd-certs.
+	etcdTLSDir = "/etc/etcd-tls"
 )
 
 // brokerMetricsPort is where `strata broker` serves /metrics, /healthz
@@ -128,6 +132,7 @@ func buildZoneStatefulSet(kc *strata.KafkaCluster, zi ZoneInput, configHash stri
 	for _, l := range Listeners(kc) {
 		ports = append(ports, corev1.ContainerPort{Name: portName(l.Name), ContainerPort: l.Port, Protocol: corev1.ProtocolTCP})
 	}
+	ports = append(ports, corev1.ContainerPort{Name: portName(ReplicationListener), ContainerPort: ReplicationPort, Protocol: corev1.ProtocolTCP})
 
 	env := []corev1.EnvVar{
 		{Name: EnvPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
@@ -212,16 +217,13 @@ func buildZoneStatefulSet(kc *strata.KafkaCluster, zi ZoneInput, configHash stri
 					},
 					TerminationGracePeriodSeconds: ptr.To[int64](120),
 					Containers: []corev1.Container{{
-						Name:      "broker",
-						Image:     image,
-						Command:   []string{"/strata", "broker", "--config", BrokerConfigDir + "/" + BrokerConfigFile},
-						Ports:     ports,
-						Env:       env,
-						Resources: kc.Spec.Resources,
-						VolumeMounts: []corev1.VolumeMount{
-							{Name: "data", MountPath: BrokerDataDir},
-							{Name: "config", MountPath: BrokerConfigDir, ReadOnly: true},
-						},
+						Name:         "broker",
+						Image:        image,
+						Command:      []string{"/strata", "broker", "--config", BrokerConfigDir + "/" + BrokerConfigFile},
+						Ports:        ports,
+						Env:          env,
+						Resources:    kc.Spec.Resources,
+						VolumeMounts: brokerVolumeMounts(kc),
 						// /readyz on the broker's metrics listener (its default
 						// 0.0.0.0:9644; the ConfigMap does not move it): ready only
 						// after log recovery and while its registration in etcd is
@@ -239,12 +241,7 @@ func buildZoneStatefulSet(kc *strata.KafkaCluster, zi ZoneInput, configHash stri
 							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
 					}},
-					Volumes: []corev1.Volume{{
-						Name: "config",
-						VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-							LocalObjectReference: corev1.LocalObjectReference{Name: ZoneConfigMapName(kc.Name, zone.Name)},
-						}},
-					}},
+					Volumes: brokerVolumes(kc, zone.Name),
 				},
 			},
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
@@ -285,6 +282,45 @@ func secretEnv(c strata.S3Credentials, idVar, secretVar, tokenVar string) []core
 	return env
 }
 
+// brokerVolumeMounts: data, the zone's config, the cluster certificates
+// and the client listeners' own certificate when the spec names one.
+// Secrets are mounted whole (not with subPath) so that the kubelet's
+// updates reach the files the broker re-reads.
+func brokerVolumeMounts(kc *strata.KafkaCluster) []corev1.VolumeMount {
+	m := []corev1.VolumeMount{
+		{Name: "data", MountPath: BrokerDataDir},
+		{Name: "config", MountPath: BrokerConfigDir, ReadOnly: true},
+		{Name: "cluster-tls", MountPath: ClusterTLSDir, ReadOnly: true},
+	}
+	if kc.Spec.Security.ListenerCertificate != nil {
+		m = append(m, corev1.VolumeMount{Name: "listener-tls", MountPath: ListenerTLSDir, ReadOnly: true})
+	}
+	return m
+}
+
+func brokerVolumes(kc *strata.KafkaCluster, zone string) []corev1.Volume {
+	v := []corev1.Volume{{
+		Name: "config",
+		VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ZoneConfigMapName(kc.Name, zone)},
+		}},
+	}, {
+		Name: "cluster-tls",
+		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: BrokerCertsSecretName(kc.Name), DefaultMode: ptr.To[int32](0o400),
+		}},
+	}}
+	if ref := kc.Spec.Security.ListenerCertificate; ref != nil {
+		v = append(v, corev1.Volume{
+			Name: "listener-tls",
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: ref.Name, DefaultMode: ptr.To[int32](0o400),
+			}},
+		})
+	}
+	return v
+}
+
 // BuildServices renders the headless Service (stable per-broker DNS,
 // published before readiness so brokers can find each other at start) and
 // the bootstrap Service clients connect to.
@@ -296,6 +332,11 @@ func BuildServices(kc *strata.KafkaCluster) []*corev1.Service {
 		})
 	}
 	labels := clusterLabels(kc, ComponentBroker)
+	// The inter-broker listener is on the headless Service only: brokers
+	// and the operator reach it by pod name, clients never.
+	headlessPorts := append(append([]corev1.ServicePort(nil), ports...), corev1.ServicePort{
+		Name: portName(ReplicationListener), Port: ReplicationPort, TargetPort: intstr.FromInt32(ReplicationPort), Protocol: corev1.ProtocolTCP,
+	})
 	headless := &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: objectMeta(kc, HeadlessServiceName(kc.Name), labels),
@@ -303,7 +344,7 @@ func BuildServices(kc *strata.KafkaCluster) []*corev1.Service {
 			ClusterIP:                corev1.ClusterIPNone,
 			PublishNotReadyAddresses: true,
 			Selector:                 brokerSelector(kc),
-			Ports:                    ports,
+			Ports:                    headlessPorts,
 		},
 	}
 	bootstrap := &corev1.Service{
@@ -353,7 +394,7 @@ func BuildEtcd(kc *strata.KafkaCluster) *EtcdObjects {
 
 	var initial []string
 	for i := int32(0); i < m.Replicas; i++ {
-		initial = append(initial, fmt.Sprintf("%s=http://%s.%s:%d", etcdMemberName(kc, i), etcdMemberName(kc, i), etcdServiceDomain(kc), etcdPeerPort))
+		initial = append(initial, fmt.Sprintf("%s=https://%s.%s:%d", etcdMemberName(kc, i), etcdMemberName(kc, i), etcdServiceDomain(kc), etcdPeerPort))
 	}
 	zones := make([]string, 0, len(kc.Spec.Zones))
 	for _, z := range kc.Spec.Zones {
@@ -429,10 +470,23 @@ func BuildEtcd(kc *strata.KafkaCluster) *EtcdObjects {
 							"etcd",
 							"--name=$(" + EnvPodName + ")",
 							"--data-dir=" + etcdDataDir + "/data",
-							fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", etcdClientPort),
-							fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", etcdPeerPort),
-							fmt.Sprintf("--advertise-client-urls=http://%s:%d", self, etcdClientPort),
-							fmt.Sprintf("--initial-advertise-peer-urls=http://%s:%d", self, etcdPeerPort),
+							fmt.Sprintf("--listen-client-urls=https://0.0.0.0:%d", etcdClientPort),
+							fmt.Sprintf("--listen-peer-urls=https://0.0.0.0:%d", etcdPeerPort),
+							fmt.Sprintf("--advertise-client-urls=https://%s:%d", self, etcdClientPort),
+							fmt.Sprintf("--initial-advertise-peer-urls=https://%s:%d", self, etcdPeerPort),
+							// TLS with certificates of the cluster CA, and client
+							// certificates required from clients (brokers, the
+							// operator) and peers alike. /readyz and /metrics stay
+							// on plain HTTP on their own port for the kubelet.
+							"--cert-file=" + etcdTLSDir + "/" + TLSCertKey,
+							"--key-file=" + etcdTLSDir + "/" + TLSKeyKey,
+							"--trusted-ca-file=" + etcdTLSDir + "/" + CACertKey,
+							"--client-cert-auth",
+							"--peer-cert-file=" + etcdTLSDir + "/" + TLSCertKey,
+							"--peer-key-file=" + etcdTLSDir + "/" + TLSKeyKey,
+							"--peer-trusted-ca-file=" + etcdTLSDir + "/" + CACertKey,
+							"--peer-client-cert-auth",
+							fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", etcdMetricsPort),
 							"--initial-cluster=" + strings.Join(initial, ","),
 							"--initial-cluster-state=new",
 							fmt.Sprintf("--initial-cluster-token=%s-%s", kc.Namespace, name),
@@ -449,19 +503,29 @@ func BuildEtcd(kc *strata.KafkaCluster) *EtcdObjects {
 						Ports: []corev1.ContainerPort{
 							{Name: "client", ContainerPort: etcdClientPort, Protocol: corev1.ProtocolTCP},
 							{Name: "peer", ContainerPort: etcdPeerPort, Protocol: corev1.ProtocolTCP},
+							{Name: "metrics", ContainerPort: etcdMetricsPort, Protocol: corev1.ProtocolTCP},
 						},
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-								Path: "/readyz", Port: intstr.FromInt32(etcdClientPort),
+								Path: "/readyz", Port: intstr.FromInt32(etcdMetricsPort),
 							}},
 							PeriodSeconds: 5,
 						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: etcdDataDir}},
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: "data", MountPath: etcdDataDir},
+							{Name: "tls", MountPath: etcdTLSDir, ReadOnly: true},
+						},
 						SecurityContext: &corev1.SecurityContext{
 							AllowPrivilegeEscalation: ptr.To(false),
 							ReadOnlyRootFilesystem:   ptr.To(true),
 							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
+					}},
+					Volumes: []corev1.Volume{{
+						Name: "tls",
+						VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+							SecretName: EtcdCertsSecretName(kc.Name), DefaultMode: ptr.To[int32](0o400),
+						}},
 					}},
 				},
 			},

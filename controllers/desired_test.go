@@ -139,9 +139,47 @@ func TestRenderBrokerConfig(t *testing.T) {
 				"wal.bucket.force.path.style=true", "wal.bucket.credentials.source=Secret",
 				"wal.bucket.credentials.secret=wal-keys", "wal.bucket.resource=wal-b",
 				"wal.upload.interval.ms=10", "wal.object.max.bytes=262144", "wal.retention.ms=3600000",
-				"metadata.etcd.endpoints=http://demo-etcd-0.demo-etcd.kafka.svc:2379,http://demo-etcd-1.demo-etcd.kafka.svc:2379,http://demo-etcd-2.demo-etcd.kafka.svc:2379",
-				"advertised.listeners=PLAINTEXT://${POD_NAME}.demo-brokers.kafka.svc:9092",
+				"metadata.etcd.endpoints=https://demo-etcd-0.demo-etcd.kafka.svc:2379,https://demo-etcd-1.demo-etcd.kafka.svc:2379,https://demo-etcd-2.demo-etcd.kafka.svc:2379",
+				"metadata.etcd.ssl.ca.location=/etc/strata-tls/cluster/ca.crt",
+				"metadata.etcd.ssl.certificate.location=/etc/strata-tls/cluster/tls.crt",
+				"metadata.etcd.ssl.key.location=/etc/strata-tls/cluster/tls.key",
+				// The client listener as before, plus the operator's mTLS
+				// inter-broker listener.
+				"listeners=PLAINTEXT://0.0.0.0:9092,REPLICATION://0.0.0.0:9091",
+				"advertised.listeners=PLAINTEXT://${POD_NAME}.demo-brokers.kafka.svc:9092,REPLICATION://${POD_NAME}.demo-brokers.kafka.svc:9091",
+				"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,REPLICATION:SSL",
+				"inter.broker.listener.name=REPLICATION",
+				"listener.name.replication.ssl.certificate.location=/etc/strata-tls/cluster/tls.crt",
+				"listener.name.replication.ssl.key.location=/etc/strata-tls/cluster/tls.key",
+				"listener.name.replication.ssl.ca.location=/etc/strata-tls/cluster/ca.crt",
+				"listener.name.replication.ssl.client.auth=required",
 			},
+			notWant: []string{"listener.name.plaintext."},
+		},
+		{
+			name: "secured client listeners",
+			mutate: func(kc *strata.KafkaCluster) {
+				kc.Spec.Listeners = []strata.ListenerSpec{
+					{Name: "CLIENT", Port: 9093, Protocol: "SASL_SSL"},
+					{Name: "MTLS", Port: 9094, Protocol: "SSL", TLS: &strata.ListenerTLS{ClientAuth: strata.ClientAuthRequired}},
+					{Name: "SASL", Port: 9095, Protocol: "SASL_PLAINTEXT"},
+				}
+				kc.Spec.Security.ListenerCertificate = &strata.SecretReference{Name: "public-tls"}
+			},
+			zone: ZoneInput{Zone: kc.Spec.Zones[0], IDBase: 0},
+			want: []string{
+				"listener.security.protocol.map=CLIENT:SASL_SSL,MTLS:SSL,SASL:SASL_PLAINTEXT,REPLICATION:SSL",
+				"listener.name.client.ssl.certificate.location=/etc/strata-tls/listener/tls.crt",
+				"listener.name.client.ssl.key.location=/etc/strata-tls/listener/tls.key",
+				"listener.name.client.ssl.client.auth=none",
+				"listener.name.mtls.ssl.certificate.location=/etc/strata-tls/listener/tls.crt",
+				"listener.name.mtls.ssl.ca.location=/etc/strata-tls/listener/ca.crt",
+				"listener.name.mtls.ssl.client.auth=required",
+				// The inter-broker listener stays on the cluster CA.
+				"listener.name.replication.ssl.certificate.location=/etc/strata-tls/cluster/tls.crt",
+				"inter.broker.listener.name=REPLICATION",
+			},
+			notWant: []string{"listener.name.client.ssl.ca.location", "listener.name.sasl."},
 		},
 		{
 			name: "zone map: every zone's bucket, credentials by Secret",
@@ -191,7 +229,7 @@ func TestRenderBrokerConfig(t *testing.T) {
 			},
 			zone:    ZoneInput{Zone: kc.Spec.Zones[0]},
 			want:    []string{"metadata.etcd.endpoints=https://etcd-1:2379,https://etcd-2:2379"},
-			notWant: []string{"wal.bucket.name="},
+			notWant: []string{"wal.bucket.name=", "metadata.etcd.ssl."},
 		},
 		{
 			name:   "values and keys are escaped",

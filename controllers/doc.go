@@ -5,8 +5,10 @@
 // KafkaCluster and its zones' FastBuckets into the exact Kubernetes objects
 // the operator wants: per zone a StatefulSet pinned to the zone, a
 // ConfigMap with the broker configuration (broker.rack and the zone's fast
-// bucket), the broker Services, the managed etcd and a
-// PodDisruptionBudget. They have no I/O and are tested with table tests and
+// bucket, the client listeners and the operator's mTLS inter-broker
+// listener REPLICATION), the broker Services, the managed etcd (on TLS),
+// the NetworkPolicies (networkpolicy.go) and a PodDisruptionBudget. They
+// have no I/O and are tested with table tests and
 // golden files (go test ./controllers -run Golden -update).
 //
 // The reconcilers read the world, call the builders and write the result
@@ -26,6 +28,14 @@
 // and etcd, and moves drifted leaders back to their preferred replica with
 // rate-limited preferred-leader elections. The decisions (health summary,
 // drift, readiness) are pure functions with table tests.
+//
+// Certificates (kafkacluster_pki.go): the cluster CA and the broker,
+// etcd and operator certificates it issues (internal/pki) are kept in
+// Secrets owned by the KafkaCluster, re-issued when due, foreign or
+// missing a name, and listed in status.certificates; no renewal restarts
+// a broker (they re-read the mounted files). The admin client reaches
+// brokers on a PLAINTEXT client listener or, without one, on REPLICATION
+// with the operator's certificate (kafkaadmin.go ServiceEndpoints).
 //
 // The KafkaCluster reconciler also carries out the decisions of package
 // plan: rolling restarts one broker at a time across the cluster

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
@@ -55,6 +56,9 @@ type MetadataProber interface {
 type EtcdProber struct {
 	// Timeout of the whole probe; zero means metadataProbeTimeout.
 	Timeout time.Duration
+	// TLS is the client configuration for https endpoints (the managed
+	// etcd: the operator's client certificate and the cluster CA).
+	TLS *tls.Config
 }
 
 // Probe never fails: what it could not learn is in the members' Error.
@@ -70,6 +74,7 @@ func (p EtcdProber) Probe(ctx context.Context, endpoints []string) strata.Metada
 		Endpoints:   endpoints,
 		DialTimeout: timeout,
 		Context:     ctx,
+		TLS:         p.TLS,
 		Logger:      zap.NewNop(), // failures are reported in the status
 	})
 	if err != nil {
@@ -138,7 +143,15 @@ func (r *KafkaClusterReconciler) reconcileMetadataHealth(ctx context.Context, s 
 	}
 	prober := r.MetadataProber
 	if prober == nil {
-		prober = EtcdProber{}
+		p := EtcdProber{}
+		if isManagedEtcd(kc) {
+			cfg, _, err := OperatorTLSConfig(ctx, r.Client, kc)
+			if err != nil {
+				return fmt.Errorf("etcd client certificate: %w", err)
+			}
+			p.TLS = cfg
+		}
+		prober = p
 	}
 	h := prober.Probe(ctx, endpoints)
 	now := metav1.Now()
@@ -254,7 +267,7 @@ func (p EtcdProber) RecoverNoSpace(ctx context.Context, endpoints []string) (NoS
 	var out NoSpaceRecovery
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(len(endpoints)+1)*defragTimeout)
 	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: metadataProbeTimeout, Context: ctx, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: metadataProbeTimeout, Context: ctx, TLS: p.TLS, Logger: zap.NewNop()})
 	if err != nil {
 		return out, fmt.Errorf("etcd client: %w", err)
 	}
@@ -367,7 +380,7 @@ func PickDefragMember(members []strata.MetadataMemberHealth, policy DefragPolicy
 func (p EtcdProber) Defragment(ctx context.Context, endpoints []string, endpoint string) error {
 	ctx, cancel := context.WithTimeout(ctx, defragTimeout)
 	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: metadataProbeTimeout, Context: ctx, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: metadataProbeTimeout, Context: ctx, TLS: p.TLS, Logger: zap.NewNop()})
 	if err != nil {
 		return fmt.Errorf("etcd client: %w", err)
 	}

@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"context"
+	"crypto/tls"
 	"fmt"
 	"slices"
 	"sync"
@@ -9,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 )
@@ -43,15 +46,59 @@ type BrokerEndpoints interface {
 	HTTP(kc *strata.KafkaCluster, zone string, ordinal, id int32) (string, error)
 }
 
+// BrokerTLS is implemented by BrokerEndpoints whose Bootstrap addresses
+// may need TLS.
+type BrokerTLS interface {
+	// TLS returns the client TLS configuration towards kc's Bootstrap
+	// addresses (nil: plaintext) and a fingerprint that changes with it.
+	TLS(ctx context.Context, kc *strata.KafkaCluster) (cfg *tls.Config, fingerprint string, err error)
+}
+
 // ServiceEndpoints reaches brokers through the Services the operator
 // renders: the bootstrap Service for Kafka, the headless Service's pod DNS
 // names for the brokers' HTTP endpoint.
-type ServiceEndpoints struct{}
+//
+// The admin client uses the first PLAINTEXT client listener when there is
+// one (as before secured listeners existed). Otherwise it connects to the
+// brokers' REPLICATION listener through the headless Service, with its
+// client certificate of the cluster CA (CN=strata-operator, read from
+// Secrets): the operator holds no SCRAM credentials of its own.
+type ServiceEndpoints struct {
+	// Secrets reads <cluster>-operator-cert; nil allows PLAINTEXT only.
+	Secrets client.Reader
+}
 
-// Bootstrap is <cluster>-bootstrap.<namespace>.svc:<first listener port>.
+var _ BrokerTLS = ServiceEndpoints{}
+
+// plaintextListener is the first client listener of protocol PLAINTEXT.
+func plaintextListener(kc *strata.KafkaCluster) (strata.ListenerSpec, bool) {
+	for _, l := range Listeners(kc) {
+		if l.Protocol == "PLAINTEXT" {
+			return l, true
+		}
+	}
+	return strata.ListenerSpec{}, false
+}
+
+// Bootstrap is <cluster>-bootstrap.<namespace>.svc:<first PLAINTEXT
+// listener port>, else <cluster>-brokers.<namespace>.svc:9091.
 func (ServiceEndpoints) Bootstrap(kc *strata.KafkaCluster) ([]string, error) {
-	l := Listeners(kc)[0]
-	return []string{fmt.Sprintf("%s.%s.svc:%d", BootstrapServiceName(kc.Name), kc.Namespace, l.Port)}, nil
+	if l, ok := plaintextListener(kc); ok {
+		return []string{fmt.Sprintf("%s.%s.svc:%d", BootstrapServiceName(kc.Name), kc.Namespace, l.Port)}, nil
+	}
+	return []string{fmt.Sprintf("%s.%s.svc:%d", HeadlessServiceName(kc.Name), kc.Namespace, ReplicationPort)}, nil
+}
+
+// TLS is nil for a PLAINTEXT listener, else the operator's client
+// certificate and the cluster CA (OperatorTLSConfig).
+func (e ServiceEndpoints) TLS(ctx context.Context, kc *strata.KafkaCluster) (*tls.Config, string, error) {
+	if _, ok := plaintextListener(kc); ok {
+		return nil, "", nil
+	}
+	if e.Secrets == nil {
+		return nil, "", fmt.Errorf("no PLAINTEXT listener and no Secret reader for the operator's client certificate")
+	}
+	return OperatorTLSConfig(ctx, e.Secrets, kc)
 }
 
 // HTTP is http://<pod>.<cluster>-brokers.<namespace>.svc:9644.
@@ -71,8 +118,11 @@ type AdminPool struct {
 
 type pooledAdmin struct {
 	seeds []string
-	kgo   *kgo.Client
-	adm   *kadm.Client
+	// tlsFingerprint identifies the TLS configuration the client was
+	// built with ("" for plaintext): a renewed certificate rebuilds it.
+	tlsFingerprint string
+	kgo            *kgo.Client
+	adm            *kadm.Client
 }
 
 // NewAdminPool returns a pool reaching brokers through endpoints (nil:
@@ -97,17 +147,29 @@ func (p *AdminPool) Admin(kc *strata.KafkaCluster) (*kadm.Client, error) {
 	if len(seeds) == 0 {
 		return nil, fmt.Errorf("broker addresses of %s/%s: none known", kc.Namespace, kc.Name)
 	}
+	var tlsCfg *tls.Config
+	var fingerprint string
+	if bt, ok := p.endpoints.(BrokerTLS); ok {
+		// Admin has no context of its own (its callers' calls carry
+		// theirs); the read is from the informer cache, bounded anyway.
+		ctx, cancel := context.WithTimeout(context.Background(), adminDialTimeout)
+		tlsCfg, fingerprint, err = bt.TLS(ctx, kc)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("TLS towards %s/%s: %w", kc.Namespace, kc.Name, err)
+		}
+	}
 	key := types.NamespacedName{Namespace: kc.Namespace, Name: kc.Name}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c, ok := p.clients[key]; ok {
-		if slices.Equal(c.seeds, seeds) {
+		if slices.Equal(c.seeds, seeds) && c.tlsFingerprint == fingerprint {
 			return c.adm, nil
 		}
 		c.kgo.Close()
 		delete(p.clients, key)
 	}
-	cl, err := kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...),
 		kgo.ClientID("strata-operator"),
 		kgo.DialTimeout(adminDialTimeout),
@@ -118,11 +180,15 @@ func (p *AdminPool) Admin(kc *strata.KafkaCluster) (*kadm.Client, error) {
 			d := adminFirstRetryWait << min(tries, 5)
 			return min(d, adminMaxRetryBackoff)
 		}),
-	)
+	}
+	if tlsCfg != nil {
+		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("admin client for %s/%s: %w", kc.Namespace, kc.Name, err)
 	}
-	c := &pooledAdmin{seeds: slices.Clone(seeds), kgo: cl, adm: kadm.NewClient(cl)}
+	c := &pooledAdmin{seeds: slices.Clone(seeds), tlsFingerprint: fingerprint, kgo: cl, adm: kadm.NewClient(cl)}
 	p.clients[key] = c
 	return c.adm, nil
 }

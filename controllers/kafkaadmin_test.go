@@ -76,4 +76,18 @@ func TestServiceEndpoints(t *testing.T) {
 	if url != "http://demo-a-2.demo-brokers.kafka.svc:9644" {
 		t.Fatalf("http = %s", url)
 	}
+	if cfg, _, err := (ServiceEndpoints{}).TLS(context.Background(), kc); cfg != nil || err != nil {
+		t.Fatalf("PLAINTEXT listener: TLS %v, %v", cfg, err)
+	}
+
+	// Without a PLAINTEXT client listener: REPLICATION through the
+	// headless Service, with the operator's certificate.
+	kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SASL_SSL"}, {Name: "MTLS", Port: 9094, Protocol: "SSL"}}
+	seeds, _ = ServiceEndpoints{}.Bootstrap(kc)
+	if len(seeds) != 1 || seeds[0] != "demo-brokers.kafka.svc:9091" {
+		t.Fatalf("secured bootstrap = %v", seeds)
+	}
+	if _, _, err := (ServiceEndpoints{}).TLS(context.Background(), kc); err == nil {
+		t.Fatal("no Secret reader, no PLAINTEXT listener: want an error")
+	}
 }

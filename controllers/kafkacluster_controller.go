@@ -13,12 +13,15 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -33,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/controllers/plan"
 )
 
 // Condition reasons of a KafkaCluster. They are API: users and tests match
@@ -72,6 +76,8 @@ const (
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // KafkaClusterReconciler lays a KafkaCluster out zone by zone.
@@ -97,6 +103,8 @@ type KafkaClusterReconciler struct {
 	// restart before it is reported Stalled (RollStuck); zero means
 	// DefaultRollStuckAfter.
 	RollStuckAfter time.Duration
+	// Clock decides certificate renewals; nil is the wall clock.
+	Clock clock.PassiveClock
 
 	kafkaBackoffOnce sync.Once
 	kafkaBackoff     *flowcontrol.Backoff
@@ -144,6 +152,8 @@ type clusterScope struct {
 	// throttleSet: the scale executor set the replication throttle for
 	// the moves it started this round (throttleMoves).
 	throttleSet bool
+	// trustBundle is the cluster CA trust bundle (reconcileCertificates).
+	trustBundle []byte
 }
 
 // invalidSpecError is a problem only the user can fix (a missing or
@@ -188,8 +198,10 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		{"check spec", r.checkSpec},
 		{"resolve fast buckets", r.resolveFastBuckets},
 		{"assign broker ID blocks", r.assignBrokerIDBlocks},
+		{"certificates", r.reconcileCertificates},
 		{"managed etcd", r.reconcileEtcd},
 		{"services", r.reconcileServices},
+		{"network policies", r.reconcileNetworkPolicies},
 		{"scale-down", r.reconcileScaleDown},
 		{"zones", r.reconcileZones},
 		{"disruption budget", r.reconcilePDB},
@@ -396,6 +408,12 @@ func (r *KafkaClusterReconciler) reconcileEtcd(ctx context.Context, s *clusterSc
 	if objs == nil {
 		return nil
 	}
+	// etcd reads its trusted CA file only at start: a new trust bundle
+	// rolls the members (RollingUpdate, one at a time).
+	if objs.StatefulSet.Spec.Template.Annotations == nil {
+		objs.StatefulSet.Spec.Template.Annotations = map[string]string{}
+	}
+	objs.StatefulSet.Spec.Template.Annotations[AnnotationTrustBundleHash] = trustBundleHash(s.trustBundle)
 	if err := r.applyService(ctx, s.cluster, objs.Service); err != nil {
 		return err
 	}
@@ -405,6 +423,79 @@ func (r *KafkaClusterReconciler) reconcileEtcd(ctx context.Context, s *clusterSc
 	}
 	s.etcd = sts
 	return r.applyPDB(ctx, s.cluster, objs.PDB)
+}
+
+// upgradingInterBroker reads what UpgradingInterBroker decides on: the
+// zones' stored broker configs and whether every broker pod is current.
+func (r *KafkaClusterReconciler) upgradingInterBroker(ctx context.Context, s *clusterScope) (bool, error) {
+	kc := s.cluster
+	var configs []string
+	sets := map[string]*appsv1.StatefulSet{}
+	for _, zi := range s.zones {
+		cm := &corev1.ConfigMap{}
+		err := r.Get(ctx, client.ObjectKey{Namespace: kc.Namespace, Name: ZoneConfigMapName(kc.Name, zi.Zone.Name)}, cm)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return false, fmt.Errorf("zone %s ConfigMap: %w", zi.Zone.Name, err)
+		}
+		configs = append(configs, cm.Data[BrokerConfigFile])
+		sts := &appsv1.StatefulSet{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: kc.Namespace, Name: ZoneStatefulSetName(kc.Name, zi.Zone.Name)}, sts); err == nil {
+			sets[zi.Zone.Name] = sts
+		} else if !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("zone %s StatefulSet: %w", zi.Zone.Name, err)
+		}
+	}
+	if !UpgradingInterBroker(configs, false) {
+		// A new cluster, or one already on REPLICATION: no pod read.
+		return false, nil
+	}
+	// Live, not cached: a stale "every pod current" would switch the
+	// listener before the first roll ended.
+	pods, err := r.liveBrokerPods(ctx, kc)
+	if err != nil {
+		return false, err
+	}
+	current := !slices.ContainsFunc(RollPods(s.zones, sets, pods, kc.Name), func(p plan.Pod) bool { return !p.Current })
+	return UpgradingInterBroker(configs, current), nil
+}
+
+// reconcileNetworkPolicies applies the cluster's NetworkPolicies, or
+// deletes them when spec.security.networkPolicy.enabled is false.
+func (r *KafkaClusterReconciler) reconcileNetworkPolicies(ctx context.Context, s *clusterScope) error {
+	kc := s.cluster
+	want := BuildNetworkPolicies(kc)
+	for _, np := range want {
+		got := &networkingv1.NetworkPolicy{}
+		if _, err := r.getOwned(ctx, kc, np, got); err != nil {
+			return fmt.Errorf("NetworkPolicy %s: %w", np.Name, err)
+		}
+		if err := r.apply(ctx, kc, "NetworkPolicy", np, &networkingv1ac.NetworkPolicyApplyConfiguration{}, got); err != nil {
+			return err
+		}
+	}
+	for _, component := range []string{ComponentBroker, ComponentEtcd} {
+		name := NetworkPolicyName(kc.Name, component)
+		if slices.ContainsFunc(want, func(np *networkingv1.NetworkPolicy) bool { return np.Name == name }) {
+			continue
+		}
+		np := &networkingv1.NetworkPolicy{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: kc.Namespace, Name: name}, np); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("NetworkPolicy %s: %w", name, err)
+		}
+		if !metav1.IsControlledBy(np, kc) {
+			continue
+		}
+		if err := r.Delete(ctx, np); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete NetworkPolicy %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 func (r *KafkaClusterReconciler) reconcileServices(ctx context.Context, s *clusterScope) error {
@@ -419,7 +510,12 @@ func (r *KafkaClusterReconciler) reconcileServices(ctx context.Context, s *clust
 // reconcileZones writes each zone's ConfigMap, then its StatefulSet with
 // the ConfigMap's hash in the pod template.
 func (r *KafkaClusterReconciler) reconcileZones(ctx context.Context, s *clusterScope) error {
+	legacy, err := r.upgradingInterBroker(ctx, s)
+	if err != nil {
+		return err
+	}
 	for _, zi := range s.zones {
+		zi.LegacyInterBroker = legacy
 		cm := BuildZoneConfigMap(s.cluster, zi)
 		if err := r.applyConfigMap(ctx, s.cluster, cm); err != nil {
 			return fmt.Errorf("zone %s: %w", zi.Zone.Name, err)
@@ -660,6 +756,8 @@ func (r *KafkaClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Service{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&corev1.Secret{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&strata.FastBucket{}, handler.EnqueueRequestsFromMapFunc(r.clustersUsingBucket)).
 		// A cluster whose brokers or etcd do not answer costs its reconcile
 		// the probes' timeouts; with one worker every other cluster's

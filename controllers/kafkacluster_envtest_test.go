@@ -18,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -389,7 +390,8 @@ var _ = Describe("KafkaCluster controller", func() {
 		}, timeout, interval).Should(BeTrue())
 		// envtest has no garbage collector: remove what the old cluster
 		// owned, as the collector would. The record has no owner and stays.
-		for _, list := range []client.ObjectList{&appsv1.StatefulSetList{}, &corev1.ConfigMapList{}, &corev1.ServiceList{}, &policyv1.PodDisruptionBudgetList{}} {
+		for _, list := range []client.ObjectList{&appsv1.StatefulSetList{}, &corev1.ConfigMapList{}, &corev1.ServiceList{}, &policyv1.PodDisruptionBudgetList{},
+			&corev1.SecretList{}, &networkingv1.NetworkPolicyList{}} {
 			Expect(k8sClient.List(suiteCtx, list, client.InNamespace(ns))).To(Succeed())
 			Expect(meta.EachListItem(list, func(o runtime.Object) error {
 				if obj := o.(client.Object); metav1.IsControlledBy(obj, old) {
@@ -666,7 +668,22 @@ var _ = Describe("CRD validation", func() {
 			"spec.config must not set log.dirs, log.dir or data.dir: the data directory is the volume of spec.storage"),
 		Entry("config setting listeners", func(kc *strata.KafkaCluster) {
 			kc.Spec.Config = map[string]string{"advertised.listeners": "PLAINTEXT://x:9092"}
-		}, "spec.config must not set listeners, advertised.listeners, listener.security.protocol.map, inter.broker.listener.name, listen or advertised.address: they are spec.listeners"),
+		}, "spec.config must not set listeners, advertised.listeners, listener.*, inter.broker.*, security.inter.broker.protocol, listen or advertised.address: client listeners are spec.listeners and the inter-broker listener is the operator's (mTLS with cluster CA certificates)"),
+		Entry("config setting a listener's TLS file", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"listener.name.plaintext.ssl.certificate.location": "/x"}
+		}, "spec.config must not set listeners, advertised.listeners, listener.*, inter.broker.*"),
+		Entry("config setting the inter-broker protocol", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"security.inter.broker.protocol": "PLAINTEXT"}
+		}, "spec.config must not set listeners, advertised.listeners, listener.*, inter.broker.*"),
+		Entry("config setting inter-broker SASL", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"inter.broker.sasl.username": "x"}
+		}, "spec.config must not set listeners, advertised.listeners, listener.*, inter.broker.*"),
+		Entry("config setting ssl.*", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"ssl.client.auth": "required"}
+		}, "spec.config must not set ssl.* or sasl.*: listener TLS is spec.listeners[].tls and spec.security (certificates from the operator's cluster CA or spec.security.listenerCertificate); SASL settings come with the KafkaUser resource"),
+		Entry("config setting sasl.*", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"sasl.enabled.mechanisms": "PLAIN"}
+		}, "spec.config must not set ssl.* or sasl.*"),
 		Entry("config setting the WAL retention", func(kc *strata.KafkaCluster) {
 			kc.Spec.Config = map[string]string{"wal.retention.ms": "7200000"}
 		}, "spec.config must not set wal.enable, wal.enabled, wal.upload.interval.ms, wal.object.max.bytes or wal.retention.ms: they are spec.wal.enabled, spec.wal.uploadInterval, spec.wal.maxObjectBytes and spec.wal.retention"),
@@ -690,18 +707,30 @@ var _ = Describe("CRD validation", func() {
 		Entry("tiered storage", func(kc *strata.KafkaCluster) {
 			kc.Spec.TieredStorage = &strata.TieredStorageSpec{Bucket: "strata-tier", Region: "us-east-1"}
 		}, "spec.tieredStorage is not supported yet: the broker has no slow tier, so closed segments would silently stay on local disk; remove tieredStorage"),
-		Entry("a second listener", func(kc *strata.KafkaCluster) {
-			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "INTERNAL", Port: 9092}, {Name: "CLIENT", Port: 9093}}
-		}, "spec.listeners: only one listener is supported by the operator for now; extra listeners come with its TLS/SASL support (certificates and users it manages)"),
-		Entry("an SSL listener", func(kc *strata.KafkaCluster) {
-			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SSL"}}
-		}, "spec.listeners[0]", "listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported by the operator yet (it does not manage certificates or SCRAM users yet): use PLAINTEXT"),
-		Entry("a SASL_PLAINTEXT listener", func(kc *strata.KafkaCluster) {
-			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SASL_PLAINTEXT"}}
-		}, "listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported by the operator yet"),
-		Entry("a SASL_SSL listener", func(kc *strata.KafkaCluster) {
-			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SASL_SSL"}}
-		}, "listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported by the operator yet"),
+		Entry("a listener named REPLICATION", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "REPLICATION", Port: 9093}}
+		}, "spec.listeners: the name REPLICATION and the ports 9091 and 9644 are the operator's (the brokers' mTLS inter-broker listener and their metrics and readiness port)"),
+		Entry("a listener on the inter-broker port", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9091}}
+		}, "spec.listeners: the name REPLICATION and the ports 9091 and 9644 are the operator's"),
+		Entry("a listener on the metrics port", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9644}}
+		}, "spec.listeners: the name REPLICATION and the ports 9091 and 9644 are the operator's"),
+		Entry("tls on a SASL_PLAINTEXT listener", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SASL_PLAINTEXT", TLS: &strata.ListenerTLS{ClientAuth: strata.ClientAuthRequired}}}
+		}, "spec.listeners[0]", "listener tls applies to protocol SSL or SASL_SSL only"),
+		Entry("an unknown client auth", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SSL", TLS: &strata.ListenerTLS{ClientAuth: "always"}}}
+		}, "spec.listeners[0].tls.clientAuth", "supported values"),
+		Entry("a listener certificate without a TLS listener", func(kc *strata.KafkaCluster) {
+			kc.Spec.Security.ListenerCertificate = &strata.SecretReference{Name: "public-tls"}
+		}, "security.listenerCertificate needs a listener of protocol SSL or SASL_SSL to serve it"),
+		Entry("a CA valid for 6 years", func(kc *strata.KafkaCluster) {
+			kc.Spec.Security.ClusterCA.Validity = &metav1.Duration{Duration: 6 * 8760 * time.Hour}
+		}, "clusterCA.validity must be between 8760h (1 year) and 43800h (5 years)"),
+		Entry("renewal an hour before expiry", func(kc *strata.KafkaCluster) {
+			kc.Spec.Security.ClusterCA.RenewBefore = &metav1.Duration{Duration: time.Hour}
+		}, "clusterCA.renewBefore must be between 24h and 4380h (half of the shortest CA validity)"),
 		Entry("a leader zone with Balanced placement", func(kc *strata.KafkaCluster) {
 			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementBalanced, Zone: "a"}
 		}, "leaderPlacement.zone needs leaderPlacement.policy Zone (Balanced spreads leaders over all zones)"),

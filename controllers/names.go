@@ -73,6 +73,31 @@ func BrokerPDBName(cluster string) string { return cluster + "-brokers" }
 // its PodDisruptionBudget.
 func EtcdName(cluster string) string { return cluster + "-etcd" }
 
+// ClusterCASecretName holds the cluster CA: tls.crt, tls.key and ca.crt
+// (the trust bundle: the current CA certificate and older ones not yet
+// expired).
+func ClusterCASecretName(cluster string) string { return cluster + "-cluster-ca" }
+
+// BrokerCertsSecretName holds the brokers' certificate (tls.crt, tls.key,
+// SANs for every broker pod and the bootstrap Service) and ca.crt.
+func BrokerCertsSecretName(cluster string) string { return cluster + "-broker-certs" }
+
+// EtcdCertsSecretName holds the managed etcd members' certificate.
+func EtcdCertsSecretName(cluster string) string { return cluster + "-etcd-certs" }
+
+// OperatorCertSecretName holds the operator's client certificate
+// (CN=strata-operator) for the cluster's REPLICATION listener and etcd.
+func OperatorCertSecretName(cluster string) string { return cluster + "-operator-cert" }
+
+// NetworkPolicyName names the cluster's NetworkPolicies (<cluster>-brokers
+// and <cluster>-etcd).
+func NetworkPolicyName(cluster, component string) string {
+	if component == ComponentEtcd {
+		return EtcdName(cluster)
+	}
+	return HeadlessServiceName(cluster)
+}
+
 // BrokerPodName is the pod of the broker with the given ordinal.
 func BrokerPodName(cluster, zone string, ordinal int32) string {
 	return fmt.Sprintf("%s-%d", ZoneStatefulSetName(cluster, zone), ordinal)

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/clock"
@@ -23,6 +24,9 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.endpoints == nil {
+		o.endpoints = ServiceEndpoints{Secrets: mgr.GetClient()}
 	}
 	admin := NewAdminPool(o.endpoints)
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -145,7 +149,8 @@ func CacheOptions() cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
 	byObject := map[client.Object]cache.ByObject{}
 	for _, obj := range []client.Object{
-		&corev1.Pod{}, &corev1.ConfigMap{}, &corev1.Service{}, &appsv1.StatefulSet{}, &policyv1.PodDisruptionBudget{}, &corev1.Secret{},
+		&corev1.Pod{}, &corev1.ConfigMap{}, &corev1.Service{}, &appsv1.StatefulSet{}, &policyv1.PodDisruptionBudget{},
+		&corev1.Secret{}, &networkingv1.NetworkPolicy{},
 	} {
 		byObject[obj] = cache.ByObject{Label: managed}
 	}

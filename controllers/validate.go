@@ -33,10 +33,9 @@ var ownedConfigKeys = map[string]string{
 	"data.dir":                       "spec.storage",
 	"listeners":                      "spec.listeners",
 	"advertised.listeners":           "spec.listeners",
-	"listener.security.protocol.map": "spec.listeners",
-	"inter.broker.listener.name":     "spec.listeners",
 	"listen":                         "spec.listeners",
 	"advertised.address":             "spec.listeners",
+	"security.inter.broker.protocol": "the operator (inter-broker listener REPLICATION, mTLS)",
 	"wal.enable":                     "spec.wal.enabled",
 	"wal.enabled":                    "spec.wal.enabled",
 	"wal.upload.interval.ms":         "spec.wal.uploadInterval",
@@ -57,6 +56,10 @@ var ownedConfigPrefixes = []struct{ prefix, owner string }{
 	{"tier.", "spec.tieredStorage"},
 	{"leader.placement.", "spec.leaderPlacement"},
 	{"cost.price.", "spec.cost.prices"},
+	{"listener.", "spec.listeners"},
+	{"inter.broker.", "the operator (inter-broker listener REPLICATION, mTLS)"},
+	{"ssl.", "spec.listeners[].tls and spec.security"},
+	{"sasl.", "the KafkaUser resource (SASL listeners accept SCRAM-SHA-256 and -512)"},
 }
 
 // ConfigKeyOwner returns the KafkaCluster field that owns a broker
@@ -75,8 +78,9 @@ func ConfigKeyOwner(key string) (owner string, ok bool) {
 
 // UnsupportedSpec lists what in a KafkaCluster the CRD's validation
 // refuses today and the operator cannot honour: keys of spec.config the
-// operator owns, tiered storage, more than one listener or a protocol
-// other than PLAINTEXT, a leader placement the brokers would refuse to
+// operator owns (TLS and SASL keys included), tiered storage, listeners
+// that take the inter-broker listener's name or port or set tls on a
+// protocol without TLS, a leader placement the brokers would refuse to
 // start with (policy Zone without a zone of spec.zones, a zone without
 // policy Zone) and WAL durations the broker cannot parse. The API server refuses these on
 // create and update; an object stored before those rules existed (or kept
@@ -98,14 +102,7 @@ func UnsupportedSpec(kc *strata.KafkaCluster) []string {
 	if kc.Spec.TieredStorage != nil {
 		problems = append(problems, "spec.tieredStorage is not supported yet: the broker has no slow tier")
 	}
-	if len(kc.Spec.Listeners) > 1 {
-		problems = append(problems, "spec.listeners: only one listener is supported for now")
-	}
-	for _, l := range kc.Spec.Listeners {
-		if l.Protocol != "" && l.Protocol != "PLAINTEXT" {
-			problems = append(problems, fmt.Sprintf("listener %s: protocol %s is not supported by the operator yet (it does not manage certificates or SCRAM users yet)", l.Name, l.Protocol))
-		}
-	}
+	problems = append(problems, listenerProblems(kc)...)
 	problems = append(problems, leaderPlacementProblems(kc)...)
 	if r := kc.Spec.WAL.Retention; r != nil && (r.Duration < time.Millisecond || r.Duration > MaxBrokerMillis*time.Millisecond) {
 		problems = append(problems, fmt.Sprintf("wal.retention %s is outside 1ms..%dms, what the broker parses", r.Duration, int64(MaxBrokerMillis)))
@@ -128,4 +125,25 @@ func leaderPlacementProblems(kc *strata.KafkaCluster) []string {
 		return []string{"leaderPlacement.zone must name a zone listed in spec.zones"}
 	}
 	return nil
+}
+
+// listenerProblems mirrors the CEL rules on spec.listeners and
+// spec.security.listenerCertificate.
+func listenerProblems(kc *strata.KafkaCluster) []string {
+	var problems []string
+	tlsListener := false
+	for _, l := range kc.Spec.Listeners {
+		if l.Name == ReplicationListener || l.Port == ReplicationPort || l.Port == brokerMetricsPort {
+			problems = append(problems, fmt.Sprintf("listener %s: the name %s and the ports %d and %d are the operator's (the brokers' mTLS inter-broker listener and their metrics and readiness port)", l.Name, ReplicationListener, ReplicationPort, brokerMetricsPort))
+		}
+		isTLS := l.Protocol == "SSL" || l.Protocol == "SASL_SSL"
+		tlsListener = tlsListener || isTLS
+		if l.TLS != nil && !isTLS {
+			problems = append(problems, fmt.Sprintf("listener %s: tls applies to protocol SSL or SASL_SSL only", l.Name))
+		}
+	}
+	if kc.Spec.Security.ListenerCertificate != nil && !tlsListener {
+		problems = append(problems, "security.listenerCertificate needs a listener of protocol SSL or SASL_SSL to serve it")
+	}
+	return problems
 }

@@ -73,12 +73,33 @@ func TestUnsupportedSpec(t *testing.T) {
 		{"tiered storage", func(kc *strata.KafkaCluster) {
 			kc.Spec.TieredStorage = &strata.TieredStorageSpec{Bucket: "tier", Region: "r"}
 		}, "spec.tieredStorage is not supported yet"},
-		{"two listeners", func(kc *strata.KafkaCluster) {
-			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "A", Port: 9092}, {Name: "B", Port: 9093}}
-		}, "only one listener is supported"},
-		{"SSL", func(kc *strata.KafkaCluster) {
-			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "A", Port: 9092, Protocol: "SSL"}}
-		}, "listener A: protocol SSL is not supported by the operator yet (it does not manage certificates or SCRAM users yet)"},
+		{"secured listeners", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "PLAIN", Port: 9092}, {Name: "TLS", Port: 9093, Protocol: "SSL",
+				TLS: &strata.ListenerTLS{ClientAuth: strata.ClientAuthRequired}}, {Name: "SASL", Port: 9094, Protocol: "SASL_SSL"}}
+			kc.Spec.Security.ListenerCertificate = &strata.SecretReference{Name: "tls"}
+		}, ""},
+		{"listener named REPLICATION", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "REPLICATION", Port: 9092}}
+		}, "listener REPLICATION: the name REPLICATION and the ports 9091 and 9644 are the operator's"},
+		{"listener on 9091", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "A", Port: 9091}}
+		}, "listener A: the name REPLICATION and the ports 9091 and 9644 are the operator's"},
+		{"tls on a plaintext listener", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "A", Port: 9092, Protocol: "SASL_PLAINTEXT", TLS: &strata.ListenerTLS{}}}
+		}, "listener A: tls applies to protocol SSL or SASL_SSL only"},
+		{"listener certificate without a TLS listener", func(kc *strata.KafkaCluster) {
+			kc.Spec.Security.ListenerCertificate = &strata.SecretReference{Name: "tls"}
+		}, "security.listenerCertificate needs a listener of protocol SSL or SASL_SSL to serve it"},
+		{"ssl key", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"ssl.client.auth": "required"} },
+			"spec.config must not set ssl.client.auth: it is owned by spec.listeners[].tls and spec.security"},
+		{"sasl key", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"sasl.enabled.mechanisms": "PLAIN"} },
+			"spec.config must not set sasl.enabled.mechanisms: it is owned by the KafkaUser resource"},
+		{"listener.name key", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"listener.name.plaintext.ssl.key.location": "/k"}
+		}, "spec.config must not set listener.name.plaintext.ssl.key.location: it is owned by spec.listeners"},
+		{"inter-broker keys", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"inter.broker.sasl.username": "x", "security.inter.broker.protocol": "SSL"}
+		}, "spec.config must not set inter.broker.sasl.username: it is owned by the operator (inter-broker listener REPLICATION, mTLS); spec.config must not set security.inter.broker.protocol: it is owned by the operator (inter-broker listener REPLICATION, mTLS)"},
 		{"zone leaders", func(kc *strata.KafkaCluster) {
 			kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, Zone: "zone-a"}
 		}, ""},

@@ -19,6 +19,7 @@ import (
 	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/server"
 	"github.com/strata-dev/strata/broker/wal"
+	"github.com/strata-dev/strata/internal/pki"
 	"github.com/strata-dev/strata/internal/testutil/s3server"
 )
 
@@ -81,17 +82,38 @@ func TestSweeperDeletesObjectsOfOperatorConfiguredBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The Secret <cluster>-broker-certs mounted at ClusterTLSDir: the
+	// REPLICATION listener and the etcd client load these files.
+	tlsDir := t.TempDir()
+	ca, err := pki.NewCA("test cluster CA", 0, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Issue(pki.LeafOptions{Subject: BrokerCertSubject, Hosts: []string{"127.0.0.1"}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{TLSCertKey: leaf.CertPEM, TLSKeyKey: leaf.KeyPEM, CACertKey: ca.CertPEM} {
+		if err := os.WriteFile(filepath.Join(tlsDir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, v := range kv {
+		if strings.HasPrefix(v, ClusterTLSDir+"/") {
+			kv[k] = tlsDir + strings.TrimPrefix(v, ClusterTLSDir)
+		}
+	}
 	cfg := server.DefaultConfig()
 	if _, err := server.ApplySettings(&cfg, kv); err != nil {
 		t.Fatalf("the broker rejects the operator's config: %v", err)
 	}
 	if _, err := server.ApplySettings(&cfg, map[string]string{
 		"metadata.etcd.endpoints": strings.Join(etcd.Endpoints, ","),
-		"listeners":               "PLAINTEXT://127.0.0.1:0",
+		"listeners":               "PLAINTEXT://127.0.0.1:0,REPLICATION://127.0.0.1:0",
 		"advertised.address":      "127.0.0.1:0",
 		// The operator's advertised.listeners (pod DNS names) name the
 		// listener, so they win over advertised.address: replace them too.
-		"advertised.listeners": "PLAINTEXT://127.0.0.1:0",
+		"advertised.listeners": "PLAINTEXT://127.0.0.1:0,REPLICATION://127.0.0.1:0",
 		"log.dirs":             t.TempDir(),
 	}); err != nil {
 		t.Fatal(err)

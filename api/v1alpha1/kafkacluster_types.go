@@ -24,7 +24,8 @@ const DefaultEtcdImage = "quay.io/coreos/etcd:v3.7.3"
 // +kubebuilder:validation:XValidation:rule="!has(self.leaderPlacement) || !has(self.leaderPlacement.zone) || self.zones.exists(z, z.name == self.leaderPlacement.zone)",message="leaderPlacement.zone must name a zone listed in spec.zones"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, self.listeners.exists_one(m, m.name == l.name))",message="listener names must be unique"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, self.listeners.exists_one(m, m.port == l.port))",message="listener ports must be unique"
-// +kubebuilder:validation:XValidation:rule="!has(self.listeners) || size(self.listeners) <= 1",message="spec.listeners: only one listener is supported by the operator for now; extra listeners come with its TLS/SASL support (certificates and users it manages)"
+// +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, l.name != 'REPLICATION' && l.port != 9091 && l.port != 9644)",message="spec.listeners: the name REPLICATION and the ports 9091 and 9644 are the operator's (the brokers' mTLS inter-broker listener and their metrics and readiness port)"
+// +kubebuilder:validation:XValidation:rule="!has(self.security) || !has(self.security.listenerCertificate) || (has(self.listeners) && self.listeners.exists(l, l.protocol == 'SSL' || l.protocol == 'SASL_SSL'))",message="security.listenerCertificate needs a listener of protocol SSL or SASL_SSL to serve it"
 // +kubebuilder:validation:XValidation:rule="!has(self.tieredStorage)",message="spec.tieredStorage is not supported yet: the broker has no slow tier, so closed segments would silently stay on local disk; remove tieredStorage"
 type KafkaClusterSpec struct {
 	// Image is the Strata container image the brokers run.
@@ -71,13 +72,16 @@ type KafkaClusterSpec struct {
 	// broker's configuration file beside the operator's own keys. Keys the
 	// operator renders from other fields (broker identity, rack, metadata
 	// store, data directory, listeners, metrics.listen, wal.*, tier.*,
-	// leader.placement.*) are refused: set the field that owns them (docs/operator.md).
+	// leader.placement.*) and TLS/SASL keys (ssl.*, sasl.*, listener.*,
+	// inter.broker.*) are refused: set the field that owns them
+	// (docs/operator.md).
 	// +kubebuilder:validation:MaxProperties=256
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['broker.id', 'node.id', 'broker.id.base', 'broker.id.source']))",message="spec.config must not set broker.id, node.id, broker.id.base or broker.id.source: broker IDs are owned by the operator (the zone's ID block in status plus the pod ordinal)"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['broker.rack', 'zone']))",message="spec.config must not set broker.rack or zone: they are spec.zones[].name"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['cluster.name', 'cluster.namespace']) && !k.startsWith('metadata.etcd.'))",message="spec.config must not set cluster.name, cluster.namespace or metadata.etcd.*: the metadata store is spec.metadata and the cluster's key space is its namespace and name"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['log.dirs', 'log.dir', 'data.dir']))",message="spec.config must not set log.dirs, log.dir or data.dir: the data directory is the volume of spec.storage"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['listeners', 'advertised.listeners', 'listener.security.protocol.map', 'inter.broker.listener.name', 'listen', 'advertised.address']))",message="spec.config must not set listeners, advertised.listeners, listener.security.protocol.map, inter.broker.listener.name, listen or advertised.address: they are spec.listeners"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['listeners', 'advertised.listeners', 'listen', 'advertised.address', 'security.inter.broker.protocol']) && !k.startsWith('listener.') && !k.startsWith('inter.broker.'))",message="spec.config must not set listeners, advertised.listeners, listener.*, inter.broker.*, security.inter.broker.protocol, listen or advertised.address: client listeners are spec.listeners and the inter-broker listener is the operator's (mTLS with cluster CA certificates)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('ssl.') && !k.startsWith('sasl.'))",message="spec.config must not set ssl.* or sasl.*: listener TLS is spec.listeners[].tls and spec.security (certificates from the operator's cluster CA or spec.security.listenerCertificate); SASL settings come with the KafkaUser resource"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['wal.enable', 'wal.enabled', 'wal.upload.interval.ms', 'wal.object.max.bytes', 'wal.retention.ms']))",message="spec.config must not set wal.enable, wal.enabled, wal.upload.interval.ms, wal.object.max.bytes or wal.retention.ms: they are spec.wal.enabled, spec.wal.uploadInterval, spec.wal.maxObjectBytes and spec.wal.retention"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['wal.policy', 'wal.upload.max.interval.ms']) && !k.startsWith('cost.price.'))",message="spec.config must not set wal.policy, wal.upload.max.interval.ms or cost.price.*: they are spec.wal.policy, spec.wal.maxUploadInterval and spec.cost.prices"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('wal.bucket.') && !k.startsWith('wal.zone.'))",message="spec.config must not set wal.bucket.* or wal.zone.*: the buckets are the zones' FastBuckets (spec.zones[].fastBucketRef)"
@@ -87,15 +91,22 @@ type KafkaClusterSpec struct {
 	// +optional
 	Config map[string]string `json:"config,omitempty"`
 
-	// Listeners are the Kafka listeners every broker opens. Defaults to
-	// one PLAINTEXT listener on port 9092. For now at most one listener,
-	// of protocol PLAINTEXT, is accepted: the broker serves TLS and SASL
-	// listeners, but the operator does not manage their certificates and
-	// SCRAM users yet.
+	// Listeners are the Kafka client listeners every broker opens.
+	// Defaults to one PLAINTEXT listener on port 9092. SSL and SASL_SSL
+	// listeners serve a certificate of the operator's cluster CA (or
+	// spec.security.listenerCertificate). Besides these, every broker has
+	// the operator's inter-broker listener REPLICATION on port 9091: TLS
+	// with client certificates of the cluster CA required, used by replica
+	// fetches and by the operator itself.
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=atomic
 	// +optional
 	Listeners []ListenerSpec `json:"listeners,omitempty"`
+
+	// Security configures the cluster CA, the client listeners'
+	// certificate and the NetworkPolicy.
+	// +optional
+	Security SecuritySpec `json:"security,omitempty"`
 
 	// Resources of each broker container.
 	// +optional
@@ -401,7 +412,7 @@ type ListenerProtocol string
 
 // ListenerSpec is one Kafka listener.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.protocol) || self.protocol == 'PLAINTEXT'",message="listener protocol SSL, SASL_PLAINTEXT and SASL_SSL are not supported by the operator yet (it does not manage certificates or SCRAM users yet): use PLAINTEXT"
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || (has(self.protocol) && (self.protocol == 'SSL' || self.protocol == 'SASL_SSL'))",message="listener tls applies to protocol SSL or SASL_SSL only"
 type ListenerSpec struct {
 	// Name of the listener, upper-case as in Kafka's listeners setting
 	// (e.g. PLAINTEXT, INTERNAL). Lower-cased it names the container and
@@ -418,11 +429,107 @@ type ListenerSpec struct {
 	// +required
 	Port int32 `json:"port"`
 
-	// Protocol of the listener. Only PLAINTEXT is accepted for now.
+	// Protocol of the listener: PLAINTEXT, SSL (TLS), SASL_PLAINTEXT or
+	// SASL_SSL (SCRAM-SHA-256/512; users come with the KafkaUser
+	// resource).
 	// +kubebuilder:default=PLAINTEXT
 	// +optional
 	Protocol ListenerProtocol `json:"protocol,omitempty"`
+
+	// TLS settings of an SSL or SASL_SSL listener.
+	// +optional
+	TLS *ListenerTLS `json:"tls,omitempty"`
 }
+
+// ClientAuth says whether a TLS listener asks for client certificates.
+// +kubebuilder:validation:Enum=none;requested;required
+type ClientAuth string
+
+const (
+	ClientAuthNone      ClientAuth = "none"
+	ClientAuthRequested ClientAuth = "requested"
+	ClientAuthRequired  ClientAuth = "required"
+)
+
+// ListenerTLS is a TLS listener's client authentication.
+type ListenerTLS struct {
+	// ClientAuth: none (default), requested or required. Client
+	// certificates must chain to the cluster CA, or to the ca.crt of
+	// spec.security.listenerCertificate when it has one; the principal is
+	// the certificate subject (User:CN=...,O=...).
+	// +kubebuilder:default=none
+	// +optional
+	ClientAuth ClientAuth `json:"clientAuth,omitempty"`
+}
+
+// SecuritySpec configures certificates and network access.
+type SecuritySpec struct {
+	// ClusterCA is the operator's certificate authority of this cluster.
+	// +optional
+	ClusterCA ClusterCASpec `json:"clusterCA,omitempty"`
+
+	// ListenerCertificate names a Secret in the cluster's namespace with
+	// the certificate the SSL and SASL_SSL client listeners serve, in
+	// cert-manager's layout: tls.crt (chain), tls.key, and optionally
+	// ca.crt (the CA client certificates must chain to when a listener
+	// asks for them). Without it they serve a certificate of the cluster
+	// CA. The brokers re-read the files when the Secret changes; no roll.
+	// The inter-broker listener and etcd always use the cluster CA.
+	// +optional
+	ListenerCertificate *SecretReference `json:"listenerCertificate,omitempty"`
+
+	// NetworkPolicy renders a NetworkPolicy per cluster: client listener
+	// and metrics ports open to all, the inter-broker port only to the
+	// cluster's brokers and the operator, etcd only to the brokers, its
+	// members and the operator. Turn it off where the CNI does not
+	// implement NetworkPolicy or another policy governs the namespace.
+	// +kubebuilder:default={enabled:true}
+	// +optional
+	NetworkPolicy NetworkPolicySpec `json:"networkPolicy,omitempty"`
+}
+
+// SecretReference names a Secret in the same namespace.
+type SecretReference struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Name string `json:"name"`
+}
+
+// ClusterCASpec sets the cluster CA's lifetime and renewal.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.validity) || (duration(self.validity) >= duration('8760h') && duration(self.validity) <= duration('43800h'))",message="clusterCA.validity must be between 8760h (1 year) and 43800h (5 years)"
+// +kubebuilder:validation:XValidation:rule="!has(self.renewBefore) || (duration(self.renewBefore) >= duration('24h') && duration(self.renewBefore) <= duration('4380h'))",message="clusterCA.renewBefore must be between 24h and 4380h (half of the shortest CA validity)"
+type ClusterCASpec struct {
+	// Validity of a new or renewed CA certificate (default 17520h, two
+	// years; 1 to 5 years). Broker, etcd and operator certificates live
+	// one year, never past the CA certificate.
+	// +optional
+	Validity *metav1.Duration `json:"validity,omitempty"`
+
+	// RenewBefore: a certificate is renewed when less than this is left
+	// (default 720h, 30 days). The CA is renewed with its key, so
+	// certificates issued before stay valid.
+	// +optional
+	RenewBefore *metav1.Duration `json:"renewBefore,omitempty"`
+
+	// RenewPercent, 1-90: also renew when less than this share of a
+	// certificate's validity is left (0: only renewBefore).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=90
+	// +optional
+	RenewPercent int32 `json:"renewPercent,omitempty"`
+}
+
+// NetworkPolicySpec switches the rendered NetworkPolicy.
+type NetworkPolicySpec struct {
+	// Enabled (default true).
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// IsEnabled is Enabled with its default.
+func (n NetworkPolicySpec) IsEnabled() bool { return n.Enabled == nil || *n.Enabled }
 
 // PodTemplateSpec adds metadata and identity to the broker pods.
 type PodTemplateSpec struct {
@@ -558,6 +665,15 @@ type KafkaClusterStatus struct {
 	// +listType=atomic
 	// +optional
 	MetadataEndpoints []string `json:"metadataEndpoints,omitempty"`
+
+	// Certificates the cluster uses, with their expiry and when the
+	// operator renews them: cluster-ca, broker, etcd, operator (its
+	// client certificate) and listener (spec.security.listenerCertificate,
+	// renewed by its issuer).
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Certificates []CertificateStatus `json:"certificates,omitempty"`
 
 	// Metadata is the health of the etcd cluster holding the metadata, as
 	// the operator last saw it (Status and AlarmList of every endpoint).
@@ -934,4 +1050,21 @@ type KafkaClusterList struct {
 
 func init() {
 	SchemeBuilder.Register(&KafkaCluster{}, &KafkaClusterList{})
+}
+
+// CertificateStatus is one certificate of the cluster.
+type CertificateStatus struct {
+	// Name: cluster-ca, broker, etcd, operator or listener.
+	Name string `json:"name"`
+	// Secret holding it.
+	Secret string `json:"secret"`
+	// Subject of the certificate.
+	// +optional
+	Subject string `json:"subject,omitempty"`
+	// NotAfter is when it expires.
+	NotAfter metav1.Time `json:"notAfter"`
+	// RenewAt is when the operator renews it (absent for a certificate
+	// it does not issue).
+	// +optional
+	RenewAt *metav1.Time `json:"renewAt,omitempty"`
 }

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -20,6 +21,10 @@ type ClientConfig struct {
 	DialTimeout time.Duration
 	// Username and Password for etcd authentication (optional).
 	Username, Password string
+	// TLS for https:// endpoints: the client certificate etcd's
+	// --client-cert-auth asks for and the CA its certificate chains to
+	// (optional; nil uses the system roots and no client certificate).
+	TLS *tls.Config
 	// MaxTxnOps is the etcd server's --max-txn-ops (default 128).
 	MaxTxnOps int
 	// Logger receives the etcd client's own logs (nil: discarded).
@@ -44,6 +49,7 @@ func Connect(ctx context.Context, cfg ClientConfig) (*Store, error) {
 		DialTimeout: cfg.DialTimeout,
 		Username:    cfg.Username,
 		Password:    cfg.Password,
+		TLS:         cfg.TLS,
 		Logger:      cfg.Logger,
 		Context:     context.WithoutCancel(ctx),
 	})

@@ -25,6 +25,11 @@ import (
 type ClusterConfig struct {
 	// EtcdEndpoints is metadata.etcd.endpoints (comma-separated URLs).
 	EtcdEndpoints []string
+	// EtcdTLS is metadata.etcd.ssl.certificate.location, .key.location
+	// and .ca.location: the client certificate and CA towards https://
+	// endpoints, re-read when the files change (none: no client
+	// certificate, system roots).
+	EtcdTLS TLSFiles
 	// Name is the cluster's key space in etcd: metadata.etcd.prefix
 	// /strata/<Name>/ as the operator writes it, else cluster.name
 	// (default "strata").
@@ -300,10 +305,18 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 	// registration.
 	wctx, wcancel := context.WithTimeout(ctx, cc.StartTimeout)
 	defer wcancel()
+	etcdCfg := meta.ClientConfig{Endpoints: cc.EtcdEndpoints, Cluster: cc.Name}
+	if cc.EtcdTLS.CertFile != "" || cc.EtcdTLS.CAFile != "" {
+		kp, err := newKeyPair(cc.EtcdTLS, log.WithName("etcd-tls"))
+		if err != nil {
+			return nil, fmt.Errorf("metadata.etcd.ssl.*: %w", err)
+		}
+		etcdCfg.TLS = kp.etcdClientConfig()
+	}
 	var store *meta.Store
 	for {
 		var err error
-		if store, err = meta.Connect(wctx, meta.ClientConfig{Endpoints: cc.EtcdEndpoints, Cluster: cc.Name}); err == nil {
+		if store, err = meta.Connect(wctx, etcdCfg); err == nil {
 			break
 		}
 		if wctx.Err() != nil {

@@ -108,7 +108,8 @@ var processKeys = map[string]bool{
 	"num.partitions": true, "auto.create.topics.enable": true,
 	"log.retention.hours": true, "log.retention.minutes": true,
 	"default.replication.factor": true,
-	"broker.id.base":             true, "metadata.etcd.endpoints": true, "metadata.etcd.prefix": true, "cluster.name": true,
+	"broker.id.base":             true, "metadata.etcd.endpoints": true, "metadata.etcd.prefix": true,
+	"metadata.etcd.ssl.certificate.location": true, "metadata.etcd.ssl.key.location": true, "metadata.etcd.ssl.ca.location": true, "cluster.name": true,
 	"broker.session.timeout.ms": true, "replica.lag.time.max.ms": true, "replica.fetch.wait.max.ms": true,
 	"replica.fetch.max.bytes": true, "replica.fetch.response.max.bytes": true, "replica.fetch.backoff.ms": true, "replica.high.watermark.checkpoint.interval.ms": true,
 	"auto.leader.rebalance.enable": true, "controlled.shutdown.enable": true, "controlled.shutdown.timeout.ms": true,
@@ -372,6 +373,12 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 					cfg.Cluster.EtcdEndpoints = append(cfg.Cluster.EtcdEndpoints, e)
 				}
 			}
+		case k == "metadata.etcd.ssl.certificate.location":
+			cfg.Cluster.EtcdTLS.CertFile = v
+		case k == "metadata.etcd.ssl.key.location":
+			cfg.Cluster.EtcdTLS.KeyFile = v
+		case k == "metadata.etcd.ssl.ca.location":
+			cfg.Cluster.EtcdTLS.CAFile = v
 		case k == "metadata.etcd.prefix":
 			name := strings.Trim(strings.TrimPrefix(v, "/strata/"), "/")
 			if !strings.HasPrefix(v, "/strata/") || name == "" {
