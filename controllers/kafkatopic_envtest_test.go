@@ -172,6 +172,18 @@ var _ = Describe("KafkaTopic controller", Ordered, func() {
 		return out
 	}
 
+	It("creates a compacted topic with Kafka's compaction configs", func() {
+		cfg := map[string]string{"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": "0.1",
+			"min.compaction.lag.ms": "1000", "max.compaction.lag.ms": "600000", "delete.retention.ms": "60000"}
+		kt := newTopic(ns, "changelog", "kafka", 1, 3, cfg)
+		Expect(k8sClient.Create(suiteCtx, kt)).To(Succeed())
+		got := topicReady(kt)
+		Eventually(func(g Gomega) {
+			g.Expect(dynamicConfigs(g, adm, "changelog")).To(Equal(cfg))
+		}, timeout, interval).Should(Succeed())
+		Expect(got.Status.Configs).To(Equal(cfg))
+	})
+
 	It("creates a topic, alters its configs incrementally and adds partitions", func() {
 		kt := newTopic(ns, "orders", "kafka", 3, 3, map[string]string{"retention.ms": "3600000", "segment.ms": "600000"})
 		Expect(k8sClient.Create(suiteCtx, kt)).To(Succeed())
@@ -515,8 +527,14 @@ var _ = Describe("KafkaTopic validation", func() {
 		Entry("leader.placement.zone in config", func(kt *strata.KafkaTopic) {
 			kt.Spec.Config = map[string]string{"leader.placement.zone": "a"}
 		}, "config must not set leader.placement.zone: set spec.leaderZone"),
-		Entry("compaction", func(kt *strata.KafkaTopic) { kt.Spec.Config = map[string]string{"cleanup.policy": "compact"} },
-			"config cleanup.policy must be delete: Strata does not compact logs"),
+		Entry("cleanup policy", func(kt *strata.KafkaTopic) { kt.Spec.Config = map[string]string{"cleanup.policy": "compact,compact"} },
+			"config cleanup.policy must be delete, compact or compact,delete"),
+		Entry("dirty ratio", func(kt *strata.KafkaTopic) { kt.Spec.Config = map[string]string{"min.cleanable.dirty.ratio": "1.5"} },
+			"config min.cleanable.dirty.ratio must be a decimal from 0 to 1"),
+		Entry("max compaction lag", func(kt *strata.KafkaTopic) { kt.Spec.Config = map[string]string{"max.compaction.lag.ms": "0"} },
+			"config max.compaction.lag.ms must be an integer >= 1 (milliseconds)"),
+		Entry("delete retention", func(kt *strata.KafkaTopic) { kt.Spec.Config = map[string]string{"delete.retention.ms": "-1"} },
+			"config delete.retention.ms must be an integer >= 0 (milliseconds)"),
 		Entry("a compression type", func(kt *strata.KafkaTopic) { kt.Spec.Config = map[string]string{"compression.type": "zstd"} },
 			"config compression.type must be producer"),
 		Entry("retention.ms below -1", func(kt *strata.KafkaTopic) { kt.Spec.Config = map[string]string{"retention.ms": "-2"} },
