@@ -494,30 +494,47 @@ func TestOfflinePartitions(t *testing.T) {
 	if resp, err := adm.CreateTopic(ctx, 3, 1, nil, "single"); err != nil || resp.Err != nil {
 		t.Fatalf("create topic: %v %v", err, resp.Err)
 	}
-	var stopped int
-	td, err := adm.ListTopics(ctx, "single")
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaders := map[int32]int{}
-	for _, p := range td["single"].Partitions {
-		leaders[p.Leader]++
-	}
-	// Stop a broker that leads a partition and is not the controller, so
-	// the controller's count is the one that moves.
-	for i, b := range c.Brokers {
-		fams := scrape(t, b.Server().MetricsAddr())
-		if leaders[int32(i+1)] > 0 && gauge(fams, "strata_active_controller") == 0 {
-			stopped = i
-			break
+	// Wait until the metadata shows every partition led and a controller
+	// elected (CreateTopics answers before every broker has applied the
+	// topic), then pick a broker that leads a partition and is not the
+	// controller, so that the controller's count is the one that moves.
+	stopped, want := -1, 0.0
+	deadline := time.Now().Add(time.Minute)
+	for stopped < 0 {
+		leaders := map[int32]int{}
+		if td, err := adm.ListTopics(ctx, "single"); err == nil {
+			for _, p := range td["single"].Partitions {
+				if p.Err == nil && p.Leader >= 0 {
+					leaders[p.Leader]++
+				}
+			}
+		}
+		controller := -1
+		for i, b := range c.Brokers {
+			if gauge(scrape(t, b.Server().MetricsAddr()), "strata_active_controller") == 1 {
+				controller = i
+			}
+		}
+		if len(leaders) > 0 && controller >= 0 && leaders[1]+leaders[2]+leaders[3] == 3 {
+			for i := range c.Brokers {
+				if i != controller && leaders[int32(i+1)] > 0 {
+					stopped, want = i, float64(leaders[int32(i+1)])
+					break
+				}
+			}
+			if stopped < 0 {
+				t.Fatalf("only the controller (broker %d) leads partitions: %v", controller+1, leaders)
+			}
+		}
+		if stopped < 0 && time.Now().After(deadline) {
+			t.Fatalf("a minute after CreateTopics: leaders %v, controller broker index %d", leaders, controller)
+		}
+		if stopped < 0 {
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	want := float64(leaders[int32(stopped+1)])
-	if want == 0 {
-		t.Fatalf("no broker other than the controller leads a partition of %v", leaders)
-	}
 	c.Brokers[stopped].Stop()
-	deadline := time.Now().Add(time.Minute)
+	deadline = time.Now().Add(time.Minute)
 	for {
 		offline := 0.0
 		for i, b := range c.Brokers {
