@@ -18,9 +18,16 @@ CONTROLLER_GEN_VERSION ?= v0.23.0
 # v5.8.3 needs Go >= 1.27; v5.8.2 is the newest release that builds with Go 1.26.
 KUSTOMIZE_VERSION      ?= v5.8.2
 VERSITYGW_VERSION      ?= v1.8.0
+# promtool checks and unit-tests the alert rules (test/monitoring); Prometheus
+# v3.x is module version v0.3xx. v0.316.0 needs Go >= 1.26.7. Built with
+# remove_all_sd: without the cloud service discoveries (AWS, Azure, GCE,
+# OpenStack, ...), which `promtool check rules` and `test rules` never use
+# and which are most of its build time.
+PROMTOOL_VERSION       ?= v0.316.0
 CONTROLLER_GEN ?= $(TOOLS_DIR)/controller-gen-$(CONTROLLER_GEN_VERSION)
 KUSTOMIZE      ?= $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)
 VERSITYGW      ?= $(TOOLS_DIR)/versitygw-$(VERSITYGW_VERSION)
+PROMTOOL       ?= $(TOOLS_DIR)/promtool-$(PROMTOOL_VERSION)
 
 IMG     ?= ghcr.io/strata-dev/strata:latest
 VERSION ?= 0.1.0
@@ -30,6 +37,7 @@ GO_TEST_FLAGS ?= -count=1 -timeout 30m
 export KUBEBUILDER_ASSETS  := $(ENVTEST_DIR)
 export STRATA_VERSITYGW    := $(VERSITYGW)
 export STRATA_KUSTOMIZE    := $(KUSTOMIZE)
+export STRATA_PROMTOOL     := $(PROMTOOL)
 
 .PHONY: all
 all: build
@@ -78,7 +86,7 @@ test: test-deps lint verify-generated ## Run all tests (unit, envtest, S3, broke
 	cd test/olm && go vet ./... && go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-deps
-test-deps: envtest s3-server kustomize ## Install what the tests need (builds from the Go module proxy; apt for kcat and Python clients).
+test-deps: envtest s3-server kustomize promtool ## Install what the tests need (builds from the Go module proxy; apt for kcat and Python clients).
 	hack/lib/gomodules_test.sh $(KUBE_VERSION)
 	hack/test-deps.sh
 
@@ -91,6 +99,14 @@ s3-server: $(VERSITYGW) ## Build Versity Gateway (the S3 test server).
 
 .PHONY: kustomize
 kustomize: $(KUSTOMIZE)
+
+.PHONY: promtool
+promtool: $(PROMTOOL) ## Build promtool (Prometheus' rule checker) into $(TOOLS_DIR).
+
+.PHONY: check-monitoring
+check-monitoring: promtool kustomize ## promtool check/test of the alerts, dashboard queries parsed, every metric they use exposed, the monitoring component rendered (docs/monitoring.md).
+	go test -count=1 ./test/monitoring
+	go test -count=1 ./config -run Monitoring
 
 .PHONY: fuzz
 fuzz: ## Fuzz the Kafka request decoder for FUZZTIME (default 2m).
@@ -176,6 +192,9 @@ $(CONTROLLER_GEN):
 
 $(KUSTOMIZE):
 	mkdir -p $(TOOLS_DIR) && GOBIN=$(TOOLS_DIR)/.gobin go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION) && mv $(TOOLS_DIR)/.gobin/kustomize $@
+
+$(PROMTOOL):
+	mkdir -p $(TOOLS_DIR) && GOBIN=$(TOOLS_DIR)/.gobin go install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION) && mv $(TOOLS_DIR)/.gobin/promtool $@
 
 $(VERSITYGW):
 	mkdir -p $(TOOLS_DIR) && GOBIN=$(TOOLS_DIR)/.gobin go install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION) && mv $(TOOLS_DIR)/.gobin/versitygw $@

@@ -34,6 +34,10 @@ const (
 // and /readyz by default (--metrics-listen 0.0.0.0:9644).
 const brokerMetricsPort = 9644
 
+// BrokerMetricsPortName names brokerMetricsPort in the broker pods (the
+// PodMonitor of config/components/monitoring scrapes it by this name).
+const BrokerMetricsPortName = "broker-metrics"
+
 // Pods run as the distroless nonroot user.
 const nonRootUID = 65532
 
@@ -133,6 +137,10 @@ func buildZoneStatefulSet(kc *strata.KafkaCluster, zi ZoneInput, configHash stri
 		ports = append(ports, corev1.ContainerPort{Name: portName(l.Name), ContainerPort: l.Port, Protocol: corev1.ProtocolTCP})
 	}
 	ports = append(ports, corev1.ContainerPort{Name: portName(ReplicationListener), ContainerPort: ReplicationPort, Protocol: corev1.ProtocolTCP})
+	// Declared so that a PodMonitor finds /metrics by name (Prometheus'
+	// pod discovery makes targets of declared ports only); see
+	// config/components/monitoring.
+	ports = append(ports, corev1.ContainerPort{Name: BrokerMetricsPortName, ContainerPort: brokerMetricsPort, Protocol: corev1.ProtocolTCP})
 
 	env := []corev1.EnvVar{
 		{Name: EnvPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},

@@ -180,6 +180,7 @@ func (r *KafkaClusterReconciler) reconcileMetadataHealth(ctx context.Context, s 
 		r.defragOne(ctx, kc, prober, &h, now)
 	}
 	kc.Status.Metadata = &h
+	recordEtcdHealth(kc.Namespace, kc.Name, &h)
 	reason, msg := metadataCondition(&h)
 	status := metav1.ConditionFalse
 	if reason == ReasonEtcdHealthy {

@@ -176,6 +176,7 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	ctx = log.IntoContext(ctx, logger)
 
 	if !kc.DeletionTimestamp.IsZero() {
+		forgetClusterMetrics(kc.Namespace, kc.Name)
 		return ctrl.Result{}, r.reconcileDelete(ctx, kc)
 	}
 	if err := ensureFinalizer(ctx, r.Client, kc, Finalizer); err != nil {

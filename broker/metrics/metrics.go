@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/replica"
 )
 
@@ -124,6 +126,20 @@ var (
 		[]string{"topic", "partition"}, nil)
 	underReplicatedDesc = prometheus.NewDesc("strata_under_replicated_partitions",
 		"Partitions this broker leads whose ISR is smaller than their replica set (Kafka's UnderReplicatedPartitions).", nil, nil)
+	// Like Kafka's OfflinePartitionsCount and ActiveControllerCount, only
+	// the controller reports the cluster-wide count (the other brokers 0):
+	// sum() over the brokers is then the cluster's figure, not n times it.
+	offlineDesc = prometheus.NewDesc("strata_offline_partitions",
+		"Partitions without a live leader, reported by the controller broker (0 on the others; cluster mode).", nil, nil)
+	activeControllerDesc = prometheus.NewDesc("strata_active_controller",
+		"1 on the broker that holds the controller role, else 0 (cluster mode).", nil, nil)
+	// The data directory's file system, for disk-full alerts that work
+	// without the kubelet's volume metrics (the same figures as
+	// DescribeLogDirs v4).
+	dirCapacityDesc = prometheus.NewDesc("strata_log_dir_capacity_bytes",
+		"Size of the file system holding the data directory.", []string{"dir"}, nil)
+	dirAvailableDesc = prometheus.NewDesc("strata_log_dir_available_bytes",
+		"Bytes of that file system available to the broker.", []string{"dir"}, nil)
 )
 
 // logCollector reads partition offsets at scrape time.
@@ -136,6 +152,10 @@ func (c *logCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- hwmDesc
 	ch <- leaderDesc
 	ch <- underReplicatedDesc
+	ch <- offlineDesc
+	ch <- activeControllerDesc
+	ch <- dirCapacityDesc
+	ch <- dirAvailableDesc
 }
 
 func (c *logCollector) Collect(ch chan<- prometheus.Metric) {
@@ -159,6 +179,37 @@ func (c *logCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(leaderDesc, prometheus.GaugeValue, leader, p.Topic, part)
 	}
 	ch <- prometheus.MustNewConstMetric(underReplicatedDesc, prometheus.GaugeValue, float64(under))
+
+	if st := c.b.ClusterState(); st != nil {
+		active, offline := 0.0, 0
+		if st.ControllerID == c.b.NodeID() {
+			active = 1
+			offline = offlinePartitions(st)
+		}
+		ch <- prometheus.MustNewConstMetric(activeControllerDesc, prometheus.GaugeValue, active)
+		ch <- prometheus.MustNewConstMetric(offlineDesc, prometheus.GaugeValue, float64(offline))
+	}
+
+	dir := c.b.Config().DataDir
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err == nil {
+		ch <- prometheus.MustNewConstMetric(dirCapacityDesc, prometheus.GaugeValue, float64(fs.Blocks)*float64(fs.Bsize), dir)
+		ch <- prometheus.MustNewConstMetric(dirAvailableDesc, prometheus.GaugeValue, float64(fs.Bavail)*float64(fs.Bsize), dir)
+	}
+}
+
+// offlinePartitions counts the partitions whose leader is NoLeader or a
+// broker that is no longer registered.
+func offlinePartitions(st *meta.ClusterState) int {
+	n := 0
+	for topic := range st.Topics {
+		for _, ps := range st.TopicPartitions(topic) {
+			if ps.Leader == meta.NoLeader || !st.Live(ps.Leader) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func testutilGauge(g prometheus.Gauge) float64 {

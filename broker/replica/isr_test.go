@@ -211,6 +211,11 @@ func TestRestartedFollowerLeavesISR(t *testing.T) {
 	if e3 != 31 {
 		t.Fatalf("follower 3 rejoined the ISR under epoch %d, want 31", e3)
 	}
+	// Both changes were the leader's: strata_isr_shrinks_total and
+	// strata_isr_expands_total (docs/monitoring.md) count one each.
+	if s, e := testutil.ToFloat64(m.isrShrinks), testutil.ToFloat64(m.isrExpands); s != 1 || e != 1 {
+		t.Fatalf("ISR shrinks %v, expands %v counted; want 1 and 1", s, e)
+	}
 }
 
 // TestCheckReplicaFetcher (issue #10 item 8): replica fetches are served

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -111,6 +112,10 @@ type Manager struct {
 	closed   bool
 	// refused counts replica fetches refused by CheckReplicaFetcher.
 	refused *prometheus.CounterVec
+	// isrShrinks and isrExpands count the ISR changes this broker made as
+	// leader (Kafka's IsrShrinksPerSec and IsrExpandsPerSec); the
+	// controller's removals of dead brokers are not among them.
+	isrShrinks, isrExpands prometheus.Counter
 	// wal is set by EnableWAL before partitions are applied; nil: classic.
 	wal *walRep
 	// cost is the accounting of costTick (walcost.go).
@@ -131,6 +136,14 @@ func NewManager(cfg Config) *Manager {
 			Name: "strata_replica_fetch_refused_total",
 			Help: "Replica fetches refused because the fetching broker is not registered or did not send its current broker epoch, by reason.",
 		}, []string{"reason"}),
+		isrShrinks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_isr_shrinks_total",
+			Help: "ISR changes this broker made as leader that removed replicas.",
+		}),
+		isrExpands: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_isr_expands_total",
+			Help: "ISR changes this broker made as leader that added replicas.",
+		}),
 		throttleMetrics: newThrottleMetrics(),
 	}
 	m.leaderQuota = newThrottle(ThrottleLeader, cfg.Now, m.throttleMetrics)
@@ -273,12 +286,13 @@ func (m *Manager) CheckReplicaFetcher(replica int32, epoch int64) error {
 }
 
 // Collectors returns the manager's metrics to register:
-// strata_replica_fetch_refused_total and the replication throttle's
+// strata_replica_fetch_refused_total, strata_isr_shrinks_total,
+// strata_isr_expands_total and the replication throttle's
 // (strata_replication_throttled_bytes_total,
 // strata_replication_throttled_partitions_total,
 // strata_replication_throttle_rate_bytes).
 func (m *Manager) Collectors() []prometheus.Collector {
-	return append([]prometheus.Collector{m.refused}, m.throttleMetrics.collectors()...)
+	return append([]prometheus.Collector{m.refused, m.isrShrinks, m.isrExpands}, m.throttleMetrics.collectors()...)
 }
 
 // Partition returns a managed partition.
@@ -518,6 +532,12 @@ func (m *Manager) alterISR(p *Partition, expected, proposed meta.PartitionState)
 	switch {
 	case err == nil:
 		m.cfg.Log.Info("ISR changed", "partition", p.TP, "from", expected.ISR, "to", st.ISR, "epoch", st.LeaderEpoch)
+		if slices.ContainsFunc(expected.ISR, func(r int32) bool { return !slices.Contains(st.ISR, r) }) {
+			m.isrShrinks.Inc()
+		}
+		if slices.ContainsFunc(st.ISR, func(r int32) bool { return !slices.Contains(expected.ISR, r) }) {
+			m.isrExpands.Inc()
+		}
 		adopted = p.adopt(st)
 	case errors.Is(err, meta.ErrStaleState):
 		m.cfg.Log.V(1).Info("ISR change lost a compare; adopting the current state", "partition", p.TP, "reason", err.Error())
