@@ -166,19 +166,29 @@ func testCompactedTopicReplicas(t *testing.T, c *brokertest.Cluster) {
 		t.Fatalf("consumer read %d records from offset 0; %d were produced over %d keys", n, records, keys)
 	}
 	t.Logf("consumer read %d of %d records; last offset %d", n, records, last)
-	runs := 0.0
-	for _, b := range c.Brokers {
+	// The replicas that received the whole history cleaned their own logs:
+	// the leader and the follower that kept running count cleaner runs.
+	// The follower stopped during the produce fetched the leader's cleaned
+	// range after its restart and may have nothing left to clean (a full
+	// CI run saw its count at 0); its log was checked against the leader's
+	// above.
+	for i, b := range c.Brokers {
+		id := int32(i + 1)
+		if id == follower {
+			continue
+		}
 		mfs, err := b.Server().Metrics().Registry.Gather()
 		if err != nil {
 			t.Fatal(err)
 		}
+		runs := 0.0
 		for _, mf := range mfs {
 			if mf.GetName() == "strata_log_cleaner_runs_total" {
 				runs += mf.GetMetric()[0].GetCounter().GetValue()
 			}
 		}
-	}
-	if runs < 3 {
-		t.Fatalf("strata_log_cleaner_runs_total summed over the brokers is %v, want every replica to have cleaned", runs)
+		if runs < 1 {
+			t.Fatalf("broker %d: strata_log_cleaner_runs_total is %v, want its own cleaner to have run", id, runs)
+		}
 	}
 }
