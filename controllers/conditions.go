@@ -71,3 +71,21 @@ func MarkReconciled(conds *[]metav1.Condition, generation int64, reason, msg str
 	SetCondition(conds, generation, strata.ConditionReconciling, metav1.ConditionFalse, reason, msg)
 	MarkNotStalled(conds, generation)
 }
+
+// setReadyCondition sets Ready and, from its reason, the kstatus
+// conditions of a resource the operator keeps in Kafka (KafkaTopic,
+// KafkaUser): Ready is reconciled (Current) with readyMsg; a reason in
+// stalled needs someone to act (Stalled); anything else the controller
+// retries on its own (Reconciling).
+func setReadyCondition(conds *[]metav1.Condition, gen int64, stalled map[string]bool, readyMsg string, status metav1.ConditionStatus, reason, msg string) {
+	switch {
+	case status == metav1.ConditionTrue:
+		SetCondition(conds, gen, strata.ConditionReady, status, reason, msg)
+		MarkReconciled(conds, gen, reason, readyMsg)
+	case stalled[reason]:
+		MarkStalled(conds, gen, reason, msg)
+	default:
+		SetCondition(conds, gen, strata.ConditionReady, status, reason, msg)
+		MarkReconciling(conds, gen, reason, msg)
+	}
+}

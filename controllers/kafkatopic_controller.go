@@ -711,17 +711,7 @@ func (r *KafkaTopicReconciler) deleteTopic(ctx context.Context, kt *strata.Kafka
 // that does not exist yet or does not answer) is Reconciling (InProgress),
 // since the controller retries it on its own.
 func setTopicCondition(kt *strata.KafkaTopic, status metav1.ConditionStatus, reason, msg string) {
-	conds, gen := &kt.Status.Conditions, kt.Generation
-	switch {
-	case status == metav1.ConditionTrue:
-		SetCondition(conds, gen, strata.ConditionReady, status, reason, msg)
-		MarkReconciled(conds, gen, reason, "the topic matches the spec")
-	case topicStalledReasons[reason]:
-		MarkStalled(conds, gen, reason, msg)
-	default:
-		SetCondition(conds, gen, strata.ConditionReady, status, reason, msg)
-		MarkReconciling(conds, gen, reason, msg)
-	}
+	setReadyCondition(&kt.Status.Conditions, kt.Generation, topicStalledReasons, "the topic matches the spec", status, reason, msg)
 }
 
 // topicStalledReasons are the Ready reasons that need a spec change.

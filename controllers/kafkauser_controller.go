@@ -771,17 +771,7 @@ func (r *KafkaUserReconciler) deleteUser(ctx context.Context, ku *strata.KafkaUs
 // brokers without ACL support or refused ACLs need someone to act
 // (Stalled); anything else is retried (Reconciling).
 func setUserCondition(ku *strata.KafkaUser, status metav1.ConditionStatus, reason, msg string) {
-	conds, gen := &ku.Status.Conditions, ku.Generation
-	switch {
-	case status == metav1.ConditionTrue:
-		SetCondition(conds, gen, strata.ConditionReady, status, reason, msg)
-		MarkReconciled(conds, gen, reason, "the user matches the spec")
-	case userStalledReasons[reason]:
-		MarkStalled(conds, gen, reason, msg)
-	default:
-		SetCondition(conds, gen, strata.ConditionReady, status, reason, msg)
-		MarkReconciling(conds, gen, reason, msg)
-	}
+	setReadyCondition(&ku.Status.Conditions, ku.Generation, userStalledReasons, "the user matches the spec", status, reason, msg)
 }
 
 // userStalledReasons are the Ready reasons that need someone to act.
