@@ -169,17 +169,22 @@ func TestSweeperDeletesObjectsOfOperatorConfiguredBroker(t *testing.T) {
 	if written, err = store.List(ctx, wal.KeyPrefix); err != nil || len(written) == 0 {
 		t.Fatalf("WAL objects after shutdown: %d, %v", len(written), err)
 	}
-	var newest time.Time
+	var oldest, newest time.Time
 	for _, o := range written {
-		t.Logf("broker wrote %s", o.Key)
+		t.Logf("broker wrote %s at %s", o.Key, o.LastModified)
 		if o.LastModified.After(newest) {
 			newest = o.LastModified
+		}
+		if oldest.IsZero() || o.LastModified.Before(oldest) {
+			oldest = o.LastModified
 		}
 	}
 
 	clusters := ClustersUsingBucket(fb, []strata.KafkaCluster{*kc})
-	// Younger than the retention: counted as the cluster's, kept.
-	res, err := sweepWAL(ctx, store, fb.Spec.Zone, clusters, newest.Add(retention-time.Second))
+	// Every object younger than the retention (the broker may have spread its
+	// uploads over more than a second on a loaded machine, so the clock is
+	// set from the oldest): counted as the cluster's, kept.
+	res, err := sweepWAL(ctx, store, fb.Spec.Zone, clusters, oldest.Add(retention-time.Second))
 	if err != nil || res.err != nil {
 		t.Fatalf("sweep: %v, %v", err, res.err)
 	}
