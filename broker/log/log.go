@@ -40,27 +40,27 @@ type Log struct {
 	ioMu sync.RWMutex
 	mu   sync.RWMutex
 
-	cfg         Config
-	segs        []*segment // sorted by base; the last one is active. Replaced, never mutated in place.
-	start       int64      // log start offset
-	leo         int64      // log end offset
-	size        int64      // sum of segment sizes
-	epochs      epochCache
-	producers   producerStates
+	cfg       Config
+	segs      []*segment // sorted by base; the last one is active. Replaced, never mutated in place.
+	start     int64      // log start offset
+	leo       int64      // log end offset
+	size      int64      // sum of segment sizes
+	epochs    epochCache
+	producers producerStates
 	// unreplicated are completed transactions whose marker may be at or
 	// above the high watermark (txn.go); stableHWM is the largest high
 	// watermark LastStableOffset was given.
 	unreplicated []completedTxn
 	stableHWM    atomic.Int64
-	unflushed   int64 // records appended since the last fsync
-	dirty       bool  // bytes appended since the last fsync
-	waitCh      chan struct{}
-	closed      bool
-	failed      error
-	flushReset  chan struct{}
-	flushStop   chan struct{}
-	flushDone   chan struct{}
-	stopFlusher sync.Once
+	unflushed    int64 // records appended since the last fsync
+	dirty        bool  // bytes appended since the last fsync
+	waitCh       chan struct{}
+	closed       bool
+	failed       error
+	flushReset   chan struct{}
+	flushStop    chan struct{}
+	flushDone    chan struct{}
+	stopFlusher  sync.Once
 
 	// cleanMu serialises Clean; cleaner is its progress (guarded by mu).
 	cleanMu       sync.Mutex
