@@ -139,7 +139,8 @@ func (p *producerStates) check(headers []record.Header, markers []*record.Marker
 				cur.Epoch, cur.Batches = h.ProducerEpoch, nil
 			}
 			if cur.TxnFirst >= 0 {
-				done = append(done, completedTxn{producerID: h.ProducerID, firstOffset: cur.TxnFirst, lastOffset: first, aborted: marker.Type == record.ControlAbort})
+				done = append(done, completedTxn{producerID: h.ProducerID, firstOffset: cur.TxnFirst, lastOffset: first,
+					aborted: marker.Type == record.ControlAbort, lso: p.lsoAfter(h.ProducerID, first, pending)})
 				cur.TxnFirst = -1
 			}
 			continue
@@ -177,6 +178,24 @@ func (p *producerStates) check(headers []record.Header, markers []*record.Marker
 		cur.add(meta)
 	}
 	return pending, done, nil, nil
+}
+
+// lsoAfter is the LSO once producerID's transaction ended at marker: the
+// first offset of the oldest other open transaction (as of the batches
+// checked so far), else the offset after the marker.
+func (p *producerStates) lsoAfter(producerID, marker int64, pending pendingProducers) int64 {
+	lso := marker + 1
+	for id, first := range p.ongoing {
+		if _, ok := pending[id]; !ok && id != producerID {
+			lso = min(lso, first)
+		}
+	}
+	for id, e := range pending {
+		if id != producerID && e.TxnFirst >= 0 {
+			lso = min(lso, e.TxnFirst)
+		}
+	}
+	return lso
 }
 
 // commit installs the pending entries of a successful append.
@@ -390,6 +409,7 @@ func (l *Log) removeSnapshots(drop func(off int64) bool) error {
 func (l *Log) rebuildProducers() error {
 	l.producers.reset()
 	l.unreplicated = nil
+	l.stableHWM.Store(0) // the high watermark may be below the old one now
 	if err := l.removeSnapshots(func(off int64) bool { return off > l.leo }); err != nil {
 		return err
 	}

@@ -60,6 +60,7 @@ type completedTxn struct {
 	firstOffset int64
 	lastOffset  int64
 	aborted     bool
+	lso         int64 // the LSO right after the marker (AbortedTxn.LastStableOffset)
 }
 
 // txnIndex is a segment's aborted transactions. Guarded by Log.mu; the
@@ -202,18 +203,14 @@ func (l *Log) markers(batches []record.Batch, headers []record.Header) []*record
 }
 
 // completeTxnsLocked records transactions that markers just ended: aborted
-// ones enter the index of seg, and all stay unstable until the high
+// ones enter the index of seg (all of done's markers are in seg), and all stay unstable until the high
 // watermark passes their marker. Called with mu held, after
 // producers.commit.
 func (l *Log) completeTxnsLocked(seg *segment, done []completedTxn) error {
 	var errs []error
 	for _, c := range done {
 		if c.aborted {
-			lso := c.lastOffset + 1
-			for _, first := range l.producers.ongoing {
-				lso = min(lso, first)
-			}
-			errs = append(errs, seg.txn.add(AbortedTxn{ProducerID: c.producerID, FirstOffset: c.firstOffset, LastOffset: c.lastOffset, LastStableOffset: lso}))
+			errs = append(errs, seg.txn.add(AbortedTxn{ProducerID: c.producerID, FirstOffset: c.firstOffset, LastOffset: c.lastOffset, LastStableOffset: c.lso}))
 		}
 		l.unreplicated = append(l.unreplicated, c)
 	}
