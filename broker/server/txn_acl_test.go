@@ -63,6 +63,21 @@ func TestTxnACLs(t *testing.T) {
 	if code := marker(admin); code != 0 {
 		t.Fatalf("super user's WriteTxnMarkers: %v", kerr.ErrorForCode(code))
 	}
+	mfs, err := s.Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	markers := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == "strata_txn_markers_written_total" {
+			for _, m := range mf.GetMetric() {
+				markers[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if markers["committed"] != 1 || markers["error"] != 1 || markers["aborted"] != 0 {
+		t.Fatalf("strata_txn_markers_written_total %v, want committed 1, error 1", markers)
+	}
 
 	produce := func() int16 {
 		t.Helper()
