@@ -84,7 +84,6 @@ func createSegment(fs FS, dir string, base int64, nowMs int64) (*segment, error)
 	}
 	s.offIdx.mem = make([]byte, 0, 64*offsetEntrySize)
 	s.timeIdx.mem = make([]byte, 0, 64*timeEntrySize)
-	s.txn.stale = false // created empty, as it should be
 	s.rollTs = nowMs
 	return s, nil
 }

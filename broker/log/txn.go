@@ -85,12 +85,19 @@ func encodeAbortedTxn(e AbortedTxn) []byte {
 	return b
 }
 
+// openTxnIndex opens a segment's aborted-transaction index. A missing
+// file is not created here (an empty one would look valid after a failed
+// Open): it is marked stale and written by rewrite once rebuilt. With
+// O_CREATE in flag (a new segment) it is created empty.
 func openTxnIndex(fs FS, dir string, base int64, flag int) (*txnIndex, error) {
 	ti := &txnIndex{name: segmentName(dir, base, txnIndexSuffix)}
-	if _, err := fs.Stat(ti.name); err != nil {
-		ti.stale = true
+	if flag&os.O_CREATE == 0 {
+		if _, err := fs.Stat(ti.name); err != nil {
+			ti.stale = true
+			return ti, nil
+		}
 	}
-	f, err := fs.OpenFile(ti.name, os.O_RDWR|os.O_CREATE|flag, 0o644)
+	f, err := fs.OpenFile(ti.name, os.O_RDWR|flag, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -138,10 +145,14 @@ func (ti *txnIndex) load(base, next int64) error {
 	return nil
 }
 
-// add appends an entry to memory and to the file.
+// add appends an entry to memory and to the file (memory only while the
+// index is stale: rewrite writes the file).
 func (ti *txnIndex) add(e AbortedTxn) error {
 	pos := int64(len(ti.entries)) * txnIndexEntrySize
 	ti.entries = append(ti.entries, e)
+	if ti.stale || ti.f == nil {
+		return nil
+	}
 	if _, err := ti.f.WriteAt(encodeAbortedTxn(e), pos); err != nil {
 		return fmt.Errorf("write %s: %w", ti.name, err)
 	}
