@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -39,9 +40,24 @@ func (v *testVerifier) count() int {
 	return len(v.calls)
 }
 
+// fetchStarts is an Observer that reports each Fetch handler start.
+type fetchStarts chan struct{}
+
+func (fetchStarts) ConnOpened() {}
+func (fetchStarts) ConnClosed() {}
+func (f fetchStarts) RequestStarted(key int16) {
+	if key == kmsg.Fetch.Int16() {
+		select {
+		case f <- struct{}{}:
+		default:
+		}
+	}
+}
+func (fetchStarts) Request(int16, int16, int, int, time.Duration, bool) {}
+
 // startTxnBroker serves a standalone broker with env's TxnVerifier set
 // (broker/server wires the coordinator's in a real broker).
-func startTxnBroker(t *testing.T, v protocol.TxnVerifier) string {
+func startTxnBroker(t *testing.T, v protocol.TxnVerifier, obs ...protocol.Observer) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,7 +69,11 @@ func startTxnBroker(t *testing.T, v protocol.TxnVerifier) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := protocol.NewServer(protocol.Config{Env: &protocol.Env{Broker: b, TxnVerifier: v, Log: discardLogger()}, Log: discardLogger()})
+	pcfg := protocol.Config{Env: &protocol.Env{Broker: b, TxnVerifier: v, Log: discardLogger()}, Log: discardLogger()}
+	if len(obs) > 0 {
+		pcfg.Observer = obs[0]
+	}
+	s := protocol.NewServer(pcfg)
 	go func() { _ = s.Serve(l) }()
 	t.Cleanup(func() {
 		s.Close()
@@ -302,5 +322,55 @@ func TestTransactionalProduceAndMarkers(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("WriteTxnMarkers v0-1 not advertised")
+	}
+}
+
+// A read_committed fetch parked on an open transaction (no data below the
+// LSO, MaxWait far beyond the test's deadline) answers when the commit
+// marker moves the LSO.
+func TestReadCommittedFetchWakesOnMarker(t *testing.T) {
+	starts := make(fetchStarts, 1)
+	addr := startTxnBroker(t, nil, starts)
+	createTopic(t, newAdmin(t, addr), "park", 1, nil)
+	cl := newClient(t, addr)
+	c := &txnClient{t: t, cl: cl, topic: "park", pid: 5}
+	c.mustProduce("t", "v1", "v2")
+	details, err := kadm.NewClient(cl).ListTopics(testCtx(t), "park")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select { // no fetch before ours
+
+	case <-starts:
+	default:
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.MaxBytes, req.IsolationLevel, req.MinBytes, req.MaxWaitMillis = -1, 1<<20, 1, 1, 300_000
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = "park", details["park"].ID
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes = 1 << 20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	type result struct {
+		resp *kmsg.FetchResponse
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := req.RequestWith(testCtx(t), cl)
+		done <- result{resp, err}
+	}()
+	<-starts // the fetch is being served (and parks: nothing below the LSO)
+	if codes := writeMarker(t, addr, "park", 5, 0, true, 0); codes[0] != 0 {
+		t.Fatalf("commit marker: %v", kerr.ErrorForCode(codes[0]))
+	}
+	r := <-done // the test context (60 s) ends long before MaxWait (300 s)
+	if r.err != nil {
+		t.Fatalf("parked read_committed fetch: %v", r.err)
+	}
+	p := r.resp.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 || p.LastStableOffset != 3 || len(p.RecordBatches) == 0 {
+		t.Fatalf("woken fetch: error %v, LSO %d, %d bytes", kerr.ErrorForCode(p.ErrorCode), p.LastStableOffset, len(p.RecordBatches))
 	}
 }
