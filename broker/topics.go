@@ -584,6 +584,10 @@ func (p *Partition) AppendMarker(producerID int64, producerEpoch int16, m record
 		return p.Replica.AppendAsLeader([]record.Batch{b})
 	}
 	res, err := p.Log.AppendAsLeader([]record.Batch{b}, LeaderEpoch)
+	if err == nil {
+		// A single broker's high watermark is its log end.
+		p.Log.NoteHighWatermark(res.LastOffset + 1)
+	}
 	return res, LeaderEpoch, err
 }
 

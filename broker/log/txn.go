@@ -249,9 +249,7 @@ func (l *Log) pruneUnreplicatedLocked() {
 // It also remembers hwm: completed transactions below it are stable for
 // good.
 func (l *Log) LastStableOffset(hwm int64) int64 {
-	if hwm > l.stableHWM.Load() {
-		l.stableHWM.Store(hwm) // racing stores only make it lag: harmless
-	}
+	l.NoteHighWatermark(hwm)
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	lso := hwm
@@ -264,6 +262,19 @@ func (l *Log) LastStableOffset(hwm int64) int64 {
 		}
 	}
 	return max(lso, min(l.start, hwm))
+}
+
+// NoteHighWatermark tells the log that the partition's high watermark
+// reached hwm: completed transactions whose marker is below it are stable
+// for good, and the next append forgets them (without it, a partition
+// that nobody reads would keep every completed transaction).
+func (l *Log) NoteHighWatermark(hwm int64) {
+	for {
+		cur := l.stableHWM.Load()
+		if hwm <= cur || l.stableHWM.CompareAndSwap(cur, hwm) {
+			return
+		}
+	}
 }
 
 // OngoingTxns returns how many producers have a transaction open in this

@@ -442,3 +442,24 @@ func countControl(t testing.TB, l *Log) int {
 	}
 	return n
 }
+
+// Completed transactions are remembered only until the high watermark
+// passes their marker, also when nobody asks for the LSO (a partition
+// nobody reads): the replica layer reports each HWM move.
+func TestTxnCompletedForgottenBelowHWM(t *testing.T) {
+	l := openLog(t, t.TempDir(), testConfig())
+	defer l.Close()
+	w := &txnWriter{t: t, l: l, pid: 1}
+	for i := 0; i < 100; i++ {
+		w.data(v("k", fmt.Sprint(i)))
+		w.mustEnd(i%2 == 0)
+		l.NoteHighWatermark(l.EndOffset())
+	}
+	l.mu.RLock()
+	n := len(l.unreplicated)
+	l.mu.RUnlock()
+	if n > 1 {
+		t.Fatalf("%d completed transactions remembered below the high watermark", n)
+	}
+	wantLSO(t, l, l.EndOffset(), l.EndOffset())
+}
