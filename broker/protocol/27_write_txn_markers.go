@@ -141,9 +141,9 @@ func writeMarker(b *broker.Broker, topic string, partition int32, producerID int
 		if err := p.Replica.CheckLeader(-1); err != nil {
 			return nil, err
 		}
-		if err := p.CheckAcksAll(); err != nil {
-			return nil, err
-		}
+	}
+	if err := p.CheckAcksAll(); err != nil {
+		return nil, err
 	}
 	res, epoch, err := p.AppendMarker(producerID, producerEpoch, m)
 	if err != nil {
