@@ -55,48 +55,32 @@ type BrokerTLS interface {
 }
 
 // ServiceEndpoints reaches brokers through the Services the operator
-// renders: the bootstrap Service for Kafka, the headless Service's pod DNS
+// renders: the headless Service for Kafka, the headless Service's pod DNS
 // names for the brokers' HTTP endpoint.
 //
-// The admin client uses the first PLAINTEXT client listener when there is
-// one (as before secured listeners existed). Otherwise it connects to the
-// brokers' REPLICATION listener through the headless Service, with its
-// client certificate of the cluster CA (CN=strata-operator, read from
-// Secrets): the operator holds no SCRAM credentials of its own.
+// The admin client always talks to the brokers' REPLICATION listener,
+// with its client certificate of the cluster CA (CN=strata-operator,
+// read from Secrets), whatever the client listeners are: it needs no
+// SCRAM credential of its own, and a user who changes, secures or
+// removes client listeners cannot lock the operator out. Its principal
+// is one of the brokers' super users (SuperUsers).
 type ServiceEndpoints struct {
-	// Secrets reads <cluster>-operator-cert; nil allows PLAINTEXT only.
+	// Secrets reads <cluster>-operator-cert.
 	Secrets client.Reader
 }
 
 var _ BrokerTLS = ServiceEndpoints{}
 
-// plaintextListener is the first client listener of protocol PLAINTEXT.
-func plaintextListener(kc *strata.KafkaCluster) (strata.ListenerSpec, bool) {
-	for _, l := range Listeners(kc) {
-		if l.Protocol == "PLAINTEXT" {
-			return l, true
-		}
-	}
-	return strata.ListenerSpec{}, false
-}
-
-// Bootstrap is <cluster>-bootstrap.<namespace>.svc:<first PLAINTEXT
-// listener port>, else <cluster>-brokers.<namespace>.svc:9091.
+// Bootstrap is <cluster>-brokers.<namespace>.svc:9091 (REPLICATION).
 func (ServiceEndpoints) Bootstrap(kc *strata.KafkaCluster) ([]string, error) {
-	if l, ok := plaintextListener(kc); ok {
-		return []string{fmt.Sprintf("%s.%s.svc:%d", BootstrapServiceName(kc.Name), kc.Namespace, l.Port)}, nil
-	}
 	return []string{fmt.Sprintf("%s.%s.svc:%d", HeadlessServiceName(kc.Name), kc.Namespace, ReplicationPort)}, nil
 }
 
-// TLS is nil for a PLAINTEXT listener, else the operator's client
-// certificate and the cluster CA (OperatorTLSConfig).
+// TLS is the operator's client certificate and the cluster CA
+// (OperatorTLSConfig).
 func (e ServiceEndpoints) TLS(ctx context.Context, kc *strata.KafkaCluster) (*tls.Config, string, error) {
-	if _, ok := plaintextListener(kc); ok {
-		return nil, "", nil
-	}
 	if e.Secrets == nil {
-		return nil, "", fmt.Errorf("no PLAINTEXT listener and no Secret reader for the operator's client certificate")
+		return nil, "", fmt.Errorf("no Secret reader for the operator's client certificate")
 	}
 	return OperatorTLSConfig(ctx, e.Secrets, kc)
 }

@@ -68,26 +68,25 @@ func TestAdminPool(t *testing.T) {
 
 func TestServiceEndpoints(t *testing.T) {
 	kc := &strata.KafkaCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "demo"}}
-	seeds, _ := ServiceEndpoints{}.Bootstrap(kc)
-	if len(seeds) != 1 || seeds[0] != "demo-bootstrap.kafka.svc:9092" {
-		t.Fatalf("bootstrap = %v", seeds)
-	}
 	url, _ := ServiceEndpoints{}.HTTP(kc, "a", 2, 2)
 	if url != "http://demo-a-2.demo-brokers.kafka.svc:9644" {
 		t.Fatalf("http = %s", url)
 	}
-	if cfg, _, err := (ServiceEndpoints{}).TLS(context.Background(), kc); cfg != nil || err != nil {
-		t.Fatalf("PLAINTEXT listener: TLS %v, %v", cfg, err)
-	}
-
-	// Without a PLAINTEXT client listener: REPLICATION through the
-	// headless Service, with the operator's certificate.
-	kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SASL_SSL"}, {Name: "MTLS", Port: 9094, Protocol: "SSL"}}
-	seeds, _ = ServiceEndpoints{}.Bootstrap(kc)
-	if len(seeds) != 1 || seeds[0] != "demo-brokers.kafka.svc:9091" {
-		t.Fatalf("secured bootstrap = %v", seeds)
-	}
-	if _, _, err := (ServiceEndpoints{}).TLS(context.Background(), kc); err == nil {
-		t.Fatal("no Secret reader, no PLAINTEXT listener: want an error")
+	// Whatever the client listeners, a PLAINTEXT one included: the
+	// REPLICATION listener through the headless Service, with the
+	// operator's certificate.
+	for _, ls := range [][]strata.ListenerSpec{
+		nil,
+		{{Name: "PLAINTEXT", Port: 9092, Protocol: "PLAINTEXT"}},
+		{{Name: "CLIENT", Port: 9093, Protocol: "SASL_SSL"}, {Name: "MTLS", Port: 9094, Protocol: "SSL"}},
+	} {
+		kc.Spec.Listeners = ls
+		seeds, _ := ServiceEndpoints{}.Bootstrap(kc)
+		if len(seeds) != 1 || seeds[0] != "demo-brokers.kafka.svc:9091" {
+			t.Fatalf("listeners %v: bootstrap = %v", ls, seeds)
+		}
+		if _, _, err := (ServiceEndpoints{}).TLS(context.Background(), kc); err == nil {
+			t.Fatalf("listeners %v: no Secret reader: want an error", ls)
+		}
 	}
 }
