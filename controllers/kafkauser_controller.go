@@ -57,7 +57,7 @@ const (
 	EventAclsDeleted        = "AclsDeleted"
 	EventUserNotReady       = "UserNotReady"
 	EventUserNotManaged     = "UserNotManaged"
-	EventCertificateRenewed = "CertificateIssued"
+	EventUserCertificateIssued = "CertificateIssued"
 )
 
 // Keys of the user's Secret. They are what Strimzi writes, so clients and

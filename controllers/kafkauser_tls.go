@@ -73,7 +73,7 @@ func (r *KafkaUserReconciler) reconcileCertificate(ctx context.Context, s *userS
 			return fmt.Errorf("issue the certificate of user %s: %w", ku.Name, err)
 		}
 		log.FromContext(ctx).Info("issued user certificate", "reason", reason, "notAfter", leaf.Cert.NotAfter)
-		r.Recorder.Eventf(ku, nil, corev1.EventTypeNormal, EventCertificateRenewed, "Update",
+		r.Recorder.Eventf(ku, nil, corev1.EventTypeNormal, EventUserCertificateIssued, "Update",
 			"issued the certificate of %s from the clients CA (%s), valid until %s", tlsUserPrincipal(ku.Name), reason, leaf.Cert.NotAfter.UTC().Format(time.RFC3339))
 	}
 	data := map[string][]byte{
