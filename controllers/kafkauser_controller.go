@@ -49,14 +49,14 @@ const (
 
 // Event reasons of a KafkaUser.
 const (
-	EventSecretCreated      = "SecretCreated"
-	EventSecretUpdated      = "SecretUpdated"
-	EventCredentialsSet     = "CredentialsSet"
-	EventCredentialsDeleted = "CredentialsDeleted"
-	EventAclsChanged        = "AclsChanged"
-	EventAclsDeleted        = "AclsDeleted"
-	EventUserNotReady       = "UserNotReady"
-	EventUserNotManaged     = "UserNotManaged"
+	EventSecretCreated         = "SecretCreated"
+	EventSecretUpdated         = "SecretUpdated"
+	EventCredentialsSet        = "CredentialsSet"
+	EventCredentialsDeleted    = "CredentialsDeleted"
+	EventAclsChanged           = "AclsChanged"
+	EventAclsDeleted           = "AclsDeleted"
+	EventUserNotReady          = "UserNotReady"
+	EventUserNotManaged        = "UserNotManaged"
 	EventUserCertificateIssued = "CertificateIssued"
 )
 
