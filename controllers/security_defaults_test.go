@@ -55,3 +55,47 @@ func TestLegacySecurityDefaults(t *testing.T) {
 		t.Fatal("WithSecurityDefaults changed its argument")
 	}
 }
+
+// TestClientsCAMount: a client listener asking for client certificates
+// gets the clients CA's certificate mounted, and only that key of the
+// Secret: the CA's private key never reaches a broker pod.
+func TestClientsCAMount(t *testing.T) {
+	kc := threeZoneCluster()
+	zi := zoneInputs(kc, nil)[0]
+	hasVolume := func(kc *strata.KafkaCluster) bool {
+		for _, v := range BuildZoneStatefulSet(kc, zi, "h").Spec.Template.Spec.Volumes {
+			if v.Secret != nil && v.Secret.SecretName == ClientsCASecretName(kc.Name) {
+				if len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != CACertKey {
+					t.Fatalf("clients CA volume projects %v, want ca.crt only", v.Secret.Items)
+				}
+				return true
+			}
+		}
+		return false
+	}
+	if hasVolume(kc) {
+		t.Fatal("default SASL_SSL listener (no client certificates): clients CA mounted")
+	}
+	kc.Spec.Listeners = []strata.ListenerSpec{{Name: "MTLS", Port: 9094, Protocol: "SSL", TLS: &strata.ListenerTLS{ClientAuth: strata.ClientAuthRequested}}}
+	if !hasVolume(kc) {
+		t.Fatal("listener with tls.clientAuth: clients CA not mounted")
+	}
+	kc.Spec.Security.ListenerCertificate = &strata.SecretReference{Name: "public-tls"}
+	if hasVolume(kc) {
+		t.Fatal("listener certificate with its own ca.crt: clients CA mounted anyway")
+	}
+}
+
+// TestReservedUserNames are the common names of the certificates the
+// cluster CA issues, as the CRD rule lists them.
+func TestReservedUserNames(t *testing.T) {
+	want := []string{"strata-broker", "strata-operator", "strata-etcd"}
+	if len(ReservedUserNames) != len(want) {
+		t.Fatalf("ReservedUserNames = %v, want %v (keep the KafkaUser CEL rule in step)", ReservedUserNames, want)
+	}
+	for i := range want {
+		if ReservedUserNames[i] != want[i] {
+			t.Fatalf("ReservedUserNames = %v, want %v (keep the KafkaUser CEL rule in step)", ReservedUserNames, want)
+		}
+	}
+}
