@@ -851,7 +851,7 @@ var _ = Describe("CRD validation", func() {
 				created[u.GetKind()]++
 			}
 		}
-		Expect(created).To(Equal(map[string]int{"Secret": 1, "FastBucket": 3, "KafkaCluster": 1, "KafkaTopic": 1, "KafkaUser": 1}))
+		Expect(created).To(Equal(map[string]int{"Secret": 1, "FastBucket": 3, "KafkaCluster": 1, "KafkaTopic": 1, "KafkaUser": 2}))
 	})
 
 	It("keeps the managed etcd size fixed after creation", func() {

@@ -46,7 +46,18 @@ var ownedConfigKeys = map[string]string{
 	// cost (kafkacluster_cost.go)
 	"wal.policy":                 "spec.wal.policy",
 	"wal.upload.max.interval.ms": "spec.wal.maxUploadInterval",
+	// authorization (security_defaults.go)
+	"authorizer.class.name":          "spec.security.authorization",
+	"super.users":                    "spec.security.authorization",
+	"allow.everyone.if.no.acl.found": "spec.security.authorization",
 }
+
+// grandfatheredConfigKeys are owned keys that operator releases before
+// spec.security.authorization told users to set in spec.config. The API
+// server refuses them in new and changed configs; a stored config that
+// has them keeps working (they override the rendered keys, as before)
+// instead of stalling the cluster in UnsupportedSpec.
+var grandfatheredConfigKeys = []string{"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found"}
 
 // ownedConfigPrefixes are key prefixes the operator owns, by owner.
 var ownedConfigPrefixes = []struct{ prefix, owner string }{
@@ -95,7 +106,7 @@ func UnsupportedSpec(kc *strata.KafkaCluster) []string {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if owner, ok := ConfigKeyOwner(k); ok {
+		if owner, ok := ConfigKeyOwner(k); ok && !slices.Contains(grandfatheredConfigKeys, k) {
 			problems = append(problems, fmt.Sprintf("spec.config must not set %s: it is owned by %s", k, owner))
 		}
 	}

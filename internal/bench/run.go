@@ -87,7 +87,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 func runMode(ctx context.Context, cfg Config, mode string, progress io.Writer) (_ *ModeResult, err error) {
-	cl := &Cluster{Bootstrap: cfg.Bootstrap}
+	cl := &Cluster{Bootstrap: cfg.Bootstrap, Security: cfg.Load.Security}
 	if mode != ModeExternal {
 		fmt.Fprintf(progress, "%s: starting the cluster\n", mode)
 		cl, err = cfg.Starter.Start(ctx, mode, cfg.Cluster)

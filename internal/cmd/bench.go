@@ -20,6 +20,7 @@ func newBenchCmd() *cobra.Command {
 		cl                                             bench.ClusterOptions
 		asJSON                                         bool
 		plot                                           string
+		sec                                            clientSecurityFlags
 	)
 	lo := bench.DefaultLoadOptions()
 	cmd := &cobra.Command{
@@ -59,6 +60,14 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 			if err := lo.Validate(); err != nil {
 				return err
 			}
+			security, err := sec.security()
+			if err != nil {
+				return err
+			}
+			if security != nil && len(bootstrap) == 0 {
+				return fmt.Errorf("--tls-ca-file and --sasl-* are for --bootstrap (embedded clusters: mode suffix %s)", bench.SecuritySuffix)
+			}
+			lo.Security = security
 			cfg := bench.Config{Bootstrap: bootstrap, Modes: modes, MetricsURLs: metrics, Cluster: cl, Load: lo, Progress: cmd.ErrOrStderr()}
 			if len(bootstrap) == 0 {
 				if err := bench.ValidateModes(modes); err != nil {
@@ -113,6 +122,7 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 	fl.DurationVar(&cl.S3GetLatency, "s3-get-latency", 3*time.Millisecond, "wal mode: each object GET takes at least this long, the local server's own time included")
 	fl.DurationVar(&cl.ZoneLatency, "zone-latency", 0, "one-way delay on each direction of cross-zone connections: replica fetches and other-zone bucket GETs in the embedded clusters, and the bench clients' connections to brokers of other zones")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	sec.register(fl)
 	fl.StringVar(&plot, "plot", "", "write the latency distributions of all modes to this .svg or .png file")
 	return cmd
 }
