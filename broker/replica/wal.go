@@ -88,6 +88,9 @@ type WALConfig struct {
 	Policy            cost.Policy
 	MaxUploadInterval time.Duration
 	Prices            cost.Prices
+	// PolicyMaxObjectBytes is wal.policy.object.max.bytes: the largest
+	// object cost and auto cut (0: cost.DefaultMaxGrowBytes).
+	PolicyMaxObjectBytes int
 }
 
 // DefaultDownloadTimeout is the default of wal.download.timeout.ms: like
@@ -159,6 +162,15 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 	if cfg.Prices == (cost.Prices{}) {
 		cfg.Prices = cost.Default()
 	}
+	if cfg.PolicyMaxObjectBytes <= 0 {
+		cfg.PolicyMaxObjectBytes = cost.DefaultMaxGrowBytes
+	}
+	// The uploader's own bound is the largest size a plan may cut at;
+	// SetCut below sets the policy's cut before the first append.
+	maxObject := cfg.MaxObjectBytes
+	if cfg.Policy != cost.PolicyLatency {
+		maxObject = max(maxObject, cfg.PolicyMaxObjectBytes)
+	}
 	w := &walRep{cfg: cfg, m: m, tracker: wal.NewTracker(cfg.Retention), objects: map[string][]meta.TopicPartition{},
 		inline: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_wal_inline_bytes_total",
@@ -173,7 +185,7 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 	}
 	up, err := wal.NewUploader(wal.UploaderConfig{
 		Store: cfg.Store, Cluster: cfg.Cluster, Zone: cfg.Zone, BrokerID: m.cfg.NodeID, Incarnation: cfg.Incarnation,
-		MaxObjectBytes: cfg.MaxObjectBytes, UploadInterval: cfg.UploadInterval,
+		MaxObjectBytes: maxObject, UploadInterval: cfg.UploadInterval,
 		ReplicaSetKey: w.replicaSetKey, OnUpload: w.onUpload, Clock: cfg.Clock,
 	})
 	if err != nil {

@@ -110,6 +110,9 @@ type WALConfig struct {
 	// wal.policy").
 	Policy            cost.Policy
 	MaxUploadInterval time.Duration
+	// PolicyMaxObjectBytes is wal.policy.object.max.bytes (0: the
+	// decider's default, 1 MiB): cost and auto let objects grow to it.
+	PolicyMaxObjectBytes int
 	// DownloadTimeout is wal.download.timeout.ms: the budget of a
 	// follower's downloads per fetch round (0: replica's default, 1 s).
 	DownloadTimeout time.Duration
@@ -251,6 +254,7 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 		MaxObjectBytes: wc.MaxObjectBytes, UploadInterval: wc.UploadInterval, Retention: wc.Retention,
 		DownloadTimeout: wc.DownloadTimeout,
 		Policy:          policy, MaxUploadInterval: maxInterval, Prices: s.cfg.Prices,
+		PolicyMaxObjectBytes: wc.PolicyMaxObjectBytes,
 		Stores: func(bucket string) (objstore.Store, error) {
 			mu.Lock()
 			defer mu.Unlock()
