@@ -113,8 +113,13 @@ type walRep struct {
 	inlineBy map[string]prometheus.Counter
 
 	mu sync.Mutex
-	// objects names the partitions with pointers into each live object.
+	// objects names the partitions with pointers into each live object;
+	// putEnd is when its PUT finished (stage notify).
 	objects map[string][]meta.TopicPartition
+	putEnd  map[string]time.Time
+
+	// stages is the per-stage latency histogram (walstage.go).
+	stages *stageMetrics
 
 	// policy is wal.policy (walcost.go); policyInline is true while it
 	// replicates inline.
@@ -172,6 +177,7 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 		maxObject = max(maxObject, cfg.PolicyMaxObjectBytes)
 	}
 	w := &walRep{cfg: cfg, m: m, tracker: wal.NewTracker(cfg.Retention), objects: map[string][]meta.TopicPartition{},
+		putEnd: map[string]time.Time{}, stages: newStageMetrics(),
 		inline: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_wal_inline_bytes_total",
 			Help: "Record bytes this leader replicated inline to followers that accept WAL pointers, by reason (degraded, upload_slow, not_uploaded, no_pointer, mid_chunk, no_index, follower_asked; policy: wal.policy chose inline, not a degradation).",
@@ -214,7 +220,7 @@ func (m *Manager) WALCollectors() []prometheus.Collector {
 	if m.wal == nil {
 		return nil
 	}
-	cs := append([]prometheus.Collector{wal.NewUploaderCollector(m.wal.up), m.wal.inline}, m.wal.policy.collectors()...)
+	cs := append([]prometheus.Collector{wal.NewUploaderCollector(m.wal.up), m.wal.inline, m.wal.stages.vec}, m.wal.policy.collectors()...)
 	if m.wal.down != nil {
 		cs = append(cs, wal.NewDownloaderCollector(m.wal.down))
 	}
@@ -296,6 +302,7 @@ func (p *Partition) walAppendLocked(w *walRep, batches []record.Batch, epoch int
 
 // onUpload runs on the uploader's deliver goroutine, in sequence order.
 func (w *walRep) onUpload(res wal.UploadResult) {
+	w.stages.observeUpload(res)
 	byTP := map[meta.TopicPartition][]wal.Pointer{}
 	for _, ptr := range res.Pointers {
 		tp := meta.TopicPartition{Topic: ptr.Topic, Partition: ptr.Partition}
@@ -328,6 +335,9 @@ func (w *walRep) onUpload(res wal.UploadResult) {
 	}
 	w.mu.Lock()
 	w.objects[res.Key] = tps
+	if !res.PutStart.IsZero() {
+		w.putEnd[res.Key] = res.PutStart.Add(res.Elapsed)
+	}
 	w.mu.Unlock()
 	w.tracker.Add(res.Bucket, res.Key, w.cfg.Clock.Now(), wal.NeedsFor(res.Pointers, func(topic string, partition int32) []int32 {
 		p := w.m.Partition(meta.TopicPartition{Topic: topic, Partition: partition})
@@ -510,6 +520,32 @@ const (
 // PlanWALFetch decides how to serve a pointer-accepting replica fetch at
 // off (already checked by ServeReplicaFetch).
 func (m *Manager) PlanWALFetch(p *Partition, off int64, maxBytes int) WALServe {
+	plan := m.planWALFetch(p, off, maxBytes)
+	if len(plan.Pointers) > 0 {
+		m.wal.observeNotify(plan.Pointers)
+	}
+	return plan
+}
+
+// observeNotify records stage notify for each object the pointers name:
+// from its PUT's end to this answer.
+func (w *walRep) observeNotify(ptrs []wal.Pointer) {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last := ""
+	for _, ptr := range ptrs {
+		if ptr.Key == last {
+			continue
+		}
+		last = ptr.Key
+		if at, ok := w.putEnd[ptr.Key]; ok {
+			w.stages.observe(StageNotify, now.Sub(at))
+		}
+	}
+}
+
+func (m *Manager) planWALFetch(p *Partition, off int64, maxBytes int) WALServe {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	leo := p.Log.EndOffset()
@@ -670,6 +706,7 @@ func (w *walRep) deleteLoop(ctx context.Context) {
 			w.mu.Lock()
 			tps := w.objects[d.Key]
 			delete(w.objects, d.Key)
+			delete(w.putEnd, d.Key)
 			w.mu.Unlock()
 			for _, tp := range tps {
 				if p := w.m.Partition(tp); p != nil {
