@@ -1,0 +1,107 @@
+package bench
+
+import (
+	"math"
+	"testing"
+)
+
+// Two brokers. Broker 0 before the window: 10 put observations ≤ 5 ms.
+// In the window: put gains 100 observations, 50 in (0, 5 ms] and 50 in
+// (5, 10 ms]; get (broker 1 only) 100 in (10, 20 ms], with 2 of them
+// beyond 20 ms; cut_wait 10 in the +Inf bucket (beyond 20 ms).
+const stagesBefore0 = `# TYPE strata_wal_stage_seconds histogram
+strata_wal_stage_seconds_bucket{stage="put",le="0.005"} 10
+strata_wal_stage_seconds_bucket{stage="put",le="0.01"} 10
+strata_wal_stage_seconds_bucket{stage="put",le="0.02"} 10
+strata_wal_stage_seconds_bucket{stage="put",le="+Inf"} 10
+strata_wal_stage_seconds_sum{stage="put"} 0.03
+strata_wal_stage_seconds_count{stage="put"} 10
+`
+
+const stagesAfter0 = `# TYPE strata_wal_stage_seconds histogram
+strata_wal_stage_seconds_bucket{stage="put",le="0.005"} 60
+strata_wal_stage_seconds_bucket{stage="put",le="0.01"} 110
+strata_wal_stage_seconds_bucket{stage="put",le="0.02"} 110
+strata_wal_stage_seconds_bucket{stage="put",le="+Inf"} 110
+strata_wal_stage_seconds_sum{stage="put"} 0.8
+strata_wal_stage_seconds_count{stage="put"} 110
+strata_wal_stage_seconds_bucket{stage="cut_wait",le="0.005"} 0
+strata_wal_stage_seconds_bucket{stage="cut_wait",le="0.01"} 0
+strata_wal_stage_seconds_bucket{stage="cut_wait",le="0.02"} 0
+strata_wal_stage_seconds_bucket{stage="cut_wait",le="+Inf"} 10
+strata_wal_stage_seconds_sum{stage="cut_wait"} 1
+strata_wal_stage_seconds_count{stage="cut_wait"} 10
+`
+
+const stagesAfter1 = `# TYPE strata_wal_stage_seconds histogram
+strata_wal_stage_seconds_bucket{stage="get",le="0.005"} 0
+strata_wal_stage_seconds_bucket{stage="get",le="0.01"} 0
+strata_wal_stage_seconds_bucket{stage="get",le="0.02"} 98
+strata_wal_stage_seconds_bucket{stage="get",le="+Inf"} 100
+strata_wal_stage_seconds_sum{stage="get"} 1.6
+strata_wal_stage_seconds_count{stage="get"} 100
+`
+
+func TestComputeStages(t *testing.T) {
+	before := []Scrape{mustParse(t, stagesBefore0), mustParse(t, "")}
+	after := []Scrape{mustParse(t, stagesAfter0), mustParse(t, stagesAfter1)}
+	got, slowest := ComputeStages(before, after)
+	want := []struct {
+		stage    string
+		count    uint64
+		p50, p99 float64
+	}{
+		// Data-path order, not exposition order.
+		{"cut_wait", 10, 20, 20}, // all beyond the last bound: that bound
+		{"put", 100, 5, 9.9},     // rank 50 ends bucket 1; rank 99: 49/50 into (5, 10]
+		{"get", 100, 15.102, 20}, // rank 50: 50/98 into (10, 20]; 99 beyond 20 ms
+	}
+	if len(got) != len(want) {
+		t.Fatalf("stages %+v, want %d", got, len(want))
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Stage != w.stage || g.Count != w.count || g.P50Ms == nil || g.P99Ms == nil ||
+			math.Abs(*g.P50Ms-w.p50) > 0.01 || math.Abs(*g.P99Ms-w.p99) > 0.01 {
+			t.Errorf("stage %d: %s count %d p50 %v p99 %v; want %+v", i, g.Stage, g.Count, FormatValue(g.P50Ms), FormatValue(g.P99Ms), w)
+		}
+	}
+	// Ties at p99 (cut_wait and get at 20 ms): the first in path order.
+	if slowest != "cut_wait" {
+		t.Errorf("slowest stage at p99 %q, want cut_wait", slowest)
+	}
+	// Classic mode: no histogram, no stages.
+	if s, name := ComputeStages([]Scrape{mustParse(t, exposBefore)}, []Scrape{mustParse(t, exposAfter)}); s != nil || name != "" {
+		t.Errorf("stages without the histogram: %+v %q", s, name)
+	}
+}
+
+func TestPlanCPUs(t *testing.T) {
+	for _, tc := range []struct {
+		cpus            []int
+		ok              bool
+		brokers, others []int
+	}{
+		{[]int{0}, false, nil, nil},
+		{[]int{0, 1}, true, []int{0}, []int{1}},
+		{[]int{0, 1, 2}, true, []int{0}, []int{1, 2}},
+		{[]int{2, 3, 6, 7}, true, []int{2, 3}, []int{6, 7}},
+	} {
+		p, ok := PlanCPUs(tc.cpus)
+		if ok != tc.ok || !equalInts(p.Brokers, tc.brokers) || !equalInts(p.Others, tc.others) {
+			t.Errorf("PlanCPUs(%v) = %+v, %v; want %v / %v, %v", tc.cpus, p, ok, tc.brokers, tc.others, tc.ok)
+		}
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
