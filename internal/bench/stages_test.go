@@ -1,7 +1,11 @@
 package bench
 
 import (
+	"bytes"
+	"fmt"
+	"image/png"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -104,4 +108,42 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// TestPlotStages: a WAL mode's stages add a panel below the latency
+// panels (SVG and PNG grow by its height) with every stage named and the
+// slowest marked; a report without stages keeps the plain size.
+func TestPlotStages(t *testing.T) {
+	r := sampleReport()
+	if w, h := plotSize(r); w != plotWidth || h != plotHeight {
+		t.Fatalf("no stages: size %dx%d, want %dx%d", w, h, plotWidth, plotHeight)
+	}
+	for i, st := range walStages {
+		r.Modes[1].Stages = append(r.Modes[1].Stages, StageFigure{Stage: st, Count: 10, P50Ms: ptr(float64(i + 1)), P99Ms: ptr(float64(10 * (i + 1)))})
+	}
+	r.Modes[1].SlowestStageP99 = "hwm_to_consumer_fetch"
+	var b bytes.Buffer
+	if err := WriteSVG(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	_, h := plotSize(r)
+	if h <= plotHeight || !strings.Contains(b.String(), fmt.Sprintf(`height="%d"`, h)) {
+		t.Fatalf("SVG height: want %d (> %d)", h, plotHeight)
+	}
+	for _, want := range append([]string{"WAL stages", "hwm_to_consumer_fetch *", "8.000 / 80.00"}, walStages...) {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("SVG lacks %q", want)
+		}
+	}
+	b.Reset()
+	if err := WritePNG(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := img.Bounds().Dy(); got != h {
+		t.Errorf("PNG height %d, want %d", got, h)
+	}
 }
