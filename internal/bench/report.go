@@ -227,6 +227,18 @@ func (r *Report) ComputeRatios() {
 	}
 }
 
+// ReadJSON reads a report WriteJSON wrote (to print or plot it again).
+func ReadJSON(r io.Reader) (*Report, error) {
+	var rep Report
+	if err := json.NewDecoder(r).Decode(&rep); err != nil {
+		return nil, fmt.Errorf("read bench report: %w", err)
+	}
+	if rep.Schema != SchemaVersion {
+		return nil, fmt.Errorf("read bench report: schema %d, this binary reads %d", rep.Schema, SchemaVersion)
+	}
+	return &rep, nil
+}
+
 // WriteJSON writes the report as indented JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)

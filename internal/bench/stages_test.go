@@ -147,3 +147,38 @@ func TestPlotStages(t *testing.T) {
 		t.Errorf("PNG height %d, want %d", got, h)
 	}
 }
+
+// TestReadJSON: a saved report prints the same text as the run did
+// (bench --from-json), and another schema is refused clearly.
+func TestReadJSON(t *testing.T) {
+	r := sampleReport()
+	r.Settings.Pin = &PinSettings{Enabled: true, CPUPlan: CPUPlan{Brokers: []int{0}, Others: []int{1}}}
+	r.Modes[1].Stages = []StageFigure{{Stage: "put", Count: 3, P50Ms: ptr(5), P99Ms: ptr(9)}}
+	r.Modes[1].SlowestStageP99 = "put"
+	r.Modes[1].BrokerCPU = &BrokerCPU{Seconds: 2, SecondsPerGBProduce: 40}
+	var js, want, got bytes.Buffer
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadJSON(bytes.NewReader(js.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteText(&want); err != nil {
+		t.Fatal(err)
+	}
+	if err := back.WriteText(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want.String() {
+		t.Fatalf("text from the saved report differs:\n%s\nwant:\n%s", got.String(), want.String())
+	}
+	for _, s := range []string{"pinned: brokers on CPUs [0]", "broker CPU seconds per GB produced", "slowest at p99: put"} {
+		if !strings.Contains(got.String(), s) {
+			t.Errorf("text lacks %q", s)
+		}
+	}
+	if _, err := ReadJSON(strings.NewReader(`{"schema": 99}`)); err == nil || !strings.Contains(err.Error(), "schema 99") {
+		t.Errorf("schema 99: %v", err)
+	}
+}

@@ -19,7 +19,7 @@ func newBenchCmd() *cobra.Command {
 		bootstrap, modes, metrics, racks, topicConfigs []string
 		cl                                             bench.ClusterOptions
 		asJSON, pin                                    bool
-		plot                                           string
+		plot, fromJSON                                 string
 	)
 	lo := bench.DefaultLoadOptions()
 	cmd := &cobra.Command{
@@ -46,6 +46,9 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 			}
 			if ext := strings.ToLower(filepath.Ext(plot)); plot != "" && ext != ".svg" && ext != ".png" {
 				return fmt.Errorf("--plot %q: want a .svg or .png file name", plot)
+			}
+			if fromJSON != "" {
+				return rerender(cmd, fromJSON, plot, asJSON)
 			}
 			lo.ClientRacks = racks
 			if len(topicConfigs) > 0 {
@@ -116,6 +119,30 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 	fl.DurationVar(&cl.ZoneLatency, "zone-latency", 0, "one-way delay on each direction of cross-zone connections: replica fetches and other-zone bucket GETs in the embedded clusters, and the bench clients' connections to brokers of other zones")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fl.BoolVar(&pin, "pin", true, "on Linux with 2+ CPUs: run the embedded brokers on one half of the CPUs, the object store and the load generator on the other (the same in every mode; settings.pin in the JSON)")
+	fl.StringVar(&fromJSON, "from-json", "", "measure nothing: print (and --plot) the report a --json run wrote to this file")
 	fl.StringVar(&plot, "plot", "", "write the latency distributions of all modes to this .svg or .png file")
 	return cmd
+}
+
+// rerender prints (and plots) a report a --json run saved.
+func rerender(cmd *cobra.Command, path, plot string, asJSON bool) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	rep, err := bench.ReadJSON(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if plot != "" {
+		if err := bench.WritePlotFile(plot, rep); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "latency plot written to %s\n", plot)
+	}
+	if asJSON {
+		return rep.WriteJSON(cmd.OutOrStdout())
+	}
+	return rep.WriteText(cmd.OutOrStdout())
 }
