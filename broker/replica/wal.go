@@ -79,6 +79,9 @@ type WALConfig struct {
 	// fetched inline, so a hanging bucket cannot stall the partitions
 	// fetched from a leader (wal.DownloaderConfig.Timeout).
 	DownloadTimeout time.Duration
+	// DownloadHedge is wal.download.hedge.ms (wal.DownloaderConfig.HedgeAfter:
+	// 0 adaptive, < 0 never).
+	DownloadHedge time.Duration
 	// Clock defaults to the wall clock.
 	Clock wal.Clock
 	// Policy is wal.policy ("": latency, the behaviour before policies;
@@ -187,7 +190,7 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 		w.inlineBy[r] = w.inline.WithLabelValues(r)
 	}
 	if cfg.Stores != nil {
-		w.down = wal.NewDownloader(wal.DownloaderConfig{Store: cfg.Stores, Timeout: cfg.DownloadTimeout})
+		w.down = wal.NewDownloader(wal.DownloaderConfig{Store: cfg.Stores, Timeout: cfg.DownloadTimeout, HedgeAfter: cfg.DownloadHedge})
 	}
 	up, err := wal.NewUploader(wal.UploaderConfig{
 		Store: cfg.Store, Cluster: cfg.Cluster, Zone: cfg.Zone, BrokerID: m.cfg.NodeID, Incarnation: cfg.Incarnation,
