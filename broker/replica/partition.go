@@ -430,7 +430,7 @@ func (p *Partition) CheckMinISR(minISR int32) error {
 func (p *Partition) WaitHighWatermark(ctx context.Context, offset int64, epoch, minISR int32) error {
 	for waited := false; ; waited = true {
 		p.mu.Lock()
-		role, cur, ch, isr := p.role, p.state.LeaderEpoch, p.notify, len(p.state.ISR)
+		role, cur, ch, isr, w := p.role, p.state.LeaderEpoch, p.notify, len(p.state.ISR), p.wal
 		p.mu.Unlock()
 		if role != RoleLeader || cur != epoch {
 			return fmt.Errorf("%w: leadership of %s at epoch %d ended while waiting for replication", kerr.NotLeaderForPartition, p.TP, epoch)
@@ -439,10 +439,10 @@ func (p *Partition) WaitHighWatermark(ctx context.Context, offset int64, epoch, 
 			if int32(isr) < minISR {
 				return fmt.Errorf("%w: %s has %d in-sync replicas, min.insync.replicas is %d", kerr.NotEnoughReplicasAfterAppend, p.TP, isr, minISR)
 			}
-			if waited && p.wal != nil {
+			if waited && w != nil {
 				// Woken by the HWM move: how long the wake-up took.
 				if d, ok := p.hwmAt.since(); ok {
-					p.wal.stages.observe(StageHWMToProduce, d)
+					w.stages.observe(StageHWMToProduce, d)
 				}
 			}
 			return nil
