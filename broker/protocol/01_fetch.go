@@ -173,6 +173,9 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		resp, total := fetchOnce(r, b, req, denied, &waits, &charge)
 		if total >= int(req.MinBytes) || wait == 0 || len(waits) == 0 || ctx.Err() != nil {
 			charge.record()
+			if timer != nil && total > 0 && req.ReplicaID < 0 {
+				observeConsumerWake(b, resp)
+			}
 			return done(resp)
 		}
 		if timer == nil {
