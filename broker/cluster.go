@@ -585,6 +585,9 @@ func (b *Broker) setTopicConfigsCluster(ctx context.Context, topic string, edit 
 		if err := b.checkTopicConfigs(next); err != nil {
 			return nil, err
 		}
+		if err := b.checkRemoteStorageChange(cfg, next); err != nil {
+			return nil, err
+		}
 		return next, nil
 	}
 	if validateOnly {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 
@@ -425,6 +424,9 @@ func (b *Broker) setTopicConfigs(ctx context.Context, topic string, edit func(ma
 	if err == nil {
 		err = b.checkTopicConfigs(next)
 	}
+	if err == nil {
+		err = b.checkRemoteStorageChange(t.configs, next)
+	}
 	if err != nil || validateOnly {
 		return err
 	}
@@ -506,12 +508,14 @@ func (b *Broker) ApplyRetention() (int, error) {
 	total := 0
 	var errs []error
 	for _, p := range parts {
-		limit := int64(math.MaxInt64)
-		if p.Replica != nil {
-			// Kafka never deletes above the high watermark.
-			limit = p.Replica.HighWatermark()
+		// Kafka never deletes above the high watermark; a tiered log
+		// keeps what the slow tier does not hold yet (tiered.go).
+		limit, tiered := p.retentionLimit()
+		apply := p.Log.ApplyRetentionUpTo
+		if tiered {
+			apply = p.Log.ApplyLocalRetentionUpTo
 		}
-		n, err := p.Log.ApplyRetentionUpTo(limit)
+		n, err := apply(limit)
 		total += n
 		if err != nil {
 			errs = append(errs, fmt.Errorf("retention of %s-%d: %w", p.Topic, p.Index, err))

@@ -63,8 +63,9 @@ func deleteRecords(b *broker.Broker, topic string, partition int32, offset int64
 	if offset < 0 || offset > hw {
 		return -1, fmt.Errorf("%w: offset %d, high watermark %d", kerr.OffsetOutOfRange, offset, hw)
 	}
-	if err := p.Log.DeleteRecordsBefore(offset); err != nil {
+	// Both tiers of a tiered topic (the slow tier's manifest first).
+	if err := p.DeleteRecordsBefore(offset); err != nil {
 		return -1, err
 	}
-	return p.Log.StartOffset(), nil
+	return p.StartOffset(), nil
 }

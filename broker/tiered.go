@@ -1,0 +1,308 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strata-dev/strata/broker/meta"
+	"github.com/strata-dev/strata/broker/replica"
+	"github.com/strata-dev/strata/broker/tier"
+)
+
+// The slow tier (remote.storage.enable, package broker/tier) as the broker
+// sees it: every hosted partition of a tiered topic has a tier handle; the
+// leader uploads sealed segments below the high watermark and applies
+// retention.ms/bytes to the tier, every replica keeps only
+// local.retention.ms/bytes of what the tier holds, consumers read below
+// the local log start from the tier.
+
+// ConfigRemoteStorage is the topic config that tiers a topic (Kafka's).
+const ConfigRemoteStorage = "remote.storage.enable"
+
+// remoteReadTimeout bounds one remote read of a fetch or ListOffsets.
+const remoteReadTimeout = 10 * time.Second
+
+// SetTier turns the slow tier on (remote.log.storage.system.enable): the
+// partitions opened from now on, and those open already, get their tier
+// handle. Call it once, before serving.
+func (b *Broker) SetTier(t *tier.Tier) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tier = t
+	for _, top := range b.topics {
+		for _, p := range top.partitions {
+			if p != nil {
+				b.attachTierLocked(top, p)
+			}
+		}
+	}
+}
+
+// Tier is the slow tier, nil when off.
+func (b *Broker) Tier() *tier.Tier {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.tier
+}
+
+// attachTierLocked gives p its tier handle (every partition has one while
+// the tier is on; whether it is used follows remote.storage.enable, which
+// may change). Called with b.mu held.
+func (b *Broker) attachTierLocked(t *Topic, p *Partition) {
+	if b.tier == nil || p.tier.Load() != nil {
+		return
+	}
+	p.tier.Store(b.tier.Partition(t.Name, meta.TopicID(t.ID).String(), p.Index))
+}
+
+// Tiered returns p's tier handle when its topic is tiered, else nil.
+func (p *Partition) Tiered() *tier.Partition {
+	if !p.Log.Config().RemoteStorage {
+		return nil
+	}
+	return p.tier.Load()
+}
+
+// StartOffset is the partition's log start offset: the tier's start when
+// the tier holds offsets below the local log (what consumers and
+// ListOffsets earliest see), else the local log start.
+func (p *Partition) StartOffset() int64 {
+	local := p.Log.StartOffset()
+	if tp := p.Tiered(); tp != nil {
+		if start, end, ok := tp.Range(); ok && start < local && end >= local {
+			return start
+		}
+	}
+	return local
+}
+
+// ReadRemote serves a consumer read below the local log start from the
+// tier. ok is false when the offset is not the tier's to serve (not
+// tiered, or at or above the local log start). A bucket failure is
+// KAFKA_STORAGE_ERROR, which clients retry (Kafka's answer for a failed
+// remote read).
+func (p *Partition) ReadRemote(offset int64, maxBytes int, maxOffset int64) (records []byte, ok bool, err error) {
+	tp := p.Tiered()
+	if tp == nil || offset >= p.Log.StartOffset() {
+		return nil, false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+	defer cancel()
+	data, err := tp.Read(ctx, offset, maxBytes, maxOffset)
+	switch {
+	case errors.Is(err, tier.ErrOffsetOutOfRange):
+		return nil, true, fmt.Errorf("%w: %v", kerr.OffsetOutOfRange, err)
+	case err != nil:
+		return nil, true, fmt.Errorf("%w: remote read of %s-%d at %d: %v", kerr.KafkaStorageError, p.Topic, p.Index, offset, err)
+	}
+	return data, true, nil
+}
+
+// OffsetForTimestamp is ListOffsets by timestamp across both tiers: the
+// tier first (older records), then the local log.
+func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool, err error) {
+	if tp := p.Tiered(); tp != nil {
+		if start, _, has := tp.Range(); has && start < p.Log.StartOffset() {
+			ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+			defer cancel()
+			o, t, found, err := tp.OffsetForTimestamp(ctx, ts)
+			if err != nil {
+				return -1, -1, false, fmt.Errorf("%w: remote timestamp lookup of %s-%d: %v", kerr.KafkaStorageError, p.Topic, p.Index, err)
+			}
+			if found && o < p.Log.StartOffset() {
+				return o, t, true, nil
+			}
+		}
+	}
+	o, t, found := p.Log.OffsetForTimestamp(ts)
+	return o, t, found, nil
+}
+
+// LatestTieredOffset is ListOffsets -5 (KIP-1005): the last offset in the
+// tier, -1 when it holds none.
+func (p *Partition) LatestTieredOffset() int64 {
+	if tp := p.Tiered(); tp != nil {
+		if _, end, ok := tp.Range(); ok {
+			return end - 1
+		}
+	}
+	return -1
+}
+
+// leadership returns whether this broker leads p, at which epoch, and the
+// high watermark (a standalone broker always leads, at epoch 0).
+func (p *Partition) leadership() (leader bool, epoch int32, hwm int64) {
+	if p.Replica == nil {
+		return true, LeaderEpoch, p.Log.EndOffset()
+	}
+	return p.Replica.Role() == replica.RoleLeader, p.Replica.LeaderEpoch(), p.Replica.HighWatermark()
+}
+
+// DeleteRecordsBefore moves the log start offset of both tiers to offset
+// (DeleteRecords): the tier's manifest first (so a failed write leaves
+// everything as it was), then the local log.
+func (p *Partition) DeleteRecordsBefore(offset int64) error {
+	if tp := p.Tiered(); tp != nil {
+		leader, epoch, _ := p.leadership()
+		if !leader {
+			return fmt.Errorf("%w: %s-%d", kerr.NotLeaderForPartition, p.Topic, p.Index)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+		defer cancel()
+		if err := tp.DeleteRecordsBefore(ctx, epoch, offset); err != nil {
+			return fmt.Errorf("%w: moving the tier's start of %s-%d: %v", kerr.KafkaStorageError, p.Topic, p.Index, err)
+		}
+	}
+	if offset < p.Log.StartOffset() {
+		return nil
+	}
+	return p.Log.DeleteRecordsBefore(offset)
+}
+
+// retentionLimit is the offset below which retention may delete local
+// segments of p: the high watermark, and for a tiered log also the end of
+// what the tier holds.
+func (p *Partition) retentionLimit() (int64, bool) {
+	limit := int64(math.MaxInt64)
+	if p.Replica != nil {
+		limit = p.Replica.HighWatermark()
+	}
+	tp := p.Tiered()
+	if tp == nil {
+		return limit, false
+	}
+	return min(limit, tp.EndOffset()), true
+}
+
+// checkRemoteStorage applies Kafka's rules to a topic's effective configs:
+// remote.storage.enable needs the broker's slow tier
+// (remote.log.storage.system.enable) and cleanup.policy=delete.
+func (b *Broker) checkRemoteStorage(overrides map[string]string) error {
+	on := b.effectiveTopicConfig(topicConfigByName[ConfigRemoteStorage], overrides).Value == "true"
+	if !on {
+		return nil
+	}
+	if !b.cfg.RemoteStorageSystem {
+		return fmt.Errorf("%w: tiered storage functionality is disabled in the broker (remote.log.storage.system.enable=false); topic cannot be configured with %s=true", kerr.InvalidConfig, ConfigRemoteStorage)
+	}
+	if policyHas(b.effectiveTopicConfig(topicConfigByName["cleanup.policy"], overrides).Value, "compact") {
+		return fmt.Errorf("%w: remote log storage is only supported for topics with cleanup.policy=delete", kerr.InvalidConfig)
+	}
+	return nil
+}
+
+// checkRemoteStorageChange refuses turning remote.storage.enable off on a
+// tiered topic, as Kafka does: the tier's data would be stranded.
+func (b *Broker) checkRemoteStorageChange(prev, next map[string]string) error {
+	tc := topicConfigByName[ConfigRemoteStorage]
+	if b.effectiveTopicConfig(tc, prev).Value == "true" && b.effectiveTopicConfig(tc, next).Value != "true" {
+		return fmt.Errorf("%w: disabling remote storage on a topic is not supported (%s stays true)", kerr.InvalidConfig, ConfigRemoteStorage)
+	}
+	return nil
+}
+
+// TierStats is what the slow tier's metrics read.
+type TierStats struct {
+	tier.Stats
+	// LagBytes is the bytes of led tiered partitions not in the tier yet.
+	LagBytes int64
+	// Partitions is the number of tiered partitions this broker leads.
+	Partitions int
+}
+
+// TierManager runs the slow tier for a broker: every interval
+// (remote.log.manager.task.interval.ms) it uploads the led partitions'
+// sealed segments, applies tier retention, and refreshes the manifests of
+// followed partitions (whose local retention waits for the tier).
+type TierManager struct {
+	b        *Broker
+	interval time.Duration
+
+	mu    sync.Mutex
+	stats TierStats
+}
+
+// NewTierManager returns the manager; Run starts it.
+func NewTierManager(b *Broker, interval time.Duration) *TierManager {
+	if interval <= 0 {
+		interval = 30 * time.Second
+	}
+	return &TierManager{b: b, interval: interval}
+}
+
+// Stats returns the counters and the upload lag of the last round.
+func (m *TierManager) Stats() TierStats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.stats
+	if t := m.b.Tier(); t != nil {
+		s.Stats = t.Stats()
+	}
+	return s
+}
+
+// Run works until ctx ends.
+func (m *TierManager) Run(ctx context.Context) {
+	t := time.NewTicker(m.interval)
+	defer t.Stop()
+	for {
+		if err := m.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			m.b.log.V(1).Info("slow tier round", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RunOnce does one round over every hosted tiered partition and returns
+// the errors joined (each partition retries with its own backoff).
+func (m *TierManager) RunOnce(ctx context.Context) error {
+	var errs []error
+	var lagBytes int64
+	led := 0
+	for _, p := range m.b.AllPartitions() {
+		tp := p.Tiered()
+		if tp == nil {
+			continue
+		}
+		leader, epoch, hwm := p.leadership()
+		if !leader {
+			if _, err := tp.Load(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("%s-%d: %w", p.Topic, p.Index, err))
+			}
+			continue
+		}
+		led++
+		res, err := tp.Upload(ctx, p.Log, hwm, epoch)
+		lagBytes += res.Lag
+		if err != nil {
+			if errors.Is(err, tier.ErrFenced) {
+				continue // a newer leader took over; this one steps down soon
+			}
+			errs = append(errs, fmt.Errorf("upload %s-%d: %w", p.Topic, p.Index, err))
+			continue
+		}
+		cfg := p.Log.Config()
+		pol := tier.RetentionPolicy{RetentionMs: cfg.RetentionMs, RetentionBytes: cfg.RetentionBytes, LocalBytes: res.Lag}
+		if _, err := tp.ApplyRetention(ctx, epoch, pol); err != nil && !errors.Is(err, tier.ErrFenced) {
+			errs = append(errs, fmt.Errorf("tier retention %s-%d: %w", p.Topic, p.Index, err))
+		}
+	}
+	m.mu.Lock()
+	m.stats.LagBytes, m.stats.Partitions = lagBytes, led
+	m.mu.Unlock()
+	// Local retention right after uploads: segments just uploaded may go.
+	if _, err := m.b.ApplyRetention(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
