@@ -307,7 +307,7 @@ func (b *Broker) logConfig(overrides map[string]string) log.Config {
 	cfg.DeleteRetention = ms("delete.retention.ms")
 	cfg.LocalRetentionMs = ms("local.retention.ms")
 	cfg.LocalRetentionBytes = num("local.retention.bytes")
-	cfg.RemoteStorage = get(ConfigRemoteStorage) == "true"
+	cfg.RemoteStorage = b.tieredByConfig(overrides)
 	return cfg
 }
 

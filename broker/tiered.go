@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/strata-dev/strata/broker/log"
 	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/replica"
 	"github.com/strata-dev/strata/broker/tier"
@@ -180,21 +182,42 @@ func (p *Partition) retentionLimit() (int64, bool) {
 	return min(limit, tp.EndOffset()), true
 }
 
-// checkRemoteStorage applies Kafka's rules to a topic's effective configs:
+// checkRemoteStorage applies Kafka's rules to a topic's configs:
 // remote.storage.enable needs the broker's slow tier
-// (remote.log.storage.system.enable) and cleanup.policy=delete.
+// (remote.log.storage.system.enable); set on the topic it needs
+// cleanup.policy=delete (a compacted topic under the cluster default
+// log.remote.storage.enable=true is simply not tiered: tieredByConfig), and
+// the topic's own local.retention.ms/bytes must not exceed its
+// retention.ms/bytes.
 func (b *Broker) checkRemoteStorage(overrides map[string]string) error {
-	on := b.effectiveTopicConfig(topicConfigByName[ConfigRemoteStorage], overrides).Value == "true"
-	if !on {
+	if b.effectiveTopicConfig(topicConfigByName[ConfigRemoteStorage], overrides).Value != "true" {
 		return nil
 	}
 	if !b.cfg.RemoteStorageSystem {
 		return fmt.Errorf("%w: tiered storage functionality is disabled in the broker (remote.log.storage.system.enable=false); topic cannot be configured with %s=true", kerr.InvalidConfig, ConfigRemoteStorage)
 	}
-	if policyHas(b.effectiveTopicConfig(topicConfigByName["cleanup.policy"], overrides).Value, "compact") {
+	if overrides[ConfigRemoteStorage] == "true" && policyHas(b.effectiveTopicConfig(topicConfigByName["cleanup.policy"], overrides).Value, "compact") {
 		return fmt.Errorf("%w: remote log storage is only supported for topics with cleanup.policy=delete", kerr.InvalidConfig)
 	}
+	for _, pair := range [][2]string{{"local.retention.ms", "retention.ms"}, {"local.retention.bytes", "retention.bytes"}} {
+		lv, ok := overrides[pair[0]]
+		if !ok {
+			continue
+		}
+		local, _ := strconv.ParseInt(lv, 10, 64)
+		total, _ := strconv.ParseInt(b.effectiveTopicConfig(topicConfigByName[pair[1]], overrides).Value, 10, 64)
+		if local != log.LocalRetentionSameAsTotal && total >= 0 && (local < 0 || local > total) {
+			return fmt.Errorf("%w: %s %d cannot be more than %s %d", kerr.InvalidConfig, pair[0], local, pair[1], total)
+		}
+	}
 	return nil
+}
+
+// tieredByConfig reports whether a topic's effective configs tier it:
+// remote.storage.enable and not compacted.
+func (b *Broker) tieredByConfig(overrides map[string]string) bool {
+	return b.effectiveTopicConfig(topicConfigByName[ConfigRemoteStorage], overrides).Value == "true" &&
+		!policyHas(b.effectiveTopicConfig(topicConfigByName["cleanup.policy"], overrides).Value, "compact")
 }
 
 // checkRemoteStorageChange refuses turning remote.storage.enable off on a

@@ -1,7 +1,6 @@
 package log
 
 import (
-	"errors"
 	"fmt"
 	"time"
 )
@@ -45,13 +44,15 @@ func (l *Log) ApplyLocalRetentionUpTo(limit int64) (int, error) {
 	return l.applyRetention(limit, func(c Config) (time.Duration, int64) { return c.localRetention() })
 }
 
-// localRetention resolves local.retention.* (-2 means the retention.* value).
+// localRetention resolves local.retention.* (-2 means the retention.*
+// value); a local limit never exceeds the total one (a broker default of
+// one day on a topic that keeps an hour keeps an hour).
 func (c Config) localRetention() (time.Duration, int64) {
 	ms, bytes := c.LocalRetentionMs, c.LocalRetentionBytes
-	if ms == LocalRetentionSameAsTotal {
+	if ms == LocalRetentionSameAsTotal || c.RetentionMs >= 0 && (ms < 0 || ms > c.RetentionMs) {
 		ms = c.RetentionMs
 	}
-	if bytes == int64(LocalRetentionSameAsTotal) {
+	if bytes == int64(LocalRetentionSameAsTotal) || c.RetentionBytes >= 0 && (bytes < 0 || bytes > c.RetentionBytes) {
 		bytes = c.RetentionBytes
 	}
 	return ms, bytes
@@ -61,19 +62,10 @@ func (c Config) localRetention() (time.Duration, int64) {
 // keeps what retention.ms/bytes keeps.
 const LocalRetentionSameAsTotal = -2
 
-// validateLocalRetention applies Kafka's rules: a local limit (other than
-// -2) is at least -1 and never above the total one, -1 (unlimited) only
-// with an unlimited total.
+// validateLocalRetention refuses values below -2.
 func (c Config) validateLocalRetention() error {
-	var errs []error
 	if c.LocalRetentionMs < LocalRetentionSameAsTotal || c.LocalRetentionBytes < LocalRetentionSameAsTotal {
-		errs = append(errs, fmt.Errorf("local retention (%v, %d bytes) below -2", c.LocalRetentionMs, c.LocalRetentionBytes))
+		return fmt.Errorf("local retention (%v, %d bytes) below -2", c.LocalRetentionMs, c.LocalRetentionBytes)
 	}
-	if ms := c.LocalRetentionMs; ms != LocalRetentionSameAsTotal && c.RetentionMs >= 0 && (ms < 0 || ms > c.RetentionMs) {
-		errs = append(errs, fmt.Errorf("local.retention.ms %d cannot be more than retention.ms %d", ms.Milliseconds(), c.RetentionMs.Milliseconds()))
-	}
-	if b := c.LocalRetentionBytes; b != LocalRetentionSameAsTotal && c.RetentionBytes >= 0 && (b < 0 || b > c.RetentionBytes) {
-		errs = append(errs, fmt.Errorf("local.retention.bytes %d cannot be more than retention.bytes %d", b, c.RetentionBytes))
-	}
-	return errors.Join(errs...)
+	return nil
 }
