@@ -182,6 +182,17 @@ func (p *Partition) retentionLimit() (int64, bool) {
 	return min(limit, tp.EndOffset()), true
 }
 
+// applyRetention deletes p's old local segments. Kafka never deletes above
+// the high watermark; a tiered log goes by local.retention.* and keeps what
+// the slow tier does not hold yet.
+func (p *Partition) applyRetention() (int, error) {
+	limit, tiered := p.retentionLimit()
+	if tiered {
+		return p.Log.ApplyLocalRetentionUpTo(limit)
+	}
+	return p.Log.ApplyRetentionUpTo(limit)
+}
+
 // checkRemoteStorage applies Kafka's rules to a topic's configs:
 // remote.storage.enable needs the broker's slow tier
 // (remote.log.storage.system.enable); set on the topic it needs
@@ -323,9 +334,15 @@ func (m *TierManager) RunOnce(ctx context.Context) error {
 	m.mu.Lock()
 	m.stats.LagBytes, m.stats.Partitions = lagBytes, led
 	m.mu.Unlock()
-	// Local retention right after uploads: segments just uploaded may go.
-	if _, err := m.b.ApplyRetention(); err != nil {
-		errs = append(errs, err)
+	// Local retention of the tiered logs right after the round: segments
+	// just uploaded (or, on followers, just seen in the manifest) may go.
+	for _, p := range m.b.AllPartitions() {
+		if p.Tiered() == nil {
+			continue
+		}
+		if _, err := p.applyRetention(); err != nil {
+			errs = append(errs, fmt.Errorf("local retention of %s-%d: %w", p.Topic, p.Index, err))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -508,14 +508,7 @@ func (b *Broker) ApplyRetention() (int, error) {
 	total := 0
 	var errs []error
 	for _, p := range parts {
-		// Kafka never deletes above the high watermark; a tiered log
-		// keeps what the slow tier does not hold yet (tiered.go).
-		limit, tiered := p.retentionLimit()
-		apply := p.Log.ApplyRetentionUpTo
-		if tiered {
-			apply = p.Log.ApplyLocalRetentionUpTo
-		}
-		n, err := apply(limit)
+		n, err := p.applyRetention()
 		total += n
 		if err != nil {
 			errs = append(errs, fmt.Errorf("retention of %s-%d: %w", p.Topic, p.Index, err))

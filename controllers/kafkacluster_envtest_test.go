@@ -479,8 +479,12 @@ var _ = Describe("KafkaCluster controller", func() {
 			"log.local.retention.ms=7200000"} {
 			Expect(config).To(ContainSubstring("\n"+kv+"\n"), "the broker config lacks "+kv)
 		}
-		sts, err := getSTS(ns, controllers.ZoneStatefulSetName("tiered", "us-east-1a"))
-		Expect(err).NotTo(HaveOccurred())
+		// The StatefulSet follows its ConfigMap.
+		var sts *appsv1.StatefulSet
+		Eventually(func() (err error) {
+			sts, err = getSTS(ns, controllers.ZoneStatefulSetName("tiered", "us-east-1a"))
+			return err
+		}, timeout, interval).Should(Succeed())
 		var env []string
 		for _, e := range sts.Spec.Template.Spec.Containers[0].Env {
 			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name == "tier-keys" {

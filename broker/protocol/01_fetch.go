@@ -46,6 +46,12 @@ package protocol
 // on an HWM move alone (followers learn it with the next response, at most
 // replica.fetch.wait.max.ms later when the partition is idle).
 //
+// Tiered topics (remote.storage.enable, docs/tiered-storage.md): a consumer
+// fetch below the local log start is served from the slow tier
+// (fetchRemote; KAFKA_STORAGE_ERROR, retriable, when the bucket fails) and
+// LogStartOffset is the tier's start; replica fetches see the local log
+// only.
+//
 // WAL replication (wal.enable, docs/replication.md): a replica fetch
 // partition carrying the tagged field replica.TagWALPointers (v12+,
 // flexible) accepts pointers: ranges covered by an uploaded WAL object are

@@ -3,7 +3,8 @@ package protocol
 // DeleteRecords (key 21), versions 0-2.
 //
 // Moves a partition's log start offset forward (offset -1 means the high
-// watermark); segments wholly below it are removed by the log. An offset
+// watermark); segments wholly below it are removed by the log, and for a
+// tiered topic from the slow tier too (its manifest is written first). An offset
 // above the high watermark gets OFFSET_OUT_OF_RANGE. LowWatermark is the
 // resulting log start offset.
 
