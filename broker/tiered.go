@@ -65,10 +65,13 @@ func (b *Broker) attachTierLocked(t *Topic, p *Partition) {
 
 // Tiered returns p's tier handle when its topic is tiered, else nil.
 func (p *Partition) Tiered() *tier.Partition {
-	if !p.Log.Config().RemoteStorage {
+	// The handle first: a broker without a tier pays one atomic load on
+	// the fetch path, not a config copy.
+	tp := p.tier.Load()
+	if tp == nil || !p.Log.Config().RemoteStorage {
 		return nil
 	}
-	return p.tier.Load()
+	return tp
 }
 
 // StartOffset is the partition's log start offset: the tier's start when

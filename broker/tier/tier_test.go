@@ -84,8 +84,10 @@ func copyLog(t *testing.T, src, dst *log.Log) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := dst.AppendAsFollower(bs); err != nil {
-			t.Fatal(err)
+		for _, b := range bs { // batch by batch: the follower rolls at its own offsets
+			if _, err := dst.AppendAsFollower([]record.Batch{b}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		off = r.HighestOffset + 1
 	}
@@ -171,7 +173,7 @@ func TestUploadReadAndFailover(t *testing.T) {
 
 	// Failover: a follower with other segment boundaries becomes leader at
 	// epoch 1 and has more data.
-	follower := openLog(t, 3100)
+	follower := openLog(t, 2500)
 	copyLog(t, leader, follower)
 	appendN(t, follower, 30, 1, 5_000)
 	p1 := newTier()
@@ -180,6 +182,13 @@ func TestUploadReadAndFailover(t *testing.T) {
 	}
 	m1, _ := p1.Manifest()
 	fsegs := follower.Segments()
+	straddles := false
+	for _, s := range fsegs {
+		straddles = straddles || s.Base < m.EndOffset && m.EndOffset < s.Next
+	}
+	if !straddles {
+		t.Fatalf("test setup: no follower segment straddles the old leader's tier end %d: %+v", m.EndOffset, fsegs)
+	}
 	if m1.EndOffset != fsegs[len(fsegs)-1].Base || m1.LeaderEpoch != 1 {
 		t.Fatalf("new leader's manifest ends at %d (epoch %d), want %d (epoch 1)", m1.EndOffset, m1.LeaderEpoch, fsegs[len(fsegs)-1].Base)
 	}
