@@ -169,6 +169,16 @@ func TestTieredConsumeFromZero(t *testing.T) {
 		t.Fatalf("ListOffsets at the first record's timestamp = %d (error %d), want 0 (in the tier)", off, code)
 	}
 	consumeAll(t, s.Addr(), topic, n)
+	_, metrics := get(t, "http://"+s.MetricsAddr()+"/metrics")
+	for _, name := range []string{"strata_tier_uploaded_segments_total", "strata_tier_uploaded_bytes_total", "strata_tier_upload_lag_bytes",
+		"strata_tier_remote_read_bytes_total", "strata_tier_disk_headroom_bytes"} {
+		if !strings.Contains(metrics, name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	if strings.Contains(metrics, "\nstrata_tier_remote_read_bytes_total 0\n") {
+		t.Error("strata_tier_remote_read_bytes_total is 0 after reading the tier")
+	}
 
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
@@ -262,4 +272,62 @@ func TestTieredBucketOutage(t *testing.T) {
 	faulty.SetFailAll(false)
 	waitTiered(t, cl, topic, 300)
 	consumeAll(t, s.Addr(), topic, 400)
+}
+
+// TestTieredTopicConfigValidation: Kafka's rules for remote.storage.enable
+// and local retention, on a broker with and without the slow tier.
+func TestTieredTopicConfigValidation(t *testing.T) {
+	tiered := startTiered(t, tierStore(t))
+	plain := startTest(t)
+	ctx := context.Background()
+	s := func(v string) *string { return &v }
+	create := func(srv *Server, topic string, cfg map[string]*string) error {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(srv.Addr()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		resp, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, cfg, topic)
+		if resp.Err != nil {
+			return fmt.Errorf("%w: %s", resp.Err, resp.ErrMessage)
+		}
+		return err
+	}
+	for _, tt := range []struct {
+		name string
+		srv  *Server
+		cfg  map[string]*string
+		want string // "" accepted, else a substring of the error
+	}{
+		{"tier off in the broker", plain, map[string]*string{"remote.storage.enable": s("true")}, "remote.log.storage.system.enable"},
+		{"compacted", tiered, map[string]*string{"remote.storage.enable": s("true"), "cleanup.policy": s("compact")}, "cleanup.policy=delete"},
+		{"local above total", tiered, map[string]*string{"remote.storage.enable": s("true"), "retention.ms": s("1000"), "local.retention.ms": s("2000")}, "cannot be more than retention.ms"},
+		{"local bytes unlimited with a total", tiered, map[string]*string{"remote.storage.enable": s("true"), "retention.bytes": s("1000"), "local.retention.bytes": s("-1")}, "cannot be more than retention.bytes"},
+		{"not a boolean", tiered, map[string]*string{"remote.storage.enable": s("yes")}, "remote.storage.enable"},
+		{"tiered", tiered, map[string]*string{"remote.storage.enable": s("true"), "local.retention.ms": s("1000")}, ""},
+		{"untiered on a tier broker", tiered, map[string]*string{"cleanup.policy": s("compact")}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := create(tt.srv, strings.ReplaceAll(tt.name, " ", "-"), tt.cfg)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("CreateTopic = %v, want INVALID_CONFIG naming %q", err, tt.want)
+			}
+		})
+	}
+	// Turning the tier off again is refused (the tier's data would be stranded).
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tiered.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	resps, err := kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "remote.storage.enable", Value: s("false")}}, "tiered")
+	if err == nil && resps[0].Err != nil {
+		err = fmt.Errorf("%w: %s", resps[0].Err, resps[0].ErrMessage)
+	}
+	if err == nil || !strings.Contains(err.Error(), "not supported") {
+		t.Fatalf("disabling remote storage: %v, want INVALID_CONFIG", err)
+	}
 }
