@@ -185,6 +185,39 @@ func (p *Partition) retentionLimit() (int64, bool) {
 	return min(limit, tp.EndOffset()), true
 }
 
+// tierDeleteTimeout bounds the deletion of a deleted topic's tier data.
+const tierDeleteTimeout = 2 * time.Minute
+
+// deleteTierData removes a deleted topic's partition from the slow tier in
+// the background (best effort: a failure leaves objects no manifest names
+// in the bucket, logged). Every replica of the partition does it; the
+// deletions are idempotent.
+func (b *Broker) deleteTierData(p *Partition) {
+	tp := p.tier.Load()
+	if tp == nil || !p.Log.Config().RemoteStorage {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), tierDeleteTimeout)
+		defer cancel()
+		if err := tp.DeleteAll(ctx); err != nil {
+			b.log.Error(err, "deleting a deleted topic's slow-tier data", "partition", p.Topic, "index", p.Index)
+			return
+		}
+		b.log.Info("deleted a deleted topic's slow-tier data", "topic", p.Topic, "partition", p.Index, "prefix", tp.Prefix())
+	}()
+}
+
+// hostedPartition returns the local replica of tp, nil when not hosted.
+func (b *Broker) hostedPartition(tp meta.TopicPartition) *Partition {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if t, ok := b.topics[tp.Topic]; ok && tp.Partition >= 0 && int(tp.Partition) < len(t.partitions) {
+		return t.partitions[tp.Partition]
+	}
+	return nil
+}
+
 // applyRetention deletes p's old local segments. Kafka never deletes above
 // the high watermark; a tiered log goes by local.retention.* and keeps what
 // the slow tier does not hold yet.

@@ -203,6 +203,7 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	b.mu.Unlock()
 	var errs []error
 	for _, p := range t.partitions {
+		b.deleteTierData(p)
 		if err := p.Log.Delete(); err != nil {
 			errs = append(errs, fmt.Errorf("delete %s-%d: %w", name, p.Index, err))
 		}

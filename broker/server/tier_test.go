@@ -140,7 +140,8 @@ func waitTiered(t *testing.T, cl *kgo.Client, topic string, atLeast int64) int64
 // boundary; ListOffsets earliest is the tier's start (0), earliest-local
 // the local start, a timestamp lookup finds records in the tier.
 func TestTieredConsumeFromZero(t *testing.T) {
-	s := startTiered(t, tierStore(t))
+	store := tierStore(t)
+	s := startTiered(t, store)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr()))
 	if err != nil {
 		t.Fatal(err)
@@ -196,6 +197,31 @@ func TestTieredConsumeFromZero(t *testing.T) {
 		if want := fmt.Sprintf("%d v%05d", i, i); !strings.HasPrefix(l, want) {
 			t.Fatalf("kcat line %d is %q, want %q", i, l, want)
 		}
+	}
+	deleteAndCheckTierEmpty(t, adm, store, topic)
+}
+
+// deleteAndCheckTierEmpty deletes topic and waits until the slow tier holds
+// nothing of it (Kafka deletes remote data with the topic).
+func deleteAndCheckTierEmpty(t *testing.T, adm *kadm.Client, store objstore.Store, topic string) {
+	t.Helper()
+	ctx := context.Background()
+	if objs, err := store.List(ctx, "tier/"); err != nil || len(objs) == 0 {
+		t.Fatalf("tier holds %d objects before the deletion (%v)", len(objs), err)
+	}
+	if _, err := adm.DeleteTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		objs, err := store.List(ctx, "tier/")
+		if err == nil && len(objs) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d objects of the deleted topic still in the tier (%v)", len(objs), err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

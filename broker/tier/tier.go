@@ -27,12 +27,11 @@ var ErrOffsetOutOfRange = errors.New("tier: offset out of range")
 
 // Defaults of Config.
 const (
-	DefaultChunkBytes     = 1 << 20
-	DefaultCacheBytes     = 64 << 20
-	DefaultKeepManifests  = 3
-	DefaultRetryBackoff   = 500 * time.Millisecond
-	DefaultMaxBackoff     = 30 * time.Second
-	DefaultRequestTimeout = 30 * time.Second
+	DefaultChunkBytes    = 1 << 20
+	DefaultCacheBytes    = 64 << 20
+	DefaultKeepManifests = 3
+	DefaultRetryBackoff  = 500 * time.Millisecond
+	DefaultMaxBackoff    = 30 * time.Second
 )
 
 // Config configures a Tier.
@@ -129,7 +128,9 @@ type Partition struct {
 	writerLoaded   bool
 	failures       int
 	retryAt        time.Time
-	lastLoadFailed bool
+	// deleted is set by DeleteAll: the topic is gone, nothing is written
+	// any more (guarded by writeMu).
+	deleted bool
 }
 
 // Prefix is the partition's key prefix in the bucket.
@@ -247,6 +248,9 @@ func (p *Partition) noteResult(err error, now time.Time) {
 // a leader at epoch writes after a leadership change (or after a failed
 // write), and refuses when a newer epoch owns it. Called with writeMu.
 func (p *Partition) beginWrite(ctx context.Context, epoch int32) (*Manifest, error) {
+	if p.deleted {
+		return nil, fmt.Errorf("%w: %s was deleted with its topic", ErrFenced, p.prefix)
+	}
 	p.mu.Lock()
 	fresh := p.writerLoaded && p.writerEpoch == epoch && p.man != nil
 	p.mu.Unlock()
@@ -732,6 +736,39 @@ func (p *Partition) OffsetForTimestamp(ctx context.Context, ts int64) (offset, t
 		}
 	}
 	return 0, 0, false, nil
+}
+
+// DeleteAll removes every object of the partition, manifests first (its
+// topic was deleted, as Kafka deletes remote data with the topic).
+func (p *Partition) DeleteAll(ctx context.Context) error {
+	// Under writeMu, and never writing again: an upload round in flight
+	// finishes before, none starts after.
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	p.deleted = true
+	objs, err := p.t.store.List(ctx, p.prefix)
+	if err != nil {
+		return fmt.Errorf("tier: list %s: %w", p.prefix, err)
+	}
+	var manifests, rest []string
+	for _, o := range objs {
+		if _, _, ok := parseManifestKey(o.Key[len(p.prefix):]); ok {
+			manifests = append(manifests, o.Key)
+		} else {
+			rest = append(rest, o.Key)
+		}
+		p.t.cache.forget(o.Key)
+	}
+	if err := objstore.DeleteAll(ctx, p.t.store, manifests); err != nil {
+		return fmt.Errorf("tier: delete manifests of %s: %w", p.prefix, err)
+	}
+	if err := objstore.DeleteAll(ctx, p.t.store, rest); err != nil {
+		return fmt.Errorf("tier: delete segments of %s: %w", p.prefix, err)
+	}
+	p.mu.Lock()
+	p.man, p.writerLoaded = nil, false
+	p.mu.Unlock()
+	return nil
 }
 
 // VerifySegment reads a segment's data object whole and checks its size

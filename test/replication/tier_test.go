@@ -116,6 +116,15 @@ func TestTierLeaderFailover(t *testing.T) {
 		t.Fatalf("leader's local log starts at %d: nothing was deleted locally", localStart)
 	}
 	checkAcknowledged(t, c.Addrs(), "tiered", hwm, acked)
+
+	// Deleting the topic deletes its tier data (every replica tries).
+	if _, err := adm.DeleteTopic(context.Background(), "tiered"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the deleted topic's tier data gone", 60*time.Second, func() bool {
+		objs, err := st.List(context.Background(), "tier/")
+		return err == nil && len(objs) == 0
+	})
 	t.Logf("%d records acknowledged (%d produce errors), high watermark %d; tier [%d, %d) in %d segments by epochs %v; leader's local log starts at %d",
 		len(acked), fails, hwm, m.StartOffset, m.EndOffset, len(m.Segments), epochs, localStart)
 }
