@@ -111,9 +111,9 @@ func (s *Server) startTier(ctx context.Context, b *broker.Broker) (*broker.TierM
 		if bc.EnvPrefix == "" && bc.Credentials == nil && bc.CredentialsDir == "" {
 			bc.EnvPrefix = TierEnvPrefix
 		}
-		if bc.Observer == nil {
-			bc.Observer = s.objstoreObserver()
-		}
+		// No strata_objstore_* observer: the operator's status.cost sums
+		// those series as WAL (replication) requests; the tier has its own
+		// strata_tier_* metrics.
 		s3, err := objstore.NewS3(ctx, bc)
 		if err != nil {
 			return nil, fmt.Errorf("tier bucket: %w", err)
