@@ -296,14 +296,26 @@ type TierManager struct {
 
 	mu    sync.Mutex
 	stats TierStats
+	// runMu serialises rounds; nextLoad is guarded by it.
+	runMu sync.Mutex
+	// nextLoad is when a followed partition's manifest is read again:
+	// every followerRefreshRounds rounds (a LIST and a GET each time; a
+	// follower only needs it to let local retention go on, so a stale view
+	// keeps more on disk, never less).
+	nextLoad map[*tier.Partition]time.Time
 }
+
+// followerRefreshRounds is how many rounds a follower's manifest view
+// lasts (10 × the default 30 s: 5 minutes, log.retention.check.interval.ms's
+// default).
+const followerRefreshRounds = 10
 
 // NewTierManager returns the manager; Run starts it.
 func NewTierManager(b *Broker, interval time.Duration) *TierManager {
 	if interval <= 0 {
 		interval = 30 * time.Second
 	}
-	return &TierManager{b: b, interval: interval}
+	return &TierManager{b: b, interval: interval, nextLoad: map[*tier.Partition]time.Time{}}
 }
 
 // Stats returns the counters and the upload lag of the last round.
@@ -336,21 +348,30 @@ func (m *TierManager) Run(ctx context.Context) {
 // RunOnce does one round over every hosted tiered partition and returns
 // the errors joined (each partition retries with its own backoff).
 func (m *TierManager) RunOnce(ctx context.Context) error {
+	m.runMu.Lock()
+	defer m.runMu.Unlock()
 	var errs []error
 	var lagBytes int64
+	seen := map[*tier.Partition]bool{}
 	led := 0
 	for _, p := range m.b.AllPartitions() {
 		tp := p.Tiered()
 		if tp == nil {
 			continue
 		}
+		seen[tp] = true
 		leader, epoch, hwm := p.leadership()
 		if !leader {
-			if _, err := tp.Load(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("%s-%d: %w", p.Topic, p.Index, err))
+			if now := time.Now(); !now.Before(m.nextLoad[tp]) {
+				if _, err := tp.Load(ctx); err != nil {
+					errs = append(errs, fmt.Errorf("%s-%d: %w", p.Topic, p.Index, err))
+					continue
+				}
+				m.nextLoad[tp] = now.Add(followerRefreshRounds * m.interval)
 			}
 			continue
 		}
+		delete(m.nextLoad, tp)
 		led++
 		res, err := tp.Upload(ctx, p.Log, hwm, epoch)
 		lagBytes += res.Lag
@@ -365,6 +386,11 @@ func (m *TierManager) RunOnce(ctx context.Context) error {
 		pol := tier.RetentionPolicy{RetentionMs: cfg.RetentionMs, RetentionBytes: cfg.RetentionBytes, LocalBytes: res.Lag}
 		if _, err := tp.ApplyRetention(ctx, epoch, pol); err != nil && !errors.Is(err, tier.ErrFenced) {
 			errs = append(errs, fmt.Errorf("tier retention %s-%d: %w", p.Topic, p.Index, err))
+		}
+	}
+	for tp := range m.nextLoad {
+		if !seen[tp] {
+			delete(m.nextLoad, tp) // no longer hosted or tiered
 		}
 	}
 	m.mu.Lock()
