@@ -355,7 +355,11 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 	}
 
 	if ts := kc.Spec.TieredStorage; ts != nil {
-		kv["tier.enabled"] = "true"
+		// Kafka's switch of the slow tier; topics tiered unless they say
+		// otherwise (remote.storage.enable), as the spec asks for the
+		// cluster (compacted topics cannot be: the broker skips them).
+		kv["remote.log.storage.system.enable"] = "true"
+		kv["log.remote.storage.enable"] = "true"
 		kv["tier.bucket.name"] = ts.Bucket
 		kv["tier.bucket.region"] = ts.Region
 		kv["tier.bucket.endpoint"] = ts.Endpoint
@@ -364,7 +368,7 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 		if ref := ts.Credentials.SecretRef; ref != nil && ts.Credentials.EffectiveSource() == strata.CredentialsFromSecret {
 			kv["tier.bucket.credentials.secret"] = ref.Name
 		}
-		kv["local.retention.ms"] = millis(durationOr(ts.LocalRetention, 24*time.Hour))
+		kv["log.local.retention.ms"] = millis(durationOr(ts.LocalRetention, 24*time.Hour))
 	}
 
 	for k, v := range kc.Spec.Config {

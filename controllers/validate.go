@@ -41,7 +41,8 @@ var ownedConfigKeys = map[string]string{
 	"wal.upload.interval.ms":         "spec.wal.uploadInterval",
 	"wal.object.max.bytes":           "spec.wal.maxObjectBytes",
 	"wal.retention.ms":               "spec.wal.retention",
-	"local.retention.ms":             "spec.tieredStorage",
+	"log.local.retention.ms":         "spec.tieredStorage",
+	"log.remote.storage.enable":      "spec.tieredStorage",
 	"metrics.listen":                 "the operator (readiness probe on /readyz, port 9644)",
 	// cost (kafkacluster_cost.go)
 	"wal.policy":                 "spec.wal.policy",
@@ -65,6 +66,7 @@ var ownedConfigPrefixes = []struct{ prefix, owner string }{
 	{"wal.bucket.", "spec.zones[].fastBucketRef"},
 	{"wal.zone.", "spec.zones[].fastBucketRef"},
 	{"tier.", "spec.tieredStorage"},
+	{"remote.log.", "spec.tieredStorage"},
 	{"leader.placement.", "spec.leaderPlacement"},
 	{"cost.price.", "spec.cost.prices"},
 	{"listener.", "spec.listeners"},
@@ -89,7 +91,7 @@ func ConfigKeyOwner(key string) (owner string, ok bool) {
 
 // UnsupportedSpec lists what in a KafkaCluster the CRD's validation
 // refuses today and the operator cannot honour: keys of spec.config the
-// operator owns (TLS and SASL keys included), tiered storage, listeners
+// operator owns (TLS and SASL keys included), listeners
 // that take the inter-broker listener's name or port or set tls on a
 // protocol without TLS, a leader placement the brokers would refuse to
 // start with (policy Zone without a zone of spec.zones, a zone without
@@ -109,9 +111,6 @@ func UnsupportedSpec(kc *strata.KafkaCluster) []string {
 		if owner, ok := ConfigKeyOwner(k); ok && !slices.Contains(grandfatheredConfigKeys, k) {
 			problems = append(problems, fmt.Sprintf("spec.config must not set %s: it is owned by %s", k, owner))
 		}
-	}
-	if kc.Spec.TieredStorage != nil {
-		problems = append(problems, "spec.tieredStorage is not supported yet: the broker has no slow tier")
 	}
 	problems = append(problems, listenerProblems(kc)...)
 	problems = append(problems, leaderPlacementProblems(kc)...)

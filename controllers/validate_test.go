@@ -72,7 +72,11 @@ func TestUnsupportedSpec(t *testing.T) {
 			"spec.config must not set wal.zone.x.bucket.name: it is owned by spec.zones[].fastBucketRef"},
 		{"tiered storage", func(kc *strata.KafkaCluster) {
 			kc.Spec.TieredStorage = &strata.TieredStorageSpec{Bucket: "tier", Region: "r"}
-		}, "spec.tieredStorage is not supported yet"},
+		}, ""},
+		{"tier key in spec.config", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"remote.log.manager.task.interval.ms": "1000"}
+		},
+			"spec.config must not set remote.log.manager.task.interval.ms: it is owned by spec.tieredStorage"},
 		{"secured listeners", func(kc *strata.KafkaCluster) {
 			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "PLAIN", Port: 9092}, {Name: "TLS", Port: 9093, Protocol: "SSL",
 				TLS: &strata.ListenerTLS{ClientAuth: strata.ClientAuthRequired}}, {Name: "SASL", Port: 9094, Protocol: "SASL_SSL"}}

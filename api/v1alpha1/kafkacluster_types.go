@@ -26,7 +26,6 @@ const DefaultEtcdImage = "quay.io/coreos/etcd:v3.7.3"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, self.listeners.exists_one(m, m.port == l.port))",message="listener ports must be unique"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, l.name != 'REPLICATION' && l.port != 9091 && l.port != 9644)",message="spec.listeners: the name REPLICATION and the ports 9091 and 9644 are the operator's (the brokers' mTLS inter-broker listener and their metrics and readiness port)"
 // +kubebuilder:validation:XValidation:rule="!has(self.security) || !has(self.security.listenerCertificate) || (has(self.listeners) && self.listeners.exists(l, l.protocol == 'SSL' || l.protocol == 'SASL_SSL'))",message="security.listenerCertificate needs a listener of protocol SSL or SASL_SSL to serve it"
-// +kubebuilder:validation:XValidation:rule="!has(self.tieredStorage)",message="spec.tieredStorage is not supported yet: the broker has no slow tier, so closed segments would silently stay on local disk; remove tieredStorage"
 type KafkaClusterSpec struct {
 	// Image is the Strata container image the brokers run.
 	// +kubebuilder:default="ghcr.io/strata-dev/strata:latest"
@@ -58,8 +57,11 @@ type KafkaClusterSpec struct {
 	// +optional
 	Cost *CostSpec `json:"cost,omitempty"`
 
-	// TieredStorage configures the regional slow tier for closed segments.
-	// Refused for now: the broker has no slow tier yet.
+	// TieredStorage configures the regional slow tier for closed segments
+	// (docs/tiered-storage.md): the brokers upload rolled segments to the
+	// bucket, serve reads below their local logs from it, and keep
+	// localRetention on disk. Topics are tiered by default
+	// (remote.storage.enable); compacted topics are not.
 	// +optional
 	TieredStorage *TieredStorageSpec `json:"tieredStorage,omitempty"`
 
@@ -85,7 +87,7 @@ type KafkaClusterSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['wal.enable', 'wal.enabled', 'wal.upload.interval.ms', 'wal.object.max.bytes', 'wal.retention.ms']))",message="spec.config must not set wal.enable, wal.enabled, wal.upload.interval.ms, wal.object.max.bytes or wal.retention.ms: they are spec.wal.enabled, spec.wal.uploadInterval, spec.wal.maxObjectBytes and spec.wal.retention"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['wal.policy', 'wal.upload.max.interval.ms']) && !k.startsWith('cost.price.'))",message="spec.config must not set wal.policy, wal.upload.max.interval.ms or cost.price.*: they are spec.wal.policy, spec.wal.maxUploadInterval and spec.cost.prices"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('wal.bucket.') && !k.startsWith('wal.zone.'))",message="spec.config must not set wal.bucket.* or wal.zone.*: the buckets are the zones' FastBuckets (spec.zones[].fastBucketRef)"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('tier.') && k != 'local.retention.ms')",message="spec.config must not set tier.* or local.retention.ms: they belong to spec.tieredStorage"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('tier.') && !k.startsWith('remote.log.') && !(k in ['log.local.retention.ms', 'log.remote.storage.enable']))",message="spec.config must not set tier.*, remote.log.*, log.local.retention.ms or log.remote.storage.enable: they belong to spec.tieredStorage"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('leader.placement.'))",message="spec.config must not set leader.placement.*: it is spec.leaderPlacement"
 	// +kubebuilder:validation:XValidation:rule="!('metrics.listen' in self)",message="spec.config must not set metrics.listen: the operator serves /metrics and the /readyz readiness probe on port 9644"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['authorizer.class.name', 'super.users', 'allow.everyone.if.no.acl.found']))",message="spec.config must not set authorizer.class.name, super.users or allow.everyone.if.no.acl.found: they are spec.security.authorization (type acl or none, and superUsers; the operator's and the brokers' principals are always super users)"

@@ -213,7 +213,7 @@ func (o objectTraffic) ObserveCall(op objstore.Op, bucket, zone string, n int64,
 // uploads, a client per other bucket for downloads.
 func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, counter *traffic.Counter, cluster string) error {
 	wc := s.cfg.Cluster.WAL
-	obs := objectTraffic{counter: counter, meter: s.cost, next: objstore.NewPrometheusObserver(s.metrics.Registry)}
+	obs := objectTraffic{counter: counter, meter: s.cost, next: s.objstoreObserver()}
 	wc.Bucket.Observer = obs
 	if wc.Bucket.AttemptTimeout <= 0 {
 		wc.Bucket.AttemptTimeout = 2 * time.Second

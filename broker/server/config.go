@@ -152,6 +152,12 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 			}
 			continue
 		}
+		if known, err := applyTierSetting(&cfg.Tier, k, v); known {
+			if err != nil {
+				return nil, bad(err)
+			}
+			continue
+		}
 		if known, err := applySecuritySetting(&cfg.Security, k, v); known {
 			if err != nil {
 				return nil, bad(err)
