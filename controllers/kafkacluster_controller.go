@@ -452,6 +452,10 @@ func (r *KafkaClusterReconciler) securityDefaults(ctx context.Context, s *cluste
 		configs = append(configs, cm.Data[BrokerConfigFile])
 	}
 	d := LegacySecurityDefaults(kc, configs)
+	if d.PlaintextListener && kc.Spec.Security.ListenerCertificate != nil {
+		return &invalidSpecError{reason: ReasonInvalidSpec, message: "security.listenerCertificate needs a listener of protocol SSL or SASL_SSL to serve it: " +
+			"this cluster was created before secure defaults and keeps its PLAINTEXT listener while spec.listeners is empty; write spec.listeners (e.g. SASL_SSL on 9092)"}
+	}
 	s.rendered = WithSecurityDefaults(kc, d)
 	if d.Any() {
 		var kept []string

@@ -753,6 +753,7 @@ var _ = Describe("CRD validation", func() {
 			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SSL", TLS: &strata.ListenerTLS{ClientAuth: "always"}}}
 		}, "spec.listeners[0].tls.clientAuth", "supported values"),
 		Entry("a listener certificate without a TLS listener", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "PLAIN", Port: 9092, Protocol: "PLAINTEXT"}}
 			kc.Spec.Security.ListenerCertificate = &strata.SecretReference{Name: "public-tls"}
 		}, "security.listenerCertificate needs a listener of protocol SSL or SASL_SSL to serve it"),
 		Entry("a CA valid for 6 years", func(kc *strata.KafkaCluster) {

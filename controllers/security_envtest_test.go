@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"strings"
 	"time"
 
@@ -98,6 +99,19 @@ var _ = Describe("Secure defaults", func() {
 			g.Expect(eventMessages(g, ns, "old", controllers.EventInsecureDefaultsKept)).To(ContainElement(ContainSubstring(
 				"keeps the PLAINTEXT listener on port 9092 (set spec.listeners, e.g. to SASL_SSL, to change it) and brokers without an authorizer")))
 		}, timeout, interval).Should(Succeed())
+
+		By("a listener certificate cannot be served by the kept PLAINTEXT listener: stalled, not ignored")
+		updateCluster(ns, "old", func(kc *strata.KafkaCluster) {
+			kc.Spec.Security.ListenerCertificate = &strata.SecretReference{Name: "public-tls"}
+		})
+		Eventually(func(g Gomega) {
+			c := meta.FindStatusCondition(getCluster(ns, "old").Status.Conditions, strata.ConditionStalled)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(c.Reason).To(Equal(controllers.ReasonInvalidSpec))
+			g.Expect(c.Message).To(ContainSubstring("keeps its PLAINTEXT listener while spec.listeners is empty"))
+		}, timeout, interval).Should(Succeed())
+		updateCluster(ns, "old", func(kc *strata.KafkaCluster) { kc.Spec.Security.ListenerCertificate = nil })
 
 		By("setting the fields ends it")
 		updateCluster(ns, "old", func(kc *strata.KafkaCluster) {

@@ -141,7 +141,9 @@ func leaderPlacementProblems(kc *strata.KafkaCluster) []string {
 // spec.security.listenerCertificate.
 func listenerProblems(kc *strata.KafkaCluster) []string {
 	var problems []string
-	tlsListener := false
+	// No listeners: the default one is SASL_SSL (a cluster that keeps the
+	// legacy PLAINTEXT default is checked in securityDefaults).
+	tlsListener := len(kc.Spec.Listeners) == 0
 	for _, l := range kc.Spec.Listeners {
 		if l.Name == ReplicationListener || l.Port == ReplicationPort || l.Port == brokerMetricsPort {
 			problems = append(problems, fmt.Sprintf("listener %s: the name %s and the ports %d and %d are the operator's (the brokers' mTLS inter-broker listener and their metrics and readiness port)", l.Name, ReplicationListener, ReplicationPort, brokerMetricsPort))
@@ -153,7 +155,7 @@ func listenerProblems(kc *strata.KafkaCluster) []string {
 		}
 	}
 	if kc.Spec.Security.ListenerCertificate != nil && !tlsListener {
-		problems = append(problems, "security.listenerCertificate needs a listener of protocol SSL or SASL_SSL to serve it")
+		problems = append(problems, "security.listenerCertificate needs a listener of protocol SSL or SASL_SSL to serve it (the default listener is SASL_SSL)")
 	}
 	return problems
 }

@@ -25,7 +25,7 @@ const DefaultEtcdImage = "quay.io/coreos/etcd:v3.7.3"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, self.listeners.exists_one(m, m.name == l.name))",message="listener names must be unique"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, self.listeners.exists_one(m, m.port == l.port))",message="listener ports must be unique"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, l.name != 'REPLICATION' && l.port != 9091 && l.port != 9644)",message="spec.listeners: the name REPLICATION and the ports 9091 and 9644 are the operator's (the brokers' mTLS inter-broker listener and their metrics and readiness port)"
-// +kubebuilder:validation:XValidation:rule="!has(self.security) || !has(self.security.listenerCertificate) || (has(self.listeners) && self.listeners.exists(l, l.protocol == 'SSL' || l.protocol == 'SASL_SSL'))",message="security.listenerCertificate needs a listener of protocol SSL or SASL_SSL to serve it"
+// +kubebuilder:validation:XValidation:rule="!has(self.security) || !has(self.security.listenerCertificate) || !has(self.listeners) || size(self.listeners) == 0 || self.listeners.exists(l, l.protocol == 'SSL' || l.protocol == 'SASL_SSL')",message="security.listenerCertificate needs a listener of protocol SSL or SASL_SSL to serve it (the default listener is SASL_SSL)"
 type KafkaClusterSpec struct {
 	// Image is the Strata container image the brokers run.
 	// +kubebuilder:default="ghcr.io/strata-dev/strata:latest"
