@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -123,6 +124,18 @@ func consumeIsolated(t *testing.T, addr, topic string, level kgo.IsolationLevel,
 	return out
 }
 
+// firstDiff is the first index where got and want differ, and what want
+// has there; got has at least len(want) elements (consumeIsolated returns
+// at least n).
+func firstDiff(got, want []string) (int, string) {
+	for i := range want {
+		if got[i] != want[i] {
+			return i, fmt.Sprintf("%q", want[i])
+		}
+	}
+	return len(want), "no more records"
+}
+
 // fetchAt sends one consumer Fetch of partition 0 at offset.
 func fetchAt(t *testing.T, cl *kgo.Client, topic string, offset int64, isolation int8) kmsg.FetchResponseTopicPartition {
 	t.Helper()
@@ -223,11 +236,13 @@ func TestTieredReadCommitted(t *testing.T) {
 	}
 	t.Logf("log end %d, local log start %d, tier holds up to %d, T starts at %d", end, local, tierLast, tFirst)
 
-	if got := consumeIsolated(t, s.Addr(), topic, kgo.ReadCommitted(), len(committed)); strings.Join(got, ",") != strings.Join(committed, ",") {
-		t.Fatalf("read_committed consumer from 0 got\n%q\nwant the committed records\n%q", got, committed)
+	if got := consumeIsolated(t, s.Addr(), topic, kgo.ReadCommitted(), len(committed)); !slices.Equal(got, committed) {
+		i, want := firstDiff(got, committed)
+		t.Fatalf("read_committed consumer from 0: record %d is %q, want %s (the committed records only); got %d records %q", i, got[i], want, len(got), got)
 	}
-	if got := consumeIsolated(t, s.Addr(), topic, kgo.ReadUncommitted(), len(all)); strings.Join(got, ",") != strings.Join(all, ",") {
-		t.Fatalf("read_uncommitted consumer from 0 got\n%q\nwant every record\n%q", got, all)
+	if got := consumeIsolated(t, s.Addr(), topic, kgo.ReadUncommitted(), len(all)); !slices.Equal(got, all) {
+		i, want := firstDiff(got, all)
+		t.Fatalf("read_uncommitted consumer from 0: record %d is %q, want %s (every record); got %d records %q", i, got[i], want, len(got), got)
 	}
 
 	// An open transaction holds the LSO, also for fetches from the tier.
