@@ -58,8 +58,10 @@ package protocol
 // Tiered topics (remote.storage.enable, docs/tiered-storage.md): a consumer
 // fetch below the local log start is served from the slow tier
 // (fetchRemote; KAFKA_STORAGE_ERROR, retriable, when the bucket fails) and
-// LogStartOffset is the tier's start; replica fetches see the local log
-// only.
+// LogStartOffset is the tier's start; it carries the partition's LSO, and
+// a read_committed one the aborted transactions from the tier's copies of
+// the transaction indexes and the local log's. Replica fetches see the
+// local log only.
 //
 // WAL replication (wal.enable, docs/replication.md): a replica fetch
 // partition carrying the tagged field replica.TagWALPointers (v12+,
