@@ -20,16 +20,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strata-dev/strata/broker"
 	"github.com/strata-dev/strata/broker/auth"
 	"github.com/strata-dev/strata/broker/cost"
 	"github.com/strata-dev/strata/broker/group"
+
 	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/meta/offsets"
 	"github.com/strata-dev/strata/broker/metrics"
 	"github.com/strata-dev/strata/broker/protocol"
 	"github.com/strata-dev/strata/broker/traffic"
+	"github.com/strata-dev/strata/broker/txn"
 )
 
 // Config configures a broker process.
@@ -71,6 +74,10 @@ type Config struct {
 	// Group configures the consumer-group coordinator (group.* settings);
 	// its Store and PartitionExists are set by Start.
 	Group group.Config
+	// Txn configures the transaction coordinator (transaction.* and
+	// transactional.id.* settings); its Store, Markers, ProducerIDs and
+	// placement are set by Start.
+	Txn txn.Config
 	// Cluster configures cluster mode; without etcd endpoints the broker
 	// runs standalone.
 	Cluster ClusterConfig
@@ -104,7 +111,16 @@ type Server struct {
 	cleaner *broker.LogCleaner
 	groups  *group.Coordinator
 	offsets *group.FileStore // standalone only
-	traffic *traffic.Counter
+	txns    *txn.Coordinator
+	// ownership follows the live broker set (group and transaction
+	// coordinator placement).
+	ownership *ownership
+	// ibClient sends inter-broker requests (transaction markers,
+	// KIP-890 verification); created on first use.
+	ibOnce   sync.Once
+	ibClient *kgo.Client
+	ibErr    error
+	traffic  *traffic.Counter
 	// cost counts replication bytes and dollars (broker/cost).
 	cost    *cost.Meter
 	cluster *clusterRun  // nil standalone
@@ -226,6 +242,7 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 			s.cost.CrossZone(int64(n), true)
 		}
 	}
+	s.ownership = &ownership{b: b}
 	s.cleaner = broker.NewLogCleaner(b, cfg.LogCleaner)
 	s.metrics.Registry.MustRegister(metrics.CleanerCollector(s.cleaner))
 	groupCfg := cfg.Group
@@ -238,6 +255,7 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		// among the live brokers.
 		groupCfg.Store = offsets.New(s.cluster.store)
 		groupCfg.Owns = groupOwner(b)
+		groupCfg.OwnershipEpoch = s.ownership.Epoch
 	} else {
 		// Consumer groups: committed offsets live under the data dir and
 		// survive restarts.
@@ -265,6 +283,9 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		return nil, err
 	}
 	if err := s.startAuthorizer(ctx, env); err != nil {
+		return nil, err
+	}
+	if err := s.startTxnCoordinator(ctx, env); err != nil {
 		return nil, err
 	}
 	s.proto = protocol.NewServer(protocol.Config{
@@ -338,6 +359,7 @@ func (s *Server) startAuthorizer(ctx context.Context, env *protocol.Env) error {
 
 // abortStart undoes what a failed Start had set up.
 func (s *Server) abortStart() {
+	s.stopTxnCoordinator()
 	if s.groups != nil {
 		s.groups.Close()
 	}
@@ -482,6 +504,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// Parked JoinGroup/SyncGroup requests answer NOT_COORDINATOR now
 		// instead of being cut off by the connection shutdown.
 		s.groups.Close()
+		s.stopTxnCoordinator()
 		s.log.Info("closing the Kafka listener")
 		if err := s.proto.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("protocol server: %w", err))
