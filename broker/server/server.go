@@ -112,6 +112,8 @@ type Server struct {
 	groups  *group.Coordinator
 	offsets *group.FileStore // standalone only
 	txns    *txn.Coordinator
+	// txnVerifier answers the partition side's KIP-890 checks.
+	txnVerifier *txnVerifier
 	// ownership follows the live broker set (group and transaction
 	// coordinator placement).
 	ownership *ownership

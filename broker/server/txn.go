@@ -88,6 +88,8 @@ func (s *Server) startTxnCoordinator(ctx context.Context, env *protocol.Env) err
 	}
 	env.Txns = c
 	s.txns = c
+	s.txnVerifier = &txnVerifier{txns: c, owns: cfg.Owns, remote: s.interBrokerClient}
+	env.TxnMarkerWritten = s.txnVerifier.Forget
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
