@@ -78,6 +78,10 @@ type Config struct {
 	// transactional.id.* settings); its Store, Markers, ProducerIDs and
 	// placement are set by Start.
 	Txn txn.Config
+	// WrapTxnMarkers, when set, wraps the transaction coordinator's
+	// marker writer (fault injection in tests: markers that cannot be
+	// written, as when leaders are unreachable).
+	WrapTxnMarkers func(txn.MarkerWriter) txn.MarkerWriter
 	// Cluster configures cluster mode; without etcd endpoints the broker
 	// runs standalone.
 	Cluster ClusterConfig

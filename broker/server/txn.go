@@ -77,6 +77,9 @@ func (s *Server) startTxnCoordinator(ctx context.Context, env *protocol.Env) err
 	cfg.ProducerIDs = env.ProducerIDAllocator().AllocateProducerID
 	markers := &markerWriter{b: b, env: env, log: s.log.WithName("txn-markers"), remote: s.interBrokerClient}
 	cfg.Markers = markers
+	if s.cfg.WrapTxnMarkers != nil {
+		cfg.Markers = s.cfg.WrapTxnMarkers(markers)
+	}
 	m := newTxnMetrics()
 	cfg.Metrics = m
 	c, err := txn.New(logr.NewContext(ctx, s.log), cfg)
