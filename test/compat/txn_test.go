@@ -1,9 +1,15 @@
 package compat
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strata-dev/strata/broker/brokertest"
 )
@@ -69,5 +75,74 @@ func TestConfluentKafkaPythonZombieFenced(t *testing.T) {
 	}
 	if !slices.Equal(got, []string{"after-fence"}) {
 		t.Fatalf("read_committed after the fencing: %q, want only the new producer's record", got)
+	}
+}
+
+// TestSaramaTransactions: Sarama's transactional producer commits and
+// aborts; a franz-go read_committed consumer sees only the committed
+// records, a read_uncommitted one both.
+func TestSaramaTransactions(t *testing.T) {
+	b := brokertest.Start(t)
+	cfg := sarama.NewConfig()
+	cfg.Producer.Idempotent = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Transaction.ID = "sarama-app"
+	cfg.Net.MaxOpenRequests = 1
+	p, err := sarama.NewSyncProducer([]string{b.Addr()}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for txn := range 4 {
+		if err := p.BeginTxn(); err != nil {
+			t.Fatal(err)
+		}
+		prefix := "c"
+		if txn%2 == 1 {
+			prefix = "a"
+		}
+		for i := range 50 {
+			if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: "txn-sarama", Value: sarama.StringEncoder(fmt.Sprintf("%s-%d-%d", prefix, txn, i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if prefix == "c" {
+			err = p.CommitTxn()
+		} else {
+			err = p.AbortTxn()
+		}
+		if err != nil {
+			t.Fatalf("end of transaction %d: %v", txn, err)
+		}
+	}
+	read := func(level kgo.IsolationLevel) (committed, aborted int) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ConsumeTopics("txn-sarama"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(level))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			fs := cl.PollFetches(ctx)
+			cancel()
+			if fs.NumRecords() == 0 && ctx.Err() != nil {
+				return committed, aborted
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				if strings.HasPrefix(string(r.Value), "c-") {
+					committed++
+				} else {
+					aborted++
+				}
+			})
+		}
+	}
+	if c, a := read(kgo.ReadCommitted()); c != 100 || a != 0 {
+		t.Fatalf("read_committed: %d committed, %d aborted; want 100, 0", c, a)
+	}
+	if c, a := read(kgo.ReadUncommitted()); c != 100 || a != 100 {
+		t.Fatalf("read_uncommitted: %d committed, %d aborted; want 100, 100", c, a)
 	}
 }
