@@ -124,6 +124,9 @@ type Broker struct {
 	cfg Config
 	log logr.Logger
 
+	// txnMarkers counts WriteTxnMarkers outcomes (txn.go).
+	txnMarkers TxnMarkerStats
+
 	mu     sync.RWMutex
 	meta   metaFile
 	topics map[string]*Topic

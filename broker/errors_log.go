@@ -19,6 +19,8 @@ func logErrorCode(err error) (int16, bool) {
 		return kerr.InvalidProducerEpoch.Code, true
 	case errors.Is(err, log.ErrDuplicateSequence):
 		return kerr.DuplicateSequenceNumber.Code, true
+	case errors.Is(err, log.ErrInvalidTxnState):
+		return kerr.InvalidTxnState.Code, true
 	}
 	return 0, false
 }

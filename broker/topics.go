@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -567,6 +568,43 @@ func (p *Partition) Append(records []byte) (log.AppendResult, int32, error) {
 		return res, LeaderEpoch, nil
 	}
 	return res, LeaderEpoch, err
+}
+
+// AppendMarker appends a transaction marker (a COMMIT or ABORT control
+// batch, WriteTxnMarkers) for a producer as leader, at the leader epoch it
+// returns. The log ends the producer's transaction in this partition; a
+// marker with an epoch older than the producer's is
+// log.ErrInvalidProducerEpoch.
+func (p *Partition) AppendMarker(producerID int64, producerEpoch int16, m record.Marker) (log.AppendResult, int32, error) {
+	b, err := record.BuildMarker(producerID, producerEpoch, m, time.Now().UnixMilli())
+	if err != nil {
+		return log.AppendResult{}, 0, err
+	}
+	if p.Replica != nil {
+		return p.Replica.AppendAsLeader([]record.Batch{b})
+	}
+	res, err := p.Log.AppendAsLeader([]record.Batch{b}, LeaderEpoch)
+	if err == nil {
+		// A single broker's high watermark is its log end.
+		p.Log.NoteHighWatermark(res.LastOffset + 1)
+	}
+	return res, LeaderEpoch, err
+}
+
+// HighWatermark is the offset below which consumers may read: the log end
+// on a single broker.
+func (p *Partition) HighWatermark() int64 {
+	if p.Replica == nil {
+		return p.Log.EndOffset()
+	}
+	return p.Replica.HighWatermark()
+}
+
+// LastStableOffset is the offset below which read_committed consumers may
+// read: the high watermark, or the first offset of a transaction that is
+// not decided and replicated yet (log.Log.LastStableOffset).
+func (p *Partition) LastStableOffset() int64 {
+	return p.Log.LastStableOffset(p.HighWatermark())
 }
 
 // MaxTimestamp returns the offset and timestamp of the record with the

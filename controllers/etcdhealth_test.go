@@ -166,6 +166,7 @@ func TestEtcdRecoverNoSpace(t *testing.T) {
 				t.Fatalf("etcd client: %v", err)
 			}
 			defer cli.Close()
+			written := 0 // puts etcd accepted
 			for i := 0; ; i++ {
 				if i > 1000 {
 					t.Fatal("no NOSPACE after 1000 writes of 256 KiB")
@@ -176,6 +177,7 @@ func TestEtcdRecoverNoSpace(t *testing.T) {
 					}
 					break
 				}
+				written++
 			}
 			p := EtcdProber{}
 			h := p.Probe(ctx, em.Endpoints)
@@ -190,8 +192,14 @@ func TestEtcdRecoverNoSpace(t *testing.T) {
 			if err != nil {
 				t.Fatalf("recover: %v", err)
 			}
+			t.Logf("recovery after %d accepted puts of %d bytes: %+v", written, len(value), res)
+			if live := written * len(value); !tc.disarmed && float64(live) <= noSpaceDisarmRatio*quota {
+				// etcd raised NOSPACE before this much live data was in: the
+				// case cannot show what it is about (not a recovery bug).
+				t.Fatalf("etcd raised NOSPACE with only %d bytes of live data (quota %d)", live, quota)
+			}
 			if res.Disarmed != tc.disarmed || res.QuotaBytes != quota {
-				t.Fatalf("recovery %+v, want disarmed %v and quota %d", res, tc.disarmed, quota)
+				t.Fatalf("recovery %+v after %d accepted puts, want disarmed %v and quota %d", res, written, tc.disarmed, quota)
 			}
 			_, err = cli.Put(ctx, "/strata/after", "x")
 			h = p.Probe(ctx, em.Endpoints)

@@ -186,7 +186,25 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanStats, error) 
 		return st, fmt.Errorf("%w: %w", ErrLogFailed, l.failed)
 	}
 	cfg := l.cfg
-	c := l.cleanableLocked(opts.Limit)
+	// Transactions: nothing at or above the first unstable offset is
+	// cleaned (its fate is not decided), and aborted records are dropped
+	// rather than counted as a key's latest value.
+	limit := opts.Limit
+	for _, first := range l.producers.ongoing {
+		limit = min(limit, first)
+	}
+	for _, t := range l.unreplicated {
+		if t.lastOffset >= opts.Limit {
+			limit = min(limit, t.firstOffset)
+		}
+	}
+	aborted := map[int64][]AbortedTxn{}
+	for _, s := range l.segs {
+		for _, e := range s.txn.entries {
+			aborted[e.ProducerID] = append(aborted[e.ProducerID], e)
+		}
+	}
+	c := l.cleanableLocked(limit)
 	st.DirtyRatio = c.ratio
 	if !cfg.Compact || c.dirty == c.end || (!opts.Force && !c.forced && c.ratio < cfg.MinCleanableDirtyRatio) {
 		l.mu.RUnlock()
@@ -204,7 +222,7 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanStats, error) 
 	var openErr error
 	for i := range srcs {
 		s := c.segs[i]
-		srcs[i] = cleanSource{seg: s, size: s.size, next: c.segs[i+1].base}
+		srcs[i] = cleanSource{seg: s, size: s.size, next: c.segs[i+1].base, aborted: append([]AbortedTxn(nil), s.txn.entries...)}
 		if srcs[i].f, openErr = l.fs.OpenFile(s.name, os.O_RDONLY, 0); openErr != nil {
 			break
 		}
@@ -234,6 +252,9 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanStats, error) 
 		}
 		err := eachRecord(s.f, s.size, s.seg.base, func(_ record.Batch, h record.Header, recs []record.Record) error {
 			st.RecordsRead += int64(len(recs))
+			if h.IsControl() || h.IsTransactional() && isAborted(aborted, h.ProducerID, h.BaseOffset) {
+				return nil // markers are no key's value; aborted records never were
+			}
 			for _, r := range recs {
 				if r.Key != nil {
 					offsets[keyHash(r.Key)] = h.BaseOffset + int64(r.OffsetDelta)
@@ -260,6 +281,15 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanStats, error) 
 		return false // first reached by this clean
 	}
 	keep := func(h record.Header, r record.Record) bool {
+		if h.IsControl() {
+			// Markers stay (Kafka drops them once the data they govern
+			// is gone and delete.retention.ms passed; see
+			// docs/transactions.md).
+			return true
+		}
+		if h.IsTransactional() && isAborted(aborted, h.ProducerID, h.BaseOffset) {
+			return false
+		}
 		if r.Key == nil {
 			return false // Kafka drops keyless records from compacted logs
 		}
@@ -361,10 +391,23 @@ func eachRecord(f File, size, base int64, visit func(record.Batch, record.Header
 
 // cleanSource is a segment being cleaned, read through its own handle.
 type cleanSource struct {
-	seg  *segment
-	f    File
-	size int64
-	next int64 // the next segment's base
+	seg     *segment
+	f       File
+	size    int64
+	next    int64        // the next segment's base
+	aborted []AbortedTxn // its aborted-transaction index entries
+}
+
+// isAborted reports whether the batch of producerID at offset belongs to
+// an aborted transaction (its first offset at or below offset, its marker
+// after it).
+func isAborted(aborted map[int64][]AbortedTxn, producerID, offset int64) bool {
+	for _, e := range aborted[producerID] {
+		if e.FirstOffset <= offset && offset < e.LastOffset {
+			return true
+		}
+	}
+	return false
 }
 
 // segState is what rolling back the last source of a cleaned segment
@@ -415,6 +458,10 @@ func (l *Log) writeCleaned(ctx context.Context, lim *rate.Limiter, srcs []cleanS
 	if ns.timeIdx.f, err = create(timeIndexSuffix); err != nil {
 		return fail(fmt.Errorf("clean: %w", err))
 	}
+	ns.txn = &txnIndex{name: segmentName(l.dir, base, txnIndexSuffix)}
+	if ns.txn.f, err = create(txnIndexSuffix); err != nil {
+		return fail(fmt.Errorf("clean: %w", err))
+	}
 	var pos int64
 	used := 0
 	for k, s := range srcs {
@@ -455,6 +502,13 @@ func (l *Log) writeCleaned(ctx context.Context, lim *rate.Limiter, srcs []cleanS
 		st.RecordsKept += kept
 		used = k + 1
 		ns.next = s.next
+	}
+	for _, s := range srcs[:used] {
+		for _, e := range s.aborted {
+			if err := ns.txn.add(e); err != nil {
+				return fail(fmt.Errorf("clean: %w", err))
+			}
+		}
 	}
 	if err := throttle(ctx, lim, pos); err != nil {
 		return fail(err)
@@ -502,7 +556,7 @@ func (l *Log) cleanHook(step string) error {
 
 // removeCleaned deletes a group's files with the given extra suffix.
 func (l *Log) removeCleaned(base int64, extra string) {
-	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		if err := l.fs.Remove(segmentName(l.dir, base, suffix) + extra); err != nil && !errors.Is(err, os.ErrNotExist) {
 			l.logger.Error(err, "removing a cleaner file")
 		}
@@ -549,7 +603,7 @@ func (l *Log) swapIn(group []*segment, ns *segment) error {
 	if err := l.cleanHook("committed"); err != nil {
 		return crash(err)
 	}
-	for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, logSuffix} {
 		n := segmentName(l.dir, ns.base, suffix)
 		if err := l.fs.Rename(n+cleanedSuffix, n+swapSuffix); err != nil {
 			return crash(err)
@@ -568,7 +622,7 @@ func (l *Log) swapIn(group []*segment, ns *segment) error {
 	if err := l.cleanHook("removed"); err != nil {
 		return crash(err)
 	}
-	for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, logSuffix} {
 		n := segmentName(l.dir, ns.base, suffix)
 		if err := l.fs.Rename(n+swapSuffix, n); err != nil {
 			return crash(err)
@@ -629,7 +683,7 @@ func (l *Log) recoverCleanerSwap() error {
 // segments in [base, end). Every step is idempotent.
 func (l *Log) finishSwap(base, end int64) error {
 	l.logger.Info("finishing an interrupted cleaner swap", "base", base, "end", end)
-	for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, logSuffix} {
 		n := segmentName(l.dir, base, suffix)
 		if _, err := l.fs.Stat(n + cleanedSuffix); err == nil {
 			if err := l.fs.Rename(n+cleanedSuffix, n+swapSuffix); err != nil {
@@ -646,7 +700,7 @@ func (l *Log) finishSwap(base, end int64) error {
 	for _, e := range entries {
 		name := e.Name()
 		ext := filepath.Ext(name)
-		if ext != logSuffix && ext != indexSuffix && ext != timeIndexSuffix {
+		if ext != logSuffix && ext != indexSuffix && ext != timeIndexSuffix && ext != txnIndexSuffix {
 			continue
 		}
 		b, err := strconv.ParseInt(strings.TrimSuffix(name, ext), 10, 64)
@@ -662,7 +716,7 @@ func (l *Log) finishSwap(base, end int64) error {
 			return err
 		}
 	}
-	for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, logSuffix} {
 		n := segmentName(l.dir, base, suffix)
 		if _, err := l.fs.Stat(n + swapSuffix); err == nil {
 			if err := l.fs.Rename(n+swapSuffix, n); err != nil {

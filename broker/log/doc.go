@@ -15,9 +15,14 @@
 //	                                indexed batch's last offset
 //	00000000000000000000.timeindex  sparse time index: 12-byte entries
 //	                                maxTimestampSoFar int64 | relativeOffset uint32
+//	00000000000000000000.txnindex   aborted transactions whose ABORT marker is in
+//	                                the segment: 34-byte entries version int16 (0) |
+//	                                producerId int64 | firstOffset int64 |
+//	                                lastOffset int64 | lastStableOffset int64
 //	leader-epoch-checkpoint         "0\n<n>\n<epoch> <startOffset>\n..."
 //	log-start-offset-checkpoint     "0\n<logStartOffset>\n"
-//	00000000000000004211.snapshot   idempotent producer state as of that offset
+//	00000000000000004211.snapshot   idempotent producer state as of that offset,
+//	                                open transactions' first offsets included
 //	                                (JSON lines + CRC-32C trailer), written at
 //	                                each roll and on Close
 //	.clean-shutdown                 written by Close, removed by Open
@@ -60,6 +65,18 @@
 // end plus a header scan of the batches after it; producers whose last
 // batch falls below the log start are forgotten.
 //
+// # Transactions
+//
+// A producer's first transactional batch opens its transaction in the
+// log; its COMMIT or ABORT control batch (marker) closes it. The log keeps
+// the open transactions (in producer state and its snapshots), the
+// completed ones whose marker may still be above the high watermark, and
+// the aborted-transaction index per segment (.txnindex, also in memory).
+// LastStableOffset(hwm) is the LSO, AbortedTxns serves read_committed
+// fetches. Open rebuilds the index entries of the batches it replays, and
+// a segment's missing or bad .txnindex from the snapshot at or below its
+// base (txn.go, docs/transactions.md).
+//
 // # Compaction
 //
 // Logs with Config.Compact are cleaned by Clean (cleaner.go, Kafka's log
@@ -71,7 +88,9 @@
 // the cleaner-swap commit file and .swap renames; Open finishes or drops an
 // interrupted swap. cleaner-offset-checkpoint holds the first dirty offset
 // and the tombstone horizons. A log without Config.Delete ignores
-// RetentionMs and RetentionBytes.
+// RetentionMs and RetentionBytes. Nothing at or above the first unstable
+// offset is cleaned, aborted transactional records are dropped and
+// markers kept.
 //
 // # Concurrency
 //

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -39,22 +40,27 @@ type Log struct {
 	ioMu sync.RWMutex
 	mu   sync.RWMutex
 
-	cfg         Config
-	segs        []*segment // sorted by base; the last one is active. Replaced, never mutated in place.
-	start       int64      // log start offset
-	leo         int64      // log end offset
-	size        int64      // sum of segment sizes
-	epochs      epochCache
-	producers   producerStates
-	unflushed   int64 // records appended since the last fsync
-	dirty       bool  // bytes appended since the last fsync
-	waitCh      chan struct{}
-	closed      bool
-	failed      error
-	flushReset  chan struct{}
-	flushStop   chan struct{}
-	flushDone   chan struct{}
-	stopFlusher sync.Once
+	cfg       Config
+	segs      []*segment // sorted by base; the last one is active. Replaced, never mutated in place.
+	start     int64      // log start offset
+	leo       int64      // log end offset
+	size      int64      // sum of segment sizes
+	epochs    epochCache
+	producers producerStates
+	// unreplicated are completed transactions whose marker may be at or
+	// above the high watermark (txn.go); stableHWM is the largest high
+	// watermark LastStableOffset was given.
+	unreplicated []completedTxn
+	stableHWM    atomic.Int64
+	unflushed    int64 // records appended since the last fsync
+	dirty        bool  // bytes appended since the last fsync
+	waitCh       chan struct{}
+	closed       bool
+	failed       error
+	flushReset   chan struct{}
+	flushStop    chan struct{}
+	flushDone    chan struct{}
+	stopFlusher  sync.Once
 
 	// cleanMu serialises Clean; cleaner is its progress (guarded by mu).
 	cleanMu       sync.Mutex
@@ -183,7 +189,8 @@ func (l *Log) appendLocked(batches []record.Batch, leaderEpoch int32, asLeader b
 
 	// Idempotent producers: reject duplicates and gaps before anything is
 	// stamped or written.
-	pending, dup, err := l.producers.check(headers, asLeader, l.leo)
+	markers := l.markers(batches, headers)
+	pending, done, dup, err := l.producers.check(headers, markers, asLeader, l.leo)
 	if err != nil {
 		if dup != nil {
 			return AppendResult{BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset, LogAppendTime: dup.appendTime, LogStartOffset: l.start}, false, err
@@ -260,6 +267,14 @@ func (l *Log) appendLocked(batches []record.Batch, leaderEpoch int32, asLeader b
 		pos += int64(len(b))
 	}
 	l.producers.commit(pending, res.LogAppendTime, now)
+	l.pruneUnreplicatedLocked()
+	if len(done) > 0 {
+		if err := l.completeTxnsLocked(seg, done); err != nil {
+			// The marker is written; Open rebuilds the index from it.
+			l.failed = err
+			l.logger.Error(err, "cannot write the aborted-transaction index; the log refuses writes until reopened", "segment", seg.name)
+		}
+	}
 	l.leo = next
 	l.size += total
 	l.unflushed += records

@@ -49,6 +49,9 @@ type producerEntry struct {
 	Epoch    int16           `json:"epoch"`
 	Batches  []producerBatch `json:"batches"` // oldest first, at most maxProducerBatches
 	lastSeen int64           // ms: clock at the last append, or the batch's MaxTimestamp when replayed
+	// TxnFirst is the first offset of the producer's ongoing transaction
+	// in this partition, -1 when none (txn.go).
+	TxnFirst int64 `json:"-"`
 }
 
 func (e *producerEntry) lastSeq() int32 {
@@ -75,6 +78,9 @@ func (e *producerEntry) add(b producerBatch) {
 // producerStates maps producer id to its state. Guarded by Log.mu.
 type producerStates struct {
 	m map[int64]*producerEntry
+	// ongoing maps the producers with an open transaction to its first
+	// offset (the entries' TxnFirst, indexed for the LSO).
+	ongoing map[int64]int64
 }
 
 // pendingProducers are the entries an append will install once written.
@@ -87,16 +93,27 @@ func inSequence(last, next int32) bool {
 // check validates the idempotent producer fields of batches about to be
 // appended at leo. Leaders check epochs, duplicates and sequence order;
 // followers only track. A duplicate returns its original metadata.
-func (p *producerStates) check(headers []record.Header, asLeader bool, leo int64) (pendingProducers, *producerBatch, error) {
+// markers holds the parsed marker of each control batch (nil for others,
+// or nil as a whole when there is none): a marker ends the producer's
+// transaction, returned in done.
+func (p *producerStates) check(headers []record.Header, markers []*record.Marker, asLeader bool, leo int64) (pendingProducers, []completedTxn, *producerBatch, error) {
 	var pending pendingProducers
+	var done []completedTxn
 	off := leo
-	for _, h := range headers {
+	for i, h := range headers {
 		first := off
 		if !asLeader {
 			first = h.BaseOffset
 		}
 		off = first + int64(h.LastOffsetDelta) + 1
-		if h.ProducerID < 0 || h.IsControl() {
+		if h.ProducerID < 0 {
+			continue
+		}
+		var marker *record.Marker
+		if markers != nil {
+			marker = markers[i]
+		}
+		if h.IsControl() && marker == nil {
 			continue
 		}
 		if pending == nil {
@@ -104,39 +121,81 @@ func (p *producerStates) check(headers []record.Header, asLeader bool, leo int64
 		}
 		cur, ok := pending[h.ProducerID]
 		if !ok {
-			cur = &producerEntry{Epoch: -1}
+			cur = &producerEntry{Epoch: -1, TxnFirst: -1}
 			if e := p.m[h.ProducerID]; e != nil {
-				cur.Epoch, cur.Batches, cur.lastSeen = e.Epoch, append([]producerBatch(nil), e.Batches...), e.lastSeen
+				cur.Epoch, cur.Batches, cur.lastSeen, cur.TxnFirst = e.Epoch, append([]producerBatch(nil), e.Batches...), e.lastSeen, e.TxnFirst
 			}
 			pending[h.ProducerID] = cur
+		}
+		if marker != nil {
+			// A transaction marker: the coordinator's epoch for the
+			// producer. An older one is a zombie coordinator's or a
+			// fenced producer's; a newer one fences the producer's
+			// older epoch (its sequences restart).
+			if asLeader && cur.Epoch >= 0 && h.ProducerEpoch < cur.Epoch {
+				return nil, nil, nil, fmt.Errorf("producer %d marker epoch %d is older than %d: %w", h.ProducerID, h.ProducerEpoch, cur.Epoch, ErrInvalidProducerEpoch)
+			}
+			if h.ProducerEpoch != cur.Epoch {
+				cur.Epoch, cur.Batches = h.ProducerEpoch, nil
+			}
+			if cur.TxnFirst >= 0 {
+				done = append(done, completedTxn{producerID: h.ProducerID, firstOffset: cur.TxnFirst, lastOffset: first,
+					aborted: marker.Type == record.ControlAbort, lso: p.lsoAfter(h.ProducerID, first, pending)})
+				cur.TxnFirst = -1
+			}
+			continue
 		}
 		meta := producerBatch{FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(), firstOffset: first, lastOffset: off - 1, appendTime: -1}
 		if asLeader {
 			known := cur.Epoch >= 0
 			if known && h.ProducerEpoch < cur.Epoch {
-				return nil, nil, fmt.Errorf("producer %d epoch %d is older than %d: %w", h.ProducerID, h.ProducerEpoch, cur.Epoch, ErrInvalidProducerEpoch)
+				return nil, nil, nil, fmt.Errorf("producer %d epoch %d is older than %d: %w", h.ProducerID, h.ProducerEpoch, cur.Epoch, ErrInvalidProducerEpoch)
 			}
 			if known && h.ProducerEpoch == cur.Epoch {
 				for i := range cur.Batches {
 					if d := cur.Batches[i]; d.FirstSeq == meta.FirstSeq && d.LastSeq == meta.LastSeq {
-						return nil, &d, fmt.Errorf("producer %d epoch %d sequence %d..%d at offset %d: %w", h.ProducerID, h.ProducerEpoch, d.FirstSeq, d.LastSeq, d.firstOffset, ErrDuplicateSequence)
+						return nil, nil, &d, fmt.Errorf("producer %d epoch %d sequence %d..%d at offset %d: %w", h.ProducerID, h.ProducerEpoch, d.FirstSeq, d.LastSeq, d.firstOffset, ErrDuplicateSequence)
 					}
 				}
 				// No known batches (all below the log start): any sequence.
 				if len(cur.Batches) > 0 && !inSequence(cur.lastSeq(), meta.FirstSeq) {
-					return nil, nil, fmt.Errorf("producer %d epoch %d: sequence %d does not follow %d: %w", h.ProducerID, h.ProducerEpoch, meta.FirstSeq, cur.lastSeq(), ErrOutOfOrderSequence)
+					return nil, nil, nil, fmt.Errorf("producer %d epoch %d: sequence %d does not follow %d: %w", h.ProducerID, h.ProducerEpoch, meta.FirstSeq, cur.lastSeq(), ErrOutOfOrderSequence)
+				}
+				if cur.TxnFirst >= 0 && !h.IsTransactional() {
+					return nil, nil, nil, fmt.Errorf("producer %d sent a non-transactional batch during its transaction (started at offset %d): %w", h.ProducerID, cur.TxnFirst, ErrInvalidTxnState)
 				}
 			}
 			if known && h.ProducerEpoch > cur.Epoch && meta.FirstSeq != 0 {
-				return nil, nil, fmt.Errorf("producer %d new epoch %d must start at sequence 0, not %d: %w", h.ProducerID, h.ProducerEpoch, meta.FirstSeq, ErrOutOfOrderSequence)
+				return nil, nil, nil, fmt.Errorf("producer %d new epoch %d must start at sequence 0, not %d: %w", h.ProducerID, h.ProducerEpoch, meta.FirstSeq, ErrOutOfOrderSequence)
 			}
 		}
 		if h.ProducerEpoch != cur.Epoch {
 			cur.Epoch, cur.Batches = h.ProducerEpoch, nil
 		}
+		if h.IsTransactional() && cur.TxnFirst < 0 {
+			cur.TxnFirst = first
+		}
 		cur.add(meta)
 	}
-	return pending, nil, nil
+	return pending, done, nil, nil
+}
+
+// lsoAfter is the LSO once producerID's transaction ended at marker: the
+// first offset of the oldest other open transaction (as of the batches
+// checked so far), else the offset after the marker.
+func (p *producerStates) lsoAfter(producerID, marker int64, pending pendingProducers) int64 {
+	lso := marker + 1
+	for id, first := range p.ongoing {
+		if _, ok := pending[id]; !ok && id != producerID {
+			lso = min(lso, first)
+		}
+	}
+	for id, e := range pending {
+		if id != producerID && e.TxnFirst >= 0 {
+			lso = min(lso, e.TxnFirst)
+		}
+	}
+	return lso
 }
 
 // commit installs the pending entries of a successful append.
@@ -157,7 +216,26 @@ func (p *producerStates) commit(pending pendingProducers, appendTime, nowMs int6
 		}
 		e.lastSeen = max(e.lastSeen, nowMs)
 		p.m[id] = e
+		p.track(id, e)
 	}
+}
+
+// track keeps the ongoing index in step with an entry.
+func (p *producerStates) track(id int64, e *producerEntry) {
+	if e != nil && e.TxnFirst >= 0 {
+		if p.ongoing == nil {
+			p.ongoing = map[int64]int64{}
+		}
+		p.ongoing[id] = e.TxnFirst
+		return
+	}
+	delete(p.ongoing, id)
+}
+
+// forget removes a producer.
+func (p *producerStates) forget(id int64) {
+	delete(p.m, id)
+	delete(p.ongoing, id)
 }
 
 // expire forgets producers idle for ttl or longer (Kafka's
@@ -167,33 +245,42 @@ func (p *producerStates) expire(nowMs, ttlMs int64) {
 		return
 	}
 	for id, e := range p.m {
-		if nowMs-e.lastSeen >= ttlMs {
-			delete(p.m, id)
+		// A producer with an open transaction stays: its transaction
+		// holds the LSO until the coordinator ends it.
+		if nowMs-e.lastSeen >= ttlMs && e.TxnFirst < 0 {
+			p.forget(id)
 		}
 	}
 }
 
-// update tracks one stored batch during a rebuild (no checks).
-func (p *producerStates) update(h record.Header) {
-	pending, _, _ := p.check([]record.Header{h}, false, 0)
+// update tracks one stored batch during a rebuild (no checks); marker is
+// the batch's transaction marker, if it is one. It returns the
+// transaction the marker ended.
+func (p *producerStates) update(h record.Header, marker *record.Marker) []completedTxn {
+	var markers []*record.Marker
+	if marker != nil {
+		markers = []*record.Marker{marker}
+	}
+	pending, done, _, _ := p.check([]record.Header{h}, markers, false, 0)
 	appendTime := int64(-1)
 	if h.TimestampType() == record.TimestampLogAppendTime {
 		appendTime = h.MaxTimestamp
 	}
 	p.commit(pending, appendTime, h.MaxTimestamp)
+	return done
 }
 
 // truncateHead forgets producers whose last batch is below the log start
 // (Kafka: evicting unretained producers).
 func (p *producerStates) truncateHead(start int64) {
 	for id, e := range p.m {
-		if e.lastOffset() < start {
-			delete(p.m, id)
+		if e.lastOffset() < start && e.TxnFirst < 0 {
+			p.forget(id)
 		}
 	}
 }
 
-func (p *producerStates) reset() { p.m = nil }
+func (p *producerStates) reset() { p.m, p.ongoing = nil, nil }
 
 // snapshot file: one JSON object per line per producer, then a line with
 // the CRC-32C of everything before it.
@@ -202,6 +289,9 @@ type snapshotEntry struct {
 	Epoch    int16               `json:"epoch"`
 	LastSeen int64               `json:"lastSeen"`
 	Batches  []snapshotBatchJSON `json:"batches"`
+	// TxnFirst: the first offset of the producer's ongoing transaction
+	// (absent: none; snapshots before transactions have none).
+	TxnFirst *int64 `json:"txnFirst,omitempty"`
 }
 
 type snapshotBatchJSON struct {
@@ -224,6 +314,10 @@ func (p *producerStates) encode() []byte {
 	for _, id := range ids {
 		e := p.m[id]
 		se := snapshotEntry{ID: id, Epoch: e.Epoch, LastSeen: e.lastSeen}
+		if e.TxnFirst >= 0 {
+			first := e.TxnFirst
+			se.TxnFirst = &first
+		}
 		for _, b := range e.Batches {
 			se.Batches = append(se.Batches, snapshotBatchJSON{b.FirstSeq, b.LastSeq, b.firstOffset, b.lastOffset, b.appendTime})
 		}
@@ -247,7 +341,10 @@ func decodeSnapshot(data []byte) (map[int64]*producerEntry, error) {
 		if err := json.Unmarshal(sc.Bytes(), &se); err != nil {
 			return nil, err
 		}
-		e := &producerEntry{Epoch: se.Epoch, lastSeen: se.LastSeen}
+		e := &producerEntry{Epoch: se.Epoch, lastSeen: se.LastSeen, TxnFirst: -1}
+		if se.TxnFirst != nil {
+			e.TxnFirst = *se.TxnFirst
+		}
 		for _, b := range se.Batches {
 			e.Batches = append(e.Batches, producerBatch{FirstSeq: b.FirstSeq, LastSeq: b.LastSeq, firstOffset: b.FirstOffset, lastOffset: b.LastOffset, appendTime: b.AppendTime})
 		}
@@ -304,10 +401,15 @@ func (l *Log) removeSnapshots(drop func(off int64) bool) error {
 }
 
 // rebuildProducers loads the newest usable snapshot at or below the log
-// end offset and replays batch headers after it. Called with mu held (or
-// during Open).
+// end offset and replays batch headers after it (and the markers of
+// control batches). The aborted-transaction entries of the replayed
+// markers are regenerated; the replay starts at or below the first
+// segment whose txnindex file is stale, so that its entries are rebuilt
+// too. Called with mu held (or during Open).
 func (l *Log) rebuildProducers() error {
 	l.producers.reset()
+	l.unreplicated = nil
+	l.stableHWM.Store(0) // the high watermark may be below the old one now
 	if err := l.removeSnapshots(func(off int64) bool { return off > l.leo }); err != nil {
 		return err
 	}
@@ -315,10 +417,20 @@ func (l *Log) rebuildProducers() error {
 	if err != nil {
 		return err
 	}
+	limit := l.leo
+	for _, s := range l.segs {
+		if s.txn.stale {
+			limit = s.base
+			break
+		}
+	}
 	from := l.start
 	for i := len(offs) - 1; i >= 0; i-- {
 		if offs[i] < l.start {
 			break
+		}
+		if offs[i] > limit {
+			continue
 		}
 		data, err := readFile(l.fs, l.snapshotName(offs[i]))
 		if err == nil {
@@ -330,9 +442,28 @@ func (l *Log) rebuildProducers() error {
 		}
 		l.logger.Info("ignoring unreadable producer snapshot", "file", l.snapshotName(offs[i]), "reason", err.Error())
 	}
-	if from >= l.leo {
-		return nil
+	for id, e := range l.producers.m {
+		l.producers.track(id, e)
 	}
+	changed := map[*segment]bool{}
+	for _, s := range l.segs {
+		if s.txn.dropFrom(from) {
+			changed[s] = true
+		}
+	}
+	if from < l.leo {
+		if err := l.replayProducers(from, changed); err != nil {
+			return err
+		}
+	}
+	l.producers.truncateHead(l.start)
+	return l.persistTxnIndexes(changed)
+}
+
+// replayProducers feeds the batches from offset from on into producer
+// state (see rebuildProducers).
+func (l *Log) replayProducers(from int64, changed map[*segment]bool) error {
+	var err error
 	for i := l.segmentFor(from); i < len(l.segs); i++ {
 		s := l.segs[i]
 		pos := int64(0)
@@ -351,16 +482,32 @@ func (l *Log) rebuildProducers() error {
 			if h.Size() < record.BatchHeaderSize || pos+int64(h.Size()) > s.size {
 				return &CorruptionError{File: s.name, Offset: pos, Err: fmt.Errorf("%w: batch length %d", record.ErrCorrupt, h.BatchLength)}
 			}
-			if _, err := r.Discard(h.Size() - record.BatchHeaderSize); err != nil {
+			var marker *record.Marker
+			if h.IsControl() && h.ProducerID >= 0 {
+				// Markers are small: read the whole batch for its type.
+				b := make([]byte, h.Size())
+				copy(b, hb[:])
+				if _, err := io.ReadFull(r, b[record.BatchHeaderSize:]); err != nil {
+					return &CorruptionError{File: s.name, Offset: pos, Err: err}
+				}
+				if m, err := record.ParseMarker(b); err == nil {
+					marker = &m
+				}
+			} else if _, err := r.Discard(h.Size() - record.BatchHeaderSize); err != nil {
 				return &CorruptionError{File: s.name, Offset: pos, Err: err}
 			}
 			pos += int64(h.Size())
-			if h.LastOffset() >= from {
-				l.producers.update(h)
+			if h.LastOffset() < from {
+				continue
+			}
+			if done := l.producers.update(h, marker); len(done) > 0 {
+				if err := l.completeTxnsLocked(s, done); err != nil {
+					return err
+				}
+				changed[s] = true
 			}
 		}
 	}
-	l.producers.truncateHead(l.start)
 	return nil
 }
 

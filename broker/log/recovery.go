@@ -91,7 +91,7 @@ func (l *Log) recover() error {
 		}
 		ext := filepath.Ext(name)
 		stem := strings.TrimSuffix(name, ext)
-		if len(stem) != segmentNameDigits || (ext != logSuffix && ext != indexSuffix && ext != timeIndexSuffix) {
+		if len(stem) != segmentNameDigits || (ext != logSuffix && ext != indexSuffix && ext != timeIndexSuffix && ext != txnIndexSuffix) {
 			continue
 		}
 		base, err := strconv.ParseInt(stem, 10, 64)
@@ -162,6 +162,14 @@ func (l *Log) recover() error {
 		l.segs = []*segment{s}
 		if err := syncDir(l.fs, l.dir); err != nil {
 			return err
+		}
+	}
+	for _, s := range l.segs {
+		if err := s.txn.load(s.base, s.next); err != nil {
+			return err
+		}
+		if s.txn.stale {
+			l.logger.Info("rebuilding the aborted-transaction index", "file", s.txn.name)
 		}
 	}
 	act := l.active()

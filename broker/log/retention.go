@@ -364,6 +364,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		return err
 	}
 	l.producers.reset()
+	l.unreplicated = nil
 	if err := l.removeSnapshots(func(int64) bool { return true }); err != nil {
 		return err
 	}

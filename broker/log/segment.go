@@ -31,6 +31,7 @@ type segment struct {
 	f       File
 	offIdx  *index
 	timeIdx *index
+	txn     *txnIndex // aborted transactions whose marker is in this segment
 
 	size int64 // bytes of whole batches in f
 	next int64 // offset after the last batch (or the next segment's base when sealed)
@@ -68,6 +69,10 @@ func openSegmentFiles(fs FS, dir string, base int64, flag int) (*segment, error)
 		s.close()
 		return nil, err
 	}
+	if s.txn, err = openTxnIndex(fs, dir, base, flag); err != nil {
+		s.close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -85,7 +90,11 @@ func createSegment(fs FS, dir string, base int64, nowMs int64) (*segment, error)
 
 func (s *segment) close() error {
 	var errs []error
-	for _, f := range []io.Closer{s.f, fileOf(s.offIdx), fileOf(s.timeIdx)} {
+	var txnF io.Closer
+	if s.txn != nil && s.txn.f != nil {
+		txnF = s.txn.f
+	}
+	for _, f := range []io.Closer{s.f, fileOf(s.offIdx), fileOf(s.timeIdx), txnF} {
 		if f != nil {
 			errs = append(errs, f.Close())
 		}
@@ -102,7 +111,11 @@ func fileOf(ix *index) io.Closer {
 
 func (s *segment) remove(fs FS) error {
 	var errs []error
-	for _, n := range []string{s.name, s.offIdx.name, s.timeIdx.name} {
+	names := []string{s.name, s.offIdx.name, s.timeIdx.name}
+	if s.txn != nil {
+		names = append(names, s.txn.name)
+	}
+	for _, n := range names {
 		if err := fs.Remove(n); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
@@ -118,7 +131,11 @@ func (s *segment) sync() error {
 	if err := s.timeIdx.persist(); err != nil {
 		return err
 	}
-	for _, f := range []File{s.f, s.offIdx.f, s.timeIdx.f} {
+	files := []File{s.f, s.offIdx.f, s.timeIdx.f}
+	if s.txn != nil && s.txn.f != nil {
+		files = append(files, s.txn.f)
+	}
+	for _, f := range files {
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("fsync %s: %w", s.name, err)
 		}

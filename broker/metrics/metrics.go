@@ -69,7 +69,7 @@ func New(b *broker.Broker) *Metrics {
 	reg.MustRegister(m.requests, m.failures, m.inFlight, m.latency, m.bytesIn, m.bytesOut, m.connections, m.refused, m.denied,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if b != nil {
-		reg.MustRegister(&logCollector{b: b})
+		reg.MustRegister(&logCollector{b: b}, txnCollector{b: b})
 	}
 	return m
 }

@@ -19,11 +19,23 @@ package protocol
 // flush.messages) decides when the data is on disk. acks=0 sends no
 // response; if any partition failed the connection is closed, as Kafka
 // does, so that the producer notices. Other acks values:
-// INVALID_REQUIRED_ACKS. Transactional produce is not supported
-// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED). With ACLs, each topic needs
-// WRITE (TOPIC_AUTHORIZATION_FAILED on its partitions, nothing appended);
+// INVALID_REQUIRED_ACKS. With ACLs, each topic needs WRITE
+// (TOPIC_AUTHORIZATION_FAILED on its partitions, nothing appended);
 // idempotent producers were authorized when they got their producer ID
 // (InitProducerId), as in Kafka 3.
+//
+// Transactions (docs/transactions.md): a request carrying transactional
+// batches must name its TransactionalID, and the principal needs WRITE on
+// that TRANSACTIONAL_ID (TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every
+// partition otherwise, as Kafka answers). The log tracks the producer's
+// transaction from its first transactional batch in the partition; a
+// non-transactional batch during it is INVALID_TXN_STATE, an older
+// producer epoch INVALID_PRODUCER_EPOCH. KIP-890 part 1: when Env.TxnVerifier
+// is set, the first transactional batch of a producer's transaction in a
+// partition is appended only after the verifier confirmed that the
+// partition was added to that ongoing transaction (its error code answers
+// the partition otherwise); later batches of the same transaction are not
+// verified again.
 
 import (
 	"context"
@@ -34,6 +46,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/record"
 	"github.com/strata-dev/strata/broker/traffic"
 )
 
@@ -44,7 +57,8 @@ func init() { register(kmsg.Produce, 3, 11, handleProduce) }
 type pendingAck struct {
 	p      *broker.Partition
 	sp     *kmsg.ProduceResponseTopicPartition
-	offset int64 // the HWM that commits the append: last offset + 1
+	code   *int16 // WriteTxnMarkers: where the partition's error code goes
+	offset int64  // the HWM that commits the append: last offset + 1
 	epoch  int32
 }
 
@@ -61,8 +75,10 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 	switch {
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		reqErr = fmt.Errorf("%w: acks=%d", kerr.InvalidRequiredAcks, req.Acks)
-	case req.TransactionID != nil:
-		reqErr = fmt.Errorf("%w: transactions are not supported", kerr.TransactionalIDAuthorizationFailed)
+	case req.TransactionID != nil && !r.Authorized(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *req.TransactionID):
+		reqErr = fmt.Errorf("%w: WRITE on transactional ID %q", kerr.TransactionalIDAuthorizationFailed, *req.TransactionID)
+	case req.TransactionID == nil && hasTransactionalBatches(req):
+		reqErr = fmt.Errorf("%w: transactional batches without a transactional ID", kerr.TransactionalIDAuthorizationFailed)
 	}
 	var firstErr error
 	var pending []pendingAck
@@ -87,7 +103,7 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 			err := topicErr
 			if err == nil {
 				var w *pendingAck
-				w, err = producePartition(b, rt.Topic, req.Acks, rp, spp)
+				w, err = producePartition(ctx, r.Env, req.TransactionID, rt.Topic, req.Acks, rp, spp)
 				if w != nil {
 					pending = append(pending, *w)
 				}
@@ -137,7 +153,8 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 	return resp, nil
 }
 
-func producePartition(b *broker.Broker, topic string, acks int16, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) (*pendingAck, error) {
+func producePartition(ctx context.Context, env *Env, txnID *string, topic string, acks int16, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) (*pendingAck, error) {
+	b := env.Broker
 	if err := broker.ValidateTopicName(topic); err != nil {
 		return nil, err
 	}
@@ -150,6 +167,9 @@ func producePartition(b *broker.Broker, topic string, acks int16, rp kmsg.Produc
 			return nil, err
 		}
 	}
+	if err := verifyTxnPartition(ctx, env, txnID, p, rp.Records); err != nil {
+		return nil, err
+	}
 	res, epoch, err := p.Append(rp.Records)
 	if err != nil {
 		return nil, err
@@ -161,4 +181,51 @@ func producePartition(b *broker.Broker, topic string, acks int16, rp kmsg.Produc
 		return &pendingAck{p: p, sp: sp, offset: res.LastOffset + 1, epoch: epoch}, nil
 	}
 	return nil, nil
+}
+
+// hasTransactionalBatches reports whether any batch of the request has the
+// transactional bit (Kafka's ProduceRequest.hasTransactionalRecords). It
+// reads only batch headers; framing is checked by record.Validate later.
+func hasTransactionalBatches(req *kmsg.ProduceRequest) bool {
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			for buf := rp.Records; len(buf) >= record.BatchHeaderSize; {
+				h, _ := record.ParseHeader(buf)
+				if h.IsTransactional() {
+					return true
+				}
+				if h.Size() < record.BatchHeaderSize || h.Size() > len(buf) {
+					break
+				}
+				buf = buf[h.Size():]
+			}
+		}
+	}
+	return false
+}
+
+// verifyTxnPartition asks Env.TxnVerifier (KIP-890 part 1) whether the
+// partition was added to the producer's ongoing transaction, before the
+// first transactional batch of that transaction is appended here.
+func verifyTxnPartition(ctx context.Context, env *Env, txnID *string, p *broker.Partition, records []byte) error {
+	if env.TxnVerifier == nil || txnID == nil || len(records) < record.BatchHeaderSize {
+		return nil
+	}
+	h, _ := record.ParseHeader(records)
+	if !h.IsTransactional() || h.ProducerID < 0 {
+		return nil
+	}
+	if p.Log.InTransaction(h.ProducerID, h.ProducerEpoch) {
+		return nil
+	}
+	if p.Replica != nil {
+		// Only the leader asks: elsewhere the answer is NOT_LEADER.
+		if err := p.Replica.CheckLeader(-1); err != nil {
+			return err
+		}
+	}
+	if err := env.TxnVerifier.VerifyTxnPartition(ctx, *txnID, h.ProducerID, h.ProducerEpoch, p.Topic, p.Index); err != nil {
+		return fmt.Errorf("%s-%d: transaction of %q not verified: %w", p.Topic, p.Index, *txnID, err)
+	}
+	return nil
 }

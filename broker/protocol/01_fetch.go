@@ -15,9 +15,18 @@ package protocol
 // naming a session ID gets FETCH_SESSION_ID_NOT_FOUND. CurrentLeaderEpoch
 // (v9+) is checked (KIP-320: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH),
 // and LastFetchedEpoch (v12+) against the epoch cache: a consumer whose log
-// position diverged gets DivergingEpoch. LastStableOffset equals the HWM (no
-// transactions). v13+ name topics by UUID (UNKNOWN_TOPIC_ID for an unknown
-// one).
+// position diverged gets DivergingEpoch. v13+ name topics by UUID
+// (UNKNOWN_TOPIC_ID for an unknown one).
+//
+// Transactions (docs/transactions.md): every partition answer carries the
+// last stable offset (LSO: below it every transaction is decided and its
+// marker replicated). A read_committed consumer (IsolationLevel 1) reads
+// below the LSO only and gets AbortedTransactions: the aborted
+// transactions (producer ID, first offset) overlapping the returned
+// records, from the aborted-transaction index; its client drops their
+// records. read_uncommitted reads up to the HWM, as without transactions.
+// Control batches are returned to both (clients skip them). A parked
+// fetch wakes when the HWM or the log moves, which is when the LSO moves.
 //
 // In a cluster only the leader serves v4-10 consumers; v11+ consumers may
 // fetch from any replica (KIP-392: a follower serves up to its HWM, which
@@ -379,14 +388,14 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 		sp.HighWatermark = rep.HighWatermark()
 		if div != nil {
 			sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = div.Epoch, div.EndOffset
-			sp.LastStableOffset, sp.LogStartOffset = sp.HighWatermark, p.Log.StartOffset()
+			sp.LastStableOffset, sp.LogStartOffset = p.Log.LastStableOffset(sp.HighWatermark), p.Log.StartOffset()
 			return 0, nil
 		}
 		if quota = b.Replicas().LeaderQuota(rep, req.ReplicaID); quota != nil && quota.Exceeded() {
 			// A throttled replica outside the ISR and the leader quota is
 			// exceeded (Kafka's shouldLeaderThrottle): no data; the fetch
 			// long-polls until the quota has room.
-			sp.LastStableOffset, sp.LogStartOffset = sp.HighWatermark, p.Log.StartOffset()
+			sp.LastStableOffset, sp.LogStartOffset = p.Log.LastStableOffset(sp.HighWatermark), p.Log.StartOffset()
 			if waits != nil {
 				*waits = append(*waits, quota.Wait())
 			}
@@ -412,7 +421,7 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 				if err := ptrs.Set(sp, plan.Pointers); err != nil {
 					return 0, err
 				}
-				sp.LastStableOffset, sp.LogStartOffset = sp.HighWatermark, p.Log.StartOffset()
+				sp.LastStableOffset, sp.LogStartOffset = p.Log.LastStableOffset(sp.HighWatermark), p.Log.StartOffset()
 				n := 0
 				for _, ptr := range plan.Pointers {
 					n += int(ptr.Length)
@@ -440,14 +449,14 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 			if id := b.PreferredReadReplica(topic, rp.Partition, req.Rack); id >= 0 {
 				sp.PreferredReadReplica = id
 				sp.HighWatermark = rep.HighWatermark()
-				sp.LastStableOffset, sp.LogStartOffset = sp.HighWatermark, p.Log.StartOffset()
+				sp.LastStableOffset, sp.LogStartOffset = p.Log.LastStableOffset(sp.HighWatermark), p.Log.StartOffset()
 				return 0, nil
 			}
 		}
 		if d := rep.CheckDivergence(rp.FetchOffset, rp.LastFetchedEpoch); d != nil {
 			sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = d.Epoch, d.EndOffset
 			sp.HighWatermark = rep.HighWatermark()
-			sp.LastStableOffset, sp.LogStartOffset = sp.HighWatermark, p.Log.StartOffset()
+			sp.LastStableOffset, sp.LogStartOffset = p.Log.LastStableOffset(sp.HighWatermark), p.Log.StartOffset()
 			return 0, nil
 		}
 		upTo = rep.HighWatermark()
@@ -464,7 +473,12 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 		sp.LogStartOffset = start
 		return 0, kerr.OffsetOutOfRange
 	}
-	sp.LastStableOffset, sp.LogStartOffset = sp.HighWatermark, start
+	sp.LastStableOffset, sp.LogStartOffset = p.Log.LastStableOffset(sp.HighWatermark), start
+	readCommitted := req.ReplicaID < 0 && req.IsolationLevel == 1
+	if readCommitted {
+		upTo = min(upTo, sp.LastStableOffset)
+		sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+	}
 	maxBytes := min(int(rp.PartitionMaxBytes), budget)
 	if rp.FetchOffset >= upTo || maxBytes <= 0 && !first {
 		return 0, nil
@@ -488,6 +502,13 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 	}
 	if len(res.Records) > 0 {
 		sp.RecordBatches = res.Records
+		if readCommitted {
+			for _, a := range p.Log.AbortedTxns(rp.FetchOffset, res.HighestOffset+1) {
+				t := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+				t.ProducerID, t.FirstOffset = a.ProducerID, a.FirstOffset
+				sp.AbortedTransactions = append(sp.AbortedTransactions, t)
+			}
+		}
 		if inlineReason != "" {
 			b.Replicas().CountWALInline(inlineReason, len(res.Records))
 		}

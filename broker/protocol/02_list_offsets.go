@@ -2,7 +2,8 @@ package protocol
 
 // ListOffsets (key 2), versions 0-7.
 //
-// Timestamp -1 (latest) answers the high watermark, -2 (earliest) the log
+// Timestamp -1 (latest) answers the high watermark, or the last stable
+// offset for IsolationLevel 1 (read_committed, v2+), -2 (earliest) the log
 // start offset, -3 (max timestamp, v7) the offset and timestamp of the
 // record with the largest timestamp (found by scanning batch headers), and
 // a timestamp >= 0 the first offset whose timestamp is at or after it (-1,
@@ -38,7 +39,7 @@ func handleListOffsets(_ context.Context, r *Request) (kmsg.Response, error) {
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			if !allowed {
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			} else if err := listOffset(b, req.Version, rt.Topic, rp, &sp); err != nil {
+			} else if err := listOffset(b, req.Version, req.IsolationLevel, rt.Topic, rp, &sp); err != nil {
 				sp.ErrorCode = broker.ErrorCode(err)
 				sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			}
@@ -49,7 +50,7 @@ func handleListOffsets(_ context.Context, r *Request) (kmsg.Response, error) {
 	return resp, nil
 }
 
-func listOffset(b *broker.Broker, version int16, topic string, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) error {
+func listOffset(b *broker.Broker, version int16, isolation int8, topic string, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) error {
 	p, err := b.Partition(topic, rp.Partition)
 	if err != nil {
 		return err
@@ -65,6 +66,9 @@ func listOffset(b *broker.Broker, version int16, topic string, rp kmsg.ListOffse
 	switch rp.Timestamp {
 	case -1:
 		offset = highWatermark(p)
+		if isolation == 1 && version >= 2 {
+			offset = p.LastStableOffset()
+		}
 	case -2:
 		offset = p.Log.StartOffset()
 	case -3:

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -67,9 +68,24 @@ type Env struct {
 	// Limits bound what one request may make the broker do (limits.go).
 	Limits Limits
 
+	// TxnVerifier, when set, is asked before the first transactional batch of a
+	// producer's transaction is appended to a partition (KIP-890 part 1).
+	TxnVerifier TxnVerifier
+
 	// Replica fetch sessions (fetch_session.go), created on first use.
 	sessionsOnce sync.Once
 	sessions     *fetchSessions
+}
+
+// TxnVerifier is the transaction coordinator's side of KIP-890 part 1
+// (server-side partition verification): a late produce cannot join a
+// transaction that has ended.
+type TxnVerifier interface {
+	// VerifyTxnPartition returns nil when topic/partition was added to the ongoing
+	// transaction of transactionalID with this producer ID and epoch, else a kerr error
+	// (INVALID_TXN_STATE, PRODUCER_FENCED, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, …)
+	// the produce response carries for that partition.
+	VerifyTxnPartition(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, topic string, partition int32) error
 }
 
 // ProducerIDAllocator hands out producer IDs that are never reused, also

@@ -25,6 +25,17 @@ func batch(t *testing.T, values ...string) []byte {
 	return b
 }
 
+func txnBatch(t *testing.T) []byte {
+	t.Helper()
+	spec := record.DefaultSpec()
+	spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence, spec.Transactional = 1, 0, 0, true
+	b, err := record.Build(spec, []record.Record{{Value: []byte("t")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // TestProduceErrors sends raw Produce requests and checks the error code
 // of each kind of bad input, and that nothing bad was appended.
 func TestProduceErrors(t *testing.T) {
@@ -54,7 +65,7 @@ func TestProduceErrors(t *testing.T) {
 		{"over max.message.bytes", "p", 0, 1, nil, big, kerr.MessageTooLarge},
 		{"unknown topic", "nope", 0, 1, nil, good, kerr.UnknownTopicOrPartition},
 		{"unknown partition", "p", 7, 1, nil, good, kerr.UnknownTopicOrPartition},
-		{"transactional", "p", 0, -1, sp("txn"), good, kerr.TransactionalIDAuthorizationFailed},
+		{"transactional batch without a transactional ID", "p", 0, -1, nil, txnBatch(t), kerr.TransactionalIDAuthorizationFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -28,6 +28,10 @@
 // allocate for keys and values it only skips; tests cross-check it against
 // kmsg's encoder and decoder.
 //
+// Control batches (transaction markers, control.go) are never accepted
+// from producers; the broker builds them with BuildMarker for
+// WriteTxnMarkers and reads their type with ParseMarker.
+//
 // SetBaseOffset and SetPartitionLeaderEpoch touch fields outside the CRC and
 // so are free; SetLogAppendTime rewrites attributes and maxTimestamp and
 // recomputes the CRC.

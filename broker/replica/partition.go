@@ -221,6 +221,8 @@ func (p *Partition) wakeLocked() {
 func (p *Partition) setHWMLocked(v int64) {
 	if v != p.hwm.Load() {
 		p.hwm.Store(v)
+		// Transactions whose marker is now below the HWM are stable.
+		p.Log.NoteHighWatermark(v)
 		p.wakeLocked()
 	}
 }

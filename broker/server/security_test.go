@@ -132,6 +132,11 @@ func roundTrip(ctx context.Context, topic string, opts ...kgo.Opt) error {
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("secret")}).FirstErr(); err != nil {
 		return err
 	}
+	return firstRecord(ctx, cl)
+}
+
+// firstRecord polls cl until it returns a record (nil) or a fetch error.
+func firstRecord(ctx context.Context, cl *kgo.Client) error {
 	for {
 		fs := cl.PollFetches(ctx)
 		if err := fs.Err0(); err != nil {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,48 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/strata-dev/strata/broker/protocol"
 )
-
-// fakeLeaderMarkers stands in for the partition side's WriteTxnMarkers
-// (API 27) in builds that do not have it: it acknowledges every partition
-// and records what it was asked to write.
-var fakeLeaderMarkers struct {
-	sync.Mutex
-	installed bool
-	written   []kmsg.WriteTxnMarkersRequestMarker
-}
-
-func init() {
-	if _, ok := protocol.Lookup(kmsg.WriteTxnMarkers.Int16()); ok {
-		return
-	}
-	fakeLeaderMarkers.installed = true
-	protocol.Register(protocol.API{Key: kmsg.WriteTxnMarkers.Int16(), Min: 0, Max: 1, Handle: func(_ context.Context, r *protocol.Request) (kmsg.Response, error) {
-		req := r.Msg.(*kmsg.WriteTxnMarkersRequest)
-		resp := r.NewResponse().(*kmsg.WriteTxnMarkersResponse)
-		fakeLeaderMarkers.Lock()
-		defer fakeLeaderMarkers.Unlock()
-		for _, m := range req.Markers {
-			fakeLeaderMarkers.written = append(fakeLeaderMarkers.written, m)
-			rm := kmsg.NewWriteTxnMarkersResponseMarker()
-			rm.ProducerID = m.ProducerID
-			for _, t := range m.Topics {
-				rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
-				rt.Topic = t.Topic
-				for _, p := range t.Partitions {
-					rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
-					rp.Partition = p
-					rt.Partitions = append(rt.Partitions, rp)
-				}
-				rm.Topics = append(rm.Topics, rt)
-			}
-			resp.Markers = append(resp.Markers, rm)
-		}
-		return resp, nil
-	}})
-}
 
 func describeTxn(t *testing.T, cl *kgo.Client, id string) kmsg.DescribeTransactionsResponseTransactionState {
 	t.Helper()
@@ -164,14 +122,6 @@ func TestTransactionCoordinatorAPIs(t *testing.T) {
 	}
 	if r, err := fetch.RequestWith(ctx, cl); err != nil || r.Topics[0].Partitions[0].ErrorCode != 0 || r.Topics[0].Partitions[0].Offset != 5 {
 		t.Fatalf("OffsetFetch after the commit: %v %+v", err, r)
-	}
-	if fakeLeaderMarkers.installed {
-		fakeLeaderMarkers.Lock()
-		w := fakeLeaderMarkers.written
-		fakeLeaderMarkers.Unlock()
-		if len(w) != 1 || !w[0].Committed || w[0].ProducerID != pid || len(w[0].Topics) != 1 || len(w[0].Topics[0].Partitions) != 2 {
-			t.Fatalf("markers at the partition leader: %+v", w)
-		}
 	}
 
 	// A second producer with the same ID fences the first.

@@ -7,5 +7,7 @@
 // the gateway behind brokertest.S3Proxy). failover_helpers_test.go has what
 // the failover tests share: the acknowledgement-recording producer, the
 // read-back of acknowledged records and the byte comparison of the
-// replicas' logs.
+// replicas' logs. txn_test.go replicates transactional batches and markers
+// (classic, WAL, and across a leader SIGKILL) and reads them back with
+// read_committed.
 package replication
