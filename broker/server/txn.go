@@ -92,6 +92,7 @@ func (s *Server) startTxnCoordinator(ctx context.Context, env *protocol.Env) err
 	env.Txns = c
 	s.txns = c
 	s.txnVerifier = &txnVerifier{txns: c, owns: cfg.Owns, remote: s.interBrokerClient}
+	env.TxnVerifier = s.txnVerifier
 	env.TxnMarkerWritten = s.txnVerifier.Forget
 	s.wg.Add(1)
 	go func() {
