@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strata-dev/strata/broker"
 	"github.com/strata-dev/strata/broker/auth"
@@ -121,12 +120,10 @@ type Server struct {
 	// ownership follows the live broker set (group and transaction
 	// coordinator placement).
 	ownership *ownership
-	// ibClient sends inter-broker requests (transaction markers,
-	// KIP-890 verification); created on first use.
-	ibOnce   sync.Once
-	ibClient *kgo.Client
-	ibErr    error
-	traffic  *traffic.Counter
+	// ib sends inter-broker requests (transaction markers, KIP-890
+	// verification).
+	ib      *interBrokerClients
+	traffic *traffic.Counter
 	// cost counts replication bytes and dollars (broker/cost).
 	cost    *cost.Meter
 	cluster *clusterRun  // nil standalone

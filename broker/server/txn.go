@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -75,7 +77,8 @@ func (s *Server) startTxnCoordinator(ctx context.Context, env *protocol.Env) err
 		cfg.Store = fs
 	}
 	cfg.ProducerIDs = env.ProducerIDAllocator().AllocateProducerID
-	markers := &markerWriter{b: b, env: env, log: s.log.WithName("txn-markers"), remote: s.interBrokerClient}
+	s.ib = &interBrokerClients{s: s}
+	markers := &markerWriter{b: b, env: env, log: s.log.WithName("txn-markers"), remote: s.ib.request}
 	cfg.Markers = markers
 	if s.cfg.WrapTxnMarkers != nil {
 		cfg.Markers = s.cfg.WrapTxnMarkers(markers)
@@ -91,7 +94,8 @@ func (s *Server) startTxnCoordinator(ctx context.Context, env *protocol.Env) err
 	}
 	env.Txns = c
 	s.txns = c
-	s.txnVerifier = &txnVerifier{txns: c, owns: cfg.Owns, remote: s.interBrokerClient}
+	s.txnVerifier = &txnVerifier{txns: c, owns: cfg.Owns, remote: s.ib.request,
+		coordinatorOf: func(id string) int32 { return group.CoordinatorFor(id, liveIDs(b)) }}
 	env.TxnVerifier = s.txnVerifier
 	env.TxnMarkerWritten = s.txnVerifier.Forget
 	s.wg.Add(1)
@@ -117,29 +121,84 @@ func (s *Server) stopTxnCoordinator() {
 	if s.txns != nil {
 		s.txns.Close()
 	}
-	s.ibOnce.Do(func() {}) // no client after this; and see one being made
-	if s.ibClient != nil {
-		s.ibClient.Close()
+	if s.ib != nil {
+		s.ib.close()
 	}
 }
 
-// interBrokerClient returns the client this broker sends inter-broker
-// requests with (WriteTxnMarkers, KIP-890 verification): it connects on
-// the inter-broker listener with the replica fetcher's security
-// (secureDial: the broker's certificate, its SASL credentials).
-func (s *Server) interBrokerClient() (*kgo.Client, error) {
-	s.ibOnce.Do(func() {
-		ib, kp := s.interBroker()
-		dial := secureDial(nil, ib, kp, s.cfg.Security.InterBroker)
-		seed := fmt.Sprintf("%s:%d", ib.AdvHost, ib.AdvPort)
-		s.ibClient, s.ibErr = kgo.NewClient(
-			kgo.SeedBrokers(seed),
-			kgo.Dialer(dial),
-			kgo.ClientID(fmt.Sprintf("strata-broker-%d", s.cfg.Broker.NodeID)),
+// interBrokerClients send this broker's inter-broker requests
+// (WriteTxnMarkers, KIP-890 verification) on the inter-broker listener with
+// the replica fetcher's security (secureDial: the broker's certificate, its
+// SASL credentials). The target's address comes from this broker's own
+// cluster view, one kgo client per address: a kgo client left to find
+// brokers itself keeps a restarted broker's old address until its next
+// metadata refresh (minutes).
+type interBrokerClients struct {
+	s  *Server
+	mu sync.Mutex
+	// clients by address; closed guards against use after close.
+	clients map[string]*kgo.Client
+	closed  bool
+}
+
+// request sends req to broker id and returns its response.
+func (ibc *interBrokerClients) request(ctx context.Context, id int32, req kmsg.Request) (kmsg.Response, error) {
+	ib, kp := ibc.s.interBroker()
+	addr := ""
+	for _, bi := range ibc.s.broker.BrokersOn(ib.Name) {
+		if bi.ID == id {
+			addr = net.JoinHostPort(bi.Host, strconv.Itoa(int(bi.Port)))
+		}
+	}
+	if addr == "" {
+		return nil, fmt.Errorf("broker %d is not live", id)
+	}
+	ibc.mu.Lock()
+	if ibc.closed {
+		ibc.mu.Unlock()
+		return nil, errors.New("inter-broker client closed")
+	}
+	cl := ibc.clients[addr]
+	if cl == nil {
+		var err error
+		cl, err = kgo.NewClient(
+			kgo.SeedBrokers(addr),
+			kgo.Dialer(secureDial(nil, ib, kp, ibc.s.cfg.Security.InterBroker)),
+			kgo.ClientID(fmt.Sprintf("strata-broker-%d", ibc.s.cfg.Broker.NodeID)),
 			kgo.RequestRetries(0),
 		)
-	})
-	return s.ibClient, s.ibErr
+		if err != nil {
+			ibc.mu.Unlock()
+			return nil, err
+		}
+		if ibc.clients == nil {
+			ibc.clients = map[string]*kgo.Client{}
+		}
+		ibc.clients[addr] = cl
+		// Forget the clients of addresses no live broker has.
+		live := map[string]bool{}
+		for _, bi := range ibc.s.broker.BrokersOn(ib.Name) {
+			live[net.JoinHostPort(bi.Host, strconv.Itoa(int(bi.Port)))] = true
+		}
+		for a, old := range ibc.clients {
+			if !live[a] {
+				old.Close()
+				delete(ibc.clients, a)
+			}
+		}
+	}
+	ibc.mu.Unlock()
+	return cl.SeedBrokers()[0].Request(ctx, req)
+}
+
+func (ibc *interBrokerClients) close() {
+	ibc.mu.Lock()
+	defer ibc.mu.Unlock()
+	ibc.closed = true
+	for _, cl := range ibc.clients {
+		cl.Close()
+	}
+	ibc.clients = nil
 }
 
 // markerWriter implements txn.MarkerWriter.
@@ -147,7 +206,7 @@ type markerWriter struct {
 	b      *broker.Broker
 	env    *protocol.Env
 	log    logr.Logger
-	remote func() (*kgo.Client, error)
+	remote func(ctx context.Context, id int32, req kmsg.Request) (kmsg.Response, error)
 }
 
 // markerTimeout bounds one request to one broker.
@@ -263,15 +322,11 @@ func (w *markerWriter) send(ctx context.Context, id int32, req *kmsg.WriteTxnMar
 		}
 		return resp.(*kmsg.WriteTxnMarkersResponse), nil
 	}
-	cl, err := w.remote()
+	resp, err := w.remote(ctx, id, req)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
-	if err != nil {
-		return nil, err
-	}
-	return resp, nil
+	return resp.(*kmsg.WriteTxnMarkersResponse), nil
 }
 
 // txnMetrics are the strata_txn_* metrics.

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/txn"
@@ -17,7 +16,8 @@ import (
 // ongoing transaction of that transactional ID, producer ID and epoch?
 // The transaction's coordinator answers — this broker's coordinator
 // directly, another broker's through AddPartitionsToTxn v4 VerifyOnly
-// (kgo routes it to the coordinator of the ID). Positive answers are
+// sent to the broker placement names (not through kgo's coordinator
+// cache, which keeps a dead coordinator until it answers NOT_COORDINATOR). Positive answers are
 // cached until a transaction marker for that producer reaches the
 // partition (Forget, called when WriteTxnMarkers is served): a produce
 // that arrives after its transaction ended is then asked about again and
@@ -25,7 +25,10 @@ import (
 type txnVerifier struct {
 	txns   *txn.Coordinator
 	owns   func(id string) bool
-	remote func() (*kgo.Client, error)
+	remote func(ctx context.Context, id int32, req kmsg.Request) (kmsg.Response, error)
+	// coordinatorOf names the broker coordinating a transactional ID
+	// (group.CoordinatorFor over the live brokers; -1: none).
+	coordinatorOf func(id string) int32
 
 	mu       sync.Mutex
 	verified map[verifiedKey]bool
@@ -90,10 +93,6 @@ func (v *txnVerifier) ask(ctx context.Context, key verifiedKey) error {
 		}
 		return nil
 	}
-	cl, err := v.remote()
-	if err != nil {
-		return kerr.NotEnoughReplicas
-	}
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	t := kmsg.NewAddPartitionsToTxnRequestTransaction()
 	t.TransactionalID, t.ProducerID, t.ProducerEpoch, t.VerifyOnly = key.id, key.pid, key.epoch, true
@@ -101,9 +100,16 @@ func (v *txnVerifier) ask(ctx context.Context, key verifiedKey) error {
 	tt.Topic, tt.Partitions = key.topic, []int32{key.partition}
 	t.Topics = append(t.Topics, tt)
 	req.Transactions = append(req.Transactions, t)
+	node := int32(-1)
+	if v.coordinatorOf != nil {
+		node = v.coordinatorOf(key.id)
+	}
+	if node < 0 {
+		return kerr.NotEnoughReplicas
+	}
 	ctx, cancel := context.WithTimeout(ctx, markerTimeout)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
+	kresp, err := v.remote(ctx, node, req)
 	if err != nil {
 		var ke *kerr.Error
 		if errors.As(err, &ke) {
@@ -111,6 +117,7 @@ func (v *txnVerifier) ask(ctx context.Context, key verifiedKey) error {
 		}
 		return kerr.NotEnoughReplicas // retriable for the producer
 	}
+	resp := kresp.(*kmsg.AddPartitionsToTxnResponse)
 	if resp.ErrorCode != 0 {
 		return produceCodeOf(resp.ErrorCode)
 	}

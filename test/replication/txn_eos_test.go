@@ -48,7 +48,6 @@ func TestExactlyOnceAcrossBrokerKill(t *testing.T) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.FetchMaxBytes(16<<10), // small batches: many transactions
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +61,7 @@ func TestExactlyOnceAcrossBrokerKill(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatalf("transformed %d of %d records in committed transactions before the deadline", transformed, n)
 		}
-		fs := sess.PollFetches(ctx)
+		fs := sess.PollRecords(ctx, 100) // many small transactions
 		fs.EachError(func(topic string, p int32, err error) { t.Logf("fetch %s-%d: %v", topic, p, err) })
 		recs := fs.Records()
 		if len(recs) == 0 {
