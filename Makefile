@@ -127,6 +127,10 @@ chaos: s3-server build ## Long `strata chaos` runs: make chaos SEEDS="1 2 3" DUR
 bench: ## Go benchmarks of the broker.
 	go test ./broker/... -run '^$$' -bench . -benchmem
 
+.PHONY: bench-wal
+bench-wal: s3-server build ## The strata bench runs behind issue #18's and #15's figures (hack/bench-wal.sh; BENCH_DURATION=20s): JSON, text and a plot in bin/bench-wal/.
+	STRATA_VERSITYGW=$(VERSITYGW) BIN=$(BIN)/strata OUT=$(BIN)/bench-wal hack/bench-wal.sh
+
 ##@ End to end (a real 3-zone Kubernetes on this machine, see docs/e2e.md)
 
 # Where the e2e cluster keeps its state, logs and the journey's report.

@@ -24,6 +24,7 @@ import (
 	"github.com/strata-dev/strata/broker/log"
 	"github.com/strata-dev/strata/broker/record"
 	"github.com/strata-dev/strata/broker/replica"
+	"github.com/strata-dev/strata/broker/tier"
 )
 
 // Config is the static configuration of one broker.
@@ -69,6 +70,9 @@ type Config struct {
 	// the default).
 	MaxPartitionsPerTopic int32
 	MaxPartitions         int32
+	// RemoteStorageSystem is remote.log.storage.system.enable: topics may
+	// set remote.storage.enable (the slow tier is given with SetTier).
+	RemoteStorageSystem bool
 }
 
 // Values of leader.placement.policy.
@@ -138,6 +142,8 @@ type Broker struct {
 	lock *os.File
 	// cluster is set in cluster mode (EnableCluster), nil standalone.
 	cluster *cluster
+	// tier is the slow tier (SetTier), nil when off.
+	tier *tier.Tier
 }
 
 // lockDir takes an exclusive, non-blocking lock on the data directory so
@@ -176,6 +182,9 @@ type Partition struct {
 	maxMessageBytes atomic.Int64
 	// minInsyncReplicas caches min.insync.replicas for acks=all.
 	minInsyncReplicas atomic.Int32
+	// tier is the partition's slow-tier handle while the broker's tier is
+	// on (used when the topic is tiered: Tiered).
+	tier atomic.Pointer[tier.Partition]
 }
 
 // metaFile is the persisted form of the broker's metadata.
@@ -306,6 +315,7 @@ func (b *Broker) openPartition(t *Topic, index int32) (*Partition, error) {
 		return nil, fmt.Errorf("broker: open partition %s-%d: %w", t.Name, index, err)
 	}
 	p := &Partition{Topic: t.Name, Index: index, Log: l}
+	b.attachTierLocked(t, p)
 	p.setMaxMessageBytes(cfg.MaxMessageBytes)
 	p.minInsyncReplicas.Store(b.minInsyncReplicas(t.configs))
 	return p, nil

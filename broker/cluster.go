@@ -240,6 +240,12 @@ func (b *Broker) ApplyClusterState(st *meta.ClusterState) error {
 	b.applyDynamicConfigs(st)
 	var errs []error
 	for _, ch := range changes {
+		if ch.Kind == meta.DeletePartition {
+			// The topic is gone: its slow-tier data too (tiered.go).
+			if p := b.hostedPartition(ch.Partition); p != nil {
+				b.deleteTierData(p)
+			}
+		}
 		if ch.Kind == meta.StopReplica || ch.Kind == meta.DeletePartition {
 			b.dropPartition(ch.Partition)
 		}
@@ -583,6 +589,9 @@ func (b *Broker) setTopicConfigsCluster(ctx context.Context, topic string, edit 
 			}
 		}
 		if err := b.checkTopicConfigs(next); err != nil {
+			return nil, err
+		}
+		if err := b.checkRemoteStorageChange(cfg, next); err != nil {
 			return nil, err
 		}
 		return next, nil

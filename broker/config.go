@@ -157,9 +157,12 @@ var topicConfigs = []topicConfig{
 	{name: "retention.bytes", brokerKey: "log.retention.bytes", def: "-1", typ: typeLong, check: longAtLeast(-1),
 		doc: "Delete the oldest segments while a partition is larger than this; -1 means no limit."},
 	{name: "local.retention.ms", brokerKey: "log.local.retention.ms", def: "-2", typ: typeLong, check: longAtLeast(-2),
-		doc: "Local retention before tiering (stored; used by the slow tier). -2 means retention.ms."},
+		doc: "A tiered topic (remote.storage.enable) keeps segments on the broker's disk this long, and only once they are in the slow tier. -2 means retention.ms; never above retention.ms."},
 	{name: "local.retention.bytes", brokerKey: "log.local.retention.bytes", def: "-2", typ: typeLong, check: longAtLeast(-2),
-		doc: "Local retention bytes before tiering (stored; used by the slow tier). -2 means retention.bytes."},
+		doc: "A tiered topic keeps at most this many bytes per partition on the broker's disk (of segments already in the slow tier). -2 means retention.bytes; never above retention.bytes."},
+	{name: ConfigRemoteStorage, brokerKey: "log.remote.storage.enable", def: "false", typ: typeBoolean, check: oneOf("true", "false"),
+		doc: "Copy closed segments to the slow tier (regional bucket) and serve reads below the local log from it. Needs remote.log.storage.system.enable and cleanup.policy=delete; cannot be turned off again. " +
+			"The broker default log.remote.storage.enable is Strata's (the operator sets it with spec.tieredStorage)."},
 	{name: "segment.bytes", brokerKey: "log.segment.bytes", def: "1073741824", typ: typeInt, check: intAtLeast(14),
 		doc: "Roll a new segment when the active one reaches this size."},
 	{name: "segment.ms", brokerKey: "log.roll.ms", def: "604800000", typ: typeLong, check: longAtLeast(1),
@@ -302,6 +305,9 @@ func (b *Broker) logConfig(overrides map[string]string) log.Config {
 	cfg.MinCompactionLag = ms("min.compaction.lag.ms")
 	cfg.MaxCompactionLag = ms("max.compaction.lag.ms")
 	cfg.DeleteRetention = ms("delete.retention.ms")
+	cfg.LocalRetentionMs = ms("local.retention.ms")
+	cfg.LocalRetentionBytes = num("local.retention.bytes")
+	cfg.RemoteStorage = b.tieredByConfig(overrides)
 	return cfg
 }
 
@@ -313,5 +319,5 @@ func (b *Broker) checkTopicConfigs(overrides map[string]string) error {
 	if err := log.ValidateConfig(b.logConfig(overrides)); err != nil {
 		return fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
 	}
-	return nil
+	return b.checkRemoteStorage(overrides)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -205,6 +204,7 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	b.mu.Unlock()
 	var errs []error
 	for _, p := range t.partitions {
+		b.deleteTierData(p)
 		if err := p.Log.Delete(); err != nil {
 			errs = append(errs, fmt.Errorf("delete %s-%d: %w", name, p.Index, err))
 		}
@@ -426,6 +426,9 @@ func (b *Broker) setTopicConfigs(ctx context.Context, topic string, edit func(ma
 	if err == nil {
 		err = b.checkTopicConfigs(next)
 	}
+	if err == nil {
+		err = b.checkRemoteStorageChange(t.configs, next)
+	}
 	if err != nil || validateOnly {
 		return err
 	}
@@ -507,12 +510,7 @@ func (b *Broker) ApplyRetention() (int, error) {
 	total := 0
 	var errs []error
 	for _, p := range parts {
-		limit := int64(math.MaxInt64)
-		if p.Replica != nil {
-			// Kafka never deletes above the high watermark.
-			limit = p.Replica.HighWatermark()
-		}
-		n, err := p.Log.ApplyRetentionUpTo(limit)
+		n, err := p.applyRetention()
 		total += n
 		if err != nil {
 			errs = append(errs, fmt.Errorf("retention of %s-%d: %w", p.Topic, p.Index, err))

@@ -96,8 +96,14 @@ const (
 	EnvTierSessionToken = "STRATA_TIER_SESSION_TOKEN"
 )
 
-// defaultListeners apply when spec.listeners is empty.
-var defaultListeners = []strata.ListenerSpec{{Name: "PLAINTEXT", Port: 9092, Protocol: "PLAINTEXT"}}
+// defaultListeners apply when spec.listeners is empty: SASL_SSL (SCRAM,
+// the users of KafkaUser resources) with a certificate of the cluster CA.
+var defaultListeners = []strata.ListenerSpec{{Name: "SASL_SSL", Port: 9092, Protocol: "SASL_SSL"}}
+
+// legacyDefaultListeners were the default of operator releases before
+// secure defaults; a cluster whose brokers run them keeps them while
+// spec.listeners stays empty (LegacySecurityDefaults).
+var legacyDefaultListeners = []strata.ListenerSpec{{Name: "PLAINTEXT", Port: 9092, Protocol: "PLAINTEXT"}}
 
 // Listeners returns the cluster's listeners, defaulted.
 func Listeners(kc *strata.KafkaCluster) []strata.ListenerSpec {
@@ -131,16 +137,21 @@ const (
 	ClusterTLSDir = "/etc/strata-tls/cluster"
 	// ListenerTLSDir holds spec.security.listenerCertificate.
 	ListenerTLSDir = "/etc/strata-tls/listener"
-	TLSCertKey     = "tls.crt"
-	TLSKeyKey      = "tls.key"
-	CACertKey      = "ca.crt"
+	// ClientsCADir holds the ca.crt of <cluster>-clients-ca (never its
+	// key): the CAs client listeners with tls.clientAuth trust.
+	ClientsCADir = "/etc/strata-tls/clients"
+	TLSCertKey   = "tls.crt"
+	TLSKeyKey    = "tls.key"
+	CACertKey    = "ca.crt"
 )
 
 // renderListeners writes listeners, advertised.listeners, the protocol
 // map, the inter-broker listener and the TLS files of every TLS listener.
 // Client TLS listeners serve spec.security.listenerCertificate when set,
 // else the broker certificate of the cluster CA; client certificates must
-// chain to that Secret's ca.crt, else to the cluster CA.
+// chain to that Secret's ca.crt, else to the clients CA (KafkaUsers of
+// type tls). The REPLICATION listener trusts the cluster CA only, so no
+// user certificate reaches it.
 //
 // legacy renders the first client listener as inter.broker.listener.name
 // (what brokers of earlier releases replicated over) with REPLICATION
@@ -173,6 +184,9 @@ func renderListeners(kc *strata.KafkaCluster, kv map[string]string, legacy bool)
 		kv[p+"client.auth"] = string(auth)
 		if auth != strata.ClientAuthNone {
 			kv[p+"ca.location"] = dir + "/" + CACertKey
+			if dir == ClusterTLSDir && l.Name != ReplicationListener {
+				kv[p+"ca.location"] = ClientsCADir + "/" + CACertKey
+			}
 		}
 	}
 	kv["listeners"] = strings.Join(ls, ",")
@@ -294,6 +308,7 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 	}
 
 	renderListeners(kc, kv, zi.LegacyInterBroker)
+	renderAuthorization(kc, kv)
 	if _, managed := ManagedEtcd(kc); managed {
 		// The managed etcd requires client certificates of the cluster
 		// CA; the broker presents its own (it has the clientAuth usage).
@@ -340,7 +355,11 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 	}
 
 	if ts := kc.Spec.TieredStorage; ts != nil {
-		kv["tier.enabled"] = "true"
+		// Kafka's switch of the slow tier; topics tiered unless they say
+		// otherwise (remote.storage.enable), as the spec asks for the
+		// cluster (compacted topics cannot be: the broker skips them).
+		kv["remote.log.storage.system.enable"] = "true"
+		kv["log.remote.storage.enable"] = "true"
 		kv["tier.bucket.name"] = ts.Bucket
 		kv["tier.bucket.region"] = ts.Region
 		kv["tier.bucket.endpoint"] = ts.Endpoint
@@ -349,7 +368,7 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 		if ref := ts.Credentials.SecretRef; ref != nil && ts.Credentials.EffectiveSource() == strata.CredentialsFromSecret {
 			kv["tier.bucket.credentials.secret"] = ref.Name
 		}
-		kv["local.retention.ms"] = millis(durationOr(ts.LocalRetention, 24*time.Hour))
+		kv["log.local.retention.ms"] = millis(durationOr(ts.LocalRetention, 24*time.Hour))
 	}
 
 	for k, v := range kc.Spec.Config {

@@ -3,6 +3,7 @@ package controllers
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
@@ -16,11 +17,7 @@ import (
 // broker must come out with WAL on, its own bucket for uploads and all
 // three buckets resolved to their zone's settings.
 func TestBrokerConfigRoundTrip(t *testing.T) {
-	kc := threeZoneCluster()
-	// tieredStorage is refused (CEL and checkSpec) until the broker has a
-	// slow tier: the operator never renders the tier.* keys of this
-	// fixture for a real cluster.
-	kc.Spec.TieredStorage = nil
+	kc := threeZoneCluster() // with spec.tieredStorage
 	fbc := fastBucket("wal-zone-c", "zone-c", "strata-wal-zone-c")
 	fbc.Spec.Region = "eu-west-1"
 	fbc.Spec.Credentials.SecretRef = &strata.S3SecretReference{Name: "wal-keys-c"}
@@ -82,6 +79,19 @@ func TestBrokerConfigRoundTrip(t *testing.T) {
 					got.Type != string(fb.Spec.Type) || got.ForcePathStyle != fb.Spec.ForcePathStyle || got.EnvPrefix != wantEnv {
 					t.Errorf("bucket %s resolves to %+v, want zone %s at %s in %s with %s_* keys", fb.Spec.Bucket, got, zone, fb.Spec.Endpoint, fb.Spec.Region, wantEnv)
 				}
+			}
+			// The slow tier: on, its bucket, credentials from STRATA_TIER_*
+			// (the operator's env from the Secret), topics tiered by default
+			// with the spec's local retention.
+			ts := kc.Spec.TieredStorage
+			if tc := cfg.Tier; !tc.Enable || tc.Bucket.Bucket != ts.Bucket || tc.Bucket.Region != ts.Region || tc.Bucket.Endpoint != ts.Endpoint {
+				t.Errorf("slow tier %+v, want on with bucket %s in %s", tc, ts.Bucket, ts.Region)
+			}
+			if got, want := cfg.Broker.LogDefaults["log.local.retention.ms"], strconv.FormatInt(ts.LocalRetention.Milliseconds(), 10); got != want {
+				t.Errorf("log.local.retention.ms = %q, want %q", got, want)
+			}
+			if cfg.Broker.LogDefaults["log.remote.storage.enable"] != "true" {
+				t.Error("topics are not tiered by default")
 			}
 			if len(zi.ZoneBuckets) != 3 {
 				t.Fatalf("%d zone buckets rendered", len(zi.ZoneBuckets))

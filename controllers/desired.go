@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -303,7 +304,21 @@ func brokerVolumeMounts(kc *strata.KafkaCluster) []corev1.VolumeMount {
 	if kc.Spec.Security.ListenerCertificate != nil {
 		m = append(m, corev1.VolumeMount{Name: "listener-tls", MountPath: ListenerTLSDir, ReadOnly: true})
 	}
+	if trustsClientsCA(kc) {
+		m = append(m, corev1.VolumeMount{Name: "clients-ca", MountPath: ClientsCADir, ReadOnly: true})
+	}
 	return m
+}
+
+// trustsClientsCA: some client listener asks for client certificates and
+// chains them to the clients CA (no spec.security.listenerCertificate).
+func trustsClientsCA(kc *strata.KafkaCluster) bool {
+	if kc.Spec.Security.ListenerCertificate != nil {
+		return false
+	}
+	return slices.ContainsFunc(Listeners(kc), func(l strata.ListenerSpec) bool {
+		return l.TLS != nil && l.TLS.ClientAuth != "" && l.TLS.ClientAuth != strata.ClientAuthNone
+	})
 }
 
 func brokerVolumes(kc *strata.KafkaCluster, zone string) []corev1.Volume {
@@ -323,6 +338,16 @@ func brokerVolumes(kc *strata.KafkaCluster, zone string) []corev1.Volume {
 			Name: "listener-tls",
 			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 				SecretName: ref.Name, DefaultMode: ptr.To[int32](0o400),
+			}},
+		})
+	}
+	if trustsClientsCA(kc) {
+		// Only the certificate: the brokers never get the clients CA key.
+		v = append(v, corev1.Volume{
+			Name: "clients-ca",
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: ClientsCASecretName(kc.Name), DefaultMode: ptr.To[int32](0o400),
+				Items: []corev1.KeyToPath{{Key: CACertKey, Path: CACertKey}},
 			}},
 		})
 	}

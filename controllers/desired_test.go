@@ -143,18 +143,62 @@ func TestRenderBrokerConfig(t *testing.T) {
 				"metadata.etcd.ssl.ca.location=/etc/strata-tls/cluster/ca.crt",
 				"metadata.etcd.ssl.certificate.location=/etc/strata-tls/cluster/tls.crt",
 				"metadata.etcd.ssl.key.location=/etc/strata-tls/cluster/tls.key",
-				// The client listener as before, plus the operator's mTLS
-				// inter-broker listener.
-				"listeners=PLAINTEXT://0.0.0.0:9092,REPLICATION://0.0.0.0:9091",
-				"advertised.listeners=PLAINTEXT://${POD_NAME}.demo-brokers.kafka.svc:9092,REPLICATION://${POD_NAME}.demo-brokers.kafka.svc:9091",
-				"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,REPLICATION:SSL",
+				// Secure by default: a SASL_SSL client listener with the
+				// cluster CA's broker certificate, plus the operator's
+				// mTLS inter-broker listener, and ACLs enforced with the
+				// operator's and the brokers' principals as super users.
+				"listeners=SASL_SSL://0.0.0.0:9092,REPLICATION://0.0.0.0:9091",
+				"advertised.listeners=SASL_SSL://${POD_NAME}.demo-brokers.kafka.svc:9092,REPLICATION://${POD_NAME}.demo-brokers.kafka.svc:9091",
+				"listener.security.protocol.map=SASL_SSL:SASL_SSL,REPLICATION:SSL",
+				"listener.name.sasl_ssl.ssl.certificate.location=/etc/strata-tls/cluster/tls.crt",
+				"listener.name.sasl_ssl.ssl.key.location=/etc/strata-tls/cluster/tls.key",
+				"listener.name.sasl_ssl.ssl.client.auth=none",
 				"inter.broker.listener.name=REPLICATION",
 				"listener.name.replication.ssl.certificate.location=/etc/strata-tls/cluster/tls.crt",
 				"listener.name.replication.ssl.key.location=/etc/strata-tls/cluster/tls.key",
 				"listener.name.replication.ssl.ca.location=/etc/strata-tls/cluster/ca.crt",
 				"listener.name.replication.ssl.client.auth=required",
+				"authorizer.class.name=strata.acl",
+				"super.users=User:CN=strata-operator,O=strata;User:CN=strata-broker,O=strata",
+				"allow.everyone.if.no.acl.found=false",
 			},
-			notWant: []string{"listener.name.plaintext."},
+			notWant: []string{"listener.name.plaintext.", "listener.name.sasl_ssl.ssl.ca.location"},
+		},
+		{
+			name: "legacy defaults kept: PLAINTEXT listener, no authorizer",
+			mutate: func(kc *strata.KafkaCluster) {
+				*kc = *WithSecurityDefaults(kc, SecurityDefaults{PlaintextListener: true, NoAuthorizer: true})
+			},
+			zone: ZoneInput{Zone: kc.Spec.Zones[0], IDBase: 0},
+			want: []string{
+				"listeners=PLAINTEXT://0.0.0.0:9092,REPLICATION://0.0.0.0:9091",
+				"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,REPLICATION:SSL",
+				"inter.broker.listener.name=REPLICATION",
+			},
+			notWant: []string{"listener.name.plaintext.", "authorizer.class.name", "super.users", "allow.everyone"},
+		},
+		{
+			name: "authorization none; extra super users with acl",
+			mutate: func(kc *strata.KafkaCluster) {
+				kc.Spec.Security.Authorization = &strata.AuthorizationSpec{Type: strata.AuthorizationACL, SuperUsers: []string{"User:admin", "User:CN=strata-broker,O=strata"}}
+			},
+			zone: ZoneInput{Zone: kc.Spec.Zones[0], IDBase: 0},
+			want: []string{"super.users=User:CN=strata-operator,O=strata;User:CN=strata-broker,O=strata;User:admin"},
+		},
+		{
+			name: "mTLS client listener trusts the clients CA",
+			mutate: func(kc *strata.KafkaCluster) {
+				kc.Spec.Listeners = []strata.ListenerSpec{{Name: "MTLS", Port: 9094, Protocol: "SSL", TLS: &strata.ListenerTLS{ClientAuth: strata.ClientAuthRequired}}}
+				kc.Spec.Security.Authorization = &strata.AuthorizationSpec{Type: strata.AuthorizationNone}
+			},
+			zone: ZoneInput{Zone: kc.Spec.Zones[0], IDBase: 0},
+			want: []string{
+				"listener.name.mtls.ssl.certificate.location=/etc/strata-tls/cluster/tls.crt",
+				"listener.name.mtls.ssl.ca.location=/etc/strata-tls/clients/ca.crt",
+				"listener.name.mtls.ssl.client.auth=required",
+				"listener.name.replication.ssl.ca.location=/etc/strata-tls/cluster/ca.crt",
+			},
+			notWant: []string{"authorizer.class.name", "super.users"},
 		},
 		{
 			name: "secured client listeners",

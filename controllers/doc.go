@@ -30,12 +30,22 @@
 // drift, readiness) are pure functions with table tests.
 //
 // Certificates (kafkacluster_pki.go): the cluster CA and the broker,
-// etcd and operator certificates it issues (internal/pki) are kept in
-// Secrets owned by the KafkaCluster, re-issued when due, foreign or
-// missing a name, and listed in status.certificates; no renewal restarts
-// a broker (they re-read the mounted files). The admin client reaches
-// brokers on a PLAINTEXT client listener or, without one, on REPLICATION
-// with the operator's certificate (kafkaadmin.go ServiceEndpoints).
+// etcd and operator certificates it issues (internal/pki), and the clients
+// CA of tls KafkaUsers, are kept in Secrets owned by the KafkaCluster,
+// re-issued when due, foreign or missing a name, and listed in
+// status.certificates; no renewal restarts a broker (they re-read the
+// mounted files). The admin client reaches brokers on REPLICATION with
+// the operator's certificate, a super user (kafkaadmin.go
+// ServiceEndpoints; the PLAINTEXT listener only while a cluster from
+// before REPLICATION rolls onto it).
+//
+// Secure by default (security_defaults.go): empty spec.listeners render
+// one SASL_SSL listener, an unset spec.security.authorization renders
+// ACLs with the operator's and the brokers' principals as super users,
+// except for a cluster whose stored zone configs show an earlier
+// release's PLAINTEXT/no-authorizer render (LegacySecurityDefaults, a
+// pure function of spec and configs): it keeps those until the fields
+// are set, so an operator upgrade cuts off no client.
 //
 // The KafkaCluster reconciler also carries out the decisions of package
 // plan: rolling restarts one broker at a time across the cluster
@@ -65,5 +75,8 @@
 // credential with AlterUserScramCredentials when the password in that
 // Secret differs from the one last set, and makes the principal's ACLs the
 // spec's set with Describe/Create/DeleteAcls (DesiredACLs and PlanACLs are
-// pure functions); deleting it deletes ACLs and credentials.
+// pure functions); deleting it deletes ACLs and credentials. A tls user
+// (kafkauser_tls.go) gets a client certificate of the clients CA in its
+// Secret instead (principal User:CN=<name>). Names of the operator's own
+// identities (ReservedUserNames) are refused.
 package controllers

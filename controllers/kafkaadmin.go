@@ -5,11 +5,13 @@ import (
 	"crypto/tls"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -55,20 +57,77 @@ type BrokerTLS interface {
 }
 
 // ServiceEndpoints reaches brokers through the Services the operator
-// renders: the bootstrap Service for Kafka, the headless Service's pod DNS
+// renders: the headless Service for Kafka, the headless Service's pod DNS
 // names for the brokers' HTTP endpoint.
 //
-// The admin client uses the first PLAINTEXT client listener when there is
-// one (as before secured listeners existed). Otherwise it connects to the
-// brokers' REPLICATION listener through the headless Service, with its
+// The admin client talks to the brokers' REPLICATION listener, with its
 // client certificate of the cluster CA (CN=strata-operator, read from
-// Secrets): the operator holds no SCRAM credentials of its own.
+// Secrets), whatever the client listeners are: it needs no SCRAM
+// credential of its own, and a user who changes, secures or removes
+// client listeners cannot lock the operator out. Its principal is one of
+// the brokers' super users (SuperUsers). The one exception is a cluster
+// of a release before REPLICATION while it rolls onto it
+// (UpgradingInterBroker): its old brokers neither serve nor register
+// REPLICATION, so until every zone's config replicates over it the
+// client uses the cluster's PLAINTEXT listener (legacyAdminListener), as
+// those releases did; otherwise the roll, which reads the Kafka metadata
+// before each restart, could never start.
 type ServiceEndpoints struct {
-	// Secrets reads <cluster>-operator-cert; nil allows PLAINTEXT only.
+	// Secrets reads <cluster>-operator-cert and the zone ConfigMaps.
 	Secrets client.Reader
 }
 
 var _ BrokerTLS = ServiceEndpoints{}
+
+// Bootstrap is <cluster>-brokers.<namespace>.svc:9091 (REPLICATION), or
+// <cluster>-bootstrap.<namespace>.svc:<port> of the PLAINTEXT listener
+// during an upgrade onto REPLICATION.
+func (e ServiceEndpoints) Bootstrap(kc *strata.KafkaCluster) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), adminDialTimeout)
+	defer cancel()
+	if l, ok := legacyAdminListener(ctx, e.Secrets, kc); ok {
+		return []string{fmt.Sprintf("%s.%s.svc:%d", BootstrapServiceName(kc.Name), kc.Namespace, l.Port)}, nil
+	}
+	return []string{fmt.Sprintf("%s.%s.svc:%d", HeadlessServiceName(kc.Name), kc.Namespace, ReplicationPort)}, nil
+}
+
+// TLS is the operator's client certificate and the cluster CA
+// (OperatorTLSConfig); nil (plaintext) during an upgrade onto
+// REPLICATION.
+func (e ServiceEndpoints) TLS(ctx context.Context, kc *strata.KafkaCluster) (*tls.Config, string, error) {
+	if e.Secrets == nil {
+		return nil, "", fmt.Errorf("no Secret reader for the operator's client certificate")
+	}
+	if _, ok := legacyAdminListener(ctx, e.Secrets, kc); ok {
+		return nil, "", nil
+	}
+	return OperatorTLSConfig(ctx, e.Secrets, kc)
+}
+
+// legacyAdminListener is the PLAINTEXT client listener of a cluster whose
+// zone configs do not all replicate over REPLICATION yet (configs of a
+// release before it, or the first roll of the upgrade), with the
+// defaults such a cluster keeps (LegacySecurityDefaults). A new cluster
+// (no configs) or a read error: none.
+func legacyAdminListener(ctx context.Context, r client.Reader, kc *strata.KafkaCluster) (strata.ListenerSpec, bool) {
+	if r == nil {
+		return strata.ListenerSpec{}, false
+	}
+	var configs []string
+	for _, z := range kc.Spec.Zones {
+		cm := &corev1.ConfigMap{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: kc.Namespace, Name: ZoneConfigMapName(kc.Name, z.Name)}, cm); err != nil {
+			continue
+		}
+		configs = append(configs, cm.Data[BrokerConfigFile])
+	}
+	if !slices.ContainsFunc(configs, func(c string) bool {
+		return !strings.Contains(c, "\ninter.broker.listener.name="+ReplicationListener+"\n")
+	}) {
+		return strata.ListenerSpec{}, false
+	}
+	return plaintextListener(WithSecurityDefaults(kc, LegacySecurityDefaults(kc, configs)))
+}
 
 // plaintextListener is the first client listener of protocol PLAINTEXT.
 func plaintextListener(kc *strata.KafkaCluster) (strata.ListenerSpec, bool) {
@@ -78,27 +137,6 @@ func plaintextListener(kc *strata.KafkaCluster) (strata.ListenerSpec, bool) {
 		}
 	}
 	return strata.ListenerSpec{}, false
-}
-
-// Bootstrap is <cluster>-bootstrap.<namespace>.svc:<first PLAINTEXT
-// listener port>, else <cluster>-brokers.<namespace>.svc:9091.
-func (ServiceEndpoints) Bootstrap(kc *strata.KafkaCluster) ([]string, error) {
-	if l, ok := plaintextListener(kc); ok {
-		return []string{fmt.Sprintf("%s.%s.svc:%d", BootstrapServiceName(kc.Name), kc.Namespace, l.Port)}, nil
-	}
-	return []string{fmt.Sprintf("%s.%s.svc:%d", HeadlessServiceName(kc.Name), kc.Namespace, ReplicationPort)}, nil
-}
-
-// TLS is nil for a PLAINTEXT listener, else the operator's client
-// certificate and the cluster CA (OperatorTLSConfig).
-func (e ServiceEndpoints) TLS(ctx context.Context, kc *strata.KafkaCluster) (*tls.Config, string, error) {
-	if _, ok := plaintextListener(kc); ok {
-		return nil, "", nil
-	}
-	if e.Secrets == nil {
-		return nil, "", fmt.Errorf("no PLAINTEXT listener and no Secret reader for the operator's client certificate")
-	}
-	return OperatorTLSConfig(ctx, e.Secrets, kc)
 }
 
 // HTTP is http://<pod>.<cluster>-brokers.<namespace>.svc:9644.

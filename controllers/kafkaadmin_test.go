@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/broker/brokertest"
@@ -68,26 +70,63 @@ func TestAdminPool(t *testing.T) {
 
 func TestServiceEndpoints(t *testing.T) {
 	kc := &strata.KafkaCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "demo"}}
-	seeds, _ := ServiceEndpoints{}.Bootstrap(kc)
-	if len(seeds) != 1 || seeds[0] != "demo-bootstrap.kafka.svc:9092" {
-		t.Fatalf("bootstrap = %v", seeds)
-	}
 	url, _ := ServiceEndpoints{}.HTTP(kc, "a", 2, 2)
 	if url != "http://demo-a-2.demo-brokers.kafka.svc:9644" {
 		t.Fatalf("http = %s", url)
 	}
-	if cfg, _, err := (ServiceEndpoints{}).TLS(context.Background(), kc); cfg != nil || err != nil {
-		t.Fatalf("PLAINTEXT listener: TLS %v, %v", cfg, err)
+	// Whatever the client listeners, a PLAINTEXT one included: the
+	// REPLICATION listener through the headless Service, with the
+	// operator's certificate.
+	for _, ls := range [][]strata.ListenerSpec{
+		nil,
+		{{Name: "PLAINTEXT", Port: 9092, Protocol: "PLAINTEXT"}},
+		{{Name: "CLIENT", Port: 9093, Protocol: "SASL_SSL"}, {Name: "MTLS", Port: 9094, Protocol: "SSL"}},
+	} {
+		kc.Spec.Listeners = ls
+		seeds, _ := ServiceEndpoints{}.Bootstrap(kc)
+		if len(seeds) != 1 || seeds[0] != "demo-brokers.kafka.svc:9091" {
+			t.Fatalf("listeners %v: bootstrap = %v", ls, seeds)
+		}
+		if _, _, err := (ServiceEndpoints{}).TLS(context.Background(), kc); err == nil {
+			t.Fatalf("listeners %v: no Secret reader: want an error", ls)
+		}
 	}
 
-	// Without a PLAINTEXT client listener: REPLICATION through the
-	// headless Service, with the operator's certificate.
-	kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SASL_SSL"}, {Name: "MTLS", Port: 9094, Protocol: "SSL"}}
-	seeds, _ = ServiceEndpoints{}.Bootstrap(kc)
-	if len(seeds) != 1 || seeds[0] != "demo-brokers.kafka.svc:9091" {
-		t.Fatalf("secured bootstrap = %v", seeds)
+	// A cluster of a release before REPLICATION, while it rolls onto
+	// it: its old brokers do not serve REPLICATION, so the PLAINTEXT
+	// listener (the old default of empty listeners) until every zone's
+	// config replicates over REPLICATION.
+	kc.Spec.Listeners = nil
+	kc.Spec.Zones = []strata.ZoneSpec{{Name: "a", Brokers: 1}, {Name: "b", Brokers: 1}}
+	zoneCM := func(zone, config string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: ZoneConfigMapName("demo", zone)},
+			Data: map[string]string{BrokerConfigFile: config}}
 	}
-	if _, _, err := (ServiceEndpoints{}).TLS(context.Background(), kc); err == nil {
-		t.Fatal("no Secret reader, no PLAINTEXT listener: want an error")
+	const (
+		old    = "# earlier release\nlisteners=PLAINTEXT://0.0.0.0:9092\n"
+		phase1 = "# first roll\ninter.broker.listener.name=PLAINTEXT\nlisteners=PLAINTEXT://0.0.0.0:9092,REPLICATION://0.0.0.0:9091\n"
+		done   = "# switched\ninter.broker.listener.name=REPLICATION\nlisteners=PLAINTEXT://0.0.0.0:9092,REPLICATION://0.0.0.0:9091\n"
+	)
+	for _, tc := range []struct {
+		name    string
+		configs [2]string
+		want    string
+	}{
+		{"before the upgrade", [2]string{old, old}, "demo-bootstrap.kafka.svc:9092"},
+		{"first roll", [2]string{phase1, old}, "demo-bootstrap.kafka.svc:9092"},
+		{"switched", [2]string{done, done}, "demo-brokers.kafka.svc:9091"},
+	} {
+		reader := fake.NewClientBuilder().WithObjects(zoneCM("a", tc.configs[0]), zoneCM("b", tc.configs[1])).Build()
+		e := ServiceEndpoints{Secrets: reader}
+		seeds, _ := e.Bootstrap(kc)
+		if len(seeds) != 1 || seeds[0] != tc.want {
+			t.Fatalf("%s: bootstrap = %v, want %s", tc.name, seeds, tc.want)
+		}
+		cfg, _, err := e.TLS(context.Background(), kc)
+		if plaintext := tc.want != "demo-brokers.kafka.svc:9091"; plaintext && (cfg != nil || err != nil) {
+			t.Fatalf("%s: TLS %v, %v; want plaintext", tc.name, cfg, err)
+		} else if !plaintext && err == nil {
+			t.Fatalf("%s: no operator certificate Secret: want an error", tc.name)
+		}
 	}
 }

@@ -65,6 +65,9 @@ const (
 	EventInvalidSpec       = "InvalidSpec"
 	EventReconcileFailed   = "ReconcileFailed"
 	EventStorageNotApplied = "StorageChangeNotApplied"
+	// EventInsecureDefaultsKept: a cluster from before secure defaults
+	// keeps its PLAINTEXT listener or runs without an authorizer.
+	EventInsecureDefaultsKept = "InsecureDefaultsKept"
 )
 
 // +kubebuilder:rbac:groups=kafka.strata.dev,resources=kafkaclusters,verbs=get;list;watch;update;patch
@@ -154,6 +157,9 @@ type clusterScope struct {
 	throttleSet bool
 	// trustBundle is the cluster CA trust bundle (reconcileCertificates).
 	trustBundle []byte
+	// rendered is the cluster the builders render: cluster with the
+	// legacy security defaults its brokers keep (securityDefaults).
+	rendered *strata.KafkaCluster
 }
 
 // invalidSpecError is a problem only the user can fix (a missing or
@@ -199,6 +205,7 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		{"check spec", r.checkSpec},
 		{"resolve fast buckets", r.resolveFastBuckets},
 		{"assign broker ID blocks", r.assignBrokerIDBlocks},
+		{"security defaults", r.securityDefaults},
 		{"certificates", r.reconcileCertificates},
 		{"managed etcd", r.reconcileEtcd},
 		{"services", r.reconcileServices},
@@ -426,6 +433,44 @@ func (r *KafkaClusterReconciler) reconcileEtcd(ctx context.Context, s *clusterSc
 	return r.applyPDB(ctx, s.cluster, objs.PDB)
 }
 
+// securityDefaults decides which pre-secure defaults the cluster keeps
+// (LegacySecurityDefaults) from its zones' stored broker configs, and
+// says so in a Warning event: a PLAINTEXT listener or brokers without an
+// authorizer are the user's to end by setting the fields.
+func (r *KafkaClusterReconciler) securityDefaults(ctx context.Context, s *clusterScope) error {
+	kc := s.cluster
+	var configs []string
+	for _, zi := range s.zones {
+		cm := &corev1.ConfigMap{}
+		err := r.Get(ctx, client.ObjectKey{Namespace: kc.Namespace, Name: ZoneConfigMapName(kc.Name, zi.Zone.Name)}, cm)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return fmt.Errorf("zone %s ConfigMap: %w", zi.Zone.Name, err)
+		}
+		configs = append(configs, cm.Data[BrokerConfigFile])
+	}
+	d := LegacySecurityDefaults(kc, configs)
+	if d.PlaintextListener && kc.Spec.Security.ListenerCertificate != nil {
+		return &invalidSpecError{reason: ReasonInvalidSpec, message: "security.listenerCertificate needs a listener of protocol SSL or SASL_SSL to serve it: " +
+			"this cluster was created before secure defaults and keeps its PLAINTEXT listener while spec.listeners is empty; write spec.listeners (e.g. SASL_SSL on 9092)"}
+	}
+	s.rendered = WithSecurityDefaults(kc, d)
+	if d.Any() {
+		var kept []string
+		if d.PlaintextListener {
+			kept = append(kept, "the PLAINTEXT listener on port 9092 (set spec.listeners, e.g. to SASL_SSL, to change it)")
+		}
+		if d.NoAuthorizer {
+			kept = append(kept, "brokers without an authorizer (set spec.security.authorization.type to acl or none)")
+		}
+		r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventInsecureDefaultsKept, "Reconcile",
+			"this cluster was created before secure defaults and keeps %s", strings.Join(kept, " and "))
+	}
+	return nil
+}
+
 // upgradingInterBroker reads what UpgradingInterBroker decides on: the
 // zones' stored broker configs and whether every broker pod is current.
 func (r *KafkaClusterReconciler) upgradingInterBroker(ctx context.Context, s *clusterScope) (bool, error) {
@@ -467,7 +512,7 @@ func (r *KafkaClusterReconciler) upgradingInterBroker(ctx context.Context, s *cl
 // deletes them when spec.security.networkPolicy.enabled is false.
 func (r *KafkaClusterReconciler) reconcileNetworkPolicies(ctx context.Context, s *clusterScope) error {
 	kc := s.cluster
-	want := BuildNetworkPolicies(kc)
+	want := BuildNetworkPolicies(s.rendered)
 	for _, np := range want {
 		got := &networkingv1.NetworkPolicy{}
 		if _, err := r.getOwned(ctx, kc, np, got); err != nil {
@@ -500,7 +545,7 @@ func (r *KafkaClusterReconciler) reconcileNetworkPolicies(ctx context.Context, s
 }
 
 func (r *KafkaClusterReconciler) reconcileServices(ctx context.Context, s *clusterScope) error {
-	for _, svc := range BuildServices(s.cluster) {
+	for _, svc := range BuildServices(s.rendered) {
 		if err := r.applyService(ctx, s.cluster, svc); err != nil {
 			return err
 		}
@@ -517,11 +562,11 @@ func (r *KafkaClusterReconciler) reconcileZones(ctx context.Context, s *clusterS
 	}
 	for _, zi := range s.zones {
 		zi.LegacyInterBroker = legacy
-		cm := BuildZoneConfigMap(s.cluster, zi)
+		cm := BuildZoneConfigMap(s.rendered, zi)
 		if err := r.applyConfigMap(ctx, s.cluster, cm); err != nil {
 			return fmt.Errorf("zone %s: %w", zi.Zone.Name, err)
 		}
-		want := BuildZoneStatefulSet(s.cluster, zi, ConfigHash(cm.Data))
+		want := BuildZoneStatefulSet(s.rendered, zi, ConfigHash(cm.Data))
 		if keep, ok := s.keepReplicas[zi.Zone.Name]; ok && keep > zi.Zone.Brokers {
 			// Brokers beyond the spec still hold replicas: they go
 			// once drained (reconcileScaleDown).

@@ -462,6 +462,38 @@ var _ = Describe("KafkaCluster controller", func() {
 		Expect(got.OwnerReferences).To(BeEmpty())
 	})
 
+	It("renders the slow tier's broker keys from spec.tieredStorage, credentials from its Secret", func() {
+		kc := clusterSpec(map[string]int32{"us-east-1a": 1}, "us-east-1a")
+		kc.Spec.TieredStorage = &strata.TieredStorageSpec{Bucket: "strata-tier", Region: "eu-west-1", Endpoint: "http://s3.example:9000",
+			ForcePathStyle: true, Credentials: strata.S3Credentials{SecretRef: &strata.S3SecretReference{Name: "tier-keys"}},
+			LocalRetention: &metav1.Duration{Duration: 2 * time.Hour}}
+		createCluster(ns, "tiered", kc)
+		var config string
+		Eventually(func() (string, error) {
+			var err error
+			config, err = brokerConfig(ns, "tiered", "us-east-1a")
+			return config, err
+		}, timeout, interval).Should(ContainSubstring("\nremote.log.storage.system.enable=true\n"))
+		for _, kv := range []string{"log.remote.storage.enable=true", "tier.bucket.name=strata-tier", "tier.bucket.region=eu-west-1",
+			"tier.bucket.endpoint=http://s3.example:9000", "tier.bucket.force.path.style=true", "tier.bucket.credentials.secret=tier-keys",
+			"log.local.retention.ms=7200000"} {
+			Expect(config).To(ContainSubstring("\n"+kv+"\n"), "the broker config lacks "+kv)
+		}
+		// The StatefulSet follows its ConfigMap.
+		var sts *appsv1.StatefulSet
+		Eventually(func() (err error) {
+			sts, err = getSTS(ns, controllers.ZoneStatefulSetName("tiered", "us-east-1a"))
+			return err
+		}, timeout, interval).Should(Succeed())
+		var env []string
+		for _, e := range sts.Spec.Template.Spec.Containers[0].Env {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name == "tier-keys" {
+				env = append(env, e.Name)
+			}
+		}
+		Expect(env).To(ContainElements(controllers.EnvTierAccessKeyID, controllers.EnvTierSecretKey))
+	})
+
 	It("uses external etcd endpoints instead of running etcd", func() {
 		kc := clusterSpec(map[string]int32{"us-east-1a": 1}, "us-east-1a")
 		kc.Spec.Metadata.ExternalEndpoints = []string{"https://etcd.example:2379"}
@@ -690,8 +722,9 @@ var _ = Describe("CRD validation", func() {
 		Entry("config setting a bucket", func(kc *strata.KafkaCluster) {
 			kc.Spec.Config = map[string]string{"wal.zone.a.bucket.endpoint": "http://x"}
 		}, "spec.config must not set wal.bucket.* or wal.zone.*: the buckets are the zones' FastBuckets (spec.zones[].fastBucketRef)"),
-		Entry("config enabling the slow tier", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"tier.enabled": "true"} },
-			"spec.config must not set tier.* or local.retention.ms: they belong to spec.tieredStorage"),
+		Entry("config enabling the slow tier", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"remote.log.storage.system.enable": "true"}
+		}, "spec.config must not set tier.*, remote.log.*, log.local.retention.ms or log.remote.storage.enable: they belong to spec.tieredStorage"),
 		Entry("config setting leader placement", func(kc *strata.KafkaCluster) {
 			kc.Spec.Config = map[string]string{"leader.placement.policy": "Zone"}
 		}, "spec.config must not set leader.placement.*: it is spec.leaderPlacement"),
@@ -704,9 +737,6 @@ var _ = Describe("CRD validation", func() {
 		Entry("a WAL retention 1ms over the limit", func(kc *strata.KafkaCluster) {
 			kc.Spec.WAL = strata.WALSpec{Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 10 * time.Millisecond}, Retention: &metav1.Duration{Duration: (controllers.MaxBrokerMillis + 1) * time.Millisecond}}
 		}, "wal.retention must be between 1ms and 2147483647ms"),
-		Entry("tiered storage", func(kc *strata.KafkaCluster) {
-			kc.Spec.TieredStorage = &strata.TieredStorageSpec{Bucket: "strata-tier", Region: "us-east-1"}
-		}, "spec.tieredStorage is not supported yet: the broker has no slow tier, so closed segments would silently stay on local disk; remove tieredStorage"),
 		Entry("a listener named REPLICATION", func(kc *strata.KafkaCluster) {
 			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "REPLICATION", Port: 9093}}
 		}, "spec.listeners: the name REPLICATION and the ports 9091 and 9644 are the operator's (the brokers' mTLS inter-broker listener and their metrics and readiness port)"),
@@ -723,6 +753,7 @@ var _ = Describe("CRD validation", func() {
 			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "CLIENT", Port: 9093, Protocol: "SSL", TLS: &strata.ListenerTLS{ClientAuth: "always"}}}
 		}, "spec.listeners[0].tls.clientAuth", "supported values"),
 		Entry("a listener certificate without a TLS listener", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "PLAIN", Port: 9092, Protocol: "PLAINTEXT"}}
 			kc.Spec.Security.ListenerCertificate = &strata.SecretReference{Name: "public-tls"}
 		}, "security.listenerCertificate needs a listener of protocol SSL or SASL_SSL to serve it"),
 		Entry("a CA valid for 6 years", func(kc *strata.KafkaCluster) {
@@ -851,7 +882,7 @@ var _ = Describe("CRD validation", func() {
 				created[u.GetKind()]++
 			}
 		}
-		Expect(created).To(Equal(map[string]int{"Secret": 1, "FastBucket": 3, "KafkaCluster": 1, "KafkaTopic": 1, "KafkaUser": 1}))
+		Expect(created).To(Equal(map[string]int{"Secret": 1, "FastBucket": 3, "KafkaCluster": 1, "KafkaTopic": 1, "KafkaUser": 2}))
 	})
 
 	It("keeps the managed etcd size fixed after creation", func() {

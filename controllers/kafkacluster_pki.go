@@ -47,6 +47,7 @@ const (
 // Names of the certificates in status.certificates.
 const (
 	CertNameClusterCA = "cluster-ca"
+	CertNameClientsCA = "clients-ca"
 	CertNameBroker    = "broker"
 	CertNameEtcd      = "etcd"
 	CertNameOperator  = "operator"
@@ -128,6 +129,14 @@ func (r *KafkaClusterReconciler) reconcileCertificates(ctx context.Context, s *c
 	}
 	s.trustBundle = bundle
 	status = append(status, certStatus(CertNameClusterCA, ClusterCASecretName(kc.Name), ca.Cert, &policy))
+	// The clients CA only signs KafkaUser certificates (the KafkaUser
+	// controller issues them); the brokers trust its ca.crt on client
+	// listeners with tls.clientAuth, never on REPLICATION.
+	clientsCA, _, err := r.ensureCA(ctx, kc, ClientsCASecretName(kc.Name), "strata clients CA", policy, now)
+	if err != nil {
+		return fmt.Errorf("clients CA: %w", err)
+	}
+	status = append(status, certStatus(CertNameClientsCA, ClientsCASecretName(kc.Name), clientsCA.Cert, &policy))
 
 	replicas, err := r.brokerReplicas(ctx, kc)
 	if err != nil {
@@ -198,7 +207,12 @@ func (r *KafkaClusterReconciler) brokerReplicas(ctx context.Context, kc *strata.
 // renewing its certificate (same key) when due, and the trust bundle: the
 // current CA certificate and the earlier ones not yet expired.
 func (r *KafkaClusterReconciler) ensureClusterCA(ctx context.Context, kc *strata.KafkaCluster, policy pki.RenewPolicy, now time.Time) (*pki.KeyPair, []byte, error) {
-	name := ClusterCASecretName(kc.Name)
+	return r.ensureCA(ctx, kc, ClusterCASecretName(kc.Name), "strata cluster CA", policy, now)
+}
+
+// ensureCA is ensureClusterCA for the CA in Secret name, whose
+// certificate is named "<title> <namespace>/<cluster>".
+func (r *KafkaClusterReconciler) ensureCA(ctx context.Context, kc *strata.KafkaCluster, name, title string, policy pki.RenewPolicy, now time.Time) (*pki.KeyPair, []byte, error) {
 	validity := durationOr(kc.Spec.Security.ClusterCA.Validity, pki.DefaultCAValidity)
 	got, err := r.ownedSecret(ctx, kc, name)
 	if err != nil {
@@ -212,23 +226,23 @@ func (r *KafkaClusterReconciler) ensureClusterCA(ctx context.Context, kc *strata
 			// Never replace a CA silently: every certificate of the
 			// cluster hangs on it. The user deletes the Secret to start
 			// over.
-			return nil, nil, fmt.Errorf("Secret %s: %w (delete it to have a new cluster CA issued)", name, err)
+			return nil, nil, fmt.Errorf("Secret %s: %w (delete it to have a new CA issued)", name, err)
 		}
 		previous, _ = pki.ParseCertificates(got.Data[CACertKey])
 	}
 	switch {
 	case ca == nil:
-		if ca, err = pki.NewCA(fmt.Sprintf("strata cluster CA %s/%s", kc.Namespace, kc.Name), validity, now); err != nil {
+		if ca, err = pki.NewCA(fmt.Sprintf("%s %s/%s", title, kc.Namespace, kc.Name), validity, now); err != nil {
 			return nil, nil, err
 		}
-		r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventCAIssued, "Certificates", "issued cluster CA in Secret %s, valid until %s", name, ca.Cert.NotAfter.UTC().Format(time.RFC3339))
+		r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventCAIssued, "Certificates", "issued %s in Secret %s, valid until %s", title, name, ca.Cert.NotAfter.UTC().Format(time.RFC3339))
 	case policy.Due(ca.Cert, now):
 		old := ca.Cert
 		if ca, err = pki.RenewCA(ca, validity, now); err != nil {
 			return nil, nil, err
 		}
 		previous = append(previous, old)
-		r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventCARenewed, "Certificates", "renewed cluster CA (same key) in Secret %s: valid until %s; the previous certificate (until %s) stays trusted until it expires", name, ca.Cert.NotAfter.UTC().Format(time.RFC3339), old.NotAfter.UTC().Format(time.RFC3339))
+		r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventCARenewed, "Certificates", "renewed %s (same key) in Secret %s: valid until %s; the previous certificate (until %s) stays trusted until it expires", title, name, ca.Cert.NotAfter.UTC().Format(time.RFC3339), old.NotAfter.UTC().Format(time.RFC3339))
 	}
 	bundle := pki.TrustBundle(ca.Cert, previous, now)
 	data := map[string][]byte{TLSCertKey: ca.CertPEM, TLSKeyKey: ca.KeyPEM, CACertKey: bundle}

@@ -121,8 +121,10 @@ func TestUpgradingInterBroker(t *testing.T) {
 			}
 		})
 	}
-	// The rendered configs are what the function reads.
+	// The rendered configs are what the function reads (a cluster with
+	// a PLAINTEXT first listener, as the clusters of those releases).
 	kc := threeZoneCluster()
+	kc.Spec.Listeners = legacyDefaultListeners
 	legacy := RenderBrokerConfig(kc, ZoneInput{Zone: kc.Spec.Zones[0], LegacyInterBroker: true})
 	now := RenderBrokerConfig(kc, ZoneInput{Zone: kc.Spec.Zones[0]})
 	if !strings.Contains(legacy, "\ninter.broker.listener.name=PLAINTEXT\n") || !strings.Contains(legacy, "REPLICATION://0.0.0.0:9091") {

@@ -110,6 +110,10 @@ type topicScope struct {
 	exists bool
 	// changed: a step altered the topic, so the status step reads it again.
 	changed bool
+	// reassigned: this reconcile submitted a reassignment, so its end is
+	// announced even when it completes before the status step (the Ready
+	// condition never went through Reassigning).
+	reassigned bool
 	// created: this round created the topic with everything the spec
 	// asks; settling: the brokers report the topic without partitions
 	// yet (metadata still propagating). Either way the converging steps
@@ -517,7 +521,7 @@ func (r *KafkaTopicReconciler) reconcileReplicationFactor(ctx context.Context, s
 	if err != nil {
 		return fmt.Errorf("reassign replicas of %s: %w", s.name, err)
 	}
-	s.changed = true
+	s.changed, s.reassigned = true, true
 	r.Recorder.Eventf(kt, nil, corev1.EventTypeNormal, EventReassignmentStarted, "Reassign",
 		"moving %d partitions of topic %s to replication factor %d", moved, s.name, want)
 	return nil
@@ -566,7 +570,7 @@ func (r *KafkaTopicReconciler) observe(ctx context.Context, s *topicScope) error
 			fmt.Sprintf("moving replicas of topic %s to replication factor %d: %d partitions in progress", s.name, kt.Spec.ReplicationFactor, moving))
 		return nil
 	}
-	if prev != nil && prev.Reason == ReasonReassigning {
+	if s.reassigned || (prev != nil && prev.Reason == ReasonReassigning) {
 		r.Recorder.Eventf(kt, nil, corev1.EventTypeNormal, EventReassignmentDone, "Reassign",
 			"topic %s has replication factor %d", s.name, kt.Spec.ReplicationFactor)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -66,10 +67,11 @@ var _ = Describe("KafkaUser ACLs", Ordered, func() {
 		kc := clusterSpec(map[string]int32{"a": 1}, "a")
 		kc.Spec.WAL.Enabled = ptr.To(false)
 		kc.Namespace, kc.Name = ns, "kafka"
-		// The operator (and replication) use the PLAINTEXT listener as
-		// User:ANONYMOUS: a super user, as docs/security.md says.
+		// The super users the operator renders (its own certificate's
+		// principal on REPLICATION, the brokers'), and User:ANONYMOUS:
+		// the test's admin client and replication use PLAINTEXT.
 		lb = startSASLLoopbackBrokers(kc, brokertest.WithSetting("authorizer.class.name", "strata.acl"),
-			brokertest.WithSetting("super.users", "User:ANONYMOUS"))
+			brokertest.WithSetting("super.users", strings.Join(append(controllers.SuperUsers(kc), "User:ANONYMOUS"), ";")))
 		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
 		adm = lb.Admin()
 		for _, topic := range []string{"orders", "other"} {

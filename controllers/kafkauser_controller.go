@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,18 +43,21 @@ const (
 	ReasonPasswordSecretNotFound = "PasswordSecretNotFound"
 	ReasonAclsNotSupported       = "AclsNotSupported"
 	ReasonAclsRefused            = "AclsRefused"
+	ReasonReservedName           = "ReservedName"
+	ReasonClientsCANotReady      = "ClientsCANotReady"
 )
 
 // Event reasons of a KafkaUser.
 const (
-	EventSecretCreated      = "SecretCreated"
-	EventSecretUpdated      = "SecretUpdated"
-	EventCredentialsSet     = "CredentialsSet"
-	EventCredentialsDeleted = "CredentialsDeleted"
-	EventAclsChanged        = "AclsChanged"
-	EventAclsDeleted        = "AclsDeleted"
-	EventUserNotReady       = "UserNotReady"
-	EventUserNotManaged     = "UserNotManaged"
+	EventSecretCreated         = "SecretCreated"
+	EventSecretUpdated         = "SecretUpdated"
+	EventCredentialsSet        = "CredentialsSet"
+	EventCredentialsDeleted    = "CredentialsDeleted"
+	EventAclsChanged           = "AclsChanged"
+	EventAclsDeleted           = "AclsDeleted"
+	EventUserNotReady          = "UserNotReady"
+	EventUserNotManaged        = "UserNotManaged"
+	EventUserCertificateIssued = "CertificateIssued"
 )
 
 // Keys of the user's Secret. They are what Strimzi writes, so clients and
@@ -63,7 +67,22 @@ const (
 	UserSecretPassword  = "password"
 	UserSecretMechanism = "mechanism"
 	UserSecretJAAS      = "sasl.jaas.config"
+	// A tls user's Secret: the clients CA (ca.crt, what the brokers
+	// check the certificate against) and the user's certificate and key.
+	UserSecretCACert = "ca.crt"
+	UserSecretCert   = "user.crt"
+	UserSecretKey    = "user.key"
+	// MechanismTLS is status.mechanism of a tls user.
+	MechanismTLS = "TLS"
 )
+
+// ReservedUserNames are the identities of the brokers, the operator and
+// the managed etcd (their certificates' common names). A KafkaUser of
+// such a name would take their place: a SCRAM user strata-broker is what
+// a SASL inter-broker listener logs in as (strata dev --security), and a
+// tls user's certificate would carry their common name. The CRD refuses
+// them; the controller refuses them too for objects stored before.
+var ReservedUserNames = []string{BrokerCertSubject.CommonName, OperatorCertSubject.CommonName, EtcdCertSubject.CommonName}
 
 const (
 	// UserFinalizer holds a KafkaUser until its credential and ACLs are
@@ -151,6 +170,7 @@ func (r *KafkaUserReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	defer func() {
 		ku.Status.ObservedGeneration = ku.Generation
 		ku.Status.Username = ku.Name
+		ku.Status.Principal = UserPrincipal(ku)
 		if err := r.Status().Patch(ctx, ku, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
 			reterr = errors.Join(reterr, fmt.Errorf("patch status: %w", err))
 		}
@@ -158,15 +178,17 @@ func (r *KafkaUserReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 	actx, cancel := context.WithTimeout(ctx, AdminCallTimeout)
 	defer cancel()
-	steps := []struct {
+	type step struct {
 		name string
 		run  func(context.Context, *userScope) error
-	}{
-		{"cluster", r.resolveCluster},
-		{"secret", r.reconcileSecret},
-		{"credentials", r.reconcileCredentials},
-		{"acls", r.reconcileACLs},
 	}
+	steps := []step{{"name", checkUserName}, {"cluster", r.resolveCluster}}
+	if isTLSUser(ku) {
+		steps = append(steps, step{"certificate", r.reconcileCertificate}, step{"credentials", r.reconcileTLSCredentials})
+	} else {
+		steps = append(steps, step{"secret", r.reconcileSecret}, step{"credentials", r.reconcileCredentials})
+	}
+	steps = append(steps, step{"acls", r.reconcileACLs})
 	for _, step := range steps {
 		err := step.run(actx, s)
 		if err == nil {
@@ -246,6 +268,26 @@ func (r *KafkaUserReconciler) reconcileSecret(ctx context.Context, s *userScope)
 		}
 	}
 
+	sec, err := r.userSecret(ctx, ku)
+	if err != nil {
+		return err
+	}
+	if password == "" && sec != nil {
+		password = string(sec.Data[UserSecretPassword])
+	}
+	if password == "" {
+		password = rand.Text()
+	}
+	if sec, err = r.writeUserSecret(ctx, ku, sec, UserSecretData(ku.Name, s.mechanism, password)); err != nil {
+		return err
+	}
+	s.secret, s.password = sec, password
+	return nil
+}
+
+// userSecret is the user's Secret (named like the KafkaUser), nil when
+// there is none; one the KafkaUser does not control is a conflict.
+func (r *KafkaUserReconciler) userSecret(ctx context.Context, ku *strata.KafkaUser) (*corev1.Secret, error) {
 	key := client.ObjectKey{Namespace: ku.Namespace, Name: ku.Name}
 	sec := &corev1.Secret{}
 	err := r.Get(ctx, key, sec)
@@ -254,40 +296,42 @@ func (r *KafkaUserReconciler) reconcileSecret(ctx context.Context, s *userScope)
 		// Secret someone else wrote, which must not be overwritten.
 		err = r.SecretReader.Get(ctx, key, sec)
 	}
-	exists := err == nil
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get Secret %s: %w", ku.Name, err)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
 	}
-	if exists && !metav1.IsControlledBy(sec, ku) {
-		return &topicStop{reason: ReasonSecretConflict,
+	if err != nil {
+		return nil, fmt.Errorf("get Secret %s: %w", ku.Name, err)
+	}
+	if !metav1.IsControlledBy(sec, ku) {
+		return nil, &topicStop{reason: ReasonSecretConflict,
 			message: fmt.Sprintf("Secret %s exists and is not this KafkaUser's; the operator does not take it over: delete or rename it", ku.Name)}
 	}
-	if password == "" && exists {
-		password = string(sec.Data[UserSecretPassword])
-	}
-	if password == "" {
-		password = rand.Text()
-	}
-	data := UserSecretData(ku.Name, s.mechanism, password)
+	return sec, nil
+}
+
+// writeUserSecret creates the user's Secret with data, or updates sec
+// (the stored one) when its data or labels differ. Keys of data only:
+// keys of the other authentication type go when the type changes.
+func (r *KafkaUserReconciler) writeUserSecret(ctx context.Context, ku *strata.KafkaUser, sec *corev1.Secret, data map[string][]byte) (*corev1.Secret, error) {
 	labels := map[string]string{
 		LabelName: "strata", LabelInstance: ku.Name, LabelComponent: "user",
 		LabelManagedBy: ManagedBy, LabelCluster: ku.Spec.ClusterRef.Name,
 	}
-	if !exists {
+	if sec == nil {
 		sec = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ku.Namespace, Name: ku.Name, Labels: labels},
 			Type:       corev1.SecretTypeOpaque,
 			Data:       data,
 		}
 		if err := controllerutil.SetControllerReference(ku, sec, r.Scheme()); err != nil {
-			return fmt.Errorf("own Secret %s: %w", ku.Name, err)
+			return nil, fmt.Errorf("own Secret %s: %w", ku.Name, err)
 		}
 		if err := r.Create(ctx, sec); err != nil {
 			if apierrors.IsAlreadyExists(err) {
-				return &topicStop{reason: ReasonSecretConflict, retry: true,
+				return nil, &topicStop{reason: ReasonSecretConflict, retry: true,
 					message: fmt.Sprintf("Secret %s appeared while the operator created it; retrying", ku.Name)}
 			}
-			return fmt.Errorf("create Secret %s: %w", ku.Name, err)
+			return nil, fmt.Errorf("create Secret %s: %w", ku.Name, err)
 		}
 		r.Recorder.Eventf(ku, nil, corev1.EventTypeNormal, EventSecretCreated, "Create",
 			"created Secret %s with the credentials of user %s", ku.Name, ku.Name)
@@ -299,14 +343,13 @@ func (r *KafkaUserReconciler) reconcileSecret(ctx context.Context, s *userScope)
 		}
 		maps.Copy(sec.Labels, labels)
 		if err := r.Patch(ctx, sec, patch); err != nil {
-			return fmt.Errorf("update Secret %s: %w", ku.Name, err)
+			return nil, fmt.Errorf("update Secret %s: %w", ku.Name, err)
 		}
 		r.Recorder.Eventf(ku, nil, corev1.EventTypeNormal, EventSecretUpdated, "Update",
 			"updated Secret %s of user %s", ku.Name, ku.Name)
 	}
-	s.secret, s.password = sec, password
 	ku.Status.SecretName = sec.Name
-	return nil
+	return sec, nil
 }
 
 // UserSecretData is the content of a user's Secret.
@@ -354,6 +397,12 @@ func passwordFingerprint(mech kadm.ScramMechanism, password string) string {
 // under the same mechanism and iterations is not noticed.
 func (r *KafkaUserReconciler) reconcileCredentials(ctx context.Context, s *userScope) error {
 	ku := s.user
+	if ku.Status.Mechanism == MechanismTLS {
+		// A former tls user: its certificate principal's ACLs go.
+		if err := r.dropPrincipal(ctx, s, tlsUserPrincipal(ku.Name)); err != nil {
+			return err
+		}
+	}
 	current, err := describeScram(ctx, s.adm, ku.Name)
 	if err != nil {
 		return err
@@ -441,8 +490,34 @@ func (b ACLBinding) String() string {
 	return fmt.Sprintf("%s %s on %s %s %q from %s", b.Permission, b.Operation, b.Pattern, b.Resource, b.Name, b.Host)
 }
 
-// UserPrincipal is the ACL principal of a KafkaUser.
-func UserPrincipal(ku *strata.KafkaUser) string { return "User:" + ku.Name }
+// UserPrincipal is the ACL principal of a KafkaUser: User:<name> for a
+// SCRAM user, User:CN=<name> for a tls user (its certificate's subject,
+// as the brokers' DEFAULT principal mapping gives it).
+func UserPrincipal(ku *strata.KafkaUser) string {
+	if isTLSUser(ku) {
+		return tlsUserPrincipal(ku.Name)
+	}
+	return scramUserPrincipal(ku.Name)
+}
+
+func scramUserPrincipal(name string) string { return "User:" + name }
+
+func tlsUserPrincipal(name string) string {
+	return "User:" + UserCertSubject(name).String()
+}
+
+func isTLSUser(ku *strata.KafkaUser) bool {
+	return ku.Spec.Authentication.Type == strata.AuthenticationTLS
+}
+
+// checkUserName refuses a reserved name (ReservedUserNames).
+func checkUserName(_ context.Context, s *userScope) error {
+	if slices.Contains(ReservedUserNames, s.user.Name) {
+		return &topicStop{reason: ReasonReservedName, message: fmt.Sprintf(
+			"KafkaUser name %s is reserved: it is the identity of the cluster's brokers, operator or etcd, and a user of that name could take their place; choose another name", s.user.Name)}
+	}
+	return nil
+}
 
 // DesiredACLs expands spec.authorization into ACL bindings, one per
 // operation of each rule, without duplicates, in the order the rules list
@@ -698,7 +773,7 @@ func (r *KafkaUserReconciler) deleteUser(ctx context.Context, ku *strata.KafkaUs
 	if err != nil {
 		return fmt.Errorf("get KafkaCluster: %w", err)
 	}
-	if ku.Status.Mechanism == "" {
+	if ku.Status.Mechanism == "" || slices.Contains(ReservedUserNames, ku.Name) {
 		// It never got as far as setting a credential (a Secret conflict,
 		// a missing password Secret, a cluster that never answered): a
 		// Kafka user of this name is someone else's and stays.
@@ -739,6 +814,10 @@ func (r *KafkaUserReconciler) deleteUser(ctx context.Context, ku *strata.KafkaUs
 		return err
 	}
 
+	if isTLSUser(ku) {
+		// No SCRAM credential is its: one of its name is someone else's.
+		return nil
+	}
 	current, err := describeScram(ctx, adm, ku.Name)
 	if err != nil {
 		return err
@@ -780,6 +859,7 @@ var userStalledReasons = map[string]bool{
 	ReasonPasswordSecretNotFound: true,
 	ReasonAclsNotSupported:       true,
 	ReasonAclsRefused:            true,
+	ReasonReservedName:           true,
 }
 
 // SetupWithManager registers the controller. It watches the Secrets it

@@ -335,8 +335,15 @@ var _ = Describe("KafkaUser validation", func() {
 			mutate(ku)
 			expectRejected(k8sClient.Create(suiteCtx, ku), messages...)
 		},
-		Entry("tls users", func(ku *strata.KafkaUser) { ku.Spec.Authentication.Type = strata.AuthenticationTLS },
-			"authentication type tls is not supported yet (the operator runs no clients CA): use scram-sha-512 or scram-sha-256"),
+		Entry("a tls user with a password", func(ku *strata.KafkaUser) {
+			ku.Spec.Authentication.Type = strata.AuthenticationTLS
+			ku.Spec.Authentication.Password = &strata.KafkaUserPassword{ValueFrom: strata.KafkaUserPasswordSource{
+				SecretKeyRef: strata.SecretKeySelector{Name: "pw", Key: "password"}}}
+		}, "a tls user has no password: its credential is the client certificate the operator issues from the clients CA"),
+		Entry("the brokers' name", func(ku *strata.KafkaUser) { ku.Name = "strata-broker" },
+			"KafkaUser names strata-broker, strata-operator and strata-etcd are reserved"),
+		Entry("the operator's name", func(ku *strata.KafkaUser) { ku.Name = "strata-operator" },
+			"KafkaUser names strata-broker, strata-operator and strata-etcd are reserved"),
 		Entry("an unknown authentication type", func(ku *strata.KafkaUser) { ku.Spec.Authentication.Type = "plain" },
 			"spec.authentication.type", `supported values: "scram-sha-512", "scram-sha-256", "tls"`),
 		Entry("the user's own Secret as password source", func(ku *strata.KafkaUser) {

@@ -78,6 +78,12 @@ func EtcdName(cluster string) string { return cluster + "-etcd" }
 // expired).
 func ClusterCASecretName(cluster string) string { return cluster + "-cluster-ca" }
 
+// ClientsCASecretName holds the clients CA, which issues the client
+// certificates of KafkaUsers of type tls (same keys as the cluster CA).
+// Client listeners with tls.clientAuth trust its ca.crt; the brokers
+// mount that key only.
+func ClientsCASecretName(cluster string) string { return cluster + "-clients-ca" }
+
 // BrokerCertsSecretName holds the brokers' certificate (tls.crt, tls.key,
 // SANs for every broker pod and the bootstrap Service) and ca.crt.
 func BrokerCertsSecretName(cluster string) string { return cluster + "-broker-certs" }

@@ -96,7 +96,7 @@ var _ = Describe("Cluster CA and certificates", func() {
 				}
 			}
 			return names
-		}, timeout, interval).Should(ConsistOf("cluster-ca", "broker", "etcd", "operator"))
+		}, timeout, interval).Should(ConsistOf("cluster-ca", "clients-ca", "broker", "etcd", "operator"))
 
 		By("mounting the broker certificates and rendering the mTLS inter-broker listener")
 		sts, err := getSTS(ns, "sec-a")

@@ -237,6 +237,9 @@ func TestInterBrokerUpgradeFromPlaintext(t *testing.T) {
 			WAL:      strata.WALSpec{Enabled: ptr.To(false)},
 		},
 	}
+	// A cluster of those releases keeps their defaults (PLAINTEXT, no
+	// authorizer): LegacySecurityDefaults.
+	kc = WithSecurityDefaults(kc, LegacySecurityDefaults(kc, []string{"# an earlier release\nlisteners=PLAINTEXT://0.0.0.0:9092\n"}))
 	ca, err := pki.NewCA("test cluster CA", 0, time.Now())
 	if err != nil {
 		t.Fatal(err)

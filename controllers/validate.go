@@ -41,12 +41,24 @@ var ownedConfigKeys = map[string]string{
 	"wal.upload.interval.ms":         "spec.wal.uploadInterval",
 	"wal.object.max.bytes":           "spec.wal.maxObjectBytes",
 	"wal.retention.ms":               "spec.wal.retention",
-	"local.retention.ms":             "spec.tieredStorage",
+	"log.local.retention.ms":         "spec.tieredStorage",
+	"log.remote.storage.enable":      "spec.tieredStorage",
 	"metrics.listen":                 "the operator (readiness probe on /readyz, port 9644)",
 	// cost (kafkacluster_cost.go)
 	"wal.policy":                 "spec.wal.policy",
 	"wal.upload.max.interval.ms": "spec.wal.maxUploadInterval",
+	// authorization (security_defaults.go)
+	"authorizer.class.name":          "spec.security.authorization",
+	"super.users":                    "spec.security.authorization",
+	"allow.everyone.if.no.acl.found": "spec.security.authorization",
 }
+
+// grandfatheredConfigKeys are owned keys that operator releases before
+// spec.security.authorization told users to set in spec.config. The API
+// server refuses them in new and changed configs; a stored config that
+// has them keeps working (they override the rendered keys, as before)
+// instead of stalling the cluster in UnsupportedSpec.
+var grandfatheredConfigKeys = []string{"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found"}
 
 // ownedConfigPrefixes are key prefixes the operator owns, by owner.
 var ownedConfigPrefixes = []struct{ prefix, owner string }{
@@ -54,6 +66,7 @@ var ownedConfigPrefixes = []struct{ prefix, owner string }{
 	{"wal.bucket.", "spec.zones[].fastBucketRef"},
 	{"wal.zone.", "spec.zones[].fastBucketRef"},
 	{"tier.", "spec.tieredStorage"},
+	{"remote.log.", "spec.tieredStorage"},
 	{"leader.placement.", "spec.leaderPlacement"},
 	{"cost.price.", "spec.cost.prices"},
 	{"listener.", "spec.listeners"},
@@ -78,7 +91,7 @@ func ConfigKeyOwner(key string) (owner string, ok bool) {
 
 // UnsupportedSpec lists what in a KafkaCluster the CRD's validation
 // refuses today and the operator cannot honour: keys of spec.config the
-// operator owns (TLS and SASL keys included), tiered storage, listeners
+// operator owns (TLS and SASL keys included), listeners
 // that take the inter-broker listener's name or port or set tls on a
 // protocol without TLS, a leader placement the brokers would refuse to
 // start with (policy Zone without a zone of spec.zones, a zone without
@@ -95,12 +108,9 @@ func UnsupportedSpec(kc *strata.KafkaCluster) []string {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if owner, ok := ConfigKeyOwner(k); ok {
+		if owner, ok := ConfigKeyOwner(k); ok && !slices.Contains(grandfatheredConfigKeys, k) {
 			problems = append(problems, fmt.Sprintf("spec.config must not set %s: it is owned by %s", k, owner))
 		}
-	}
-	if kc.Spec.TieredStorage != nil {
-		problems = append(problems, "spec.tieredStorage is not supported yet: the broker has no slow tier")
 	}
 	problems = append(problems, listenerProblems(kc)...)
 	problems = append(problems, leaderPlacementProblems(kc)...)
@@ -131,7 +141,9 @@ func leaderPlacementProblems(kc *strata.KafkaCluster) []string {
 // spec.security.listenerCertificate.
 func listenerProblems(kc *strata.KafkaCluster) []string {
 	var problems []string
-	tlsListener := false
+	// No listeners: the default one is SASL_SSL (a cluster that keeps the
+	// legacy PLAINTEXT default is checked in securityDefaults).
+	tlsListener := len(kc.Spec.Listeners) == 0
 	for _, l := range kc.Spec.Listeners {
 		if l.Name == ReplicationListener || l.Port == ReplicationPort || l.Port == brokerMetricsPort {
 			problems = append(problems, fmt.Sprintf("listener %s: the name %s and the ports %d and %d are the operator's (the brokers' mTLS inter-broker listener and their metrics and readiness port)", l.Name, ReplicationListener, ReplicationPort, brokerMetricsPort))
@@ -143,7 +155,7 @@ func listenerProblems(kc *strata.KafkaCluster) []string {
 		}
 	}
 	if kc.Spec.Security.ListenerCertificate != nil && !tlsListener {
-		problems = append(problems, "security.listenerCertificate needs a listener of protocol SSL or SASL_SSL to serve it")
+		problems = append(problems, "security.listenerCertificate needs a listener of protocol SSL or SASL_SSL to serve it (the default listener is SASL_SSL)")
 	}
 	return problems
 }

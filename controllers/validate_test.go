@@ -72,7 +72,11 @@ func TestUnsupportedSpec(t *testing.T) {
 			"spec.config must not set wal.zone.x.bucket.name: it is owned by spec.zones[].fastBucketRef"},
 		{"tiered storage", func(kc *strata.KafkaCluster) {
 			kc.Spec.TieredStorage = &strata.TieredStorageSpec{Bucket: "tier", Region: "r"}
-		}, "spec.tieredStorage is not supported yet"},
+		}, ""},
+		{"tier key in spec.config", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"remote.log.manager.task.interval.ms": "1000"}
+		},
+			"spec.config must not set remote.log.manager.task.interval.ms: it is owned by spec.tieredStorage"},
 		{"secured listeners", func(kc *strata.KafkaCluster) {
 			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "PLAIN", Port: 9092}, {Name: "TLS", Port: 9093, Protocol: "SSL",
 				TLS: &strata.ListenerTLS{ClientAuth: strata.ClientAuthRequired}}, {Name: "SASL", Port: 9094, Protocol: "SASL_SSL"}}
@@ -88,6 +92,7 @@ func TestUnsupportedSpec(t *testing.T) {
 			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "A", Port: 9092, Protocol: "SASL_PLAINTEXT", TLS: &strata.ListenerTLS{}}}
 		}, "listener A: tls applies to protocol SSL or SASL_SSL only"},
 		{"listener certificate without a TLS listener", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "A", Port: 9092, Protocol: "PLAINTEXT"}}
 			kc.Spec.Security.ListenerCertificate = &strata.SecretReference{Name: "tls"}
 		}, "security.listenerCertificate needs a listener of protocol SSL or SASL_SSL to serve it"},
 		{"ssl key", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"ssl.client.auth": "required"} },
@@ -115,6 +120,10 @@ func TestUnsupportedSpec(t *testing.T) {
 		{"retention beyond int32 ms", func(kc *strata.KafkaCluster) {
 			kc.Spec.WAL.Retention = &metav1.Duration{Duration: 600 * time.Hour}
 		}, "wal.retention 600h0m0s is outside 1ms..2147483647ms"},
+		{"listener certificate on the default SASL_SSL listener", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = nil
+			kc.Spec.Security.ListenerCertificate = &strata.SecretReference{Name: "tls"}
+		}, ""},
 		{"retention at the int32 limit", func(kc *strata.KafkaCluster) {
 			kc.Spec.WAL.Retention = &metav1.Duration{Duration: MaxBrokerMillis * time.Millisecond}
 		}, ""},

@@ -58,6 +58,9 @@ func TestSweeperDeletesObjectsOfOperatorConfiguredBroker(t *testing.T) {
 		Spec: strata.KafkaClusterSpec{
 			Zones: []strata.ZoneSpec{{Name: "zone-a", Brokers: 1, FastBucketRef: &strata.LocalObjectReference{Name: "wal-zone-a"}}},
 			WAL:   strata.WALSpec{Retention: &metav1.Duration{Duration: retention}},
+			// The test's client is anonymous on PLAINTEXT: no ACLs.
+			Listeners: []strata.ListenerSpec{{Name: "PLAINTEXT", Port: 9092, Protocol: "PLAINTEXT"}},
+			Security:  strata.SecuritySpec{Authorization: &strata.AuthorizationSpec{Type: strata.AuthorizationNone}},
 		},
 	}
 	fb := &strata.FastBucket{

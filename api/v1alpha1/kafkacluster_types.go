@@ -25,8 +25,7 @@ const DefaultEtcdImage = "quay.io/coreos/etcd:v3.7.3"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, self.listeners.exists_one(m, m.name == l.name))",message="listener names must be unique"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, self.listeners.exists_one(m, m.port == l.port))",message="listener ports must be unique"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, l.name != 'REPLICATION' && l.port != 9091 && l.port != 9644)",message="spec.listeners: the name REPLICATION and the ports 9091 and 9644 are the operator's (the brokers' mTLS inter-broker listener and their metrics and readiness port)"
-// +kubebuilder:validation:XValidation:rule="!has(self.security) || !has(self.security.listenerCertificate) || (has(self.listeners) && self.listeners.exists(l, l.protocol == 'SSL' || l.protocol == 'SASL_SSL'))",message="security.listenerCertificate needs a listener of protocol SSL or SASL_SSL to serve it"
-// +kubebuilder:validation:XValidation:rule="!has(self.tieredStorage)",message="spec.tieredStorage is not supported yet: the broker has no slow tier, so closed segments would silently stay on local disk; remove tieredStorage"
+// +kubebuilder:validation:XValidation:rule="!has(self.security) || !has(self.security.listenerCertificate) || !has(self.listeners) || size(self.listeners) == 0 || self.listeners.exists(l, l.protocol == 'SSL' || l.protocol == 'SASL_SSL')",message="security.listenerCertificate needs a listener of protocol SSL or SASL_SSL to serve it (the default listener is SASL_SSL)"
 type KafkaClusterSpec struct {
 	// Image is the Strata container image the brokers run.
 	// +kubebuilder:default="ghcr.io/strata-dev/strata:latest"
@@ -58,8 +57,11 @@ type KafkaClusterSpec struct {
 	// +optional
 	Cost *CostSpec `json:"cost,omitempty"`
 
-	// TieredStorage configures the regional slow tier for closed segments.
-	// Refused for now: the broker has no slow tier yet.
+	// TieredStorage configures the regional slow tier for closed segments
+	// (docs/tiered-storage.md): the brokers upload rolled segments to the
+	// bucket, serve reads below their local logs from it, and keep
+	// localRetention on disk. Topics are tiered by default
+	// (remote.storage.enable); compacted topics are not.
 	// +optional
 	TieredStorage *TieredStorageSpec `json:"tieredStorage,omitempty"`
 
@@ -85,14 +87,21 @@ type KafkaClusterSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['wal.enable', 'wal.enabled', 'wal.upload.interval.ms', 'wal.object.max.bytes', 'wal.retention.ms']))",message="spec.config must not set wal.enable, wal.enabled, wal.upload.interval.ms, wal.object.max.bytes or wal.retention.ms: they are spec.wal.enabled, spec.wal.uploadInterval, spec.wal.maxObjectBytes and spec.wal.retention"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['wal.policy', 'wal.upload.max.interval.ms']) && !k.startsWith('cost.price.'))",message="spec.config must not set wal.policy, wal.upload.max.interval.ms or cost.price.*: they are spec.wal.policy, spec.wal.maxUploadInterval and spec.cost.prices"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('wal.bucket.') && !k.startsWith('wal.zone.'))",message="spec.config must not set wal.bucket.* or wal.zone.*: the buckets are the zones' FastBuckets (spec.zones[].fastBucketRef)"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('tier.') && k != 'local.retention.ms')",message="spec.config must not set tier.* or local.retention.ms: they belong to spec.tieredStorage"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('tier.') && !k.startsWith('remote.log.') && !(k in ['log.local.retention.ms', 'log.remote.storage.enable']))",message="spec.config must not set tier.*, remote.log.*, log.local.retention.ms or log.remote.storage.enable: they belong to spec.tieredStorage"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('leader.placement.'))",message="spec.config must not set leader.placement.*: it is spec.leaderPlacement"
 	// +kubebuilder:validation:XValidation:rule="!('metrics.listen' in self)",message="spec.config must not set metrics.listen: the operator serves /metrics and the /readyz readiness probe on port 9644"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['authorizer.class.name', 'super.users', 'allow.everyone.if.no.acl.found']))",message="spec.config must not set authorizer.class.name, super.users or allow.everyone.if.no.acl.found: they are spec.security.authorization (type acl or none, and superUsers; the operator's and the brokers' principals are always super users)"
 	// +optional
 	Config map[string]string `json:"config,omitempty"`
 
 	// Listeners are the Kafka client listeners every broker opens.
-	// Defaults to one PLAINTEXT listener on port 9092. SSL and SASL_SSL
+	// Defaults to one SASL_SSL listener named SASL_SSL on port 9092
+	// (SCRAM-SHA-512 and SCRAM-SHA-256, users from KafkaUser resources),
+	// except for a cluster whose brokers already run a configuration of an
+	// operator release from before that default: it keeps the PLAINTEXT
+	// listener it had until listeners are set (docs/security.md, "Secure
+	// by default"). A PLAINTEXT listener serves anyone who reaches the
+	// port without authentication. SSL and SASL_SSL
 	// listeners serve a certificate of the operator's cluster CA (or
 	// spec.security.listenerCertificate). Besides these, every broker has
 	// the operator's inter-broker listener REPLICATION on port 9091: TLS
@@ -103,8 +112,8 @@ type KafkaClusterSpec struct {
 	// +optional
 	Listeners []ListenerSpec `json:"listeners,omitempty"`
 
-	// Security configures the cluster CA, the client listeners'
-	// certificate and the NetworkPolicy.
+	// Security configures the cluster and clients CAs, the client
+	// listeners' certificate, authorization and the NetworkPolicy.
 	// +optional
 	Security SecuritySpec `json:"security,omitempty"`
 
@@ -250,8 +259,8 @@ type WALSpec struct {
 	// --- cost (issue #15; docs/wal.md "Cost and wal.policy") ---
 
 	// Policy is wal.policy: Latency cuts an object every uploadInterval;
-	// Cost cuts it at the break-even size of the price table or after
-	// maxUploadInterval; Auto (default) chooses per broker, from its
+	// Cost cuts it when it costs 8 % of classic replication of its bytes
+	// (about 372 KB with RF 3) or after maxUploadInterval; Auto (default) chooses per broker, from its
 	// throughput, between WAL objects and inline replication and the cut
 	// interval within [uploadInterval, maxUploadInterval], so that
 	// replication never costs more than classic. Inline chosen by the
@@ -478,6 +487,16 @@ type SecuritySpec struct {
 	// +optional
 	ListenerCertificate *SecretReference `json:"listenerCertificate,omitempty"`
 
+	// Authorization turns Kafka ACLs on (type acl: authorizer.class.name
+	// strata.acl, allow.everyone.if.no.acl.found false, the operator's
+	// and the brokers' certificate principals as super users) or off
+	// (none: every client that gets in may do everything). Unset means
+	// acl, except for a cluster whose brokers already run without an
+	// authorizer under an operator release from before this field: it
+	// stays without one until the field is set (docs/security.md).
+	// +optional
+	Authorization *AuthorizationSpec `json:"authorization,omitempty"`
+
 	// NetworkPolicy renders a NetworkPolicy per cluster: client listener
 	// and metrics ports open to all, the inter-broker port only to the
 	// cluster's brokers and the operator, etcd only to the brokers, its
@@ -486,6 +505,36 @@ type SecuritySpec struct {
 	// +kubebuilder:default={enabled:true}
 	// +optional
 	NetworkPolicy NetworkPolicySpec `json:"networkPolicy,omitempty"`
+}
+
+// AuthorizationType is spec.security.authorization.type.
+// +kubebuilder:validation:Enum=acl;none
+type AuthorizationType string
+
+// The authorization types.
+const (
+	AuthorizationACL  AuthorizationType = "acl"
+	AuthorizationNone AuthorizationType = "none"
+)
+
+// AuthorizationSpec configures the brokers' authorizer.
+//
+// +kubebuilder:validation:XValidation:rule="self.type == 'acl' || !has(self.superUsers) || size(self.superUsers) == 0",message="security.authorization.superUsers needs type acl: without an authorizer every principal may do everything"
+type AuthorizationSpec struct {
+	// Type: acl (Kafka ACLs enforced, KafkaUser ACLs apply) or none.
+	// +required
+	Type AuthorizationType `json:"type"`
+
+	// SuperUsers are further principals allowed everything (super.users),
+	// besides the operator's and the brokers' (User:CN=strata-operator,O=strata
+	// and User:CN=strata-broker,O=strata), e.g. User:admin or, for a
+	// KafkaUser of type tls, User:CN=<name>. Only with type acl.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:Pattern=`^User:[^;]+$`
+	// +kubebuilder:validation:items:MaxLength=255
+	// +listType=set
+	// +optional
+	SuperUsers []string `json:"superUsers,omitempty"`
 }
 
 // SecretReference names a Secret in the same namespace.

@@ -13,15 +13,17 @@ const (
 	AuthenticationScramSha512 KafkaUserAuthenticationType = "scram-sha-512"
 	// AuthenticationScramSha256 is SASL SCRAM-SHA-256.
 	AuthenticationScramSha256 KafkaUserAuthenticationType = "scram-sha-256"
-	// AuthenticationTLS is a client certificate from a clients CA. It is
-	// refused by validation until the operator runs a clients CA.
+	// AuthenticationTLS is a client certificate from the cluster's
+	// clients CA (<cluster>-clients-ca); the principal is User:CN=<name>.
 	AuthenticationTLS KafkaUserAuthenticationType = "tls"
 )
 
-// KafkaUserSpec declares a Kafka user of a KafkaCluster: its SCRAM
-// credential and its ACLs. The Kafka user name is metadata.name (a DNS
-// subdomain, so it always meets Kafka's rules: not empty, no '/'), and the
-// ACL principal is User:<metadata.name>.
+// KafkaUserSpec declares a Kafka user of a KafkaCluster: its credential
+// (SCRAM or a client certificate) and its ACLs. The Kafka user name is
+// metadata.name (a DNS subdomain, so it always meets Kafka's rules: not
+// empty, no '/'); the ACL principal is User:<metadata.name> for a SCRAM
+// user and User:CN=<metadata.name> (the certificate subject under the
+// brokers' DEFAULT principal mapping) for a tls user.
 //
 // +kubebuilder:validation:XValidation:rule="self.clusterRef.name == oldSelf.clusterRef.name",message="clusterRef is immutable"
 type KafkaUserSpec struct {
@@ -44,15 +46,16 @@ type KafkaUserSpec struct {
 
 // KafkaUserAuthentication is the user's credential.
 //
-// +kubebuilder:validation:XValidation:rule="self.type != 'tls'",message="authentication type tls is not supported yet (the operator runs no clients CA): use scram-sha-512 or scram-sha-256"
+// +kubebuilder:validation:XValidation:rule="self.type != 'tls' || !has(self.password)",message="a tls user has no password: its credential is the client certificate the operator issues from the clients CA"
 type KafkaUserAuthentication struct {
 	// Type: scram-sha-512 or scram-sha-256 (the SASL mechanism clients
-	// use). tls is not supported yet.
+	// use), or tls: a client certificate of the cluster's clients CA,
+	// for SSL and SASL_SSL listeners with tls.clientAuth.
 	// +required
 	Type KafkaUserAuthenticationType `json:"type"`
 
 	// Password, when set, is taken from a Secret key; otherwise the
-	// operator generates a random one. Either way it is written to the
+	// operator generates a random one. SCRAM users only. Either way it is written to the
 	// Secret named like the KafkaUser.
 	// +optional
 	Password *KafkaUserPassword `json:"password,omitempty"`
@@ -207,12 +210,19 @@ type KafkaUserStatus struct {
 	Username string `json:"username,omitempty"`
 
 	// Mechanism is the SASL mechanism the brokers hold a credential for
-	// (SCRAM-SHA-512 or SCRAM-SHA-256).
+	// (SCRAM-SHA-512 or SCRAM-SHA-256), or TLS once a tls user's
+	// certificate is issued.
 	// +optional
 	Mechanism string `json:"mechanism,omitempty"`
 
+	// Principal is the user's ACL principal: User:<name> (SCRAM) or
+	// User:CN=<name> (tls).
+	// +optional
+	Principal string `json:"principal,omitempty"`
+
 	// SecretName is the Secret with the client settings: keys username,
-	// password, mechanism and sasl.jaas.config.
+	// password, mechanism and sasl.jaas.config (SCRAM), or ca.crt,
+	// user.crt and user.key (tls).
 	// +optional
 	SecretName string `json:"secretName,omitempty"`
 
@@ -229,6 +239,7 @@ type KafkaUserStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ku;kuser,categories=strata
 // +kubebuilder:validation:XValidation:rule="!has(self.spec.authentication.password) || self.spec.authentication.password.valueFrom.secretKeyRef.name != self.metadata.name",message="the password Secret must not be the KafkaUser's own Secret (the operator writes that one): name another Secret"
+// +kubebuilder:validation:XValidation:rule="!(self.metadata.name in ['strata-broker', 'strata-operator', 'strata-etcd'])",message="KafkaUser names strata-broker, strata-operator and strata-etcd are reserved: they are the identities of the brokers, the operator and the managed etcd (their certificates' common names), and a user of that name could take their place; choose another name"
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterRef.name`
 // +kubebuilder:printcolumn:name="Authentication",type=string,JSONPath=`.spec.authentication.type`
 // +kubebuilder:printcolumn:name="ACLs",type=integer,JSONPath=`.status.aclCount`

@@ -1,6 +1,7 @@
 package cost
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -118,9 +119,9 @@ func TestDecider(t *testing.T) {
 			{60, 1e3, 2, PathWAL, 10 * time.Millisecond, nil},
 			{60, 1e7, 2, PathWAL, 10 * time.Millisecond, nil},
 		}, 256 << 10, true},
-		{"cost: break-even size or the max interval", with(PolicyCost), []step{
+		{"cost: the 8 %-of-classic size or the max interval", with(PolicyCost), []step{
 			{60, 1e3, 2, PathWAL, 100 * time.Millisecond, nil},
-		}, 29750, false},
+		}, 371875, false},
 		{"auto: low rate goes inline after the warmup, high rate comes back after the dwell", with(PolicyAuto), []step{
 			// Idle: no decision, whatever the time.
 			{60, 0, 2, PathWAL, 0, nil},
@@ -130,12 +131,12 @@ func TestDecider(t *testing.T) {
 			{1, 1e5, 2, PathInline, 0, []Switch{{PathWAL, PathInline, ReasonBelowBreakEven}}},
 			// 10 MB/s: not back before MinDwell (30 s) after the switch ...
 			{28, 1e7, 2, PathInline, 0, nil},
-			// ... then WAL with the interval stretched to a 297.5 KB
-			// object (30 ms at 10 MB/s).
-			{30, 1e7, 2, PathWAL, 30 * time.Millisecond, []Switch{{PathInline, PathWAL, ReasonAboveBreakEven}}},
+			// ... then WAL with the interval stretched to a 371.9 KB
+			// object (37 ms at 10 MB/s).
+			{30, 1e7, 2, PathWAL, 37 * time.Millisecond, []Switch{{PathInline, PathWAL, ReasonAboveBreakEven}}},
 			// 2 MB/s: 100 ms (200 KB objects, 15 % of classic).
 			{60, 2e6, 2, PathWAL, 100 * time.Millisecond, nil},
-		}, 256 << 10, true},
+		}, 371875, true},
 		{"auto: hysteresis, no flapping between the thresholds", with(PolicyAuto), []step{
 			// 350 KB/s: 35 KB objects at 100 ms, ratio 0.85: WAL stays
 			// WAL (leaves above 1.0) ...
@@ -145,7 +146,7 @@ func TestDecider(t *testing.T) {
 			// ... and 350 KB/s again does not come back (enters ≤ 0.8).
 			{120, 3.5e5, 2, PathInline, 0, nil},
 			{120, 4e5, 2, PathWAL, 0, []Switch{{PathInline, PathWAL, ReasonAboveBreakEven}}},
-		}, 256 << 10, true},
+		}, 371875, true},
 		{"auto: no follower in another zone", with(PolicyAuto), []step{
 			{60, 1e7, 0, PathInline, 0, []Switch{{PathWAL, PathInline, ReasonNoCrossZoneCopies}}},
 		}, 256 << 10, true},
@@ -166,6 +167,74 @@ func TestDecider(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeciderObjectSizeGrowsWithRate pins the objects cost and auto make
+// at the rates of issue #15 (per broker): the interval cut fills objects
+// up to the one that costs TargetRatio of classic, and the size cut
+// (wal.object.max.bytes, 256 KiB, for latency) grows to that object
+// instead of cutting it smaller. Before, auto cut 256 KiB objects at
+// 10 MB/s: 11 % of classic, above the issue's 10 %.
+func TestDeciderObjectSizeGrowsWithRate(t *testing.T) {
+	base := DeciderConfig{Prices: Default(), Interval: 10 * time.Millisecond, MaxInterval: 100 * time.Millisecond, MaxObjectBytes: 256 << 10}
+	for _, tc := range []struct {
+		policy   Policy
+		rate     float64 // leader bytes/s of the broker
+		interval time.Duration
+		cut      int
+		object   float64 // bytes: min(rate × interval, cut)
+		maxRatio float64
+	}{
+		// 0.5 MB/s: the max interval bounds the wait; 50 KB objects.
+		{PolicyAuto, 0.5e6, 100 * time.Millisecond, 371875, 50e3, 0.6},
+		{PolicyCost, 0.5e6, 100 * time.Millisecond, 371875, 50e3, 0.6},
+		// 2 MB/s: 200 KB objects, 15 % of classic.
+		{PolicyAuto, 2e6, 100 * time.Millisecond, 371875, 200e3, 0.15},
+		{PolicyCost, 2e6, 100 * time.Millisecond, 371875, 200e3, 0.15},
+		// 3.4 MB/s, the leader rate of one of three brokers at 10,000 ×
+		// 1 KiB records/s: 340 KB objects every 100 ms.
+		{PolicyAuto, 3.4e6, 100 * time.Millisecond, 371875, 340e3, 0.0876},
+		// 10 MB/s: the interval shrinks to fill a 371.9 KB object
+		// (8 % of classic) every 37 ms.
+		{PolicyAuto, 10e6, 37 * time.Millisecond, 371875, 370e3, 0.0805},
+		{PolicyCost, 10e6, 100 * time.Millisecond, 371875, 371875, 0.0801},
+		// latency keeps its 10 ms, 256 KiB plan at any rate.
+		{PolicyLatency, 10e6, 10 * time.Millisecond, 256 << 10, 100e3, 0.3},
+	} {
+		t.Run(fmt.Sprintf("%s/%gMBps", tc.policy, tc.rate/1e6), func(t *testing.T) {
+			cfg := base
+			cfg.Policy = tc.policy
+			now := time.Unix(1700000000, 0)
+			d := NewDecider(cfg, now)
+			p, sws := drive(d, &now, 60, tc.rate, 2)
+			if len(sws) != 0 || p.Path != PathWAL {
+				t.Fatalf("path %s, switches %v: want WAL throughout", p.Path, sws)
+			}
+			if p.Interval != tc.interval || p.CutBytes != tc.cut {
+				t.Fatalf("plan: cut every %v or at %d bytes; want %v, %d", p.Interval, p.CutBytes, tc.interval, tc.cut)
+			}
+			object := min(tc.rate*p.Interval.Seconds(), float64(p.CutBytes))
+			if math.Abs(object-tc.object)/tc.object > 0.01 {
+				t.Fatalf("objects of %.0f bytes, want %.0f", object, tc.object)
+			}
+			if p.Ratio > tc.maxRatio {
+				t.Fatalf("estimated cost %.4f of classic, want ≤ %.4f", p.Ratio, tc.maxRatio)
+			}
+		})
+	}
+	// wal.policy.object.max.bytes bounds the growth.
+	cfg := base
+	cfg.Policy, cfg.MaxGrowBytes = PolicyAuto, 300<<10
+	now := time.Unix(1700000000, 0)
+	d := NewDecider(cfg, now)
+	if p, _ := drive(d, &now, 60, 10e6, 2); p.CutBytes != 300<<10 {
+		t.Fatalf("cut at %d bytes with wal.policy.object.max.bytes %d", p.CutBytes, 300<<10)
+	}
+	// ... and never below wal.object.max.bytes.
+	cfg.MaxObjectBytes, cfg.MaxGrowBytes = 512<<10, 300<<10
+	if got := NewDecider(cfg, now).Config().MaxGrowBytes; got != 512<<10 {
+		t.Fatalf("MaxGrowBytes %d below MaxObjectBytes", got)
 	}
 }
 

@@ -68,6 +68,16 @@ type Config struct {
 	// stays this long after the cleaner first reached it, so that
 	// consumers reading from the start see the delete. Default 24 h.
 	DeleteRetention time.Duration
+
+	// LocalRetentionMs and LocalRetentionBytes are local.retention.ms and
+	// local.retention.bytes: how much a tiered log keeps on disk
+	// (ApplyLocalRetentionUpTo). LocalRetentionSameAsTotal (-2, the
+	// default) means RetentionMs and RetentionBytes.
+	LocalRetentionMs    time.Duration
+	LocalRetentionBytes int64
+	// RemoteStorage is remote.storage.enable: the log is tiered, its
+	// retention is ApplyLocalRetentionUpTo's (the broker decides).
+	RemoteStorage bool
 }
 
 // DefaultConfig returns Kafka's defaults, except FlushInterval which is 1s
@@ -89,6 +99,8 @@ func DefaultConfig() Config {
 		MinCleanableDirtyRatio: 0.5,
 		MaxCompactionLag:       time.Duration(math.MaxInt64),
 		DeleteRetention:        24 * time.Hour,
+		LocalRetentionMs:       LocalRetentionSameAsTotal,
+		LocalRetentionBytes:    LocalRetentionSameAsTotal,
 	}
 }
 
@@ -111,6 +123,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxCompactionLag < c.MinCompactionLag {
 		errs = append(errs, fmt.Errorf("MaxCompactionLag %v is below MinCompactionLag %v", c.MaxCompactionLag, c.MinCompactionLag))
+	}
+	if err := c.validateLocalRetention(); err != nil {
+		errs = append(errs, err)
 	}
 	switch c.MessageTimestampType {
 	case "CreateTime", "LogAppendTime", "":

@@ -52,6 +52,9 @@ type producerEntry struct {
 	// TxnFirst is the first offset of the producer's ongoing transaction
 	// in this partition, -1 when none (txn.go).
 	TxnFirst int64 `json:"-"`
+	// coordEpoch is the coordinator epoch of the producer's last marker,
+	// -1 before any (DescribeProducers).
+	coordEpoch int32
 }
 
 func (e *producerEntry) lastSeq() int32 {
@@ -121,9 +124,9 @@ func (p *producerStates) check(headers []record.Header, markers []*record.Marker
 		}
 		cur, ok := pending[h.ProducerID]
 		if !ok {
-			cur = &producerEntry{Epoch: -1, TxnFirst: -1}
+			cur = &producerEntry{Epoch: -1, TxnFirst: -1, coordEpoch: -1}
 			if e := p.m[h.ProducerID]; e != nil {
-				cur.Epoch, cur.Batches, cur.lastSeen, cur.TxnFirst = e.Epoch, append([]producerBatch(nil), e.Batches...), e.lastSeen, e.TxnFirst
+				cur.Epoch, cur.Batches, cur.lastSeen, cur.TxnFirst, cur.coordEpoch = e.Epoch, append([]producerBatch(nil), e.Batches...), e.lastSeen, e.TxnFirst, e.coordEpoch
 			}
 			pending[h.ProducerID] = cur
 		}
@@ -138,6 +141,7 @@ func (p *producerStates) check(headers []record.Header, markers []*record.Marker
 			if h.ProducerEpoch != cur.Epoch {
 				cur.Epoch, cur.Batches = h.ProducerEpoch, nil
 			}
+			cur.coordEpoch = marker.CoordinatorEpoch
 			if cur.TxnFirst >= 0 {
 				done = append(done, completedTxn{producerID: h.ProducerID, firstOffset: cur.TxnFirst, lastOffset: first,
 					aborted: marker.Type == record.ControlAbort, lso: p.lsoAfter(h.ProducerID, first, pending)})
@@ -292,6 +296,8 @@ type snapshotEntry struct {
 	// TxnFirst: the first offset of the producer's ongoing transaction
 	// (absent: none; snapshots before transactions have none).
 	TxnFirst *int64 `json:"txnFirst,omitempty"`
+	// CoordEpoch: the coordinator epoch of its last marker (absent: none).
+	CoordEpoch *int32 `json:"coordEpoch,omitempty"`
 }
 
 type snapshotBatchJSON struct {
@@ -318,6 +324,10 @@ func (p *producerStates) encode() []byte {
 			first := e.TxnFirst
 			se.TxnFirst = &first
 		}
+		if e.coordEpoch >= 0 {
+			ce := e.coordEpoch
+			se.CoordEpoch = &ce
+		}
 		for _, b := range e.Batches {
 			se.Batches = append(se.Batches, snapshotBatchJSON{b.FirstSeq, b.LastSeq, b.firstOffset, b.lastOffset, b.appendTime})
 		}
@@ -341,9 +351,12 @@ func decodeSnapshot(data []byte) (map[int64]*producerEntry, error) {
 		if err := json.Unmarshal(sc.Bytes(), &se); err != nil {
 			return nil, err
 		}
-		e := &producerEntry{Epoch: se.Epoch, lastSeen: se.LastSeen, TxnFirst: -1}
+		e := &producerEntry{Epoch: se.Epoch, lastSeen: se.LastSeen, TxnFirst: -1, coordEpoch: -1}
 		if se.TxnFirst != nil {
 			e.TxnFirst = *se.TxnFirst
+		}
+		if se.CoordEpoch != nil {
+			e.coordEpoch = *se.CoordEpoch
 		}
 		for _, b := range se.Batches {
 			e.Batches = append(e.Batches, producerBatch{FirstSeq: b.FirstSeq, LastSeq: b.LastSeq, firstOffset: b.FirstOffset, lastOffset: b.LastOffset, appendTime: b.AppendTime})
@@ -521,4 +534,30 @@ func (l *Log) ProducerState(producerID int64) (epoch int16, lastSequence int32, 
 		return -1, -1, -1, false
 	}
 	return e.Epoch, e.lastSeq(), e.lastOffset(), true
+}
+
+// ProducerInfo is one producer's state in this partition (DescribeProducers).
+type ProducerInfo struct {
+	ID            int64
+	Epoch         int16
+	LastSequence  int32 // -1: no batch at this epoch
+	LastTimestamp int64 // ms: clock at its last append, or its last batch's MaxTimestamp when replayed
+	// CoordinatorEpoch of its last transaction marker, -1 before any.
+	CoordinatorEpoch int32
+	// TxnStartOffset is the first offset of its ongoing transaction, -1
+	// when none.
+	TxnStartOffset int64
+}
+
+// Producers lists the producers the log tracks, by ID.
+func (l *Log) Producers() []ProducerInfo {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make([]ProducerInfo, 0, len(l.producers.m))
+	for id, e := range l.producers.m {
+		out = append(out, ProducerInfo{ID: id, Epoch: e.Epoch, LastSequence: e.lastSeq(), LastTimestamp: e.lastSeen,
+			CoordinatorEpoch: e.coordEpoch, TxnStartOffset: e.TxnFirst})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
 }

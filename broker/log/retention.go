@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"time"
 )
 
 // ApplyRetention forgets idle producers (Config.ProducerIDExpiration) and
@@ -23,6 +24,13 @@ func (l *Log) ApplyRetention() (int, error) { return l.ApplyRetentionUpTo(math.M
 // offsets are all below limit — the high watermark, so that retention never
 // removes data followers may still need (Kafka's rule).
 func (l *Log) ApplyRetentionUpTo(limit int64) (int, error) {
+	return l.applyRetention(limit, func(c Config) (time.Duration, int64) { return c.RetentionMs, c.RetentionBytes })
+}
+
+// applyRetention is ApplyRetentionUpTo with the time and size limits that
+// policy picks from the config (retention.* or, for a tiered log,
+// local.retention.*; see remote.go).
+func (l *Log) applyRetention(limit int64, policy func(Config) (time.Duration, int64)) (int, error) {
 	l.ioMu.Lock()
 	defer l.ioMu.Unlock()
 	l.mu.Lock()
@@ -30,6 +38,7 @@ func (l *Log) ApplyRetentionUpTo(limit int64) (int, error) {
 	if l.closed {
 		return 0, ErrClosed
 	}
+	retentionMs, retentionBytes := policy(l.cfg)
 	now := l.nowMs()
 	l.producers.expire(now, l.cfg.ProducerIDExpiration.Milliseconds())
 	n := 0
@@ -46,7 +55,7 @@ func (l *Log) ApplyRetentionUpTo(limit int64) (int, error) {
 	}
 	// A compact-only log (cleanup.policy=compact) keeps segments
 	// whatever their age or size; only DeleteRecords removes them.
-	if ms := l.cfg.RetentionMs.Milliseconds(); l.cfg.RetentionMs >= 0 && l.cfg.Delete {
+	if ms := retentionMs.Milliseconds(); retentionMs >= 0 && l.cfg.Delete {
 		expired := func(s *segment) bool {
 			// A segment without timestamps (all -1) never expires by time.
 			return s.maxTs >= 0 && now-s.maxTs > ms
@@ -64,12 +73,12 @@ func (l *Log) ApplyRetentionUpTo(limit int64) (int, error) {
 			}
 		}
 	}
-	if l.cfg.RetentionBytes >= 0 && l.cfg.Delete {
+	if retentionBytes >= 0 && l.cfg.Delete {
 		size := l.size
 		for i := 0; i < n; i++ {
 			size -= l.segs[i].size
 		}
-		for n < len(l.segs)-1 && size-l.segs[n].size >= l.cfg.RetentionBytes && below(n) {
+		for n < len(l.segs)-1 && size-l.segs[n].size >= retentionBytes && below(n) {
 			size -= l.segs[n].size
 			n++
 		}

@@ -2,10 +2,12 @@ package objstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 
+	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/internal/testutil/s3server"
 )
 
@@ -43,5 +45,30 @@ func TestS3PutRacingPrefixDeletion(t *testing.T) {
 	wg.Wait()
 	if len(errs) > 0 {
 		t.Fatalf("%d of 1,200 requests failed, first: %v", len(errs), errs[0])
+	}
+}
+
+// TestS3PutIfAbsent: the slow tier's manifests rely on If-None-Match: * so
+// that two writers of one manifest version never overwrite each other; the
+// real server must refuse the second with ErrExists and keep the first.
+func TestS3PutIfAbsent(t *testing.T) {
+	srv := s3server.Start(t, bucket)
+	st := newStore(t, srv, nil)
+	ctx := context.Background()
+	if err := objstore.PutIfAbsent(ctx, st, "tier/m/1", []byte("first")); err != nil {
+		t.Fatalf("first PutIfAbsent: %v", err)
+	}
+	err := objstore.PutIfAbsent(ctx, st, "tier/m/1", []byte("second"))
+	if !errors.Is(err, objstore.ErrExists) {
+		t.Fatalf("second PutIfAbsent = %v, want ErrExists", err)
+	}
+	got, err := st.Get(ctx, "tier/m/1", 0, -1)
+	if err != nil || string(got) != "first" {
+		t.Fatalf("object = %q, %v; want the first write kept", got, err)
+	}
+	mem := objstore.NewMem("m")
+	_ = objstore.PutIfAbsent(ctx, mem, "k", []byte("a"))
+	if err := objstore.PutIfAbsent(ctx, objstore.NewFaulty(mem), "k", []byte("b")); !errors.Is(err, objstore.ErrExists) {
+		t.Fatalf("Mem behind Faulty: %v, want ErrExists", err)
 	}
 }

@@ -55,6 +55,12 @@ package protocol
 // on an HWM move alone (followers learn it with the next response, at most
 // replica.fetch.wait.max.ms later when the partition is idle).
 //
+// Tiered topics (remote.storage.enable, docs/tiered-storage.md): a consumer
+// fetch below the local log start is served from the slow tier
+// (fetchRemote; KAFKA_STORAGE_ERROR, retriable, when the bucket fails) and
+// LogStartOffset is the tier's start; replica fetches see the local log
+// only.
+//
 // WAL replication (wal.enable, docs/replication.md): a replica fetch
 // partition carrying the tagged field replica.TagWALPointers (v12+,
 // flexible) accepts pointers: ranges covered by an uploaded WAL object are
@@ -173,6 +179,9 @@ func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		resp, total := fetchOnce(r, b, req, denied, &waits, &charge)
 		if total >= int(req.MinBytes) || wait == 0 || len(waits) == 0 || ctx.Err() != nil {
 			charge.record()
+			if timer != nil && total > 0 && req.ReplicaID < 0 {
+				observeConsumerWake(b, resp)
+			}
 			return done(resp)
 		}
 		if timer == nil {
@@ -468,6 +477,14 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 		}
 	}
 	start := p.Log.StartOffset()
+	if req.ReplicaID < 0 {
+		// Consumers read below the local log from the slow tier
+		// (tiered topics); followers start at the local log start.
+		if n, ok, err := fetchRemote(p, rp, sp, upTo, budget, first); ok {
+			return n, err
+		}
+		start = p.StartOffset()
+	}
 	if rp.FetchOffset < start {
 		// A follower behind the log start restarts its log here.
 		sp.LogStartOffset = start
@@ -515,4 +532,31 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 		charge.add(quota, len(res.Records))
 	}
 	return len(res.Records), nil
+}
+
+// fetchRemote serves a consumer fetch below the local log start of a
+// tiered partition from the slow tier (broker/tier): whole batches of one
+// remote segment, as a local read. ok is false when the local log serves
+// the offset. A failed remote read is KAFKA_STORAGE_ERROR (retriable).
+func fetchRemote(p *broker.Partition, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, upTo int64, budget int, first bool) (int, bool, error) {
+	maxBytes := min(int(rp.PartitionMaxBytes), budget)
+	if maxBytes <= 0 && !first {
+		if p.Tiered() == nil || rp.FetchOffset >= p.Log.StartOffset() {
+			return 0, false, nil
+		}
+		return 0, true, nil
+	}
+	records, ok, err := p.ReadRemote(rp.FetchOffset, max(maxBytes, 1), upTo)
+	if !ok {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, true, err
+	}
+	sp.LastStableOffset, sp.LogStartOffset = sp.HighWatermark, p.StartOffset()
+	if !first && len(records) > maxBytes {
+		return 0, true, nil
+	}
+	sp.RecordBatches = records
+	return len(records), true, nil
 }

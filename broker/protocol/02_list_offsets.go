@@ -1,13 +1,16 @@
 package protocol
 
-// ListOffsets (key 2), versions 0-7.
+// ListOffsets (key 2), versions 0-9.
 //
 // Timestamp -1 (latest) answers the high watermark, or the last stable
 // offset for IsolationLevel 1 (read_committed, v2+), -2 (earliest) the log
-// start offset, -3 (max timestamp, v7) the offset and timestamp of the
-// record with the largest timestamp (found by scanning batch headers), and
-// a timestamp >= 0 the first offset whose timestamp is at or after it (-1,
-// -1 when there is none). v0 answers OldStyleOffsets. CurrentLeaderEpoch
+// start offset (of a tiered topic: the slow tier's start), -3 (max
+// timestamp, v7) the offset and timestamp of the record with the largest
+// timestamp (found by scanning batch headers), -4 (earliest-local, v8,
+// KIP-405/1005) the local log start, -5 (latest-tiered, v9, KIP-1005) the
+// last offset in the slow tier (-1 when none), and a timestamp >= 0 the
+// first offset whose timestamp is at or after it, the slow tier searched
+// first (-1, -1 when there is none). v0 answers OldStyleOffsets. CurrentLeaderEpoch
 // (v4+) is checked; LeaderEpoch is always 0 on a single broker.
 
 import (
@@ -20,7 +23,7 @@ import (
 	"github.com/strata-dev/strata/broker"
 )
 
-func init() { register(kmsg.ListOffsets, 0, 7, handleListOffsets) }
+func init() { register(kmsg.ListOffsets, 0, 9, handleListOffsets) }
 
 func handleListOffsets(_ context.Context, r *Request) (kmsg.Response, error) {
 	if err := r.CheckVersion(); err != nil {
@@ -70,7 +73,11 @@ func listOffset(b *broker.Broker, version int16, isolation int8, topic string, r
 			offset = p.LastStableOffset()
 		}
 	case -2:
-		offset = p.Log.StartOffset()
+		offset = p.StartOffset()
+	case -4, -5:
+		if offset, err = tieredListOffset(version, p, rp.Timestamp); err != nil {
+			return err
+		}
 	case -3:
 		if version < 7 {
 			return fmt.Errorf("%w: max timestamp needs ListOffsets v7", kerr.UnsupportedVersion)
@@ -83,7 +90,11 @@ func listOffset(b *broker.Broker, version int16, isolation int8, topic string, r
 		if rp.Timestamp < 0 {
 			return fmt.Errorf("%w: timestamp %d", kerr.InvalidRequest, rp.Timestamp)
 		}
-		if o, t, ok := p.Log.OffsetForTimestamp(rp.Timestamp); ok {
+		o, t, ok, err := p.OffsetForTimestamp(rp.Timestamp)
+		if err != nil {
+			return err
+		}
+		if ok {
 			offset, ts = o, t
 		}
 	}
@@ -95,4 +106,19 @@ func listOffset(b *broker.Broker, version int16, isolation int8, topic string, r
 		}
 	}
 	return nil
+}
+
+// tieredListOffset answers -4 (earliest-local, v8) and -5 (latest-tiered,
+// v9) of KIP-1005.
+func tieredListOffset(version int16, p *broker.Partition, timestamp int64) (int64, error) {
+	if timestamp == -4 {
+		if version < 8 {
+			return -1, fmt.Errorf("%w: earliest-local needs ListOffsets v8", kerr.UnsupportedVersion)
+		}
+		return p.Log.StartOffset(), nil
+	}
+	if version < 9 {
+		return -1, fmt.Errorf("%w: latest-tiered needs ListOffsets v9", kerr.UnsupportedVersion)
+	}
+	return p.LatestTieredOffset(), nil
 }

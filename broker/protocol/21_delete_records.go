@@ -3,7 +3,8 @@ package protocol
 // DeleteRecords (key 21), versions 0-2.
 //
 // Moves a partition's log start offset forward (offset -1 means the high
-// watermark); segments wholly below it are removed by the log. An offset
+// watermark); segments wholly below it are removed by the log, and for a
+// tiered topic from the slow tier too (its manifest is written first). An offset
 // above the high watermark gets OFFSET_OUT_OF_RANGE. LowWatermark is the
 // resulting log start offset.
 
@@ -63,8 +64,9 @@ func deleteRecords(b *broker.Broker, topic string, partition int32, offset int64
 	if offset < 0 || offset > hw {
 		return -1, fmt.Errorf("%w: offset %d, high watermark %d", kerr.OffsetOutOfRange, offset, hw)
 	}
-	if err := p.Log.DeleteRecordsBefore(offset); err != nil {
+	// Both tiers of a tiered topic (the slow tier's manifest first).
+	if err := p.DeleteRecordsBefore(offset); err != nil {
 		return -1, err
 	}
-	return p.Log.StartOffset(), nil
+	return p.StartOffset(), nil
 }

@@ -211,12 +211,36 @@ func consumeValues(t *testing.T, addr, topic string, level kgo.IsolationLevel, n
 	return out
 }
 
+// describeProducer returns pid's entry in DescribeProducers of partition 0.
+func describeProducer(t *testing.T, cl *kgo.Client, topic string, pid int64) kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
+	t.Helper()
+	req := kmsg.NewPtrDescribeProducersRequest()
+	rt := kmsg.NewDescribeProducersRequestTopic()
+	rt.Topic, rt.Partitions = topic, []int32{0}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 {
+		t.Fatalf("DescribeProducers: %v", kerr.ErrorForCode(p.ErrorCode))
+	}
+	for _, ap := range p.ActiveProducers {
+		if ap.ProducerID == pid {
+			return ap
+		}
+	}
+	t.Fatalf("DescribeProducers does not list producer %d: %+v", pid, p.ActiveProducers)
+	return kmsg.DescribeProducersResponseTopicPartitionActiveProducer{}
+}
+
 // Transactional produce and WriteTxnMarkers with raw requests: the LSO
 // holds read_committed readers (Fetch, ListOffsets) below an open
 // transaction, an aborted transaction is named in AbortedTransactions and
 // franz-go's read_committed consumer drops it, the KIP-890 verifier is
-// asked once per transaction and partition, and a stale-epoch marker is
-// refused.
+// asked once per transaction and partition, DescribeProducers shows the
+// open transaction, and a stale-epoch marker is refused.
 func TestTransactionalProduceAndMarkers(t *testing.T) {
 	v := &testVerifier{refuse: map[string]error{"late": kerr.InvalidTxnState}}
 	addr := startTxnBroker(t, v)
@@ -241,8 +265,14 @@ func TestTransactionalProduceAndMarkers(t *testing.T) {
 	if p := rawFetch(t, cl, "tx", 0, 1); p.LastStableOffset != 0 || len(p.RecordBatches) != 0 {
 		t.Fatalf("read_committed fetch with the transaction open: LSO %d, %d bytes, error %v", p.LastStableOffset, len(p.RecordBatches), kerr.ErrorForCode(p.ErrorCode))
 	}
+	if ap := describeProducer(t, cl, "tx", pid); ap.CurrentTxnStartOffset != 0 || ap.LastSequence != 2 || ap.CoordinatorEpoch != -1 {
+		t.Fatalf("DescribeProducers with the transaction open: %+v", ap)
+	}
 	if codes := writeMarker(t, addr, "tx", pid, 0, false, 0); codes[0] != 0 {
 		t.Fatalf("abort marker: %v", kerr.ErrorForCode(codes[0]))
+	}
+	if ap := describeProducer(t, cl, "tx", pid); ap.CurrentTxnStartOffset != -1 || ap.CoordinatorEpoch != 1 {
+		t.Fatalf("DescribeProducers after the abort: %+v", ap)
 	}
 	// Transaction 2: committed.
 	c.mustProduce("t1", "c1", "c2")

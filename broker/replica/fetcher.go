@@ -42,6 +42,9 @@ type fetcher struct {
 	// authWarned is when the leader last refused this broker's replica
 	// fetch for want of CLUSTER_ACTION (logged once a minute at most).
 	authWarned time.Time
+	// appendedAt is when the last round appended downloaded WAL data
+	// (zero: none since the last fetch was sent; stage next_fetch).
+	appendedAt time.Time
 }
 
 // fetchSessionState is the follower's side of a fetch session.
@@ -349,6 +352,10 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 	}
 	// Stop the round trip when the manager closes.
 	conn := f.conn
+	if f.m.wal != nil && !f.appendedAt.IsZero() {
+		f.m.wal.stages.observe(StageNextFetch, time.Since(f.appendedAt))
+		f.appendedAt = time.Time{}
+	}
 	stop := context.AfterFunc(ctx, func() { _ = conn.nc.SetDeadline(time.Now()) })
 	resp, sent, received, err := conn.roundTrip(req, cfg.FetchMaxWait+30*time.Second)
 	stop()
@@ -378,6 +385,10 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 		want[it.p.TP] = it
 	}
 	downloaded := f.download(ctx, fr, want)
+	var appendStart time.Time
+	if len(downloaded) > 0 {
+		appendStart = time.Now()
+	}
 	for _, rt := range fr.Topics {
 		for _, rp := range rt.Partitions {
 			tp := meta.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
@@ -412,6 +423,12 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 					"epoch", res.Diverging.Epoch, "endOffset", res.Diverging.EndOffset, "from", it.offset, "to", it.p.Log.EndOffset())
 			}
 		}
+	}
+	if !appendStart.IsZero() {
+		// The whole round's applies: the next fetch, which reports the
+		// downloaded data, waits for all of them.
+		f.appendedAt = time.Now()
+		f.m.wal.stages.observe(StageFollowerAppend, f.appendedAt.Sub(appendStart))
 	}
 	return nil
 }
@@ -489,7 +506,10 @@ func (f *fetcher) download(ctx context.Context, fr *kmsg.FetchResponse, want map
 	out := map[meta.TopicPartition][]byte{}
 	failed := map[meta.TopicPartition]bool{}
 	next := map[meta.TopicPartition]int64{}
-	for _, fe := range w.down.Fetch(ctx, all) {
+	getStart := time.Now()
+	fetched := w.down.Fetch(ctx, all)
+	w.stages.observe(StageGet, time.Since(getStart))
+	for _, fe := range fetched {
 		tp := meta.TopicPartition{Topic: fe.Pointer.Topic, Partition: fe.Pointer.Partition}
 		if failed[tp] {
 			continue

@@ -52,6 +52,8 @@ type Partition struct {
 	now  func() time.Time
 
 	hwm atomic.Int64
+	// hwmAt is when the HWM last moved (walstage.go).
+	hwmAt hwmMoved
 	// checkpointed is the HWM last written by CheckpointHWM.
 	checkpointed atomic.Int64
 
@@ -223,6 +225,7 @@ func (p *Partition) setHWMLocked(v int64) {
 		p.hwm.Store(v)
 		// Transactions whose marker is now below the HWM are stable.
 		p.Log.NoteHighWatermark(v)
+		p.hwmAt.mark()
 		p.wakeLocked()
 	}
 }
@@ -427,9 +430,9 @@ func (p *Partition) CheckMinISR(minISR int32) error {
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND when the HWM got there while the ISR
 // was below minISR.
 func (p *Partition) WaitHighWatermark(ctx context.Context, offset int64, epoch, minISR int32) error {
-	for {
+	for waited := false; ; waited = true {
 		p.mu.Lock()
-		role, cur, ch, isr := p.role, p.state.LeaderEpoch, p.notify, len(p.state.ISR)
+		role, cur, ch, isr, w := p.role, p.state.LeaderEpoch, p.notify, len(p.state.ISR), p.wal
 		p.mu.Unlock()
 		if role != RoleLeader || cur != epoch {
 			return fmt.Errorf("%w: leadership of %s at epoch %d ended while waiting for replication", kerr.NotLeaderForPartition, p.TP, epoch)
@@ -437,6 +440,12 @@ func (p *Partition) WaitHighWatermark(ctx context.Context, offset int64, epoch, 
 		if p.hwm.Load() >= offset {
 			if int32(isr) < minISR {
 				return fmt.Errorf("%w: %s has %d in-sync replicas, min.insync.replicas is %d", kerr.NotEnoughReplicasAfterAppend, p.TP, isr, minISR)
+			}
+			if waited && w != nil {
+				// Woken by the HWM move: how long the wake-up took.
+				if d, ok := p.hwmAt.since(); ok {
+					w.stages.observe(StageHWMToProduce, d)
+				}
 			}
 			return nil
 		}

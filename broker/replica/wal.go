@@ -79,6 +79,9 @@ type WALConfig struct {
 	// fetched inline, so a hanging bucket cannot stall the partitions
 	// fetched from a leader (wal.DownloaderConfig.Timeout).
 	DownloadTimeout time.Duration
+	// DownloadHedge is wal.download.hedge.ms (wal.DownloaderConfig.HedgeAfter:
+	// 0 adaptive, < 0 never).
+	DownloadHedge time.Duration
 	// Clock defaults to the wall clock.
 	Clock wal.Clock
 	// Policy is wal.policy ("": latency, the behaviour before policies;
@@ -88,6 +91,9 @@ type WALConfig struct {
 	Policy            cost.Policy
 	MaxUploadInterval time.Duration
 	Prices            cost.Prices
+	// PolicyMaxObjectBytes is wal.policy.object.max.bytes: the largest
+	// object cost and auto cut (0: cost.DefaultMaxGrowBytes).
+	PolicyMaxObjectBytes int
 }
 
 // DefaultDownloadTimeout is the default of wal.download.timeout.ms: like
@@ -110,8 +116,13 @@ type walRep struct {
 	inlineBy map[string]prometheus.Counter
 
 	mu sync.Mutex
-	// objects names the partitions with pointers into each live object.
+	// objects names the partitions with pointers into each live object;
+	// putEnd is when its PUT finished (stage notify).
 	objects map[string][]meta.TopicPartition
+	putEnd  map[string]time.Time
+
+	// stages is the per-stage latency histogram (walstage.go).
+	stages *stageMetrics
 
 	// policy is wal.policy (walcost.go); policyInline is true while it
 	// replicates inline.
@@ -159,7 +170,17 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 	if cfg.Prices == (cost.Prices{}) {
 		cfg.Prices = cost.Default()
 	}
+	if cfg.PolicyMaxObjectBytes <= 0 {
+		cfg.PolicyMaxObjectBytes = cost.DefaultMaxGrowBytes
+	}
+	// The uploader's own bound is the largest size a plan may cut at;
+	// SetCut below sets the policy's cut before the first append.
+	maxObject := cfg.MaxObjectBytes
+	if cfg.Policy != cost.PolicyLatency {
+		maxObject = max(maxObject, cfg.PolicyMaxObjectBytes)
+	}
 	w := &walRep{cfg: cfg, m: m, tracker: wal.NewTracker(cfg.Retention), objects: map[string][]meta.TopicPartition{},
+		putEnd: map[string]time.Time{}, stages: newStageMetrics(),
 		inline: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_wal_inline_bytes_total",
 			Help: "Record bytes this leader replicated inline to followers that accept WAL pointers, by reason (degraded, upload_slow, not_uploaded, no_pointer, mid_chunk, no_index, follower_asked; policy: wal.policy chose inline, not a degradation).",
@@ -169,11 +190,11 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 		w.inlineBy[r] = w.inline.WithLabelValues(r)
 	}
 	if cfg.Stores != nil {
-		w.down = wal.NewDownloader(wal.DownloaderConfig{Store: cfg.Stores, Timeout: cfg.DownloadTimeout})
+		w.down = wal.NewDownloader(wal.DownloaderConfig{Store: cfg.Stores, Timeout: cfg.DownloadTimeout, HedgeAfter: cfg.DownloadHedge})
 	}
 	up, err := wal.NewUploader(wal.UploaderConfig{
 		Store: cfg.Store, Cluster: cfg.Cluster, Zone: cfg.Zone, BrokerID: m.cfg.NodeID, Incarnation: cfg.Incarnation,
-		MaxObjectBytes: cfg.MaxObjectBytes, UploadInterval: cfg.UploadInterval,
+		MaxObjectBytes: maxObject, UploadInterval: cfg.UploadInterval,
 		ReplicaSetKey: w.replicaSetKey, OnUpload: w.onUpload, Clock: cfg.Clock,
 	})
 	if err != nil {
@@ -202,7 +223,7 @@ func (m *Manager) WALCollectors() []prometheus.Collector {
 	if m.wal == nil {
 		return nil
 	}
-	cs := append([]prometheus.Collector{wal.NewUploaderCollector(m.wal.up), m.wal.inline}, m.wal.policy.collectors()...)
+	cs := append([]prometheus.Collector{wal.NewUploaderCollector(m.wal.up), m.wal.inline, m.wal.stages.vec}, m.wal.policy.collectors()...)
 	if m.wal.down != nil {
 		cs = append(cs, wal.NewDownloaderCollector(m.wal.down))
 	}
@@ -284,6 +305,7 @@ func (p *Partition) walAppendLocked(w *walRep, batches []record.Batch, epoch int
 
 // onUpload runs on the uploader's deliver goroutine, in sequence order.
 func (w *walRep) onUpload(res wal.UploadResult) {
+	w.stages.observeUpload(res)
 	byTP := map[meta.TopicPartition][]wal.Pointer{}
 	for _, ptr := range res.Pointers {
 		tp := meta.TopicPartition{Topic: ptr.Topic, Partition: ptr.Partition}
@@ -316,6 +338,9 @@ func (w *walRep) onUpload(res wal.UploadResult) {
 	}
 	w.mu.Lock()
 	w.objects[res.Key] = tps
+	if !res.PutStart.IsZero() {
+		w.putEnd[res.Key] = res.PutStart.Add(res.Elapsed)
+	}
 	w.mu.Unlock()
 	w.tracker.Add(res.Bucket, res.Key, w.cfg.Clock.Now(), wal.NeedsFor(res.Pointers, func(topic string, partition int32) []int32 {
 		p := w.m.Partition(meta.TopicPartition{Topic: topic, Partition: partition})
@@ -498,6 +523,32 @@ const (
 // PlanWALFetch decides how to serve a pointer-accepting replica fetch at
 // off (already checked by ServeReplicaFetch).
 func (m *Manager) PlanWALFetch(p *Partition, off int64, maxBytes int) WALServe {
+	plan := m.planWALFetch(p, off, maxBytes)
+	if len(plan.Pointers) > 0 {
+		m.wal.observeNotify(plan.Pointers)
+	}
+	return plan
+}
+
+// observeNotify records stage notify for each object the pointers name:
+// from its PUT's end to this answer.
+func (w *walRep) observeNotify(ptrs []wal.Pointer) {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last := ""
+	for _, ptr := range ptrs {
+		if ptr.Key == last {
+			continue
+		}
+		last = ptr.Key
+		if at, ok := w.putEnd[ptr.Key]; ok {
+			w.stages.observe(StageNotify, now.Sub(at))
+		}
+	}
+}
+
+func (m *Manager) planWALFetch(p *Partition, off int64, maxBytes int) WALServe {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	leo := p.Log.EndOffset()
@@ -658,6 +709,7 @@ func (w *walRep) deleteLoop(ctx context.Context) {
 			w.mu.Lock()
 			tps := w.objects[d.Key]
 			delete(w.objects, d.Key)
+			delete(w.putEnd, d.Key)
 			w.mu.Unlock()
 			for _, tp := range tps {
 				if p := w.m.Partition(tp); p != nil {

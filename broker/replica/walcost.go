@@ -54,7 +54,7 @@ func newPolicyState(cfg WALConfig, now time.Time) *policyState {
 	ps := &policyState{
 		decider: cost.NewDecider(cost.DeciderConfig{
 			Policy: cfg.Policy, Prices: cfg.Prices, Interval: cfg.UploadInterval, MaxInterval: cfg.MaxUploadInterval,
-			MaxObjectBytes: cfg.MaxObjectBytes,
+			MaxObjectBytes: cfg.MaxObjectBytes, MaxGrowBytes: cfg.PolicyMaxObjectBytes,
 		}, now),
 		lastObserve: now,
 		switches: prometheus.NewCounterVec(prometheus.CounterOpts{

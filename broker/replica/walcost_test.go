@@ -107,3 +107,39 @@ func TestWALPolicyAutoSwitch(t *testing.T) {
 		t.Fatalf("strata_replication_classic_bytes_total = %v, want %d", got, 2*produced)
 	}
 }
+
+// TestWALPolicyAutoGrowsObjects (issue #15 at 10 MB/s): at 10 MB/s of
+// leader appends, auto's plan cuts objects at the 8 %-of-classic size
+// (371,875 bytes), above wal.object.max.bytes (256 KiB), and the uploader
+// follows it: 300 KB of appends stay in one pending object. Before, the
+// size cut stayed at 256 KiB whatever the rate (11 % of classic).
+func TestWALPolicyAutoGrowsObjects(t *testing.T) {
+	clk := &walTestClock{t: time.Unix(1_750_000_000, 0)}
+	m := NewManager(Config{NodeID: 1, Log: logr.Discard(), Now: clk.Now})
+	defer m.Close()
+	if err := m.EnableWAL(WALConfig{Store: objstore.NewMem("wal-a"), Cluster: "c", Zone: "a", Incarnation: 1,
+		UploadInterval: 10 * time.Millisecond, MaxUploadInterval: 100 * time.Millisecond, MaxObjectBytes: 256 << 10,
+		Policy: cost.PolicyAuto, Clock: clk}); err != nil {
+		t.Fatal(err)
+	}
+	m.SetBrokers(map[int32]meta.BrokerInfo{1: {ID: 1, Zone: "a"}, 2: {ID: 2, Zone: "b"}, 3: {ID: 3, Zone: "c"}})
+	leader := NewPartition(tp, openLog(t), 1, clk.Now)
+	m.Apply(leader, meta.BecomeLeader, meta.PartitionState{Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, ISR: []int32{1, 2, 3}, PartitionEpoch: 1})
+	for range 3 {
+		leader.leaderBytes.Add(10_000_000) // what the cost loop counts
+		clk.add(time.Second)
+		m.costTick()
+	}
+	if p := m.WALPlan(); p.Path != cost.PathWAL || p.CutBytes != 371875 || p.Interval != 37*time.Millisecond {
+		t.Fatalf("plan at 10 MB/s: %+v, want WAL objects cut at 371875 bytes or 37 ms", p)
+	}
+	val := strings.Repeat("x", 10_000)
+	for range 30 {
+		if _, _, err := leader.AppendAsLeader(batch(t, val)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := m.wal.up.Stats(); st.PendingBytes < 300_000 || st.Objects != 0 || st.InFlight != 0 {
+		t.Fatalf("uploader after 300 KB of appends: %+v, want them all pending in one object (no cut below 371875 bytes)", st)
+	}
+}

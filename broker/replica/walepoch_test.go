@@ -78,7 +78,7 @@ func TestFollowerRefusesPointersOfOtherEpochs(t *testing.T) {
 			ctx := context.Background()
 			bucket := objstore.NewFaulty(objstore.NewMem("wal-b"))
 			m := &Manager{cfg: Config{NodeID: 1, Log: logr.Discard()}}
-			m.wal = &walRep{m: m, down: wal.NewDownloader(wal.DownloaderConfig{Store: func(string) (objstore.Store, error) { return bucket, nil }})}
+			m.wal = &walRep{m: m, down: wal.NewDownloader(wal.DownloaderConfig{Store: func(string) (objstore.Store, error) { return bucket, nil }, HedgeAfter: -1})} // counts GETs
 			f := &fetcher{m: m, leader: 2}
 			p := NewPartition(tp, openLog(t), 1, nil)
 			// It follows broker 2 at the current epoch.

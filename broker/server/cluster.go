@@ -110,9 +110,16 @@ type WALConfig struct {
 	// wal.policy").
 	Policy            cost.Policy
 	MaxUploadInterval time.Duration
+	// PolicyMaxObjectBytes is wal.policy.object.max.bytes (0: the
+	// decider's default, 1 MiB): cost and auto let objects grow to it.
+	PolicyMaxObjectBytes int
 	// DownloadTimeout is wal.download.timeout.ms: the budget of a
 	// follower's downloads per fetch round (0: replica's default, 1 s).
 	DownloadTimeout time.Duration
+	// DownloadHedge is wal.download.hedge.ms: a follower's GET slower
+	// than this gets a twin (0: adaptive, 3 × the recent average; < 0:
+	// never; wal.DownloaderConfig.HedgeAfter).
+	DownloadHedge time.Duration
 	// WrapStore, when set, wraps every bucket client (fault injection:
 	// strata dev's --s3-put-latency/--s3-get-latency, tests).
 	WrapStore func(objstore.Store) objstore.Store
@@ -206,7 +213,7 @@ func (o objectTraffic) ObserveCall(op objstore.Op, bucket, zone string, n int64,
 // uploads, a client per other bucket for downloads.
 func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, counter *traffic.Counter, cluster string) error {
 	wc := s.cfg.Cluster.WAL
-	obs := objectTraffic{counter: counter, meter: s.cost, next: objstore.NewPrometheusObserver(s.metrics.Registry)}
+	obs := objectTraffic{counter: counter, meter: s.cost, next: s.objstoreObserver()}
 	wc.Bucket.Observer = obs
 	if wc.Bucket.AttemptTimeout <= 0 {
 		wc.Bucket.AttemptTimeout = 2 * time.Second
@@ -249,8 +256,9 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 	err = replicas.EnableWAL(replica.WALConfig{
 		Store: own, Cluster: cluster, Zone: base.Zone, Incarnation: uint64(time.Now().UnixNano()),
 		MaxObjectBytes: wc.MaxObjectBytes, UploadInterval: wc.UploadInterval, Retention: wc.Retention,
-		DownloadTimeout: wc.DownloadTimeout,
-		Policy:          policy, MaxUploadInterval: maxInterval, Prices: s.cfg.Prices,
+		DownloadTimeout: wc.DownloadTimeout, DownloadHedge: wc.DownloadHedge,
+		Policy: policy, MaxUploadInterval: maxInterval, Prices: s.cfg.Prices,
+		PolicyMaxObjectBytes: wc.PolicyMaxObjectBytes,
 		Stores: func(bucket string) (objstore.Store, error) {
 			mu.Lock()
 			defer mu.Unlock()

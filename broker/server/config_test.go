@@ -212,7 +212,7 @@ func TestApplySettingsCluster(t *testing.T) {
 func TestApplySettingsCost(t *testing.T) {
 	cfg := DefaultConfig()
 	unknown, err := ApplySettings(&cfg, map[string]string{
-		"wal.policy": "cost", "wal.upload.max.interval.ms": "250",
+		"wal.policy": "cost", "wal.upload.max.interval.ms": "250", "wal.policy.object.max.bytes": "2097152", "wal.download.hedge.ms": "-1",
 		"cost.price.put.per.1000": "0.005", "cost.price.cross.zone.in.per.gb": "0",
 	})
 	if err != nil || len(unknown) > 0 {
@@ -223,7 +223,13 @@ func TestApplySettingsCost(t *testing.T) {
 	if cfg.Cluster.WAL.Policy != cost.PolicyCost || cfg.Cluster.WAL.MaxUploadInterval != 250*time.Millisecond || cfg.Prices != want {
 		t.Fatalf("policy %q, max interval %v, prices %+v; want cost, 250ms, %+v", cfg.Cluster.WAL.Policy, cfg.Cluster.WAL.MaxUploadInterval, cfg.Prices, want)
 	}
-	for k, v := range map[string]string{"wal.policy": "cheap", "wal.upload.max.interval.ms": "0", "cost.price.get.per.1000": "-1", "cost.price.request.included.bytes": "1.5"} {
+	if cfg.Cluster.WAL.DownloadHedge != -time.Millisecond {
+		t.Fatalf("wal.download.hedge.ms: %v", cfg.Cluster.WAL.DownloadHedge)
+	}
+	if cfg.Cluster.WAL.PolicyMaxObjectBytes != 2<<20 {
+		t.Fatalf("wal.policy.object.max.bytes: %d", cfg.Cluster.WAL.PolicyMaxObjectBytes)
+	}
+	for k, v := range map[string]string{"wal.policy": "cheap", "wal.upload.max.interval.ms": "0", "wal.policy.object.max.bytes": "-1", "wal.download.hedge.ms": "-2", "cost.price.get.per.1000": "-1", "cost.price.request.included.bytes": "1.5"} {
 		cfg := DefaultConfig()
 		if _, err := ApplySettings(&cfg, map[string]string{k: v}); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%s: error %v, want one naming the key", k, v, err)

@@ -29,6 +29,7 @@ import (
 	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/meta/offsets"
 	"github.com/strata-dev/strata/broker/metrics"
+	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/protocol"
 	"github.com/strata-dev/strata/broker/traffic"
 	"github.com/strata-dev/strata/broker/txn"
@@ -87,6 +88,8 @@ type Config struct {
 	// Prices is the price table of the cost estimates and wal.policy
 	// (cost.price.* keys; zero: cost.Default()).
 	Prices cost.Prices
+	// Tier is the slow tier (remote.log.storage.system.enable, tier.*).
+	Tier TierConfig
 	// Security is the listeners (listeners, advertised.listeners,
 	// listener.security.protocol.map, inter.broker.listener.name), their
 	// TLS and SASL settings, and this broker's inter-broker credentials
@@ -125,7 +128,11 @@ type Server struct {
 	ib      *interBrokerClients
 	traffic *traffic.Counter
 	// cost counts replication bytes and dollars (broker/cost).
-	cost    *cost.Meter
+	cost *cost.Meter
+	// tier runs the slow tier (tier.go), nil when off; objObs counts
+	// object store calls of every bucket (created once, objstoreObserver).
+	tier    *broker.TierManager
+	objObs  *objstore.PrometheusObserver
 	cluster *clusterRun  // nil standalone
 	ln      net.Listener // the first listener
 	// lns are all Kafka listeners (lns[0] == ln), bound in the order of
@@ -219,6 +226,8 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 			}
 		}()
 	}
+	cfg.Broker.RemoteStorageSystem = cfg.Tier.Enable
+	s.cfg.Broker.RemoteStorageSystem = cfg.Tier.Enable
 	b, err := broker.Open(ctx, cfg.Broker, logger.WithName("broker"))
 	if err != nil {
 		return nil, err
@@ -248,6 +257,9 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	s.ownership = &ownership{b: b}
 	s.cleaner = broker.NewLogCleaner(b, cfg.LogCleaner)
 	s.metrics.Registry.MustRegister(metrics.CleanerCollector(s.cleaner))
+	if s.tier, err = s.startTier(ctx, b); err != nil {
+		return nil, err
+	}
 	groupCfg := cfg.Group
 	if cfg.Broker.Clustered {
 		s.phase.Store(phaseJoining)
@@ -328,6 +340,15 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		go func() { <-s.stop; cancel() }()
 		s.cleaner.Run(ctx)
 	}()
+	if s.tier != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() { <-s.stop; cancel() }()
+			s.tier.Run(ctx)
+		}()
+	}
 	s.phase.Store(phaseRunning)
 	s.log.Info("broker started", "listen", ln.Addr().String(), "listeners", s.listenerSummary(), "advertised", net.JoinHostPort(cfg.Broker.Host, strconv.Itoa(int(cfg.Broker.Port))),
 		"nodeID", cfg.Broker.NodeID, "rack", cfg.Broker.Rack, "dataDir", cfg.Broker.DataDir, "metrics", s.MetricsAddr())
@@ -613,3 +634,15 @@ func tpStrings(tps []meta.TopicPartition) []string {
 	}
 	return out
 }
+
+// objstoreObserver returns the one Prometheus observer of object store
+// calls (strata_objstore_*), shared by the WAL and tier buckets.
+func (s *Server) objstoreObserver() *objstore.PrometheusObserver {
+	if s.objObs == nil {
+		s.objObs = objstore.NewPrometheusObserver(s.metrics.Registry)
+	}
+	return s.objObs
+}
+
+// Tier returns the slow tier's manager, nil when off.
+func (s *Server) Tier() *broker.TierManager { return s.tier }

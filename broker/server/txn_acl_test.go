@@ -79,6 +79,22 @@ func TestTxnACLs(t *testing.T) {
 		t.Fatalf("strata_txn_markers_written_total %v, want committed 1, error 1", markers)
 	}
 
+	// DescribeProducers needs READ on the topic (alice may only write).
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dp.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "txn-acl", Partitions: []int32{0}}}
+	for _, c := range []struct {
+		cl   *kgo.Client
+		want int16
+	}{{alice, kerr.TopicAuthorizationFailed.Code}, {admin, 0}} {
+		resp, err := dp.RequestWith(ctx, c.cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := resp.Topics[0].Partitions[0].ErrorCode; code != c.want {
+			t.Fatalf("DescribeProducers: %v, want %v", kerr.ErrorForCode(code), kerr.ErrorForCode(c.want))
+		}
+	}
+
 	pid := int64(777) // unknown to the coordinator until InitProducerId below
 	produce := func() int16 {
 		t.Helper()

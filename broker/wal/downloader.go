@@ -55,7 +55,21 @@ type DownloaderConfig struct {
 	// store's call timeout (several seconds, during which every partition
 	// fetched from that leader stalls).
 	Timeout time.Duration
+	// HedgeAfter: a GET that has not answered after this long gets a
+	// twin (the same range again) and the first good answer wins, the
+	// other is cancelled: an object store's slow tail (a request stuck
+	// behind others, a slow node) costs a follower — and with it every
+	// acks=all produce — one hedge delay instead of the whole tail, for
+	// the price of a GET (3 % of a PUT) now and then. 0: adaptive, three
+	// times the average of recent GETs (at least MinHedgeDelay; 100 ms
+	// before the first); < 0: never.
+	HedgeAfter time.Duration
 }
+
+// MinHedgeDelay bounds the adaptive hedge delay from below: on a fast
+// store, twins of GETs that are merely a little slow would double the
+// requests for nothing.
+const MinHedgeDelay = 5 * time.Millisecond
 
 // Downloader fetches the ranges pointers name, verifies them and returns
 // their record batches. Safe for concurrent use.
@@ -63,18 +77,101 @@ type Downloader struct {
 	cfg      DownloaderConfig
 	gets     atomic.Int64
 	timeouts atomic.Int64
+	hedges   atomic.Int64
+	// avgGet is an EWMA of successful GET durations in ns (0: none yet).
+	avgGet atomic.Int64
 }
 
 // DownloaderStats counts a Downloader's GETs.
 type DownloaderStats struct {
-	// Gets is the number of GETs started; TimedOut those abandoned at the
-	// download budget.
-	Gets, TimedOut int64
+	// Gets is the number of GETs started (hedges included); TimedOut
+	// those abandoned at the download budget; Hedged the GETs that got a
+	// twin after HedgeAfter.
+	Gets, TimedOut, Hedged int64
 }
 
 // Stats returns the downloader's counters.
 func (d *Downloader) Stats() DownloaderStats {
-	return DownloaderStats{Gets: d.gets.Load(), TimedOut: d.timeouts.Load()}
+	return DownloaderStats{Gets: d.gets.Load(), TimedOut: d.timeouts.Load(), Hedged: d.hedges.Load()}
+}
+
+// hedgeDelay is how long a GET may take before it gets a twin (<= 0:
+// never).
+func (d *Downloader) hedgeDelay() time.Duration {
+	if d.cfg.HedgeAfter != 0 {
+		return d.cfg.HedgeAfter
+	}
+	avg := time.Duration(d.avgGet.Load())
+	if avg == 0 {
+		return 100 * time.Millisecond
+	}
+	return max(3*avg, MinHedgeDelay)
+}
+
+// observeGet feeds a successful GET's duration to the average (weight
+// 1/16: about the last few dozen GETs).
+func (d *Downloader) observeGet(took time.Duration) {
+	for {
+		old := d.avgGet.Load()
+		next := int64(took)
+		if old != 0 {
+			next = old + (int64(took)-old)/16
+		}
+		if d.avgGet.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// get runs one ranged GET, hedged (HedgeAfter). The first GET runs on
+// the caller's goroutine (its stack is already grown to the SDK's
+// depth); a twin runs on the timer's goroutine only when it is due.
+func (d *Downloader) get(ctx context.Context, store objstore.Store, key string, off, n int64) ([]byte, error) {
+	delay := d.hedgeDelay()
+	start := time.Now()
+	if delay <= 0 {
+		data, err := store.Get(ctx, key, off, n)
+		if err == nil {
+			d.observeGet(time.Since(start))
+		}
+		return data, err
+	}
+	pctx, cancelPrimary := context.WithCancel(ctx)
+	defer cancelPrimary()
+	hctx, cancelHedge := context.WithCancel(ctx)
+	defer cancelHedge()
+	var hedgeData []byte
+	var hedgeErr error
+	hedgeDone := make(chan struct{})
+	timer := time.AfterFunc(delay, func() {
+		defer close(hedgeDone)
+		d.hedges.Add(1)
+		d.gets.Add(1)
+		hedgeData, hedgeErr = store.Get(hctx, key, off, n)
+		if hedgeErr == nil {
+			cancelPrimary() // the twin won
+		}
+	})
+	data, err := store.Get(pctx, key, off, n)
+	if timer.Stop() {
+		// Answered before the hedge delay: no twin.
+		if err == nil {
+			d.observeGet(time.Since(start))
+		}
+		return data, err
+	}
+	if err == nil {
+		cancelHedge()
+		<-hedgeDone
+		d.observeGet(time.Since(start))
+		return data, nil
+	}
+	<-hedgeDone
+	if hedgeErr == nil {
+		d.observeGet(time.Since(start))
+		return hedgeData, nil
+	}
+	return nil, err
 }
 
 // errBudget is the cause of a Fetch context whose budget ran out.
@@ -208,7 +305,7 @@ func (d *Downloader) fetchOne(ctx context.Context, g getRange, out []Fetched) {
 		return
 	}
 	d.gets.Add(1)
-	data, err := store.Get(ctx, g.key, g.start, g.end-g.start)
+	data, err := d.get(ctx, store, g.key, g.start, g.end-g.start)
 	switch {
 	case err == nil:
 	case errors.Is(err, objstore.ErrNotFound):
@@ -257,8 +354,8 @@ func (p Pointer) validate() error {
 
 // DownloaderCollector exports a Downloader's Stats at scrape time.
 type DownloaderCollector struct {
-	d              *Downloader
-	gets, timeouts *prometheus.Desc
+	d                      *Downloader
+	gets, timeouts, hedges *prometheus.Desc
 }
 
 // NewDownloaderCollector returns a collector for d.
@@ -267,6 +364,7 @@ func NewDownloaderCollector(d *Downloader) *DownloaderCollector {
 		d:        d,
 		gets:     prometheus.NewDesc("strata_wal_download_gets_total", "GETs of WAL object ranges a follower started.", nil, nil),
 		timeouts: prometheus.NewDesc("strata_wal_download_timeouts_total", "GETs of WAL object ranges abandoned at the download budget (wal.download.timeout.ms); their ranges were replicated inline.", nil, nil),
+		hedges:   prometheus.NewDesc("strata_wal_download_hedges_total", "GETs of WAL object ranges that did not answer within the hedge delay and got a twin GET (the first good answer wins).", nil, nil),
 	}
 }
 
@@ -274,6 +372,7 @@ func NewDownloaderCollector(d *Downloader) *DownloaderCollector {
 func (c *DownloaderCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.gets
 	ch <- c.timeouts
+	ch <- c.hedges
 }
 
 // Collect implements prometheus.Collector.
@@ -281,4 +380,5 @@ func (c *DownloaderCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.d.Stats()
 	ch <- prometheus.MustNewConstMetric(c.gets, prometheus.CounterValue, float64(s.Gets))
 	ch <- prometheus.MustNewConstMetric(c.timeouts, prometheus.CounterValue, float64(s.TimedOut))
+	ch <- prometheus.MustNewConstMetric(c.hedges, prometheus.CounterValue, float64(s.Hedged))
 }

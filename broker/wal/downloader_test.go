@@ -85,7 +85,7 @@ func TestDownloader(t *testing.T) {
 		{"gap beyond MaxMergeGap", 0, []wal.Pointer{a[0], a[3]}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := wal.NewDownloader(wal.DownloaderConfig{Store: resolve, MaxMergeGap: tc.gap})
+			d := wal.NewDownloader(wal.DownloaderConfig{Store: resolve, MaxMergeGap: tc.gap, HedgeAfter: -1}) // counts GETs: no twins
 			before := faulty.Calls(objstore.OpGet)
 			got := d.Fetch(context.Background(), tc.ptrs)
 			if n := faulty.Calls(objstore.OpGet) - before; n != tc.wantGets {
@@ -106,7 +106,7 @@ func TestDownloader(t *testing.T) {
 		})
 	}
 
-	d := wal.NewDownloader(wal.DownloaderConfig{Store: resolve})
+	d := wal.NewDownloader(wal.DownloaderConfig{Store: resolve, HedgeAfter: -1}) // counts GETs: no twins
 	t.Run("corrupt chunk fails only its range", func(t *testing.T) {
 		c := putObject(t, faulty, 3, chunksA, func(obj []byte) []byte {
 			_, table, _ := wal.Encode(testHeader, chunksA)
@@ -260,8 +260,9 @@ func TestDownloaderTimeout(t *testing.T) {
 	if got[1].Err != nil || len(got[1].Batches) != 1 {
 		t.Fatalf("healthy object: %+v, want its batch", got[1])
 	}
-	if s := d.Stats(); s.TimedOut != 1 || s.Gets != 2 {
-		t.Fatalf("Stats = %+v, want 2 GETs, 1 timed out", s)
+	// The hanging GET got a twin after the hedge delay (which hung too).
+	if s := d.Stats(); s.TimedOut != 1 || s.Gets != 3 || s.Hedged != 1 {
+		t.Fatalf("Stats = %+v, want 3 GETs (one a hedge), 1 timed out", s)
 	}
 
 	// The caller's own cancellation is not a timeout.

@@ -95,6 +95,11 @@ type UploadResult struct {
 	Err error
 	// Elapsed is the PUT's duration.
 	Elapsed time.Duration
+	// FirstByte is when the object's first batch was appended and
+	// PutStart when its PUT began (wall clock, for the per-stage latency
+	// breakdown: PutStart-FirstByte is the wait for the cut and for an
+	// upload slot).
+	FirstByte, PutStart time.Time
 }
 
 // UploaderStats are counters for metrics.
@@ -171,6 +176,9 @@ type pendingObject struct {
 	// due: the object's cut time came while every upload slot was busy;
 	// the next finished upload cuts it.
 	due bool
+	// firstByte is the wall-clock time of its first append (stage
+	// metrics; the cut itself runs on cfg.Clock).
+	firstByte time.Time
 }
 
 // NewUploader starts an uploader. Close it to flush and stop.
@@ -278,7 +286,7 @@ func (u *Uploader) Append(topic string, partition, leaderEpoch int32, baseOffset
 		u.cutLocked()
 	}
 	if u.pending == nil {
-		u.pending = &pendingObject{index: map[tp]int{}}
+		u.pending = &pendingObject{index: map[tp]int{}, firstByte: time.Now()}
 		u.armLocked(u.cfg.Clock.Now(), u.interval)
 	}
 	p := u.pending
@@ -457,7 +465,7 @@ func (u *Uploader) upload(obj *pendingObject) {
 		Version: Version, Cluster: u.cfg.Cluster, Zone: u.cfg.Zone, BrokerID: u.cfg.BrokerID,
 		Incarnation: u.cfg.Incarnation, Sequence: obj.seq, CreatedAt: u.cfg.Clock.Now(),
 	}
-	res := UploadResult{Sequence: obj.seq, Bucket: bucket, Key: key}
+	res := UploadResult{Sequence: obj.seq, Bucket: bucket, Key: key, FirstByte: obj.firstByte}
 	data, table, err := Encode(h, obj.chunks)
 	if err == nil {
 		res.Bytes = len(data)
@@ -465,9 +473,9 @@ func (u *Uploader) upload(obj *pendingObject) {
 		for i, c := range table {
 			res.Pointers[i] = PointerTo(bucket, key, c)
 		}
-		start := time.Now()
+		res.PutStart = time.Now()
 		err = u.cfg.Store.Put(u.ctx, key, data)
-		res.Elapsed = time.Since(start)
+		res.Elapsed = time.Since(res.PutStart)
 	} else {
 		for _, c := range obj.chunks {
 			res.Pointers = append(res.Pointers, Pointer{Bucket: bucket, Key: key, Topic: c.Topic, Partition: c.Partition, BaseOffset: c.BaseOffset, LastOffset: c.LastOffset, LeaderEpoch: c.LeaderEpoch})

@@ -56,6 +56,11 @@ type Cluster struct {
 	Stop func(ctx context.Context) error
 	// Security is how clients authenticate (nil: PLAINTEXT).
 	Security *ClientSecurity
+	// PIDs are the broker processes (strata dev: one process with every
+	// broker and the embedded etcd); their children (the object store)
+	// are not brokers. Empty for external clusters: no CPU figures, no
+	// pinning.
+	PIDs []int
 }
 
 // ClientSecurity is a SASL_SSL cluster's client settings, as `strata dev

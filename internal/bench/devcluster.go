@@ -297,7 +297,7 @@ func (s *DevStarter) Start(ctx context.Context, mode string, opts ClusterOptions
 		_ = stop(context.Background())
 		return nil, ctx.Err()
 	}
-	c := &Cluster{Bootstrap: rl.Bootstrap, MetricsURLs: rl.Metrics, Notes: notes, Stop: stop, Security: security}
+	c := &Cluster{Bootstrap: rl.Bootstrap, MetricsURLs: rl.Metrics, Notes: notes, Stop: stop, Security: security, PIDs: []int{cmd.Process.Pid}}
 	if _, secure := BaseMode(mode); secure && security == nil {
 		_ = stop(context.Background())
 		return nil, fmt.Errorf("strata dev (%s) printed no %q line", mode, SecurityPrefix)

@@ -146,12 +146,27 @@ func TestModesDevSubprocess(t *testing.T) {
 	starter := &DevStarter{Binary: bin}
 	lo := DefaultLoadOptions()
 	lo.Partitions, lo.Warmup, lo.Duration, lo.RecordSize = 6, 500*time.Millisecond, 2*time.Second, 512
-	rep, err := Run(context.Background(), Config{Modes: []string{ModeClassic}, Starter: starter, Load: lo})
+	cpus, _ := availableCPUs()
+	rep, err := Run(context.Background(), Config{Modes: []string{ModeClassic}, Starter: starter, Load: lo, Pin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := rep.Modes[0]
 	checkModeResult(t, m)
+	// Pinned (issue #18): the settings say how, the test process has its
+	// CPUs back, the brokers' CPU time was read from /proc.
+	if p := rep.Settings.Pin; p == nil || p.Enabled != (len(cpus) >= 2) || (p.Enabled && (len(p.Brokers) == 0 || len(p.Others) == 0)) {
+		t.Errorf("settings.pin %+v with %d CPUs", p, len(cpus))
+	}
+	if after, _ := availableCPUs(); !equalInts(after, cpus) {
+		t.Errorf("the bench process runs on CPUs %v after the run, %v before", after, cpus)
+	}
+	if m.BrokerCPU == nil || m.BrokerCPU.Seconds <= 0 || m.BrokerCPU.SecondsPerGBProduce <= 0 {
+		t.Errorf("broker CPU %+v, want the dev process's CPU time in the window", m.BrokerCPU)
+	}
+	if len(m.Stages) != 0 {
+		t.Errorf("classic mode has WAL stages %+v", m.Stages)
+	}
 	if m.Brokers != 3 || m.ReplicationFactor != 3 || len(m.MetricsURLs) != 3 {
 		t.Errorf("brokers %d RF %d metrics %v, want a 3-broker cluster with RF 3 and 3 metrics URLs", m.Brokers, m.ReplicationFactor, m.MetricsURLs)
 	}
@@ -234,6 +249,10 @@ func TestTwoModesOneRun(t *testing.T) {
 	}
 	if v := rep.Modes[1].ZoneLatency.CrossZoneObjectGets; v == nil || *v <= 0 {
 		t.Errorf("wal: %v GETs from other zones' buckets delayed, want > 0", val(v))
+	}
+	// The WAL mode's per-stage breakdown, every stage observed.
+	if st := rep.Modes[1].Stages; len(st) != len(walStages) || rep.Modes[1].SlowestStageP99 == "" {
+		t.Errorf("wal stages %+v (slowest %q), want all %d", st, rep.Modes[1].SlowestStageP99, len(walStages))
 	}
 	if v := rep.Modes[1].Traffic.PutsPerSecondPerBroker; v == nil || *v <= 0 {
 		t.Errorf("wal: %v PUTs/s per broker, want > 0", val(v))

@@ -152,13 +152,15 @@ func drawPlot(c canvas, rep *Report) {
 			c.polyline(path, color, 2)
 		}
 	}
+	drawStages(c, rep, plotHeight)
 }
 
 // WriteSVG writes the latency plot as SVG.
 func WriteSVG(w io.Writer, rep *Report) error {
 	c := &svgCanvas{}
+	pw, ph := plotSize(rep)
 	fmt.Fprintf(&c.b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
-		plotWidth, plotHeight, plotWidth, plotHeight)
+		pw, ph, pw, ph)
 	c.b.WriteString(`<rect width="100%" height="100%" fill="white"/>` + "\n")
 	drawPlot(c, rep)
 	c.b.WriteString("</svg>\n")

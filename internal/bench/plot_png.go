@@ -19,7 +19,8 @@ import (
 // standard library and the 7x13 bitmap font of x/image: every text has
 // one size, the y-axis label is horizontal).
 func WritePNG(w io.Writer, rep *Report) error {
-	img := image.NewRGBA(image.Rect(0, 0, plotWidth, plotHeight))
+	pw, ph := plotSize(rep)
+	img := image.NewRGBA(image.Rect(0, 0, pw, ph))
 	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
 	drawPlot(&pngCanvas{img: img}, rep)
 	if err := png.Encode(w, img); err != nil {

@@ -52,6 +52,8 @@ type Settings struct {
 	ZoneLatency          time.Duration `json:"zone_latency_ns"`
 	ZoneRoundTrip        time.Duration `json:"zone_round_trip_ns"`
 	ZoneLatencyAppliesTo []string      `json:"zone_latency_applies_to,omitempty"`
+	// Pin is the CPU pinning of the run (the same for every mode).
+	Pin *PinSettings `json:"pin,omitempty"`
 }
 
 // ZoneLatencyScope is where --zone-latency applies (Settings).
@@ -102,7 +104,15 @@ type ModeResult struct {
 	Traffic     TrafficFigures     `json:"traffic"`
 	Cost        CostFigures        `json:"cost"`
 	ZoneLatency *ZoneLatencyResult `json:"zone_latency,omitempty"`
-	Notes       []string           `json:"notes,omitempty"`
+	// BrokerCPU: the broker processes' CPU in the window (nil: external
+	// cluster, or /proc not readable).
+	BrokerCPU *BrokerCPU `json:"broker_cpu,omitempty"`
+	// Stages is the WAL path's per-stage latency in the window, in
+	// data-path order (strata_wal_stage_seconds; empty in classic mode);
+	// SlowestStageP99 names the stage with the largest p99.
+	Stages          []StageFigure `json:"wal_stages,omitempty"`
+	SlowestStageP99 string        `json:"wal_slowest_stage_p99,omitempty"`
+	Notes           []string      `json:"notes,omitempty"`
 }
 
 // Figure is one row of the report.
@@ -131,6 +141,12 @@ var Figures = []Figure{
 	{"classic_cost_usd_per_gb_produced", "classic replication of it (USD/GB)", func(m *ModeResult) *float64 { return m.Cost.ClassicUSDPerGBProduced }},
 	{"wal_policy_switches", "wal.policy switches", func(m *ModeResult) *float64 { return m.Cost.PolicySwitches }},
 	{"wal_policy_inline_brokers", "brokers inline by wal.policy at the end", func(m *ModeResult) *float64 { return m.Cost.PolicyInlineBrokers }},
+	{"broker_cpu_s_per_gb", "broker CPU seconds per GB produced", func(m *ModeResult) *float64 {
+		if m.BrokerCPU == nil {
+			return nil
+		}
+		return ptr(m.BrokerCPU.SecondsPerGBProduce)
+	}},
 }
 
 func latency(s LatencySummary, v float64) *float64 {
@@ -211,6 +227,18 @@ func (r *Report) ComputeRatios() {
 	}
 }
 
+// ReadJSON reads a report WriteJSON wrote (to print or plot it again).
+func ReadJSON(r io.Reader) (*Report, error) {
+	var rep Report
+	if err := json.NewDecoder(r).Decode(&rep); err != nil {
+		return nil, fmt.Errorf("read bench report: %w", err)
+	}
+	if rep.Schema != SchemaVersion {
+		return nil, fmt.Errorf("read bench report: schema %d, this binary reads %d", rep.Schema, SchemaVersion)
+	}
+	return &rep, nil
+}
+
 // WriteJSON writes the report as indented JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
@@ -236,6 +264,13 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if len(injected) > 0 {
 		fmt.Fprintf(w, "injected: %s\n", strings.Join(injected, "; "))
+	}
+	if p := s.Pin; p != nil {
+		if p.Enabled {
+			fmt.Fprintf(w, "pinned: brokers on CPUs %v; object store and load generator on CPUs %v\n", p.Brokers, p.Others)
+		} else {
+			fmt.Fprintf(w, "not pinned: %s\n", p.Reason)
+		}
 	}
 	for _, m := range r.Modes {
 		fmt.Fprintf(w, "  %s: %d brokers, RF %d, topic %s, bootstrap %s\n", m.Mode, m.Brokers, m.ReplicationFactor, m.Topic, strings.Join(m.Bootstrap, ","))
@@ -305,6 +340,19 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		for _, n := range notes {
 			fmt.Fprintf(w, "%s: %s\n", m.Mode, n)
+		}
+	}
+	for _, m := range r.Modes {
+		if len(m.Stages) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s: WAL stages in the window, p50 / p99 (ms), all brokers; slowest at p99: %s\n", m.Mode, m.SlowestStageP99)
+		stw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, st := range m.Stages {
+			fmt.Fprintf(stw, "  %s\t%s / %s\t(%d)\n", st.Stage, FormatValue(st.P50Ms), FormatValue(st.P99Ms), st.Count)
+		}
+		if err := stw.Flush(); err != nil {
+			return err
 		}
 	}
 	return nil

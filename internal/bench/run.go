@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 )
@@ -24,6 +25,10 @@ type Config struct {
 	Load        LoadOptions
 	// Progress receives one line per step (nil: discarded).
 	Progress io.Writer
+	// Pin: on Linux with two CPUs or more, run the brokers on one CPU set
+	// and the object store and this process (the load generator) on the
+	// other (pin.go); `strata bench` sets it unless --pin=false.
+	Pin bool
 }
 
 // Run measures every mode in turn, one cluster at a time, and returns the
@@ -75,8 +80,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Settings.ZoneRoundTrip = 2 * z
 		rep.Settings.ZoneLatencyAppliesTo = ZoneLatencyScope
 	}
+	pin, restore := pinSelf(cfg)
+	defer restore()
+	rep.Settings.Pin = &pin
+	if pin.Enabled {
+		fmt.Fprintf(progress, "pinned: brokers on CPUs %v, object store and load generator on CPUs %v\n", pin.Brokers, pin.Others)
+	}
 	for _, mode := range modes {
-		mr, err := runMode(ctx, cfg, mode, progress)
+		mr, err := runMode(ctx, cfg, mode, pin, progress)
 		if err != nil {
 			return nil, fmt.Errorf("mode %s: %w", mode, err)
 		}
@@ -86,8 +97,63 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-func runMode(ctx context.Context, cfg Config, mode string, progress io.Writer) (_ *ModeResult, err error) {
-	cl := &Cluster{Bootstrap: cfg.Bootstrap}
+// pinSelf decides the run's pinning and pins this process (the load
+// generator) to the other CPUs; restore gives it its CPUs back.
+func pinSelf(cfg Config) (pin PinSettings, restore func()) {
+	restore = func() {}
+	switch {
+	case !cfg.Pin:
+		pin.Reason = "--pin=false"
+		return pin, restore
+	case len(cfg.Bootstrap) > 0:
+		pin.Reason = "external cluster: its brokers are not this machine's processes"
+		return pin, restore
+	case !pinSupported:
+		pin.Reason = "pinning needs Linux"
+		return pin, restore
+	}
+	cpus, err := availableCPUs()
+	if err != nil {
+		pin.Reason = err.Error()
+		return pin, restore
+	}
+	plan, ok := PlanCPUs(cpus)
+	if !ok {
+		pin.Reason = fmt.Sprintf("%d CPU: nothing to split", len(cpus))
+		return pin, restore
+	}
+	if err := pinProcess(os.Getpid(), plan.Others); err != nil {
+		pin.Reason = err.Error()
+		return pin, restore
+	}
+	pin.Enabled, pin.CPUPlan = true, plan
+	return pin, func() { _ = pinProcess(os.Getpid(), cpus) }
+}
+
+// pinCluster pins a started cluster's broker processes to the broker
+// CPUs and their children (the object store) to the others.
+func pinCluster(cl *Cluster, pin PinSettings) error {
+	if !pin.Enabled {
+		return nil
+	}
+	if len(cl.PIDs) == 0 {
+		return fmt.Errorf("pinning: the cluster starter reported no broker processes")
+	}
+	for _, pid := range cl.PIDs {
+		if err := pinProcess(pid, pin.Brokers); err != nil {
+			return fmt.Errorf("pin brokers: %w", err)
+		}
+		for _, child := range childPIDs(pid) {
+			if err := pinProcess(child, pin.Others); err != nil {
+				return fmt.Errorf("pin the brokers' child process %d (object store): %w", child, err)
+			}
+		}
+	}
+	return nil
+}
+
+func runMode(ctx context.Context, cfg Config, mode string, pin PinSettings, progress io.Writer) (_ *ModeResult, err error) {
+	cl := &Cluster{Bootstrap: cfg.Bootstrap, Security: cfg.Load.Security}
 	if mode != ModeExternal {
 		fmt.Fprintf(progress, "%s: starting the cluster\n", mode)
 		cl, err = cfg.Starter.Start(ctx, mode, cfg.Cluster)
@@ -103,6 +169,9 @@ func runMode(ctx context.Context, cfg Config, mode string, progress io.Writer) (
 			}
 		}()
 	}
+	if err := pinCluster(cl, pin); err != nil {
+		return nil, err
+	}
 	urls := cl.MetricsURLs
 	if len(cfg.MetricsURLs) > 0 {
 		urls = cfg.MetricsURLs
@@ -114,6 +183,18 @@ func runMode(ctx context.Context, cfg Config, mode string, progress io.Writer) (
 
 	var before, after []Scrape
 	var beforeAt time.Time
+	var cpuBefore, cpuAfter time.Duration
+	var cpuErr error
+	readCPU := func() time.Duration {
+		if len(cl.PIDs) == 0 || cpuErr != nil {
+			return 0
+		}
+		d, err := brokerCPUTime(cl.PIDs)
+		if err != nil {
+			cpuErr = err
+		}
+		return d
+	}
 	scrape := func(ctx context.Context, when string) ([]Scrape, time.Time) {
 		if len(urls) == 0 {
 			return nil, time.Now()
@@ -133,19 +214,33 @@ func runMode(ctx context.Context, cfg Config, mode string, progress io.Writer) (
 	}
 	fmt.Fprintf(progress, "%s: %v warmup + %v measured on %v\n", mode, lopts.Warmup, lopts.Duration, cl.Bootstrap)
 	res, err := RunLoad(ctx, cl.Bootstrap, lopts, Hooks{
-		WindowStart: func(ctx context.Context) { before, beforeAt = scrape(ctx, "before the window") },
-		WindowEnd:   func(ctx context.Context) { after, _ = scrape(ctx, "after the window") },
+		WindowStart: func(ctx context.Context) {
+			cpuBefore = readCPU()
+			before, beforeAt = scrape(ctx, "before the window")
+		},
+		WindowEnd: func(ctx context.Context) {
+			after, _ = scrape(ctx, "after the window")
+			cpuAfter = readCPU()
+		},
 	})
 	if err != nil {
 		return nil, err
 	}
 	fillLoad(mr, res, lopts.Consumers)
+	switch {
+	case cpuErr != nil:
+		mr.Notes = append(mr.Notes, "broker CPU n/a: "+cpuErr.Error())
+	case len(cl.PIDs) > 0 && res.ProducedBytes > 0:
+		secs := (cpuAfter - cpuBefore).Seconds()
+		mr.BrokerCPU = &BrokerCPU{Seconds: secs, SecondsPerGBProduce: secs / (float64(res.ProducedBytes) / 1e9)}
+	}
 	if len(urls) > 0 {
 		// Rates are per second of producing (first scrape to the last
 		// acknowledgement); the second scrape waits for the consumers so
 		// that the window's replication is complete in the counters.
 		mr.Traffic = ComputeTraffic(before, after, res.FlushedAt.Sub(beforeAt))
 		mr.Cost = ComputeCost(before, after)
+		mr.Stages, mr.SlowestStageP99 = ComputeStages(before, after)
 	}
 	if cfg.Cluster.ZoneLatency > 0 {
 		mr.ZoneLatency = zoneLatencyResult(cl.ZoneLatency, res.ClientZones, before, after)

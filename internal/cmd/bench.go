@@ -18,8 +18,9 @@ func newBenchCmd() *cobra.Command {
 	var (
 		bootstrap, modes, metrics, racks, topicConfigs []string
 		cl                                             bench.ClusterOptions
-		asJSON                                         bool
-		plot                                           string
+		asJSON, pin                                    bool
+		plot, fromJSON                                 string
+		sec                                            clientSecurityFlags
 	)
 	lo := bench.DefaultLoadOptions()
 	cmd := &cobra.Command{
@@ -27,7 +28,9 @@ func newBenchCmd() *cobra.Command {
 		Short: "Measure latency, throughput and cross-zone traffic, classic vs WAL replication",
 		Long: `Drive a franz-go load (producers, consumers) and report produce latency
 p50/p99/p99.9, end-to-end latency p50/p99, throughput, inter-broker
-cross-zone bytes per produced byte, object PUTs/s per broker and GETs/s.
+cross-zone bytes per produced byte, object PUTs/s per broker and GETs/s,
+broker CPU seconds per GB produced, and in WAL modes the latency of each
+stage of the WAL path (p50/p99).
 
 With --modes (default classic,wal) each mode gets its own embedded cluster,
 started by running this binary's "dev" command; the table shows every mode
@@ -45,6 +48,9 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 			if ext := strings.ToLower(filepath.Ext(plot)); plot != "" && ext != ".svg" && ext != ".png" {
 				return fmt.Errorf("--plot %q: want a .svg or .png file name", plot)
 			}
+			if fromJSON != "" {
+				return rerender(cmd, fromJSON, plot, asJSON)
+			}
 			lo.ClientRacks = racks
 			if len(topicConfigs) > 0 {
 				lo.TopicConfigs = map[string]string{}
@@ -59,7 +65,15 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 			if err := lo.Validate(); err != nil {
 				return err
 			}
-			cfg := bench.Config{Bootstrap: bootstrap, Modes: modes, MetricsURLs: metrics, Cluster: cl, Load: lo, Progress: cmd.ErrOrStderr()}
+			security, err := sec.security()
+			if err != nil {
+				return err
+			}
+			if security != nil && len(bootstrap) == 0 {
+				return fmt.Errorf("--tls-ca-file and --sasl-* are for --bootstrap (embedded clusters: mode suffix %s)", bench.SecuritySuffix)
+			}
+			lo.Security = security
+			cfg := bench.Config{Bootstrap: bootstrap, Modes: modes, MetricsURLs: metrics, Cluster: cl, Load: lo, Progress: cmd.ErrOrStderr(), Pin: pin}
 			if len(bootstrap) == 0 {
 				if err := bench.ValidateModes(modes); err != nil {
 					return err
@@ -113,6 +127,32 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 	fl.DurationVar(&cl.S3GetLatency, "s3-get-latency", 3*time.Millisecond, "wal mode: each object GET takes at least this long, the local server's own time included")
 	fl.DurationVar(&cl.ZoneLatency, "zone-latency", 0, "one-way delay on each direction of cross-zone connections: replica fetches and other-zone bucket GETs in the embedded clusters, and the bench clients' connections to brokers of other zones")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	sec.register(fl)
+	fl.BoolVar(&pin, "pin", true, "on Linux with 2+ CPUs: run the embedded brokers on one half of the CPUs, the object store and the load generator on the other (the same in every mode; settings.pin in the JSON)")
+	fl.StringVar(&fromJSON, "from-json", "", "measure nothing: print (and --plot) the report a --json run wrote to this file")
 	fl.StringVar(&plot, "plot", "", "write the latency distributions of all modes to this .svg or .png file")
 	return cmd
+}
+
+// rerender prints (and plots) a report a --json run saved.
+func rerender(cmd *cobra.Command, path, plot string, asJSON bool) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	rep, err := bench.ReadJSON(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if plot != "" {
+		if err := bench.WritePlotFile(plot, rep); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "latency plot written to %s\n", plot)
+	}
+	if asJSON {
+		return rep.WriteJSON(cmd.OutOrStdout())
+	}
+	return rep.WriteText(cmd.OutOrStdout())
 }

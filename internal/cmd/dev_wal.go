@@ -25,6 +25,9 @@ import (
 // devBucketPrefix + zone names the dev cluster's fast buckets.
 const devBucketPrefix = "strata-wal-"
 
+// devTierBucket is the dev cluster's regional slow-tier bucket.
+const devTierBucket = "strata-tier"
+
 // versitygwModule is what dev builds when no gateway binary is given.
 const versitygwModule = "github.com/versity/versitygw/cmd/versitygw@v1.8.0"
 
@@ -38,6 +41,7 @@ type devWAL struct {
 	getLatency time.Duration
 	out        io.Writer
 	exe        string // how to call this binary in a printed command
+	tier       bool   // the slow tier is on, in bucket devTierBucket
 
 	mu       sync.Mutex
 	kept     string // bucket + "/" + key of the object kept for inspection
@@ -67,6 +71,7 @@ func startDevWAL(cmd *cobra.Command, base *server.Config, root string, zones []s
 	for _, z := range zones {
 		buckets = append(buckets, devBucketPrefix+z)
 	}
+	buckets = append(buckets, devTierBucket)
 	if w.srv, err = tb.start(buckets); err != nil {
 		w.Stop()
 		return nil, err
@@ -77,6 +82,24 @@ func startDevWAL(cmd *cobra.Command, base *server.Config, root string, zones []s
 	wc.Enable = true
 	wc.Bucket.Region, wc.Bucket.Endpoint, wc.Bucket.ForcePathStyle = w.srv.Region, w.srv.Endpoint, true
 	wc.Bucket.Credentials = &objstore.StaticCredentials{AccessKeyID: w.srv.AccessKey, SecretAccessKey: w.srv.SecretKey}
+	// The slow tier on the same server: every topic but compacted ones is
+	// tiered (docs/tiered-storage.md); --set overrides.
+	tc := &base.Tier
+	if !tc.Enable && tc.Bucket.Bucket == "" {
+		tc.Enable = true
+		tc.Bucket = objstore.Config{Bucket: devTierBucket, Region: w.srv.Region, Endpoint: w.srv.Endpoint, ForcePathStyle: true,
+			Credentials: wc.Bucket.Credentials}
+		if tc.TaskInterval == 0 {
+			tc.TaskInterval = 10 * time.Second
+		}
+		if base.Broker.LogDefaults == nil {
+			base.Broker.LogDefaults = map[string]string{}
+		}
+		if _, ok := base.Broker.LogDefaults["log.remote.storage.enable"]; !ok {
+			base.Broker.LogDefaults["log.remote.storage.enable"] = "true"
+		}
+		w.tier = true
+	}
 	return w, nil
 }
 
@@ -94,6 +117,11 @@ func (w *devWAL) printWhere() {
 	}
 	fmt.Fprintf(w.out, "  objects      wal/<cluster>/<zone>/<broker>/<incarnation>/<seq>, deleted once every follower has them;\n")
 	fmt.Fprintf(w.out, "               the first one is kept until exit and a `wal inspect` command for it is printed\n")
+	if w.tier {
+		fmt.Fprintf(w.out, "  slow tier    s3://%s (files under %s): closed segments of every non-compacted topic;\n", devTierBucket, filepath.Join(w.bucketsDir, devTierBucket))
+		fmt.Fprintf(w.out, "               list a partition's manifest with: AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s %s tier inspect --endpoint %s s3://%s <topic> <partition>\n",
+			w.srv.AccessKey, w.srv.SecretKey, w.exe, w.srv.Endpoint, devTierBucket)
+	}
 }
 
 // inspectCommand is a ready-to-paste command printing the object's table.

@@ -19,6 +19,7 @@ func NewRoot() *cobra.Command {
 		newBrokerCmd(),
 		newDevCmd(),
 		newWALCmd(),
+		newTierCmd(),
 		newBenchCmd(),
 		newChaosCmd(),
 		newVerifyCmd(),

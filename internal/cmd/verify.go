@@ -37,6 +37,7 @@ func newVerifyCmd() *cobra.Command {
 		duration     time.Duration
 		drainTimeout time.Duration
 		asJSON       bool
+		sec          clientSecurityFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
@@ -87,6 +88,13 @@ start).`,
 				return fmt.Errorf("--replication-factor %d: want >= 1", opts.ReplicationFactor)
 			case duration < 0 || drainTimeout <= 0:
 				return fmt.Errorf("--duration %s, --drain-timeout %s: want >= 0 and > 0", duration, drainTimeout)
+			}
+			security, err := sec.security()
+			if err != nil {
+				return err
+			}
+			if opts.ClientOpts, err = security.KgoOpts(); err != nil {
+				return err
 			}
 			opts.Tamper = verifyTamper
 			opts.Log = cmd.ErrOrStderr()
@@ -144,6 +152,7 @@ start).`,
 	fl.DurationVar(&duration, "duration", 0, "stop after this long (0: until SIGTERM or POST /stop)")
 	fl.DurationVar(&drainTimeout, "drain-timeout", 2*time.Minute, "after stopping, how long the consumer may take to read every acknowledged record")
 	fl.BoolVar(&asJSON, "json", false, "print the final status as JSON")
+	sec.register(fl)
 	return cmd
 }
 

@@ -50,6 +50,9 @@ type Options struct {
 	ClientRack string
 	// Log, when set, gets the clients' warnings and errors, one a line.
 	Log io.Writer
+	// ClientOpts are added to both clients (TLS and SASL towards a
+	// secured cluster).
+	ClientOpts []kgo.Opt
 
 	// Tamper is for tests of the checker itself: it sees every consumed
 	// record of this run before the check and returns what the check sees
@@ -195,17 +198,19 @@ func Start(ctx context.Context, opts Options) (*Workload, error) {
 	if opts.ClientRack != "" {
 		clientID += "," + protocol.ClientIDZonePrefix + opts.ClientRack
 	}
-	w.prod, err = kgo.NewClient(kgo.SeedBrokers(opts.Seeds...), kgo.ClientID(clientID),
+	popts := append([]kgo.Opt{kgo.SeedBrokers(opts.Seeds...), kgo.ClientID(clientID),
 		kgo.DefaultProduceTopic(opts.Topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotence is on by default
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedRecords(opts.MaxBuffered), kgo.ProducerLinger(0),
-		kgo.WithLogger(producerLogger{w}))
+		kgo.WithLogger(producerLogger{w})}, opts.ClientOpts...)
+	w.prod, err = kgo.NewClient(popts...)
 	if err != nil {
 		return nil, fmt.Errorf("verify: producer: %w", err)
 	}
 	copts := []kgo.Opt{kgo.SeedBrokers(opts.Seeds...), kgo.ClientID(clientID),
 		kgo.ConsumeTopics(opts.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}
+	copts = append(copts, opts.ClientOpts...)
 	if opts.ClientRack != "" {
 		copts = append(copts, kgo.Rack(opts.ClientRack))
 	}
@@ -233,7 +238,7 @@ func Start(ctx context.Context, opts Options) (*Workload, error) {
 // ensureTopic creates the topic when Partitions > 0 and it is missing, and
 // returns its partition count, retrying until the cluster answers.
 func (w *Workload) ensureTopic(ctx context.Context) (int, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(w.opts.Seeds...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.opts.Seeds...)}, w.opts.ClientOpts...)...)
 	if err != nil {
 		return 0, fmt.Errorf("verify: admin client: %w", err)
 	}

@@ -115,3 +115,4 @@ func TestKcatCompaction(t *testing.T)                 { runCompaction(t, kcat{})
 func TestConfluentKafkaPythonCompaction(t *testing.T) { runCompaction(t, python{"confluent"}) }
 func TestKafkaPythonCompaction(t *testing.T)          { runCompaction(t, python{"kafkapython"}) }
 func TestSaramaCompaction(t *testing.T)               { runCompaction(t, saramaClient{}) }
+func TestKafkaGoCompaction(t *testing.T)              { runCompaction(t, kafkaGo{}) }

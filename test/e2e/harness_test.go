@@ -5,6 +5,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -102,10 +105,16 @@ func newHarness() (*harness, error) {
 		return nil, fmt.Errorf("kube client: %w", err)
 	}
 	// Brokers advertise <pod>.<cluster>-brokers.<ns>.svc, names only the
-	// cluster's DNS knows: resolve through CoreDNS on the bridge.
+	// cluster's DNS knows: resolve through CoreDNS on the bridge. The
+	// cluster keeps the operator's secure defaults (SASL_SSL on 9092, ACLs
+	// on): the journey logs in as the KafkaUser journey-admin, a super
+	// user of hack/e2e/journey/cluster.yaml, with the cluster CA. Both are
+	// read from their Secrets at each dial and login: they exist only once
+	// the cluster step has applied the cluster.
 	h.kcl, err = kgo.NewClient(
 		kgo.SeedBrokers(fmt.Sprintf("%s.%s.svc:9092", controllers.BootstrapServiceName(clusterName), namespace)),
-		kgo.Dialer(clusterDial),
+		kgo.Dialer(h.tlsClusterDial),
+		kgo.SASL(scram.Sha512(h.adminLogin)),
 		kgo.RequestTimeoutOverhead(5*time.Second),
 		kgo.RetryTimeout(5*time.Second),
 	)
@@ -153,6 +162,59 @@ func clusterDial(ctx context.Context, network, hostport string) (net.Conn, error
 	}
 	d := net.Dialer{Timeout: 5 * time.Second}
 	return d.DialContext(ctx, network, net.JoinHostPort(host, port))
+}
+
+// journeyAdmin is the KafkaUser (a super user) the journey's own client
+// logs in as.
+const journeyAdmin = "journey-admin"
+
+// secretKey reads one key of a Secret of the journey's namespace.
+func (h *harness) secretKey(ctx context.Context, name, key string) ([]byte, error) {
+	var sec corev1.Secret
+	if err := h.kube.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &sec); err != nil {
+		return nil, fmt.Errorf("Secret %s: %w", name, err)
+	}
+	v, ok := sec.Data[key]
+	if !ok {
+		return nil, fmt.Errorf("Secret %s has no key %s", name, key)
+	}
+	return v, nil
+}
+
+// tlsClusterDial is clusterDial with TLS, trusting the cluster CA
+// (Secret <cluster>-cluster-ca, key ca.crt) for the broker's name.
+func (h *harness) tlsClusterDial(ctx context.Context, network, hostport string) (net.Conn, error) {
+	caPEM, err := h.secretKey(ctx, controllers.ClusterCASecretName(clusterName), controllers.CACertKey)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("cluster CA: no PEM certificate")
+	}
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := clusterDial(ctx, network, hostport)
+	if err != nil {
+		return nil, err
+	}
+	tc := tls.Client(conn, &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: host})
+	if err := tc.HandshakeContext(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
+// adminLogin is journey-admin's SCRAM login from its KafkaUser Secret.
+func (h *harness) adminLogin(ctx context.Context) (scram.Auth, error) {
+	pw, err := h.secretKey(ctx, journeyAdmin, controllers.UserSecretPassword)
+	if err != nil {
+		return scram.Auth{}, err
+	}
+	return scram.Auth{User: journeyAdmin, Pass: string(pw)}, nil
 }
 
 // run runs kubectl with the e2e kubeconfig and returns its stdout.

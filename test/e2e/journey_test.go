@@ -272,7 +272,11 @@ func (j *journey) cluster(ctx context.Context) (string, error) {
 	if _, err := j.h.run(ctx, "-n", namespace, "wait", "--for=condition=Ready", "kafkatopic/"+topic, "--timeout=120s"); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("KafkaCluster Ready and in sync in %.0f s, KafkaTopic Ready", ready.Seconds()), nil
+	// The workload logs in as journey-app (SASL_SSL, ACLs enforced).
+	if _, err := j.h.run(ctx, "-n", namespace, "wait", "--for=condition=Ready", "kafkauser/journey-app", "kafkauser/"+journeyAdmin, "--timeout=120s"); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("KafkaCluster Ready and in sync in %.0f s, KafkaTopic and KafkaUsers Ready", ready.Seconds()), nil
 }
 
 // workload: strata verify in zone a, producing and consuming.

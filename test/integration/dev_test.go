@@ -48,6 +48,8 @@ func TestStrataDev(t *testing.T) {
 	ready := regexp.MustCompile(`^strata dev ready: bootstrap=(127\.0\.0\.1:\d+,127\.0\.0\.1:\d+,127\.0\.0\.1:\d+)$`)
 	bucketLine := regexp.MustCompile(`^  zone (\S+) +s3://(strata-wal-\S+) \(files under (\S+)\)$`)
 	endpointLine := regexp.MustCompile(`^  endpoint +(http://127\.0\.0\.1:\d+) `)
+	tierLine := regexp.MustCompile(`^  slow tier +s3://strata-tier \(files under \S+\)`)
+	tierOn := false
 	sc := bufio.NewScanner(stdout)
 	var addr, endpoint string
 	bucketDirs := map[string]string{} // zone → directory of its bucket
@@ -66,14 +68,15 @@ func TestStrataDev(t *testing.T) {
 		if m := endpointLine.FindStringSubmatch(sc.Text()); m != nil {
 			endpoint = m[1]
 		}
+		tierOn = tierOn || tierLine.MatchString(sc.Text())
 	}
 	if addr == "" {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		t.Fatalf("no ready line; stderr:\n%s", stderr.String())
 	}
-	if len(bucketDirs) != 3 || endpoint == "" {
-		t.Fatalf("dev printed buckets %v and endpoint %q before its ready line, want the 3 zones' buckets and the gateway", bucketDirs, endpoint)
+	if len(bucketDirs) != 3 || endpoint == "" || !tierOn {
+		t.Fatalf("dev printed buckets %v, endpoint %q, slow tier %v before its ready line, want the 3 zones' buckets, the gateway and the slow-tier bucket strata-tier", bucketDirs, endpoint, tierOn)
 	}
 	// The rest of stdout: the first WAL object's inspect command.
 	inspectLine := make(chan string, 1)

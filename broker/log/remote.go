@@ -1,0 +1,71 @@
+package log
+
+import (
+	"fmt"
+	"time"
+)
+
+// Tiered logs (remote.storage.enable, package broker/tier): the slow tier
+// copies sealed segments to object storage and serves reads below the local
+// log start; the local log then keeps only local.retention.ms/bytes, and
+// never deletes a segment that is not in the tier yet. These hooks are all
+// the log knows about it.
+
+// SegmentInfo describes one segment for the slow tier's uploader.
+type SegmentInfo struct {
+	// Base is the segment's base offset, Next the offset after its last
+	// batch (the next segment's base once sealed).
+	Base, Next int64
+	// Size is the bytes of whole batches in it.
+	Size int64
+	// MaxTimestamp is its largest batch MaxTimestamp, -1 when it has none.
+	MaxTimestamp int64
+	// Sealed is false for the active segment (still being appended to).
+	Sealed bool
+}
+
+// Segments lists the segments from the log start, oldest first.
+func (l *Log) Segments() []SegmentInfo {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make([]SegmentInfo, 0, len(l.segs))
+	for i, s := range l.segs {
+		out = append(out, SegmentInfo{Base: s.base, Next: s.next, Size: s.size, MaxTimestamp: s.maxTs, Sealed: i < len(l.segs)-1})
+	}
+	return out
+}
+
+// ApplyLocalRetentionUpTo is ApplyRetentionUpTo for a tiered log: segments
+// go by LocalRetentionMs and LocalRetentionBytes (-2: RetentionMs and
+// RetentionBytes), and only those wholly below limit, which the caller
+// sets to the lower of the high watermark and the end of what the slow
+// tier holds. The log start offset then becomes the local log start.
+func (l *Log) ApplyLocalRetentionUpTo(limit int64) (int, error) {
+	return l.applyRetention(limit, func(c Config) (time.Duration, int64) { return c.localRetention() })
+}
+
+// localRetention resolves local.retention.* (-2 means the retention.*
+// value); a local limit never exceeds the total one (a broker default of
+// one day on a topic that keeps an hour keeps an hour).
+func (c Config) localRetention() (time.Duration, int64) {
+	ms, bytes := c.LocalRetentionMs, c.LocalRetentionBytes
+	if ms == LocalRetentionSameAsTotal || c.RetentionMs >= 0 && (ms < 0 || ms > c.RetentionMs) {
+		ms = c.RetentionMs
+	}
+	if bytes == int64(LocalRetentionSameAsTotal) || c.RetentionBytes >= 0 && (bytes < 0 || bytes > c.RetentionBytes) {
+		bytes = c.RetentionBytes
+	}
+	return ms, bytes
+}
+
+// LocalRetentionSameAsTotal is local.retention.ms/bytes = -2: the local log
+// keeps what retention.ms/bytes keeps.
+const LocalRetentionSameAsTotal = -2
+
+// validateLocalRetention refuses values below -2.
+func (c Config) validateLocalRetention() error {
+	if c.LocalRetentionMs < LocalRetentionSameAsTotal || c.LocalRetentionBytes < LocalRetentionSameAsTotal {
+		return fmt.Errorf("local retention (%v, %d bytes) below -2", c.LocalRetentionMs, c.LocalRetentionBytes)
+	}
+	return nil
+}

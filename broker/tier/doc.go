@@ -1,0 +1,33 @@
+// Package tier owns the slow tier (KIP-405 style tiered storage): closed
+// segments of tiered partitions in one regional bucket, a per-partition
+// manifest, uploads by the partition leader, reads below the local log
+// start, and tier retention. See docs/tiered-storage.md.
+//
+// # Layout
+//
+// Below tier/<cluster>/<topic>-<topicID>/<partition>/:
+//
+//	manifest/<leaderEpoch:010d>-<seq:020d>.json   one object per version (Manifest)
+//	segments/<base:020d>-<last:020d>-<epoch>.log   the batches, as in the leader's log
+//	  ... .log.index                               offset index, Kafka's 8-byte entries
+//	  ... .log.timeindex                           time index, Kafka's 12-byte entries
+//
+// # Consistency
+//
+// A manifest is never changed: each change is a new object, written with a
+// conditional PUT. The newest version is the last key (highest leader
+// epoch, then sequence), so a deposed leader's late writes sort below its
+// successor's and are ignored; a writer that finds a newer epoch stops
+// (ErrFenced). Objects are written before the manifest naming them and
+// deleted after the manifest that drops them, so a manifest never names a
+// missing object. Uploads start at the manifest's EndOffset, possibly
+// inside a local segment (replicas roll at different offsets), so no two
+// segments in a manifest overlap.
+//
+// # Reads
+//
+// Read finds the segment holding an offset in the cached manifest, the
+// batch position in its offset index, and reads whole batches through a
+// bounded LRU cache of aligned chunks (one ranged GET per chunk), checking
+// every batch's CRC-32C.
+package tier

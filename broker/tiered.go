@@ -1,0 +1,410 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strata-dev/strata/broker/log"
+	"github.com/strata-dev/strata/broker/meta"
+	"github.com/strata-dev/strata/broker/replica"
+	"github.com/strata-dev/strata/broker/tier"
+)
+
+// The slow tier (remote.storage.enable, package broker/tier) as the broker
+// sees it: every hosted partition of a tiered topic has a tier handle; the
+// leader uploads sealed segments below the high watermark and applies
+// retention.ms/bytes to the tier, every replica keeps only
+// local.retention.ms/bytes of what the tier holds, consumers read below
+// the local log start from the tier.
+
+// ConfigRemoteStorage is the topic config that tiers a topic (Kafka's).
+const ConfigRemoteStorage = "remote.storage.enable"
+
+// remoteReadTimeout bounds one remote read of a fetch or ListOffsets.
+const remoteReadTimeout = 10 * time.Second
+
+// SetTier turns the slow tier on (remote.log.storage.system.enable): the
+// partitions opened from now on, and those open already, get their tier
+// handle. Call it once, before serving.
+func (b *Broker) SetTier(t *tier.Tier) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tier = t
+	for _, top := range b.topics {
+		for _, p := range top.partitions {
+			if p != nil {
+				b.attachTierLocked(top, p)
+			}
+		}
+	}
+}
+
+// Tier is the slow tier, nil when off.
+func (b *Broker) Tier() *tier.Tier {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.tier
+}
+
+// attachTierLocked gives p its tier handle (every partition has one while
+// the tier is on; whether it is used follows remote.storage.enable, which
+// may change). Called with b.mu held.
+func (b *Broker) attachTierLocked(t *Topic, p *Partition) {
+	if b.tier == nil || p.tier.Load() != nil {
+		return
+	}
+	p.tier.Store(b.tier.Partition(t.Name, meta.TopicID(t.ID).String(), p.Index))
+}
+
+// Tiered returns p's tier handle when its topic is tiered, else nil.
+func (p *Partition) Tiered() *tier.Partition {
+	// The handle first: a broker without a tier pays one atomic load on
+	// the fetch path, not a config copy.
+	tp := p.tier.Load()
+	if tp == nil || !p.Log.Config().RemoteStorage {
+		return nil
+	}
+	return tp
+}
+
+// StartOffset is the partition's log start offset: the tier's start when
+// the tier holds offsets below the local log (what consumers and
+// ListOffsets earliest see), else the local log start.
+func (p *Partition) StartOffset() int64 {
+	local := p.Log.StartOffset()
+	if tp := p.Tiered(); tp != nil {
+		if start, end, ok := tp.Range(); ok && start < local && end >= local {
+			return start
+		}
+	}
+	return local
+}
+
+// ReadRemote serves a consumer read below the local log start from the
+// tier. ok is false when the offset is not the tier's to serve (not
+// tiered, or at or above the local log start). A bucket failure is
+// KAFKA_STORAGE_ERROR, which clients retry (Kafka's answer for a failed
+// remote read).
+func (p *Partition) ReadRemote(offset int64, maxBytes int, maxOffset int64) (records []byte, ok bool, err error) {
+	tp := p.Tiered()
+	if tp == nil || offset >= p.Log.StartOffset() {
+		return nil, false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+	defer cancel()
+	data, err := tp.Read(ctx, offset, maxBytes, maxOffset)
+	switch {
+	case errors.Is(err, tier.ErrOffsetOutOfRange):
+		return nil, true, fmt.Errorf("%w: %v", kerr.OffsetOutOfRange, err)
+	case err != nil:
+		return nil, true, fmt.Errorf("%w: remote read of %s-%d at %d: %v", kerr.KafkaStorageError, p.Topic, p.Index, offset, err)
+	}
+	return data, true, nil
+}
+
+// OffsetForTimestamp is ListOffsets by timestamp across both tiers: the
+// tier first (older records), then the local log.
+func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool, err error) {
+	if tp := p.Tiered(); tp != nil {
+		if start, _, has := tp.Range(); has && start < p.Log.StartOffset() {
+			ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+			defer cancel()
+			o, t, found, err := tp.OffsetForTimestamp(ctx, ts)
+			if err != nil {
+				return -1, -1, false, fmt.Errorf("%w: remote timestamp lookup of %s-%d: %v", kerr.KafkaStorageError, p.Topic, p.Index, err)
+			}
+			if found && o < p.Log.StartOffset() {
+				return o, t, true, nil
+			}
+		}
+	}
+	o, t, found := p.Log.OffsetForTimestamp(ts)
+	return o, t, found, nil
+}
+
+// LatestTieredOffset is ListOffsets -5 (KIP-1005): the last offset in the
+// tier, -1 when it holds none.
+func (p *Partition) LatestTieredOffset() int64 {
+	if tp := p.Tiered(); tp != nil {
+		if _, end, ok := tp.Range(); ok {
+			return end - 1
+		}
+	}
+	return -1
+}
+
+// leadership returns whether this broker leads p, at which epoch, and the
+// high watermark (a standalone broker always leads, at epoch 0).
+func (p *Partition) leadership() (leader bool, epoch int32, hwm int64) {
+	if p.Replica == nil {
+		return true, LeaderEpoch, p.Log.EndOffset()
+	}
+	return p.Replica.Role() == replica.RoleLeader, p.Replica.LeaderEpoch(), p.Replica.HighWatermark()
+}
+
+// DeleteRecordsBefore moves the log start offset of both tiers to offset
+// (DeleteRecords): the tier's manifest first (so a failed write leaves
+// everything as it was), then the local log.
+func (p *Partition) DeleteRecordsBefore(offset int64) error {
+	if tp := p.Tiered(); tp != nil {
+		leader, epoch, _ := p.leadership()
+		if !leader {
+			return fmt.Errorf("%w: %s-%d", kerr.NotLeaderForPartition, p.Topic, p.Index)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+		defer cancel()
+		if err := tp.DeleteRecordsBefore(ctx, epoch, offset); err != nil {
+			return fmt.Errorf("%w: moving the tier's start of %s-%d: %v", kerr.KafkaStorageError, p.Topic, p.Index, err)
+		}
+	}
+	if offset < p.Log.StartOffset() {
+		return nil
+	}
+	return p.Log.DeleteRecordsBefore(offset)
+}
+
+// retentionLimit is the offset below which retention may delete local
+// segments of p: the high watermark, and for a tiered log also the end of
+// what the tier holds.
+func (p *Partition) retentionLimit() (int64, bool) {
+	limit := int64(math.MaxInt64)
+	if p.Replica != nil {
+		limit = p.Replica.HighWatermark()
+	}
+	tp := p.Tiered()
+	if tp == nil {
+		return limit, false
+	}
+	return min(limit, tp.EndOffset()), true
+}
+
+// tierDeleteTimeout bounds the deletion of a deleted topic's tier data.
+const tierDeleteTimeout = 2 * time.Minute
+
+// deleteTierData removes a deleted topic's partition from the slow tier in
+// the background (best effort: a failure leaves objects no manifest names
+// in the bucket, logged). Every replica of the partition does it; the
+// deletions are idempotent.
+func (b *Broker) deleteTierData(p *Partition) {
+	tp := p.tier.Load()
+	if tp == nil || !p.Log.Config().RemoteStorage {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), tierDeleteTimeout)
+		defer cancel()
+		if err := tp.DeleteAll(ctx); err != nil {
+			b.log.Error(err, "deleting a deleted topic's slow-tier data", "partition", p.Topic, "index", p.Index)
+			return
+		}
+		b.log.Info("deleted a deleted topic's slow-tier data", "topic", p.Topic, "partition", p.Index, "prefix", tp.Prefix())
+	}()
+}
+
+// hostedPartition returns the local replica of tp, nil when not hosted.
+func (b *Broker) hostedPartition(tp meta.TopicPartition) *Partition {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if t, ok := b.topics[tp.Topic]; ok && tp.Partition >= 0 && int(tp.Partition) < len(t.partitions) {
+		return t.partitions[tp.Partition]
+	}
+	return nil
+}
+
+// applyRetention deletes p's old local segments. Kafka never deletes above
+// the high watermark; a tiered log goes by local.retention.* and keeps what
+// the slow tier does not hold yet.
+func (p *Partition) applyRetention() (int, error) {
+	limit, tiered := p.retentionLimit()
+	if tiered {
+		return p.Log.ApplyLocalRetentionUpTo(limit)
+	}
+	return p.Log.ApplyRetentionUpTo(limit)
+}
+
+// checkRemoteStorage applies Kafka's rules to a topic's configs:
+// remote.storage.enable needs the broker's slow tier
+// (remote.log.storage.system.enable); set on the topic it needs
+// cleanup.policy=delete (a compacted topic under the cluster default
+// log.remote.storage.enable=true is simply not tiered: tieredByConfig), and
+// the topic's own local.retention.ms/bytes must not exceed its
+// retention.ms/bytes.
+func (b *Broker) checkRemoteStorage(overrides map[string]string) error {
+	if b.effectiveTopicConfig(topicConfigByName[ConfigRemoteStorage], overrides).Value != "true" {
+		return nil
+	}
+	if !b.cfg.RemoteStorageSystem {
+		return fmt.Errorf("%w: tiered storage functionality is disabled in the broker (remote.log.storage.system.enable=false); topic cannot be configured with %s=true", kerr.InvalidConfig, ConfigRemoteStorage)
+	}
+	if overrides[ConfigRemoteStorage] == "true" && policyHas(b.effectiveTopicConfig(topicConfigByName["cleanup.policy"], overrides).Value, "compact") {
+		return fmt.Errorf("%w: remote log storage is only supported for topics with cleanup.policy=delete", kerr.InvalidConfig)
+	}
+	for _, pair := range [][2]string{{"local.retention.ms", "retention.ms"}, {"local.retention.bytes", "retention.bytes"}} {
+		lv, ok := overrides[pair[0]]
+		if !ok {
+			continue
+		}
+		local, _ := strconv.ParseInt(lv, 10, 64)
+		total, _ := strconv.ParseInt(b.effectiveTopicConfig(topicConfigByName[pair[1]], overrides).Value, 10, 64)
+		if local != log.LocalRetentionSameAsTotal && total >= 0 && (local < 0 || local > total) {
+			return fmt.Errorf("%w: %s %d cannot be more than %s %d", kerr.InvalidConfig, pair[0], local, pair[1], total)
+		}
+	}
+	return nil
+}
+
+// tieredByConfig reports whether a topic's effective configs tier it:
+// remote.storage.enable and not compacted.
+func (b *Broker) tieredByConfig(overrides map[string]string) bool {
+	return b.effectiveTopicConfig(topicConfigByName[ConfigRemoteStorage], overrides).Value == "true" &&
+		!policyHas(b.effectiveTopicConfig(topicConfigByName["cleanup.policy"], overrides).Value, "compact")
+}
+
+// checkRemoteStorageChange refuses turning remote.storage.enable off on a
+// tiered topic, as Kafka does: the tier's data would be stranded.
+func (b *Broker) checkRemoteStorageChange(prev, next map[string]string) error {
+	tc := topicConfigByName[ConfigRemoteStorage]
+	if b.effectiveTopicConfig(tc, prev).Value == "true" && b.effectiveTopicConfig(tc, next).Value != "true" {
+		return fmt.Errorf("%w: disabling remote storage on a topic is not supported (%s stays true)", kerr.InvalidConfig, ConfigRemoteStorage)
+	}
+	return nil
+}
+
+// TierStats is what the slow tier's metrics read.
+type TierStats struct {
+	tier.Stats
+	// LagBytes is the bytes of led tiered partitions not in the tier yet.
+	LagBytes int64
+	// Partitions is the number of tiered partitions this broker leads.
+	Partitions int
+}
+
+// TierManager runs the slow tier for a broker: every interval
+// (remote.log.manager.task.interval.ms) it uploads the led partitions'
+// sealed segments, applies tier retention, and refreshes the manifests of
+// followed partitions (whose local retention waits for the tier).
+type TierManager struct {
+	b        *Broker
+	interval time.Duration
+
+	mu    sync.Mutex
+	stats TierStats
+	// runMu serialises rounds; nextLoad is guarded by it.
+	runMu sync.Mutex
+	// nextLoad is when a followed partition's manifest is read again:
+	// every followerRefreshRounds rounds (a LIST and a GET each time; a
+	// follower only needs it to let local retention go on, so a stale view
+	// keeps more on disk, never less).
+	nextLoad map[*tier.Partition]time.Time
+}
+
+// followerRefreshRounds is how many rounds a follower's manifest view
+// lasts (10 × the default 30 s: 5 minutes, log.retention.check.interval.ms's
+// default).
+const followerRefreshRounds = 10
+
+// NewTierManager returns the manager; Run starts it.
+func NewTierManager(b *Broker, interval time.Duration) *TierManager {
+	if interval <= 0 {
+		interval = 30 * time.Second
+	}
+	return &TierManager{b: b, interval: interval, nextLoad: map[*tier.Partition]time.Time{}}
+}
+
+// Stats returns the counters and the upload lag of the last round.
+func (m *TierManager) Stats() TierStats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.stats
+	if t := m.b.Tier(); t != nil {
+		s.Stats = t.Stats()
+	}
+	return s
+}
+
+// Run works until ctx ends.
+func (m *TierManager) Run(ctx context.Context) {
+	t := time.NewTicker(m.interval)
+	defer t.Stop()
+	for {
+		if err := m.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			m.b.log.V(1).Info("slow tier round", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RunOnce does one round over every hosted tiered partition and returns
+// the errors joined (each partition retries with its own backoff).
+func (m *TierManager) RunOnce(ctx context.Context) error {
+	m.runMu.Lock()
+	defer m.runMu.Unlock()
+	var errs []error
+	var lagBytes int64
+	seen := map[*tier.Partition]bool{}
+	led := 0
+	for _, p := range m.b.AllPartitions() {
+		tp := p.Tiered()
+		if tp == nil {
+			continue
+		}
+		seen[tp] = true
+		leader, epoch, hwm := p.leadership()
+		if !leader {
+			if now := time.Now(); !now.Before(m.nextLoad[tp]) {
+				if _, err := tp.Load(ctx); err != nil {
+					errs = append(errs, fmt.Errorf("%s-%d: %w", p.Topic, p.Index, err))
+					continue
+				}
+				m.nextLoad[tp] = now.Add(followerRefreshRounds * m.interval)
+			}
+			continue
+		}
+		delete(m.nextLoad, tp)
+		led++
+		res, err := tp.Upload(ctx, p.Log, hwm, epoch)
+		lagBytes += res.Lag
+		if err != nil {
+			if errors.Is(err, tier.ErrFenced) {
+				continue // a newer leader took over; this one steps down soon
+			}
+			errs = append(errs, fmt.Errorf("upload %s-%d: %w", p.Topic, p.Index, err))
+			continue
+		}
+		cfg := p.Log.Config()
+		pol := tier.RetentionPolicy{RetentionMs: cfg.RetentionMs, RetentionBytes: cfg.RetentionBytes, LocalBytes: res.Lag}
+		if _, err := tp.ApplyRetention(ctx, epoch, pol); err != nil && !errors.Is(err, tier.ErrFenced) {
+			errs = append(errs, fmt.Errorf("tier retention %s-%d: %w", p.Topic, p.Index, err))
+		}
+	}
+	for tp := range m.nextLoad {
+		if !seen[tp] {
+			delete(m.nextLoad, tp) // no longer hosted or tiered
+		}
+	}
+	m.mu.Lock()
+	m.stats.LagBytes, m.stats.Partitions = lagBytes, led
+	m.mu.Unlock()
+	// Local retention of the tiered logs right after the round: segments
+	// just uploaded (or, on followers, just seen in the manifest) may go.
+	for _, p := range m.b.AllPartitions() {
+		if p.Tiered() == nil {
+			continue
+		}
+		if _, err := p.applyRetention(); err != nil {
+			errs = append(errs, fmt.Errorf("local retention of %s-%d: %w", p.Topic, p.Index, err))
+		}
+	}
+	return errors.Join(errs...)
+}
