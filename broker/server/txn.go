@@ -90,6 +90,7 @@ func (s *Server) startTxnCoordinator(ctx context.Context, env *protocol.Env) err
 		return err
 	}
 	if err := s.metrics.Registry.Register(m); err != nil {
+		c.Close()
 		return fmt.Errorf("register transaction metrics: %w", err)
 	}
 	env.Txns = c

@@ -192,10 +192,9 @@ func (c *Coordinator) Load(ctx context.Context) error {
 		c.mu.Unlock()
 		return ErrClosed
 	}
-	for id, e := range c.entries {
+	for id := range c.entries {
 		if !c.owns(id) {
 			delete(c.entries, id) // read again if it comes back
-			_ = e
 		}
 	}
 	var toComplete []*entry
@@ -359,7 +358,6 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 	if e.completing {
 		return -1, -1, kerr.ConcurrentTransactions
 	}
-	now := c.nowMillis()
 	md := e.st.Metadata.clone()
 	if e.st.Revision == 0 {
 		pid, err := c.cfg.ProducerIDs()
@@ -407,7 +405,6 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 	md.TimeoutMillis = timeoutMs
 	md.State = Empty
 	md.Partitions, md.Groups, md.StartMillis = nil, nil, -1
-	_ = now
 	if err := c.persist(ctx, e, md); err != nil {
 		return -1, -1, err
 	}
@@ -539,15 +536,11 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch in
 // writing the abort markers. Callers hold e.mu.
 func (c *Coordinator) abortLocked(ctx context.Context, e *entry, fence bool, reason string) *kerr.Error {
 	md := e.st.Metadata.clone()
-	if fence {
-		if md.ProducerEpoch >= math.MaxInt16-1 {
-			// No epoch left to fence with: the markers carry the
-			// current one; the next InitProducerId moves to a new
-			// producer ID.
-		} else {
-			md.LastProducerEpoch = md.ProducerEpoch
-			md.ProducerEpoch++
-		}
+	// With no epoch left to fence with, the markers carry the current
+	// one; the next InitProducerId moves to a new producer ID.
+	if fence && md.ProducerEpoch < math.MaxInt16-1 {
+		md.LastProducerEpoch = md.ProducerEpoch
+		md.ProducerEpoch++
 	}
 	md.State = PrepareAbort
 	if err := c.persist(ctx, e, md); err != nil {
