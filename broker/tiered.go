@@ -19,7 +19,7 @@ import (
 
 // The slow tier (remote.storage.enable, package broker/tier) as the broker
 // sees it: every hosted partition of a tiered topic has a tier handle; the
-// leader uploads sealed segments below the high watermark and applies
+// leader uploads sealed segments below the last stable offset and applies
 // retention.ms/bytes to the tier, every replica keeps only
 // local.retention.ms/bytes of what the tier holds, consumers read below
 // the local log start from the tier.
@@ -107,6 +107,43 @@ func (p *Partition) ReadRemote(offset int64, maxBytes int, maxOffset int64) (rec
 		return nil, true, fmt.Errorf("%w: remote read of %s-%d at %d: %v", kerr.KafkaStorageError, p.Topic, p.Index, offset, err)
 	}
 	return data, true, nil
+}
+
+// remoteAbortedTxnsTries bounds RemoteAbortedTxns' retries when local
+// retention moves past the tier's end it saw.
+const remoteAbortedTxnsTries = 3
+
+// RemoteAbortedTxns returns, for a read_committed fetch served from the
+// tier, the aborted transactions overlapping [from, upTo): those the tier
+// holds with the segments of their markers, then those of the local log's
+// index whose marker is at or past the tier's end (a transaction's data
+// may be in the tier while its marker is still only local). A bucket
+// failure is KAFKA_STORAGE_ERROR, as for a failed remote read.
+func (p *Partition) RemoteAbortedTxns(from, upTo int64) ([]log.AbortedTxn, error) {
+	tp := p.Tiered()
+	if tp == nil {
+		return p.Log.AbortedTxns(from, upTo), nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+	defer cancel()
+	for range remoteAbortedTxnsTries {
+		remote, end, done, err := tp.AbortedTxns(ctx, from, upTo)
+		if err != nil {
+			return nil, fmt.Errorf("%w: aborted transactions of %s-%d from the tier at %d: %v", kerr.KafkaStorageError, p.Topic, p.Index, from, err)
+		}
+		if done {
+			return remote, nil
+		}
+		local := p.Log.AbortedTxns(max(from, end), upTo)
+		// Local retention deletes only below the tier's end as this
+		// broker knows it; if it moved past the end seen above meanwhile,
+		// markers in between may be gone from the local index: the
+		// manifest cache is newer now, ask again.
+		if p.Log.StartOffset() <= end {
+			return append(remote, local...), nil
+		}
+	}
+	return nil, fmt.Errorf("%w: aborted transactions of %s-%d: the local log start kept moving past the tier's end", kerr.KafkaStorageError, p.Topic, p.Index)
 }
 
 // OffsetForTimestamp is ListOffsets by timestamp across both tiers: the
@@ -373,7 +410,12 @@ func (m *TierManager) RunOnce(ctx context.Context) error {
 		}
 		delete(m.nextLoad, tp)
 		led++
-		res, err := tp.Upload(ctx, p.Log, hwm, epoch)
+		// Below the last stable offset, not just the high watermark (as
+		// Kafka's RemoteLogManager): an undecided transaction's data never
+		// goes to the tier, so the aborted-transaction entries uploaded
+		// with a segment are complete, and local retention (bounded by
+		// the tier's end) never deletes the start of an open transaction.
+		res, err := tp.Upload(ctx, p.Log, p.Log.LastStableOffset(hwm), epoch)
 		lagBytes += res.Lag
 		if err != nil {
 			if errors.Is(err, tier.ErrFenced) {

@@ -35,6 +35,24 @@ func (l *Log) Segments() []SegmentInfo {
 	return out
 }
 
+// AbortedTxnsMarkedIn returns the aborted-transaction index entries whose
+// ABORT marker is in [from, next), ordered by marker offset: what the slow
+// tier uploads beside the batches of that range (an entry lives with the
+// segment holding its marker, as in the local log).
+func (l *Log) AbortedTxnsMarkedIn(from, next int64) []AbortedTxn {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var out []AbortedTxn
+	for i := l.segmentFor(from); i < len(l.segs) && l.segs[i].base < next; i++ {
+		for _, e := range l.segs[i].txn.entries {
+			if e.LastOffset >= from && e.LastOffset < next {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
 // ApplyLocalRetentionUpTo is ApplyRetentionUpTo for a tiered log: segments
 // go by LocalRetentionMs and LocalRetentionBytes (-2: RetentionMs and
 // RetentionBytes), and only those wholly below limit, which the caller

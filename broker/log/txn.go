@@ -105,9 +105,46 @@ func openTxnIndex(fs FS, dir string, base int64, flag int) (*txnIndex, error) {
 	return ti, nil
 }
 
+// EncodeTxnIndex returns entries in the .txnindex file format (the slow
+// tier uploads a segment's entries in it, as Kafka uploads the file).
+func EncodeTxnIndex(entries []AbortedTxn) []byte {
+	out := make([]byte, 0, len(entries)*txnIndexEntrySize)
+	for _, e := range entries {
+		out = append(out, encodeAbortedTxn(e)...)
+	}
+	return out
+}
+
+// DecodeTxnIndex parses a .txnindex file and checks it against the
+// offsets [base, next) of the segment it belongs to: whole entries,
+// version 0, ordered by last offset, inside the segment, first <= last.
+// Anything else is record.ErrCorrupt.
+func DecodeTxnIndex(buf []byte, base, next int64) ([]AbortedTxn, error) {
+	if len(buf)%txnIndexEntrySize != 0 {
+		return nil, fmt.Errorf("%w: transaction index of %d bytes is not whole %d-byte entries", record.ErrCorrupt, len(buf), txnIndexEntrySize)
+	}
+	be := binary.BigEndian
+	prev := int64(-1)
+	out := make([]AbortedTxn, 0, len(buf)/txnIndexEntrySize)
+	for i := 0; i < len(buf); i += txnIndexEntrySize {
+		e := buf[i:]
+		a := AbortedTxn{
+			ProducerID:       int64(be.Uint64(e[2:])),
+			FirstOffset:      int64(be.Uint64(e[10:])),
+			LastOffset:       int64(be.Uint64(e[18:])),
+			LastStableOffset: int64(be.Uint64(e[26:])),
+		}
+		if v := be.Uint16(e); v != 0 || a.LastOffset <= prev || a.LastOffset < base || a.LastOffset >= next || a.FirstOffset > a.LastOffset {
+			return nil, fmt.Errorf("%w: transaction index entry %d (version %d, first %d, last %d) out of order or outside [%d, %d)", record.ErrCorrupt, i/txnIndexEntrySize, v, a.FirstOffset, a.LastOffset, base, next)
+		}
+		prev = a.LastOffset
+		out = append(out, a)
+	}
+	return out, nil
+}
+
 // load reads the entries and checks them against the segment's offsets
-// [base, next): whole entries, version 0, ordered, first <= last. A bad
-// file marks the index stale.
+// [base, next) (DecodeTxnIndex). A bad file marks the index stale.
 func (ti *txnIndex) load(base, next int64) error {
 	ti.entries = nil
 	if ti.stale {
@@ -125,22 +162,13 @@ func (ti *txnIndex) load(base, next int64) error {
 	if _, err := ti.f.ReadAt(buf, 0); err != nil && len(buf) > 0 {
 		return fmt.Errorf("read %s: %w", ti.name, err)
 	}
-	be := binary.BigEndian
-	prev := int64(-1)
-	for i := 0; i < len(buf); i += txnIndexEntrySize {
-		e := buf[i:]
-		a := AbortedTxn{
-			ProducerID:       int64(be.Uint64(e[2:])),
-			FirstOffset:      int64(be.Uint64(e[10:])),
-			LastOffset:       int64(be.Uint64(e[18:])),
-			LastStableOffset: int64(be.Uint64(e[26:])),
-		}
-		if be.Uint16(e) != 0 || a.LastOffset <= prev || a.LastOffset < base || a.LastOffset >= next || a.FirstOffset > a.LastOffset {
-			ti.entries, ti.stale = nil, true
-			return nil
-		}
-		prev = a.LastOffset
-		ti.entries = append(ti.entries, a)
+	entries, err := DecodeTxnIndex(buf, base, next)
+	if err != nil {
+		ti.stale = true
+		return nil
+	}
+	if len(entries) > 0 {
+		ti.entries = entries
 	}
 	return nil
 }
@@ -162,10 +190,7 @@ func (ti *txnIndex) add(e AbortedTxn) error {
 // rewrite replaces the file with the entries in memory (atomically) and
 // reopens it.
 func (ti *txnIndex) rewrite(fs FS, dir string) error {
-	var data []byte
-	for _, e := range ti.entries {
-		data = append(data, encodeAbortedTxn(e)...)
-	}
+	data := EncodeTxnIndex(ti.entries)
 	if err := writeFileAtomic(fs, dir, ti.name, data); err != nil {
 		return fmt.Errorf("rewrite %s: %w", ti.name, err)
 	}

@@ -58,8 +58,10 @@ package protocol
 // Tiered topics (remote.storage.enable, docs/tiered-storage.md): a consumer
 // fetch below the local log start is served from the slow tier
 // (fetchRemote; KAFKA_STORAGE_ERROR, retriable, when the bucket fails) and
-// LogStartOffset is the tier's start; replica fetches see the local log
-// only.
+// LogStartOffset is the tier's start; it carries the partition's LSO, and
+// a read_committed one the aborted transactions from the tier's copies of
+// the transaction indexes and the local log's. Replica fetches see the
+// local log only.
 //
 // WAL replication (wal.enable, docs/replication.md): a replica fetch
 // partition carrying the tagged field replica.TagWALPointers (v12+,
@@ -72,6 +74,7 @@ package protocol
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"time"
 
@@ -80,6 +83,7 @@ import (
 
 	"github.com/strata-dev/strata/broker"
 	"github.com/strata-dev/strata/broker/log"
+	"github.com/strata-dev/strata/broker/record"
 	"github.com/strata-dev/strata/broker/replica"
 	"github.com/strata-dev/strata/broker/traffic"
 )
@@ -480,7 +484,7 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 	if req.ReplicaID < 0 {
 		// Consumers read below the local log from the slow tier
 		// (tiered topics); followers start at the local log start.
-		if n, ok, err := fetchRemote(p, rp, sp, upTo, budget, first); ok {
+		if n, ok, err := fetchRemote(p, rp, sp, upTo, budget, first, req.IsolationLevel == 1); ok {
 			return n, err
 		}
 		start = p.StartOffset()
@@ -536,15 +540,23 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 
 // fetchRemote serves a consumer fetch below the local log start of a
 // tiered partition from the slow tier (broker/tier): whole batches of one
-// remote segment, as a local read. ok is false when the local log serves
-// the offset. A failed remote read is KAFKA_STORAGE_ERROR (retriable).
-func fetchRemote(p *broker.Partition, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, upTo int64, budget int, first bool) (int, bool, error) {
+// remote segment, as a local read, with the partition's LSO; a
+// read_committed fetch reads below the LSO and gets the aborted
+// transactions overlapping the records (from the tier's copies of the
+// segments' transaction indexes and the local log's). ok is false when
+// the local log serves the offset. A failed remote read is
+// KAFKA_STORAGE_ERROR (retriable).
+func fetchRemote(p *broker.Partition, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, upTo int64, budget int, first, readCommitted bool) (int, bool, error) {
 	maxBytes := min(int(rp.PartitionMaxBytes), budget)
 	if maxBytes <= 0 && !first {
 		if p.Tiered() == nil || rp.FetchOffset >= p.Log.StartOffset() {
 			return 0, false, nil
 		}
 		return 0, true, nil
+	}
+	lso := p.Log.LastStableOffset(sp.HighWatermark)
+	if readCommitted {
+		upTo = min(upTo, lso)
 	}
 	records, ok, err := p.ReadRemote(rp.FetchOffset, max(maxBytes, 1), upTo)
 	if !ok {
@@ -553,10 +565,43 @@ func fetchRemote(p *broker.Partition, rp kmsg.FetchRequestTopicPartition, sp *km
 	if err != nil {
 		return 0, true, err
 	}
-	sp.LastStableOffset, sp.LogStartOffset = sp.HighWatermark, p.StartOffset()
+	sp.LastStableOffset, sp.LogStartOffset = lso, p.StartOffset()
+	if readCommitted {
+		sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+	}
 	if !first && len(records) > maxBytes {
 		return 0, true, nil
 	}
+	if readCommitted && len(records) > 0 {
+		last, err := lastOffset(records)
+		if err != nil {
+			return 0, true, err
+		}
+		aborted, err := p.RemoteAbortedTxns(rp.FetchOffset, last+1)
+		if err != nil {
+			return 0, true, err
+		}
+		for _, a := range aborted {
+			t := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+			t.ProducerID, t.FirstOffset = a.ProducerID, a.FirstOffset
+			sp.AbortedTransactions = append(sp.AbortedTransactions, t)
+		}
+	}
 	sp.RecordBatches = records
 	return len(records), true, nil
+}
+
+// lastOffset returns the last offset of the last of whole batches (the
+// tier checked their frames and CRCs).
+func lastOffset(records []byte) (int64, error) {
+	last := int64(-1)
+	for pos := 0; pos < len(records); {
+		h, err := record.ParseHeader(records[pos:])
+		if err != nil || h.Size() <= 0 || pos+h.Size() > len(records) {
+			return -1, fmt.Errorf("%w: remote read returned a partial batch at byte %d", kerr.KafkaStorageError, pos)
+		}
+		last = h.LastOffset()
+		pos += h.Size()
+	}
+	return last, nil
 }

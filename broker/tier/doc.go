@@ -11,6 +11,9 @@
 //	segments/<base:020d>-<last:020d>-<epoch>.log   the batches, as in the leader's log
 //	  ... .log.index                               offset index, Kafka's 8-byte entries
 //	  ... .log.timeindex                           time index, Kafka's 12-byte entries
+//	  ... .log.txnindex                            aborted transactions whose marker is in
+//	                                               the segment (Kafka's 34-byte entries; only
+//	                                               when there are some)
 //
 // # Consistency
 //
@@ -29,5 +32,15 @@
 // Read finds the segment holding an offset in the cached manifest, the
 // batch position in its offset index, and reads whole batches through a
 // bounded LRU cache of aligned chunks (one ranged GET per chunk), checking
-// every batch's CRC-32C.
+// every batch's CRC-32C. AbortedTxns answers a read_committed read from
+// the segments' transaction indexes.
+//
+// # Transactions
+//
+// The caller uploads below the partition's last stable offset, so no
+// undecided transaction reaches the tier and each segment's transaction
+// index is final when uploaded. An entry lives with the segment of its
+// ABORT marker, possibly later than the transaction's data, and past the
+// tier's end in the local log: readers look through the following
+// segments and then the local log's index.
 package tier

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"sort"
 
+	"github.com/strata-dev/strata/broker/log"
 	"github.com/strata-dev/strata/broker/record"
 )
 
@@ -13,10 +14,16 @@ import (
 //
 //	.index      relativeOffset uint32 | position uint32   (8 bytes)
 //	.timeindex  timestamp int64 | relativeOffset uint32   (12 bytes)
+//	.txnindex   version int16 | producerId int64 | firstOffset int64 |
+//	            lastOffset int64 | lastStableOffset int64  (34 bytes)
 //
-// relative to the uploaded segment's BaseOffset and positions within its
-// data object. They are rebuilt from the uploaded bytes (which may start
-// inside a local segment), never copied from the local files.
+// offsets in .index and .timeindex relative to the uploaded segment's
+// BaseOffset, positions within its data object; .txnindex has absolute
+// offsets and holds the aborted transactions whose ABORT marker is in the
+// segment (only written when there is one). The offset and time indexes
+// are rebuilt from the uploaded bytes (which may start inside a local
+// segment), never copied from the local files; the transaction entries
+// are the local log's for the uploaded range.
 const (
 	offsetEntrySize = 8
 	timeEntrySize   = 12
@@ -33,11 +40,13 @@ type built struct {
 	data      []byte
 	index     []byte
 	timeIndex []byte
+	txnIndex  []byte // nil when no aborted transaction's marker is in it
 }
 
 // buildSegment checks every batch of data (frame and CRC-32C, increasing
-// offsets) and builds the indexes and the manifest entry.
-func buildSegment(data []byte, epoch int32) (*built, error) {
+// offsets) and builds the indexes and the manifest entry. aborted are the
+// local index entries whose ABORT marker is among the batches.
+func buildSegment(data []byte, epoch int32, aborted []log.AbortedTxn) (*built, error) {
 	b := &built{data: data}
 	s := &b.seg
 	s.BaseOffset, s.LastOffset, s.MaxTimestamp, s.LeaderEpoch = -1, -1, -1, epoch
@@ -80,10 +89,18 @@ func buildSegment(data []byte, epoch int32) (*built, error) {
 		b.timeIndex = binary.BigEndian.AppendUint64(b.timeIndex, uint64(s.MaxTimestamp))
 		b.timeIndex = binary.BigEndian.AppendUint32(b.timeIndex, uint32(maxTsOffset-s.BaseOffset))
 	}
+	if len(aborted) > 0 {
+		b.txnIndex = log.EncodeTxnIndex(aborted)
+		// The same check a reader makes: a marker outside the batches
+		// would be an entry no reader finds.
+		if _, err := log.DecodeTxnIndex(b.txnIndex, s.BaseOffset, s.LastOffset+1); err != nil {
+			return nil, fmt.Errorf("aborted-transaction entries of [%d, %d]: %w", s.BaseOffset, s.LastOffset, err)
+		}
+	}
 	s.Size = int64(len(data))
 	s.CRC = crc32.Checksum(data, castagnoli)
 	s.Key = segmentKey(s.BaseOffset, s.LastOffset, epoch)
-	s.IndexSize, s.TimeIndexSize = int64(len(b.index)), int64(len(b.timeIndex))
+	s.IndexSize, s.TimeIndexSize, s.TxnIndexSize = int64(len(b.index)), int64(len(b.timeIndex)), int64(len(b.txnIndex))
 	return b, nil
 }
 

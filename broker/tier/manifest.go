@@ -46,10 +46,17 @@ type Segment struct {
 	// MaxTimestamp is the largest batch MaxTimestamp, -1 when none.
 	MaxTimestamp int64 `json:"maxTimestamp"`
 	// Key is the data object's key below the partition prefix; the offset
-	// and time indexes are Key+".index" and Key+".timeindex".
+	// and time indexes are Key+".index" and Key+".timeindex", the
+	// aborted-transaction index Key+".txnindex".
 	Key           string `json:"key"`
 	IndexSize     int64  `json:"indexSize"`
 	TimeIndexSize int64  `json:"timeIndexSize"`
+	// TxnIndexSize is the length of the aborted-transaction index (the
+	// entries whose ABORT marker is in this segment, the local .txnindex
+	// format); 0 when it has none, and then no object is written.
+	// Manifests written before it existed have none: their segments read
+	// as holding no aborted transaction.
+	TxnIndexSize int64 `json:"txnIndexSize,omitempty"`
 }
 
 // empty reports whether the manifest was never written.
@@ -89,7 +96,7 @@ func (m *Manifest) check() error {
 	}
 	prev := int64(-1)
 	for i, s := range m.Segments {
-		if s.BaseOffset <= prev || s.LastOffset < s.BaseOffset || s.LastOffset >= m.EndOffset || s.Key == "" {
+		if s.BaseOffset <= prev || s.LastOffset < s.BaseOffset || s.LastOffset >= m.EndOffset || s.Key == "" || s.TxnIndexSize < 0 {
 			return fmt.Errorf("manifest segment %d [%d, %d] %q out of order (previous last %d, end %d)", i, s.BaseOffset, s.LastOffset, s.Key, prev, m.EndOffset)
 		}
 		prev = s.LastOffset
@@ -114,7 +121,7 @@ func decodeManifest(raw []byte) (*Manifest, error) {
 // Object keys, below tier/<cluster>/<topic>-<topicID>/<partition>/:
 //
 //	manifest/<leaderEpoch:010d>-<seq:020d>.json   one object per version
-//	segments/<base:020d>-<last:020d>-<epoch>.log   data (+ .index, .timeindex)
+//	segments/<base:020d>-<last:020d>-<epoch>.log   data (+ .index, .timeindex, .txnindex)
 //
 // Manifests list in (epoch, seq) order, so the newest is the last key: a
 // deposed leader's late writes (a lower epoch) sort below its successor's

@@ -141,6 +141,9 @@ type Source interface {
 	Segments() []log.SegmentInfo
 	Read(offset int64, maxBytes int, maxOffset int64) (log.ReadResult, error)
 	StartOffset() int64
+	// AbortedTxnsMarkedIn returns the aborted-transaction entries whose
+	// marker is in [from, next): uploaded with the batches of that range.
+	AbortedTxnsMarkedIn(from, next int64) []log.AbortedTxn
 }
 
 var _ Source = (*log.Log)(nil)
@@ -338,14 +341,19 @@ type UploadResult struct {
 	Deferred bool
 }
 
-// Upload copies the sealed segments of src wholly below hwm that the tier
-// does not hold yet, oldest first, each followed by a manifest version.
+// Upload copies the sealed segments of src wholly below upTo that the
+// tier does not hold yet, oldest first, each with its aborted-transaction
+// entries and followed by a manifest version. The caller passes the
+// partition's last stable offset (at most the high watermark): every
+// in-sync replica has the data, and no upload holds a transaction that is
+// still undecided (Kafka copies segments below the LSO only), so the
+// entries uploaded with a segment are final.
 // The first upload after a leadership change starts where the manifest
 // ends (possibly inside a local segment: only the batches from there go),
 // so a new leader never uploads a range that conflicts with what is
 // there. A failed call stops the round; the local segments stay until a
 // later round succeeds (Backoff tells when to try again).
-func (p *Partition) Upload(ctx context.Context, src Source, hwm int64, epoch int32) (UploadResult, error) {
+func (p *Partition) Upload(ctx context.Context, src Source, upTo int64, epoch int32) (UploadResult, error) {
 	p.writeMu.Lock()
 	defer p.writeMu.Unlock()
 	var res UploadResult
@@ -354,7 +362,7 @@ func (p *Partition) Upload(ctx context.Context, src Source, hwm int64, epoch int
 		res.Lag, res.Deferred = lag(src.Segments(), p.EndOffset()), true
 		return res, nil
 	}
-	res, err := p.upload(ctx, src, hwm, epoch)
+	res, err := p.upload(ctx, src, upTo, epoch)
 	if err != nil && !errors.Is(err, ErrFenced) {
 		p.t.uploadErrors.Add(1)
 	}
@@ -362,7 +370,7 @@ func (p *Partition) Upload(ctx context.Context, src Source, hwm int64, epoch int
 	return res, err
 }
 
-func (p *Partition) upload(ctx context.Context, src Source, hwm int64, epoch int32) (res UploadResult, err error) {
+func (p *Partition) upload(ctx context.Context, src Source, upTo int64, epoch int32) (res UploadResult, err error) {
 	segs := src.Segments()
 	defer func() { res.Lag = lag(segs, p.EndOffset()) }()
 	m, err := p.beginWrite(ctx, epoch)
@@ -375,7 +383,7 @@ func (p *Partition) upload(ctx context.Context, src Source, hwm int64, epoch int
 		m.EndOffset = max(m.EndOffset, src.StartOffset())
 	}
 	for _, s := range segs {
-		if !s.Sealed || s.Next > hwm || s.Next <= m.EndOffset {
+		if !s.Sealed || s.Next > upTo || s.Next <= m.EndOffset {
 			continue
 		}
 		from := max(s.Base, m.EndOffset, src.StartOffset())
@@ -387,7 +395,7 @@ func (p *Partition) upload(ctx context.Context, src Source, hwm int64, epoch int
 			m.EndOffset = s.Next
 			continue
 		}
-		b, err := buildSegment(data, epoch)
+		b, err := buildSegment(data, epoch, src.AbortedTxnsMarkedIn(from, s.Next))
 		if err != nil {
 			return res, fmt.Errorf("tier: local segment %d of %s: %w", s.Base, p.prefix, err)
 		}
@@ -397,10 +405,17 @@ func (p *Partition) upload(ctx context.Context, src Source, hwm int64, epoch int
 		// Data and indexes first, the manifest last: a crash in between
 		// leaves objects no manifest names (rewritten identically by the
 		// next attempt), never a manifest naming missing objects.
-		for _, o := range []struct {
+		objs := []struct {
 			key  string
 			data []byte
-		}{{b.seg.Key, b.data}, {b.seg.Key + ".index", b.index}, {b.seg.Key + ".timeindex", b.timeIndex}} {
+		}{{b.seg.Key, b.data}, {b.seg.Key + ".index", b.index}, {b.seg.Key + ".timeindex", b.timeIndex}}
+		if len(b.txnIndex) > 0 {
+			objs = append(objs, struct {
+				key  string
+				data []byte
+			}{b.seg.Key + txnIndexSuffix, b.txnIndex})
+		}
+		for _, o := range objs {
 			if err := p.t.store.Put(ctx, p.prefix+o.key, o.data); err != nil {
 				return res, fmt.Errorf("tier: upload %s: %w", o.key, err)
 			}
@@ -531,10 +546,14 @@ func (p *Partition) dropOldest(ctx context.Context, m *Manifest, n int, epoch in
 	}
 	var keys []string
 	for _, s := range doomed {
-		keys = append(keys, p.prefix+s.Key, p.prefix+s.Key+".index", p.prefix+s.Key+".timeindex")
-		for _, k := range keys[len(keys)-3:] {
+		objs := []string{p.prefix + s.Key, p.prefix + s.Key + ".index", p.prefix + s.Key + ".timeindex"}
+		if s.TxnIndexSize > 0 {
+			objs = append(objs, p.prefix+s.Key+txnIndexSuffix)
+		}
+		for _, k := range objs {
 			p.t.cache.forget(k)
 		}
+		keys = append(keys, objs...)
 	}
 	p.t.deletedSegments.Add(int64(len(doomed)))
 	if err := objstore.DeleteAll(ctx, p.t.store, keys); err != nil {
@@ -634,6 +653,60 @@ func (p *Partition) read(ctx context.Context, offset int64, maxBytes int, maxOff
 		}
 	}
 	return out, nil
+}
+
+// txnIndexSuffix names a segment's aborted-transaction index object.
+const txnIndexSuffix = ".txnindex"
+
+// AbortedTxns returns the aborted transactions recorded in the tier that
+// overlap [from, upTo) (marker at or after from, first offset below
+// upTo), ordered by marker offset, for a read_committed fetch served from
+// the tier. An entry lives with the segment holding its marker, which may
+// be later than the data's, so the segments from the one holding from on
+// are searched; the search stops at an entry whose LastStableOffset
+// reaches upTo (every later transaction started after upTo), and then
+// done is true. Otherwise the entries whose marker is at or after end
+// (the tier's end offset) are in the local log's index: the caller
+// continues there. Segments uploaded without an index contribute none.
+func (p *Partition) AbortedTxns(ctx context.Context, from, upTo int64) (out []log.AbortedTxn, end int64, done bool, err error) {
+	m, ok := p.Manifest()
+	if !ok {
+		if m, err = p.Load(ctx); err != nil {
+			p.t.readErrors.Add(1)
+			return nil, 0, false, err
+		}
+	}
+	i := m.segmentFor(from)
+	if i < 0 {
+		return nil, m.EndOffset, false, nil
+	}
+	for _, s := range m.Segments[i:] {
+		if s.TxnIndexSize == 0 {
+			continue
+		}
+		raw, err := p.object(ctx, s.Key+txnIndexSuffix, s.TxnIndexSize)
+		if err != nil {
+			p.t.readErrors.Add(1)
+			return nil, 0, false, err
+		}
+		entries, err := log.DecodeTxnIndex(raw, s.BaseOffset, s.LastOffset+1)
+		if err != nil {
+			p.t.readErrors.Add(1)
+			return nil, 0, false, fmt.Errorf("tier: %s%s%s: %w", p.prefix, s.Key, txnIndexSuffix, err)
+		}
+		for _, e := range entries {
+			if e.LastOffset < from {
+				continue
+			}
+			if e.FirstOffset < upTo {
+				out = append(out, e)
+			}
+			if e.LastStableOffset >= upTo {
+				return out, m.EndOffset, true, nil
+			}
+		}
+	}
+	return out, m.EndOffset, false, nil
 }
 
 // object returns a whole (small) object through the cache.

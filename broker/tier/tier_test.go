@@ -309,3 +309,154 @@ func TestRetentionAndDeleteRecords(t *testing.T) {
 		t.Fatalf("OffsetForTimestamp = %d, %d, %v, %v; want 22, 1071", off, ts, ok, err)
 	}
 }
+
+// appendTxn appends one transactional batch of 3 records of producer pid
+// (epoch 0) as leader and returns its base offset.
+func appendTxn(t *testing.T, l *log.Log, pid int64, seq int32, ts int64) int64 {
+	t.Helper()
+	spec := record.DefaultSpec()
+	spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence, spec.Transactional, spec.BaseTimestamp = pid, 0, seq, true, ts
+	recs := make([]record.Record, 3)
+	for j := range recs {
+		recs[j] = record.Record{Value: bytes.Repeat([]byte{'t'}, 100)}
+	}
+	b, err := record.Build(spec, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.AppendAsLeader([]record.Batch{b}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.BaseOffset
+}
+
+// endTxn appends pid's COMMIT or ABORT marker as leader and returns its
+// offset.
+func endTxn(t *testing.T, l *log.Log, pid int64, commit bool, ts int64) int64 {
+	t.Helper()
+	typ := record.ControlAbort
+	if commit {
+		typ = record.ControlCommit
+	}
+	b, err := record.BuildMarker(pid, 0, record.Marker{Type: typ, CoordinatorEpoch: 1}, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.AppendAsLeader([]record.Batch{b}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.BaseOffset
+}
+
+// TestAbortedTxnsInTier: each uploaded segment carries the entries of the
+// aborted transactions whose marker it holds (.txnindex); the tier's
+// entries followed by the local log's from the tier's end on are exactly
+// what the local log's index answers, for every range, also for a
+// transaction whose data is in the tier and whose marker is not; retention
+// and DeleteRecords delete the index objects with their segments and the
+// answers stay consistent for what remains.
+func TestAbortedTxnsInTier(t *testing.T) {
+	srv := s3server.Start(t, bucket)
+	ctx := context.Background()
+	st := newStore(t, srv)
+	now := time.UnixMilli(1_000_000)
+	newTier := func() *tier.Partition {
+		return tier.New(st, tier.Config{Cluster: "c", ChunkBytes: 1024, CacheBytes: 8 << 10, Clock: func() time.Time { return now }}, logr.Discard()).Partition("t", "id", 0)
+	}
+	l := openLog(t, 2000)
+	seqs := map[int64]int32{}
+	data := func(pid int64, ts int64) int64 {
+		off := appendTxn(t, l, pid, seqs[pid], ts)
+		seqs[pid] += 3
+		return off
+	}
+	// A (aborted) spans several segments, its marker after B's (aborted)
+	// and C's (committed); D (aborted) is short; Z (aborted) has its data
+	// below the upload bound and its marker above it (in the active
+	// segment).
+	data(1, 1_000)
+	appendN(t, l, 6, 0, 1_000)
+	data(2, 1_100)
+	data(3, 1_100)
+	data(1, 1_100)
+	endTxn(t, l, 2, false, 1_200)
+	appendN(t, l, 6, 0, 1_200)
+	endTxn(t, l, 3, true, 1_300)
+	endTxn(t, l, 1, false, 1_300)
+	data(4, 1_400)
+	endTxn(t, l, 4, false, 1_400)
+	appendN(t, l, 6, 0, 1_500)
+	zFirst := data(9, 1_600)
+	appendN(t, l, 12, 0, 1_600)
+	zMarker := endTxn(t, l, 9, false, 1_700)
+
+	p := newTier()
+	if _, err := p.Upload(ctx, l, l.LastStableOffset(l.EndOffset()), 0); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := p.Manifest()
+	if m.EndOffset <= zFirst || m.EndOffset > zMarker {
+		t.Fatalf("test setup: tier ends at %d, want Z's data (from %d) in it and its marker (%d) not", m.EndOffset, zFirst, zMarker)
+	}
+	withIndex := 0
+	for _, s := range m.Segments {
+		if s.TxnIndexSize%34 != 0 {
+			t.Fatalf("segment %d: transaction index of %d bytes", s.BaseOffset, s.TxnIndexSize)
+		}
+		if s.TxnIndexSize > 0 {
+			withIndex++
+		}
+	}
+	if withIndex == 0 || withIndex == len(m.Segments) {
+		t.Fatalf("test setup: %d of %d uploaded segments hold an ABORT marker, want some", withIndex, len(m.Segments))
+	}
+
+	// The tier's answer completed by the local log's is the local log's.
+	check := func(p *tier.Partition, start int64) {
+		t.Helper()
+		for from := start; from < m.EndOffset; from++ {
+			for upTo := from + 1; upTo <= l.EndOffset(); upTo++ {
+				remote, end, done, err := p.AbortedTxns(ctx, from, upTo)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !done {
+					remote = append(remote, l.AbortedTxns(max(from, end), upTo)...)
+				}
+				if want := l.AbortedTxns(from, upTo); fmt.Sprint(remote) != fmt.Sprint(want) {
+					t.Fatalf("aborted transactions in [%d, %d): tier + local %v, local log %v", from, upTo, remote, want)
+				}
+			}
+		}
+	}
+	check(newTier(), 0)
+	if got := l.AbortedTxns(0, zFirst+1); len(got) == 0 || got[len(got)-1].ProducerID != 9 {
+		t.Fatalf("test setup: the local log's aborted transactions overlapping Z's start are %v, want Z's last", got)
+	}
+
+	// DeleteRecords past the first segments: their objects go, the index
+	// objects included; the answers stay those of the local log.
+	cut := m.Segments[2].BaseOffset + 1
+	if err := p.DeleteRecordsBefore(ctx, 0, cut); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range m.Segments[:2] {
+		for _, suffix := range []string{"", ".index", ".timeindex", ".txnindex"} {
+			if _, err := st.Head(ctx, p.Prefix()+s.Key+suffix); !errors.Is(err, objstore.ErrNotFound) {
+				t.Fatalf("%s%s of a segment below the start still stored: %v", s.Key, suffix, err)
+			}
+		}
+	}
+	check(newTier(), cut)
+
+	// Retention drops everything: no segment object is left.
+	if n, err := p.ApplyRetention(ctx, 0, tier.RetentionPolicy{RetentionMs: 100 * time.Millisecond, RetentionBytes: -1}); err != nil || n == 0 {
+		t.Fatalf("retention dropped %d segments: %v", n, err)
+	}
+	objs, err := st.List(ctx, p.Prefix()+"segments/")
+	if err != nil || len(objs) != 0 {
+		t.Fatalf("%d segment objects left after retention dropped every segment (%v)", len(objs), err)
+	}
+}

@@ -170,7 +170,7 @@ func printTierReport(w io.Writer, r tierReport) {
 	fmt.Fprintf(w, "%s\n", r.Prefix)
 	fmt.Fprintf(w, "  manifest  epoch %d seq %d, offsets [%d, %d), %d segments, %d bytes\n", m.LeaderEpoch, m.Seq, m.StartOffset, m.EndOffset, len(m.Segments), m.Size())
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "  BASE\tLAST\tEPOCH\tBYTES\tCRC\tMAX TIMESTAMP\tKEY\tSTATUS")
+	fmt.Fprintln(tw, "  BASE\tLAST\tEPOCH\tBYTES\tCRC\tABORTED TXNS\tMAX TIMESTAMP\tKEY\tSTATUS")
 	for _, s := range m.Segments {
 		ts := "-"
 		if s.MaxTimestamp >= 0 {
@@ -180,7 +180,9 @@ func printTierReport(w io.Writer, r tierReport) {
 		if r.Verified != nil {
 			status = r.Verified[s.Key]
 		}
-		fmt.Fprintf(tw, "  %d\t%d\t%d\t%d\t%08x\t%s\t%s\t%s\n", s.BaseOffset, s.LastOffset, s.LeaderEpoch, s.Size, s.CRC, ts, s.Key, status)
+		// Entries of the segment's .txnindex (34 bytes each).
+		aborted := s.TxnIndexSize / 34
+		fmt.Fprintf(tw, "  %d\t%d\t%d\t%d\t%08x\t%d\t%s\t%s\t%s\n", s.BaseOffset, s.LastOffset, s.LeaderEpoch, s.Size, s.CRC, aborted, ts, s.Key, status)
 	}
 	tw.Flush()
 }
