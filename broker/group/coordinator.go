@@ -46,6 +46,13 @@ type Config struct {
 	// Owns reports whether this broker coordinates group; nil means every
 	// group. Requests for other groups get NOT_COORDINATOR.
 	Owns func(group string) bool
+	// OwnershipEpoch changes whenever the placement of groups may have
+	// changed (the live broker set changed, a cluster). A group last read
+	// under another epoch is read again from the store (GroupLoader)
+	// before use: the coordinator that takes a group over serves the
+	// offsets its previous coordinator committed, not what this broker
+	// loaded at start. Nil: placement never changes (a standalone broker).
+	OwnershipEpoch func() uint64
 	// PartitionExists reports whether a topic partition exists; nil means
 	// every partition does. Commits to unknown partitions get
 	// UNKNOWN_TOPIC_OR_PARTITION.
@@ -155,6 +162,22 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 		}
 		c.log.V(1).Info("loaded group membership", "groups", len(groups))
 	}
+	if ts, ok := cfg.Store.(TxnOffsetStore); ok {
+		pending, err := ts.LoadPending(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("group: load pending transactional offsets: %w", err)
+		}
+		for id, byPID := range pending {
+			g := c.groups[id]
+			if g == nil {
+				g = c.newGroup(id)
+				c.groups[id] = g
+			}
+			g.mu.Lock()
+			g.restorePending(byPID)
+			g.mu.Unlock()
+		}
+	}
 	c.log.V(1).Info("loaded committed offsets", "groups", len(loaded))
 	if cfg.OffsetsRetention > 0 {
 		c.mu.Lock()
@@ -207,22 +230,79 @@ func (c *Coordinator) lookup(id string, create bool) *group {
 }
 
 // lockGroup returns the group locked, or nil. A group found Dead (deleted
-// concurrently) is reported as absent.
+// concurrently) is reported as absent. With an OwnershipEpoch, a group not
+// read under the current epoch is read from the store first.
 func (c *Coordinator) lockGroup(id string, create bool) *group {
+	follow := c.cfg.OwnershipEpoch != nil
 	for {
-		g := c.lookup(id, create)
+		g := c.lookup(id, create || follow)
 		if g == nil {
 			return nil
 		}
 		g.mu.Lock()
-		if g.state != stateDead {
-			return g
+		if g.state == stateDead {
+			g.mu.Unlock()
+			if !create {
+				return nil
+			}
+			continue
 		}
-		g.mu.Unlock()
-		if !create {
-			return nil
+		if follow {
+			if epoch := c.cfg.OwnershipEpoch(); g.loadedEpoch != epoch {
+				if err := c.reload(g); err != nil {
+					g.mu.Unlock()
+					c.log.Error(err, "reading group from the store", "group", id)
+					return nil
+				}
+				g.loadedEpoch = epoch
+			}
+			if !create && g.unused() {
+				g.mu.Unlock()
+				c.dropIfUnused(id)
+				return nil
+			}
 		}
+		return g
 	}
+}
+
+// GroupLoader is implemented by an OffsetStore shared by several brokers
+// (etcd): it reads one group's durable state.
+type GroupLoader interface {
+	// LoadGroup returns the group's committed offsets, its membership
+	// (nil when none is stored) and its pending transactional offsets
+	// per producer ID.
+	LoadGroup(ctx context.Context, group string) ([]OffsetCommit, *GroupMetadata, map[int64][]OffsetCommit, error)
+}
+
+// reload replaces the group's offsets, pending transactional offsets and,
+// unless members are in the group here, its membership with the store's.
+// Callers hold g.mu.
+func (c *Coordinator) reload(g *group) error {
+	loader, ok := c.store.(GroupLoader)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offsets, md, pending, err := loader.LoadGroup(ctx, g.id)
+	if err != nil {
+		return err
+	}
+	clear(g.offsets)
+	for _, oc := range offsets {
+		g.offsets[TopicPartition{oc.Topic, oc.Partition}] = oc
+	}
+	g.restorePending(pending)
+	if md != nil && len(g.members) == 0 && g.state == stateEmpty {
+		g.restoreMembership(*md)
+	}
+	return nil
+}
+
+// unused reports whether the group holds nothing. Callers hold g.mu.
+func (g *group) unused() bool {
+	return g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0 && len(g.offsets) == 0 && len(g.txnOffsets) == 0 && g.generation == 0
 }
 
 // dropIfUnused removes a group that has no members and no offsets, such
@@ -236,7 +316,7 @@ func (c *Coordinator) dropIfUnused(id string) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0 && len(g.offsets) == 0 && g.generation == 0 {
+	if g.unused() {
 		g.state = stateDead
 		delete(c.groups, id)
 	}

@@ -30,8 +30,12 @@
 // unchanged; the old member id is fenced), session timeouts, rebalance
 // timeouts (members that do not rejoin, or do not sync, in time are
 // removed), group.initial.rebalance.delay.ms, KIP-814 SkipAssignment.
-// Not supported: the KIP-848 consumer protocol (ConsumerGroupHeartbeat),
-// transactional offset commits, offset retention expiry.
+// Transactional offset commits (TxnOffsetCommit, txn.go) are kept pending
+// per producer ID, persisted, and become committed offsets (or are
+// dropped) when the transaction coordinator's marker arrives
+// (CompleteTxn); OffsetFetch with RequireStable answers
+// UNSTABLE_OFFSET_COMMIT for their partitions meanwhile.
+// Not supported: the KIP-848 consumer protocol (ConsumerGroupHeartbeat).
 //
 // # Concurrency
 //
@@ -58,5 +62,9 @@
 // # Placement
 //
 // CoordinatorFor maps a group id to one of the live brokers (rendezvous
-// hashing), so that coordination can move on failover.
+// hashing), so that coordination can move on failover. A cluster sets
+// Config.OwnershipEpoch: when the live broker set changed, a group is read
+// again from the shared store (GroupLoader) before it is served, so the
+// broker that takes a group over serves what its previous coordinator
+// committed.
 package group

@@ -30,6 +30,9 @@ import (
 //	kind 2 (delete offsets):  n:uint32 { topic:str16 partition:int32 }[n]
 //	kind 3 (delete group):    (empty) — removes offsets and membership
 //	kind 4 (group membership): JSON of GroupMetadata to the end of the payload
+//	kind 5 (pending transactional commit): producerID:int64 n:uint32 { as kind 1 }[n]
+//	kind 6 (transaction end):  producerID:int64 commit:uint8 — pending commits of
+//	                           the producer become commits (1) or are dropped (0)
 //	str16 := len:uint16 bytes;  str32 := len:uint32 bytes
 //
 // Recovery replays the log. A torn tail — a record cut short by a crash,
@@ -56,11 +59,12 @@ type FileStore struct {
 	size     int64    // bytes in the log file; guarded by io
 	liveSize int64    // size right after the last compaction; guarded by io
 
-	mu     sync.Mutex // guards state, groups, queue, closed
-	state  offsetState
-	groups map[string]GroupMetadata
-	queue  []*pendingWrite
-	closed bool
+	mu      sync.Mutex // guards state, groups, pending, queue, closed
+	state   offsetState
+	groups  map[string]GroupMetadata
+	pending pendingState
+	queue   []*pendingWrite
+	closed  bool
 }
 
 // pendingWrite is one record waiting for the next group commit.
@@ -82,6 +86,8 @@ const (
 	kindDeleteOffsets = 2
 	kindDeleteGroup   = 3
 	kindGroupMetadata = 4
+	kindTxnPending    = 5
+	kindTxnEnd        = 6
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -113,14 +119,14 @@ func OpenFileStore(dir string) (*FileStore, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("group: read offsets log: %w", err)
 	}
-	s := &FileStore{CompactMinBytes: 1 << 20, CompactRatio: 4, dir: dir, state: offsetState{}, groups: map[string]GroupMetadata{}}
+	s := &FileStore{CompactMinBytes: 1 << 20, CompactRatio: 4, dir: dir, state: offsetState{}, groups: map[string]GroupMetadata{}, pending: pendingState{}}
 	if len(data) == 0 {
 		if err := s.rewrite(); err != nil {
 			return nil, err
 		}
 		return s, nil
 	}
-	good, err := replay(path, data, s.state, s.groups)
+	good, err := replay(path, data, s.state, s.groups, s.pending)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +154,7 @@ func OpenFileStore(dir string) (*FileStore, error) {
 
 // replay applies the records of data to state and returns the length of
 // the valid prefix.
-func replay(path string, data []byte, state offsetState, groups map[string]GroupMetadata) (int64, error) {
+func replay(path string, data []byte, state offsetState, groups map[string]GroupMetadata, pending pendingState) (int64, error) {
 	if len(data) < fileHeaderLen {
 		// The header is written by rename, never appended: a short
 		// header is damage, not a torn write.
@@ -181,7 +187,7 @@ func replay(path string, data []byte, state offsetState, groups map[string]Group
 			}
 			return 0, &CorruptionError{path, pos, "record CRC mismatch"}
 		}
-		if err := applyRecord(payload, state, groups); err != nil {
+		if err := applyRecord(payload, state, groups, pending); err != nil {
 			return 0, &CorruptionError{path, pos, err.Error()}
 		}
 		pos = end
@@ -229,7 +235,53 @@ func (s *FileStore) DeleteGroup(_ context.Context, group string) error {
 	return s.append(encodeHead(nil, kindDeleteGroup, group), func() {
 		delete(s.state, group)
 		delete(s.groups, group)
+		delete(s.pending, group)
 	})
+}
+
+// CommitPending implements TxnOffsetStore.
+func (s *FileStore) CommitPending(_ context.Context, group string, producerID int64, commits []OffsetCommit) error {
+	if len(commits) == 0 {
+		return nil
+	}
+	return s.append(encodeTxnPending(group, producerID, commits), func() { s.pending.add(group, producerID, commits) })
+}
+
+// CompletePending implements TxnOffsetStore.
+func (s *FileStore) CompletePending(_ context.Context, group string, producerID int64, commit bool) error {
+	return s.append(encodeTxnEnd(group, producerID, commit), func() { applyTxnEnd(s.state, s.pending, group, producerID, commit) })
+}
+
+// LoadPending implements TxnOffsetStore.
+func (s *FileStore) LoadPending(context.Context) (map[string]map[int64][]OffsetCommit, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	return s.pending.snapshot(), nil
+}
+
+func applyTxnEnd(state offsetState, pending pendingState, group string, producerID int64, commit bool) {
+	cs := pending.complete(group, producerID)
+	if commit && len(cs) > 0 {
+		state.commit(group, cs)
+	}
+}
+
+func encodeTxnPending(group string, producerID int64, cs []OffsetCommit) []byte {
+	dst := encodeHead(nil, kindTxnPending, group)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(producerID))
+	return appendCommits(dst, cs)
+}
+
+func encodeTxnEnd(group string, producerID int64, commit bool) []byte {
+	dst := encodeHead(nil, kindTxnEnd, group)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(producerID))
+	if commit {
+		return append(dst, 1)
+	}
+	return append(dst, 0)
 }
 
 // SaveGroup implements MembershipStore.
@@ -386,6 +438,11 @@ func (s *FileStore) rewrite() error {
 	for group, cs := range snap {
 		payloads = append(payloads, encodeCommit(nil, group, cs))
 	}
+	for group, byPID := range s.pending.snapshot() {
+		for pid, cs := range byPID {
+			payloads = append(payloads, encodeTxnPending(group, pid, cs))
+		}
+	}
 	for group, md := range s.groups {
 		payload, err := encodeGroupMetadata(group, md)
 		if err != nil {
@@ -445,7 +502,10 @@ func encodeHead(dst []byte, kind byte, group string) []byte {
 }
 
 func encodeCommit(dst []byte, group string, cs []OffsetCommit) []byte {
-	dst = encodeHead(dst, kindCommit, group)
+	return appendCommits(encodeHead(dst, kindCommit, group), cs)
+}
+
+func appendCommits(dst []byte, cs []OffsetCommit) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(cs)))
 	for _, c := range cs {
 		dst = appendStr16(dst, c.Topic)
@@ -524,28 +584,54 @@ func (d *decoder) u64() uint64 {
 func (d *decoder) str16() string { return string(d.take(int(d.u16()))) }
 func (d *decoder) str32() string { return string(d.take(int(d.u32()))) }
 
-func applyRecord(payload []byte, state offsetState, groups map[string]GroupMetadata) error {
+func (d *decoder) commits() ([]OffsetCommit, error) {
+	n := int(d.u32())
+	if d.err == nil && n > len(d.b)/26 { // 26 = smallest encoded commit
+		return nil, fmt.Errorf("commit count %d exceeds payload", n)
+	}
+	cs := make([]OffsetCommit, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		c := OffsetCommit{Topic: d.str16()}
+		c.Partition = int32(d.u32())
+		c.Offset = int64(d.u64())
+		c.LeaderEpoch = int32(d.u32())
+		c.CommitTimeMillis = int64(d.u64())
+		c.Metadata = d.str32()
+		cs = append(cs, c)
+	}
+	return cs, nil
+}
+
+func applyRecord(payload []byte, state offsetState, groups map[string]GroupMetadata, pending pendingState) error {
 	d := &decoder{b: payload}
 	kind := d.u8()
 	group := d.str16()
 	switch kind {
 	case kindCommit:
-		n := int(d.u32())
-		if d.err == nil && n > len(d.b)/26 { // 26 = smallest encoded commit
-			return fmt.Errorf("commit count %d exceeds payload", n)
-		}
-		cs := make([]OffsetCommit, 0, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			c := OffsetCommit{Topic: d.str16()}
-			c.Partition = int32(d.u32())
-			c.Offset = int64(d.u64())
-			c.LeaderEpoch = int32(d.u32())
-			c.CommitTimeMillis = int64(d.u64())
-			c.Metadata = d.str32()
-			cs = append(cs, c)
+		cs, err := d.commits()
+		if err != nil {
+			return err
 		}
 		if d.err == nil {
 			state.commit(group, cs)
+		}
+	case kindTxnPending:
+		pid := int64(d.u64())
+		cs, err := d.commits()
+		if err != nil {
+			return err
+		}
+		if d.err == nil {
+			pending.add(group, pid, cs)
+		}
+	case kindTxnEnd:
+		pid := int64(d.u64())
+		commit := d.u8()
+		if d.err == nil {
+			if commit > 1 {
+				return fmt.Errorf("transaction end flag %d", commit)
+			}
+			applyTxnEnd(state, pending, group, pid, commit == 1)
 		}
 	case kindDeleteOffsets:
 		n := int(d.u32())
@@ -565,6 +651,7 @@ func applyRecord(payload []byte, state offsetState, groups map[string]GroupMetad
 		if d.err == nil {
 			delete(state, group)
 			delete(groups, group)
+			delete(pending, group)
 		}
 	case kindGroupMetadata:
 		if d.err == nil {

@@ -61,6 +61,12 @@ type group struct {
 	syncTimer      timerSlot // pending SyncGroup expiry
 
 	offsets map[TopicPartition]OffsetCommit
+	// txnOffsets are transactional commits (TxnOffsetCommit) not yet
+	// committed or aborted, per producer ID (txn.go).
+	txnOffsets map[int64]map[TopicPartition]OffsetCommit
+	// loadedEpoch is the Config.OwnershipEpoch the group was last read
+	// from the store under.
+	loadedEpoch uint64
 	// emptySince is when the group last became Empty (offset retention).
 	emptySince time.Time
 }
@@ -121,6 +127,7 @@ func (c *Coordinator) newGroup(id string) *group {
 		static:     make(map[string]string),
 		pending:    make(map[string]*timerSlot),
 		offsets:    make(map[TopicPartition]OffsetCommit),
+		txnOffsets: make(map[int64]map[TopicPartition]OffsetCommit),
 	}
 }
 

@@ -149,7 +149,7 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 					topics = append(topics, kmsg.OffsetFetchRequestTopic{Topic: t.Topic, Partitions: t.Partitions})
 				}
 			}
-			code, fetched := c.fetchOffsets(rg.Group, topics)
+			code, fetched := c.fetchOffsets(rg.Group, topics, req.RequireStable)
 			og := kmsg.NewOffsetFetchResponseGroup()
 			og.Group = rg.Group
 			og.ErrorCode = code
@@ -171,7 +171,7 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 	if req.Version < 2 && topics == nil {
 		topics = []kmsg.OffsetFetchRequestTopic{} // v0/v1 cannot ask for all
 	}
-	code, fetched := c.fetchOffsets(req.Group, topics)
+	code, fetched := c.fetchOffsets(req.Group, topics, req.Version >= 7 && req.RequireStable)
 	if req.Version >= 2 {
 		resp.ErrorCode = code
 	} else if code != 0 {
@@ -186,8 +186,11 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 }
 
 // fetchOffsets returns a group-level error code and the offsets of the
-// requested topics (nil topics: every committed partition).
-func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequestTopic) (int16, []kmsg.OffsetFetchResponseTopic) {
+// requested topics (nil topics: every committed partition). With
+// requireStable (OffsetFetch v7+, KIP-447) a partition a transaction has
+// pending offsets for answers UNSTABLE_OFFSET_COMMIT: the client retries
+// until the transaction ended.
+func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequestTopic, requireStable bool) (int16, []kmsg.OffsetFetchResponseTopic) {
 	unknown := func(code int16) []kmsg.OffsetFetchResponseTopic {
 		var out []kmsg.OffsetFetchResponseTopic
 		for _, t := range topics {
@@ -240,6 +243,9 @@ func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequ
 			meta := ""
 			if oc, ok := g.offsets[TopicPartition{t.Topic, p}]; ok {
 				rp.Offset, rp.LeaderEpoch, meta = oc.Offset, oc.LeaderEpoch, oc.Metadata
+			}
+			if requireStable && g.hasPendingTxn(TopicPartition{t.Topic, p}) {
+				rp.Offset, rp.ErrorCode = -1, kerr.UnstableOffsetCommit.Code
 			}
 			rp.Metadata = &meta
 			rt.Partitions = append(rt.Partitions, rp)

@@ -50,11 +50,12 @@ type MemoryStore struct {
 	mu      sync.Mutex
 	offsets offsetState
 	groups  map[string]GroupMetadata
+	pending pendingState
 }
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{offsets: offsetState{}, groups: map[string]GroupMetadata{}}
+	return &MemoryStore{offsets: offsetState{}, groups: map[string]GroupMetadata{}, pending: pendingState{}}
 }
 
 // SaveGroup implements MembershipStore.
@@ -108,6 +109,7 @@ func (s *MemoryStore) DeleteGroup(_ context.Context, group string) error {
 	defer s.mu.Unlock()
 	delete(s.offsets, group)
 	delete(s.groups, group)
+	delete(s.pending, group)
 	return nil
 }
 

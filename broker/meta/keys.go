@@ -20,6 +20,8 @@ import (
 //	/strata/<cluster>/meta/broker-configs/default      cluster-wide dynamic broker config defaults
 //	/strata/<cluster>/offsets/...                      consumer group offsets
 //	/strata/<cluster>/groups/...                       consumer group membership
+//	/strata/<cluster>/txn-offsets/...                  pending transactional offset commits (broker/meta/offsets)
+//	/strata/<cluster>/transactions/<id>                transaction coordinator state (broker/meta/txnstate; id path-escaped)
 //	/strata/<cluster>/credentials/scram/<user>         SCRAM credentials (auth.UserCredentials JSON; user path-escaped)
 //	/strata/<cluster>/credentials/acls/<hash>           one ACL binding (auth.Binding JSON; hash: SHA-256 of it, 128 bits)
 type keys struct {
@@ -27,6 +29,8 @@ type keys struct {
 	offsets     string // /strata/<cluster>/offsets/
 	groups      string // /strata/<cluster>/groups/
 	credentials string // /strata/<cluster>/credentials/
+	txnOffsets  string // /strata/<cluster>/txn-offsets/
+	txns        string // /strata/<cluster>/transactions/
 }
 
 // newKeys accepts a cluster name, or several '/'-separated segments (the
@@ -34,12 +38,13 @@ type keys struct {
 // /strata/<namespace>/<name>/).
 func newKeys(cluster string) (keys, error) {
 	for _, seg := range strings.Split(cluster, "/") {
-		if seg == "" || seg == "meta" || seg == "offsets" || seg == "groups" || seg == "credentials" || strings.ContainsAny(seg, " \t\n") {
-			return keys{}, fmt.Errorf("cluster name %q: must be non-empty '/'-separated segments without spaces (and no segment named meta, offsets, groups or credentials)", cluster)
+		if seg == "" || seg == "meta" || seg == "offsets" || seg == "groups" || seg == "credentials" || seg == "txn-offsets" || seg == "transactions" || strings.ContainsAny(seg, " \t\n") {
+			return keys{}, fmt.Errorf("cluster name %q: must be non-empty '/'-separated segments without spaces (and no segment named meta, offsets, groups, credentials, txn-offsets or transactions)", cluster)
 		}
 	}
 	base := "/strata/" + cluster + "/"
-	return keys{root: base + "meta/", offsets: base + "offsets/", groups: base + "groups/", credentials: base + "credentials/"}, nil
+	return keys{root: base + "meta/", offsets: base + "offsets/", groups: base + "groups/", credentials: base + "credentials/",
+		txnOffsets: base + "txn-offsets/", txns: base + "transactions/"}, nil
 }
 
 func (k keys) version() string              { return k.root + "version" }

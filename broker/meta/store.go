@@ -64,6 +64,14 @@ func (s *Store) Client() *clientv3.Client { return s.client }
 // outside the watched metadata prefix.
 func (s *Store) OffsetsPrefix() string { return s.keys.offsets }
 
+// TxnOffsetsPrefix is the key prefix reserved for pending transactional
+// offset commits, beside the offsets (not watched).
+func (s *Store) TxnOffsetsPrefix() string { return s.keys.txnOffsets }
+
+// TransactionsPrefix is the key prefix reserved for the transaction
+// coordinators' state (not watched).
+func (s *Store) TransactionsPrefix() string { return s.keys.txns }
+
 // GroupsPrefix is the key prefix reserved for consumer-group membership,
 // also outside the watched metadata prefix.
 func (s *Store) GroupsPrefix() string { return s.keys.groups }

@@ -7,9 +7,8 @@ package protocol
 // live brokers (every broker computes the same owner from the same cluster
 // view); with a single broker that is this broker. v4+ resolves a
 // batch of keys (CoordinatorKeys), each with its own error. Other key types
-// (share groups, KIP-932) get INVALID_REQUEST. Transactions themselves are
-// not served by this broker; type 1 is answered only so that clients get
-// the transaction API's own error rather than a lookup failure.
+// (share groups, KIP-932) get INVALID_REQUEST. Transactional IDs are
+// coordinated by broker/txn on the broker named here.
 
 import (
 	"context"

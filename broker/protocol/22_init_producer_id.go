@@ -6,9 +6,16 @@ package protocol
 // never handed out before (Env.ProducerIDs; on a single broker a block
 // allocator persisted in the data directory), with epoch 0. KIP-360 (v3+): a
 // producer that presents its current ID and epoch gets the epoch bumped
-// (a fresh ID when the epoch would overflow). Transactional IDs are not
-// supported: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, a fatal error that
-// clients report plainly instead of retrying.
+// (a fresh ID when the epoch would overflow).
+//
+// With a transactional ID the transaction coordinator (Env.Txns, package
+// broker/txn) answers: TRANSACTIONAL_ID WRITE is required, the timeout must
+// be within transaction.max.timeout.ms (else INVALID_TRANSACTION_TIMEOUT),
+// the epoch is bumped (fencing older producers of the ID), an ongoing
+// transaction is aborted first (CONCURRENT_TRANSACTIONS until its markers
+// are written), and v3+ (KIP-360) checks the producer ID and epoch the
+// request presents. v0-3 get INVALID_PRODUCER_EPOCH where v4 gets
+// PRODUCER_FENCED.
 
 import (
 	"context"
@@ -23,7 +30,7 @@ import (
 
 func init() { register(kmsg.InitProducerID, 0, 4, handleInitProducerID) }
 
-func handleInitProducerID(_ context.Context, r *Request) (kmsg.Response, error) {
+func handleInitProducerID(ctx context.Context, r *Request) (kmsg.Response, error) {
 	if err := r.CheckVersion(); err != nil {
 		return nil, err
 	}
@@ -31,8 +38,7 @@ func handleInitProducerID(_ context.Context, r *Request) (kmsg.Response, error) 
 	resp := r.NewResponse().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-		return resp, nil
+		return initTransactionalProducerID(ctx, r, req, resp)
 	}
 	// Kafka 3 (KIP-679): an idempotent producer needs IDEMPOTENT_WRITE on
 	// the cluster or WRITE on some topic.
@@ -55,5 +61,28 @@ func handleInitProducerID(_ context.Context, r *Request) (kmsg.Response, error) 
 		return resp, nil
 	}
 	resp.ProducerID, resp.ProducerEpoch = id, 0
+	return resp, nil
+}
+
+func initTransactionalProducerID(ctx context.Context, r *Request, req *kmsg.InitProducerIDRequest, resp *kmsg.InitProducerIDResponse) (kmsg.Response, error) {
+	id := *req.TransactionalID
+	if !r.Authorized(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, id) {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil
+	}
+	if r.Env.Txns == nil {
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return resp, nil
+	}
+	pid, epoch := int64(-1), int16(-1)
+	if req.Version >= 3 {
+		pid, epoch = req.ProducerID, req.ProducerEpoch
+	}
+	gotPID, gotEpoch, err := r.Env.Txns.InitProducerID(ctx, id, req.TransactionTimeoutMillis, pid, epoch, req.Version < 4)
+	if err != nil {
+		resp.ErrorCode = err.Code
+		return resp, nil
+	}
+	resp.ProducerID, resp.ProducerEpoch = gotPID, gotEpoch
 	return resp, nil
 }

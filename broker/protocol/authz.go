@@ -27,7 +27,7 @@ type DenialObserver interface {
 }
 
 // authzOn says whether the broker enforces ACLs.
-func (r *Request) authzOn() bool { return r.Env.Authorizer != nil }
+func (r *Request) authzOn() bool { return r.Env.Authorizer != nil && !r.internal }
 
 // clientHost is the client's IP address as ACL host bindings name it
 // (IPv4-mapped IPv6 addresses in their IPv4 form).

@@ -10,6 +10,7 @@ import (
 	"github.com/strata-dev/strata/broker"
 	"github.com/strata-dev/strata/broker/auth"
 	"github.com/strata-dev/strata/broker/group"
+	"github.com/strata-dev/strata/broker/txn"
 )
 
 // Env is what handlers reach the broker through. One Env is shared by every
@@ -22,6 +23,17 @@ type Env struct {
 	// set by broker/server; nil answers group APIs with
 	// COORDINATOR_NOT_AVAILABLE.
 	Groups *group.Coordinator
+
+	// Txns is the transaction coordinator (package broker/txn), set by
+	// broker/server; nil answers the transaction APIs with
+	// COORDINATOR_NOT_AVAILABLE.
+	Txns *txn.Coordinator
+
+	// TxnMarkerWritten, when set, is told of every partition a
+	// WriteTxnMarkers request wrote a marker to (txn_markers.go): the
+	// KIP-890 verification cache forgets the producer's ongoing
+	// transaction there.
+	TxnMarkerWritten func(producerID int64, topic string, partition int32)
 
 	// ProducerIDs allocates idempotent producer IDs (InitProducerID). The
 	// single broker uses Broker (a block allocator persisted in its data
@@ -81,6 +93,10 @@ type TxnVerifier interface {
 type ProducerIDAllocator interface {
 	AllocateProducerID() (int64, error)
 }
+
+// ProducerIDAllocator returns the allocator of producer IDs (ProducerIDs,
+// else Broker).
+func (e *Env) ProducerIDAllocator() ProducerIDAllocator { return e.producerIDs() }
 
 func (e *Env) producerIDs() ProducerIDAllocator {
 	if e.ProducerIDs != nil {

@@ -163,8 +163,15 @@ func TestInitProducerID(t *testing.T) {
 	if bumped := init(a.ProducerID, 0, nil); bumped.ProducerID != a.ProducerID || bumped.ProducerEpoch != 1 {
 		t.Fatalf("epoch bump: %+v", bumped)
 	}
-	if txn := init(-1, -1, sp("t")); txn.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {
-		t.Fatalf("transactional init: %+v", txn)
+	// Transactional IDs go to the transaction coordinator: a timeout
+	// (transaction.timeout.ms) is required.
+	if txn := init(-1, -1, sp("t")); txn.ErrorCode != kerr.InvalidTransactionTimeout.Code {
+		t.Fatalf("transactional init without a timeout: %+v", txn)
+	}
+	treq := kmsg.NewPtrInitProducerIDRequest()
+	treq.TransactionalID, treq.TransactionTimeoutMillis = sp("t"), 60_000
+	if txn, err := treq.RequestWith(testCtx(t), cl); err != nil || txn.ErrorCode != 0 || txn.ProducerEpoch != 0 || txn.ProducerID == c.ProducerID {
+		t.Fatalf("transactional init: %v %+v", err, txn)
 	}
 	b.Restart()
 	cl2 := newClient(t, b.Addr())

@@ -73,7 +73,23 @@ type API struct {
 var (
 	registryMu sync.RWMutex
 	registry   = map[int16]API{}
+	// interceptors wrap a key's handler (intercept); applied by Lookup,
+	// so they work whatever order the init functions ran in.
+	interceptors = map[int16]func(Handler) Handler{}
 )
+
+// intercept wraps the handler of key, whichever file registers it: the
+// wrapper serves the part of a request it owns and passes the rest on.
+// Used where one API carries requests for two owners (WriteTxnMarkers for
+// partitions and for group offsets, txn_markers.go).
+func intercept(key kmsg.Key, wrap func(next Handler) Handler) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := interceptors[key.Int16()]; dup {
+		panic(fmt.Sprintf("protocol: API key %d intercepted twice", key.Int16()))
+	}
+	interceptors[key.Int16()] = wrap
+}
 
 // register adds an API key to the registry. It panics on a duplicate key or
 // an invalid range: both are programming errors caught by any test run.
@@ -103,6 +119,9 @@ func Lookup(key int16) (API, bool) {
 	registryMu.RLock()
 	defer registryMu.RUnlock()
 	api, ok := registry[key]
+	if wrap := interceptors[key]; ok && wrap != nil {
+		api.Handle = wrap(api.Handle)
+	}
 	return api, ok
 }
 

@@ -98,6 +98,10 @@ type Request struct {
 
 	// mem is the request's share of the server's memory budget.
 	mem *memHold
+
+	// internal marks a request the broker sends itself (Env.Internal):
+	// no ACL check applies.
+	internal bool
 }
 
 // Defer makes fn run after the handler returns and before the response

@@ -130,7 +130,7 @@ func init() {
 
 // ApplySettings applies flat key/value settings (from a config file or
 // --set flags) to cfg. Consumer-group keys (group.SettingKeys) go to
-// cfg.Group. It returns the keys it does not know, which callers
+// cfg.Group, transaction coordinator keys (txn.SettingKeys) to cfg.Txn. It returns the keys it does not know, which callers
 // log as warnings: a config written for later features (wal.*, fast bucket
 // settings) must still start the broker.
 func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err error) {
@@ -147,6 +147,12 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 		v := kv[k]
 		bad := func(err error) error { return fmt.Errorf("config %s=%q: %w", k, v, err) }
 		if known, err := cfg.Group.Set(k, v); known {
+			if err != nil {
+				return nil, bad(err)
+			}
+			continue
+		}
+		if known, err := cfg.Txn.Set(k, v); known {
 			if err != nil {
 				return nil, bad(err)
 			}

@@ -25,12 +25,14 @@ import (
 	"github.com/strata-dev/strata/broker/auth"
 	"github.com/strata-dev/strata/broker/cost"
 	"github.com/strata-dev/strata/broker/group"
+
 	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/meta/offsets"
 	"github.com/strata-dev/strata/broker/metrics"
 	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/protocol"
 	"github.com/strata-dev/strata/broker/traffic"
+	"github.com/strata-dev/strata/broker/txn"
 )
 
 // Config configures a broker process.
@@ -72,6 +74,14 @@ type Config struct {
 	// Group configures the consumer-group coordinator (group.* settings);
 	// its Store and PartitionExists are set by Start.
 	Group group.Config
+	// Txn configures the transaction coordinator (transaction.* and
+	// transactional.id.* settings); its Store, Markers, ProducerIDs and
+	// placement are set by Start.
+	Txn txn.Config
+	// WrapTxnMarkers, when set, wraps the transaction coordinator's
+	// marker writer (fault injection in tests: markers that cannot be
+	// written, as when leaders are unreachable).
+	WrapTxnMarkers func(txn.MarkerWriter) txn.MarkerWriter
 	// Cluster configures cluster mode; without etcd endpoints the broker
 	// runs standalone.
 	Cluster ClusterConfig
@@ -107,6 +117,15 @@ type Server struct {
 	cleaner *broker.LogCleaner
 	groups  *group.Coordinator
 	offsets *group.FileStore // standalone only
+	txns    *txn.Coordinator
+	// txnVerifier answers the partition side's KIP-890 checks.
+	txnVerifier *txnVerifier
+	// ownership follows the live broker set (group and transaction
+	// coordinator placement).
+	ownership *ownership
+	// ib sends inter-broker requests (transaction markers, KIP-890
+	// verification).
+	ib      *interBrokerClients
 	traffic *traffic.Counter
 	// cost counts replication bytes and dollars (broker/cost).
 	cost *cost.Meter
@@ -235,6 +254,7 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 			s.cost.CrossZone(int64(n), true)
 		}
 	}
+	s.ownership = &ownership{b: b}
 	s.cleaner = broker.NewLogCleaner(b, cfg.LogCleaner)
 	s.metrics.Registry.MustRegister(metrics.CleanerCollector(s.cleaner))
 	if s.tier, err = s.startTier(ctx, b); err != nil {
@@ -250,6 +270,7 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		// among the live brokers.
 		groupCfg.Store = offsets.New(s.cluster.store)
 		groupCfg.Owns = groupOwner(b)
+		groupCfg.OwnershipEpoch = s.ownership.Epoch
 	} else {
 		// Consumer groups: committed offsets live under the data dir and
 		// survive restarts.
@@ -277,6 +298,9 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		return nil, err
 	}
 	if err := s.startAuthorizer(ctx, env); err != nil {
+		return nil, err
+	}
+	if err := s.startTxnCoordinator(ctx, env); err != nil {
 		return nil, err
 	}
 	s.proto = protocol.NewServer(protocol.Config{
@@ -359,6 +383,7 @@ func (s *Server) startAuthorizer(ctx context.Context, env *protocol.Env) error {
 
 // abortStart undoes what a failed Start had set up.
 func (s *Server) abortStart() {
+	s.stopTxnCoordinator()
 	if s.groups != nil {
 		s.groups.Close()
 	}
@@ -503,6 +528,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// Parked JoinGroup/SyncGroup requests answer NOT_COORDINATOR now
 		// instead of being cut off by the connection shutdown.
 		s.groups.Close()
+		s.stopTxnCoordinator()
 		s.log.Info("closing the Kafka listener")
 		if err := s.proto.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("protocol server: %w", err))

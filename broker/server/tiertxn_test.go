@@ -33,9 +33,20 @@ type rawTxn struct {
 
 func newRawTxn(t *testing.T, cl *kgo.Client, topic, id string) *rawTxn {
 	t.Helper()
-	resp, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(context.Background(), cl)
+	// The transactional ID's coordinator allocates the producer ID and
+	// holds partition 0 in its transaction: KIP-890 verification refuses
+	// transactional produces it does not know.
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = &id, 600_000
+	resp, err := init.RequestWith(context.Background(), cl)
 	if err != nil || resp.ErrorCode != 0 {
 		t.Fatalf("InitProducerID: %v %+v", err, resp)
+	}
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, resp.ProducerID, resp.ProducerEpoch
+	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: topic, Partitions: []int32{0}}}
+	if ar, err := add.RequestWith(context.Background(), cl); err != nil || ar.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("AddPartitionsToTxn: %v %+v", err, ar)
 	}
 	return &rawTxn{t: t, cl: cl, topic: topic, id: id, pid: resp.ProducerID, epoch: resp.ProducerEpoch}
 }

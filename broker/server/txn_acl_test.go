@@ -95,10 +95,11 @@ func TestTxnACLs(t *testing.T) {
 		}
 	}
 
+	pid := int64(777) // unknown to the coordinator until InitProducerId below
 	produce := func() int16 {
 		t.Helper()
 		spec := record.DefaultSpec()
-		spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence, spec.Transactional = 777, 0, 0, true
+		spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence, spec.Transactional = pid, 0, 0, true
 		b, err := record.Build(spec, []record.Record{{Value: []byte("v")}})
 		if err != nil {
 			t.Fatal(err)
@@ -119,7 +120,32 @@ func TestTxnACLs(t *testing.T) {
 	if err := allowACL(adm, ctx, kadm.NewACLs().Allow("User:alice").TransactionalIDs("t-alice").Operations(kadm.OpWrite)); err != nil {
 		t.Fatal(err)
 	}
+	// KIP-890: the partition must be in the ID's transaction at its
+	// coordinator (alice may WRITE the ID now).
+	id := "t-alice"
 	deadline := time.Now().Add(30 * time.Second)
+	for {
+		init := kmsg.NewPtrInitProducerIDRequest()
+		init.TransactionalID, init.TransactionTimeoutMillis = &id, 60_000
+		ir, err := init.RequestWith(ctx, alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ir.ErrorCode == 0 {
+			pid = ir.ProducerID
+			break
+		}
+		if ir.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code || time.Now().After(deadline) {
+			t.Fatalf("InitProducerId: %v", kerr.ErrorForCode(ir.ErrorCode))
+		}
+		time.Sleep(50 * time.Millisecond) // polling for the ACL to apply, not synchronisation
+	}
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, pid, 0
+	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "txn-acl", Partitions: []int32{0}}}
+	if ar, err := add.RequestWith(ctx, alice); err != nil || ar.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("AddPartitionsToTxn: %v %+v", err, ar)
+	}
 	for code := produce(); code != 0; code = produce() {
 		if code != kerr.TransactionalIDAuthorizationFailed.Code || time.Now().After(deadline) {
 			t.Fatalf("transactional produce with the ACL: %v", kerr.ErrorForCode(code))

@@ -154,21 +154,54 @@ type txnRaw struct {
 	topic string
 	pid   int64 // a first producer ID
 	seqs  map[int64]int32
+	// ids are the transactional IDs of the producer IDs: the
+	// coordinator allocated them (KIP-890 verification refuses a
+	// transactional produce the coordinator does not know).
+	ids map[int64]string
 }
 
 func newTxnRaw(ctx context.Context, t *testing.T, cl *kgo.Client, topic string) *txnRaw {
-	tx := &txnRaw{ctx: ctx, t: t, cl: cl, topic: topic, seqs: map[int64]int32{}}
+	tx := &txnRaw{ctx: ctx, t: t, cl: cl, topic: topic, seqs: map[int64]int32{}, ids: map[int64]string{}}
 	tx.pid = tx.newPID()
 	return tx
 }
 
 func (tx *txnRaw) newPID() int64 {
 	tx.t.Helper()
-	resp, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(tx.ctx, tx.cl)
-	if err != nil || resp.ErrorCode != 0 {
+	id := fmt.Sprintf("txn-%s-%d", tx.topic, len(tx.ids))
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionalID, req.TransactionTimeoutMillis = &id, 600_000
+	resp, err := req.RequestWith(tx.ctx, tx.cl)
+	if err != nil || resp.ErrorCode != 0 || resp.ProducerEpoch != 0 {
 		tx.t.Fatalf("InitProducerID: %v %+v", err, resp)
 	}
+	tx.ids[resp.ProducerID] = id
 	return resp.ProducerID
+}
+
+// addPartition joins the topic's partition 0 to pid's transaction at the
+// coordinator, as a producer does before its first batch there.
+func (tx *txnRaw) addPartition(pid int64) {
+	tx.t.Helper()
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch = tx.ids[pid], pid, 0
+	req.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: tx.topic, Partitions: []int32{0}}}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		req.Transactions = nil // kgo fills it in
+		resp, err := req.RequestWith(tx.ctx, tx.cl)
+		if err != nil {
+			tx.t.Fatal(err)
+		}
+		code := resp.Topics[0].Partitions[0].ErrorCode
+		if code == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			tx.t.Fatalf("AddPartitionsToTxn: %v", kerr.ErrorForCode(code))
+		}
+		time.Sleep(50 * time.Millisecond) // the coordinator moving or loading
+	}
 }
 
 // retry sends req until its partition answers without NOT_LEADER.
@@ -189,8 +222,8 @@ func (tx *txnRaw) retry(what string, send func() int16) {
 	}
 }
 
-// produce sends one batch, acks=all: transactional for pid (transactional
-// ID "txn-<pid>"), or plain.
+// produce sends one batch, acks=all: transactional for pid (in the
+// transaction of its transactional ID at the coordinator), or plain.
 func (tx *txnRaw) produce(pid int64, transactional bool, values ...string) {
 	tx.t.Helper()
 	spec := record.DefaultSpec()
@@ -210,8 +243,9 @@ func (tx *txnRaw) produce(pid int64, transactional bool, values ...string) {
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks, req.TimeoutMillis = -1, 30000
 	if transactional {
-		id := fmt.Sprint("txn-", pid)
+		id := tx.ids[pid]
 		req.TransactionID = &id
+		tx.addPartition(pid)
 	}
 	req.Topics = []kmsg.ProduceRequestTopic{{Topic: tx.topic, Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: b}}}}
 	tx.retry(fmt.Sprint("produce ", values), func() int16 {

@@ -22,11 +22,13 @@ const defaultPageSize = 1000
 
 // Store implements group.OffsetStore on etcd.
 type Store struct {
-	client    *clientv3.Client
-	prefix    string // /strata/<cluster>/offsets/
-	groups    string // /strata/<cluster>/groups/
-	maxTxnOps int
-	pageSize  int64
+	client *clientv3.Client
+	prefix string // /strata/<cluster>/offsets/
+	groups string // /strata/<cluster>/groups/
+	// txnOffsets holds pending transactional commits (txn.go).
+	txnOffsets string
+	maxTxnOps  int
+	pageSize   int64
 }
 
 var (
@@ -36,7 +38,7 @@ var (
 
 // New returns the offset store of the cluster that ms belongs to.
 func New(ms *meta.Store) *Store {
-	return &Store{client: ms.Client(), prefix: ms.OffsetsPrefix(), groups: ms.GroupsPrefix(), maxTxnOps: meta.DefaultMaxTxnOps, pageSize: defaultPageSize}
+	return &Store{client: ms.Client(), prefix: ms.OffsetsPrefix(), groups: ms.GroupsPrefix(), txnOffsets: ms.TxnOffsetsPrefix(), maxTxnOps: meta.DefaultMaxTxnOps, pageSize: defaultPageSize}
 }
 
 type record struct {
@@ -175,6 +177,7 @@ func (s *Store) DeleteGroup(ctx context.Context, g string) error {
 	_, err := s.client.Txn(ctx).Then(
 		clientv3.OpDelete(s.groupPrefix(g), clientv3.WithPrefix()),
 		clientv3.OpDelete(s.groups+url.PathEscape(g)),
+		clientv3.OpDelete(s.txnOffsets+url.PathEscape(g)+"/", clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return fmt.Errorf("delete group %q: %w", g, err)
