@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/brokertest"
 	"github.com/strata-dev/strata/broker/protocol"
@@ -63,6 +64,33 @@ func waitLeaders(t *testing.T, adm *kadm.Client, topic string, partitions int, w
 	}
 }
 
+// waitLeadersOnEveryBroker waits until the metadata each broker of c
+// answers itself shows every partition of topic led by broker leader.
+func waitLeadersOnEveryBroker(t *testing.T, c *brokertest.Cluster, topic string, partitions int, leader int32) {
+	t.Helper()
+	for i, b := range c.Brokers {
+		cl := newClient(t, []string{b.Addr()})
+		waitFor(t, fmt.Sprintf("broker %d's metadata to show every partition of %s led by broker %d", i, topic, leader), time.Minute, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			req := kmsg.NewPtrMetadataRequest()
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(topic)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, cl.Broker(i+1)) // brokertest IDs are 1..n
+			if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != partitions {
+				return false
+			}
+			for _, p := range resp.Topics[0].Partitions {
+				if p.Leader != leader {
+					return false
+				}
+			}
+			return true
+		})
+	}
+}
+
 func describeTopicConfig(t *testing.T, adm *kadm.Client, topic, name string) kadm.Config {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -108,7 +136,10 @@ func TestLeaderPlacementZone(t *testing.T) {
 		t.Errorf("leader.placement.zone = %q from source %v, want b from the broker default (STATIC_BROKER_CONFIG)", cfg.MaybeValue(), cfg.Source)
 	}
 
-	// A zone-b producer: every produce byte stays in zone b.
+	// A zone-b producer: every produce byte stays in zone b — once every
+	// broker's own metadata says so (a broker whose view still lags would
+	// send the producer to the old leader in zone a, once).
+	waitLeadersOnEveryBroker(t, c, "pinned", parts, 2)
 	before := produceBytes(c)
 	pr := newClient(t, c.Addrs(), kgo.ClientID("zone-b-app,"+protocol.ClientIDZonePrefix+"b"), kgo.DefaultProduceTopic("pinned"),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
