@@ -547,11 +547,12 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 // the local log serves the offset. A failed remote read is
 // KAFKA_STORAGE_ERROR (retriable).
 func fetchRemote(p *broker.Partition, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, upTo int64, budget int, first, readCommitted bool) (int, bool, error) {
+	if p.Tiered() == nil || rp.FetchOffset >= p.Log.StartOffset() {
+		// The local log serves it: nothing more on the consumer fetch path.
+		return 0, false, nil
+	}
 	maxBytes := min(int(rp.PartitionMaxBytes), budget)
 	if maxBytes <= 0 && !first {
-		if p.Tiered() == nil || rp.FetchOffset >= p.Log.StartOffset() {
-			return 0, false, nil
-		}
 		return 0, true, nil
 	}
 	lso := p.Log.LastStableOffset(sp.HighWatermark)
