@@ -64,21 +64,16 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 	for i, t := range req.Topics {
 		codes[i] = make([]int16, len(t.Partitions))
 		for j, p := range t.Partitions {
-			switch {
-			case c.cfg.PartitionExists != nil && !c.cfg.PartitionExists(t.Topic, p.Partition):
-				codes[i][j] = kerr.UnknownTopicOrPartition.Code
-			case p.Metadata != nil && len(*p.Metadata) > c.cfg.MaxMetadataBytes:
-				codes[i][j] = kerr.OffsetMetadataTooLarge.Code
-			default:
-				oc := OffsetCommit{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: -1, CommitTimeMillis: now}
-				if req.Version >= 6 {
-					oc.LeaderEpoch = p.LeaderEpoch
-				}
-				if p.Metadata != nil {
-					oc.Metadata = *p.Metadata
-				}
-				accepted = append(accepted, oc)
+			leaderEpoch := int32(-1)
+			if req.Version >= 6 {
+				leaderEpoch = p.LeaderEpoch
 			}
+			oc, code := c.offsetCommit(t.Topic, p.Partition, p.Offset, leaderEpoch, p.Metadata, now)
+			if code != 0 {
+				codes[i][j] = code
+				continue
+			}
+			accepted = append(accepted, oc)
 		}
 	}
 	if len(accepted) > 0 {
@@ -347,4 +342,21 @@ func (c *Coordinator) DeleteTopicOffsets(ctx context.Context, topic string) (int
 		g.mu.Unlock()
 	}
 	return removed, nil
+}
+
+// offsetCommit checks one partition's commit (OffsetCommit and
+// TxnOffsetCommit alike): the code refusing it, or 0 and the commit to
+// store.
+func (c *Coordinator) offsetCommit(topic string, partition int32, offset int64, leaderEpoch int32, metadata *string, now int64) (OffsetCommit, int16) {
+	switch {
+	case c.cfg.PartitionExists != nil && !c.cfg.PartitionExists(topic, partition):
+		return OffsetCommit{}, kerr.UnknownTopicOrPartition.Code
+	case metadata != nil && len(*metadata) > c.cfg.MaxMetadataBytes:
+		return OffsetCommit{}, kerr.OffsetMetadataTooLarge.Code
+	}
+	oc := OffsetCommit{Topic: topic, Partition: partition, Offset: offset, LeaderEpoch: leaderEpoch, CommitTimeMillis: now}
+	if metadata != nil {
+		oc.Metadata = *metadata
+	}
+	return oc, 0
 }

@@ -100,21 +100,16 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 	var accepted []OffsetCommit
 	for i, t := range req.Topics {
 		for j, p := range t.Partitions {
-			switch {
-			case c.cfg.PartitionExists != nil && !c.cfg.PartitionExists(t.Topic, p.Partition):
-				codes[i][j] = kerr.UnknownTopicOrPartition.Code
-			case p.Metadata != nil && len(*p.Metadata) > c.cfg.MaxMetadataBytes:
-				codes[i][j] = kerr.OffsetMetadataTooLarge.Code
-			default:
-				oc := OffsetCommit{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: -1, CommitTimeMillis: now}
-				if req.Version >= 2 {
-					oc.LeaderEpoch = p.LeaderEpoch
-				}
-				if p.Metadata != nil {
-					oc.Metadata = *p.Metadata
-				}
-				accepted = append(accepted, oc)
+			leaderEpoch := int32(-1)
+			if req.Version >= 2 {
+				leaderEpoch = p.LeaderEpoch
 			}
+			oc, code := c.offsetCommit(t.Topic, p.Partition, p.Offset, leaderEpoch, p.Metadata, now)
+			if code != 0 {
+				codes[i][j] = code
+				continue
+			}
+			accepted = append(accepted, oc)
 		}
 	}
 	if len(accepted) == 0 {
