@@ -67,7 +67,7 @@ var _ = Describe("Measurement", func() {
 		fillPartitions(ctx, lb.Addrs(), "bulk", partitions, mb*(1<<20)/recordSize/partitions, recordSize)
 		var held int64
 		Eventually(func(g Gomega) {
-			per := bytesPerBroker(ctx, g, adm)
+			per, _ := bytesPerBroker(ctx, g, adm, "")
 			held = per[1]
 			g.Expect(per[100]).To(BeNumerically(">=", held))
 			g.Expect(per[200]).To(BeNumerically(">=", held))
