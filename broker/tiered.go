@@ -166,6 +166,34 @@ func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bo
 	return o, t, found, nil
 }
 
+// remoteMaxTimestamp completes the local log's answer to ListOffsets -3
+// (offset, ts; -1 when the local log has no record) with the tier's
+// records below the local log start: the tier's when its largest
+// timestamp is larger, or equal (an older record: the first with the
+// largest timestamp wins). The manifest carries each segment's max
+// timestamp, so one segment is read. A bucket failure is
+// KAFKA_STORAGE_ERROR.
+func (p *Partition) remoteMaxTimestamp(offset, ts int64) (int64, int64, error) {
+	tp := p.Tiered()
+	if tp == nil {
+		return offset, ts, nil
+	}
+	local := p.Log.StartOffset()
+	if start, _, has := tp.Range(); !has || start >= local {
+		return offset, ts, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+	defer cancel()
+	o, t, found, err := tp.MaxTimestamp(ctx, local)
+	if err != nil {
+		return -1, -1, fmt.Errorf("%w: max timestamp of %s-%d in the tier: %v", kerr.KafkaStorageError, p.Topic, p.Index, err)
+	}
+	if found && (offset < 0 || t >= ts) {
+		return o, t, nil
+	}
+	return offset, ts, nil
+}
+
 // LatestTieredOffset is ListOffsets -5 (KIP-1005): the last offset in the
 // tier, -1 when it holds none.
 func (p *Partition) LatestTieredOffset() int64 {
