@@ -294,4 +294,3 @@ func checkTierIntactAt(t *testing.T, st objstore.Store, topic, id string) {
 	}
 	readAllRemote(t, p, m.StartOffset, m.EndOffset)
 }
-
