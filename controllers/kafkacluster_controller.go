@@ -742,7 +742,7 @@ func (r *KafkaClusterReconciler) summarizeConditions(_ context.Context, s *clust
 		reasons = append(reasons, ReasonFastBucketUnreachable)
 		msgs = append(msgs, "fast buckets unreachable, brokers fall back to inline replication: "+strings.Join(s.unreachableBuckets, "; "))
 	}
-	setWALDegradedCondition(kc) // kafkacluster_cost.go
+	setWALDegradedCondition(kc)                          // kafkacluster_cost.go
 	r.setTierDegradedCondition(kc, s.scrapes, s.scraped) // kafkacluster_tier.go
 	if c := meta.FindStatusCondition(kc.Status.Conditions, strata.ConditionTierDegraded); c != nil && c.Status == metav1.ConditionTrue {
 		reasons = append(reasons, c.Reason)
