@@ -114,6 +114,10 @@ func (m *TierManager) sweepDeletedTopics(ctx context.Context, r *sweepRound) err
 	} else {
 		m.nextTopicSweep = now.Add(m.sweepEvery())
 	}
+	if errors.Is(err, tier.ErrNotOwner) {
+		m.b.log.Info("not sweeping deleted topics' tier objects", "reason", err.Error())
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("sweep deleted topics: %w", err)
 	}

@@ -133,18 +133,30 @@ func ClusterPrefix(cluster string) string {
 	return "tier/" + strings.Trim(cluster, "/") + "/"
 }
 
-// ownerKey is the object, below the cluster prefix, that records which
-// cluster (by its ID) owns the prefix: two clusters of the same name
-// sharing a bucket must never sweep each other's topics.
-const ownerKey = "owner.json"
+// The owner records, outside the tier/ data prefix:
+//
+//	tier-owner/<cluster>.json            {"clusterId": ...}: the cluster (by ID)
+//	                                     whose deleted topics may be swept
+//	tier-owner/<cluster>.conflict.json   written by another cluster of the same
+//	                                     name: no one sweeps deleted topics
+//
+// Two clusters of the same name sharing a bucket share tier/<cluster>/, and
+// each would take the other's topics for deleted ones. The controller
+// claims the name at its first round; a cluster that finds another ID
+// there writes the conflict record, which stops the owner too. Objects a
+// second cluster writes before its first round are younger than the
+// grace, so the owner never gets to them.
+const ownerPrefix = "tier-owner/"
 
 type owner struct {
 	ClusterID string `json:"clusterId"`
+	// Other is the conflicting cluster's ID (conflict record only).
+	Other string `json:"otherClusterId,omitempty"`
 }
 
-// ErrNotOwner is returned by SweepDeletedTopics when the cluster prefix
-// belongs to another cluster (same name, other ID).
-var ErrNotOwner = errors.New("tier: the cluster prefix belongs to another cluster")
+// ErrNotOwner is returned by SweepDeletedTopics when another cluster of
+// the same name uses the bucket.
+var ErrNotOwner = errors.New("tier: another cluster of the same name uses the tier bucket")
 
 // topicDir matches "<topic>-<32 hex digits>/", a topic's directory.
 var topicDir = regexp.MustCompile(`^(.+)-([0-9a-f]{32})/$`)
@@ -153,14 +165,15 @@ var topicDir = regexp.MustCompile(`^(.+)-([0-9a-f]{32})/$`)
 // the prefixes below the cluster's whose topic ID live does not contain,
 // and only when every object in one is older than grace (manifests first,
 // as DeleteAll). At most limit objects are deleted per call (More says
-// some are left). clusterID is recorded in the cluster prefix the first
-// time; a prefix recorded for another ID is not swept (ErrNotOwner).
+// some are left). The first call records clusterID as the owner of the
+// cluster name in the bucket (checkOwner); while another cluster of the
+// same name uses the bucket, nothing is swept (ErrNotOwner).
 // Called by one broker of the cluster (the controller), with live taken
 // from metadata that has been loaded.
 func (t *Tier) SweepDeletedTopics(ctx context.Context, clusterID string, live map[string]bool, grace time.Duration, limit int) (SweepResult, error) {
 	var res SweepResult
 	root := ClusterPrefix(t.cfg.Cluster)
-	if err := t.checkOwner(ctx, root, clusterID); err != nil {
+	if err := t.checkOwner(ctx, clusterID); err != nil {
 		return res, err
 	}
 	dirs, err := objstore.ListPrefixes(ctx, t.store, root)
@@ -221,39 +234,50 @@ func (t *Tier) SweepDeletedTopics(ctx context.Context, clusterID string, live ma
 	return res, errors.Join(errs...)
 }
 
-// checkOwner records clusterID as the owner of root, or checks that it is.
-func (t *Tier) checkOwner(ctx context.Context, root, clusterID string) error {
+// checkOwner claims the cluster name for clusterID, or checks that it
+// holds it and that no other cluster of the name showed up since.
+func (t *Tier) checkOwner(ctx context.Context, clusterID string) error {
 	if clusterID == "" {
 		return fmt.Errorf("tier: no cluster ID yet")
 	}
-	if t.owner.Load() {
-		return nil
-	}
-	key := root + ownerKey
-	got, err := t.store.Get(ctx, key, 0, -1)
-	if errors.Is(err, objstore.ErrNotFound) {
-		raw, err := json.Marshal(owner{ClusterID: clusterID})
-		if err != nil {
-			return err
+	name := strings.Trim(t.cfg.Cluster, "/")
+	key, conflict := ownerPrefix+name+".json", ownerPrefix+name+".conflict.json"
+	if !t.owner.Load() {
+		got, err := t.store.Get(ctx, key, 0, -1)
+		if errors.Is(err, objstore.ErrNotFound) {
+			raw, err := json.Marshal(owner{ClusterID: clusterID})
+			if err != nil {
+				return err
+			}
+			if err = objstore.PutIfAbsent(ctx, t.store, key, raw); err != nil && !errors.Is(err, objstore.ErrExists) {
+				return fmt.Errorf("tier: record the owner of cluster name %q: %w", name, err)
+			}
+			got, err = t.store.Get(ctx, key, 0, -1) // ours, or another broker's that was first
+			if err != nil {
+				return fmt.Errorf("tier: read %s: %w", key, err)
+			}
+		} else if err != nil {
+			return fmt.Errorf("tier: read %s: %w", key, err)
 		}
-		if err = objstore.PutIfAbsent(ctx, t.store, key, raw); err == nil {
-			t.owner.Store(true)
-			return nil
-		} else if !errors.Is(err, objstore.ErrExists) {
-			return fmt.Errorf("tier: record the owner of %s: %w", root, err)
+		var o owner
+		if err := json.Unmarshal(got, &o); err != nil {
+			return fmt.Errorf("tier: %s: %w", key, err)
 		}
-		got, err = t.store.Get(ctx, key, 0, -1) // another broker was first
+		if o.ClusterID != clusterID {
+			raw, _ := json.Marshal(owner{ClusterID: o.ClusterID, Other: clusterID})
+			if err := t.store.Put(ctx, conflict, raw); err != nil {
+				return fmt.Errorf("tier: record the conflict on cluster name %q: %w", name, err)
+			}
+			return fmt.Errorf("%w: %s names cluster %s, this is %s (give the clusters different names)", ErrNotOwner, key, o.ClusterID, clusterID)
+		}
+		t.owner.Store(true)
 	}
-	if err != nil {
-		return fmt.Errorf("tier: read the owner of %s: %w", root, err)
+	if got, err := t.store.Get(ctx, conflict, 0, -1); err == nil {
+		var o owner
+		_ = json.Unmarshal(got, &o)
+		return fmt.Errorf("%w: %s: cluster %s uses the name %q too (give the clusters different names, then delete %s)", ErrNotOwner, conflict, o.Other, name, conflict)
+	} else if !errors.Is(err, objstore.ErrNotFound) {
+		return fmt.Errorf("tier: read %s: %w", conflict, err)
 	}
-	var o owner
-	if err := json.Unmarshal(got, &o); err != nil {
-		return fmt.Errorf("tier: %s: %w", key, err)
-	}
-	if o.ClusterID != clusterID {
-		return fmt.Errorf("%w: %s names cluster %q, this is %q (give the clusters different names)", ErrNotOwner, key, o.ClusterID, clusterID)
-	}
-	t.owner.Store(true)
 	return nil
 }

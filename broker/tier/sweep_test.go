@@ -250,14 +250,6 @@ func TestSweepDeletedTopics(t *testing.T) {
 		t.Fatalf("sweep of a young deleted topic: %+v, %v; want nothing deleted, 1 young", res, err)
 	}
 	clk.advance(2 * grace)
-	// Another cluster named "c" sharing the bucket sweeps nothing.
-	intruder := tier.New(st, tier.Config{Cluster: "c", Clock: clk.now}, logr.Discard())
-	if _, err := intruder.SweepDeletedTopics(ctx, "cluster-2", map[string]bool{}, grace, 1000); !errors.Is(err, tier.ErrNotOwner) {
-		t.Fatalf("sweep by another cluster of the same name: %v, want ErrNotOwner", err)
-	}
-	if got := keysUnder(t, st, livePrefix); len(got) != len(liveKeys) {
-		t.Fatalf("the other cluster's sweep deleted live objects: %d left of %d", len(got), len(liveKeys))
-	}
 	// A small limit leaves the rest for the next round; manifests go
 	// first (what is left is no readable partition).
 	segs := len(keysUnder(t, st, deadPrefix+"0/segments/")) + len(keysUnder(t, st, deadPrefix+"1/segments/"))
@@ -283,6 +275,30 @@ func TestSweepDeletedTopics(t *testing.T) {
 		t.Fatalf("a key outside any topic directory was deleted: %v", err)
 	}
 	checkTierIntactAt(t, st, "live-topic", liveID)
+
+	// Another cluster named "c" shares the bucket: it sweeps nothing (its
+	// metadata knows none of these topics), and from then on neither
+	// does the owner.
+	intruder := tier.New(st, tier.Config{Cluster: "c", Clock: clk.now}, logr.Discard())
+	if _, err := intruder.SweepDeletedTopics(ctx, "cluster-2", map[string]bool{}, grace, 1000); !errors.Is(err, tier.ErrNotOwner) {
+		t.Fatalf("sweep by another cluster of the same name: %v, want ErrNotOwner", err)
+	}
+	l := openLog(t, 2000)
+	appendN(t, l, 20, 0, 1_000)
+	const otherID = "99999999999999999999999999999999"
+	if _, err := intruder.Partition("its-topic", otherID, 0).Upload(ctx, l, l.EndOffset(), 0); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(2 * grace)
+	if _, err := tr.SweepDeletedTopics(ctx, "cluster-1", live, grace, 1000); !errors.Is(err, tier.ErrNotOwner) {
+		t.Fatalf("owner's sweep after another cluster of the name appeared: %v, want ErrNotOwner", err)
+	}
+	if got := keysUnder(t, st, livePrefix); len(got) != len(liveKeys) {
+		t.Fatalf("the other cluster's sweep deleted live objects: %d left of %d", len(got), len(liveKeys))
+	}
+	if got := keysUnder(t, st, tier.ClusterPrefix("c")+"its-topic-"+otherID+"/"); len(got) == 0 {
+		t.Fatal("the owner swept the other cluster's topic")
+	}
 }
 
 func checkTierIntactAt(t *testing.T, st objstore.Store, topic, id string) {
