@@ -166,6 +166,34 @@ func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bo
 	return o, t, found, nil
 }
 
+// remoteMaxTimestamp completes the local log's answer to ListOffsets -3
+// (offset, ts; -1 when the local log has no record) with the tier's
+// records below the local log start: the tier's when its largest
+// timestamp is larger, or equal (an older record: the first with the
+// largest timestamp wins). The manifest carries each segment's max
+// timestamp, so one segment is read. A bucket failure is
+// KAFKA_STORAGE_ERROR.
+func (p *Partition) remoteMaxTimestamp(offset, ts int64) (int64, int64, error) {
+	tp := p.Tiered()
+	if tp == nil {
+		return offset, ts, nil
+	}
+	local := p.Log.StartOffset()
+	if start, _, has := tp.Range(); !has || start >= local {
+		return offset, ts, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+	defer cancel()
+	o, t, found, err := tp.MaxTimestamp(ctx, local)
+	if err != nil {
+		return -1, -1, fmt.Errorf("%w: max timestamp of %s-%d in the tier: %v", kerr.KafkaStorageError, p.Topic, p.Index, err)
+	}
+	if found && (offset < 0 || t >= ts) {
+		return o, t, nil
+	}
+	return offset, ts, nil
+}
+
 // LatestTieredOffset is ListOffsets -5 (KIP-1005): the last offset in the
 // tier, -1 when it holds none.
 func (p *Partition) LatestTieredOffset() int64 {
@@ -319,8 +347,10 @@ type TierStats struct {
 	tier.Stats
 	// LagBytes is the bytes of led tiered partitions not in the tier yet.
 	LagBytes int64
-	// Partitions is the number of tiered partitions this broker leads.
-	Partitions int
+	// Partitions is the number of tiered partitions this broker leads,
+	// FailingPartitions those of them whose last upload failed (backing
+	// off: the bucket is unreachable or refuses).
+	Partitions, FailingPartitions int
 }
 
 // TierManager runs the slow tier for a broker: every interval
@@ -340,6 +370,12 @@ type TierManager struct {
 	// follower only needs it to let local retention go on, so a stale view
 	// keeps more on disk, never less).
 	nextLoad map[*tier.Partition]time.Time
+	// The orphan sweep (tiersweep.go), guarded by runMu: the grace, when
+	// each led partition and the deleted topics are swept next.
+	grace          time.Duration
+	sweepOff       bool
+	nextSweep      map[*tier.Partition]time.Time
+	nextTopicSweep time.Time
 }
 
 // followerRefreshRounds is how many rounds a follower's manifest view
@@ -352,7 +388,7 @@ func NewTierManager(b *Broker, interval time.Duration) *TierManager {
 	if interval <= 0 {
 		interval = 30 * time.Second
 	}
-	return &TierManager{b: b, interval: interval, nextLoad: map[*tier.Partition]time.Time{}}
+	return &TierManager{b: b, interval: interval, nextLoad: map[*tier.Partition]time.Time{}, nextSweep: map[*tier.Partition]time.Time{}}
 }
 
 // Stats returns the counters and the upload lag of the last round.
@@ -390,7 +426,8 @@ func (m *TierManager) RunOnce(ctx context.Context) error {
 	var errs []error
 	var lagBytes int64
 	seen := map[*tier.Partition]bool{}
-	led := 0
+	led, failing := 0, 0
+	sweep := m.newSweepRound()
 	for _, p := range m.b.AllPartitions() {
 		tp := p.Tiered()
 		if tp == nil {
@@ -417,6 +454,9 @@ func (m *TierManager) RunOnce(ctx context.Context) error {
 		// the tier's end) never deletes the start of an open transaction.
 		res, err := tp.Upload(ctx, p.Log, p.Log.LastStableOffset(hwm), epoch)
 		lagBytes += res.Lag
+		if tp.UploadFailing() {
+			failing++
+		}
 		if err != nil {
 			if errors.Is(err, tier.ErrFenced) {
 				continue // a newer leader took over; this one steps down soon
@@ -429,14 +469,25 @@ func (m *TierManager) RunOnce(ctx context.Context) error {
 		if _, err := tp.ApplyRetention(ctx, epoch, pol); err != nil && !errors.Is(err, tier.ErrFenced) {
 			errs = append(errs, fmt.Errorf("tier retention %s-%d: %w", p.Topic, p.Index, err))
 		}
+		if err := m.sweepLed(ctx, sweep, p, tp, epoch); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := m.sweepDeletedTopics(ctx, sweep); err != nil {
+		errs = append(errs, err)
 	}
 	for tp := range m.nextLoad {
 		if !seen[tp] {
 			delete(m.nextLoad, tp) // no longer hosted or tiered
 		}
 	}
+	for tp := range m.nextSweep {
+		if !seen[tp] {
+			delete(m.nextSweep, tp)
+		}
+	}
 	m.mu.Lock()
-	m.stats.LagBytes, m.stats.Partitions = lagBytes, led
+	m.stats.LagBytes, m.stats.Partitions, m.stats.FailingPartitions = lagBytes, led, failing
 	m.mu.Unlock()
 	// Local retention of the tiered logs right after the round: segments
 	// just uploaded (or, on followers, just seen in the manifest) may go.

@@ -606,9 +606,20 @@ func (p *Partition) LastStableOffset() int64 {
 }
 
 // MaxTimestamp returns the offset and timestamp of the record with the
-// largest timestamp (ListOffsets -3), or -1, -1 for an empty log. The log
-// knows the batch; the record is found by decoding that batch.
+// largest timestamp (ListOffsets -3, KIP-734), or -1, -1 for an empty
+// log: across both tiers for a tiered partition (tiered.go), the first
+// such record when several have it.
 func (p *Partition) MaxTimestamp() (offset, timestamp int64, err error) {
+	offset, timestamp, err = p.localMaxTimestamp()
+	if err != nil {
+		return -1, -1, err
+	}
+	return p.remoteMaxTimestamp(offset, timestamp)
+}
+
+// localMaxTimestamp is MaxTimestamp of the local log. The log knows the
+// batch; the record is found by decoding that batch.
+func (p *Partition) localMaxTimestamp() (offset, timestamp int64, err error) {
 	last, ts := p.Log.MaxTimestampOffset()
 	if last < 0 {
 		return -1, -1, nil

@@ -140,6 +140,10 @@ type clusterScope struct {
 	// lastZoneWAL is each zone's WAL state before this reconcile, kept
 	// when the Kafka health step does not scrape.
 	lastZoneWAL map[string]*strata.ZoneWALStatus
+	// scrapes are this reconcile's brokers' /metrics (scrapeWAL), for
+	// TierDegraded; scraped is false when the brokers were not scraped.
+	scrapes []brokerWAL
+	scraped bool
 	// metadata is this reconcile's Kafka Metadata answer, nil when the
 	// brokers were not probed or did not answer.
 	metadata *kadm.Metadata
@@ -712,7 +716,8 @@ func (r *KafkaClusterReconciler) aggregateStatus(ctx context.Context, s *cluster
 // Kafka reachable with every wanted broker registered and no partition
 // offline, and the metadata store healthy. Degraded means it serves with
 // less redundancy or more cost than it should: under-replicated
-// partitions, a zone's WAL fallen back to inline, an unreachable bucket.
+// partitions, a zone's WAL fallen back to inline, an unreachable bucket,
+// slow-tier uploads failing or disk headroom low (TierDegraded).
 func (r *KafkaClusterReconciler) summarizeConditions(_ context.Context, s *clusterScope) error {
 	kc := s.cluster
 	status, reason, msg := readiness(kc, s.podsMsg, s.podsReady)
@@ -737,11 +742,16 @@ func (r *KafkaClusterReconciler) summarizeConditions(_ context.Context, s *clust
 		reasons = append(reasons, ReasonFastBucketUnreachable)
 		msgs = append(msgs, "fast buckets unreachable, brokers fall back to inline replication: "+strings.Join(s.unreachableBuckets, "; "))
 	}
-	setWALDegradedCondition(kc) // kafkacluster_cost.go
+	setWALDegradedCondition(kc)                          // kafkacluster_cost.go
+	r.setTierDegradedCondition(kc, s.scrapes, s.scraped) // kafkacluster_tier.go
+	if c := meta.FindStatusCondition(kc.Status.Conditions, strata.ConditionTierDegraded); c != nil && c.Status == metav1.ConditionTrue {
+		reasons = append(reasons, c.Reason)
+		msgs = append(msgs, "slow tier: "+c.Message)
+	}
 	if len(reasons) > 0 {
 		setCondition(kc, strata.ConditionDegraded, metav1.ConditionTrue, reasons[0], strings.Join(msgs, "; "))
 	} else {
-		setCondition(kc, strata.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "no under-replicated partitions, WAL not degraded, fast buckets reachable or not yet probed")
+		setCondition(kc, strata.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "no under-replicated partitions, WAL and slow tier not degraded, fast buckets reachable or not yet probed")
 	}
 	return nil
 }

@@ -60,6 +60,8 @@ type BrokerMetrics struct {
 	Produced, ClassicBytes, CrossZoneBytes  float64
 	Puts, Gets                              float64
 	USDWAL, USDInline, USDClassicEquivalent float64
+	// Tier is the slow tier's health (kafkacluster_tier.go).
+	Tier TierMetrics
 }
 
 // ParseBrokerMetrics reads a broker's /metrics text exposition.
@@ -92,6 +94,16 @@ func ParseBrokerMetrics(r io.Reader) (BrokerMetrics, error) {
 	bm.Degraded = v != 0
 	v, _ = sum(metricPolicyInline, nil)
 	bm.PolicyInline = v != 0
+	if _, bm.Tier.Exported = sum(metricTierLeaderPartitions, nil); bm.Tier.Exported {
+		v, _ = sum(metricTierFailing, nil)
+		bm.Tier.FailingPartitions = int64(v)
+		v, _ = sum(metricTierLag, nil)
+		bm.Tier.LagBytes = int64(v)
+		v, bm.Tier.HeadroomKnown = sum(metricTierHeadroom, nil)
+		bm.Tier.HeadroomBytes = int64(v)
+		v, _ = sum(metricLogDirCapacity, nil)
+		bm.Tier.CapacityBytes = int64(v)
+	}
 	start, ok := sum(metricCostStart, nil)
 	if !ok {
 		return bm, nil

@@ -383,6 +383,7 @@ func (r *KafkaClusterReconciler) scrapeWAL(ctx context.Context, s *clusterScope)
 		})
 	}
 	wg.Wait()
+	s.scrapes, s.scraped = results, true
 	var scraped []BrokerMetrics
 	for _, res := range results {
 		if res.err == nil {

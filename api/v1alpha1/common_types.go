@@ -95,6 +95,10 @@ const (
 	// inline because its zone's fast bucket fails (not when
 	// spec.wal.policy chose inline), with the zones and brokers.
 	ConditionWALDegraded = "WALDegraded"
+	// ConditionTierDegraded (KafkaCluster): True while a broker's uploads
+	// to the slow tier fail or its disk headroom (free bytes minus what is
+	// not uploaded yet) is low, with the zones, brokers and reason.
+	ConditionTierDegraded = "TierDegraded"
 	// ConditionWALSwept is a FastBucket's last WAL sweep: True when it
 	// listed the bucket and every delete it decided on succeeded.
 	ConditionWALSwept = "WALSwept"

@@ -5,8 +5,10 @@ package protocol
 // Timestamp -1 (latest) answers the high watermark, or the last stable
 // offset for IsolationLevel 1 (read_committed, v2+), -2 (earliest) the log
 // start offset (of a tiered topic: the slow tier's start), -3 (max
-// timestamp, v7) the offset and timestamp of the record with the largest
-// timestamp (found by scanning batch headers), -4 (earliest-local, v8,
+// timestamp, v7, KIP-734) the offset and timestamp of the first record with
+// the largest timestamp, across both tiers of a tiered topic (the local
+// log's segment maxima and the manifest's choose the batch, its records
+// are decoded), -4 (earliest-local, v8,
 // KIP-405/1005) the local log start, -5 (latest-tiered, v9, KIP-1005) the
 // last offset in the slow tier (-1 when none), and a timestamp >= 0 the
 // first offset whose timestamp is at or after it, the slow tier searched

@@ -29,6 +29,11 @@ type TierConfig struct {
 	// CacheBytes is tier.read.cache.bytes (default 64 MiB) and ChunkBytes
 	// tier.read.chunk.bytes (default 1 MiB): the remote read-ahead cache.
 	CacheBytes, ChunkBytes int64
+	// OrphanGrace is tier.orphan.grace.ms (default 1 h; 0 turns the sweep
+	// off): objects no manifest names are deleted once this old.
+	OrphanGrace time.Duration
+	// OrphanGraceSet: tier.orphan.grace.ms was given (0 is a value).
+	OrphanGraceSet bool
 	// Store replaces the S3 client (tests inject faults).
 	Store objstore.Store
 }
@@ -41,7 +46,7 @@ var tierKeys = []string{
 	"remote.log.storage.system.enable", "remote.log.manager.task.interval.ms",
 	"tier.bucket.name", "tier.bucket.region", "tier.bucket.endpoint", "tier.bucket.force.path.style",
 	"tier.bucket.credentials.source", "tier.bucket.credentials.secret",
-	"tier.read.cache.bytes", "tier.read.chunk.bytes",
+	"tier.read.cache.bytes", "tier.read.chunk.bytes", "tier.orphan.grace.ms",
 }
 
 func init() {
@@ -79,6 +84,12 @@ func applyTierSetting(tc *TierConfig, k, v string) (known bool, err error) {
 		} else {
 			tc.ChunkBytes = n
 		}
+	case "tier.orphan.grace.ms":
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return true, fmt.Errorf("want milliseconds, 0 (no sweep) or more")
+		}
+		tc.OrphanGrace, tc.OrphanGraceSet = time.Duration(n)*time.Millisecond, true
 	case "tier.bucket.name":
 		tc.Bucket.Bucket = v
 	case "tier.bucket.region":
@@ -127,6 +138,9 @@ func (s *Server) startTier(ctx context.Context, b *broker.Broker) (*broker.TierM
 	t := tier.New(st, tier.Config{Cluster: cluster, CacheBytes: tc.CacheBytes, ChunkBytes: tc.ChunkBytes}, s.log.WithName("tier"))
 	b.SetTier(t)
 	m := broker.NewTierManager(b, tc.TaskInterval)
+	if tc.OrphanGraceSet {
+		m.SetOrphanGrace(tc.OrphanGrace)
+	}
 	s.metrics.Registry.MustRegister(newTierCollector(m, s.cfg.Broker.DataDir))
 	s.log.Info("slow tier on", "bucket", st.Bucket(), "cluster", cluster, "taskInterval", tc.TaskInterval)
 	return m, nil
@@ -137,7 +151,7 @@ type tierCollector struct {
 	m       *broker.TierManager
 	dataDir string
 
-	upBytes, upSegs, upErrs, lag, readBytes, readErrs, deleted, headroom, parts *prometheus.Desc
+	upBytes, upSegs, upErrs, lag, readBytes, readErrs, deleted, headroom, parts, failing, swept *prometheus.Desc
 }
 
 func newTierCollector(m *broker.TierManager, dataDir string) *tierCollector {
@@ -152,11 +166,13 @@ func newTierCollector(m *broker.TierManager, dataDir string) *tierCollector {
 		deleted:   d("strata_tier_deleted_segments_total", "Segments removed from the slow tier by retention and DeleteRecords."),
 		headroom:  d("strata_tier_disk_headroom_bytes", "Free bytes of the data directory minus the upload lag: what the disk can still take if the slow tier stopped accepting uploads now (local segments are kept until uploaded)."),
 		parts:     d("strata_tier_leader_partitions", "Tiered partitions this broker leads (uploads)."),
+		failing:   d("strata_tier_upload_failing_partitions", "Tiered partitions this broker leads whose last upload failed (the bucket is unreachable or refuses; retried with backoff, the local segments stay)."),
+		swept:     d("strata_tier_swept_objects_total", "Orphaned objects (named by no manifest, older than tier.orphan.grace.ms) deleted from the slow tier."),
 	}
 }
 
 func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.upBytes, c.upSegs, c.upErrs, c.lag, c.readBytes, c.readErrs, c.deleted, c.headroom, c.parts} {
+	for _, d := range []*prometheus.Desc{c.upBytes, c.upSegs, c.upErrs, c.lag, c.readBytes, c.readErrs, c.deleted, c.headroom, c.parts, c.failing, c.swept} {
 		ch <- d
 	}
 }
@@ -175,6 +191,8 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.readBytes, s.RemoteReadBytes)
 	counter(c.readErrs, s.RemoteReadErrors)
 	counter(c.deleted, s.DeletedSegments)
+	counter(c.swept, s.SweptObjects)
+	gauge(c.failing, int64(s.FailingPartitions))
 	gauge(c.lag, s.LagBytes)
 	gauge(c.parts, int64(s.Partitions))
 	var fs syscall.Statfs_t

@@ -132,7 +132,7 @@ func decodeManifest(raw []byte) (*Manifest, error) {
 
 // PartitionPrefix is where one partition's objects live.
 func PartitionPrefix(cluster, topic, topicID string, partition int32) string {
-	return fmt.Sprintf("tier/%s/%s-%s/%d/", strings.Trim(cluster, "/"), topic, topicID, partition)
+	return fmt.Sprintf("%s%s-%s/%d/", ClusterPrefix(cluster), topic, topicID, partition)
 }
 
 func manifestKey(epoch int32, seq int64) string {

@@ -77,6 +77,8 @@ type Stats struct {
 	UploadedBytes, UploadedSegments, UploadErrors int64
 	RemoteReadBytes, RemoteReadErrors             int64
 	DeletedSegments                               int64
+	// SweptObjects counts orphaned objects removed (sweep.go).
+	SweptObjects int64
 }
 
 // Tier is the slow tier of one broker: a regional bucket holding the
@@ -89,6 +91,10 @@ type Tier struct {
 
 	uploadedBytes, uploadedSegments, uploadErrors atomic.Int64
 	readBytes, readErrors, deletedSegments        atomic.Int64
+	sweptObjects                                  atomic.Int64
+	// owner: this cluster's ID is recorded as the owner of its prefix
+	// (checked once, sweep.go).
+	owner atomic.Bool
 }
 
 // New returns the tier stored in st.
@@ -105,6 +111,7 @@ func (t *Tier) Stats() Stats {
 	return Stats{
 		UploadedBytes: t.uploadedBytes.Load(), UploadedSegments: t.uploadedSegments.Load(), UploadErrors: t.uploadErrors.Load(),
 		RemoteReadBytes: t.readBytes.Load(), RemoteReadErrors: t.readErrors.Load(), DeletedSegments: t.deletedSegments.Load(),
+		SweptObjects: t.sweptObjects.Load(),
 	}
 }
 
@@ -127,6 +134,7 @@ type Partition struct {
 	writerEpoch    int32     // the epoch man was (re)loaded for by a writer; -1: never
 	writerLoaded   bool
 	failures       int
+	failing        bool // the last upload failed, not fenced
 	retryAt        time.Time
 	// deleted is set by DeleteAll: the topic is gone, nothing is written
 	// any more (guarded by writeMu).
@@ -235,9 +243,19 @@ func (p *Partition) backoff(now time.Time) bool {
 	return now.Before(p.retryAt)
 }
 
+// UploadFailing reports whether the partition's last upload failed with
+// a bucket error (not fencing): it backs off until a later round succeeds,
+// and the local segments stay.
+func (p *Partition) UploadFailing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failing
+}
+
 func (p *Partition) noteResult(err error, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.failing = err != nil && !errors.Is(err, ErrFenced)
 	if err == nil {
 		p.failures, p.retryAt = 0, time.Time{}
 		return
@@ -546,14 +564,10 @@ func (p *Partition) dropOldest(ctx context.Context, m *Manifest, n int, epoch in
 	}
 	var keys []string
 	for _, s := range doomed {
-		objs := []string{p.prefix + s.Key, p.prefix + s.Key + ".index", p.prefix + s.Key + ".timeindex"}
-		if s.TxnIndexSize > 0 {
-			objs = append(objs, p.prefix+s.Key+txnIndexSuffix)
+		for _, k := range s.objectKeys() {
+			p.t.cache.forget(p.prefix + k)
+			keys = append(keys, p.prefix+k)
 		}
-		for _, k := range objs {
-			p.t.cache.forget(k)
-		}
-		keys = append(keys, objs...)
 	}
 	p.t.deletedSegments.Add(int64(len(doomed)))
 	if err := objstore.DeleteAll(ctx, p.t.store, keys); err != nil {

@@ -353,10 +353,11 @@ func gauge(fams map[string]*dto.MetricFamily, name string) float64 {
 var zones = []string{"a", "b", "c"}
 
 // startWALCluster starts three brokers in zones a, b, c replicating
-// through one bucket per zone on a real S3 server, each serving /metrics.
+// through one bucket per zone on a real S3 server, with the slow tier on
+// (bucket strata-tier on the same server), each serving /metrics.
 func startWALCluster(t *testing.T) *brokertest.Cluster {
 	t.Helper()
-	s3s := s3server.Start(t, "wal-a", "wal-b", "wal-c")
+	s3s := s3server.Start(t, "wal-a", "wal-b", "wal-c", "strata-tier")
 	c := &brokertest.Cluster{Etcd: metatest.Start(t).Endpoints()}
 	for i, z := range zones {
 		c.Brokers = append(c.Brokers, brokertest.Start(t, brokertest.ClusterOptions(c.Etcd, i+1, z,
@@ -366,8 +367,14 @@ func startWALCluster(t *testing.T) *brokertest.Cluster {
 			brokertest.WithSetting("wal.bucket.region", s3s.Region),
 			brokertest.WithSetting("wal.bucket.endpoint", s3s.Endpoint),
 			brokertest.WithSetting("wal.bucket.force.path.style", "true"),
+			brokertest.WithSetting("remote.log.storage.system.enable", "true"),
+			brokertest.WithSetting("tier.bucket.name", "strata-tier"),
+			brokertest.WithSetting("tier.bucket.region", s3s.Region),
+			brokertest.WithSetting("tier.bucket.endpoint", s3s.Endpoint),
+			brokertest.WithSetting("tier.bucket.force.path.style", "true"),
 			brokertest.WithConfig(func(c *server.Config) {
 				c.Cluster.WAL.Bucket.Credentials = &objstore.StaticCredentials{AccessKeyID: s3s.AccessKey, SecretAccessKey: s3s.SecretKey}
+				c.Tier.Bucket.Credentials = &objstore.StaticCredentials{AccessKeyID: s3s.AccessKey, SecretAccessKey: s3s.SecretKey}
 			}),
 		)...))
 	}
@@ -376,7 +383,8 @@ func startWALCluster(t *testing.T) *brokertest.Cluster {
 
 // TestMetricsExist fails naming every metric a dashboard panel, a
 // dashboard variable or an alert uses that neither a running broker (WAL
-// on, after produce and consume traffic) nor the operator exposes.
+// and slow tier on, after produce and consume traffic) nor the operator
+// exposes.
 func TestMetricsExist(t *testing.T) {
 	used := usedMetrics(t)
 	pending := pendingMetrics(t)
