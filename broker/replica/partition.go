@@ -100,6 +100,9 @@ type Partition struct {
 	walCh        chan struct{}
 	walLogStart  int64
 	walSkipUntil int64
+
+	// hydration is the slow-tier hydration of a follower (hydrate.go).
+	hydration hydrationState
 }
 
 // isrChange is an ISR change the leader proposed (AlterPartition).

@@ -29,6 +29,12 @@ type TierConfig struct {
 	// CacheBytes is tier.read.cache.bytes (default 64 MiB) and ChunkBytes
 	// tier.read.chunk.bytes (default 1 MiB): the remote read-ahead cache.
 	CacheBytes, ChunkBytes int64
+	// DisableHydration is tier.hydration.enable=false (default true):
+	// followers of tiered partitions that are behind the tier's end copy
+	// its history from the leader instead of from the bucket (Kafka's
+	// behaviour without hydration; kept for comparisons and as an escape
+	// hatch).
+	DisableHydration bool
 	// Store replaces the S3 client (tests inject faults).
 	Store objstore.Store
 }
@@ -41,7 +47,7 @@ var tierKeys = []string{
 	"remote.log.storage.system.enable", "remote.log.manager.task.interval.ms",
 	"tier.bucket.name", "tier.bucket.region", "tier.bucket.endpoint", "tier.bucket.force.path.style",
 	"tier.bucket.credentials.source", "tier.bucket.credentials.secret",
-	"tier.read.cache.bytes", "tier.read.chunk.bytes",
+	"tier.read.cache.bytes", "tier.read.chunk.bytes", "tier.hydration.enable",
 }
 
 func init() {
@@ -53,14 +59,17 @@ func init() {
 // applyTierSetting applies one slow-tier key.
 func applyTierSetting(tc *TierConfig, k, v string) (known bool, err error) {
 	switch k {
-	case "remote.log.storage.system.enable", "tier.bucket.force.path.style":
+	case "remote.log.storage.system.enable", "tier.bucket.force.path.style", "tier.hydration.enable":
 		on, err := strconv.ParseBool(v)
 		if err != nil {
 			return true, err
 		}
-		if k == "tier.bucket.force.path.style" {
+		switch k {
+		case "tier.bucket.force.path.style":
 			tc.Bucket.ForcePathStyle = on
-		} else {
+		case "tier.hydration.enable":
+			tc.DisableHydration = !on
+		default:
 			tc.Enable = on
 		}
 	case "remote.log.manager.task.interval.ms":
@@ -138,6 +147,7 @@ type tierCollector struct {
 	dataDir string
 
 	upBytes, upSegs, upErrs, lag, readBytes, readErrs, deleted, headroom, parts *prometheus.Desc
+	hydBytes, hydSegs, hydErrs                                                  *prometheus.Desc
 }
 
 func newTierCollector(m *broker.TierManager, dataDir string) *tierCollector {
@@ -152,11 +162,14 @@ func newTierCollector(m *broker.TierManager, dataDir string) *tierCollector {
 		deleted:   d("strata_tier_deleted_segments_total", "Segments removed from the slow tier by retention and DeleteRecords."),
 		headroom:  d("strata_tier_disk_headroom_bytes", "Free bytes of the data directory minus the upload lag: what the disk can still take if the slow tier stopped accepting uploads now (local segments are kept until uploaded)."),
 		parts:     d("strata_tier_leader_partitions", "Tiered partitions this broker leads (uploads)."),
+		hydBytes:  d("strata_tier_hydrated_bytes_total", "Segment bytes follower replicas of this broker downloaded from the slow tier to hydrate (instead of fetching them from the leader)."),
+		hydSegs:   d("strata_tier_hydrated_segments_total", "Segments follower replicas of this broker downloaded from the slow tier to hydrate."),
+		hydErrs:   d("strata_tier_hydration_errors_total", "Segment downloads for hydration that failed or did not match the manifest (never installed; retried, then the leader serves the rest)."),
 	}
 }
 
 func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.upBytes, c.upSegs, c.upErrs, c.lag, c.readBytes, c.readErrs, c.deleted, c.headroom, c.parts} {
+	for _, d := range []*prometheus.Desc{c.upBytes, c.upSegs, c.upErrs, c.lag, c.readBytes, c.readErrs, c.deleted, c.headroom, c.parts, c.hydBytes, c.hydSegs, c.hydErrs} {
 		ch <- d
 	}
 }
@@ -175,6 +188,9 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.readBytes, s.RemoteReadBytes)
 	counter(c.readErrs, s.RemoteReadErrors)
 	counter(c.deleted, s.DeletedSegments)
+	counter(c.hydBytes, s.HydratedBytes)
+	counter(c.hydSegs, s.HydratedSegments)
+	counter(c.hydErrs, s.HydrationErrors)
 	gauge(c.lag, s.LagBytes)
 	gauge(c.parts, int64(s.Partitions))
 	var fs syscall.Statfs_t

@@ -77,6 +77,10 @@ type Stats struct {
 	UploadedBytes, UploadedSegments, UploadErrors int64
 	RemoteReadBytes, RemoteReadErrors             int64
 	DeletedSegments                               int64
+	// HydratedBytes and HydratedSegments count the segments replicas
+	// downloaded to hydrate (DownloadSegment), HydrationErrors the
+	// downloads that failed or did not match their manifest entry.
+	HydratedBytes, HydratedSegments, HydrationErrors int64
 }
 
 // Tier is the slow tier of one broker: a regional bucket holding the
@@ -89,6 +93,8 @@ type Tier struct {
 
 	uploadedBytes, uploadedSegments, uploadErrors atomic.Int64
 	readBytes, readErrors, deletedSegments        atomic.Int64
+	hydratedBytes, hydratedSegments               atomic.Int64
+	hydrationErrors                               atomic.Int64
 }
 
 // New returns the tier stored in st.
@@ -105,6 +111,7 @@ func (t *Tier) Stats() Stats {
 	return Stats{
 		UploadedBytes: t.uploadedBytes.Load(), UploadedSegments: t.uploadedSegments.Load(), UploadErrors: t.uploadErrors.Load(),
 		RemoteReadBytes: t.readBytes.Load(), RemoteReadErrors: t.readErrors.Load(), DeletedSegments: t.deletedSegments.Load(),
+		HydratedBytes: t.hydratedBytes.Load(), HydratedSegments: t.hydratedSegments.Load(), HydrationErrors: t.hydrationErrors.Load(),
 	}
 }
 

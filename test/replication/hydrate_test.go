@@ -1,0 +1,214 @@
+package replication
+
+import (
+	"context"
+	"crypto/rand"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-dev/strata/broker/brokertest"
+	"github.com/strata-dev/strata/broker/meta/metatest"
+	"github.com/strata-dev/strata/broker/objstore"
+	"github.com/strata-dev/strata/broker/server"
+	"github.com/strata-dev/strata/broker/traffic"
+	"github.com/strata-dev/strata/internal/testutil/s3server"
+)
+
+// hydrateCluster starts brokers with WAL replication (one bucket per zone)
+// and the slow tier (bucket strata-tier), all on one Versity gateway.
+type hydrateCluster struct {
+	*brokertest.Cluster
+	s3 *s3server.Server
+}
+
+func startHydrateCluster(t *testing.T) *hydrateCluster {
+	t.Helper()
+	s3s := s3server.Start(t, "wal-a", "wal-b", "wal-c", "strata-tier")
+	hc := &hydrateCluster{s3: s3s, Cluster: &brokertest.Cluster{Etcd: metatest.Start(t).Endpoints()}}
+	for i, z := range zones {
+		hc.add(t, i+1, z, true)
+	}
+	return hc
+}
+
+// add starts broker id in zone; hydrate is its tier.hydration.enable.
+func (hc *hydrateCluster) add(t *testing.T, id int, zone string, hydrate bool) *brokertest.Broker {
+	t.Helper()
+	s3s := hc.s3
+	creds := &objstore.StaticCredentials{AccessKeyID: s3s.AccessKey, SecretAccessKey: s3s.SecretKey}
+	b := brokertest.Start(t, brokertest.ClusterOptions(hc.Etcd, id, zone,
+		brokertest.WithSetting("replica.lag.time.max.ms", "10000"),
+		brokertest.WithSetting("wal.enable", "true"),
+		brokertest.WithSetting("wal.bucket.name", "wal-"+zone),
+		brokertest.WithSetting("wal.bucket.region", s3s.Region),
+		brokertest.WithSetting("wal.bucket.endpoint", s3s.Endpoint),
+		brokertest.WithSetting("wal.bucket.force.path.style", "true"),
+		brokertest.WithSetting("remote.log.storage.system.enable", "true"),
+		brokertest.WithSetting("remote.log.manager.task.interval.ms", "100"),
+		brokertest.WithSetting("tier.bucket.name", "strata-tier"),
+		brokertest.WithSetting("tier.bucket.region", s3s.Region),
+		brokertest.WithSetting("tier.bucket.endpoint", s3s.Endpoint),
+		brokertest.WithSetting("tier.bucket.force.path.style", "true"),
+		brokertest.WithSetting("tier.hydration.enable", strconv.FormatBool(hydrate)),
+		brokertest.WithConfig(func(c *server.Config) {
+			c.Cluster.WAL.Bucket.Credentials = creds
+			c.Tier.Bucket.Credentials = creds
+		}),
+	)...)
+	hc.Brokers = append(hc.Brokers, b)
+	return b
+}
+
+// replicationCrossZone is the bytes a broker's replica fetches exchanged
+// with other zones (requests and responses, inline and WAL metadata).
+func replicationCrossZone(b *brokertest.Broker) float64 {
+	tr := b.Server().Traffic()
+	total := 0.0
+	for _, p := range []traffic.Path{traffic.ReplicationInline, traffic.ReplicationWALMetadata} {
+		total += tr.CrossZone(p, traffic.In) + tr.CrossZone(p, traffic.Out)
+	}
+	return total
+}
+
+// TestHydrateMoveCrossZone is #16's must-show: a zone grows from one
+// broker to two and the replicas of partitions holding STRATA_HYDRATE_MB
+// (default 50) MB move onto the new broker; the cross-zone bytes of the
+// move, from the new broker's traffic counters, divided by the bytes it
+// ends up holding are ≤ 5 % with hydration (the history comes from the
+// tier bucket, only the tail from the leader in another zone) and ≥ 90 %
+// without (tier.hydration.enable=false on a second new broker, which the
+// same replicas move to next, in the same run). `make bench-hydrate` runs
+// the 1 GB form.
+func TestHydrateMoveCrossZone(t *testing.T) {
+	mb := 50
+	if v, err := strconv.Atoi(os.Getenv("STRATA_HYDRATE_MB")); err == nil && v > 0 {
+		mb = v
+	}
+	const partitions = 4
+	total := int64(mb) << 20
+	// Small segments, so that all but each partition's active segment
+	// (and what the last upload round has not taken yet) is in the tier:
+	// about 50 segments per partition.
+	segment := min(max(total/partitions/50, 128<<10), 8<<20)
+
+	hc := startHydrateCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	defer cancel()
+	cl := newClient(t, hc.Addrs())
+	adm := kadm.NewClient(cl)
+	// Leaders in zones b and c; broker 1 (zone a) holds the replicas that
+	// move: every byte the new zone-a broker fetches from its leader
+	// crosses a zone.
+	assign := make([][]int32, partitions)
+	for i := range assign {
+		assign[i] = []int32{int32(2 + i%2), int32(3 - i%2), 1}
+	}
+	createAssigned(ctx, t, cl, "move", assign)
+	on, seg := "true", strconv.FormatInt(segment, 10)
+	waitFor(t, "the topic configs accepted", 30*time.Second, func() bool {
+		res, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+			{Op: kadm.SetConfig, Name: "remote.storage.enable", Value: &on},
+			{Op: kadm.SetConfig, Name: "segment.bytes", Value: &seg},
+		}, "move")
+		return err == nil && alterErr(res) == nil
+	})
+	waitFor(t, "the topic configs on every broker", 30*time.Second, func() bool {
+		for _, b := range hc.Brokers {
+			p, err := b.Server().Broker().Partition("move", 0)
+			if err != nil || p.Tiered() == nil || p.Log.Config().SegmentBytes != segment {
+				return false
+			}
+		}
+		return true
+	})
+
+	prod := newClient(t, hc.Addrs(), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(int32(min(segment/2, 900<<10))),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	value := make([]byte, 16<<10)
+	for range total / int64(len(value)) {
+		_, _ = rand.Read(value)
+		prod.Produce(ctx, &kgo.Record{Topic: "move", Value: slices.Clone(value)}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Every sealed segment of the leaders in the tier.
+	waitFor(t, "the sealed segments uploaded", 20*time.Minute, func() bool {
+		for i := range int32(partitions) {
+			p, err := brokerByID(hc.Cluster, assign[i][0]).Server().Broker().Partition("move", i)
+			if err != nil || p.Tiered() == nil {
+				return false
+			}
+			segs := p.Log.Segments()
+			if p.Tiered().EndOffset() < segs[len(segs)-1].Base {
+				return false
+			}
+		}
+		return true
+	})
+
+	move := func(from, to int32) (crossZone, moved float64) {
+		t.Helper()
+		target := brokerByID(hc.Cluster, to)
+		before := replicationCrossZone(target)
+		var req kadm.AlterPartitionAssignmentsReq
+		for i := range int32(partitions) {
+			replicas := slices.Clone(assign[i])
+			replicas[slices.Index(replicas, from)] = to
+			assign[i] = replicas
+			req.Assign("move", i, replicas)
+		}
+		waitFor(t, "the controller to accept the moves", 30*time.Second, func() bool {
+			res, err := adm.AlterPartitionAssignments(ctx, req)
+			return err == nil && res.Error() == nil
+		})
+		waitFor(t, "the replicas to move", 30*time.Minute, func() bool {
+			for i := range int32(partitions) {
+				s := state(t, hc.Cluster, "move", i)
+				if s.Reassigning() || slices.Contains(s.Replicas, from) || !slices.Contains(s.ISR, to) {
+					return false
+				}
+			}
+			return true
+		})
+		for i := range int32(partitions) {
+			p, err := target.Server().Broker().Partition("move", i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			moved += float64(p.Log.Size())
+		}
+		return replicationCrossZone(target) - before, moved
+	}
+
+	hc.add(t, 4, "a", true)
+	hc.add(t, 5, "a", false)
+	onCross, onMoved := move(1, 4)
+	offCross, offMoved := move(4, 5)
+	onRatio, offRatio := onCross/onMoved, offCross/offMoved
+	hydrated := 0.0
+	if ts := brokerByID(hc.Cluster, 4).Server().Tier(); ts != nil {
+		hydrated = float64(ts.Stats().HydratedBytes)
+	}
+	t.Logf("moved %d partitions (%.1f MB, segment.bytes %d) onto a new zone-a broker: with hydration %.0f cross-zone bytes of %.0f moved = %.2f %% (%.0f bytes from the tier); without %.0f of %.0f = %.2f %%",
+		partitions, onMoved/(1<<20), segment, onCross, onMoved, 100*onRatio, hydrated, offCross, offMoved, 100*offRatio)
+	if onRatio > 0.05 {
+		t.Errorf("with hydration the move crossed zones with %.2f %% of the moved bytes, want ≤ 5 %%", 100*onRatio)
+	}
+	if offRatio < 0.90 {
+		t.Errorf("without hydration the move crossed zones with %.2f %% of the moved bytes, want ≥ 90 %%", 100*offRatio)
+	}
+	if hydrated < 0.9*onMoved {
+		t.Errorf("broker 4 hydrated %.0f bytes from the tier of the %.0f it holds", hydrated, onMoved)
+	}
+}
