@@ -21,7 +21,9 @@ import (
 // copies the history from the tier bucket — same region, no cross-zone
 // transfer — and fetches only the rest from the leader. Once per
 // leadership epoch, before the partition's first fetch from its leader,
-// the fetcher leaves the partition out and a goroutine:
+// unless this replica is in the ISR (caught up: a failover must not wait
+// for a manifest read), the fetcher leaves the partition out and a
+// goroutine:
 //
 //  1. reads the manifest; one written at a newer leader epoch than this
 //     follower knows means its view is stale: it waits for the metadata;
@@ -35,8 +37,9 @@ import (
 //     as a replica fetch would: the follower builds its own indexes, epoch
 //     cache, producer state and aborted-transaction index. A crash leaves
 //     the temp file, which log.Open deletes, and a log of whole batches;
-//  5. raises its HWM to what it has of the tier (uploads stop at the
-//     leader's last stable offset: committed).
+//  5. raises its HWM to what it has of the tier after each segment
+//     (uploads stop at the leader's last stable offset: committed), so a
+//     retried attempt continues where the last one stopped.
 //
 // Then the fetcher fetches from the log end as usual; the leader adds the
 // replica to the ISR only once it has caught up through that path. A
@@ -234,18 +237,23 @@ func (p *Partition) hydrateFrom(ctx context.Context, src TierSource, leader, epo
 		res.bytes += n
 		from = s.LastOffset + 1
 		res.to = from
+		p.raiseHWMToTier(m.EndOffset, leader, epoch)
 	}
+	return res, nil
+}
 
-	// What the tier holds is below the leader's last stable offset:
-	// committed, so this replica's consumers may read it.
+// raiseHWMToTier raises the HWM to the log end, at most tierEnd: what
+// the tier holds is below the leader's last stable offset, so committed;
+// this replica's consumers may read it, and a retried hydration keeps it
+// (it keeps the log below the HWM).
+func (p *Partition) raiseHWMToTier(tierEnd int64, leader, epoch int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.role == RoleFollower && p.state.Leader == leader && p.state.LeaderEpoch == epoch {
-		if h := min(m.EndOffset, p.Log.EndOffset()); h > p.hwm.Load() {
+		if h := min(tierEnd, p.Log.EndOffset()); h > p.hwm.Load() {
 			p.setHWMLocked(h)
 		}
 	}
-	return res, nil
 }
 
 // installHydrated appends the batches of a downloaded (verified) segment

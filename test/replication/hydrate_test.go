@@ -1,11 +1,14 @@
 package replication
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"crypto/rand"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -211,4 +214,140 @@ func TestHydrateMoveCrossZone(t *testing.T) {
 	if hydrated < 0.9*onMoved {
 		t.Errorf("broker 4 hydrated %.0f bytes from the tier of the %.0f it holds", hydrated, onMoved)
 	}
+}
+
+// partitionBytes reads a hosted partition's local log from its start up
+// to upTo.
+func partitionBytes(t *testing.T, b *brokertest.Broker, topic string, upTo int64) (start int64, out []byte) {
+	t.Helper()
+	p, err := b.Server().Broker().Partition(topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start = p.Log.StartOffset()
+	for off := start; off < upTo; {
+		rr, err := p.Log.Read(off, 1<<20, upTo)
+		if err != nil {
+			t.Fatalf("%s-0 on %s: read at %d: %v", topic, b.Addr(), off, err)
+		}
+		if len(rr.Records) == 0 {
+			t.Fatalf("%s-0 on %s: log ends at %d, below %d", topic, b.Addr(), off, upTo)
+		}
+		out = append(out, rr.Records...)
+		off = rr.HighestOffset + 1
+	}
+	return start, out
+}
+
+// TestHydrateCorruptSegmentAndUntiered moves replicas onto a new broker:
+// first of a topic that is not tiered (it replicates from the leader as
+// before: nothing hydrated), then of a tiered topic one of whose segment
+// objects in the bucket was corrupted. The corrupt download is refused
+// (hydration errors counted), never installed: the new replica's log is
+// byte for byte the leader's, the segments before the corrupt one came
+// from the tier and the rest from the leader.
+func TestHydrateCorruptSegmentAndUntiered(t *testing.T) {
+	hc := startHydrateCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cl := newClient(t, hc.Addrs())
+	adm := kadm.NewClient(cl)
+	createAssigned(ctx, t, cl, "plain", [][]int32{{2, 3, 1}})
+	createAssigned(ctx, t, cl, "tiered", [][]int32{{2, 3, 1}})
+	on, seg := "true", "16384"
+	waitFor(t, "the topic configs accepted", 30*time.Second, func() bool {
+		res, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+			{Op: kadm.SetConfig, Name: "remote.storage.enable", Value: &on},
+			{Op: kadm.SetConfig, Name: "segment.bytes", Value: &seg},
+		}, "tiered")
+		if err == nil {
+			res2, err2 := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "segment.bytes", Value: &seg}}, "plain")
+			err = errors.Join(err2, alterErr(res2))
+		}
+		return err == nil && alterErr(res) == nil
+	})
+	leader := brokerByID(hc.Cluster, 2)
+	waitFor(t, "the topic configs on the leader", 30*time.Second, func() bool {
+		p, err := leader.Server().Broker().Partition("tiered", 0)
+		q, err2 := leader.Server().Broker().Partition("plain", 0)
+		return err == nil && err2 == nil && p.Tiered() != nil && p.Log.Config().SegmentBytes == 16384 && q.Log.Config().SegmentBytes == 16384
+	})
+	prod := newClient(t, hc.Addrs(), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(4096), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	for i := range 600 {
+		for _, topic := range []string{"plain", "tiered"} {
+			if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(strings.Repeat(strconv.Itoa(i), 100))}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	lp, err := leader.Server().Broker().Partition("tiered", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the sealed segments uploaded", time.Minute, func() bool {
+		segs := lp.Log.Segments()
+		return lp.Tiered().EndOffset() >= segs[len(segs)-1].Base
+	})
+	m, ok := lp.Tiered().Manifest()
+	if !ok || len(m.Segments) < 4 {
+		t.Fatalf("manifest with %d segments (end %d), want at least 4; local segments %+v", len(m.Segments), m.EndOffset, lp.Log.Segments())
+	}
+	// Flip a byte in the middle of the third segment's data object.
+	st, err := objstore.NewS3(ctx, objstore.Config{Bucket: "strata-tier", Region: hc.s3.Region, Endpoint: hc.s3.Endpoint, ForcePathStyle: true,
+		Credentials: &objstore.StaticCredentials{AccessKeyID: hc.s3.AccessKey, SecretAccessKey: hc.s3.SecretKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	bad := m.Segments[2]
+	key := lp.Tiered().Prefix() + bad.Key
+	data, err := st.Get(ctx, key, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := st.Put(ctx, key, data); err != nil {
+		t.Fatal(err)
+	}
+
+	b4 := hc.add(t, 4, "a", true)
+	moveTo4 := func(topic string) {
+		t.Helper()
+		var req kadm.AlterPartitionAssignmentsReq
+		req.Assign(topic, 0, []int32{2, 3, 4})
+		waitFor(t, "the controller to accept the move", 30*time.Second, func() bool {
+			res, err := adm.AlterPartitionAssignments(ctx, req)
+			return err == nil && res.Error() == nil
+		})
+		waitFor(t, "the replica to move", 2*time.Minute, func() bool {
+			s := state(t, hc.Cluster, topic, 0)
+			return !s.Reassigning() && !slices.Contains(s.Replicas, 1) && slices.Contains(s.ISR, 4)
+		})
+	}
+	tierStats := func() (segments, errs int64) {
+		s := b4.Server().Tier().Stats()
+		return s.HydratedSegments, s.HydrationErrors
+	}
+
+	moveTo4("plain")
+	if segs, errs := tierStats(); segs != 0 || errs != 0 {
+		t.Fatalf("moving an untiered topic hydrated %d segments (%d errors), want none", segs, errs)
+	}
+	hwm := lp.Log.EndOffset()
+	for _, topic := range []string{"plain", "tiered"} {
+		if topic == "tiered" {
+			moveTo4(topic)
+		}
+		waitFor(t, "broker 4 to reach the leader's end of "+topic, time.Minute, func() bool { return localLEO(t, b4, topic, 0) >= hwm })
+		s2, want := partitionBytes(t, leader, topic, hwm)
+		s4, got := partitionBytes(t, b4, topic, hwm)
+		if s2 != s4 || !bytes.Equal(got, want) {
+			t.Fatalf("%s: broker 4's log [%d, %d) differs from the leader's [%d, %d) (%d vs %d bytes)", topic, s4, hwm, s2, hwm, len(got), len(want))
+		}
+	}
+	segs, errs := tierStats()
+	if errs < 1 || segs != 2 {
+		t.Fatalf("broker 4 hydrated %d segments with %d errors; want the 2 before the corrupt one and at least one error", segs, errs)
+	}
+	t.Logf("untiered: nothing hydrated; tiered: %d segments hydrated, %d corrupt downloads refused (segment [%d, %d]), the rest from the leader; logs identical up to %d", segs, errs, bad.BaseOffset, bad.LastOffset, hwm)
 }
