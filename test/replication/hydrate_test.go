@@ -3,8 +3,8 @@ package replication
 import (
 	"bytes"
 	"context"
-	"errors"
 	"crypto/rand"
+	"errors"
 	"os"
 	"slices"
 	"strconv"
