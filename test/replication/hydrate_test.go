@@ -4,21 +4,27 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strata-dev/strata/broker/brokertest"
+	"github.com/strata-dev/strata/broker/log"
 	"github.com/strata-dev/strata/broker/meta/metatest"
 	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/server"
+	"github.com/strata-dev/strata/broker/tier"
 	"github.com/strata-dev/strata/broker/traffic"
 	"github.com/strata-dev/strata/internal/testutil/s3server"
 )
@@ -350,4 +356,179 @@ func TestHydrateCorruptSegmentAndUntiered(t *testing.T) {
 		t.Fatalf("broker 4 hydrated %d segments with %d errors; want the 2 before the corrupt one and at least one error", segs, errs)
 	}
 	t.Logf("untiered: nothing hydrated; tiered: %d segments hydrated, %d corrupt downloads refused (segment [%d, %d]), the rest from the leader; logs identical up to %d", segs, errs, bad.BaseOffset, bad.LastOffset, hwm)
+}
+
+// TestHydratedReplicaTakesOver adds a replica on a new broker process to
+// a tiered partition (local.retention.bytes 64 KiB) that an idempotent
+// producer writes to: the new replica hydrates the segments local
+// retention keeps from the tier (not the older ones), joins the ISR, and
+// holds the leader's batches byte for byte. Then the leader is SIGKILLed:
+// the hydrated replica leads, the same producer goes on without a
+// duplicate or a gap (its producer state came with the hydrated batches),
+// and a consumer from offset 0 (the tier, then the new leader's log) gets
+// every record once.
+func TestHydratedReplicaTakesOver(t *testing.T) {
+	const bucket = "strata-tier"
+	srv := s3server.Start(t, bucket)
+	t.Setenv("STRATA_TIER_ACCESS_KEY_ID", srv.AccessKey)
+	t.Setenv("STRATA_TIER_SECRET_ACCESS_KEY", srv.SecretKey)
+	opts := []brokertest.Option{
+		brokertest.WithSetting("replica.lag.time.max.ms", "3000"),
+		brokertest.WithSetting("remote.log.storage.system.enable", "true"),
+		brokertest.WithSetting("remote.log.manager.task.interval.ms", "100"),
+		brokertest.WithSetting("tier.bucket.name", bucket),
+		brokertest.WithSetting("tier.bucket.region", srv.Region),
+		brokertest.WithSetting("tier.bucket.endpoint", srv.Endpoint),
+		brokertest.WithSetting("tier.bucket.force.path.style", "true"),
+	}
+	c := brokertest.StartProcessCluster(t, zones, opts...)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cl := newClient(t, c.Addrs())
+	adm := kadm.NewClient(cl)
+	createAssigned(ctx, t, cl, "hyd", [][]int32{{2, 3}})
+	on, seg, local := "true", "16384", "65536"
+	waitFor(t, "the topic configs accepted", 30*time.Second, func() bool {
+		res, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+			{Op: kadm.SetConfig, Name: "remote.storage.enable", Value: &on},
+			{Op: kadm.SetConfig, Name: "segment.bytes", Value: &seg},
+			{Op: kadm.SetConfig, Name: "local.retention.bytes", Value: &local},
+		}, "hyd")
+		return err == nil && alterErr(res) == nil
+	})
+	view := func() *tier.Partition {
+		details, err := adm.ListTopics(ctx, "hyd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := details["hyd"].ID
+		st, err := objstore.NewS3(ctx, objstore.Config{Bucket: bucket, Region: srv.Region, Endpoint: srv.Endpoint, ForcePathStyle: true,
+			Credentials: &objstore.StaticCredentials{AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		return tier.New(st, tier.Config{Cluster: "test"}, logr.Discard()).Partition("hyd", hex.EncodeToString(id[:]), 0)
+	}()
+
+	prod := newClient(t, c.Addrs(), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(4096),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.DefaultProduceTopic("hyd"))
+	produce := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			prod.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("v-%05d-%s", i, strings.Repeat("x", 200)))}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					t.Errorf("produce: %v", err)
+				}
+			})
+		}
+		if err := prod.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(0, 1500)
+	hwm := highWatermark(t, adm, "hyd")
+	waitFor(t, "the tier to hold all but the last segments", time.Minute, func() bool {
+		m, err := view.Load(ctx)
+		return err == nil && m.EndOffset >= hwm-150
+	})
+
+	p4 := brokertest.StartProcess(t, brokertest.ClusterOptions(c.Etcd, 4, "a", opts...)...)
+	c.Processes = append(c.Processes, p4)
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign("hyd", 0, []int32{2, 4})
+	waitFor(t, "the controller to accept the move", 30*time.Second, func() bool {
+		res, err := adm.AlterPartitionAssignments(ctx, req)
+		return err == nil && res.Error() == nil
+	})
+	waitFor(t, "broker 4 in the ISR, broker 3 gone", 2*time.Minute, func() bool {
+		details, err := adm.ListTopics(ctx, "hyd")
+		if err != nil {
+			return false
+		}
+		p := details["hyd"].Partitions[0]
+		return slices.Equal(p.Replicas, []int32{2, 4}) && slices.Contains(p.ISR, 4)
+	})
+	if !strings.Contains(p4.Logs(), "hydrated from the slow tier") {
+		t.Fatalf("broker 4 did not hydrate:\n%s", p4.Logs())
+	}
+	// Broker 4's log as hydrated (stopped to read it, then back in the
+	// ISR), compared with the old leader's once that one is killed.
+	p4.Stop()
+	s4, b4 := readLogRange(t, filepath.Join(p4.Dir(), "hyd-0"), hwm)
+	p4.Start()
+	waitFor(t, "broker 4 back in the ISR", 2*time.Minute, func() bool {
+		_, isr := leaderOf(adm, "hyd")
+		return slices.Contains(isr, 4)
+	})
+
+	c.Processes[1].Kill()
+	waitFor(t, "broker 4 to lead", time.Minute, func() bool { l, _ := leaderOf(adm, "hyd"); return l == 4 })
+	produce(1500, 2000)
+
+	cons := newClient(t, []string{p4.Addr()}, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"hyd": {0: kgo.NewOffset().AtStart()}}))
+	seen := map[string]int64{}
+	next := int64(0)
+	for next < 2000 {
+		fctx, fcancel := context.WithTimeout(ctx, 30*time.Second)
+		fs := cons.PollFetches(fctx)
+		fcancel()
+		if err := fs.Err(); err != nil {
+			t.Fatalf("consume at %d: %v", next, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset != next {
+				t.Fatalf("record at offset %d, want %d (a gap)", r.Offset, next)
+			}
+			v := string(r.Value[:7])
+			if prev, dup := seen[v]; dup {
+				t.Fatalf("%s at offsets %d and %d: a duplicate", v, prev, r.Offset)
+			}
+			seen[v] = r.Offset
+			next++
+		})
+	}
+	for i := range 2000 {
+		if _, ok := seen[fmt.Sprintf("v-%05d", i)]; !ok {
+			t.Fatalf("v-%05d missing", i)
+		}
+	}
+
+	// Broker 4's hydrated log against the old leader's, over the range
+	// both hold.
+	s2, b2 := readLogRange(t, filepath.Join(c.Processes[1].Dir(), "hyd-0"), hwm)
+	if s4 == 0 {
+		t.Fatalf("broker 4's log starts at 0: it copied history local.retention.bytes does not keep")
+	}
+	from := max(s2, s4)
+	w2, w4 := batchesByOffset(t, b2), batchesByOffset(t, b4)
+	n := 0
+	for off, b := range w4 {
+		if off < from {
+			continue
+		}
+		if !bytes.Equal(w2[off], b) {
+			t.Fatalf("batch %d of broker 4 differs from the old leader's", off)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatalf("broker 4's log [%d, %d) and the old leader's [%d, %d) have no batch in common to compare", s4, hwm, s2, hwm)
+	}
+	t.Logf("broker 4 hydrated from %d (the old leader kept %d locally); %d batches identical up to %d; 2000 records consumed once each after the failover", s4, s2, n, hwm)
+}
+
+// readLogRange reads a stopped replica's log in dir from its start up to
+// upTo and returns the start too.
+func readLogRange(t *testing.T, dir string, upTo int64) (int64, []byte) {
+	t.Helper()
+	l, err := log.Open(dir, log.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := l.StartOffset()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return start, readLog(t, dir, upTo)
 }
