@@ -22,8 +22,9 @@ import (
 // transfer — and fetches only the rest from the leader. Once per
 // leadership epoch, before the partition's first fetch from its leader,
 // unless this replica is in the ISR (caught up: a failover must not wait
-// for a manifest read), the fetcher leaves the partition out and a
-// goroutine:
+// for a manifest read), and again after the leader answered that the
+// follower's offset is below its local log start, the fetcher leaves the
+// partition out and a goroutine:
 //
 //  1. reads the manifest; one written at a newer leader epoch than this
 //     follower knows means its view is stale: it waits for the metadata;

@@ -705,6 +705,9 @@ func (p *Partition) applyFetch(leader, epoch int32, res FetchResult, backoff tim
 			}
 			p.retryAt = time.Time{}
 			p.hwm.Store(min(p.hwm.Load(), res.LogStart))
+			// Far behind within one leadership: the slow tier may hold
+			// more of what it needs (hydrate.go decides).
+			p.hydration.settled = false
 			p.wakeLocked()
 			return 0, nil
 		}
