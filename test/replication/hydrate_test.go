@@ -151,10 +151,35 @@ func TestHydrateMoveCrossZone(t *testing.T) {
 	if err := prod.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Every sealed segment of the leaders in the tier.
+	// The leaders in zones b and c (a loaded machine may have moved some
+	// during the fill): else the new zone-a replica would fetch from a
+	// zone-a leader, in its zone.
+	preferredLeaders := func() {
+		t.Helper()
+		set := kadm.TopicsSet{}
+		for i := range int32(partitions) {
+			set.Add("move", i)
+		}
+		var asked time.Time
+		waitFor(t, "the preferred leaders (zones b and c)", 5*time.Minute, func() bool {
+			for i := range int32(partitions) {
+				if state(t, hc.Cluster, "move", i).Leader != assign[i][0] {
+					if time.Since(asked) > time.Second {
+						_, _ = adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, set)
+						asked = time.Now()
+					}
+					return false
+				}
+			}
+			return true
+		})
+	}
+	// Every sealed segment of the leaders in the tier (the leader's own
+	// segment boundaries: a follower's differ).
+	preferredLeaders()
 	waitFor(t, "the sealed segments uploaded", 20*time.Minute, func() bool {
 		for i := range int32(partitions) {
-			p, err := brokerByID(hc.Cluster, assign[i][0]).Server().Broker().Partition("move", i)
+			p, err := brokerByID(hc.Cluster, state(t, hc.Cluster, "move", i).Leader).Server().Broker().Partition("move", i)
 			if err != nil || p.Tiered() == nil {
 				return false
 			}
@@ -166,25 +191,6 @@ func TestHydrateMoveCrossZone(t *testing.T) {
 		return true
 	})
 
-	// The leaders in zones b and c (a loaded machine may have moved some
-	// during the fill): else the new zone-a replica would fetch from a
-	// zone-a leader, in its zone.
-	preferredLeaders := func() {
-		t.Helper()
-		set := kadm.TopicsSet{}
-		for i := range int32(partitions) {
-			set.Add("move", i)
-		}
-		waitFor(t, "the preferred leaders (zones b and c)", 2*time.Minute, func() bool {
-			for i := range int32(partitions) {
-				if state(t, hc.Cluster, "move", i).Leader != assign[i][0] {
-					_, _ = adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, set)
-					return false
-				}
-			}
-			return true
-		})
-	}
 	move := func(from, to int32) (crossZone, moved float64) {
 		t.Helper()
 		preferredLeaders()
