@@ -240,6 +240,14 @@ func (p *Partition) hydrateFrom(ctx context.Context, src TierSource, leader, epo
 		res.to = from
 		p.raiseHWMToTier(m.EndOffset, leader, epoch)
 	}
+	// The first segment copied may hold offsets below the tier's start
+	// (DeleteRecords moved it inside the segment): they are deleted, as
+	// on the leader, and not served to this replica's consumers.
+	if p.Log.StartOffset() < m.StartOffset && p.Log.EndOffset() >= m.StartOffset {
+		if err := p.Log.DeleteRecordsBefore(m.StartOffset); err != nil {
+			return res, fmt.Errorf("%s: move the log start to the tier's start %d: %w", p.TP, m.StartOffset, err)
+		}
+	}
 	return res, nil
 }
 

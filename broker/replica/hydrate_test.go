@@ -157,6 +157,22 @@ func TestHydrateFrom(t *testing.T) {
 		}
 	})
 
+	t.Run("tier start inside a segment", func(t *testing.T) {
+		_, tr, m := tieredLeader(t)
+		start := m.Segments[1].BaseOffset + 1
+		if err := tr.DeleteRecordsBefore(ctx, 1, start); err != nil {
+			t.Fatal(err)
+		}
+		f := NewPartition(tp, openSegmentedLog(t, nil), 2, nil)
+		f.becomeFollower(st)
+		if _, err := f.hydrateFrom(ctx, tr, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+		if f.Log.StartOffset() != start || f.Log.EndOffset() != m.EndOffset {
+			t.Fatalf("log [%d, %d), want [%d, %d): the tier's start after DeleteRecords", f.Log.StartOffset(), f.Log.EndOffset(), start, m.EndOffset)
+		}
+	})
+
 	t.Run("local retention", func(t *testing.T) {
 		leader, tr, m := tieredLeader(t)
 		f := NewPartition(tp, openSegmentedLog(t, func(c *log.Config) { c.LocalRetentionBytes = 2000 }), 2, nil)
