@@ -173,6 +173,46 @@ func TestHydrateFrom(t *testing.T) {
 		}
 	})
 
+	t.Run("crash mid-download", func(t *testing.T) {
+		// A crash leaves the download's temp file beside a log of whole
+		// batches: the log deletes it when it opens, and a hydration
+		// continues from the log end.
+		leader, tr, m := tieredLeader(t)
+		l := openSegmentedLog(t, nil)
+		dir := l.Dir()
+		if _, err := l.AppendAsFollower(splitLog(t, logBytes(t, leader.Log, 0, m.Segments[1].BaseOffset))); err != nil {
+			t.Fatal(err)
+		}
+		torn := filepath.Join(dir, fmt.Sprintf("hydrate-%020d.log.tmp", m.Segments[1].BaseOffset))
+		if err := os.WriteFile(torn, logBytes(t, leader.Log, m.Segments[1].BaseOffset, m.Segments[1].LastOffset+1)[:100], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		reopened, err := log.Open(dir, l.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { reopened.Close() })
+		if _, err := os.Stat(torn); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the torn download %s is still there after the log opened (%v)", torn, err)
+		}
+		f := NewPartition(tp, reopened, 2, nil)
+		f.hwm.Store(reopened.EndOffset())
+		f.becomeFollower(st)
+		res, err := f.hydrateFrom(ctx, tr, 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.from != m.Segments[1].BaseOffset || res.segments != len(m.Segments)-1 {
+			t.Fatalf("hydrated %+v, want from %d, %d segments", res, m.Segments[1].BaseOffset, len(m.Segments)-1)
+		}
+		if !bytes.Equal(logBytes(t, f.Log, 0, m.EndOffset), logBytes(t, leader.Log, 0, m.EndOffset)) {
+			t.Fatal("the hydrated log differs from the leader's")
+		}
+	})
+
 	t.Run("local retention", func(t *testing.T) {
 		leader, tr, m := tieredLeader(t)
 		f := NewPartition(tp, openSegmentedLog(t, func(c *log.Config) { c.LocalRetentionBytes = 2000 }), 2, nil)
