@@ -131,6 +131,13 @@ bench: ## Go benchmarks of the broker.
 bench-wal: s3-server build ## The strata bench runs behind issue #18's and #15's figures (hack/bench-wal.sh; BENCH_DURATION=20s): JSON, text and a plot in bin/bench-wal/.
 	STRATA_VERSITYGW=$(VERSITYGW) BIN=$(BIN)/strata OUT=$(BIN)/bench-wal hack/bench-wal.sh
 
+# Megabytes the replicas moved by bench-hydrate hold (#16's must-show: 1 GB).
+HYDRATE_MB ?= 1024
+
+.PHONY: bench-hydrate
+bench-hydrate: s3-server ## Issue #16's move measurement: replicas holding HYDRATE_MB (1024) MB move onto a new zone-a broker, with and without tier hydration; logs the cross-zone bytes ÷ moved bytes of both.
+	STRATA_VERSITYGW=$(VERSITYGW) STRATA_HYDRATE_MB=$(HYDRATE_MB) go test ./test/replication -run '^TestHydrateMoveCrossZone$$' -count=1 -timeout 90m -v
+
 ##@ End to end (a real 3-zone Kubernetes on this machine, see docs/e2e.md)
 
 # Where the e2e cluster keeps its state, logs and the journey's report.

@@ -388,6 +388,12 @@ func (b *Broker) hostPartition(tp meta.TopicPartition, id meta.TopicID) (*Partit
 		return nil, fmt.Errorf("host %s: write topic id: %w", tp, err)
 	}
 	p.Replica = replica.NewPartition(tp, p.Log, b.cfg.NodeID, nil)
+	p.Replica.SetTierSource(func() replica.TierSource {
+		if tp := p.Tiered(); tp != nil {
+			return tp
+		}
+		return nil // not a typed nil: the topic is not tiered
+	})
 	b.markThrottled(t.configs, p)
 	t.partitions[tp.Partition] = p
 	return p, nil

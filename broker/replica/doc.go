@@ -29,6 +29,12 @@
 // retires (Manager.retire), so leaders no longer followed keep no
 // goroutine or connection.
 //
+// Hydration (hydrate.go): a follower of a tiered partition that is not in
+// the ISR and ends below the slow tier's end first copies the segments
+// local retention keeps from the tier bucket (verified, appended as
+// follower batches), then fetches the rest from its leader
+// (Config.Hydrate, tier.hydration.enable).
+//
 // Replication cost (walcost.go): every partition counts the bytes it
 // appends as leader; once a second the manager prices them with their
 // cross-zone follower copies (Config.Cost) and, with WAL on, runs the

@@ -193,6 +193,12 @@ func (f *fetcher) items() (items []fetchItem, suspended, held bool) {
 		if leader != f.leader {
 			continue
 		}
+		if f.m.hydrating(p, leader, epoch) {
+			// Copying history from the slow tier first (hydrate.go):
+			// the hydration pokes this fetcher when it is done.
+			suspended = true
+			continue
+		}
 		if throttled {
 			// Kafka's shouldFollowerThrottle: left out while the quota is
 			// exceeded (checked once per round, counted per partition).

@@ -66,6 +66,10 @@ type Config struct {
 	Log logr.Logger
 	// Now is the clock (time.Now).
 	Now func() time.Time
+	// Hydrate is tier.hydration.enable: followers of tiered partitions
+	// copy the history the slow tier holds from its bucket rather than
+	// from the leader (hydrate.go).
+	Hydrate bool
 	// Cost, when set, receives the leader bytes appended and their
 	// cross-zone follower copies once a second (walcost.go).
 	Cost *cost.Meter

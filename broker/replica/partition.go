@@ -100,6 +100,9 @@ type Partition struct {
 	walCh        chan struct{}
 	walLogStart  int64
 	walSkipUntil int64
+
+	// hydration is the slow-tier hydration of a follower (hydrate.go).
+	hydration hydrationState
 }
 
 // isrChange is an ISR change the leader proposed (AlterPartition).
@@ -702,6 +705,9 @@ func (p *Partition) applyFetch(leader, epoch int32, res FetchResult, backoff tim
 			}
 			p.retryAt = time.Time{}
 			p.hwm.Store(min(p.hwm.Load(), res.LogStart))
+			// Far behind within one leadership: the slow tier may hold
+			// more of what it needs (hydrate.go decides).
+			p.hydration.settled = false
 			p.wakeLocked()
 			return 0, nil
 		}

@@ -355,6 +355,7 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 	rt := &replicaTraffic{counter: counter}
 	rcfg.Traffic = rt
 	rcfg.Cost = s.cost
+	rcfg.Hydrate = s.cfg.Tier.Enable && !s.cfg.Tier.DisableHydration
 	replicas := replica.NewManager(rcfg)
 	rt.m = replicas
 	for _, c := range replicas.Collectors() {

@@ -34,6 +34,12 @@ type TierConfig struct {
 	OrphanGrace time.Duration
 	// OrphanGraceSet: tier.orphan.grace.ms was given (0 is a value).
 	OrphanGraceSet bool
+	// DisableHydration is tier.hydration.enable=false (default true):
+	// followers of tiered partitions that are behind the tier's end copy
+	// its history from the leader instead of from the bucket (Kafka's
+	// behaviour without hydration; kept for comparisons and as an escape
+	// hatch).
+	DisableHydration bool
 	// Store replaces the S3 client (tests inject faults).
 	Store objstore.Store
 }
@@ -46,7 +52,7 @@ var tierKeys = []string{
 	"remote.log.storage.system.enable", "remote.log.manager.task.interval.ms",
 	"tier.bucket.name", "tier.bucket.region", "tier.bucket.endpoint", "tier.bucket.force.path.style",
 	"tier.bucket.credentials.source", "tier.bucket.credentials.secret",
-	"tier.read.cache.bytes", "tier.read.chunk.bytes", "tier.orphan.grace.ms",
+	"tier.read.cache.bytes", "tier.read.chunk.bytes", "tier.orphan.grace.ms", "tier.hydration.enable",
 }
 
 func init() {
@@ -58,14 +64,17 @@ func init() {
 // applyTierSetting applies one slow-tier key.
 func applyTierSetting(tc *TierConfig, k, v string) (known bool, err error) {
 	switch k {
-	case "remote.log.storage.system.enable", "tier.bucket.force.path.style":
+	case "remote.log.storage.system.enable", "tier.bucket.force.path.style", "tier.hydration.enable":
 		on, err := strconv.ParseBool(v)
 		if err != nil {
 			return true, err
 		}
-		if k == "tier.bucket.force.path.style" {
+		switch k {
+		case "tier.bucket.force.path.style":
 			tc.Bucket.ForcePathStyle = on
-		} else {
+		case "tier.hydration.enable":
+			tc.DisableHydration = !on
+		default:
 			tc.Enable = on
 		}
 	case "remote.log.manager.task.interval.ms":
@@ -152,6 +161,7 @@ type tierCollector struct {
 	dataDir string
 
 	upBytes, upSegs, upErrs, lag, readBytes, readErrs, deleted, headroom, parts, failing, swept *prometheus.Desc
+	hydBytes, hydSegs, hydErrs                                                                  *prometheus.Desc
 }
 
 func newTierCollector(m *broker.TierManager, dataDir string) *tierCollector {
@@ -168,11 +178,14 @@ func newTierCollector(m *broker.TierManager, dataDir string) *tierCollector {
 		parts:     d("strata_tier_leader_partitions", "Tiered partitions this broker leads (uploads)."),
 		failing:   d("strata_tier_upload_failing_partitions", "Tiered partitions this broker leads whose last upload failed (the bucket is unreachable or refuses; retried with backoff, the local segments stay)."),
 		swept:     d("strata_tier_swept_objects_total", "Orphaned objects (named by no manifest, older than tier.orphan.grace.ms) deleted from the slow tier."),
+		hydBytes:  d("strata_tier_hydrated_bytes_total", "Segment bytes follower replicas of this broker downloaded from the slow tier to hydrate (instead of fetching them from the leader)."),
+		hydSegs:   d("strata_tier_hydrated_segments_total", "Segments follower replicas of this broker downloaded from the slow tier to hydrate."),
+		hydErrs:   d("strata_tier_hydration_errors_total", "Segment downloads for hydration that failed or did not match the manifest (never installed; retried, then the leader serves the rest)."),
 	}
 }
 
 func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.upBytes, c.upSegs, c.upErrs, c.lag, c.readBytes, c.readErrs, c.deleted, c.headroom, c.parts, c.failing, c.swept} {
+	for _, d := range []*prometheus.Desc{c.upBytes, c.upSegs, c.upErrs, c.lag, c.readBytes, c.readErrs, c.deleted, c.headroom, c.parts, c.failing, c.swept, c.hydBytes, c.hydSegs, c.hydErrs} {
 		ch <- d
 	}
 }
@@ -193,6 +206,9 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.deleted, s.DeletedSegments)
 	counter(c.swept, s.SweptObjects)
 	gauge(c.failing, int64(s.FailingPartitions))
+	counter(c.hydBytes, s.HydratedBytes)
+	counter(c.hydSegs, s.HydratedSegments)
+	counter(c.hydErrs, s.HydrationErrors)
 	gauge(c.lag, s.LagBytes)
 	gauge(c.parts, int64(s.Partitions))
 	var fs syscall.Statfs_t

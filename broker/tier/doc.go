@@ -35,6 +35,14 @@
 // every batch's CRC-32C. AbortedTxns answers a read_committed read from
 // the segments' transaction indexes.
 //
+// # Hydration
+//
+// HydrationPlan picks the segments a follower behind the tier's end
+// copies (those local retention keeps) and DownloadSegment copies one into
+// a file, checked against its manifest entry (size, CRC-32C, batch frames,
+// offsets) before the caller installs it; package replica appends the
+// batches (replica/hydrate.go).
+//
 // # Transactions
 //
 // The caller uploads below the partition's last stable offset, so no

@@ -79,6 +79,10 @@ type Stats struct {
 	DeletedSegments                               int64
 	// SweptObjects counts orphaned objects removed (sweep.go).
 	SweptObjects int64
+	// HydratedBytes and HydratedSegments count the segments replicas
+	// downloaded to hydrate (DownloadSegment), HydrationErrors the
+	// downloads that failed or did not match their manifest entry.
+	HydratedBytes, HydratedSegments, HydrationErrors int64
 }
 
 // Tier is the slow tier of one broker: a regional bucket holding the
@@ -94,7 +98,9 @@ type Tier struct {
 	sweptObjects                                  atomic.Int64
 	// owner: this cluster's ID is recorded as the owner of its prefix
 	// (checked once, sweep.go).
-	owner atomic.Bool
+	owner                           atomic.Bool
+	hydratedBytes, hydratedSegments atomic.Int64
+	hydrationErrors                 atomic.Int64
 }
 
 // New returns the tier stored in st.
@@ -111,7 +117,8 @@ func (t *Tier) Stats() Stats {
 	return Stats{
 		UploadedBytes: t.uploadedBytes.Load(), UploadedSegments: t.uploadedSegments.Load(), UploadErrors: t.uploadErrors.Load(),
 		RemoteReadBytes: t.readBytes.Load(), RemoteReadErrors: t.readErrors.Load(), DeletedSegments: t.deletedSegments.Load(),
-		SweptObjects: t.sweptObjects.Load(),
+		SweptObjects:  t.sweptObjects.Load(),
+		HydratedBytes: t.hydratedBytes.Load(), HydratedSegments: t.hydratedSegments.Load(), HydrationErrors: t.hydrationErrors.Load(),
 	}
 }
 
