@@ -118,6 +118,10 @@ func TestSweeperDeletesObjectsOfOperatorConfiguredBroker(t *testing.T) {
 		// listener, so they win over advertised.address: replace them too.
 		"advertised.listeners": "PLAINTEXT://127.0.0.1:0,REPLICATION://127.0.0.1:0",
 		"log.dirs":             t.TempDir(),
+		// One broker, no follower in another zone: the operator's
+		// default policy, auto, would replicate inline and upload
+		// nothing (it starts inline). The sweeper needs objects.
+		"wal.policy": "latency",
 	}); err != nil {
 		t.Fatal(err)
 	}

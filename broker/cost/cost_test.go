@@ -33,12 +33,13 @@ func TestBreakEvenBytes(t *testing.T) {
 		copies float64
 		want   int64
 	}{
-		// (PUT + 2 GETs) / (2 copies × $0.02/GB) = 1.19e-6 / 4e-11.
-		{"RF3 in 3 zones", p, 2, 29750},
-		{"RF2 in 2 zones", p, 1, 58000},
+		// (PUT + 2 GETs + 2 × 600 B of pointer notices across zones) /
+		// (2 copies × $0.02/GB) = 1.214e-6 / 4e-11.
+		{"RF3 in 3 zones", p, 2, 30350},
+		{"RF2 in 2 zones", p, 1, 58600},
 		// With every byte charged for upload and retrieval (the issue's
-		// "about 33 KB"): 1.19e-6 / (4e-11 - 3.2e-12 - 2 × 6e-13).
-		{"no included bytes", func() Prices { q := p; q.IncludedBytesPerRequest = 0; return q }(), 2, 33427},
+		// "about 33 KB"): 1.214e-6 / (4e-11 - 3.2e-12 - 2 × 6e-13).
+		{"no included bytes", func() Prices { q := p; q.IncludedBytesPerRequest = 0; return q }(), 2, 34102},
 		{"no follower in another zone", p, 0, math.MaxInt64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,6 +56,67 @@ func TestBreakEvenBytes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCostModelAt10MBps states the cost model term by term at issue
+// #15's 10 MB/s (10,000 × 1 KiB records/s over three brokers, RF 3 in
+// three zones: each broker leads 3.41 MB/s and each byte has two
+// cross-zone follower copies), per GB produced:
+//
+//   - classic: 2 copies × ($0.01 out + $0.01 in) = $0.040;
+//   - WAL, as planned (objects of what 100 ms fill, 341 KB: 2,930 per GB):
+//     PUTs $0.00331, GETs (one per follower) $0.00018, pointer notices
+//     crossing zones (600 B per follower) $0.00007: $0.00356, 0.089×;
+//   - WAL, as measured on the quiet machine (make bench-wal, session 7:
+//     12.52 PUTs/s per broker, 2.05 GETs per PUT, 1.32 MB of WAL-path
+//     cross-zone bytes in 30 s): the same terms with 276 KB objects give
+//     $0.0044, 0.108× the classic mode's measured $0.041 — the PUT term
+//     alone is 0.0998×. The objects were 19 % smaller than planned
+//     (cut short by the size cut, see Decider.plan); the bench counted
+//     nothing that is not a cost.
+func TestCostModelAt10MBps(t *testing.T) {
+	p := Default()
+	const perBroker = 10_000 * 1024 / 3.0 // leader bytes/s of one broker
+	near := func(what string, got, want, tol float64) {
+		t.Helper()
+		if math.Abs(got-want) > tol*want {
+			t.Errorf("%s = %.6g, want %.6g (±%.0f %%)", what, got, want, tol*100)
+		}
+	}
+	classic := p.CrossZone(1e9) * 2
+	near("classic $/GB", classic, 0.040, 1e-9)
+
+	// The plan at 3.41 MB/s: the 8 % target object (379,375 B) takes
+	// 111 ms to fill, so the max interval (100 ms) cuts first.
+	now := time.Unix(1700000000, 0)
+	d := NewDecider(DeciderConfig{Policy: PolicyAuto, Prices: p, Interval: 10 * time.Millisecond, MaxInterval: 100 * time.Millisecond, MaxObjectBytes: 256 << 10}, now)
+	plan, _ := drive(d, &now, 60, perBroker, 2)
+	if plan.Path != PathWAL || plan.Interval != 100*time.Millisecond || plan.NudgeBytes != 379375 {
+		t.Fatalf("plan at 3.41 MB/s per broker: %+v, want WAL every 100 ms, cut at 379,375 B at a request boundary", plan)
+	}
+	size := int64(perBroker * plan.Interval.Seconds())
+	objectsPerGB := 1e9 / float64(size)
+	terms := p.Terms(size, 2, 2)
+	near("planned PUTs $/GB", terms.Put*objectsPerGB, 0.00331, 0.01)
+	near("planned GETs $/GB", terms.Gets*objectsPerGB, 0.000176, 0.01)
+	near("planned notices $/GB", terms.Notices*objectsPerGB, 0.0000703, 0.01)
+	planned := p.Object(size, 2, 2) * objectsPerGB
+	near("planned WAL $/GB", planned, 0.00356, 0.01)
+	near("planned ratio", planned/classic, 0.089, 0.01)
+	near("plan's own estimate", plan.Ratio, 0.089, 0.01)
+
+	// The quiet-machine run, rebuilt from its counters: 311.28 MB
+	// produced in 30 s, 12.52 PUTs/s on each of three brokers, 76.96
+	// GETs/s, 1,318,494 B of WAL-path cross-zone bytes; classic mode
+	// $0.041 per GB (its replica fetch framing crosses zones too).
+	const produced, secs = 311_280_077.0, 30.0
+	puts, gets, notices := 12.52*3*secs, 76.96*secs, 1_318_494.0
+	measured := (puts*p.Put(int64(produced/puts)) + gets*p.Get(int64(produced/puts)) + p.CrossZone(int64(notices))) / produced * 1e9
+	near("measured WAL $/GB", measured, 0.0044214, 0.01) // the bench's usd_per_gb_produced
+	near("PUT term over the classic mode's cost", puts*p.Put(0)/produced*1e9/0.041019, 0.0998, 0.01)
+	near("measured ratio", measured/0.041019, 0.108, 0.01)
+	near("measured object size", produced/puts, 276_000, 0.01)
+	near("notice bytes per GET", notices/gets, 571, 0.01)
 }
 
 func TestPricesSetKey(t *testing.T) {
@@ -109,47 +171,52 @@ func TestDecider(t *testing.T) {
 		switches []Switch
 	}
 	for _, tc := range []struct {
-		name  string
-		cfg   DeciderConfig
-		steps []step
-		cut   int
-		nudge bool
+		name       string
+		cfg        DeciderConfig
+		steps      []step
+		cut, nudge int // CutBytes, NudgeBytes
+		tokens     bool
 	}{
 		{"latency: objects every interval at any rate", with(PolicyLatency), []step{
 			{60, 1e3, 2, PathWAL, 10 * time.Millisecond, nil},
 			{60, 1e7, 2, PathWAL, 10 * time.Millisecond, nil},
-		}, 256 << 10, true},
-		{"cost: the 8 %-of-classic size or the max interval", with(PolicyCost), []step{
+		}, 256 << 10, 0, true},
+		{"cost: the 8 %-of-classic object at a request boundary, or the max interval", with(PolicyCost), []step{
 			{60, 1e3, 2, PathWAL, 100 * time.Millisecond, nil},
-		}, 371875, false},
-		{"auto: low rate goes inline after the warmup, high rate comes back after the dwell", with(PolicyAuto), []step{
-			// Idle: no decision, whatever the time.
-			{60, 0, 2, PathWAL, 0, nil},
+		}, 1 << 20, 379375, false},
+		{"auto: starts inline, objects once the rate makes them cheap, inline again after the dwell", with(PolicyAuto), []step{
+			// Idle: inline (what classic costs), no decision.
+			{60, 0, 2, PathInline, 0, nil},
 			// 100 KB/s: a 100 ms object holds 10 KB, three times
-			// classic's cost. Not before 5 s of traffic (Warmup).
-			{5, 1e5, 2, PathWAL, 100 * time.Millisecond, nil},
-			{1, 1e5, 2, PathInline, 0, []Switch{{PathWAL, PathInline, ReasonBelowBreakEven}}},
-			// 10 MB/s: not back before MinDwell (30 s) after the switch ...
-			{28, 1e7, 2, PathInline, 0, nil},
-			// ... then WAL with the interval stretched to a 371.9 KB
-			// object (37 ms at 10 MB/s).
-			{30, 1e7, 2, PathWAL, 37 * time.Millisecond, []Switch{{PathInline, PathWAL, ReasonAboveBreakEven}}},
+			// classic's cost: inline stays.
+			{30, 1e5, 2, PathInline, 100 * time.Millisecond, nil},
+			// 10 MB/s: objects at once (the warmup is over) ...
+			{1, 1e7, 2, PathWAL, 0, []Switch{{PathInline, PathWAL, ReasonAboveBreakEven}}},
+			// ... with the interval that fills a 379.4 KB object
+			// (38 ms at 10 MB/s) once the average has caught up.
+			{60, 1e7, 2, PathWAL, 38 * time.Millisecond, nil},
 			// 2 MB/s: 100 ms (200 KB objects, 15 % of classic).
 			{60, 2e6, 2, PathWAL, 100 * time.Millisecond, nil},
-		}, 371875, true},
+			// 100 KB/s: inline, once the average has fallen (the dwell
+			// of 30 s has passed).
+			{60, 1e5, 2, PathInline, 0, []Switch{{PathWAL, PathInline, ReasonBelowBreakEven}}},
+		}, 1 << 20, 379375, true},
 		{"auto: hysteresis, no flapping between the thresholds", with(PolicyAuto), []step{
-			// 350 KB/s: 35 KB objects at 100 ms, ratio 0.85: WAL stays
-			// WAL (leaves above 1.0) ...
-			{120, 3.5e5, 2, PathWAL, 100 * time.Millisecond, nil},
-			// ... 200 KB/s (ratio 1.49) goes inline ...
-			{120, 2e5, 2, PathInline, 0, []Switch{{PathWAL, PathInline, ReasonBelowBreakEven}}},
-			// ... and 350 KB/s again does not come back (enters ≤ 0.8).
-			{120, 3.5e5, 2, PathInline, 0, nil},
+			// 350 KB/s: 35 KB objects at 100 ms, ratio 0.87: inline
+			// stays inline (enters at ≤ 0.8) ...
+			{120, 3.5e5, 2, PathInline, 100 * time.Millisecond, nil},
+			// ... 400 KB/s (0.76) turns objects on ...
 			{120, 4e5, 2, PathWAL, 0, []Switch{{PathInline, PathWAL, ReasonAboveBreakEven}}},
-		}, 371875, true},
-		{"auto: no follower in another zone", with(PolicyAuto), []step{
-			{60, 1e7, 0, PathInline, 0, []Switch{{PathWAL, PathInline, ReasonNoCrossZoneCopies}}},
-		}, 256 << 10, true},
+			// ... 350 KB/s keeps them (leaves above 1.0) ...
+			{120, 3.5e5, 2, PathWAL, 0, nil},
+			// ... 200 KB/s (1.52) goes inline, and 350 KB/s does not
+			// come back.
+			{120, 2e5, 2, PathInline, 0, []Switch{{PathWAL, PathInline, ReasonBelowBreakEven}}},
+			{120, 3.5e5, 2, PathInline, 0, nil},
+		}, 1 << 20, 379375, true},
+		{"auto: no follower in another zone: inline from the start, no switch", with(PolicyAuto), []step{
+			{60, 1e7, 0, PathInline, 0, nil},
+		}, 1 << 20, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := time.Unix(1700000000, 0)
@@ -162,45 +229,109 @@ func TestDecider(t *testing.T) {
 				if len(sws) != len(s.switches) || (len(sws) > 0 && sws[0] != s.switches[0]) {
 					t.Fatalf("step %d: switches %v, want %v", i, sws, s.switches)
 				}
-				if p.CutBytes != tc.cut || p.Nudge != tc.nudge {
-					t.Fatalf("step %d: cut at %d bytes, nudge %v; want %d, %v", i, p.CutBytes, p.Nudge, tc.cut, tc.nudge)
+				if p.CutBytes != tc.cut || p.NudgeBytes != tc.nudge || p.Nudge != tc.tokens {
+					t.Fatalf("step %d: cut at %d bytes, at a request boundary from %d, token nudges %v; want %d, %d, %v",
+						i, p.CutBytes, p.NudgeBytes, p.Nudge, tc.cut, tc.nudge, tc.tokens)
 				}
 			}
 		})
 	}
 }
 
+// TestDeciderNeverDearerThanClassic (issue #15: auto ≤ classic) drives
+// auto from idle at the leader rates of one broker in make bench-wal's
+// runs (0.5, 2 and 10 MB/s over three brokers) and at those rates per
+// broker, and prices every second with the plan of that second: inline
+// costs what classic does, WAL objects Ratio of it. auto must never pay
+// more than classic over the run, in particular not before it knows the
+// rate. (It started on WAL objects and decided after 5 s: at 0.5 MB/s
+// those seconds' objects made it 1.005× classic.)
+func TestDeciderNeverDearerThanClassic(t *testing.T) {
+	cfg := DeciderConfig{Policy: PolicyAuto, Prices: Default(), Interval: 10 * time.Millisecond, MaxInterval: 100 * time.Millisecond, MaxObjectBytes: 256 << 10}
+	for _, tc := range []struct {
+		name string
+		rate float64 // leader bytes/s of the broker
+		path Path    // after a minute
+		// maxRatio: cost over classic for the minute, all seconds.
+		maxRatio float64
+	}{
+		{"0.5 MB/s over three brokers", 0.5e6 / 3, PathInline, 1},
+		{"2 MB/s over three brokers", 2e6 / 3, PathWAL, 0.5},
+		{"10 MB/s over three brokers", 10e6 / 3, PathWAL, 0.15},
+		{"0.5 MB/s per broker", 0.5e6, PathWAL, 0.7},
+		{"2 MB/s per broker", 2e6, PathWAL, 0.2},
+		{"10 MB/s per broker", 10e6, PathWAL, 0.13},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Unix(1700000000, 0)
+			d := NewDecider(cfg, now)
+			if p := d.Plan(); p.Path != PathInline {
+				t.Errorf("before any traffic: %s, want inline (nothing known of the rate)", p.Path)
+			}
+			// Idle for a minute: nothing decided.
+			if p, sws := drive(d, &now, 60, 0, 2); p.Path != d.Plan().Path || len(sws) != 0 {
+				t.Fatalf("idle: %s, switches %v", p.Path, sws)
+			}
+			var spent, classic float64
+			var walSecs int
+			var p Plan
+			for s := range 60 {
+				var sws []Switch
+				p, sws = drive(d, &now, 1, tc.rate, 2)
+				c := Default().CrossZone(int64(tc.rate)) * 2
+				classic += c
+				if p.Path == PathWAL {
+					walSecs++
+					spent += c * p.Ratio
+				} else {
+					spent += c
+				}
+				if len(sws) > 0 && s < 2 {
+					t.Fatalf("switched %v after %d s of traffic, before the warmup", sws, s+1)
+				}
+			}
+			if p.Path != tc.path {
+				t.Fatalf("after a minute: %s (ratio %.3f), want %s", p.Path, p.Ratio, tc.path)
+			}
+			t.Logf("%.4f× classic, %d s on WAL objects", spent/classic, walSecs)
+			if r := spent / classic; r > tc.maxRatio {
+				t.Fatalf("a minute cost %.3f× classic (%d s on WAL objects), want ≤ %.2f", r, walSecs, tc.maxRatio)
+			}
+		})
+	}
+}
+
 // TestDeciderObjectSizeGrowsWithRate pins the objects cost and auto make
-// at the rates of issue #15 (per broker): the interval cut fills objects
-// up to the one that costs TargetRatio of classic, and the size cut
-// (wal.object.max.bytes, 256 KiB, for latency) grows to that object
-// instead of cutting it smaller. Before, auto cut 256 KiB objects at
-// 10 MB/s: 11 % of classic, above the issue's 10 %.
+// at the rates of issue #15 (per broker): the interval fills objects up
+// to the one that costs TargetRatio of classic, which is cut at the end
+// of the produce request that reaches it (NudgeBytes); the size cut is
+// only the bound wal.policy.object.max.bytes, so it never cuts an object
+// short of what the interval fills.
 func TestDeciderObjectSizeGrowsWithRate(t *testing.T) {
 	base := DeciderConfig{Prices: Default(), Interval: 10 * time.Millisecond, MaxInterval: 100 * time.Millisecond, MaxObjectBytes: 256 << 10}
 	for _, tc := range []struct {
-		policy   Policy
-		rate     float64 // leader bytes/s of the broker
-		interval time.Duration
-		cut      int
-		object   float64 // bytes: min(rate × interval, cut)
-		maxRatio float64
+		policy     Policy
+		rate       float64 // leader bytes/s of the broker
+		interval   time.Duration
+		cut, nudge int
+		object     float64 // bytes: min(rate × interval, nudge or cut)
+		maxRatio   float64
 	}{
 		// 0.5 MB/s: the max interval bounds the wait; 50 KB objects.
-		{PolicyAuto, 0.5e6, 100 * time.Millisecond, 371875, 50e3, 0.6},
-		{PolicyCost, 0.5e6, 100 * time.Millisecond, 371875, 50e3, 0.6},
+		{PolicyAuto, 0.5e6, 100 * time.Millisecond, 1 << 20, 379375, 50e3, 0.61},
+		{PolicyCost, 0.5e6, 100 * time.Millisecond, 1 << 20, 379375, 50e3, 0.61},
 		// 2 MB/s: 200 KB objects, 15 % of classic.
-		{PolicyAuto, 2e6, 100 * time.Millisecond, 371875, 200e3, 0.15},
-		{PolicyCost, 2e6, 100 * time.Millisecond, 371875, 200e3, 0.15},
+		{PolicyAuto, 2e6, 100 * time.Millisecond, 1 << 20, 379375, 200e3, 0.152},
+		{PolicyCost, 2e6, 100 * time.Millisecond, 1 << 20, 379375, 200e3, 0.152},
 		// 3.4 MB/s, the leader rate of one of three brokers at 10,000 ×
 		// 1 KiB records/s: 340 KB objects every 100 ms.
-		{PolicyAuto, 3.4e6, 100 * time.Millisecond, 371875, 340e3, 0.0876},
-		// 10 MB/s: the interval shrinks to fill a 371.9 KB object
-		// (8 % of classic) every 37 ms.
-		{PolicyAuto, 10e6, 37 * time.Millisecond, 371875, 370e3, 0.0805},
-		{PolicyCost, 10e6, 100 * time.Millisecond, 371875, 371875, 0.0801},
+		{PolicyAuto, 3.4e6, 100 * time.Millisecond, 1 << 20, 379375, 340e3, 0.0893},
+		// 10 MB/s: the interval shrinks to fill a 379.4 KB object
+		// (8 % of classic) every 38 ms.
+		{PolicyAuto, 10e6, 38 * time.Millisecond, 1 << 20, 379375, 379375, 0.0801},
+		{PolicyCost, 10e6, 100 * time.Millisecond, 1 << 20, 379375, 379375, 0.0801},
 		// latency keeps its 10 ms, 256 KiB plan at any rate.
-		{PolicyLatency, 10e6, 10 * time.Millisecond, 256 << 10, 100e3, 0.3},
+		{PolicyLatency, 10e6, 10 * time.Millisecond, 256 << 10, 0, 100e3, 0.31},
 	} {
 		t.Run(fmt.Sprintf("%s/%gMBps", tc.policy, tc.rate/1e6), func(t *testing.T) {
 			cfg := base
@@ -208,13 +339,20 @@ func TestDeciderObjectSizeGrowsWithRate(t *testing.T) {
 			now := time.Unix(1700000000, 0)
 			d := NewDecider(cfg, now)
 			p, sws := drive(d, &now, 60, tc.rate, 2)
-			if len(sws) != 0 || p.Path != PathWAL {
-				t.Fatalf("path %s, switches %v: want WAL throughout", p.Path, sws)
+			want := 0
+			if tc.policy == PolicyAuto {
+				want = 1 // from inline, after the warmup
 			}
-			if p.Interval != tc.interval || p.CutBytes != tc.cut {
-				t.Fatalf("plan: cut every %v or at %d bytes; want %v, %d", p.Interval, p.CutBytes, tc.interval, tc.cut)
+			if len(sws) != want || p.Path != PathWAL {
+				t.Fatalf("path %s, switches %v: want WAL (%d switch)", p.Path, sws, want)
+			}
+			if p.Interval != tc.interval || p.CutBytes != tc.cut || p.NudgeBytes != tc.nudge {
+				t.Fatalf("plan: cut every %v, at %d bytes, at a request boundary from %d; want %v, %d, %d", p.Interval, p.CutBytes, p.NudgeBytes, tc.interval, tc.cut, tc.nudge)
 			}
 			object := min(tc.rate*p.Interval.Seconds(), float64(p.CutBytes))
+			if p.NudgeBytes > 0 {
+				object = min(object, float64(p.NudgeBytes))
+			}
 			if math.Abs(object-tc.object)/tc.object > 0.01 {
 				t.Fatalf("objects of %.0f bytes, want %.0f", object, tc.object)
 			}
@@ -228,8 +366,8 @@ func TestDeciderObjectSizeGrowsWithRate(t *testing.T) {
 	cfg.Policy, cfg.MaxGrowBytes = PolicyAuto, 300<<10
 	now := time.Unix(1700000000, 0)
 	d := NewDecider(cfg, now)
-	if p, _ := drive(d, &now, 60, 10e6, 2); p.CutBytes != 300<<10 {
-		t.Fatalf("cut at %d bytes with wal.policy.object.max.bytes %d", p.CutBytes, 300<<10)
+	if p, _ := drive(d, &now, 60, 10e6, 2); p.CutBytes != 300<<10 || p.NudgeBytes != 300<<10 {
+		t.Fatalf("cut at %d bytes, at a request boundary from %d, with wal.policy.object.max.bytes %d", p.CutBytes, p.NudgeBytes, 300<<10)
 	}
 	// ... and never below wal.object.max.bytes.
 	cfg.MaxObjectBytes, cfg.MaxGrowBytes = 512<<10, 300<<10

@@ -57,19 +57,49 @@ func (p Prices) CrossZone(n int64) float64 {
 	return float64(n) * (p.CrossZoneOutPerGB + p.CrossZoneInPerGB) / gb
 }
 
+// NoticeBytes is what one WAL object sends across zones per reader
+// besides its GET: the replica fetch that carries the object's pointers to
+// a follower in another zone and the follower's request (its framing, a
+// pointer of ~100 B per partition in the object). Measured by make
+// bench-wal (RF 3, 12 partitions, 4 per object): 290 B per GET at 2 MB/s,
+// 580 B at 10 MB/s (the WAL path's cross-zone bytes over the GETs);
+// priced here at the larger figure, rounded up.
+const NoticeBytes = 600
+
 // Object is the price of replicating one WAL object of size bytes to
 // readers followers in other zones: one PUT, one GET per reader of its
-// share of the object (a follower's chunks are adjacent: one ranged GET).
-// copies is the number of cross-zone copies classic replication would
-// send of the object's bytes (the follower replicas in other zones, summed
-// over its partitions); each reader GETs copies/readers of the size.
+// share of the object (a follower's chunks are adjacent: one ranged GET),
+// and per reader the replica fetch that tells it the pointers across the
+// zone boundary (NoticeBytes). copies is the number of cross-zone copies
+// classic replication would send of the object's bytes (the follower
+// replicas in other zones, summed over its partitions); each reader GETs
+// copies/readers of the size.
 func (p Prices) Object(size int64, readers int, copies float64) float64 {
 	c := p.Put(size)
 	if readers > 0 {
 		share := int64(float64(size) * copies / float64(readers))
-		c += float64(readers) * p.Get(share)
+		c += float64(readers) * (p.Get(share) + p.CrossZone(NoticeBytes))
 	}
 	return c
+}
+
+// ObjectTerms are the parts of Object's price, for docs and tests.
+type ObjectTerms struct {
+	// Put: the PUT and its bytes beyond the included ones; Gets: the
+	// readers' GETs and their bytes beyond the included ones; Notices:
+	// the pointer-carrying replica fetches across zones.
+	Put, Gets, Notices float64
+}
+
+// Terms splits Object(size, readers, copies) into its parts.
+func (p Prices) Terms(size int64, readers int, copies float64) ObjectTerms {
+	t := ObjectTerms{Put: p.Put(size)}
+	if readers > 0 {
+		share := int64(float64(size) * copies / float64(readers))
+		t.Gets = float64(readers) * p.Get(share)
+		t.Notices = float64(readers) * p.CrossZone(NoticeBytes)
+	}
+	return t
 }
 
 // Readers is the number of GETs an object needs when each byte has copies
@@ -90,7 +120,7 @@ func (p Prices) BreakEvenBytes(copies float64) int64 {
 		return math.MaxInt64
 	}
 	// Below the included bytes a request has only its fixed price.
-	fixed := p.PutPer1000/1000 + float64(readers)*p.GetPer1000/1000
+	fixed := p.Object(0, readers, copies)
 	s := fixed / perByteClassic
 	if s <= float64(p.IncludedBytesPerRequest) {
 		return int64(math.Ceil(s))

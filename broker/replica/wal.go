@@ -202,8 +202,7 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 	}
 	w.up = up
 	w.policy = newPolicyState(cfg, cfg.Clock.Now())
-	plan := w.policy.plan
-	up.SetCut(plan.Interval, plan.CutBytes, plan.Nudge)
+	w.applyPlan(w.policy.plan)
 	m.wal = w
 	m.wg.Add(1)
 	go func() {
@@ -240,10 +239,11 @@ func (m *Manager) CountWALInline(reason string, n int) {
 
 // WALProduced tells the uploader that a produce request's appends are
 // done, so the object holding them is cut as soon as the cut rate allows
-// (wal.Uploader.Nudge) instead of a full upload interval later.
+// (wal.Uploader.Nudge) instead of a full upload interval later, or, under
+// wal.policy cost and auto, once it is large enough (walcost.go produced).
 func (m *Manager) WALProduced() {
 	if m.wal != nil {
-		m.wal.up.Nudge()
+		m.wal.produced()
 	}
 }
 

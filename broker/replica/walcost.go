@@ -3,6 +3,7 @@ package replica
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,7 +19,12 @@ import (
 // other zones, from the registered brokers' racks), feeds both to the
 // cost meter (Config.Cost) and, with WAL replication on, to the
 // wal.policy decider, whose plan it hands to the uploader (cut interval,
-// cut size, nudges) and to PlanWALFetch (inline by policy).
+// cut size, nudges) and to PlanWALFetch (inline by policy). At the end of
+// each produce request (WALProduced) the plan's NudgeBytes cuts an object
+// that has reached the size that makes it cheap (cost and auto).
+//
+// auto starts inline (cost-neutral: what classic costs) and turns WAL
+// objects on once it has measured a rate at which they are cheaper.
 //
 // Inline by policy is not a degradation: the uploader stays healthy
 // (WALDegraded, strata_wal_degraded stay false) and replica fetches are
@@ -44,6 +50,9 @@ type policyState struct {
 	seenProduced, seenClassic int64
 	lastObserve               time.Time
 	plan                      cost.Plan
+	// nudgeBytes is plan.NudgeBytes for WALProduced, which must not wait
+	// for mu on every produce request.
+	nudgeBytes atomic.Int64
 
 	switches *prometheus.CounterVec
 	inlineG  prometheus.Gauge
@@ -76,7 +85,6 @@ func newPolicyState(cfg WALConfig, now time.Time) *policyState {
 		}
 	}
 	ps.plan = ps.decider.Plan()
-	ps.interval.Set(ps.plan.Interval.Seconds())
 	return ps
 }
 
@@ -175,19 +183,12 @@ func (w *walRep) decide(produced, classic int64) {
 	ps.lastObserve = now
 	plan, sw := ps.decider.Observe(now, produced-ps.seenProduced, classic-ps.seenClassic)
 	ps.seenProduced, ps.seenClassic = produced, classic
-	changed := plan.Interval != ps.plan.Interval || plan.CutBytes != ps.plan.CutBytes || plan.Nudge != ps.plan.Nudge || plan.Path != ps.plan.Path
+	changed := plan.Interval != ps.plan.Interval || plan.CutBytes != ps.plan.CutBytes || plan.Nudge != ps.plan.Nudge ||
+		plan.NudgeBytes != ps.plan.NudgeBytes || plan.Path != ps.plan.Path
 	ps.plan = plan
 	ps.mu.Unlock()
 	if changed {
-		w.up.SetCut(plan.Interval, plan.CutBytes, plan.Nudge)
-		ps.interval.Set(plan.Interval.Seconds())
-	}
-	inline := plan.Path == cost.PathInline
-	w.policyInline.Store(inline)
-	if inline {
-		ps.inlineG.Set(1)
-	} else {
-		ps.inlineG.Set(0)
+		w.applyPlan(plan)
 	}
 	if sw != nil {
 		ps.switches.WithLabelValues(string(sw.To), sw.Reason).Inc()
@@ -198,4 +199,32 @@ func (w *walRep) decide(produced, classic int64) {
 		w.m.cfg.Log.Info("wal.policy switched replication path", "from", sw.From, "to", sw.To, "reason", sw.Reason,
 			"leaderBytesPerSecond", int64(plan.Rate), "crossZoneCopies", plan.Copies, "walCostOverClassic", ratio, "interval", plan.Interval)
 	}
+}
+
+// applyPlan hands a plan to the uploader and to the fetch path (inline
+// by policy) and sets the policy gauges. EnableWAL applies the first plan
+// before any append: auto's is inline.
+func (w *walRep) applyPlan(plan cost.Plan) {
+	ps := w.policy
+	w.up.SetCut(plan.Interval, plan.CutBytes, plan.Nudge)
+	ps.nudgeBytes.Store(int64(plan.NudgeBytes))
+	ps.interval.Set(plan.Interval.Seconds())
+	inline := plan.Path == cost.PathInline
+	w.policyInline.Store(inline)
+	if inline {
+		ps.inlineG.Set(1)
+	} else {
+		ps.inlineG.Set(0)
+	}
+}
+
+// produced is WALProduced: a produce request's appends are done. An
+// object that holds the plan's NudgeBytes is cut now, at the request
+// boundary; otherwise the uploader's nudge rule applies (latency's token
+// bucket; off for cost).
+func (w *walRep) produced() {
+	if n := w.policy.nudgeBytes.Load(); n > 0 && w.up.NudgeAtLeast(int(n)) {
+		return
+	}
+	w.up.Nudge()
 }

@@ -367,6 +367,23 @@ func (u *Uploader) Nudge() {
 	}
 }
 
+// NudgeAtLeast is Nudge for a size-based cut (wal.policy cost and auto):
+// the caller finished a produce request, and the pending object is cut now
+// if it holds at least n bytes (once an upload slot is free, see
+// dueCutLocked), whatever the token bucket says. So such objects end at a
+// request boundary as soon as they are large enough, instead of being cut
+// short by the size cut or waiting for the interval. It reports whether it
+// cut (or marked the object due).
+func (u *Uploader) NudgeAtLeast(n int) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if n <= 0 || u.pending == nil || u.closed || u.pending.bytes < n {
+		return false
+	}
+	u.dueCutLocked()
+	return true
+}
+
 // SetCut changes when objects are cut (wal.policy): at the latest interval
 // after an object's first byte, at cutBytes (at most MaxObjectBytes), and
 // on Nudge at the rate of one cut per interval unless nudge is false. An

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/strata-dev/strata/broker/cost"
 )
 
 // Mode names.
@@ -76,6 +78,10 @@ func BaseMode(mode string) (base string, secure bool) {
 	base, _ = WALPolicy(base)
 	return base, secure
 }
+
+// DefaultWALPolicy is the broker's default wal.policy, which plain "wal"
+// runs (strata dev's own default is latency).
+const DefaultWALPolicy = string(cost.DefaultPolicy)
 
 // WALPolicy splits a WAL policy suffix off a mode: "wal+latency",
 // "wal+cost" and "wal+auto" run the wal mode with that wal.policy (plain

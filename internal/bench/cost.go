@@ -22,6 +22,11 @@ type CostFigures struct {
 	// USDPerGBProduced = USD / ProducedBytes × 1e9.
 	USDPerGBProduced        *float64 `json:"usd_per_gb_produced"`
 	ClassicUSDPerGBProduced *float64 `json:"classic_usd_per_gb_produced"`
+	// WALObjectBytes is the leader bytes per object PUT in the window
+	// (produced bytes over PUT calls, all brokers): the object size S of
+	// the cost model (docs/wal.md "Cost and wal.policy"), whose PUT term
+	// is the bulk of the WAL cost. Nil without PUTs.
+	WALObjectBytes *float64 `json:"wal_object_bytes,omitempty"`
 	// PolicySwitches: wal.policy=auto path switches in the window, all
 	// brokers; PolicyInlineBrokers: brokers replicating inline by policy
 	// at the window's end (nil without WAL).
@@ -73,6 +78,9 @@ func ComputeCost(before, after []Scrape) CostFigures {
 	}
 	cf.USDPerGBProduced = perGB(cf.USD)
 	cf.ClassicUSDPerGBProduced = perGB(cf.ClassicUSD)
+	if puts := delta(metricObjRequests, func(l map[string]string) bool { return l["op"] == "put" }); puts != nil && *puts > 0 && cf.ProducedBytes != nil {
+		cf.WALObjectBytes = ptr(*cf.ProducedBytes / *puts)
+	}
 	cf.PolicySwitches = delta(metricPolicySwitches, nil)
 	inline := 0.0
 	for i := range n {

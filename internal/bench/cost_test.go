@@ -8,7 +8,10 @@ import (
 
 func TestComputeCost(t *testing.T) {
 	scrape := func(wal, inline, classic, produced, switches, policyInline float64) Scrape {
-		return mustParse(t, `# TYPE strata_replication_cost_usd_total counter
+		return mustParse(t, `# TYPE strata_objstore_requests_total counter
+strata_objstore_requests_total{bucket="wal-a",op="put",result="ok",zone="a"} `+ftoa(produced/250e3)+`
+strata_objstore_requests_total{bucket="wal-a",op="get",result="ok",zone="a"} 7
+# TYPE strata_replication_cost_usd_total counter
 strata_replication_cost_usd_total{path="wal"} `+ftoa(wal)+`
 strata_replication_cost_usd_total{path="inline"} `+ftoa(inline)+`
 strata_replication_cost_usd_total{path="classic_equivalent"} `+ftoa(classic)+`
@@ -38,6 +41,8 @@ strata_wal_policy_inline `+ftoa(policyInline)+`
 	near("classic usd per GB", cf.ClassicUSDPerGBProduced, 0.04)
 	near("switches", cf.PolicySwitches, 1)
 	near("inline brokers", cf.PolicyInlineBrokers, 1)
+	// One PUT per 250 KB produced on both brokers (GETs not counted).
+	near("bytes per WAL object", cf.WALObjectBytes, 250e3)
 
 	// A broker without the cost metrics (an older binary): n/a.
 	old := mustParse(t, "# TYPE go_goroutines gauge\ngo_goroutines 7\n")

@@ -85,7 +85,9 @@ var ErrModeUnsupported = errors.New("mode not supported by strata dev")
 //   - classic: --replication classic when dev has the flag (dev's default
 //     is wal), else nothing (an older dev: classic was its only mode);
 //   - wal: --replication wal; without the flag: ErrModeUnsupported;
-//     wal+latency, wal+cost, wal+auto add --set wal.policy=<policy>;
+//     wal+latency, wal+cost, wal+auto add --set wal.policy=<policy>, plain
+//     wal --set wal.policy=auto (the broker default; dev's own is latency)
+//     when dev has --set;
 //   - --s3-put-latency, --s3-get-latency (wal only), --zone-latency (both):
 //     passed when dev has the flag and the value is not 0, else a note.
 func DevArgs(mode string, opts ClusterOptions, feat DevFeatures) (args, notes []string, err error) {
@@ -112,11 +114,16 @@ func DevArgs(mode string, opts ClusterOptions, feat DevFeatures) (args, notes []
 				ErrModeUnsupported, devFlagReplication)
 		}
 		args = append(args, "--"+devFlagReplication, ModeWAL)
-		if _, policy := WALPolicy(strings.TrimSuffix(full, SecuritySuffix)); policy != "" {
+		switch _, policy := WALPolicy(strings.TrimSuffix(full, SecuritySuffix)); {
+		case policy != "":
 			if !feat.Supports(devFlagSet) {
 				return nil, nil, fmt.Errorf("%w: wal.policy %s needs `strata dev --%s`", ErrModeUnsupported, policy, devFlagSet)
 			}
 			args = append(args, "--"+devFlagSet, "wal.policy="+policy)
+		case feat.Supports(devFlagSet):
+			// Plain wal measures the broker default (auto); dev itself
+			// defaults to latency, so that its demo shows objects.
+			args = append(args, "--"+devFlagSet, "wal.policy="+DefaultWALPolicy)
 		}
 	default:
 		return nil, nil, fmt.Errorf("%w: unknown mode %q", ErrModeUnsupported, mode)

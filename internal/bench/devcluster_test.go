@@ -89,6 +89,8 @@ func TestDevArgs(t *testing.T) {
 		{name: "wal with a policy", mode: ModeWAL + "+latency", help: helpWithSecurity + "      --set stringArray   extra config key=value\n", opts: ClusterOptions{},
 			wantArgs: "dev --listen 127.0.0.1:0 --log-format console --replication wal --set wal.policy=latency"},
 		{name: "wal with a policy, dev without --set", mode: ModeWAL + "+cost", help: helpWithSecurity, wantErr: "needs `strata dev --set`"},
+		{name: "plain wal runs the broker default, auto (dev's own is latency)", mode: ModeWAL, help: helpWithSecurity + "      --set stringArray   extra config key=value\n", opts: ClusterOptions{},
+			wantArgs: "dev --listen 127.0.0.1:0 --log-format console --replication wal --set wal.policy=auto"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -195,12 +195,14 @@ exec "$REAL_STRATA" "$@"
 `
 
 // TestTwoModesOneRun is the whole two-mode path against the real `strata
-// dev`: classic then wal (local Versity Gateway), injected S3 latencies and
+// dev`: classic then wal+latency (local Versity Gateway; plain wal runs
+// auto, which replicates this light load inline), injected S3 latencies and
 // a 1 ms zone latency, two clusters in one bench, the flag mapping, the
 // ratios, the plot, and the zone latency shown to act: replica and client
 // bytes went through the delayed connections in both modes, and in wal
 // mode GETs from other zones' buckets were delayed.
 func TestTwoModesOneRun(t *testing.T) {
+	const walLatency = ModeWAL + "+latency"
 	if _, err := s3server.Binary(); err != nil {
 		t.Fatal(err) // says to run `make test` (or `make test-deps`)
 	}
@@ -214,13 +216,13 @@ func TestTwoModesOneRun(t *testing.T) {
 	lo := DefaultLoadOptions()
 	lo.Partitions, lo.Warmup, lo.Duration, lo.RecordSize, lo.Rate = 3, time.Second, 2*time.Second, 200, 1000
 	rep, err := Run(context.Background(), Config{
-		Modes: []string{ModeClassic, ModeWAL}, Starter: &DevStarter{Binary: script}, Load: lo,
+		Modes: []string{ModeClassic, walLatency}, Starter: &DevStarter{Binary: script}, Load: lo,
 		Cluster: ClusterOptions{S3PutLatency: 5 * time.Millisecond, S3GetLatency: 3 * time.Millisecond, ZoneLatency: time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Modes) != 2 || rep.Modes[0].Mode != ModeClassic || rep.Modes[1].Mode != ModeWAL {
+	if len(rep.Modes) != 2 || rep.Modes[0].Mode != ModeClassic || rep.Modes[1].Mode != walLatency {
 		t.Fatalf("modes %+v", rep.Modes)
 	}
 	if rep.Settings.S3LatencyMode != S3LatencyFloor {
@@ -263,7 +265,7 @@ func TestTwoModesOneRun(t *testing.T) {
 	if rep.Modes[0].Bootstrap[0] == rep.Modes[1].Bootstrap[0] {
 		t.Errorf("both modes ran on the same cluster %v", rep.Modes[0].Bootstrap)
 	}
-	row := rep.Ratios["wal/classic"]
+	row := rep.Ratios[walLatency+"/classic"]
 	for _, k := range []string{"produce_p50_ms", "e2e_p99_ms", "throughput_mb_per_s"} {
 		if row[k] == nil || *row[k] <= 0 {
 			t.Errorf("ratio %s = %v, want a positive number", k, val(row[k]))
@@ -279,7 +281,7 @@ func TestTwoModesOneRun(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(string(logged)), "\n")
 	if len(lines) != 2 ||
 		!strings.Contains(lines[0], "--replication classic --zone-latency 1ms") || strings.Contains(lines[0], "s3-") ||
-		!strings.Contains(lines[1], "--replication wal --s3-put-latency 5ms --s3-get-latency 3ms --zone-latency 1ms") {
+		!strings.Contains(lines[1], "--replication wal --set wal.policy=latency --s3-put-latency 5ms --s3-get-latency 3ms --zone-latency 1ms") {
 		t.Errorf("dev command lines:\n%s", logged)
 	}
 	var text strings.Builder

@@ -139,6 +139,7 @@ var Figures = []Figure{
 	{"gets_per_s", "object GETs/s", func(m *ModeResult) *float64 { return m.Traffic.GetsPerSecond }},
 	{"cost_usd_per_gb_produced", "replication cost (USD/GB produced)", func(m *ModeResult) *float64 { return m.Cost.USDPerGBProduced }},
 	{"classic_cost_usd_per_gb_produced", "classic replication of it (USD/GB)", func(m *ModeResult) *float64 { return m.Cost.ClassicUSDPerGBProduced }},
+	{"wal_object_bytes", "produced bytes per WAL object", func(m *ModeResult) *float64 { return m.Cost.WALObjectBytes }},
 	{"wal_policy_switches", "wal.policy switches", func(m *ModeResult) *float64 { return m.Cost.PolicySwitches }},
 	{"wal_policy_inline_brokers", "brokers inline by wal.policy at the end", func(m *ModeResult) *float64 { return m.Cost.PolicyInlineBrokers }},
 	{"broker_cpu_s_per_gb", "broker CPU seconds per GB produced", func(m *ModeResult) *float64 {

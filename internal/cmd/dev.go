@@ -17,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 
+	"github.com/strata-dev/strata/broker/cost"
 	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/server"
 )
@@ -59,8 +60,12 @@ bucket and directory; once the first WAL object is uploaded it prints a
 ready-to-paste "strata wal inspect" command for it (that object is kept
 until exit; the others are deleted once replicated). --s3-put-latency and
 --s3-get-latency make every PUT / GET take at least that long, the
-gateway's own time included (emulating S3 Express One Zone). --replication classic replicates broker to
-broker without any object store.
+gateway's own time included (emulating S3 Express One Zone). dev runs
+wal.policy=latency unless --set (or --config) gives one: every append goes
+through an object, as a demo of the WAL path should show; the broker's own
+default, auto, replicates inline until the throughput makes objects cheaper
+than sending the bytes to the other zones (--set wal.policy=auto).
+--replication classic replicates broker to broker without any object store.
 
 --zone-latency D delays every replica fetch connection between brokers of
 different zones by D in each direction (a fetch round trip pays 2 x D), in
@@ -103,6 +108,11 @@ other users need ACLs (kafka-acls.sh, kadm) granted by admin.`,
 			}
 			if err := cmd.Flags().Set("data-dir", root); err != nil {
 				return err
+			}
+			if replication == "wal" {
+				if err := f.devWALPolicy(); err != nil {
+					return err
+				}
 			}
 			base, err := f.serverConfig(cmd, log)
 			if err != nil {
@@ -289,4 +299,28 @@ func runDev(cmd *cobra.Command, o devOptions, log logr.Logger) error {
 	}
 	stop() // a second signal kills the process the default way
 	return errors.Join(serveErr, shutdown())
+}
+
+// devWALPolicy makes dev's WAL replication show objects from the first
+// record: wal.policy=latency unless the user chose a policy (--set or the
+// config file). The broker default, auto, starts inline and turns objects
+// on only at a throughput where they cost less than inline replication —
+// at a demo's few records, never.
+func (f *brokerFlags) devWALPolicy() error {
+	for _, s := range f.set {
+		if k, _, _ := strings.Cut(s, "="); strings.TrimSpace(k) == "wal.policy" {
+			return nil
+		}
+	}
+	if f.configFile != "" {
+		kv, err := server.ReadConfigFile(f.configFile)
+		if err != nil {
+			return err
+		}
+		if _, ok := kv["wal.policy"]; ok {
+			return nil
+		}
+	}
+	f.set = append([]string{"wal.policy=" + string(cost.PolicyLatency)}, f.set...)
+	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,7 +19,9 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/strata-dev/strata/broker/cost"
 	"github.com/strata-dev/strata/broker/objstore"
+	"github.com/strata-dev/strata/broker/server"
 	"github.com/strata-dev/strata/internal/testutil/s3server"
 )
 
@@ -290,4 +294,47 @@ func metricSum(body, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// TestDevWALPolicy: dev's WAL replication runs wal.policy=latency (every
+// append through an object, as the demo shows) unless the user gives a
+// policy with --set or in the config file; the broker default, auto,
+// would replicate a demo's few records inline.
+func TestDevWALPolicy(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "broker.properties")
+	if err := os.WriteFile(file, []byte("wal.policy=cost\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		f    brokerFlags
+		want cost.Policy
+	}{
+		{"default", brokerFlags{}, cost.PolicyLatency},
+		{"other settings", brokerFlags{set: []string{"log.flush.interval.ms=0"}}, cost.PolicyLatency},
+		{"--set", brokerFlags{set: []string{" wal.policy = auto"}}, cost.PolicyAuto},
+		{"config file", brokerFlags{configFile: file}, cost.PolicyCost},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := tc.f
+			if err := f.devWALPolicy(); err != nil {
+				t.Fatal(err)
+			}
+			kv := map[string]string{}
+			if f.configFile != "" {
+				kv, _ = server.ReadConfigFile(f.configFile)
+			}
+			for _, s := range f.set {
+				k, v, _ := strings.Cut(s, "=")
+				kv[strings.TrimSpace(k)] = strings.TrimSpace(v)
+			}
+			cfg := server.DefaultConfig()
+			if _, err := server.ApplySettings(&cfg, kv); err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Cluster.WAL.Policy != tc.want {
+				t.Fatalf("wal.policy %q, want %q (settings %q)", cfg.Cluster.WAL.Policy, tc.want, f.set)
+			}
+		})
+	}
 }
