@@ -260,7 +260,7 @@ type WALSpec struct {
 
 	// Policy is wal.policy: Latency cuts an object every uploadInterval;
 	// Cost cuts it when it costs 8 % of classic replication of its bytes
-	// (about 372 KB with RF 3) or after maxUploadInterval; Auto (default) chooses per broker, from its
+	// (about 379 KB with RF 3) or after maxUploadInterval; Auto (default) chooses per broker, from its
 	// throughput, between WAL objects and inline replication and the cut
 	// interval within [uploadInterval, maxUploadInterval], so that
 	// replication never costs more than classic. Inline chosen by the
