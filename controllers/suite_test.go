@@ -99,7 +99,8 @@ var _ = BeforeSuite(func() {
 		controllers.WithRollStuckAfter(15*time.Second),
 		// The S3 server of the suite is Versity on plain http, and specs
 		// create FastBuckets without credentials (ambient); the refusals
-		// themselves are TestBucketPolicy's.
+		// themselves are TestBucketPolicy's and, with a cluster using a refused
+		// bucket, TestRefusedFastBucketIsNotRendered's.
 		controllers.WithBucketPolicy(controllers.BucketPolicy{AllowAmbientCredentials: true, AllowInsecureEndpoints: true}))).To(Succeed())
 
 	suiteCtx, cancel = context.WithCancel(context.Background())
