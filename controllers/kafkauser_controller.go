@@ -45,6 +45,10 @@ const (
 	ReasonAclsRefused            = "AclsRefused"
 	ReasonReservedName           = "ReservedName"
 	ReasonClientsCANotReady      = "ClientsCANotReady"
+	// ReasonNoClientCertificateListener: a tls user's certificate is
+	// issued and its ACLs set, but no listener of its cluster accepts
+	// client certificates, so it cannot log in.
+	ReasonNoClientCertificateListener = "NoClientCertificateListener"
 )
 
 // Event reasons of a KafkaUser.
@@ -189,6 +193,11 @@ func (r *KafkaUserReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		steps = append(steps, step{"secret", r.reconcileSecret}, step{"credentials", r.reconcileCredentials})
 	}
 	steps = append(steps, step{"acls", r.reconcileACLs})
+	if isTLSUser(ku) {
+		// Last: the certificate and ACLs are in place, so the user can log
+		// in as soon as such a listener is added.
+		steps = append(steps, step{"client certificate listener", checkClientCertificateListener})
+	}
 	for _, step := range steps {
 		err := step.run(actx, s)
 		if err == nil {
@@ -860,6 +869,9 @@ var userStalledReasons = map[string]bool{
 	ReasonAclsNotSupported:       true,
 	ReasonAclsRefused:            true,
 	ReasonReservedName:           true,
+	// A listener is added to the KafkaCluster; its generation change
+	// reconciles the cluster's users.
+	ReasonNoClientCertificateListener: true,
 }
 
 // SetupWithManager registers the controller. It watches the Secrets it

@@ -6,6 +6,7 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	strata "github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/pki"
 )
 
@@ -151,4 +153,25 @@ func (r *KafkaUserReconciler) dropPrincipal(ctx context.Context, s *userScope, p
 			"deleted the ACLs of %s, the user's principal before its authentication type changed: %s", principal, strings.Join(deleted, ", "))
 	}
 	return nil
+}
+
+// checkClientCertificateListener stops a tls user at Ready=False while no
+// listener of its cluster lets it log in with its certificate: an SSL
+// listener with tls.clientAuth requested or required. A SASL_SSL
+// listener may ask for a certificate too, but its principal is the SASL
+// user's, and a tls user has no SASL credential.
+func checkClientCertificateListener(_ context.Context, s *userScope) error {
+	if slices.ContainsFunc(Listeners(s.cluster), acceptsUserCertificates) {
+		return nil
+	}
+	return &topicStop{reason: ReasonNoClientCertificateListener,
+		message: fmt.Sprintf("no listener of KafkaCluster %s accepts client certificates, so user %s cannot log in with the certificate in Secret %s: "+
+			"add a listener with protocol SSL and tls.clientAuth required (or requested) to the cluster's spec.listeners", s.cluster.Name, tlsUserPrincipal(s.user.Name), s.user.Name)}
+}
+
+// acceptsUserCertificates: a client on l authenticates with its
+// certificate alone.
+func acceptsUserCertificates(l strata.ListenerSpec) bool {
+	return l.Protocol == "SSL" && l.TLS != nil &&
+		(l.TLS.ClientAuth == strata.ClientAuthRequired || l.TLS.ClientAuth == strata.ClientAuthRequested)
 }

@@ -163,6 +163,10 @@ func eventMessages(g Gomega, ns, name, reason string) []string {
 	return out
 }
 
+// mtlsListener is the listener a cluster needs for tls KafkaUsers to be
+// Ready (the loopback brokers' MTLS listener stands for it).
+var mtlsListener = strata.ListenerSpec{Name: "MTLS", Port: 9093, Protocol: "SSL", TLS: &strata.ListenerTLS{ClientAuth: strata.ClientAuthRequired}}
+
 var _ = Describe("KafkaUser TLS users", Ordered, func() {
 	var (
 		ns        string
@@ -175,6 +179,7 @@ var _ = Describe("KafkaUser TLS users", Ordered, func() {
 		makeBucket(ns, "wal-a", "a")
 		kc := clusterSpec(map[string]int32{"a": 1}, "a")
 		kc.Spec.WAL.Enabled = ptr.To(false)
+		kc.Spec.Listeners = []strata.ListenerSpec{mtlsListener}
 		kc.Namespace, kc.Name = ns, "kafka"
 		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
 		// The operator's super users, and User:ANONYMOUS for the
@@ -255,6 +260,39 @@ var _ = Describe("KafkaUser TLS users", Ordered, func() {
 			return apierrors.IsNotFound(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(ku), &strata.KafkaUser{}))
 		}, timeout, interval).Should(BeTrue())
 		Expect(userACLs(Default, adm, "User:CN=carol")).To(BeEmpty())
+	})
+
+	It("is not Ready while no listener of its cluster accepts client certificates, and Ready once one does", func() {
+		By("a cluster with only the default SASL_SSL listener")
+		updateCluster(ns, "kafka", func(kc *strata.KafkaCluster) { kc.Spec.Listeners = nil })
+		DeferCleanup(updateCluster, ns, "kafka", func(kc *strata.KafkaCluster) { kc.Spec.Listeners = []strata.ListenerSpec{mtlsListener} })
+		ku := newUser(ns, "erin", "kafka", strata.AuthenticationTLS)
+		ku.Spec.Authorization = &strata.KafkaUserAuthorization{ACLs: []strata.KafkaUserACL{
+			{Resource: strata.ACLResource{Type: strata.ACLResourceTopic, Name: "tls-orders"}, Operations: []strata.ACLOperation{"Read"}},
+		}}
+		Expect(k8sClient.Create(suiteCtx, ku)).To(Succeed())
+		got := userCondition(ku, controllers.ReasonNoClientCertificateListener)
+		c := meta.FindStatusCondition(got.Status.Conditions, strata.ConditionReady)
+		Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		Expect(c.Message).To(And(ContainSubstring("protocol SSL"), ContainSubstring("tls.clientAuth required")))
+		Expect(meta.IsStatusConditionTrue(got.Status.Conditions, strata.ConditionStalled)).To(BeTrue())
+		By("its certificate and ACLs are in place meanwhile")
+		Expect(userSecret(Default, ku).Data).To(HaveKey(controllers.UserSecretCert))
+		Expect(userACLs(Default, adm, "User:CN=erin")).To(HaveLen(1))
+
+		By("an SASL_SSL listener asking for certificates is not enough: its principal is the SASL user's")
+		updateCluster(ns, "kafka", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "SASL_SSL", Port: 9092, Protocol: "SASL_SSL", TLS: &strata.ListenerTLS{ClientAuth: strata.ClientAuthRequired}}}
+		})
+		Consistently(func(g Gomega) string {
+			got := &strata.KafkaUser{}
+			g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(ku), got)).To(Succeed())
+			return meta.FindStatusCondition(got.Status.Conditions, strata.ConditionReady).Reason
+		}, 3*time.Second, interval).Should(Equal(controllers.ReasonNoClientCertificateListener))
+
+		By("adding an SSL listener with tls.clientAuth")
+		updateCluster(ns, "kafka", func(kc *strata.KafkaCluster) { kc.Spec.Listeners = append(kc.Spec.Listeners, mtlsListener) })
+		userCondition(ku, controllers.ReasonUserReady)
 	})
 
 	It("moves a SCRAM user to tls: the SCRAM credential and the ACLs of User:<name> go", func() {
