@@ -76,6 +76,11 @@ const (
 	UserSecretCACert = "ca.crt"
 	UserSecretCert   = "user.crt"
 	UserSecretKey    = "user.key"
+	// UserSecretP12 is the same key and certificate (with the clients CA)
+	// as a PKCS#12 keystore for Java clients (ssl.keystore.type=PKCS12),
+	// encrypted with the password in UserSecretP12Password.
+	UserSecretP12         = "user.p12"
+	UserSecretP12Password = "user.password"
 	// MechanismTLS is status.mechanism of a tls user.
 	MechanismTLS = "TLS"
 )

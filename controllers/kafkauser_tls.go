@@ -3,6 +3,8 @@ package controllers
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
@@ -16,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"software.sslmate.com/src/go-pkcs12"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/pki"
@@ -31,7 +34,8 @@ func UserCertSubject(name string) pkix.Name { return pkix.Name{CommonName: name}
 
 // reconcileCertificate keeps a client certificate of the cluster's
 // clients CA for a tls user in its Secret (ca.crt: the clients CA trust
-// bundle; user.crt, user.key), issued on first use and again when it is
+// bundle; user.crt, user.key; user.p12 and user.password, the same as a
+// PKCS#12 keystore: userKeystore), issued on first use and again when it is
 // due for renewal (the cluster's spec.security.clusterCA renewal policy),
 // no longer signed by the clients CA or not the user's subject. The
 // resync (DefaultUserResync) notices renewals; clients re-read the files
@@ -78,13 +82,47 @@ func (r *KafkaUserReconciler) reconcileCertificate(ctx context.Context, s *userS
 		r.Recorder.Eventf(ku, nil, corev1.EventTypeNormal, EventUserCertificateIssued, "Update",
 			"issued the certificate of %s from the clients CA (%s), valid until %s", tlsUserPrincipal(ku.Name), reason, leaf.Cert.NotAfter.UTC().Format(time.RFC3339))
 	}
+	p12, p12Password, err := userKeystore(sec, leaf, ca.Cert)
+	if err != nil {
+		return fmt.Errorf("keystore of user %s: %w", ku.Name, err)
+	}
 	data := map[string][]byte{
-		UserSecretCACert: caSec.Data[CACertKey],
-		UserSecretCert:   leaf.CertPEM,
-		UserSecretKey:    leaf.KeyPEM,
+		UserSecretCACert:      caSec.Data[CACertKey],
+		UserSecretCert:        leaf.CertPEM,
+		UserSecretKey:         leaf.KeyPEM,
+		UserSecretP12:         p12,
+		UserSecretP12Password: p12Password,
 	}
 	_, err = r.writeUserSecret(ctx, ku, sec, data)
 	return err
+}
+
+// userKeystore returns user.p12 and user.password for leaf, issued by
+// ca. The stored ones are kept while they hold leaf and ca: an encoding
+// is salted, so encoding at every reconcile would rewrite the Secret at
+// every resync. A new keystore (a new certificate, or a renewed CA) keeps
+// the stored password, so clients configured with it need no change;
+// the first one gets a random password (128 bits, as SCRAM users').
+// Modern2023 is AES-256-CBC with PBKDF2-HMAC-SHA-256, which Java reads
+// since 8u301 and 11.0.12.
+func userKeystore(stored *corev1.Secret, leaf *pki.KeyPair, ca *x509.Certificate) (p12, password []byte, err error) {
+	if stored != nil {
+		p12, password = stored.Data[UserSecretP12], stored.Data[UserSecretP12Password]
+		if len(p12) > 0 && len(password) > 0 {
+			_, cert, chain, err := pkcs12.DecodeChain(p12, string(password))
+			if err == nil && cert.Equal(leaf.Cert) && len(chain) == 1 && chain[0].Equal(ca) {
+				return p12, password, nil
+			}
+		}
+	}
+	if len(password) == 0 {
+		password = []byte(rand.Text())
+	}
+	p12, err = pkcs12.Modern2023.Encode(leaf.Key, leaf.Cert, []*x509.Certificate{ca}, string(password))
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode PKCS#12: %w", err)
+	}
+	return p12, password, nil
 }
 
 // reconcileTLSCredentials: a tls user has no SCRAM credential. A user

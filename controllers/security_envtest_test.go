@@ -1,9 +1,9 @@
 package controllers_test
 
 import (
+	"crypto"
 	"crypto/tls"
 	"crypto/x509"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"strings"
 	"time"
 
@@ -15,9 +15,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"software.sslmate.com/src/go-pkcs12"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/broker/brokertest"
@@ -234,6 +236,14 @@ var _ = Describe("KafkaUser TLS users", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(leaf.Cert.Subject.String()).To(Equal("CN=carol"))
 		verifyLeaf(Default, leaf.Cert, clientsCA.Data[controllers.CACertKey], "", x509.ExtKeyUsageClientAuth)
+
+		By("user.p12 holds the same key and certificate for Java clients, opened with user.password")
+		p12Key, p12Cert, p12CA, err := pkcs12.DecodeChain(sec.Data[controllers.UserSecretP12], string(sec.Data[controllers.UserSecretP12Password]))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(p12Cert.Equal(leaf.Cert)).To(BeTrue(), "user.p12's certificate is not user.crt")
+		Expect(p12Key.(crypto.Signer).Public()).To(Equal(leaf.Key.Public()), "user.p12's key is not user.key")
+		Expect(p12CA).To(HaveLen(1))
+		Expect(pki.ParseCertificates(clientsCA.Data[controllers.CACertKey])).To(ContainElement(p12CA[0]))
 
 		By("producing where its ACLs allow, refused elsewhere")
 		cl := mtlsClient(sec.Data[controllers.UserSecretCert], sec.Data[controllers.UserSecretKey])

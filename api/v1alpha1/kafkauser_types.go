@@ -223,7 +223,7 @@ type KafkaUserStatus struct {
 
 	// SecretName is the Secret with the client settings: keys username,
 	// password, mechanism and sasl.jaas.config (SCRAM), or ca.crt,
-	// user.crt and user.key (tls).
+	// user.crt, user.key, user.p12 and user.password (tls).
 	// +optional
 	SecretName string `json:"secretName,omitempty"`
 
