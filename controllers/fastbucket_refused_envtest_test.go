@@ -2,8 +2,6 @@ package controllers_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,14 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/controllers"
@@ -38,23 +29,10 @@ import (
 // with; fixing the bucket lets the cluster go on.
 func TestRefusedFastBucketIsNotRendered(t *testing.T) {
 	g := NewWithT(t)
-	for k, v := range map[string]string{
-		"AWS_EC2_METADATA_DISABLED":   "true",
-		"AWS_CONFIG_FILE":             os.DevNull,
-		"AWS_SHARED_CREDENTIALS_FILE": os.DevNull,
-	} {
-		t.Setenv(k, v)
-	}
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test` (or `make envtest`) to build kube-apiserver and etcd")
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:        []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing:    true,
-		BinaryAssetsDirectory:    assets,
-		ControlPlaneStartTimeout: 2 * time.Minute,
-		ControlPlaneStopTimeout:  time.Minute,
+	isolateAWSEnv(t)
+	env, err := newTestEnv()
+	if err != nil {
+		t.Fatal(err)
 	}
 	cfg, err := env.Start()
 	g.Expect(err).NotTo(HaveOccurred())
@@ -63,20 +41,7 @@ func TestRefusedFastBucketIsNotRendered(t *testing.T) {
 			t.Errorf("stop envtest: %v", err)
 		}
 	})
-	scheme := runtime.NewScheme()
-	g.Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	g.Expect(strata.AddToScheme(scheme)).To(Succeed())
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	g.Expect(err).NotTo(HaveOccurred())
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  controllers.CacheOptions(),
-		// The Ginkgo suite's manager registers the same controller names
-		// in this process.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	c, mgr, err := newTestManager(cfg)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(controllers.SetupWithManager(mgr)).To(Succeed()) // the default BucketPolicy
 	ctx, cancel := context.WithCancel(context.Background())
