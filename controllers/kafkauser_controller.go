@@ -844,7 +844,8 @@ func (r *KafkaUserReconciler) deleteUser(ctx context.Context, ku *strata.KafkaUs
 
 // setUserCondition sets Ready and the kstatus conditions from its reason:
 // a Ready user is Current; a Secret conflict, a missing password Secret,
-// brokers without ACL support or refused ACLs need someone to act
+// brokers without ACL support, refused ACLs or (tls) no listener that
+// takes client certificates need someone to act
 // (Stalled); anything else is retried (Reconciling).
 func setUserCondition(ku *strata.KafkaUser, status metav1.ConditionStatus, reason, msg string) {
 	setReadyCondition(&ku.Status.Conditions, ku.Generation, userStalledReasons, "the user matches the spec", status, reason, msg)

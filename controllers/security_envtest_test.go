@@ -4,7 +4,6 @@ import (
 	"crypto"
 	"crypto/tls"
 	"crypto/x509"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -17,12 +16,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"software.sslmate.com/src/go-pkcs12"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/broker/brokertest"
 	"github.com/strata-dev/strata/controllers"
 	"github.com/strata-dev/strata/internal/pki"
 )
@@ -177,23 +174,7 @@ var _ = Describe("KafkaUser TLS users", Ordered, func() {
 		clusterCA *x509.CertPool
 	)
 	BeforeAll(func() {
-		ns = newNamespace()
-		makeBucket(ns, "wal-a", "a")
-		kc := clusterSpec(map[string]int32{"a": 1}, "a")
-		kc.Spec.WAL.Enabled = ptr.To(false)
-		kc.Spec.Listeners = []strata.ListenerSpec{mtlsListener}
-		kc.Namespace, kc.Name = ns, "kafka"
-		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
-		// The operator's super users, and User:ANONYMOUS for the
-		// test's admin client and replication on PLAINTEXT.
-		lb = startMTLSLoopbackBrokers(kc, brokertest.WithSetting("authorizer.class.name", "strata.acl"),
-			brokertest.WithSetting("super.users", strings.Join(append(controllers.SuperUsers(kc), "User:ANONYMOUS"), ";")))
-		adm = lb.Admin()
-		for _, topic := range []string{"tls-orders", "tls-other"} {
-			res, err := adm.CreateTopic(suiteCtx, 1, 1, nil, topic)
-			Expect(err).NotTo(HaveOccurred())
-			Expect(res.Err).NotTo(HaveOccurred())
-		}
+		ns, lb, adm = userTestCluster(true, true, "tls-orders", "tls-other")
 		ca, err := getSecret(ns, controllers.ClusterCASecretName("kafka"))
 		Expect(err).NotTo(HaveOccurred())
 		clusterCA = x509.NewCertPool()
