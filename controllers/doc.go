@@ -27,7 +27,10 @@
 // from the brokers' /metrics, decides Ready and Degraded from pods, Kafka
 // and etcd, and moves drifted leaders back to their preferred replica with
 // rate-limited preferred-leader elections. The decisions (health summary,
-// drift, readiness) are pure functions with table tests.
+// drift, readiness) are pure functions with table tests. A zone whose
+// FastBucket is missing, in another zone or refused by the operator's
+// BucketPolicy (fastbucket_policy.go) stops the cluster before anything
+// is written (Stalled), so no broker is rolled onto it.
 //
 // Certificates (kafkacluster_pki.go): the cluster CA and the broker,
 // etcd and operator certificates it issues (internal/pki), and the clients
@@ -77,6 +80,9 @@
 // spec's set with Describe/Create/DeleteAcls (DesiredACLs and PlanACLs are
 // pure functions); deleting it deletes ACLs and credentials. A tls user
 // (kafkauser_tls.go) gets a client certificate of the clients CA in its
-// Secret instead (principal User:CN=<name>). Names of the operator's own
-// identities (ReservedUserNames) are refused.
+// Secret instead (principal User:CN=<name>; PEM files and a PKCS#12
+// keystore), and is not Ready while its cluster has no SSL listener that
+// takes client certificates. Names of the operator's own identities
+// (ReservedUserNames) are refused. Both reconcilers run their steps
+// through runSteps (steps.go).
 package controllers

@@ -45,12 +45,15 @@ const (
 	ReasonFastBucketNotFound     = "FastBucketNotFound"
 	ReasonFastBucketZoneMismatch = "FastBucketZoneMismatch"
 	ReasonFastBucketUnreachable  = "FastBucketUnreachable"
-	ReasonReconcileError         = "ReconcileError"
-	ReasonBrokersNotReady        = "BrokersNotReady"
-	ReasonRollingOut             = "RollingOut"
-	ReasonUpToDate               = "UpToDate"
-	ReasonAsExpected             = "AsExpected"
-	ReasonInvalidSpec            = "InvalidSpec"
+	// ReasonFastBucketRefused: a zone's FastBucket is one the operator's
+	// BucketPolicy refuses (fastbucket_policy.go).
+	ReasonFastBucketRefused = "FastBucketRefused"
+	ReasonReconcileError    = "ReconcileError"
+	ReasonBrokersNotReady   = "BrokersNotReady"
+	ReasonRollingOut        = "RollingOut"
+	ReasonUpToDate          = "UpToDate"
+	ReasonAsExpected        = "AsExpected"
+	ReasonInvalidSpec       = "InvalidSpec"
 )
 
 // Event reasons of a KafkaCluster.
@@ -108,6 +111,9 @@ type KafkaClusterReconciler struct {
 	RollStuckAfter time.Duration
 	// Clock decides certificate renewals; nil is the wall clock.
 	Clock clock.PassiveClock
+	// BucketPolicy is the FastBucketReconciler's Policy: a zone whose
+	// FastBucket it refuses stops the cluster (resolveFastBuckets).
+	BucketPolicy BucketPolicy
 
 	kafkaBackoffOnce sync.Once
 	kafkaBackoff     *flowcontrol.Backoff
@@ -288,8 +294,18 @@ func (r *KafkaClusterReconciler) checkSpec(_ context.Context, s *clusterScope) e
 }
 
 // resolveFastBuckets finds every zone's FastBucket and checks that it sits
-// in that zone. It runs before any write, so a bad reference creates
-// nothing.
+// in that zone and that the bucket policy allows it. It runs before any
+// write, so a bad reference creates nothing and running brokers are not
+// rolled onto it.
+//
+// A refused bucket is judged here from its spec with the policy the
+// FastBucket controller applies, not from that controller's Reachable
+// condition: a bucket created or edited a moment ago has no verdict yet,
+// and rendering it meanwhile would roll brokers onto a bucket the
+// operator refuses to probe or sweep. Refused is Stalled, as a missing
+// bucket: the brokers keep the config they run with until the bucket (or
+// the operator's flags) changes; dropping the zone's WAL instead would
+// half-apply the spec and roll every broker twice.
 func (r *KafkaClusterReconciler) resolveFastBuckets(ctx context.Context, s *clusterScope) error {
 	kc := s.cluster
 	var problems []string
@@ -310,6 +326,11 @@ func (r *KafkaClusterReconciler) resolveFastBuckets(ctx context.Context, s *clus
 			case fb.Spec.Zone != z.Name:
 				problems = append(problems, fmt.Sprintf("zone %s: FastBucket %q is in zone %s; a zone's brokers must use a bucket of their own zone", z.Name, fb.Name, fb.Spec.Zone))
 				reason = firstNonEmpty(reason, ReasonFastBucketZoneMismatch)
+				continue
+			}
+			if why, msg := r.BucketPolicy.refusal(fb.Spec); why != "" {
+				problems = append(problems, fmt.Sprintf("zone %s: FastBucket %q is refused by the operator (%s): %s", z.Name, fb.Name, why, msg))
+				reason = firstNonEmpty(reason, ReasonFastBucketRefused)
 				continue
 			}
 			zi.Bucket = fb

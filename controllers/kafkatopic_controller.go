@@ -164,10 +164,7 @@ func (r *KafkaTopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	// makes the reconcile report and back off instead of holding a worker.
 	actx, cancel := context.WithTimeout(ctx, AdminCallTimeout)
 	defer cancel()
-	steps := []struct {
-		name string
-		run  func(context.Context, *topicScope) error
-	}{
+	steps := []step[*topicScope]{
 		{"owner", r.checkOwner},
 		{"cluster", r.resolveCluster},
 		{"describe", r.describe},
@@ -177,25 +174,10 @@ func (r *KafkaTopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		{"replication factor", r.reconcileReplicationFactor},
 		{"status", r.observe},
 	}
-	for _, step := range steps {
-		err := step.run(actx, s)
-		if err == nil {
-			continue
-		}
-		stop := &topicStop{}
-		if !errors.As(err, &stop) {
-			stop = kafkaFailure(step.name, err)
-		}
-		prev := meta.FindStatusCondition(kt.Status.Conditions, strata.ConditionReady)
-		if prev == nil || prev.Reason != stop.reason || prev.Message != stop.message {
-			r.Recorder.Eventf(kt, nil, corev1.EventTypeWarning, EventTopicNotReady, "Reconcile", "%s", stop.message)
-		}
-		setTopicCondition(kt, metav1.ConditionFalse, stop.reason, stop.message)
-		if stop.retry {
-			return ctrl.Result{}, fmt.Errorf("%s: %w", step.name, err)
-		}
-		logger.Info("topic cannot converge", "reason", stop.reason, "problem", stop.message)
-		return ctrl.Result{RequeueAfter: s.requeue}, nil
+	report := stepReport{object: kt, conditions: &kt.Status.Conditions, event: EventTopicNotReady, what: "topic",
+		setReady: func(status metav1.ConditionStatus, reason, msg string) { setTopicCondition(kt, status, reason, msg) }}
+	if res, stopped, err := runSteps(actx, r.Recorder, report, &s.requeue, s, steps); stopped {
+		return res, err
 	}
 	return ctrl.Result{RequeueAfter: s.requeue}, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -14,11 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/broker/brokertest"
 	"github.com/strata-dev/strata/controllers"
 )
 
@@ -62,24 +59,7 @@ var _ = Describe("KafkaUser ACLs", Ordered, func() {
 		lb  *loopbackCluster
 		adm *kadm.Client
 	)
-	BeforeAll(func() {
-		ns = newNamespace()
-		kc := clusterSpec(map[string]int32{"a": 1}, "a")
-		kc.Spec.WAL.Enabled = ptr.To(false)
-		kc.Namespace, kc.Name = ns, "kafka"
-		// The super users the operator renders (its own certificate's
-		// principal on REPLICATION, the brokers'), and User:ANONYMOUS:
-		// the test's admin client and replication use PLAINTEXT.
-		lb = startSASLLoopbackBrokers(kc, brokertest.WithSetting("authorizer.class.name", "strata.acl"),
-			brokertest.WithSetting("super.users", strings.Join(append(controllers.SuperUsers(kc), "User:ANONYMOUS"), ";")))
-		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
-		adm = lb.Admin()
-		for _, topic := range []string{"orders", "other"} {
-			res, err := adm.CreateTopic(suiteCtx, 1, 1, nil, topic)
-			Expect(err).NotTo(HaveOccurred())
-			Expect(res.Err).NotTo(HaveOccurred())
-		}
-	})
+	BeforeAll(func() { ns, lb, adm = userTestCluster(false, true, "orders", "other") })
 
 	It("creates the spec's ACLs, which the brokers enforce, removes ACLs added with other tools, and deletes them with the user", func() {
 		ku := newUser(ns, "frank", "kafka", strata.AuthenticationScramSha512)

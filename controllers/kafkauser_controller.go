@@ -18,7 +18,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -45,6 +44,10 @@ const (
 	ReasonAclsRefused            = "AclsRefused"
 	ReasonReservedName           = "ReservedName"
 	ReasonClientsCANotReady      = "ClientsCANotReady"
+	// ReasonNoClientCertificateListener: a tls user's certificate is
+	// issued and its ACLs set, but no listener of its cluster accepts
+	// client certificates, so it cannot log in.
+	ReasonNoClientCertificateListener = "NoClientCertificateListener"
 )
 
 // Event reasons of a KafkaUser.
@@ -72,6 +75,11 @@ const (
 	UserSecretCACert = "ca.crt"
 	UserSecretCert   = "user.crt"
 	UserSecretKey    = "user.key"
+	// UserSecretP12 is the same key and certificate (with the clients CA)
+	// as a PKCS#12 keystore for Java clients (ssl.keystore.type=PKCS12),
+	// encrypted with the password in UserSecretP12Password.
+	UserSecretP12         = "user.p12"
+	UserSecretP12Password = "user.password"
 	// MechanismTLS is status.mechanism of a tls user.
 	MechanismTLS = "TLS"
 )
@@ -147,9 +155,12 @@ type userScope struct {
 	requeue  time.Duration
 }
 
-// Reconcile brings one Kafka user to its KafkaUser's spec. It reuses
-// topicStop (kafkatopic_controller.go): a step ends the reconcile with a
-// Ready reason, retried with backoff or at the next resync.
+// userStep is a step of the KafkaUser reconcile.
+type userStep = step[*userScope]
+
+// Reconcile brings one Kafka user to its KafkaUser's spec. Its steps run
+// as KafkaTopic's (runSteps, steps.go): a step ends the reconcile with a
+// topicStop's Ready reason, retried with backoff or at the next resync.
 func (r *KafkaUserReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	ku := &strata.KafkaUser{}
 	if err := r.Get(ctx, req.NamespacedName, ku); err != nil {
@@ -178,36 +189,22 @@ func (r *KafkaUserReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 	actx, cancel := context.WithTimeout(ctx, AdminCallTimeout)
 	defer cancel()
-	type step struct {
-		name string
-		run  func(context.Context, *userScope) error
-	}
-	steps := []step{{"name", checkUserName}, {"cluster", r.resolveCluster}}
+	steps := []userStep{{"name", checkUserName}, {"cluster", r.resolveCluster}}
 	if isTLSUser(ku) {
-		steps = append(steps, step{"certificate", r.reconcileCertificate}, step{"credentials", r.reconcileTLSCredentials})
+		steps = append(steps, userStep{"certificate", r.reconcileCertificate}, userStep{"credentials", r.reconcileTLSCredentials})
 	} else {
-		steps = append(steps, step{"secret", r.reconcileSecret}, step{"credentials", r.reconcileCredentials})
+		steps = append(steps, userStep{"secret", r.reconcileSecret}, userStep{"credentials", r.reconcileCredentials})
 	}
-	steps = append(steps, step{"acls", r.reconcileACLs})
-	for _, step := range steps {
-		err := step.run(actx, s)
-		if err == nil {
-			continue
-		}
-		stop := &topicStop{}
-		if !errors.As(err, &stop) {
-			stop = kafkaFailure(step.name, err)
-		}
-		prev := meta.FindStatusCondition(ku.Status.Conditions, strata.ConditionReady)
-		if prev == nil || prev.Reason != stop.reason || prev.Message != stop.message {
-			r.Recorder.Eventf(ku, nil, corev1.EventTypeWarning, EventUserNotReady, "Reconcile", "%s", stop.message)
-		}
-		setUserCondition(ku, metav1.ConditionFalse, stop.reason, stop.message)
-		if stop.retry {
-			return ctrl.Result{}, fmt.Errorf("%s: %w", step.name, err)
-		}
-		logger.Info("user cannot converge", "reason", stop.reason, "problem", stop.message)
-		return ctrl.Result{RequeueAfter: s.requeue}, nil
+	steps = append(steps, userStep{"acls", r.reconcileACLs})
+	if isTLSUser(ku) {
+		// Last: the certificate and ACLs are in place, so the user can log
+		// in as soon as such a listener is added.
+		steps = append(steps, userStep{"client certificate listener", checkClientCertificateListener})
+	}
+	report := stepReport{object: ku, conditions: &ku.Status.Conditions, event: EventUserNotReady, what: "user",
+		setReady: func(status metav1.ConditionStatus, reason, msg string) { setUserCondition(ku, status, reason, msg) }}
+	if res, stopped, err := runSteps(actx, r.Recorder, report, &s.requeue, s, steps); stopped {
+		return res, err
 	}
 	setUserCondition(ku, metav1.ConditionTrue, ReasonUserReady,
 		fmt.Sprintf("user %s: %s credential set, %d ACL bindings", ku.Name, ku.Status.Mechanism, ku.Status.ACLCount))
@@ -847,7 +844,8 @@ func (r *KafkaUserReconciler) deleteUser(ctx context.Context, ku *strata.KafkaUs
 
 // setUserCondition sets Ready and the kstatus conditions from its reason:
 // a Ready user is Current; a Secret conflict, a missing password Secret,
-// brokers without ACL support or refused ACLs need someone to act
+// brokers without ACL support, refused ACLs or (tls) no listener that
+// takes client certificates need someone to act
 // (Stalled); anything else is retried (Reconciling).
 func setUserCondition(ku *strata.KafkaUser, status metav1.ConditionStatus, reason, msg string) {
 	setReadyCondition(&ku.Status.Conditions, ku.Generation, userStalledReasons, "the user matches the spec", status, reason, msg)
@@ -860,6 +858,9 @@ var userStalledReasons = map[string]bool{
 	ReasonAclsNotSupported:       true,
 	ReasonAclsRefused:            true,
 	ReasonReservedName:           true,
+	// A listener is added to the KafkaCluster; its generation change
+	// reconciles the cluster's users.
+	ReasonNoClientCertificateListener: true,
 }
 
 // SetupWithManager registers the controller. It watches the Secrets it

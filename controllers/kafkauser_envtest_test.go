@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/broker/brokertest"
 	"github.com/strata-dev/strata/config/argocd"
 	"github.com/strata-dev/strata/controllers"
 )
@@ -97,21 +99,52 @@ func scramCredentials(g Gomega, adm *kadm.Client, user string) map[string]int32 
 	return out
 }
 
+// userTestCluster is what the KafkaUser specs run against: KafkaCluster
+// "kafka" with one broker in zone a and no WAL, in a new namespace, with
+// loopback brokers behind it, and topics created. With mtls the brokers
+// get an SSL listener that takes certificates of the clients CA, and the
+// cluster the matching listener (mtlsListener) and its FastBucket, so
+// that the operator issues the CAs the brokers wait for; otherwise SASL
+// brokers start first (nothing of the operator needed) and the cluster
+// comes after. withACLs runs the brokers' authorizer with the operator's
+// super users and User:ANONYMOUS (the specs' admin client, replication
+// on PLAINTEXT).
+func userTestCluster(mtls, withACLs bool, topics ...string) (ns string, lb *loopbackCluster, adm *kadm.Client) {
+	GinkgoHelper()
+	ns = newNamespace()
+	kc := clusterSpec(map[string]int32{"a": 1}, "a")
+	kc.Spec.WAL.Enabled = ptr.To(false)
+	kc.Namespace, kc.Name = ns, "kafka"
+	var opts []brokertest.Option
+	if withACLs {
+		opts = append(opts, brokertest.WithSetting("authorizer.class.name", "strata.acl"),
+			brokertest.WithSetting("super.users", strings.Join(append(controllers.SuperUsers(kc), "User:ANONYMOUS"), ";")))
+	}
+	if mtls {
+		makeBucket(ns, "wal-a", "a")
+		kc.Spec.Listeners = []strata.ListenerSpec{mtlsListener}
+		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+		lb = startMTLSLoopbackBrokers(kc, opts...)
+	} else {
+		lb = startSASLLoopbackBrokers(kc, opts...)
+		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+	}
+	adm = lb.Admin()
+	for _, topic := range topics {
+		res, err := adm.CreateTopic(suiteCtx, 1, 1, nil, topic)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Err).NotTo(HaveOccurred())
+	}
+	return ns, lb, adm
+}
+
 var _ = Describe("KafkaUser controller", Ordered, func() {
 	var (
 		ns  string
 		lb  *loopbackCluster
 		adm *kadm.Client
 	)
-	BeforeAll(func() {
-		ns = newNamespace()
-		kc := clusterSpec(map[string]int32{"a": 1}, "a")
-		kc.Spec.WAL.Enabled = ptr.To(false)
-		kc.Namespace, kc.Name = ns, "kafka"
-		lb = startSASLLoopbackBrokers(kc)
-		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
-		adm = lb.Admin()
-	})
+	BeforeAll(func() { ns, lb, adm = userTestCluster(false, false) })
 
 	It("writes the credentials to a Secret clients log in with, rotates the password from the Secret, and removes the credentials on delete", func() {
 		ku := newUser(ns, "alice", "kafka", strata.AuthenticationScramSha512)

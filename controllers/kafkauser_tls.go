@@ -3,9 +3,12 @@ package controllers
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,7 +18,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"software.sslmate.com/src/go-pkcs12"
 
+	strata "github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/pki"
 )
 
@@ -29,7 +34,8 @@ func UserCertSubject(name string) pkix.Name { return pkix.Name{CommonName: name}
 
 // reconcileCertificate keeps a client certificate of the cluster's
 // clients CA for a tls user in its Secret (ca.crt: the clients CA trust
-// bundle; user.crt, user.key), issued on first use and again when it is
+// bundle; user.crt, user.key; user.p12 and user.password, the same as a
+// PKCS#12 keystore: userKeystore), issued on first use and again when it is
 // due for renewal (the cluster's spec.security.clusterCA renewal policy),
 // no longer signed by the clients CA or not the user's subject. The
 // resync (DefaultUserResync) notices renewals; clients re-read the files
@@ -76,13 +82,47 @@ func (r *KafkaUserReconciler) reconcileCertificate(ctx context.Context, s *userS
 		r.Recorder.Eventf(ku, nil, corev1.EventTypeNormal, EventUserCertificateIssued, "Update",
 			"issued the certificate of %s from the clients CA (%s), valid until %s", tlsUserPrincipal(ku.Name), reason, leaf.Cert.NotAfter.UTC().Format(time.RFC3339))
 	}
+	p12, p12Password, err := userKeystore(sec, leaf, ca.Cert)
+	if err != nil {
+		return fmt.Errorf("keystore of user %s: %w", ku.Name, err)
+	}
 	data := map[string][]byte{
-		UserSecretCACert: caSec.Data[CACertKey],
-		UserSecretCert:   leaf.CertPEM,
-		UserSecretKey:    leaf.KeyPEM,
+		UserSecretCACert:      caSec.Data[CACertKey],
+		UserSecretCert:        leaf.CertPEM,
+		UserSecretKey:         leaf.KeyPEM,
+		UserSecretP12:         p12,
+		UserSecretP12Password: p12Password,
 	}
 	_, err = r.writeUserSecret(ctx, ku, sec, data)
 	return err
+}
+
+// userKeystore returns user.p12 and user.password for leaf, issued by
+// ca. The stored ones are kept while they hold leaf and ca: an encoding
+// is salted, so encoding at every reconcile would rewrite the Secret at
+// every resync. A new keystore (a new certificate, or a renewed CA) keeps
+// the stored password, so clients configured with it need no change;
+// the first one gets a random password (128 bits, as SCRAM users').
+// Modern2023 is AES-256-CBC with PBKDF2-HMAC-SHA-256, which Java reads
+// since 8u301 and 11.0.12.
+func userKeystore(stored *corev1.Secret, leaf *pki.KeyPair, ca *x509.Certificate) (p12, password []byte, err error) {
+	if stored != nil {
+		p12, password = stored.Data[UserSecretP12], stored.Data[UserSecretP12Password]
+		if len(p12) > 0 && len(password) > 0 {
+			_, cert, chain, err := pkcs12.DecodeChain(p12, string(password))
+			if err == nil && cert.Equal(leaf.Cert) && len(chain) == 1 && chain[0].Equal(ca) {
+				return p12, password, nil
+			}
+		}
+	}
+	if len(password) == 0 {
+		password = []byte(rand.Text())
+	}
+	p12, err = pkcs12.Modern2023.Encode(leaf.Key, leaf.Cert, []*x509.Certificate{ca}, string(password))
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode PKCS#12: %w", err)
+	}
+	return p12, password, nil
 }
 
 // reconcileTLSCredentials: a tls user has no SCRAM credential. A user
@@ -151,4 +191,25 @@ func (r *KafkaUserReconciler) dropPrincipal(ctx context.Context, s *userScope, p
 			"deleted the ACLs of %s, the user's principal before its authentication type changed: %s", principal, strings.Join(deleted, ", "))
 	}
 	return nil
+}
+
+// checkClientCertificateListener stops a tls user at Ready=False while no
+// listener of its cluster lets it log in with its certificate: an SSL
+// listener with tls.clientAuth requested or required. A SASL_SSL
+// listener may ask for a certificate too, but its principal is the SASL
+// user's, and a tls user has no SASL credential.
+func checkClientCertificateListener(_ context.Context, s *userScope) error {
+	if slices.ContainsFunc(Listeners(s.cluster), acceptsUserCertificates) {
+		return nil
+	}
+	return &topicStop{reason: ReasonNoClientCertificateListener,
+		message: fmt.Sprintf("no listener of KafkaCluster %s accepts client certificates, so user %s cannot log in with the certificate in Secret %s: "+
+			"add a listener with protocol SSL and tls.clientAuth required (or requested) to the cluster's spec.listeners", s.cluster.Name, tlsUserPrincipal(s.user.Name), s.user.Name)}
+}
+
+// acceptsUserCertificates: a client on l authenticates with its
+// certificate alone.
+func acceptsUserCertificates(l strata.ListenerSpec) bool {
+	return l.Protocol == "SSL" && l.TLS != nil &&
+		(l.TLS.ClientAuth == strata.ClientAuthRequired || l.TLS.ClientAuth == strata.ClientAuthRequested)
 }

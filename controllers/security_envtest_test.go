@@ -1,10 +1,9 @@
 package controllers_test
 
 import (
+	"crypto"
 	"crypto/tls"
 	"crypto/x509"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -15,12 +14,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"software.sslmate.com/src/go-pkcs12"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
-	"github.com/strata-dev/strata/broker/brokertest"
 	"github.com/strata-dev/strata/controllers"
 	"github.com/strata-dev/strata/internal/pki"
 )
@@ -163,6 +162,10 @@ func eventMessages(g Gomega, ns, name, reason string) []string {
 	return out
 }
 
+// mtlsListener is the listener a cluster needs for tls KafkaUsers to be
+// Ready (the loopback brokers' MTLS listener stands for it).
+var mtlsListener = strata.ListenerSpec{Name: "MTLS", Port: 9093, Protocol: "SSL", TLS: &strata.ListenerTLS{ClientAuth: strata.ClientAuthRequired}}
+
 var _ = Describe("KafkaUser TLS users", Ordered, func() {
 	var (
 		ns        string
@@ -171,22 +174,7 @@ var _ = Describe("KafkaUser TLS users", Ordered, func() {
 		clusterCA *x509.CertPool
 	)
 	BeforeAll(func() {
-		ns = newNamespace()
-		makeBucket(ns, "wal-a", "a")
-		kc := clusterSpec(map[string]int32{"a": 1}, "a")
-		kc.Spec.WAL.Enabled = ptr.To(false)
-		kc.Namespace, kc.Name = ns, "kafka"
-		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
-		// The operator's super users, and User:ANONYMOUS for the
-		// test's admin client and replication on PLAINTEXT.
-		lb = startMTLSLoopbackBrokers(kc, brokertest.WithSetting("authorizer.class.name", "strata.acl"),
-			brokertest.WithSetting("super.users", strings.Join(append(controllers.SuperUsers(kc), "User:ANONYMOUS"), ";")))
-		adm = lb.Admin()
-		for _, topic := range []string{"tls-orders", "tls-other"} {
-			res, err := adm.CreateTopic(suiteCtx, 1, 1, nil, topic)
-			Expect(err).NotTo(HaveOccurred())
-			Expect(res.Err).NotTo(HaveOccurred())
-		}
+		ns, lb, adm = userTestCluster(true, true, "tls-orders", "tls-other")
 		ca, err := getSecret(ns, controllers.ClusterCASecretName("kafka"))
 		Expect(err).NotTo(HaveOccurred())
 		clusterCA = x509.NewCertPool()
@@ -230,6 +218,14 @@ var _ = Describe("KafkaUser TLS users", Ordered, func() {
 		Expect(leaf.Cert.Subject.String()).To(Equal("CN=carol"))
 		verifyLeaf(Default, leaf.Cert, clientsCA.Data[controllers.CACertKey], "", x509.ExtKeyUsageClientAuth)
 
+		By("user.p12 holds the same key and certificate for Java clients, opened with user.password")
+		p12Key, p12Cert, p12CA, err := pkcs12.DecodeChain(sec.Data[controllers.UserSecretP12], string(sec.Data[controllers.UserSecretP12Password]))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(p12Cert.Equal(leaf.Cert)).To(BeTrue(), "user.p12's certificate is not user.crt")
+		Expect(p12Key.(crypto.Signer).Public()).To(Equal(leaf.Key.Public()), "user.p12's key is not user.key")
+		Expect(p12CA).To(HaveLen(1))
+		Expect(pki.ParseCertificates(clientsCA.Data[controllers.CACertKey])).To(ContainElement(p12CA[0]))
+
 		By("producing where its ACLs allow, refused elsewhere")
 		cl := mtlsClient(sec.Data[controllers.UserSecretCert], sec.Data[controllers.UserSecretKey])
 		Expect(produceOne(cl, "tls-orders")).To(Succeed())
@@ -255,6 +251,39 @@ var _ = Describe("KafkaUser TLS users", Ordered, func() {
 			return apierrors.IsNotFound(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(ku), &strata.KafkaUser{}))
 		}, timeout, interval).Should(BeTrue())
 		Expect(userACLs(Default, adm, "User:CN=carol")).To(BeEmpty())
+	})
+
+	It("is not Ready while no listener of its cluster accepts client certificates, and Ready once one does", func() {
+		By("a cluster with only the default SASL_SSL listener")
+		updateCluster(ns, "kafka", func(kc *strata.KafkaCluster) { kc.Spec.Listeners = nil })
+		DeferCleanup(updateCluster, ns, "kafka", func(kc *strata.KafkaCluster) { kc.Spec.Listeners = []strata.ListenerSpec{mtlsListener} })
+		ku := newUser(ns, "erin", "kafka", strata.AuthenticationTLS)
+		ku.Spec.Authorization = &strata.KafkaUserAuthorization{ACLs: []strata.KafkaUserACL{
+			{Resource: strata.ACLResource{Type: strata.ACLResourceTopic, Name: "tls-orders"}, Operations: []strata.ACLOperation{"Read"}},
+		}}
+		Expect(k8sClient.Create(suiteCtx, ku)).To(Succeed())
+		got := userCondition(ku, controllers.ReasonNoClientCertificateListener)
+		c := meta.FindStatusCondition(got.Status.Conditions, strata.ConditionReady)
+		Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		Expect(c.Message).To(And(ContainSubstring("protocol SSL"), ContainSubstring("tls.clientAuth required")))
+		Expect(meta.IsStatusConditionTrue(got.Status.Conditions, strata.ConditionStalled)).To(BeTrue())
+		By("its certificate and ACLs are in place meanwhile")
+		Expect(userSecret(Default, ku).Data).To(HaveKey(controllers.UserSecretCert))
+		Expect(userACLs(Default, adm, "User:CN=erin")).To(HaveLen(1))
+
+		By("an SASL_SSL listener asking for certificates is not enough: its principal is the SASL user's")
+		updateCluster(ns, "kafka", func(kc *strata.KafkaCluster) {
+			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "SASL_SSL", Port: 9092, Protocol: "SASL_SSL", TLS: &strata.ListenerTLS{ClientAuth: strata.ClientAuthRequired}}}
+		})
+		Consistently(func(g Gomega) string {
+			got := &strata.KafkaUser{}
+			g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(ku), got)).To(Succeed())
+			return meta.FindStatusCondition(got.Status.Conditions, strata.ConditionReady).Reason
+		}, 3*time.Second, interval).Should(Equal(controllers.ReasonNoClientCertificateListener))
+
+		By("adding an SSL listener with tls.clientAuth")
+		updateCluster(ns, "kafka", func(kc *strata.KafkaCluster) { kc.Spec.Listeners = append(kc.Spec.Listeners, mtlsListener) })
+		userCondition(ku, controllers.ReasonUserReady)
 	})
 
 	It("moves a SCRAM user to tls: the SCRAM credential and the ACLs of User:<name> go", func() {

@@ -44,6 +44,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 
 		KafkaProbeInterval: o.kafkaProbeInterval,
 		RollStuckAfter:     o.rollStuckAfter,
+		BucketPolicy:       o.bucketPolicy,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("KafkaCluster controller: %w", err)
 	}

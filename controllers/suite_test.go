@@ -2,6 +2,8 @@ package controllers_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,9 +13,12 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -47,48 +52,14 @@ func TestControllers(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	// Tests stay on the loopback: a FastBucket with ambient credentials
-	// must not make the AWS SDK query an instance metadata service, and
-	// no shared AWS config of the machine may leak in.
-	for k, v := range map[string]string{
-		"AWS_EC2_METADATA_DISABLED":   "true",
-		"AWS_CONFIG_FILE":             os.DevNull,
-		"AWS_SHARED_CREDENTIALS_FILE": os.DevNull,
-	} {
-		GinkgoT().Setenv(k, v)
-	}
-
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	Expect(assets).NotTo(BeEmpty(), "KUBEBUILDER_ASSETS is not set: run `make test` (or `make envtest`) to build kube-apiserver and etcd")
-	for _, bin := range []string{"kube-apiserver", "etcd"} {
-		_, err := os.Stat(filepath.Join(assets, bin))
-		Expect(err).NotTo(HaveOccurred(), "%s missing in KUBEBUILDER_ASSETS=%s: run `make test` (or `make envtest`)", bin, assets)
-	}
-
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-		// `make test` runs every package at once; give a loaded machine time.
-		ControlPlaneStartTimeout: 2 * time.Minute,
-		ControlPlaneStopTimeout:  time.Minute,
-	}
+	isolateAWSEnv(GinkgoT())
+	var err error
+	testEnv, err = newTestEnv()
+	Expect(err).NotTo(HaveOccurred())
 	cfg, err := testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
-
-	scheme := runtime.NewScheme()
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(strata.AddToScheme(scheme)).To(Succeed())
-
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
-
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  controllers.CacheOptions(),
-	})
+	var mgr ctrl.Manager
+	k8sClient, mgr, err = newTestManager(cfg)
 	Expect(err).NotTo(HaveOccurred())
 	sweepClock = clocktesting.NewFakePassiveClock(time.Now())
 	Expect(controllers.SetupWithManager(mgr, controllers.WithSweepClock(sweepClock), controllers.WithBrokerEndpoints(loopback),
@@ -99,7 +70,8 @@ var _ = BeforeSuite(func() {
 		controllers.WithRollStuckAfter(15*time.Second),
 		// The S3 server of the suite is Versity on plain http, and specs
 		// create FastBuckets without credentials (ambient); the refusals
-		// themselves are TestBucketPolicy's.
+		// themselves are TestBucketPolicy's and, with a cluster using a refused
+		// bucket, TestRefusedFastBucketIsNotRendered's.
 		controllers.WithBucketPolicy(controllers.BucketPolicy{AllowAmbientCredentials: true, AllowInsecureEndpoints: true}))).To(Succeed())
 
 	suiteCtx, cancel = context.WithCancel(context.Background())
@@ -117,3 +89,65 @@ var _ = AfterSuite(func() {
 		Expect(testEnv.Stop()).To(Succeed())
 	}
 })
+
+// isolateAWSEnv keeps tests on the loopback: a FastBucket with ambient
+// credentials must not make the AWS SDK query an instance metadata
+// service, and no shared AWS config of the machine may leak in.
+func isolateAWSEnv(t interface{ Setenv(key, value string) }) {
+	for k, v := range map[string]string{
+		"AWS_EC2_METADATA_DISABLED":   "true",
+		"AWS_CONFIG_FILE":             os.DevNull,
+		"AWS_SHARED_CREDENTIALS_FILE": os.DevNull,
+	} {
+		t.Setenv(k, v)
+	}
+}
+
+// newTestEnv is a kube-apiserver and etcd from KUBEBUILDER_ASSETS with
+// the operator's CRDs, not started yet: the suite's, and that of a test
+// which needs an operator of its own.
+func newTestEnv() (*envtest.Environment, error) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run `make test` (or `make envtest`) to build kube-apiserver and etcd")
+	}
+	for _, bin := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(assets, bin)); err != nil {
+			return nil, fmt.Errorf("%s missing in KUBEBUILDER_ASSETS=%s: run `make test` (or `make envtest`): %w", bin, assets, err)
+		}
+	}
+	return &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+		// `make test` runs every package at once; give a loaded machine time.
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
+	}, nil
+}
+
+// newTestManager is a client and a manager of the operator's scheme and
+// cache on cfg, with neither metrics nor probes listening. Controller
+// names need not be unique: a test may run an operator of its own in the
+// suite's process.
+func newTestManager(cfg *rest.Config) (client.Client, ctrl.Manager, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, nil, err
+	}
+	if err := strata.AddToScheme(scheme); err != nil {
+		return nil, nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  controllers.CacheOptions(),
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	return c, mgr, err
+}

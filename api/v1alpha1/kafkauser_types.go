@@ -50,7 +50,8 @@ type KafkaUserSpec struct {
 type KafkaUserAuthentication struct {
 	// Type: scram-sha-512 or scram-sha-256 (the SASL mechanism clients
 	// use), or tls: a client certificate of the cluster's clients CA,
-	// for SSL and SASL_SSL listeners with tls.clientAuth.
+	// for SSL listeners with tls.clientAuth (the user is not Ready while
+	// its cluster has none).
 	// +required
 	Type KafkaUserAuthenticationType `json:"type"`
 
@@ -222,7 +223,7 @@ type KafkaUserStatus struct {
 
 	// SecretName is the Secret with the client settings: keys username,
 	// password, mechanism and sasl.jaas.config (SCRAM), or ca.crt,
-	// user.crt and user.key (tls).
+	// user.crt, user.key, user.p12 and user.password (tls).
 	// +optional
 	SecretName string `json:"secretName,omitempty"`
 

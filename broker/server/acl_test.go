@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +19,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/strata-dev/strata/broker/auth"
-	"github.com/strata-dev/strata/broker/meta"
 )
 
 // aclSettings turn the authorizer on for a SASL_PLAINTEXT broker whose
@@ -357,49 +355,10 @@ func TestACLAPIsWithoutAuthorizer(t *testing.T) {
 //   - an ACL created through one broker is enforced by all three without
 //     a restart, and its deletion too.
 func TestACLsInCluster(t *testing.T) {
-	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	etcd, err := meta.StartEmbedded(ctx, filepath.Join(dir, "etcd"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
-	store, err := meta.Connect(ctx, meta.ClientConfig{Endpoints: etcd.Endpoints, Cluster: "acl"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	for _, u := range []string{"admin", "alice", "broker"} {
-		seedScramUser(t, store, u, u+"-secret")
-	}
-	var servers []*Server
-	for id := range 3 {
-		cfg := DefaultConfig()
-		cfg.MetricsListen = ""
-		cfg.Broker.NodeID = int32(id)
-		cfg.Broker.Rack = "z" + strconv.Itoa(id)
-		cfg.Broker.DataDir = filepath.Join(dir, "b"+strconv.Itoa(id))
-		cfg.Cluster.EtcdEndpoints, cfg.Cluster.Name = etcd.Endpoints, "acl"
-		cfg.Cluster.SessionTimeout = 3 * time.Second
-		kv := map[string]string{}
-		for k, v := range aclSettings {
-			kv[k] = v
-		}
-		if _, err := ApplySettings(&cfg, kv); err != nil {
-			t.Fatal(err)
-		}
-		s, err := Start(ctx, cfg, logr.Discard())
-		if err != nil {
-			t.Fatal(err)
-		}
-		servers = append(servers, s)
-	}
-	defer func() {
-		for _, s := range servers {
-			_ = s.Shutdown(context.Background())
-		}
-	}()
+	servers, store, stop := startSCRAMCluster(ctx, t, t.TempDir(), "acl", 3, []string{"admin", "alice", "broker"}, aclSettings)
+	defer stop()
 	admin := newUserClient(t, servers[0].Addr(), "admin")
 	if _, err := kadm.NewClient(admin).CreateTopic(ctx, 1, 3, nil, "replicated"); err != nil {
 		t.Fatal(err)

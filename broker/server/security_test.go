@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"maps"
 	"math/big"
 	"net"
 	"os"
@@ -413,49 +414,16 @@ func TestInterBrokerSASLSSL(t *testing.T) {
 	f := newSecureFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	etcd, err := meta.StartEmbedded(ctx, filepath.Join(f.dir, "etcd"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
-	store, err := meta.Connect(ctx, meta.ClientConfig{Endpoints: etcd.Endpoints, Cluster: "sec"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	seedScramUser(t, store, "broker", "broker-secret")
-	seedScramUser(t, store, "alice", "alice-secret")
-	var servers []*Server
-	for id := range 2 {
-		cfg := DefaultConfig()
-		cfg.MetricsListen = ""
-		cfg.Broker.NodeID = int32(id)
-		cfg.Broker.Rack = "z" + strconv.Itoa(id)
-		cfg.Broker.DataDir = filepath.Join(f.dir, "b"+strconv.Itoa(id))
-		cfg.Cluster.EtcdEndpoints, cfg.Cluster.Name = etcd.Endpoints, "sec"
-		cfg.Cluster.SessionTimeout = 3 * time.Second
-		if _, err := ApplySettings(&cfg, map[string]string{
-			"listeners":                            "SASL_SSL://127.0.0.1:0",
-			"ssl.certificate.location":             f.cert,
-			"ssl.key.location":                     f.key,
-			"ssl.ca.location":                      f.ca.CertFile,
-			"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-			"inter.broker.sasl.username":           "broker",
-			"inter.broker.sasl.password":           "broker-secret",
-		}); err != nil {
-			t.Fatal(err)
-		}
-		s, err := Start(ctx, cfg, logr.Discard())
-		if err != nil {
-			t.Fatal(err)
-		}
-		servers = append(servers, s)
-	}
-	defer func() {
-		for _, s := range servers {
-			_ = s.Shutdown(context.Background())
-		}
-	}()
+	servers, _, stop := startSCRAMCluster(ctx, t, f.dir, "sec", 2, []string{"broker", "alice"}, map[string]string{
+		"listeners":                            "SASL_SSL://127.0.0.1:0",
+		"ssl.certificate.location":             f.cert,
+		"ssl.key.location":                     f.key,
+		"ssl.ca.location":                      f.ca.CertFile,
+		"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+		"inter.broker.sasl.username":           "broker",
+		"inter.broker.sasl.password":           "broker-secret",
+	})
+	defer stop()
 	opts := []kgo.Opt{kgo.SeedBrokers(servers[0].Addr()), kgo.DialTLSConfig(f.clientTLS(t)),
 		kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism())}
 	cl, err := kgo.NewClient(opts...)
@@ -478,6 +446,54 @@ func TestInterBrokerSASLSSL(t *testing.T) {
 	if isr := td["replicated"].Partitions[0].ISR; len(isr) != 2 {
 		t.Fatalf("ISR %v after acks=all: the follower did not replicate over SASL_SSL", isr)
 	}
+}
+
+// startSCRAMCluster starts n in-process brokers (rack z<id>) of cluster
+// name on an embedded etcd under dir, with settings applied to each and
+// the SCRAM users seeded (password <user>-secret). stop shuts the
+// brokers down, then the store and etcd.
+func startSCRAMCluster(ctx context.Context, t *testing.T, dir, name string, n int, users []string, settings map[string]string) (servers []*Server, store *meta.Store, stop func()) {
+	t.Helper()
+	etcd, err := meta.StartEmbedded(ctx, filepath.Join(dir, "etcd"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err = meta.Connect(ctx, meta.ClientConfig{Endpoints: etcd.Endpoints, Cluster: name})
+	if err != nil {
+		etcd.Close()
+		t.Fatal(err)
+	}
+	stop = func() {
+		for _, s := range servers {
+			_ = s.Shutdown(context.Background())
+		}
+		store.Close()
+		etcd.Close()
+	}
+	for _, u := range users {
+		seedScramUser(t, store, u, u+"-secret")
+	}
+	for id := range n {
+		cfg := DefaultConfig()
+		cfg.MetricsListen = ""
+		cfg.Broker.NodeID = int32(id)
+		cfg.Broker.Rack = "z" + strconv.Itoa(id)
+		cfg.Broker.DataDir = filepath.Join(dir, "b"+strconv.Itoa(id))
+		cfg.Cluster.EtcdEndpoints, cfg.Cluster.Name = etcd.Endpoints, name
+		cfg.Cluster.SessionTimeout = 3 * time.Second
+		// ApplySettings may keep the map: each broker gets its own copy.
+		if _, err := ApplySettings(&cfg, maps.Clone(settings)); err != nil {
+			stop()
+			t.Fatal(err)
+		}
+		s, err := Start(ctx, cfg, logr.Discard())
+		if err != nil {
+			stop()
+			t.Fatal(err)
+		}
+		servers = append(servers, s)
+	}
+	return servers, store, stop
 }
 
 func seedScramUser(t *testing.T, store auth.CredentialStore, user, password string) {

@@ -29,7 +29,8 @@ func newTierCmd() *cobra.Command {
 }
 
 type tierInspectFlags struct {
-	walInspectFlags
+	s3Flags
+	json    bool
 	cluster string
 	verify  bool
 }
@@ -63,7 +64,7 @@ AWS_* environment, --env-prefix STRATA_TIER as a broker pod has them, or
 			if err != nil || part < 0 {
 				return fmt.Errorf("partition %q is not a partition number", args[2])
 			}
-			st, err := walInspectStore(ctx, bucket, f.walInspectFlags, cmd.Flags().Changed("path-style"))
+			st, err := f.store(ctx, bucket)
 			if err != nil {
 				return err
 			}
@@ -97,12 +98,7 @@ AWS_* environment, --env-prefix STRATA_TIER as a broker pod has them, or
 	fl.BoolVar(&f.json, "json", false, "print JSON instead of text")
 	fl.BoolVar(&f.verify, "verify", false, "read every segment and check its size and CRC-32C")
 	fl.StringVar(&f.cluster, "cluster", "", "cluster name in the keys (tier/<cluster>/...); default: any")
-	fl.StringVar(&f.endpoint, "endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3 or $AWS_ENDPOINT_URL)")
-	fl.StringVar(&f.region, "region", "", "S3 region (default $AWS_REGION, $AWS_DEFAULT_REGION or us-east-1)")
-	fl.BoolVar(&f.pathStyle, "path-style", false, "path-style addressing (default on when an endpoint is set)")
-	fl.StringVar(&f.envPrefix, "env-prefix", "", "read keys from <prefix>_ACCESS_KEY_ID / <prefix>_SECRET_ACCESS_KEY, e.g. STRATA_TIER")
-	fl.StringVar(&f.credentialsDir, "credentials-dir", "", "read keys from the files accessKeyID / secretAccessKey in this directory (a mounted Secret)")
-	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "give up after this long")
+	f.register(fl, "STRATA_TIER")
 	return cmd
 }
 

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/wal"
 )
 
@@ -26,14 +25,9 @@ func newWALCmd() *cobra.Command {
 }
 
 type walInspectFlags struct {
-	json           bool
-	tableOnly      bool
-	endpoint       string
-	region         string
-	pathStyle      bool
-	envPrefix      string
-	credentialsDir string
-	timeout        time.Duration
+	s3Flags
+	json      bool
+	tableOnly bool
 }
 
 func newWALInspectCmd() *cobra.Command {
@@ -56,7 +50,7 @@ for a mounted Secret. With --table-only only the header and table are read
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 			defer cancel()
-			rep, err := inspectWAL(ctx, args[0], f, cmd.Flags().Changed("path-style"))
+			rep, err := inspectWAL(ctx, args[0], &f)
 			if err != nil {
 				return err
 			}
@@ -78,12 +72,7 @@ for a mounted Secret. With --table-only only the header and table are read
 	fl := cmd.Flags()
 	fl.BoolVar(&f.json, "json", false, "print JSON instead of text")
 	fl.BoolVar(&f.tableOnly, "table-only", false, "read only the header and chunk table; do not verify chunks")
-	fl.StringVar(&f.endpoint, "endpoint", "", "S3 endpoint URL (default $AWS_ENDPOINT_URL_S3 or $AWS_ENDPOINT_URL)")
-	fl.StringVar(&f.region, "region", "", "S3 region (default $AWS_REGION, $AWS_DEFAULT_REGION or us-east-1)")
-	fl.BoolVar(&f.pathStyle, "path-style", false, "path-style addressing (default on when an endpoint is set)")
-	fl.StringVar(&f.envPrefix, "env-prefix", "", "read keys from <prefix>_ACCESS_KEY_ID / <prefix>_SECRET_ACCESS_KEY, e.g. STRATA_WAL")
-	fl.StringVar(&f.credentialsDir, "credentials-dir", "", "read keys from the files accessKeyID / secretAccessKey in this directory (a mounted Secret)")
-	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "give up after this long")
+	f.register(fl, "STRATA_WAL")
 	return cmd
 }
 
@@ -120,7 +109,7 @@ type walChunkRow struct {
 	Status string `json:"status"`
 }
 
-func inspectWAL(ctx context.Context, src string, f walInspectFlags, pathStyleSet bool) (*walReport, error) {
+func inspectWAL(ctx context.Context, src string, f *walInspectFlags) (*walReport, error) {
 	rep := &walReport{Source: src}
 	var (
 		h      wal.Header
@@ -133,7 +122,7 @@ func inspectWAL(ctx context.Context, src string, f walInspectFlags, pathStyleSet
 		if !ok || bucket == "" || key == "" {
 			return nil, fmt.Errorf("%q: want s3://<bucket>/<key>", src)
 		}
-		store, err := walInspectStore(ctx, bucket, f, pathStyleSet)
+		store, err := f.store(ctx, bucket)
 		if err != nil {
 			return nil, err
 		}
@@ -189,26 +178,6 @@ func inspectWAL(ctx context.Context, src string, f walInspectFlags, pathStyleSet
 		rep.Chunks = append(rep.Chunks, row)
 	}
 	return rep, nil
-}
-
-func walInspectStore(ctx context.Context, bucket string, f walInspectFlags, pathStyleSet bool) (*objstore.S3, error) {
-	cfg := objstore.Config{
-		Bucket:         bucket,
-		Region:         firstNonEmpty(f.region, os.Getenv("AWS_REGION"), os.Getenv("AWS_DEFAULT_REGION"), "us-east-1"),
-		Endpoint:       firstNonEmpty(f.endpoint, os.Getenv("AWS_ENDPOINT_URL_S3"), os.Getenv("AWS_ENDPOINT_URL")),
-		ForcePathStyle: f.pathStyle,
-		EnvPrefix:      f.envPrefix,
-		CredentialsDir: f.credentialsDir,
-		CallTimeout:    f.timeout,
-	}
-	if !pathStyleSet && cfg.Endpoint != "" {
-		cfg.ForcePathStyle = true
-	}
-	if strings.HasSuffix(bucket, objstore.DirectoryBucketSuffix) {
-		cfg.Type = objstore.TypeS3Express
-		cfg.ForcePathStyle = false
-	}
-	return objstore.NewS3(ctx, cfg)
 }
 
 func firstNonEmpty(vals ...string) string {

@@ -17,6 +17,30 @@ import (
 	"github.com/strata-dev/strata/internal/testutil/s3server"
 )
 
+// tierBucketName is the slow-tier bucket of the tier tests.
+const tierBucketName = "strata-tier"
+
+// tierBucket starts an S3 server with the slow-tier bucket and returns it
+// with the broker settings that tier to it: every 100 ms, and a replica
+// out of the ISR after 3 s so that the failover tests elect quickly.
+// The brokers (processes or in-process) take the bucket's credentials
+// from STRATA_TIER_*, set here for the test.
+func tierBucket(t *testing.T) (*s3server.Server, []brokertest.Option) {
+	t.Helper()
+	srv := s3server.Start(t, tierBucketName)
+	t.Setenv("STRATA_TIER_ACCESS_KEY_ID", srv.AccessKey)
+	t.Setenv("STRATA_TIER_SECRET_ACCESS_KEY", srv.SecretKey)
+	return srv, []brokertest.Option{
+		brokertest.WithSetting("replica.lag.time.max.ms", "3000"),
+		brokertest.WithSetting("remote.log.storage.system.enable", "true"),
+		brokertest.WithSetting("remote.log.manager.task.interval.ms", "100"),
+		brokertest.WithSetting("tier.bucket.name", tierBucketName),
+		brokertest.WithSetting("tier.bucket.region", srv.Region),
+		brokertest.WithSetting("tier.bucket.endpoint", srv.Endpoint),
+		brokertest.WithSetting("tier.bucket.force.path.style", "true"),
+	}
+}
+
 // TestTierLeaderFailover produces with acks=all to a tiered topic
 // (local.retention.ms=1: every replica keeps only what the slow tier does
 // not hold yet) while the partition leader is SIGKILLed twice during
@@ -26,26 +50,15 @@ import (
 // and a consumer from offset 0 reads every acknowledged record at its
 // offset.
 func TestTierLeaderFailover(t *testing.T) {
-	const bucket = "strata-tier"
-	srv := s3server.Start(t, bucket)
-	// The broker processes take the bucket's credentials from STRATA_TIER_*.
-	t.Setenv("STRATA_TIER_ACCESS_KEY_ID", srv.AccessKey)
-	t.Setenv("STRATA_TIER_SECRET_ACCESS_KEY", srv.SecretKey)
-	c := brokertest.StartProcessCluster(t, zones,
-		brokertest.WithSetting("replica.lag.time.max.ms", "3000"),
-		brokertest.WithSetting("remote.log.storage.system.enable", "true"),
-		brokertest.WithSetting("remote.log.manager.task.interval.ms", "100"),
-		brokertest.WithSetting("tier.bucket.name", bucket),
-		brokertest.WithSetting("tier.bucket.region", srv.Region),
-		brokertest.WithSetting("tier.bucket.endpoint", srv.Endpoint),
-		brokertest.WithSetting("tier.bucket.force.path.style", "true"))
+	srv, tiered := tierBucket(t)
+	c := brokertest.StartProcessCluster(t, zones, tiered...)
 	cl := newClient(t, c.Addrs())
 	adm := kadm.NewClient(cl)
 	two, on, one, seg := "2", "true", "1", "8192"
 	createTopic(t, adm, "tiered", 1, map[string]*string{"min.insync.replicas": &two, "remote.storage.enable": &on,
 		"local.retention.ms": &one, "segment.bytes": &seg})
 
-	st, err := objstore.NewS3(context.Background(), objstore.Config{Bucket: bucket, Region: srv.Region, Endpoint: srv.Endpoint, ForcePathStyle: true,
+	st, err := objstore.NewS3(context.Background(), objstore.Config{Bucket: tierBucketName, Region: srv.Region, Endpoint: srv.Endpoint, ForcePathStyle: true,
 		Credentials: &objstore.StaticCredentials{AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}})
 	if err != nil {
 		t.Fatal(err)

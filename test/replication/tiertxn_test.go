@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/strata-dev/strata/broker/brokertest"
-	"github.com/strata-dev/strata/internal/testutil/s3server"
 )
 
 // TestTieredTxnLeaderFailover: transactions on a tiered topic across a
@@ -22,18 +21,8 @@ import (
 // consumer from offset 0 gets exactly the committed records, reading the
 // first leader's transaction indexes from the tier through the new one.
 func TestTieredTxnLeaderFailover(t *testing.T) {
-	const bucket = "strata-tier"
-	srv := s3server.Start(t, bucket)
-	t.Setenv("STRATA_TIER_ACCESS_KEY_ID", srv.AccessKey)
-	t.Setenv("STRATA_TIER_SECRET_ACCESS_KEY", srv.SecretKey)
-	c := brokertest.StartCluster(t, zones,
-		brokertest.WithSetting("replica.lag.time.max.ms", "3000"),
-		brokertest.WithSetting("remote.log.storage.system.enable", "true"),
-		brokertest.WithSetting("remote.log.manager.task.interval.ms", "100"),
-		brokertest.WithSetting("tier.bucket.name", bucket),
-		brokertest.WithSetting("tier.bucket.region", srv.Region),
-		brokertest.WithSetting("tier.bucket.endpoint", srv.Endpoint),
-		brokertest.WithSetting("tier.bucket.force.path.style", "true"))
+	_, tiered := tierBucket(t)
+	c := brokertest.StartCluster(t, zones, tiered...)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cl := newClient(t, c.Addrs())
