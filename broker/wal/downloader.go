@@ -191,7 +191,11 @@ func NewDownloader(cfg DownloaderConfig) *Downloader {
 type Fetched struct {
 	Pointer Pointer
 	Batches []record.Batch
-	Err     error
+	// Data is the verified range itself, Batches back to back: a slice
+	// of the GET's buffer (its capacity ends with the range, so an
+	// append copies instead of writing over the next range).
+	Data []byte
+	Err  error
 }
 
 // getRange is one GET: a run of pointers into one object.
@@ -336,7 +340,7 @@ func (d *Downloader) fetchOne(ctx context.Context, g getRange, out []Fetched) {
 			out[i].Err = &RangeError{Pointer: p, Err: err}
 			continue
 		}
-		out[i].Batches = batches
+		out[i].Batches, out[i].Data = batches, chunk[:len(chunk):len(chunk)]
 	}
 }
 

@@ -276,3 +276,36 @@ func TestDownloaderTimeout(t *testing.T) {
 		t.Fatalf("a cancelled Fetch counted as a timeout: %+v", s)
 	}
 }
+
+// TestDownloaderDataIsTheRange: Fetched.Data is the verified range, its
+// batches back to back, sliced from the GET's buffer without a copy
+// (followers append it as is) and capped at the range's end, so that
+// appending to one range's Data never writes over the next range that
+// shares the buffer.
+func TestDownloaderDataIsTheRange(t *testing.T) {
+	srv := s3server.Start(t, testBucket)
+	st := s3Store(t, srv)
+	c0, c1 := chunk(t, "t", 0, 1, 0, 2, 3), chunk(t, "t", 1, 1, 10, 3, 2)
+	ptrs := putObject(t, st, 1, []wal.ChunkInput{c0, c1}, nil)
+	d := wal.NewDownloader(wal.DownloaderConfig{Store: func(string) (objstore.Store, error) { return st, nil }})
+	got := d.Fetch(context.Background(), ptrs)
+	if len(got) != 2 || got[0].Err != nil || got[1].Err != nil {
+		t.Fatalf("fetch: %+v", got)
+	}
+	if s := d.Stats(); s.Gets != 1 {
+		t.Fatalf("%d GETs, want one for the two adjacent ranges", s.Gets)
+	}
+	for i, c := range []wal.ChunkInput{c0, c1} {
+		want := bytes.Join(c.Batches, nil)
+		if !bytes.Equal(got[i].Data, want) || !bytes.Equal(bytes.Join(toBytes(got[i].Batches), nil), want) {
+			t.Fatalf("range %d: Data or Batches differ from the uploaded batches", i)
+		}
+		if cap(got[i].Data) != len(got[i].Data) {
+			t.Fatalf("range %d: Data has capacity %d past its %d bytes", i, cap(got[i].Data), len(got[i].Data))
+		}
+	}
+	_ = append(got[0].Data, bytes.Repeat([]byte{0xff}, len(got[1].Data))...)
+	if !bytes.Equal(got[1].Data, bytes.Join(c1.Batches, nil)) {
+		t.Fatal("appending to the first range's Data changed the second range")
+	}
+}
