@@ -267,7 +267,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if p := s.Pin; p != nil {
 		if p.Enabled {
-			fmt.Fprintf(w, "pinned: brokers on CPUs %v; object store and load generator on CPUs %v\n", p.Brokers, p.Others)
+			fmt.Fprintf(w, "pinned: %s\n", p.describe())
 		} else {
 			fmt.Fprintf(w, "not pinned: %s\n", p.Reason)
 		}
