@@ -260,19 +260,21 @@ func (d *Downloader) Fetch(ctx context.Context, ptrs []Pointer) []Fetched {
 		out = append(out, Fetched{Pointer: p})
 	}
 	gets := planGets(valid, d.cfg.MaxMergeGap)
-	if len(gets) == 1 {
-		// The common case (one object per answer): GET on the caller's
-		// goroutine, whose stack has already grown to the SDK's depth
-		// (a fresh goroutine per GET spent ~6 % of a broker's CPU
-		// copying stacks).
-		d.fetchOne(ctx, gets[0], out[bad:])
-		gets = nil
-	}
 	sem := make(chan struct{}, d.cfg.MaxConcurrency)
 	var wg sync.WaitGroup
-	for _, g := range gets {
-		wg.Add(1)
+	for i, g := range gets {
 		sem <- struct{}{}
+		if i == len(gets)-1 {
+			// The last GET (the only one in the common case, one object
+			// per answer) runs on the caller's goroutine, whose stack has
+			// already grown to the SDK's depth: a fresh goroutine per GET
+			// spent ~6 % of a broker's CPU copying stacks, and a round of
+			// several objects (saturation) still paid it for every GET.
+			d.fetchOne(ctx, g, out[bad:])
+			<-sem
+			break
+		}
+		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -307,5 +308,55 @@ func TestDownloaderDataIsTheRange(t *testing.T) {
 	_ = append(got[0].Data, bytes.Repeat([]byte{0xff}, len(got[1].Data))...)
 	if !bytes.Equal(got[1].Data, bytes.Join(c1.Batches, nil)) {
 		t.Fatal("appending to the first range's Data changed the second range")
+	}
+}
+
+// meetingStore holds every GET until `meet` GETs are running at once (or
+// the GET's context ends), and records the peak.
+type meetingStore struct {
+	objstore.Store
+	meet         int32
+	mu           sync.Mutex
+	active, peak int32
+	met          chan struct{}
+}
+
+func (s *meetingStore) Get(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	s.mu.Lock()
+	s.active++
+	s.peak = max(s.peak, s.active)
+	if s.active == s.meet {
+		close(s.met)
+	}
+	s.mu.Unlock()
+	defer func() { s.mu.Lock(); s.active--; s.mu.Unlock() }()
+	select {
+	case <-s.met:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s.Store.Get(ctx, key, offset, length)
+}
+
+// TestDownloaderParallelGets: the GETs of a round with several objects
+// run at once (the last one on the caller's goroutine), at most
+// MaxConcurrency of them: three objects, three GETs that each wait for
+// the other two, all answered.
+func TestDownloaderParallelGets(t *testing.T) {
+	srv := s3server.Start(t, testBucket)
+	st := &meetingStore{Store: s3Store(t, srv), meet: 3, met: make(chan struct{})}
+	var ptrs []wal.Pointer
+	for i := range 3 {
+		ptrs = append(ptrs, putObject(t, st.Store, uint64(i+1), []wal.ChunkInput{chunk(t, "t", 0, 1, int64(10*i), 1, 2)}, nil)...)
+	}
+	d := wal.NewDownloader(wal.DownloaderConfig{Store: func(string) (objstore.Store, error) { return st, nil }, MaxConcurrency: 3, Timeout: 20 * time.Second})
+	got := d.Fetch(context.Background(), ptrs)
+	for _, f := range got {
+		if f.Err != nil {
+			t.Fatalf("%v: %v (the GETs did not run at once)", f.Pointer, f.Err)
+		}
+	}
+	if len(got) != 3 || st.peak != 3 {
+		t.Fatalf("%d results, peak %d concurrent GETs; want 3 and 3", len(got), st.peak)
 	}
 }
