@@ -218,13 +218,33 @@ func TestUploaderHedgesStuckPut(t *testing.T) {
 	if res2.len() != 0 {
 		t.Fatal("an upload whose only PUT is stuck was reported done")
 	}
+	// What a produce request does meanwhile (Append, then Nudge) must not
+	// wait for the stuck PUT (issue #18 item 1: acks=1 answers after the
+	// append).
+	appended := make(chan error, 1)
+	go func() {
+		b2 := batch(t, 3, 2, 0, 100)
+		err := u2.Append("t", 0, 0, 3, 4, b2)
+		u2.Nudge()
+		appended <- err
+	}()
+	select {
+	case err := <-appended:
+		if err != nil {
+			t.Fatalf("Append while a PUT is stuck: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Append or Nudge waited for a stuck PUT")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := u2.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Close = %v, want the deadline", err)
 	}
-	if all := res2.all(); len(all) != 1 || all[0].Err == nil || u2.Stats().Hedged != 0 {
-		t.Fatalf("results %+v, hedges %d; want one failed upload, no hedge", all, u2.Stats().Hedged)
+	// The stuck object fails at Close; the one appended meanwhile had
+	// a PUT of its own and is delivered after it, in order.
+	if all := res2.all(); len(all) == 0 || all[0].Sequence != 0 || all[0].Err == nil || u2.Stats().Hedged != 0 {
+		t.Fatalf("results %+v, hedges %d; want the stuck object first and failed, no hedge", all, u2.Stats().Hedged)
 	}
 }
 
