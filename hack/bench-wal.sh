@@ -32,6 +32,11 @@ run acks-all-2000 --modes classic,wal+latency,wal --acks all --rate 2000 --durat
 run acks-1-2000 --modes classic,wal+latency --acks 1 --rate 2000 --duration "$DURATION"
 # #18: saturation throughput, acks=all (30 s, as the issue's figures).
 run saturation --modes classic,wal+latency --acks all --rate 0 --duration 30s
+# The same two with the load generator on the brokers' CPU, so that the
+# object store's CPU (WAL mode only) does not delay the clients either
+# (docs/bench.md "Fair pinning").
+run acks-1-2000-lgb --modes classic,wal+latency --acks 1 --rate 2000 --duration "$DURATION" --pin-load-generator=brokers
+run saturation-lgb --modes classic,wal+latency --acks all --rate 0 --duration 30s --pin-load-generator=brokers
 # #18 CPU and cross-zone at 10,000 rec/s; #15: cost <= 10 % of classic
 # with auto (wal) and its p99 against wal+latency in the same run.
 run rate-10000 --modes classic,wal,wal+latency --acks all --rate 10000 --duration 30s

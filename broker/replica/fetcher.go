@@ -534,8 +534,12 @@ func (f *fetcher) download(ctx context.Context, fr *kmsg.FetchResponse, want map
 			want[tp].p.skipWAL(fe.Pointer.LastOffset + 1)
 			continue
 		}
-		for _, b := range fe.Batches {
-			out[tp] = append(out[tp], b...)
+		if prev, ok := out[tp]; ok {
+			out[tp] = append(prev, fe.Data...)
+		} else {
+			// The common case, one range per partition: the GET's own
+			// buffer, not a copy of every replicated byte.
+			out[tp] = fe.Data
 		}
 		next[tp] = fe.Pointer.LastOffset + 1
 	}

@@ -82,6 +82,9 @@ type WALConfig struct {
 	// DownloadHedge is wal.download.hedge.ms (wal.DownloaderConfig.HedgeAfter:
 	// 0 adaptive, < 0 never).
 	DownloadHedge time.Duration
+	// UploadHedge is wal.upload.hedge.ms (wal.UploaderConfig.HedgeAfter:
+	// 0 adaptive, < 0 never).
+	UploadHedge time.Duration
 	// Clock defaults to the wall clock.
 	Clock wal.Clock
 	// Policy is wal.policy ("": latency, the behaviour before policies;
@@ -195,7 +198,7 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 	up, err := wal.NewUploader(wal.UploaderConfig{
 		Store: cfg.Store, Cluster: cfg.Cluster, Zone: cfg.Zone, BrokerID: m.cfg.NodeID, Incarnation: cfg.Incarnation,
 		MaxObjectBytes: maxObject, UploadInterval: cfg.UploadInterval,
-		ReplicaSetKey: w.replicaSetKey, OnUpload: w.onUpload, Clock: cfg.Clock,
+		ReplicaSetKey: w.replicaSetKey, OnUpload: w.onUpload, Clock: cfg.Clock, HedgeAfter: cfg.UploadHedge,
 	})
 	if err != nil {
 		return fmt.Errorf("replica: start WAL uploader: %w", err)

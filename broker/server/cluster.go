@@ -120,6 +120,10 @@ type WALConfig struct {
 	// than this gets a twin (0: adaptive, 3 × the recent average; < 0:
 	// never; wal.DownloaderConfig.HedgeAfter).
 	DownloadHedge time.Duration
+	// UploadHedge is wal.upload.hedge.ms: a leader's PUT slower than this
+	// gets a twin of the same key and bytes (0: adaptive, 3 × the recent
+	// average, at least 10 ms; < 0: never; wal.UploaderConfig.HedgeAfter).
+	UploadHedge time.Duration
 	// WrapStore, when set, wraps every bucket client (fault injection:
 	// strata dev's --s3-put-latency/--s3-get-latency, tests).
 	WrapStore func(objstore.Store) objstore.Store
@@ -256,7 +260,7 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 	err = replicas.EnableWAL(replica.WALConfig{
 		Store: own, Cluster: cluster, Zone: base.Zone, Incarnation: uint64(time.Now().UnixNano()),
 		MaxObjectBytes: wc.MaxObjectBytes, UploadInterval: wc.UploadInterval, Retention: wc.Retention,
-		DownloadTimeout: wc.DownloadTimeout, DownloadHedge: wc.DownloadHedge,
+		DownloadTimeout: wc.DownloadTimeout, DownloadHedge: wc.DownloadHedge, UploadHedge: wc.UploadHedge,
 		Policy: policy, MaxUploadInterval: maxInterval, Prices: s.cfg.Prices,
 		PolicyMaxObjectBytes: wc.PolicyMaxObjectBytes,
 		Stores: func(bucket string) (objstore.Store, error) {

@@ -119,7 +119,7 @@ var processKeys = map[string]bool{
 	"wal.retention.ms": true, "wal.download.timeout.ms": true, "wal.enabled": true,
 	"wal.bucket.resource": true, "wal.bucket.credentials.source": true, "wal.bucket.credentials.secret": true,
 	// wal.policy and the price table (broker/cost; docs/wal.md "Cost and wal.policy").
-	"wal.policy": true, "wal.upload.max.interval.ms": true, "wal.policy.object.max.bytes": true, "wal.download.hedge.ms": true,
+	"wal.policy": true, "wal.upload.max.interval.ms": true, "wal.policy.object.max.bytes": true, "wal.download.hedge.ms": true, "wal.upload.hedge.ms": true,
 }
 
 func init() {
@@ -493,6 +493,12 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				return nil, bad(fmt.Errorf("want -1 (never), 0 (adaptive) or a number of milliseconds"))
 			}
 			cfg.Cluster.WAL.DownloadHedge = time.Duration(n) * time.Millisecond
+		case k == "wal.upload.hedge.ms":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < -1 {
+				return nil, bad(fmt.Errorf("want -1 (never), 0 (adaptive) or a number of milliseconds"))
+			}
+			cfg.Cluster.WAL.UploadHedge = time.Duration(n) * time.Millisecond
 		case k == "wal.policy.object.max.bytes":
 			n, err := strconv.ParseInt(v, 10, 32)
 			if err != nil || n < 1 {

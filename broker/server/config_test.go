@@ -236,3 +236,24 @@ func TestApplySettingsCost(t *testing.T) {
 		}
 	}
 }
+
+// TestApplySettingsUploadHedge: wal.upload.hedge.ms sets the uploader's
+// PUT hedge delay (-1 never, 0 adaptive); below -1 or not a number fails
+// naming the key.
+func TestApplySettingsUploadHedge(t *testing.T) {
+	for v, want := range map[string]time.Duration{"-1": -time.Millisecond, "0": 0, "25": 25 * time.Millisecond} {
+		cfg := DefaultConfig()
+		if unknown, err := ApplySettings(&cfg, map[string]string{"wal.upload.hedge.ms": v}); err != nil || len(unknown) > 0 {
+			t.Fatalf("wal.upload.hedge.ms=%s: %v (unknown %v)", v, err, unknown)
+		}
+		if cfg.Cluster.WAL.UploadHedge != want {
+			t.Fatalf("wal.upload.hedge.ms=%s: %v, want %v", v, cfg.Cluster.WAL.UploadHedge, want)
+		}
+	}
+	for _, v := range []string{"-2", "soon"} {
+		cfg := DefaultConfig()
+		if _, err := ApplySettings(&cfg, map[string]string{"wal.upload.hedge.ms": v}); err == nil || !strings.Contains(err.Error(), "wal.upload.hedge.ms") {
+			t.Errorf("wal.upload.hedge.ms=%s: error %v, want one naming the key", v, err)
+		}
+	}
+}

@@ -191,7 +191,11 @@ func NewDownloader(cfg DownloaderConfig) *Downloader {
 type Fetched struct {
 	Pointer Pointer
 	Batches []record.Batch
-	Err     error
+	// Data is the verified range itself, Batches back to back: a slice
+	// of the GET's buffer (its capacity ends with the range, so an
+	// append copies instead of writing over the next range).
+	Data []byte
+	Err  error
 }
 
 // getRange is one GET: a run of pointers into one object.
@@ -256,19 +260,21 @@ func (d *Downloader) Fetch(ctx context.Context, ptrs []Pointer) []Fetched {
 		out = append(out, Fetched{Pointer: p})
 	}
 	gets := planGets(valid, d.cfg.MaxMergeGap)
-	if len(gets) == 1 {
-		// The common case (one object per answer): GET on the caller's
-		// goroutine, whose stack has already grown to the SDK's depth
-		// (a fresh goroutine per GET spent ~6 % of a broker's CPU
-		// copying stacks).
-		d.fetchOne(ctx, gets[0], out[bad:])
-		gets = nil
-	}
 	sem := make(chan struct{}, d.cfg.MaxConcurrency)
 	var wg sync.WaitGroup
-	for _, g := range gets {
-		wg.Add(1)
+	for i, g := range gets {
 		sem <- struct{}{}
+		if i == len(gets)-1 {
+			// The last GET (the only one in the common case, one object
+			// per answer) runs on the caller's goroutine, whose stack has
+			// already grown to the SDK's depth: a fresh goroutine per GET
+			// spent ~6 % of a broker's CPU copying stacks, and a round of
+			// several objects (saturation) still paid it for every GET.
+			d.fetchOne(ctx, g, out[bad:])
+			<-sem
+			break
+		}
+		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
@@ -336,7 +342,7 @@ func (d *Downloader) fetchOne(ctx context.Context, g getRange, out []Fetched) {
 			out[i].Err = &RangeError{Pointer: p, Err: err}
 			continue
 		}
-		out[i].Batches = batches
+		out[i].Batches, out[i].Data = batches, chunk[:len(chunk):len(chunk)]
 	}
 }
 

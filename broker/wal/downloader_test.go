@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -274,5 +275,88 @@ func TestDownloaderTimeout(t *testing.T) {
 	}
 	if s := d.Stats(); s.TimedOut != 1 {
 		t.Fatalf("a cancelled Fetch counted as a timeout: %+v", s)
+	}
+}
+
+// TestDownloaderDataIsTheRange: Fetched.Data is the verified range, its
+// batches back to back, sliced from the GET's buffer without a copy
+// (followers append it as is) and capped at the range's end, so that
+// appending to one range's Data never writes over the next range that
+// shares the buffer.
+func TestDownloaderDataIsTheRange(t *testing.T) {
+	srv := s3server.Start(t, testBucket)
+	st := s3Store(t, srv)
+	c0, c1 := chunk(t, "t", 0, 1, 0, 2, 3), chunk(t, "t", 1, 1, 10, 3, 2)
+	ptrs := putObject(t, st, 1, []wal.ChunkInput{c0, c1}, nil)
+	d := wal.NewDownloader(wal.DownloaderConfig{Store: func(string) (objstore.Store, error) { return st, nil }})
+	got := d.Fetch(context.Background(), ptrs)
+	if len(got) != 2 || got[0].Err != nil || got[1].Err != nil {
+		t.Fatalf("fetch: %+v", got)
+	}
+	if s := d.Stats(); s.Gets != 1 {
+		t.Fatalf("%d GETs, want one for the two adjacent ranges", s.Gets)
+	}
+	for i, c := range []wal.ChunkInput{c0, c1} {
+		want := bytes.Join(c.Batches, nil)
+		if !bytes.Equal(got[i].Data, want) || !bytes.Equal(bytes.Join(toBytes(got[i].Batches), nil), want) {
+			t.Fatalf("range %d: Data or Batches differ from the uploaded batches", i)
+		}
+		if cap(got[i].Data) != len(got[i].Data) {
+			t.Fatalf("range %d: Data has capacity %d past its %d bytes", i, cap(got[i].Data), len(got[i].Data))
+		}
+	}
+	_ = append(got[0].Data, bytes.Repeat([]byte{0xff}, len(got[1].Data))...)
+	if !bytes.Equal(got[1].Data, bytes.Join(c1.Batches, nil)) {
+		t.Fatal("appending to the first range's Data changed the second range")
+	}
+}
+
+// meetingStore holds every GET until `meet` GETs are running at once (or
+// the GET's context ends), and records the peak.
+type meetingStore struct {
+	objstore.Store
+	meet         int32
+	mu           sync.Mutex
+	active, peak int32
+	met          chan struct{}
+}
+
+func (s *meetingStore) Get(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	s.mu.Lock()
+	s.active++
+	s.peak = max(s.peak, s.active)
+	if s.active == s.meet {
+		close(s.met)
+	}
+	s.mu.Unlock()
+	defer func() { s.mu.Lock(); s.active--; s.mu.Unlock() }()
+	select {
+	case <-s.met:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s.Store.Get(ctx, key, offset, length)
+}
+
+// TestDownloaderParallelGets: the GETs of a round with several objects
+// run at once (the last one on the caller's goroutine), at most
+// MaxConcurrency of them: three objects, three GETs that each wait for
+// the other two, all answered.
+func TestDownloaderParallelGets(t *testing.T) {
+	srv := s3server.Start(t, testBucket)
+	st := &meetingStore{Store: s3Store(t, srv), meet: 3, met: make(chan struct{})}
+	var ptrs []wal.Pointer
+	for i := range 3 {
+		ptrs = append(ptrs, putObject(t, st.Store, uint64(i+1), []wal.ChunkInput{chunk(t, "t", 0, 1, int64(10*i), 1, 2)}, nil)...)
+	}
+	d := wal.NewDownloader(wal.DownloaderConfig{Store: func(string) (objstore.Store, error) { return st, nil }, MaxConcurrency: 3, Timeout: 20 * time.Second})
+	got := d.Fetch(context.Background(), ptrs)
+	for _, f := range got {
+		if f.Err != nil {
+			t.Fatalf("%v: %v (the GETs did not run at once)", f.Pointer, f.Err)
+		}
+	}
+	if len(got) != 3 || st.peak != 3 {
+		t.Fatalf("%d results, peak %d concurrent GETs; want 3 and 3", len(got), st.peak)
 	}
 }

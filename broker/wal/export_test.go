@@ -10,3 +10,9 @@ func (d *Downloader) HedgeDelay() time.Duration { return d.hedgeDelay() }
 
 // ObserveGet exposes the GET average for tests.
 func (d *Downloader) ObserveGet(took time.Duration) { d.observeGet(took) }
+
+// PutHedgeDelay exposes the uploader's hedge delay for tests.
+func PutHedgeDelay(u *Uploader) time.Duration { return u.putHedgeDelay() }
+
+// ObservePut exposes the PUT average for tests.
+func ObservePut(u *Uploader, took time.Duration) { u.observePut(took) }

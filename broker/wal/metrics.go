@@ -8,6 +8,7 @@ type UploaderCollector struct {
 	u                                *Uploader
 	objects, failed, bytes, rejected *prometheus.Desc
 	buffered, inFlight, degraded     *prometheus.Desc
+	hedges                           *prometheus.Desc
 }
 
 // NewUploaderCollector returns a collector for u.
@@ -21,12 +22,13 @@ func NewUploaderCollector(u *Uploader) *UploaderCollector {
 		buffered: prometheus.NewDesc("strata_wal_buffered_bytes", "Batch bytes accepted and not yet uploaded.", nil, nil),
 		inFlight: prometheus.NewDesc("strata_wal_uploads_in_flight", "PUTs in flight.", nil, nil),
 		degraded: prometheus.NewDesc("strata_wal_degraded", "1 while the uploader refuses data because uploads fail.", nil, nil),
+		hedges:   prometheus.NewDesc("strata_wal_upload_hedges_total", "WAL object PUTs that did not answer within the hedge delay and got a twin PUT of the same key and bytes (the first success wins).", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *UploaderCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.objects, c.failed, c.bytes, c.rejected, c.buffered, c.inFlight, c.degraded} {
+	for _, d := range []*prometheus.Desc{c.objects, c.failed, c.bytes, c.rejected, c.buffered, c.inFlight, c.degraded, c.hedges} {
 		ch <- d
 	}
 }
@@ -46,4 +48,5 @@ func (c *UploaderCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.buffered, prometheus.GaugeValue, float64(s.BufferedBytes))
 	ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(s.InFlight))
 	ch <- prometheus.MustNewConstMetric(c.degraded, prometheus.GaugeValue, degraded)
+	ch <- prometheus.MustNewConstMetric(c.hedges, prometheus.CounterValue, float64(s.Hedged))
 }

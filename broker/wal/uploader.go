@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strata-dev/strata/broker/objstore"
@@ -79,7 +80,25 @@ type UploaderConfig struct {
 	OnUpload func(UploadResult)
 	// Clock defaults to the wall clock.
 	Clock Clock
+	// HedgeAfter: a PUT that has not answered after this long gets a
+	// twin, a second PUT of the same key and bytes, and the first
+	// success wins (the other is cancelled). A WAL object's key names
+	// this uploader's incarnation and sequence and its bytes never
+	// change, so the twin is idempotent: whichever lands, the object is
+	// the same. An object store's slow tail (a request stuck behind
+	// others, a slow node) then costs every acks=all produce waiting on
+	// the object one hedge delay instead of the whole tail, for one more
+	// PUT now and then. 0: adaptive, three times the average of recent
+	// PUTs (at least MinPutHedgeDelay; 100 ms before the first); < 0:
+	// never. The delay runs on the wall clock, not Clock. A twin comes on
+	// top of MaxInFlight: at most one per PUT in flight.
+	HedgeAfter time.Duration
 }
+
+// MinPutHedgeDelay bounds the adaptive PUT hedge delay from below: a
+// twin PUT is the priciest request of the WAL path, so PUTs that are
+// merely a little slow do not get one.
+const MinPutHedgeDelay = 10 * time.Millisecond
 
 // UploadResult is the outcome of one object's upload.
 type UploadResult struct {
@@ -104,8 +123,10 @@ type UploadResult struct {
 
 // UploaderStats are counters for metrics.
 type UploaderStats struct {
-	Objects, Failed                uint64
-	UploadedBytes                  uint64
+	Objects, Failed uint64
+	UploadedBytes   uint64
+	// Hedged counts the PUTs that got a twin after the hedge delay.
+	Hedged                         uint64
 	RejectedFull, RejectedDegraded uint64
 	BufferedBytes                  int
 	// PendingBytes are in the object being filled (not cut yet).
@@ -155,6 +176,11 @@ type Uploader struct {
 	workers   sync.WaitGroup
 	ctx       context.Context
 	cancel    context.CancelFunc
+
+	// hedges counts twin PUTs; avgPut is an EWMA of successful PUT
+	// durations in ns (0: none yet), for the adaptive hedge delay.
+	hedges atomic.Uint64
+	avgPut atomic.Int64
 }
 
 type breakerState int
@@ -491,7 +517,7 @@ func (u *Uploader) upload(obj *pendingObject) {
 			res.Pointers[i] = PointerTo(bucket, key, c)
 		}
 		res.PutStart = time.Now()
-		err = u.cfg.Store.Put(u.ctx, key, data)
+		err = u.put(key, data)
 		res.Elapsed = time.Since(res.PutStart)
 	} else {
 		for _, c := range obj.chunks {
@@ -512,6 +538,85 @@ func (u *Uploader) upload(obj *pendingObject) {
 	u.mu.Unlock()
 	signal(u.kick)
 	signal(u.delivered)
+}
+
+// putHedgeDelay is how long a PUT may take before it gets a twin (<= 0:
+// never).
+func (u *Uploader) putHedgeDelay() time.Duration {
+	if u.cfg.HedgeAfter != 0 {
+		return u.cfg.HedgeAfter
+	}
+	avg := time.Duration(u.avgPut.Load())
+	if avg == 0 {
+		return 100 * time.Millisecond
+	}
+	return max(3*avg, MinPutHedgeDelay)
+}
+
+// observePut feeds a successful PUT's duration to the average (weight
+// 1/16: about the last few dozen PUTs).
+func (u *Uploader) observePut(took time.Duration) {
+	for {
+		old := u.avgPut.Load()
+		next := int64(took)
+		if old != 0 {
+			next = old + (int64(took)-old)/16
+		}
+		if u.avgPut.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// put stores one object, hedged (HedgeAfter). The first PUT runs on the
+// worker's goroutine (its stack already grown to the SDK's depth); a
+// twin runs on the timer's goroutine only when it is due. put returns
+// only once both have returned, so no request of this object is still
+// running when its result is delivered (and the object may be deleted).
+func (u *Uploader) put(key string, data []byte) error {
+	delay := u.putHedgeDelay()
+	start := time.Now()
+	if delay <= 0 {
+		err := u.cfg.Store.Put(u.ctx, key, data)
+		if err == nil {
+			u.observePut(time.Since(start))
+		}
+		return err
+	}
+	pctx, cancelPrimary := context.WithCancel(u.ctx)
+	defer cancelPrimary()
+	hctx, cancelHedge := context.WithCancel(u.ctx)
+	defer cancelHedge()
+	var hedgeErr error
+	hedgeDone := make(chan struct{})
+	timer := time.AfterFunc(delay, func() {
+		defer close(hedgeDone)
+		u.hedges.Add(1)
+		hedgeErr = u.cfg.Store.Put(hctx, key, data)
+		if hedgeErr == nil {
+			cancelPrimary() // the twin won
+		}
+	})
+	err := u.cfg.Store.Put(pctx, key, data)
+	if timer.Stop() {
+		// Answered before the hedge delay: no twin.
+		if err == nil {
+			u.observePut(time.Since(start))
+		}
+		return err
+	}
+	if err == nil {
+		cancelHedge()
+		<-hedgeDone
+		u.observePut(time.Since(start))
+		return nil
+	}
+	<-hedgeDone
+	if hedgeErr == nil {
+		u.observePut(time.Since(start))
+		return nil
+	}
+	return err
 }
 
 // deliver calls OnUpload in sequence order and runs the breaker on the
@@ -574,6 +679,7 @@ func (u *Uploader) Stats() UploaderStats {
 		s.PendingBytes = u.pending.bytes
 	}
 	s.InFlight = u.inFlight
+	s.Hedged = u.hedges.Load()
 	s.Degraded = u.state == stateDegraded
 	return s
 }

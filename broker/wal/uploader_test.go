@@ -239,6 +239,7 @@ func TestUploaderPipelinedOrder(t *testing.T) {
 	u, err := wal.NewUploader(wal.UploaderConfig{
 		Store: store, Cluster: "demo", Zone: "zone-a", BrokerID: 2, Incarnation: 1,
 		MaxObjectBytes: 2 << 10, UploadInterval: time.Hour, MaxInFlight: 4, OnUpload: res.add,
+		HedgeAfter: -1, // twins come on top of MaxInFlight (TestUploaderHedgesStuckPut)
 	})
 	if err != nil {
 		t.Fatal(err)

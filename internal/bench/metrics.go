@@ -19,6 +19,9 @@ const (
 	// metricWALDegraded is exported by every broker whose WAL uploader is
 	// wired; it tells "no PUT yet" (0) from "no object store" (n/a).
 	metricWALDegraded = "strata_wal_degraded"
+	// Twin requests of hedged PUTs (leaders) and GETs (followers).
+	metricPutHedges = "strata_wal_upload_hedges_total"
+	metricGetHedges = "strata_wal_download_hedges_total"
 	// strata dev --zone-latency: what each broker's injected inter-zone
 	// latency delayed.
 	metricZoneConns = "strata_dev_zone_latency_connections_total"
@@ -164,6 +167,12 @@ type TrafficFigures struct {
 	PutsPerSecondPerBroker *float64   `json:"puts_per_second_per_broker"`
 	// GetsPerSecond: object GETs per second, all brokers.
 	GetsPerSecond *float64 `json:"gets_per_second"`
+	// HedgedPutsPerSecond and HedgedGetsPerSecond: twin PUTs and GETs
+	// per second, all brokers (their share of PutsPerSecond and
+	// GetsPerSecond, which count them too); nil when a broker does not
+	// export the counter (classic mode, an older broker).
+	HedgedPutsPerSecond *float64 `json:"hedged_puts_per_second"`
+	HedgedGetsPerSecond *float64 `json:"hedged_gets_per_second"`
 	// Problems lists scrapes that failed and counters that went backwards.
 	Problems []string `json:"problems,omitempty"`
 }
@@ -247,6 +256,15 @@ func ComputeTraffic(before, after []Scrape, window time.Duration) TrafficFigures
 	if gets, _ := delta(metricObjRequests, op("get"), hasObjStore); gets != nil {
 		r := *gets / secs
 		tf.GetsPerSecond = &r
+	}
+	all := func(map[string]string) bool { return true }
+	if h, _ := delta(metricPutHedges, all, has(metricPutHedges)); h != nil {
+		r := *h / secs
+		tf.HedgedPutsPerSecond = &r
+	}
+	if h, _ := delta(metricGetHedges, all, has(metricGetHedges)); h != nil {
+		r := *h / secs
+		tf.HedgedGetsPerSecond = &r
 	}
 	return tf
 }

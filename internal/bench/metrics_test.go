@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +132,23 @@ strata_traffic_bytes_total{direction="out",local_zone="b",path="replication-wal-
 func TestParseExpositionError(t *testing.T) {
 	if _, err := ParseExposition(strings.NewReader("this is { not prometheus\n")); err == nil {
 		t.Fatal("garbage parsed without error")
+	}
+}
+
+// TestComputeTrafficHedges: twin PUTs and GETs per second are the window
+// deltas of the brokers' hedge counters, summed; n/a when a broker does
+// not export them (classic mode, an older broker).
+func TestComputeTrafficHedges(t *testing.T) {
+	expo := func(puts, gets int) Scrape {
+		return mustParse(t, fmt.Sprintf("# TYPE strata_wal_upload_hedges_total counter\nstrata_wal_upload_hedges_total %d\n# TYPE strata_wal_download_hedges_total counter\nstrata_wal_download_hedges_total %d\n", puts, gets))
+	}
+	tf := ComputeTraffic([]Scrape{expo(1, 10), expo(0, 0)}, []Scrape{expo(5, 30), expo(2, 4)}, 2*time.Second)
+	if val(tf.HedgedPutsPerSecond) != 3.0 || val(tf.HedgedGetsPerSecond) != 12.0 {
+		t.Fatalf("hedged PUTs/s %v, GETs/s %v; want 3 and 12", val(tf.HedgedPutsPerSecond), val(tf.HedgedGetsPerSecond))
+	}
+	bare := mustParse(t, "# TYPE go_goroutines gauge\ngo_goroutines 7\n")
+	tf = ComputeTraffic([]Scrape{expo(1, 10), bare}, []Scrape{expo(5, 30), bare}, 2*time.Second)
+	if tf.HedgedPutsPerSecond != nil || tf.HedgedGetsPerSecond != nil {
+		t.Fatalf("a broker without the counters: %v, %v; want n/a", val(tf.HedgedPutsPerSecond), val(tf.HedgedGetsPerSecond))
 	}
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -13,11 +14,23 @@ import (
 // mode, and the load generator does not take the brokers' CPU.
 
 // CPUPlan is how a run pins processes: Brokers for the brokers (strata
-// dev: brokers and its embedded etcd), Others for the object store and
-// the load generator.
+// dev: brokers and its embedded etcd), Others for the object store, and
+// LoadGenerator for the load generator (this process): Others by
+// default; Brokers with --pin-load-generator=brokers, which keeps the
+// object store's CPU (WAL mode only) off the clients' CPU too, at the
+// price of the load generator sharing the brokers' CPU in every mode.
 type CPUPlan struct {
-	Brokers []int `json:"broker_cpus"`
-	Others  []int `json:"other_cpus"`
+	Brokers       []int `json:"broker_cpus"`
+	Others        []int `json:"other_cpus"`
+	LoadGenerator []int `json:"load_generator_cpus,omitempty"`
+}
+
+// describe is the pinning in words, for the text header and progress.
+func (p PinSettings) describe() string {
+	if slices.Equal(p.LoadGenerator, p.Brokers) && len(p.Brokers) > 0 {
+		return fmt.Sprintf("brokers and load generator on CPUs %v; object store on CPUs %v", p.Brokers, p.Others)
+	}
+	return fmt.Sprintf("brokers on CPUs %v; object store and load generator on CPUs %v", p.Brokers, p.Others)
 }
 
 // PlanCPUs splits the CPUs this process may use: the first half (at

@@ -137,6 +137,8 @@ var Figures = []Figure{
 	{"cross_zone_produce_bytes", "produce B from clients of another zone", func(m *ModeResult) *float64 { return m.Traffic.CrossZoneProduceBytesIn }},
 	{"puts_per_s_per_broker", "object PUTs/s per broker", func(m *ModeResult) *float64 { return m.Traffic.PutsPerSecondPerBroker }},
 	{"gets_per_s", "object GETs/s", func(m *ModeResult) *float64 { return m.Traffic.GetsPerSecond }},
+	{"hedged_puts_per_s", "hedged PUTs/s (twins, all brokers)", func(m *ModeResult) *float64 { return m.Traffic.HedgedPutsPerSecond }},
+	{"hedged_gets_per_s", "hedged GETs/s (twins)", func(m *ModeResult) *float64 { return m.Traffic.HedgedGetsPerSecond }},
 	{"cost_usd_per_gb_produced", "replication cost (USD/GB produced)", func(m *ModeResult) *float64 { return m.Cost.USDPerGBProduced }},
 	{"classic_cost_usd_per_gb_produced", "classic replication of it (USD/GB)", func(m *ModeResult) *float64 { return m.Cost.ClassicUSDPerGBProduced }},
 	{"wal_object_bytes", "produced bytes per WAL object", func(m *ModeResult) *float64 { return m.Cost.WALObjectBytes }},
@@ -268,7 +270,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if p := s.Pin; p != nil {
 		if p.Enabled {
-			fmt.Fprintf(w, "pinned: brokers on CPUs %v; object store and load generator on CPUs %v\n", p.Brokers, p.Others)
+			fmt.Fprintf(w, "pinned: %s\n", p.describe())
 		} else {
 			fmt.Fprintf(w, "not pinned: %s\n", p.Reason)
 		}

@@ -29,7 +29,17 @@ type Config struct {
 	// and the object store and this process (the load generator) on the
 	// other (pin.go); `strata bench` sets it unless --pin=false.
 	Pin bool
+	// PinLoadWith is where the load generator runs when pinned:
+	// PinLoadWithStore (""; the default: with the object store) or
+	// PinLoadWithBrokers (--pin-load-generator=brokers).
+	PinLoadWith string
 }
+
+// Where the load generator runs under pinning (Config.PinLoadWith).
+const (
+	PinLoadWithStore   = "store"
+	PinLoadWithBrokers = "brokers"
+)
 
 // Run measures every mode in turn, one cluster at a time, and returns the
 // report. A mode that fails stops the run: the comparison is only
@@ -84,7 +94,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer restore()
 	rep.Settings.Pin = &pin
 	if pin.Enabled {
-		fmt.Fprintf(progress, "pinned: brokers on CPUs %v, object store and load generator on CPUs %v\n", pin.Brokers, pin.Others)
+		fmt.Fprintf(progress, "pinned: %s\n", pin.describe())
 	}
 	for _, mode := range modes {
 		mr, err := runMode(ctx, cfg, mode, pin, progress)
@@ -122,7 +132,11 @@ func pinSelf(cfg Config) (pin PinSettings, restore func()) {
 		pin.Reason = fmt.Sprintf("%d CPU: nothing to split", len(cpus))
 		return pin, restore
 	}
-	if err := pinProcess(os.Getpid(), plan.Others); err != nil {
+	plan.LoadGenerator = plan.Others
+	if cfg.PinLoadWith == PinLoadWithBrokers {
+		plan.LoadGenerator = plan.Brokers
+	}
+	if err := pinProcess(os.Getpid(), plan.LoadGenerator); err != nil {
 		pin.Reason = err.Error()
 		return pin, restore
 	}

@@ -19,7 +19,7 @@ func newBenchCmd() *cobra.Command {
 		bootstrap, modes, metrics, racks, topicConfigs []string
 		cl                                             bench.ClusterOptions
 		asJSON, pin                                    bool
-		plot, fromJSON                                 string
+		plot, fromJSON, pinLoad                        string
 		sec                                            clientSecurityFlags
 	)
 	lo := bench.DefaultLoadOptions()
@@ -51,6 +51,9 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 			if fromJSON != "" {
 				return rerender(cmd, fromJSON, plot, asJSON)
 			}
+			if pinLoad != bench.PinLoadWithStore && pinLoad != bench.PinLoadWithBrokers {
+				return fmt.Errorf("--pin-load-generator %q: want %s or %s", pinLoad, bench.PinLoadWithStore, bench.PinLoadWithBrokers)
+			}
 			lo.ClientRacks = racks
 			if len(topicConfigs) > 0 {
 				lo.TopicConfigs = map[string]string{}
@@ -73,7 +76,7 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 				return fmt.Errorf("--tls-ca-file and --sasl-* are for --bootstrap (embedded clusters: mode suffix %s)", bench.SecuritySuffix)
 			}
 			lo.Security = security
-			cfg := bench.Config{Bootstrap: bootstrap, Modes: modes, MetricsURLs: metrics, Cluster: cl, Load: lo, Progress: cmd.ErrOrStderr(), Pin: pin}
+			cfg := bench.Config{Bootstrap: bootstrap, Modes: modes, MetricsURLs: metrics, Cluster: cl, Load: lo, Progress: cmd.ErrOrStderr(), Pin: pin, PinLoadWith: pinLoad}
 			if len(bootstrap) == 0 {
 				if err := bench.ValidateModes(modes); err != nil {
 					return err
@@ -128,6 +131,7 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 	fl.DurationVar(&cl.ZoneLatency, "zone-latency", 0, "one-way delay on each direction of cross-zone connections: replica fetches and other-zone bucket GETs in the embedded clusters, and the bench clients' connections to brokers of other zones")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	sec.register(fl)
+	fl.StringVar(&pinLoad, "pin-load-generator", bench.PinLoadWithStore, "with --pin: the CPUs of the load generator (this process): store (with the object store) or brokers (with the brokers: the object store's CPU, WAL mode only, then weighs on neither the brokers nor the clients)")
 	fl.BoolVar(&pin, "pin", true, "on Linux with 2+ CPUs: run the embedded brokers on one half of the CPUs, the object store and the load generator on the other (the same in every mode; settings.pin in the JSON)")
 	fl.StringVar(&fromJSON, "from-json", "", "measure nothing: print (and --plot) the report a --json run wrote to this file")
 	fl.StringVar(&plot, "plot", "", "write the latency distributions of all modes to this .svg or .png file")
