@@ -397,19 +397,8 @@ func TestHydrateCorruptSegmentAndUntiered(t *testing.T) {
 // and a consumer from offset 0 (the tier, then the new leader's log) gets
 // every record once.
 func TestHydratedReplicaTakesOver(t *testing.T) {
-	const bucket = "strata-tier"
-	srv := s3server.Start(t, bucket)
-	t.Setenv("STRATA_TIER_ACCESS_KEY_ID", srv.AccessKey)
-	t.Setenv("STRATA_TIER_SECRET_ACCESS_KEY", srv.SecretKey)
-	opts := []brokertest.Option{
-		brokertest.WithSetting("replica.lag.time.max.ms", "3000"),
-		brokertest.WithSetting("remote.log.storage.system.enable", "true"),
-		brokertest.WithSetting("remote.log.manager.task.interval.ms", "100"),
-		brokertest.WithSetting("tier.bucket.name", bucket),
-		brokertest.WithSetting("tier.bucket.region", srv.Region),
-		brokertest.WithSetting("tier.bucket.endpoint", srv.Endpoint),
-		brokertest.WithSetting("tier.bucket.force.path.style", "true"),
-	}
+	const bucket = tierBucketName
+	srv, opts := tierBucket(t)
 	c := brokertest.StartProcessCluster(t, zones, opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
