@@ -37,7 +37,9 @@
 // CA of tls KafkaUsers, are kept in Secrets owned by the KafkaCluster,
 // re-issued when due, foreign or missing a name, and listed in
 // status.certificates; no renewal restarts a broker (they re-read the
-// mounted files). The admin client reaches brokers on REPLICATION with
+// mounted files). Clients get their trust from the public Secret
+// <cluster>-cluster-ca-cert (ca.crt, ca.p12, ca.password; no key),
+// rewritten only when those certificates change. The admin client reaches brokers on REPLICATION with
 // the operator's certificate, a super user (kafkaadmin.go
 // ServiceEndpoints; the PLAINTEXT listener only while a cluster from
 // before REPLICATION rolls onto it).

@@ -2,11 +2,13 @@ package controllers
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/pem"
 	"fmt"
 	"slices"
 	"sort"
@@ -20,6 +22,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"software.sslmate.com/src/go-pkcs12"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/internal/pki"
@@ -52,6 +55,14 @@ const (
 	CertNameEtcd      = "etcd"
 	CertNameOperator  = "operator"
 	CertNameListener  = "listener"
+)
+
+// Keys of the public Secret <cluster>-cluster-ca-cert besides ca.crt
+// (Strimzi's names): a PKCS#12 truststore of the same certificates for
+// Java clients and its password.
+const (
+	CAP12Key      = "ca.p12"
+	CAPasswordKey = "ca.password"
 )
 
 // now is the reconciler's clock for certificate decisions.
@@ -163,16 +174,82 @@ func (r *KafkaClusterReconciler) reconcileCertificates(ctx context.Context, s *c
 		}
 		status = append(status, certStatus(l.name, l.secret, leaf, &policy))
 	}
+	// Clients verify the client listeners with the cluster CA, or with
+	// the ca.crt of the listener certificate's Secret when the spec names
+	// one (what the brokers trust on those listeners too).
+	clientTrust := bundle
 	if ref := kc.Spec.Security.ListenerCertificate; ref != nil {
-		cert, err := r.listenerCertificate(ctx, kc, ref.Name)
+		cert, caPEM, err := r.listenerCertificate(ctx, kc, ref.Name)
 		if err != nil {
 			r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventListenerCertProblem, "Certificates", "%v", err)
 			return &invalidSpecError{reason: ReasonInvalidSpec, message: err.Error()}
 		}
 		status = append(status, certStatus(CertNameListener, ref.Name, cert, nil))
+		clientTrust = caPEM
+	}
+	if err := r.ensureClusterCACert(ctx, kc, clientTrust); err != nil {
+		return err
 	}
 	kc.Status.Certificates = status
 	return nil
+}
+
+// ensureClusterCACert keeps the public Secret <cluster>-cluster-ca-cert,
+// what clients are given to trust the brokers instead of the CA's own
+// Secret (which holds its key): ca.crt, the certificates of trust (all of
+// them during a CA renewal), and ca.p12 / ca.password, a PKCS#12
+// truststore of them. Only the parsed CERTIFICATE blocks are written, so
+// no other PEM block of a user's Secret reaches it. With no trust (a
+// listener certificate whose Secret has no ca.crt: clients use their
+// system roots) the Secret holds no keys.
+func (r *KafkaClusterReconciler) ensureClusterCACert(ctx context.Context, kc *strata.KafkaCluster, trust []byte) error {
+	name := ClusterCACertSecretName(kc.Name)
+	got, err := r.ownedSecret(ctx, kc, name)
+	if err != nil {
+		return err
+	}
+	data := map[string][]byte{}
+	if len(trust) > 0 {
+		certs, err := pki.ParseCertificates(trust)
+		if err != nil {
+			return fmt.Errorf("Secret %s: %w", name, err)
+		}
+		var certPEM []byte
+		for _, c := range certs {
+			certPEM = append(certPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+		}
+		p12, password, err := caTruststore(got, certs)
+		if err != nil {
+			return fmt.Errorf("Secret %s: %w", name, err)
+		}
+		data = map[string][]byte{CACertKey: certPEM, CAP12Key: p12, CAPasswordKey: password}
+	}
+	return r.writeSecret(ctx, kc, got, name, corev1.SecretTypeOpaque, data)
+}
+
+// caTruststore returns ca.p12 and ca.password for certs, kept as stored
+// while they hold exactly certs (an encoding is salted: re-encoding would
+// rewrite the Secret at every resync). A new truststore keeps the stored
+// password, so clients' ssl.truststore.password does not change on a CA
+// renewal; the first one gets a random password (128 bits). Modern2023
+// as the KafkaUsers' keystores.
+func caTruststore(stored *corev1.Secret, certs []*x509.Certificate) (p12, password []byte, err error) {
+	if stored != nil {
+		p12, password = stored.Data[CAP12Key], stored.Data[CAPasswordKey]
+		if len(p12) > 0 && len(password) > 0 {
+			got, err := pkcs12.DecodeTrustStore(p12, string(password))
+			if err == nil && slices.EqualFunc(got, certs, (*x509.Certificate).Equal) {
+				return p12, password, nil
+			}
+		}
+	}
+	if len(password) == 0 {
+		password = []byte(rand.Text())
+	}
+	if p12, err = pkcs12.Modern2023.EncodeTrustStore(certs, string(password)); err != nil {
+		return nil, nil, fmt.Errorf("encode PKCS#12 truststore: %w", err)
+	}
+	return p12, password, nil
 }
 
 func isManagedEtcd(kc *strata.KafkaCluster) bool {
@@ -246,7 +323,7 @@ func (r *KafkaClusterReconciler) ensureCA(ctx context.Context, kc *strata.KafkaC
 	}
 	bundle := pki.TrustBundle(ca.Cert, previous, now)
 	data := map[string][]byte{TLSCertKey: ca.CertPEM, TLSKeyKey: ca.KeyPEM, CACertKey: bundle}
-	if err := r.writeSecret(ctx, kc, got, name, data); err != nil {
+	if err := r.writeSecret(ctx, kc, got, name, corev1.SecretTypeTLS, data); err != nil {
 		return nil, nil, err
 	}
 	return ca, bundle, nil
@@ -279,7 +356,7 @@ func (r *KafkaClusterReconciler) ensureLeaf(ctx context.Context, kc *strata.Kafk
 			subject.CommonName, name, reason, leaf.Cert.NotAfter.UTC().Format(time.RFC3339))
 	}
 	data := map[string][]byte{TLSCertKey: leaf.CertPEM, TLSKeyKey: leaf.KeyPEM, CACertKey: bundle}
-	if err := r.writeSecret(ctx, kc, got, name, data); err != nil {
+	if err := r.writeSecret(ctx, kc, got, name, corev1.SecretTypeTLS, data); err != nil {
 		return nil, err
 	}
 	return leaf.Cert, nil
@@ -299,10 +376,10 @@ func (r *KafkaClusterReconciler) ownedSecret(ctx context.Context, kc *strata.Kaf
 	return got, nil
 }
 
-// writeSecret applies a kubernetes.io/tls Secret when its data differs
-// from what is stored (got, nil when absent).
-func (r *KafkaClusterReconciler) writeSecret(ctx context.Context, kc *strata.KafkaCluster, got *corev1.Secret, name string, data map[string][]byte) error {
-	if got != nil && got.Type == corev1.SecretTypeTLS && len(got.Data) == len(data) && metav1.IsControlledBy(got, kc) {
+// writeSecret applies a Secret of type typ when its data differs from
+// what is stored (got, nil when absent).
+func (r *KafkaClusterReconciler) writeSecret(ctx context.Context, kc *strata.KafkaCluster, got *corev1.Secret, name string, typ corev1.SecretType, data map[string][]byte) error {
+	if got != nil && got.Type == typ && len(got.Data) == len(data) && metav1.IsControlledBy(got, kc) {
 		same := true
 		for k, v := range data {
 			same = same && string(got.Data[k]) == string(v)
@@ -314,7 +391,7 @@ func (r *KafkaClusterReconciler) writeSecret(ctx context.Context, kc *strata.Kaf
 	want := &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: objectMeta(kc, name, clusterLabels(kc, "certificates")),
-		Type:       corev1.SecretTypeTLS,
+		Type:       typ,
 		Data:       data,
 	}
 	if got == nil {
@@ -325,27 +402,38 @@ func (r *KafkaClusterReconciler) writeSecret(ctx context.Context, kc *strata.Kaf
 
 // listenerCertificate reads and checks spec.security.listenerCertificate:
 // tls.crt and tls.key must be a pair; ca.crt is needed when a listener
-// asks for client certificates.
-func (r *KafkaClusterReconciler) listenerCertificate(ctx context.Context, kc *strata.KafkaCluster, name string) (*x509.Certificate, error) {
+// asks for client certificates. It returns the certificate and the
+// Secret's ca.crt when that holds a certificate (else nil).
+func (r *KafkaClusterReconciler) listenerCertificate(ctx context.Context, kc *strata.KafkaCluster, name string) (*x509.Certificate, []byte, error) {
 	var sec corev1.Secret
 	if err := r.liveReader().Get(ctx, client.ObjectKey{Namespace: kc.Namespace, Name: name}, &sec); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("security.listenerCertificate: Secret %s not found", name)
+			return nil, nil, fmt.Errorf("security.listenerCertificate: Secret %s not found", name)
 		}
-		return nil, fmt.Errorf("security.listenerCertificate: read Secret %s: %w", name, err)
+		return nil, nil, fmt.Errorf("security.listenerCertificate: read Secret %s: %w", name, err)
 	}
 	kp, err := tls.X509KeyPair(sec.Data[TLSCertKey], sec.Data[TLSKeyKey])
 	if err != nil {
-		return nil, fmt.Errorf("security.listenerCertificate: Secret %s: %s and %s: %w", name, TLSCertKey, TLSKeyKey, err)
+		return nil, nil, fmt.Errorf("security.listenerCertificate: Secret %s: %s and %s: %w", name, TLSCertKey, TLSKeyKey, err)
 	}
-	if slices.ContainsFunc(kc.Spec.Listeners, func(l strata.ListenerSpec) bool {
+	_, caErr := pki.ParseCertificates(sec.Data[CACertKey])
+	if caErr != nil && slices.ContainsFunc(kc.Spec.Listeners, func(l strata.ListenerSpec) bool {
 		return l.TLS != nil && l.TLS.ClientAuth != "" && l.TLS.ClientAuth != strata.ClientAuthNone
 	}) {
-		if _, err := pki.ParseCertificates(sec.Data[CACertKey]); err != nil {
-			return nil, fmt.Errorf("security.listenerCertificate: Secret %s has no usable %s, which a listener with tls.clientAuth needs: %w", name, CACertKey, err)
-		}
+		return nil, nil, fmt.Errorf("security.listenerCertificate: Secret %s has no usable %s, which a listener with tls.clientAuth needs: %w", name, CACertKey, caErr)
 	}
-	return x509.ParseCertificate(kp.Certificate[0])
+	cert, err := x509.ParseCertificate(kp.Certificate[0])
+	if err != nil {
+		return nil, nil, fmt.Errorf("security.listenerCertificate: Secret %s: %w", name, err)
+	}
+	if caErr != nil {
+		if len(sec.Data[CACertKey]) > 0 {
+			r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventListenerCertProblem, "Certificates",
+				"security.listenerCertificate: Secret %s: %s: %v; Secret %s holds no CA certificate for clients", name, CACertKey, caErr, ClusterCACertSecretName(kc.Name))
+		}
+		return cert, nil, nil
+	}
+	return cert, sec.Data[CACertKey], nil
 }
 
 func certStatus(name, secret string, c *x509.Certificate, p *pki.RenewPolicy) strata.CertificateStatus {

@@ -75,8 +75,14 @@ func EtcdName(cluster string) string { return cluster + "-etcd" }
 
 // ClusterCASecretName holds the cluster CA: tls.crt, tls.key and ca.crt
 // (the trust bundle: the current CA certificate and older ones not yet
-// expired).
+// expired). It holds the CA's key: for the operator only, never for
+// clients (they read ClusterCACertSecretName).
 func ClusterCASecretName(cluster string) string { return cluster + "-cluster-ca" }
+
+// ClusterCACertSecretName is the public Secret clients trust the brokers'
+// client listeners with: ca.crt, ca.p12 and ca.password (Strimzi's
+// <cluster>-cluster-ca-cert), never a private key.
+func ClusterCACertSecretName(cluster string) string { return cluster + "-cluster-ca-cert" }
 
 // ClientsCASecretName holds the clients CA, which issues the client
 // certificates of KafkaUsers of type tls (same keys as the cluster CA).

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"software.sslmate.com/src/go-pkcs12"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/controllers"
@@ -40,6 +41,29 @@ func verifyLeaf(g Gomega, leaf *x509.Certificate, bundle []byte, host string, us
 	g.Expect(pool.AppendCertsFromPEM(bundle)).To(BeTrue())
 	_, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: host, KeyUsages: []x509.ExtKeyUsage{usage}})
 	g.Expect(err).NotTo(HaveOccurred(), "verify %s as %s", leaf.Subject, host)
+}
+
+// publicCA reads the Secret clients are given to trust the brokers
+// (controllers.ClusterCACertSecretName) and checks it holds no private
+// key, is the cluster's, and that its ca.crt and ca.p12 hold exactly want.
+func publicCA(g Gomega, ns, cluster string, want []*x509.Certificate) *corev1.Secret {
+	s, err := getSecret(ns, controllers.ClusterCACertSecretName(cluster))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(metav1.IsControlledBy(s, getCluster(ns, cluster))).To(BeTrue(), "owned by the KafkaCluster")
+	g.Expect(s.Labels).To(HaveKeyWithValue(controllers.LabelCluster, cluster))
+	g.Expect(s.Data).NotTo(HaveKey(controllers.TLSKeyKey))
+	for k, v := range s.Data {
+		g.Expect(string(v)).NotTo(ContainSubstring("PRIVATE KEY"), "key %s of the public CA Secret", k)
+	}
+	g.Expect(s.Data).To(HaveKey(controllers.CAPasswordKey))
+	certs, err := pki.ParseCertificates(s.Data[controllers.CACertKey])
+	g.Expect(err).NotTo(HaveOccurred())
+	p12, err := pkcs12.DecodeTrustStore(s.Data[controllers.CAP12Key], string(s.Data[controllers.CAPasswordKey]))
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, got := range [][]*x509.Certificate{certs, p12} {
+		g.Expect(slices.EqualFunc(got, want, (*x509.Certificate).Equal)).To(BeTrue(), "%d certificates, want %d", len(got), len(want))
+	}
+	return s
 }
 
 var _ = Describe("Cluster CA and certificates", func() {
@@ -81,6 +105,12 @@ var _ = Describe("Cluster CA and certificates", func() {
 		}
 		verifyLeaf(Default, broker, bundle, "", x509.ExtKeyUsageClientAuth) // replica fetches, etcd
 		Expect(broker.Subject.String()).To(Equal("CN=strata-broker,O=strata"))
+
+		By("giving clients the CA certificate without its key in the public Secret")
+		var public *corev1.Secret
+		Eventually(func(g Gomega) { public = publicCA(g, ns, "sec", []*x509.Certificate{caCert}) }, timeout, interval).Should(Succeed())
+		Expect(public.Type).To(Equal(corev1.SecretTypeOpaque))
+		verifyLeaf(Default, broker, public.Data[controllers.CACertKey], "sec-bootstrap."+ns+".svc", x509.ExtKeyUsageServerAuth)
 
 		verifyLeaf(Default, leafOf(Default, etcd), bundle, "sec-etcd-2.sec-etcd."+ns+".svc", x509.ExtKeyUsageServerAuth)
 		op := leafOf(Default, operator)
@@ -141,6 +171,15 @@ var _ = Describe("Cluster CA and certificates", func() {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(leafOf(g, s).DNSNames).To(ContainElement("sec-b-1.sec-brokers." + ns + ".svc"))
 		}, timeout, interval).Should(Succeed())
+		Eventually(func(g Gomega) {
+			kc := getCluster(ns, "sec")
+			g.Expect(kc.Status.ObservedGeneration).To(Equal(kc.Generation))
+		}, timeout, interval).Should(Succeed())
+		// Reconciles with the CA unchanged (these and the resyncs) leave
+		// the public Secret as it was: its truststore is not re-encoded.
+		now, err := getSecret(ns, controllers.ClusterCACertSecretName("sec"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(now.ResourceVersion).To(Equal(public.ResourceVersion), "public CA Secret rewritten without a CA change")
 
 		By("renewing a CA that expires in ten days with its key, keeping the old certificate trusted")
 		etcdSTS, err := getSTS(ns, "sec-etcd")
@@ -167,6 +206,12 @@ var _ = Describe("Cluster CA and certificates", func() {
 		}, timeout, interval).Should(Succeed())
 		Expect(renewed[1].Equal(expiring.Cert)).To(BeTrue())
 		Expect(renewed[0].PublicKey).To(Equal(expiring.Cert.PublicKey), "renewed with the same key")
+		// Clients get both certificates, under the same truststore password.
+		Eventually(func(g Gomega) {
+			s := publicCA(g, ns, "sec", renewed)
+			g.Expect(s.Data[controllers.CAPasswordKey]).To(Equal(public.Data[controllers.CAPasswordKey]))
+			verifyLeaf(g, leafBefore, s.Data[controllers.CACertKey], "sec-a-0.sec-brokers."+ns+".svc", x509.ExtKeyUsageServerAuth)
+		}, timeout, interval).Should(Succeed())
 		// The broker certificate still chains to the renewed CA (same
 		// key): it is not re-issued, only its bundle follows.
 		Eventually(func(g Gomega) {
@@ -232,5 +277,8 @@ var _ = Describe("Cluster CA and certificates", func() {
 		Expect(cfg).To(ContainSubstring("\nlistener.name.client.ssl.ca.location=/etc/strata-tls/listener/ca.crt\n"))
 		Expect(cfg).To(ContainSubstring("\nlistener.name.client.ssl.client.auth=requested\n"))
 		Expect(cfg).To(ContainSubstring("\nlistener.security.protocol.map=PLAIN:PLAINTEXT,CLIENT:SSL,REPLICATION:SSL\n"))
+
+		By("giving clients the listener certificate's CA, not the cluster CA")
+		Eventually(func(g Gomega) { publicCA(g, ns, "user", []*x509.Certificate{issuer.Cert}) }, timeout, interval).Should(Succeed())
 	})
 })

@@ -175,10 +175,14 @@ var _ = Describe("KafkaUser TLS users", Ordered, func() {
 	)
 	BeforeAll(func() {
 		ns, lb, adm = userTestCluster(true, true, "tls-orders", "tls-other")
-		ca, err := getSecret(ns, controllers.ClusterCASecretName("kafka"))
-		Expect(err).NotTo(HaveOccurred())
+		// As a client: trust from the public Secret, which has no CA key.
 		clusterCA = x509.NewCertPool()
-		Expect(clusterCA.AppendCertsFromPEM(ca.Data[controllers.CACertKey])).To(BeTrue())
+		Eventually(func(g Gomega) {
+			ca, err := getSecret(ns, controllers.ClusterCACertSecretName("kafka"))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(ca.Data).NotTo(HaveKey(controllers.TLSKeyKey))
+			g.Expect(clusterCA.AppendCertsFromPEM(ca.Data[controllers.CACertKey])).To(BeTrue())
+		}, timeout, interval).Should(Succeed())
 	})
 
 	// mtlsClient connects to the MTLS listener with a certificate.

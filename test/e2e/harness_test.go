@@ -181,10 +181,11 @@ func (h *harness) secretKey(ctx context.Context, name, key string) ([]byte, erro
 	return v, nil
 }
 
-// tlsClusterDial is clusterDial with TLS, trusting the cluster CA
-// (Secret <cluster>-cluster-ca, key ca.crt) for the broker's name.
+// tlsClusterDial is clusterDial with TLS, trusting the cluster CA for the
+// broker's name as a client does: ca.crt of the public Secret
+// <cluster>-cluster-ca-cert, not the CA's own Secret (it holds the key).
 func (h *harness) tlsClusterDial(ctx context.Context, network, hostport string) (net.Conn, error) {
-	caPEM, err := h.secretKey(ctx, controllers.ClusterCASecretName(clusterName), controllers.CACertKey)
+	caPEM, err := h.secretKey(ctx, controllers.ClusterCACertSecretName(clusterName), controllers.CACertKey)
 	if err != nil {
 		return nil, err
 	}
