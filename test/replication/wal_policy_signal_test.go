@@ -1,0 +1,73 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-dev/strata/broker/brokertest"
+	"github.com/strata-dev/strata/broker/traffic"
+)
+
+// TestWALPolicyInlineFollowersFetchAsClassic: with wal.policy=auto at a
+// low rate every leader replicates inline by policy, and after the first
+// answer of each connection (which tells them so) the followers' replica
+// fetches carry no pointer tags: idle long-poll rounds are counted as
+// inline replication, as a classic follower's, and no longer as WAL
+// metadata (a pointer-asking fetch answered without records). Only the
+// first exchange of a connection asks (its answer carries the signal).
+func TestWALPolicyInlineFollowersFetchAsClassic(t *testing.T) {
+	wc := startWALCluster(t, brokertest.WithSetting("wal.policy", "auto"))
+	createTopic(t, kadm.NewClient(newClient(t, wc.Addrs())), "inline-signal", 3, nil)
+	cl := newClient(t, wc.Addrs(), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("inline-signal"))
+	for i := range 30 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := cl.ProduceSync(ctx, kgo.StringRecord(fmt.Sprint("r", i))).FirstErr()
+		cancel()
+		if err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+	for _, b := range wc.Brokers {
+		if !b.Server().Broker().Replicas().PolicyInline() {
+			t.Fatalf("broker %s is not inline by policy at this rate: the test needs it", b.Addr())
+		}
+	}
+	// Every follower has had its first answers (one tells it).
+	waitFor(t, "every replica holds the records", 30*time.Second, func() bool {
+		for p := range int32(3) {
+			want := int64(-1)
+			for _, b := range wc.Brokers {
+				leo := localLEO(t, b, "inline-signal", p)
+				if want >= 0 && leo != want {
+					return false
+				}
+				want = leo
+			}
+		}
+		return true
+	})
+	metaBytes := func() float64 {
+		return sumTraffic(wc.Cluster, traffic.ReplicationWALMetadata, traffic.In) + sumTraffic(wc.Cluster, traffic.ReplicationWALMetadata, traffic.Out)
+	}
+	// idleRounds waits for replica fetch rounds (each follower's long poll
+	// times out after replica.fetch.wait.max.ms and fetches again).
+	idleRounds := func() {
+		replication := func() float64 {
+			return sumTraffic(wc.Cluster, traffic.ReplicationInline, traffic.In) + sumTraffic(wc.Cluster, traffic.ReplicationWALMetadata, traffic.In)
+		}
+		from := replication()
+		waitFor(t, "idle replica fetch rounds", 60*time.Second, func() bool { return replication()-from >= 2000 })
+	}
+	idleRounds() // the first answer of each connection may be metadata
+	meta0 := metaBytes()
+	idleRounds()
+	meta := metaBytes()
+	if meta != meta0 {
+		t.Fatalf("WAL metadata bytes grew by %v over idle rounds of leaders inline by policy: followers still ask for pointers", meta-meta0)
+	}
+}
