@@ -69,7 +69,11 @@ package protocol
 // answered with pointers in the same tagged field of the response
 // partition and no record bytes; a range being uploaded parks the fetch
 // until the upload finishes; anything else is served inline. Consumer
-// fetches and replica fetches without the tag never see the tag.
+// fetches and replica fetches without the tag never see the tag. While
+// wal.policy replicates inline, the leader tells a follower that asks for
+// pointers so once (the response's top-level replica.TagWALPolicy), and
+// again when it turns to WAL objects: in between the follower fetches
+// without tags, exactly as a classic follower, and is answered inline.
 
 import (
 	"context"
@@ -90,11 +94,27 @@ import (
 
 func init() { register(kmsg.Fetch, 4, 16, handleFetch) }
 
+// handleFetch serves a Fetch; a replica fetch's answer also carries the
+// leader's wal.policy signal when it changes for the connection
+// (replica.SignalWALPolicy): a follower of a leader inline by policy then
+// fetches as a classic follower, without pointer tags.
+func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
+	resp, err := serveFetch(ctx, r)
+	if err != nil {
+		return resp, err
+	}
+	req, rm := r.Msg.(*kmsg.FetchRequest), r.Env.Broker.Replicas()
+	if fr, ok := resp.(*kmsg.FetchResponse); ok && req.ReplicaID >= 0 && req.Version >= 12 && rm != nil && rm.WALEnabled() {
+		replica.SignalWALPolicy(req, fr, rm.PolicyInline(), r.Client.walSaidInline)
+	}
+	return resp, nil
+}
+
 // maxFetchWait bounds MaxWaitMillis (clients send at most a few seconds;
 // this keeps a bad value from parking a connection for days).
 const maxFetchWait = 5 * time.Minute
 
-func handleFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
+func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 	if err := r.CheckVersion(); err != nil {
 		return nil, err
 	}
@@ -417,6 +437,11 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 		upTo = p.Log.EndOffset()
 		if rm := b.Replicas(); rm.WALEnabled() {
 			inlineReason = replica.InlineFollowerAsked
+			if rm.PolicyInline() {
+				// Its follower fetches untagged because this leader said
+				// it is inline by policy (replica.SignalWALPolicy).
+				inlineReason = replica.InlinePolicy
+			}
 		}
 		if rm := b.Replicas(); rm.WALEnabled() && replica.WantsPointers(&rp) && rp.FetchOffset >= p.Log.StartOffset() {
 			// WAL replication: pointers for uploaded ranges, a wait for

@@ -36,6 +36,9 @@ type ClientInfo struct {
 	// zone its client ID names (ClientIDZone); shared by every request of
 	// the connection.
 	rack *atomic.Pointer[string]
+	// walSaidInline: the last wal.policy signal this connection's
+	// follower got said inline (replica.SignalWALPolicy).
+	walSaidInline *atomic.Bool
 }
 
 // Rack returns the rack (client.rack) the connection's client sent in a

@@ -45,6 +45,10 @@ type fetcher struct {
 	// appendedAt is when the last round appended downloaded WAL data
 	// (zero: none since the last fetch was sent; stage next_fetch).
 	appendedAt time.Time
+	// leaderInline: the leader said, on this connection, that it
+	// replicates inline by wal.policy; fetches go without pointer tags
+	// (walsignal.go).
+	leaderInline bool
 }
 
 // fetchSessionState is the follower's side of a fetch session.
@@ -305,7 +309,9 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 		}
 		f.conn = c
 		f.session = fetchSessionState{} // sessions live on a connection
+		f.leaderInline = false          // and so does the policy signal
 	}
+	f.untagWhileLeaderInline(items)
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(FetchVersion)
 	req.ReplicaID = cfg.NodeID
@@ -375,6 +381,7 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 	if err != nil {
 		return err
 	}
+	f.heedWALPolicy(fr)
 	switch fr.ErrorCode {
 	case 0:
 	case kerr.FetchSessionIDNotFound.Code, kerr.InvalidFetchSessionEpoch.Code:

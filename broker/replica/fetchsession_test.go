@@ -22,6 +22,8 @@ type fakeLeader struct {
 	nc   net.Conn
 	reqs chan *kmsg.FetchRequest
 	resp chan *kmsg.FetchResponse
+	// frames, when set, gets each request frame as read (size included).
+	frames chan []byte
 }
 
 func (l *fakeLeader) serve(t *testing.T) {
@@ -34,6 +36,9 @@ func (l *fakeLeader) serve(t *testing.T) {
 		body := make([]byte, binary.BigEndian.Uint32(size[:]))
 		if _, err := io.ReadFull(rd, body); err != nil {
 			return
+		}
+		if l.frames != nil {
+			l.frames <- append(size[:], body...)
 		}
 		corr := binary.BigEndian.Uint32(body[4:])
 		clientLen := int(int16(binary.BigEndian.Uint16(body[8:])))
