@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/internal/testutil/s3server"
 )
 
@@ -51,5 +52,35 @@ func BenchmarkS3PutGet(b *testing.B) {
 			})
 		}
 		srv.Stop()
+	}
+}
+
+// BenchmarkS3PutChecksums measures the client's cost of one WAL-sized PUT
+// and one ranged GET (what a follower reads) with the SDK's checksums
+// (default) and without (Config.OwnChecksums, as the WAL's stores run):
+// compare ns/op and allocs/op of the two in one run.
+func BenchmarkS3PutChecksums(b *testing.B) {
+	srv := s3server.Start(b, bucket)
+	for _, own := range []bool{false, true} {
+		st := newStore(b, srv, func(c *objstore.Config) { c.OwnChecksums = own })
+		name := "sdk"
+		if own {
+			name = "own"
+		}
+		b.Run(name, func(b *testing.B) {
+			data := make([]byte, 90<<10)
+			ctx := context.Background()
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				key := fmt.Sprintf("bench/%s/%d", name, i)
+				if err := st.Put(ctx, key, data); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := st.Get(ctx, key, 1000, 30<<10); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

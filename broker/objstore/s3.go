@@ -62,6 +62,14 @@ type Config struct {
 	Endpoint string
 	// ForcePathStyle addresses buckets as /<bucket>/<key>.
 	ForcePathStyle bool
+	// OwnChecksums: the caller verifies what it reads with its own CRCs
+	// (WAL objects: a CRC-32C over the header, the chunk table and every
+	// chunk), so the SDK computes a request checksum and validates a
+	// response checksum only where the operation requires one. Each
+	// costs a CRC pass over the body and the SDK's checksum middleware on
+	// every PUT and GET. Off (the SDK's default, "when supported") for
+	// stores whose readers rely on the SDK, e.g. the tier's manifests.
+	OwnChecksums bool
 
 	// Credentials, when set, is used as is.
 	Credentials *StaticCredentials
@@ -198,6 +206,10 @@ func NewS3(ctx context.Context, cfg Config) (*S3, error) {
 		o.UsePathStyle = cfg.ForcePathStyle
 		// Ranged GETs carry no whole-object checksum; do not log that.
 		o.DisableLogOutputChecksumValidationSkipped = true
+		if cfg.OwnChecksums {
+			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		}
 	})
 	st.client = client
 	return st, nil

@@ -231,6 +231,9 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 	}
 	base := buckets.Own
 	open := func(cfg objstore.Config) (objstore.Store, error) {
+		// WAL objects carry their own CRC-32Cs (header, table, every
+		// chunk), checked on every read: the SDK's checksums add nothing.
+		cfg.OwnChecksums = true
 		st, err := objstore.NewS3(ctx, cfg)
 		if err != nil {
 			return nil, err

@@ -16,3 +16,6 @@ func PutHedgeDelay(u *Uploader) time.Duration { return u.putHedgeDelay() }
 
 // ObservePut exposes the PUT average for tests.
 func ObservePut(u *Uploader, took time.Duration) { u.observePut(took) }
+
+// Queued is the number of cut objects waiting for an upload slot.
+func Queued(u *Uploader) int { u.mu.Lock(); defer u.mu.Unlock(); return len(u.ready) }

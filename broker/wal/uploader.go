@@ -20,6 +20,7 @@ const (
 	DefaultFailureThreshold = 3
 	DefaultRetryAfter       = time.Second
 	DefaultCutBurst         = 4
+	DefaultGroupInFlight    = 2
 )
 
 // Errors Append returns; the broker then replicates the batch inline.
@@ -54,12 +55,23 @@ type UploaderConfig struct {
 	// added per interval). So a broker PUTs at most about one object per
 	// interval plus the size cuts, as with a plain timer, but a lightly
 	// loaded or bursty broker does not make every byte wait the interval.
-	// While all MaxInFlight uploads are busy, a due object keeps filling
-	// until one finishes (size cuts excepted): a slow store gets fewer,
-	// larger objects rather than a queue of small ones.
+	// While GroupInFlight uploads are busy, a due object keeps filling
+	// until one finishes (size cuts excepted): a busy broker or a slow
+	// store gets fewer, larger objects rather than a queue of small ones.
 	UploadInterval time.Duration
 	// CutBurst is the token bucket's depth (DefaultCutBurst).
 	CutBurst int
+	// GroupInFlight is the group commit: while this many uploads are in
+	// flight (or queued), an object whose time came (a Nudge with a
+	// token, or its interval) is not cut but keeps filling until one of
+	// them finishes; then the nudge rule applies again (token, interval).
+	// At low rates no upload is in flight when a produce request ends, so
+	// each is cut at once as before; at high rates cuts follow the PUTs'
+	// completions, so objects get larger and their count stops growing
+	// with the rate (at most about GroupInFlight per PUT duration). The
+	// size cut (cutBytes) is not held back. Default DefaultGroupInFlight;
+	// at most MaxInFlight.
+	GroupInFlight int
 	// MaxInFlight bounds concurrent PUTs.
 	MaxInFlight int
 	// MaxBufferedBytes bounds accepted bytes not yet uploaded (pending,
@@ -202,6 +214,10 @@ type pendingObject struct {
 	// due: the object's cut time came while every upload slot was busy;
 	// the next finished upload cuts it.
 	due bool
+	// grouped: its cut time came while GroupInFlight uploads were busy
+	// (the group commit); the next finished upload applies the nudge
+	// rule to it again.
+	grouped bool
 	// firstByte is the wall-clock time of its first append (stage
 	// metrics; the cut itself runs on cfg.Clock).
 	firstByte time.Time
@@ -227,6 +243,10 @@ func NewUploader(cfg UploaderConfig) (*Uploader, error) {
 	if cfg.CutBurst <= 0 {
 		cfg.CutBurst = DefaultCutBurst
 	}
+	if cfg.GroupInFlight <= 0 {
+		cfg.GroupInFlight = DefaultGroupInFlight
+	}
+	cfg.GroupInFlight = min(cfg.GroupInFlight, cfg.MaxInFlight)
 	if cfg.FailureThreshold <= 0 {
 		cfg.FailureThreshold = DefaultFailureThreshold
 	}
@@ -355,7 +375,34 @@ func (u *Uploader) timerFired(gen uint64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if gen == u.timerGen && u.pending != nil {
-		u.dueCutLocked()
+		u.groupCutLocked()
+	}
+}
+
+// groupCutLocked cuts the pending object, whose time has come, unless
+// GroupInFlight uploads are busy: then it keeps filling (grouped) until
+// an upload finishes (see UploaderConfig.GroupInFlight).
+func (u *Uploader) groupCutLocked() {
+	if u.inFlight+len(u.ready) < u.cfg.GroupInFlight {
+		u.cutLocked()
+		return
+	}
+	u.pending.grouped = true
+	u.disarmLocked()
+}
+
+// nudgeLocked is the nudge rule: cut now (group commit permitting) if the
+// token bucket has a token or the object's interval has passed, else arm
+// the cut for the token.
+func (u *Uploader) nudgeLocked() {
+	now := u.cfg.Clock.Now()
+	allowed := u.tat.Add(-time.Duration(u.cfg.CutBurst-1) * u.interval)
+	if !now.Before(allowed) || !now.Before(u.pending.cutAt) {
+		u.groupCutLocked()
+		return
+	}
+	if allowed.Before(u.pending.cutAt) {
+		u.armLocked(now, allowed.Sub(now)) // cut when the token comes
 	}
 }
 
@@ -379,18 +426,10 @@ func (u *Uploader) dueCutLocked() {
 func (u *Uploader) Nudge() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.pending == nil || u.closed || u.noNudge {
+	if u.pending == nil || u.closed || u.noNudge || u.pending.due || u.pending.grouped {
 		return
 	}
-	now := u.cfg.Clock.Now()
-	allowed := u.tat.Add(-time.Duration(u.cfg.CutBurst-1) * u.interval)
-	if !now.Before(allowed) {
-		u.dueCutLocked()
-		return
-	}
-	if !u.pending.due && allowed.Before(u.pending.cutAt) {
-		u.armLocked(now, allowed.Sub(now)) // cut when the token comes
-	}
+	u.nudgeLocked()
 }
 
 // NudgeAtLeast is Nudge for a size-based cut (wal.policy cost and auto):
@@ -431,7 +470,7 @@ func (u *Uploader) SetCut(interval time.Duration, cutBytes int, nudge bool) {
 		u.tat = now.Add(time.Duration(float64(debt) * float64(interval) / float64(u.interval)))
 	}
 	u.interval, u.cutBytes, u.noNudge = interval, cutBytes, !nudge
-	if u.pending == nil || u.closed || u.pending.due {
+	if u.pending == nil || u.closed || u.pending.due || u.pending.grouped {
 		return
 	}
 	if u.pending.bytes >= cutBytes {
@@ -534,6 +573,15 @@ func (u *Uploader) upload(obj *pendingObject) {
 	u.done[obj.seq] = res
 	if u.pending != nil && u.pending.due {
 		u.cutLocked()
+	} else if u.pending != nil && u.pending.grouped {
+		// Group commit: the object waited for this upload; its cut
+		// follows the nudge rule (token, interval) from here.
+		u.pending.grouped = false
+		if u.noNudge {
+			u.groupCutLocked() // its interval had passed
+		} else {
+			u.nudgeLocked()
+		}
 	}
 	u.mu.Unlock()
 	signal(u.kick)
