@@ -235,12 +235,21 @@ func TestWALPolicyAutoGrowsObjects(t *testing.T) {
 	}
 	val := strings.Repeat("x", 10_000)
 	// The token bucket's burst (4 nudged cuts; the clock stands still,
-	// so no token comes back) ...
+	// so no token comes back) ... each upload finishing before the next
+	// request, or the group commit (GroupInFlight) would rightly keep
+	// the third request's object filling while two PUTs are busy.
 	for range 4 {
 		if _, _, err := leader.AppendAsLeader(batch(t, val)); err != nil {
 			t.Fatal(err)
 		}
 		m.WALProduced()
+		deadline := time.Now().Add(10 * time.Second)
+		for st := m.wal.up.Stats(); st.BufferedBytes > st.PendingBytes; st = m.wal.up.Stats() {
+			if time.Now().After(deadline) {
+				t.Fatalf("uploads did not finish: %+v", st)
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
 	if st := m.wal.up.Stats(); st.PendingBytes != 0 {
 		t.Fatalf("uploader after 4 nudged requests: %+v, want 4 objects cut by the token bucket", st)
