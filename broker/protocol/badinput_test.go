@@ -255,6 +255,28 @@ func TestIdleConnections(t *testing.T) {
 	expectClosed(t, c) // idle again after the answers
 }
 
+// TestFrameStartedBeforeIdleDeadline: a request whose first bytes arrive
+// before the idle deadline is read whole even when its API key comes
+// after it (CI saw this race in TestIdleConnections: the size read just
+// before the deadline, the key just after, and the connection closed as
+// "request frame not received in time").
+func TestFrameStartedBeforeIdleDeadline(t *testing.T) {
+	b := brokertest.Start(t, brokertest.WithSetting("connections.max.idle.ms", "500"))
+	c := dial(t, b.Addr())
+	frame := rawFrame(kmsg.NewPtrApiVersionsRequest(), 7)
+	if _, err := c.Write(frame[:4]); err != nil {
+		t.Fatal(err)
+	}
+	// A slow client: the rest of the frame after the idle deadline.
+	time.Sleep(time.Second)
+	if _, err := c.Write(frame[4:]); err != nil {
+		t.Fatal(err)
+	}
+	if cid, _ := readResponse(t, c); cid != 7 {
+		t.Fatalf("correlation ID %d", cid)
+	}
+}
+
 // nonProduceBomb is a 9 MiB Metadata request: under the 100 MiB frame limit
 // (set to 16 MiB in the test) but over the 8 MiB limit of non-Produce
 // requests.

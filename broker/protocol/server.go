@@ -352,7 +352,8 @@ func (c *conn) read(out chan<- inbound) {
 		// Its size and key are checked, and its memory taken from the
 		// budget, before it is allocated.
 		var mem *memHold
-		frame, err := readFrame(c.nc, c.srv.cfg.MaxRequestBytes, c.checkFrame, func(key int16, size int32) (err error) {
+		fr := &frameStart{c: c}
+		frame, err := readFrame(fr, c.srv.cfg.MaxRequestBytes, c.checkFrame, func(key int16, size int32) (err error) {
 			mem, err = c.admitFrame(key, size)
 			return err
 		})
@@ -404,6 +405,33 @@ func (c *conn) read(out chan<- inbound) {
 }
 
 func (s *Server) isClosing() bool { return s.closed.Load() }
+
+// frameStart reads a frame from the connection and, at its first bytes,
+// gives the rest of the frame's header frameGrace: the idle deadline only
+// decides whether a frame comes at all. (Without it, a frame whose first
+// bytes arrived just before the idle deadline had its size read and its
+// API key read fail after it: "request frame not received in time" on a
+// client that sent its request at once.) admitFrame then sets the body's
+// deadline from the frame's size.
+type frameStart struct {
+	c       *conn
+	started bool
+}
+
+func (f *frameStart) Read(p []byte) (int, error) {
+	n, err := f.c.nc.Read(p)
+	if n > 0 && !f.started {
+		f.started = true
+		if f.c.srv.cfg.IdleTimeout > 0 {
+			_ = f.c.nc.SetReadDeadline(time.Now().Add(frameGrace))
+			if f.c.srv.isClosing() {
+				// Shutdown moved the deadline to now before this one.
+				_ = f.c.nc.SetReadDeadline(time.Now())
+			}
+		}
+	}
+	return n, err
+}
 
 func (c *conn) readFailed(err error) {
 	closing := c.srv.isClosing()
