@@ -78,8 +78,8 @@ type Downloader struct {
 	gets     atomic.Int64
 	timeouts atomic.Int64
 	hedges   atomic.Int64
-	// avgGet is an EWMA of successful GET durations in ns (0: none yet).
-	avgGet atomic.Int64
+	// getAvg: successful GET durations, for the adaptive hedge delay.
+	getAvg hedgeAvg
 }
 
 // DownloaderStats counts a Downloader's GETs.
@@ -98,30 +98,11 @@ func (d *Downloader) Stats() DownloaderStats {
 // hedgeDelay is how long a GET may take before it gets a twin (<= 0:
 // never).
 func (d *Downloader) hedgeDelay() time.Duration {
-	if d.cfg.HedgeAfter != 0 {
-		return d.cfg.HedgeAfter
-	}
-	avg := time.Duration(d.avgGet.Load())
-	if avg == 0 {
-		return 100 * time.Millisecond
-	}
-	return max(3*avg, MinHedgeDelay)
+	return d.getAvg.delay(d.cfg.HedgeAfter, MinHedgeDelay)
 }
 
-// observeGet feeds a successful GET's duration to the average (weight
-// 1/16: about the last few dozen GETs).
-func (d *Downloader) observeGet(took time.Duration) {
-	for {
-		old := d.avgGet.Load()
-		next := int64(took)
-		if old != 0 {
-			next = old + (int64(took)-old)/16
-		}
-		if d.avgGet.CompareAndSwap(old, next) {
-			return
-		}
-	}
-}
+// observeGet feeds a successful GET's duration to the average.
+func (d *Downloader) observeGet(took time.Duration) { d.getAvg.observe(took) }
 
 // get runs one ranged GET, hedged (HedgeAfter). The first GET runs on
 // the caller's goroutine (its stack is already grown to the SDK's

@@ -189,10 +189,10 @@ type Uploader struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 
-	// hedges counts twin PUTs; avgPut is an EWMA of successful PUT
-	// durations in ns (0: none yet), for the adaptive hedge delay.
+	// hedges counts twin PUTs; putAvg: successful PUT durations, for
+	// the adaptive hedge delay.
 	hedges atomic.Uint64
-	avgPut atomic.Int64
+	putAvg hedgeAvg
 }
 
 type breakerState int
@@ -591,30 +591,11 @@ func (u *Uploader) upload(obj *pendingObject) {
 // putHedgeDelay is how long a PUT may take before it gets a twin (<= 0:
 // never).
 func (u *Uploader) putHedgeDelay() time.Duration {
-	if u.cfg.HedgeAfter != 0 {
-		return u.cfg.HedgeAfter
-	}
-	avg := time.Duration(u.avgPut.Load())
-	if avg == 0 {
-		return 100 * time.Millisecond
-	}
-	return max(3*avg, MinPutHedgeDelay)
+	return u.putAvg.delay(u.cfg.HedgeAfter, MinPutHedgeDelay)
 }
 
-// observePut feeds a successful PUT's duration to the average (weight
-// 1/16: about the last few dozen PUTs).
-func (u *Uploader) observePut(took time.Duration) {
-	for {
-		old := u.avgPut.Load()
-		next := int64(took)
-		if old != 0 {
-			next = old + (int64(took)-old)/16
-		}
-		if u.avgPut.CompareAndSwap(old, next) {
-			return
-		}
-	}
-}
+// observePut feeds a successful PUT's duration to the average.
+func (u *Uploader) observePut(took time.Duration) { u.putAvg.observe(took) }
 
 // put stores one object, hedged (HedgeAfter). The first PUT runs on the
 // worker's goroutine (its stack already grown to the SDK's depth); a
