@@ -338,6 +338,7 @@ func (c *conn) serve() {
 // read decodes frames until the connection fails or a request is bad.
 func (c *conn) read(out chan<- inbound) {
 	idle := c.srv.cfg.IdleTimeout
+	fr := &frameStart{c: c} // one per connection: no allocation per frame
 	for {
 		if idle > 0 {
 			_ = c.nc.SetReadDeadline(time.Now().Add(idle))
@@ -352,7 +353,7 @@ func (c *conn) read(out chan<- inbound) {
 		// Its size and key are checked, and its memory taken from the
 		// budget, before it is allocated.
 		var mem *memHold
-		fr := &frameStart{c: c}
+		fr.started = false
 		frame, err := readFrame(fr, c.srv.cfg.MaxRequestBytes, c.checkFrame, func(key int16, size int32) (err error) {
 			mem, err = c.admitFrame(key, size)
 			return err
