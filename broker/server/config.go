@@ -487,18 +487,16 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				return nil, bad(fmt.Errorf("want a positive number of milliseconds"))
 			}
 			cfg.Cluster.WAL.MaxUploadInterval = time.Duration(n) * time.Millisecond
-		case k == "wal.download.hedge.ms":
+		case k == "wal.download.hedge.ms" || k == "wal.upload.hedge.ms":
 			n, err := strconv.ParseInt(v, 10, 32)
 			if err != nil || n < -1 {
 				return nil, bad(fmt.Errorf("want -1 (never), 0 (adaptive) or a number of milliseconds"))
 			}
-			cfg.Cluster.WAL.DownloadHedge = time.Duration(n) * time.Millisecond
-		case k == "wal.upload.hedge.ms":
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err != nil || n < -1 {
-				return nil, bad(fmt.Errorf("want -1 (never), 0 (adaptive) or a number of milliseconds"))
+			hedge := &cfg.Cluster.WAL.DownloadHedge
+			if k == "wal.upload.hedge.ms" {
+				hedge = &cfg.Cluster.WAL.UploadHedge
 			}
-			cfg.Cluster.WAL.UploadHedge = time.Duration(n) * time.Millisecond
+			*hedge = time.Duration(n) * time.Millisecond
 		case k == "wal.policy.object.max.bytes":
 			n, err := strconv.ParseInt(v, 10, 32)
 			if err != nil || n < 1 {
