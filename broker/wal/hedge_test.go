@@ -13,29 +13,48 @@ import (
 	"github.com/strata-dev/strata/internal/testutil/s3server"
 )
 
-// stallingStore holds the first n GETs until their context ends (a stuck
-// request of a real store) and reports that they were cancelled; later
-// GETs go to the real store.
-type stallingStore struct {
-	objstore.Store
-	mu        sync.Mutex
-	stall     int
-	cancelled int
+// stalling holds the first stall requests of one kind until their
+// context ends (a request stuck in a real store) and counts them and the
+// cancelled ones; later requests go to the real store.
+type stalling struct {
+	mu                      sync.Mutex
+	stall, calls, cancelled int
 }
 
-func (s *stallingStore) Get(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+// hold reports the request's context error if it was held.
+func (s *stalling) hold(ctx context.Context) error {
 	s.mu.Lock()
+	s.calls++
 	stall := s.stall > 0
 	if stall {
 		s.stall--
 	}
 	s.mu.Unlock()
-	if stall {
-		<-ctx.Done()
-		s.mu.Lock()
-		s.cancelled++
-		s.mu.Unlock()
-		return nil, ctx.Err()
+	if !stall {
+		return nil
+	}
+	<-ctx.Done()
+	s.mu.Lock()
+	s.cancelled++
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+func (s *stalling) counts() (calls, cancelled int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls, s.cancelled
+}
+
+// stallingStore stalls GETs.
+type stallingStore struct {
+	objstore.Store
+	stalling
+}
+
+func (s *stallingStore) Get(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	if err := s.hold(ctx); err != nil {
+		return nil, err
 	}
 	return s.Store.Get(ctx, key, offset, length)
 }
@@ -47,7 +66,7 @@ func (s *stallingStore) Get(ctx context.Context, key string, offset, length int6
 // back as ErrDownloadTimeout (replicated inline).
 func TestDownloaderHedgesStuckGet(t *testing.T) {
 	srv := s3server.Start(t, testBucket)
-	st := &stallingStore{Store: s3Store(t, srv), stall: 1}
+	st := &stallingStore{Store: s3Store(t, srv), stalling: stalling{stall: 1}}
 	c := chunk(t, "t", 0, 1, 0, 2, 3)
 	ptrs := putObject(t, st, 1, []wal.ChunkInput{c}, nil)
 	d := wal.NewDownloader(wal.DownloaderConfig{
@@ -133,38 +152,17 @@ func TestHedgeDelayAdaptive(t *testing.T) {
 	}
 }
 
-// stallingPutStore holds the first n PUTs until their context ends (a
-// request stuck in a real store) and counts them; later PUTs go to the
-// real store.
+// stallingPutStore stalls PUTs.
 type stallingPutStore struct {
 	objstore.Store
-	mu              sync.Mutex
-	stall           int
-	puts, cancelled int
+	stalling
 }
 
 func (s *stallingPutStore) Put(ctx context.Context, key string, data []byte) error {
-	s.mu.Lock()
-	s.puts++
-	stall := s.stall > 0
-	if stall {
-		s.stall--
-	}
-	s.mu.Unlock()
-	if stall {
-		<-ctx.Done()
-		s.mu.Lock()
-		s.cancelled++
-		s.mu.Unlock()
-		return ctx.Err()
+	if err := s.hold(ctx); err != nil {
+		return err
 	}
 	return s.Store.Put(ctx, key, data)
-}
-
-func (s *stallingPutStore) counts() (puts, cancelled int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.puts, s.cancelled
 }
 
 // TestUploaderHedgesStuckPut (issue #18 item 2): a PUT stuck in the store
@@ -176,7 +174,7 @@ func (s *stallingPutStore) counts() (puts, cancelled int) {
 // With hedging off the stuck PUT holds the upload until Close.
 func TestUploaderHedgesStuckPut(t *testing.T) {
 	srv := s3server.Start(t, testBucket)
-	st := &stallingPutStore{Store: s3Store(t, srv), stall: 1}
+	st := &stallingPutStore{Store: s3Store(t, srv), stalling: stalling{stall: 1}}
 	var res results
 	u, err := wal.NewUploader(wal.UploaderConfig{
 		Store: st, Cluster: "demo", Zone: "zone-a", BrokerID: 4,
@@ -201,7 +199,7 @@ func TestUploaderHedgesStuckPut(t *testing.T) {
 	}
 
 	// Hedging off: the stuck PUT holds its object until Close cancels it.
-	st2 := &stallingPutStore{Store: st.Store, stall: 1}
+	st2 := &stallingPutStore{Store: st.Store, stalling: stalling{stall: 1}}
 	var res2 results
 	u2, err := wal.NewUploader(wal.UploaderConfig{
 		Store: st2, Cluster: "demo", Zone: "zone-a", BrokerID: 5,
