@@ -38,6 +38,31 @@ type ClusterOptions struct {
 	// each GET from another zone's bucket); clients get it on their
 	// connections to brokers of other zones.
 	ZoneLatency time.Duration
+	// BrokerConfig are broker config key=value pairs every embedded
+	// cluster gets (strata dev --set), in every mode: e.g. a WAL tuning
+	// compared with the default in two runs. A mode's own wal.policy comes
+	// after them and wins.
+	BrokerConfig []string
+	// StoreDir (wal modes): the local object store keeps its data in a
+	// new directory under this one, removed with the cluster (strata dev
+	// --s3-dir); empty: in the cluster's data directory. The bench puts
+	// it on a tmpfs (DefaultStoreDir): an S3 service's storage does not
+	// run on the brokers' machine, but a local gateway's file system
+	// work (inode creation, journal commits, writeback) does, in kernel
+	// threads that no pinning keeps off the brokers' CPUs.
+	StoreDir string
+}
+
+// DefaultStoreDir is where wal modes keep the object store's data when
+// it is a tmpfs (StoreTmpfs).
+const DefaultStoreDir = "/dev/shm"
+
+// StoreTmpfs returns DefaultStoreDir if it is a tmpfs, else "" and why not.
+func StoreTmpfs() (dir, reason string) {
+	if isTmpfs(DefaultStoreDir) {
+		return DefaultStoreDir, ""
+	}
+	return "", DefaultStoreDir + " is not a tmpfs here: the object store's data stays on disk"
 }
 
 // Cluster is a running cluster a mode is measured on.

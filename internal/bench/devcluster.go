@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -67,6 +68,7 @@ const (
 	devFlagZoneLatency  = "zone-latency"
 	devFlagSecurity     = "security" // --security: SASL_SSL + SCRAM
 	devFlagSet          = "set"      // --set key=value (wal.policy of wal+<policy> modes)
+	devFlagS3Dir        = "s3-dir"   // --s3-dir DIR: the gateway's directory
 )
 
 // SecurityPrefix starts the line `strata dev --security` prints before the
@@ -88,6 +90,10 @@ var ErrModeUnsupported = errors.New("mode not supported by strata dev")
 //     wal+latency, wal+cost, wal+auto add --set wal.policy=<policy>, plain
 //     wal --set wal.policy=auto (the broker default; dev's own is latency)
 //     when dev has --set;
+//   - --broker-config key=value (every mode): --set key=value each, before
+//     the mode's own wal.policy;
+//   - opts.StoreDir (wal only): --s3-dir, the directory itself (Start
+//     makes a new one under ClusterOptions.StoreDir);
 //   - --s3-put-latency, --s3-get-latency (wal only), --zone-latency (both):
 //     passed when dev has the flag and the value is not 0, else a note.
 func DevArgs(mode string, opts ClusterOptions, feat DevFeatures) (args, notes []string, err error) {
@@ -102,6 +108,14 @@ func DevArgs(mode string, opts ClusterOptions, feat DevFeatures) (args, notes []
 			return nil, nil, fmt.Errorf("%w: %s with --zone-latency (the bench clients' delayed dialer does not do TLS)", ErrModeUnsupported, SecuritySuffix)
 		}
 		args = append(args, "--"+devFlagSecurity)
+	}
+	if len(opts.BrokerConfig) > 0 {
+		if !feat.Supports(devFlagSet) {
+			return nil, nil, fmt.Errorf("%w: --broker-config needs `strata dev --%s`", ErrModeUnsupported, devFlagSet)
+		}
+		for _, kv := range opts.BrokerConfig {
+			args = append(args, "--"+devFlagSet, kv)
+		}
 	}
 	switch mode {
 	case ModeClassic:
@@ -137,6 +151,13 @@ func DevArgs(mode string, opts ClusterOptions, feat DevFeatures) (args, notes []
 			return
 		}
 		args = append(args, "--"+flag, d.String())
+	}
+	if mode == ModeWAL && opts.StoreDir != "" {
+		if feat.Supports(devFlagS3Dir) {
+			args = append(args, "--"+devFlagS3Dir, opts.StoreDir)
+		} else {
+			notes = append(notes, fmt.Sprintf("object store directory %s not applied: strata dev has no --%s yet", opts.StoreDir, devFlagS3Dir))
+		}
 	}
 	add(devFlagS3PutLatency, opts.S3PutLatency, mode == ModeWAL)
 	add(devFlagS3GetLatency, opts.S3GetLatency, mode == ModeWAL)
@@ -213,6 +234,29 @@ func (s *DevStarter) Start(ctx context.Context, mode string, opts ClusterOptions
 	if err != nil {
 		return nil, err
 	}
+	removeStore := func() {}
+	if base, _ := BaseMode(mode); base == ModeWAL && opts.StoreDir != "" && feat.Supports(devFlagS3Dir) {
+		dir, err := os.MkdirTemp(opts.StoreDir, "strata-bench-s3-")
+		if err != nil {
+			return nil, fmt.Errorf("object store directory: %w", err)
+		}
+		opts.StoreDir = dir
+		removeStore = func() { _ = os.RemoveAll(dir) }
+	}
+	c, err := s.start(ctx, mode, opts, feat)
+	if err != nil {
+		removeStore()
+		return nil, err
+	}
+	stop := c.Stop
+	c.Stop = func(ctx context.Context) error {
+		defer removeStore()
+		return stop(ctx)
+	}
+	return c, nil
+}
+
+func (s *DevStarter) start(ctx context.Context, mode string, opts ClusterOptions, feat DevFeatures) (*Cluster, error) {
 	args, notes, err := DevArgs(mode, opts, feat)
 	if err != nil {
 		return nil, err

@@ -215,9 +215,11 @@ func TestTwoModesOneRun(t *testing.T) {
 	t.Setenv("ARGS_LOG", argsLog)
 	lo := DefaultLoadOptions()
 	lo.Partitions, lo.Warmup, lo.Duration, lo.RecordSize, lo.Rate = 3, time.Second, 2*time.Second, 200, 1000
+	storeParent := t.TempDir()
 	rep, err := Run(context.Background(), Config{
 		Modes: []string{ModeClassic, walLatency}, Starter: &DevStarter{Binary: script}, Load: lo,
-		Cluster: ClusterOptions{S3PutLatency: 5 * time.Millisecond, S3GetLatency: 3 * time.Millisecond, ZoneLatency: time.Millisecond},
+		Cluster: ClusterOptions{S3PutLatency: 5 * time.Millisecond, S3GetLatency: 3 * time.Millisecond, ZoneLatency: time.Millisecond,
+			StoreDir: storeParent},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -281,8 +283,16 @@ func TestTwoModesOneRun(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(string(logged)), "\n")
 	if len(lines) != 2 ||
 		!strings.Contains(lines[0], "--replication classic --zone-latency 1ms") || strings.Contains(lines[0], "s3-") ||
-		!strings.Contains(lines[1], "--replication wal --set wal.policy=latency --s3-put-latency 5ms --s3-get-latency 3ms --zone-latency 1ms") {
+		!strings.Contains(lines[1], "--replication wal --set wal.policy=latency --s3-dir "+storeParent+"/strata-bench-s3-") ||
+		!strings.Contains(lines[1], " --s3-put-latency 5ms --s3-get-latency 3ms --zone-latency 1ms") {
 		t.Errorf("dev command lines:\n%s", logged)
+	}
+	// The wal mode's object store directory is gone with its cluster.
+	if left, err := os.ReadDir(storeParent); err != nil || len(left) != 0 {
+		t.Errorf("object store directories left after the run: %v (%v)", left, err)
+	}
+	if want := map[bool]string{true: "tmpfs", false: "disk"}[isTmpfs(storeParent)]; rep.Settings.ObjectStoreData != want {
+		t.Errorf("settings: object store data %q, want %q", rep.Settings.ObjectStoreData, want)
 	}
 	var text strings.Builder
 	if err := rep.WriteText(&text); err != nil {

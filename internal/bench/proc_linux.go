@@ -8,3 +8,12 @@ import "syscall"
 func devSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 }
+
+// tmpfsMagic is statfs(2)'s f_type of a tmpfs.
+const tmpfsMagic = 0x01021994
+
+// isTmpfs reports whether dir is on a tmpfs.
+func isTmpfs(dir string) bool {
+	var st syscall.Statfs_t
+	return syscall.Statfs(dir, &st) == nil && st.Type == tmpfsMagic
+}

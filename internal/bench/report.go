@@ -54,6 +54,15 @@ type Settings struct {
 	ZoneLatencyAppliesTo []string      `json:"zone_latency_applies_to,omitempty"`
 	// Pin is the CPU pinning of the run (the same for every mode).
 	Pin *PinSettings `json:"pin,omitempty"`
+	// BrokerConfig is --broker-config: key=value every embedded cluster
+	// got (none: the brokers' defaults).
+	BrokerConfig []string `json:"broker_config,omitempty"`
+	// ObjectStoreData is where the wal modes' local object store kept its
+	// data: "tmpfs" (--store-tmpfs, the default, where /dev/shm is one)
+	// or "disk" (in the cluster's data directory); ObjectStoreNote says
+	// why it is on disk when tmpfs was asked for.
+	ObjectStoreData string `json:"object_store_data,omitempty"`
+	ObjectStoreNote string `json:"object_store_note,omitempty"`
 }
 
 // ZoneLatencyScope is where --zone-latency applies (Settings).
@@ -267,6 +276,16 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if len(injected) > 0 {
 		fmt.Fprintf(w, "injected: %s\n", strings.Join(injected, "; "))
+	}
+	if s.ObjectStoreData != "" {
+		line := "object store data (wal modes): " + s.ObjectStoreData
+		if s.ObjectStoreNote != "" {
+			line += " (" + s.ObjectStoreNote + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
+	if len(s.BrokerConfig) > 0 {
+		fmt.Fprintf(w, "broker config: %s\n", strings.Join(s.BrokerConfig, " "))
 	}
 	if p := s.Pin; p != nil {
 		if p.Enabled {

@@ -33,6 +33,9 @@ type Config struct {
 	// PinLoadWithStore (""; the default: with the object store) or
 	// PinLoadWithBrokers (--pin-load-generator=brokers).
 	PinLoadWith string
+	// StoreNote says why the object store's data is on disk although
+	// tmpfs was asked for (StoreTmpfs); it goes into the report.
+	StoreNote string
 }
 
 // Where the load generator runs under pinning (Config.PinLoadWith).
@@ -82,7 +85,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Rate: l.Rate, Producers: l.Producers, Consumers: l.Consumers, MaxInFlight: l.MaxInFlight,
 		Compression: l.Compression, Linger: l.Linger, Warmup: l.Warmup, Duration: l.Duration,
 		S3PutLatency: cfg.Cluster.S3PutLatency, S3GetLatency: cfg.Cluster.S3GetLatency, ZoneLatency: cfg.Cluster.ZoneLatency,
+		BrokerConfig: cfg.Cluster.BrokerConfig,
 	}}
+	if len(cfg.Bootstrap) == 0 {
+		rep.Settings.ObjectStoreData, rep.Settings.ObjectStoreNote = "disk", cfg.StoreNote
+		if d := cfg.Cluster.StoreDir; d != "" && isTmpfs(d) {
+			rep.Settings.ObjectStoreData = "tmpfs"
+		}
+	}
 	if cfg.Cluster.S3PutLatency > 0 || cfg.Cluster.S3GetLatency > 0 {
 		rep.Settings.S3LatencyMode = S3LatencyFloor
 	}

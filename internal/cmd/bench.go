@@ -18,7 +18,7 @@ func newBenchCmd() *cobra.Command {
 	var (
 		bootstrap, modes, metrics, racks, topicConfigs []string
 		cl                                             bench.ClusterOptions
-		asJSON, pin                                    bool
+		asJSON, pin, storeTmpfs                        bool
 		plot, fromJSON, pinLoad                        string
 		sec                                            clientSecurityFlags
 	)
@@ -55,6 +55,14 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 				return fmt.Errorf("--pin-load-generator %q: want %s or %s", pinLoad, bench.PinLoadWithStore, bench.PinLoadWithBrokers)
 			}
 			lo.ClientRacks = racks
+			for _, kv := range cl.BrokerConfig {
+				if k, _, ok := strings.Cut(kv, "="); !ok || strings.TrimSpace(k) == "" {
+					return fmt.Errorf("--broker-config %q: want key=value", kv)
+				}
+				if len(bootstrap) > 0 {
+					return fmt.Errorf("--broker-config is for the embedded clusters, not --bootstrap")
+				}
+			}
 			if len(topicConfigs) > 0 {
 				lo.TopicConfigs = map[string]string{}
 				for _, kv := range topicConfigs {
@@ -76,7 +84,11 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 				return fmt.Errorf("--tls-ca-file and --sasl-* are for --bootstrap (embedded clusters: mode suffix %s)", bench.SecuritySuffix)
 			}
 			lo.Security = security
-			cfg := bench.Config{Bootstrap: bootstrap, Modes: modes, MetricsURLs: metrics, Cluster: cl, Load: lo, Progress: cmd.ErrOrStderr(), Pin: pin, PinLoadWith: pinLoad}
+			var storeNote string
+			if storeTmpfs && len(bootstrap) == 0 {
+				cl.StoreDir, storeNote = bench.StoreTmpfs()
+			}
+			cfg := bench.Config{Bootstrap: bootstrap, Modes: modes, MetricsURLs: metrics, Cluster: cl, Load: lo, Progress: cmd.ErrOrStderr(), Pin: pin, PinLoadWith: pinLoad, StoreNote: storeNote}
 			if len(bootstrap) == 0 {
 				if err := bench.ValidateModes(modes); err != nil {
 					return err
@@ -114,6 +126,8 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 	fl.IntVar(&lo.RecordSize, "record-size", lo.RecordSize, "record value size in bytes")
 	fl.Int32Var(&lo.Partitions, "partitions", lo.Partitions, "partitions of the bench topic")
 	fl.Int16Var(&lo.ReplicationFactor, "replication-factor", 0, "replication factor of the bench topic (0: min(3, brokers))")
+	fl.BoolVar(&storeTmpfs, "store-tmpfs", true, "wal modes: the local object store keeps its data on a tmpfs ("+bench.DefaultStoreDir+") where there is one, as an S3 service's storage is not on the brokers' machine (settings.object_store_data); false: on disk")
+	fl.StringArrayVar(&cl.BrokerConfig, "broker-config", nil, "broker config key=value for every embedded cluster, repeatable (e.g. wal.upload.interval.ms=5); a mode's wal.policy wins")
 	fl.StringArrayVar(&topicConfigs, "topic-config", nil, "topic config key=value, repeatable (e.g. min.insync.replicas=2)")
 	fl.IntVar(&lo.Rate, "rate", 0, "target records/s over all producers (0: as fast as possible, --max-in-flight bounded)")
 	fl.DurationVar(&lo.Duration, "duration", lo.Duration, "measured window per mode")

@@ -29,6 +29,7 @@ func newDevCmd() *cobra.Command {
 		zones          []string
 		brokersPerZone int
 		replication    string
+		s3Dir          string
 		putLatency     time.Duration
 		getLatency     time.Duration
 		zoneLatency    time.Duration
@@ -60,7 +61,10 @@ bucket and directory; once the first WAL object is uploaded it prints a
 ready-to-paste "strata wal inspect" command for it (that object is kept
 until exit; the others are deleted once replicated). --s3-put-latency and
 --s3-get-latency make every PUT / GET take at least that long, the
-gateway's own time included (emulating S3 Express One Zone). dev runs
+gateway's own time included (emulating S3 Express One Zone). --s3-dir
+puts the gateway's directory elsewhere (strata bench puts it on a tmpfs:
+an S3 service's storage does not run on the brokers' machine, a local
+gateway's file system work does). dev runs
 wal.policy=latency unless --set (or --config) gives one: every append goes
 through an object, as a demo of the WAL path should show; the broker's own
 default, auto, replicates inline until the throughput makes objects cheaper
@@ -96,6 +100,9 @@ other users need ACLs (kafka-acls.sh, kadm) granted by admin.`,
 			if replication != "classic" && replication != "wal" {
 				return fmt.Errorf("--replication %q: want wal or classic", replication)
 			}
+			if replication == "classic" && s3Dir != "" {
+				return errors.New("--s3-dir needs --replication wal (the default)")
+			}
 			if replication == "classic" && (putLatency != 0 || getLatency != 0) {
 				return errors.New("--s3-put-latency and --s3-get-latency need --replication wal (the default)")
 			}
@@ -120,7 +127,7 @@ other users need ACLs (kafka-acls.sh, kadm) granted by admin.`,
 			}
 			var w *devWAL
 			if replication == "wal" {
-				if w, err = startDevWAL(cmd, &base, root, zones, putLatency, getLatency, log); err != nil {
+				if w, err = startDevWAL(cmd, &base, root, s3Dir, zones, putLatency, getLatency, log); err != nil {
 					return err
 				}
 				defer w.Stop()
@@ -138,6 +145,7 @@ other users need ACLs (kafka-acls.sh, kadm) granted by admin.`,
 	cmd.Flags().StringSliceVar(&zones, "zones", []string{"a", "b", "c"}, "zones (racks) of the cluster")
 	cmd.Flags().IntVar(&brokersPerZone, "brokers-per-zone", 1, "brokers in each zone")
 	cmd.Flags().StringVar(&replication, "replication", "wal", "replication path: wal (per-zone fast buckets on a local Versity Gateway) or classic (broker-to-broker)")
+	cmd.Flags().StringVar(&s3Dir, "s3-dir", "", "with --replication wal: the local gateway's directory (buckets, credentials; default s3/ in the data directory), kept at exit; a tmpfs (e.g. under /dev/shm) keeps the gateway's file system work off the brokers' CPUs")
 	cmd.Flags().DurationVar(&putLatency, "s3-put-latency", 0, "with --replication wal: each bucket PUT takes at least this long, the local server's own time included")
 	cmd.Flags().DurationVar(&getLatency, "s3-get-latency", 0, "with --replication wal: each bucket GET takes at least this long, the local server's own time included")
 	cmd.Flags().DurationVar(&zoneLatency, "zone-latency", 0, "one-way delay on each direction of replica connections between zones (and per GET from another zone's bucket: 2x)")

@@ -33,6 +33,7 @@ func TestDevFlagErrors(t *testing.T) {
 	}{
 		{[]string{"--replication", "raft"}, `--replication "raft": want wal or classic`},
 		{[]string{"--replication", "classic", "--s3-put-latency", "1ms"}, "need --replication wal"},
+		{[]string{"--replication", "classic", "--s3-dir", "/dev/shm/x"}, "--s3-dir needs --replication wal"},
 		{[]string{"--zone-latency", "-1ms"}, "must not be negative"},
 		{[]string{"--zones", ""}, "at least one zone"},
 	} {

@@ -51,7 +51,7 @@ type devWAL struct {
 
 // startDevWAL starts a Versity Gateway with one bucket per zone and turns
 // WAL replication on in base (each broker's bucket is set by runDev).
-func startDevWAL(cmd *cobra.Command, base *server.Config, root string, zones []string, putLatency, getLatency time.Duration, log logr.Logger) (*devWAL, error) {
+func startDevWAL(cmd *cobra.Command, base *server.Config, root, s3Dir string, zones []string, putLatency, getLatency time.Duration, log logr.Logger) (*devWAL, error) {
 	bin, err := versitygwBinary(cmd, log)
 	if err != nil {
 		return nil, err
@@ -59,7 +59,10 @@ func startDevWAL(cmd *cobra.Command, base *server.Config, root string, zones []s
 	if err := os.Setenv(s3server.EnvBinary, bin); err != nil {
 		return nil, err
 	}
-	tb := &devTB{dir: filepath.Join(root, "s3"), log: log.WithName("s3")}
+	if s3Dir == "" {
+		s3Dir = filepath.Join(root, "s3")
+	}
+	tb := &devTB{dir: s3Dir, log: log.WithName("s3")}
 	w := &devWAL{bucketsDir: filepath.Join(tb.dir, "buckets"), zones: zones, putLatency: putLatency, getLatency: getLatency,
 		out: cmd.OutOrStdout(), exe: selfCommand()}
 	w.stop = func() {
