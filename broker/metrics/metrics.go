@@ -67,7 +67,9 @@ func New(b *broker.Broker) *Metrics {
 		}, []string{"api", "resource_type"}),
 	}
 	reg.MustRegister(m.requests, m.failures, m.inFlight, m.latency, m.bytesIn, m.bytesOut, m.connections, m.refused, m.denied,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		// The scheduler's latency histogram too (go_sched_latencies_seconds):
+		// on a busy CPU it is where request tails come from.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if b != nil {
 		reg.MustRegister(&logCollector{b: b}, txnCollector{b: b})
 	}

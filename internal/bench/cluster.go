@@ -51,6 +51,10 @@ type ClusterOptions struct {
 	// work (inode creation, journal commits, writeback) does, in kernel
 	// threads that no pinning keeps off the brokers' CPUs.
 	StoreDir string
+	// GoMaxProcs, when set, is the GOMAXPROCS of the embedded cluster's
+	// process (Run sets it: one scheduler P per broker and CPU, see
+	// brokerProcs).
+	GoMaxProcs string
 }
 
 // DefaultStoreDir is where wal modes keep the object store's data when

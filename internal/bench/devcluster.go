@@ -270,6 +270,9 @@ func (s *DevStarter) start(ctx context.Context, mode string, opts ClusterOptions
 
 	cmd := exec.Command(s.Binary, args...)
 	cmd.SysProcAttr = devSysProcAttr()
+	if opts.GoMaxProcs != "" {
+		cmd.Env = append(os.Environ(), "GOMAXPROCS="+opts.GoMaxProcs)
+	}
 	logs := &lockedBuffer{}
 	ready := make(chan ReadyLine, 1)
 	readyErr := make(chan error, 1)

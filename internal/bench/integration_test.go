@@ -161,6 +161,18 @@ func TestModesDevSubprocess(t *testing.T) {
 	if after, _ := availableCPUs(); !equalInts(after, cpus) {
 		t.Errorf("the bench process runs on CPUs %v after the run, %v before", after, cpus)
 	}
+	// One scheduler P per broker and broker CPU (unless the environment
+	// sets GOMAXPROCS), and the brokers' scheduler latency from their
+	// Go collector.
+	if p := rep.Settings.Pin; os.Getenv("GOMAXPROCS") == "" && p != nil && p.Enabled && rep.Settings.BrokerGoMaxProcs != strconv.Itoa(DevBrokers*len(p.Brokers)) {
+		t.Errorf("settings.broker_gomaxprocs %q, want %d per broker CPU", rep.Settings.BrokerGoMaxProcs, DevBrokers)
+	}
+	if s := m.SchedLatency; s == nil || s.Count == 0 || s.P99Ms == nil {
+		t.Errorf("scheduler latency %+v, want the brokers' go_sched_latencies_seconds over the window", s)
+	}
+	if r := m.ProduceRequestLatency; r.Count == 0 || r.P99Ms <= 0 || r.P99Ms > m.ProduceLatency.MaxMs {
+		t.Errorf("Produce request round trip %+v, want requests timed, none longer than the slowest record (%v ms)", r, m.ProduceLatency.MaxMs)
+	}
 	if m.BrokerCPU == nil || m.BrokerCPU.Seconds <= 0 || m.BrokerCPU.SecondsPerGBProduce <= 0 {
 		t.Errorf("broker CPU %+v, want the dev process's CPU time in the window", m.BrokerCPU)
 	}

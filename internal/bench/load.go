@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/protocol"
 )
@@ -205,6 +206,11 @@ type LoadResult struct {
 	DrainComplete  bool
 	ProduceLatency *Histogram
 	EndToEnd       *Histogram
+	// ProduceRequest is each Produce request's time from written to its
+	// response read (the broker and the wire), ProduceWriteWait its wait
+	// in the producer before it was written (a full in-flight window):
+	// what of ProduceLatency is the broker's and what the client's.
+	ProduceRequest, ProduceWriteWait *Histogram
 	// ClientZones is set when ZoneLatency > 0.
 	ClientZones *ClientZones
 }
@@ -236,7 +242,8 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
 	res := &LoadResult{Topic: opts.Topic, Partitions: opts.Partitions, Window: opts.Duration,
-		ProduceLatency: NewHistogram(), EndToEnd: NewHistogram()}
+		ProduceLatency: NewHistogram(), EndToEnd: NewHistogram(), ProduceRequest: NewHistogram(), ProduceWriteWait: NewHistogram()}
+	reqHook := &produceRequestHook{roundTrip: res.ProduceRequest, writeWait: res.ProduceWriteWait}
 	if err := createTopic(ctx, adm, opts, res); err != nil {
 		return nil, err
 	}
@@ -306,6 +313,7 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 			kgo.MaxBufferedRecords(opts.MaxInFlight),
 			kgo.ProducerLinger(opts.Linger),
 			kgo.ProducerBatchCompression(codec),
+			kgo.WithHooks(reqHook),
 		}
 		if acks != kgo.AllISRAcks() { // idempotence needs acks=all
 			popts = append(popts, kgo.DisableIdempotentWrite())
@@ -335,6 +343,8 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 	start := time.Now()
 	windowStart := start.Add(opts.Warmup)
 	windowEnd := windowStart.Add(opts.Duration)
+	reqHook.to.Store(windowEnd.UnixNano())
+	reqHook.from.Store(windowStart.UnixNano())
 	prodCtx, stopProducers := context.WithCancel(ctx)
 	var prodWG sync.WaitGroup
 	// On an early return (ctx ended) the loops stop before their clients
@@ -578,4 +588,24 @@ func randomSuffix() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%x", b)
+}
+
+// produceRequestHook times the producers' Produce requests answered in
+// the window (franz-go's HookBrokerE2E; acks=0 requests have no answer
+// and are not timed).
+type produceRequestHook struct {
+	from, to             atomic.Int64 // the window, Unix ns; 0: not known yet
+	roundTrip, writeWait *Histogram
+}
+
+func (h *produceRequestHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
+	if key != kmsg.Produce.Int16() || e.WriteErr != nil || e.ReadErr != nil || e.BytesRead == 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	if from := h.from.Load(); from == 0 || now < from || now > h.to.Load() {
+		return
+	}
+	h.roundTrip.Record(e.ReadWait + e.TimeToRead)
+	h.writeWait.Record(e.WriteWait)
 }

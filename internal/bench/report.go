@@ -62,7 +62,10 @@ type Settings struct {
 	// or "disk" (in the cluster's data directory); ObjectStoreNote says
 	// why it is on disk when tmpfs was asked for.
 	ObjectStoreData string `json:"object_store_data,omitempty"`
-	ObjectStoreNote string `json:"object_store_note,omitempty"`
+	// BrokerGoMaxProcs is the embedded cluster process's GOMAXPROCS: one
+	// per broker and broker CPU, as separate broker processes would have.
+	BrokerGoMaxProcs string `json:"broker_gomaxprocs,omitempty"`
+	ObjectStoreNote  string `json:"object_store_note,omitempty"`
 }
 
 // ZoneLatencyScope is where --zone-latency applies (Settings).
@@ -98,10 +101,16 @@ type ModeResult struct {
 	ReplicationFactor int16    `json:"replication_factor"`
 	WindowSeconds     float64  `json:"window_seconds"`
 
-	ProduceLatency  LatencySummary `json:"produce_latency"`
-	EndToEndLatency LatencySummary `json:"end_to_end_latency"`
-	ThroughputMBps  float64        `json:"throughput_mb_per_s"`
-	RecordsPerSec   float64        `json:"records_per_s"`
+	ProduceLatency LatencySummary `json:"produce_latency"`
+	// ProduceRequestLatency: Produce requests, written → answer read (the
+	// broker's time and the wire's); ProduceWriteWait: their wait in the
+	// producer before being written. With ProduceLatency they say what
+	// of a record's latency is the broker's and what the client's.
+	ProduceRequestLatency LatencySummary `json:"produce_request_latency"`
+	ProduceWriteWait      LatencySummary `json:"produce_request_write_wait"`
+	EndToEndLatency       LatencySummary `json:"end_to_end_latency"`
+	ThroughputMBps        float64        `json:"throughput_mb_per_s"`
+	RecordsPerSec         float64        `json:"records_per_s"`
 
 	Produced      int64  `json:"records_produced"`
 	Consumed      int64  `json:"records_consumed"`
@@ -119,7 +128,10 @@ type ModeResult struct {
 	// Stages is the WAL path's per-stage latency in the window, in
 	// data-path order (strata_wal_stage_seconds; empty in classic mode);
 	// SlowestStageP99 names the stage with the largest p99.
-	Stages          []StageFigure `json:"wal_stages,omitempty"`
+	Stages []StageFigure `json:"wal_stages,omitempty"`
+	// SchedLatency is the broker processes' Go scheduler latency in the
+	// window (nil: not exported).
+	SchedLatency    *SchedLatency `json:"go_sched_latency,omitempty"`
 	SlowestStageP99 string        `json:"wal_slowest_stage_p99,omitempty"`
 	Notes           []string      `json:"notes,omitempty"`
 }
@@ -138,6 +150,21 @@ var Figures = []Figure{
 	{"produce_p50_ms", "produce latency p50 (ms)", func(m *ModeResult) *float64 { return latency(m.ProduceLatency, m.ProduceLatency.P50Ms) }},
 	{"produce_p99_ms", "produce latency p99 (ms)", func(m *ModeResult) *float64 { return latency(m.ProduceLatency, m.ProduceLatency.P99Ms) }},
 	{"produce_p999_ms", "produce latency p99.9 (ms)", func(m *ModeResult) *float64 { return latency(m.ProduceLatency, m.ProduceLatency.P999Ms) }},
+	{"produce_request_p50_ms", "Produce request round trip p50 (ms)", func(m *ModeResult) *float64 {
+		return latency(m.ProduceRequestLatency, m.ProduceRequestLatency.P50Ms)
+	}},
+	{"produce_request_p99_ms", "Produce request round trip p99 (ms)", func(m *ModeResult) *float64 {
+		return latency(m.ProduceRequestLatency, m.ProduceRequestLatency.P99Ms)
+	}},
+	{"produce_write_wait_p99_ms", "Produce request wait to be written p99 (ms)", func(m *ModeResult) *float64 {
+		return latency(m.ProduceWriteWait, m.ProduceWriteWait.P99Ms)
+	}},
+	{"go_sched_latency_p99_ms", "brokers' Go scheduler latency p99 (ms)", func(m *ModeResult) *float64 {
+		if m.SchedLatency == nil {
+			return nil
+		}
+		return m.SchedLatency.P99Ms
+	}},
 	{"e2e_p50_ms", "end-to-end latency p50 (ms)", func(m *ModeResult) *float64 { return latency(m.EndToEndLatency, m.EndToEndLatency.P50Ms) }},
 	{"e2e_p99_ms", "end-to-end latency p99 (ms)", func(m *ModeResult) *float64 { return latency(m.EndToEndLatency, m.EndToEndLatency.P99Ms) }},
 	{"throughput_mb_per_s", "throughput (MB/s)", func(m *ModeResult) *float64 { return ptr(m.ThroughputMBps) }},
@@ -283,6 +310,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			line += " (" + s.ObjectStoreNote + ")"
 		}
 		fmt.Fprintln(w, line)
+	}
+	if s.BrokerGoMaxProcs != "" {
+		fmt.Fprintf(w, "brokers' process: GOMAXPROCS=%s\n", s.BrokerGoMaxProcs)
 	}
 	if len(s.BrokerConfig) > 0 {
 		fmt.Fprintf(w, "broker config: %s\n", strings.Join(s.BrokerConfig, " "))

@@ -132,3 +132,59 @@ func bucketQuantile(bc bucketCounts, q float64) *float64 {
 	}
 	return ptr(prevBound * 1e3)
 }
+
+// metricSchedLatency is the Go runtime's scheduler latency histogram (time
+// goroutines spent runnable before running), which brokers export
+// (broker/metrics: the Go collector's scheduler metrics).
+const metricSchedLatency = "go_sched_latencies_seconds"
+
+// SchedLatency is the broker processes' Go scheduler latency in the window:
+// how long goroutines waited for a CPU once runnable. Every hop of the
+// WAL path (an upload finishing, a fetch woken, a GET answered) pays it,
+// so on a busy CPU it is where the stages' tails come from.
+type SchedLatency struct {
+	Count  uint64   `json:"count"`
+	P50Ms  *float64 `json:"p50_ms"`
+	P99Ms  *float64 `json:"p99_ms"`
+	P999Ms *float64 `json:"p999_ms"`
+}
+
+// ComputeSchedLatency is the scheduler latency over the window from
+// per-broker scrapes (bucket deltas summed: brokers of one process export
+// the same histogram, which changes no quantile); nil when no broker
+// exports it.
+func ComputeSchedLatency(before, after []Scrape) *SchedLatency {
+	sum := bucketCounts{}
+	for i := range min(len(before), len(after)) {
+		if after[i] == nil {
+			continue
+		}
+		a := plainHistogram(after[i], metricSchedLatency)
+		var b bucketCounts
+		if before[i] != nil {
+			b = plainHistogram(before[i], metricSchedLatency)
+		}
+		for le, c := range a {
+			sum[le] += c - b[le]
+		}
+	}
+	if sum[math.Inf(1)] <= 0 {
+		return nil
+	}
+	return &SchedLatency{Count: uint64(sum[math.Inf(1)]), P50Ms: bucketQuantile(sum, 0.5), P99Ms: bucketQuantile(sum, 0.99), P999Ms: bucketQuantile(sum, 0.999)}
+}
+
+// plainHistogram returns the cumulative buckets of an unlabeled histogram.
+func plainHistogram(s Scrape, name string) bucketCounts {
+	f, ok := s[name]
+	if !ok || len(f.GetMetric()) == 0 || f.GetMetric()[0].GetHistogram() == nil {
+		return nil
+	}
+	h := f.GetMetric()[0].GetHistogram()
+	bc := bucketCounts{}
+	for _, b := range h.GetBucket() {
+		bc[b.GetUpperBound()] = float64(b.GetCumulativeCount())
+	}
+	bc[math.Inf(1)] = float64(h.GetSampleCount())
+	return bc
+}
