@@ -106,8 +106,8 @@ type ModeResult struct {
 	// broker's time and the wire's); ProduceWriteWait: their wait in the
 	// producer before being written. With ProduceLatency they say what
 	// of a record's latency is the broker's and what the client's.
-	ProduceRequestLatency LatencySummary `json:"produce_request_latency"`
-	ProduceWriteWait      LatencySummary `json:"produce_request_write_wait"`
+	ProduceRequestLatency LatencySummary `json:"produce_request_latency,omitzero"`
+	ProduceWriteWait      LatencySummary `json:"produce_request_write_wait,omitzero"`
 	EndToEndLatency       LatencySummary `json:"end_to_end_latency"`
 	ThroughputMBps        float64        `json:"throughput_mb_per_s"`
 	RecordsPerSec         float64        `json:"records_per_s"`
