@@ -60,6 +60,8 @@ type pendingAck struct {
 	code   *int16 // WriteTxnMarkers: where the partition's error code goes
 	offset int64  // the HWM that commits the append: last offset + 1
 	epoch  int32
+	// appended is when the batch was appended (the acks_all_wait stage).
+	appended time.Time
 }
 
 func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
@@ -133,7 +135,7 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 			wctx, cancel := context.WithDeadline(ctx, deadline)
 			defer cancel()
 			for _, w := range pending {
-				if err := w.p.Replica.WaitHighWatermark(wctx, w.offset, w.epoch, w.p.MinInsyncReplicas()); err != nil {
+				if err := w.p.Replica.WaitHighWatermarkSince(wctx, w.offset, w.epoch, w.p.MinInsyncReplicas(), w.appended); err != nil {
 					if ctx.Err() != nil {
 						err = fmt.Errorf("%w: broker shutting down", kerr.RequestTimedOut)
 					}
@@ -178,7 +180,7 @@ func producePartition(ctx context.Context, env *Env, txnID *string, topic string
 	sp.LogAppendTime = res.LogAppendTime
 	sp.LogStartOffset = res.LogStartOffset
 	if acks == -1 && p.Replica != nil {
-		return &pendingAck{p: p, sp: sp, offset: res.LastOffset + 1, epoch: epoch}, nil
+		return &pendingAck{p: p, sp: sp, offset: res.LastOffset + 1, epoch: epoch, appended: time.Now()}, nil
 	}
 	return nil, nil
 }

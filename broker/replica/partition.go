@@ -433,6 +433,15 @@ func (p *Partition) CheckMinISR(minISR int32) error {
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND when the HWM got there while the ISR
 // was below minISR.
 func (p *Partition) WaitHighWatermark(ctx context.Context, offset int64, epoch, minISR int32) error {
+	return p.WaitHighWatermarkSince(ctx, offset, epoch, minISR, time.Now())
+}
+
+// WaitHighWatermarkSince is WaitHighWatermark for a batch appended at
+// appended: the acks_all_wait stage counts from there, so a request whose
+// wait starts after an earlier one of its connection (responses keep the
+// request order) is measured whole.
+func (p *Partition) WaitHighWatermarkSince(ctx context.Context, offset int64, epoch, minISR int32, appended time.Time) error {
+	start := appended
 	for waited := false; ; waited = true {
 		p.mu.Lock()
 		role, cur, ch, isr, w := p.role, p.state.LeaderEpoch, p.notify, len(p.state.ISR), p.wal
@@ -444,11 +453,14 @@ func (p *Partition) WaitHighWatermark(ctx context.Context, offset int64, epoch, 
 			if int32(isr) < minISR {
 				return fmt.Errorf("%w: %s has %d in-sync replicas, min.insync.replicas is %d", kerr.NotEnoughReplicasAfterAppend, p.TP, isr, minISR)
 			}
-			if waited && w != nil {
-				// Woken by the HWM move: how long the wake-up took.
-				if d, ok := p.hwmAt.since(); ok {
-					w.stages.observe(StageHWMToProduce, d)
+			if w != nil {
+				if waited {
+					// Woken by the HWM move: how long the wake-up took.
+					if d, ok := p.hwmAt.since(); ok {
+						w.stages.observe(StageHWMToProduce, d)
+					}
 				}
+				w.stages.observe(StageAcksAllWait, time.Since(start))
 			}
 			return nil
 		}

@@ -25,6 +25,11 @@ import (
 // Follower: get (one round's downloads), follower_append (appending that
 // round's downloaded batches), next_fetch (appended → the next replica
 // fetch, which reports the new log end, is sent).
+//
+// acks_all_wait is not a stage but their sum as the leader sees it: an
+// acks=all request's wait on one partition, appended → HWM past its
+// batch (→ woken). What it has beyond the stages is their overlap
+// (objects queued behind each other, the slower of two followers).
 const (
 	StageCutWait            = "cut_wait"
 	StagePut                = "put"
@@ -34,11 +39,13 @@ const (
 	StageNextFetch          = "next_fetch"
 	StageHWMToProduce       = "hwm_to_produce"
 	StageHWMToConsumerFetch = "hwm_to_consumer_fetch"
+	// StageAcksAllWait is the whole WAL round per partition (see above).
+	StageAcksAllWait = "acks_all_wait"
 )
 
 // Stages lists the stage label values in data-path order.
 func Stages() []string {
-	return []string{StageCutWait, StagePut, StageNotify, StageGet, StageFollowerAppend, StageNextFetch, StageHWMToProduce, StageHWMToConsumerFetch}
+	return []string{StageCutWait, StagePut, StageNotify, StageGet, StageFollowerAppend, StageNextFetch, StageHWMToProduce, StageHWMToConsumerFetch, StageAcksAllWait}
 }
 
 // stageMetrics holds the histogram and its children, resolved once.
@@ -51,7 +58,7 @@ func newStageMetrics() *stageMetrics {
 	s := &stageMetrics{
 		vec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "strata_wal_stage_seconds",
-			Help: "Latency of each stage of WAL replication, by stage: cut_wait, put, notify (leader: PUT done to pointers answered), get, follower_append, next_fetch (follower: appended to next replica fetch), hwm_to_produce (HWM reached to acks=all wait ended), hwm_to_consumer_fetch (HWM moved to parked consumer fetch answered).",
+			Help: "Latency of each stage of WAL replication, by stage: cut_wait, put, notify (leader: PUT done to pointers answered), get, follower_append, next_fetch (follower: appended to next replica fetch), hwm_to_produce (HWM reached to acks=all wait ended), hwm_to_consumer_fetch (HWM moved to parked consumer fetch answered); acks_all_wait is their sum per partition (acks=all append to wait ended).",
 			// 100 µs to ~6.5 s: sub-millisecond local stages and stalls
 			// of a loaded machine alike.
 			Buckets: prometheus.ExponentialBuckets(0.0001, 1.5, 28),

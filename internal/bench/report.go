@@ -401,7 +401,11 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "\n%s: WAL stages in the window, p50 / p99 (ms), all brokers; slowest at p99: %s\n", m.Mode, m.SlowestStageP99)
 		stw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, st := range m.Stages {
-			fmt.Fprintf(stw, "  %s\t%s / %s\t(%d)\n", st.Stage, FormatValue(st.P50Ms), FormatValue(st.P99Ms), st.Count)
+			name := st.Stage
+			if name == stageAcksAllWait {
+				name += " (the whole round per partition)"
+			}
+			fmt.Fprintf(stw, "  %s\t%s / %s\t(%d)\n", name, FormatValue(st.P50Ms), FormatValue(st.P99Ms), st.Count)
 		}
 		if err := stw.Flush(); err != nil {
 			return err
