@@ -3,6 +3,7 @@ package objstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -59,14 +60,20 @@ func (c *recordingClient) Do(r *http.Request) (*http.Response, error) {
 // TestS3ExpressSessionAuth checks the configuration path of a directory
 // bucket: with no custom endpoint the SDK sends the first request to the
 // zonal S3 Express endpoint and it is CreateSession (session auth), before
-// any PutObject.
+// any PutObject. The WAL's lean request path (OwnChecksums) keeps it.
 func TestS3ExpressSessionAuth(t *testing.T) {
 	t.Setenv("AWS_CA_BUNDLE", "") // a custom CA bundle needs the SDK's own HTTP client
+	for _, own := range []bool{false, true} {
+		t.Run(fmt.Sprintf("own=%v", own), func(t *testing.T) { testS3ExpressSessionAuth(t, own) })
+	}
+}
+
+func testS3ExpressSessionAuth(t *testing.T, own bool) {
 	rec := &recordingClient{}
 	s, err := objstore.NewS3(context.Background(), objstore.Config{
 		Bucket: "strata-wal--use1-az6--x-s3", Region: "us-east-1", Type: objstore.TypeS3Express,
 		Credentials: &objstore.StaticCredentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "secret"},
-		MaxAttempts: 1, HTTPClient: rec,
+		MaxAttempts: 1, HTTPClient: rec, OwnChecksums: own,
 	})
 	if err != nil {
 		t.Fatal(err)
