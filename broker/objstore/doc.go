@@ -9,10 +9,24 @@
 // with path-style addressing for S3-compatible servers (MinIO, Versity
 // Gateway, Ceph), and the retry policy of the SDK's standard retryer
 // (MaxAttempts, exponential backoff with jitter capped at MaxBackoff).
-// Every call is bounded twice: AttemptTimeout caps one HTTP attempt (the
-// HTTP client timeout), CallTimeout caps the whole call including retries
-// (a context deadline), so a dead endpoint fails a call in bounded time
-// instead of hanging the uploader.
+// Every call is bounded twice: AttemptTimeout caps one HTTP attempt,
+// reading its response body included (a context deadline set by a
+// middleware inside the SDK's retry loop; the attempt it cuts is retried
+// like a timeout, AttemptTimeoutError), CallTimeout caps the whole call
+// including retries (a context deadline), so a dead endpoint fails a call
+// in bounded time instead of hanging the uploader. It is not the HTTP
+// client's Timeout: the SDK wraps its transport in a type net/http does
+// not know, for which a client timeout costs a goroutine, a timer and two
+// channels per request.
+//
+// Stores with Config.OwnChecksums (the WAL's, whose objects carry
+// CRC-32Cs) take a leaner request path: besides skipping the SDK's
+// checksums, PutObject sends UNSIGNED-PAYLOAD instead of hashing the body
+// over plain http (over https the SDK already does), and the per-request
+// telemetry middlewares of the Build step (invocation ID, the SDK's
+// User-Agent and its checksum feature flags) are removed by ID. Retries,
+// signing, endpoint resolution, S3 Express session auth and clock skew
+// correction are the SDK's, unchanged.
 //
 // S3 Express One Zone directory buckets (names ending in "--x-s3", e.g.
 // "strata-wal--use1-az6--x-s3") need no special code: for such a bucket

@@ -3,6 +3,8 @@ package objstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -59,14 +61,20 @@ func (c *recordingClient) Do(r *http.Request) (*http.Response, error) {
 // TestS3ExpressSessionAuth checks the configuration path of a directory
 // bucket: with no custom endpoint the SDK sends the first request to the
 // zonal S3 Express endpoint and it is CreateSession (session auth), before
-// any PutObject.
+// any PutObject. The WAL's lean request path (OwnChecksums) keeps it.
 func TestS3ExpressSessionAuth(t *testing.T) {
 	t.Setenv("AWS_CA_BUNDLE", "") // a custom CA bundle needs the SDK's own HTTP client
+	for _, own := range []bool{false, true} {
+		t.Run(fmt.Sprintf("own=%v", own), func(t *testing.T) { testS3ExpressSessionAuth(t, own) })
+	}
+}
+
+func testS3ExpressSessionAuth(t *testing.T, own bool) {
 	rec := &recordingClient{}
 	s, err := objstore.NewS3(context.Background(), objstore.Config{
 		Bucket: "strata-wal--use1-az6--x-s3", Region: "us-east-1", Type: objstore.TypeS3Express,
 		Credentials: &objstore.StaticCredentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "secret"},
-		MaxAttempts: 1, HTTPClient: rec,
+		MaxAttempts: 1, HTTPClient: rec, OwnChecksums: own,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -112,5 +120,71 @@ func TestS3PlainBucketNoSession(t *testing.T) {
 	defer rec.mu.Unlock()
 	if len(rec.reqs) != 1 || rec.reqs[0].Method != http.MethodPut || rec.reqs[0].URL.Host != "127.0.0.1:1" || rec.reqs[0].URL.Path != "/wal/k" {
 		t.Fatalf("requests = %v, want one PUT http://127.0.0.1:1/wal/k", rec.reqs)
+	}
+}
+
+// sessionClient answers CreateSession with fixed session credentials and
+// every other request with 200, recording the requests.
+type sessionClient struct {
+	mu   sync.Mutex
+	reqs []*http.Request
+}
+
+func (c *sessionClient) Do(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.reqs = append(c.reqs, r)
+	c.mu.Unlock()
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_ = r.Body.Close()
+	}
+	body := ""
+	if _, ok := r.URL.Query()["session"]; ok {
+		body = `<?xml version="1.0" encoding="UTF-8"?><CreateSessionResult><Credentials>` +
+			`<SessionToken>session-token</SessionToken><SecretAccessKey>session-secret</SecretAccessKey>` +
+			`<AccessKeyId>SESSIONKEY</AccessKeyId><Expiration>2099-01-01T00:00:00Z</Expiration>` +
+			`</Credentials></CreateSessionResult>`
+	}
+	return &http.Response{
+		StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        http.Header{"Content-Type": {"application/xml"}},
+		Body:          io.NopCloser(strings.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Request:       r,
+	}, nil
+}
+
+// TestS3ExpressSessionSignsLeanPut: after CreateSession, a WAL store's
+// (OwnChecksums) PUT to a directory bucket is signed with the session's
+// credentials and carries its token (auth scheme sigv4-s3express), with
+// an unsigned payload.
+func TestS3ExpressSessionSignsLeanPut(t *testing.T) {
+	t.Setenv("AWS_CA_BUNDLE", "") // a custom CA bundle needs the SDK's own HTTP client
+	rec := &sessionClient{}
+	s, err := objstore.NewS3(context.Background(), objstore.Config{
+		Bucket: "strata-wal--use1-az6--x-s3", Region: "us-east-1", Type: objstore.TypeS3Express,
+		Credentials: &objstore.StaticCredentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "secret"},
+		MaxAttempts: 1, HTTPClient: rec, OwnChecksums: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(context.Background(), "wal/c/z/1/1/00000000000000000000", []byte("v")); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.reqs) != 2 || rec.reqs[1].Method != http.MethodPut {
+		t.Fatalf("requests %v, want CreateSession then the PUT", rec.reqs)
+	}
+	put := rec.reqs[1]
+	if got := put.Header.Get("X-Amz-S3session-Token"); got != "session-token" {
+		t.Errorf("PUT x-amz-s3session-token = %q, want the session's token", got)
+	}
+	if got := put.Header.Get("Authorization"); !strings.Contains(got, "Credential=SESSIONKEY/") {
+		t.Errorf("PUT Authorization = %q, want it signed with the session's key", got)
+	}
+	if got := put.Header.Get("X-Amz-Content-Sha256"); got != "UNSIGNED-PAYLOAD" {
+		t.Errorf("PUT x-amz-content-sha256 = %q, want UNSIGNED-PAYLOAD", got)
 	}
 }

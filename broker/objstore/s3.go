@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 )
 
 // retryableConflicts are error codes retried besides the SDK's own.
@@ -167,7 +168,8 @@ func NewS3(ctx context.Context, cfg Config) (*S3, error) {
 	if httpClient == nil {
 		// The SDK builds the transport lazily (adding e.g. AWS_CA_BUNDLE);
 		// remember it so that Close can release its idle connections.
-		httpClient = awshttp.NewBuildableClient().WithTimeout(cfg.AttemptTimeout).WithTransportOptions(func(t *http.Transport) {
+		// No client Timeout: attemptTimeout bounds each attempt.
+		httpClient = awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 			st.mu.Lock()
 			st.transports = append(st.transports, t)
 			st.mu.Unlock()
@@ -206,9 +208,13 @@ func NewS3(ctx context.Context, cfg Config) (*S3, error) {
 		o.UsePathStyle = cfg.ForcePathStyle
 		// Ranged GETs carry no whole-object checksum; do not log that.
 		o.DisableLogOutputChecksumValidationSkipped = true
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			return stack.Deserialize.Add(&attemptTimeout{d: cfg.AttemptTimeout}, middleware.After)
+		})
 		if cfg.OwnChecksums {
 			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+			o.APIOptions = append(o.APIOptions, leanStack)
 		}
 	})
 	st.client = client
@@ -348,6 +354,8 @@ func (s *S3) Get(ctx context.Context, key string, offset, length int64) (data []
 	if out.ContentLength != nil {
 		size = *out.ContentLength
 	}
+	// One copy into a buffer of the announced size: net/http's body
+	// returns io.EOF with its last bytes, so the buffer never grows.
 	buf := bytes.NewBuffer(make([]byte, 0, max(size, 0)))
 	if _, err := io.Copy(buf, out.Body); err != nil {
 		return nil, s.wrap("get", key, err)

@@ -3,6 +3,8 @@ package objstore_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -252,6 +254,7 @@ func TestS3CallTimeout(t *testing.T) {
 	var wg sync.WaitGroup
 	var conns []net.Conn
 	var mu sync.Mutex
+	var accepted atomic.Int32
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -260,6 +263,7 @@ func TestS3CallTimeout(t *testing.T) {
 			if err != nil {
 				return
 			}
+			accepted.Add(1)
 			mu.Lock()
 			conns = append(conns, c) // hold it open, never answer
 			mu.Unlock()
@@ -279,11 +283,16 @@ func TestS3CallTimeout(t *testing.T) {
 		attempt, call        time.Duration
 		attempts             int
 		wantDeadlineExceeded bool
+		wantConns            int32 // attempts made (each hung one is a connection); 0: not checked
 	}{
-		{"attempt timeout, retried", 100 * time.Millisecond, 10 * time.Second, 3, false},
-		{"call timeout cuts retries", 5 * time.Second, 200 * time.Millisecond, 3, true},
+		// Each attempt is cut after AttemptTimeout and retried, all
+		// within the call timeout: three connections, and the error is
+		// the attempts' timeout, not the call's.
+		{"attempt timeout, retried", 100 * time.Millisecond, 10 * time.Second, 3, false, 3},
+		{"call timeout cuts retries", 5 * time.Second, 200 * time.Millisecond, 3, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			accepted.Store(0)
 			s, err := objstore.NewS3(context.Background(), objstore.Config{
 				Bucket: bucket, Region: "us-east-1", Endpoint: "http://" + l.Addr().String(), ForcePathStyle: true,
 				Credentials:    &objstore.StaticCredentials{AccessKeyID: "a", SecretAccessKey: "b"},
@@ -304,6 +313,19 @@ func TestS3CallTimeout(t *testing.T) {
 				}
 				if tc.wantDeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
 					t.Fatalf("Put = %v, want context.DeadlineExceeded", err)
+				}
+				var ate *objstore.AttemptTimeoutError
+				if tc.wantConns > 0 && !errors.As(err, &ate) {
+					t.Fatalf("Put = %v, want an AttemptTimeoutError", err)
+				}
+				// The connection of the last attempt may still be on
+				// its way through Accept.
+				deadline := time.Now().Add(10 * time.Second)
+				for tc.wantConns > 0 && accepted.Load() < tc.wantConns && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
+				if n := accepted.Load(); tc.wantConns > 0 && n != tc.wantConns {
+					t.Fatalf("%d attempts reached the server, want %d", n, tc.wantConns)
 				}
 			case <-time.After(30 * time.Second):
 				t.Fatal("Put to a silent endpoint did not return")
@@ -522,5 +544,121 @@ func TestS3OwnChecksums(t *testing.T) {
 		if objs, err := s.List(ctx, prefix); err != nil || len(objs) != 0 {
 			t.Fatalf("own=%v: List after DeleteAll = %v, %v", own, objs, err)
 		}
+	}
+}
+
+// requestRecorder records the headers of every request it sends.
+type requestRecorder struct {
+	mu   sync.Mutex
+	reqs []http.Header // by request, with the method under ":method"
+}
+
+func (r *requestRecorder) Do(req *http.Request) (*http.Response, error) {
+	h := req.Header.Clone()
+	h.Set(":method", req.Method)
+	r.mu.Lock()
+	r.reqs = append(r.reqs, h)
+	r.mu.Unlock()
+	return http.DefaultClient.Do(req)
+}
+
+func (r *requestRecorder) last(method string) http.Header {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.reqs) - 1; i >= 0; i-- {
+		if r.reqs[i].Get(":method") == method {
+			return r.reqs[i]
+		}
+	}
+	return nil
+}
+
+// TestS3LeanRequests: a WAL store (OwnChecksums) PUTs with an unsigned
+// payload over plain http, and Versity stores exactly what was put; its
+// requests carry no SDK telemetry (invocation ID, SDK user agent). A
+// default store keeps the payload's SHA-256 and the SDK's headers.
+func TestS3LeanRequests(t *testing.T) {
+	srv := s3server.Start(t, bucket)
+	t.Setenv("AWS_CA_BUNDLE", "") // a custom CA bundle needs the SDK's own HTTP client
+	ctx := context.Background()
+	data := make([]byte, 70<<10)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	sum := sha256.Sum256(data)
+	for _, own := range []bool{false, true} {
+		rec := &requestRecorder{}
+		s := newStore(t, srv, func(c *objstore.Config) { c.OwnChecksums = own; c.HTTPClient = rec })
+		key := fmt.Sprintf("wal/lean-%v", own)
+		if err := s.Put(ctx, key, data); err != nil {
+			t.Fatalf("own=%v: Put: %v", own, err)
+		}
+		put := rec.last(http.MethodPut)
+		wantHash := hex.EncodeToString(sum[:])
+		if own {
+			wantHash = "UNSIGNED-PAYLOAD"
+		}
+		if got := put.Get("X-Amz-Content-Sha256"); got != wantHash {
+			t.Errorf("own=%v: PUT x-amz-content-sha256 = %q, want %q", own, got, wantHash)
+		}
+		// Read back through a default store: what the server stored.
+		got, err := newStore(t, srv, nil).Get(ctx, key, 0, -1)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("own=%v: stored object (%d bytes, %v) differs from the %d bytes put", own, len(got), err, len(data))
+		}
+		if got, err := s.Get(ctx, key, 1000, 5000); err != nil || !bytes.Equal(got, data[1000:6000]) {
+			t.Fatalf("own=%v: ranged Get = %d bytes, %v", own, len(got), err)
+		}
+		for _, h := range []http.Header{put, rec.last(http.MethodGet)} {
+			ua := h.Get("User-Agent")
+			if sdkUA := strings.Contains(ua, "aws-sdk-go-v2"); sdkUA == own {
+				t.Errorf("own=%v: %s User-Agent %q", own, h.Get(":method"), ua)
+			}
+			if id := h.Get("Amz-Sdk-Invocation-Id"); (id == "") != own {
+				t.Errorf("own=%v: %s amz-sdk-invocation-id %q", own, h.Get(":method"), id)
+			}
+			if h.Get("Authorization") == "" {
+				t.Errorf("own=%v: %s request is not signed", own, h.Get(":method"))
+			}
+		}
+	}
+}
+
+// TestS3AttemptTimeoutCoversBody: a server that sends a GET's headers and
+// part of its body, then stalls, fails the Get after AttemptTimeout (the
+// attempt's deadline lasts until the body is read), not the call timeout.
+func TestS3AttemptTimeoutCoversBody(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(make([]byte, 100))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	s, err := objstore.NewS3(context.Background(), objstore.Config{
+		Bucket: bucket, Region: "us-east-1", Endpoint: srv.URL, ForcePathStyle: true,
+		Credentials:    &objstore.StaticCredentials{AccessKeyID: "a", SecretAccessKey: "b"},
+		AttemptTimeout: 100 * time.Millisecond, CallTimeout: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	done := make(chan error, 1)
+	go func() { _, err := s.Get(context.Background(), "k", 0, -1); done <- err }()
+	select {
+	case err := <-done:
+		var ate *objstore.AttemptTimeoutError
+		if !errors.As(err, &ate) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Get from a stalled body = %v, want an AttemptTimeoutError", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Get from a stalled body did not return within the attempt timeout")
 	}
 }
