@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/strata-dev/strata/broker/objstore"
 )
 
@@ -71,15 +73,8 @@ func TestS3ExpressSessionAuth(t *testing.T) {
 
 func testS3ExpressSessionAuth(t *testing.T, own bool) {
 	rec := &recordingClient{}
-	s, err := objstore.NewS3(context.Background(), objstore.Config{
-		Bucket: "strata-wal--use1-az6--x-s3", Region: "us-east-1", Type: objstore.TypeS3Express,
-		Credentials: &objstore.StaticCredentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "secret"},
-		MaxAttempts: 1, HTTPClient: rec, OwnChecksums: own,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = s.Put(context.Background(), "wal/c/z/1/1/00000000000000000000", []byte("v"))
+	s := newExpressStore(t, rec, own)
+	err := s.Put(context.Background(), "wal/c/z/1/1/00000000000000000000", []byte("v"))
 	if err == nil || !strings.Contains(err.Error(), "CreateSession") || !strings.Contains(err.Error(), errOffline.Error()) {
 		t.Fatalf("Put = %v, want CreateSession failing with the offline client's error", err)
 	}
@@ -161,14 +156,7 @@ func (c *sessionClient) Do(r *http.Request) (*http.Response, error) {
 func TestS3ExpressSessionSignsLeanPut(t *testing.T) {
 	t.Setenv("AWS_CA_BUNDLE", "") // a custom CA bundle needs the SDK's own HTTP client
 	rec := &sessionClient{}
-	s, err := objstore.NewS3(context.Background(), objstore.Config{
-		Bucket: "strata-wal--use1-az6--x-s3", Region: "us-east-1", Type: objstore.TypeS3Express,
-		Credentials: &objstore.StaticCredentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "secret"},
-		MaxAttempts: 1, HTTPClient: rec, OwnChecksums: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newExpressStore(t, rec, true)
 	if err := s.Put(context.Background(), "wal/c/z/1/1/00000000000000000000", []byte("v")); err != nil {
 		t.Fatalf("Put: %v", err)
 	}
@@ -187,4 +175,19 @@ func TestS3ExpressSessionSignsLeanPut(t *testing.T) {
 	if got := put.Header.Get("X-Amz-Content-Sha256"); got != "UNSIGNED-PAYLOAD" {
 		t.Errorf("PUT x-amz-content-sha256 = %q, want UNSIGNED-PAYLOAD", got)
 	}
+}
+
+// newExpressStore is a directory-bucket store (us-east-1, zone use1-az6)
+// whose requests go to client, one attempt each.
+func newExpressStore(t *testing.T, client aws.HTTPClient, own bool) *objstore.S3 {
+	t.Helper()
+	s, err := objstore.NewS3(context.Background(), objstore.Config{
+		Bucket: "strata-wal--use1-az6--x-s3", Region: "us-east-1", Type: objstore.TypeS3Express,
+		Credentials: &objstore.StaticCredentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "secret"},
+		MaxAttempts: 1, HTTPClient: client, OwnChecksums: own,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -382,12 +382,17 @@ func (u *Uploader) timerFired(gen uint64) {
 // groupCutLocked cuts the pending object, whose time has come, unless
 // GroupInFlight uploads are busy: then it keeps filling (grouped) until
 // an upload finishes (see UploaderConfig.GroupInFlight).
-func (u *Uploader) groupCutLocked() {
-	if u.inFlight+len(u.ready) < u.cfg.GroupInFlight {
+func (u *Uploader) groupCutLocked() { u.cutUnlessBusyLocked(u.cfg.GroupInFlight, &u.pending.grouped) }
+
+// cutUnlessBusyLocked cuts the pending object if fewer than limit uploads
+// are busy (in flight or queued); otherwise it sets *held, disarms the
+// object's timer and lets it keep filling until an upload finishes.
+func (u *Uploader) cutUnlessBusyLocked(limit int, held *bool) {
+	if u.inFlight+len(u.ready) < limit {
 		u.cutLocked()
 		return
 	}
-	u.pending.grouped = true
+	*held = true
 	u.disarmLocked()
 }
 
@@ -410,14 +415,7 @@ func (u *Uploader) nudgeLocked() {
 // slot is free; otherwise the object keeps filling and is cut when an
 // upload finishes. So when the store is slow, objects grow instead of
 // queueing: fewer, larger PUTs, the natural batching of a group commit.
-func (u *Uploader) dueCutLocked() {
-	if u.inFlight+len(u.ready) < u.cfg.MaxInFlight {
-		u.cutLocked()
-		return
-	}
-	u.pending.due = true
-	u.disarmLocked()
-}
+func (u *Uploader) dueCutLocked() { u.cutUnlessBusyLocked(u.cfg.MaxInFlight, &u.pending.due) }
 
 // Nudge says the caller finished a unit of appends (a produce request):
 // the pending object is cut now if the cut rate allows, else as soon as
