@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -89,7 +90,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		S3PutLatency: cfg.Cluster.S3PutLatency, S3GetLatency: cfg.Cluster.S3GetLatency, ZoneLatency: cfg.Cluster.ZoneLatency,
 		BrokerConfig: cfg.Cluster.BrokerConfig,
 	}}
-	if len(cfg.Bootstrap) == 0 {
+	if slices.ContainsFunc(modes, func(m string) bool { b, _ := BaseMode(m); return b == ModeWAL }) {
 		rep.Settings.ObjectStoreData, rep.Settings.ObjectStoreNote = "disk", cfg.StoreNote
 		if d := cfg.Cluster.StoreDir; d != "" && isTmpfs(d) {
 			rep.Settings.ObjectStoreData = "tmpfs"
@@ -314,8 +315,8 @@ const DevBrokers = 3
 // (the runtime polls the network from a busy P only every 10 ms): the
 // brokers' scheduler latency p99 was 6.4 ms in WAL mode at 2,000 rec/s
 // vs 0.5-0.9 ms with one P per broker. A GOMAXPROCS in the environment
-// wins (dev inherits it); the setting reports it. ClusterOptions gets 0
-// then.
+// wins (dev inherits it); the setting reports it, and ClusterOptions gets
+// "" (nothing to set).
 func brokerProcs(pin PinSettings) (forDev, setting string) {
 	if env := os.Getenv("GOMAXPROCS"); env != "" {
 		return "", env + " (GOMAXPROCS of the environment)"

@@ -55,6 +55,9 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 				return fmt.Errorf("--pin-load-generator %q: want %s or %s", pinLoad, bench.PinLoadWithStore, bench.PinLoadWithBrokers)
 			}
 			lo.ClientRacks = racks
+			if len(bootstrap) > 0 && cmd.Flags().Changed("store-tmpfs") {
+				return fmt.Errorf("--store-tmpfs is for the embedded clusters, not --bootstrap")
+			}
 			for _, kv := range cl.BrokerConfig {
 				if k, _, ok := strings.Cut(kv, "="); !ok || strings.TrimSpace(k) == "" {
 					return fmt.Errorf("--broker-config %q: want key=value", kv)
