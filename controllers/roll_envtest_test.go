@@ -29,10 +29,19 @@ type workload struct{ *verify.Workload }
 
 func startWorkload(seeds []string, topic string) *workload {
 	GinkgoHelper()
+	return startWorkloadAt(seeds, topic, 0)
+}
+
+// startWorkloadAt is startWorkload at rate records per second (0: as fast
+// as the brokers acknowledge), for scenarios whose checks depend on how
+// much the workload's topic holds, which would otherwise depend on the
+// machine's speed.
+func startWorkloadAt(seeds []string, topic string, rate int) *workload {
+	GinkgoHelper()
 	ctx, cancel := context.WithTimeout(suiteCtx, timeout)
 	defer cancel()
 	// Partitions 0: the spec created the topic.
-	w, err := verify.Start(ctx, verify.Options{Seeds: seeds, Topic: topic, MaxBuffered: 64, Log: GinkgoWriter})
+	w, err := verify.Start(ctx, verify.Options{Seeds: seeds, Topic: topic, Rate: rate, MaxBuffered: 64, Log: GinkgoWriter})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(w.Close)
 	return &workload{w}
