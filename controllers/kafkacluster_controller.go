@@ -170,6 +170,32 @@ type clusterScope struct {
 	// rendered is the cluster the builders render: cluster with the
 	// legacy security defaults its brokers keep (securityDefaults).
 	rendered *strata.KafkaCluster
+	// statusBase is the cluster as this reconcile read it (its
+	// resourceVersion moved on by the reconcile's own status writes): the
+	// status patch is computed against it and refused when the object
+	// changed since (patchStatus).
+	statusBase *strata.KafkaCluster
+}
+
+// conflictRequeue is how soon a reconcile whose status write was refused
+// as stale runs again (the newer version's watch event usually brings it
+// sooner).
+const conflictRequeue = time.Second
+
+// patchStatus writes the status changes made to s.cluster since
+// s.statusBase, refused (a Conflict) when the KafkaCluster changed since
+// that version was read. A merge patch replaces a list whole, so a
+// reconcile that began from a stale cache read would otherwise put back
+// the conditions it read (dropping ReplicationThrottled, which then
+// stayed unset with its configs on the brokers, in the throttle
+// envtest) and the status.scaling it read.
+func (r *KafkaClusterReconciler) patchStatus(ctx context.Context, s *clusterScope) error {
+	patch := client.MergeFromWithOptions(s.statusBase, client.MergeFromWithOptimisticLock{})
+	if err := r.Status().Patch(ctx, s.cluster, patch); err != nil {
+		return err
+	}
+	s.statusBase = s.cluster.DeepCopy()
+	return nil
 }
 
 // invalidSpecError is a problem only the user can fix (a missing or
@@ -183,7 +209,7 @@ type invalidSpecError struct {
 func (e *invalidSpecError) Error() string { return e.message }
 
 // Reconcile brings one KafkaCluster's objects to the desired state.
-func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	kc := &strata.KafkaCluster{}
 	if err := r.Get(ctx, req.NamespacedName, kc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -199,11 +225,19 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 
-	before := kc.DeepCopy()
-	s := &clusterScope{cluster: kc, statefulSets: map[string]*appsv1.StatefulSet{}}
+	s := &clusterScope{cluster: kc, statusBase: kc.DeepCopy(), statefulSets: map[string]*appsv1.StatefulSet{}}
 	defer func() {
 		kc.Status.ObservedGeneration = kc.Generation
-		if err := r.Status().Patch(ctx, kc, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+		err := r.patchStatus(ctx, s)
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+		case apierrors.IsConflict(err) && reterr == nil:
+			// This reconcile read an older version than the API server
+			// holds (the cache lags a write): its status is dropped and
+			// the cluster reconciled again from the newer one.
+			logger.V(logDebug).Info("status not written: the KafkaCluster changed since this reconcile read it; reconciling again", "resourceVersion", s.statusBase.ResourceVersion)
+			res = ctrl.Result{RequeueAfter: conflictRequeue}
+		default:
 			reterr = errors.Join(reterr, fmt.Errorf("patch status: %w", err))
 		}
 	}()
@@ -414,9 +448,8 @@ func (r *KafkaClusterReconciler) assignBrokerIDBlocks(ctx context.Context, s *cl
 		}
 	}
 	if !slices.Equal(kc.Status.BrokerIDBlocks, blocks) {
-		patch := client.MergeFrom(kc.DeepCopy())
 		kc.Status.BrokerIDBlocks = blocks
-		if err := r.Status().Patch(ctx, kc, patch); err != nil {
+		if err := r.patchStatus(ctx, s); err != nil {
 			return fmt.Errorf("record broker ID blocks in status: %w", err)
 		}
 	}
