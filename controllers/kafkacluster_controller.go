@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -178,24 +179,39 @@ type clusterScope struct {
 }
 
 // conflictRequeue is how soon a reconcile whose status write was refused
-// as stale runs again (the newer version's watch event usually brings it
-// sooner).
+// runs again (the newer version's watch event usually brings it sooner).
 const conflictRequeue = time.Second
 
 // patchStatus writes the status changes made to s.cluster since
-// s.statusBase, refused (a Conflict) when the KafkaCluster changed since
-// that version was read. A merge patch replaces a list whole, so a
-// reconcile that began from a stale cache read would otherwise put back
-// the conditions it read (dropping ReplicationThrottled, which then
-// stayed unset with its configs on the brokers, in the throttle
-// envtest) and the status.scaling it read.
+// s.statusBase (the version this reconcile read, moved on by its own status
+// writes). The patch carries that resourceVersion: when the KafkaCluster
+// changed since, it is read again, and the status is written over it only
+// if its status is still the one this reconcile started from (a user's
+// spec or metadata edit meanwhile: the moves this reconcile started must
+// still be recorded). A status someone else wrote is not overwritten: a
+// merge patch replaces a list whole, and putting back the conditions this
+// reconcile read once dropped ReplicationThrottled with its configs still
+// on the brokers.
 func (r *KafkaClusterReconciler) patchStatus(ctx context.Context, s *clusterScope) error {
-	patch := client.MergeFromWithOptions(s.statusBase, client.MergeFromWithOptimisticLock{})
-	if err := r.Status().Patch(ctx, s.cluster, patch); err != nil {
-		return err
+	for retried := false; ; retried = true {
+		patch := client.MergeFromWithOptions(s.statusBase, client.MergeFromWithOptimisticLock{})
+		err := r.Status().Patch(ctx, s.cluster, patch)
+		if err == nil {
+			s.statusBase = s.cluster.DeepCopy()
+			return nil
+		}
+		if !apierrors.IsConflict(err) || retried {
+			return err
+		}
+		latest := &strata.KafkaCluster{}
+		if gerr := r.liveReader().Get(ctx, client.ObjectKeyFromObject(s.cluster), latest); gerr != nil {
+			return errors.Join(err, gerr)
+		}
+		if !equality.Semantic.DeepEqual(latest.Status, s.statusBase.Status) {
+			return err
+		}
+		s.statusBase.ResourceVersion = latest.ResourceVersion
 	}
-	s.statusBase = s.cluster.DeepCopy()
-	return nil
 }
 
 // invalidSpecError is a problem only the user can fix (a missing or
@@ -211,7 +227,12 @@ func (e *invalidSpecError) Error() string { return e.message }
 // Reconcile brings one KafkaCluster's objects to the desired state.
 func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	kc := &strata.KafkaCluster{}
-	if err := r.Get(ctx, req.NamespacedName, kc); err != nil {
+	// Read from the API server, not the cache: status.scaling and
+	// status.roll are the operator's memory of the moves and rolls it
+	// started, and a reconcile that began from a cache still lagging the
+	// previous reconcile's status write would act on the older state (a
+	// scale-up's rebalance seen as not started) and write it back.
+	if err := r.liveReader().Get(ctx, req.NamespacedName, kc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	logger := log.FromContext(ctx).WithValues("generation", kc.Generation)
@@ -232,10 +253,9 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		switch {
 		case err == nil || apierrors.IsNotFound(err):
 		case apierrors.IsConflict(err) && reterr == nil:
-			// This reconcile read an older version than the API server
-			// holds (the cache lags a write): its status is dropped and
-			// the cluster reconciled again from the newer one.
-			logger.V(logDebug).Info("status not written: the KafkaCluster changed since this reconcile read it; reconciling again", "resourceVersion", s.statusBase.ResourceVersion)
+			// Another writer changed the status since this reconcile read
+			// it: reconciled again from that version.
+			logger.Info("status not written: another writer changed it since this reconcile read it; reconciling again", "resourceVersion", s.statusBase.ResourceVersion)
 			res = ctrl.Result{RequeueAfter: conflictRequeue}
 		default:
 			reterr = errors.Join(reterr, fmt.Errorf("patch status: %w", err))

@@ -456,13 +456,30 @@ func (c *loopbackCluster) Admin() *kadm.Client {
 	return kadm.NewClient(cl)
 }
 
-// freeLoopbackAddr is a 127.0.0.1 address with a port free right now.
+// handedOut are the ports freeLoopbackAddr returned: never twice, as
+// the kernel may give the same free port to two listens in a row (a
+// broker got it for its metrics and its replication listener).
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// freeLoopbackAddr is a 127.0.0.1 address with a port free right now and
+// not returned before.
 func freeLoopbackAddr() string {
 	GinkgoHelper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	Expect(err).NotTo(HaveOccurred())
-	defer ln.Close()
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		Expect(err).NotTo(HaveOccurred())
+		port := ln.Addr().(*net.TCPAddr).Port
+		Expect(ln.Close()).To(Succeed())
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		}
+	}
 }
 
 var _ = Describe("loopback brokers", func() {

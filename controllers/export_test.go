@@ -1,0 +1,4 @@
+package controllers
+
+// ConflictRequeue is conflictRequeue, for the envtests.
+const ConflictRequeue = conflictRequeue
