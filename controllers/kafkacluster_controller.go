@@ -171,10 +171,9 @@ type clusterScope struct {
 	// rendered is the cluster the builders render: cluster with the
 	// legacy security defaults its brokers keep (securityDefaults).
 	rendered *strata.KafkaCluster
-	// statusBase is the cluster as this reconcile read it (its
-	// resourceVersion moved on by the reconcile's own status writes): the
-	// status patch is computed against it and refused when the object
-	// changed since (patchStatus).
+	// statusBase is the cluster as this reconcile read it (moved on by the
+	// reconcile's own status writes): the status patch is computed against
+	// it and names its resourceVersion (patchStatus).
 	statusBase *strata.KafkaCluster
 }
 
