@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"io"
 	"strings"
 	"testing"
 )
@@ -20,12 +19,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--bootstrap", "127.0.0.1:1", "--store-tmpfs=false"}, "--store-tmpfs is for the embedded clusters"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			cmd := newBenchCmd()
-			cmd.SetArgs(tc.args)
-			cmd.SetOut(io.Discard)
-			cmd.SetErr(io.Discard)
-			err := cmd.Execute()
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := runStrata(t, append([]string{"bench"}, tc.args...)...); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want %q", err, tc.want)
 			}
 		})
