@@ -192,16 +192,8 @@ const conflictRequeue = time.Second
 // reconcile read once dropped ReplicationThrottled with its configs still
 // on the brokers.
 func (r *KafkaClusterReconciler) patchStatus(ctx context.Context, s *clusterScope) error {
-	for retried := false; ; retried = true {
-		patch := client.MergeFromWithOptions(s.statusBase, client.MergeFromWithOptimisticLock{})
-		err := r.Status().Patch(ctx, s.cluster, patch)
-		if err == nil {
-			s.statusBase = s.cluster.DeepCopy()
-			return nil
-		}
-		if !apierrors.IsConflict(err) || retried {
-			return err
-		}
+	err := r.Status().Patch(ctx, s.cluster, client.MergeFromWithOptions(s.statusBase, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsConflict(err) {
 		latest := &strata.KafkaCluster{}
 		if gerr := r.liveReader().Get(ctx, client.ObjectKeyFromObject(s.cluster), latest); gerr != nil {
 			return errors.Join(err, gerr)
@@ -210,7 +202,13 @@ func (r *KafkaClusterReconciler) patchStatus(ctx context.Context, s *clusterScop
 			return err
 		}
 		s.statusBase.ResourceVersion = latest.ResourceVersion
+		err = r.Status().Patch(ctx, s.cluster, client.MergeFromWithOptions(s.statusBase, client.MergeFromWithOptimisticLock{}))
 	}
+	if err != nil {
+		return err
+	}
+	s.statusBase = s.cluster.DeepCopy()
+	return nil
 }
 
 // invalidSpecError is a problem only the user can fix (a missing or

@@ -26,12 +26,12 @@ type staleOnce struct {
 	key     types.NamespacedName
 	stale   *strata.KafkaCluster
 	changed func()
-	done    *bool
+	done    bool
 }
 
-func (c staleOnce) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if kc, ok := obj.(*strata.KafkaCluster); ok && key == c.key && !*c.done {
-		*c.done = true
+func (c *staleOnce) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if kc, ok := obj.(*strata.KafkaCluster); ok && key == c.key && !c.done {
+		c.done = true
 		c.stale.DeepCopyInto(kc)
 		c.changed()
 		return nil
@@ -43,7 +43,7 @@ func (c staleOnce) Get(ctx context.Context, key client.ObjectKey, obj client.Obj
 // operator's reconciles no longer change it; reconcileStale runs a
 // reconcile of it that reads a given version and has changed run right
 // after that read.
-func settledCluster(ctx SpecContext, ns string, kc *strata.KafkaCluster, ready bool) types.NamespacedName {
+func settledCluster(ctx SpecContext, ns string, kc *strata.KafkaCluster) types.NamespacedName {
 	key := types.NamespacedName{Namespace: ns, Name: "stale"}
 	createCluster(ns, key.Name, kc)
 	// Settled: the operator's reconciles no longer change it (its first
@@ -52,9 +52,6 @@ func settledCluster(ctx SpecContext, ns string, kc *strata.KafkaCluster, ready b
 	Eventually(func(g Gomega) {
 		kc := getCluster(ns, key.Name)
 		g.Expect(kc.Status.ObservedGeneration).To(Equal(kc.Generation))
-		if ready {
-			g.Expect(meta.FindStatusCondition(kc.Status.Conditions, strata.ConditionReady)).NotTo(BeNil())
-		}
 		prev := rv
 		rv = kc.ResourceVersion
 		g.Expect(rv).To(Equal(prev), "changed in the last 2 s")
@@ -66,7 +63,7 @@ func reconcileStale(ctx SpecContext, key types.NamespacedName, stale *strata.Kaf
 	admin := controllers.NewAdminPool(loopback)
 	defer admin.Close()
 	r := &controllers.KafkaClusterReconciler{
-		Client: k8sClient, LiveReader: staleOnce{Reader: k8sClient, key: key, stale: stale, changed: changed, done: new(bool)},
+		Client: k8sClient, LiveReader: &staleOnce{Reader: k8sClient, key: key, stale: stale, changed: changed},
 		Recorder: &events.FakeRecorder{}, Admin: admin,
 	}
 	res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
@@ -79,11 +76,12 @@ var _ = Describe("KafkaCluster status writes", func() {
 		ns := newNamespace()
 		key := settledCluster(ctx, ns, &strata.KafkaCluster{Spec: strata.KafkaClusterSpec{
 			WAL: strata.WALSpec{Enabled: ptr.To(false)}, Zones: []strata.ZoneSpec{{Name: "a", Brokers: 1}},
-		}}, true)
+		}})
 		// Without Ready, which the reconcile sets again, so that its
 		// status patch carries the conditions list (a merge patch
 		// replaces a list whole).
 		stale := getCluster(ns, key.Name)
+		Expect(meta.FindStatusCondition(stale.Status.Conditions, strata.ConditionReady)).NotTo(BeNil())
 		meta.RemoveStatusCondition(&stale.Status.Conditions, strata.ConditionReady)
 		res := reconcileStale(ctx, key, stale, func() {
 			// As the throttle step writes ReplicationThrottled.
@@ -106,7 +104,7 @@ var _ = Describe("KafkaCluster status writes", func() {
 		// (Stalled), so the operator's own, which the change below brings,
 		// write no new status (one that probes the brokers would, and the
 		// status would rightly not be overwritten).
-		key := settledCluster(ctx, ns, clusterSpec(map[string]int32{"a": 1}, "a"), false)
+		key := settledCluster(ctx, ns, clusterSpec(map[string]int32{"a": 1}, "a"))
 		stale := getCluster(ns, key.Name)
 		res := reconcileStale(ctx, key, stale, func() {
 			kc := getCluster(ns, key.Name)
