@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -574,24 +575,42 @@ func (j *journey) brokerPodDelete(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The leaderships are off the victim only while it is down: seconds
+	// when its pod is back fast and the operator elects the preferred
+	// leaders again. Watched on their own every 100 ms from before the
+	// delete; between the slower checks below, CI once missed the whole
+	// window.
+	var failedOver atomic.Bool
+	failedOver.Store(most == 0)
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for wctx.Err() == nil && !failedOver.Load() {
+			if v, err := j.h.metadata(wctx); err == nil && v.hasTopc {
+				n := 0
+				for _, p := range v.topic.Partitions {
+					if p.Leader == victimID {
+						n++
+					}
+				}
+				failedOver.Store(n == 0)
+			}
+			select {
+			case <-wctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { stopWatch(); <-watched }()
 	if _, err := j.h.run(ctx, "-n", namespace, "delete", "pod", victim, "--wait=false"); err != nil {
 		return "", err
 	}
-	failedOver := most == 0
 	err = poll(ctx, 6*time.Minute, victim+" back and in every ISR", func(ctx context.Context) (bool, string, error) {
-		if v, err := j.h.metadata(ctx); err == nil && !failedOver && v.hasTopc {
-			n := 0
-			for _, p := range v.topic.Partitions {
-				if p.Leader == victimID {
-					n++
-				}
-			}
-			failedOver = n == 0
-		}
 		if ok, why, err := j.rolled(ctx, map[string]types.UID{victim: old[victim]}); !ok || err != nil {
 			return ok, why, err
 		}
-		if !failedOver {
+		if !failedOver.Load() {
 			return false, "leaderships never left " + victim, nil
 		}
 		return j.h.healthy(ctx)
