@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/strata-dev/strata/internal/childproc"
 )
 
 var (
@@ -82,7 +84,7 @@ type Process struct {
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
-	done chan struct{}
+	done <-chan struct{}
 	logs *SyncBuffer
 }
 
@@ -129,14 +131,11 @@ func (p *Process) Start() {
 	}
 	fmt.Fprintf(p.logs, "=== start: %s %s\n", p.bin, strings.Join(args, " "))
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
-	if err := cmd.Start(); err != nil {
+	// SIGKILLed with the test binary (a -timeout panic runs no Cleanup).
+	done, err := childproc.Start(cmd, syscall.SIGKILL)
+	if err != nil {
 		p.t.Fatalf("brokertest: start %s: %v", p.bin, err)
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
 	p.mu.Lock()
 	p.cmd, p.done = cmd, done
 	p.mu.Unlock()

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/strata-dev/strata/internal/childproc"
 )
 
 // ReadyPrefix starts the line `strata dev` prints once it serves.
@@ -305,14 +307,12 @@ func (s *DevStarter) start(ctx context.Context, mode string, opts ClusterOptions
 			ready <- rl
 		}
 	}}
-	if err := cmd.Start(); err != nil {
+	// SIGTERM if the bench dies: dev shuts its brokers down, and its
+	// gateway dies with it.
+	done, err := childproc.Start(cmd, syscall.SIGTERM)
+	if err != nil {
 		return nil, fmt.Errorf("start %s %s: %w", s.Binary, strings.Join(args, " "), err)
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
 	stop := func(ctx context.Context) error {
 		select {
 		case <-done:

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-dev/strata/internal/childproc"
 )
 
 // broker is one `strata broker` subprocess of the chaos cluster, started
@@ -30,7 +32,7 @@ type broker struct {
 
 	mu          sync.Mutex
 	cmd         *exec.Cmd
-	done        chan struct{}
+	done        <-chan struct{}
 	incarnation int
 	paused      bool
 }
@@ -49,17 +51,13 @@ func (b *broker) start(ctx context.Context) error {
 	b.mu.Lock()
 	b.incarnation++
 	fmt.Fprintf(logf, "=== chaos: start broker %d incarnation %d: %s %v\n", b.id, b.incarnation, b.bin, args)
-	if err := cmd.Start(); err != nil {
+	// Killed with `strata chaos` even when it is SIGKILLed.
+	done, err := childproc.Start(cmd, syscall.SIGKILL)
+	logf.Close() // the child has its own descriptor
+	if err != nil {
 		b.mu.Unlock()
-		logf.Close()
 		return fmt.Errorf("start broker %d: %w", b.id, err)
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(done)
-	}()
 	b.cmd, b.done, b.paused = cmd, done, false
 	b.mu.Unlock()
 	return waitReady(ctx, b.addr, done, b.id)

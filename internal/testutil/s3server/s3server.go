@@ -21,6 +21,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/strata-dev/strata/internal/childproc"
 )
 
 // EnvBinary names the environment variable holding the versitygw path.
@@ -63,7 +65,7 @@ type Server struct {
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
-	done chan struct{}
+	done <-chan struct{}
 }
 
 // Binary returns the versitygw path from STRATA_VERSITYGW, or an error that
@@ -199,6 +201,16 @@ func (s *Server) Stop() {
 	}
 }
 
+// Pid returns the gateway's process ID, 0 when it is stopped.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Restart stops the gateway if running and starts it again on the same
 // port with the same data, so clients keep their endpoint.
 func (s *Server) Restart() {
@@ -241,16 +253,14 @@ func (s *Server) start() error {
 		logFile.Close()
 		return fmt.Errorf("sidecar dir: %w", err)
 	}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
+	// The gateway dies with this process, even when it is SIGKILLed or a
+	// test binary panics on its timeout and runs no Cleanup.
+	done, err := childproc.Start(cmd, syscall.SIGKILL)
+	// The child has its own descriptor of the log.
+	logFile.Close()
+	if err != nil {
 		return fmt.Errorf("start %s: %w", s.bin, err)
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(done)
-	}()
 	if err := s.waitReady(done); err != nil {
 		_ = cmd.Process.Kill()
 		<-done

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"testing"
 	"time"
 
@@ -16,8 +18,38 @@ import (
 	"github.com/strata-dev/strata/internal/testutil/s3server"
 )
 
+// helperEnv, set to a directory, makes the test binary a process that
+// starts a gateway there, prints its PID and waits to be killed
+// (TestGatewayDiesWithKilledParent).
+const helperEnv = "STRATA_S3SERVER_HELPER"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		srv := s3server.Start(helperTB{}, "wal-a")
+		fmt.Println(srv.Pid())
+		// Nothing else to do until killed; not synchronisation.
+		time.Sleep(time.Hour)
+		os.Exit(3)
+	}
 	goleak.VerifyTestMain(m)
+}
+
+// helperTB is s3server.TB outside a test: failures end the process.
+type helperTB struct{}
+
+func (helperTB) Helper()             {}
+func (helperTB) Logf(string, ...any) {}
+func (helperTB) Cleanup(func())      {}
+func (helperTB) TempDir() string {
+	dir, err := os.MkdirTemp(os.Getenv(helperEnv), "gateway-")
+	if err != nil {
+		helperTB{}.Fatalf("%v", err)
+	}
+	return dir
+}
+func (helperTB) Fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
+	os.Exit(2)
 }
 
 func TestPutGetAcrossRestart(t *testing.T) {
