@@ -24,15 +24,27 @@ VERSITYGW_VERSION      ?= v1.8.0
 # OpenStack, ...), which `promtool check rules` and `test rules` never use
 # and which are most of its build time.
 PROMTOOL_VERSION       ?= v0.316.0
+# gotestsum runs make test's go test -json: a line per package, the failures
+# summarised at the end, the slowest tests (hack/test.sh).
+GOTESTSUM_VERSION      ?= v1.13.0
 CONTROLLER_GEN ?= $(TOOLS_DIR)/controller-gen-$(CONTROLLER_GEN_VERSION)
 KUSTOMIZE      ?= $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)
 VERSITYGW      ?= $(TOOLS_DIR)/versitygw-$(VERSITYGW_VERSION)
 PROMTOOL       ?= $(TOOLS_DIR)/promtool-$(PROMTOOL_VERSION)
+GOTESTSUM      ?= $(TOOLS_DIR)/gotestsum-$(GOTESTSUM_VERSION)
 
 IMG     ?= ghcr.io/strata-dev/strata:latest
 VERSION ?= 0.1.0
 
 GO_TEST_FLAGS ?= -count=1 -timeout 30m
+# Packages make test runs; test/olm (its own module) only with ./...
+# e.g. make test TEST_PKGS=./broker/log
+TEST_PKGS     ?= ./...
+# Where make test writes its go test -json files and the Ginkgo report.
+TEST_OUT      ?= $(BIN)/test
+# How many of the slowest tests and Ginkgo specs make test lists.
+SLOWEST       ?= 15
+TEST_ENV = GOTESTSUM=$(GOTESTSUM) GO_TEST_FLAGS="$(GO_TEST_FLAGS)" TEST_PKGS="$(TEST_PKGS)" TEST_OUT=$(TEST_OUT) SLOWEST=$(SLOWEST)
 
 export KUBEBUILDER_ASSETS  := $(ENVTEST_DIR)
 export STRATA_VERSITYGW    := $(VERSITYGW)
@@ -81,12 +93,19 @@ lint: ## go vet + gofmt check.
 ##@ Test
 
 .PHONY: test
-test: test-deps lint verify-generated ## Run all tests (unit, envtest, S3, broker, client integration, chaos short form, OLM bundle validation).
-	go test $(GO_TEST_FLAGS) ./...
-	cd test/olm && go vet ./... && go test $(GO_TEST_FLAGS) ./...
+test: test-deps lint verify-generated ## Run all tests (unit, envtest, S3, broker, client integration, chaos short form, OLM bundle validation); ends with the slowest tests and the failures.
+	$(TEST_ENV) hack/test.sh
+
+# Runs of make test-stress, and busy threads per CPU of its CPU hog.
+N            ?= 3
+HOG_PER_CORE ?= 2
+
+.PHONY: test-stress
+test-stress: test-deps lint verify-generated ## make test's run N times (N=3) beside a CPU hog (HOG_PER_CORE=2 busy threads per CPU); fails if any run fails.
+	$(TEST_ENV) N=$(N) HOG_PER_CORE=$(HOG_PER_CORE) BIN=$(BIN) hack/test-stress.sh
 
 .PHONY: test-deps
-test-deps: envtest s3-server kustomize promtool ## Install what the tests need (builds from the Go module proxy; apt for kcat and Python clients).
+test-deps: envtest s3-server kustomize promtool gotestsum ## Install what the tests need (builds from the Go module proxy; apt for kcat and Python clients).
 	hack/lib/gomodules_test.sh $(KUBE_VERSION)
 	hack/test-deps.sh
 
@@ -99,6 +118,9 @@ s3-server: $(VERSITYGW) ## Build Versity Gateway (the S3 test server).
 
 .PHONY: kustomize
 kustomize: $(KUSTOMIZE)
+
+.PHONY: gotestsum
+gotestsum: $(GOTESTSUM) ## Build gotestsum (make test's go test runner) into $(TOOLS_DIR).
 
 .PHONY: promtool
 promtool: $(PROMTOOL) ## Build promtool (Prometheus' rule checker) into $(TOOLS_DIR).
@@ -206,6 +228,9 @@ $(KUSTOMIZE):
 
 $(PROMTOOL):
 	mkdir -p $(TOOLS_DIR) && GOBIN=$(TOOLS_DIR)/.gobin go install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION) && mv $(TOOLS_DIR)/.gobin/promtool $@
+
+$(GOTESTSUM):
+	mkdir -p $(TOOLS_DIR) && GOBIN=$(TOOLS_DIR)/.gobin go install gotest.tools/gotestsum@$(GOTESTSUM_VERSION) && mv $(TOOLS_DIR)/.gobin/gotestsum $@
 
 $(VERSITYGW):
 	mkdir -p $(TOOLS_DIR) && GOBIN=$(TOOLS_DIR)/.gobin go install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION) && mv $(TOOLS_DIR)/.gobin/versitygw $@
