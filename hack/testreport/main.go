@@ -53,10 +53,16 @@ func run(w io.Writer, goFiles []string, ginkgoFile string, slowest, lines int) e
 		}
 		fails = append(fails, ff...)
 	}
-	if len(specs) > 0 {
-		sort.SliceStable(specs, func(i, j int) bool { return specs[i].RunTime > specs[j].RunTime })
-		fmt.Fprintf(w, "== Slowest Ginkgo specs (top %d of %d)\n", min(slowest, len(specs)), len(specs))
-		for _, s := range specs[:min(slowest, len(specs))] {
+	var ran []spec
+	for _, s := range specs {
+		if s.State != "skipped" && s.State != "pending" {
+			ran = append(ran, s)
+		}
+	}
+	if len(ran) > 0 {
+		sort.SliceStable(ran, func(i, j int) bool { return ran[i].RunTime > ran[j].RunTime })
+		fmt.Fprintf(w, "== Slowest Ginkgo specs (top %d of %d run)\n", min(slowest, len(ran)), len(ran))
+		for _, s := range ran[:min(slowest, len(ran))] {
 			fmt.Fprintf(w, "%8.2fs  %s\n", s.RunTime.Seconds(), s.name())
 		}
 	}

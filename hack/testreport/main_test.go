@@ -32,7 +32,8 @@ const ginkgoJSON = `[{"SpecReports":[
  {"ContainerHierarchyTexts":["KafkaTopic controller"],"LeafNodeText":"adopts an existing topic","LeafNodeType":"It","State":"failed","RunTime":12000000000,
   "Failure":{"Message":"Expected\n    <string>: replication factor 0\nto equal 3","Location":{"FileName":"/src/controllers/topic_test.go","LineNumber":77}}},
  {"ContainerHierarchyTexts":["KafkaCluster"],"LeafNodeText":"rolls","LeafNodeType":"It","State":"passed","RunTime":30000000000},
- {"LeafNodeType":"BeforeSuite","State":"passed","RunTime":5000000000}
+ {"LeafNodeType":"BeforeSuite","State":"passed","RunTime":5000000000},
+ {"ContainerHierarchyTexts":["KafkaUser"],"LeafNodeText":"not focused","LeafNodeType":"It","State":"skipped","RunTime":90000000000}
 ]}]`
 
 func TestReport(t *testing.T) {
@@ -49,7 +50,7 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := b.String()
-	want := `== Slowest Ginkgo specs (top 2 of 3)
+	want := `== Slowest Ginkgo specs (top 2 of 3 run)
    30.00s  KafkaCluster rolls
    12.00s  KafkaTopic controller adopts an existing topic
 == Failed: 2 tests, 1 Ginkgo specs (whole output: the go test -json files ` + goFile + " " + filepath.Join(dir, "missing.json") + `)
