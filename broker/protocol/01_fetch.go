@@ -512,7 +512,7 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 		if n, ok, err := fetchRemote(p, rp, sp, upTo, budget, first, req.IsolationLevel == 1); ok {
 			return n, err
 		}
-		start = p.StartOffset()
+		start = p.KnownStartOffset()
 	}
 	if rp.FetchOffset < start {
 		// A follower behind the log start restarts its log here.
@@ -591,7 +591,7 @@ func fetchRemote(p *broker.Partition, rp kmsg.FetchRequestTopicPartition, sp *km
 	if err != nil {
 		return 0, true, err
 	}
-	sp.LastStableOffset, sp.LogStartOffset = lso, p.StartOffset()
+	sp.LastStableOffset, sp.LogStartOffset = lso, p.KnownStartOffset()
 	if readCommitted {
 		sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 	}

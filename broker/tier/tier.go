@@ -136,13 +136,16 @@ type Partition struct {
 	topic, topicID string
 	partition      int32
 	writeMu        sync.Mutex
-	mu             sync.Mutex
-	man            *Manifest // newest known; nil until loaded
-	writerEpoch    int32     // the epoch man was (re)loaded for by a writer; -1: never
-	writerLoaded   bool
-	failures       int
-	failing        bool // the last upload failed, not fenced
-	retryAt        time.Time
+	// loadMu makes concurrent View calls of a partition whose manifest is
+	// not known yet share one load.
+	loadMu       sync.Mutex
+	mu           sync.Mutex
+	man          *Manifest // newest known; nil until loaded
+	writerEpoch  int32     // the epoch man was (re)loaded for by a writer; -1: never
+	writerLoaded bool
+	failures     int
+	failing      bool // the last upload failed, not fenced
+	retryAt      time.Time
 	// deleted is set by DeleteAll: the topic is gone, nothing is written
 	// any more (guarded by writeMu).
 	deleted bool
@@ -174,15 +177,41 @@ func (p *Partition) Manifest() (Manifest, bool) {
 	return *p.man.clone(), true
 }
 
+// View returns the newest manifest known, reading it from the bucket
+// first when this process has not (after a restart, before the tier
+// manager's first round reached the partition). Callers that answer
+// clients about the tier's offsets use it instead of Range: an unknown
+// manifest is an error (the bucket is unreachable), never an empty tier.
+func (p *Partition) View(ctx context.Context) (Manifest, error) {
+	if m, ok := p.Manifest(); ok {
+		return m, nil
+	}
+	p.loadMu.Lock()
+	defer p.loadMu.Unlock()
+	if m, ok := p.Manifest(); ok {
+		return m, nil // another caller loaded it meanwhile
+	}
+	return p.Load(ctx)
+}
+
+// Range returns the offsets readable from m, [start, end); ok is false
+// when it holds nothing.
+func (m *Manifest) Range() (start, end int64, ok bool) {
+	if len(m.Segments) == 0 {
+		return 0, 0, false
+	}
+	return max(m.StartOffset, m.Segments[0].BaseOffset), m.EndOffset, true
+}
+
 // Range returns the offsets readable from the tier, [start, end); ok is
 // false when the tier holds nothing for the partition (or was not loaded).
 func (p *Partition) Range() (start, end int64, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.man == nil || len(p.man.Segments) == 0 {
+	if p.man == nil {
 		return 0, 0, false
 	}
-	return max(p.man.StartOffset, p.man.Segments[0].BaseOffset), p.man.EndOffset, true
+	return p.man.Range()
 }
 
 // EndOffset is the offset after the last uploaded batch (0 before the

@@ -1,0 +1,207 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/objstore"
+	"github.com/strata-dev/strata/broker/tier"
+)
+
+// The slow tier's "never a silent skip" promise (DESIGN.md §3) at the
+// protocol level: a standalone broker whose tier is an in-memory bucket
+// behind a fault wrapper, rounds of the tier manager run by the test.
+
+// tierBroker is a standalone broker serving the protocol with a slow tier.
+type tierBroker struct {
+	b    *broker.Broker
+	addr string
+	cl   *kgo.Client
+	stop func()
+}
+
+func startTierBroker(t *testing.T, dir string, store objstore.Store) *tierBroker {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := broker.DefaultConfig()
+	cfg.DataDir, cfg.Port, cfg.RemoteStorageSystem = dir, int32(l.Addr().(*net.TCPAddr).Port), true
+	b, err := broker.Open(context.Background(), cfg, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.SetTier(tier.New(store, tier.Config{Cluster: "c"}, logr.Discard()))
+	s := NewServer(Config{Env: &Env{Broker: b, Log: logr.Discard()}, Log: logr.Discard()})
+	go func() { _ = s.Serve(l) }()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(l.Addr().String()), kgo.ProducerBatchMaxBytes(2048), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := &tierBroker{b: b, addr: l.Addr().String(), cl: cl}
+	var stopped atomic.Bool
+	tb.stop = func() {
+		if stopped.Swap(true) {
+			return
+		}
+		cl.Close()
+		s.Close()
+		_ = b.Close()
+	}
+	t.Cleanup(tb.stop)
+	return tb
+}
+
+// createTiered creates a one-partition tiered topic of small segments
+// whose local retention deletes every segment once the tier holds it.
+func (tb *tierBroker) createTiered(t *testing.T, topic string) {
+	t.Helper()
+	one, segBytes, remote := "1", "4096", "true"
+	resp, err := kadm.NewClient(tb.cl).CreateTopic(context.Background(), 1, 1, map[string]*string{
+		"remote.storage.enable": &remote, "local.retention.ms": &one, "segment.bytes": &segBytes,
+	}, topic)
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create %s: %v %v", topic, err, resp.Err)
+	}
+}
+
+// produce appends n records of about 100 bytes (several segments).
+func (tb *tierBroker) produce(t *testing.T, topic string, n int) {
+	t.Helper()
+	rs := make([]*kgo.Record, n)
+	for i := range rs {
+		rs[i] = &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%05d-%090d", i, i)}
+	}
+	if err := tb.cl.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tierRounds runs tier manager rounds until the local log of partition 0
+// starts at or above atLeast (uploaded segments deleted locally).
+func (tb *tierBroker) tierRounds(t *testing.T, topic string, atLeast int64) *broker.Partition {
+	t.Helper()
+	p, err := tb.b.Partition(topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := broker.NewTierManager(tb.b, time.Hour)
+	deadline := time.Now().Add(30 * time.Second)
+	for p.Log.StartOffset() < atLeast {
+		if err := m.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("local log start %d, want >= %d", p.Log.StartOffset(), atLeast)
+		}
+		time.Sleep(2 * time.Millisecond) // local.retention.ms=1 must pass
+	}
+	return p
+}
+
+func (tb *tierBroker) listOffset(t *testing.T, topic string, ts int64) (int64, int16) {
+	t.Helper()
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.Version = 9
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Timestamp = ts
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), tb.cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := resp.Topics[0].Partitions[0]
+	return sp.Offset, sp.ErrorCode
+}
+
+// fetch sends one consumer Fetch v12 of partition 0 at offset.
+func (tb *tierBroker) fetch(t *testing.T, topic string, offset int64) kmsg.FetchResponseTopicPartition {
+	t.Helper()
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 12
+	req.ReplicaID = -1
+	req.MaxWaitMillis, req.MaxBytes = 10, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	// The client picks the version (v13+ names topics by ID).
+	details, err := kadm.NewClient(tb.cl).ListTopics(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.TopicID = details[topic].ID
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = offset, 1<<20, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), tb.cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Topics[0].Partitions[0]
+}
+
+// firstOffset is the base offset of the first batch of a fetch answer.
+func firstOffset(t *testing.T, sp kmsg.FetchResponseTopicPartition) int64 {
+	t.Helper()
+	if sp.ErrorCode != 0 || len(sp.RecordBatches) == 0 {
+		t.Fatalf("fetch: error %d (%v), %d bytes", sp.ErrorCode, kerr.ErrorForCode(sp.ErrorCode), len(sp.RecordBatches))
+	}
+	var b kmsg.RecordBatch
+	if err := b.ReadFrom(sp.RecordBatches); err != nil {
+		t.Fatal(err)
+	}
+	return b.FirstOffset
+}
+
+// TestListOffsetsEarliestBeforeManifestLoaded (issue 25, window 2a): after
+// a restart the tier's manifest is not known until read; ListOffsets must
+// not answer the local log's start meanwhile. While the bucket fails the
+// answers that need the tier (earliest, latest-tiered, by timestamp) are
+// KAFKA_STORAGE_ERROR (retriable); once it answers, earliest is the tier's
+// start although no tier manager round has run since the restart.
+func TestListOffsetsEarliestBeforeManifestLoaded(t *testing.T) {
+	store := objstore.NewFaulty(objstore.NewMem("tier"))
+	dir := t.TempDir()
+	const topic = "tiered"
+	tb := startTierBroker(t, dir, store)
+	tb.createTiered(t, topic)
+	tb.produce(t, topic, 300)
+	local := tb.tierRounds(t, topic, 1).Log.StartOffset()
+	tb.stop()
+
+	store.SetFailAll(true)
+	tb = startTierBroker(t, dir, store)
+	if got := tb.b.AllPartitions()[0].Log.StartOffset(); got != local {
+		t.Fatalf("local log start after the restart %d, want %d", got, local)
+	}
+	for _, ts := range []int64{-2, -5, 0} {
+		if off, code := tb.listOffset(t, topic, ts); code != kerr.KafkaStorageError.Code {
+			t.Errorf("ListOffsets %d while the manifest cannot be read = %d (error %d), want KAFKA_STORAGE_ERROR (the local log start is %d)", ts, off, code, local)
+		}
+	}
+	store.SetFailAll(false)
+	if off, code := tb.listOffset(t, topic, -2); code != 0 || off != 0 {
+		t.Fatalf("ListOffsets earliest once the bucket answers = %d (error %d), want 0 (the tier's start; the local log starts at %d)", off, code, local)
+	}
+	if off, code := tb.listOffset(t, topic, 0); code != 0 || off != 0 {
+		t.Fatalf("ListOffsets by timestamp 0 = %d (error %d), want 0 (in the tier)", off, code)
+	}
+	if got := firstOffset(t, tb.fetch(t, topic, 0)); got != 0 {
+		t.Fatalf("fetch at 0 starts at %d", got)
+	}
+}
