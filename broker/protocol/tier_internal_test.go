@@ -205,3 +205,46 @@ func TestListOffsetsEarliestBeforeManifestLoaded(t *testing.T) {
 		t.Fatalf("fetch at 0 starts at %d", got)
 	}
 }
+
+// TestFetchLocalRetentionRace (issue 25, window 2b): local retention
+// deleting the fetched offset between the fetch's check of the local log
+// start and its read must not answer OFFSET_OUT_OF_RANGE: the tier holds
+// the offset (local retention deletes only what it holds) and serves it.
+func TestFetchLocalRetentionRace(t *testing.T) {
+	store := objstore.NewFaulty(objstore.NewMem("tier"))
+	const topic = "race"
+	tb := startTierBroker(t, t.TempDir(), store)
+	tb.createTiered(t, topic)
+	tb.produce(t, topic, 300)
+	p, err := tb.b.Partition(topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Log.StartOffset() != 0 {
+		t.Fatalf("local log start %d before any upload", p.Log.StartOffset())
+	}
+	var fired atomic.Bool
+	var roundErr error
+	m := broker.NewTierManager(tb.b, time.Hour)
+	testHookBeforeLocalRead = func(hp *broker.Partition) {
+		if hp != p || fired.Swap(true) {
+			return
+		}
+		// Upload, then local retention (local.retention.ms=1 must pass).
+		for deadline := time.Now().Add(30 * time.Second); p.Log.StartOffset() == 0 && roundErr == nil && time.Now().Before(deadline); {
+			roundErr = m.RunOnce(context.Background())
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	t.Cleanup(func() { testHookBeforeLocalRead = nil })
+	sp := tb.fetch(t, topic, 0)
+	if !fired.Load() || roundErr != nil {
+		t.Fatalf("the hook ran: %v; tier round: %v", fired.Load(), roundErr)
+	}
+	if p.Log.StartOffset() == 0 {
+		t.Fatal("local retention deleted nothing")
+	}
+	if got := firstOffset(t, sp); got != 0 {
+		t.Fatalf("fetch at 0 starts at %d", got)
+	}
+}
