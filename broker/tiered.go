@@ -13,6 +13,7 @@ import (
 
 	"github.com/strata-dev/strata/broker/log"
 	"github.com/strata-dev/strata/broker/meta"
+	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/replica"
 	"github.com/strata-dev/strata/broker/tier"
 )
@@ -127,7 +128,14 @@ func tierStart(m *tier.Manifest, local int64) int64 {
 // tier. ok is false when the offset is not the tier's to serve (not
 // tiered, or at or above the local log start). A bucket failure is
 // KAFKA_STORAGE_ERROR, which clients retry (Kafka's answer for a failed
-// remote read).
+// remote read). Never a silent skip: an offset the tier's view does not
+// hold, or whose object is gone, is looked up again in the bucket's newest
+// manifest; only an offset below the tier's start there (deleted by
+// retention or DeleteRecords) is OFFSET_OUT_OF_RANGE. One between the
+// tier's end and the local log start (this broker trimmed its log against
+// a manifest a new leader superseded) exists on the leader and reaches
+// the tier with its next upload: KAFKA_STORAGE_ERROR, retried (a consumer
+// reading from this follower goes back to the leader).
 func (p *Partition) ReadRemote(offset int64, maxBytes int, maxOffset int64) (records []byte, ok bool, err error) {
 	tp := p.Tiered()
 	if tp == nil || offset >= p.Log.StartOffset() {
@@ -136,9 +144,19 @@ func (p *Partition) ReadRemote(offset int64, maxBytes int, maxOffset int64) (rec
 	ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
 	defer cancel()
 	data, err := tp.Read(ctx, offset, maxBytes, maxOffset)
+	if errors.Is(err, tier.ErrOffsetOutOfRange) || errors.Is(err, objstore.ErrNotFound) {
+		// The view may be older than the bucket: read the newest once.
+		if _, lerr := tp.Load(ctx); lerr != nil {
+			return nil, true, fmt.Errorf("%w: remote read of %s-%d at %d: %v (reloading the manifest: %v)", kerr.KafkaStorageError, p.Topic, p.Index, offset, err, lerr)
+		}
+		data, err = tp.Read(ctx, offset, maxBytes, maxOffset)
+	}
 	switch {
 	case errors.Is(err, tier.ErrOffsetOutOfRange):
-		return nil, true, fmt.Errorf("%w: %v", kerr.OffsetOutOfRange, err)
+		if m, _ := tp.Manifest(); m.Seq < 0 || offset < m.StartOffset {
+			return nil, true, fmt.Errorf("%w: %v", kerr.OffsetOutOfRange, err)
+		}
+		return nil, true, fmt.Errorf("%w: %s-%d at %d is below the local log start %d and not in the slow tier yet: %v", kerr.KafkaStorageError, p.Topic, p.Index, offset, p.Log.StartOffset(), err)
 	case err != nil:
 		return nil, true, fmt.Errorf("%w: remote read of %s-%d at %d: %v", kerr.KafkaStorageError, p.Topic, p.Index, offset, err)
 	}

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -246,5 +247,78 @@ func TestFetchLocalRetentionRace(t *testing.T) {
 	}
 	if got := firstOffset(t, sp); got != 0 {
 		t.Fatalf("fetch at 0 starts at %d", got)
+	}
+}
+
+// TestFetchGapAfterSupersededManifest (issue 25, window 2c): a deposed
+// leader trimmed its local log against the manifest it wrote last, which
+// the new leader's (based on an older one) superseded; its view, reloaded,
+// ends below its local log start. An offset in between exists (on the new
+// leader, soon in the tier): the fetch is KAFKA_STORAGE_ERROR (retriable),
+// not OFFSET_OUT_OF_RANGE, and reads once the new leader's manifest holds
+// it; earliest stays the tier's start.
+func TestFetchGapAfterSupersededManifest(t *testing.T) {
+	store := objstore.NewFaulty(objstore.NewMem("tier"))
+	const topic = "deposed"
+	tb := startTierBroker(t, t.TempDir(), store)
+	tb.createTiered(t, topic)
+	tb.produce(t, topic, 300)
+	p := tb.tierRounds(t, topic, 1)
+	tp := p.Tiered()
+	mine, _ := tp.Manifest()
+	local := p.Log.StartOffset()
+	if len(mine.Segments) < 2 || mine.EndOffset < local {
+		t.Fatalf("tier holds %d segments up to %d, local log starts at %d", len(mine.Segments), mine.EndOffset, local)
+	}
+
+	// The new leader (epoch 1) wrote its first manifest from the version
+	// before this broker's last one: it names half the segments.
+	theirs := mine
+	theirs.Segments = mine.Segments[:len(mine.Segments)/2]
+	theirs.EndOffset = theirs.Segments[len(theirs.Segments)-1].LastOffset + 1
+	writeManifest := func(m tier.Manifest, epoch int32, seq int64) {
+		t.Helper()
+		m.LeaderEpoch, m.Seq = epoch, seq
+		raw, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Put(context.Background(), tp.Prefix()+fmt.Sprintf("manifest/%010d-%020d.json", epoch, seq), raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeManifest(theirs, 1, 0)
+	if m, err := tp.Load(context.Background()); err != nil || m.LeaderEpoch != 1 {
+		t.Fatalf("reload: epoch %d, %v", m.LeaderEpoch, err)
+	}
+	gap := theirs.EndOffset
+	if gap >= local {
+		t.Fatalf("no gap: the new leader's manifest ends at %d, the local log starts at %d", gap, local)
+	}
+
+	if off, code := tb.listOffset(t, topic, -2); code != 0 || off != 0 {
+		t.Fatalf("ListOffsets earliest = %d (error %d), want 0 (the tier's start)", off, code)
+	}
+	if sp := tb.fetch(t, topic, gap); sp.ErrorCode != kerr.KafkaStorageError.Code {
+		t.Fatalf("fetch at %d, between the tier's end and the local log start %d: error %d (%v), want KAFKA_STORAGE_ERROR", gap, local, sp.ErrorCode, kerr.ErrorForCode(sp.ErrorCode))
+	}
+	if got := firstOffset(t, tb.fetch(t, topic, 0)); got != 0 {
+		t.Fatalf("fetch at 0 starts at %d", got)
+	}
+	// The new leader uploads the rest: the same fetch reads it.
+	writeManifest(mine, 1, 1)
+	if got := firstOffset(t, tb.fetch(t, topic, gap)); got > gap {
+		t.Fatalf("fetch at %d starts at %d", gap, got)
+	}
+	// An offset below the tier's start is gone: out of range, as Kafka.
+	theirs = mine
+	theirs.StartOffset = gap
+	theirs.Segments = mine.Segments[len(mine.Segments)/2:]
+	writeManifest(theirs, 1, 2)
+	if _, err := tp.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if sp := tb.fetch(t, topic, 0); sp.ErrorCode != kerr.OffsetOutOfRange.Code {
+		t.Fatalf("fetch at 0 below the tier's start %d: error %d, want OFFSET_OUT_OF_RANGE", gap, sp.ErrorCode)
 	}
 }

@@ -352,6 +352,13 @@ func (p *Partition) commit(ctx context.Context, m *Manifest, epoch int32) error 
 		p.mu.Lock()
 		p.writerLoaded = false
 		p.mu.Unlock()
+		// The view follows the new leader's manifest at once: this
+		// replica's local retention is bounded by the view's end, and
+		// the manifest it wrote last may name more than the new leader's
+		// (which was based on an older one).
+		if _, err := p.Load(ctx); err != nil {
+			p.t.log.V(1).Info("reloading a superseded manifest", "prefix", p.prefix, "error", err.Error())
+		}
 		return fmt.Errorf("%w: %s has a manifest of epoch %d, this leader has %d", ErrFenced, p.prefix, e, epoch)
 	}
 	key := p.prefix + manifestKey(epoch, m.Seq)
