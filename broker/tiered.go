@@ -325,7 +325,10 @@ func (p *Partition) retentionLimit() (int64, bool) {
 	if tp == nil {
 		return limit, false
 	}
-	return min(limit, tp.EndOffset()), true
+	// Not past the point where the tier's lineage leaves this replica's
+	// log (after an unclean election the tier may hold another history
+	// there until the new leader cuts it out).
+	return min(limit, tp.ConsistentEnd(p.Log)), true
 }
 
 // tierDeleteTimeout bounds the deletion of a deleted topic's tier data.

@@ -438,6 +438,18 @@ func (p *Partition) upload(ctx context.Context, src Source, upTo int64, epoch in
 	if err != nil {
 		return res, err
 	}
+	if es, ok := src.(EpochSource); ok {
+		if end := consistentEnd(m, es); end < m.EndOffset {
+			// An unclean election: the tier holds another history from
+			// end on. Cut it out first (lineage.go); this leader's own
+			// batches go from there.
+			p.t.log.Info("the slow tier diverges from the new leader's log; cutting the manifest back", "prefix", p.prefix, "from", m.EndOffset, "to", end, "epoch", epoch)
+			m.truncate(end)
+			if err := p.commit(ctx, m, epoch); err != nil {
+				return res, err
+			}
+		}
+	}
 	if m.empty() || len(m.Segments) == 0 && m.EndOffset < src.StartOffset() {
 		// Nothing uploaded yet: the tier starts at the local log start.
 		m.StartOffset = max(m.StartOffset, src.StartOffset())
