@@ -13,6 +13,7 @@ import (
 
 	"github.com/strata-dev/strata/broker/log"
 	"github.com/strata-dev/strata/broker/meta"
+	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/replica"
 	"github.com/strata-dev/strata/broker/tier"
 )
@@ -76,13 +77,49 @@ func (p *Partition) Tiered() *tier.Partition {
 
 // StartOffset is the partition's log start offset: the tier's start when
 // the tier holds offsets below the local log (what consumers and
-// ListOffsets earliest see), else the local log start.
-func (p *Partition) StartOffset() int64 {
+// ListOffsets earliest see), else the local log start. A tiered
+// partition's answer needs its manifest: when this broker has not read it
+// yet (after a restart, before the tier manager's first round) it is read
+// now, and when that fails the answer is KAFKA_STORAGE_ERROR (retriable)
+// rather than the local log start, which would hide the tier's history
+// (a consumer resetting to earliest would skip it).
+func (p *Partition) StartOffset() (int64, error) {
+	local := p.Log.StartOffset()
+	tp := p.Tiered()
+	if tp == nil || local == 0 {
+		return local, nil // nothing can be below offset 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+	defer cancel()
+	m, err := tp.View(ctx)
+	if err != nil {
+		return -1, fmt.Errorf("%w: the slow tier's manifest of %s-%d is unknown (its start may be below the local log start %d): %v", kerr.KafkaStorageError, p.Topic, p.Index, local, err)
+	}
+	return tierStart(&m, local), nil
+}
+
+// KnownStartOffset is StartOffset without I/O, for the LogStartOffset of
+// fetch responses (informational for consumers): the tier's start as this
+// broker knows it, else the local log start.
+func (p *Partition) KnownStartOffset() int64 {
 	local := p.Log.StartOffset()
 	if tp := p.Tiered(); tp != nil {
-		if start, end, ok := tp.Range(); ok && start < local && end >= local {
-			return start
+		if m, ok := tp.Manifest(); ok {
+			return tierStart(&m, local)
 		}
+	}
+	return local
+}
+
+// tierStart is the start of a partition whose tier manifest is m and whose
+// local log starts at local. The tier's start counts whenever it is below
+// the local start, even when m ends below it: a manifest older than the
+// local retention that trimmed the log (a follower's view, a deposed
+// leader's superseded one) names less than the bucket's newest, which
+// holds the offsets in between.
+func tierStart(m *tier.Manifest, local int64) int64 {
+	if start, _, ok := m.Range(); ok && start < local {
+		return start
 	}
 	return local
 }
@@ -91,7 +128,14 @@ func (p *Partition) StartOffset() int64 {
 // tier. ok is false when the offset is not the tier's to serve (not
 // tiered, or at or above the local log start). A bucket failure is
 // KAFKA_STORAGE_ERROR, which clients retry (Kafka's answer for a failed
-// remote read).
+// remote read). Never a silent skip: an offset the tier's view does not
+// hold, or whose object is gone, is looked up again in the bucket's newest
+// manifest; only an offset below the tier's start there (deleted by
+// retention or DeleteRecords) is OFFSET_OUT_OF_RANGE. One between the
+// tier's end and the local log start (this broker trimmed its log against
+// a manifest a new leader superseded) exists on the leader and reaches
+// the tier with its next upload: KAFKA_STORAGE_ERROR, retried (a consumer
+// reading from this follower goes back to the leader).
 func (p *Partition) ReadRemote(offset int64, maxBytes int, maxOffset int64) (records []byte, ok bool, err error) {
 	tp := p.Tiered()
 	if tp == nil || offset >= p.Log.StartOffset() {
@@ -100,9 +144,19 @@ func (p *Partition) ReadRemote(offset int64, maxBytes int, maxOffset int64) (rec
 	ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
 	defer cancel()
 	data, err := tp.Read(ctx, offset, maxBytes, maxOffset)
+	if errors.Is(err, tier.ErrOffsetOutOfRange) || errors.Is(err, objstore.ErrNotFound) {
+		// The view may be older than the bucket: read the newest once.
+		if _, lerr := tp.Load(ctx); lerr != nil {
+			return nil, true, fmt.Errorf("%w: remote read of %s-%d at %d: %v (reloading the manifest: %v)", kerr.KafkaStorageError, p.Topic, p.Index, offset, err, lerr)
+		}
+		data, err = tp.Read(ctx, offset, maxBytes, maxOffset)
+	}
 	switch {
 	case errors.Is(err, tier.ErrOffsetOutOfRange):
-		return nil, true, fmt.Errorf("%w: %v", kerr.OffsetOutOfRange, err)
+		if m, _ := tp.Manifest(); m.Seq < 0 || offset < m.StartOffset {
+			return nil, true, fmt.Errorf("%w: %v", kerr.OffsetOutOfRange, err)
+		}
+		return nil, true, fmt.Errorf("%w: %s-%d at %d is below the local log start %d and not in the slow tier yet: %v", kerr.KafkaStorageError, p.Topic, p.Index, offset, p.Log.StartOffset(), err)
 	case err != nil:
 		return nil, true, fmt.Errorf("%w: remote read of %s-%d at %d: %v", kerr.KafkaStorageError, p.Topic, p.Index, offset, err)
 	}
@@ -146,20 +200,39 @@ func (p *Partition) RemoteAbortedTxns(from, upTo int64) ([]log.AbortedTxn, error
 	return nil, fmt.Errorf("%w: aborted transactions of %s-%d: the local log start kept moving past the tier's end", kerr.KafkaStorageError, p.Topic, p.Index)
 }
 
+// tierView returns the manifest of a tiered partition for a ListOffsets
+// answer; ok is false when the tier holds nothing below the local log
+// start (or the partition is not tiered). An unknown manifest is
+// KAFKA_STORAGE_ERROR (StartOffset says why).
+func (p *Partition) tierView(ctx context.Context) (m tier.Manifest, ok bool, err error) {
+	tp := p.Tiered()
+	local := p.Log.StartOffset()
+	if tp == nil || local == 0 {
+		return tier.Manifest{}, false, nil
+	}
+	if m, err = tp.View(ctx); err != nil {
+		return tier.Manifest{}, false, fmt.Errorf("%w: the slow tier's manifest of %s-%d is unknown: %v", kerr.KafkaStorageError, p.Topic, p.Index, err)
+	}
+	start, _, has := m.Range()
+	return m, has && start < local, nil
+}
+
 // OffsetForTimestamp is ListOffsets by timestamp across both tiers: the
 // tier first (older records), then the local log.
 func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool, err error) {
-	if tp := p.Tiered(); tp != nil {
-		if start, _, has := tp.Range(); has && start < p.Log.StartOffset() {
-			ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
-			defer cancel()
-			o, t, found, err := tp.OffsetForTimestamp(ctx, ts)
-			if err != nil {
-				return -1, -1, false, fmt.Errorf("%w: remote timestamp lookup of %s-%d: %v", kerr.KafkaStorageError, p.Topic, p.Index, err)
-			}
-			if found && o < p.Log.StartOffset() {
-				return o, t, true, nil
-			}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+	defer cancel()
+	_, below, err := p.tierView(ctx)
+	if err != nil {
+		return -1, -1, false, err
+	}
+	if below {
+		o, t, found, err := p.Tiered().OffsetForTimestamp(ctx, ts)
+		if err != nil {
+			return -1, -1, false, fmt.Errorf("%w: remote timestamp lookup of %s-%d: %v", kerr.KafkaStorageError, p.Topic, p.Index, err)
+		}
+		if found && o < p.Log.StartOffset() {
+			return o, t, true, nil
 		}
 	}
 	o, t, found := p.Log.OffsetForTimestamp(ts)
@@ -174,17 +247,13 @@ func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bo
 // timestamp, so one segment is read. A bucket failure is
 // KAFKA_STORAGE_ERROR.
 func (p *Partition) remoteMaxTimestamp(offset, ts int64) (int64, int64, error) {
-	tp := p.Tiered()
-	if tp == nil {
-		return offset, ts, nil
-	}
-	local := p.Log.StartOffset()
-	if start, _, has := tp.Range(); !has || start >= local {
-		return offset, ts, nil
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
 	defer cancel()
-	o, t, found, err := tp.MaxTimestamp(ctx, local)
+	_, below, err := p.tierView(ctx)
+	if err != nil || !below {
+		return offset, ts, err
+	}
+	o, t, found, err := p.Tiered().MaxTimestamp(ctx, p.Log.StartOffset())
 	if err != nil {
 		return -1, -1, fmt.Errorf("%w: max timestamp of %s-%d in the tier: %v", kerr.KafkaStorageError, p.Topic, p.Index, err)
 	}
@@ -195,14 +264,23 @@ func (p *Partition) remoteMaxTimestamp(offset, ts int64) (int64, int64, error) {
 }
 
 // LatestTieredOffset is ListOffsets -5 (KIP-1005): the last offset in the
-// tier, -1 when it holds none.
-func (p *Partition) LatestTieredOffset() int64 {
-	if tp := p.Tiered(); tp != nil {
-		if _, end, ok := tp.Range(); ok {
-			return end - 1
-		}
+// tier, -1 when it holds none; KAFKA_STORAGE_ERROR while its manifest is
+// unknown.
+func (p *Partition) LatestTieredOffset() (int64, error) {
+	tp := p.Tiered()
+	if tp == nil {
+		return -1, nil
 	}
-	return -1
+	ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+	defer cancel()
+	m, err := tp.View(ctx)
+	if err != nil {
+		return -1, fmt.Errorf("%w: the slow tier's manifest of %s-%d is unknown: %v", kerr.KafkaStorageError, p.Topic, p.Index, err)
+	}
+	if _, end, ok := m.Range(); ok {
+		return end - 1, nil
+	}
+	return -1, nil
 }
 
 // leadership returns whether this broker leads p, at which epoch, and the
@@ -247,7 +325,10 @@ func (p *Partition) retentionLimit() (int64, bool) {
 	if tp == nil {
 		return limit, false
 	}
-	return min(limit, tp.EndOffset()), true
+	// Not past the point where the tier's lineage leaves this replica's
+	// log (after an unclean election the tier may hold another history
+	// there until the new leader cuts it out).
+	return min(limit, tp.ConsistentEnd(p.Log)), true
 }
 
 // tierDeleteTimeout bounds the deletion of a deleted topic's tier data.

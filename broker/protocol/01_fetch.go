@@ -512,7 +512,7 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 		if n, ok, err := fetchRemote(p, rp, sp, upTo, budget, first, req.IsolationLevel == 1); ok {
 			return n, err
 		}
-		start = p.StartOffset()
+		start = p.KnownStartOffset()
 	}
 	if rp.FetchOffset < start {
 		// A follower behind the log start restarts its log here.
@@ -532,7 +532,20 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 	if maxBytes <= 0 {
 		maxBytes = 1 // KIP-74: the first non-empty partition gets one batch
 	}
+	if testHookBeforeLocalRead != nil {
+		testHookBeforeLocalRead(p)
+	}
 	res, err := p.Log.Read(rp.FetchOffset, maxBytes, upTo)
+	if errors.Is(err, log.ErrOffsetOutOfRange) && req.ReplicaID < 0 && p.Tiered() != nil {
+		// Local retention moved the start past the offset between the
+		// check above and the read: it deletes only what the slow tier
+		// holds, so the tier serves it (never OFFSET_OUT_OF_RANGE for
+		// data that exists).
+		if n, ok, err := fetchRemote(p, rp, sp, upTo, budget, first, readCommitted); ok {
+			return n, err
+		}
+		return 0, fmt.Errorf("%w: the local log of %s-%d moved under the read at %d", kerr.KafkaStorageError, p.Topic, p.Index, rp.FetchOffset)
+	}
 	if errors.Is(err, log.ErrOffsetOutOfRange) {
 		// Retention moved the start past the offset between the checks.
 		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
@@ -563,6 +576,10 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 	return len(res.Records), nil
 }
 
+// testHookBeforeLocalRead, set by tests only, runs between a fetch's
+// checks of the log start and its local read (where retention may run).
+var testHookBeforeLocalRead func(p *broker.Partition)
+
 // fetchRemote serves a consumer fetch below the local log start of a
 // tiered partition from the slow tier (broker/tier): whole batches of one
 // remote segment, as a local read, with the partition's LSO; a
@@ -591,7 +608,7 @@ func fetchRemote(p *broker.Partition, rp kmsg.FetchRequestTopicPartition, sp *km
 	if err != nil {
 		return 0, true, err
 	}
-	sp.LastStableOffset, sp.LogStartOffset = lso, p.StartOffset()
+	sp.LastStableOffset, sp.LogStartOffset = lso, p.KnownStartOffset()
 	if readCommitted {
 		sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 	}

@@ -14,6 +14,12 @@ package protocol
 // first offset whose timestamp is at or after it, the slow tier searched
 // first (-1, -1 when there is none). v0 answers OldStyleOffsets. CurrentLeaderEpoch
 // (v4+) is checked; LeaderEpoch is always 0 on a single broker.
+//
+// Never a silent skip of the tier: an answer that needs a tiered
+// partition's manifest (earliest, latest-tiered, max timestamp, by
+// timestamp) reads it when this broker has not yet (after a restart,
+// before the tier manager's first round), and is KAFKA_STORAGE_ERROR
+// (retriable) while it cannot, never the local log's answer alone.
 
 import (
 	"context"
@@ -75,7 +81,9 @@ func listOffset(b *broker.Broker, version int16, isolation int8, topic string, r
 			offset = p.LastStableOffset()
 		}
 	case -2:
-		offset = p.StartOffset()
+		if offset, err = p.StartOffset(); err != nil {
+			return err
+		}
 	case -4, -5:
 		if offset, err = tieredListOffset(version, p, rp.Timestamp); err != nil {
 			return err
@@ -122,5 +130,5 @@ func tieredListOffset(version int16, p *broker.Partition, timestamp int64) (int6
 	if version < 9 {
 		return -1, fmt.Errorf("%w: latest-tiered needs ListOffsets v9", kerr.UnsupportedVersion)
 	}
-	return p.LatestTieredOffset(), nil
+	return p.LatestTieredOffset()
 }

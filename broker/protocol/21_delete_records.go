@@ -68,5 +68,5 @@ func deleteRecords(b *broker.Broker, topic string, partition int32, offset int64
 	if err := p.DeleteRecordsBefore(offset); err != nil {
 		return -1, err
 	}
-	return p.StartOffset(), nil
+	return p.StartOffset()
 }

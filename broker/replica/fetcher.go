@@ -49,6 +49,11 @@ type fetcher struct {
 	// replicates inline by wal.policy; fetches go without pointer tags
 	// (walsignal.go).
 	leaderInline bool
+	// walBucket is the bucket the leader's last pointers named (its
+	// zone's): while the downloader backs off from it after a download
+	// timeout, fetches go without pointer tags (inline) instead of
+	// spending the download budget on every round.
+	walBucket string
 }
 
 // fetchSessionState is the follower's side of a fetch session.
@@ -217,7 +222,7 @@ func (f *fetcher) items() (items []fetchItem, suspended, held bool) {
 			}
 		}
 		leo := p.Log.EndOffset()
-		pointers := f.m.wal != nil && f.m.wal.down != nil && leo >= skipUntil
+		pointers := f.m.wal != nil && f.m.wal.down != nil && leo >= skipUntil && !f.m.wal.down.Backoff(f.walBucket)
 		items = append(items, fetchItem{p: p, epoch: epoch, offset: leo, lastEpoch: p.Log.LatestEpoch(), logStart: p.Log.StartOffset(), pointers: pointers, throttled: throttled})
 	}
 	sort.Slice(items, func(i, j int) bool {
@@ -519,6 +524,7 @@ func (f *fetcher) download(ctx context.Context, fr *kmsg.FetchResponse, want map
 	out := map[meta.TopicPartition][]byte{}
 	failed := map[meta.TopicPartition]bool{}
 	next := map[meta.TopicPartition]int64{}
+	f.walBucket = all[0].Bucket
 	getStart := time.Now()
 	fetched := w.down.Fetch(ctx, all)
 	w.stages.observe(StageGet, time.Since(getStart))

@@ -65,6 +65,9 @@ func buildSegment(data []byte, epoch int32, aborted []log.AbortedTxn) (*built, e
 		if s.BaseOffset < 0 {
 			s.BaseOffset = h.BaseOffset
 		}
+		if n := len(s.Epochs); n == 0 || s.Epochs[n-1].Epoch != h.PartitionLeaderEpoch {
+			s.Epochs = append(s.Epochs, EpochStart{Epoch: h.PartitionLeaderEpoch, Start: h.BaseOffset})
+		}
 		s.LastOffset = h.LastOffset()
 		if h.MaxTimestamp > s.MaxTimestamp {
 			s.MaxTimestamp, maxTsOffset = h.MaxTimestamp, h.LastOffset()

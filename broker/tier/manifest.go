@@ -57,6 +57,19 @@ type Segment struct {
 	// Manifests written before it existed have none: their segments read
 	// as holding no aborted transaction.
 	TxnIndexSize int64 `json:"txnIndexSize,omitempty"`
+	// Epochs is the segment's leader-epoch lineage: the leader epoch of
+	// its batches and the offset where each starts (as a log's
+	// leader-epoch checkpoint). A new leader compares the manifest's
+	// lineage with its log's epochs before it uploads (lineage.go).
+	// Manifests written before it existed have none: their segments'
+	// lineage is unknown and never compared.
+	Epochs []EpochStart `json:"epochs,omitempty"`
+}
+
+// EpochStart is one entry of a lineage: batches of Epoch from Start on.
+type EpochStart struct {
+	Epoch int32 `json:"epoch"`
+	Start int64 `json:"start"`
 }
 
 // empty reports whether the manifest was never written.
@@ -65,6 +78,9 @@ func (m *Manifest) empty() bool { return m.Seq < 0 }
 func (m *Manifest) clone() *Manifest {
 	c := *m
 	c.Segments = append([]Segment(nil), m.Segments...)
+	for i := range c.Segments {
+		c.Segments[i].Epochs = append([]EpochStart(nil), c.Segments[i].Epochs...)
+	}
 	return &c
 }
 

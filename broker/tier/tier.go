@@ -136,13 +136,16 @@ type Partition struct {
 	topic, topicID string
 	partition      int32
 	writeMu        sync.Mutex
-	mu             sync.Mutex
-	man            *Manifest // newest known; nil until loaded
-	writerEpoch    int32     // the epoch man was (re)loaded for by a writer; -1: never
-	writerLoaded   bool
-	failures       int
-	failing        bool // the last upload failed, not fenced
-	retryAt        time.Time
+	// loadMu makes concurrent View calls of a partition whose manifest is
+	// not known yet share one load.
+	loadMu       sync.Mutex
+	mu           sync.Mutex
+	man          *Manifest // newest known; nil until loaded
+	writerEpoch  int32     // the epoch man was (re)loaded for by a writer; -1: never
+	writerLoaded bool
+	failures     int
+	failing      bool // the last upload failed, not fenced
+	retryAt      time.Time
 	// deleted is set by DeleteAll: the topic is gone, nothing is written
 	// any more (guarded by writeMu).
 	deleted bool
@@ -174,15 +177,41 @@ func (p *Partition) Manifest() (Manifest, bool) {
 	return *p.man.clone(), true
 }
 
+// View returns the newest manifest known, reading it from the bucket
+// first when this process has not (after a restart, before the tier
+// manager's first round reached the partition). Callers that answer
+// clients about the tier's offsets use it instead of Range: an unknown
+// manifest is an error (the bucket is unreachable), never an empty tier.
+func (p *Partition) View(ctx context.Context) (Manifest, error) {
+	if m, ok := p.Manifest(); ok {
+		return m, nil
+	}
+	p.loadMu.Lock()
+	defer p.loadMu.Unlock()
+	if m, ok := p.Manifest(); ok {
+		return m, nil // another caller loaded it meanwhile
+	}
+	return p.Load(ctx)
+}
+
+// Range returns the offsets readable from m, [start, end); ok is false
+// when it holds nothing.
+func (m *Manifest) Range() (start, end int64, ok bool) {
+	if len(m.Segments) == 0 {
+		return 0, 0, false
+	}
+	return max(m.StartOffset, m.Segments[0].BaseOffset), m.EndOffset, true
+}
+
 // Range returns the offsets readable from the tier, [start, end); ok is
 // false when the tier holds nothing for the partition (or was not loaded).
 func (p *Partition) Range() (start, end int64, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.man == nil || len(p.man.Segments) == 0 {
+	if p.man == nil {
 		return 0, 0, false
 	}
-	return max(p.man.StartOffset, p.man.Segments[0].BaseOffset), p.man.EndOffset, true
+	return p.man.Range()
 }
 
 // EndOffset is the offset after the last uploaded batch (0 before the
@@ -323,6 +352,13 @@ func (p *Partition) commit(ctx context.Context, m *Manifest, epoch int32) error 
 		p.mu.Lock()
 		p.writerLoaded = false
 		p.mu.Unlock()
+		// The view follows the new leader's manifest at once: this
+		// replica's local retention is bounded by the view's end, and
+		// the manifest it wrote last may name more than the new leader's
+		// (which was based on an older one).
+		if _, err := p.Load(ctx); err != nil {
+			p.t.log.V(1).Info("reloading a superseded manifest", "prefix", p.prefix, "error", err.Error())
+		}
 		return fmt.Errorf("%w: %s has a manifest of epoch %d, this leader has %d", ErrFenced, p.prefix, e, epoch)
 	}
 	key := p.prefix + manifestKey(epoch, m.Seq)
@@ -401,6 +437,18 @@ func (p *Partition) upload(ctx context.Context, src Source, upTo int64, epoch in
 	m, err := p.beginWrite(ctx, epoch)
 	if err != nil {
 		return res, err
+	}
+	if es, ok := src.(EpochSource); ok {
+		if end := consistentEnd(m, es); end < m.EndOffset {
+			// An unclean election: the tier holds another history from
+			// end on. Cut it out first (lineage.go); this leader's own
+			// batches go from there.
+			p.t.log.Info("the slow tier diverges from the new leader's log; cutting the manifest back", "prefix", p.prefix, "from", m.EndOffset, "to", end, "epoch", epoch)
+			m.truncate(end)
+			if err := p.commit(ctx, m, epoch); err != nil {
+				return res, err
+			}
+		}
 	}
 	if m.empty() || len(m.Segments) == 0 && m.EndOffset < src.StartOffset() {
 		// Nothing uploaded yet: the tier starts at the local log start.

@@ -28,6 +28,17 @@ var ErrBadPointer = errors.New("wal: invalid pointer")
 // the GET was abandoned and the follower fetches the range inline.
 var ErrDownloadTimeout = errors.New("wal: download budget exceeded")
 
+// ErrBucketBackoff means a range was not downloaded because its bucket
+// timed out recently: the downloader backs off from it (no GET) and the
+// follower fetches the range inline until the back-off ends.
+var ErrBucketBackoff = errors.New("wal: bucket backing off after a download timeout")
+
+// Defaults of the back-off from a bucket whose GETs time out.
+const (
+	DefaultTimeoutBackoff    = time.Second
+	DefaultMaxTimeoutBackoff = 30 * time.Second
+)
+
 // RangeError is the failure of exactly one pointer's range; the follower
 // fetches those offsets inline from the leader instead.
 type RangeError struct {
@@ -64,6 +75,18 @@ type DownloaderConfig struct {
 	// times the average of recent GETs (at least MinHedgeDelay; 100 ms
 	// before the first); < 0: never.
 	HedgeAfter time.Duration
+	// TimeoutBackoff is how long the downloader stays off a bucket after
+	// a round in which one of its GETs ran out of the budget (default
+	// DefaultTimeoutBackoff), doubled per consecutive such round up to
+	// MaxTimeoutBackoff (default DefaultMaxTimeoutBackoff): a bucket
+	// whose GETs hang costs a follower the budget once per back-off, not
+	// on every fetch round. Meanwhile its ranges fail at once with
+	// ErrBucketBackoff (inline), and Backoff tells the follower not to
+	// ask for pointers; the first round after it probes the bucket
+	// again, and one that downloads without a timeout ends the back-off.
+	TimeoutBackoff, MaxTimeoutBackoff time.Duration
+	// Clock is the back-off's clock (default time.Now; tests).
+	Clock func() time.Time
 }
 
 // MinHedgeDelay bounds the adaptive hedge delay from below: on a fast
@@ -80,6 +103,44 @@ type Downloader struct {
 	hedges   atomic.Int64
 	// getAvg: successful GET durations, for the adaptive hedge delay.
 	getAvg hedgeAvg
+	// backoffs are the buckets being backed off from, guarded by mu.
+	mu       sync.Mutex
+	backoffs map[string]*bucketBackoff
+}
+
+// bucketBackoff is the back-off state of one bucket: consecutive rounds
+// that timed out and until when no GET goes to it.
+type bucketBackoff struct {
+	rounds int
+	until  time.Time
+}
+
+// Backoff reports whether the downloader is backing off from bucket (its
+// GETs timed out recently): the follower fetches inline meanwhile.
+func (d *Downloader) Backoff(bucket string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b := d.backoffs[bucket]
+	return b != nil && d.cfg.Clock().Before(b.until)
+}
+
+// noteRound records a bucket's outcome in one Fetch: timedOut when one
+// of its GETs ran out of the budget, else (some GET answered) healthy.
+func (d *Downloader) noteRound(bucket string, timedOut bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !timedOut {
+		delete(d.backoffs, bucket)
+		return
+	}
+	b := d.backoffs[bucket]
+	if b == nil {
+		b = &bucketBackoff{}
+		d.backoffs[bucket] = b
+	}
+	b.rounds++
+	wait := min(d.cfg.TimeoutBackoff<<min(b.rounds-1, 16), d.cfg.MaxTimeoutBackoff)
+	b.until = d.cfg.Clock().Add(wait)
 }
 
 // DownloaderStats counts a Downloader's GETs.
@@ -163,7 +224,16 @@ func NewDownloader(cfg DownloaderConfig) *Downloader {
 	if cfg.MaxConcurrency <= 0 {
 		cfg.MaxConcurrency = 4
 	}
-	return &Downloader{cfg: cfg}
+	if cfg.TimeoutBackoff <= 0 {
+		cfg.TimeoutBackoff = DefaultTimeoutBackoff
+	}
+	if cfg.MaxTimeoutBackoff <= 0 {
+		cfg.MaxTimeoutBackoff = DefaultMaxTimeoutBackoff
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	return &Downloader{cfg: cfg, backoffs: map[string]*bucketBackoff{}}
 }
 
 // Fetched is one pointer's outcome: its verified batches, or a
@@ -234,6 +304,10 @@ func (d *Downloader) Fetch(ctx context.Context, ptrs []Pointer) []Fetched {
 			out = append(out, Fetched{Pointer: p, Err: &RangeError{Pointer: p, Err: err}})
 			continue
 		}
+		if d.Backoff(p.Bucket) {
+			out = append(out, Fetched{Pointer: p, Err: &RangeError{Pointer: p, Err: fmt.Errorf("%w: %s", ErrBucketBackoff, p.Bucket)}})
+			continue
+		}
 		valid = append(valid, p)
 	}
 	bad := len(out)
@@ -263,6 +337,9 @@ func (d *Downloader) Fetch(ctx context.Context, ptrs []Pointer) []Fetched {
 		}()
 	}
 	wg.Wait()
+	if d.cfg.Timeout > 0 {
+		d.noteRounds(gets, out[bad:])
+	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i].Pointer, out[j].Pointer
 		if a.Topic != b.Topic {
@@ -274,6 +351,31 @@ func (d *Downloader) Fetch(ctx context.Context, ptrs []Pointer) []Fetched {
 		return a.BaseOffset < b.BaseOffset
 	})
 	return out
+}
+
+// noteRounds feeds each bucket's outcome of a Fetch to its back-off: a
+// GET that ran out of the budget starts (or lengthens) it, GETs that
+// answered (whatever their ranges' checks said) end it; a round cut
+// short by the caller says nothing.
+func (d *Downloader) noteRounds(gets []getRange, out []Fetched) {
+	timedOut, answered := map[string]bool{}, map[string]bool{}
+	for _, g := range gets {
+		err := out[g.idx[0]].Err
+		switch {
+		case errors.Is(err, ErrDownloadTimeout):
+			timedOut[g.bucket] = true
+		case err == nil || errors.Is(err, ErrObjectMissing) || !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+			answered[g.bucket] = true
+		}
+	}
+	for b := range timedOut {
+		d.noteRound(b, true)
+	}
+	for b := range answered {
+		if !timedOut[b] {
+			d.noteRound(b, false)
+		}
+	}
 }
 
 func (d *Downloader) fetchOne(ctx context.Context, g getRange, out []Fetched) {

@@ -360,3 +360,61 @@ func TestDownloaderParallelGets(t *testing.T) {
 		t.Fatalf("%d results, peak %d concurrent GETs; want 3 and 3", len(got), st.peak)
 	}
 }
+
+// TestDownloaderBacksOffAfterTimeout (issue 25, window 4): a bucket whose
+// GETs hang costs the download budget once per back-off, not on every
+// round: after a timeout its ranges fail at once with ErrBucketBackoff
+// (no GET; the follower fetches inline) until the back-off ends, which
+// doubles while the bucket keeps timing out; a probe that answers ends it.
+// Other buckets are not affected.
+func TestDownloaderBacksOffAfterTimeout(t *testing.T) {
+	hanging := objstore.NewFaulty(objstore.NewMem("slow"))
+	fine := objstore.NewMem("fine")
+	now := time.Unix(1_000, 0)
+	d := wal.NewDownloader(wal.DownloaderConfig{
+		Timeout: 50 * time.Millisecond, HedgeAfter: -1, TimeoutBackoff: time.Second, MaxTimeoutBackoff: 3 * time.Second,
+		Clock: func() time.Time { return now },
+		Store: func(bucket string) (objstore.Store, error) {
+			if bucket == "slow" {
+				return hanging, nil
+			}
+			return fine, nil
+		},
+	})
+	slow := putObject(t, hanging, 1, []wal.ChunkInput{chunk(t, "t", 0, 1, 0, 1, 1)}, nil)
+	ok := putObject(t, fine, 2, []wal.ChunkInput{chunk(t, "t", 1, 1, 0, 1, 1)}, nil)
+	hanging.SetGetLatency(time.Hour) // until the GET's context ends
+	ctx := context.Background()
+
+	round := func(wantSlow error, wantGets int64) {
+		t.Helper()
+		got := d.Fetch(ctx, append(append([]wal.Pointer(nil), slow...), ok...))
+		if !errors.Is(got[0].Err, wantSlow) || got[0].Batches != nil {
+			t.Fatalf("slow bucket: %v, want %v", got[0].Err, wantSlow)
+		}
+		if got[1].Err != nil || len(got[1].Batches) != 1 {
+			t.Fatalf("healthy bucket: %+v, want its batch", got[1])
+		}
+		if s := d.Stats(); s.Gets != wantGets {
+			t.Fatalf("GETs so far %d, want %d", s.Gets, wantGets)
+		}
+	}
+	round(wal.ErrDownloadTimeout, 2)
+	if !d.Backoff("slow") || d.Backoff("fine") {
+		t.Fatalf("backing off: slow %v, fine %v; want only slow", d.Backoff("slow"), d.Backoff("fine"))
+	}
+	round(wal.ErrBucketBackoff, 3) // no GET to the slow bucket
+	now = now.Add(time.Second)     // the back-off ends: a probe
+	round(wal.ErrDownloadTimeout, 5)
+	now = now.Add(time.Second) // doubled: still backing off
+	round(wal.ErrBucketBackoff, 6)
+	now = now.Add(time.Second)
+	hanging.SetGetLatency(0)
+	got := d.Fetch(ctx, slow)
+	if got[0].Err != nil || len(got[0].Batches) != 1 {
+		t.Fatalf("probe of the recovered bucket: %+v", got[0])
+	}
+	if d.Backoff("slow") {
+		t.Fatal("still backing off after a good probe")
+	}
+}

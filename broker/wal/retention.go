@@ -20,7 +20,8 @@ type ChunkNeed struct {
 	Topic     string
 	Partition int32
 	// LeaderEpoch is the chunk's leader epoch: a chunk is tracked only if
-	// it belongs to the leadership the tracker was told of (Lead).
+	// it belongs to the leadership the tracker was told of (Lead, the
+	// epochs of this broker's uninterrupted leadership).
 	LeaderEpoch int32
 	LastOffset  int64
 	// Replicas are the followers that must fetch the chunk (the leader
@@ -59,7 +60,8 @@ type Deletion struct {
 // Safe for concurrent use.
 //
 // Only partitions this broker leads are tracked (Lead .. Release), and
-// only chunks of that leadership's epoch: a chunk of any other partition
+// only chunks of that leadership's epochs (a re-election of this broker
+// keeps the earlier epochs' chunks): a chunk of any other partition
 // needs nothing from this leader (a new leader serves its followers
 // inline, never from our objects), so an upload that finishes after
 // Release leaves nothing behind.
@@ -115,9 +117,11 @@ type chunkEntry struct {
 
 // partTrack is the state of one led partition.
 type partTrack struct {
-	epoch    int32
-	logStart int64
-	leo      map[int32]int64
+	// epoch is the current leadership's, since the first of this
+	// broker's uninterrupted leadership (re-elections keep it).
+	epoch, since int32
+	logStart     int64
+	leo          map[int32]int64
 	// waitFor is the set of replicas deletion waits for (the ISR's
 	// registered followers); nil: every replica a chunk lists.
 	waitFor map[int32]bool
@@ -177,8 +181,13 @@ func NewTracker(retention time.Duration) *Tracker {
 }
 
 // Lead starts tracking a partition this broker leads at epoch: chunks of
-// that epoch are tracked from now on. A new epoch forgets the previous
-// leadership's chunks and progress (as Release does).
+// that epoch are tracked from now on. A broker re-elected at a newer
+// epoch without losing the leadership in between (no Release) keeps its
+// log as it was, and its pointer index keeps serving the earlier epochs'
+// objects: their chunks stay tracked with the progress followers
+// reported (deleted once every replica waited for has them, or at the
+// retention cap), and late uploads of those epochs are tracked too. Any
+// other change of epoch forgets the previous leadership (as Release).
 func (t *Tracker) Lead(topic string, partition, epoch int32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -187,9 +196,13 @@ func (t *Tracker) Lead(topic string, partition, epoch int32) {
 		if pt.epoch == epoch {
 			return
 		}
+		if epoch > pt.epoch {
+			pt.epoch = epoch
+			return
+		}
 		t.releaseLocked(k, pt)
 	}
-	t.parts[k] = &partTrack{epoch: epoch, leo: map[int32]int64{}}
+	t.parts[k] = &partTrack{since: epoch, epoch: epoch, leo: map[int32]int64{}}
 }
 
 // Release says the broker no longer leads the partition (or it was
@@ -234,7 +247,7 @@ func (t *Tracker) Add(bucket, key string, created time.Time, needs []ChunkNeed) 
 	heap.Push(&t.byAge, o)
 	for _, n := range needs {
 		pt := t.parts[tp{n.Topic, n.Partition}]
-		if pt == nil || pt.epoch != n.LeaderEpoch {
+		if pt == nil || n.LeaderEpoch < pt.since || n.LeaderEpoch > pt.epoch {
 			continue
 		}
 		e := &chunkEntry{obj: o, part: pt, last: n.LastOffset}

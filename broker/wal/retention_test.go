@@ -92,7 +92,11 @@ func TestTracker(t *testing.T) {
 			tr.WaitFor("t", 0, []int32{2, 3})
 			tr.ReplicaProgress("t", 0, 3, 10)
 		}, t0.Add(time.Minute), nil},
-		{"new leadership forgets the old one", func(tr *wal.Tracker) { tr.Lead("t", 0, 2) }, t0.Add(time.Minute),
+		// Issue 25 window 4: a re-election keeps the earlier epoch's
+		// chunks (TestTrackerKeepsObjectsAcrossReelection); a leadership
+		// lost in between forgets them.
+		{"re-election keeps the old epoch's chunks", func(tr *wal.Tracker) { tr.Lead("t", 0, 2) }, t0.Add(time.Minute), nil},
+		{"new leadership forgets the old one", func(tr *wal.Tracker) { tr.Release("t", 0); tr.Lead("t", 0, 2) }, t0.Add(time.Minute),
 			[]wal.Deletion{{Bucket: "b", Key: "B", Reason: wal.ReasonReplicated}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -279,5 +283,38 @@ func TestTrackerCost(t *testing.T) {
 	}
 	if tr.Len() != 0 {
 		t.Fatalf("%d objects left", tr.Len())
+	}
+}
+
+// TestTrackerKeepsObjectsAcrossReelection (issue 25, window 4): a leader
+// re-elected at a newer epoch, with no Release in between, keeps its
+// previous epoch's objects until the followers have them (its pointer
+// index still serves them: deleting them at once would push lagging
+// followers inline), or the retention cap; a late upload of the previous
+// epoch is tracked too. A leadership lost in between forgets them.
+func TestTrackerKeepsObjectsAcrossReelection(t *testing.T) {
+	t0 := time.Unix(1_750_000_000, 0)
+	tr := wal.NewTracker(time.Hour)
+	tr.Lead("t", 0, 1)
+	tr.Add("b", "A", t0, []wal.ChunkNeed{{Topic: "t", Partition: 0, LeaderEpoch: 1, LastOffset: 9, Replicas: []int32{2, 3}}})
+	tr.ReplicaProgress("t", 0, 2, 10)
+	tr.Lead("t", 0, 2) // re-elected
+	tr.Add("b", "B", t0, []wal.ChunkNeed{{Topic: "t", Partition: 0, LeaderEpoch: 1, LastOffset: 19, Replicas: []int32{2, 3}}})
+	if got := tr.Collect(t0.Add(time.Minute)); len(got) != 0 {
+		t.Fatalf("after the re-election: %v deletable, want none (replica 3 has neither object)", got)
+	}
+	tr.ReplicaProgress("t", 0, 3, 10)
+	if got, want := tr.Collect(t0.Add(time.Minute)), []wal.Deletion{{Bucket: "b", Key: "A", Reason: wal.ReasonReplicated}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("replica 3 has A: %v, want %v", got, want)
+	}
+	if got, want := tr.Collect(t0.Add(2*time.Hour)), []wal.Deletion{{Bucket: "b", Key: "B", Reason: wal.ReasonRetention}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("past the retention cap: %v, want %v", got, want)
+	}
+
+	tr.Add("b", "C", t0, []wal.ChunkNeed{{Topic: "t", Partition: 0, LeaderEpoch: 2, LastOffset: 29, Replicas: []int32{2, 3}}})
+	tr.Release("t", 0)
+	tr.Lead("t", 0, 4) // led again after another leader
+	if got, want := tr.Collect(t0.Add(time.Minute)), []wal.Deletion{{Bucket: "b", Key: "C", Reason: wal.ReasonReplicated}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after losing the leadership: %v, want %v", got, want)
 	}
 }
