@@ -84,6 +84,10 @@ type producerStates struct {
 	// ongoing maps the producers with an open transaction to its first
 	// offset (the entries' TxnFirst, indexed for the LSO).
 	ongoing map[int64]int64
+	// verifying holds the KIP-890 verification guard of each producer
+	// whose transaction is being verified with its coordinator
+	// (txn.go, StartTxnVerification).
+	verifying map[int64]*VerificationGuard
 }
 
 // pendingProducers are the entries an append will install once written.
@@ -255,6 +259,13 @@ func (p *producerStates) expire(nowMs, ttlMs int64) {
 			p.forget(id)
 		}
 	}
+	// Guards of verifications that never led to an append (refused, or
+	// the producer gave up) go the same way, as in Kafka.
+	for id, g := range p.verifying {
+		if nowMs-g.createdMs >= ttlMs {
+			delete(p.verifying, id)
+		}
+	}
 }
 
 // update tracks one stored batch during a rebuild (no checks); marker is
@@ -284,7 +295,7 @@ func (p *producerStates) truncateHead(start int64) {
 	}
 }
 
-func (p *producerStates) reset() { p.m, p.ongoing = nil, nil }
+func (p *producerStates) reset() { p.m, p.ongoing, p.verifying = nil, nil, nil }
 
 // snapshot file: one JSON object per line per producer, then a line with
 // the CRC-32C of everything before it.

@@ -463,3 +463,64 @@ func TestTxnCompletedForgottenBelowHWM(t *testing.T) {
 	}
 	wantLSO(t, l, l.EndOffset(), l.EndOffset())
 }
+
+// KIP-890 part 1's verification guard: a transactional batch verified
+// with the coordinator before a marker ended the producer's transaction
+// is refused when it is appended after the marker (it would open a
+// transaction no marker ends, pinning the LSO), and so is a batch of a
+// transaction that was open when the produce began and ended before its
+// append. The coordinator's answer is remembered only while the guard is
+// current.
+func TestTxnVerificationGuard(t *testing.T) {
+	l := openLog(t, t.TempDir(), testConfig())
+	defer l.Close()
+	w := &txnWriter{t: t, l: l, pid: 9}
+	txnBatch := func(seq int32, val string) []record.Batch {
+		spec := record.DefaultSpec()
+		spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence, spec.Transactional = w.pid, w.epoch, seq, true
+		return []record.Batch{keyedBatch(t, spec, 1000, v("k", val))}
+	}
+
+	// Verified, then the transaction ends before the append.
+	g := l.StartTxnVerification(w.pid, w.epoch)
+	if g == nil {
+		t.Fatal("no guard for a producer without an open transaction")
+	}
+	if again := l.StartTxnVerification(w.pid, w.epoch); again != g {
+		t.Fatal("a second request of the same transaction got another guard")
+	}
+	w.mustEnd(false) // the coordinator timed the transaction out
+	if l.TxnVerified(g) {
+		t.Fatal("a stale verification answer was remembered after the marker")
+	}
+	if _, err := l.AppendAsLeaderVerified(txnBatch(0, "late"), 1, g); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("late batch appended after the marker: %v, want ErrInvalidTxnState", err)
+	}
+	wantLSO(t, l, l.EndOffset(), l.EndOffset())
+
+	// The next transaction: a new guard, its answer remembered until the
+	// first batch opens the transaction.
+	g2 := l.StartTxnVerification(w.pid, w.epoch)
+	if g2 == nil || g2 == g {
+		t.Fatalf("guard after the marker: %p, the old one %p", g2, g)
+	}
+	if !l.TxnVerified(g2) || !l.IsTxnVerified(g2) {
+		t.Fatal("a current guard's answer is not remembered")
+	}
+	if _, err := l.AppendAsLeaderVerified(txnBatch(0, "1"), 1, g2); err != nil {
+		t.Fatal(err)
+	}
+	if l.IsTxnVerified(g2) {
+		t.Fatal("the guard outlived the start of its transaction")
+	}
+	if g3 := l.StartTxnVerification(w.pid, w.epoch); g3 != nil {
+		t.Fatal("a guard for a producer with an open transaction")
+	}
+	// Open when the produce began (no guard), ended before its append.
+	w.mustEnd(true)
+	if _, err := l.AppendAsLeaderVerified(txnBatch(1, "2"), 1, nil); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("batch of an ended transaction appended without a guard: %v, want ErrInvalidTxnState", err)
+	}
+	wantLSO(t, l, l.EndOffset(), l.EndOffset())
+	wantView(t, l, "k=1")
+}

@@ -404,3 +404,58 @@ func TestReadCommittedFetchWakesOnMarker(t *testing.T) {
 		t.Fatalf("woken fetch: error %v, LSO %d, %d bytes", kerr.ErrorForCode(p.ErrorCode), p.LastStableOffset, len(p.RecordBatches))
 	}
 }
+
+// markerDuringVerify is a KIP-890 verifier that answers its first call
+// "verified", but only after the transaction ended: the coordinator
+// aborted it (its timeout) and the abort marker reached the partition
+// while the leader was waiting for the answer (up to 30 s in a cluster).
+// Later calls refuse, as the coordinator then does.
+type markerDuringVerify struct {
+	testVerifier
+	marker func()
+}
+
+func (v *markerDuringVerify) VerifyTxnPartition(ctx context.Context, id string, pid int64, epoch int16, topic string, partition int32) error {
+	first := v.count() == 0
+	_ = v.testVerifier.VerifyTxnPartition(ctx, id, pid, epoch, topic, partition)
+	if first {
+		v.marker()
+		return nil
+	}
+	return kerr.InvalidTxnState
+}
+
+// Window 3a of issue #25: a late first batch of a transaction, verified
+// before the abort marker reached the partition and appended after it,
+// is refused (INVALID_TXN_STATE) instead of opening a hanging transaction
+// that pins the LSO, and the stale answer is not remembered: the retry
+// asks the coordinator again.
+func TestTxnVerificationRacingMarker(t *testing.T) {
+	v := &markerDuringVerify{}
+	addr := startTxnBroker(t, v)
+	createTopic(t, newAdmin(t, addr), "race", 1, nil)
+	cl := newClient(t, addr)
+	c := &txnClient{t: t, cl: cl, topic: "race", pid: 42}
+	v.marker = func() {
+		if codes := writeMarker(t, addr, "race", 42, 0, false, 0); codes[0] != 0 {
+			t.Errorf("abort marker: %v", kerr.ErrorForCode(codes[0]))
+		}
+	}
+	id := "app"
+	if r := c.produce(&id, true, "late"); r.ErrorCode != kerr.InvalidTxnState.Code {
+		t.Fatalf("first batch verified before the abort marker and appended after it: %v, want INVALID_TXN_STATE", kerr.ErrorForCode(r.ErrorCode))
+	}
+	end := latestOffset(t, cl, "race", 0)
+	if lso := latestOffset(t, cl, "race", 1); lso != end {
+		t.Fatalf("LSO %d pinned below the end %d by a hanging transaction", lso, end)
+	}
+	if ap := describeProducer(t, cl, "race", 42); ap.CurrentTxnStartOffset != -1 {
+		t.Fatalf("the late batch opened a transaction: %+v", ap)
+	}
+	if r := c.produce(&id, true, "late"); r.ErrorCode != kerr.InvalidTxnState.Code {
+		t.Fatalf("retried late batch: %v, want INVALID_TXN_STATE", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if n := v.count(); n != 2 {
+		t.Fatalf("verifier asked %d times, want 2 (the stale answer must not be remembered)", n)
+	}
+}

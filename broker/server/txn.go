@@ -98,7 +98,6 @@ func (s *Server) startTxnCoordinator(ctx context.Context, env *protocol.Env) err
 	s.txnVerifier = &txnVerifier{txns: c, owns: cfg.Owns, remote: s.ib.request,
 		coordinatorOf: func(id string) int32 { return group.CoordinatorFor(id, liveIDs(b)) }}
 	env.TxnVerifier = s.txnVerifier
-	env.TxnMarkerWritten = s.txnVerifier.Forget
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
