@@ -27,6 +27,10 @@ var (
 	// ErrInvalidProducerEpoch: the batch's producer epoch is older than
 	// the producer's current one (INVALID_PRODUCER_EPOCH).
 	ErrInvalidProducerEpoch = errors.New("invalid producer epoch")
+	// ErrCoordinatorFenced: a transaction marker's coordinator epoch is
+	// older than the one of the producer's last marker in this partition:
+	// a stale coordinator's (TRANSACTION_COORDINATOR_FENCED).
+	ErrCoordinatorFenced = errors.New("transaction coordinator fenced")
 )
 
 // maxProducerBatches is how many recent batches are kept per producer:
@@ -141,6 +145,14 @@ func (p *producerStates) check(headers []record.Header, markers []*record.Marker
 			// older epoch (its sequences restart).
 			if asLeader && cur.Epoch >= 0 && h.ProducerEpoch < cur.Epoch {
 				return nil, nil, nil, fmt.Errorf("producer %d marker epoch %d is older than %d: %w", h.ProducerID, h.ProducerEpoch, cur.Epoch, ErrInvalidProducerEpoch)
+			}
+			// Kafka's checkCoordinatorEpoch: a marker from a coordinator
+			// older than the one that wrote the producer's last marker
+			// here is a late retry of a coordinator that lost the
+			// transactional ID; at the same producer epoch it would end
+			// the producer's next transaction.
+			if asLeader && cur.coordEpoch >= 0 && marker.CoordinatorEpoch < cur.coordEpoch {
+				return nil, nil, nil, fmt.Errorf("producer %d marker coordinator epoch %d is older than %d: %w", h.ProducerID, marker.CoordinatorEpoch, cur.coordEpoch, ErrCoordinatorFenced)
 			}
 			if h.ProducerEpoch != cur.Epoch {
 				cur.Epoch, cur.Batches = h.ProducerEpoch, nil

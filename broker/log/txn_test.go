@@ -39,11 +39,17 @@ func (w *txnWriter) data(kvs ...kv) AppendResult {
 // end appends the producer's COMMIT or ABORT marker.
 func (w *txnWriter) end(commit bool) (AppendResult, error) {
 	w.t.Helper()
+	return w.endAt(commit, 3)
+}
+
+// endAt appends the producer's marker with a coordinator epoch.
+func (w *txnWriter) endAt(commit bool, coordinatorEpoch int32) (AppendResult, error) {
+	w.t.Helper()
 	typ := record.ControlAbort
 	if commit {
 		typ = record.ControlCommit
 	}
-	b, err := record.BuildMarker(w.pid, w.epoch, record.Marker{Type: typ, CoordinatorEpoch: 3}, 1000)
+	b, err := record.BuildMarker(w.pid, w.epoch, record.Marker{Type: typ, CoordinatorEpoch: coordinatorEpoch}, 1000)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -523,4 +529,51 @@ func TestTxnVerificationGuard(t *testing.T) {
 	}
 	wantLSO(t, l, l.EndOffset(), l.EndOffset())
 	wantView(t, l, "k=1")
+}
+
+// Window 3b of issue #25: a marker whose coordinator epoch is older than
+// the one of the producer's last marker in the partition is a stale
+// coordinator's late retry; at the same producer epoch (KIP-890 part 1
+// does not bump it per transaction) it would end the producer's next
+// transaction. It is refused (ErrCoordinatorFenced), also after a
+// restart (the epoch is in the producer snapshot and in the markers a
+// recovery replays), and followers take whatever their leader appended.
+func TestTxnCoordinatorEpochFencing(t *testing.T) {
+	for _, restart := range []string{"none", "clean", "crash"} {
+		t.Run(restart, func(t *testing.T) {
+			dir := t.TempDir()
+			l := openLog(t, dir, testConfig())
+			w := &txnWriter{t: t, l: l, pid: 5, epoch: 1}
+			w.data(v("k", "1"))
+			if _, err := w.endAt(true, 7); err != nil { // the new coordinator's marker
+				t.Fatal(err)
+			}
+			w.data(v("k", "2")) // the producer's next transaction
+			switch restart {
+			case "clean":
+				if err := l.Close(); err != nil {
+					t.Fatal(err)
+				}
+				l = openLog(t, dir, testConfig())
+			case "crash":
+				if err := l.shutdown(false); err != nil {
+					t.Fatal(err)
+				}
+				l = openLog(t, dir, testConfig())
+			}
+			w.l = l
+			defer l.Close()
+			// The old coordinator's retry of the first transaction's marker.
+			if _, err := w.endAt(true, 6); !errors.Is(err, ErrCoordinatorFenced) {
+				t.Fatalf("marker of an older coordinator: %v, want ErrCoordinatorFenced", err)
+			}
+			if got := l.OngoingTxns(); got != 1 {
+				t.Fatalf("ongoing transactions %d after the stale marker, want 1 (it must not end the next transaction)", got)
+			}
+			if _, err := w.endAt(false, 7); err != nil {
+				t.Fatalf("marker of the current coordinator: %v", err)
+			}
+			wantView(t, l, "k=1")
+		})
+	}
 }

@@ -132,10 +132,16 @@ func (c *txnClient) mustProduce(txnID string, values ...string) int64 {
 // unknown one itself) and returns each partition's error code.
 func writeMarker(t *testing.T, addr, topic string, pid int64, epoch int16, commit bool, partitions ...int32) []int16 {
 	t.Helper()
+	return writeMarkerAt(t, addr, topic, pid, epoch, 1, commit, partitions...)
+}
+
+// writeMarkerAt is writeMarker with a coordinator epoch.
+func writeMarkerAt(t *testing.T, addr, topic string, pid int64, epoch int16, coordinatorEpoch int32, commit bool, partitions ...int32) []int16 {
+	t.Helper()
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	req.Version = 1
 	m := kmsg.NewWriteTxnMarkersRequestMarker()
-	m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = pid, epoch, commit, 1
+	m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = pid, epoch, commit, coordinatorEpoch
 	m.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: topic, Partitions: partitions}}
 	req.Markers = append(req.Markers, m)
 	c := dial(t, addr)
@@ -457,5 +463,35 @@ func TestTxnVerificationRacingMarker(t *testing.T) {
 	}
 	if n := v.count(); n != 2 {
 		t.Fatalf("verifier asked %d times, want 2 (the stale answer must not be remembered)", n)
+	}
+}
+
+// Window 3b of issue #25: a coordinator that lost the transactional ID
+// retries its marker of the producer's previous transaction after the new
+// coordinator (a higher coordinator epoch) ended that transaction and the
+// producer began its next one at the same producer epoch: the partition
+// answers TRANSACTION_COORDINATOR_FENCED and the next transaction stays
+// open.
+func TestStaleCoordinatorMarkerFenced(t *testing.T) {
+	addr := startTxnBroker(t, nil)
+	createTopic(t, newAdmin(t, addr), "fence", 1, nil)
+	cl := newClient(t, addr)
+	c := &txnClient{t: t, cl: cl, topic: "fence", pid: 77}
+	c.mustProduce("app", "t1")
+	if codes := writeMarkerAt(t, addr, "fence", 77, 0, 5, true, 0); codes[0] != 0 {
+		t.Fatalf("the new coordinator's commit: %v", kerr.ErrorForCode(codes[0]))
+	}
+	c.mustProduce("app", "t2") // the next transaction, same producer epoch
+	if codes := writeMarkerAt(t, addr, "fence", 77, 0, 4, true, 0); codes[0] != kerr.TransactionCoordinatorFenced.Code {
+		t.Fatalf("the old coordinator's late commit: %v, want TRANSACTION_COORDINATOR_FENCED", kerr.ErrorForCode(codes[0]))
+	}
+	if ap := describeProducer(t, cl, "fence", 77); ap.CurrentTxnStartOffset < 0 || ap.CoordinatorEpoch != 5 {
+		t.Fatalf("after the stale marker: %+v, want the second transaction open and coordinator epoch 5", ap)
+	}
+	if codes := writeMarkerAt(t, addr, "fence", 77, 0, 5, false, 0); codes[0] != 0 {
+		t.Fatalf("the current coordinator's abort: %v", kerr.ErrorForCode(codes[0]))
+	}
+	if got, want := consumeValues(t, addr, "fence", kgo.ReadCommitted(), 1), []string{"t1"}; !slices.Equal(got, want) {
+		t.Fatalf("read_committed got %v, want %v", got, want)
 	}
 }
