@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/strata-dev/strata/broker/record"
 )
@@ -575,5 +576,113 @@ func TestTxnCoordinatorEpochFencing(t *testing.T) {
 			}
 			wantView(t, l, "k=1")
 		})
+	}
+}
+
+// markerHorizons maps the offset of every control batch in the log to its
+// delete horizon (-1: none).
+func markerHorizons(t testing.TB, l *Log) map[int64]int64 {
+	t.Helper()
+	out := map[int64]int64{}
+	for _, h := range readAll(t, l) {
+		if h.IsControl() {
+			ms, _ := h.DeleteHorizon()
+			out[h.BaseOffset] = ms
+		}
+	}
+	return out
+}
+
+// Window 3c of issue #25: the cleaner removes a transaction's marker once
+// its data is gone, in two passes as Kafka does (KIP-534): the clean that
+// removes the data keeps the marker, the next one stamps it with a delete
+// horizon (now + delete.retention.ms) and drops the aborted-transaction
+// index entry, and a clean after the horizon drops it. A marker whose
+// transaction still has data stays; a reopened log (clean or crashed)
+// rebuilds the same producer state without the dropped markers.
+func TestTxnCompactionRemovesMarkers(t *testing.T) {
+	c := newClock()
+	cfg := compactConfig()
+	cfg.DeleteRetention = time.Hour
+	dir := t.TempDir()
+	l := openLog(t, dir, cfg, WithClock(c.now))
+	defer func() { l.Close() }()
+	a := &txnWriter{t: t, l: l, pid: 1}
+	b := &txnWriter{t: t, l: l, pid: 2}
+	big := string(make([]byte, 200))
+	n := 0
+	fill := func(k int) {
+		for i := 0; i < k; i++ {
+			plain(t, l, v(fmt.Sprint("x", n%4), big))
+			n++
+		}
+	}
+	a.data(v("k", "1"))
+	commit1 := a.mustEnd(true) // k=1 is superseded by a's next transaction
+	b.data(v("j", big))
+	abort := b.mustEnd(false) // aborted: its data goes with the first clean
+	a.data(v("k", "2"))
+	commit2 := a.mustEnd(true) // k=2 is k's latest value: this marker stays
+	b.data(v("j2", "x"))
+	commit3 := b.mustEnd(true)
+	fill(20)
+
+	mustClean(t, l) // removes k=1 and the aborted j; the markers stay
+	hz := markerHorizons(t, l)
+	for _, off := range []int64{commit1, abort, commit2, commit3} {
+		if h, ok := hz[off]; !ok || h != -1 {
+			t.Fatalf("marker at %d after the clean that removed its data: present %v, horizon %d; want present without a horizon", off, ok, h)
+		}
+	}
+	if got := l.AbortedTxns(0, l.EndOffset()); len(got) != 1 {
+		t.Fatalf("aborted transactions %v, want b's", got)
+	}
+	fill(8)
+	mustClean(t, l) // no data left for the first two: a delete horizon each
+	horizon := c.now().UnixMilli() + time.Hour.Milliseconds()
+	hz = markerHorizons(t, l)
+	if hz[commit1] != horizon || hz[abort] != horizon || hz[commit2] != -1 || hz[commit3] != -1 {
+		t.Fatalf("horizons %v, want %d for the markers at %d and %d only", hz, horizon, commit1, abort)
+	}
+	if got := l.AbortedTxns(0, l.EndOffset()); len(got) != 0 {
+		t.Fatalf("aborted transactions without data still indexed: %v", got)
+	}
+	// The horizon is in the batch: a reopened log keeps it.
+	l.Close()
+	l = openLog(t, dir, cfg, WithClock(c.now))
+	c.advance(59 * time.Minute)
+	fill(8)
+	mustClean(t, l)
+	if hz := markerHorizons(t, l); len(hz) != 4 {
+		t.Fatalf("markers dropped before delete.retention.ms: %v", hz)
+	}
+	c.advance(2 * time.Minute)
+	fill(8)
+	mustClean(t, l)
+	hz = markerHorizons(t, l)
+	if _, ok := hz[commit1]; ok || len(hz) != 2 {
+		t.Fatalf("markers after delete.retention.ms: %v, want those at %d and %d only", hz, commit2, commit3)
+	}
+	if _, ok := hz[abort]; ok {
+		t.Fatalf("abort marker without data kept: %v", hz)
+	}
+	end := l.EndOffset()
+	wantLSO(t, l, end, end)
+	view := readCommitted(t, l)
+	if !slices.Contains(view, "k=2") || !slices.Contains(view, "j2=x") || slices.Contains(view, "k=1") {
+		t.Fatalf("read_committed after the markers went: %v", view)
+	}
+	for _, how := range []string{"clean", "crash"} {
+		if how == "clean" {
+			l.Close()
+		} else if err := l.shutdown(false); err != nil {
+			t.Fatal(err)
+		}
+		l = openLog(t, dir, cfg, WithClock(c.now))
+		if got := l.OngoingTxns(); got != 0 {
+			t.Fatalf("%s reopen: %d transactions open", how, got)
+		}
+		wantLSO(t, l, end, end)
+		wantView(t, l, view...)
 	}
 }
