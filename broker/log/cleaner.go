@@ -97,6 +97,17 @@ type cleanerState struct {
 	loaded     bool
 	firstDirty int64
 	marks      []cleanMark
+	// markerHorizon is the earliest delete horizon of a transaction
+	// marker the last clean kept (0: none known; not persisted, so after
+	// a restart such markers wait for the next clean the dirty ratio
+	// brings). Once it passed, the log is due (Kafka 3.x does the same).
+	markerHorizon int64
+}
+
+// markerHorizonDueLocked reports whether a kept marker's delete horizon
+// passed. Called with mu held.
+func (l *Log) markerHorizonDueLocked(now int64) bool {
+	return l.cleaner.markerHorizon > 0 && l.cleaner.markerHorizon <= now
 }
 
 // errCleanAborted: the log changed (retention, truncation) under a clean;
@@ -162,10 +173,11 @@ func (l *Log) DirtyRatio(limit int64) (ratio float64, due bool) {
 		return 0, false
 	}
 	c := l.cleanableLocked(limit)
+	horizonDue := c.end > 0 && l.markerHorizonDueLocked(l.nowMs())
 	if c.dirty == c.end {
-		return 0, false
+		return 0, horizonDue
 	}
-	return c.ratio, c.forced || c.ratio >= l.cfg.MinCleanableDirtyRatio
+	return c.ratio, c.forced || horizonDue || c.ratio >= l.cfg.MinCleanableDirtyRatio
 }
 
 // Clean compacts the log once (see the comment at the top of cleaner.go).
@@ -209,11 +221,14 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanStats, error) 
 	}
 	c := l.cleanableLocked(limit)
 	st.DirtyRatio = c.ratio
-	if !cfg.Compact || c.dirty == c.end || (!opts.Force && !c.forced && c.ratio < cfg.MinCleanableDirtyRatio) {
+	now := l.nowMs()
+	// A log with nothing dirty is cleaned again when a kept marker's
+	// delete horizon passed: the clean drops the marker.
+	horizonDue := c.end > 0 && l.markerHorizonDueLocked(now)
+	if !cfg.Compact || (c.dirty == c.end && !horizonDue) || (!opts.Force && !c.forced && !horizonDue && c.ratio < cfg.MinCleanableDirtyRatio) {
 		l.mu.RUnlock()
 		return st, nil
 	}
-	now := l.nowMs()
 	marks := append([]cleanMark(nil), l.cleaner.marks...)
 	lastOfProducer := map[int64]int64{}
 	for pid, e := range l.producers.m {
@@ -341,6 +356,7 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanStats, error) 
 	defer l.mu.Unlock()
 	cs := &l.cleaner
 	cs.firstDirty = max(cs.firstDirty, endOffset)
+	cs.markerHorizon = tc.nextHorizon
 	if len(cs.marks) == 0 || cs.marks[len(cs.marks)-1].end < endOffset {
 		cs.marks = append(cs.marks, cleanMark{end: endOffset, ms: now})
 	}
@@ -576,12 +592,16 @@ type txnCleaner struct {
 	empty map[int64]bool
 	// dropped is the highest offset of a marker dropped, -1 for none.
 	dropped int64
+	// nextHorizon is the earliest delete horizon of a marker kept, 0 for
+	// none.
+	nextHorizon int64
 
 	// Undo state of the source being written (writeCleaned rolls back a
 	// source that does not fit and writes it again in the next group).
-	openSaved    map[int64]bool
-	emptyAdded   []int64
-	droppedSaved int64
+	openSaved        map[int64]bool
+	emptyAdded       []int64
+	droppedSaved     int64
+	nextHorizonSaved int64
 }
 
 func newTxnCleaner(now, retention int64) *txnCleaner {
@@ -593,6 +613,7 @@ func (tc *txnCleaner) begin() {
 	tc.openSaved = maps.Clone(tc.open)
 	tc.emptyAdded = tc.emptyAdded[:0]
 	tc.droppedSaved = tc.dropped
+	tc.nextHorizonSaved = tc.nextHorizon
 }
 
 func (tc *txnCleaner) undo() {
@@ -601,6 +622,7 @@ func (tc *txnCleaner) undo() {
 		delete(tc.empty, off)
 	}
 	tc.dropped = tc.droppedSaved
+	tc.nextHorizon = tc.nextHorizonSaved
 }
 
 // dataBatch notes a data batch read by the clean (before its records are
@@ -631,9 +653,17 @@ func (tc *txnCleaner) controlBatch(b record.Batch, h record.Header) (record.Batc
 			tc.dropped = max(tc.dropped, h.LastOffset())
 			return nil, nil
 		}
+		tc.keptHorizon(horizon)
 		return b, nil
 	}
+	tc.keptHorizon(tc.now + tc.retention)
 	return record.WithDeleteHorizon(b, tc.now+tc.retention)
+}
+
+func (tc *txnCleaner) keptHorizon(ms int64) {
+	if tc.nextHorizon == 0 || ms < tc.nextHorizon {
+		tc.nextHorizon = ms
+	}
 }
 
 // cleanBatch returns the batch with only the kept records: b itself when

@@ -1,6 +1,7 @@
 package log
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -656,9 +657,21 @@ func TestTxnCompactionRemovesMarkers(t *testing.T) {
 	if hz := markerHorizons(t, l); len(hz) != 4 {
 		t.Fatalf("markers dropped before delete.retention.ms: %v", hz)
 	}
+	if _, due := l.DirtyRatio(math.MaxInt64); due {
+		t.Fatal("due with nothing dirty and no marker horizon passed")
+	}
 	c.advance(2 * time.Minute)
-	fill(8)
-	mustClean(t, l)
+	// Nothing new to clean, but a kept marker's horizon passed: the log is
+	// due, and a clean that is not forced drops the markers.
+	if _, due := l.DirtyRatio(math.MaxInt64); !due {
+		t.Fatal("not due after a kept marker's delete horizon passed")
+	}
+	if st, err := l.Clean(context.Background(), CleanOptions{Limit: math.MaxInt64}); err != nil || !st.Cleaned {
+		t.Fatalf("clean after the delete horizon: %+v, %v", st, err)
+	}
+	if _, due := l.DirtyRatio(math.MaxInt64); due {
+		t.Fatal("still due after the markers went")
+	}
 	hz = markerHorizons(t, l)
 	if _, ok := hz[commit1]; ok || len(hz) != 2 {
 		t.Fatalf("markers after delete.retention.ms: %v, want those at %d and %d only", hz, commit2, commit3)
