@@ -21,6 +21,8 @@ func logErrorCode(err error) (int16, bool) {
 		return kerr.DuplicateSequenceNumber.Code, true
 	case errors.Is(err, log.ErrInvalidTxnState):
 		return kerr.InvalidTxnState.Code, true
+	case errors.Is(err, log.ErrCoordinatorFenced):
+		return kerr.TransactionCoordinatorFenced.Code, true
 	}
 	return 0, false
 }

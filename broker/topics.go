@@ -542,6 +542,21 @@ const LeaderEpoch = 0
 // sequences. In cluster mode only the leader appends
 // (NOT_LEADER_OR_FOLLOWER otherwise).
 func (p *Partition) Append(records []byte) (log.AppendResult, int32, error) {
+	return p.append(records, false, nil)
+}
+
+// AppendVerified is Append for a produce whose transactions are verified
+// with their coordinator (KIP-890 part 1): a transactional batch that
+// would start its producer's transaction here is appended only while
+// guard (log.Log.StartTxnVerification, made before the coordinator was
+// asked) is still current — no marker ended the transaction meanwhile —
+// else INVALID_TXN_STATE. A nil guard accepts only batches of a
+// transaction that is still open.
+func (p *Partition) AppendVerified(records []byte, guard *log.VerificationGuard) (log.AppendResult, int32, error) {
+	return p.append(records, true, guard)
+}
+
+func (p *Partition) append(records []byte, verify bool, guard *log.VerificationGuard) (log.AppendResult, int32, error) {
 	batches, err := record.Validate(records, p.maxBytes())
 	if err != nil {
 		return log.AppendResult{}, 0, err
@@ -552,13 +567,24 @@ func (p *Partition) Append(records []byte) (log.AppendResult, int32, error) {
 		}
 	}
 	if p.Replica != nil {
-		res, epoch, err := p.Replica.AppendAsLeader(batches)
+		var res log.AppendResult
+		var epoch int32
+		if verify {
+			res, epoch, err = p.Replica.AppendAsLeaderVerified(batches, guard)
+		} else {
+			res, epoch, err = p.Replica.AppendAsLeader(batches)
+		}
 		if errors.Is(err, log.ErrDuplicateSequence) {
 			return res, epoch, nil
 		}
 		return res, epoch, err
 	}
-	res, err := p.Log.AppendAsLeader(batches, LeaderEpoch)
+	var res log.AppendResult
+	if verify {
+		res, err = p.Log.AppendAsLeaderVerified(batches, LeaderEpoch, guard)
+	} else {
+		res, err = p.Log.AppendAsLeader(batches, LeaderEpoch)
+	}
 	if errors.Is(err, log.ErrDuplicateSequence) {
 		// An idempotent producer's retry of a batch that is already in
 		// the log: Kafka answers success with the original offsets, which

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -30,7 +31,9 @@ import (
 // Records keep their offsets: a rewritten batch keeps its base offset and
 // last offset delta (record.Rebuild), so offsets have gaps and never move.
 // Tombstones (null values) stay until DeleteRetention has passed since the
-// cleaner first reached them; records without a key are dropped. A batch
+// cleaner first reached them; records without a key are dropped.
+// Transaction markers go in two passes once no data of their transaction
+// is left (txnCleaner). A batch
 // that is an idempotent producer's last one is kept even when all its
 // records go (as an empty batch), so that the producer's sequence checks
 // survive. Consecutive segments are merged while their total original
@@ -94,6 +97,17 @@ type cleanerState struct {
 	loaded     bool
 	firstDirty int64
 	marks      []cleanMark
+	// markerHorizon is the earliest delete horizon of a transaction
+	// marker the last clean kept (0: none known; not persisted, so after
+	// a restart such markers wait for the next clean the dirty ratio
+	// brings). Once it passed, the log is due (Kafka 3.x does the same).
+	markerHorizon int64
+}
+
+// markerHorizonDueLocked reports whether a kept marker's delete horizon
+// passed. Called with mu held.
+func (l *Log) markerHorizonDueLocked(now int64) bool {
+	return l.cleaner.markerHorizon > 0 && l.cleaner.markerHorizon <= now
 }
 
 // errCleanAborted: the log changed (retention, truncation) under a clean;
@@ -159,10 +173,11 @@ func (l *Log) DirtyRatio(limit int64) (ratio float64, due bool) {
 		return 0, false
 	}
 	c := l.cleanableLocked(limit)
+	horizonDue := c.end > 0 && l.markerHorizonDueLocked(l.nowMs())
 	if c.dirty == c.end {
-		return 0, false
+		return 0, horizonDue
 	}
-	return c.ratio, c.forced || c.ratio >= l.cfg.MinCleanableDirtyRatio
+	return c.ratio, c.forced || horizonDue || c.ratio >= l.cfg.MinCleanableDirtyRatio
 }
 
 // Clean compacts the log once (see the comment at the top of cleaner.go).
@@ -206,11 +221,14 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanStats, error) 
 	}
 	c := l.cleanableLocked(limit)
 	st.DirtyRatio = c.ratio
-	if !cfg.Compact || c.dirty == c.end || (!opts.Force && !c.forced && c.ratio < cfg.MinCleanableDirtyRatio) {
+	now := l.nowMs()
+	// A log with nothing dirty is cleaned again when a kept marker's
+	// delete horizon passed: the clean drops the marker.
+	horizonDue := c.end > 0 && l.markerHorizonDueLocked(now)
+	if !cfg.Compact || (c.dirty == c.end && !horizonDue) || (!opts.Force && !c.forced && !horizonDue && c.ratio < cfg.MinCleanableDirtyRatio) {
 		l.mu.RUnlock()
 		return st, nil
 	}
-	now := l.nowMs()
 	marks := append([]cleanMark(nil), l.cleaner.marks...)
 	lastOfProducer := map[int64]int64{}
 	for pid, e := range l.producers.m {
@@ -282,10 +300,7 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanStats, error) 
 	}
 	keep := func(h record.Header, r record.Record) bool {
 		if h.IsControl() {
-			// Markers stay (Kafka drops them once the data they govern
-			// is gone and delete.retention.ms passed; see
-			// docs/transactions.md).
-			return true
+			return true // markers: txnCleaner decides, batch by batch
 		}
 		if h.IsTransactional() && isAborted(aborted, h.ProducerID, h.BaseOffset) {
 			return false
@@ -301,10 +316,25 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanStats, error) 
 	}
 
 	// 2. Rewrite segs[:mapEnd] in groups, swapping each in.
+	tc := newTxnCleaner(now, deleteRetention)
 	for i := 0; i < mapEnd; {
-		ns, n, err := l.writeCleaned(ctx, opts.Limiter, srcs[i:mapEnd], keep, lastOfProducer, &st)
+		ns, n, err := l.writeCleaned(ctx, opts.Limiter, srcs[i:mapEnd], keep, lastOfProducer, tc, &st)
 		if err != nil {
 			return st, err
+		}
+		if tc.dropped >= 0 {
+			// A producer snapshot at or below a dropped marker may
+			// hold the marker's transaction open, and a replay from it
+			// would no longer find the marker: such snapshots go
+			// first (a longer replay at worst).
+			l.mu.Lock()
+			err := l.removeSnapshots(func(off int64) bool { return off <= tc.dropped })
+			l.mu.Unlock()
+			if err != nil {
+				ns.close()
+				l.removeCleaned(ns.base, cleanedSuffix)
+				return st, fmt.Errorf("clean: %w", err)
+			}
 		}
 		group := make([]*segment, n)
 		for k := range group {
@@ -326,6 +356,7 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanStats, error) 
 	defer l.mu.Unlock()
 	cs := &l.cleaner
 	cs.firstDirty = max(cs.firstDirty, endOffset)
+	cs.markerHorizon = tc.nextHorizon
 	if len(cs.marks) == 0 || cs.marks[len(cs.marks)-1].end < endOffset {
 		cs.marks = append(cs.marks, cleanMark{end: endOffset, ms: now})
 	}
@@ -435,7 +466,7 @@ func (s *segment) restore(st segState) {
 // groups by the size before cleaning) turns a log of full segments into
 // few segments in one clean, and saves a swap per source.
 func (l *Log) writeCleaned(ctx context.Context, lim *rate.Limiter, srcs []cleanSource,
-	keep func(record.Header, record.Record) bool, lastOfProducer map[int64]int64, st *CleanStats) (*segment, int, error) {
+	keep func(record.Header, record.Record) bool, lastOfProducer map[int64]int64, tc *txnCleaner, st *CleanStats) (*segment, int, error) {
 	base := srcs[0].seg.base
 	ns := &segment{base: base, name: segmentName(l.dir, base, logSuffix), maxTs: -1, maxTsOffset: -1, lastTimeEntry: -1, next: base, rollTs: srcs[0].seg.rollTs}
 	var err error
@@ -472,9 +503,17 @@ func (l *Log) writeCleaned(ctx context.Context, lim *rate.Limiter, srcs []cleanS
 			return fail(err)
 		}
 		saved, start := ns.state(), pos
+		tc.begin()
 		var kept int64
 		err := eachRecord(s.f, s.size, s.seg.base, func(b record.Batch, h record.Header, recs []record.Record) error {
-			out, err := cleanBatch(b, h, recs, keep, lastOfProducer)
+			var out record.Batch
+			var err error
+			if h.IsControl() {
+				out, err = tc.controlBatch(b, h)
+			} else {
+				tc.dataBatch(h)
+				out, err = cleanBatch(b, h, recs, keep, lastOfProducer)
+			}
 			if err != nil || out == nil {
 				return err
 			}
@@ -493,6 +532,7 @@ func (l *Log) writeCleaned(ctx context.Context, lim *rate.Limiter, srcs []cleanS
 		if k > 0 && (pos > l.cfg.SegmentBytes || pos > math.MaxInt32) {
 			// Does not fit: this source starts the next group.
 			ns.restore(saved)
+			tc.undo()
 			if err := ns.f.Truncate(start); err != nil {
 				return fail(fmt.Errorf("clean: %w", err))
 			}
@@ -505,6 +545,9 @@ func (l *Log) writeCleaned(ctx context.Context, lim *rate.Limiter, srcs []cleanS
 	}
 	for _, s := range srcs[:used] {
 		for _, e := range s.aborted {
+			if tc.empty[e.LastOffset] {
+				continue // no data of the transaction left to filter (Kafka drops the entry too)
+			}
 			if err := ns.txn.add(e); err != nil {
 				return fail(fmt.Errorf("clean: %w", err))
 			}
@@ -525,6 +568,102 @@ func (l *Log) writeCleaned(ctx context.Context, lim *rate.Limiter, srcs []cleanS
 		return nil, 0, err
 	}
 	return ns, used, nil
+}
+
+// txnCleaner follows transactions through one Clean, in offset order
+// over the rewritten segments (Kafka's CleanedTransactionMetadata), and
+// decides the fate of their markers. A transaction marker is removable
+// once the clean finds no batch of its transaction before it: the data
+// was removed by an earlier clean (superseded keys, aborted records, or
+// retention). Like Kafka (KIP-534), removal takes two passes: the first
+// clean that finds the marker removable rewrites it with a delete horizon
+// (now + delete.retention.ms, in the batch: attribute bit 6, base
+// timestamp), and a clean after the horizon drops it — a consumer that
+// read the transaction's data before it was removed has
+// delete.retention.ms to read its marker. The aborted-transaction index
+// entry of a transaction without data is dropped at once (nothing left to
+// filter), as Kafka does.
+type txnCleaner struct {
+	now, retention int64
+	// open: producers with a batch of their current transaction seen by
+	// this clean (the transaction's marker must stay).
+	open map[int64]bool
+	// empty: offsets of the markers whose transaction has no data left.
+	empty map[int64]bool
+	// dropped is the highest offset of a marker dropped, -1 for none.
+	dropped int64
+	// nextHorizon is the earliest delete horizon of a marker kept, 0 for
+	// none.
+	nextHorizon int64
+
+	// Undo state of the source being written (writeCleaned rolls back a
+	// source that does not fit and writes it again in the next group).
+	openSaved        map[int64]bool
+	emptyAdded       []int64
+	droppedSaved     int64
+	nextHorizonSaved int64
+}
+
+func newTxnCleaner(now, retention int64) *txnCleaner {
+	return &txnCleaner{now: now, retention: retention, open: map[int64]bool{}, empty: map[int64]bool{}, dropped: -1}
+}
+
+// begin starts a source: undo goes back to here.
+func (tc *txnCleaner) begin() {
+	tc.openSaved = maps.Clone(tc.open)
+	tc.emptyAdded = tc.emptyAdded[:0]
+	tc.droppedSaved = tc.dropped
+	tc.nextHorizonSaved = tc.nextHorizon
+}
+
+func (tc *txnCleaner) undo() {
+	tc.open = tc.openSaved
+	for _, off := range tc.emptyAdded {
+		delete(tc.empty, off)
+	}
+	tc.dropped = tc.droppedSaved
+	tc.nextHorizon = tc.nextHorizonSaved
+}
+
+// dataBatch notes a data batch read by the clean (before its records are
+// filtered: a batch removed in this clean keeps its marker until the next).
+func (tc *txnCleaner) dataBatch(h record.Header) {
+	if h.ProducerID >= 0 && h.IsTransactional() {
+		tc.open[h.ProducerID] = true
+	}
+}
+
+// controlBatch returns what to write of a control batch: itself, itself
+// with a delete horizon, or nil (dropped).
+func (tc *txnCleaner) controlBatch(b record.Batch, h record.Header) (record.Batch, error) {
+	if h.ProducerID < 0 {
+		return b, nil
+	}
+	if _, err := record.ParseMarker(b); err != nil {
+		return b, nil // not a transaction marker: kept as it is
+	}
+	if tc.open[h.ProducerID] {
+		delete(tc.open, h.ProducerID)
+		return b, nil
+	}
+	tc.empty[h.BaseOffset] = true
+	tc.emptyAdded = append(tc.emptyAdded, h.BaseOffset)
+	if horizon, ok := h.DeleteHorizon(); ok {
+		if horizon <= tc.now {
+			tc.dropped = max(tc.dropped, h.LastOffset())
+			return nil, nil
+		}
+		tc.keptHorizon(horizon)
+		return b, nil
+	}
+	tc.keptHorizon(tc.now + tc.retention)
+	return record.WithDeleteHorizon(b, tc.now+tc.retention)
+}
+
+func (tc *txnCleaner) keptHorizon(ms int64) {
+	if tc.nextHorizon == 0 || ms < tc.nextHorizon {
+		tc.nextHorizon = ms
+	}
 }
 
 // cleanBatch returns the batch with only the kept records: b itself when

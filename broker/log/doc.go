@@ -89,8 +89,9 @@
 // interrupted swap. cleaner-offset-checkpoint holds the first dirty offset
 // and the tombstone horizons. A log without Config.Delete ignores
 // RetentionMs and RetentionBytes. Nothing at or above the first unstable
-// offset is cleaned, aborted transactional records are dropped and
-// markers kept.
+// offset is cleaned, aborted transactional records are dropped, and a
+// marker whose transaction has no data left is stamped with a delete
+// horizon (KIP-534, in the batch) and dropped by a clean after it.
 //
 // # Concurrency
 //

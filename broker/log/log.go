@@ -95,7 +95,17 @@ func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
 // them. Idempotent producer batches are checked for duplicates and
 // sequence gaps first (see ErrDuplicateSequence).
 func (l *Log) AppendAsLeader(batches []record.Batch, leaderEpoch int32) (AppendResult, error) {
-	return l.append(batches, leaderEpoch, true)
+	return l.append(batches, leaderEpoch, true, false, nil)
+}
+
+// AppendAsLeaderVerified is AppendAsLeader for a produce whose
+// transactions are verified with their coordinator (KIP-890 part 1): a
+// transactional batch that would start its producer's transaction is
+// refused with ErrInvalidTxnState unless guard (StartTxnVerification,
+// before the coordinator was asked) is still the producer's current
+// verification guard, checked under the append lock.
+func (l *Log) AppendAsLeaderVerified(batches []record.Batch, leaderEpoch int32, guard *VerificationGuard) (AppendResult, error) {
+	return l.append(batches, leaderEpoch, true, true, guard)
 }
 
 // AppendAsFollower appends batches whose offsets were assigned by the
@@ -106,17 +116,17 @@ func (l *Log) AppendAsLeader(batches []record.Batch, leaderEpoch int32) (AppendR
 // the batches enter the epoch cache; an older one is logged and accepted
 // (as Kafka does).
 func (l *Log) AppendAsFollower(batches []record.Batch) (AppendResult, error) {
-	return l.append(batches, -1, false)
+	return l.append(batches, -1, false, false, nil)
 }
 
-func (l *Log) append(batches []record.Batch, leaderEpoch int32, asLeader bool) (AppendResult, error) {
+func (l *Log) append(batches []record.Batch, leaderEpoch int32, asLeader, verify bool, guard *VerificationGuard) (AppendResult, error) {
 	if len(batches) == 0 {
 		return AppendResult{}, fmt.Errorf("append: %w: no batches", record.ErrInvalidRecord)
 	}
 	l.ioMu.RLock()
 	defer l.ioMu.RUnlock()
 	l.mu.Lock()
-	res, syncNeeded, err := l.appendLocked(batches, leaderEpoch, asLeader)
+	res, syncNeeded, err := l.appendLocked(batches, leaderEpoch, asLeader, verify, guard)
 	var pending *pendingSync
 	if err == nil && syncNeeded {
 		pending = l.prepareSync()
@@ -140,7 +150,7 @@ func (l *Log) append(batches []record.Batch, leaderEpoch int32, asLeader bool) (
 
 // appendLocked does the work of append with mu held; it reports whether
 // the flush policy asks for an fsync before returning.
-func (l *Log) appendLocked(batches []record.Batch, leaderEpoch int32, asLeader bool) (AppendResult, bool, error) {
+func (l *Log) appendLocked(batches []record.Batch, leaderEpoch int32, asLeader, verify bool, guard *VerificationGuard) (AppendResult, bool, error) {
 	if l.closed {
 		return AppendResult{}, false, ErrClosed
 	}
@@ -196,6 +206,11 @@ func (l *Log) appendLocked(batches []record.Batch, leaderEpoch int32, asLeader b
 			return AppendResult{BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset, LogAppendTime: dup.appendTime, LogStartOffset: l.start}, false, err
 		}
 		return AppendResult{}, false, err
+	}
+	if verify {
+		if err := l.checkVerifiedLocked(headers, guard); err != nil {
+			return AppendResult{}, false, err
+		}
 	}
 
 	now := l.nowMs()
@@ -267,6 +282,7 @@ func (l *Log) appendLocked(batches []record.Batch, leaderEpoch int32, asLeader b
 		pos += int64(len(b))
 	}
 	l.producers.commit(pending, res.LogAppendTime, now)
+	l.clearVerificationLocked(headers)
 	l.pruneUnreplicatedLocked()
 	if len(done) > 0 {
 		if err := l.completeTxnsLocked(seg, done); err != nil {

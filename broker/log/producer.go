@@ -27,6 +27,10 @@ var (
 	// ErrInvalidProducerEpoch: the batch's producer epoch is older than
 	// the producer's current one (INVALID_PRODUCER_EPOCH).
 	ErrInvalidProducerEpoch = errors.New("invalid producer epoch")
+	// ErrCoordinatorFenced: a transaction marker's coordinator epoch is
+	// older than the one of the producer's last marker in this partition:
+	// a stale coordinator's (TRANSACTION_COORDINATOR_FENCED).
+	ErrCoordinatorFenced = errors.New("transaction coordinator fenced")
 )
 
 // maxProducerBatches is how many recent batches are kept per producer:
@@ -84,6 +88,10 @@ type producerStates struct {
 	// ongoing maps the producers with an open transaction to its first
 	// offset (the entries' TxnFirst, indexed for the LSO).
 	ongoing map[int64]int64
+	// verifying holds the KIP-890 verification guard of each producer
+	// whose transaction is being verified with its coordinator
+	// (txn.go, StartTxnVerification).
+	verifying map[int64]*VerificationGuard
 }
 
 // pendingProducers are the entries an append will install once written.
@@ -137,6 +145,14 @@ func (p *producerStates) check(headers []record.Header, markers []*record.Marker
 			// older epoch (its sequences restart).
 			if asLeader && cur.Epoch >= 0 && h.ProducerEpoch < cur.Epoch {
 				return nil, nil, nil, fmt.Errorf("producer %d marker epoch %d is older than %d: %w", h.ProducerID, h.ProducerEpoch, cur.Epoch, ErrInvalidProducerEpoch)
+			}
+			// Kafka's checkCoordinatorEpoch: a marker from a coordinator
+			// older than the one that wrote the producer's last marker
+			// here is a late retry of a coordinator that lost the
+			// transactional ID; at the same producer epoch it would end
+			// the producer's next transaction.
+			if asLeader && cur.coordEpoch >= 0 && marker.CoordinatorEpoch < cur.coordEpoch {
+				return nil, nil, nil, fmt.Errorf("producer %d marker coordinator epoch %d is older than %d: %w", h.ProducerID, marker.CoordinatorEpoch, cur.coordEpoch, ErrCoordinatorFenced)
 			}
 			if h.ProducerEpoch != cur.Epoch {
 				cur.Epoch, cur.Batches = h.ProducerEpoch, nil
@@ -255,6 +271,13 @@ func (p *producerStates) expire(nowMs, ttlMs int64) {
 			p.forget(id)
 		}
 	}
+	// Guards of verifications that never led to an append (refused, or
+	// the producer gave up) go the same way, as in Kafka.
+	for id, g := range p.verifying {
+		if nowMs-g.createdMs >= ttlMs {
+			delete(p.verifying, id)
+		}
+	}
 }
 
 // update tracks one stored batch during a rebuild (no checks); marker is
@@ -284,7 +307,7 @@ func (p *producerStates) truncateHead(start int64) {
 	}
 }
 
-func (p *producerStates) reset() { p.m, p.ongoing = nil, nil }
+func (p *producerStates) reset() { p.m, p.ongoing, p.verifying = nil, nil, nil }
 
 // snapshot file: one JSON object per line per producer, then a line with
 // the CRC-32C of everything before it.

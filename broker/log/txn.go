@@ -310,16 +310,6 @@ func (l *Log) OngoingTxns() int {
 	return len(l.producers.ongoing)
 }
 
-// InTransaction reports whether producerID has a transaction open in this
-// partition at producerEpoch (KIP-890: only the first batch of a
-// transaction needs the coordinator's verification).
-func (l *Log) InTransaction(producerID int64, producerEpoch int16) bool {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	e := l.producers.m[producerID]
-	return e != nil && e.TxnFirst >= 0 && e.Epoch == producerEpoch
-}
-
 // AbortedTxns returns the aborted transactions that overlap [from, upTo):
 // last offset at or after from and first offset below upTo (a
 // read_committed fetch's AbortedTransactions), ordered by last offset.
@@ -357,4 +347,110 @@ func (l *Log) persistTxnIndexes(changed map[*segment]bool) error {
 		}
 	}
 	return nil
+}
+
+// VerificationGuard is KIP-890 part 1's verification state of one
+// producer in one partition (Kafka's VerificationGuard): the partition
+// leader creates it before it asks the transaction coordinator whether
+// the partition is part of the producer's ongoing transaction, and the
+// append of the producer's first transactional batch succeeds only while
+// the guard is still the producer's current one. A marker for the
+// producer (the transaction ended) or the start of its transaction in
+// the partition clears it, so a verification that was answered before a
+// marker but is appended after it is refused (INVALID_TXN_STATE) instead
+// of opening a transaction no marker will ever end.
+//
+// verified caches the coordinator's positive answer for the requests of
+// the same transaction that come before its first batch is appended; it
+// is set only while the guard is current (TxnVerified) and is guarded by
+// Log.mu.
+type VerificationGuard struct {
+	producerID int64
+	epoch      int16
+	createdMs  int64
+	verified   bool
+}
+
+// StartTxnVerification returns producerID's verification guard for a
+// transactional batch at producerEpoch: nil when the producer already has
+// a transaction open in the partition at that epoch (nothing to verify;
+// AppendAsLeaderVerified still refuses the batch if a marker ends the
+// transaction before it is appended), else the current guard of that
+// epoch, made now if there is none. A guard for an epoch older than the
+// current guard's is never current (the append is refused).
+func (l *Log) StartTxnVerification(producerID int64, producerEpoch int16) *VerificationGuard {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.producers.m[producerID]; e != nil && e.TxnFirst >= 0 && e.Epoch == producerEpoch {
+		return nil
+	}
+	cur := l.producers.verifying[producerID]
+	if cur != nil && cur.epoch == producerEpoch {
+		return cur
+	}
+	g := &VerificationGuard{producerID: producerID, epoch: producerEpoch, createdMs: l.nowMs()}
+	if cur == nil || cur.epoch < producerEpoch {
+		if l.producers.verifying == nil {
+			l.producers.verifying = map[int64]*VerificationGuard{}
+		}
+		l.producers.verifying[producerID] = g
+	}
+	return g
+}
+
+// TxnVerified records the coordinator's positive answer for g and
+// reports whether g is still current; false means a marker ended the
+// transaction (or a newer epoch replaced the guard) while the
+// coordinator was asked: the answer is stale and is not remembered.
+func (l *Log) TxnVerified(g *VerificationGuard) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if g == nil || l.producers.verifying[g.producerID] != g {
+		return false
+	}
+	g.verified = true
+	return true
+}
+
+// IsTxnVerified reports whether the coordinator already confirmed g's
+// transaction and g is still current (no need to ask again).
+func (l *Log) IsTxnVerified(g *VerificationGuard) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return g != nil && g.verified && l.producers.verifying[g.producerID] == g
+}
+
+// checkVerifiedLocked refuses (ErrInvalidTxnState) the transactional
+// batches among headers that would start a transaction of their producer
+// without guard being its current verification guard: KIP-890's check
+// under the append lock. Called with mu held, for verified leader appends.
+func (l *Log) checkVerifiedLocked(headers []record.Header, guard *VerificationGuard) error {
+	for _, h := range headers {
+		if h.ProducerID < 0 || !h.IsTransactional() || h.IsControl() {
+			continue
+		}
+		if e := l.producers.m[h.ProducerID]; e != nil && e.TxnFirst >= 0 {
+			continue // a transaction is open: verified when it started
+		}
+		if guard == nil || guard.producerID != h.ProducerID || guard.epoch != h.ProducerEpoch || l.producers.verifying[h.ProducerID] != guard {
+			return fmt.Errorf("producer %d epoch %d: the transaction's verification ended before its first batch was appended (a marker ended it): %w",
+				h.ProducerID, h.ProducerEpoch, ErrInvalidTxnState)
+		}
+	}
+	return nil
+}
+
+// clearVerificationLocked drops the guards of the producers whose
+// transaction a marker among headers ended or a transactional batch
+// started: verification answers given before are stale or not needed.
+// Called with mu held after a successful append (leader and follower).
+func (l *Log) clearVerificationLocked(headers []record.Header) {
+	if len(l.producers.verifying) == 0 {
+		return
+	}
+	for _, h := range headers {
+		if h.ProducerID >= 0 && (h.IsControl() || h.IsTransactional()) {
+			delete(l.producers.verifying, h.ProducerID)
+		}
+	}
 }

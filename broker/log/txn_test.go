@@ -1,6 +1,7 @@
 package log
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/strata-dev/strata/broker/record"
 )
@@ -39,11 +41,17 @@ func (w *txnWriter) data(kvs ...kv) AppendResult {
 // end appends the producer's COMMIT or ABORT marker.
 func (w *txnWriter) end(commit bool) (AppendResult, error) {
 	w.t.Helper()
+	return w.endAt(commit, 3)
+}
+
+// endAt appends the producer's marker with a coordinator epoch.
+func (w *txnWriter) endAt(commit bool, coordinatorEpoch int32) (AppendResult, error) {
+	w.t.Helper()
 	typ := record.ControlAbort
 	if commit {
 		typ = record.ControlCommit
 	}
-	b, err := record.BuildMarker(w.pid, w.epoch, record.Marker{Type: typ, CoordinatorEpoch: 3}, 1000)
+	b, err := record.BuildMarker(w.pid, w.epoch, record.Marker{Type: typ, CoordinatorEpoch: coordinatorEpoch}, 1000)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -462,4 +470,232 @@ func TestTxnCompletedForgottenBelowHWM(t *testing.T) {
 		t.Fatalf("%d completed transactions remembered below the high watermark", n)
 	}
 	wantLSO(t, l, l.EndOffset(), l.EndOffset())
+}
+
+// KIP-890 part 1's verification guard: a transactional batch verified
+// with the coordinator before a marker ended the producer's transaction
+// is refused when it is appended after the marker (it would open a
+// transaction no marker ends, pinning the LSO), and so is a batch of a
+// transaction that was open when the produce began and ended before its
+// append. The coordinator's answer is remembered only while the guard is
+// current.
+func TestTxnVerificationGuard(t *testing.T) {
+	l := openLog(t, t.TempDir(), testConfig())
+	defer l.Close()
+	w := &txnWriter{t: t, l: l, pid: 9}
+	txnBatch := func(seq int32, val string) []record.Batch {
+		spec := record.DefaultSpec()
+		spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence, spec.Transactional = w.pid, w.epoch, seq, true
+		return []record.Batch{keyedBatch(t, spec, 1000, v("k", val))}
+	}
+
+	// Verified, then the transaction ends before the append.
+	g := l.StartTxnVerification(w.pid, w.epoch)
+	if g == nil {
+		t.Fatal("no guard for a producer without an open transaction")
+	}
+	if again := l.StartTxnVerification(w.pid, w.epoch); again != g {
+		t.Fatal("a second request of the same transaction got another guard")
+	}
+	w.mustEnd(false) // the coordinator timed the transaction out
+	if l.TxnVerified(g) {
+		t.Fatal("a stale verification answer was remembered after the marker")
+	}
+	if _, err := l.AppendAsLeaderVerified(txnBatch(0, "late"), 1, g); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("late batch appended after the marker: %v, want ErrInvalidTxnState", err)
+	}
+	wantLSO(t, l, l.EndOffset(), l.EndOffset())
+
+	// The next transaction: a new guard, its answer remembered until the
+	// first batch opens the transaction.
+	g2 := l.StartTxnVerification(w.pid, w.epoch)
+	if g2 == nil || g2 == g {
+		t.Fatalf("guard after the marker: %p, the old one %p", g2, g)
+	}
+	if !l.TxnVerified(g2) || !l.IsTxnVerified(g2) {
+		t.Fatal("a current guard's answer is not remembered")
+	}
+	if _, err := l.AppendAsLeaderVerified(txnBatch(0, "1"), 1, g2); err != nil {
+		t.Fatal(err)
+	}
+	if l.IsTxnVerified(g2) {
+		t.Fatal("the guard outlived the start of its transaction")
+	}
+	if g3 := l.StartTxnVerification(w.pid, w.epoch); g3 != nil {
+		t.Fatal("a guard for a producer with an open transaction")
+	}
+	// Open when the produce began (no guard), ended before its append.
+	w.mustEnd(true)
+	if _, err := l.AppendAsLeaderVerified(txnBatch(1, "2"), 1, nil); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("batch of an ended transaction appended without a guard: %v, want ErrInvalidTxnState", err)
+	}
+	wantLSO(t, l, l.EndOffset(), l.EndOffset())
+	wantView(t, l, "k=1")
+}
+
+// Window 3b of issue #25: a marker whose coordinator epoch is older than
+// the one of the producer's last marker in the partition is a stale
+// coordinator's late retry; at the same producer epoch (KIP-890 part 1
+// does not bump it per transaction) it would end the producer's next
+// transaction. It is refused (ErrCoordinatorFenced), also after a
+// restart (the epoch is in the producer snapshot and in the markers a
+// recovery replays), and followers take whatever their leader appended.
+func TestTxnCoordinatorEpochFencing(t *testing.T) {
+	for _, restart := range []string{"none", "clean", "crash"} {
+		t.Run(restart, func(t *testing.T) {
+			dir := t.TempDir()
+			l := openLog(t, dir, testConfig())
+			w := &txnWriter{t: t, l: l, pid: 5, epoch: 1}
+			w.data(v("k", "1"))
+			if _, err := w.endAt(true, 7); err != nil { // the new coordinator's marker
+				t.Fatal(err)
+			}
+			w.data(v("k", "2")) // the producer's next transaction
+			switch restart {
+			case "clean":
+				if err := l.Close(); err != nil {
+					t.Fatal(err)
+				}
+				l = openLog(t, dir, testConfig())
+			case "crash":
+				if err := l.shutdown(false); err != nil {
+					t.Fatal(err)
+				}
+				l = openLog(t, dir, testConfig())
+			}
+			w.l = l
+			defer l.Close()
+			// The old coordinator's retry of the first transaction's marker.
+			if _, err := w.endAt(true, 6); !errors.Is(err, ErrCoordinatorFenced) {
+				t.Fatalf("marker of an older coordinator: %v, want ErrCoordinatorFenced", err)
+			}
+			if got := l.OngoingTxns(); got != 1 {
+				t.Fatalf("ongoing transactions %d after the stale marker, want 1 (it must not end the next transaction)", got)
+			}
+			if _, err := w.endAt(false, 7); err != nil {
+				t.Fatalf("marker of the current coordinator: %v", err)
+			}
+			wantView(t, l, "k=1")
+		})
+	}
+}
+
+// markerHorizons maps the offset of every control batch in the log to its
+// delete horizon (-1: none).
+func markerHorizons(t testing.TB, l *Log) map[int64]int64 {
+	t.Helper()
+	out := map[int64]int64{}
+	for _, h := range readAll(t, l) {
+		if h.IsControl() {
+			ms, _ := h.DeleteHorizon()
+			out[h.BaseOffset] = ms
+		}
+	}
+	return out
+}
+
+// Window 3c of issue #25: the cleaner removes a transaction's marker once
+// its data is gone, in two passes as Kafka does (KIP-534): the clean that
+// removes the data keeps the marker, the next one stamps it with a delete
+// horizon (now + delete.retention.ms) and drops the aborted-transaction
+// index entry, and a clean after the horizon drops it. A marker whose
+// transaction still has data stays; a reopened log (clean or crashed)
+// rebuilds the same producer state without the dropped markers.
+func TestTxnCompactionRemovesMarkers(t *testing.T) {
+	c := newClock()
+	cfg := compactConfig()
+	cfg.DeleteRetention = time.Hour
+	dir := t.TempDir()
+	l := openLog(t, dir, cfg, WithClock(c.now))
+	defer func() { l.Close() }()
+	a := &txnWriter{t: t, l: l, pid: 1}
+	b := &txnWriter{t: t, l: l, pid: 2}
+	big := string(make([]byte, 200))
+	n := 0
+	fill := func(k int) {
+		for i := 0; i < k; i++ {
+			plain(t, l, v(fmt.Sprint("x", n%4), big))
+			n++
+		}
+	}
+	a.data(v("k", "1"))
+	commit1 := a.mustEnd(true) // k=1 is superseded by a's next transaction
+	b.data(v("j", big))
+	abort := b.mustEnd(false) // aborted: its data goes with the first clean
+	a.data(v("k", "2"))
+	commit2 := a.mustEnd(true) // k=2 is k's latest value: this marker stays
+	b.data(v("j2", "x"))
+	commit3 := b.mustEnd(true)
+	fill(20)
+
+	mustClean(t, l) // removes k=1 and the aborted j; the markers stay
+	hz := markerHorizons(t, l)
+	for _, off := range []int64{commit1, abort, commit2, commit3} {
+		if h, ok := hz[off]; !ok || h != -1 {
+			t.Fatalf("marker at %d after the clean that removed its data: present %v, horizon %d; want present without a horizon", off, ok, h)
+		}
+	}
+	if got := l.AbortedTxns(0, l.EndOffset()); len(got) != 1 {
+		t.Fatalf("aborted transactions %v, want b's", got)
+	}
+	fill(8)
+	mustClean(t, l) // no data left for the first two: a delete horizon each
+	horizon := c.now().UnixMilli() + time.Hour.Milliseconds()
+	hz = markerHorizons(t, l)
+	if hz[commit1] != horizon || hz[abort] != horizon || hz[commit2] != -1 || hz[commit3] != -1 {
+		t.Fatalf("horizons %v, want %d for the markers at %d and %d only", hz, horizon, commit1, abort)
+	}
+	if got := l.AbortedTxns(0, l.EndOffset()); len(got) != 0 {
+		t.Fatalf("aborted transactions without data still indexed: %v", got)
+	}
+	// The horizon is in the batch: a reopened log keeps it.
+	l.Close()
+	l = openLog(t, dir, cfg, WithClock(c.now))
+	c.advance(59 * time.Minute)
+	fill(8)
+	mustClean(t, l)
+	if hz := markerHorizons(t, l); len(hz) != 4 {
+		t.Fatalf("markers dropped before delete.retention.ms: %v", hz)
+	}
+	if _, due := l.DirtyRatio(math.MaxInt64); due {
+		t.Fatal("due with nothing dirty and no marker horizon passed")
+	}
+	c.advance(2 * time.Minute)
+	// Nothing new to clean, but a kept marker's horizon passed: the log is
+	// due, and a clean that is not forced drops the markers.
+	if _, due := l.DirtyRatio(math.MaxInt64); !due {
+		t.Fatal("not due after a kept marker's delete horizon passed")
+	}
+	if st, err := l.Clean(context.Background(), CleanOptions{Limit: math.MaxInt64}); err != nil || !st.Cleaned {
+		t.Fatalf("clean after the delete horizon: %+v, %v", st, err)
+	}
+	if _, due := l.DirtyRatio(math.MaxInt64); due {
+		t.Fatal("still due after the markers went")
+	}
+	hz = markerHorizons(t, l)
+	if _, ok := hz[commit1]; ok || len(hz) != 2 {
+		t.Fatalf("markers after delete.retention.ms: %v, want those at %d and %d only", hz, commit2, commit3)
+	}
+	if _, ok := hz[abort]; ok {
+		t.Fatalf("abort marker without data kept: %v", hz)
+	}
+	end := l.EndOffset()
+	wantLSO(t, l, end, end)
+	view := readCommitted(t, l)
+	if !slices.Contains(view, "k=2") || !slices.Contains(view, "j2=x") || slices.Contains(view, "k=1") {
+		t.Fatalf("read_committed after the markers went: %v", view)
+	}
+	for _, how := range []string{"clean", "crash"} {
+		if how == "clean" {
+			l.Close()
+		} else if err := l.shutdown(false); err != nil {
+			t.Fatal(err)
+		}
+		l = openLog(t, dir, cfg, WithClock(c.now))
+		if got := l.OngoingTxns(); got != 0 {
+			t.Fatalf("%s reopen: %d transactions open", how, got)
+		}
+		wantLSO(t, l, end, end)
+		wantView(t, l, view...)
+	}
 }

@@ -34,8 +34,10 @@ package protocol
 // is set, the first transactional batch of a producer's transaction in a
 // partition is appended only after the verifier confirmed that the
 // partition was added to that ongoing transaction (its error code answers
-// the partition otherwise); later batches of the same transaction are not
-// verified again.
+// the partition otherwise), and only if no marker for the producer reached
+// the partition since the verification began (the log's verification
+// guard, checked under the append lock: INVALID_TXN_STATE otherwise);
+// later batches of the same transaction are not verified again.
 
 import (
 	"context"
@@ -46,6 +48,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/log"
 	"github.com/strata-dev/strata/broker/record"
 	"github.com/strata-dev/strata/broker/traffic"
 )
@@ -169,10 +172,17 @@ func producePartition(ctx context.Context, env *Env, txnID *string, topic string
 			return nil, err
 		}
 	}
-	if err := verifyTxnPartition(ctx, env, txnID, p, rp.Records); err != nil {
+	verify, guard, err := verifyTxnPartition(ctx, env, txnID, p, rp.Records)
+	if err != nil {
 		return nil, err
 	}
-	res, epoch, err := p.Append(rp.Records)
+	var res log.AppendResult
+	var epoch int32
+	if verify {
+		res, epoch, err = p.AppendVerified(rp.Records, guard)
+	} else {
+		res, epoch, err = p.Append(rp.Records)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -208,26 +218,36 @@ func hasTransactionalBatches(req *kmsg.ProduceRequest) bool {
 
 // verifyTxnPartition asks Env.TxnVerifier (KIP-890 part 1) whether the
 // partition was added to the producer's ongoing transaction, before the
-// first transactional batch of that transaction is appended here.
-func verifyTxnPartition(ctx context.Context, env *Env, txnID *string, p *broker.Partition, records []byte) error {
+// first transactional batch of that transaction is appended here. verify
+// is true when the append must go through Partition.AppendVerified with
+// guard: the guard is made before the coordinator is asked, and the
+// append refuses the batch (INVALID_TXN_STATE) if a marker cleared it
+// meanwhile — the coordinator's answer was about a transaction that has
+// ended since — or, with a nil guard (the transaction was open, nothing
+// asked), if the transaction is no longer open. The coordinator's
+// positive answer is kept in the guard (Log.TxnVerified) only while the
+// guard is current, for the next requests of the same transaction.
+func verifyTxnPartition(ctx context.Context, env *Env, txnID *string, p *broker.Partition, records []byte) (verify bool, guard *log.VerificationGuard, err error) {
 	if env.TxnVerifier == nil || txnID == nil || len(records) < record.BatchHeaderSize {
-		return nil
+		return false, nil, nil
 	}
 	h, _ := record.ParseHeader(records)
 	if !h.IsTransactional() || h.ProducerID < 0 {
-		return nil
+		return false, nil, nil
 	}
-	if p.Log.InTransaction(h.ProducerID, h.ProducerEpoch) {
-		return nil
+	guard = p.Log.StartTxnVerification(h.ProducerID, h.ProducerEpoch)
+	if guard == nil || p.Log.IsTxnVerified(guard) {
+		return true, guard, nil
 	}
 	if p.Replica != nil {
 		// Only the leader asks: elsewhere the answer is NOT_LEADER.
 		if err := p.Replica.CheckLeader(-1); err != nil {
-			return err
+			return false, nil, err
 		}
 	}
 	if err := env.TxnVerifier.VerifyTxnPartition(ctx, *txnID, h.ProducerID, h.ProducerEpoch, p.Topic, p.Index); err != nil {
-		return fmt.Errorf("%s-%d: transaction of %q not verified: %w", p.Topic, p.Index, *txnID, err)
+		return false, nil, fmt.Errorf("%s-%d: transaction of %q not verified: %w", p.Topic, p.Index, *txnID, err)
 	}
-	return nil
+	p.Log.TxnVerified(guard) // false: a marker came meanwhile, and the append refuses the batch
+	return true, guard, nil
 }

@@ -29,12 +29,6 @@ type Env struct {
 	// COORDINATOR_NOT_AVAILABLE.
 	Txns *txn.Coordinator
 
-	// TxnMarkerWritten, when set, is told of every partition a
-	// WriteTxnMarkers request wrote a marker to (txn_markers.go): the
-	// KIP-890 verification cache forgets the producer's ongoing
-	// transaction there.
-	TxnMarkerWritten func(producerID int64, topic string, partition int32)
-
 	// ProducerIDs allocates idempotent producer IDs (InitProducerID). The
 	// single broker uses Broker (a block allocator persisted in its data
 	// dir); a cluster plugs in its metadata store. Nil means Broker.

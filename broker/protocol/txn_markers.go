@@ -49,11 +49,7 @@ func groupTxnMarkers(next Handler) Handler {
 			}
 		}
 		if !hasGroups {
-			resp, err := next(ctx, r)
-			if err == nil {
-				observeMarkers(r.Env, resp)
-			}
-			return resp, err
+			return next(ctx, r)
 		}
 		inner := map[int64][]kmsg.WriteTxnMarkersResponseMarkerTopic{}
 		if len(partitionMarkers) > 0 {
@@ -66,7 +62,6 @@ func groupTxnMarkers(next Handler) Handler {
 				return nil, err
 			}
 			r.finish = r2.finish
-			observeMarkers(r.Env, resp)
 			for _, m := range resp.(*kmsg.WriteTxnMarkersResponse).Markers {
 				inner[m.ProducerID] = append(inner[m.ProducerID], m.Topics...)
 			}
@@ -80,24 +75,6 @@ func groupTxnMarkers(next Handler) Handler {
 			resp.Markers = append(resp.Markers, rm)
 		}
 		return resp, nil
-	}
-}
-
-// observeMarkers tells Env.TxnMarkerWritten about every partition a
-// marker was written to.
-func observeMarkers(env *Env, resp kmsg.Response) {
-	wr, ok := resp.(*kmsg.WriteTxnMarkersResponse)
-	if !ok || env.TxnMarkerWritten == nil {
-		return
-	}
-	for _, m := range wr.Markers {
-		for _, t := range m.Topics {
-			for _, p := range t.Partitions {
-				if p.ErrorCode == 0 {
-					env.TxnMarkerWritten(m.ProducerID, t.Topic, p.Partition)
-				}
-			}
-		}
 	}
 }
 

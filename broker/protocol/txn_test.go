@@ -132,10 +132,16 @@ func (c *txnClient) mustProduce(txnID string, values ...string) int64 {
 // unknown one itself) and returns each partition's error code.
 func writeMarker(t *testing.T, addr, topic string, pid int64, epoch int16, commit bool, partitions ...int32) []int16 {
 	t.Helper()
+	return writeMarkerAt(t, addr, topic, pid, epoch, 1, commit, partitions...)
+}
+
+// writeMarkerAt is writeMarker with a coordinator epoch.
+func writeMarkerAt(t *testing.T, addr, topic string, pid int64, epoch int16, coordinatorEpoch int32, commit bool, partitions ...int32) []int16 {
+	t.Helper()
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	req.Version = 1
 	m := kmsg.NewWriteTxnMarkersRequestMarker()
-	m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = pid, epoch, commit, 1
+	m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = pid, epoch, commit, coordinatorEpoch
 	m.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: topic, Partitions: partitions}}
 	req.Markers = append(req.Markers, m)
 	c := dial(t, addr)
@@ -402,5 +408,90 @@ func TestReadCommittedFetchWakesOnMarker(t *testing.T) {
 	p := r.resp.Topics[0].Partitions[0]
 	if p.ErrorCode != 0 || p.LastStableOffset != 3 || len(p.RecordBatches) == 0 {
 		t.Fatalf("woken fetch: error %v, LSO %d, %d bytes", kerr.ErrorForCode(p.ErrorCode), p.LastStableOffset, len(p.RecordBatches))
+	}
+}
+
+// markerDuringVerify is a KIP-890 verifier that answers its first call
+// "verified", but only after the transaction ended: the coordinator
+// aborted it (its timeout) and the abort marker reached the partition
+// while the leader was waiting for the answer (up to 30 s in a cluster).
+// Later calls refuse, as the coordinator then does.
+type markerDuringVerify struct {
+	testVerifier
+	marker func()
+}
+
+func (v *markerDuringVerify) VerifyTxnPartition(ctx context.Context, id string, pid int64, epoch int16, topic string, partition int32) error {
+	first := v.count() == 0
+	_ = v.testVerifier.VerifyTxnPartition(ctx, id, pid, epoch, topic, partition)
+	if first {
+		v.marker()
+		return nil
+	}
+	return kerr.InvalidTxnState
+}
+
+// Window 3a of issue #25: a late first batch of a transaction, verified
+// before the abort marker reached the partition and appended after it,
+// is refused (INVALID_TXN_STATE) instead of opening a hanging transaction
+// that pins the LSO, and the stale answer is not remembered: the retry
+// asks the coordinator again.
+func TestTxnVerificationRacingMarker(t *testing.T) {
+	v := &markerDuringVerify{}
+	addr := startTxnBroker(t, v)
+	createTopic(t, newAdmin(t, addr), "race", 1, nil)
+	cl := newClient(t, addr)
+	c := &txnClient{t: t, cl: cl, topic: "race", pid: 42}
+	v.marker = func() {
+		if codes := writeMarker(t, addr, "race", 42, 0, false, 0); codes[0] != 0 {
+			t.Errorf("abort marker: %v", kerr.ErrorForCode(codes[0]))
+		}
+	}
+	id := "app"
+	if r := c.produce(&id, true, "late"); r.ErrorCode != kerr.InvalidTxnState.Code {
+		t.Fatalf("first batch verified before the abort marker and appended after it: %v, want INVALID_TXN_STATE", kerr.ErrorForCode(r.ErrorCode))
+	}
+	end := latestOffset(t, cl, "race", 0)
+	if lso := latestOffset(t, cl, "race", 1); lso != end {
+		t.Fatalf("LSO %d pinned below the end %d by a hanging transaction", lso, end)
+	}
+	if ap := describeProducer(t, cl, "race", 42); ap.CurrentTxnStartOffset != -1 {
+		t.Fatalf("the late batch opened a transaction: %+v", ap)
+	}
+	if r := c.produce(&id, true, "late"); r.ErrorCode != kerr.InvalidTxnState.Code {
+		t.Fatalf("retried late batch: %v, want INVALID_TXN_STATE", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if n := v.count(); n != 2 {
+		t.Fatalf("verifier asked %d times, want 2 (the stale answer must not be remembered)", n)
+	}
+}
+
+// Window 3b of issue #25: a coordinator that lost the transactional ID
+// retries its marker of the producer's previous transaction after the new
+// coordinator (a higher coordinator epoch) ended that transaction and the
+// producer began its next one at the same producer epoch: the partition
+// answers TRANSACTION_COORDINATOR_FENCED and the next transaction stays
+// open.
+func TestStaleCoordinatorMarkerFenced(t *testing.T) {
+	addr := startTxnBroker(t, nil)
+	createTopic(t, newAdmin(t, addr), "fence", 1, nil)
+	cl := newClient(t, addr)
+	c := &txnClient{t: t, cl: cl, topic: "fence", pid: 77}
+	c.mustProduce("app", "t1")
+	if codes := writeMarkerAt(t, addr, "fence", 77, 0, 5, true, 0); codes[0] != 0 {
+		t.Fatalf("the new coordinator's commit: %v", kerr.ErrorForCode(codes[0]))
+	}
+	c.mustProduce("app", "t2") // the next transaction, same producer epoch
+	if codes := writeMarkerAt(t, addr, "fence", 77, 0, 4, true, 0); codes[0] != kerr.TransactionCoordinatorFenced.Code {
+		t.Fatalf("the old coordinator's late commit: %v, want TRANSACTION_COORDINATOR_FENCED", kerr.ErrorForCode(codes[0]))
+	}
+	if ap := describeProducer(t, cl, "fence", 77); ap.CurrentTxnStartOffset < 0 || ap.CoordinatorEpoch != 5 {
+		t.Fatalf("after the stale marker: %+v, want the second transaction open and coordinator epoch 5", ap)
+	}
+	if codes := writeMarkerAt(t, addr, "fence", 77, 0, 5, false, 0); codes[0] != 0 {
+		t.Fatalf("the current coordinator's abort: %v", kerr.ErrorForCode(codes[0]))
+	}
+	if got, want := consumeValues(t, addr, "fence", kgo.ReadCommitted(), 1), []string{"t1"}; !slices.Equal(got, want) {
+		t.Fatalf("read_committed got %v, want %v", got, want)
 	}
 }

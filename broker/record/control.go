@@ -86,3 +86,48 @@ func ParseMarker(b Batch) (Marker, error) {
 	}
 	return m, nil
 }
+
+// DeleteHorizon returns the delete horizon the log cleaner stamped into a
+// batch (KIP-534: attribute bit 6 set, the base timestamp is the horizon
+// in Unix ms), ok false when it has none.
+func (h Header) DeleteHorizon() (ms int64, ok bool) {
+	if h.Attributes&deleteHorizonMask == 0 {
+		return -1, false
+	}
+	return h.BaseTimestamp, true
+}
+
+// WithDeleteHorizon returns a copy of the uncompressed control batch b
+// with its delete horizon set to ms (KIP-534, as Kafka's cleaner writes
+// it): attribute bit 6 set, the base timestamp becomes ms, and the
+// records' timestamp deltas are rewritten so that each record keeps its
+// timestamp. Offsets, producer fields and the leader epoch stay.
+func WithDeleteHorizon(b Batch, ms int64) (Batch, error) {
+	size, err := CheckFrame(b)
+	if err != nil {
+		return nil, err
+	}
+	b = b[:size]
+	h := b.Header()
+	if !h.IsControl() || h.Codec() != None {
+		return nil, fmt.Errorf("%w: delete horizon on a batch that is not an uncompressed control batch", ErrInvalidRecord)
+	}
+	recs, err := Records(b)
+	if err != nil {
+		return nil, err
+	}
+	var body []byte
+	for _, r := range recs {
+		r.TimestampDelta = h.BaseTimestamp + r.TimestampDelta - ms
+		body = appendRecord(body, r.OffsetDelta, r)
+	}
+	out := make([]byte, BatchHeaderSize, BatchHeaderSize+len(body))
+	copy(out, b[:BatchHeaderSize])
+	be := binary.BigEndian
+	be.PutUint32(out[posBatchLength:], uint32(BatchHeaderSize-lengthFieldEnd+len(body)))
+	be.PutUint16(out[posAttributes:], uint16(h.Attributes)|deleteHorizonMask)
+	be.PutUint64(out[posBaseTimestamp:], uint64(ms))
+	out = append(out, body...)
+	be.PutUint32(out[posCRC:], ComputeCRC(out))
+	return out, nil
+}

@@ -52,3 +52,42 @@ func TestMarkerRoundTrip(t *testing.T) {
 		t.Fatalf("corrupt marker: %v", err)
 	}
 }
+
+// The cleaner's delete horizon (KIP-534): the flag and the base timestamp
+// carry it, the record keeps its timestamp and the marker its fields.
+func TestMarkerDeleteHorizon(t *testing.T) {
+	b, err := BuildMarker(42, 3, Marker{ControlAbort, 9}, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	SetBaseOffset(b, 77)
+	SetPartitionLeaderEpoch(b, 4)
+	if _, ok := b.Header().DeleteHorizon(); ok {
+		t.Fatal("a new marker has a delete horizon")
+	}
+	out, err := WithDeleteHorizon(b, 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CheckFrame(out); err != nil {
+		t.Fatal(err)
+	}
+	h := out.Header()
+	if ms, ok := h.DeleteHorizon(); !ok || ms != 5000 {
+		t.Fatalf("delete horizon %d %v, want 5000", ms, ok)
+	}
+	if h.BaseOffset != 77 || h.PartitionLeaderEpoch != 4 || h.ProducerID != 42 || h.ProducerEpoch != 3 || !h.IsControl() || !h.IsTransactional() || h.MaxTimestamp != 1000 {
+		t.Fatalf("header changed: %+v", h)
+	}
+	recs, err := Records(out)
+	if err != nil || len(recs) != 1 || h.RecordTimestamp(recs[0]) != 1000 {
+		t.Fatalf("records %+v, %v: want one at timestamp 1000", recs, err)
+	}
+	if m, err := ParseMarker(out); err != nil || m != (Marker{ControlAbort, 9}) {
+		t.Fatalf("marker %+v, %v", m, err)
+	}
+	plain, _ := Build(DefaultSpec(), []Record{{Value: []byte("v")}})
+	if _, err := WithDeleteHorizon(plain, 1); !errors.Is(err, ErrInvalidRecord) {
+		t.Fatalf("delete horizon on a data batch: %v", err)
+	}
+}

@@ -392,13 +392,26 @@ func (p *Partition) maybeAdvanceHWMLocked() {
 // that leadership). NOT_LEADER_OR_FOLLOWER when not leading. Errors are the
 // log's, including log.ErrDuplicateSequence with the original offsets.
 func (p *Partition) AppendAsLeader(batches []record.Batch) (log.AppendResult, int32, error) {
+	return p.appendAsLeader(batches, func(epoch int32) (log.AppendResult, error) { return p.Log.AppendAsLeader(batches, epoch) })
+}
+
+// AppendAsLeaderVerified is AppendAsLeader through
+// log.Log.AppendAsLeaderVerified (a transactional produce verified with
+// its coordinator under guard, KIP-890).
+func (p *Partition) AppendAsLeaderVerified(batches []record.Batch, guard *log.VerificationGuard) (log.AppendResult, int32, error) {
+	return p.appendAsLeader(batches, func(epoch int32) (log.AppendResult, error) {
+		return p.Log.AppendAsLeaderVerified(batches, epoch, guard)
+	})
+}
+
+func (p *Partition) appendAsLeader(batches []record.Batch, appendAt func(epoch int32) (log.AppendResult, error)) (log.AppendResult, int32, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.role != RoleLeader {
 		return log.AppendResult{}, 0, fmt.Errorf("%w: broker %d does not lead %s", kerr.NotLeaderForPartition, p.self, p.TP)
 	}
 	epoch := p.state.LeaderEpoch
-	res, err := p.Log.AppendAsLeader(batches, epoch)
+	res, err := appendAt(epoch)
 	if err != nil && !errors.Is(err, log.ErrDuplicateSequence) {
 		return res, epoch, err
 	}

@@ -98,7 +98,6 @@ func (s *Server) startTxnCoordinator(ctx context.Context, env *protocol.Env) err
 	s.txnVerifier = &txnVerifier{txns: c, owns: cfg.Owns, remote: s.ib.request,
 		coordinatorOf: func(id string) int32 { return group.CoordinatorFor(id, liveIDs(b)) }}
 	env.TxnVerifier = s.txnVerifier
-	env.TxnMarkerWritten = s.txnVerifier.Forget
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -215,11 +214,13 @@ const markerTimeout = 10 * time.Second
 
 // WriteMarkers sends one WriteTxnMarkers per broker concerned: the
 // partitions it leads, and group.OffsetsTopic when it coordinates groups
-// of the transaction. Partitions of deleted topics are done (nothing to
-// mark); partitions without a leader, failed requests and error codes are
-// returned to be retried.
+// of the transaction, with the record's coordinator epoch. Partitions of
+// deleted topics are done (nothing to mark); partitions without a leader,
+// failed requests and error codes are returned to be retried, and a
+// partition answering TRANSACTION_COORDINATOR_FENCED (a newer coordinator
+// wrote there) adds txn.ErrCoordinatorFenced.
 func (w *markerWriter) WriteMarkers(ctx context.Context, m txn.Marker) (txn.Marker, error) {
-	rest := txn.Marker{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, Commit: m.Commit}
+	rest := txn.Marker{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, CoordinatorEpoch: m.CoordinatorEpoch, Commit: m.Commit}
 	type target struct {
 		parts  []txn.TopicPartition
 		groups []string
@@ -254,10 +255,11 @@ func (w *markerWriter) WriteMarkers(ctx context.Context, m txn.Marker) (txn.Mark
 		get(owner).groups = append(get(owner).groups, g)
 	}
 	var errs []error
+	fenced := false
 	for id, t := range targets {
 		req := kmsg.NewPtrWriteTxnMarkersRequest()
 		mk := kmsg.NewWriteTxnMarkersRequestMarker()
-		mk.ProducerID, mk.ProducerEpoch, mk.Committed = m.ProducerID, m.ProducerEpoch, m.Commit
+		mk.ProducerID, mk.ProducerEpoch, mk.Committed, mk.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
 		for _, tp := range t.parts {
 			if n := len(mk.Topics); n > 0 && mk.Topics[n-1].Topic == tp.Topic {
 				mk.Topics[n-1].Partitions = append(mk.Topics[n-1].Partitions, tp.Partition)
@@ -288,6 +290,9 @@ func (w *markerWriter) WriteMarkers(ctx context.Context, m txn.Marker) (txn.Mark
 		for _, rm := range resp.Markers {
 			for _, rt := range rm.Topics {
 				for _, rp := range rt.Partitions {
+					if rp.ErrorCode == kerr.TransactionCoordinatorFenced.Code {
+						fenced = true
+					}
 					if rp.ErrorCode != 0 {
 						w.log.V(1).Info("marker not written", "broker", id, "topic", rt.Topic, "partition", rp.Partition, "error", kerr.ErrorForCode(rp.ErrorCode).Error())
 						continue
@@ -308,6 +313,9 @@ func (w *markerWriter) WriteMarkers(ctx context.Context, m txn.Marker) (txn.Mark
 		if !groupsAcked {
 			rest.Groups = append(rest.Groups, t.groups...)
 		}
+	}
+	if fenced {
+		errs = append(errs, txn.ErrCoordinatorFenced)
 	}
 	return rest, errors.Join(errs...)
 }

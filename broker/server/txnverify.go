@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -17,11 +16,10 @@ import (
 // The transaction's coordinator answers — this broker's coordinator
 // directly, another broker's through AddPartitionsToTxn v4 VerifyOnly
 // sent to the broker placement names (not through kgo's coordinator
-// cache, which keeps a dead coordinator until it answers NOT_COORDINATOR). Positive answers are
-// cached until a transaction marker for that producer reaches the
-// partition (Forget, called when WriteTxnMarkers is served): a produce
-// that arrives after its transaction ended is then asked about again and
-// refused.
+// cache, which keeps a dead coordinator until it answers NOT_COORDINATOR).
+// Positive answers are not cached here: the partition's verification
+// guard keeps them (broker/log, Log.TxnVerified) for as long as no marker
+// ended the transaction, and a late produce is asked about again.
 type txnVerifier struct {
 	txns   *txn.Coordinator
 	owns   func(id string) bool
@@ -29,9 +27,6 @@ type txnVerifier struct {
 	// coordinatorOf names the broker coordinating a transactional ID
 	// (group.CoordinatorFor over the live brokers; -1: none).
 	coordinatorOf func(id string) int32
-
-	mu       sync.Mutex
-	verified map[verifiedKey]bool
 }
 
 type verifiedKey struct {
@@ -42,43 +37,10 @@ type verifiedKey struct {
 	partition int32
 }
 
-// maxVerified bounds the cache; when full it is dropped (entries are
-// only an optimisation).
-const maxVerified = 100_000
-
 // VerifyTxnPartition returns nil when topic/partition is in the ongoing
 // transaction, else the error for the produce response.
 func (v *txnVerifier) VerifyTxnPartition(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, topic string, partition int32) error {
-	key := verifiedKey{transactionalID, producerID, producerEpoch, topic, partition}
-	v.mu.Lock()
-	ok := v.verified[key]
-	v.mu.Unlock()
-	if ok {
-		return nil
-	}
-	err := v.ask(ctx, key)
-	if err != nil {
-		return err
-	}
-	v.mu.Lock()
-	if v.verified == nil || len(v.verified) >= maxVerified {
-		v.verified = map[verifiedKey]bool{}
-	}
-	v.verified[key] = true
-	v.mu.Unlock()
-	return nil
-}
-
-// Forget drops the cached answers of producerID for the partition: a
-// marker ended its transaction there.
-func (v *txnVerifier) Forget(producerID int64, topic string, partition int32) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for k := range v.verified {
-		if k.pid == producerID && k.topic == topic && k.partition == partition {
-			delete(v.verified, k)
-		}
-	}
+	return v.ask(ctx, verifiedKey{transactionalID, producerID, producerEpoch, topic, partition})
 }
 
 func (v *txnVerifier) ask(ctx context.Context, key verifiedKey) error {

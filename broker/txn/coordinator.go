@@ -39,10 +39,20 @@ func (realClock) Now() time.Time { return time.Now() }
 type Marker struct {
 	ProducerID    int64
 	ProducerEpoch int16
-	Commit        bool
-	Partitions    []TopicPartition
-	Groups        []string
+	// CoordinatorEpoch is the record's (Metadata.CoordinatorEpoch) when
+	// this coordinator began writing the markers.
+	CoordinatorEpoch int32
+	Commit           bool
+	Partitions       []TopicPartition
+	Groups           []string
 }
+
+// ErrCoordinatorFenced is returned by a MarkerWriter when a partition
+// refused a marker with TRANSACTION_COORDINATOR_FENCED: a coordinator
+// with a newer coordinator epoch wrote the producer's markers there. The
+// coordinator stops writing these markers and reads the record again
+// before its next use.
+var ErrCoordinatorFenced = errors.New("txn: a newer coordinator wrote markers for this producer")
 
 // MarkerWriter writes transaction markers (WriteTxnMarkers to partition
 // leaders, group offset completion at group coordinators). One call is
@@ -103,11 +113,14 @@ type Observer interface {
 //
 // mu guards every field. completing is set while a goroutine writes the
 // markers of the record's Prepare* state; it never holds mu while sending.
+// claimed is set once this coordinator wrote the record since it read it
+// from the store: its first write bumps Metadata.CoordinatorEpoch.
 type entry struct {
 	mu         sync.Mutex
 	st         Stored
 	epoch      uint64 // ownership epoch the record was read under
 	completing bool
+	claimed    bool
 }
 
 // Coordinator is the transaction coordinator of one broker. Safe for
@@ -210,7 +223,7 @@ func (c *Coordinator) Load(ctx context.Context) error {
 		}
 		e.mu.Lock()
 		if e.st.Revision != r.Revision && !e.completing {
-			e.st = r
+			e.st, e.claimed = r, false
 		}
 		e.epoch = epoch
 		if (e.st.Metadata.State == PrepareCommit || e.st.Metadata.State == PrepareAbort) && !e.completing {
@@ -304,6 +317,9 @@ func (c *Coordinator) lock(ctx context.Context, id string) (*entry, *kerr.Error)
 			c.log.Error(err, "reading transaction state", "transactionalID", id)
 			return nil, kerr.CoordinatorNotAvailable
 		}
+		if r.Revision != e.st.Revision || r.Revision == 0 {
+			e.claimed = false
+		}
 		e.st, e.epoch = r, epoch
 		if (r.Metadata.State == PrepareCommit || r.Metadata.State == PrepareAbort) && r.Revision != 0 {
 			c.startCompletionLocked(e, "takeover")
@@ -315,18 +331,27 @@ func (c *Coordinator) lock(ctx context.Context, id string) (*entry, *kerr.Error)
 // persist writes md as e's new state (compare-and-swap on e's revision).
 // Callers hold e.mu. On a conflict the entry is dropped from the cache
 // (another coordinator wrote it) and NOT_COORDINATOR is returned.
+//
+// The first write since the record was read from the store bumps its
+// CoordinatorEpoch: this coordinator's markers then carry an epoch above
+// any marker a previous coordinator of the ID may still have in flight.
 func (c *Coordinator) persist(ctx context.Context, e *entry, md Metadata) *kerr.Error {
 	md.UpdateMillis = c.nowMillis()
+	md.CoordinatorEpoch = e.st.Metadata.CoordinatorEpoch
+	if !e.claimed {
+		md.CoordinatorEpoch++
+	}
 	rev, err := c.cfg.Store.Put(ctx, md, e.st.Revision)
 	if errors.Is(err, ErrConflict) {
 		e.epoch = ^uint64(0) // read again next time
+		e.claimed = false
 		return errNotCoordinator
 	}
 	if err != nil {
 		c.log.Error(err, "persisting transaction state", "transactionalID", md.TransactionalID, "state", md.State)
 		return kerr.CoordinatorNotAvailable
 	}
-	e.st = Stored{Metadata: md, Revision: rev}
+	e.st, e.claimed = Stored{Metadata: md, Revision: rev}, true
 	return nil
 }
 
@@ -552,14 +577,25 @@ func (c *Coordinator) abortLocked(ctx context.Context, e *entry, fence bool, rea
 
 // startCompletionLocked writes the markers of e's Prepare* state in a
 // goroutine, then persists Complete*. Callers hold e.mu.
+//
+// A record taken over from the store (not yet written by this
+// coordinator) is written first, unchanged but for its coordinator epoch,
+// so that the markers carry an epoch above the previous coordinator's; a
+// failed write leaves the transaction to whoever won the record.
 func (c *Coordinator) startCompletionLocked(e *entry, reason string) {
 	if e.completing {
 		return
 	}
+	if !e.claimed {
+		if err := c.persist(c.ctx, e, e.st.Metadata.clone()); err != nil {
+			c.log.V(1).Info("cannot claim the transaction to complete it", "transactionalID", e.st.Metadata.TransactionalID, "reason", err.Error())
+			return
+		}
+	}
 	md := e.st.Metadata.clone()
 	commit := md.State == PrepareCommit
 	e.completing = true
-	m := Marker{ProducerID: md.ProducerID, ProducerEpoch: md.ProducerEpoch, Commit: commit, Partitions: md.Partitions, Groups: md.Groups}
+	m := Marker{ProducerID: md.ProducerID, ProducerEpoch: md.ProducerEpoch, CoordinatorEpoch: md.CoordinatorEpoch, Commit: commit, Partitions: md.Partitions, Groups: md.Groups}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -581,6 +617,14 @@ func (c *Coordinator) complete(e *entry, prepared Metadata, m Marker, reason str
 		}
 		rest, err := c.cfg.Markers.WriteMarkers(ctx, m)
 		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, ErrCoordinatorFenced) {
+			c.log.Info("a newer coordinator wrote markers for the producer; leaving the transaction to it", "transactionalID", prepared.TransactionalID,
+				"coordinatorEpoch", m.CoordinatorEpoch)
+			e.mu.Lock()
+			e.epoch, e.claimed = ^uint64(0), false // read again before the next use
+			e.mu.Unlock()
 			return
 		}
 		if err == nil && len(rest.Partitions) == 0 && len(rest.Groups) == 0 {

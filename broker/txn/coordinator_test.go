@@ -33,18 +33,26 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// fakeMarkers records written markers; while blocked, attempts fail.
+// fakeMarkers records written markers and every attempt; while blocked,
+// attempts fail; while fenced, partitions answer
+// TRANSACTION_COORDINATOR_FENCED.
 type fakeMarkers struct {
-	mu      sync.Mutex
-	blocked bool
-	written []Marker
-	tries   int
+	mu       sync.Mutex
+	blocked  bool
+	fenced   bool
+	written  []Marker
+	attempts []Marker
+	tries    int
 }
 
 func (f *fakeMarkers) WriteMarkers(_ context.Context, m Marker) (Marker, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.tries++
+	f.attempts = append(f.attempts, m)
+	if f.fenced {
+		return m, ErrCoordinatorFenced
+	}
 	if f.blocked {
 		return m, errors.New("leader unreachable")
 	}
@@ -62,6 +70,12 @@ func (f *fakeMarkers) all() []Marker {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.written)
+}
+
+func (f *fakeMarkers) tried() []Marker {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.attempts)
 }
 
 type harness struct {
@@ -339,6 +353,62 @@ func TestFailoverMidCommit(t *testing.T) {
 	}
 	// The producer's retried EndTxn succeeds at the new coordinator.
 	wantErr(t, "commit retry", b.c.EndTxn(ctx, "app", pid, pe, true, false), nil)
+	// Window 3b of issue #25: the new coordinator's markers carry a
+	// coordinator epoch above the dead one's, so that a partition refuses
+	// the old one's late marker after the producer's next transaction
+	// began (same producer epoch), and the epoch is stored.
+	old := a.markers.tried()
+	if len(old) == 0 {
+		t.Fatal("the first coordinator attempted no marker")
+	}
+	if ms[0].CoordinatorEpoch <= old[0].CoordinatorEpoch {
+		t.Fatalf("coordinator epoch of the takeover's markers %d, of the dead coordinator's %d: want it higher", ms[0].CoordinatorEpoch, old[0].CoordinatorEpoch)
+	}
+	if st, _ := store.Get(ctx, "app"); st.Metadata.CoordinatorEpoch != ms[0].CoordinatorEpoch {
+		t.Fatalf("stored coordinator epoch %d, markers carried %d", st.Metadata.CoordinatorEpoch, ms[0].CoordinatorEpoch)
+	}
+	// The next transaction at the new coordinator: same epoch, no bump.
+	wantErr(t, "add 2", b.c.AddPartitions(ctx, "app", pid, pe, tps("a"), false), nil)
+	wantErr(t, "commit 2", b.c.EndTxn(ctx, "app", pid, pe, true, false), nil)
+	b.waitState(t, "app", CompleteCommit)
+	if ms := b.markers.all(); len(ms) != 2 || ms[1].CoordinatorEpoch != ms[0].CoordinatorEpoch {
+		t.Fatalf("markers of the new coordinator's second transaction: %+v", ms)
+	}
+}
+
+// A coordinator whose markers a partition refuses with
+// TRANSACTION_COORDINATOR_FENCED (a newer coordinator wrote there) stops
+// writing them and leaves the transaction to the newer one.
+func TestFencedCoordinatorStopsMarkers(t *testing.T) {
+	h := newHarness(t, NewMemoryStore())
+	pid, pe, _ := h.c.InitProducerID(ctx, "app", 60_000, -1, -1, false)
+	wantErr(t, "add", h.c.AddPartitions(ctx, "app", pid, pe, tps("a"), false), nil)
+	h.markers.mu.Lock()
+	h.markers.fenced = true
+	h.markers.mu.Unlock()
+	wantErr(t, "commit", h.c.EndTxn(ctx, "app", pid, pe, true, false), nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h.c.mu.Lock()
+		e := h.c.entries["app"]
+		h.c.mu.Unlock()
+		e.mu.Lock()
+		done := !e.completing
+		e.mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the fenced coordinator still writes markers")
+		}
+		time.Sleep(time.Millisecond) // poll pace
+	}
+	if n := len(h.markers.tried()); n != 1 {
+		t.Fatalf("%d marker attempts after TRANSACTION_COORDINATOR_FENCED, want 1", n)
+	}
+	if st, _ := h.store.Get(ctx, "app"); st.Metadata.State != PrepareCommit {
+		t.Fatalf("stored state %v: the fenced coordinator must not complete the transaction", st.Metadata.State)
+	}
 }
 
 // Two brokers that both believe they coordinate an ID (their views

@@ -90,6 +90,16 @@ type Metadata struct {
 	StartMillis int64 `json:"startMillis"`
 	// UpdateMillis is the last change, Unix millis.
 	UpdateMillis int64 `json:"updateMillis"`
+	// CoordinatorEpoch grows each time a coordinator first writes the
+	// record after reading it from the store (a takeover, or the same
+	// broker after the placement changed): markers carry it, and a
+	// partition refuses a marker older than the last one it saw for the
+	// producer (TRANSACTION_COORDINATOR_FENCED), so a stale
+	// coordinator's late marker cannot end the producer's next
+	// transaction. Kafka's coordinator epoch is its __transaction_state
+	// partition's leader epoch; here it is per transactional ID. Records
+	// written before it existed read as 0.
+	CoordinatorEpoch int32 `json:"coordinatorEpoch,omitempty"`
 }
 
 func (m Metadata) clone() Metadata {
