@@ -61,14 +61,14 @@ type Log struct {
 	syncDone *sync.Cond
 	// onFailure is told about every write or fsync that failed (Option
 	// WithOnFailure).
-	onFailure func(error)
-	waitCh       chan struct{}
-	closed       bool
-	failed       error
-	flushReset   chan struct{}
-	flushStop    chan struct{}
-	flushDone    chan struct{}
-	stopFlusher  sync.Once
+	onFailure   func(error)
+	waitCh      chan struct{}
+	closed      bool
+	failed      error
+	flushReset  chan struct{}
+	flushStop   chan struct{}
+	flushDone   chan struct{}
+	stopFlusher sync.Once
 
 	// cleanMu serialises Clean; cleaner is its progress (guarded by mu).
 	cleanMu       sync.Mutex
