@@ -149,6 +149,10 @@ type Broker struct {
 	// test-only fault layer faultFS when STRATA_FAULTFS=1 (chaos runs).
 	fs      log.FS
 	faultFS *faultfs.FS
+	// storageErr receives the first failed write or fsync of any log
+	// (StorageFailure).
+	storageErr  chan error
+	storageOnce sync.Once
 }
 
 // lockDir takes an exclusive, non-blocking lock on the data directory so
@@ -248,7 +252,7 @@ func Open(ctx context.Context, cfg Config, logger logr.Logger) (*Broker, error) 
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: cfg, log: logger, topics: map[string]*Topic{}, lock: lock, fs: log.OSFS{}}
+	b := &Broker{cfg: cfg, log: logger, topics: map[string]*Topic{}, lock: lock, fs: log.OSFS{}, storageErr: make(chan error, 1)}
 	if faultfs.Enabled() {
 		if b.faultFS, err = faultfs.New(cfg.DataDir); err != nil {
 			lock.Close()
@@ -320,10 +324,25 @@ func (b *Broker) partitionDir(topic string, p int32) string {
 	return filepath.Join(b.cfg.DataDir, topic+"-"+strconv.Itoa(int(p)))
 }
 
+// StorageFailure returns a channel that receives the first write or fsync
+// of a log that failed (disk full, I/O error). The server stops the broker
+// then (fail-stop): Kafka takes a failed log directory offline (KIP-112)
+// and stops a broker that has none left; a broker has one data directory.
+// Until it stopped, the failed log refuses what it could not write and
+// nothing is acknowledged that is not durable (log.FlushTo).
+func (b *Broker) StorageFailure() <-chan error { return b.storageErr }
+
+func (b *Broker) storageFailure(err error) {
+	b.storageOnce.Do(func() {
+		b.log.Error(err, "storage failure on the data directory: the broker stops")
+		b.storageErr <- err
+	})
+}
+
 func (b *Broker) openPartition(t *Topic, index int32) (*Partition, error) {
 	cfg := b.logConfig(t.configs)
 	l, err := log.Open(b.partitionDir(t.Name, index), cfg,
-		log.WithLogger(b.log.WithName("log").WithValues("topic", t.Name, "partition", index)), log.WithFS(b.fs))
+		log.WithLogger(b.log.WithName("log").WithValues("topic", t.Name, "partition", index)), log.WithFS(b.fs), log.WithOnFailure(b.storageFailure))
 	if err != nil {
 		return nil, fmt.Errorf("broker: open partition %s-%d: %w", t.Name, index, err)
 	}
