@@ -35,11 +35,12 @@ func (n *nemesis) applyDiskFault(ctx context.Context, f Fault) (heal func(contex
 	switch f.Kind {
 	case KindPowerLoss:
 		b.kill()
-		if err := faultfs.DropUnsynced(b.dir); err != nil {
+		dropped, err := faultfs.Drop(b.dir)
+		if err != nil {
 			// Not applied as scheduled; the broker must run again.
 			return nil, "", fmt.Errorf("drop unsynced writes of broker %d: %w (started again: %v)", b.id, err, b.start(ctx))
 		}
-		return func(ctx context.Context) error { return b.start(ctx) }, what, nil
+		return func(ctx context.Context) error { return b.start(ctx) }, what + ": " + dropped.String(), nil
 	case KindDiskFull:
 		if err := faultfs.SetFault(b.dir, faultfs.NoSpace); err != nil {
 			return nil, "", err

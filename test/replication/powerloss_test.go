@@ -151,10 +151,10 @@ func TestDiskFullFailStop(t *testing.T) {
 	if err := faultfs.SetFault(lp.Dir(), faultfs.NoSpace); err != nil {
 		t.Fatal(err)
 	}
-	produce(20, 40)
+	produce(20, 25)
 	waitFor(t, "the leader with the full disk stopped", 60*time.Second, lp.Exited)
 	waitFor(t, "another leader", 30*time.Second, func() bool { l, _ := leaderOf(); return l > 0 && l != leader })
-	produce(40, 60)
+	produce(25, 45)
 	if err := faultfs.SetFault(lp.Dir(), faultfs.None); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestDiskFullFailStop(t *testing.T) {
 	lp.Start()
 	waitFor(t, "the restarted broker back in the ISR", 60*time.Second, func() bool { _, isr := leaderOf(); return slices.Contains(isr, leader) })
 	if len(acked) < 40 {
-		t.Fatalf("only %d of 60 records acknowledged: the other replicas should have taken over", len(acked))
+		t.Fatalf("only %d of 45 records acknowledged: the other replicas should have taken over", len(acked))
 	}
 
 	cons := newClient(t, c.Addrs(), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))

@@ -416,13 +416,32 @@ func SetFault(dataDir string, mode Mode) error {
 // removed, files are truncated to their size at their last fsync. The
 // journal is then reset: what is left is durable.
 func DropUnsynced(dataDir string) error {
+	_, err := Drop(dataDir)
+	return err
+}
+
+// Dropped is what a power loss took.
+type Dropped struct {
+	// Bytes were cut from Files files; Removed entries (files or
+	// directories) were never made durable.
+	Bytes          int64
+	Files, Removed int
+}
+
+func (d Dropped) String() string {
+	return fmt.Sprintf("%d unsynced bytes dropped from %d files, %d undurable entries removed", d.Bytes, d.Files, d.Removed)
+}
+
+// Drop is DropUnsynced, reporting what it dropped.
+func Drop(dataDir string) (Dropped, error) {
+	var d Dropped
 	abs, err := filepath.Abs(dataDir)
 	if err != nil {
-		return err
+		return d, err
 	}
 	st, err := loadState(abs)
 	if err != nil {
-		return err
+		return d, err
 	}
 	paths := make([]string, 0, len(st.entries))
 	for p := range st.entries {
@@ -445,8 +464,11 @@ func DropUnsynced(dataDir string) error {
 		}
 		full := filepath.Join(abs, p)
 		if !st.entryDurable(p) {
+			if _, err := os.Lstat(full); err == nil {
+				d.Removed++
+			}
 			if err := os.RemoveAll(full); err != nil {
-				return fmt.Errorf("faultfs: drop %s: %w", p, err)
+				return d, fmt.Errorf("faultfs: drop %s: %w", p, err)
 			}
 			removed = append(removed, p)
 			continue
@@ -458,18 +480,20 @@ func DropUnsynced(dataDir string) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		} else if err != nil {
-			return fmt.Errorf("faultfs: %w", err)
+			return d, fmt.Errorf("faultfs: %w", err)
 		}
 		if info.Size() > e.durable {
 			if err := os.Truncate(full, e.durable); err != nil {
-				return fmt.Errorf("faultfs: drop the unsynced tail of %s: %w", p, err)
+				return d, fmt.Errorf("faultfs: drop the unsynced tail of %s: %w", p, err)
 			}
+			d.Bytes += info.Size() - e.durable
+			d.Files++
 		}
 	}
 	if err := os.Remove(journalPath(abs)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("faultfs: %w", err)
+		return d, fmt.Errorf("faultfs: %w", err)
 	}
-	return nil
+	return d, nil
 }
 
 func journalPath(root string) string { return filepath.Join(root, StateDir, journalName) }

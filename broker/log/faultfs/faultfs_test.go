@@ -159,13 +159,16 @@ func TestDropUnsynced(t *testing.T) {
 		run    func(o *ops)
 		// live is what the files hold before the power loss, want after it.
 		live, want map[string]string
+		// dropped is what Drop reports.
+		dropped Dropped
 	}{
 		{
-			name:   "unsynced write to an existing file is lost",
-			before: map[string]string{"a": "old"},
-			run:    func(o *ops) { o.write("a", "new") },
-			live:   map[string]string{"a": "oldnew"},
-			want:   map[string]string{"a": "old"},
+			name:    "unsynced write to an existing file is lost",
+			before:  map[string]string{"a": "old"},
+			run:     func(o *ops) { o.write("a", "new") },
+			live:    map[string]string{"a": "oldnew"},
+			want:    map[string]string{"a": "old"},
+			dropped: Dropped{Bytes: 3, Files: 1},
 		},
 		{
 			name:   "synced write survives, the tail after the sync does not",
@@ -175,8 +178,9 @@ func TestDropUnsynced(t *testing.T) {
 				o.sync("a")
 				o.write("a", "-lost")
 			},
-			live: map[string]string{"a": "old-synced-lost"},
-			want: map[string]string{"a": "old-synced"},
+			live:    map[string]string{"a": "old-synced-lost"},
+			want:    map[string]string{"a": "old-synced"},
+			dropped: Dropped{Bytes: 5, Files: 1},
 		},
 		{
 			name: "a created file without a directory fsync is gone, even synced",
@@ -185,8 +189,9 @@ func TestDropUnsynced(t *testing.T) {
 				o.write("a", "data")
 				o.sync("a")
 			},
-			live: map[string]string{"a": "data"},
-			want: map[string]string{},
+			live:    map[string]string{"a": "data"},
+			want:    map[string]string{},
+			dropped: Dropped{Removed: 1},
 		},
 		{
 			name: "a created file whose directory was fsynced keeps its synced part",
@@ -196,8 +201,9 @@ func TestDropUnsynced(t *testing.T) {
 				o.syncDir(".")
 				o.write("a", "more")
 			},
-			live: map[string]string{"a": "datamore"},
-			want: map[string]string{"a": ""},
+			live:    map[string]string{"a": "datamore"},
+			want:    map[string]string{"a": ""},
+			dropped: Dropped{Bytes: 8, Files: 1},
 		},
 		{
 			name: "a new directory needs its parent fsynced; its files go with it",
@@ -208,8 +214,9 @@ func TestDropUnsynced(t *testing.T) {
 				o.syncDir("p/q")
 				o.syncDir("p") // q is durable, p is not: the root was not fsynced
 			},
-			live: map[string]string{"p/": "", "p/q/": "", "p/q/a": ""},
-			want: map[string]string{},
+			live:    map[string]string{"p/": "", "p/q/": "", "p/q/a": ""},
+			want:    map[string]string{},
+			dropped: Dropped{Removed: 1}, // p, and everything in it
 		},
 		{
 			name: "a new directory whose parents were fsynced stays",
@@ -222,8 +229,9 @@ func TestDropUnsynced(t *testing.T) {
 				o.syncDir("p")
 				o.create("p/b")
 			},
-			live: map[string]string{"p/": "", "p/a": "x", "p/b": ""},
-			want: map[string]string{"p/": "", "p/a": "x"},
+			live:    map[string]string{"p/": "", "p/a": "x", "p/b": ""},
+			want:    map[string]string{"p/": "", "p/a": "x"},
+			dropped: Dropped{Removed: 1},
 		},
 		{
 			name:   "atomic replace: temp, fsync, rename over a durable file",
@@ -245,8 +253,9 @@ func TestDropUnsynced(t *testing.T) {
 				o.sync("t")
 				o.rename("t", "n")
 			},
-			live: map[string]string{"n": "v"},
-			want: map[string]string{},
+			live:    map[string]string{"n": "v"},
+			want:    map[string]string{},
+			dropped: Dropped{Removed: 1},
 		},
 		{
 			name: "a renamed file keeps only what was synced before the rename",
@@ -258,8 +267,9 @@ func TestDropUnsynced(t *testing.T) {
 				o.rename("t", "n")
 				o.syncDir(".")
 			},
-			live: map[string]string{"n": "synclost"},
-			want: map[string]string{"n": "sync"},
+			live:    map[string]string{"n": "synclost"},
+			want:    map[string]string{"n": "sync"},
+			dropped: Dropped{Bytes: 4, Files: 1},
 		},
 		{
 			name:   "truncation is durable at once",
@@ -269,8 +279,9 @@ func TestDropUnsynced(t *testing.T) {
 				o.truncate("a", 4)
 				o.write("a", "xy")
 			},
-			live: map[string]string{"a": "0123xy"},
-			want: map[string]string{"a": "0123"},
+			live:    map[string]string{"a": "0123xy"},
+			want:    map[string]string{"a": "0123"},
+			dropped: Dropped{Bytes: 2, Files: 1},
 		},
 		{
 			name:   "removal is durable at once",
@@ -298,11 +309,15 @@ func TestDropUnsynced(t *testing.T) {
 			if got := tree(t, root); !maps.Equal(got, tc.live) {
 				t.Fatalf("before the power loss: %q, want %q", got, tc.live)
 			}
-			if err := DropUnsynced(root); err != nil {
+			d, err := Drop(root)
+			if err != nil {
 				t.Fatal(err)
 			}
 			if got := tree(t, root); !maps.Equal(got, tc.want) {
 				t.Fatalf("after the power loss: %q, want %q", got, tc.want)
+			}
+			if d != tc.dropped {
+				t.Fatalf("dropped %+v, want %+v", d, tc.dropped)
 			}
 			// Everything left is durable: a second power loss changes nothing.
 			f, err = New(root)
