@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strata-dev/strata/broker/log"
+	"github.com/strata-dev/strata/broker/log/faultfs"
 	"github.com/strata-dev/strata/broker/record"
 	"github.com/strata-dev/strata/broker/replica"
 	"github.com/strata-dev/strata/broker/tier"
@@ -144,6 +145,14 @@ type Broker struct {
 	cluster *cluster
 	// tier is the slow tier (SetTier), nil when off.
 	tier *tier.Tier
+	// fs is the file system the logs use: the operating system's, or the
+	// test-only fault layer faultFS when STRATA_FAULTFS=1 (chaos runs).
+	fs      log.FS
+	faultFS *faultfs.FS
+	// storageErr receives the first failed write or fsync of any log
+	// (StorageFailure).
+	storageErr  chan error
+	storageOnce sync.Once
 }
 
 // lockDir takes an exclusive, non-blocking lock on the data directory so
@@ -243,18 +252,26 @@ func Open(ctx context.Context, cfg Config, logger logr.Logger) (*Broker, error) 
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: cfg, log: logger, topics: map[string]*Topic{}, lock: lock}
+	b := &Broker{cfg: cfg, log: logger, topics: map[string]*Topic{}, lock: lock, fs: log.OSFS{}, storageErr: make(chan error, 1)}
+	if faultfs.Enabled() {
+		if b.faultFS, err = faultfs.New(cfg.DataDir); err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("broker: %w", err)
+		}
+		b.fs = b.faultFS
+		logger.Info("fault-injecting file system layer enabled (test only)", "env", faultfs.EnvVar)
+	}
 	if err := b.loadMeta(); err != nil {
-		lock.Close()
+		b.closeLogs()
 		return nil, err
 	}
 	if b.meta.NodeID != cfg.NodeID {
-		lock.Close()
+		b.closeLogs()
 		return nil, fmt.Errorf("broker: data dir %s belongs to node %d, not %d", cfg.DataDir, b.meta.NodeID, cfg.NodeID)
 	}
 	if cfg.Clustered {
 		if len(b.meta.Topics) > 0 {
-			lock.Close()
+			b.closeLogs()
 			return nil, fmt.Errorf("broker: data dir %s holds %d topics of a standalone broker; a cluster broker needs its own data dir", cfg.DataDir, len(b.meta.Topics))
 		}
 		// Partitions are opened as the cluster metadata assigns them.
@@ -307,10 +324,25 @@ func (b *Broker) partitionDir(topic string, p int32) string {
 	return filepath.Join(b.cfg.DataDir, topic+"-"+strconv.Itoa(int(p)))
 }
 
+// StorageFailure returns a channel that receives the first write or fsync
+// of a log that failed (disk full, I/O error). The server stops the broker
+// then (fail-stop): Kafka takes a failed log directory offline (KIP-112)
+// and stops a broker that has none left; a broker has one data directory.
+// Until it stopped, the failed log refuses what it could not write and
+// nothing is acknowledged that is not durable (log.FlushTo).
+func (b *Broker) StorageFailure() <-chan error { return b.storageErr }
+
+func (b *Broker) storageFailure(err error) {
+	b.storageOnce.Do(func() {
+		b.log.Error(err, "storage failure on the data directory: the broker stops")
+		b.storageErr <- err
+	})
+}
+
 func (b *Broker) openPartition(t *Topic, index int32) (*Partition, error) {
 	cfg := b.logConfig(t.configs)
 	l, err := log.Open(b.partitionDir(t.Name, index), cfg,
-		log.WithLogger(b.log.WithName("log").WithValues("topic", t.Name, "partition", index)))
+		log.WithLogger(b.log.WithName("log").WithValues("topic", t.Name, "partition", index)), log.WithFS(b.fs), log.WithOnFailure(b.storageFailure))
 	if err != nil {
 		return nil, fmt.Errorf("broker: open partition %s-%d: %w", t.Name, index, err)
 	}
@@ -497,8 +529,15 @@ func (b *Broker) Close() error {
 	}
 	b.closed = true
 	err := b.closeLogsLocked()
+	b.closeFaultFS()
 	b.lock.Close() // releases the flock
 	return err
+}
+
+func (b *Broker) closeFaultFS() {
+	if b.faultFS != nil {
+		_ = b.faultFS.Close()
+	}
 }
 
 // closeLogs undoes a partial Open.
@@ -506,6 +545,7 @@ func (b *Broker) closeLogs() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	_ = b.closeLogsLocked()
+	b.closeFaultFS()
 	b.lock.Close()
 }
 

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"os"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -35,7 +36,9 @@ func ErrorCode(err error) int16 {
 		// The partition was deleted or the broker is stopping: the client
 		// refreshes its metadata and retries.
 		return kerr.NotLeaderForPartition.Code
-	case errors.Is(err, log.ErrLogFailed):
+	case errors.Is(err, log.ErrLogFailed), errors.As(err, new(*os.PathError)):
+		// A write or fsync of the data directory failed (disk full, I/O
+		// error): retriable, the broker stops and another replica leads.
 		return kerr.KafkaStorageError.Code
 	}
 	if code, ok := logErrorCode(err); ok {

@@ -172,6 +172,23 @@ func (p *Process) Pid() int {
 // Dir returns the data directory.
 func (p *Process) Dir() string { return p.opts.dir }
 
+// Exited reports whether the subprocess, started and not stopped by the
+// test, ended on its own.
+func (p *Process) Exited() bool {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Logs returns everything the subprocess wrote so far.
 func (p *Process) Logs() string { return p.logs.String() }
 

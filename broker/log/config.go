@@ -147,6 +147,8 @@ type options struct {
 	logger logr.Logger
 	now    func() time.Time
 	fs     FS
+	// onFailure: see WithOnFailure.
+	onFailure func(error)
 }
 
 // WithLogger sets the logger (default: discard).
@@ -158,3 +160,8 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 
 // WithFS sets the file system (default OSFS{}); tests inject faults with it.
 func WithFS(fs FS) Option { return func(o *options) { o.fs = fs } }
+
+// WithOnFailure sets a callback told, on its own goroutine, about every
+// write, roll or fsync of the log that failed (disk full, I/O error): the
+// broker stops on the first (fail-stop, see docs/storage.md).
+func WithOnFailure(f func(error)) Option { return func(o *options) { o.onFailure = f } }

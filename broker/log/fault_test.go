@@ -99,8 +99,10 @@ func TestFaultInjection(t *testing.T) {
 		{name: "short write and the undo truncate fails", inject: func(f *faultFS) {
 			f.suffix, f.shortWrite, f.failTrunc = logSuffix, 100, true
 		}, failedAfter: true},
+		// A failed fsync fails the log: a retry could succeed on pages the
+		// kernel dropped (fsyncgate).
 		{name: "fsync fails with flush on every append", cfg: func(c *Config) { c.FlushInterval = 0 },
-			inject: func(f *faultFS) { f.suffix, f.failSync = logSuffix, true }, keepsBatch: true},
+			inject: func(f *faultFS) { f.suffix, f.failSync = logSuffix, true }, keepsBatch: true, failedAfter: true},
 		{name: "index write fails while rolling", cfg: func(c *Config) { c.SegmentBytes = 2000 },
 			inject: func(f *faultFS) { f.suffix, f.shortWrite = indexSuffix, 3 }, failedAfter: true},
 	}

@@ -54,13 +54,21 @@ type Log struct {
 	stableHWM    atomic.Int64
 	unflushed    int64 // records appended since the last fsync
 	dirty        bool  // bytes appended since the last fsync
-	waitCh       chan struct{}
-	closed       bool
-	failed       error
-	flushReset   chan struct{}
-	flushStop    chan struct{}
-	flushDone    chan struct{}
-	stopFlusher  sync.Once
+	// durable is the log end offset as of the last successful fsync: what
+	// a power loss cannot take (FlushTo). syncDone is broadcast (on mu)
+	// whenever an fsync ends.
+	durable  int64
+	syncDone *sync.Cond
+	// onFailure is told about every write or fsync that failed (Option
+	// WithOnFailure).
+	onFailure   func(error)
+	waitCh      chan struct{}
+	closed      bool
+	failed      error
+	flushReset  chan struct{}
+	flushStop   chan struct{}
+	flushDone   chan struct{}
+	stopFlusher sync.Once
 
 	// cleanMu serialises Clean; cleaner is its progress (guarded by mu).
 	cleanMu       sync.Mutex
@@ -218,6 +226,7 @@ func (l *Log) appendLocked(batches []record.Batch, leaderEpoch int32, asLeader, 
 	if seg.size > 0 && (seg.size+total > l.cfg.SegmentBytes || now-seg.rollTs >= l.cfg.SegmentMs.Milliseconds() || !seg.fits(next-1, total)) {
 		if err := l.roll(now); err != nil {
 			l.failed = err
+			l.reportFailure(err)
 			return AppendResult{}, false, fmt.Errorf("append: %w", err)
 		}
 		seg = l.active()
@@ -271,6 +280,7 @@ func (l *Log) appendLocked(batches []record.Batch, leaderEpoch int32, asLeader, 
 				l.failed = errors.Join(err, terr)
 				l.logger.Error(l.failed, "cannot undo a failed append; the log refuses writes until reopened", "segment", seg.name)
 			}
+			l.reportFailure(err)
 			return AppendResult{}, false, err
 		}
 		pos += int64(len(b))
@@ -288,6 +298,7 @@ func (l *Log) appendLocked(batches []record.Batch, leaderEpoch int32, asLeader, 
 		if err := l.completeTxnsLocked(seg, done); err != nil {
 			// The marker is written; Open rebuilds the index from it.
 			l.failed = err
+			l.reportFailure(err)
 			l.logger.Error(err, "cannot write the aborted-transaction index; the log refuses writes until reopened", "segment", seg.name)
 		}
 	}
@@ -322,6 +333,7 @@ func (l *Log) roll(nowMs int64) error {
 		return fmt.Errorf("roll: fsync dir: %w", err)
 	}
 	old.next = l.leo
+	l.durable = max(l.durable, l.leo) // the sealed segment was fsynced
 	segs := make([]*segment, len(l.segs), len(l.segs)+1)
 	copy(segs, l.segs)
 	l.segs = append(segs, s)
@@ -521,6 +533,10 @@ func (l *Log) Flush() error {
 		l.mu.Unlock()
 		return ErrClosed
 	}
+	if l.failed != nil {
+		l.mu.Unlock()
+		return fmt.Errorf("%w: %w", ErrLogFailed, l.failed)
+	}
 	p := l.prepareSync()
 	l.mu.Unlock()
 	if p == nil {
@@ -533,6 +549,7 @@ func (l *Log) Flush() error {
 type pendingSync struct {
 	seg       *segment
 	unflushed int64
+	leo       int64 // the log end the fsync makes durable
 	err       error
 }
 
@@ -544,7 +561,7 @@ func (l *Log) prepareSync() *pendingSync {
 		return nil
 	}
 	seg := l.active()
-	p := &pendingSync{seg: seg, unflushed: l.unflushed}
+	p := &pendingSync{seg: seg, unflushed: l.unflushed, leo: l.leo}
 	if err := seg.offIdx.persist(); err != nil {
 		p.err = err
 	} else if err := seg.timeIdx.persist(); err != nil {
@@ -554,8 +571,11 @@ func (l *Log) prepareSync() *pendingSync {
 	return p
 }
 
-// finishSync fsyncs what prepareSync captured; on failure the log is marked
-// dirty again so that the next flush retries.
+// finishSync fsyncs what prepareSync captured. A failed fsync fails the
+// log (ErrLogFailed until reopened): the kernel may have dropped the dirty
+// pages it could not write and report the next fsync as a success
+// (PostgreSQL's "fsyncgate"), so retrying would call durable what is not.
+// Reopening re-reads the tail from the file.
 func (l *Log) finishSync(p *pendingSync) error {
 	err := p.err
 	if err == nil {
@@ -565,14 +585,71 @@ func (l *Log) finishSync(p *pendingSync) error {
 			}
 		}
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	defer l.syncDone.Broadcast()
 	if err != nil {
-		l.mu.Lock()
+		err = fmt.Errorf("flush %s: %w", p.seg.name, err)
+		if l.failed == nil {
+			l.failed = err
+			l.logger.Error(err, "fsync failed; the log refuses writes until reopened", "segment", p.seg.name)
+		}
 		l.dirty = true
 		l.unflushed += p.unflushed
-		l.mu.Unlock()
-		return fmt.Errorf("flush %s: %w", p.seg.name, err)
+		l.reportFailure(err)
+		return err
 	}
+	l.durable = max(l.durable, p.leo)
 	return nil
+}
+
+// DurableEnd is the log end offset as of the last successful fsync: the
+// offsets below it survive a power loss.
+func (l *Log) DurableEnd() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return min(l.durable, l.leo)
+}
+
+// FlushTo returns once every offset below end is durable (fsynced),
+// fsyncing if no fsync in flight covers them; end beyond the log end
+// means the log end. Concurrent callers share fsyncs (group commit).
+// acks=all acknowledgements and follower fetch positions wait on it, so
+// that nothing acknowledged lives only in a page cache.
+func (l *Log) FlushTo(end int64) error {
+	l.mu.Lock()
+	for {
+		switch {
+		case l.closed:
+			l.mu.Unlock()
+			return ErrClosed
+		case l.failed != nil:
+			err := fmt.Errorf("%w: %w", ErrLogFailed, l.failed)
+			l.mu.Unlock()
+			return err
+		case l.durable >= min(end, l.leo):
+			l.mu.Unlock()
+			return nil
+		case l.dirty:
+			l.mu.Unlock()
+			if err := l.Flush(); err != nil {
+				return err
+			}
+			l.mu.Lock()
+		default:
+			// Not dirty and not durable: an fsync prepared by another
+			// caller covers it and is running.
+			l.syncDone.Wait()
+		}
+	}
+}
+
+// reportFailure tells the WithOnFailure callback about a failed write
+// (called with mu held; the callback runs on its own goroutine).
+func (l *Log) reportFailure(err error) {
+	if l.onFailure != nil {
+		go l.onFailure(fmt.Errorf("log %s: %w", l.dir, err))
+	}
 }
 
 // flusher fsyncs on the FlushInterval timer until Close.
@@ -633,6 +710,7 @@ func (l *Log) shutdown(clean bool) error {
 		return nil
 	}
 	l.closed = true
+	l.syncDone.Broadcast()
 	close(l.waitCh)
 	var errs []error
 	if clean && l.failed == nil {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -54,8 +55,9 @@ func Open(dir string, cfg Config, opts ...Option) (*Log, error) {
 		dir: dir, fs: o.fs, logger: o.logger.WithValues("log", dir), now: o.now, cfg: cfg,
 		waitCh: make(chan struct{}), flushReset: make(chan struct{}, 1),
 		flushStop: make(chan struct{}), flushDone: make(chan struct{}),
-		epochs: epochCache{fs: o.fs, dir: dir},
+		epochs: epochCache{fs: o.fs, dir: dir}, onFailure: o.onFailure,
 	}
+	l.syncDone = sync.NewCond(&l.mu)
 	if err := l.recover(); err != nil {
 		for _, s := range l.segs {
 			s.close()
@@ -67,7 +69,16 @@ func Open(dir string, cfg Config, opts ...Option) (*Log, error) {
 }
 
 func (l *Log) recover() error {
-	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
+	if _, err := l.fs.Stat(l.dir); errors.Is(err, os.ErrNotExist) {
+		// A new partition: its directory must survive a power loss
+		// once a write in it was acknowledged.
+		if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
+			return err
+		}
+		if err := syncDir(l.fs, filepath.Dir(l.dir)); err != nil {
+			return err
+		}
+	} else if err != nil {
 		return err
 	}
 	// An interrupted log cleaner swap is finished (or its output dropped)
@@ -196,6 +207,14 @@ func (l *Log) recover() error {
 	if err := l.rebuildProducers(); err != nil {
 		return err
 	}
+	if !clean {
+		// The recovered tail may be a killed process's page cache: make
+		// it durable before anything counts on it (FlushTo).
+		if err := act.sync(); err != nil {
+			return err
+		}
+	}
+	l.durable = l.leo
 	return nil
 }
 

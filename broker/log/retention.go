@@ -304,6 +304,7 @@ func (l *Log) truncateLocked(offset int64) error {
 		l.leo = s.base
 	}
 	l.dirty = false
+	l.durable = l.leo // s.sync above
 	l.truncateCleanerState()
 	if l.leo < l.start {
 		// A batch straddling the log start was removed whole: the start
@@ -363,6 +364,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	}
 	l.segs = []*segment{s}
 	l.start, l.leo, l.size, l.dirty, l.unflushed = offset, offset, 0, false, 0
+	l.durable = offset
 	l.cleaner.firstDirty = offset
 	l.truncateCleanerState()
 	if err := l.persistStartOffset(offset); err != nil {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -225,11 +226,47 @@ func (f *fetcher) items() (items []fetchItem, suspended, held bool) {
 		pointers := f.m.wal != nil && f.m.wal.down != nil && leo >= skipUntil && !f.m.wal.down.Backoff(f.walBucket)
 		items = append(items, fetchItem{p: p, epoch: epoch, offset: leo, lastEpoch: p.Log.LatestEpoch(), logStart: p.Log.StartOffset(), pointers: pointers, throttled: throttled})
 	}
+	items, failed := flushFetchPositions(items)
+	suspended = suspended || failed
 	sort.Slice(items, func(i, j int) bool {
 		a, b := items[i].p.TP, items[j].p.TP
 		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
 	})
 	return items, suspended, held
+}
+
+// flushFetchPositions makes every item's fetch offset durable before the
+// fetch reports it to the leader as this replica's LEO: the leader counts
+// it towards the HWM, which acknowledges acks=all writes, and a power loss
+// must not take what was acknowledged (a last ISR member elected after a
+// machine crash would otherwise make every replica truncate it away). The
+// fsyncs of several partitions run together. Items whose log cannot be
+// flushed (disk failure: the broker stops, see Config.OnStorageFailure)
+// are left out; failed reports that some were.
+func flushFetchPositions(items []fetchItem) ([]fetchItem, bool) {
+	errs := make([]error, len(items))
+	var wg sync.WaitGroup
+	for i, it := range items {
+		if it.p.Log.DurableEnd() >= it.offset {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = it.p.Log.FlushTo(it.offset)
+		}()
+	}
+	wg.Wait()
+	out := items[:0]
+	failed := false
+	for i, it := range items {
+		if errs[i] != nil {
+			failed = true
+			continue
+		}
+		out = append(out, it)
+	}
+	return out, failed
 }
 
 func (f *fetcher) run(ctx context.Context) {

@@ -453,8 +453,19 @@ func (p *Partition) WaitHighWatermark(ctx context.Context, offset int64, epoch, 
 // appended: the acks_all_wait stage counts from there, so a request whose
 // wait starts after an earlier one of its connection (responses keep the
 // request order) is measured whole.
+//
+// It first makes the leader's own log durable up to offset (FlushTo; the
+// followers report only durable offsets, see flushFetchPositions): an
+// acknowledged write is on the disk of every ISR member, so a machine
+// crash of any of them, the last one included, cannot take it.
 func (p *Partition) WaitHighWatermarkSince(ctx context.Context, offset int64, epoch, minISR int32, appended time.Time) error {
 	start := appended
+	if err := p.Log.FlushTo(offset); err != nil {
+		if errors.Is(err, log.ErrClosed) {
+			return fmt.Errorf("%w: %s: log closed while waiting for replication", kerr.NotLeaderForPartition, p.TP)
+		}
+		return fmt.Errorf("%w: %s: cannot make the log durable: %v", kerr.KafkaStorageError, p.TP, err)
+	}
 	for waited := false; ; waited = true {
 		p.mu.Lock()
 		role, cur, ch, isr, w := p.role, p.state.LeaderEpoch, p.notify, len(p.state.ISR), p.wal

@@ -190,7 +190,7 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	cfg.Broker.Host, cfg.Broker.Port = listeners[0].AdvHost, listeners[0].AdvPort
 	ln := lns[0]
 	cfg.Broker.Clustered = len(cfg.Cluster.EtcdEndpoints) > 0
-	s := &Server{cfg: cfg, log: logger, ln: ln, lns: lns, listeners: listeners, stop: make(chan struct{}), serveErr: make(chan error, len(lns))}
+	s := &Server{cfg: cfg, log: logger, ln: ln, lns: lns, listeners: listeners, stop: make(chan struct{}), serveErr: make(chan error, len(lns)+1)}
 	started := false
 	defer func() {
 		if !started {
@@ -319,6 +319,13 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		return nil, err
 	}
 	started = true
+	go func() {
+		select {
+		case err := <-s.broker.StorageFailure():
+			s.serveErr <- fmt.Errorf("%w: %w", ErrStorageFailure, err)
+		case <-s.stop:
+		}
+	}()
 	s.wg.Add(2 + len(served))
 	for i, l := range served {
 		go func() {
@@ -456,6 +463,13 @@ func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
 // Done returns a channel that receives the Kafka listener's fatal error (or
 // nil after Shutdown) once.
 func (s *Server) Done() <-chan error { return s.serveErr }
+
+// ErrStorageFailure comes out of Done when a write or fsync to the data
+// directory failed (disk full, I/O error): the broker must stop
+// (fail-stop, see broker.Broker.StorageFailure); `strata broker` shuts
+// down (controlled shutdown first: leaderships move to the other ISR
+// members) and exits non-zero, and its supervisor starts it again.
+var ErrStorageFailure = errors.New("storage failure on the data directory")
 
 func (s *Server) httpHandler() http.Handler {
 	mux := http.NewServeMux()

@@ -70,6 +70,7 @@ func (n *nemesis) healAll(ctx context.Context) {
 	for _, p := range n.c.s3Px {
 		p.Set(bucketFault{})
 	}
+	n.healDiskFaults()
 	for _, b := range n.c.brokers {
 		b.mu.Lock()
 		paused := b.paused
@@ -88,6 +89,8 @@ func (n *nemesis) healAll(ctx context.Context) {
 // apply injects f; heal (nil for instantaneous faults) ends it.
 func (n *nemesis) apply(ctx context.Context, f Fault) (heal func(context.Context) error, what string, err error) {
 	switch f.Kind {
+	case KindPowerLoss, KindDiskFull:
+		return n.applyDiskFault(ctx, f)
 	case KindKill, KindPause, KindRestart:
 		b, err := n.resolveBroker(ctx, f.Target)
 		if err != nil {

@@ -318,7 +318,7 @@ func (c *cluster) start(ctx context.Context) error {
 			c.s3Px[z] = px
 		}
 	}
-	env := os.Environ()
+	env := append(os.Environ(), faultFSEnv)
 	if o.S3 != nil {
 		env = append(env, "STRATA_WAL_ACCESS_KEY_ID="+o.S3.AccessKey, "STRATA_WAL_SECRET_ACCESS_KEY="+o.S3.SecretKey)
 	}

@@ -25,7 +25,7 @@ const (
 
 // AllKinds lists every fault kind in a fixed order.
 var AllKinds = []string{KindKill, KindPause, KindRestart, KindEtcdCut, KindBucketOutage, KindBucketSlow,
-	KindS3Errors, KindCorrupt, KindDelete, KindReassign, KindElect}
+	KindS3Errors, KindCorrupt, KindDelete, KindReassign, KindElect, KindPowerLoss, KindDiskFull}
 
 // bucketKinds act on a zone's bucket: classic replication has none.
 var bucketKinds = map[string]bool{KindBucketOutage: true, KindBucketSlow: true, KindS3Errors: true, KindCorrupt: true, KindDelete: true}
@@ -142,7 +142,7 @@ func NewSchedule(seed int64, topo Topology, o ScheduleOptions) []Fault {
 		f := Fault{At: at, Kind: bag[0]}
 		bag = bag[1:]
 		switch f.Kind {
-		case KindKill, KindPause, KindRestart:
+		case KindKill, KindPause, KindRestart, KindPowerLoss, KindDiskFull:
 			if rng.IntN(10) < 7 { // leaders by preference
 				t, p := partition()
 				f.Target = fmt.Sprintf("leader:%s/%d", t, p)
