@@ -39,7 +39,16 @@ type Options struct {
 	Partitions     int32    // default 3
 	Producers      int      // default 3
 	Rate           int      // records per second over all producers (default 300)
-	Kinds          []string // fault kinds (default all the mode allows)
+	// Kinds are the fault kinds (nil: all the mode allows; empty and
+	// non-nil: none, a run that must then fail for want of faults).
+	Kinds []string
+	// MinAcked is the fewest acknowledged records a run needs to pass
+	// (0: a tenth of what Rate would send in the fault window, Duration
+	// less 10 s).
+	MinAcked int
+	// LivenessBound is how long the cluster has after healing to take
+	// one record per partition and serve it back (default 60 s).
+	LivenessBound time.Duration
 	// Binary is the strata executable started as `strata broker`.
 	Binary string
 	// Dir is the run's directory (etcd, broker data and logs); it must
@@ -73,6 +82,12 @@ func (o *Options) defaults() error {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	if o.MinAcked <= 0 {
+		o.MinAcked = max(1, int(float64(o.Rate)*(o.Duration-10*time.Second).Seconds()/10))
+	}
+	if o.LivenessBound <= 0 {
+		o.LivenessBound = time.Minute
+	}
 	switch o.Replication {
 	case "wal":
 		if o.S3 == nil {
@@ -91,6 +106,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Binary == "" || o.Dir == "" {
 		return errors.New("Binary and Dir are required")
+	}
+	if o.Kinds != nil && len(o.Kinds) == 0 {
+		return nil // --faults none
 	}
 	var kinds []string
 	for _, k := range o.Kinds {
@@ -122,7 +140,12 @@ type Result struct {
 	// Faults counts the faults injected, by kind; FaultErrors those that
 	// could not be (no WAL object to corrupt, a refused reassignment...).
 	Faults      map[string]int `json:"faults"`
-	FaultErrors map[string]int `json:"fault_errors,omitempty"`
+	FaultErrors map[string]int `json:"fault_errors"`
+	// OverlappingFaults counts the faults applied while another was
+	// active; MaxBrokersDown is the most brokers down (killed, stopped,
+	// paused) at once. Both from what was really applied.
+	OverlappingFaults int `json:"overlapping_faults"`
+	MaxBrokersDown    int `json:"max_brokers_down"`
 	Schedule    []Fault        `json:"schedule"`
 	// Applied is each fault as it happened, its target resolved.
 	Applied []string `json:"applied,omitempty"`
@@ -141,8 +164,21 @@ type Result struct {
 	// Problems are harness-level failures (no convergence, unclean
 	// shutdown); any makes OK false.
 	Problems []string `json:"problems,omitempty"`
-	OK       bool     `json:"ok"`
-	Dir      string   `json:"dir,omitempty"`
+	// MinAcked is the minimum of acknowledged records (--min-acked).
+	MinAcked int `json:"min_acked"`
+	// Live is whether, after healing, every partition took a record
+	// (acks=all) and served it back within LivenessBoundS; LivenessS is
+	// how long that took.
+	Live           bool    `json:"live"`
+	LivenessS      float64 `json:"liveness_s"`
+	LivenessBoundS float64 `json:"liveness_bound_s"`
+	LivenessError  string  `json:"liveness_error,omitempty"`
+	// Workloads are the workloads the checker judged (Verdict.workloads).
+	Workloads map[string]WorkloadCount `json:"workloads"`
+	OK        bool                     `json:"ok"`
+	// Reason says why OK is false (every cause; empty when OK).
+	Reason string `json:"reason"`
+	Dir    string `json:"dir,omitempty"`
 }
 
 // BucketCount is one zone bucket's traffic through its fault proxy.
@@ -185,9 +221,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		topo.BrokerIDs = append(topo.BrokerIDs, b.id)
 	}
 	topo.PerZone = o.BrokersPerZone
-	schedule := NewSchedule(o.Seed, topo, ScheduleOptions{Duration: o.Duration, Kinds: o.Kinds})
+	var schedule []Fault
+	if len(o.Kinds) > 0 {
+		schedule = NewSchedule(o.Seed, topo, ScheduleOptions{Duration: o.Duration, Kinds: o.Kinds})
+	}
 	res := &Result{Seed: o.Seed, DurationS: o.Duration.Seconds(), Replication: o.Replication, Brokers: len(c.brokers),
-		Partitions: o.Topics * int(o.Partitions), Faults: map[string]int{}, FaultErrors: map[string]int{}, Schedule: schedule}
+		Partitions: o.Topics * int(o.Partitions), Faults: map[string]int{}, FaultErrors: map[string]int{}, Schedule: schedule,
+		MinAcked: o.MinAcked, LivenessBoundS: o.LivenessBound.Seconds()}
 	fmt.Fprintf(o.Log, "chaos: seed %d, %v, %s replication, %d brokers, %d partitions, %d faults scheduled\n",
 		o.Seed, o.Duration, o.Replication, len(c.brokers), res.Partitions, len(schedule))
 	if o.Verbose {
@@ -224,7 +264,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		go p.run(pctx)
 	}
 
-	n := &nemesis{c: c, res: res, log: o.Log, verbose: o.Verbose}
+	n := newNemesis(c, res, o.Log, o.Verbose, topo.Replicas-1)
 	nemErr := n.run(ctx, start, schedule)
 	if rest := time.Until(start.Add(o.Duration)); rest > 0 && nemErr == nil {
 		wait(ctx, rest) // the workload's remaining time
@@ -239,6 +279,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if err := p.finish(60 * time.Second); err != nil {
 			res.Problems = append(res.Problems, err.Error())
 		}
+	}
+	fmt.Fprintf(o.Log, "chaos: checking that the cluster serves produce and consume\n")
+	liveStart := time.Now()
+	liveAcks, err := c.probeLiveness(ctx, o.LivenessBound)
+	res.LivenessS = time.Since(liveStart).Seconds()
+	res.Live = err == nil
+	if err != nil {
+		res.LivenessError = err.Error()
 	}
 	fmt.Fprintf(o.Log, "chaos: waiting for convergence\n")
 	convergeStart := time.Now()
@@ -265,7 +313,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 
-	h := History{HWM: hwm, Replicas: map[TP][]ReplicaLog{}}
+	h := History{HWM: hwm, Replicas: map[TP][]ReplicaLog{}, Acks: liveAcks}
 	for _, p := range producers {
 		h.Acks = append(h.Acks, p.acks...)
 		res.Sent += p.sent
@@ -288,7 +336,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res.Verdict = Check(h)
 	res.ErrorsSeen = errs.snapshot()
-	res.OK = res.Verdict.OK() && len(res.Problems) == 0
+	logs := 0
+	for _, rl := range h.Replicas {
+		logs += len(rl)
+	}
+	res.Workloads = res.Verdict.workloads(logs)
+	res.judge()
 	return res, nil
 }
 

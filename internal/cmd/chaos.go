@@ -150,7 +150,9 @@ logs) is then kept and printed.`,
 	fl.Int32Var(&o.Partitions, "partitions", 3, "partitions per topic (replication factor 3, min.insync.replicas 2)")
 	fl.IntVar(&o.Producers, "producers", 3, "idempotent acks=all producers")
 	fl.IntVar(&o.Rate, "rate", 300, "records per second over all producers")
-	fl.StringVar(&faults, "faults", "", "comma-separated fault kinds to use (default all: "+strings.Join(chaos.AllKinds, ",")+")")
+	fl.StringVar(&faults, "faults", "", "comma-separated fault kinds to use, or none (default all: "+strings.Join(chaos.AllKinds, ",")+")")
+	fl.IntVar(&o.MinAcked, "min-acked", 0, "fewest acknowledged records for the run to pass (0: a tenth of --rate over --duration less 10s)")
+	fl.DurationVar(&o.LivenessBound, "liveness-bound", time.Minute, "how long the healed cluster has to take a record on every partition and serve it back")
 	fl.StringVar(&keepDir, "keep-dir", "", "run in (and keep) this directory, which must be empty or absent")
 	fl.BoolVarP(&o.Verbose, "verbose", "v", false, "print the schedule and each fault as it is applied (stderr)")
 	fl.IntVar(&logLevel, "log-verbosity", 0, "verbosity of the harness's own log (the S3 server)")
@@ -172,6 +174,8 @@ func printChaos(w io.Writer, r *chaos.Result) {
 	fmt.Fprintf(w, "  records     %d sent, %d acknowledged, %d not acknowledged, %d consumed\n", r.Sent, r.Acked, r.Unacknowledged, r.Consumed)
 	fmt.Fprintf(w, "  lost %d, misplaced %d, duplicated %d, out of order %d, phantom reads %d, divergent replicas %d, offset gaps %d, hwm regressions %d\n",
 		r.Lost, r.Misplaced, r.Duplicated, r.OutOfOrder, r.PhantomReads, r.DivergentReplicas, r.OffsetGaps, r.HWMRegressions)
+	fmt.Fprintf(w, "  minimum     %d acknowledged records\n", r.MinAcked)
+	fmt.Fprintf(w, "  live        %v (%.1fs after healing, bound %.0fs)\n", r.Live, r.LivenessS, r.LivenessBoundS)
 	fmt.Fprintf(w, "  converged   %v (%.1fs after healing)\n", r.Converged, r.ConvergeS)
 	if len(r.BucketRequests) > 0 {
 		zones := make([]string, 0, len(r.BucketRequests))
@@ -185,8 +189,8 @@ func printChaos(w io.Writer, r *chaos.Result) {
 		}
 		fmt.Fprintf(w, "  buckets     %s\n", strings.Join(parts, " "))
 	}
-	for _, p := range r.Problems {
-		fmt.Fprintf(w, "  problem: %s\n", p)
+	if r.Reason != "" {
+		fmt.Fprintf(w, "  reason: %s\n", r.Reason)
 	}
 	for _, f := range r.Findings {
 		fmt.Fprintf(w, "  %s\n", f)
