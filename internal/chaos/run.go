@@ -144,9 +144,9 @@ type Result struct {
 	// OverlappingFaults counts the faults applied while another was
 	// active; MaxBrokersDown is the most brokers down (killed, stopped,
 	// paused) at once. Both from what was really applied.
-	OverlappingFaults int `json:"overlapping_faults"`
-	MaxBrokersDown    int `json:"max_brokers_down"`
-	Schedule    []Fault        `json:"schedule"`
+	OverlappingFaults int     `json:"overlapping_faults"`
+	MaxBrokersDown    int     `json:"max_brokers_down"`
+	Schedule          []Fault `json:"schedule"`
 	// Applied is each fault as it happened, its target resolved.
 	Applied []string `json:"applied,omitempty"`
 	Sent    int64    `json:"sent"`
