@@ -145,14 +145,27 @@ func (n *nemesis) admit(ctx context.Context, f Fault, spec kindSpec) (*broker, [
 		}
 		claim = append(claim, r...)
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	limit := n.maxDown
 	if f.Beyond {
 		limit = len(n.c.brokers)
 	}
-	if err := admitLocked(n.held, len(n.down), limit, spec.process, claim); err != nil {
-		return nil, nil, err
+	// A fault point busy or too many brokers down: wait a little for
+	// the other faults to heal (a kind refused every time would fail
+	// the run for nothing).
+	deadline := time.Now().Add(admitPatience)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for {
+		err := admitLocked(n.held, len(n.down), limit, spec.process, claim)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, nil, err
+		}
+		n.mu.Unlock()
+		wait(ctx, 200*time.Millisecond) // a retry, not synchronisation
+		n.mu.Lock()
 	}
 	for _, r := range claim {
 		n.held[r] = true
@@ -167,6 +180,10 @@ func (n *nemesis) admit(ctx context.Context, f Fault, spec kindSpec) (*broker, [
 	n.active++
 	return b, claim, nil
 }
+
+// admitPatience is how long a fault waits for its fault points and the
+// brokers-down limit before it is counted as not applied.
+const admitPatience = 3 * time.Second
 
 // admitLocked is admit's rule: none of claim held by another fault, and a
 // process fault only while fewer than limit brokers are down.
@@ -203,8 +220,10 @@ func (n *nemesis) problem(p string) {
 // healAll ends every fault: proxies pass, paused brokers continue, stopped
 // brokers start. It runs after run returned (no fault is active).
 func (n *nemesis) healAll(ctx context.Context) {
-	for _, p := range n.c.etcdPx {
-		p.SetMode(ModePass)
+	for _, m := range []map[int32]*tcpProxy{n.c.etcdPx, n.c.clientPx, n.c.replPx} {
+		for _, p := range m {
+			p.SetMode(ModePass)
+		}
 	}
 	for _, p := range n.c.s3Px {
 		p.Set(bucketFault{})

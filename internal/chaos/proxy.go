@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -10,38 +11,59 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// TCP proxy modes (etcd-cut).
+// TCP proxy modes (etcd-cut, network partitions).
 const (
 	ModePass  = "pass"
 	ModeDrop  = "drop"  // close every connection, refuse new ones (accept and close)
 	ModeStall = "stall" // keep connections open, forward nothing
 )
 
-// tcpProxy sits between one broker and etcd: the fault point of etcd-cut.
+// linkRule is how a proxied connection's two directions behave: up is
+// what the connecting side sends (requests), down what it receives
+// (responses). Drop in either direction closes the connection; stall in
+// one direction only is an asymmetric partition (requests arrive, answers
+// do not, or the reverse).
+type linkRule struct{ up, down string }
+
+var passRule = linkRule{ModePass, ModePass}
+
+// tcpProxy forwards connections to one target: between a broker and etcd
+// (etcd-cut), in front of a broker's client listener (client partitions)
+// and in front of its replication listener (broker partitions). With a
+// classifier it names each connection's source from its first Kafka
+// request (the client ID: "broker:<id>" for another broker's replica
+// fetcher or inter-broker client, "fetcher:<id>" for the chaos consumer of
+// broker <id>, "client" for the rest) and applies that source's rule,
+// else the default one.
 type tcpProxy struct {
-	ln     net.Listener
-	target string
+	ln       net.Listener
+	target   string
+	classify func(first []byte) string
 
 	mu    sync.Mutex
-	mode  string
-	conns map[net.Conn]struct{}
-	// changed is closed and replaced whenever the mode changes, waking
+	def   linkRule
+	rules map[string]linkRule
+	conns map[net.Conn]string // both ends of every connection, by source
+	// changed is closed and replaced whenever a rule changes, waking
 	// stalled copies.
 	changed chan struct{}
 	wg      sync.WaitGroup
 }
 
-func startTCPProxy(target string) (*tcpProxy, error) {
+func startTCPProxy(target string, classify func([]byte) string) (*tcpProxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("etcd proxy: %w", err)
+		return nil, fmt.Errorf("proxy to %s: %w", target, err)
 	}
-	p := &tcpProxy{ln: ln, target: target, mode: ModePass, conns: map[net.Conn]struct{}{}, changed: make(chan struct{})}
+	p := &tcpProxy{ln: ln, target: target, classify: classify, def: passRule, rules: map[string]linkRule{},
+		conns: map[net.Conn]string{}, changed: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -49,15 +71,55 @@ func startTCPProxy(target string) (*tcpProxy, error) {
 
 func (p *tcpProxy) Addr() string { return p.ln.Addr().String() }
 
-// SetMode switches the mode; drop closes the open connections at once.
+// SetMode sets the default rule of both directions and forgets the
+// per-source rules; drop closes the open connections at once.
 func (p *tcpProxy) SetMode(mode string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.mode = mode
+	p.def = linkRule{mode, mode}
+	clear(p.rules)
+	p.changedLocked()
+}
+
+// SetDefault sets the rule of sources without their own.
+func (p *tcpProxy) SetDefault(r linkRule) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.def = r
+	p.changedLocked()
+}
+
+// SetRule sets source's own rule (passRule included: it then passes
+// whatever the default).
+func (p *tcpProxy) SetRule(source string, r linkRule) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rules[source] = r
+	p.changedLocked()
+}
+
+// ClearRule removes source's rule: the default applies again.
+func (p *tcpProxy) ClearRule(source string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.rules, source)
+	p.changedLocked()
+}
+
+func (p *tcpProxy) ruleLocked(source string) linkRule {
+	if r, ok := p.rules[source]; ok {
+		return r
+	}
+	return p.def
+}
+
+// changedLocked wakes stalled copies and closes the connections whose
+// rule now drops.
+func (p *tcpProxy) changedLocked() {
 	close(p.changed)
 	p.changed = make(chan struct{})
-	if mode == ModeDrop {
-		for c := range p.conns {
+	for c, src := range p.conns {
+		if r := p.ruleLocked(src); r.up == ModeDrop || r.down == ModeDrop {
 			c.Close()
 		}
 	}
@@ -76,58 +138,80 @@ func (p *tcpProxy) accept() {
 		if err != nil {
 			return
 		}
-		p.mu.Lock()
-		drop := p.mode == ModeDrop
-		if !drop {
-			p.conns[c] = struct{}{}
-		}
-		p.mu.Unlock()
-		if drop {
-			c.Close()
-			continue
-		}
 		p.wg.Add(1)
 		go p.serve(c)
 	}
 }
 
+// track registers c under source unless source's rule drops.
+func (p *tcpProxy) track(c net.Conn, source string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.ruleLocked(source); r.up == ModeDrop || r.down == ModeDrop {
+		return false
+	}
+	p.conns[c] = source
+	return true
+}
+
+func (p *tcpProxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	c.Close()
+}
+
 func (p *tcpProxy) serve(c net.Conn) {
 	defer p.wg.Done()
-	defer func() {
-		p.mu.Lock()
-		delete(p.conns, c)
-		p.mu.Unlock()
+	source := ""
+	var first []byte
+	if p.classify != nil {
+		var err error
+		if first, err = readKafkaRequest(c); err != nil {
+			c.Close()
+			return
+		}
+		source = p.classify(first)
+	}
+	if !p.track(c, source) {
 		c.Close()
-	}()
+		return
+	}
+	defer p.untrack(c)
 	up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil {
 		return
 	}
-	p.mu.Lock()
-	p.conns[up] = struct{}{}
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		delete(p.conns, up)
-		p.mu.Unlock()
+	if !p.track(up, source) {
 		up.Close()
-	}()
+		return
+	}
+	defer p.untrack(up)
+	if len(first) > 0 {
+		if !p.passable(source, true) {
+			return
+		}
+		if _, err := up.Write(first); err != nil {
+			return
+		}
+	}
 	done := make(chan struct{}, 2)
-	go func() { p.copy(up, c); done <- struct{}{} }()
-	go func() { p.copy(c, up); done <- struct{}{} }()
+	go func() { p.copy(up, c, source, true); done <- struct{}{} }()
+	go func() { p.copy(c, up, source, false); done <- struct{}{} }()
 	<-done
 	c.Close()
 	up.Close()
 	<-done
 }
 
-// copy forwards src to dst, holding each chunk while the mode is stall.
-func (p *tcpProxy) copy(dst, src net.Conn) {
+// copy forwards src to dst, holding each chunk while its direction
+// stalls.
+func (p *tcpProxy) copy(dst, src net.Conn, source string, upward bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !p.passable() {
+			if !p.passable(source, upward) {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -140,20 +224,75 @@ func (p *tcpProxy) copy(dst, src net.Conn) {
 	}
 }
 
-// passable waits while the proxy stalls; false once it drops.
-func (p *tcpProxy) passable() bool {
+// passable waits while source's direction stalls; false once it drops.
+func (p *tcpProxy) passable(source string, upward bool) bool {
 	for {
 		p.mu.Lock()
-		mode, changed := p.mode, p.changed
+		r, changed := p.ruleLocked(source), p.changed
 		p.mu.Unlock()
-		switch mode {
-		case ModePass:
-			return true
-		case ModeDrop:
+		mode := r.down
+		if upward {
+			mode = r.up
+		}
+		switch {
+		case r.up == ModeDrop || r.down == ModeDrop:
 			return false
+		case mode == ModePass:
+			return true
 		}
 		<-changed
 	}
+}
+
+// readKafkaRequest reads one size-prefixed Kafka request (at most 1 MiB,
+// within 10 s).
+func readKafkaRequest(c net.Conn) ([]byte, error) {
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	defer func() { _ = c.SetReadDeadline(time.Time{}) }()
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(size[:])
+	if n > 1<<20 {
+		return nil, fmt.Errorf("request of %d bytes", n)
+	}
+	buf := make([]byte, 4+n)
+	copy(buf, size[:])
+	if _, err := io.ReadFull(c, buf[4:]); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// kafkaClientID returns the client ID of a request (size, api key,
+// version, correlation ID, then the nullable client ID string).
+func kafkaClientID(req []byte) string {
+	if len(req) < 14 {
+		return ""
+	}
+	n := int16(binary.BigEndian.Uint16(req[12:14]))
+	if n < 0 || len(req) < 14+int(n) {
+		return ""
+	}
+	return string(req[14 : 14+int(n)])
+}
+
+// classifySource names a connection's source from its first request's
+// client ID: the replica fetcher ("strata-replica-<id>") and inter-broker
+// client ("strata-broker-<id>") of broker <id> are "broker:<id>", the
+// chaos consumer of broker <id> ("chaos-fetcher-<id>") "fetcher:<id>",
+// anything else "client".
+func classifySource(first []byte) string {
+	id := kafkaClientID(first)
+	for prefix, label := range map[string]string{"strata-replica-": "broker:", "strata-broker-": "broker:", "chaos-fetcher-": "fetcher:"} {
+		if n, ok := strings.CutPrefix(id, prefix); ok {
+			if _, err := strconv.Atoi(n); err == nil {
+				return label + n
+			}
+		}
+	}
+	return "client"
 }
 
 // bucketFault is the state of a zone bucket's fault point.

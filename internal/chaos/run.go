@@ -193,11 +193,15 @@ type cluster struct {
 	etcd    *meta.Embedded
 	brokers []*broker
 	etcdPx  map[int32]*tcpProxy
-	s3Px    map[string]*s3Proxy
-	addrs   []string
-	adm     *kadm.Client
-	admCl   *kgo.Client
-	tps     []TP
+	// clientPx and replPx are each broker's client and replication
+	// listener proxies (network partitions).
+	clientPx, replPx map[int32]*tcpProxy
+	s3Px             map[string]*s3Proxy
+	// addrs are the client listeners' proxies (what clients know).
+	addrs []string
+	adm   *kadm.Client
+	admCl *kgo.Client
+	tps   []TP
 }
 
 // Run starts the cluster, runs the workload under the seed's nemesis,
@@ -211,7 +215,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	c := &cluster{o: &o, etcdPx: map[int32]*tcpProxy{}, s3Px: map[string]*s3Proxy{}}
+	c := &cluster{o: &o, etcdPx: map[int32]*tcpProxy{}, clientPx: map[int32]*tcpProxy{}, replPx: map[int32]*tcpProxy{}, s3Px: map[string]*s3Proxy{}}
 	defer c.close()
 	if err := c.start(ctx); err != nil {
 		return nil, err
@@ -378,7 +382,7 @@ func (c *cluster) start(ctx context.Context) error {
 	id := int32(1)
 	for _, z := range o.Zones {
 		for range o.BrokersPerZone {
-			px, err := startTCPProxy(etcd.ClientAddr)
+			px, err := startTCPProxy(etcd.ClientAddr, nil)
 			if err != nil {
 				return err
 			}
@@ -387,7 +391,25 @@ func (c *cluster) start(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
+			replAddr, err := freeAddr()
+			if err != nil {
+				return err
+			}
+			cpx, err := startTCPProxy(addr, classifySource)
+			if err != nil {
+				return err
+			}
+			rpx, err := startTCPProxy(replAddr, classifySource)
+			if err != nil {
+				return err
+			}
+			c.clientPx[id], c.replPx[id] = cpx, rpx
 			settings := map[string]string{
+				// Two listeners, each advertised as its fault proxy.
+				"listeners":                      "CLIENT://" + addr + ",REPLICATION://" + replAddr,
+				"advertised.listeners":           "CLIENT://" + cpx.Addr() + ",REPLICATION://" + rpx.Addr(),
+				"listener.security.protocol.map": "CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT",
+				"inter.broker.listener.name":     "REPLICATION",
 				"metadata.etcd.endpoints":        "http://" + px.Addr(),
 				"cluster.name":                   "chaos",
 				"broker.id":                      strconv.Itoa(int(id)),
@@ -423,7 +445,7 @@ func (c *cluster) start(ctx context.Context) error {
 			b := &broker{id: id, zone: z, bin: o.Binary, dir: filepath.Join(o.Dir, brokerDirName(id)),
 				logPath: filepath.Join(o.Dir, brokerDirName(id)+".log"), addr: addr, args: args, env: env}
 			c.brokers = append(c.brokers, b)
-			c.addrs = append(c.addrs, addr)
+			c.addrs = append(c.addrs, cpx.Addr())
 			id++
 		}
 	}
@@ -456,8 +478,10 @@ func (c *cluster) close() {
 	for _, b := range c.brokers {
 		b.kill()
 	}
-	for _, p := range c.etcdPx {
-		p.Close()
+	for _, m := range []map[int32]*tcpProxy{c.etcdPx, c.clientPx, c.replPx} {
+		for _, p := range m {
+			p.Close()
+		}
 	}
 	for _, p := range c.s3Px {
 		p.Close()

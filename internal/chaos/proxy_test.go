@@ -1,0 +1,213 @@
+package chaos
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// kafkaRequest builds a size-prefixed request header with clientID and a
+// body.
+func kafkaRequest(clientID, body string) []byte {
+	var b bytes.Buffer
+	b.Write([]byte{0, 0, 0, 0})              // size, below
+	b.Write([]byte{0, 1, 0, 12, 0, 0, 0, 7}) // Fetch v12, correlation 7
+	_ = binary.Write(&b, binary.BigEndian, int16(len(clientID)))
+	b.WriteString(clientID)
+	b.WriteString(body)
+	out := b.Bytes()
+	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+	return out
+}
+
+func TestClassifySource(t *testing.T) {
+	tests := map[string]string{
+		"strata-replica-2": "broker:2",
+		"strata-broker-13": "broker:13",
+		"chaos-fetcher-3":  "fetcher:3",
+		"chaos-producer-0": "client",
+		"strata-replica-x": "client",
+		"":                 "client",
+	}
+	for id, want := range tests {
+		if got := classifySource(kafkaRequest(id, "")); got != want {
+			t.Errorf("client ID %q: %q, want %q", id, got, want)
+		}
+	}
+	if got := classifySource([]byte{0, 0, 0, 1, 0}); got != "client" {
+		t.Errorf("short request: %q", got)
+	}
+	null := kafkaRequest("", "")
+	null[12], null[13] = 0xff, 0xff // null client ID
+	if got := classifySource(null); got != "client" {
+		t.Errorf("null client ID: %q", got)
+	}
+}
+
+// echoServer answers every byte it receives with the same byte and keeps
+// what it received.
+type echoServer struct {
+	ln   net.Listener
+	mu   sync.Mutex
+	got  bytes.Buffer
+	wg   sync.WaitGroup
+	conn []net.Conn
+}
+
+func startEcho(t *testing.T) *echoServer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &echoServer{ln: ln}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			e.mu.Lock()
+			e.conn = append(e.conn, c)
+			e.mu.Unlock()
+			e.wg.Add(1)
+			go func() {
+				defer e.wg.Done()
+				buf := make([]byte, 4096)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						e.mu.Lock()
+						e.got.Write(buf[:n])
+						e.mu.Unlock()
+						if _, err := c.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		e.mu.Lock()
+		for _, c := range e.conn {
+			c.Close()
+		}
+		e.mu.Unlock()
+		e.wg.Wait()
+	})
+	return e
+}
+
+func (e *echoServer) received() []byte {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return bytes.Clone(e.got.Bytes())
+}
+
+// roundTrip sends req over a new connection and reads the echo; ok is
+// false when nothing came back within wait (held, closed or refused).
+func roundTrip(t *testing.T, c net.Conn, req []byte, wait time.Duration) bool {
+	t.Helper()
+	if _, err := c.Write(req); err != nil {
+		return false
+	}
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	back := make([]byte, len(req))
+	if _, err := io.ReadFull(c, back); err != nil {
+		return false
+	}
+	if !bytes.Equal(back, req) {
+		t.Fatalf("echo %q, want %q", back, req)
+	}
+	return true
+}
+
+func dial(t *testing.T, p *tcpProxy) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestProxyRules: per-source rules of the Kafka-aware proxy: a dropped
+// source is cut (open connections closed, new ones refused) while others
+// pass; a one-way rule lets requests through and holds the answers until
+// healed; stall holds both ways.
+func TestProxyRules(t *testing.T) {
+	e := startEcho(t)
+	p, err := startTCPProxy(e.ln.Addr().String(), classifySource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	const held = 300 * time.Millisecond // how long "nothing arrives" is watched
+
+	two := dial(t, p)
+	if !roundTrip(t, two, kafkaRequest("strata-replica-2", "a"), 5*time.Second) {
+		t.Fatal("broker 2 does not pass before any fault")
+	}
+
+	// drop broker 2: its open connection closes, a new one is refused;
+	// broker 3 passes.
+	p.SetRule("broker:2", linkRule{ModeDrop, ModeDrop})
+	if roundTrip(t, two, []byte("more"), held) {
+		t.Fatal("broker 2's open connection still passes after drop")
+	}
+	if roundTrip(t, dial(t, p), kafkaRequest("strata-replica-2", "b"), held) {
+		t.Fatal("a new connection of broker 2 passes after drop")
+	}
+	three := dial(t, p)
+	if !roundTrip(t, three, kafkaRequest("strata-replica-3", "c"), 5*time.Second) {
+		t.Fatal("broker 3 cut by broker 2's drop")
+	}
+	p.ClearRule("broker:2")
+	if !roundTrip(t, dial(t, p), kafkaRequest("strata-replica-2", "d"), 5*time.Second) {
+		t.Fatal("broker 2 does not pass after healing")
+	}
+
+	// one-way for broker 3: its request reaches the server, the answer is
+	// held until healed.
+	p.SetRule("broker:3", linkRule{ModePass, ModeStall})
+	req := kafkaRequest("strata-replica-3", "one-way")
+	if roundTrip(t, three, req, held) {
+		t.Fatal("an answer came back through a one-way rule")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !bytes.Contains(e.received(), req) {
+		if time.Now().After(deadline) {
+			t.Fatal("the request did not reach the server through a one-way rule")
+		}
+		time.Sleep(10 * time.Millisecond) // polling with a deadline
+	}
+	p.ClearRule("broker:3")
+	_ = three.SetReadDeadline(time.Now().Add(5 * time.Second))
+	back := make([]byte, len(req))
+	if _, err := io.ReadFull(three, back); err != nil || !bytes.Equal(back, req) {
+		t.Fatalf("held answer after healing: %q, %v", back, err)
+	}
+
+	// default stall for every source without a rule; a pass rule for a
+	// fetcher keeps it going (zone isolation keeps the zone's consumers).
+	p.SetDefault(linkRule{ModeStall, ModeStall})
+	p.SetRule("fetcher:1", passRule)
+	if roundTrip(t, dial(t, p), kafkaRequest("chaos-producer-0", "x"), held) {
+		t.Fatal("a client passes a stalled default")
+	}
+	if !roundTrip(t, dial(t, p), kafkaRequest("chaos-fetcher-1", "y"), 5*time.Second) {
+		t.Fatal("fetcher 1 held despite its pass rule")
+	}
+	p.SetMode(ModePass)
+}
