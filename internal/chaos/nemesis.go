@@ -34,6 +34,7 @@ type nemesis struct {
 	start   time.Time
 	// maxDown is the replication factor less one.
 	maxDown int
+	hist    *historyWriter
 
 	mu       sync.Mutex
 	held     map[string]bool // fault points under a fault
@@ -90,6 +91,7 @@ func (n *nemesis) fire(ctx context.Context, f Fault) {
 	n.mu.Lock()
 	if err != nil {
 		n.res.FaultErrors[f.Kind]++
+		n.hist.write(Event{Op: OpFaultError, Kind: f.Kind, What: f.Target, Error: err.Error()})
 		line := stamp() + " not applied: " + err.Error()
 		n.res.Applied = append(n.res.Applied, line)
 		n.mu.Unlock()
@@ -104,6 +106,7 @@ func (n *nemesis) fire(ctx context.Context, f Fault) {
 	}
 	line := stamp() + " " + what
 	n.res.Applied = append(n.res.Applied, line)
+	n.hist.write(Event{Op: OpFault, Kind: f.Kind, What: what})
 	n.mu.Unlock()
 	if n.verbose {
 		fmt.Fprintf(n.log, "  %s\n", line)
@@ -119,6 +122,7 @@ func (n *nemesis) fire(ctx context.Context, f Fault) {
 			}
 			n.mu.Unlock()
 		}
+		n.hist.write(Event{Op: OpHeal, Kind: f.Kind, What: what})
 		if n.verbose {
 			fmt.Fprintf(n.log, "  %s healed: %s\n", stamp(), what)
 		}
@@ -220,6 +224,7 @@ func (n *nemesis) problem(p string) {
 // healAll ends every fault: proxies pass, paused brokers continue, stopped
 // brokers start. It runs after run returned (no fault is active).
 func (n *nemesis) healAll(ctx context.Context) {
+	n.hist.write(Event{Op: OpHeal, Kind: "all", What: "every fault healed at the end of the run"})
 	for _, m := range []map[int32]*tcpProxy{n.c.etcdPx, n.c.clientPx, n.c.replPx} {
 		for _, p := range m {
 			p.SetMode(ModePass)

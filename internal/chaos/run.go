@@ -55,6 +55,9 @@ type Options struct {
 	// not exist or be empty.
 	Dir string
 	S3  *S3
+	// History is a file to write every operation to as JSON lines (""
+	// none; CheckHistory judges it again).
+	History string
 	// Log receives progress lines (nil: none); Verbose adds each fault.
 	Log     io.Writer
 	Verbose bool
@@ -243,13 +246,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 
+	hist, err := createHistory(o.History)
+	if err != nil {
+		return nil, err
+	}
 	errs := &errorCounts{}
 	wctx, stopWorkload := context.WithCancel(ctx)
 	defer stopWorkload()
 	var fetchers []*fetcher
 	start := time.Now()
+	hist.setStart(start)
 	for _, b := range c.brokers {
-		f, err := newFetcher(b, c.addrs, c.tps, errs, start)
+		f, err := newFetcher(b, c.addrs, c.tps, errs, start, hist)
 		if err != nil {
 			return nil, err
 		}
@@ -260,7 +268,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	defer stopProducers()
 	var producers []*producer
 	for i := range o.Producers {
-		p, err := newProducer(i, c.addrs, c.tps, max(o.Rate/o.Producers, 1), errs)
+		p, err := newProducer(i, c.addrs, c.tps, max(o.Rate/o.Producers, 1), errs, hist)
 		if err != nil {
 			return nil, err
 		}
@@ -269,6 +277,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	n := newNemesis(c, res, o.Log, o.Verbose, topo.Replicas-1)
+	n.hist = hist
 	nemErr := n.run(ctx, start, schedule)
 	if rest := time.Until(start.Add(o.Duration)); rest > 0 && nemErr == nil {
 		wait(ctx, rest) // the workload's remaining time
@@ -287,6 +296,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	fmt.Fprintf(o.Log, "chaos: checking that the cluster serves produce and consume\n")
 	liveStart := time.Now()
 	liveAcks, err := c.probeLiveness(ctx, o.LivenessBound)
+	for _, a := range liveAcks {
+		hist.write(Event{Op: OpProduce, Topic: a.Topic, Partition: a.Partition, Offset: a.Offset, Value: a.Value})
+	}
 	res.LivenessS = time.Since(liveStart).Seconds()
 	res.Live = err == nil
 	if err != nil {
@@ -338,14 +350,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		res.BucketRequests[z] = BucketCount{Requests: px.requests.Load(), Injected: px.injected.Load()}
 	}
-	res.Verdict = Check(h)
 	res.ErrorsSeen = errs.snapshot()
-	logs := 0
-	for _, rl := range h.Replicas {
-		logs += len(rl)
+	res.judgeHistory(h)
+	if err := hist.final(h, res); err != nil {
+		res.Problems = append(res.Problems, err.Error())
+		res.judge()
 	}
-	res.Workloads = res.Verdict.workloads(logs)
-	res.judge()
 	return res, nil
 }
 

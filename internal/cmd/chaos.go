@@ -153,9 +153,49 @@ logs) is then kept and printed.`,
 	fl.StringVar(&faults, "faults", "", "comma-separated fault kinds to use, or none (default all: "+strings.Join(chaos.AllKinds, ",")+")")
 	fl.IntVar(&o.MinAcked, "min-acked", 0, "fewest acknowledged records for the run to pass (0: a tenth of --rate over --duration less 10s)")
 	fl.DurationVar(&o.LivenessBound, "liveness-bound", time.Minute, "how long the healed cluster has to take a record on every partition and serve it back")
+	fl.StringVar(&o.History, "history", "", "write every operation (produces, reads, faults, final logs) with its time to this file as JSON lines; `strata chaos check FILE` judges it again")
 	fl.StringVar(&keepDir, "keep-dir", "", "run in (and keep) this directory, which must be empty or absent")
 	fl.BoolVarP(&o.Verbose, "verbose", "v", false, "print the schedule and each fault as it is applied (stderr)")
 	fl.IntVar(&logLevel, "log-verbosity", 0, "verbosity of the harness's own log (the S3 server)")
+	cmd.AddCommand(newChaosCheckCmd())
+	return cmd
+}
+
+func newChaosCheckCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "check FILE",
+		Short: "Judge a `strata chaos --history` file again, offline, with the same checker",
+		Long: `Read a history written by ` + "`strata chaos --history FILE`" + ` (JSON lines: every
+produce, read, high watermark regression and fault with its time, then the
+final high watermarks, replica logs and the run's result) and judge it
+again with the same checker and minimums as the run: it prints the same
+verdict and exits non-zero when the history fails.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := os.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			res, err := chaos.CheckHistory(f)
+			if err != nil {
+				return fmt.Errorf("%s: %w", args[0], err)
+			}
+			if asJSON {
+				if err := json.NewEncoder(cmd.OutOrStdout()).Encode(res); err != nil {
+					return err
+				}
+			} else {
+				printChaos(cmd.OutOrStdout(), res)
+			}
+			if !res.OK {
+				return errChaosFailed
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON object")
 	return cmd
 }
 
