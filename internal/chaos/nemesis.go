@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -314,13 +313,23 @@ func targetPartition(target string) (TP, error) {
 	return TP{s[:i], int32(p)}, nil
 }
 
-// errNoObject: the bucket held no WAL object to corrupt or delete.
-var errNoObject = errors.New("no WAL object in the bucket")
+// tamperWait is how long a corruption or deletion waits for a follower to
+// download from the zone's bucket.
+const tamperWait = 10 * time.Second
 
-// tamper corrupts (flips one byte in the middle of) or deletes the newest
-// WAL object of zone's bucket, directly on the S3 server (not through the
-// zone's fault proxy), and returns its key.
+// tamper corrupts or deletes a WAL object of zone's bucket that a follower
+// has not read yet: it arms the bucket's proxy, whose next WAL GET (a
+// follower downloading an object from this zone's leader) first damages
+// that object on the S3 server itself (not through the proxy), then goes
+// on. Corruption flips one byte in the middle of the range the GET asks
+// for (the whole object without a Range), so the follower reads it. The
+// proxy counts the damaged objects' GETs and their answers
+// (Result.ObjectFaults).
 func (n *nemesis) tamper(ctx context.Context, zone string, del bool) (string, error) {
+	px := n.c.s3Px[zone]
+	if px == nil {
+		return "", fmt.Errorf("no bucket proxy for zone %q", zone)
+	}
 	s3 := n.c.o.S3
 	st, err := objstore.NewS3(ctx, objstore.Config{Bucket: BucketPrefix + zone, Region: s3.Region, Endpoint: s3.Endpoint, ForcePathStyle: true,
 		MaxAttempts: 1, Credentials: &objstore.StaticCredentials{AccessKeyID: s3.AccessKey, SecretAccessKey: s3.SecretKey}})
@@ -328,38 +337,67 @@ func (n *nemesis) tamper(ctx context.Context, zone string, del bool) (string, er
 		return "", err
 	}
 	defer st.Close()
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	objs, err := st.List(rctx, "wal/")
-	if err != nil {
-		return "", err
-	}
-	if len(objs) == 0 {
-		return "", errNoObject
-	}
-	// The newest object: the one a follower most likely still needs.
-	newest := slices.MaxFunc(objs, func(a, b objstore.ObjectInfo) int {
-		if c := a.LastModified.Compare(b.LastModified); c != 0 {
-			return c
+	fired := px.armTamper(func(key, rangeHeader string) error {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if del {
+			return st.Delete(rctx, key)
 		}
-		return strings.Compare(a.Key, b.Key)
+		info, err := st.Head(rctx, key)
+		if err != nil {
+			return err
+		}
+		data, err := st.Get(rctx, key, 0, info.Size)
+		if err != nil {
+			return err
+		}
+		if len(data) == 0 {
+			return errors.New("empty object")
+		}
+		lo, hi := rangeOf(rangeHeader, int64(len(data)))
+		data[(lo+hi)/2] ^= 0xff
+		return st.Put(rctx, key, data)
 	})
-	key := newest.Key
-	where := st.Bucket() + "/" + key
-	if del {
-		return "deleted " + where, st.Delete(rctx, key)
+	t := time.NewTimer(tamperWait)
+	defer t.Stop()
+	select {
+	case r := <-fired:
+		verb := "corrupted"
+		if del {
+			verb = "deleted"
+		}
+		if r.err != nil {
+			return "", fmt.Errorf("%s %s/%s: %w", verb, st.Bucket(), r.key, r.err)
+		}
+		return fmt.Sprintf("%s %s/%s as a follower downloaded it", verb, st.Bucket(), r.key), nil
+	case <-t.C:
+	case <-ctx.Done():
 	}
-	info, err := st.Head(rctx, key)
-	if err != nil {
-		return "", err
+	px.disarm()
+	select {
+	case r := <-fired: // caught just now
+		if r.err != nil {
+			return "", r.err
+		}
+		return "damaged " + st.Bucket() + "/" + r.key + " as a follower downloaded it", nil
+	default:
 	}
-	data, err := st.Get(rctx, key, 0, info.Size)
-	if err != nil {
-		return "", err
+	return "", fmt.Errorf("no follower downloaded from bucket %s within %v", st.Bucket(), tamperWait)
+}
+
+// rangeOf parses "bytes=a-b" (the downloader's ranged GETs) into [a, b]
+// within size; anything else is the whole object.
+func rangeOf(h string, size int64) (lo, hi int64) {
+	lo, hi = 0, size-1
+	spec, ok := strings.CutPrefix(h, "bytes=")
+	if !ok {
+		return lo, hi
 	}
-	if len(data) == 0 {
-		return "", errNoObject
+	a, b, ok := strings.Cut(spec, "-")
+	x, err1 := strconv.ParseInt(a, 10, 64)
+	y, err2 := strconv.ParseInt(b, 10, 64)
+	if !ok || err1 != nil || err2 != nil || x < 0 || x > y || x >= size {
+		return lo, hi
 	}
-	data[len(data)/2] ^= 0xff
-	return "corrupted " + where, st.Put(rctx, key, data)
+	return x, min(y, size-1)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -318,6 +319,105 @@ type s3Proxy struct {
 	// proxy itself (outage, errors); forwardErrors those the server did
 	// not answer.
 	requests, injected, forwardErrors atomic.Int64
+
+	// armed, when set, damages the WAL object of the next GET (a
+	// download a follower has not made yet) before forwarding it;
+	// tampered are the keys damaged so far, met the GETs of those keys
+	// forwarded after the damage, by answer status.
+	armed    func(key, rangeHeader string) error
+	fired    chan tamperResult
+	tampered map[string]bool
+	met      map[int]int
+}
+
+// tamperResult is what an armed proxy did with the download it caught.
+type tamperResult struct {
+	key string
+	err error
+}
+
+// armTamper makes the next GET of a WAL object through the proxy first
+// damage it with do (on the S3 server itself); the returned channel gets
+// the result. Only one arm at a time (the bucket is the fault point).
+func (p *s3Proxy) armTamper(do func(key, rangeHeader string) error) <-chan tamperResult {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.armed = do
+	p.fired = make(chan tamperResult, 1)
+	return p.fired
+}
+
+func (p *s3Proxy) disarm() {
+	p.mu.Lock()
+	p.armed = nil
+	p.mu.Unlock()
+}
+
+// objectFaultsMet returns the GETs of damaged objects answered after the
+// damage, by status.
+func (p *s3Proxy) objectFaultsMet() map[int]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.met)
+}
+
+// walKey returns the object key of a path-style WAL GET
+// ("/<bucket>/wal/..."), or "".
+func walKey(r *http.Request) string {
+	if r.Method != http.MethodGet {
+		return ""
+	}
+	_, key, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if !ok || !strings.HasPrefix(key, "wal/") {
+		return ""
+	}
+	return key
+}
+
+// statusWriter remembers the status a handler answered.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// tamperGet damages the object of a WAL GET when the proxy is armed, and
+// counts the answer when the object was damaged; it then forwards.
+func (p *s3Proxy) tamperGet(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	key := walKey(r)
+	if key == "" {
+		next.ServeHTTP(w, r)
+		return
+	}
+	p.mu.Lock()
+	do, fired := p.armed, p.fired
+	p.armed = nil
+	p.mu.Unlock()
+	if do != nil {
+		err := do(key, r.Header.Get("Range"))
+		p.mu.Lock()
+		if err == nil {
+			p.tampered[key] = true
+		}
+		p.mu.Unlock()
+		fired <- tamperResult{key: key, err: err}
+	}
+	p.mu.Lock()
+	damaged := p.tampered[key]
+	p.mu.Unlock()
+	if !damaged {
+		next.ServeHTTP(w, r)
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	next.ServeHTTP(sw, r)
+	p.mu.Lock()
+	p.met[sw.status]++
+	p.mu.Unlock()
 }
 
 func startS3Proxy(endpoint string, seed uint64) (*s3Proxy, error) {
@@ -329,7 +429,8 @@ func startS3Proxy(endpoint string, seed uint64) (*s3Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3 proxy: %w", err)
 	}
-	p := &s3Proxy{ln: ln, rng: rand.New(rand.NewPCG(seed, 0xb0c4e7)), transport: http.DefaultTransport.(*http.Transport).Clone()}
+	p := &s3Proxy{ln: ln, rng: rand.New(rand.NewPCG(seed, 0xb0c4e7)), transport: http.DefaultTransport.(*http.Transport).Clone(),
+		tampered: map[string]bool{}, met: map[int]int{}}
 	rp := &httputil.ReverseProxy{
 		Transport: p.transport,
 		Rewrite: func(r *httputil.ProxyRequest) {
@@ -393,7 +494,7 @@ func (p *s3Proxy) handler(next http.Handler) http.Handler {
 			s3Error(w, http.StatusInternalServerError, "InternalError", "chaos: injected error")
 			return
 		}
-		next.ServeHTTP(w, r)
+		p.tamperGet(w, r, next)
 	})
 }
 

@@ -5,6 +5,10 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -210,4 +214,89 @@ func TestProxyRules(t *testing.T) {
 		t.Fatal("fetcher 1 held despite its pass rule")
 	}
 	p.SetMode(ModePass)
+}
+
+func TestRangeOf(t *testing.T) {
+	tests := []struct {
+		h      string
+		size   int64
+		lo, hi int64
+	}{
+		{"", 100, 0, 99},
+		{"bytes=10-19", 100, 10, 19},
+		{"bytes=90-200", 100, 90, 99},
+		{"bytes=150-160", 100, 0, 99},
+		{"bytes=5-", 100, 0, 99},
+		{"items=1-2", 100, 0, 99},
+	}
+	for _, tc := range tests {
+		if lo, hi := rangeOf(tc.h, tc.size); lo != tc.lo || hi != tc.hi {
+			t.Errorf("%q of %d: [%d, %d], want [%d, %d]", tc.h, tc.size, lo, hi, tc.lo, tc.hi)
+		}
+	}
+}
+
+// TestBucketProxyTamper: an armed bucket proxy damages the object of the
+// next WAL GET (not of other requests) before forwarding it, once; GETs
+// of damaged objects are counted by answer status.
+func TestBucketProxyTamper(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/gone") {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		w.WriteHeader(http.StatusPartialContent)
+	}))
+	defer backend.Close()
+	p, err := startS3Proxy(backend.URL, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	get := func(path, rng string) int {
+		req, _ := http.NewRequest(http.MethodGet, p.Endpoint()+path, nil)
+		if rng != "" {
+			req.Header.Set("Range", rng)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	type call struct{ key, rng string }
+	var calls []call
+	fired := p.armTamper(func(key, rng string) error { calls = append(calls, call{key, rng}); return nil })
+	get("/strata-wal-a/manifest/x", "")                                                   // not a WAL object
+	put, _ := http.NewRequest(http.MethodPut, p.Endpoint()+"/strata-wal-a/wal/0001", nil) // not a GET
+	if resp, err := http.DefaultClient.Do(put); err == nil {
+		resp.Body.Close()
+	}
+	if len(calls) != 0 {
+		t.Fatalf("armed proxy damaged %v on requests that are not WAL GETs", calls)
+	}
+	get("/strata-wal-a/wal/0002", "bytes=100-199")
+	select {
+	case r := <-fired:
+		if r.key != "wal/0002" || r.err != nil {
+			t.Fatalf("fired %+v", r)
+		}
+	default:
+		t.Fatal("a WAL GET did not fire the armed proxy")
+	}
+	if want := []call{{"wal/0002", "bytes=100-199"}}; !reflect.DeepEqual(calls, want) {
+		t.Fatalf("damaged %v, want %v", calls, want)
+	}
+	get("/strata-wal-a/wal/0003", "") // the arm is spent
+	get("/strata-wal-a/wal/0002", "bytes=0-99")
+	if len(calls) != 1 {
+		t.Fatalf("damaged %v: the arm fired twice", calls)
+	}
+	// A deleted object's GET is counted with its 404.
+	p.armTamper(func(string, string) error { return nil })
+	get("/strata-wal-a/wal/gone", "")
+	if got, want := p.objectFaultsMet(), map[int]int{http.StatusPartialContent: 2, http.StatusNotFound: 1}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("met %v, want %v", got, want)
+	}
 }

@@ -164,6 +164,11 @@ type Result struct {
 	// through its proxy and those the proxy failed on purpose: the WAL
 	// path was really taken (and really hit).
 	BucketRequests map[string]BucketCount `json:"bucket_requests,omitempty"`
+	// ObjectFaultsMet counts the downloads of WAL objects the nemesis
+	// corrupted or deleted, made after the damage (the download caught
+	// when it was applied included), by the HTTP status the bucket
+	// answered ("200"/"206": damaged bytes served; "404": deleted).
+	ObjectFaultsMet map[string]int `json:"object_faults_met,omitempty"`
 	// Problems are harness-level failures (no convergence, unclean
 	// shutdown); any makes OK false.
 	Problems []string `json:"problems,omitempty"`
@@ -349,6 +354,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			res.BucketRequests = map[string]BucketCount{}
 		}
 		res.BucketRequests[z] = BucketCount{Requests: px.requests.Load(), Injected: px.injected.Load()}
+		for status, n := range px.objectFaultsMet() {
+			if res.ObjectFaultsMet == nil {
+				res.ObjectFaultsMet = map[string]int{}
+			}
+			res.ObjectFaultsMet[strconv.Itoa(status)] += n
+		}
 	}
 	res.ErrorsSeen = errs.snapshot()
 	res.judgeHistory(h)
@@ -590,7 +601,7 @@ func (c *cluster) converge(ctx context.Context, fetchers []*fetcher, limit time.
 			ok, w, reps := c.inSyncReplicas(ctx)
 			why = w
 			if ok {
-				stable := last != nil && maps(last, hwm)
+				stable := last != nil && sameHWMs(last, hwm)
 				behind := ""
 				for _, f := range fetchers {
 					for _, tp := range c.tps {
@@ -623,7 +634,7 @@ func (c *cluster) converge(ctx context.Context, fetchers []*fetcher, limit time.
 	}
 }
 
-func maps(a, b map[TP]int64) bool {
+func sameHWMs(a, b map[TP]int64) bool {
 	if len(a) != len(b) {
 		return false
 	}
