@@ -102,9 +102,9 @@ func zoneResource(prefix string) func(*nemesis, Fault) ([]string, error) {
 
 func init() {
 	registerKind(kindSpec{name: KindKill, process: true, gen: genProcess,
-		apply: func(_ context.Context, _ *nemesis, _ Fault, b *broker) (func(context.Context) error, string, error) {
-			b.kill()
-			return func(ctx context.Context) error { return b.start(ctx) }, fmt.Sprintf("broker %d", b.id), nil
+		apply: func(_ context.Context, n *nemesis, _ Fault, b *broker) (func(context.Context) error, string, error) {
+			n.c.killBroker(b)
+			return func(ctx context.Context) error { return n.c.startBroker(ctx, b) }, fmt.Sprintf("broker %d", b.id), nil
 		}})
 	registerKind(kindSpec{name: KindPause, process: true, gen: genProcess,
 		apply: func(_ context.Context, _ *nemesis, _ Fault, b *broker) (func(context.Context) error, string, error) {
@@ -115,10 +115,10 @@ func init() {
 		}})
 	registerKind(kindSpec{name: KindRestart, process: true, gen: func(g *gen, f *Fault) { f.Target = g.processTarget() },
 		apply: func(ctx context.Context, n *nemesis, _ Fault, b *broker) (func(context.Context) error, string, error) {
-			if !b.stop(30 * time.Second) {
+			if !n.c.stopBroker(b, 30*time.Second) {
 				n.problem(fmt.Sprintf("restart: broker %d did not stop cleanly on SIGTERM", b.id))
 			}
-			return nil, fmt.Sprintf("broker %d", b.id), b.start(ctx)
+			return nil, fmt.Sprintf("broker %d", b.id), n.c.startBroker(ctx, b)
 		}})
 	registerKind(kindSpec{name: KindEtcdCut,
 		gen: func(g *gen, f *Fault) {

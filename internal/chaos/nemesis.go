@@ -240,7 +240,7 @@ func (n *nemesis) healAll(ctx context.Context) {
 			_ = b.resume()
 		}
 		if !b.running() {
-			if err := b.start(ctx); err != nil {
+			if err := n.c.startBroker(ctx, b); err != nil {
 				n.problem(fmt.Sprintf("restart broker %d while healing: %v", b.id, err))
 			}
 		}

@@ -44,11 +44,12 @@ var passRule = linkRule{ModePass, ModePass}
 // broker <id>, "client" for the rest) and applies that source's rule,
 // else the default one.
 type tcpProxy struct {
-	ln       net.Listener
 	target   string
 	classify func(first []byte) string
+	addr     string
 
 	mu    sync.Mutex
+	ln    net.Listener // nil while down
 	def   linkRule
 	rules map[string]linkRule
 	conns map[net.Conn]string // both ends of every connection, by source
@@ -63,14 +64,55 @@ func startTCPProxy(target string, classify func([]byte) string) (*tcpProxy, erro
 	if err != nil {
 		return nil, fmt.Errorf("proxy to %s: %w", target, err)
 	}
-	p := &tcpProxy{ln: ln, target: target, classify: classify, def: passRule, rules: map[string]linkRule{},
+	p := &tcpProxy{ln: ln, addr: ln.Addr().String(), target: target, classify: classify, def: passRule, rules: map[string]linkRule{},
 		conns: map[net.Conn]string{}, changed: make(chan struct{})}
 	p.wg.Add(1)
-	go p.accept()
+	go p.accept(ln)
 	return p, nil
 }
 
-func (p *tcpProxy) Addr() string { return p.ln.Addr().String() }
+func (p *tcpProxy) Addr() string { return p.addr }
+
+// Down closes the proxy's listener and connections: while a broker's
+// process is down its address refuses connections, as a dead host's
+// would (a proxy accepting and closing looks to clients like a broker
+// failing the handshake, which they do not retry the same way).
+func (p *tcpProxy) Down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln == nil {
+		return
+	}
+	p.ln.Close()
+	p.ln = nil
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// Up listens again on the same address after Down.
+func (p *tcpProxy) Up() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		return nil
+	}
+	var ln net.Listener
+	var err error
+	for range 50 { // the port may linger a moment after the close
+		if ln, err = net.Listen("tcp", p.addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // a retry, not synchronisation
+	}
+	if err != nil {
+		return fmt.Errorf("proxy %s up again: %w", p.addr, err)
+	}
+	p.ln = ln
+	p.wg.Add(1)
+	go p.accept(ln)
+	return nil
+}
 
 // SetMode sets the default rule of both directions and forgets the
 // per-source rules; drop closes the open connections at once.
@@ -127,15 +169,15 @@ func (p *tcpProxy) changedLocked() {
 }
 
 func (p *tcpProxy) Close() {
-	p.ln.Close()
+	p.Down()
 	p.SetMode(ModeDrop)
 	p.wg.Wait()
 }
 
-func (p *tcpProxy) accept() {
+func (p *tcpProxy) accept(ln net.Listener) {
 	defer p.wg.Done()
 	for {
-		c, err := p.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
@@ -155,6 +197,21 @@ func (p *tcpProxy) track(c net.Conn, source string) bool {
 	return true
 }
 
+// relabel files c under source once classified; false when c was closed
+// meanwhile or source's rule drops.
+func (p *tcpProxy) relabel(c net.Conn, source string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.conns[c]; !ok {
+		return false
+	}
+	if r := p.ruleLocked(source); r.up == ModeDrop || r.down == ModeDrop {
+		return false
+	}
+	p.conns[c] = source
+	return true
+}
+
 func (p *tcpProxy) untrack(c net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, c)
@@ -164,21 +221,25 @@ func (p *tcpProxy) untrack(c net.Conn) {
 
 func (p *tcpProxy) serve(c net.Conn) {
 	defer p.wg.Done()
+	// Tracked from the start, so that Down and drops close it while it is
+	// being classified too.
 	source := ""
-	var first []byte
-	if p.classify != nil {
-		var err error
-		if first, err = readKafkaRequest(c); err != nil {
-			c.Close()
-			return
-		}
-		source = p.classify(first)
-	}
 	if !p.track(c, source) {
 		c.Close()
 		return
 	}
 	defer p.untrack(c)
+	var first []byte
+	if p.classify != nil {
+		var err error
+		if first, err = readKafkaRequest(c); err != nil {
+			return
+		}
+		source = p.classify(first)
+		if !p.relabel(c, source) {
+			return
+		}
+	}
 	up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil {
 		return

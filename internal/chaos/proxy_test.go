@@ -214,6 +214,25 @@ func TestProxyRules(t *testing.T) {
 		t.Fatal("fetcher 1 held despite its pass rule")
 	}
 	p.SetMode(ModePass)
+
+	// Down (the broker's process is down): connections are refused, not
+	// accepted and closed; Up listens again on the same address.
+	open := dial(t, p)
+	p.Down()
+	if roundTrip(t, open, kafkaRequest("client", "z"), held) {
+		t.Fatal("an open connection passes a proxy that is down")
+	}
+	if c, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
+		c.Close()
+		t.Fatal("a proxy that is down accepted a connection")
+	}
+	if err := p.Up(); err != nil {
+		t.Fatal(err)
+	}
+	if !roundTrip(t, dial(t, p), kafkaRequest("client", "up"), 5*time.Second) {
+		t.Fatal("nothing passes after Up")
+	}
+	p.SetMode(ModePass)
 }
 
 func TestRangeOf(t *testing.T) {

@@ -483,6 +483,40 @@ func (c *cluster) start(ctx context.Context) error {
 	return nil
 }
 
+// killBroker SIGKILLs b; its listener proxies refuse connections until it
+// starts again (as a dead host's address would). Faults that take a
+// broker's process down use killBroker, stopBroker and startBroker.
+func (c *cluster) killBroker(b *broker) {
+	c.proxiesDown(b.id)
+	b.kill()
+}
+
+// stopBroker is b.stop with the proxies down.
+func (c *cluster) stopBroker(b *broker, grace time.Duration) bool {
+	c.proxiesDown(b.id)
+	return b.stop(grace)
+}
+
+// startBroker starts b with its listener proxies up again.
+func (c *cluster) startBroker(ctx context.Context, b *broker) error {
+	for _, px := range []*tcpProxy{c.clientPx[b.id], c.replPx[b.id]} {
+		if px != nil {
+			if err := px.Up(); err != nil {
+				return err
+			}
+		}
+	}
+	return b.start(ctx)
+}
+
+func (c *cluster) proxiesDown(id int32) {
+	for _, px := range []*tcpProxy{c.clientPx[id], c.replPx[id]} {
+		if px != nil {
+			px.Down()
+		}
+	}
+}
+
 func (c *cluster) brokerByID(id int32) *broker {
 	for _, b := range c.brokers {
 		if b.id == id {
