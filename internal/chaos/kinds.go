@@ -21,6 +21,9 @@ type kindSpec struct {
 	bucket bool
 	// gen fills in f's Target, Duration and parameters from the seed.
 	gen func(g *gen, f *Fault)
+	// resolve, if set, rewrites f's Target when the fault fires (before
+	// resources and apply), e.g. "the zone of this partition's leader".
+	resolve func(ctx context.Context, n *nemesis, f *Fault) error
 	// apply injects f and returns what it did; heal (nil for an
 	// instantaneous fault) ends it. A fault whose target is a broker
 	// process (Target "broker:" or "leader:") has been resolved to b,
@@ -171,7 +174,20 @@ func init() {
 	}, func(f Fault) bucketFault { return bucketFault{fraction: f.Fraction} })
 	for _, k := range []string{KindCorrupt, KindDelete} {
 		registerKind(kindSpec{name: k, bucket: true,
-			gen:       func(g *gen, f *Fault) { f.Target = "zone:" + g.zone() },
+			// The bucket of a partition leader's zone: a zone without a
+			// leader has no uploads, so no follower downloads to catch.
+			gen: func(g *gen, f *Fault) {
+				t, p := g.partition()
+				f.Target = fmt.Sprintf("leader-zone:%s/%d", t, p)
+			},
+			resolve: func(ctx context.Context, n *nemesis, f *Fault) error {
+				b, err := n.resolveBroker(ctx, strings.Replace(f.Target, "leader-zone:", "leader:", 1))
+				if err != nil {
+					return err
+				}
+				f.Target = "zone:" + b.zone
+				return nil
+			},
 			resources: zoneResource("bucket:"),
 			apply: func(ctx context.Context, n *nemesis, f Fault, _ *broker) (func(context.Context) error, string, error) {
 				key, err := n.tamper(ctx, strings.TrimPrefix(f.Target, "zone:"), f.Kind == KindDelete)

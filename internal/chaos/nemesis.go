@@ -78,7 +78,15 @@ func (n *nemesis) run(ctx context.Context, start time.Time, schedule []Fault) er
 func (n *nemesis) fire(ctx context.Context, f Fault) {
 	spec := kindSpecs[f.Kind]
 	stamp := func() string { return fmt.Sprintf("t=%5.1fs %s", time.Since(n.start).Seconds(), f.Kind) }
-	b, claim, err := n.admit(ctx, f, spec)
+	var b *broker
+	var claim []string
+	var err error
+	if spec.resolve != nil {
+		err = spec.resolve(ctx, n, &f)
+	}
+	if err == nil {
+		b, claim, err = n.admit(ctx, f, spec)
+	}
 	var heal func(context.Context) error
 	what := ""
 	if err == nil {
@@ -186,7 +194,7 @@ func (n *nemesis) admit(ctx context.Context, f Fault, spec kindSpec) (*broker, [
 
 // admitPatience is how long a fault waits for its fault points and the
 // brokers-down limit before it is counted as not applied.
-const admitPatience = 3 * time.Second
+const admitPatience = 10 * time.Second
 
 // admitLocked is admit's rule: none of claim held by another fault, and a
 // process fault only while fewer than limit brokers are down.

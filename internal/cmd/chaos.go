@@ -40,8 +40,11 @@ one bucket per zone on a local Versity Gateway, each zone's bucket behind
 its own fault proxy. Idempotent acks=all producers and one consumer per
 broker (client.rack = its zone, so followers serve reads) run for
 --duration while a nemesis driven by --seed kills, freezes and restarts
-brokers, cuts them from etcd, breaks and slows buckets, corrupts and
-deletes WAL objects, reassigns partitions and elects preferred leaders.
+brokers (overlapping faults, up to two brokers down at once and
+sometimes more), cuts them from etcd, from each other (partitions,
+one-way included) and from their clients, isolates whole zones, breaks
+and slows buckets, corrupts and deletes WAL objects as followers download
+them, reassigns partitions and elects preferred leaders.
 Then everything is healed, the cluster must converge, the brokers stop
 cleanly and their logs are read from disk and checked: acknowledged
 records present exactly once, in order, at their offset, in every
@@ -51,8 +54,13 @@ high watermark moved backwards on one broker incarnation.
 
 The same seed gives the same fault schedule (--verbose prints it; targets
 such as "the leader of chaos-1/2" are resolved when the fault fires).
+A run also needs --min-acked acknowledged records, every scheduled fault
+kind applied at least once, and the healed cluster serving produce and
+consume within --liveness-bound; "reason" says what failed.
 Exits non-zero when a check fails; the run's directory (broker data and
-logs) is then kept and printed.`,
+logs) is then kept and printed. --history writes every operation as JSON
+lines; "strata chaos check FILE" judges such a file again.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Bad flags fail before anything is started or created.
 			if o.Replication != "wal" && o.Replication != "classic" {
