@@ -216,28 +216,32 @@ func init() {
 			}
 			var req kadm.AlterPartitionAssignmentsReq
 			req.Assign(tp.Topic, tp.Partition, f.Replicas)
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			resp, err := n.c.adm.AlterPartitionAssignments(rctx, req)
+			tries, err := retryAdmin(ctx, func(rctx context.Context) error {
+				resp, err := n.c.adm.AlterPartitionAssignments(rctx, req)
+				if err != nil {
+					return err
+				}
+				return resp.Error()
+			})
 			if err != nil {
-				return nil, "", err
+				return nil, "", fmt.Errorf("%d attempts: %w", tries, err)
 			}
-			if err := resp.Error(); err != nil {
-				return nil, "", err
-			}
-			return nil, fmt.Sprintf("%s to %v", tp, f.Replicas), nil
+			return nil, fmt.Sprintf("%s to %v%s", tp, f.Replicas, attempts(tries)), nil
 		}})
 	registerKind(kindSpec{name: KindElect, gen: func(_ *gen, f *Fault) { f.Target = "all" },
 		apply: func(ctx context.Context, n *nemesis, _ Fault, _ *broker) (func(context.Context) error, string, error) {
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
 			set := kadm.TopicsSet{}
 			for _, tp := range n.c.tps {
 				set.Add(tp.Topic, tp.Partition)
 			}
-			resp, err := n.c.adm.ElectLeaders(rctx, kadm.ElectPreferredReplica, set)
+			var resp kadm.ElectLeadersResults
+			tries, err := retryAdmin(ctx, func(rctx context.Context) error {
+				var err error
+				resp, err = n.c.adm.ElectLeaders(rctx, kadm.ElectPreferredReplica, set)
+				return err
+			})
 			if err != nil {
-				return nil, "", err
+				return nil, "", fmt.Errorf("%d attempts: %w", tries, err)
 			}
 			moved := 0
 			for _, ps := range resp {
@@ -247,6 +251,30 @@ func init() {
 					}
 				}
 			}
-			return nil, fmt.Sprintf("%d partitions moved to their preferred leader", moved), nil
+			return nil, fmt.Sprintf("%d partitions moved to their preferred leader%s", moved, attempts(tries)), nil
 		}})
+}
+
+// retryAdmin runs an admin request as an operator's tool would: attempts
+// of at most 5 s, 0.5 s apart, for up to 20 s (a follow-up kill may take
+// the controller down under the first one). It returns the attempts made.
+func retryAdmin(ctx context.Context, do func(context.Context) error) (int, error) {
+	deadline := time.Now().Add(20 * time.Second)
+	for tries := 1; ; tries++ {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := do(rctx)
+		cancel()
+		if err == nil || time.Now().Add(500*time.Millisecond).After(deadline) || ctx.Err() != nil {
+			return tries, err
+		}
+		wait(ctx, 500*time.Millisecond) // retry backoff
+	}
+}
+
+// attempts describes the attempts an admin fault needed beyond the first.
+func attempts(tries int) string {
+	if tries <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (after %d attempts)", tries)
 }
