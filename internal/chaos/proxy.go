@@ -186,10 +186,14 @@ func (p *tcpProxy) accept(ln net.Listener) {
 	}
 }
 
-// track registers c under source unless source's rule drops.
+// track registers c under source unless the proxy is down (a connection
+// accepted just before Down) or source's rule drops.
 func (p *tcpProxy) track(c net.Conn, source string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.ln == nil {
+		return false
+	}
 	if r := p.ruleLocked(source); r.up == ModeDrop || r.down == ModeDrop {
 		return false
 	}
