@@ -145,6 +145,16 @@ chaos: s3-server build ## Long `strata chaos` runs: make chaos SEEDS="1 2 3" DUR
 		STRATA_VERSITYGW=$(VERSITYGW) $(BIN)/strata chaos --seed $$seed --duration $(DURATION) --replication $(REPLICATION) --json $(CHAOS_FLAGS) || fail=1; \
 	done; exit $$fail
 
+SOAK_OUT     ?= $(BIN)/chaos-soak.jsonl
+RUN_DURATION ?= 120s
+SEED         ?= 1
+SOAK_REPLICATION ?=
+
+.PHONY: chaos-soak
+chaos-soak: s3-server build ## Soak: make chaos-soak DURATION=30m [RUN_DURATION=120s SEED=1 SOAK_REPLICATION=wal|classic (default: alternate) CHAOS_FLAGS=...]: chaos runs over successive seeds until DURATION has passed, each result appended as a JSON line to $(SOAK_OUT); fails if any run failed.
+	STRATA=$(BIN)/strata STRATA_VERSITYGW=$(VERSITYGW) DURATION=$(DURATION) RUN_DURATION=$(RUN_DURATION) SEED=$(SEED) \
+		OUT=$(SOAK_OUT) REPLICATION=$(SOAK_REPLICATION) CHAOS_FLAGS="$(CHAOS_FLAGS)" hack/chaos-soak.sh
+
 .PHONY: bench
 bench: ## Go benchmarks of the broker.
 	go test ./broker/... -run '^$$' -bench . -benchmem

@@ -33,8 +33,8 @@ type Observation struct {
 
 // Rec is a record of a replica's log.
 type Rec struct {
-	Offset int64
-	Value  string
+	Offset int64  `json:"o"`
+	Value  string `json:"v"`
 }
 
 // ReplicaLog is one replica's final log of a partition, read from its

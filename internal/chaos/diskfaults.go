@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/strata-dev/strata/broker/log/faultfs"
 )
@@ -25,39 +26,45 @@ const (
 // faultFSEnv enables the fault layer in the chaos brokers.
 const faultFSEnv = faultfs.EnvVar + "=1"
 
-// applyDiskFault injects a power-loss or disk-full fault; heal ends it.
-func (n *nemesis) applyDiskFault(ctx context.Context, f Fault) (heal func(context.Context) error, what string, err error) {
-	b, err := n.resolveBroker(ctx, f.Target)
-	if err != nil {
-		return nil, "", err
-	}
-	what = fmt.Sprintf("broker %d (%s)", b.id, f.Target)
-	switch f.Kind {
-	case KindPowerLoss:
-		b.kill()
-		dropped, err := faultfs.Drop(b.dir)
-		if err != nil {
-			// Not applied as scheduled; the broker must run again.
-			return nil, "", fmt.Errorf("drop unsynced writes of broker %d: %w (started again: %v)", b.id, err, b.start(ctx))
-		}
-		return func(ctx context.Context) error { return b.start(ctx) }, what + ": " + dropped.String(), nil
-	case KindDiskFull:
-		if err := faultfs.SetFault(b.dir, faultfs.NoSpace); err != nil {
-			return nil, "", err
-		}
-		return func(ctx context.Context) error {
-			if err := faultfs.SetFault(b.dir, faultfs.None); err != nil {
-				return err
+func init() {
+	registerKind(kindSpec{name: KindPowerLoss, process: true,
+		gen: func(g *gen, f *Fault) {
+			f.Target = g.processTarget()
+			f.Duration = g.between(2*time.Second, 6*time.Second)
+		},
+		apply: func(ctx context.Context, n *nemesis, _ Fault, b *broker) (func(context.Context) error, string, error) {
+			n.c.killBroker(b)
+			dropped, err := faultfs.Drop(b.dir)
+			if err != nil {
+				// Not applied as scheduled; the broker must run again.
+				return nil, "", fmt.Errorf("drop unsynced writes of broker %d: %w (started again: %v)", b.id, err, n.c.startBroker(ctx, b))
 			}
-			if b.exited() {
-				n.res.Applied = append(n.res.Applied, fmt.Sprintf("  broker %d had stopped on the full disk; started again", b.id))
-				b.kill() // reap it
-				return b.start(ctx)
+			return func(ctx context.Context) error { return n.c.startBroker(ctx, b) },
+				fmt.Sprintf("broker %d: %s", b.id, dropped), nil
+		}})
+	// disk-full takes its broker out too (it stops on its first failed
+	// write), so it counts towards the brokers down at once.
+	registerKind(kindSpec{name: KindDiskFull, process: true,
+		gen: func(g *gen, f *Fault) {
+			f.Target = g.processTarget()
+			f.Duration = g.between(2*time.Second, 6*time.Second)
+		},
+		apply: func(_ context.Context, n *nemesis, _ Fault, b *broker) (func(context.Context) error, string, error) {
+			if err := faultfs.SetFault(b.dir, faultfs.NoSpace); err != nil {
+				return nil, "", err
 			}
-			return nil
-		}, what, nil
-	}
-	return nil, "", fmt.Errorf("unknown disk fault kind %q", f.Kind)
+			return func(ctx context.Context) error {
+				if err := faultfs.SetFault(b.dir, faultfs.None); err != nil {
+					return err
+				}
+				if b.exited() {
+					n.note(fmt.Sprintf("broker %d had stopped on the full disk; started again", b.id))
+					n.c.killBroker(b) // reap it, proxies down
+					return n.c.startBroker(ctx, b)
+				}
+				return nil
+			}, fmt.Sprintf("broker %d", b.id), nil
+		}})
 }
 
 // exited reports whether the broker's process ended on its own (it was
@@ -86,7 +93,7 @@ func (n *nemesis) healDiskFaults() {
 			n.res.Problems = append(n.res.Problems, fmt.Sprintf("clear the disk fault of broker %d: %v", b.id, err))
 		}
 		if b.exited() {
-			b.kill()
+			n.c.killBroker(b)
 		}
 	}
 }

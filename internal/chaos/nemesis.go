@@ -5,72 +5,250 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/strata-dev/strata/broker/objstore"
 )
 
-// nemesis carries out a schedule against the cluster.
+// nemesis carries out a schedule against the cluster. Faults overlap: each
+// is applied at its time in its own goroutine and healed after its
+// duration, whatever else is going on, within two limits:
+//
+//   - a fault point (a broker's process, its etcd proxy, a zone's bucket,
+//     a network link) is under at most one fault at a time;
+//   - at most maxDown brokers are down (killed, stopped, paused) at once,
+//     unless the fault is Beyond (then up to every broker).
+//
+// A fault refused by these limits, or that fails, is counted in
+// FaultErrors. It records the most brokers really down at once and the
+// faults applied while another was active.
 type nemesis struct {
 	c       *cluster
 	res     *Result
 	log     io.Writer
 	verbose bool
+	start   time.Time
+	// maxDown is the replication factor less one.
+	maxDown int
+	hist    *historyWriter
+
+	mu       sync.Mutex
+	held     map[string]bool // fault points under a fault
+	down     map[int32]bool  // brokers whose process a fault took out
+	active   int             // faults applied and not healed
+	firstErr error           // a harness failure (a broker not starting again)
+	wg       sync.WaitGroup
 }
 
-// run applies each fault at its time and heals it after its duration.
-// Faults that cannot be applied are counted in FaultErrors; an error is a
-// harness failure (a broker that does not start again).
+func newNemesis(c *cluster, res *Result, log io.Writer, verbose bool, maxDown int) *nemesis {
+	return &nemesis{c: c, res: res, log: log, verbose: verbose, maxDown: maxDown, held: map[string]bool{}, down: map[int32]bool{}}
+}
+
+// run applies each fault at its time (in its own goroutine) and waits
+// until every fault is healed. An error is a harness failure (a broker
+// that does not start again).
 func (n *nemesis) run(ctx context.Context, start time.Time, schedule []Fault) error {
+	n.start = start
 	for _, f := range schedule {
 		if d := time.Until(start.Add(f.At)); d > 0 {
 			wait(ctx, d) // the schedule's time, not synchronisation
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			break
 		}
-		heal, what, err := n.apply(ctx, f)
-		stamp := fmt.Sprintf("t=%5.1fs %s", time.Since(start).Seconds(), f.Kind)
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.fire(ctx, f)
+		}()
+	}
+	n.wg.Wait()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.firstErr != nil {
+		return n.firstErr
+	}
+	return ctx.Err()
+}
+
+// fire applies f, waits its duration and heals it.
+func (n *nemesis) fire(ctx context.Context, f Fault) {
+	spec := kindSpecs[f.Kind]
+	stamp := func() string { return fmt.Sprintf("t=%5.1fs %s", time.Since(n.start).Seconds(), f.Kind) }
+	var b *broker
+	var claim []string
+	var err error
+	if spec.resolve != nil {
+		err = spec.resolve(ctx, n, &f)
+	}
+	if err == nil {
+		b, claim, err = n.admit(ctx, f, spec)
+	}
+	var heal func(context.Context) error
+	what := ""
+	if err == nil {
+		heal, what, err = spec.apply(ctx, n, f, b)
 		if err != nil {
-			n.res.FaultErrors[f.Kind]++
-			n.res.Applied = append(n.res.Applied, stamp+" not applied: "+err.Error())
-			if n.verbose {
-				fmt.Fprintf(n.log, "  %s not applied: %v\n", stamp, err)
-			}
-			continue
+			n.release(claim, b)
 		}
-		n.res.Faults[f.Kind]++
-		n.res.Applied = append(n.res.Applied, stamp+" "+what)
+	}
+	n.mu.Lock()
+	if err != nil {
+		n.res.FaultErrors[f.Kind]++
+		n.hist.write(Event{Op: OpFaultError, Kind: f.Kind, What: f.Target, Error: err.Error()})
+		line := stamp() + " not applied: " + err.Error()
+		n.res.Applied = append(n.res.Applied, line)
+		n.mu.Unlock()
 		if n.verbose {
-			fmt.Fprintf(n.log, "  %s %s\n", stamp, what)
+			fmt.Fprintf(n.log, "  %s\n", line)
 		}
-		if heal != nil {
-			if f.Duration > 0 {
-				wait(ctx, f.Duration) // how long the fault lasts
-			}
-			if err := heal(context.WithoutCancel(ctx)); err != nil {
-				return fmt.Errorf("healing %s: %w", f, err)
-			}
+		return
+	}
+	n.res.Faults[f.Kind]++
+	if f.During != "" {
+		what += " (during " + f.During + ")"
+	}
+	line := stamp() + " " + what
+	n.res.Applied = append(n.res.Applied, line)
+	n.hist.write(Event{Op: OpFault, Kind: f.Kind, What: what})
+	n.mu.Unlock()
+	if n.verbose {
+		fmt.Fprintf(n.log, "  %s\n", line)
+	}
+	if heal != nil {
+		if f.Duration > 0 {
+			wait(ctx, f.Duration) // how long the fault lasts
 		}
+		if err := heal(context.WithoutCancel(ctx)); err != nil {
+			n.mu.Lock()
+			if n.firstErr == nil {
+				n.firstErr = fmt.Errorf("healing %s: %w", f, err)
+			}
+			n.mu.Unlock()
+		}
+		n.hist.write(Event{Op: OpHeal, Kind: f.Kind, What: what})
+		if n.verbose {
+			fmt.Fprintf(n.log, "  %s healed: %s\n", stamp(), what)
+		}
+	}
+	n.release(claim, b)
+}
+
+// admit resolves f's broker (process faults) and claims its fault points
+// under the limits; the claim is released when f heals.
+func (n *nemesis) admit(ctx context.Context, f Fault, spec kindSpec) (*broker, []string, error) {
+	var b *broker
+	var claim []string
+	if spec.process {
+		var err error
+		if b, err = n.resolveBroker(ctx, f.Target); err != nil {
+			return nil, nil, err
+		}
+		claim = append(claim, fmt.Sprintf("proc:%d", b.id))
+	}
+	if spec.resources != nil {
+		r, err := spec.resources(n, f)
+		if err != nil {
+			return nil, nil, err
+		}
+		claim = append(claim, r...)
+	}
+	limit := n.maxDown
+	if f.Beyond {
+		limit = len(n.c.brokers)
+	}
+	// A fault point busy or too many brokers down: wait a little for
+	// the other faults to heal (a kind refused every time would fail
+	// the run for nothing).
+	deadline := time.Now().Add(admitPatience)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for {
+		err := admitLocked(n.held, len(n.down), limit, spec.process, claim)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, nil, err
+		}
+		n.mu.Unlock()
+		wait(ctx, 200*time.Millisecond) // a retry, not synchronisation
+		n.mu.Lock()
+	}
+	for _, r := range claim {
+		n.held[r] = true
+	}
+	if b != nil {
+		n.down[b.id] = true
+		n.res.MaxBrokersDown = max(n.res.MaxBrokersDown, len(n.down))
+	}
+	if n.active > 0 {
+		n.res.OverlappingFaults++
+	}
+	n.active++
+	return b, claim, nil
+}
+
+// admitPatience is how long a fault waits for its fault points and the
+// brokers-down limit before it is counted as not applied.
+const admitPatience = 10 * time.Second
+
+// admitLocked is admit's rule: none of claim held by another fault, and a
+// process fault only while fewer than limit brokers are down.
+func admitLocked(held map[string]bool, down, limit int, process bool, claim []string) error {
+	for _, r := range claim {
+		if held[r] {
+			return fmt.Errorf("%s is under another fault", r)
+		}
+	}
+	if process && down >= limit {
+		return fmt.Errorf("%d brokers down already (limit %d)", down, limit)
 	}
 	return nil
 }
 
-// healAll ends every fault: proxies pass, paused brokers continue, stopped
-// brokers start.
+func (n *nemesis) release(claim []string, b *broker) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, r := range claim {
+		delete(n.held, r)
+	}
+	if b != nil {
+		delete(n.down, b.id)
+	}
+	n.active--
+}
+
+func (n *nemesis) problem(p string) {
+	n.mu.Lock()
+	n.res.Problems = append(n.res.Problems, p)
+	n.mu.Unlock()
+}
+
+// note adds a line to the applied faults' log.
+func (n *nemesis) note(line string) {
+	n.mu.Lock()
+	n.res.Applied = append(n.res.Applied, "  "+line)
+	n.mu.Unlock()
+}
+
+// healAll ends every fault: proxies pass, paused brokers continue, disks
+// work again, stopped brokers start. It runs after run returned (no fault
+// is active).
 func (n *nemesis) healAll(ctx context.Context) {
-	for _, p := range n.c.etcdPx {
-		p.SetMode(ModePass)
+	n.hist.write(Event{Op: OpHeal, Kind: "all", What: "every fault healed at the end of the run"})
+	n.healDiskFaults()
+	for _, m := range []map[int32]*tcpProxy{n.c.etcdPx, n.c.clientPx, n.c.replPx} {
+		for _, p := range m {
+			p.SetMode(ModePass)
+		}
 	}
 	for _, p := range n.c.s3Px {
 		p.Set(bucketFault{})
 	}
-	n.healDiskFaults()
 	for _, b := range n.c.brokers {
 		b.mu.Lock()
 		paused := b.paused
@@ -79,119 +257,17 @@ func (n *nemesis) healAll(ctx context.Context) {
 			_ = b.resume()
 		}
 		if !b.running() {
-			if err := b.start(ctx); err != nil {
-				n.res.Problems = append(n.res.Problems, fmt.Sprintf("restart broker %d while healing: %v", b.id, err))
+			if err := n.c.startBroker(ctx, b); err != nil {
+				n.problem(fmt.Sprintf("restart broker %d while healing: %v", b.id, err))
 			}
 		}
 	}
-}
-
-// apply injects f; heal (nil for instantaneous faults) ends it.
-func (n *nemesis) apply(ctx context.Context, f Fault) (heal func(context.Context) error, what string, err error) {
-	switch f.Kind {
-	case KindPowerLoss, KindDiskFull:
-		return n.applyDiskFault(ctx, f)
-	case KindKill, KindPause, KindRestart:
-		b, err := n.resolveBroker(ctx, f.Target)
-		if err != nil {
-			return nil, "", err
-		}
-		what = fmt.Sprintf("broker %d (%s)", b.id, f.Target)
-		switch f.Kind {
-		case KindKill:
-			b.kill()
-			return func(ctx context.Context) error { return b.start(ctx) }, what, nil
-		case KindPause:
-			if err := b.pause(); err != nil {
-				return nil, "", err
-			}
-			return func(context.Context) error { return b.resume() }, what, nil
-		default:
-			if !b.stop(30 * time.Second) {
-				n.res.Problems = append(n.res.Problems, fmt.Sprintf("restart: broker %d did not stop cleanly on SIGTERM", b.id))
-			}
-			return nil, what, b.start(ctx)
-		}
-	case KindEtcdCut:
-		id, err := targetBroker(f.Target)
-		if err != nil {
-			return nil, "", err
-		}
-		px := n.c.etcdPx[id]
-		if px == nil {
-			return nil, "", fmt.Errorf("no broker %d", id)
-		}
-		px.SetMode(f.Mode)
-		return func(context.Context) error { px.SetMode(ModePass); return nil }, fmt.Sprintf("broker %d etcd %s", id, f.Mode), nil
-	case KindBucketOutage, KindBucketSlow, KindS3Errors:
-		zone := strings.TrimPrefix(f.Target, "zone:")
-		px := n.c.s3Px[zone]
-		if px == nil {
-			return nil, "", fmt.Errorf("no bucket proxy for zone %q", zone)
-		}
-		switch f.Kind {
-		case KindBucketOutage:
-			px.Set(bucketFault{outage: true})
-		case KindBucketSlow:
-			px.Set(bucketFault{latency: f.Latency})
-		default:
-			px.Set(bucketFault{fraction: f.Fraction})
-		}
-		return func(context.Context) error { px.Set(bucketFault{}); return nil }, "bucket of zone " + zone, nil
-	case KindCorrupt, KindDelete:
-		key, err := n.tamper(ctx, strings.TrimPrefix(f.Target, "zone:"), f.Kind == KindDelete)
-		return nil, key, err
-	case KindReassign:
-		tp, err := targetPartition(f.Target)
-		if err != nil {
-			return nil, "", err
-		}
-		var req kadm.AlterPartitionAssignmentsReq
-		req.Assign(tp.Topic, tp.Partition, f.Replicas)
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		resp, err := n.c.adm.AlterPartitionAssignments(rctx, req)
-		if err != nil {
-			return nil, "", err
-		}
-		if err := resp.Error(); err != nil {
-			return nil, "", err
-		}
-		return nil, fmt.Sprintf("%s to %v", tp, f.Replicas), nil
-	case KindElect:
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		set := kadm.TopicsSet{}
-		for _, tp := range n.c.tps {
-			set.Add(tp.Topic, tp.Partition)
-		}
-		resp, err := n.c.adm.ElectLeaders(rctx, kadm.ElectPreferredReplica, set)
-		if err != nil {
-			return nil, "", err
-		}
-		moved := 0
-		for _, ps := range resp {
-			for _, r := range ps {
-				if r.Err == nil {
-					moved++
-				}
-			}
-		}
-		return nil, fmt.Sprintf("%d partitions moved to their preferred leader", moved), nil
-	}
-	return nil, "", fmt.Errorf("unknown fault kind %q", f.Kind)
 }
 
 // resolveBroker resolves "broker:<id>" or "leader:<topic>/<partition>"
-// (the partition's leader now; if it has none, the partition's first
-// replica). The broker must be running, and every other broker too: a
-// kill, pause or restart never takes down a second broker.
+// (the partition's leader now; if it has none, its first replica still
+// up).
 func (n *nemesis) resolveBroker(ctx context.Context, target string) (*broker, error) {
-	for _, b := range n.c.brokers {
-		if inc, up := b.Incarnation(); !up {
-			return nil, fmt.Errorf("broker %d is down (incarnation %d): not taking down a second one", b.id, inc)
-		}
-	}
 	var id int32
 	if strings.HasPrefix(target, "leader:") {
 		tp, err := targetPartition(strings.Replace(target, "leader:", "partition:", 1))
@@ -206,8 +282,18 @@ func (n *nemesis) resolveBroker(ctx context.Context, target string) (*broker, er
 		}
 		pd := td[tp.Topic].Partitions[tp.Partition]
 		id = pd.Leader
-		if id < 0 && len(pd.Replicas) > 0 {
-			id = pd.Replicas[0]
+		if id < 0 {
+			n.mu.Lock()
+			for _, r := range pd.Replicas {
+				if !n.down[r] {
+					id = r
+					break
+				}
+			}
+			n.mu.Unlock()
+		}
+		if id < 0 {
+			return nil, fmt.Errorf("resolve %s: no leader and no replica up", target)
 		}
 	} else {
 		var err error
@@ -244,13 +330,23 @@ func targetPartition(target string) (TP, error) {
 	return TP{s[:i], int32(p)}, nil
 }
 
-// errNoObject: the bucket held no WAL object to corrupt or delete.
-var errNoObject = errors.New("no WAL object in the bucket")
+// tamperWait is how long a corruption or deletion waits for a follower to
+// download from the zone's bucket.
+const tamperWait = 10 * time.Second
 
-// tamper corrupts (flips one byte in the middle of) or deletes the newest
-// WAL object of zone's bucket, directly on the S3 server (not through the
-// zone's fault proxy), and returns its key.
+// tamper corrupts or deletes a WAL object of zone's bucket that a follower
+// has not read yet: it arms the bucket's proxy, whose next WAL GET (a
+// follower downloading an object from this zone's leader) first damages
+// that object on the S3 server itself (not through the proxy), then goes
+// on. Corruption flips one byte in the middle of the range the GET asks
+// for (the whole object without a Range), so the follower reads it. The
+// proxy counts the damaged objects' GETs and their answers
+// (Result.ObjectFaults).
 func (n *nemesis) tamper(ctx context.Context, zone string, del bool) (string, error) {
+	px := n.c.s3Px[zone]
+	if px == nil {
+		return "", fmt.Errorf("no bucket proxy for zone %q", zone)
+	}
 	s3 := n.c.o.S3
 	st, err := objstore.NewS3(ctx, objstore.Config{Bucket: BucketPrefix + zone, Region: s3.Region, Endpoint: s3.Endpoint, ForcePathStyle: true,
 		MaxAttempts: 1, Credentials: &objstore.StaticCredentials{AccessKeyID: s3.AccessKey, SecretAccessKey: s3.SecretKey}})
@@ -258,38 +354,67 @@ func (n *nemesis) tamper(ctx context.Context, zone string, del bool) (string, er
 		return "", err
 	}
 	defer st.Close()
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	objs, err := st.List(rctx, "wal/")
-	if err != nil {
-		return "", err
-	}
-	if len(objs) == 0 {
-		return "", errNoObject
-	}
-	// The newest object: the one a follower most likely still needs.
-	newest := slices.MaxFunc(objs, func(a, b objstore.ObjectInfo) int {
-		if c := a.LastModified.Compare(b.LastModified); c != 0 {
-			return c
+	fired := px.armTamper(func(key, rangeHeader string) error {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if del {
+			return st.Delete(rctx, key)
 		}
-		return strings.Compare(a.Key, b.Key)
+		info, err := st.Head(rctx, key)
+		if err != nil {
+			return err
+		}
+		data, err := st.Get(rctx, key, 0, info.Size)
+		if err != nil {
+			return err
+		}
+		if len(data) == 0 {
+			return errors.New("empty object")
+		}
+		lo, hi := rangeOf(rangeHeader, int64(len(data)))
+		data[(lo+hi)/2] ^= 0xff
+		return st.Put(rctx, key, data)
 	})
-	key := newest.Key
-	where := st.Bucket() + "/" + key
-	if del {
-		return "deleted " + where, st.Delete(rctx, key)
+	t := time.NewTimer(tamperWait)
+	defer t.Stop()
+	select {
+	case r := <-fired:
+		verb := "corrupted"
+		if del {
+			verb = "deleted"
+		}
+		if r.err != nil {
+			return "", fmt.Errorf("%s %s/%s: %w", verb, st.Bucket(), r.key, r.err)
+		}
+		return fmt.Sprintf("%s %s/%s as a follower downloaded it", verb, st.Bucket(), r.key), nil
+	case <-t.C:
+	case <-ctx.Done():
 	}
-	info, err := st.Head(rctx, key)
-	if err != nil {
-		return "", err
+	px.disarm()
+	select {
+	case r := <-fired: // caught just now
+		if r.err != nil {
+			return "", r.err
+		}
+		return "damaged " + st.Bucket() + "/" + r.key + " as a follower downloaded it", nil
+	default:
 	}
-	data, err := st.Get(rctx, key, 0, info.Size)
-	if err != nil {
-		return "", err
+	return "", fmt.Errorf("no follower downloaded from bucket %s within %v", st.Bucket(), tamperWait)
+}
+
+// rangeOf parses "bytes=a-b" (the downloader's ranged GETs) into [a, b]
+// within size; anything else is the whole object.
+func rangeOf(h string, size int64) (lo, hi int64) {
+	lo, hi = 0, size-1
+	spec, ok := strings.CutPrefix(h, "bytes=")
+	if !ok {
+		return lo, hi
 	}
-	if len(data) == 0 {
-		return "", errNoObject
+	a, b, ok := strings.Cut(spec, "-")
+	x, err1 := strconv.ParseInt(a, 10, 64)
+	y, err2 := strconv.ParseInt(b, 10, 64)
+	if !ok || err1 != nil || err2 != nil || x < 0 || x > y || x >= size {
+		return lo, hi
 	}
-	data[len(data)/2] ^= 0xff
-	return "corrupted " + where, st.Put(rctx, key, data)
+	return x, min(y, size-1)
 }

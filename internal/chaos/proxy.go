@@ -2,132 +2,282 @@ package chaos
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// TCP proxy modes (etcd-cut).
+// TCP proxy modes (etcd-cut, network partitions).
 const (
 	ModePass  = "pass"
 	ModeDrop  = "drop"  // close every connection, refuse new ones (accept and close)
 	ModeStall = "stall" // keep connections open, forward nothing
 )
 
-// tcpProxy sits between one broker and etcd: the fault point of etcd-cut.
+// linkRule is how a proxied connection's two directions behave: up is
+// what the connecting side sends (requests), down what it receives
+// (responses). Drop in either direction closes the connection; stall in
+// one direction only is an asymmetric partition (requests arrive, answers
+// do not, or the reverse).
+type linkRule struct{ up, down string }
+
+var passRule = linkRule{ModePass, ModePass}
+
+// tcpProxy forwards connections to one target: between a broker and etcd
+// (etcd-cut), in front of a broker's client listener (client partitions)
+// and in front of its replication listener (broker partitions). With a
+// classifier it names each connection's source from its first Kafka
+// request (the client ID: "broker:<id>" for another broker's replica
+// fetcher or inter-broker client, "fetcher:<id>" for the chaos consumer of
+// broker <id>, "client" for the rest) and applies that source's rule,
+// else the default one.
 type tcpProxy struct {
-	ln     net.Listener
-	target string
+	target   string
+	classify func(first []byte) string
+	addr     string
 
 	mu    sync.Mutex
-	mode  string
-	conns map[net.Conn]struct{}
-	// changed is closed and replaced whenever the mode changes, waking
+	ln    net.Listener // nil while down
+	def   linkRule
+	rules map[string]linkRule
+	conns map[net.Conn]string // both ends of every connection, by source
+	// changed is closed and replaced whenever a rule changes, waking
 	// stalled copies.
 	changed chan struct{}
 	wg      sync.WaitGroup
 }
 
-func startTCPProxy(target string) (*tcpProxy, error) {
+func startTCPProxy(target string, classify func([]byte) string) (*tcpProxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("etcd proxy: %w", err)
+		return nil, fmt.Errorf("proxy to %s: %w", target, err)
 	}
-	p := &tcpProxy{ln: ln, target: target, mode: ModePass, conns: map[net.Conn]struct{}{}, changed: make(chan struct{})}
+	p := &tcpProxy{ln: ln, addr: ln.Addr().String(), target: target, classify: classify, def: passRule, rules: map[string]linkRule{},
+		conns: map[net.Conn]string{}, changed: make(chan struct{})}
 	p.wg.Add(1)
-	go p.accept()
+	go p.accept(ln)
 	return p, nil
 }
 
-func (p *tcpProxy) Addr() string { return p.ln.Addr().String() }
+func (p *tcpProxy) Addr() string { return p.addr }
 
-// SetMode switches the mode; drop closes the open connections at once.
+// Down closes the proxy's listener and connections: while a broker's
+// process is down its address refuses connections, as a dead host's
+// would (a proxy accepting and closing looks to clients like a broker
+// failing the handshake, which they do not retry the same way).
+func (p *tcpProxy) Down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln == nil {
+		return
+	}
+	p.ln.Close()
+	p.ln = nil
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// Up listens again on the same address after Down.
+func (p *tcpProxy) Up() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		return nil
+	}
+	var ln net.Listener
+	var err error
+	for range 50 { // the port may linger a moment after the close
+		if ln, err = net.Listen("tcp", p.addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // a retry, not synchronisation
+	}
+	if err != nil {
+		return fmt.Errorf("proxy %s up again: %w", p.addr, err)
+	}
+	p.ln = ln
+	p.wg.Add(1)
+	go p.accept(ln)
+	return nil
+}
+
+// SetMode sets the default rule of both directions and forgets the
+// per-source rules; drop closes the open connections at once.
 func (p *tcpProxy) SetMode(mode string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.mode = mode
+	p.def = linkRule{mode, mode}
+	clear(p.rules)
+	p.changedLocked()
+}
+
+// SetDefault sets the rule of sources without their own.
+func (p *tcpProxy) SetDefault(r linkRule) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.def = r
+	p.changedLocked()
+}
+
+// SetRule sets source's own rule (passRule included: it then passes
+// whatever the default).
+func (p *tcpProxy) SetRule(source string, r linkRule) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rules[source] = r
+	p.changedLocked()
+}
+
+// ClearRule removes source's rule: the default applies again.
+func (p *tcpProxy) ClearRule(source string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.rules, source)
+	p.changedLocked()
+}
+
+func (p *tcpProxy) ruleLocked(source string) linkRule {
+	if r, ok := p.rules[source]; ok {
+		return r
+	}
+	return p.def
+}
+
+// changedLocked wakes stalled copies and closes the connections whose
+// rule now drops.
+func (p *tcpProxy) changedLocked() {
 	close(p.changed)
 	p.changed = make(chan struct{})
-	if mode == ModeDrop {
-		for c := range p.conns {
+	for c, src := range p.conns {
+		if r := p.ruleLocked(src); r.up == ModeDrop || r.down == ModeDrop {
 			c.Close()
 		}
 	}
 }
 
 func (p *tcpProxy) Close() {
-	p.ln.Close()
+	p.Down()
 	p.SetMode(ModeDrop)
 	p.wg.Wait()
 }
 
-func (p *tcpProxy) accept() {
+func (p *tcpProxy) accept(ln net.Listener) {
 	defer p.wg.Done()
 	for {
-		c, err := p.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
-		}
-		p.mu.Lock()
-		drop := p.mode == ModeDrop
-		if !drop {
-			p.conns[c] = struct{}{}
-		}
-		p.mu.Unlock()
-		if drop {
-			c.Close()
-			continue
 		}
 		p.wg.Add(1)
 		go p.serve(c)
 	}
 }
 
+// track registers c under source unless the proxy is down (a connection
+// accepted just before Down) or source's rule drops.
+func (p *tcpProxy) track(c net.Conn, source string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln == nil {
+		return false
+	}
+	if r := p.ruleLocked(source); r.up == ModeDrop || r.down == ModeDrop {
+		return false
+	}
+	p.conns[c] = source
+	return true
+}
+
+// relabel files c under source once classified; false when c was closed
+// meanwhile or source's rule drops.
+func (p *tcpProxy) relabel(c net.Conn, source string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.conns[c]; !ok {
+		return false
+	}
+	if r := p.ruleLocked(source); r.up == ModeDrop || r.down == ModeDrop {
+		return false
+	}
+	p.conns[c] = source
+	return true
+}
+
+func (p *tcpProxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	c.Close()
+}
+
 func (p *tcpProxy) serve(c net.Conn) {
 	defer p.wg.Done()
-	defer func() {
-		p.mu.Lock()
-		delete(p.conns, c)
-		p.mu.Unlock()
+	// Tracked from the start, so that Down and drops close it while it is
+	// being classified too.
+	source := ""
+	if !p.track(c, source) {
 		c.Close()
-	}()
+		return
+	}
+	defer p.untrack(c)
+	var first []byte
+	if p.classify != nil {
+		var err error
+		if first, err = readKafkaRequest(c); err != nil {
+			return
+		}
+		source = p.classify(first)
+		if !p.relabel(c, source) {
+			return
+		}
+	}
 	up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil {
 		return
 	}
-	p.mu.Lock()
-	p.conns[up] = struct{}{}
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		delete(p.conns, up)
-		p.mu.Unlock()
+	if !p.track(up, source) {
 		up.Close()
-	}()
+		return
+	}
+	defer p.untrack(up)
+	if len(first) > 0 {
+		if !p.passable(source, true) {
+			return
+		}
+		if _, err := up.Write(first); err != nil {
+			return
+		}
+	}
 	done := make(chan struct{}, 2)
-	go func() { p.copy(up, c); done <- struct{}{} }()
-	go func() { p.copy(c, up); done <- struct{}{} }()
+	go func() { p.copy(up, c, source, true); done <- struct{}{} }()
+	go func() { p.copy(c, up, source, false); done <- struct{}{} }()
 	<-done
 	c.Close()
 	up.Close()
 	<-done
 }
 
-// copy forwards src to dst, holding each chunk while the mode is stall.
-func (p *tcpProxy) copy(dst, src net.Conn) {
+// copy forwards src to dst, holding each chunk while its direction
+// stalls.
+func (p *tcpProxy) copy(dst, src net.Conn, source string, upward bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !p.passable() {
+			if !p.passable(source, upward) {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -140,20 +290,75 @@ func (p *tcpProxy) copy(dst, src net.Conn) {
 	}
 }
 
-// passable waits while the proxy stalls; false once it drops.
-func (p *tcpProxy) passable() bool {
+// passable waits while source's direction stalls; false once it drops.
+func (p *tcpProxy) passable(source string, upward bool) bool {
 	for {
 		p.mu.Lock()
-		mode, changed := p.mode, p.changed
+		r, changed := p.ruleLocked(source), p.changed
 		p.mu.Unlock()
-		switch mode {
-		case ModePass:
-			return true
-		case ModeDrop:
+		mode := r.down
+		if upward {
+			mode = r.up
+		}
+		switch {
+		case r.up == ModeDrop || r.down == ModeDrop:
 			return false
+		case mode == ModePass:
+			return true
 		}
 		<-changed
 	}
+}
+
+// readKafkaRequest reads one size-prefixed Kafka request (at most 1 MiB,
+// within 10 s).
+func readKafkaRequest(c net.Conn) ([]byte, error) {
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	defer func() { _ = c.SetReadDeadline(time.Time{}) }()
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(size[:])
+	if n > 1<<20 {
+		return nil, fmt.Errorf("request of %d bytes", n)
+	}
+	buf := make([]byte, 4+n)
+	copy(buf, size[:])
+	if _, err := io.ReadFull(c, buf[4:]); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// kafkaClientID returns the client ID of a request (size, api key,
+// version, correlation ID, then the nullable client ID string).
+func kafkaClientID(req []byte) string {
+	if len(req) < 14 {
+		return ""
+	}
+	n := int16(binary.BigEndian.Uint16(req[12:14]))
+	if n < 0 || len(req) < 14+int(n) {
+		return ""
+	}
+	return string(req[14 : 14+int(n)])
+}
+
+// classifySource names a connection's source from its first request's
+// client ID: the replica fetcher ("strata-replica-<id>") and inter-broker
+// client ("strata-broker-<id>") of broker <id> are "broker:<id>", the
+// chaos consumer of broker <id> ("chaos-fetcher-<id>") "fetcher:<id>",
+// anything else "client".
+func classifySource(first []byte) string {
+	id := kafkaClientID(first)
+	for prefix, label := range map[string]string{"strata-replica-": "broker:", "strata-broker-": "broker:", "chaos-fetcher-": "fetcher:"} {
+		if n, ok := strings.CutPrefix(id, prefix); ok {
+			if _, err := strconv.Atoi(n); err == nil {
+				return label + n
+			}
+		}
+	}
+	return "client"
 }
 
 // bucketFault is the state of a zone bucket's fault point.
@@ -179,6 +384,105 @@ type s3Proxy struct {
 	// proxy itself (outage, errors); forwardErrors those the server did
 	// not answer.
 	requests, injected, forwardErrors atomic.Int64
+
+	// armed, when set, damages the WAL object of the next GET (a
+	// download a follower has not made yet) before forwarding it;
+	// tampered are the keys damaged so far, met the GETs of those keys
+	// forwarded after the damage, by answer status.
+	armed    func(key, rangeHeader string) error
+	fired    chan tamperResult
+	tampered map[string]bool
+	met      map[int]int
+}
+
+// tamperResult is what an armed proxy did with the download it caught.
+type tamperResult struct {
+	key string
+	err error
+}
+
+// armTamper makes the next GET of a WAL object through the proxy first
+// damage it with do (on the S3 server itself); the returned channel gets
+// the result. Only one arm at a time (the bucket is the fault point).
+func (p *s3Proxy) armTamper(do func(key, rangeHeader string) error) <-chan tamperResult {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.armed = do
+	p.fired = make(chan tamperResult, 1)
+	return p.fired
+}
+
+func (p *s3Proxy) disarm() {
+	p.mu.Lock()
+	p.armed = nil
+	p.mu.Unlock()
+}
+
+// objectFaultsMet returns the GETs of damaged objects answered after the
+// damage, by status.
+func (p *s3Proxy) objectFaultsMet() map[int]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.met)
+}
+
+// walKey returns the object key of a path-style WAL GET
+// ("/<bucket>/wal/..."), or "".
+func walKey(r *http.Request) string {
+	if r.Method != http.MethodGet {
+		return ""
+	}
+	_, key, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if !ok || !strings.HasPrefix(key, "wal/") {
+		return ""
+	}
+	return key
+}
+
+// statusWriter remembers the status a handler answered.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// tamperGet damages the object of a WAL GET when the proxy is armed, and
+// counts the answer when the object was damaged; it then forwards.
+func (p *s3Proxy) tamperGet(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	key := walKey(r)
+	if key == "" {
+		next.ServeHTTP(w, r)
+		return
+	}
+	p.mu.Lock()
+	do, fired := p.armed, p.fired
+	p.armed = nil
+	p.mu.Unlock()
+	if do != nil {
+		err := do(key, r.Header.Get("Range"))
+		p.mu.Lock()
+		if err == nil {
+			p.tampered[key] = true
+		}
+		p.mu.Unlock()
+		fired <- tamperResult{key: key, err: err}
+	}
+	p.mu.Lock()
+	damaged := p.tampered[key]
+	p.mu.Unlock()
+	if !damaged {
+		next.ServeHTTP(w, r)
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	next.ServeHTTP(sw, r)
+	p.mu.Lock()
+	p.met[sw.status]++
+	p.mu.Unlock()
 }
 
 func startS3Proxy(endpoint string, seed uint64) (*s3Proxy, error) {
@@ -190,7 +494,8 @@ func startS3Proxy(endpoint string, seed uint64) (*s3Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3 proxy: %w", err)
 	}
-	p := &s3Proxy{ln: ln, rng: rand.New(rand.NewPCG(seed, 0xb0c4e7)), transport: http.DefaultTransport.(*http.Transport).Clone()}
+	p := &s3Proxy{ln: ln, rng: rand.New(rand.NewPCG(seed, 0xb0c4e7)), transport: http.DefaultTransport.(*http.Transport).Clone(),
+		tampered: map[string]bool{}, met: map[int]int{}}
 	rp := &httputil.ReverseProxy{
 		Transport: p.transport,
 		Rewrite: func(r *httputil.ProxyRequest) {
@@ -254,7 +559,7 @@ func (p *s3Proxy) handler(next http.Handler) http.Handler {
 			s3Error(w, http.StatusInternalServerError, "InternalError", "chaos: injected error")
 			return
 		}
-		next.ServeHTTP(w, r)
+		p.tamperGet(w, r, next)
 	})
 }
 

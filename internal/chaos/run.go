@@ -39,13 +39,25 @@ type Options struct {
 	Partitions     int32    // default 3
 	Producers      int      // default 3
 	Rate           int      // records per second over all producers (default 300)
-	Kinds          []string // fault kinds (default all the mode allows)
+	// Kinds are the fault kinds (nil: all the mode allows; empty and
+	// non-nil: none, a run that must then fail for want of faults).
+	Kinds []string
+	// MinAcked is the fewest acknowledged records a run needs to pass
+	// (0: a tenth of what Rate would send in the fault window, Duration
+	// less 10 s).
+	MinAcked int
+	// LivenessBound is how long the cluster has after healing to take
+	// one record per partition and serve it back (default 60 s).
+	LivenessBound time.Duration
 	// Binary is the strata executable started as `strata broker`.
 	Binary string
 	// Dir is the run's directory (etcd, broker data and logs); it must
 	// not exist or be empty.
 	Dir string
 	S3  *S3
+	// History is a file to write every operation to as JSON lines (""
+	// none; CheckHistory judges it again).
+	History string
 	// Log receives progress lines (nil: none); Verbose adds each fault.
 	Log     io.Writer
 	Verbose bool
@@ -73,6 +85,12 @@ func (o *Options) defaults() error {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	if o.MinAcked <= 0 {
+		o.MinAcked = max(1, int(float64(o.Rate)*(o.Duration-10*time.Second).Seconds()/10))
+	}
+	if o.LivenessBound <= 0 {
+		o.LivenessBound = time.Minute
+	}
 	switch o.Replication {
 	case "wal":
 		if o.S3 == nil {
@@ -91,6 +109,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Binary == "" || o.Dir == "" {
 		return errors.New("Binary and Dir are required")
+	}
+	if o.Kinds != nil && len(o.Kinds) == 0 {
+		return nil // --faults none
 	}
 	var kinds []string
 	for _, k := range o.Kinds {
@@ -122,8 +143,13 @@ type Result struct {
 	// Faults counts the faults injected, by kind; FaultErrors those that
 	// could not be (no WAL object to corrupt, a refused reassignment...).
 	Faults      map[string]int `json:"faults"`
-	FaultErrors map[string]int `json:"fault_errors,omitempty"`
-	Schedule    []Fault        `json:"schedule"`
+	FaultErrors map[string]int `json:"fault_errors"`
+	// OverlappingFaults counts the faults applied while another was
+	// active; MaxBrokersDown is the most brokers down (killed, stopped,
+	// paused) at once. Both from what was really applied.
+	OverlappingFaults int     `json:"overlapping_faults"`
+	MaxBrokersDown    int     `json:"max_brokers_down"`
+	Schedule          []Fault `json:"schedule"`
 	// Applied is each fault as it happened, its target resolved.
 	Applied []string `json:"applied,omitempty"`
 	Sent    int64    `json:"sent"`
@@ -138,11 +164,29 @@ type Result struct {
 	// through its proxy and those the proxy failed on purpose: the WAL
 	// path was really taken (and really hit).
 	BucketRequests map[string]BucketCount `json:"bucket_requests,omitempty"`
+	// ObjectFaultsMet counts the downloads of WAL objects the nemesis
+	// corrupted or deleted, made after the damage (the download caught
+	// when it was applied included), by the HTTP status the bucket
+	// answered ("200"/"206": damaged bytes served; "404": deleted).
+	ObjectFaultsMet map[string]int `json:"object_faults_met,omitempty"`
 	// Problems are harness-level failures (no convergence, unclean
 	// shutdown); any makes OK false.
 	Problems []string `json:"problems,omitempty"`
-	OK       bool     `json:"ok"`
-	Dir      string   `json:"dir,omitempty"`
+	// MinAcked is the minimum of acknowledged records (--min-acked).
+	MinAcked int `json:"min_acked"`
+	// Live is whether, after healing, every partition took a record
+	// (acks=all) and served it back within LivenessBoundS; LivenessS is
+	// how long that took.
+	Live           bool    `json:"live"`
+	LivenessS      float64 `json:"liveness_s"`
+	LivenessBoundS float64 `json:"liveness_bound_s"`
+	LivenessError  string  `json:"liveness_error,omitempty"`
+	// Workloads are the workloads the checker judged (Verdict.workloads).
+	Workloads map[string]WorkloadCount `json:"workloads"`
+	OK        bool                     `json:"ok"`
+	// Reason says why OK is false (every cause; empty when OK).
+	Reason string `json:"reason"`
+	Dir    string `json:"dir,omitempty"`
 }
 
 // BucketCount is one zone bucket's traffic through its fault proxy.
@@ -157,11 +201,15 @@ type cluster struct {
 	etcd    *meta.Embedded
 	brokers []*broker
 	etcdPx  map[int32]*tcpProxy
-	s3Px    map[string]*s3Proxy
-	addrs   []string
-	adm     *kadm.Client
-	admCl   *kgo.Client
-	tps     []TP
+	// clientPx and replPx are each broker's client and replication
+	// listener proxies (network partitions).
+	clientPx, replPx map[int32]*tcpProxy
+	s3Px             map[string]*s3Proxy
+	// addrs are the client listeners' proxies (what clients know).
+	addrs []string
+	adm   *kadm.Client
+	admCl *kgo.Client
+	tps   []TP
 }
 
 // Run starts the cluster, runs the workload under the seed's nemesis,
@@ -175,7 +223,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	c := &cluster{o: &o, etcdPx: map[int32]*tcpProxy{}, s3Px: map[string]*s3Proxy{}}
+	c := &cluster{o: &o, etcdPx: map[int32]*tcpProxy{}, clientPx: map[int32]*tcpProxy{}, replPx: map[int32]*tcpProxy{}, s3Px: map[string]*s3Proxy{}}
 	defer c.close()
 	if err := c.start(ctx); err != nil {
 		return nil, err
@@ -185,9 +233,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		topo.BrokerIDs = append(topo.BrokerIDs, b.id)
 	}
 	topo.PerZone = o.BrokersPerZone
-	schedule := NewSchedule(o.Seed, topo, ScheduleOptions{Duration: o.Duration, Kinds: o.Kinds})
+	var schedule []Fault
+	if len(o.Kinds) > 0 {
+		schedule = NewSchedule(o.Seed, topo, ScheduleOptions{Duration: o.Duration, Kinds: o.Kinds})
+	}
 	res := &Result{Seed: o.Seed, DurationS: o.Duration.Seconds(), Replication: o.Replication, Brokers: len(c.brokers),
-		Partitions: o.Topics * int(o.Partitions), Faults: map[string]int{}, FaultErrors: map[string]int{}, Schedule: schedule}
+		Partitions: o.Topics * int(o.Partitions), Faults: map[string]int{}, FaultErrors: map[string]int{}, Schedule: schedule,
+		MinAcked: o.MinAcked, LivenessBoundS: o.LivenessBound.Seconds()}
 	fmt.Fprintf(o.Log, "chaos: seed %d, %v, %s replication, %d brokers, %d partitions, %d faults scheduled\n",
 		o.Seed, o.Duration, o.Replication, len(c.brokers), res.Partitions, len(schedule))
 	if o.Verbose {
@@ -199,13 +251,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 
+	hist, err := createHistory(o.History)
+	if err != nil {
+		return nil, err
+	}
 	errs := &errorCounts{}
 	wctx, stopWorkload := context.WithCancel(ctx)
 	defer stopWorkload()
 	var fetchers []*fetcher
 	start := time.Now()
+	hist.setStart(start)
 	for _, b := range c.brokers {
-		f, err := newFetcher(b, c.addrs, c.tps, errs, start)
+		f, err := newFetcher(b, c.addrs, c.tps, errs, start, hist)
 		if err != nil {
 			return nil, err
 		}
@@ -216,7 +273,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	defer stopProducers()
 	var producers []*producer
 	for i := range o.Producers {
-		p, err := newProducer(i, c.addrs, c.tps, max(o.Rate/o.Producers, 1), errs)
+		p, err := newProducer(i, c.addrs, c.tps, max(o.Rate/o.Producers, 1), errs, hist)
 		if err != nil {
 			return nil, err
 		}
@@ -224,7 +281,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		go p.run(pctx)
 	}
 
-	n := &nemesis{c: c, res: res, log: o.Log, verbose: o.Verbose}
+	n := newNemesis(c, res, o.Log, o.Verbose, topo.Replicas-1)
+	n.hist = hist
 	nemErr := n.run(ctx, start, schedule)
 	if rest := time.Until(start.Add(o.Duration)); rest > 0 && nemErr == nil {
 		wait(ctx, rest) // the workload's remaining time
@@ -239,6 +297,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if err := p.finish(60 * time.Second); err != nil {
 			res.Problems = append(res.Problems, err.Error())
 		}
+	}
+	fmt.Fprintf(o.Log, "chaos: checking that the cluster serves produce and consume\n")
+	liveStart := time.Now()
+	liveAcks, err := c.probeLiveness(ctx, o.LivenessBound)
+	for _, a := range liveAcks {
+		hist.write(Event{Op: OpProduce, Topic: a.Topic, Partition: a.Partition, Offset: a.Offset, Value: a.Value})
+	}
+	res.LivenessS = time.Since(liveStart).Seconds()
+	res.Live = err == nil
+	if err != nil {
+		res.LivenessError = err.Error()
 	}
 	fmt.Fprintf(o.Log, "chaos: waiting for convergence\n")
 	convergeStart := time.Now()
@@ -265,7 +334,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 
-	h := History{HWM: hwm, Replicas: map[TP][]ReplicaLog{}}
+	h := History{HWM: hwm, Replicas: map[TP][]ReplicaLog{}, Acks: liveAcks}
 	for _, p := range producers {
 		h.Acks = append(h.Acks, p.acks...)
 		res.Sent += p.sent
@@ -285,10 +354,19 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			res.BucketRequests = map[string]BucketCount{}
 		}
 		res.BucketRequests[z] = BucketCount{Requests: px.requests.Load(), Injected: px.injected.Load()}
+		for status, n := range px.objectFaultsMet() {
+			if res.ObjectFaultsMet == nil {
+				res.ObjectFaultsMet = map[string]int{}
+			}
+			res.ObjectFaultsMet[strconv.Itoa(status)] += n
+		}
 	}
-	res.Verdict = Check(h)
 	res.ErrorsSeen = errs.snapshot()
-	res.OK = res.Verdict.OK() && len(res.Problems) == 0
+	res.judgeHistory(h)
+	if err := hist.final(h, res); err != nil {
+		res.Problems = append(res.Problems, err.Error())
+		res.judge()
+	}
 	return res, nil
 }
 
@@ -325,7 +403,7 @@ func (c *cluster) start(ctx context.Context) error {
 	id := int32(1)
 	for _, z := range o.Zones {
 		for range o.BrokersPerZone {
-			px, err := startTCPProxy(etcd.ClientAddr)
+			px, err := startTCPProxy(etcd.ClientAddr, nil)
 			if err != nil {
 				return err
 			}
@@ -334,7 +412,25 @@ func (c *cluster) start(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
+			replAddr, err := freeAddr()
+			if err != nil {
+				return err
+			}
+			cpx, err := startTCPProxy(addr, classifySource)
+			if err != nil {
+				return err
+			}
+			rpx, err := startTCPProxy(replAddr, classifySource)
+			if err != nil {
+				return err
+			}
+			c.clientPx[id], c.replPx[id] = cpx, rpx
 			settings := map[string]string{
+				// Two listeners, each advertised as its fault proxy.
+				"listeners":                      "CLIENT://" + addr + ",REPLICATION://" + replAddr,
+				"advertised.listeners":           "CLIENT://" + cpx.Addr() + ",REPLICATION://" + rpx.Addr(),
+				"listener.security.protocol.map": "CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT",
+				"inter.broker.listener.name":     "REPLICATION",
 				"metadata.etcd.endpoints":        "http://" + px.Addr(),
 				"cluster.name":                   "chaos",
 				"broker.id":                      strconv.Itoa(int(id)),
@@ -370,7 +466,7 @@ func (c *cluster) start(ctx context.Context) error {
 			b := &broker{id: id, zone: z, bin: o.Binary, dir: filepath.Join(o.Dir, brokerDirName(id)),
 				logPath: filepath.Join(o.Dir, brokerDirName(id)+".log"), addr: addr, args: args, env: env}
 			c.brokers = append(c.brokers, b)
-			c.addrs = append(c.addrs, addr)
+			c.addrs = append(c.addrs, cpx.Addr())
 			id++
 		}
 	}
@@ -385,6 +481,40 @@ func (c *cluster) start(ctx context.Context) error {
 	}
 	c.admCl, c.adm = cl, kadm.NewClient(cl)
 	return nil
+}
+
+// killBroker SIGKILLs b; its listener proxies refuse connections until it
+// starts again (as a dead host's address would). Faults that take a
+// broker's process down use killBroker, stopBroker and startBroker.
+func (c *cluster) killBroker(b *broker) {
+	c.proxiesDown(b.id)
+	b.kill()
+}
+
+// stopBroker is b.stop with the proxies down.
+func (c *cluster) stopBroker(b *broker, grace time.Duration) bool {
+	c.proxiesDown(b.id)
+	return b.stop(grace)
+}
+
+// startBroker starts b with its listener proxies up again.
+func (c *cluster) startBroker(ctx context.Context, b *broker) error {
+	for _, px := range []*tcpProxy{c.clientPx[b.id], c.replPx[b.id]} {
+		if px != nil {
+			if err := px.Up(); err != nil {
+				return err
+			}
+		}
+	}
+	return b.start(ctx)
+}
+
+func (c *cluster) proxiesDown(id int32) {
+	for _, px := range []*tcpProxy{c.clientPx[id], c.replPx[id]} {
+		if px != nil {
+			px.Down()
+		}
+	}
 }
 
 func (c *cluster) brokerByID(id int32) *broker {
@@ -403,8 +533,10 @@ func (c *cluster) close() {
 	for _, b := range c.brokers {
 		b.kill()
 	}
-	for _, p := range c.etcdPx {
-		p.Close()
+	for _, m := range []map[int32]*tcpProxy{c.etcdPx, c.clientPx, c.replPx} {
+		for _, p := range m {
+			p.Close()
+		}
 	}
 	for _, p := range c.s3Px {
 		p.Close()
@@ -503,7 +635,7 @@ func (c *cluster) converge(ctx context.Context, fetchers []*fetcher, limit time.
 			ok, w, reps := c.inSyncReplicas(ctx)
 			why = w
 			if ok {
-				stable := last != nil && maps(last, hwm)
+				stable := last != nil && sameHWMs(last, hwm)
 				behind := ""
 				for _, f := range fetchers {
 					for _, tp := range c.tps {
@@ -536,7 +668,7 @@ func (c *cluster) converge(ctx context.Context, fetchers []*fetcher, limit time.
 	}
 }
 
-func maps(a, b map[TP]int64) bool {
+func sameHWMs(a, b map[TP]int64) bool {
 	if len(a) != len(b) {
 		return false
 	}

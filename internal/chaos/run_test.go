@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func TestChaosShort(t *testing.T) {
 				os.RemoveAll(dir)
 			})
 			o := Options{Seed: r.seed, Duration: 45 * time.Second, Replication: r.replication, Binary: brokertest.Binary(t), Dir: dir,
-				Log: testWriter{t}, Verbose: true}
+				Log: testWriter{t}, Verbose: true, History: filepath.Join(dir, "history.jsonl")}
 			if r.replication == "wal" {
 				if _, err := s3server.Binary(); err != nil {
 					if os.Getenv("CI") != "" {
@@ -76,14 +77,22 @@ func TestChaosShort(t *testing.T) {
 			if res.Acked == 0 || res.Consumed == 0 {
 				t.Fatalf("nothing acknowledged or consumed:\n%s", out)
 			}
-			n := 0
-			for _, c := range res.Faults {
-				n += c
+			// The history, judged again offline, gives the same verdict.
+			hf, err := os.Open(o.History)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if n == 0 {
-				t.Fatalf("no fault injected:\n%s", out)
+			defer hf.Close()
+			again, err := CheckHistory(hf)
+			if err != nil {
+				t.Fatalf("history: %v", err)
 			}
-			t.Logf("seed %d %s: acked %d, consumed %d, faults %v, not applied %v", r.seed, r.replication, res.Acked, res.Consumed, res.Faults, res.FaultErrors)
+			if again.OK != res.OK || again.Acked != res.Acked || again.Consumed != res.Consumed || again.Lost != res.Lost ||
+				again.DivergentReplicas != res.DivergentReplicas || again.PhantomReads != res.PhantomReads {
+				t.Fatalf("the history judged offline differs: ok %v acked %d consumed %d; the run's:\n%s", again.OK, again.Acked, again.Consumed, out)
+			}
+			t.Logf("seed %d %s: acked %d, consumed %d, faults %v, not applied %v, overlapping %d, max brokers down %d",
+				r.seed, r.replication, res.Acked, res.Consumed, res.Faults, res.FaultErrors, res.OverlappingFaults, res.MaxBrokersDown)
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -22,16 +23,6 @@ const (
 	KindReassign     = "reassign"       // a partition's replica list reordered (AlterPartitionReassignments)
 	KindElect        = "elect-leaders"  // preferred leader election of every partition
 )
-
-// AllKinds lists every fault kind in a fixed order.
-var AllKinds = []string{KindKill, KindPause, KindRestart, KindEtcdCut, KindBucketOutage, KindBucketSlow,
-	KindS3Errors, KindCorrupt, KindDelete, KindReassign, KindElect, KindPowerLoss, KindDiskFull}
-
-// bucketKinds act on a zone's bucket: classic replication has none.
-var bucketKinds = map[string]bool{KindBucketOutage: true, KindBucketSlow: true, KindS3Errors: true, KindCorrupt: true, KindDelete: true}
-
-// IsBucketKind reports whether kind acts on a WAL bucket.
-func IsBucketKind(kind string) bool { return bucketKinds[kind] }
 
 // Fault is one entry of the nemesis schedule. Everything in it is decided
 // by the seed before the run starts; Target is a selector that may only be
@@ -55,6 +46,13 @@ type Fault struct {
 	Fraction float64 `json:"fraction,omitempty"`
 	// Replicas is reassign's new replica order (broker IDs).
 	Replicas []int32 `json:"replicas,omitempty"`
+	// Beyond lets a process fault take down more brokers than the
+	// replication factor less one (partitions become unavailable; nothing
+	// acknowledged may be lost).
+	Beyond bool `json:"beyond,omitempty"`
+	// During names the fault a follow-up was scheduled into ("reassign",
+	// "elect-leaders", "kill": the leader election a kill causes).
+	During string `json:"during,omitempty"`
 
 	// For JSON: durations in seconds.
 	AtS       float64 `json:"at_s"`
@@ -68,6 +66,12 @@ func (f Fault) String() string {
 	fmt.Fprintf(&b, "t=%5.1fs %-14s %s", f.At.Seconds(), f.Kind, f.Target)
 	if f.Duration > 0 {
 		fmt.Fprintf(&b, " for %v", f.Duration)
+	}
+	if f.Beyond {
+		b.WriteString(" beyond")
+	}
+	if f.During != "" {
+		fmt.Fprintf(&b, " during %s", f.During)
 	}
 	switch {
 	case f.Mode != "":
@@ -104,11 +108,18 @@ type ScheduleOptions struct {
 	Kinds []string
 }
 
-// NewSchedule computes the nemesis schedule of seed: faults one after the
-// other (at most one active at a time, so min.insync.replicas of 2 out of 3
-// replicas keeps a quorum), kinds drawn round-robin from a shuffled list so
-// that a run long enough covers every kind. The same seed, topology and
-// options always give the same schedule (math/rand/v2's PCG is stable).
+// NewSchedule computes the nemesis schedule of seed. Kinds are drawn
+// round-robin from a shuffled list, so that a run long enough covers every
+// kind. Faults overlap: half of them start 0.5-3 s after the previous one
+// started, whether it healed or not; the others 1-4 s after it healed.
+// Some faults bring follow-ups, scheduled into the trouble they cause: a
+// kill of the moving partition's leader 0.2-1.5 s into a reassignment, of
+// a leader 0.2-1.5 s after a preferred leader election, and of a second
+// leader 2.5-4 s after a kill (when the first kill's leader elections
+// happen, the session timeout being 3 s). Process faults are limited at run
+// time to the replication factor less one brokers down at once, unless
+// Beyond (the nemesis). The same seed, topology and options always give
+// the same schedule (math/rand/v2's PCG is stable).
 func NewSchedule(seed int64, topo Topology, o ScheduleOptions) []Fault {
 	if o.Warmup <= 0 {
 		o.Warmup = 5 * time.Second
@@ -121,86 +132,70 @@ func NewSchedule(seed int64, topo Topology, o ScheduleOptions) []Fault {
 		kinds = AllKinds
 	}
 	kinds = slices.Clone(kinds)
-	rng := rand.New(rand.NewPCG(uint64(seed), 0x5ca1ab1e))
-	between := func(lo, hi time.Duration) time.Duration {
-		// Whole 100 ms steps keep printed schedules readable.
-		steps := int64((hi - lo) / (100 * time.Millisecond))
-		return lo + time.Duration(rng.Int64N(steps+1))*100*time.Millisecond
-	}
-	partition := func() (string, int32) {
-		return topo.Topics[rng.IntN(len(topo.Topics))], rng.Int32N(topo.Partitions)
-	}
+	g := &gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x5ca1ab1e)), topo: topo}
 	var out []Fault
 	var bag []string
 	at := o.Warmup
 	end := o.Duration - o.Cooldown
-	for {
-		if len(bag) == 0 {
-			bag = slices.Clone(kinds)
-			rng.Shuffle(len(bag), func(i, j int) { bag[i], bag[j] = bag[j], bag[i] })
-		}
-		f := Fault{At: at, Kind: bag[0]}
-		bag = bag[1:]
-		switch f.Kind {
-		case KindKill, KindPause, KindRestart, KindPowerLoss, KindDiskFull:
-			if rng.IntN(10) < 7 { // leaders by preference
-				t, p := partition()
-				f.Target = fmt.Sprintf("leader:%s/%d", t, p)
-			} else {
-				f.Target = fmt.Sprintf("broker:%d", topo.BrokerIDs[rng.IntN(len(topo.BrokerIDs))])
-			}
-			if f.Kind != KindRestart {
-				f.Duration = between(2*time.Second, 6*time.Second)
-			}
-		case KindEtcdCut:
-			f.Target = fmt.Sprintf("broker:%d", topo.BrokerIDs[rng.IntN(len(topo.BrokerIDs))])
-			f.Mode = []string{"drop", "stall"}[rng.IntN(2)]
-			f.Duration = between(2*time.Second, 6*time.Second)
-		case KindBucketOutage, KindBucketSlow, KindS3Errors, KindCorrupt, KindDelete:
-			f.Target = "zone:" + topo.Zones[rng.IntN(len(topo.Zones))]
-			switch f.Kind {
-			case KindBucketOutage:
-				f.Duration = between(2*time.Second, 6*time.Second)
-			case KindBucketSlow:
-				f.Duration = between(3*time.Second, 8*time.Second)
-				f.Latency = between(1*time.Second, 3*time.Second)
-			case KindS3Errors:
-				f.Duration = between(3*time.Second, 8*time.Second)
-				f.Fraction = float64(2+rng.IntN(5)) / 10 // 0.2 .. 0.6
-			}
-		case KindReassign:
-			t, p := partition()
-			f.Target = fmt.Sprintf("partition:%s/%d", t, p)
-			// Replicas stay in distinct zones (placement rule): one broker
-			// of each of Replicas zones, in a new order (a new preferred
-			// leader). With one broker per zone that is a reordering;
-			// with more, a real move to the zone's other broker.
-			perZone := max(topo.PerZone, 1)
-			zones := rng.Perm(len(topo.Zones))[:min(topo.Replicas, len(topo.Zones))]
-			f.Replicas = nil
-			for _, z := range zones {
-				f.Replicas = append(f.Replicas, topo.BrokerIDs[z*perZone+rng.IntN(perZone)])
-			}
-			rng.Shuffle(len(f.Replicas), func(i, j int) { f.Replicas[i], f.Replicas[j] = f.Replicas[j], f.Replicas[i] })
-		case KindElect:
-			f.Target = "all"
-		}
+	add := func(f Fault) bool {
 		if f.At+f.Duration > end {
-			break
+			return false
 		}
 		f.AtS, f.DurationS, f.LatencyS = f.At.Seconds(), f.Duration.Seconds(), f.Latency.Seconds()
 		out = append(out, f)
-		// The next fault starts after this one healed and the cluster had
-		// a moment (1-4 s) to recover.
-		at = f.At + f.Duration + between(1*time.Second, 4*time.Second)
+		return true
 	}
+	killFollowUp := slices.Contains(kinds, KindKill)
+	for {
+		if len(bag) == 0 {
+			bag = slices.Clone(kinds)
+			g.rng.Shuffle(len(bag), func(i, j int) { bag[i], bag[j] = bag[j], bag[i] })
+		}
+		f := Fault{At: at, Kind: bag[0]}
+		bag = bag[1:]
+		kindSpecs[f.Kind].gen(g, &f)
+		if !add(f) {
+			break
+		}
+		// Follow-ups: drawn whether or not they fit, so that the draws
+		// after them do not depend on the run's length.
+		if killFollowUp {
+			var follow *Fault
+			switch {
+			case f.Kind == KindReassign && g.rng.IntN(2) == 0:
+				follow = &Fault{At: f.At + g.between(200*time.Millisecond, 1500*time.Millisecond),
+					Target: strings.Replace(f.Target, "partition:", "leader:", 1)}
+			case f.Kind == KindElect && g.rng.IntN(2) == 0:
+				t, p := g.partition()
+				follow = &Fault{At: f.At + g.between(200*time.Millisecond, 1500*time.Millisecond), Target: fmt.Sprintf("leader:%s/%d", t, p)}
+			case f.Kind == KindKill && g.rng.IntN(3) == 0:
+				t, p := g.partition()
+				follow = &Fault{At: f.At + g.between(2500*time.Millisecond, 4*time.Second), Target: fmt.Sprintf("leader:%s/%d", t, p)}
+			}
+			if follow != nil {
+				follow.Kind, follow.During = KindKill, f.Kind
+				follow.Duration = g.between(2*time.Second, 6*time.Second)
+				add(*follow)
+			}
+		}
+		if g.rng.IntN(2) == 0 {
+			at = f.At + g.between(500*time.Millisecond, 3*time.Second) // may overlap f
+		} else {
+			at = f.At + f.Duration + g.between(1*time.Second, 4*time.Second)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Fault) int { return cmp.Compare(a.At, b.At) })
 	return out
 }
 
-// ParseKinds checks a comma-separated list of kinds; empty means all.
+// ParseKinds checks a comma-separated list of kinds; empty means all (nil),
+// "none" no fault at all (an empty, non-nil list).
 func ParseKinds(s string) ([]string, error) {
-	if strings.TrimSpace(s) == "" {
+	switch strings.TrimSpace(s) {
+	case "":
 		return nil, nil
+	case "none":
+		return []string{}, nil
 	}
 	var out []string
 	for _, k := range strings.Split(s, ",") {

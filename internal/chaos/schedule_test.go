@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -39,16 +40,14 @@ func TestScheduleShape(t *testing.T) {
 			for seed := int64(1); seed <= 20; seed++ {
 				s := NewSchedule(seed, tc.topo, ScheduleOptions{Duration: tc.duration, Kinds: tc.kinds})
 				seen := map[string]bool{}
-				var prevEnd time.Duration
 				for i, f := range s {
 					seen[f.Kind] = true
 					if f.At < 5*time.Second || f.At+f.Duration > tc.duration-5*time.Second {
 						t.Fatalf("seed %d fault %d %s outside the fault window", seed, i, f)
 					}
-					if i > 0 && f.At < prevEnd+time.Second {
-						t.Fatalf("seed %d fault %d %s overlaps the previous one (ends %v)", seed, i, f, prevEnd)
+					if i > 0 && f.At < s[i-1].At {
+						t.Fatalf("seed %d fault %d %s before the previous one %s", seed, i, f, s[i-1])
 					}
-					prevEnd = f.At + f.Duration
 					if tc.kinds != nil && !contains(tc.kinds, f.Kind) {
 						t.Fatalf("seed %d: kind %s not asked for", seed, f.Kind)
 					}
@@ -82,6 +81,98 @@ func TestScheduleShape(t *testing.T) {
 	}
 }
 
+// TestScheduleOverlaps: schedules overlap faults, bring two and more
+// process faults at once (some beyond the replication factor), and kill
+// leaders during reassignments, preferred elections and the elections a
+// kill causes.
+func TestScheduleOverlaps(t *testing.T) {
+	var overlapping, twoDown, beyond int
+	during := map[string]int{}
+	for seed := int64(1); seed <= 20; seed++ {
+		s := NewSchedule(seed, testTopo, ScheduleOptions{Duration: 120 * time.Second})
+		for i, f := range s {
+			for _, g := range s[:i] {
+				if f.At < g.At+g.Duration {
+					overlapping++
+					if kindSpecs[f.Kind].process && kindSpecs[g.Kind].process && g.Duration > 0 {
+						twoDown++
+					}
+					break
+				}
+			}
+			if f.Beyond {
+				beyond++
+				if !kindSpecs[f.Kind].process {
+					t.Fatalf("seed %d: %s beyond, not a process fault", seed, f)
+				}
+			}
+			if f.During != "" {
+				during[f.During]++
+				if f.Kind != KindKill || !strings.HasPrefix(f.Target, "leader:") {
+					t.Fatalf("seed %d: follow-up %s is not a leader kill", seed, f)
+				}
+				// It follows a fault of its During kind shortly before.
+				found := false
+				for _, g := range s {
+					if g.Kind == f.During && g.During == "" && f.At > g.At && f.At <= g.At+4*time.Second {
+						found = true
+					}
+				}
+				if !found {
+					t.Fatalf("seed %d: follow-up %s has no %s before it", seed, f, f.During)
+				}
+			}
+		}
+	}
+	t.Logf("20 seeds x 120 s: %d overlapping, %d with two process faults, %d beyond, follow-ups %v", overlapping, twoDown, beyond, during)
+	if overlapping == 0 || twoDown == 0 || beyond == 0 {
+		t.Fatalf("overlapping %d, two process faults at once %d, beyond %d: want each > 0", overlapping, twoDown, beyond)
+	}
+	for _, k := range []string{KindReassign, KindElect, KindKill} {
+		if during[k] == 0 {
+			t.Fatalf("no kill during %s in 20 seeds", k)
+		}
+	}
+	// Without kill, nothing follows up.
+	for seed := int64(1); seed <= 20; seed++ {
+		for _, f := range NewSchedule(seed, testTopo, ScheduleOptions{Duration: 120 * time.Second, Kinds: []string{KindReassign, KindElect}}) {
+			if f.During != "" || f.Kind == KindKill {
+				t.Fatalf("seed %d: %s without kill asked for", seed, f)
+			}
+		}
+	}
+}
+
+// TestAdmit: a fault point is under one fault at a time; process faults
+// stop at the limit of brokers down.
+func TestAdmit(t *testing.T) {
+	held := map[string]bool{"proc:1": true, "etcd:2": true}
+	tests := []struct {
+		name    string
+		down    int
+		limit   int
+		process bool
+		claim   []string
+		err     string
+	}{
+		{"free point", 0, 2, false, []string{"etcd:1"}, ""},
+		{"busy point", 0, 2, false, []string{"bucket:a", "etcd:2"}, "etcd:2 is under another fault"},
+		{"busy broker", 1, 2, true, []string{"proc:1"}, "proc:1 is under another fault"},
+		{"second broker down", 1, 2, true, []string{"proc:2"}, ""},
+		{"third broker down refused", 2, 2, true, []string{"proc:3"}, "2 brokers down already (limit 2)"},
+		{"third broker down beyond", 2, 3, true, []string{"proc:3"}, ""},
+		{"network fault ignores the limit", 2, 2, false, []string{"link:1-2"}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := admitLocked(held, tc.down, tc.limit, tc.process, tc.claim)
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("err %v, want %q", err, tc.err)
+			}
+		})
+	}
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -94,6 +185,9 @@ func contains(list []string, s string) bool {
 func TestParseKinds(t *testing.T) {
 	if k, err := ParseKinds(""); err != nil || k != nil {
 		t.Fatalf("empty: %v, %v", k, err)
+	}
+	if k, err := ParseKinds("none"); err != nil || k == nil || len(k) != 0 {
+		t.Fatalf("none: %#v, %v; want an empty, non-nil list", k, err)
 	}
 	if k, err := ParseKinds("kill, etcd-cut"); err != nil || !reflect.DeepEqual(k, []string{KindKill, KindEtcdCut}) {
 		t.Fatalf("two kinds: %v, %v", k, err)

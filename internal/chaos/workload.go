@@ -74,10 +74,11 @@ type producer struct {
 	sent    int64
 	failed  int
 	errs    *errorCounts
+	hist    *historyWriter
 	stopped chan struct{}
 }
 
-func newProducer(index int, addrs []string, tps []TP, rate int, errs *errorCounts) (*producer, error) {
+func newProducer(index int, addrs []string, tps []TP, rate int, errs *errorCounts, hist *historyWriter) (*producer, error) {
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(addrs...),
 		kgo.ClientID(fmt.Sprintf("chaos-producer-%d", index)),
@@ -93,7 +94,7 @@ func newProducer(index int, addrs []string, tps []TP, rate int, errs *errorCount
 	if err != nil {
 		return nil, err
 	}
-	return &producer{index: index, cl: cl, tps: tps, rate: rate, errs: errs, stopped: make(chan struct{})}, nil
+	return &producer{index: index, cl: cl, tps: tps, rate: rate, errs: errs, hist: hist, stopped: make(chan struct{})}, nil
 }
 
 // run produces until ctx ends, paced at rate records per second.
@@ -120,9 +121,11 @@ func (p *producer) run(ctx context.Context) {
 			if err != nil {
 				p.failed++
 				p.errs.add(errorKind("produce:", err))
+				p.hist.write(Event{Op: OpProduce, Topic: r.Topic, Partition: r.Partition, Value: string(r.Value), Error: err.Error()})
 				return
 			}
 			p.acks = append(p.acks, Ack{TP: TP{r.Topic, r.Partition}, Offset: r.Offset, Value: string(r.Value)})
+			p.hist.write(Event{Op: OpProduce, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
 		})
 	}
 }
@@ -170,6 +173,7 @@ type fetcher struct {
 	requests  int
 	stopped   chan struct{}
 	start     time.Time // of the workload, for the times of findings
+	hist      *historyWriter
 }
 
 type hwmKey struct {
@@ -177,7 +181,7 @@ type hwmKey struct {
 	incarnation int
 }
 
-func newFetcher(b *broker, addrs []string, tps []TP, errs *errorCounts, start time.Time) (*fetcher, error) {
+func newFetcher(b *broker, addrs []string, tps []TP, errs *errorCounts, start time.Time, hist *historyWriter) (*fetcher, error) {
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(addrs...),
 		kgo.ClientID(fmt.Sprintf("chaos-fetcher-%d", b.id)),
@@ -189,7 +193,7 @@ func newFetcher(b *broker, addrs []string, tps []TP, errs *errorCounts, start ti
 	if err != nil {
 		return nil, err
 	}
-	f := &fetcher{b: b, cl: cl, tps: tps, errs: errs, pos: map[TP]int64{}, skipUntil: map[TP]time.Time{}, lastHWM: map[hwmKey]int64{}, stopped: make(chan struct{}), start: start}
+	f := &fetcher{b: b, cl: cl, tps: tps, errs: errs, pos: map[TP]int64{}, skipUntil: map[TP]time.Time{}, lastHWM: map[hwmKey]int64{}, stopped: make(chan struct{}), start: start, hist: hist}
 	return f, nil
 }
 
@@ -290,8 +294,11 @@ func (f *fetcher) handle(resp *kmsg.FetchResponse, inc int, sameIncarnation bool
 			if sameIncarnation && rp.HighWatermark >= 0 {
 				k := hwmKey{tp, inc}
 				if last, ok := f.lastHWM[k]; ok && rp.HighWatermark < last {
-					f.regress = append(f.regress, HWMRegression{TP: tp, Broker: f.b.id, Incarnation: inc, From: last, To: rp.HighWatermark,
-						AtS: time.Since(f.start).Seconds()})
+					reg := HWMRegression{TP: tp, Broker: f.b.id, Incarnation: inc, From: last, To: rp.HighWatermark,
+						AtS: time.Since(f.start).Seconds()}
+					f.regress = append(f.regress, reg)
+					f.hist.write(Event{T: reg.AtS, Op: OpHWMRegression, Topic: tp.Topic, Partition: tp.Partition, Broker: f.b.id,
+						Incarnation: inc, From: last, To: rp.HighWatermark})
 				}
 				f.lastHWM[k] = rp.HighWatermark // each fall counts once
 			}
@@ -310,6 +317,8 @@ func (f *fetcher) handle(resp *kmsg.FetchResponse, inc int, sameIncarnation bool
 					continue
 				}
 				f.obs = append(f.obs, Observation{TP: tp, Offset: r.Offset, Value: string(r.Value), Broker: f.b.id})
+				f.hist.write(Event{Op: OpRead, Topic: tp.Topic, Partition: tp.Partition, Offset: r.Offset, Value: string(r.Value),
+					Broker: f.b.id, Incarnation: inc})
 				f.pos[tp] = r.Offset + 1
 			}
 		}

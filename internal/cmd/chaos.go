@@ -40,8 +40,11 @@ one bucket per zone on a local Versity Gateway, each zone's bucket behind
 its own fault proxy. Idempotent acks=all producers and one consumer per
 broker (client.rack = its zone, so followers serve reads) run for
 --duration while a nemesis driven by --seed kills, freezes and restarts
-brokers, cuts them from etcd, breaks and slows buckets, corrupts and
-deletes WAL objects, reassigns partitions and elects preferred leaders.
+brokers (overlapping faults, up to two brokers down at once and
+sometimes more), cuts them from etcd, from each other (partitions,
+one-way included) and from their clients, isolates whole zones, breaks
+and slows buckets, corrupts and deletes WAL objects as followers download
+them, reassigns partitions and elects preferred leaders.
 Then everything is healed, the cluster must converge, the brokers stop
 cleanly and their logs are read from disk and checked: acknowledged
 records present exactly once, in order, at their offset, in every
@@ -51,8 +54,13 @@ high watermark moved backwards on one broker incarnation.
 
 The same seed gives the same fault schedule (--verbose prints it; targets
 such as "the leader of chaos-1/2" are resolved when the fault fires).
+A run also needs --min-acked acknowledged records, every scheduled fault
+kind applied at least once, and the healed cluster serving produce and
+consume within --liveness-bound; "reason" says what failed.
 Exits non-zero when a check fails; the run's directory (broker data and
-logs) is then kept and printed.`,
+logs) is then kept and printed. --history writes every operation as JSON
+lines; "strata chaos check FILE" judges such a file again.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Bad flags fail before anything is started or created.
 			if o.Replication != "wal" && o.Replication != "classic" {
@@ -150,10 +158,52 @@ logs) is then kept and printed.`,
 	fl.Int32Var(&o.Partitions, "partitions", 3, "partitions per topic (replication factor 3, min.insync.replicas 2)")
 	fl.IntVar(&o.Producers, "producers", 3, "idempotent acks=all producers")
 	fl.IntVar(&o.Rate, "rate", 300, "records per second over all producers")
-	fl.StringVar(&faults, "faults", "", "comma-separated fault kinds to use (default all: "+strings.Join(chaos.AllKinds, ",")+")")
+	fl.StringVar(&faults, "faults", "", "comma-separated fault kinds to use, or none (default all: "+strings.Join(chaos.AllKinds, ",")+")")
+	fl.IntVar(&o.MinAcked, "min-acked", 0, "fewest acknowledged records for the run to pass (0: a tenth of --rate over --duration less 10s)")
+	fl.DurationVar(&o.LivenessBound, "liveness-bound", time.Minute, "how long the healed cluster has to take a record on every partition and serve it back")
+	fl.StringVar(&o.History, "history", "", "write every operation (produces, reads, faults, final logs) with its time to this file as JSON lines; `strata chaos check FILE` judges it again")
 	fl.StringVar(&keepDir, "keep-dir", "", "run in (and keep) this directory, which must be empty or absent")
 	fl.BoolVarP(&o.Verbose, "verbose", "v", false, "print the schedule and each fault as it is applied (stderr)")
 	fl.IntVar(&logLevel, "log-verbosity", 0, "verbosity of the harness's own log (the S3 server)")
+	cmd.AddCommand(newChaosCheckCmd())
+	return cmd
+}
+
+func newChaosCheckCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "check FILE",
+		Short: "Judge a `strata chaos --history` file again, offline, with the same checker",
+		Long: `Read a history written by ` + "`strata chaos --history FILE`" + ` (JSON lines: every
+produce, read, high watermark regression and fault with its time, then the
+final high watermarks, replica logs and the run's result) and judge it
+again with the same checker and minimums as the run: it prints the same
+verdict and exits non-zero when the history fails.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := os.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			res, err := chaos.CheckHistory(f)
+			if err != nil {
+				return fmt.Errorf("%s: %w", args[0], err)
+			}
+			if asJSON {
+				if err := json.NewEncoder(cmd.OutOrStdout()).Encode(res); err != nil {
+					return err
+				}
+			} else {
+				printChaos(cmd.OutOrStdout(), res)
+			}
+			if !res.OK {
+				return errChaosFailed
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON object")
 	return cmd
 }
 
@@ -172,6 +222,8 @@ func printChaos(w io.Writer, r *chaos.Result) {
 	fmt.Fprintf(w, "  records     %d sent, %d acknowledged, %d not acknowledged, %d consumed\n", r.Sent, r.Acked, r.Unacknowledged, r.Consumed)
 	fmt.Fprintf(w, "  lost %d, misplaced %d, duplicated %d, out of order %d, phantom reads %d, divergent replicas %d, offset gaps %d, hwm regressions %d\n",
 		r.Lost, r.Misplaced, r.Duplicated, r.OutOfOrder, r.PhantomReads, r.DivergentReplicas, r.OffsetGaps, r.HWMRegressions)
+	fmt.Fprintf(w, "  minimum     %d acknowledged records\n", r.MinAcked)
+	fmt.Fprintf(w, "  live        %v (%.1fs after healing, bound %.0fs)\n", r.Live, r.LivenessS, r.LivenessBoundS)
 	fmt.Fprintf(w, "  converged   %v (%.1fs after healing)\n", r.Converged, r.ConvergeS)
 	if len(r.BucketRequests) > 0 {
 		zones := make([]string, 0, len(r.BucketRequests))
@@ -185,8 +237,8 @@ func printChaos(w io.Writer, r *chaos.Result) {
 		}
 		fmt.Fprintf(w, "  buckets     %s\n", strings.Join(parts, " "))
 	}
-	for _, p := range r.Problems {
-		fmt.Fprintf(w, "  problem: %s\n", p)
+	if r.Reason != "" {
+		fmt.Fprintf(w, "  reason: %s\n", r.Reason)
 	}
 	for _, f := range r.Findings {
 		fmt.Fprintf(w, "  %s\n", f)

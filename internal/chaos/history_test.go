@@ -1,0 +1,101 @@
+package chaos
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// writeHistory writes h and res as a run would: every operation, then
+// the final lines.
+func writeHistory(t *testing.T, h History, res *Result) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	w, err := createHistory(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range h.Acks {
+		w.write(Event{Op: OpProduce, Topic: a.Topic, Partition: a.Partition, Offset: a.Offset, Value: a.Value})
+	}
+	w.write(Event{Op: OpProduce, Topic: "t", Value: "p9-0", Error: "NOT_ENOUGH_REPLICAS"}) // failed: not an ack
+	w.write(Event{Op: OpFault, Kind: KindKill, What: "broker 2"})
+	for _, o := range h.Observations {
+		w.write(Event{Op: OpRead, Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, Value: o.Value, Broker: o.Broker, Incarnation: 1})
+	}
+	for _, r := range h.HWMRegressions {
+		w.write(Event{T: r.AtS, Op: OpHWMRegression, Topic: r.Topic, Partition: r.Partition, Broker: r.Broker, Incarnation: r.Incarnation, From: r.From, To: r.To})
+	}
+	w.write(Event{Op: OpHeal, Kind: KindKill, What: "broker 2"})
+	res.judgeHistory(h)
+	if err := w.final(h, res); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestCheckHistory: a history file judged offline gives the run's
+// verdict, ok and reason, healthy or not; a history without its result
+// line is refused.
+func TestCheckHistory(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(h *History, r *Result)
+		ok     bool
+	}{
+		{"healthy", func(*History, *Result) {}, true},
+		{"lost on one replica", func(h *History, _ *Result) { h.Replicas[tp0][1] = replica(2, 2, recs("p0-0", "p1-0")...) }, false},
+		{"divergent bytes", func(h *History, _ *Result) {
+			r := h.Replicas[tp0][0]
+			r.Bytes = append([]byte("x"), r.Bytes...)
+			h.Replicas[tp0][0] = r
+		}, false},
+		{"phantom read and hwm regression", func(h *History, _ *Result) {
+			h.Observations = append(h.Observations, Observation{tp0, 1, "p2-7", 3})
+			h.HWMRegressions = []HWMRegression{{TP: tp0, Broker: 2, Incarnation: 1, From: 10, To: 7, AtS: 3}}
+		}, false},
+		{"too few acknowledged", func(_ *History, r *Result) { r.MinAcked = 3 }, false},
+		{"not live", func(_ *History, r *Result) { r.Live, r.LivenessError = false, "timeout" }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := healthy()
+			res := &Result{Faults: map[string]int{KindKill: 1}, FaultErrors: map[string]int{}, Schedule: []Fault{{Kind: KindKill}},
+				MinAcked: 1, Live: true}
+			tc.mutate(&h, res)
+			path := writeHistory(t, h, res)
+			want := *res
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			got, err := CheckHistory(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.OK != tc.ok || got.OK != want.OK || got.Reason != want.Reason {
+				t.Fatalf("offline ok %v reason %q; the run's ok %v reason %q; want ok %v", got.OK, got.Reason, want.OK, want.Reason, tc.ok)
+			}
+			gv, wv := got.Verdict, want.Verdict
+			gv.Findings, wv.Findings = nil, nil
+			if !reflect.DeepEqual(gv, wv) || !reflect.DeepEqual(got.Workloads, want.Workloads) {
+				t.Fatalf("offline verdict %+v %v, the run's %+v %v", gv, got.Workloads, wv, want.Workloads)
+			}
+		})
+	}
+	t.Run("no result line", func(t *testing.T) {
+		_, err := CheckHistory(strings.NewReader(`{"t":1,"op":"produce","topic":"t","offset":3,"value":"p0-1"}` + "\n"))
+		if err == nil || !strings.Contains(err.Error(), "no result line") {
+			t.Fatalf("err %v", err)
+		}
+	})
+	t.Run("unknown op", func(t *testing.T) {
+		_, err := CheckHistory(strings.NewReader(`{"t":1,"op":"meteor"}` + "\n"))
+		if err == nil || !strings.Contains(err.Error(), `unknown op "meteor"`) {
+			t.Fatalf("err %v", err)
+		}
+	})
+}

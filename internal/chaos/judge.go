@@ -1,0 +1,97 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// WorkloadCount is what one workload's checks covered and how many
+// violations they found.
+type WorkloadCount struct {
+	Checked    int `json:"checked"`
+	Violations int `json:"violations"`
+}
+
+// workloads lists the workloads the checker really judges:
+//
+//   - idempotent: the acknowledged records of the idempotent acks=all
+//     producers (and the liveness probe's), each checked in every replica
+//     (lost, misplaced, duplicated, out of order);
+//   - consumers: the records the per-broker consumers read (phantom reads)
+//     and the high watermarks they saw (regressions);
+//   - replicas: the replica logs read from disk (divergent, offset gaps).
+func (v Verdict) workloads(replicaLogs int) map[string]WorkloadCount {
+	return map[string]WorkloadCount{
+		"idempotent": {Checked: v.Acked, Violations: v.Lost + v.Misplaced + v.Duplicated + v.OutOfOrder},
+		"consumers":  {Checked: v.Consumed, Violations: v.PhantomReads + v.HWMRegressions},
+		"replicas":   {Checked: replicaLogs, Violations: v.DivergentReplicas + v.OffsetGaps},
+	}
+}
+
+// judge decides OK and Reason from everything the run found: the
+// checker's verdict, harness problems, and the minimums a run must reach
+// to be evidence at all (enough acknowledged records, every scheduled
+// fault kind applied at least once, at least one fault, the cluster
+// serving produce and consume again after healing). Reason lists every
+// cause, in that order; it is empty when OK.
+func (r *Result) judge() {
+	var why []string
+	if !r.Verdict.OK() {
+		var bad []string
+		for _, c := range []struct {
+			name string
+			n    int
+		}{
+			{"lost", r.Lost}, {"misplaced", r.Misplaced}, {"duplicated", r.Duplicated}, {"out_of_order", r.OutOfOrder},
+			{"phantom_reads", r.PhantomReads}, {"divergent_replicas", r.DivergentReplicas}, {"offset_gaps", r.OffsetGaps},
+			{"hwm_regressions", r.HWMRegressions},
+		} {
+			if c.n > 0 {
+				bad = append(bad, fmt.Sprintf("%s=%d", c.name, c.n))
+			}
+		}
+		why = append(why, "checks failed: "+strings.Join(bad, " "))
+	}
+	if len(r.Problems) > 0 {
+		why = append(why, "problems: "+strings.Join(r.Problems, "; "))
+	}
+	if r.Acked < r.MinAcked {
+		why = append(why, fmt.Sprintf("only %d records acknowledged, fewer than the minimum %d (--min-acked)", r.Acked, r.MinAcked))
+	}
+	applied := 0
+	for _, n := range r.Faults {
+		applied += n
+	}
+	scheduled := map[string]int{}
+	for _, f := range r.Schedule {
+		scheduled[f.Kind]++
+	}
+	if applied == 0 {
+		why = append(why, fmt.Sprintf("no fault was applied (%d scheduled, %d not applied)", len(r.Schedule), sum(r.FaultErrors)))
+	} else {
+		kinds := make([]string, 0, len(scheduled))
+		for k := range scheduled {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		for _, k := range kinds {
+			if r.Faults[k] == 0 {
+				why = append(why, fmt.Sprintf("fault kind %s scheduled %d times but never applied (%d not applied)", k, scheduled[k], r.FaultErrors[k]))
+			}
+		}
+	}
+	if !r.Live {
+		why = append(why, fmt.Sprintf("the cluster did not serve produce and consume within %gs after healing: %s", r.LivenessBoundS, r.LivenessError))
+	}
+	r.OK = len(why) == 0
+	r.Reason = strings.Join(why, "; ")
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
