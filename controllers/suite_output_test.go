@@ -73,7 +73,7 @@ func TestFailureSummary(t *testing.T) {
 		Failure: types.Failure{Message: strings.Repeat("line\n", summaryLines+5), Location: types.CodeLocation{FileName: "roll.go", LineNumber: 1}}}
 	got := strings.Join(failureSummary(types.Report{SpecReports: types.SpecReports{passed, failed, long}}), "\n")
 	for _, want := range []string{
-		"2 of 3 specs failed",
+		"2 failed, of 3 specs that ran",
 		"[FAILED] KafkaTopic controller adopts an existing topic\n    at /src/controllers/kafkatopic_envtest_test.go:260\n    Timed out after 120s.",
 		"replication factor 0",
 		"[TIMEDOUT] rolls",

@@ -74,8 +74,14 @@ func failureSummary(r Report) []string {
 	if len(failed) == 0 {
 		return nil
 	}
-	out := []string{fmt.Sprintf("%d of %d specs failed (each spec's timeline above holds the operator's log while it ran; STRATA_TEST_LOG_LEVEL=debug for more):",
-		len(failed), r.SpecReports.CountWithState(types.SpecStatePassed|types.SpecStateFailureStates))}
+	ran := 0
+	for _, sr := range r.SpecReports {
+		if sr.LeafNodeType.Is(types.NodeTypeIt) && !sr.State.Is(types.SpecStateSkipped|types.SpecStatePending) {
+			ran++
+		}
+	}
+	out := []string{fmt.Sprintf("%d failed, of %d specs that ran (each one's report above holds the operator's log while it ran; STRATA_TEST_LOG_LEVEL=debug for more):",
+		len(failed), ran)}
 	for _, sr := range failed {
 		name := sr.FullText()
 		if name == "" {
