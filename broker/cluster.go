@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -188,7 +189,11 @@ type PartitionView struct {
 // PartitionView returns a partition's leader, epoch, replicas, ISR and
 // offline replicas from the metadata (this broker alone when standalone).
 func (b *Broker) PartitionView(topic string, index int32) (PartitionView, bool) {
-	st := b.ClusterState()
+	return b.partitionView(b.ClusterState(), topic, index)
+}
+
+// partitionView is PartitionView in snapshot st (nil: standalone).
+func (b *Broker) partitionView(st *meta.ClusterState, topic string, index int32) (PartitionView, bool) {
 	if st == nil {
 		t, ok := b.Topic(topic)
 		if !ok || index < 0 || index >= t.Partitions {
@@ -208,6 +213,73 @@ func (b *Broker) PartitionView(topic string, index int32) (PartitionView, bool) 
 		}
 	}
 	return v, true
+}
+
+// MetadataView is one consistent view of the topics and their
+// partitions, for answers that report both (Metadata). In cluster mode it
+// is the last applied metadata snapshot alone. b.topics is no such view:
+// ApplyClusterState makes it follow a new snapshot first, then hosts the
+// new partitions (opening their logs, slow on a loaded machine), and only
+// then stores the snapshot as applied, so in between b.topics shows a new
+// topic's partitions while the applied snapshot has no state for them,
+// which a Metadata answer would report as partitions without leader or
+// replicas: a client reading the replication factor from it reads 0 (the
+// operator's adoption event did). Standalone it is the broker's topics.
+type MetadataView struct {
+	b  *Broker
+	st *meta.ClusterState
+}
+
+// MetadataView returns the view of the metadata applied now.
+func (b *Broker) MetadataView() MetadataView {
+	return MetadataView{b: b, st: b.ClusterState()}
+}
+
+func viewTopic(t meta.TopicInfo) TopicInfo {
+	return TopicInfo{Name: t.Name, ID: [16]byte(t.ID), Partitions: t.Partitions}
+}
+
+// Topics returns every topic of the view, sorted by name.
+func (v MetadataView) Topics() []TopicInfo {
+	if v.st == nil {
+		return v.b.Topics()
+	}
+	out := make([]TopicInfo, 0, len(v.st.Topics))
+	for _, t := range v.st.Topics {
+		out = append(out, viewTopic(t))
+	}
+	slices.SortFunc(out, func(a, c TopicInfo) int { return strings.Compare(a.Name, c.Name) })
+	return out
+}
+
+// Topic returns one topic of the view.
+func (v MetadataView) Topic(name string) (TopicInfo, bool) {
+	if v.st == nil {
+		return v.b.Topic(name)
+	}
+	t, ok := v.st.Topics[name]
+	if !ok {
+		return TopicInfo{}, false
+	}
+	return viewTopic(t), true
+}
+
+// TopicByID returns the topic of the view with a UUID.
+func (v MetadataView) TopicByID(id [16]byte) (TopicInfo, bool) {
+	if v.st == nil {
+		return v.b.TopicByID(id)
+	}
+	for _, t := range v.st.Topics {
+		if t.ID == meta.TopicID(id) {
+			return viewTopic(t), true
+		}
+	}
+	return TopicInfo{}, false
+}
+
+// Partition is PartitionView in the view.
+func (v MetadataView) Partition(topic string, index int32) (PartitionView, bool) {
+	return v.b.partitionView(v.st, topic, index)
 }
 
 // WaitApplied waits until the applied snapshot satisfies cond, or ctx ends.

@@ -297,9 +297,43 @@ func (r *KafkaTopicReconciler) describe(ctx context.Context, s *topicScope) erro
 		return fmt.Errorf("describe topic %s: %w", s.name, td.Err)
 	default:
 		s.exists, s.detail = true, td
-		s.settling = len(td.Partitions) == 0
+		s.settling = !topicComplete(td)
 	}
 	return nil
+}
+
+// topicComplete reports whether a Metadata answer shows the topic whole:
+// at least one partition, and every partition with its replicas. A broker
+// whose metadata lags behind a topic's creation (or a partition
+// addition) can list partitions before it knows their assignment, each
+// with LEADER_NOT_AVAILABLE and no replicas, as Kafka's brokers do while
+// their metadata cache catches up. Such an answer says nothing about the
+// replication factor: read as one it is 0, which an adoption event would
+// announce and a replication factor step would "repair" with a
+// reassignment. A real partition always has replicas, offline or not.
+func topicComplete(td kadm.TopicDetail) bool {
+	if len(td.Partitions) == 0 {
+		return false
+	}
+	for _, p := range td.Partitions {
+		if len(p.Replicas) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// adoptionNote is the TopicAdopted event's note for a topic the KafkaTopic
+// finds in Kafka, or "" when there is nothing to announce: the KafkaTopic
+// created or adopted it before (status records its ID), or the brokers do
+// not report it whole yet (topicComplete), in which case the note waits
+// for a round that can state the replication factor the topic has.
+func adoptionNote(name string, td kadm.TopicDetail, recordedID string) string {
+	if recordedID != "" || !topicComplete(td) {
+		return ""
+	}
+	return fmt.Sprintf("adopted existing topic %s (%d partitions, replication factor %d); its configs converge to the spec",
+		name, len(td.Partitions), topicReplicationFactor(td))
 }
 
 // waiting says whether the steps that compare the topic with the spec
@@ -313,10 +347,10 @@ func (s *topicScope) waiting() bool { return s.created || s.settling }
 func (r *KafkaTopicReconciler) create(ctx context.Context, s *topicScope) error {
 	kt := s.topic
 	if s.exists {
-		if kt.Status.TopicID == "" {
-			r.Recorder.Eventf(kt, nil, corev1.EventTypeNormal, EventTopicAdopted, "Adopt",
-				"adopted existing topic %s (%d partitions, replication factor %d); its configs converge to the spec",
-				s.name, len(s.detail.Partitions), topicReplicationFactor(s.detail))
+		if note := adoptionNote(s.name, s.detail, kt.Status.TopicID); note != "" {
+			r.Recorder.Eventf(kt, nil, corev1.EventTypeNormal, EventTopicAdopted, "Adopt", "%s", note)
+			// Announced once, even if a later step of this round fails.
+			kt.Status.TopicID = s.detail.ID.String()
 		}
 		return nil
 	}
@@ -536,8 +570,11 @@ func (r *KafkaTopicReconciler) observe(ctx context.Context, s *topicScope) error
 	observeTopic(s)
 	if s.waiting() {
 		s.requeue = min(s.requeue, topicReassignPoll)
-		setTopicCondition(kt, metav1.ConditionFalse, ReasonCreating,
-			fmt.Sprintf("topic %s created; waiting for the brokers to report its partitions", s.name))
+		msg := fmt.Sprintf("topic %s created; waiting for the brokers to report its partitions", s.name)
+		if !s.created {
+			msg = fmt.Sprintf("waiting for the brokers to report every partition of topic %s with its replicas", s.name)
+		}
+		setTopicCondition(kt, metav1.ConditionFalse, ReasonCreating, msg)
 		return nil
 	}
 	moving, err := reassigningPartitions(ctx, s)
@@ -561,10 +598,13 @@ func (r *KafkaTopicReconciler) observe(ctx context.Context, s *topicScope) error
 	return nil
 }
 
-// observeTopic writes what the brokers report into status.
+// observeTopic writes what the brokers report into status. An incomplete
+// report (s.settling) leaves status as the last complete one wrote it:
+// its replica counts are not the topic's, and an adopted topic's ID is
+// recorded only with its adoption event.
 func observeTopic(s *topicScope) {
 	st := &s.topic.Status
-	if !s.exists {
+	if !s.exists || s.settling {
 		return
 	}
 	st.TopicID = s.detail.ID.String()

@@ -4,13 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/types"
 	. "github.com/onsi/gomega"
+	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -48,12 +54,81 @@ var (
 func TestControllers(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "Controllers Suite")
+	// The last lines of a failed run name each failed spec with its
+	// message, below everything the specs logged.
+	for _, line := range failureSummary(suiteReport) {
+		t.Log(line)
+	}
+}
+
+// suiteReport is the suite's report, for failureSummary.
+var suiteReport Report
+
+var _ = ReportAfterSuite("failure summary", func(r Report) { suiteReport = r })
+
+// failureSummary is one block per failed spec: its full name, where it
+// failed and the failure's message (at most summaryLines lines; the
+// spec's whole report, with the operator's log, is in the output above).
+func failureSummary(r Report) []string {
+	failed := r.SpecReports.WithState(types.SpecStateFailureStates)
+	if len(failed) == 0 {
+		return nil
+	}
+	ran := 0
+	for _, sr := range r.SpecReports {
+		if sr.LeafNodeType.Is(types.NodeTypeIt) && !sr.State.Is(types.SpecStateSkipped|types.SpecStatePending) {
+			ran++
+		}
+	}
+	out := []string{fmt.Sprintf("%d failed, of %d specs that ran (each one's report above holds the operator's log while it ran; STRATA_TEST_LOG_LEVEL=debug for more):",
+		len(failed), ran)}
+	for _, sr := range failed {
+		name := sr.FullText()
+		if name == "" {
+			name = "[" + sr.LeafNodeType.String() + "]"
+		}
+		out = append(out, fmt.Sprintf("[%s] %s", strings.ToUpper(sr.State.String()), name),
+			"    at "+sr.Failure.Location.String())
+		msg := strings.Split(strings.TrimSpace(sr.Failure.Message), "\n")
+		if len(msg) > summaryLines {
+			msg = append(msg[:summaryLines], fmt.Sprintf("... (%d more lines in the spec's report above)", len(msg)-summaryLines))
+		}
+		for _, l := range msg {
+			out = append(out, "    "+l)
+		}
+	}
+	return out
+}
+
+// summaryLines bounds a failure message in failureSummary.
+const summaryLines = 20
+
+// suiteLogger is the operator's logger in the suite: console lines at
+// info level into GinkgoWriter, which Ginkgo prints only for a spec that
+// fails (in that spec's timeline), so a failed run shows the failing
+// specs and their messages, not pages of passing reconciles. With
+// STRATA_TEST_LOG_LEVEL set the level is that one instead: a zap level
+// name (debug, info, error) or a logr verbosity N (V(N) and below).
+func suiteLogger(w io.Writer) (logr.Logger, error) {
+	level := zapcore.InfoLevel
+	if v := os.Getenv("STRATA_TEST_LOG_LEVEL"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			level = zapcore.Level(-n)
+		} else if level, err = zapcore.ParseLevel(v); err != nil {
+			return logr.Logger{}, fmt.Errorf("STRATA_TEST_LOG_LEVEL=%q: %w", v, err)
+		}
+	}
+	return zap.New(zap.WriteTo(w), zap.ConsoleEncoder(), zap.Level(level),
+		// Reconcile errors are routine in specs (a cluster not there yet,
+		// a broker being killed); their stack traces are noise.
+		zap.StacktraceLevel(zapcore.PanicLevel)), nil
 }
 
 var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	logger, err := suiteLogger(GinkgoWriter)
+	Expect(err).NotTo(HaveOccurred())
+	ctrl.SetLogger(logger)
 	isolateAWSEnv(GinkgoT())
-	var err error
 	testEnv, err = newTestEnv()
 	Expect(err).NotTo(HaveOccurred())
 	cfg, err := testEnv.Start()

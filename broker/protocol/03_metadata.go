@@ -5,7 +5,10 @@ package protocol
 // Brokers (with their rack and their address on the listener the client
 // connected on; brokers without that listener are left out), the controller, and every partition's leader,
 // leader epoch, replicas, ISR and offline replicas come from the cluster
-// metadata snapshot this broker applied last (etcd); a standalone broker is
+// metadata snapshot this broker applied last (etcd), the topics and their
+// partition counts from that same snapshot (broker.MetadataView: a topic
+// the broker is still setting up is not listed half-known, with partitions
+// that have no replicas); a standalone broker is
 // the only broker, the controller, and the leader (epoch 0) of every
 // partition, with itself as the only replica and ISR. A partition without a
 // live leader reports LEADER_NOT_AVAILABLE. A null topic list (or an empty
@@ -76,11 +79,12 @@ func handleMetadata(ctx context.Context, r *Request) (kmsg.Response, error) {
 		resp.Topics = append(resp.Topics, mt)
 	}
 
+	view := b.MetadataView()
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
-		for _, t := range b.Topics() {
+		for _, t := range view.Topics() {
 			if r.authorizedQuiet(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, t.Name) {
-				resp.Topics = append(resp.Topics, topicOps(metadataTopic(b, t)))
+				resp.Topics = append(resp.Topics, topicOps(metadataTopic(view, t)))
 			}
 		}
 		return resp, nil
@@ -89,12 +93,12 @@ func handleMetadata(ctx context.Context, r *Request) (kmsg.Response, error) {
 	for _, rt := range req.Topics {
 		if rt.Topic == nil {
 			// v10+: by topic UUID.
-			if t, ok := b.TopicByID(rt.TopicID); ok {
+			if t, ok := view.TopicByID(rt.TopicID); ok {
 				if !r.Authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, t.Name) {
 					deniedTopic(nil, rt.TopicID)
 					continue
 				}
-				resp.Topics = append(resp.Topics, topicOps(metadataTopic(b, t)))
+				resp.Topics = append(resp.Topics, topicOps(metadataTopic(view, t)))
 				continue
 			}
 			mt := kmsg.NewMetadataResponseTopic()
@@ -109,27 +113,33 @@ func handleMetadata(ctx context.Context, r *Request) (kmsg.Response, error) {
 			deniedTopic(&name, [16]byte{})
 			continue
 		}
-		t, ok := b.Topic(name)
+		t, ok := view.Topic(name)
 		if !ok && autoCreate && broker.ValidateTopicName(name) == nil && !r.authorizedQuiet(kmsg.ACLOperationCreate, kmsg.ACLResourceTypeCluster, auth.ClusterResourceName) &&
 			!r.Authorized(kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic, name) {
 			deniedTopic(&name, [16]byte{})
 			continue
 		}
 		if !ok && autoCreate {
-			var err error
-			t, err = b.CreateTopic(ctx, broker.TopicSpec{Name: name, Partitions: -1, ReplicationFactor: -1}, false)
-			if errors.Is(err, kerr.TopicAlreadyExists) { // raced with another creator
-				t, ok = b.Topic(name)
-			} else {
-				ok = err == nil
-				if err != nil {
-					mt := kmsg.NewMetadataResponseTopic()
-					mt.Topic = &name
-					mt.ErrorCode = broker.ErrorCode(err)
-					mt.AuthorizedOperations = authorizedOpsNotRequested
-					resp.Topics = append(resp.Topics, mt)
-					continue
-				}
+			_, err := b.CreateTopic(ctx, broker.TopicSpec{Name: name, Partitions: -1, ReplicationFactor: -1}, false)
+			if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) { // exists: raced with another creator
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic = &name
+				mt.ErrorCode = broker.ErrorCode(err)
+				mt.AuthorizedOperations = authorizedOpsNotRequested
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
+			// CreateTopic waited (bounded) for this broker to apply it.
+			view = b.MetadataView()
+			if t, ok = view.Topic(name); !ok {
+				// Created, not applied here yet: Kafka's answer for a
+				// topic being created, which clients retry.
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic = &name
+				mt.ErrorCode = kerr.LeaderNotAvailable.Code
+				mt.AuthorizedOperations = authorizedOpsNotRequested
+				resp.Topics = append(resp.Topics, mt)
+				continue
 			}
 		}
 		if !ok {
@@ -143,12 +153,12 @@ func handleMetadata(ctx context.Context, r *Request) (kmsg.Response, error) {
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, topicOps(metadataTopic(b, t)))
+		resp.Topics = append(resp.Topics, topicOps(metadataTopic(view, t)))
 	}
 	return resp, nil
 }
 
-func metadataTopic(b *broker.Broker, t broker.TopicInfo) kmsg.MetadataResponseTopic {
+func metadataTopic(view broker.MetadataView, t broker.TopicInfo) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
@@ -157,7 +167,7 @@ func metadataTopic(b *broker.Broker, t broker.TopicInfo) kmsg.MetadataResponseTo
 	for i := range t.Partitions {
 		p := kmsg.NewMetadataResponseTopicPartition()
 		p.Partition = i
-		v, ok := b.PartitionView(t.Name, i)
+		v, ok := view.Partition(t.Name, i)
 		if !ok {
 			p.ErrorCode = kerr.LeaderNotAvailable.Code
 			p.Leader, p.LeaderEpoch = -1, -1
