@@ -439,10 +439,14 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 // checkProducer validates a request's producer ID and epoch against the
 // record. Callers hold e.mu.
 func checkProducer(e *entry, pid int64, epoch int16, oldClient bool) *kerr.Error {
-	if e.st.Revision == 0 || e.st.Metadata.ProducerID != pid {
+	return checkStoredProducer(e.st, pid, epoch, oldClient)
+}
+
+func checkStoredProducer(st Stored, pid int64, epoch int16, oldClient bool) *kerr.Error {
+	if st.Revision == 0 || st.Metadata.ProducerID != pid {
 		return kerr.InvalidProducerIDMapping
 	}
-	if e.st.Metadata.ProducerEpoch != epoch {
+	if st.Metadata.ProducerEpoch != epoch {
 		return fencedCode(oldClient)
 	}
 	return nil
@@ -498,18 +502,33 @@ func (c *Coordinator) add(ctx context.Context, id string, pid int64, epoch int16
 // VerifyOnly): per partition nil when it is part of the ongoing
 // transaction of that producer ID and epoch, else the error the produce
 // gets.
+//
+// It answers from the record in the Store, not from the cache: while the
+// brokers' views of the live brokers differ (a broker joining or
+// leaving), two coordinators may both own an ID. Their writes are safe
+// (compare-and-swap on the revision), but this one's cached record may
+// be older than what the other wrote: a produce was refused
+// INVALID_TXN_STATE from a cached Empty record after the other
+// coordinator had added its partition to the transaction. One store read
+// per partition and transaction: the partition leader caches positive
+// answers until the transaction's marker.
 func (c *Coordinator) Verify(ctx context.Context, id string, pid int64, epoch int16, tps []TopicPartition) (map[TopicPartition]*kerr.Error, *kerr.Error) {
 	e, err := c.lock(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	defer e.mu.Unlock()
-	if err := checkProducer(e, pid, epoch, false); err != nil {
+	st, rerr := c.cfg.Store.Get(ctx, id)
+	if rerr != nil {
+		c.log.Error(rerr, "reading transaction state", "transactionalID", id)
+		return nil, kerr.CoordinatorNotAvailable
+	}
+	if err := checkStoredProducer(st, pid, epoch, false); err != nil {
 		return nil, err
 	}
 	out := make(map[TopicPartition]*kerr.Error, len(tps))
 	for _, tp := range tps {
-		if e.st.Metadata.State == Ongoing && e.st.Metadata.hasPartition(tp) {
+		if st.Metadata.State == Ongoing && st.Metadata.hasPartition(tp) {
 			out[tp] = nil
 		} else {
 			out[tp] = kerr.InvalidTxnState

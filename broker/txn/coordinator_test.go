@@ -425,6 +425,31 @@ func TestStaleCoordinatorLosesCAS(t *testing.T) {
 	wantErr(t, "add after re-read", b.c.AddPartitions(ctx, "app", pid, e2, tps("a"), false), nil)
 }
 
+// Two brokers that both believe they coordinate an ID: b initialised the
+// producer (its cache holds the Empty record), a added a partition to
+// the transaction. A KIP-890 verification asked of b must see the
+// partition in the transaction, not b's cached record (a produce was
+// refused INVALID_TXN_STATE by it in TestTieredTxnLeaderFailover and
+// TestExactlyOnceAcrossBrokerKill under load).
+func TestStaleCoordinatorVerifiesFromStore(t *testing.T) {
+	store := NewMemoryStore()
+	a := newHarness(t, store)
+	b := newHarness(t, store)
+	pid, e, kerr0 := b.c.InitProducerID(ctx, "app", 60_000, -1, -1, false)
+	wantErr(t, "init", kerr0, nil)
+	wantErr(t, "add at the other coordinator", a.c.AddPartitions(ctx, "app", pid, e, tps("out"), false), nil)
+	res, verr := b.c.Verify(ctx, "app", pid, e, tps("out"))
+	wantErr(t, "verify", verr, nil)
+	if got := res[tps("out")[0]]; got != nil {
+		t.Fatalf("verify at the coordinator with the older record: %v, want the partition in the ongoing transaction", got)
+	}
+	res, verr = b.c.Verify(ctx, "app", pid, e, tps("x", "other"))
+	wantErr(t, "verify", verr, nil)
+	if got := res[tps("x", "other")[1]]; got != kerr.InvalidTxnState {
+		t.Fatalf("verify of a partition not in the transaction: %v, want INVALID_TXN_STATE", got)
+	}
+}
+
 func TestLoadInProgress(t *testing.T) {
 	c, err := New(ctx, Config{Markers: &fakeMarkers{}, ProducerIDs: nextPID})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/strata-dev/strata/broker"
 	"github.com/strata-dev/strata/broker/brokertest"
 )
 
@@ -37,16 +38,29 @@ func runCompaction(t *testing.T, c client) {
 	if resp, err := adm.CreateTopics(ctx, 1, 1, map[string]*string{"cleanup.policy": &compact, "segment.bytes": &seg, "min.cleanable.dirty.ratio": &ratio}, topic); err != nil || resp[topic].Err != nil {
 		t.Fatalf("create topic: %v %v", err, resp[topic].Err)
 	}
+	var part *broker.Partition
+	waitUntil(t, "the broker to host the topic's partition", time.Minute, func() (bool, string) {
+		p, err := b.Server().Broker().Partition(topic, 0)
+		part = p
+		return err == nil, fmt.Sprint(err)
+	})
+	var lastRound int64 // the offset the last round starts at
 	for r := range rounds {
 		recs := make([]record, perRound)
 		for i := range recs {
 			recs[i] = record{fmt.Sprintf("key-%03d", i%keys), fmt.Sprintf("round-%d-%05d-%s", r, i, noise(r*perRound+i))}
 		}
+		lastRound = part.Log.EndOffset()
 		c.produce(t, b.Addr(), recs)
 	}
-	part, err := b.Server().Broker().Partition(topic, 0)
-	if err != nil {
-		t.Fatal(err)
+	// The client produced with acks=all: once produce returned, every
+	// record is in the log (retries may have added duplicates). The end
+	// offset is read here, not after the cleaner ran: with a client that
+	// returned before the broker appended (kafka-go's default acks=0),
+	// the test read it while the log still grew and missed the last round.
+	end := part.Log.EndOffset()
+	if end < rounds*perRound {
+		t.Fatalf("log end offset %d once the acks=all produce of %d records returned", end, rounds*perRound)
 	}
 	waitUntil(t, "the log cleaner to compact the topic", 2*time.Minute, func() (bool, string) {
 		ratio, due := part.Log.DirtyRatio(math.MaxInt64)
@@ -58,7 +72,6 @@ func runCompaction(t *testing.T, c client) {
 	last := map[string]int64{}
 	n, prev := 0, int64(-1)
 	m := c.startMember(t, b.Addr(), "member-a", ch)
-	end := part.Log.EndOffset()
 	for prev < end-1 {
 		select {
 		case got := <-ch:
@@ -76,7 +89,7 @@ func runCompaction(t *testing.T, c client) {
 		t.Fatalf("%d keys consumed, want %d", len(last), keys)
 	}
 	for k, off := range last {
-		if off < int64((rounds-1)*perRound) {
+		if off < lastRound {
 			t.Fatalf("key %s last seen at offset %d, before the last round", k, off)
 		}
 	}

@@ -4,7 +4,9 @@
 // kafka-python (Debian packages, run with /usr/bin/python3).
 //
 // The scenario, per client: create a topic with 4 partitions; produce
-// 5,000 keyed records with the client's default producer settings; start
+// 5,000 keyed records with acks=all (stated explicitly: kafka-go's Writer
+// defaults to acks=0, Sarama and kafka-python to acks=1) and the client's
+// default producer settings otherwise; start
 // a group of two members (client defaults except "start from the earliest
 // offset"); wait until every record is consumed and the commits reached
 // the end of every partition; restart one member (graceful close, new

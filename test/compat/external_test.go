@@ -140,7 +140,7 @@ func (kcat) version(t *testing.T) string {
 }
 
 func (kcat) produce(t *testing.T, addr string, recs []record) {
-	runTool(t, keyValueLines(recs), kcatPath(t), "-b", addr, "-P", "-t", topic, "-K", ":")
+	runTool(t, keyValueLines(recs), kcatPath(t), "-b", addr, "-P", "-t", topic, "-K", ":", "-X", "acks=all")
 }
 
 func (k kcat) startMember(t *testing.T, addr, name string, out chan<- consumed) member {

@@ -70,7 +70,7 @@ func (franzGo) version(*testing.T) string {
 }
 
 func (franzGo) produce(t *testing.T, addr string, recs []record) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,8 @@ func (saramaClient) version(*testing.T) string {
 
 func (saramaClient) produce(t *testing.T, addr string, recs []record) {
 	cfg := sarama.NewConfig()
-	cfg.Producer.Return.Successes = true // required by SyncProducer
+	cfg.Producer.Return.Successes = true          // required by SyncProducer
+	cfg.Producer.RequiredAcks = sarama.WaitForAll // Sarama's default is WaitForLocal (acks=1)
 	p, err := sarama.NewSyncProducer([]string{addr}, cfg)
 	if err != nil {
 		t.Fatalf("sarama producer: %v", err)
@@ -191,7 +192,11 @@ func (kafkaGo) produce(t *testing.T, addr string, recs []record) {
 	// (the default one lives for the whole process).
 	tr := &kafka.Transport{}
 	defer tr.CloseIdleConnections()
-	w := &kafka.Writer{Addr: kafka.TCP(addr), Topic: topic, Transport: tr}
+	// RequireAll: the Writer's default is RequireNone (acks=0), with which
+	// WriteMessages returns once the batches are written to the socket,
+	// before the broker appended them (TestKafkaGoCompaction once read
+	// the log end while most of the records were still on their way).
+	w := &kafka.Writer{Addr: kafka.TCP(addr), Topic: topic, Transport: tr, RequiredAcks: kafka.RequireAll}
 	defer w.Close()
 	msgs := make([]kafka.Message, len(recs))
 	for i, r := range recs {

@@ -183,6 +183,7 @@ func produceThroughDrops(t *testing.T, topic string, n int, opts ...kgo.Opt) (co
 	base := []kgo.Opt{
 		kgo.SeedBrokers(proxy.addr()),
 		kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotence needs acks=all
 		kgo.ProducerLinger(0),
 		kgo.ProducerBatchMaxBytes(512), // many small requests, so many chances to break one
 		kgo.RetryBackoffFn(func(int) time.Duration { return 5 * time.Millisecond }),

@@ -45,7 +45,10 @@ type consumed struct {
 type client interface {
 	// version describes the client build that ran.
 	version(t *testing.T) string
-	// produce writes recs with the client's default producer settings.
+	// produce writes recs with acks=all, stated explicitly (client
+	// defaults differ: kafka-go's Writer acks=0, Sarama and kafka-python
+	// acks=1), and the client's defaults otherwise; it returns once every
+	// record is acknowledged.
 	produce(t *testing.T, addr string, recs []record)
 	// startMember starts a group member with client id name that reports
 	// every record it consumes to out; stop commits, leaves the group and

@@ -2,7 +2,7 @@
 
 usage: secure_clients.py {confluent|kafkapython} BOOTSTRAP TOPIC CAFILE MECHANISM USER PASSWORD
 
-Produces 10 records over SASL_SSL with the given mechanism, reads them back
+Produces 10 records (acks=all) over SASL_SSL with the given mechanism, reads them back
 from the beginning and prints "ok 10"; any client error exits non-zero with
 the error on stderr.
 """
@@ -18,7 +18,7 @@ def confluent(bootstrap, topic, ca, mech, user, password):
     common = {"bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL", "sasl.mechanisms": mech,
               "sasl.username": user, "sasl.password": password, "ssl.ca.location": ca,
               "error_cb": lambda e: errors.append(e)}
-    p = ck.Producer(dict(common))
+    p = ck.Producer(dict(common, acks="all"))
     for i in range(N):
         p.produce(topic, key=b"k%d" % i, value=b"v%d" % i)
     left = p.flush(30)
@@ -41,7 +41,7 @@ def kafkapython(bootstrap, topic, ca, mech, user, password):
     import kafka
     common = dict(bootstrap_servers=bootstrap, security_protocol="SASL_SSL", sasl_mechanism=mech,
                   sasl_plain_username=user, sasl_plain_password=password, ssl_cafile=ca)
-    p = kafka.KafkaProducer(**common)
+    p = kafka.KafkaProducer(acks="all", **common)
     for f in [p.send(topic, key=b"k%d" % i, value=b"v%d" % i) for i in range(N)]:
         f.get(timeout=30)
     p.close()

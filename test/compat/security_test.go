@@ -97,7 +97,7 @@ func TestSecureKcatSCRAM512(t *testing.T) {
 	kcat := kcatPath(t)
 	sb := startSecureBroker(t)
 	args := sb.kcatArgs("SCRAM-SHA-512", sb.password)
-	if _, stderr, err := run(t, "a\nb\nc\n", kcat, append(args, "-P", "-t", "kcat-secure")...); err != nil {
+	if _, stderr, err := run(t, "a\nb\nc\n", kcat, append(args, "-P", "-t", "kcat-secure", "-X", "acks=all")...); err != nil {
 		t.Fatalf("kcat produce: %v: %s", err, stderr)
 	}
 	out, stderr, err := run(t, "", kcat, append(args, "-C", "-t", "kcat-secure", "-o", "beginning", "-e", "-q")...)
@@ -141,14 +141,14 @@ func TestSecureKcatACLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := sb.kcatArgs("SCRAM-SHA-512", sb.password)
-	if _, stderr, err := run(t, "a\nb\n", kcat, append(args, "-P", "-t", "kcat-granted")...); err != nil {
+	if _, stderr, err := run(t, "a\nb\n", kcat, append(args, "-P", "-t", "kcat-granted", "-X", "acks=all")...); err != nil {
 		t.Fatalf("kcat produce to a granted topic: %v: %s", err, stderr)
 	}
 	out, stderr, err := run(t, "", kcat, append(args, "-C", "-t", "kcat-granted", "-o", "beginning", "-e", "-q")...)
 	if err != nil || out != "a\nb\n" {
 		t.Fatalf("kcat consume from a granted topic: %q, %v: %s", out, err, stderr)
 	}
-	_, stderr, err = run(t, "x\n", kcat, append(args, "-P", "-t", "kcat-forbidden")...)
+	_, stderr, err = run(t, "x\n", kcat, append(args, "-P", "-t", "kcat-forbidden", "-X", "acks=all")...)
 	if err == nil || !strings.Contains(stderr, "Topic authorization failed") {
 		t.Fatalf("kcat produce to a forbidden topic: %v, stderr:\n%s", err, stderr)
 	}
@@ -270,7 +270,7 @@ func TestSecureFranzGoMTLS(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(sb.mtls), kgo.DialTLSConfig(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}),
-		kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("mtls"), kgo.ConsumeTopics("mtls"))
+		kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("mtls"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ConsumeTopics("mtls"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,9 @@ import confluent_kafka as ck
 
 
 def producer(bootstrap, txnid):
-    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": txnid,
+    # acks=all: what a transactional (idempotent) producer must use,
+    # stated rather than left to librdkafka to force.
+    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": txnid, "acks": "all",
                      "transaction.timeout.ms": 60000})
     p.init_transactions(60)
     return p

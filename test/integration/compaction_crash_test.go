@@ -26,7 +26,8 @@ func TestCrashDuringCleaning(t *testing.T) {
 		brokertest.WithSetting("log.cleaner.io.max.bytes.per.second", "100000"))
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Addr()), kgo.DefaultProduceTopic(topic), kgo.ProducerBatchMaxBytes(8000))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Addr()), kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(8000))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -177,7 +177,7 @@ func TestCrashDuringProduce(t *testing.T) {
 	t.Logf("after restart: %d records in the log (%d acknowledged, %d appended but unacknowledged)", end.Offset, len(acked), end.Offset-int64(len(acked)))
 
 	// The recovered log continues at the right offset.
-	prod2, err := kgo.NewClient(kgo.SeedBrokers(p.Addr()), kgo.DefaultProduceTopic(topic))
+	prod2, err := kgo.NewClient(kgo.SeedBrokers(p.Addr()), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err != nil {
 		t.Fatal(err)
 	}
