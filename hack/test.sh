@@ -36,7 +36,7 @@ fi
 cat "${files[@]}" > "$out/all.json" 2>/dev/null
 echo
 echo "== Slowest tests (top $SLOWEST of those over 100ms)"
-"$GOTESTSUM" tool slowest --jsonfile "$out/all.json" | head -n "$SLOWEST"
+"$GOTESTSUM" tool slowest --jsonfile "$out/all.json" | sed -n "1,${SLOWEST}p" # not head: SIGPIPE under pipefail
 go run ./hack/testreport -slowest "$SLOWEST" -ginkgo "$out/ginkgo.json" "${files[@]}" || rc=1
 if [ $rc -eq 0 ]; then
   echo "== make test: PASS"
