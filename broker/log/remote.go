@@ -58,8 +58,44 @@ func (l *Log) AbortedTxnsMarkedIn(from, next int64) []AbortedTxn {
 // RetentionBytes), and only those wholly below limit, which the caller
 // sets to the lower of the high watermark and the end of what the slow
 // tier holds. The log start offset then becomes the local log start.
+//
+// Idempotent-producer state is not evicted at the local log start: a
+// producer whose last batch is only in the slow tier now is still within
+// the log, and forgetting it would accept its retries as new records and
+// any sequence gap (Kafka ties eviction to the log start offset as a
+// whole and producer.id.expiration.ms, never to local retention). The
+// broker evicts at the tier's start with EvictProducersBelow; the
+// producer snapshot at the new local start stays, so a restart finds them.
 func (l *Log) ApplyLocalRetentionUpTo(limit int64) (int, error) {
-	return l.applyRetention(limit, func(c Config) (time.Duration, int64) { return c.localRetention() })
+	return l.applyRetention(limit, func(c Config) (time.Duration, int64) { return c.localRetention() }, false)
+}
+
+// EvictProducersBelow forgets the producers whose last batch is below
+// start, the start of a tiered log as a whole (the tier's, after its
+// retention or DeleteRecords), and those with an open transaction stay, as
+// for the local log start. start above the local log start is capped at
+// it: the local log's producers are the log's to evict.
+func (l *Log) EvictProducersBelow(start int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.producers.truncateHead(min(start, l.start))
+}
+
+// keepProducerSnapshot makes sure that after local retention a producer
+// snapshot at or above the local log start remains for rebuildProducers
+// (the one written when the first remaining segment was rolled to, or,
+// when that one is missing, a new one of the current state at the log
+// end): replaying the local segments alone would lose the producers whose
+// batches are only in the tier. Called with mu held.
+func (l *Log) keepProducerSnapshot() error {
+	offs, err := l.snapshotOffsets()
+	if err != nil {
+		return err
+	}
+	if len(offs) > 0 && offs[len(offs)-1] >= l.start {
+		return nil
+	}
+	return l.writeProducerSnapshot()
 }
 
 // localRetention resolves local.retention.* (-2 means the retention.*
