@@ -123,3 +123,50 @@ func (c Config) validateLocalRetention() error {
 	}
 	return nil
 }
+
+// ProducerSnapshot returns the producer snapshot as of offset (written
+// when the segment starting there was rolled to), ok false when the log
+// has none there or it is unreadable: what the slow tier uploads with the
+// segment ending at offset, so that a replica hydrated from offset on
+// knows the producers whose batches are only in the tier
+// (InstallProducerSnapshot).
+func (l *Log) ProducerSnapshot(offset int64) ([]byte, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	data, err := readFile(l.fs, l.snapshotName(offset))
+	if err != nil {
+		return nil, false
+	}
+	if _, err := decodeSnapshot(data); err != nil {
+		return nil, false
+	}
+	return data, true
+}
+
+// InstallProducerSnapshot sets the producer state of an empty log that
+// starts and ends at offset (a replica hydrating from the slow tier, after
+// TruncateFullyAndStartAt(offset)) from another replica's snapshot as of
+// offset (ProducerSnapshot), and keeps it as this log's snapshot there, so
+// a restart finds it too.
+func (l *Log) InstallProducerSnapshot(offset int64, data []byte) error {
+	l.ioMu.Lock()
+	defer l.ioMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	if l.start != offset || l.leo != offset {
+		return fmt.Errorf("install producer snapshot at %d: the log is [%d, %d), not empty at that offset", offset, l.start, l.leo)
+	}
+	m, err := decodeSnapshot(data)
+	if err != nil {
+		return fmt.Errorf("install producer snapshot at %d: %w", offset, err)
+	}
+	l.producers.reset()
+	l.producers.m = m
+	for id, e := range m {
+		l.producers.track(id, e)
+	}
+	return l.writeProducerSnapshot()
+}
