@@ -308,9 +308,26 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 		}
 	}
 	if offset < p.Log.StartOffset() {
+		p.Log.EvictProducersBelow(offset)
 		return nil
 	}
 	return p.Log.DeleteRecordsBefore(offset)
+}
+
+// evictTieredProducers forgets the idempotent producers whose last batch
+// is below the tiered partition's start (the tier's, moved by its
+// retention or DeleteRecords): local retention keeps them (their batches
+// are still in the log, in the tier), as Kafka ties producer eviction to
+// the log start offset as a whole. Nothing goes while the manifest is
+// unknown; a stale view starts lower, so it evicts less, never more.
+func (p *Partition) evictTieredProducers() {
+	tp := p.Tiered()
+	if tp == nil {
+		return
+	}
+	if m, ok := tp.Manifest(); ok {
+		p.Log.EvictProducersBelow(tierStart(&m, p.Log.StartOffset()))
+	}
 }
 
 // retentionLimit is the offset below which retention may delete local
@@ -579,6 +596,7 @@ func (m *TierManager) RunOnce(ctx context.Context) error {
 		if _, err := p.applyRetention(); err != nil {
 			errs = append(errs, fmt.Errorf("local retention of %s-%d: %w", p.Topic, p.Index, err))
 		}
+		p.evictTieredProducers()
 	}
 	return errors.Join(errs...)
 }

@@ -492,7 +492,12 @@ func (l *Log) rebuildProducers() error {
 			return err
 		}
 	}
-	l.producers.truncateHead(l.start)
+	// A tiered log's local start is not its start: producers whose
+	// batches are only in the slow tier stay until the broker evicts them
+	// at the tier's start (EvictProducersBelow).
+	if !l.cfg.RemoteStorage {
+		l.producers.truncateHead(l.start)
+	}
 	return l.persistTxnIndexes(changed)
 }
 

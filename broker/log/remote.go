@@ -58,8 +58,44 @@ func (l *Log) AbortedTxnsMarkedIn(from, next int64) []AbortedTxn {
 // RetentionBytes), and only those wholly below limit, which the caller
 // sets to the lower of the high watermark and the end of what the slow
 // tier holds. The log start offset then becomes the local log start.
+//
+// Idempotent-producer state is not evicted at the local log start: a
+// producer whose last batch is only in the slow tier now is still within
+// the log, and forgetting it would accept its retries as new records and
+// any sequence gap (Kafka ties eviction to the log start offset as a
+// whole and producer.id.expiration.ms, never to local retention). The
+// broker evicts at the tier's start with EvictProducersBelow; the
+// producer snapshot at the new local start stays, so a restart finds them.
 func (l *Log) ApplyLocalRetentionUpTo(limit int64) (int, error) {
-	return l.applyRetention(limit, func(c Config) (time.Duration, int64) { return c.localRetention() })
+	return l.applyRetention(limit, func(c Config) (time.Duration, int64) { return c.localRetention() }, false)
+}
+
+// EvictProducersBelow forgets the producers whose last batch is below
+// start, the start of a tiered log as a whole (the tier's, after its
+// retention or DeleteRecords), and those with an open transaction stay, as
+// for the local log start. start above the local log start is capped at
+// it: the local log's producers are the log's to evict.
+func (l *Log) EvictProducersBelow(start int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.producers.truncateHead(min(start, l.start))
+}
+
+// keepProducerSnapshot makes sure that after local retention a producer
+// snapshot at or above the local log start remains for rebuildProducers
+// (the one written when the first remaining segment was rolled to, or,
+// when that one is missing, a new one of the current state at the log
+// end): replaying the local segments alone would lose the producers whose
+// batches are only in the tier. Called with mu held.
+func (l *Log) keepProducerSnapshot() error {
+	offs, err := l.snapshotOffsets()
+	if err != nil {
+		return err
+	}
+	if len(offs) > 0 && offs[len(offs)-1] >= l.start {
+		return nil
+	}
+	return l.writeProducerSnapshot()
 }
 
 // localRetention resolves local.retention.* (-2 means the retention.*
@@ -86,4 +122,51 @@ func (c Config) validateLocalRetention() error {
 		return fmt.Errorf("local retention (%v, %d bytes) below -2", c.LocalRetentionMs, c.LocalRetentionBytes)
 	}
 	return nil
+}
+
+// ProducerSnapshot returns the producer snapshot as of offset (written
+// when the segment starting there was rolled to), ok false when the log
+// has none there or it is unreadable: what the slow tier uploads with the
+// segment ending at offset, so that a replica hydrated from offset on
+// knows the producers whose batches are only in the tier
+// (InstallProducerSnapshot).
+func (l *Log) ProducerSnapshot(offset int64) ([]byte, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	data, err := readFile(l.fs, l.snapshotName(offset))
+	if err != nil {
+		return nil, false
+	}
+	if _, err := decodeSnapshot(data); err != nil {
+		return nil, false
+	}
+	return data, true
+}
+
+// InstallProducerSnapshot sets the producer state of an empty log that
+// starts and ends at offset (a replica hydrating from the slow tier, after
+// TruncateFullyAndStartAt(offset)) from another replica's snapshot as of
+// offset (ProducerSnapshot), and keeps it as this log's snapshot there, so
+// a restart finds it too.
+func (l *Log) InstallProducerSnapshot(offset int64, data []byte) error {
+	l.ioMu.Lock()
+	defer l.ioMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	if l.start != offset || l.leo != offset {
+		return fmt.Errorf("install producer snapshot at %d: the log is [%d, %d), not empty at that offset", offset, l.start, l.leo)
+	}
+	m, err := decodeSnapshot(data)
+	if err != nil {
+		return fmt.Errorf("install producer snapshot at %d: %w", offset, err)
+	}
+	l.producers.reset()
+	l.producers.m = m
+	for id, e := range m {
+		l.producers.track(id, e)
+	}
+	return l.writeProducerSnapshot()
 }

@@ -24,13 +24,14 @@ func (l *Log) ApplyRetention() (int, error) { return l.ApplyRetentionUpTo(math.M
 // offsets are all below limit — the high watermark, so that retention never
 // removes data followers may still need (Kafka's rule).
 func (l *Log) ApplyRetentionUpTo(limit int64) (int, error) {
-	return l.applyRetention(limit, func(c Config) (time.Duration, int64) { return c.RetentionMs, c.RetentionBytes })
+	return l.applyRetention(limit, func(c Config) (time.Duration, int64) { return c.RetentionMs, c.RetentionBytes }, true)
 }
 
 // applyRetention is ApplyRetentionUpTo with the time and size limits that
 // policy picks from the config (retention.* or, for a tiered log,
-// local.retention.*; see remote.go).
-func (l *Log) applyRetention(limit int64, policy func(Config) (time.Duration, int64)) (int, error) {
+// local.retention.*; see remote.go). evictProducers is false for local
+// retention: the log start it moves is not the tiered log's (remote.go).
+func (l *Log) applyRetention(limit int64, policy func(Config) (time.Duration, int64), evictProducers bool) (int, error) {
 	l.ioMu.Lock()
 	defer l.ioMu.Unlock()
 	l.mu.Lock()
@@ -86,12 +87,14 @@ func (l *Log) applyRetention(limit int64, policy func(Config) (time.Duration, in
 	if n == 0 {
 		return 0, nil
 	}
-	return n, l.deleteOldest(n)
+	return n, l.deleteOldest(n, evictProducers)
 }
 
 // deleteOldest removes the first n segments (never the active one) and
-// moves the log start offset. Called with ioMu and mu held.
-func (l *Log) deleteOldest(n int) error {
+// moves the log start offset; evictProducers forgets the producers whose
+// last batch is below it (not for local retention). Called with ioMu and
+// mu held.
+func (l *Log) deleteOldest(n int, evictProducers bool) error {
 	newStart := max(l.start, l.segs[n].base)
 	if newStart != l.start {
 		// Persist the new start before any file goes: a failure leaves
@@ -112,9 +115,14 @@ func (l *Log) deleteOldest(n int) error {
 	if l.epochs.truncateFromStart(l.start) {
 		errs = append(errs, l.epochs.persist())
 	}
-	l.producers.truncateHead(l.start)
 	start := l.start
+	if evictProducers {
+		l.producers.truncateHead(start)
+	}
 	errs = append(errs, l.removeSnapshots(func(off int64) bool { return off < start }))
+	if !evictProducers {
+		errs = append(errs, l.keepProducerSnapshot())
+	}
 	errs = append(errs, syncDir(l.fs, l.dir))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("retention: %w", err)
@@ -156,7 +164,7 @@ func (l *Log) DeleteRecordsBefore(offset int64) error {
 		}
 		return nil
 	}
-	return l.deleteOldest(n)
+	return l.deleteOldest(n, true)
 }
 
 // TruncateTo removes every batch at or above offset (a follower truncating

@@ -54,6 +54,12 @@ type TierSource interface {
 	DownloadSegment(ctx context.Context, s tier.Segment, path string) error
 }
 
+// ProducerSnapshotTier is a TierSource with the producer snapshots
+// uploaded with the segments (tier.Partition).
+type ProducerSnapshotTier interface {
+	ProducerSnapshot(ctx context.Context, s tier.Segment) ([]byte, error)
+}
+
 // hydrateAttempts bounds the hydration attempts of one leadership epoch.
 const hydrateAttempts = 3
 
@@ -192,6 +198,7 @@ func (p *Partition) hydrateFrom(ctx context.Context, src TierSource, leader, epo
 		from = m.Segments[first].BaseOffset
 	}
 
+	fresh := false // the log restarts empty at from
 	p.mu.Lock()
 	if p.role != RoleFollower || p.state.Leader != leader || p.state.LeaderEpoch != epoch {
 		p.mu.Unlock()
@@ -207,6 +214,7 @@ func (p *Partition) hydrateFrom(ctx context.Context, src TierSource, leader, epo
 		}
 		from = keep
 	} else {
+		fresh = true
 		err = p.Log.TruncateFullyAndStartAt(from)
 		if err == nil && p.hwm.Load() > from {
 			p.hwm.Store(from)
@@ -220,6 +228,11 @@ func (p *Partition) hydrateFrom(ctx context.Context, src TierSource, leader, epo
 		return res, fmt.Errorf("%s: prepare the log for hydration at %d: %w", p.TP, from, err)
 	}
 	res.from, res.to = from, from
+	if fresh {
+		if err := p.installProducerSnapshot(ctx, src, m, from); err != nil {
+			return res, err
+		}
+	}
 
 	for _, s := range m.Segments {
 		if s.LastOffset < from {
@@ -249,6 +262,33 @@ func (p *Partition) hydrateFrom(ctx context.Context, src TierSource, leader, epo
 		}
 	}
 	return res, nil
+}
+
+// installProducerSnapshot gives a log restarted empty at from the
+// leader's producer state as of from, uploaded with the tier segment that
+// ends there: the producers whose batches are only in the tier stay known
+// (their retries are duplicates, their gaps out of order) when this
+// replica leads. Without one (an older manifest, a tier without
+// snapshots) the state is what the copied batches give.
+func (p *Partition) installProducerSnapshot(ctx context.Context, src TierSource, m tier.Manifest, from int64) error {
+	ps, ok := src.(ProducerSnapshotTier)
+	if !ok {
+		return nil
+	}
+	for _, s := range m.Segments {
+		if s.LastOffset+1 != from || s.ProducerSnapshotSize == 0 {
+			continue
+		}
+		data, err := ps.ProducerSnapshot(ctx, s)
+		if err != nil {
+			return fmt.Errorf("%s: producer snapshot at %d from the slow tier: %w", p.TP, from, err)
+		}
+		if err := p.Log.InstallProducerSnapshot(from, data); err != nil {
+			return fmt.Errorf("%s: %w", p.TP, err)
+		}
+		return nil
+	}
+	return nil
 }
 
 // raiseHWMToTier raises the HWM to the log end, at most tierEnd: what

@@ -14,6 +14,9 @@
 //	  ... .log.txnindex                            aborted transactions whose marker is in
 //	                                               the segment (Kafka's 34-byte entries; only
 //	                                               when there are some)
+//	  ... .log.producers                           the leader's idempotent-producer snapshot as
+//	                                               of the segment's end (package log's format;
+//	                                               only when it had one), for hydration
 //
 // # Consistency
 //

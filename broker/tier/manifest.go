@@ -57,6 +57,12 @@ type Segment struct {
 	// Manifests written before it existed have none: their segments read
 	// as holding no aborted transaction.
 	TxnIndexSize int64 `json:"txnIndexSize,omitempty"`
+	// ProducerSnapshotSize is the length of the leader's idempotent-producer
+	// snapshot as of LastOffset+1 (package log's snapshot format), object
+	// Key+".producers"; 0 when none was uploaded (older manifests, or the
+	// leader had none). A replica hydrated from the next segment on starts
+	// from it, so it knows the producers whose batches are only in the tier.
+	ProducerSnapshotSize int64 `json:"producerSnapshotSize,omitempty"`
 	// Epochs is the segment's leader-epoch lineage: the leader epoch of
 	// its batches and the offset where each starts (as a log's
 	// leader-epoch checkpoint). A new leader compares the manifest's
@@ -112,7 +118,7 @@ func (m *Manifest) check() error {
 	}
 	prev := int64(-1)
 	for i, s := range m.Segments {
-		if s.BaseOffset <= prev || s.LastOffset < s.BaseOffset || s.LastOffset >= m.EndOffset || s.Key == "" || s.TxnIndexSize < 0 {
+		if s.BaseOffset <= prev || s.LastOffset < s.BaseOffset || s.LastOffset >= m.EndOffset || s.Key == "" || s.TxnIndexSize < 0 || s.ProducerSnapshotSize < 0 {
 			return fmt.Errorf("manifest segment %d [%d, %d] %q out of order (previous last %d, end %d)", i, s.BaseOffset, s.LastOffset, s.Key, prev, m.EndOffset)
 		}
 		prev = s.LastOffset
@@ -137,7 +143,7 @@ func decodeManifest(raw []byte) (*Manifest, error) {
 // Object keys, below tier/<cluster>/<topic>-<topicID>/<partition>/:
 //
 //	manifest/<leaderEpoch:010d>-<seq:020d>.json   one object per version
-//	segments/<base:020d>-<last:020d>-<epoch>.log   data (+ .index, .timeindex, .txnindex)
+//	segments/<base:020d>-<last:020d>-<epoch>.log   data (+ .index, .timeindex, .txnindex, .producers)
 //
 // Manifests list in (epoch, seq) order, so the newest is the last key: a
 // deposed leader's late writes (a lower epoch) sort below its successor's

@@ -125,6 +125,9 @@ func (s Segment) objectKeys() []string {
 	if s.TxnIndexSize > 0 {
 		keys = append(keys, s.Key+txnIndexSuffix)
 	}
+	if s.ProducerSnapshotSize > 0 {
+		keys = append(keys, s.Key+producerSnapshotSuffix)
+	}
 	return keys
 }
 

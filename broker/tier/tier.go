@@ -166,6 +166,18 @@ type Source interface {
 
 var _ Source = (*log.Log)(nil)
 
+// ProducerSnapshotSource is a Source that also has idempotent-producer
+// snapshots (package log): the one as of each uploaded segment's end goes
+// with it.
+type ProducerSnapshotSource interface {
+	ProducerSnapshot(offset int64) ([]byte, bool)
+}
+
+var _ ProducerSnapshotSource = (*log.Log)(nil)
+
+// producerSnapshotSuffix names a segment's producer snapshot object.
+const producerSnapshotSuffix = ".producers"
+
 // Manifest returns the newest manifest known without I/O; ok is false
 // before the first successful Load.
 func (p *Partition) Manifest() (Manifest, bool) {
@@ -488,6 +500,15 @@ func (p *Partition) upload(ctx context.Context, src Source, upTo int64, epoch in
 				data []byte
 			}{b.seg.Key + txnIndexSuffix, b.txnIndex})
 		}
+		if ps, ok := src.(ProducerSnapshotSource); ok && b.seg.LastOffset+1 == s.Next {
+			if snap, ok := ps.ProducerSnapshot(s.Next); ok {
+				b.seg.ProducerSnapshotSize = int64(len(snap))
+				objs = append(objs, struct {
+					key  string
+					data []byte
+				}{b.seg.Key + producerSnapshotSuffix, snap})
+			}
+		}
 		for _, o := range objs {
 			if err := p.t.store.Put(ctx, p.prefix+o.key, o.data); err != nil {
 				return res, fmt.Errorf("tier: upload %s: %w", o.key, err)
@@ -776,6 +797,12 @@ func (p *Partition) AbortedTxns(ctx context.Context, from, upTo int64) (out []lo
 		}
 	}
 	return out, m.EndOffset, false, nil
+}
+
+// ProducerSnapshot returns the producer snapshot uploaded with s (as of
+// s.LastOffset+1), nil when it has none.
+func (p *Partition) ProducerSnapshot(ctx context.Context, s Segment) ([]byte, error) {
+	return p.object(ctx, s.Key+producerSnapshotSuffix, s.ProducerSnapshotSize)
 }
 
 // object returns a whole (small) object through the cache.

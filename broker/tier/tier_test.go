@@ -443,7 +443,7 @@ func TestAbortedTxnsInTier(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range m.Segments[:2] {
-		for _, suffix := range []string{"", ".index", ".timeindex", ".txnindex"} {
+		for _, suffix := range []string{"", ".index", ".timeindex", ".txnindex", ".producers"} {
 			if _, err := st.Head(ctx, p.Prefix()+s.Key+suffix); !errors.Is(err, objstore.ErrNotFound) {
 				t.Fatalf("%s%s of a segment below the start still stored: %v", s.Key, suffix, err)
 			}
