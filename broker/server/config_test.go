@@ -336,3 +336,29 @@ func TestReadConfigFileEscapes(t *testing.T) {
 		t.Fatalf("read %q\nwant %q", got, want)
 	}
 }
+
+// FuzzParseProperties: the properties parser never panics and never
+// returns a key CheckConfigKey refuses, whatever the file holds.
+func FuzzParseProperties(f *testing.F) {
+	for _, s := range []string{
+		"broker.id=3\nlog.dirs = /data\n",
+		"node.id\f=4242\n",
+		`super.users\u00a0=User:mallory`,
+		"a=b\\\n  c\n",
+		`k\=x=v\ `,
+		"# c\n! c\n\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		kv, err := parseProperties(raw)
+		if err != nil {
+			return
+		}
+		for k := range kv {
+			if err := CheckConfigKey(k); err != nil {
+				t.Fatalf("parsed a refused key: %v", err)
+			}
+		}
+	})
+}
