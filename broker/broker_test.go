@@ -73,7 +73,9 @@ func TestValidateTopicConfig(t *testing.T) {
 		{"segment.bytes", "14", true},
 		{"segment.bytes", "9999999999", false}, // not an int32
 		{"segment.ms", "0", false},
-		{"max.message.bytes", "0", true},
+		{"max.message.bytes", "1", true},
+		{"max.message.bytes", "0", false}, // not "no limit" (issue 26: a 32 KB zstd batch of 1 GiB was accepted)
+		{"max.message.bytes", "-1", false},
 		{"min.insync.replicas", "0", false},
 		{"local.retention.ms", "-2", true},
 		{"message.timestamp.type", "LogAppendTime", true},

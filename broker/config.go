@@ -167,8 +167,9 @@ var topicConfigs = []topicConfig{
 		doc: "Roll a new segment when the active one reaches this size."},
 	{name: "segment.ms", brokerKey: "log.roll.ms", def: "604800000", typ: typeLong, check: longAtLeast(1),
 		doc: "Roll a new segment when the active one is older than this."},
-	{name: "max.message.bytes", brokerKey: "message.max.bytes", def: "1048588", typ: typeInt, check: intAtLeast(0),
-		doc: "Largest record batch accepted."},
+	{name: "max.message.bytes", brokerKey: "message.max.bytes", def: "1048588", typ: typeInt, check: intAtLeast(1),
+		doc: "Largest record batch accepted; its records may decompress to 32 times this, at most 256 MiB. " +
+			"At least 1: 0 is not \"no limit\" (a topic stored with 0 before this rule gets the default)."},
 	{name: "min.insync.replicas", brokerKey: "min.insync.replicas", def: "1", typ: typeInt, check: intAtLeast(1),
 		doc: "Minimum in-sync replicas for acks=all (a single broker always has 1)."},
 	{name: "unclean.leader.election.enable", brokerKey: "unclean.leader.election.enable", def: "false", typ: typeBoolean, check: oneOf("true", "false"),

@@ -235,7 +235,10 @@ func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bo
 			return o, t, true, nil
 		}
 	}
-	o, t, found := p.Log.OffsetForTimestamp(ts)
+	o, t, found, err := p.Log.LookupTimestamp(ts)
+	if err != nil {
+		return -1, -1, false, fmt.Errorf("timestamp lookup of %s-%d: %w", p.Topic, p.Index, err)
+	}
 	return o, t, found, nil
 }
 

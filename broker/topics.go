@@ -562,7 +562,7 @@ func (p *Partition) append(records []byte, verify bool, guard *log.VerificationG
 		return log.AppendResult{}, 0, err
 	}
 	if p.Log.Config().Compact {
-		if err := checkKeyed(batches); err != nil {
+		if err := checkKeyed(batches, record.DecompressLimit(p.maxBytes())); err != nil {
 			return log.AppendResult{}, 0, err
 		}
 	}
@@ -663,14 +663,19 @@ func (p *Partition) localMaxTimestamp() (offset, timestamp int64, err error) {
 			if h.TimestampType() == record.TimestampLogAppendTime {
 				return h.BaseOffset, ts, nil
 			}
-			recs, err := record.Records(record.Batch(buf[:h.Size()]))
-			if err != nil {
+			found := int64(-1)
+			err := record.Walk(record.Batch(buf[:h.Size()]), record.MaxDecompressedBytes, func(rec *record.Record) error {
+				if h.BaseTimestamp+rec.TimestampDelta == h.MaxTimestamp {
+					found = h.BaseOffset + int64(rec.OffsetDelta)
+					return errStopWalk
+				}
+				return nil
+			})
+			if err != nil && err != errStopWalk {
 				return -1, -1, fmt.Errorf("decode batch at %d: %w", h.BaseOffset, err)
 			}
-			for _, rec := range recs {
-				if h.BaseTimestamp+rec.TimestampDelta == h.MaxTimestamp {
-					return h.BaseOffset + int64(rec.OffsetDelta), h.MaxTimestamp, nil
-				}
+			if found >= 0 {
+				return found, h.MaxTimestamp, nil
 			}
 			break
 		}
@@ -689,17 +694,22 @@ func orDefault(v, def string) string {
 // checkKeyed refuses a record without a key for a compacted topic, with
 // Kafka's INVALID_RECORD ("Compacted topic cannot accept message without
 // key"): the cleaner could never keep or replace it.
-func checkKeyed(batches []record.Batch) error {
+// Walking keeps no record, so a batch costs the decoder's memory, within
+// the batch's decompression budget of the topic (limit).
+func checkKeyed(batches []record.Batch, limit int64) error {
 	for _, b := range batches {
-		recs, err := record.Records(b)
-		if err != nil {
-			return err
-		}
-		for _, r := range recs {
-			if r.Key == nil {
+		err := record.Walk(b, limit, func(r *record.Record) error {
+			if r.KeyLen < 0 {
 				return fmt.Errorf("%w: compacted topic cannot accept a record without a key (offset delta %d)", record.ErrInvalidRecord, r.OffsetDelta)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil
 }
+
+// errStopWalk ends a record.Walk early.
+var errStopWalk = errors.New("stop walk")

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf16"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -407,8 +409,14 @@ func ConfigHash(data map[string]string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// escapeProperty escapes a key or value for a Java-style properties file:
-// backslash, line breaks and, in keys, the separators '=', ':' and space.
+// escapeProperty escapes a key or value for a Java-style properties file,
+// as the broker's parser (and java.util.Properties) decodes it: backslash,
+// line breaks, tabs and form feeds, every other whitespace, control or
+// non-printable character as \uXXXX, in keys the separators '=', ':' and
+// space and the comment marks, in values a leading or final space and a
+// leading comment mark.
+// Nothing but a printable character reaches the file as itself, so no
+// parser can trim or split a key differently from what spec.config says.
 func escapeProperty(s string, key bool) string {
 	var sb strings.Builder
 	for i, r := range s {
@@ -421,17 +429,25 @@ func escapeProperty(s string, key bool) string {
 			sb.WriteString(`\r`)
 		case '\t':
 			sb.WriteString(`\t`)
+		case '\f':
+			sb.WriteString(`\f`)
 		case '=', ':', '#', '!':
 			if key || (i == 0 && (r == '#' || r == '!')) {
 				sb.WriteByte('\\')
 			}
 			sb.WriteRune(r)
 		case ' ':
-			if key || i == 0 {
+			if key || i == 0 || i == len(s)-1 {
 				sb.WriteByte('\\')
 			}
 			sb.WriteRune(r)
 		default:
+			if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+				for _, u := range utf16.Encode([]rune{r}) {
+					fmt.Fprintf(&sb, `\u%04x`, u)
+				}
+				continue
+			}
 			sb.WriteRune(r)
 		}
 	}

@@ -730,7 +730,32 @@ var _ = Describe("CRD validation", func() {
 		}, "spec.config must not set leader.placement.*: it is spec.leaderPlacement"),
 		Entry("config moving the metrics listener", func(kc *strata.KafkaCluster) {
 			kc.Spec.Config = map[string]string{"metrics.listen": "0.0.0.0:9000"}
-		}, "spec.config must not set metrics.listen: the operator serves /metrics and the /readyz readiness probe on port 9644"),
+		}, "spec.config must not set metrics.listen or metrics.pprof.enable: the operator serves /metrics and the /readyz readiness probe on port 9644"),
+		Entry("config enabling pprof on the metrics port", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"metrics.pprof.enable": "true"}
+		}, "spec.config must not set metrics.listen or metrics.pprof.enable"),
+		// Owned keys spelled with a character the brokers' parser
+		// trimmed (issue 26): each is refused for its characters and by
+		// the rule naming the field that owns the key it spells.
+		Entry("node.id with a form feed", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"node.id\f": "4242"} },
+			"spec.config keys must be lower case letters, digits, '.', '_' and '-'",
+			"spec.config must not set broker.id, node.id, broker.id.base or broker.id.source: broker IDs are owned by the operator"),
+		Entry("authorizer.class.name with a form feed", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"authorizer.class.name\f": ""}
+		}, "spec.config keys must be lower case letters, digits, '.', '_' and '-'",
+			"spec.config must not set authorizer.class.name, super.users or allow.everyone.if.no.acl.found: they are spec.security.authorization"),
+		Entry("super.users with a no-break space", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"super.users\u00a0": "User:mallory"}
+		}, "spec.config keys must be lower case letters, digits, '.', '_' and '-'",
+			"spec.config must not set authorizer.class.name, super.users or allow.everyone.if.no.acl.found: they are spec.security.authorization"),
+		Entry("metrics.pprof.enable with a form feed", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"metrics.pprof.enable\f": "true"}
+		}, "spec.config keys must be lower case letters, digits, '.', '_' and '-'",
+			"spec.config must not set metrics.listen or metrics.pprof.enable"),
+		Entry("a key with a vertical tab inside", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"num\v.partitions": "6"} },
+			"spec.config keys must be lower case letters, digits, '.', '_' and '-'"),
+		Entry("an upper case key", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"Node.Id": "6"} },
+			"spec.config keys must be lower case letters, digits, '.', '_' and '-'"),
 		Entry("a WAL retention beyond what the broker parses", func(kc *strata.KafkaCluster) {
 			kc.Spec.WAL = strata.WALSpec{Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 10 * time.Millisecond}, Retention: &metav1.Duration{Duration: 597 * time.Hour}}
 		}, "wal.retention must be between 1ms and 2147483647ms (596h31m23.647s): the broker reads wal.retention.ms as a positive int32"),

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -44,6 +45,9 @@ var ownedConfigKeys = map[string]string{
 	"log.local.retention.ms":         "spec.tieredStorage",
 	"log.remote.storage.enable":      "spec.tieredStorage",
 	"metrics.listen":                 "the operator (readiness probe on /readyz, port 9644)",
+	// pprof on the metrics port: any pod reaching port 9644 would read
+	// the brokers' profiles and command lines.
+	"metrics.pprof.enable": "the operator (port 9644 answers without authentication)",
 	// cost (kafkacluster_cost.go)
 	"wal.policy":                 "spec.wal.policy",
 	"wal.upload.max.interval.ms": "spec.wal.maxUploadInterval",
@@ -75,6 +79,39 @@ var ownedConfigPrefixes = []struct{ prefix, owner string }{
 	{"sasl.", "the KafkaUser resource (SASL listeners accept SCRAM-SHA-256 and -512)"},
 }
 
+// ConfigKeyPattern is the character set of spec.config keys, the CRD's
+// first CEL rule on spec.config: lower case words of letters, digits, '_'
+// and '-' joined by dots, as Kafka's keys are. A key outside it can be
+// read by a properties parser as another key (the broker trimmed a form
+// feed off "node.id\f"); the broker now refuses such keys, and the CRD and
+// the operator refuse them before they reach it.
+const ConfigKeyPattern = `^[a-z0-9][a-z0-9._-]*$`
+
+var configKeyRE = regexp.MustCompile(ConfigKeyPattern)
+
+// ConfigKeyProblem says why spec.config must not set key, or returns ""
+// when it may. A key outside ConfigKeyPattern is refused, naming the
+// field that owns the key it spells once its other characters are gone.
+// Grandfathered keys pass (see grandfatheredConfigKeys).
+func ConfigKeyProblem(key string) string {
+	if !configKeyRE.MatchString(key) {
+		msg := fmt.Sprintf("spec.config key %q: keys must be lower case letters, digits, '.', '_' and '-' (%s)", key, ConfigKeyPattern)
+		core := strings.TrimFunc(key, func(r rune) bool { return !isConfigKeyRune(r) })
+		if owner, ok := ConfigKeyOwner(core); ok {
+			msg += fmt.Sprintf("; the brokers could read it as %s, which is owned by %s", core, owner)
+		}
+		return msg
+	}
+	if owner, ok := ConfigKeyOwner(key); ok && !slices.Contains(grandfatheredConfigKeys, key) {
+		return fmt.Sprintf("spec.config must not set %s: it is owned by %s", key, owner)
+	}
+	return ""
+}
+
+func isConfigKeyRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+}
+
 // ConfigKeyOwner returns the KafkaCluster field that owns a broker
 // setting, or ok=false when spec.config may set it.
 func ConfigKeyOwner(key string) (owner string, ok bool) {
@@ -91,7 +128,7 @@ func ConfigKeyOwner(key string) (owner string, ok bool) {
 
 // UnsupportedSpec lists what in a KafkaCluster the CRD's validation
 // refuses today and the operator cannot honour: keys of spec.config the
-// operator owns (TLS and SASL keys included), listeners
+// operator owns (TLS and SASL keys included) or outside ConfigKeyPattern, listeners
 // that take the inter-broker listener's name or port or set tls on a
 // protocol without TLS, a leader placement the brokers would refuse to
 // start with (policy Zone without a zone of spec.zones, a zone without
@@ -108,8 +145,8 @@ func UnsupportedSpec(kc *strata.KafkaCluster) []string {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if owner, ok := ConfigKeyOwner(k); ok && !slices.Contains(grandfatheredConfigKeys, k) {
-			problems = append(problems, fmt.Sprintf("spec.config must not set %s: it is owned by %s", k, owner))
+		if p := ConfigKeyProblem(k); p != "" {
+			problems = append(problems, p)
 		}
 	}
 	problems = append(problems, listenerProblems(kc)...)

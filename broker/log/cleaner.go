@@ -410,7 +410,10 @@ func eachRecord(f File, size, base int64, visit func(record.Batch, record.Header
 			return err
 		}
 		h := b.Header()
-		recs, err := record.Records(b)
+		// Bounded by the broker-wide cap, not the topic's
+		// max.message.bytes: that may have been lowered since the batch
+		// was written, and a batch the cleaner cannot read stops it.
+		recs, err := record.Records(b, record.MaxDecompressedBytes)
 		if err != nil {
 			return fmt.Errorf("batch at offset %d: %w", h.BaseOffset, err)
 		}

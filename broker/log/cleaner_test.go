@@ -70,7 +70,7 @@ func readRecords(t testing.TB, l *Log) []stored {
 			t.Fatalf("read %d: %v", next, err)
 		}
 		for _, b := range bs {
-			recs, err := record.Records(b)
+			recs, err := record.Records(b, record.MaxDecompressedBytes)
 			if err != nil {
 				t.Fatalf("records of batch %d: %v", b.BaseOffset(), err)
 			}

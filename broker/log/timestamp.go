@@ -1,10 +1,14 @@
 package log
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/strata-dev/strata/broker/record"
 )
+
+// errFound stops a record.Walk at the record looked for.
+var errFound = errors.New("found")
 
 // OffsetForTimestamp returns the earliest offset at or after the log start
 // whose record timestamp is >= ts, and that timestamp (ListOffsets by
@@ -17,6 +21,14 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, ok bo
 		return -1, -1, false
 	}
 	return off, t, ok
+}
+
+// LookupTimestamp is OffsetForTimestamp with its error instead of a log
+// line and "not found": a corrupt batch (*CorruptionError) or one whose
+// records decompress past record.MaxDecompressedBytes (record.ErrTooLarge),
+// which ListOffsets reports instead of skipping the batch.
+func (l *Log) LookupTimestamp(ts int64) (offset int64, timestamp int64, ok bool, err error) {
+	return l.offsetForTimestamp(ts)
 }
 
 func (l *Log) offsetForTimestamp(ts int64) (int64, int64, bool, error) {
@@ -76,15 +88,22 @@ func (l *Log) offsetForTimestamp(ts int64) (int64, int64, bool, error) {
 				if h.TimestampType() == record.TimestampLogAppendTime {
 					return max(h.BaseOffset, start), h.MaxTimestamp, true, nil
 				}
-				recs, err := record.Records(b)
+				// Walk keeps no record: the lookup costs the decoder's
+				// memory however far the batch inflates, and at most
+				// MaxDecompressedBytes of decompression.
+				var off, t int64
+				err := record.Walk(b, record.MaxDecompressedBytes, func(r *record.Record) error {
+					off, t = h.BaseOffset+int64(r.OffsetDelta), h.BaseTimestamp+r.TimestampDelta
+					if t >= ts && off >= start {
+						return errFound
+					}
+					return nil
+				})
+				if err == errFound {
+					return off, t, true, nil
+				}
 				if err != nil {
 					return 0, 0, false, &CorruptionError{File: v.seg.name, Offset: pos, Err: err}
-				}
-				for _, r := range recs {
-					off, t := h.BaseOffset+int64(r.OffsetDelta), h.BaseTimestamp+r.TimestampDelta
-					if t >= ts && off >= start {
-						return off, t, true, nil
-					}
 				}
 			}
 			pos += int64(h.Size())

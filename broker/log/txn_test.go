@@ -112,7 +112,7 @@ func readCommitted(t testing.TB, l *Log) []string {
 			if h.IsTransactional() && skipping[h.ProducerID] {
 				continue
 			}
-			recs, err := record.Records(b)
+			recs, err := record.Records(b, record.MaxDecompressedBytes)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -67,6 +67,10 @@ var (
 // (and the decoder slot).
 func openPayload(c Codec, payload []byte, limit int64) (byteSource, func(), error) {
 	if c == None {
+		// Uncompressed records count against the same budget.
+		if int64(len(payload)) > limit {
+			return nil, nil, fmt.Errorf("%w: %d bytes of records, limit %d", ErrTooLarge, len(payload), limit)
+		}
 		return &sliceReader{b: payload}, func() {}, nil
 	}
 	decoderSlots <- struct{}{}

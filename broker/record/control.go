@@ -54,6 +54,10 @@ func BuildMarker(producerID int64, producerEpoch int16, m Marker, timestamp int6
 	return Build(spec, []Record{{Key: key, Value: value}})
 }
 
+// controlLimit bounds the decompressed records of a control batch: one
+// marker record of a few bytes.
+const controlLimit = 64 << 10
+
 // ParseMarker decodes the marker of a control batch. It checks the batch
 // frame and CRC (untrusted bytes are fine) and returns ErrInvalidRecord for
 // a batch that is not a control batch or whose key is not a marker's.
@@ -66,7 +70,7 @@ func ParseMarker(b Batch) (Marker, error) {
 	if !h.IsControl() {
 		return Marker{}, fmt.Errorf("%w: not a control batch", ErrInvalidRecord)
 	}
-	recs, err := Records(b[:size])
+	recs, err := Records(b[:size], controlLimit)
 	if err != nil {
 		return Marker{}, err
 	}
@@ -112,7 +116,7 @@ func WithDeleteHorizon(b Batch, ms int64) (Batch, error) {
 	if !h.IsControl() || h.Codec() != None {
 		return nil, fmt.Errorf("%w: delete horizon on a batch that is not an uncompressed control batch", ErrInvalidRecord)
 	}
-	recs, err := Records(b)
+	recs, err := Records(b, controlLimit)
 	if err != nil {
 		return nil, err
 	}

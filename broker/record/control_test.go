@@ -79,7 +79,7 @@ func TestMarkerDeleteHorizon(t *testing.T) {
 	if h.BaseOffset != 77 || h.PartitionLeaderEpoch != 4 || h.ProducerID != 42 || h.ProducerEpoch != 3 || !h.IsControl() || !h.IsTransactional() || h.MaxTimestamp != 1000 {
 		t.Fatalf("header changed: %+v", h)
 	}
-	recs, err := Records(out)
+	recs, err := Records(out, controlLimit)
 	if err != nil || len(recs) != 1 || h.RecordTimestamp(recs[0]) != 1000 {
 		t.Fatalf("records %+v, %v: want one at timestamp 1000", recs, err)
 	}

@@ -90,7 +90,7 @@ func TestValidateAcceptsEveryCodec(t *testing.T) {
 			if len(got) != 1 || !bytes.Equal(got[0], b) {
 				t.Fatalf("got %d batches", len(got))
 			}
-			dec, err := Records(got[0])
+			dec, err := Records(got[0], MaxDecompressedBytes)
 			if err != nil {
 				t.Fatalf("Records: %v", err)
 			}
@@ -354,7 +354,7 @@ func checkValidate(t *testing.T, in []byte) {
 	total := 0
 	for _, b := range batches {
 		total += len(b)
-		if _, err := Records(b); err != nil {
+		if _, err := Records(b, MaxDecompressedBytes); err != nil {
 			t.Fatalf("Validate accepted a batch Records rejects: %v", err)
 		}
 	}

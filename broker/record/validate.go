@@ -12,15 +12,19 @@ import (
 // CRC-32C, LastOffsetDelta == NumRecords-1, NumRecords > 0, a known codec,
 // no control batch, and every record (decompressing as needed) with offset
 // deltas 0..n-1 and consistent lengths. A batch larger than maxBatchBytes,
-// or whose records decompress to more than DecompressionRatio times
-// maxBatchBytes, fails with ErrTooLarge (maxBatchBytes <= 0 means no
-// limit).
+// or whose records decompress to more than DecompressLimit(maxBatchBytes),
+// fails with ErrTooLarge. maxBatchBytes <= 0 (a topic config stored before
+// max.message.bytes had to be positive) counts as DefaultMaxMessageBytes,
+// never as "no limit".
 //
 // The returned batches alias records; the log stamps offsets into them in
 // place.
 func Validate(records []byte, maxBatchBytes int) ([]Batch, error) {
 	if len(records) == 0 {
 		return nil, fmt.Errorf("%w: empty record set", ErrInvalidRecord)
+	}
+	if maxBatchBytes <= 0 {
+		maxBatchBytes = DefaultMaxMessageBytes
 	}
 	var batches []Batch
 	for pos := 0; pos < len(records); {
@@ -29,10 +33,10 @@ func Validate(records []byte, maxBatchBytes int) ([]Batch, error) {
 			return nil, fmt.Errorf("batch %d at byte %d: %w", len(batches), pos, err)
 		}
 		b := Batch(records[pos : pos+size : pos+size])
-		if maxBatchBytes > 0 && size > maxBatchBytes {
+		if size > maxBatchBytes {
 			return nil, fmt.Errorf("batch %d at byte %d: %w: %d bytes, limit %d", len(batches), pos, ErrTooLarge, size, maxBatchBytes)
 		}
-		if err := validateBatch(b, decompressedLimit(maxBatchBytes)); err != nil {
+		if err := validateBatch(b, DecompressLimit(maxBatchBytes)); err != nil {
 			return nil, fmt.Errorf("batch %d at byte %d: %w", len(batches), pos, err)
 		}
 		batches = append(batches, b)
@@ -48,11 +52,26 @@ func Validate(records []byte, maxBatchBytes int) ([]Batch, error) {
 // most a few MiB before compressing.
 const DecompressionRatio = 32
 
-func decompressedLimit(maxBatchBytes int) int64 {
+// DefaultMaxMessageBytes is Kafka's default max.message.bytes.
+const DefaultMaxMessageBytes = 1048588
+
+// MaxDecompressedBytes caps the decompressed records of any one batch,
+// whatever max.message.bytes says: Produce accepts no batch beyond it, and
+// every path that decodes stored batches (ListOffsets by timestamp, the
+// max-timestamp lookup, the log cleaner, the tier) stops there with
+// ErrTooLarge. A batch stored before the cap (when max.message.bytes=0
+// meant no limit) is refused, not inflated.
+const MaxDecompressedBytes = 256 << 20
+
+// DecompressLimit is the decompression budget of one batch of a topic
+// whose max.message.bytes is maxBatchBytes: DecompressionRatio times it,
+// at most MaxDecompressedBytes; maxBatchBytes <= 0 counts as
+// DefaultMaxMessageBytes.
+func DecompressLimit(maxBatchBytes int) int64 {
 	if maxBatchBytes <= 0 {
-		return math.MaxInt64
+		maxBatchBytes = DefaultMaxMessageBytes
 	}
-	return int64(maxBatchBytes) * DecompressionRatio
+	return min(int64(maxBatchBytes)*DecompressionRatio, MaxDecompressedBytes)
 }
 
 // validateBatch checks a framed, CRC-checked batch's header and records.
@@ -73,16 +92,17 @@ func validateBatch(b Batch, limit int64) error {
 	if h.IsControl() {
 		return fmt.Errorf("%w: clients may not write control batches", ErrInvalidRecord)
 	}
-	return walkRecords(b, h, limit, nil, true)
+	return walkRecords(b, h, limit, nil, false, true)
 }
 
 // walkRecords walks the records of b and checks their framing. With visit
-// non-nil it decodes each record (copying key, value and headers) and hands
-// it over. Decompressing more than limit bytes fails with ErrTooLarge.
-// strict requires offset deltas 0..n-1 (what producers send); otherwise
-// they only have to increase and stay within LastOffsetDelta, as in
-// batches the log cleaner rewrote (offsets are kept, records dropped).
-func walkRecords(b Batch, h Header, limit int64, visit func(Record) error, strict bool) error {
+// non-nil it decodes each record and hands it over, copying key, value
+// and headers when keep is set (their lengths only otherwise).
+// Decompressing more than limit bytes fails with ErrTooLarge. strict
+// requires offset deltas 0..n-1 (what producers send); otherwise they only
+// have to increase and stay within LastOffsetDelta, as in batches the log
+// cleaner rewrote (offsets are kept, records dropped).
+func walkRecords(b Batch, h Header, limit int64, visit func(*Record) error, keep, strict bool) error {
 	src, done, err := openPayload(h.Codec(), b[BatchHeaderSize:], limit)
 	if err != nil {
 		return err
@@ -91,12 +111,12 @@ func walkRecords(b Batch, h Header, limit int64, visit func(Record) error, stric
 	w := walker{r: src, loose: !strict, prevDelta: -1, lastDelta: int64(h.LastOffsetDelta)}
 	w.sl, _ = src.(*sliceReader)
 	for i := int32(0); i < h.NumRecords; i++ {
-		rec, err := w.record(i, visit != nil)
+		rec, err := w.record(i, visit != nil && keep)
 		if err != nil {
 			return fmt.Errorf("record %d: %w", i, classify(err))
 		}
 		if visit != nil {
-			if err := visit(rec); err != nil {
+			if err := visit(&rec); err != nil {
 				return err
 			}
 		}
@@ -127,9 +147,11 @@ type Record struct {
 	Attributes     int8
 	TimestampDelta int64
 	OffsetDelta    int32
-	Key            []byte // nil for a null key
-	Value          []byte // nil for a null value
+	Key            []byte // nil for a null key (and always from Walk)
+	Value          []byte // nil for a null value (and always from Walk)
 	Headers        []RecordHeader
+	// KeyLen and ValueLen are the lengths of key and value, -1 for null.
+	KeyLen, ValueLen int32
 }
 
 // RecordHeader is a record header.
@@ -138,26 +160,43 @@ type RecordHeader struct {
 	Value []byte
 }
 
-// Records decodes every record of a batch, decompressing it. It validates
-// the batch frame and records as Validate does (without the control batch
-// rule, and accepting the offset gaps of compacted batches: deltas need
-// only increase), so it is safe on untrusted bytes.
-func Records(b Batch) ([]Record, error) {
+// Records decodes every record of a batch, decompressing it, with at most
+// limit decompressed bytes (ErrTooLarge past them; DecompressLimit of the
+// topic's max.message.bytes, or MaxDecompressedBytes for batches read back
+// from a log). It copies every key, value and header: callers that need
+// offsets, timestamps or whether a key is null use Walk, which keeps
+// nothing. It validates the batch frame and records as Validate does
+// (without the control batch rule, and accepting the offset gaps of
+// compacted batches: deltas need only increase), so it is safe on
+// untrusted bytes.
+func Records(b Batch, limit int64) ([]Record, error) {
+	var recs []Record
+	err := decode(b, limit, func(r *Record) error { recs = append(recs, *r); return nil }, true)
+	return recs, err
+}
+
+// Walk decodes the records of a batch as Records does, but hands each one
+// to visit without its key, value and headers (KeyLen and ValueLen say
+// what they were): a walk takes the decoder's memory, not the batch's
+// decompressed size. visit's error stops the walk and is returned.
+func Walk(b Batch, limit int64, visit func(*Record) error) error {
+	return decode(b, limit, visit, false)
+}
+
+func decode(b Batch, limit int64, visit func(*Record) error, keep bool) error {
 	size, err := CheckFrame(b)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	b = b[:size]
 	h := b.Header()
 	if h.Codec() > Zstd {
-		return nil, fmt.Errorf("%w: %v", ErrUnsupportedCodec, h.Codec())
+		return fmt.Errorf("%w: %v", ErrUnsupportedCodec, h.Codec())
 	}
 	if h.NumRecords < 0 || int64(h.NumRecords) > int64(len(b)) {
-		return nil, fmt.Errorf("%w: batch claims %d records", ErrInvalidRecord, h.NumRecords)
+		return fmt.Errorf("%w: batch claims %d records", ErrInvalidRecord, h.NumRecords)
 	}
-	var recs []Record
-	err = walkRecords(b, h, math.MaxInt64, func(r Record) error { recs = append(recs, r); return nil }, false)
-	return recs, err
+	return walkRecords(b, h, limit, visit, keep, false)
 }
 
 // byteSource is what the record walker reads from: a bufio.Reader over a
@@ -225,22 +264,22 @@ func (w *walker) readVarint() (int64, error) {
 	return 0, fmt.Errorf("%w: varint overflows 64 bits", ErrInvalidRecord)
 }
 
-// bytes reads or skips a length-prefixed field. A length of -1 is null
-// when nullable.
-func (w *walker) bytes(what string, nullable, keep bool) ([]byte, error) {
+// bytes reads or skips a length-prefixed field and returns it (when keep)
+// and its length. A length of -1 is null when nullable.
+func (w *walker) bytes(what string, nullable, keep bool) ([]byte, int32, error) {
 	lo := int64(0)
 	if nullable {
 		lo = -1
 	}
 	n, err := w.readVarint()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if n < lo || n > math.MaxInt32 {
-		return nil, fmt.Errorf("%w: %s length %d out of range [%d, %d]", ErrInvalidRecord, what, n, lo, math.MaxInt32)
+		return nil, 0, fmt.Errorf("%w: %s length %d out of range [%d, %d]", ErrInvalidRecord, what, n, lo, math.MaxInt32)
 	}
 	if n < 0 {
-		return nil, nil
+		return nil, -1, nil
 	}
 	if keep {
 		buf := make([]byte, 0, min(n, 1<<20))
@@ -250,14 +289,14 @@ func (w *walker) bytes(what string, nullable, keep bool) ([]byte, error) {
 			k, err := io.ReadFull(w.r, buf[len(buf)-int(chunk):])
 			w.n += int64(k)
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 		}
-		return buf, nil
+		return buf, int32(n), nil
 	}
 	k, err := w.r.Discard(int(n))
 	w.n += int64(k)
-	return nil, err
+	return nil, int32(n), err
 }
 
 // record reads record number i. Its offset delta must be i and its fields
@@ -290,10 +329,10 @@ func (w *walker) record(i int32, keep bool) (Record, error) {
 		return rec, fmt.Errorf("%w: offset delta %d, expected %d", ErrInvalidRecord, od, i)
 	}
 	rec.OffsetDelta = int32(od)
-	if rec.Key, err = w.bytes("key", true, keep); err != nil {
+	if rec.Key, rec.KeyLen, err = w.bytes("key", true, keep); err != nil {
 		return rec, err
 	}
-	if rec.Value, err = w.bytes("value", true, keep); err != nil {
+	if rec.Value, rec.ValueLen, err = w.bytes("value", true, keep); err != nil {
 		return rec, err
 	}
 	nh, err := w.varint("header count", 0, math.MaxInt32)
@@ -304,11 +343,11 @@ func (w *walker) record(i int32, keep bool) (Record, error) {
 		if w.n-start > length {
 			break // reported below; stops a huge count from looping
 		}
-		k, err := w.bytes("header key", false, keep)
+		k, _, err := w.bytes("header key", false, keep)
 		if err != nil {
 			return rec, err
 		}
-		v, err := w.bytes("header value", true, keep)
+		v, _, err := w.bytes("header value", true, keep)
 		if err != nil {
 			return rec, err
 		}

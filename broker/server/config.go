@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"sigs.k8s.io/yaml"
 
@@ -75,21 +79,171 @@ func parseYAMLConfig(raw []byte) (map[string]string, error) {
 	return out, nil
 }
 
+// parseProperties reads a Java properties file: one key=value or
+// key: value per line (spaces and tabs around the separator and at the
+// start of a line are layout), # and ! comments, a backslash at the end of
+// a line continues it, and the escapes \t \n \r \f \uXXXX and \<c> (c
+// itself) as java.util.Properties decodes them, so a file the operator
+// escaped reads back exactly. A key must be a run of printable characters
+// without whitespace or backslash (CheckConfigKey): the parser does not
+// trim a form feed, a vertical tab or a no-break space off a key, which
+// would turn "node.id\f", a key the operator passes through as unknown,
+// into node.id.
 func parseProperties(raw []byte) (map[string]string, error) {
 	out := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(nil, 1<<20)
 	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+		first := n
+		line := strings.TrimLeft(sc.Text(), " \t")
 		if line == "" || line[0] == '#' || line[0] == '!' {
 			continue
 		}
-		i := strings.IndexAny(line, "=:")
-		if i <= 0 {
-			return nil, fmt.Errorf("config line %d: want key=value, got %q", n, line)
+		for continues(line) && sc.Scan() {
+			n++
+			line = line[:len(line)-1] + strings.TrimLeft(sc.Text(), " \t")
 		}
-		out[strings.TrimSpace(line[:i])] = strings.TrimSpace(line[i+1:])
+		rawKey, rawValue, ok := splitProperty(line)
+		if !ok || rawKey == "" {
+			return nil, fmt.Errorf("config line %d: want key=value, got %q", first, line)
+		}
+		key, err := unescapeProperty(rawKey)
+		if err != nil {
+			return nil, fmt.Errorf("config line %d: key %q: %w", first, rawKey, err)
+		}
+		if err := CheckConfigKey(key); err != nil {
+			return nil, fmt.Errorf("config line %d: %w", first, err)
+		}
+		value, err := unescapeProperty(trimValue(rawValue))
+		if err != nil {
+			return nil, fmt.Errorf("config line %d: value of %s: %w", first, key, err)
+		}
+		out[key] = value
 	}
 	return out, sc.Err()
+}
+
+// trimValue drops the spaces and tabs that end a value, except one a
+// backslash escapes.
+func trimValue(v string) string {
+	t := strings.TrimRight(v, " \t")
+	if len(t) < len(v) && continues(t) {
+		return v[:len(t)+1]
+	}
+	return t
+}
+
+// continues reports whether a line ends in an odd number of backslashes,
+// a line continuation.
+func continues(line string) bool {
+	n := len(line) - len(strings.TrimRight(line, "\\"))
+	return n%2 == 1
+}
+
+// splitProperty splits a line at its first unescaped '=' or ':', trimming
+// spaces and tabs around the separator.
+func splitProperty(line string) (key, value string, ok bool) {
+	for i := 0; i < len(line); i++ {
+		switch line[i] {
+		case '\\':
+			i++ // the escaped character is part of the key
+		case '=', ':':
+			return strings.TrimRight(line[:i], " \t"), strings.TrimLeft(line[i+1:], " \t"), true
+		}
+	}
+	return "", "", false
+}
+
+// unescapeProperty decodes the escapes of java.util.Properties.
+func unescapeProperty(s string) (string, error) {
+	if !strings.Contains(s, "\\") {
+		return s, nil
+	}
+	var sb strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' {
+			sb.WriteByte(c)
+			continue
+		}
+		i++
+		if i == len(s) {
+			return "", fmt.Errorf("a backslash ends it")
+		}
+		switch s[i] {
+		case 't':
+			sb.WriteByte('\t')
+		case 'n':
+			sb.WriteByte('\n')
+		case 'r':
+			sb.WriteByte('\r')
+		case 'f':
+			sb.WriteByte('\f')
+		case 'u':
+			r, size, err := unescapeUnicode(s[i+1:])
+			if err != nil {
+				return "", err
+			}
+			sb.WriteRune(r)
+			i += size
+		default:
+			sb.WriteByte(s[i])
+		}
+	}
+	return sb.String(), nil
+}
+
+// unescapeUnicode decodes the XXXX of \uXXXX, and a low surrogate's
+// \uXXXX after a high surrogate. It returns the rune and the bytes used.
+func unescapeUnicode(s string) (rune, int, error) {
+	hex4 := func(s string) (rune, error) {
+		if len(s) < 4 {
+			return 0, fmt.Errorf("\\u needs 4 hex digits")
+		}
+		v, err := strconv.ParseUint(s[:4], 16, 16)
+		if err != nil {
+			return 0, fmt.Errorf("\\u%s: not 4 hex digits", s[:4])
+		}
+		return rune(v), nil
+	}
+	r, err := hex4(s)
+	if err != nil {
+		return 0, 0, err
+	}
+	if utf16.IsSurrogate(r) && r < 0xdc00 && len(s) >= 10 && s[4:6] == "\\u" {
+		if lo, err := hex4(s[6:]); err == nil {
+			if c := utf16.DecodeRune(r, lo); c != unicode.ReplacementChar {
+				return c, 10, nil
+			}
+		}
+	}
+	if utf16.IsSurrogate(r) {
+		return 0, 0, fmt.Errorf("\\u%s: a lone surrogate", s[:4])
+	}
+	return r, 4, nil
+}
+
+// ErrConfigKey marks a configuration key the broker refuses.
+var ErrConfigKey = errors.New("invalid config key")
+
+// CheckConfigKey refuses a key with whitespace, control or other
+// non-printable characters, a backslash, or invalid UTF-8. No key the
+// broker reads has one; a parser that trimmed them off (as this one did)
+// let a key the operator passes through as unknown ("node.id\f") set one
+// it owns (node.id).
+func CheckConfigKey(k string) error {
+	if k == "" {
+		return fmt.Errorf("%w: empty", ErrConfigKey)
+	}
+	if !utf8.ValidString(k) {
+		return fmt.Errorf("%w %q: not UTF-8", ErrConfigKey, k)
+	}
+	for _, r := range k {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) || r == '\\' {
+			return fmt.Errorf("%w %q: it contains %U (keys have no whitespace, control characters or backslashes)", ErrConfigKey, k, r)
+		}
+	}
+	return nil
 }
 
 // keys read by ApplySettings besides the topic defaults.
@@ -145,6 +299,9 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 	sort.Strings(keys)
 	for _, k := range keys {
 		v := kv[k]
+		if err := CheckConfigKey(k); err != nil {
+			return nil, err
+		}
 		bad := func(err error) error { return fmt.Errorf("config %s=%q: %w", k, v, err) }
 		if known, err := cfg.Group.Set(k, v); known {
 			if err != nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -256,4 +257,108 @@ func TestApplySettingsUploadHedge(t *testing.T) {
 			t.Errorf("wal.upload.hedge.ms=%s: error %v, want one naming the key", v, err)
 		}
 	}
+}
+
+// TestReadConfigFileRefusesHiddenKeys: a key with a form feed, a vertical
+// tab, a no-break space or any other whitespace or control character is
+// refused, not trimmed into the key it spells. The operator let
+// "node.id\f" through spec.config as a key it did not own, and this parser
+// read it as node.id (issue 26: node.id 4242, the authorizer off,
+// User:mallory a super user, pprof on).
+func TestReadConfigFileRefusesHiddenKeys(t *testing.T) {
+	for _, line := range []string{
+		"node.id\f=4242",
+		"authorizer.class.name\f=",
+		"super.users\u00a0=User:mallory",
+		"metrics.pprof.enable\f=true",
+		"\fnode.id=4242",
+		"node.id\v=4242",
+		"node.id\u2028=4242",
+		"node.id\u200b=4242",
+		"node.id\x00=4242",
+		"node.id\u000c:4242",
+		`node.id\u000c=4242`, // the operator's escape of the first line
+		`super.users\u00a0=User:mallory`,
+		`node.id\f=4242`,
+		`node\ id=4242`,
+		`node.id\\=4242`,
+		"node.id\xff=4242",
+	} {
+		path := filepath.Join(t.TempDir(), "broker.properties")
+		if err := os.WriteFile(path, []byte("broker.rack=zone-a\n"+line+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		kv, err := ReadConfigFile(path)
+		if !errors.Is(err, ErrConfigKey) {
+			t.Errorf("%q: read %v, err %v; want %v", line, kv, err, ErrConfigKey)
+		}
+	}
+	// ApplySettings refuses them too (YAML files, --set).
+	cfg := DefaultConfig()
+	if _, err := ApplySettings(&cfg, map[string]string{"node.id\f": "4242"}); !errors.Is(err, ErrConfigKey) {
+		t.Errorf("ApplySettings(node.id\\f): err %v, want %v (node.id %d)", err, ErrConfigKey, cfg.Broker.NodeID)
+	}
+}
+
+// TestReadConfigFileEscapes: the escapes and layout of java.util.Properties
+// read back what was written.
+func TestReadConfigFileEscapes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "broker.properties")
+	if err := os.WriteFile(path, []byte(strings.Join([]string{
+		`  indented.key   =   spaced value  `,
+		`colon.key: v`,
+		`escaped\=key=v\\w`,
+		`unicode.value=a\u00a0b\u000c\ud83d\ude00\n`,
+		`continued=one,\`,
+		`    two`,
+		`trailing.space=x\ `,
+		`empty=`,
+		`equals=a=b:c`,
+		"",
+	}, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadConfigFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"indented.key":   "spaced value",
+		"colon.key":      "v",
+		"escaped=key":    `v\w`,
+		"unicode.value":  "a\u00a0b\f\U0001F600\n",
+		"continued":      "one,two",
+		"trailing.space": "x ",
+		"empty":          "",
+		"equals":         "a=b:c",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("read %q\nwant %q", got, want)
+	}
+}
+
+// FuzzParseProperties: the properties parser never panics and never
+// returns a key CheckConfigKey refuses, whatever the file holds.
+func FuzzParseProperties(f *testing.F) {
+	for _, s := range []string{
+		"broker.id=3\nlog.dirs = /data\n",
+		"node.id\f=4242\n",
+		`super.users\u00a0=User:mallory`,
+		"a=b\\\n  c\n",
+		`k\=x=v\ `,
+		"# c\n! c\n\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		kv, err := parseProperties(raw)
+		if err != nil {
+			return
+		}
+		for k := range kv {
+			if err := CheckConfigKey(k); err != nil {
+				t.Fatalf("parsed a refused key: %v", err)
+			}
+		}
+	})
 }

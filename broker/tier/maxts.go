@@ -76,15 +76,15 @@ func (p *Partition) segmentMax(ctx context.Context, m Manifest, s Segment, below
 				}
 				continue
 			}
-			recs, err := record.Records(record.Batch(batch))
-			if err != nil {
-				return -1, -1, false, err
-			}
-			for _, r := range recs {
+			err = record.Walk(record.Batch(batch), record.MaxDecompressedBytes, func(r *record.Record) error {
 				o, t := h.BaseOffset+int64(r.OffsetDelta), h.BaseTimestamp+r.TimestampDelta
 				if o >= m.StartOffset && o < end && t > timestamp {
 					offset, timestamp, ok = o, t, true
 				}
+				return nil
+			})
+			if err != nil {
+				return -1, -1, false, err
 			}
 		}
 	}

@@ -858,6 +858,9 @@ func (p *Partition) bytes(ctx context.Context, s Segment, pos, n int64) ([]byte,
 	return out, nil
 }
 
+// errFound stops a record.Walk at the record looked for.
+var errFound = errors.New("found")
+
 // OffsetForTimestamp returns the first offset in the tier whose record
 // timestamp is at or after ts, and that timestamp; ok is false when no
 // record in the tier is that recent.
@@ -890,15 +893,19 @@ func (p *Partition) OffsetForTimestamp(ctx context.Context, ts int64) (offset, t
 				if h.TimestampType() == record.TimestampLogAppendTime {
 					return max(h.BaseOffset, m.StartOffset), h.MaxTimestamp, true, nil
 				}
-				recs, err := record.Records(record.Batch(data[:h.Size()]))
+				var off, t int64
+				err := record.Walk(record.Batch(data[:h.Size()]), record.MaxDecompressedBytes, func(r *record.Record) error {
+					off, t = h.BaseOffset+int64(r.OffsetDelta), h.BaseTimestamp+r.TimestampDelta
+					if t >= ts && off >= m.StartOffset {
+						return errFound
+					}
+					return nil
+				})
+				if err == errFound {
+					return off, t, true, nil
+				}
 				if err != nil {
 					return 0, 0, false, err
-				}
-				for _, r := range recs {
-					off, t := h.BaseOffset+int64(r.OffsetDelta), h.BaseTimestamp+r.TimestampDelta
-					if t >= ts && off >= m.StartOffset {
-						return off, t, true, nil
-					}
 				}
 			}
 			from = h.LastOffset() + 1

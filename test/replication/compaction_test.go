@@ -37,7 +37,7 @@ func logRecords(t *testing.T, l *log.Log) (n int, latest map[string]keptRecord) 
 			t.Fatal(err)
 		}
 		for _, b := range batches {
-			recs, err := record.Records(b)
+			recs, err := record.Records(b, record.MaxDecompressedBytes)
 			if err != nil {
 				t.Fatalf("batch %d: %v", b.BaseOffset(), err)
 			}
