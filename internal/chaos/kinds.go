@@ -2,8 +2,11 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -180,18 +183,29 @@ func init() {
 				t, p := g.partition()
 				f.Target = fmt.Sprintf("leader-zone:%s/%d", t, p)
 			},
-			resolve: func(ctx context.Context, n *nemesis, f *Fault) error {
-				b, err := n.resolveBroker(ctx, strings.Replace(f.Target, "leader-zone:", "leader:", 1))
-				if err != nil {
-					return err
-				}
-				f.Target = "zone:" + b.zone
-				return nil
-			},
+			resolve:   resolveLeaderZone,
 			resources: zoneResource("bucket:"),
 			apply: func(ctx context.Context, n *nemesis, f Fault, _ *broker) (func(context.Context) error, string, error) {
-				key, err := n.tamper(ctx, strings.TrimPrefix(f.Target, "zone:"), f.Kind == KindDelete)
-				return nil, key, err
+				zone := strings.TrimPrefix(f.Target, "zone:")
+				for {
+					// Each round waits tamperWait, the last one what is
+					// left of the schedule (at least tamperMinWait).
+					wait := max(min(tamperWait, time.Until(n.end)), tamperMinWait)
+					key, err := n.tamper(ctx, zone, f.Kind == KindDelete, wait)
+					if !errors.Is(err, errNoDownload) || time.Until(n.end) < tamperMinWait || ctx.Err() != nil {
+						return nil, key, err
+					}
+					// No follower read the zone's bucket: its leaders moved
+					// away (a kill, an election) or its followers replicate
+					// inline for now (a bucket back-off after another
+					// fault). The fault stays armed until the schedule's
+					// end, aimed again at the zone that leads the most
+					// partitions among those whose bucket no other fault
+					// holds.
+					if next, ok := n.busiestLeaderZone(ctx, zone); ok {
+						zone = next
+					}
+				}
 			}})
 	}
 	registerKind(kindSpec{name: KindReassign,
@@ -253,6 +267,61 @@ func init() {
 			}
 			return nil, fmt.Sprintf("%d partitions moved to their preferred leader%s", moved, attempts(tries)), nil
 		}})
+}
+
+// resolveLeaderZone aims an object fault ("leader-zone:<topic>/<partition>")
+// at the bucket of the zone where the partition's leader is now, or, when
+// that zone leads fewer partitions than another whose bucket no fault
+// holds, at that busier zone: more leaders, more uploads for followers to
+// download.
+func resolveLeaderZone(ctx context.Context, n *nemesis, f *Fault) error {
+	b, err := n.resolveBroker(ctx, strings.Replace(f.Target, "leader-zone:", "leader:", 1))
+	if err != nil {
+		return err
+	}
+	zone := b.zone
+	if busiest, ok := n.busiestLeaderZone(ctx, zone); ok {
+		zone = busiest
+	}
+	f.Target = "zone:" + zone
+	return nil
+}
+
+// busiestLeaderZone is the zone whose brokers lead the most partitions
+// now, among own and the zones whose bucket no fault holds (own wins a
+// tie).
+func (n *nemesis) busiestLeaderZone(ctx context.Context, own string) (string, bool) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	topics := map[string]bool{}
+	for _, tp := range n.c.tps {
+		topics[tp.Topic] = true
+	}
+	td, err := n.c.adm.ListTopics(rctx, slices.Collect(maps.Keys(topics))...)
+	if err != nil {
+		return "", false
+	}
+	zoneOf := map[int32]string{}
+	for _, b := range n.c.brokers {
+		zoneOf[b.id] = b.zone
+	}
+	leads := map[string]int{}
+	for _, t := range td {
+		for _, p := range t.Partitions {
+			if z, ok := zoneOf[p.Leader]; ok {
+				leads[z]++
+			}
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	best, most := own, leads[own]
+	for z, c := range leads {
+		if !n.held["bucket:"+z] && (c > most || c == most && best != own && z < best) {
+			best, most = z, c
+		}
+	}
+	return best, most > 0
 }
 
 // retryAdmin runs an admin request as an operator's tool would: attempts

@@ -31,6 +31,9 @@ type nemesis struct {
 	log     io.Writer
 	verbose bool
 	start   time.Time
+	// end is when the schedule's faults must have ended (the run's
+	// length less its cooldown): an object fault stays armed until then.
+	end time.Time
 	// maxDown is the replication factor less one.
 	maxDown int
 	hist    *historyWriter
@@ -334,6 +337,10 @@ func targetPartition(target string) (TP, error) {
 // download from the zone's bucket.
 const tamperWait = 10 * time.Second
 
+// tamperMinWait is the shortest last round of an object fault that aims
+// again (kinds.go).
+const tamperMinWait = 2 * time.Second
+
 // tamper corrupts or deletes a WAL object of zone's bucket that a follower
 // has not read yet: it arms the bucket's proxy, whose next WAL GET (a
 // follower downloading an object from this zone's leader) first damages
@@ -342,7 +349,7 @@ const tamperWait = 10 * time.Second
 // for (the whole object without a Range), so the follower reads it. The
 // proxy counts the damaged objects' GETs and their answers
 // (Result.ObjectFaults).
-func (n *nemesis) tamper(ctx context.Context, zone string, del bool) (string, error) {
+func (n *nemesis) tamper(ctx context.Context, zone string, del bool, wait time.Duration) (string, error) {
 	px := n.c.s3Px[zone]
 	if px == nil {
 		return "", fmt.Errorf("no bucket proxy for zone %q", zone)
@@ -375,7 +382,7 @@ func (n *nemesis) tamper(ctx context.Context, zone string, del bool) (string, er
 		data[(lo+hi)/2] ^= 0xff
 		return st.Put(rctx, key, data)
 	})
-	t := time.NewTimer(tamperWait)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case r := <-fired:
@@ -399,8 +406,11 @@ func (n *nemesis) tamper(ctx context.Context, zone string, del bool) (string, er
 		return "damaged " + st.Bucket() + "/" + r.key + " as a follower downloaded it", nil
 	default:
 	}
-	return "", fmt.Errorf("no follower downloaded from bucket %s within %v", st.Bucket(), tamperWait)
+	return "", fmt.Errorf("%w from bucket %s within %v", errNoDownload, st.Bucket(), wait)
 }
+
+// errNoDownload: an armed object fault saw no follower download.
+var errNoDownload = errors.New("no follower downloaded")
 
 // rangeOf parses "bytes=a-b" (the downloader's ranged GETs) into [a, b]
 // within size; anything else is the whole object.

@@ -283,6 +283,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	n := newNemesis(c, res, o.Log, o.Verbose, topo.Replicas-1)
 	n.hist = hist
+	n.end = start.Add(o.Duration - defaultCooldown)
 	nemErr := n.run(ctx, start, schedule)
 	if rest := time.Until(start.Add(o.Duration)); rest > 0 && nemErr == nil {
 		wait(ctx, rest) // the workload's remaining time

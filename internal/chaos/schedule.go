@@ -99,6 +99,10 @@ type Topology struct {
 	Replicas int
 }
 
+// defaultCooldown is the quiet time at the end of a run: no fault is
+// active in it (faults end before it, object faults stop waiting).
+const defaultCooldown = 5 * time.Second
+
 // ScheduleOptions shape the schedule.
 type ScheduleOptions struct {
 	// Duration is the workload's length; faults end at least Cooldown
@@ -125,7 +129,7 @@ func NewSchedule(seed int64, topo Topology, o ScheduleOptions) []Fault {
 		o.Warmup = 5 * time.Second
 	}
 	if o.Cooldown <= 0 {
-		o.Cooldown = 5 * time.Second
+		o.Cooldown = defaultCooldown
 	}
 	kinds := o.Kinds
 	if len(kinds) == 0 {
