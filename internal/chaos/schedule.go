@@ -192,11 +192,11 @@ func NewSchedule(seed int64, topo Topology, o ScheduleOptions) []Fault {
 	return out
 }
 
-// ParseKinds checks a comma-separated list of kinds; empty means all (nil),
-// "none" no fault at all (an empty, non-nil list).
+// ParseKinds checks a comma-separated list of kinds; empty or "all" means
+// all (nil), "none" no fault at all (an empty, non-nil list).
 func ParseKinds(s string) ([]string, error) {
 	switch strings.TrimSpace(s) {
-	case "":
+	case "", "all":
 		return nil, nil
 	case "none":
 		return []string{}, nil

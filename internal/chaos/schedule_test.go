@@ -186,6 +186,9 @@ func TestParseKinds(t *testing.T) {
 	if k, err := ParseKinds(""); err != nil || k != nil {
 		t.Fatalf("empty: %v, %v", k, err)
 	}
+	if k, err := ParseKinds("all"); err != nil || k != nil {
+		t.Fatalf("all: %v, %v", k, err)
+	}
 	if k, err := ParseKinds("none"); err != nil || k == nil || len(k) != 0 {
 		t.Fatalf("none: %#v, %v; want an empty, non-nil list", k, err)
 	}
