@@ -158,7 +158,7 @@ lines; "strata chaos check FILE" judges such a file again.`,
 	fl.Int32Var(&o.Partitions, "partitions", 3, "partitions per topic (replication factor 3, min.insync.replicas 2)")
 	fl.IntVar(&o.Producers, "producers", 3, "idempotent acks=all producers")
 	fl.IntVar(&o.Rate, "rate", 300, "records per second over all producers")
-	fl.StringVar(&faults, "faults", "", "comma-separated fault kinds to use, or none (default all: "+strings.Join(chaos.AllKinds, ",")+")")
+	fl.StringVar(&faults, "faults", "", "comma-separated fault kinds to use, all, or none (default all: "+strings.Join(chaos.AllKinds, ",")+")")
 	fl.IntVar(&o.MinAcked, "min-acked", 0, "fewest acknowledged records for the run to pass (0: a tenth of --rate over --duration less 10s)")
 	fl.DurationVar(&o.LivenessBound, "liveness-bound", time.Minute, "how long the healed cluster has to take a record on every partition and serve it back")
 	fl.StringVar(&o.History, "history", "", "write every operation (produces, reads, faults, final logs) with its time to this file as JSON lines; `strata chaos check FILE` judges it again")
