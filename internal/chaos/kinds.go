@@ -287,34 +287,38 @@ func resolveLeaderZone(ctx context.Context, n *nemesis, f *Fault) error {
 	return nil
 }
 
-// busiestLeaderZone is the zone whose brokers lead the most partitions
+// busiestLeaderZone is the zone whose brokers up lead the most partitions
 // now, among own and the zones whose bucket no fault holds (own wins a
 // tie).
 func (n *nemesis) busiestLeaderZone(ctx context.Context, own string) (string, bool) {
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
 	topics := map[string]bool{}
 	for _, tp := range n.c.tps {
 		topics[tp.Topic] = true
 	}
-	td, err := n.c.adm.ListTopics(rctx, slices.Collect(maps.Keys(topics))...)
-	if err != nil {
+	var td kadm.TopicDetails
+	if _, err := retryAdmin(ctx, func(rctx context.Context) error {
+		var err error
+		td, err = n.c.adm.ListTopics(rctx, slices.Collect(maps.Keys(topics))...)
+		return err
+	}); err != nil {
 		return "", false
 	}
 	zoneOf := map[int32]string{}
 	for _, b := range n.c.brokers {
 		zoneOf[b.id] = b.zone
 	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	// A broker a fault took down uploads nothing, whatever the
+	// metadata still says before its session expires.
 	leads := map[string]int{}
 	for _, t := range td {
 		for _, p := range t.Partitions {
-			if z, ok := zoneOf[p.Leader]; ok {
+			if z, ok := zoneOf[p.Leader]; ok && !n.down[p.Leader] {
 				leads[z]++
 			}
 		}
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	best, most := own, leads[own]
 	for z, c := range leads {
 		if !n.held["bucket:"+z] && (c > most || c == most && best != own && z < best) {

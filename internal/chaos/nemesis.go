@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/broker/objstore"
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // nemesis carries out a schedule against the cluster. Faults overlap: each
@@ -277,11 +278,16 @@ func (n *nemesis) resolveBroker(ctx context.Context, target string) (*broker, er
 		if err != nil {
 			return nil, err
 		}
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		td, err := n.c.adm.ListTopics(rctx, tp.Topic)
+		// Retried as an operator's tool would: the overlapping faults
+		// (a kill, a client partition) may cut the admin connection.
+		var td kadm.TopicDetails
+		tries, err := retryAdmin(ctx, func(rctx context.Context) error {
+			var err error
+			td, err = n.c.adm.ListTopics(rctx, tp.Topic)
+			return err
+		})
 		if err != nil {
-			return nil, fmt.Errorf("resolve %s: %w", target, err)
+			return nil, fmt.Errorf("resolve %s (%d attempts): %w", target, tries, err)
 		}
 		pd := td[tp.Topic].Partitions[tp.Partition]
 		id = pd.Leader
