@@ -49,8 +49,12 @@ func init() {
 			f.Target = g.processTarget()
 			f.Duration = g.between(2*time.Second, 6*time.Second)
 		},
-		apply: func(_ context.Context, n *nemesis, _ Fault, b *broker) (func(context.Context) error, string, error) {
-			if err := faultfs.SetFault(b.dir, faultfs.NoSpace); err != nil {
+		apply: func(ctx context.Context, n *nemesis, _ Fault, b *broker) (func(context.Context) error, string, error) {
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := faultfs.SetFaultAndWait(wctx, b.dir, faultfs.NoSpace)
+			cancel()
+			if err != nil && !b.exited() {
+				_ = faultfs.SetFault(b.dir, faultfs.None)
 				return nil, "", err
 			}
 			return func(ctx context.Context) error {

@@ -414,6 +414,7 @@ func TestHydratedReplicaTakesOver(t *testing.T) {
 		}, "hyd")
 		return err == nil && alterErr(res) == nil
 	})
+	waitTopicConfigs(t, cl, "hyd", []int32{2, 3}, map[string]string{"remote.storage.enable": on, "segment.bytes": seg, "local.retention.bytes": local})
 	view := func() *tier.Partition {
 		details, err := adm.ListTopics(ctx, "hyd")
 		if err != nil {

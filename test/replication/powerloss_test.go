@@ -148,7 +148,12 @@ func TestDiskFullFailStop(t *testing.T) {
 		}
 	}
 	produce(0, 20)
-	if err := faultfs.SetFault(lp.Dir(), faultfs.NoSpace); err != nil {
+	// Wait for the broker to put the fault in force: on a busy machine its
+	// next poll of the control file can come after the next writes.
+	fctx, fcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	err := faultfs.SetFaultAndWait(fctx, lp.Dir(), faultfs.NoSpace)
+	fcancel()
+	if err != nil {
 		t.Fatal(err)
 	}
 	produce(20, 25)

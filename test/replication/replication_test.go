@@ -321,3 +321,44 @@ func gauge(t *testing.T, b *brokertest.Broker, name string) float64 {
 	t.Fatalf("no metric %s", name)
 	return 0
 }
+
+// waitTopicConfigs waits until each of brokers reports want among the
+// topic's configs in DescribeConfigs sent to that broker itself. A config
+// change is written through one broker and reaches the others through
+// their metadata watch: records produced before a broker applied, say,
+// segment.bytes land in a segment sized by the old value.
+func waitTopicConfigs(t *testing.T, cl *kgo.Client, topic string, brokers []int32, want map[string]string) {
+	t.Helper()
+	applied := func(id int32) bool {
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		rr := kmsg.NewDescribeConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+		req.Resources = append(req.Resources, rr)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
+		if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 {
+			return false
+		}
+		got := map[string]string{}
+		for _, c := range resp.Resources[0].Configs {
+			if c.Value != nil {
+				got[c.Name] = *c.Value
+			}
+		}
+		for k, v := range want {
+			if got[k] != v {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, fmt.Sprintf("brokers %v to apply %v to %s", brokers, want, topic), 30*time.Second, func() bool {
+		for _, id := range brokers {
+			if !applied(id) {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -2,6 +2,7 @@ package faultfs
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -29,6 +30,7 @@ const (
 	StateDir    = ".faultfs"
 	journalName = "journal"
 	controlName = "fault"
+	appliedName = "fault.applied"
 	// pollInterval is how often a broker reads the fault control file.
 	pollInterval = 20 * time.Millisecond
 )
@@ -73,9 +75,10 @@ type FS struct {
 	st      *state
 	journal *os.File
 
-	mode atomic.Pointer[Mode]
-	stop chan struct{}
-	done chan struct{}
+	mode  atomic.Pointer[Mode]
+	acked bool // the mode in force is in the applied file (poll goroutine only)
+	stop  chan struct{}
+	done  chan struct{}
 }
 
 var _ log.FS = (*FS)(nil)
@@ -143,9 +146,53 @@ func (f *FS) pollFault() {
 			m = pm
 		}
 	}
-	if *f.mode.Load() != m {
+	if *f.mode.Load() != m || !f.acked {
 		f.mode.Store(&m)
+		// Tell WaitApplied the mode is in force: a test that sets a fault
+		// and then writes must not race the next poll.
+		f.acked = writeAtomic(appliedPath(f.root), []byte("mode="+string(m))) == nil
 	}
+}
+
+// WaitApplied waits until the running broker whose data directory is
+// dataDir has put mode in force (its layer acknowledges each mode it
+// reads from the control file), or ctx ends. SetFault alone returns
+// before the broker's next poll, and a busy machine can delay that poll
+// past the writes a test meant to fail.
+func WaitApplied(ctx context.Context, dataDir string, mode Mode) error {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return err
+	}
+	want := "mode=" + string(mode)
+	t := time.NewTicker(pollInterval / 4)
+	defer t.Stop()
+	for {
+		if b, err := os.ReadFile(appliedPath(abs)); err == nil && string(b) == want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("faultfs: the broker in %s did not put fault %q in force: %w", dataDir, mode, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// SetFaultAndWait is SetFault then WaitApplied: for a running broker.
+func SetFaultAndWait(ctx context.Context, dataDir string, mode Mode) error {
+	if err := SetFault(dataDir, mode); err != nil {
+		return err
+	}
+	return WaitApplied(ctx, dataDir, mode)
+}
+
+func writeAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // fault returns the injected error for op on name, nil without a fault.
@@ -501,6 +548,7 @@ func Drop(dataDir string) (Dropped, error) {
 
 func journalPath(root string) string { return filepath.Join(root, StateDir, journalName) }
 func controlPath(root string) string { return filepath.Join(root, StateDir, controlName) }
+func appliedPath(root string) string { return filepath.Join(root, StateDir, appliedName) }
 
 // Journal records, one a line: "<op> <quoted path> [<n> | <quoted path>]".
 type op string

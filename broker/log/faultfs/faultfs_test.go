@@ -1,6 +1,7 @@
 package faultfs
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"maps"
@@ -431,5 +432,40 @@ func waitMode(t *testing.T, f *FS, m Mode) {
 			t.Fatalf("the layer did not take mode %q", m)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestSetFaultAndWait: when SetFaultAndWait returns, the layer's very next
+// write fails; without a running layer to acknowledge the mode it gives up
+// when its context ends.
+func TestSetFaultAndWait(t *testing.T) {
+	root := t.TempDir()
+	f, err := New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	file, err := f.OpenFile(filepath.Join(root, "a"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, m := range []Mode{NoSpace, None, IOError, None} {
+		if err := SetFaultAndWait(ctx, root, m); err != nil {
+			t.Fatal(err)
+		}
+		_, werr := file.WriteAt([]byte("x"), 0)
+		if (werr != nil) != (m != None) {
+			t.Fatalf("write right after mode %q was acknowledged: %v", m, werr)
+		}
+	}
+
+	idle := t.TempDir()
+	short, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel2()
+	if err := SetFaultAndWait(short, idle, NoSpace); err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("SetFaultAndWait with no broker running: %v", err)
 	}
 }
