@@ -454,18 +454,23 @@ func (p *Partition) WaitHighWatermark(ctx context.Context, offset int64, epoch, 
 // wait starts after an earlier one of its connection (responses keep the
 // request order) is measured whole.
 //
-// It first makes the leader's own log durable up to offset (FlushTo; the
+// It also makes the leader's own log durable up to offset (FlushTo; the
 // followers report only durable offsets, see flushFetchPositions): an
 // acknowledged write is on the disk of every ISR member, so a machine
-// crash of any of them, the last one included, cannot take it.
+// crash of any of them, the last one included, cannot take it. The
+// leader's fsync runs beside the wait for the followers, not before it:
+// the answer waits for the slower of the two, not their sum.
 func (p *Partition) WaitHighWatermarkSince(ctx context.Context, offset int64, epoch, minISR int32, appended time.Time) error {
 	start := appended
-	if err := p.Log.FlushTo(offset); err != nil {
+	flushed := make(chan error, 1)
+	go func() { flushed <- p.Log.FlushTo(offset) }()
+	flushErr := func(err error) error {
 		if errors.Is(err, log.ErrClosed) {
 			return fmt.Errorf("%w: %s: log closed while waiting for replication", kerr.NotLeaderForPartition, p.TP)
 		}
 		return fmt.Errorf("%w: %s: cannot make the log durable: %v", kerr.KafkaStorageError, p.TP, err)
 	}
+	durable := false
 	for waited := false; ; waited = true {
 		p.mu.Lock()
 		role, cur, ch, isr, w := p.role, p.state.LeaderEpoch, p.notify, len(p.state.ISR), p.wal
@@ -476,6 +481,16 @@ func (p *Partition) WaitHighWatermarkSince(ctx context.Context, offset int64, ep
 		if p.hwm.Load() >= offset {
 			if int32(isr) < minISR {
 				return fmt.Errorf("%w: %s has %d in-sync replicas, min.insync.replicas is %d", kerr.NotEnoughReplicasAfterAppend, p.TP, isr, minISR)
+			}
+			if !durable {
+				select {
+				case err := <-flushed:
+					if err != nil {
+						return flushErr(err)
+					}
+				case <-ctx.Done():
+					return fmt.Errorf("%w: %s: the leader's fsync up to %d did not finish in time", kerr.RequestTimedOut, p.TP, offset)
+				}
 			}
 			if w != nil {
 				if waited {
@@ -490,6 +505,13 @@ func (p *Partition) WaitHighWatermarkSince(ctx context.Context, offset int64, ep
 		}
 		select {
 		case <-ch:
+		case err := <-flushed:
+			if err != nil {
+				return flushErr(err)
+			}
+			durable = true
+			// Nothing else to wait for here: the next pass waits on ch.
+			flushed = nil
 		case <-ctx.Done():
 			return fmt.Errorf("%w: %s: high watermark %d did not reach %d in time", kerr.RequestTimedOut, p.TP, p.hwm.Load(), offset)
 		}
