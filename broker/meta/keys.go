@@ -18,6 +18,7 @@ import (
 //	/strata/<cluster>/meta/controller/<lease>          election candidates (value: broker ID)
 //	/strata/<cluster>/meta/broker-configs/<id>         dynamic broker configs of one broker (JSON map)
 //	/strata/<cluster>/meta/broker-configs/default      cluster-wide dynamic broker config defaults
+//	/strata/<cluster>/meta/client-quotas/<hash>        one client quota entity and its values (ClientQuota JSON)
 //	/strata/<cluster>/offsets/...                      consumer group offsets
 //	/strata/<cluster>/groups/...                       consumer group membership
 //	/strata/<cluster>/txn-offsets/...                  pending transactional offset commits (broker/meta/offsets)
@@ -86,6 +87,7 @@ const (
 	kindController
 	kindClusterID
 	kindBrokerConfig
+	kindClientQuota
 )
 
 // parse classifies key and extracts its identifiers.
@@ -125,6 +127,9 @@ func (k keys) parse(key string) (kind keyKind, broker int32, topic string, tp To
 		return kindPartition, 0, "", TopicPartition{Topic: t, Partition: int32(n)}
 	case "controller":
 		return kindController, 0, "", tp
+	case "client-quotas":
+		// topic carries the record's name (a hash: the entity is in it).
+		return kindClientQuota, 0, name, tp
 	case "broker-configs":
 		// topic carries the resource name: "" (default) or a broker ID.
 		if name == defaultBrokerConfig {

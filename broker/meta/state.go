@@ -36,6 +36,8 @@ type ClusterState struct {
 	// BrokerConfigs are the dynamic broker configs by resource name: a
 	// broker ID ("3") or "" for the cluster-wide defaults.
 	BrokerConfigs map[string]map[string]string
+	// ClientQuotas are the client quotas by entity (QuotaEntity.Key).
+	ClientQuotas map[string]ClientQuota
 
 	// parts holds each topic's partitions (records left by an interrupted
 	// write, beyond the topic's partition count, are not shown).
@@ -167,6 +169,7 @@ type stateBuilder struct {
 	partitions  map[string]map[int32]partitionRecord
 	controllers map[string]candidate // election key → candidate
 	brokerCfgs  map[string]map[string]string
+	quotas      map[string]ClientQuota // by record name
 
 	published map[string]*topicPartitions // views shared with published snapshots
 	dirty     map[string]bool             // topics whose view must be rebuilt
@@ -191,6 +194,7 @@ func newStateBuilder(k keys) *stateBuilder {
 		partitions:  map[string]map[int32]partitionRecord{},
 		controllers: map[string]candidate{},
 		brokerCfgs:  map[string]map[string]string{},
+		quotas:      map[string]ClientQuota{},
 		published:   map[string]*topicPartitions{},
 		dirty:       map[string]bool{},
 	}
@@ -266,6 +270,14 @@ func (b *stateBuilder) apply(log logr.Logger, kv *mvccpb.KeyValue, deleted bool)
 			return
 		}
 		b.brokerCfgs[topic] = cfg
+	case kindClientQuota:
+		var q ClientQuota
+		if deleted || !decode(log, kv, &q) || len(q.Values) == 0 || len(q.Entity) == 0 {
+			delete(b.quotas, topic)
+			return
+		}
+		q.Entity = q.Entity.Canonical()
+		b.quotas[topic] = q
 	default:
 		log.V(1).Info("ignoring unknown metadata key", "key", key)
 	}
@@ -306,8 +318,12 @@ func (b *stateBuilder) snapshot() *ClusterState {
 		Brokers:       maps.Clone(b.brokers),
 		Topics:        maps.Clone(b.topics),
 		BrokerConfigs: maps.Clone(b.brokerCfgs),
+		ClientQuotas:  make(map[string]ClientQuota, len(b.quotas)),
 		topicRevs:     maps.Clone(b.topicRevs),
 		parts:         maps.Clone(b.published),
+	}
+	for _, q := range b.quotas {
+		s.ClientQuotas[q.Entity.Key()] = q
 	}
 	for _, v := range s.parts {
 		s.count += v.n

@@ -28,6 +28,7 @@ type Metrics struct {
 	connections prometheus.Gauge
 	refused     *prometheus.CounterVec
 	denied      *prometheus.CounterVec
+	quotas      quotaMetrics // quota.go
 }
 
 // New returns metrics registered on a new registry (with the Go and process

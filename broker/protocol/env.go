@@ -10,6 +10,7 @@ import (
 	"github.com/strata-dev/strata/broker"
 	"github.com/strata-dev/strata/broker/auth"
 	"github.com/strata-dev/strata/broker/group"
+	"github.com/strata-dev/strata/broker/quota"
 	"github.com/strata-dev/strata/broker/txn"
 )
 
@@ -61,6 +62,10 @@ type Env struct {
 
 	// Limits bound what one request may make the broker do (limits.go).
 	Limits Limits
+
+	// Quotas enforces client quotas (producer_byte_rate,
+	// consumer_byte_rate; quota.go); nil: none.
+	Quotas *quota.Manager
 
 	// TxnVerifier, when set, is asked before the first transactional batch of a
 	// producer's transaction is appended to a partition (KIP-890 part 1).

@@ -469,11 +469,13 @@ func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
 		close(jobs)
 		<-finished
 	}()
+	var mutedUntil time.Time // a client quota's throttle (quota.go)
 	for item := range in {
 		var (
 			resp kmsg.Response
 			err  error
 		)
+		waitMuted(c.ctx, mutedUntil)
 		// A client that does not read its responses gets no more of them
 		// built (limits.go); a closing connection serves what it read.
 		for c.out.full() && c.ctx.Err() == nil {
@@ -496,6 +498,11 @@ func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
 			resp, err = c.dispatch(item.req)
 		}
 		item.req.mem.release()
+		if err == nil {
+			if d := c.quotaThrottle(item, resp); d > 0 {
+				mutedUntil = time.Now().Add(d)
+			}
+		}
 		// Encoded here unless deferred work may still change it, so that
 		// the wait above sees its size.
 		var frame []byte

@@ -254,7 +254,8 @@ var processKeys = map[string]bool{
 	"broker.rack": true, "zone": true, "metrics.listen": true, "metrics.pprof.enable": true,
 	"socket.request.max.bytes": true, "log.retention.check.interval.ms": true, "connections.max.idle.ms": true,
 	"producer.id.expiration.ms": true,
-	"log.cleaner.enable":        true, "log.cleaner.threads": true, "log.cleaner.io.max.bytes.per.second": true,
+	"quota.window.num":          true, "quota.window.size.seconds": true,
+	"log.cleaner.enable": true, "log.cleaner.threads": true, "log.cleaner.io.max.bytes.per.second": true,
 	"log.cleaner.dedupe.buffer.size": true, "log.cleaner.backoff.ms": true,
 	"max.partitions.per.topic": true, "max.partitions": true,
 	"max.connections": true, "max.connections.per.ip": true, "queued.max.request.bytes": true,
@@ -439,6 +440,18 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 			if n > 0 {
 				cfg.MaxInflightRequestMemory = n
 			}
+		case k == "quota.window.num":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 2 || n > 1000 {
+				return nil, bad(fmt.Errorf("want a number of samples from 2 to 1000"))
+			}
+			cfg.QuotaSamples = n
+		case k == "quota.window.size.seconds":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 3600 {
+				return nil, bad(fmt.Errorf("want whole seconds from 1 to 3600"))
+			}
+			cfg.QuotaWindow = time.Duration(n) * time.Second
 		case k == "producer.id.expiration.ms":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 1 {

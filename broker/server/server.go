@@ -31,6 +31,7 @@ import (
 	"github.com/strata-dev/strata/broker/metrics"
 	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/protocol"
+	"github.com/strata-dev/strata/broker/quota"
 	"github.com/strata-dev/strata/broker/traffic"
 	"github.com/strata-dev/strata/broker/txn"
 )
@@ -64,6 +65,11 @@ type Config struct {
 	// Limits are the per-request limits (fetch.max.bytes, fetch session
 	// cache); FetchSessionMaxPartitions defaults to max.partitions.
 	Limits protocol.Limits
+	// QuotaSamples and QuotaWindow sample the client-quota rates
+	// (quota.window.num, default 11; quota.window.size.seconds, default
+	// 1 s; package broker/quota).
+	QuotaSamples int
+	QuotaWindow  time.Duration
 	// ConnectionsMaxIdle is connections.max.idle.ms (DefaultConfig: 10
 	// min; 0 disables): see protocol.Config.IdleTimeout.
 	ConnectionsMaxIdle time.Duration
@@ -292,6 +298,11 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		limits.FetchSessionMaxPartitions = int(cmp.Or(cfg.Broker.MaxPartitions, broker.DefaultMaxPartitions))
 	}
 	env := &protocol.Env{Broker: b, Groups: s.groups, Log: logger.WithName("protocol"), Limits: limits, ReauthMax: cfg.Security.ReauthMax}
+	if b.Clustered() {
+		s.metrics.RegisterQuota()
+		env.Quotas = quota.New(quota.Config{Samples: cfg.QuotaSamples, Window: cfg.QuotaWindow, Quotas: b.ClientQuotas,
+			Throttled: s.metrics.ObserveQuotaThrottle})
+	}
 	if s.cluster != nil {
 		env.Credentials = s.cluster.store
 	} else if env.Credentials, err = auth.OpenFileStore(filepath.Join(cfg.Broker.DataDir, "__scram_credentials.json")); err != nil {

@@ -1,0 +1,78 @@
+package protocol
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker/quota"
+)
+
+// quotaThrottle records a handled request against the client quotas
+// (Env.Quotas, package broker/quota) and returns how long the connection
+// stays muted: Produce counts the request's bytes, a consumer's Fetch the
+// record bytes of its answer. The response, if it has one, carries the
+// throttle time (KIP-219: answered at once, then muted).
+func (c *conn) quotaThrottle(item inbound, resp kmsg.Response) time.Duration {
+	q := c.srv.cfg.Env.Quotas
+	if q == nil || item.reject || item.req.Msg == nil {
+		return 0
+	}
+	var d time.Duration
+	switch req := item.req.Msg.(type) {
+	case *kmsg.ProduceRequest:
+		d = q.Record(quota.Produce, quotaUser(item.req), item.req.Client.ClientID, item.size)
+	case *kmsg.FetchRequest:
+		fr, ok := resp.(*kmsg.FetchResponse)
+		if !ok || req.ReplicaID >= 0 {
+			return 0 // replica fetches follow the replication throttle, not client quotas
+		}
+		n := 0
+		for _, t := range fr.Topics {
+			for _, p := range t.Partitions {
+				n += len(p.RecordBatches)
+			}
+		}
+		if n == 0 {
+			return 0
+		}
+		d = q.Record(quota.Fetch, quotaUser(item.req), item.req.Client.ClientID, n)
+	default:
+		return 0
+	}
+	if d <= 0 {
+		return 0
+	}
+	if tr, ok := resp.(kmsg.SetThrottleResponse); ok && resp != nil {
+		tr.SetThrottle(int32(d.Milliseconds()))
+	}
+	return d
+}
+
+// quotaUser is the user name client quotas match: the principal's name
+// (Kafka's KafkaPrincipal.getName: "ANONYMOUS" on listeners without
+// authentication).
+func quotaUser(r *Request) string {
+	p := string(r.Client.Principal())
+	if _, name, ok := strings.Cut(p, ":"); ok {
+		return name
+	}
+	return p
+}
+
+// waitMuted holds the connection's next request until a throttle ends or
+// the connection closes.
+func waitMuted(ctx context.Context, until time.Time) {
+	d := time.Until(until)
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,196 @@
+// Package quota enforces client quotas: Kafka's byte-rate quotas per user
+// and client ID (KIP-13, KIP-55), set with AlterClientQuotas and kept in
+// the cluster metadata (meta.ClientQuota).
+//
+// Each request that counts (Produce: the request's bytes against
+// producer_byte_rate; Fetch from a consumer: the records' bytes against
+// consumer_byte_rate) is recorded in a rate over the last Samples windows
+// of Window each. When the rate is above the quota the answer carries a
+// throttle time, (rate − quota) / quota × the rate's window, at most
+// Samples × Window, and the broker handles no further request of that
+// connection until it has passed (KIP-219: the response goes out at once,
+// the connection is muted after it); clients also wait it out on their
+// side.
+//
+// The quota that applies to a (user, client-id) pair is the first entity
+// with that quota key set, in Kafka's order:
+//
+//	user=U, client-id=C          user=<default>, client-id=C
+//	user=U, client-id=<default>  user=<default>, client-id=<default>
+//	user=U                       user=<default>
+//	                             client-id=C
+//	                             client-id=<default>
+//
+// (left column first, top to bottom). The rate is shared by every
+// connection the entity matches: a user quota bounds all the user's
+// clients together, a default user quota bounds each user separately.
+package quota
+
+import (
+	"sync"
+	"time"
+
+	"github.com/strata-dev/strata/broker/meta"
+)
+
+// Quota keys (Kafka's names).
+const (
+	ProducerByteRate = "producer_byte_rate"
+	ConsumerByteRate = "consumer_byte_rate"
+)
+
+// Kind is what a recorded amount counts against.
+type Kind int
+
+const (
+	Produce Kind = iota // request bytes, producer_byte_rate
+	Fetch               // response record bytes, consumer_byte_rate
+)
+
+func (k Kind) key() string {
+	if k == Fetch {
+		return ConsumerByteRate
+	}
+	return ProducerByteRate
+}
+
+// Config is the sampling of the rates (Kafka's quota.window.num and
+// quota.window.size.seconds).
+type Config struct {
+	Samples int           // default 11
+	Window  time.Duration // default 1s
+	// Quotas returns the quotas in force by entity key (the cluster
+	// metadata's ClientQuotas); nil or empty: nothing is throttled.
+	Quotas func() map[string]meta.ClientQuota
+	Now    func() time.Time
+	// Throttled, if set, is told about each throttle (for metrics).
+	Throttled func(kind Kind, d time.Duration)
+}
+
+// Manager records amounts and answers throttle times. Safe for concurrent
+// use.
+type Manager struct {
+	cfg Config
+
+	mu    sync.Mutex
+	rates map[rateKey]*rate
+	swept time.Time
+}
+
+type rateKey struct {
+	kind   Kind
+	user   string // "" when the entity has no user part
+	client string // "" when the entity has no client-id part
+	hasU   bool
+	hasC   bool
+}
+
+// New returns a Manager.
+func New(cfg Config) *Manager {
+	if cfg.Samples < 2 {
+		cfg.Samples = 11
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Manager{cfg: cfg, rates: map[rateKey]*rate{}}
+}
+
+// Record counts n against the quota of kind that applies to user (the
+// principal's name, without "User:") and clientID, and returns how long
+// the client must wait (0: not throttled).
+func (m *Manager) Record(kind Kind, user, clientID string, n int) time.Duration {
+	if m == nil || m.cfg.Quotas == nil {
+		return 0
+	}
+	quotas := m.cfg.Quotas()
+	if len(quotas) == 0 {
+		return 0
+	}
+	bound, hasU, hasC, ok := Resolve(quotas, kind.key(), user, clientID)
+	if !ok || bound <= 0 {
+		return 0
+	}
+	k := rateKey{kind: kind, hasU: hasU, hasC: hasC}
+	if hasU {
+		k.user = user
+	}
+	if hasC {
+		k.client = clientID
+	}
+	now := m.cfg.Now()
+	m.mu.Lock()
+	r := m.rates[k]
+	if r == nil {
+		r = newRate(m.cfg.Samples, m.cfg.Window, now)
+		m.rates[k] = r
+	}
+	r.record(float64(n), now)
+	value, window := r.measure(now)
+	m.sweepLocked(now)
+	m.mu.Unlock()
+	if value <= bound {
+		return 0
+	}
+	d := time.Duration((value - bound) / bound * float64(window))
+	if limit := time.Duration(m.cfg.Samples) * m.cfg.Window; d > limit {
+		d = limit
+	}
+	if d > 0 && m.cfg.Throttled != nil {
+		m.cfg.Throttled(kind, d)
+	}
+	return d
+}
+
+// sweepLocked drops the rates nobody recorded into for Samples windows
+// (clients that left), at most once a window.
+func (m *Manager) sweepLocked(now time.Time) {
+	if now.Sub(m.swept) < m.cfg.Window {
+		return
+	}
+	m.swept = now
+	idle := time.Duration(m.cfg.Samples) * m.cfg.Window
+	for k, r := range m.rates {
+		if now.Sub(r.last) > idle {
+			delete(m.rates, k)
+		}
+	}
+}
+
+// Resolve returns the quota key's bound for user and clientID and which
+// parts of the matched entity name them (Kafka's resolution order, see
+// the package comment); ok false when no entity sets it.
+func Resolve(quotas map[string]meta.ClientQuota, key, user, clientID string) (bound float64, hasUser, hasClient, ok bool) {
+	u, c := &user, &clientID
+	var none *string
+	for _, e := range []struct {
+		u, c       *string
+		hasU, hasC bool
+	}{
+		{u, c, true, true},
+		{u, none, true, true},
+		{u, none, true, false},
+		{none, c, true, true},
+		{none, none, true, true},
+		{none, none, true, false},
+		{none, c, false, true},
+		{none, none, false, true},
+	} {
+		var ent meta.QuotaEntity
+		if e.hasU {
+			ent = append(ent, meta.QuotaEntityPart{Type: meta.QuotaEntityUser, Name: e.u})
+		}
+		if e.hasC {
+			ent = append(ent, meta.QuotaEntityPart{Type: meta.QuotaEntityClientID, Name: e.c})
+		}
+		if q, found := quotas[ent.Key()]; found {
+			if v, set := q.Values[key]; set {
+				return v, e.hasU, e.hasC, true
+			}
+		}
+	}
+	return 0, false, false, false
+}
