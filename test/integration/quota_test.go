@@ -143,6 +143,42 @@ func TestClientQuotas(t *testing.T) {
 	}
 	t.Logf("client other-app: %.0f B/s, not throttled", free)
 
+	// A consumer is held to consumer_byte_rate the same way (the topic
+	// holds several MB by now).
+	consumerApp := "quota-consumer"
+	res, err = adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &consumerApp}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: rate}},
+	}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %v", err, res)
+	}
+	ch := &throttleHook{}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.ClientID(consumerApp), kgo.ConsumeTopics("quota"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(32<<10), kgo.FetchMaxPartitionBytes(32<<10), kgo.WithHooks(ch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var consumed int64
+	var from time.Time
+	var fromBytes int64
+	cstart := time.Now()
+	for time.Since(cstart) < 9*time.Second {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		fs := cons.PollFetches(pctx)
+		pcancel()
+		fs.EachRecord(func(r *kgo.Record) { consumed += int64(len(r.Value)) })
+		if from.IsZero() && time.Since(cstart) >= 3*time.Second {
+			from, fromBytes = time.Now(), consumed
+		}
+	}
+	cons.Close()
+	crate := float64(consumed-fromBytes) / time.Since(from).Seconds()
+	t.Logf("client %s: consumed %.0f B/s of record values after the first span (quota %d B/s), %d throttles", consumerApp, crate, rate, ch.n.Load())
+	if ch.n.Load() == 0 || crate > rate*1.1 {
+		t.Fatalf("consumer at %.0f B/s with %d throttles: not held to its quota of %d B/s", crate, ch.n.Load(), rate)
+	}
+
 	// librdkafka (kcat) is held to a quota too: 2 MB of values take at
 	// least what the quota allows beyond the first span's burst.
 	kcatApp := "kcat-app"
@@ -172,8 +208,11 @@ func TestClientQuotas(t *testing.T) {
 	}, {
 		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &kcatApp}},
 		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Remove: true}},
+	}, {
+		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &consumerApp}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Remove: true}},
 	}})
-	if err != nil || res[0].Err != nil || res[1].Err != nil {
+	if err != nil || res[0].Err != nil || res[1].Err != nil || res[2].Err != nil {
 		t.Fatalf("remove: %v %v", err, res)
 	}
 	if all, err := adm.DescribeClientQuotas(ctx, false, nil); err != nil || len(all) != 0 {
