@@ -188,6 +188,9 @@ func TestSecureRefusals(t *testing.T) {
 		{"expired client certificate", mtls(expiredCert, expiredKey), "SSL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each refusal waits out kcat's 10 s metadata timeout: the
+			// cases run side by side.
+			t.Parallel()
 			_, stderr, err := run(t, "", kcat, append(tc.args, "-L", "-m", "10")...)
 			if err == nil {
 				t.Fatalf("kcat -L succeeded; stderr: %s", stderr)
