@@ -195,7 +195,7 @@ func (r *KafkaUserReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	} else {
 		steps = append(steps, userStep{"secret", r.reconcileSecret}, userStep{"credentials", r.reconcileCredentials})
 	}
-	steps = append(steps, userStep{"acls", r.reconcileACLs})
+	steps = append(steps, userStep{"acls", r.reconcileACLs}, userStep{"quotas", r.reconcileQuotas})
 	if isTLSUser(ku) {
 		// Last: the certificate and ACLs are in place, so the user can log
 		// in as soon as such a listener is added.
@@ -808,6 +808,10 @@ func (r *KafkaUserReconciler) deleteUser(ctx context.Context, ku *strata.KafkaUs
 				"deleted %d ACL bindings of %s", n, principal)
 		}
 	} else if !errors.Is(err, errAclsNotSupported) {
+		return err
+	}
+
+	if err := deleteUserQuotas(ctx, adm, ku); err != nil {
 		return err
 	}
 

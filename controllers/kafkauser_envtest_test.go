@@ -111,11 +111,16 @@ func scramCredentials(g Gomega, adm *kadm.Client, user string) map[string]int32 
 // on PLAINTEXT).
 func userTestCluster(mtls, withACLs bool, topics ...string) (ns string, lb *loopbackCluster, adm *kadm.Client) {
 	GinkgoHelper()
+	return userTestClusterWith(nil, mtls, withACLs, topics...)
+}
+
+// userTestClusterWith is userTestCluster with further broker options.
+func userTestClusterWith(opts []brokertest.Option, mtls, withACLs bool, topics ...string) (ns string, lb *loopbackCluster, adm *kadm.Client) {
+	GinkgoHelper()
 	ns = newNamespace()
 	kc := clusterSpec(map[string]int32{"a": 1}, "a")
 	kc.Spec.WAL.Enabled = ptr.To(false)
 	kc.Namespace, kc.Name = ns, "kafka"
-	var opts []brokertest.Option
 	if withACLs {
 		opts = append(opts, brokertest.WithSetting("authorizer.class.name", "strata.acl"),
 			brokertest.WithSetting("super.users", strings.Join(append(controllers.SuperUsers(kc), "User:ANONYMOUS"), ";")))

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -158,5 +159,26 @@ func TestPasswordFingerprintDependsOnMechanism(t *testing.T) {
 	}
 	if passwordFingerprint(kadm.ScramSha512, "p") == passwordFingerprint(kadm.ScramSha512, "q") {
 		t.Error("a password change would not set the credential again")
+	}
+}
+
+func TestPlanQuotas(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		desired, current map[string]float64
+		set              map[string]float64
+		remove           []string
+	}{
+		{"nothing", nil, nil, map[string]float64{}, nil},
+		{"new", map[string]float64{"producer_byte_rate": 10}, nil, map[string]float64{"producer_byte_rate": 10}, nil},
+		{"same", map[string]float64{"producer_byte_rate": 10}, map[string]float64{"producer_byte_rate": 10}, map[string]float64{}, nil},
+		{"changed and removed", map[string]float64{"consumer_byte_rate": 5}, map[string]float64{"producer_byte_rate": 10, "consumer_byte_rate": 4},
+			map[string]float64{"consumer_byte_rate": 5}, []string{"producer_byte_rate"}},
+		{"foreign keys left", nil, map[string]float64{"request_percentage": 50}, map[string]float64{}, nil},
+	} {
+		set, remove := PlanQuotas(tc.desired, tc.current)
+		if !reflect.DeepEqual(set, tc.set) || !reflect.DeepEqual(remove, tc.remove) {
+			t.Errorf("%s: set %v remove %v, want %v %v", tc.name, set, remove, tc.set, tc.remove)
+		}
 	}
 }

@@ -42,6 +42,32 @@ type KafkaUserSpec struct {
 	// with other tools are removed. Without it the user has no ACLs.
 	// +optional
 	Authorization *KafkaUserAuthorization `json:"authorization,omitempty"`
+
+	// Quotas bound the user's byte rates: Kafka's client quotas of the
+	// user entity (the principal's name: <name>, or CN=<name> for tls
+	// users), shared by all the user's connections on each broker. The
+	// operator sets them with AlterClientQuotas and removes the ones
+	// taken out of the spec; without it the user has none of its own
+	// (default quotas still apply).
+	// +optional
+	Quotas *KafkaUserQuotas `json:"quotas,omitempty"`
+}
+
+// KafkaUserQuotas are a user's client quotas (bytes per second, per
+// broker; Kafka's producer_byte_rate and consumer_byte_rate).
+type KafkaUserQuotas struct {
+	// ProducerByteRate bounds the Produce request bytes per second the
+	// user may send to each broker; over it, answers carry a throttle
+	// time and the connection waits it out.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ProducerByteRate *int64 `json:"producerByteRate,omitempty"`
+
+	// ConsumerByteRate bounds the record bytes per second each broker
+	// answers the user's fetches with.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ConsumerByteRate *int64 `json:"consumerByteRate,omitempty"`
 }
 
 // KafkaUserAuthentication is the user's credential.
@@ -199,7 +225,8 @@ type KafkaUserStatus struct {
 
 	// Conditions: Ready (reasons UserReady, ClusterNotFound,
 	// KafkaUnreachable, KafkaError, SecretConflict, PasswordSecretNotFound,
-	// AclsNotSupported, AclsRefused), plus Reconciling and Stalled.
+	// AclsNotSupported, AclsRefused, QuotasNotSupported, QuotasRefused),
+	// plus Reconciling and Stalled.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

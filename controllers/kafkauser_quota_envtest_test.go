@@ -1,0 +1,119 @@
+package controllers_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	strata "github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/broker/brokertest"
+	"github.com/strata-dev/strata/controllers"
+)
+
+// describedUserQuotas are the quota values the brokers hold for user
+// entity name alone.
+func describedUserQuotas(g Gomega, adm *kadm.Client, name string) map[string]float64 {
+	res, err := adm.DescribeClientQuotas(suiteCtx, true, []kadm.DescribeClientQuotaComponent{{Type: "user", MatchName: &name}})
+	g.Expect(err).NotTo(HaveOccurred())
+	out := map[string]float64{}
+	for _, e := range res {
+		for _, v := range e.Values {
+			out[v.Key] = v.Value
+		}
+	}
+	return out
+}
+
+type quotaThrottles struct{ n atomic.Int64 }
+
+func (h *quotaThrottles) OnBrokerThrottle(_ kgo.BrokerMetadata, _ time.Duration, _ bool) { h.n.Add(1) }
+
+var _ = Describe("KafkaUser quotas", Ordered, func() {
+	var (
+		ns  string
+		lb  *loopbackCluster
+		adm *kadm.Client
+	)
+	// Rates sampled over 3 windows of 1 s (not Kafka's 11): the
+	// producer below reaches the quota's steady state within seconds.
+	BeforeAll(func() {
+		ns, lb, adm = userTestClusterWith([]brokertest.Option{brokertest.WithSetting("quota.window.num", "3")}, false, false, "quota")
+	})
+
+	It("sets spec.quotas as the user's client quotas, which hold its producer to the rate, changes and removes them with the spec, and deletes them with the user", func() {
+		const rate = 128 << 10
+		ku := newUser(ns, "quinn", "kafka", strata.AuthenticationScramSha512)
+		ku.Spec.Quotas = &strata.KafkaUserQuotas{ProducerByteRate: ptr.To[int64](rate), ConsumerByteRate: ptr.To[int64](4 * rate)}
+		Expect(k8sClient.Create(suiteCtx, ku)).To(Succeed())
+		userCondition(ku, controllers.ReasonUserReady)
+		Expect(describedUserQuotas(Default, adm, "quinn")).To(Equal(map[string]float64{"producer_byte_rate": rate, "consumer_byte_rate": 4 * rate}))
+
+		By("producing as the user: throttled to the quota")
+		var password string
+		Eventually(func(g Gomega) {
+			password = string(userSecret(g, ku).Data[controllers.UserSecretPassword])
+			g.Expect(password).NotTo(BeEmpty())
+		}, timeout, interval).Should(Succeed())
+		h := &quotaThrottles{}
+		cl := userClient(lb.SASLAddrs(), "quinn", password, kgo.DefaultProduceTopic("quota"), kgo.WithHooks(h),
+			kgo.ProducerBatchMaxBytes(16<<10), kgo.MaxBufferedRecords(100), kgo.ProducerBatchCompression(kgo.NoCompression()))
+		value := []byte(strings.Repeat("q", 1000))
+		var acked atomic.Int64
+		ctx, cancel := context.WithTimeout(suiteCtx, time.Minute)
+		defer cancel()
+		// Past the first span (3 windows of 1 s, measured over at least
+		// 2): what is sent after it follows the quota.
+		start := time.Now()
+		var from time.Time
+		var fromBytes int64
+		for time.Since(start) < 9*time.Second {
+			if from.IsZero() && time.Since(start) >= 3*time.Second {
+				from, fromBytes = time.Now(), acked.Load()
+			}
+			cl.Produce(ctx, &kgo.Record{Value: value}, func(r *kgo.Record, err error) {
+				if err == nil {
+					acked.Add(int64(len(r.Value)))
+				}
+			})
+		}
+		got := float64(acked.Load()-fromBytes) / time.Since(from).Seconds()
+		Expect(cl.Flush(ctx)).To(Succeed())
+		GinkgoWriter.Printf("user quinn: %.0f B/s of record values after the first span (quota %d B/s), %d throttles\n", got, rate, h.n.Load())
+		Expect(h.n.Load()).To(BeNumerically(">", 0), "no answer carried a throttle time")
+		Expect(got).To(BeNumerically("<=", rate*1.1))
+
+		By("changing one quota and taking the other out of the spec")
+		Eventually(func() error {
+			cur := &strata.KafkaUser{}
+			if err := k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(ku), cur); err != nil {
+				return err
+			}
+			cur.Spec.Quotas = &strata.KafkaUserQuotas{ProducerByteRate: ptr.To[int64](2 * rate)}
+			return k8sClient.Update(suiteCtx, cur)
+		}, timeout, interval).Should(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(describedUserQuotas(g, adm, "quinn")).To(Equal(map[string]float64{"producer_byte_rate": 2 * rate}))
+		}, timeout, interval).Should(Succeed())
+
+		By("refusing a quota of 0 in the API server")
+		bad := newUser(ns, "zero", "kafka", strata.AuthenticationScramSha512)
+		bad.Spec.Quotas = &strata.KafkaUserQuotas{ConsumerByteRate: ptr.To[int64](0)}
+		err := k8sClient.Create(suiteCtx, bad)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("consumerByteRate"))
+
+		By("deleting the KafkaUser")
+		Expect(k8sClient.Delete(suiteCtx, ku)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(describedUserQuotas(g, adm, "quinn")).To(BeEmpty())
+		}, timeout, interval).Should(Succeed())
+	})
+})
