@@ -2,6 +2,9 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -10,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -86,9 +90,32 @@ var _ = Describe("KafkaUser quotas", Ordered, func() {
 		}
 		got := float64(acked.Load()-fromBytes) / time.Since(from).Seconds()
 		Expect(cl.Flush(ctx)).To(Succeed())
-		GinkgoWriter.Printf("user quinn: %.0f B/s of record values after the first span (quota %d B/s), %d throttles\n", got, rate, h.n.Load())
+		AddReportEntry("franz-go as user quinn", fmt.Sprintf("%.0f B/s of record values after the first span (quota %d B/s), %d throttles", got, rate, h.n.Load()))
 		Expect(h.n.Load()).To(BeNumerically(">", 0), "no answer carried a throttle time")
 		Expect(got).To(BeNumerically("<=", rate*1.1))
+
+		By("producing as the user with kcat (librdkafka): held to the quota too")
+		kcat := "/usr/bin/kcat"
+		if p := os.Getenv("STRATA_KCAT"); p != "" {
+			kcat = p
+		}
+		const kcatBytes = 1000 * 1000
+		kctx, kcancel := context.WithTimeout(suiteCtx, 2*time.Minute)
+		defer kcancel()
+		cmd := exec.CommandContext(kctx, kcat, "-b", strings.Join(lb.SASLAddrs(), ","), "-P", "-t", "quota",
+			"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=SCRAM-SHA-512",
+			"-X", "sasl.username=quinn", "-X", "sasl.password="+password, "-X", "acks=all", "-X", "batch.size=16384")
+		cmd.Stdin = strings.NewReader(strings.Repeat(strings.Repeat("k", 999)+"\n", kcatBytes/1000))
+		kstart := time.Now()
+		out, err := cmd.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "kcat: %s", out)
+		elapsed := time.Since(kstart)
+		// The first span allows 2 s of the quota at once; the rest goes at
+		// most at the quota (10 % of slack).
+		quota := float64(rate)
+		least := time.Duration((kcatBytes - 2*quota) / (quota * 1.1) * float64(time.Second))
+		AddReportEntry("kcat as user quinn", fmt.Sprintf("%d B in %v (%.0f B/s overall, quota %d B/s, at least %v)", kcatBytes, elapsed, kcatBytes/elapsed.Seconds(), rate, least))
+		Expect(elapsed).To(BeNumerically(">=", least), "kcat produced faster than the quota allows")
 
 		By("changing one quota and taking the other out of the spec")
 		Eventually(func() error {
@@ -106,14 +133,15 @@ var _ = Describe("KafkaUser quotas", Ordered, func() {
 		By("refusing a quota of 0 in the API server")
 		bad := newUser(ns, "zero", "kafka", strata.AuthenticationScramSha512)
 		bad.Spec.Quotas = &strata.KafkaUserQuotas{ConsumerByteRate: ptr.To[int64](0)}
-		err := k8sClient.Create(suiteCtx, bad)
+		err = k8sClient.Create(suiteCtx, bad)
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring("consumerByteRate"))
 
 		By("deleting the KafkaUser")
 		Expect(k8sClient.Delete(suiteCtx, ku)).To(Succeed())
-		Eventually(func(g Gomega) {
-			g.Expect(describedUserQuotas(g, adm, "quinn")).To(BeEmpty())
-		}, timeout, interval).Should(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(ku), &strata.KafkaUser{}))
+		}, timeout, interval).Should(BeTrue())
+		Expect(describedUserQuotas(Default, adm, "quinn")).To(BeEmpty())
 	})
 })
