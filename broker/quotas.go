@@ -27,7 +27,6 @@ type QuotaOp struct {
 // ignored.
 var notEnforced = map[string]string{
 	"request_percentage":       "request-time quotas (KIP-124) are not enforced by Strata yet",
-	"controller_mutation_rate": "partition-mutation quotas (KIP-599) are not enforced by Strata yet",
 	"connection_creation_rate": "per-IP connection-creation quotas (KIP-612) are not enforced by Strata yet; use the broker config max.connection.creation.rate",
 }
 
@@ -76,7 +75,7 @@ func ValidateQuotaEntity(e meta.QuotaEntity) error {
 func validateQuotaOp(e meta.QuotaEntity, op QuotaOp) error {
 	ip := e[0].Type == meta.QuotaEntityIP
 	switch op.Key {
-	case quota.ProducerByteRate, quota.ConsumerByteRate:
+	case quota.ProducerByteRate, quota.ConsumerByteRate, quota.ControllerMutationRate:
 		if ip {
 			return fmt.Errorf("%w: %s applies to user and client-id entities, not ip", kerr.InvalidRequest, op.Key)
 		}
@@ -87,9 +86,15 @@ func validateQuotaOp(e meta.QuotaEntity, op QuotaOp) error {
 			}
 			return fmt.Errorf("%w: %s: %s", kerr.InvalidRequest, op.Key, why)
 		}
-		return fmt.Errorf("%w: unknown quota key %q (Strata enforces producer_byte_rate and consumer_byte_rate)", kerr.InvalidRequest, op.Key)
+		return fmt.Errorf("%w: unknown quota key %q (Strata enforces producer_byte_rate, consumer_byte_rate and controller_mutation_rate)", kerr.InvalidRequest, op.Key)
 	}
 	if op.Remove {
+		return nil
+	}
+	if op.Key == quota.ControllerMutationRate {
+		if math.IsNaN(op.Value) || math.IsInf(op.Value, 0) || op.Value <= 0 {
+			return fmt.Errorf("%w: %s must be a number of partition mutations per second above 0, got %v", kerr.InvalidConfig, op.Key, op.Value)
+		}
 		return nil
 	}
 	if math.IsNaN(op.Value) || math.IsInf(op.Value, 0) || op.Value <= 0 || op.Value != math.Trunc(op.Value) || op.Value > math.MaxInt64 {

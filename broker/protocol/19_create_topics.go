@@ -34,10 +34,17 @@ func handleCreateTopics(ctx context.Context, r *Request) (kmsg.Response, error) 
 	for _, t := range req.Topics {
 		count[t.Topic]++
 	}
+	budget := r.mutationBudget(req.Version >= 6, req.ValidateOnly) // KIP-599
+	defer budget.finish(r, resp)
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
 		st.NumPartitions, st.ReplicationFactor = -1, -1
+		if code, msg, refused := budget.refuse(); refused {
+			st.ErrorCode, st.ErrorMessage = code, msg
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		if count[rt.Topic] > 1 {
 			st.ErrorCode = kerr.InvalidRequest.Code
 			msg := "topic named more than once in the request"
@@ -71,6 +78,9 @@ func handleCreateTopics(ctx context.Context, r *Request) (kmsg.Response, error) 
 			st.ErrorMessage = broker.ErrorMessage(err)
 			resp.Topics = append(resp.Topics, st)
 			continue
+		}
+		if !req.ValidateOnly {
+			budget.record(int(info.Partitions))
 		}
 		st.TopicID = info.ID
 		st.NumPartitions = info.Partitions

@@ -40,9 +40,16 @@ func handleDeleteTopics(ctx context.Context, r *Request) (kmsg.Response, error) 
 			targets = append(targets, target{name: t.Topic, id: t.TopicID})
 		}
 	}
+	budget := r.mutationBudget(req.Version >= 5, false) // KIP-599
+	defer budget.finish(r, resp)
 	for _, t := range targets {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		st.Topic, st.TopicID = t.name, t.id
+		if code, msg, refused := budget.refuse(); refused {
+			st.ErrorCode, st.ErrorMessage = code, msg
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		name := ""
 		switch {
 		case t.name != nil:
@@ -65,10 +72,14 @@ func handleDeleteTopics(ctx context.Context, r *Request) (kmsg.Response, error) 
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		partitions := 0
+		if info, ok := b.Topic(name); ok {
+			partitions = int(info.Partitions)
+		}
 		if err := b.DeleteTopic(ctx, name); err != nil {
 			st.ErrorCode = broker.ErrorCode(err)
 			st.ErrorMessage = broker.ErrorMessage(err)
-		} else if r.Env.Groups != nil {
+		} else if budget.record(partitions); r.Env.Groups != nil {
 			// As Kafka: committed offsets of a deleted topic go too, so a
 			// topic re-created under the name does not resume from them.
 			if _, err := r.Env.Groups.DeleteTopicOffsets(ctx, name); err != nil {

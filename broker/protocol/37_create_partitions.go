@@ -27,9 +27,16 @@ func handleCreatePartitions(ctx context.Context, r *Request) (kmsg.Response, err
 	for _, t := range req.Topics {
 		count[t.Topic]++
 	}
+	budget := r.mutationBudget(req.Version >= 3, req.ValidateOnly) // KIP-599
+	defer budget.finish(r, resp)
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
+		if code, msg, refused := budget.refuse(); refused {
+			st.ErrorCode, st.ErrorMessage = code, msg
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		if count[rt.Topic] > 1 {
 			st.ErrorCode = kerr.InvalidRequest.Code
 			resp.Topics = append(resp.Topics, st)
@@ -47,9 +54,15 @@ func handleCreatePartitions(ctx context.Context, r *Request) (kmsg.Response, err
 				assignment = append(assignment, a.Replicas)
 			}
 		}
+		before := int32(0)
+		if info, ok := r.Env.Broker.Topic(rt.Topic); ok {
+			before = info.Partitions
+		}
 		if err := r.Env.Broker.CreatePartitions(ctx, rt.Topic, rt.Count, assignment, req.ValidateOnly); err != nil {
 			st.ErrorCode = broker.ErrorCode(err)
 			st.ErrorMessage = broker.ErrorMessage(err)
+		} else {
+			budget.record(int(rt.Count - before))
 		}
 		resp.Topics = append(resp.Topics, st)
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/quota"
@@ -19,6 +20,10 @@ func (c *conn) quotaThrottle(item inbound, resp kmsg.Response) time.Duration {
 	q := c.srv.cfg.Env.Quotas
 	if q == nil || item.reject || item.req.Msg == nil {
 		return 0
+	}
+	if d := item.req.throttle; d > 0 {
+		// Set by the handler (a partition-mutation budget, mutationQuota).
+		return d
 	}
 	var d time.Duration
 	switch req := item.req.Msg.(type) {
@@ -74,5 +79,57 @@ func waitMuted(ctx context.Context, until time.Time) {
 	select {
 	case <-t.C:
 	case <-ctx.Done():
+	}
+}
+
+// mutationBudget is the KIP-599 partition-mutation budget of the
+// request's client (CreateTopics, CreatePartitions, DeleteTopics); nil
+// without a controller_mutation_rate quota, for the broker's own
+// requests, or when validating only.
+type mutationBudget struct {
+	q      *quota.Mutations
+	strict bool
+}
+
+func (r *Request) mutationBudget(strict, validateOnly bool) *mutationBudget {
+	if r.Env.Quotas == nil || r.internal || validateOnly {
+		return nil
+	}
+	q := r.Env.Quotas.Mutations(quotaUser(r), r.Client.ClientID)
+	if q == nil {
+		return nil
+	}
+	return &mutationBudget{q: q, strict: strict}
+}
+
+// refuse reports whether a topic must be refused with
+// THROTTLING_QUOTA_EXCEEDED: the request version is strict (the client
+// retries such topics after the throttle) and the budget is spent.
+// Older versions are served whole and throttled afterwards.
+func (m *mutationBudget) refuse() (int16, *string, bool) {
+	if m == nil || !m.strict || !m.q.Exceeded() {
+		return 0, nil, false
+	}
+	msg := "the client's controller_mutation_rate quota is spent: retry after the throttle time"
+	return kerr.ThrottlingQuotaExceeded.Code, &msg, true
+}
+
+func (m *mutationBudget) record(n int) {
+	if m != nil {
+		m.q.Record(n)
+	}
+}
+
+// finish sets the answer's throttle time (and the connection's mute) to
+// the time the budget needs to be no longer negative.
+func (m *mutationBudget) finish(r *Request, resp kmsg.Response) {
+	if m == nil {
+		return
+	}
+	if d := m.q.Throttle(); d > 0 {
+		r.throttle = d
+		if tr, ok := resp.(kmsg.SetThrottleResponse); ok {
+			tr.SetThrottle(int32(d.Milliseconds()))
+		}
 	}
 }

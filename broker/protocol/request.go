@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -105,6 +106,11 @@ type Request struct {
 	// internal marks a request the broker sends itself (Env.Internal):
 	// no ACL check applies.
 	internal bool
+
+	// throttle is a client-quota throttle the handler decided (a
+	// partition-mutation budget, quota.go): the connection is muted for
+	// it after the answer.
+	throttle time.Duration
 }
 
 // Defer makes fn run after the handler returns and before the response

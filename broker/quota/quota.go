@@ -72,9 +72,10 @@ type Config struct {
 type Manager struct {
 	cfg Config
 
-	mu    sync.Mutex
-	rates map[rateKey]*rate
-	swept time.Time
+	mu      sync.Mutex
+	rates   map[rateKey]*rate
+	buckets map[rateKey]*bucket // partition-mutation budgets (mutations.go)
+	swept   time.Time
 }
 
 type rateKey struct {
@@ -96,7 +97,7 @@ func New(cfg Config) *Manager {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Manager{cfg: cfg, rates: map[rateKey]*rate{}}
+	return &Manager{cfg: cfg, rates: map[rateKey]*rate{}, buckets: map[rateKey]*bucket{}}
 }
 
 // Record counts n against the quota of kind that applies to user (the
@@ -156,6 +157,11 @@ func (m *Manager) sweepLocked(now time.Time) {
 	for k, r := range m.rates {
 		if now.Sub(r.last) > idle {
 			delete(m.rates, k)
+		}
+	}
+	for k, b := range m.buckets {
+		if now.Sub(b.last) > idle && b.tokens >= 0 {
+			delete(m.buckets, k)
 		}
 	}
 }

@@ -148,3 +148,50 @@ func TestSharedAndSeparateRates(t *testing.T) {
 		t.Fatalf("throttle %v beyond samples × window", d)
 	}
 }
+
+// TestMutationBudget: KIP-599's token bucket. A client with
+// controller_mutation_rate 10 may burst Samples × Window × 10 mutations;
+// a request that finds the bucket non-negative is admitted even if it
+// takes the bucket below zero; then it is exceeded, and the throttle is
+// the time to refill to zero, after which it is admitted again.
+func TestMutationBudget(t *testing.T) {
+	now := time.Unix(1000, 0)
+	m := New(Config{Samples: 3, Window: time.Second, Now: func() time.Time { return now }, Quotas: func() map[string]meta.ClientQuota {
+		return quotas(q(map[string]float64{ControllerMutationRate: 10}, user(ptr("alice"))))
+	}})
+	if m.Mutations("bob", "x") != nil {
+		t.Fatal("bob has a mutation budget without a quota")
+	}
+	mu := m.Mutations("alice", "x")
+	if mu.Exceeded() || mu.Throttle() != 0 {
+		t.Fatal("a fresh budget is exceeded")
+	}
+	mu.Record(25) // 30 in the bucket: 5 left
+	if mu.Exceeded() {
+		t.Fatal("exceeded with 5 mutations left")
+	}
+	mu.Record(15) // admitted while non-negative: -10
+	if !mu.Exceeded() {
+		t.Fatal("not exceeded at -10")
+	}
+	if d := mu.Throttle(); d != time.Second {
+		t.Fatalf("throttle %v at -10 with 10/s, want 1s", d)
+	}
+	// Another client ID of alice shares the user's budget.
+	if !m.Mutations("alice", "y").Exceeded() {
+		t.Fatal("alice's other client has a budget of its own")
+	}
+	now = now.Add(time.Second)
+	if mu.Exceeded() || mu.Throttle() != 0 {
+		t.Fatal("still exceeded after refilling to 0")
+	}
+	now = now.Add(time.Hour)
+	mu.Record(30)
+	if mu.Exceeded() {
+		t.Fatal("the bucket holds more than its burst")
+	}
+	mu.Record(1)
+	if !mu.Exceeded() {
+		t.Fatal("the bucket refilled beyond its burst of 30")
+	}
+}

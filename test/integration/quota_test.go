@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/brokertest"
 )
@@ -64,6 +65,8 @@ func TestClientQuotas(t *testing.T) {
 		msg   string
 	}{
 		{kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &app}}, Ops: []kadm.AlterClientQuotaOp{{Key: "request_percentage", Value: 50}}},
+			kerr.InvalidRequest, "not enforced"},
+		{kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: nil}}, Ops: []kadm.AlterClientQuotaOp{{Key: "connection_creation_rate", Value: 50}}},
 			kerr.InvalidRequest, "not enforced"},
 		{kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &app}}, Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rat", Value: 5}}},
 			kerr.InvalidRequest, "unknown quota key"},
@@ -201,6 +204,56 @@ func TestClientQuotas(t *testing.T) {
 	t.Logf("kcat: %d B in %v: %.0f B/s overall with a first-span burst of %d B (quota %d B/s)", kcatRecords*1000, elapsed.Round(time.Millisecond),
 		kcatRecords*1000/elapsed.Seconds(), burst, rate)
 
+	// KIP-599: a client with controller_mutation_rate 2 partitions/s has
+	// a budget of 3 windows × 2 = 6 partitions. CreateTopics v6+ takes
+	// topics while the budget is not negative, then refuses them with
+	// THROTTLING_QUOTA_EXCEEDED and a throttle time; the budget refills
+	// at the quota.
+	maker := "topic-maker"
+	res, err = adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &maker}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "controller_mutation_rate", Value: 2}},
+	}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %v", err, res)
+	}
+	mcl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.ClientID(maker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mcl.Close()
+	create := func(topics ...string) *kmsg.CreateTopicsResponse {
+		t.Helper()
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.TimeoutMillis = 30000
+		for _, name := range topics {
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 4, 1
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(ctx, mcl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := create("m1", "m2", "m3")
+	// m1 (4 of 6 left: 2), m2 admitted at 2 (then −2), m3 refused.
+	codes := []int16{resp.Topics[0].ErrorCode, resp.Topics[1].ErrorCode, resp.Topics[2].ErrorCode}
+	if codes[0] != 0 || codes[1] != 0 || codes[2] != kerr.ThrottlingQuotaExceeded.Code || resp.ThrottleMillis <= 0 {
+		t.Fatalf("CreateTopics of 3 × 4 partitions with a budget of 6: codes %v, throttle %d ms; want 0, 0, THROTTLING_QUOTA_EXCEEDED and a throttle", codes, resp.ThrottleMillis)
+	}
+	t.Logf("controller_mutation_rate 2/s: m3 refused, throttle %d ms", resp.ThrottleMillis)
+	// Another client ID is not limited; after the throttle the budget is
+	// back at 0 or more and admits m3.
+	if r := createTopicAs(ctx, t, c.Addrs(), "free-maker", "f1", "f2", "f3"); r != nil {
+		t.Fatalf("a client without a mutation quota: %v", r)
+	}
+	time.Sleep(time.Duration(resp.ThrottleMillis) * time.Millisecond) // the throttle the broker asked for (the test's subject)
+	if resp := create("m3"); resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("m3 after the throttle: %v", kerr.ErrorForCode(resp.Topics[0].ErrorCode))
+	}
+
 	// Removing the quota removes its record.
 	res, err = adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
 		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &app}},
@@ -211,11 +264,30 @@ func TestClientQuotas(t *testing.T) {
 	}, {
 		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &consumerApp}},
 		Ops:    []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Remove: true}},
+	}, {
+		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &maker}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "controller_mutation_rate", Remove: true}},
 	}})
-	if err != nil || res[0].Err != nil || res[1].Err != nil || res[2].Err != nil {
+	if err != nil || res[0].Err != nil || res[1].Err != nil || res[2].Err != nil || res[3].Err != nil {
 		t.Fatalf("remove: %v %v", err, res)
 	}
 	if all, err := adm.DescribeClientQuotas(ctx, false, nil); err != nil || len(all) != 0 {
 		t.Fatalf("after removing every quota: %+v %v", all, err)
 	}
+}
+
+// createTopicAs creates 1-partition topics as clientID; the first
+// per-topic error, or nil.
+func createTopicAs(ctx context.Context, t *testing.T, addrs []string, clientID string, topics ...string) error {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ClientID(clientID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	res, err := kadm.NewClient(cl).CreateTopics(ctx, 4, 1, nil, topics...)
+	if err != nil {
+		return err
+	}
+	return res.Error()
 }
