@@ -98,31 +98,33 @@ lines; "strata chaos check FILE" judges such a file again.`,
 			defer flush()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// Both modes need the S3 server: the tier bucket of the tiered
+			// workload; WAL mode the zone buckets too.
+			cmd.SetContext(ctx)
+			bin, err := versitygwBinary(cmd, log)
+			if err != nil {
+				return err
+			}
+			if err := os.Setenv("STRATA_VERSITYGW", bin); err != nil {
+				return err
+			}
+			tb := &devTB{dir: filepath.Join(root, "s3"), log: log.WithName("s3")}
+			buckets := []string{chaos.TierBucket}
 			if o.Replication == "wal" {
-				cmd.SetContext(ctx)
-				bin, err := versitygwBinary(cmd, log)
-				if err != nil {
-					return err
-				}
-				if err := os.Setenv("STRATA_VERSITYGW", bin); err != nil {
-					return err
-				}
-				tb := &devTB{dir: filepath.Join(root, "s3"), log: log.WithName("s3")}
-				var buckets []string
 				for _, z := range o.Zones {
 					buckets = append(buckets, chaos.BucketPrefix+z)
 				}
-				srv, err := tb.start(buckets)
-				defer func() {
-					for i := len(tb.cleanups) - 1; i >= 0; i-- {
-						tb.cleanups[i]()
-					}
-				}()
-				if err != nil {
-					return err
-				}
-				o.S3 = &chaos.S3{Endpoint: srv.Endpoint, Region: srv.Region, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey}
 			}
+			srv, err := tb.start(buckets)
+			defer func() {
+				for i := len(tb.cleanups) - 1; i >= 0; i-- {
+					tb.cleanups[i]()
+				}
+			}()
+			if err != nil {
+				return err
+			}
+			o.S3 = &chaos.S3{Endpoint: srv.Endpoint, Region: srv.Region, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey}
 			res, err := chaos.Run(ctx, o)
 			if err != nil {
 				return fmt.Errorf("chaos (seed %d; data and broker logs kept in %s): %w", o.Seed, root, err)
