@@ -442,7 +442,8 @@ type TierHistory struct {
 //
 // checked counts the records read and the acknowledged records checked
 // against the final read. Info: earliest_local_max, the highest earliest
-// local offset at the end (0: nothing left the local log).
+// local offset at the end (0: nothing left the local log), and passes,
+// the reads from offset 0 during the run.
 func CheckTiered(h TierHistory) (WorkloadCount, []string) {
 	f := &finder{name: "tiered"}
 	ackAt := map[TP]map[int64]string{}
@@ -496,5 +497,12 @@ func CheckTiered(h TierHistory) (WorkloadCount, []string) {
 	for _, o := range h.EarliestLocal {
 		local = max(local, o)
 	}
-	return WorkloadCount{Checked: len(h.Reads) + len(h.Acks), Violations: f.n, Info: map[string]int64{"earliest_local_max": local}}, f.done()
+	passes := map[int]bool{}
+	for _, r := range h.Reads {
+		if r.Pass >= 0 {
+			passes[r.Pass] = true
+		}
+	}
+	return WorkloadCount{Checked: len(h.Reads) + len(h.Acks), Violations: f.n,
+		Info: map[string]int64{"earliest_local_max": local, "passes": int64(len(passes))}}, f.done()
 }
