@@ -174,6 +174,21 @@ func (p *producerStates) check(headers []record.Header, markers []*record.Marker
 			if known && h.ProducerEpoch == cur.Epoch {
 				for i := range cur.Batches {
 					if d := cur.Batches[i]; d.FirstSeq == meta.FirstSeq && d.LastSeq == meta.LastSeq {
+						if h.IsTransactional() && cur.TxnFirst < 0 {
+							// The batch it repeats belonged to a transaction
+							// that has ended here since (a transactional batch
+							// opens one, only a marker closes it): not a retry
+							// within the producer's transaction. A client that
+							// took that batch for unsent reuses its sequence in
+							// the next transaction at the same epoch; answering
+							// "duplicate, success" would commit that
+							// transaction without this record (strata chaos
+							// found it: a committed transaction visible on one
+							// partition of three). Out of order: the client
+							// aborts and bumps its epoch.
+							return nil, nil, nil, fmt.Errorf("producer %d epoch %d sequence %d..%d repeats the batch at offset %d of a transaction that has ended: %w",
+								h.ProducerID, h.ProducerEpoch, d.FirstSeq, d.LastSeq, d.firstOffset, ErrOutOfOrderSequence)
+						}
 						return nil, nil, &d, fmt.Errorf("producer %d epoch %d sequence %d..%d at offset %d: %w", h.ProducerID, h.ProducerEpoch, d.FirstSeq, d.LastSeq, d.firstOffset, ErrDuplicateSequence)
 					}
 				}

@@ -218,6 +218,36 @@ func TestTxnEpochFencing(t *testing.T) {
 	wantView(t, l)
 }
 
+// TestTxnSequenceReusedAfterItsTransactionEnded: a transactional batch
+// whose sequence repeats a batch of the producer's transaction that has
+// since ended (a client that took that batch for unsent, then aborted
+// without bumping its epoch) is out of order, not a duplicate: answered
+// "duplicate, success", the record of the next transaction would be
+// missing from it when it commits (strata chaos, TestChaosShort seed 2:
+// committed transaction x1-3 had 1 of its 3 records). A retry within the
+// open transaction is still a duplicate.
+func TestTxnSequenceReusedAfterItsTransactionEnded(t *testing.T) {
+	l := openLog(t, t.TempDir(), testConfig())
+	defer l.Close()
+	w := &txnWriter{t: t, l: l, pid: 9, epoch: 0}
+	first := w.data(v("k", "aborted"))
+	spec := record.DefaultSpec()
+	spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence, spec.Transactional = 9, 0, 0, true
+	if res, err := l.AppendAsLeader([]record.Batch{keyedBatch(t, spec, 1000, v("k", "aborted"))}, 1); !errors.Is(err, ErrDuplicateSequence) || res.BaseOffset != first.BaseOffset {
+		t.Fatalf("retry within the open transaction: %v at %d, want a duplicate of offset %d", err, res.BaseOffset, first.BaseOffset)
+	}
+	w.mustEnd(false)
+	// The next transaction, same epoch, the sequence of the batch the
+	// client took for unsent.
+	if _, err := l.AppendAsLeader([]record.Batch{keyedBatch(t, spec, 1000, v("k", "next"))}, 1); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("a sequence of the ended transaction reused: %v, want ErrOutOfOrderSequence", err)
+	}
+	// The transaction goes on with the next sequence (or a new epoch).
+	w.data(v("k", "next"))
+	w.mustEnd(true)
+	wantView(t, l, "k=next")
+}
+
 // txnHistory writes transactions across several segments: committed and
 // aborted ones, interleaved, and one left open at the end. It returns the
 // read_committed view.

@@ -464,9 +464,7 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 				cfg.Log.Info("the leader refuses this broker's replica fetches: its principal needs CLUSTER_ACTION on the cluster (list it in super.users)",
 					"leader", f.leader, "partition", tp)
 			}
-			if rp.DivergingEpoch.Epoch >= 0 || rp.DivergingEpoch.EndOffset >= 0 {
-				res.Diverging = &Divergence{Epoch: rp.DivergingEpoch.Epoch, EndOffset: rp.DivergingEpoch.EndOffset}
-			}
+			res.Diverging = divergenceFromWire(rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset)
 			if it.throttled {
 				f.m.followerQuota.Record(len(res.Records))
 			}

@@ -533,14 +533,39 @@ type Divergence struct {
 	EndOffset int64
 }
 
+// divergenceFromWire reads a fetch response's DivergingEpoch: (-1, -1),
+// the field's default, means none.
+func divergenceFromWire(epoch int32, endOffset int64) *Divergence {
+	if epoch < 0 && endOffset < 0 {
+		return nil
+	}
+	return &Divergence{Epoch: epoch, EndOffset: endOffset}
+}
+
 // CheckDivergence compares a fetch's position with this replica's epoch
 // cache (OffsetForLeaderEpoch semantics) and returns where the fetcher's
 // log diverged, or nil.
+//
+// A fetch whose last fetched epoch is newer than every epoch of this log
+// (the fetcher appended as the leader of an epoch this replica never
+// saw, and this replica, elected after it, has appended nothing in its
+// own epoch yet: below min.insync.replicas no produce is taken) diverges
+// at this log's end, after its latest epoch. Kafka's leader answers so
+// because it writes its own epoch into the cache when it is elected; the
+// cache's "unknown" (-1, -1) must not go out, since on the wire it reads
+// as no divergence at all: the follower would fetch past this log's end
+// forever, never truncating, never rejoining the ISR (strata chaos seed
+// 41 found it: a partition left with ISR [leader] for good). Only a
+// leader answers so: a follower serving a consumer (KIP-392) may simply
+// not have the newer epoch yet.
 func (p *Partition) CheckDivergence(fetchOffset int64, lastFetchedEpoch int32) *Divergence {
 	if lastFetchedEpoch < 0 {
 		return nil
 	}
 	e, end := p.Log.EndOffsetForEpoch(lastFetchedEpoch)
+	if e < 0 && end < 0 && p.Role() == RoleLeader {
+		e, end = p.Log.LatestEpoch(), p.Log.EndOffset()
+	}
 	if e != lastFetchedEpoch || end < fetchOffset {
 		return &Divergence{Epoch: e, EndOffset: end}
 	}
@@ -821,6 +846,10 @@ func (p *Partition) applyFetch(leader, epoch int32, res FetchResult, backoff tim
 // truncates to its own end of it (the next fetch checks again).
 func (p *Partition) truncationPoint(d Divergence) int64 {
 	leo := p.Log.EndOffset()
+	if d.Epoch < 0 && d.EndOffset >= 0 {
+		// The leader's log has no epoch at all (empty): it ends there.
+		return min(d.EndOffset, leo)
+	}
 	if d.Epoch < 0 || d.EndOffset < 0 {
 		return min(p.hwm.Load(), leo)
 	}

@@ -77,7 +77,12 @@ func replicateAs(t *testing.T, m *Manager, leader, follower *Partition, brokerEp
 	}
 	offset, last := follower.Log.EndOffset(), follower.Log.LatestEpoch()
 	div, err := m.ServeReplicaFetch(leader, follower.self, brokerEpoch, offset, last, epoch)
-	res := FetchResult{Err: err, Diverging: div, HighWatermark: leader.HighWatermark(), LogStart: leader.Log.StartOffset()}
+	res := FetchResult{Err: err, HighWatermark: leader.HighWatermark(), LogStart: leader.Log.StartOffset()}
+	if div != nil {
+		// Through the wire, as the Fetch handler writes DivergingEpoch
+		// and the fetcher reads it.
+		res.Diverging = divergenceFromWire(div.Epoch, div.EndOffset)
+	}
 	if err == nil && div == nil {
 		rr, err := leader.Log.Read(offset, 1<<20, leader.Log.EndOffset())
 		if err != nil && !errors.Is(err, log.ErrOffsetOutOfRange) {
@@ -263,6 +268,59 @@ func TestDivergenceTruncation(t *testing.T) {
 	}
 }
 
+// TestDivergenceNewerThanLeaderEpochs: a follower that led an epoch the
+// new leader never saw (its tail appended then, acknowledged to nobody)
+// meets a leader elected after it that has appended nothing in its own
+// epoch (below min.insync.replicas no produce is taken). The follower
+// must truncate its tail and catch up; the divergence must survive the
+// wire, where (-1, -1) means none (strata chaos seed 41: both followers
+// fetched past the leader's log end for minutes, the ISR stayed
+// [leader]).
+func TestDivergenceNewerThanLeaderEpochs(t *testing.T) {
+	clk := &clock{t: time.Unix(1000, 0)}
+	m := NewManager(Config{NodeID: 3, LagTimeMax: time.Hour, Log: logr.Discard(), Now: clk.now})
+	defer m.Close()
+	p3 := NewPartition(tp, openLog(t), 3, clk.now)
+	p2 := NewPartition(tp, openLog(t), 2, clk.now)
+	st := meta.PartitionState{Replicas: []int32{2, 3}, Leader: 3, LeaderEpoch: 13, ISR: []int32{2, 3}}
+	p3.becomeLeader(st)
+	p2.becomeFollower(st)
+	for range 3 {
+		if _, _, err := p3.AppendAsLeader(batch(t, "committed")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replicate(t, m, p3, p2)
+	// 2 leads epoch 14 and appends a tail nobody gets.
+	st14 := meta.PartitionState{Replicas: []int32{2, 3}, Leader: 2, LeaderEpoch: 14, ISR: []int32{2}}
+	p2.becomeLeader(st14)
+	p3.becomeFollower(st14)
+	for range 2 {
+		if _, _, err := p2.AppendAsLeader(batch(t, "tail")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 3, the last ISR member of a later epoch, leads epoch 20 and appends
+	// nothing.
+	st20 := meta.PartitionState{Replicas: []int32{2, 3}, Leader: 3, LeaderEpoch: 20, ISR: []int32{3}}
+	m.Apply(p3, meta.BecomeLeader, st20)
+	p2.becomeFollower(st20)
+	replicate(t, m, p3, p2)
+	if got, want := p2.Log.EndOffset(), p3.Log.EndOffset(); got != want {
+		t.Fatalf("follower log end %d after the leader's answer, want the leader's %d (its epoch-14 tail truncated)", got, want)
+	}
+	if d := p3.CheckDivergence(p2.Log.EndOffset(), p2.Log.LatestEpoch()); d != nil {
+		t.Fatalf("the truncated follower still diverges: %+v", d)
+	}
+	if _, _, err := p3.AppendAsLeader(batch(t, "new")); err != nil {
+		t.Fatal(err)
+	}
+	replicate(t, m, p3, p2)
+	if !bytes.Equal(readAll(t, p3.Log), readAll(t, p2.Log)) {
+		t.Fatal("logs differ after truncation and catch-up")
+	}
+}
+
 func TestTruncationPoint(t *testing.T) {
 	// Follower log: epoch 0 at 0-2, epoch 2 at 3-5.
 	p := NewPartition(tp, openLog(t), 2, nil)
@@ -285,6 +343,7 @@ func TestTruncationPoint(t *testing.T) {
 		{"older epoch known here", Divergence{Epoch: 0, EndOffset: 3}, 3},
 		{"leader epoch unknown here (1): our end of epoch 0", Divergence{Epoch: 1, EndOffset: 5}, 3},
 		{"undefined: truncate to the HWM", Divergence{Epoch: -1, EndOffset: -1}, 2},
+		{"the leader's log has no epoch: its end", Divergence{Epoch: -1, EndOffset: 4}, 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -72,28 +72,39 @@ type History struct {
 	// Replicas are each partition's replica logs.
 	Replicas       map[TP][]ReplicaLog
 	HWMRegressions []HWMRegression
+	// The other workloads' histories (check_workloads.go); nil: the
+	// workload did not run and has no entry in the verdict.
+	Groups  *GroupsHistory
+	Txn     *TxnHistory
+	Compact *CompactHistory
+	Tier    *TierHistory
 }
 
 // Verdict is what the checker found. Findings describes the first
 // problems of each kind precisely (partition, offset, replica, value).
 type Verdict struct {
-	Acked             int      `json:"acked"`
-	Lost              int      `json:"lost"`
-	Misplaced         int      `json:"misplaced"`
-	Duplicated        int      `json:"duplicated"`
-	OutOfOrder        int      `json:"out_of_order"`
-	PhantomReads      int      `json:"phantom_reads"`
-	DivergentReplicas int      `json:"divergent_replicas"`
-	OffsetGaps        int      `json:"offset_gaps"`
-	HWMRegressions    int      `json:"hwm_regressions"`
-	Consumed          int      `json:"consumed"`
-	Findings          []string `json:"findings,omitempty"`
+	Acked             int `json:"acked"`
+	Lost              int `json:"lost"`
+	Misplaced         int `json:"misplaced"`
+	Duplicated        int `json:"duplicated"`
+	OutOfOrder        int `json:"out_of_order"`
+	PhantomReads      int `json:"phantom_reads"`
+	DivergentReplicas int `json:"divergent_replicas"`
+	OffsetGaps        int `json:"offset_gaps"`
+	HWMRegressions    int `json:"hwm_regressions"`
+	Consumed          int `json:"consumed"`
+	// WorkloadViolations sums the violations of the groups, transactions,
+	// compacted and tiered workloads (each in Result.Workloads).
+	WorkloadViolations int      `json:"workload_violations"`
+	Findings           []string `json:"findings,omitempty"`
+	// extra are those workloads' counts, by name.
+	extra map[string]WorkloadCount
 }
 
 // OK reports whether the history passed every check.
 func (v Verdict) OK() bool {
 	return v.Lost == 0 && v.Misplaced == 0 && v.Duplicated == 0 && v.OutOfOrder == 0 && v.PhantomReads == 0 &&
-		v.DivergentReplicas == 0 && v.OffsetGaps == 0 && v.HWMRegressions == 0
+		v.DivergentReplicas == 0 && v.OffsetGaps == 0 && v.HWMRegressions == 0 && v.WorkloadViolations == 0
 }
 
 // maxFindingsPerKind bounds the findings listed per kind (counts are exact).
@@ -253,7 +264,36 @@ func Check(h History) Verdict {
 			v.Findings = append(v.Findings, fmt.Sprintf("%s: %d more not listed", kind, n-maxFindingsPerKind))
 		}
 	}
+	v.checkWorkloads(h)
 	return v
+}
+
+// checkWorkloads runs the checkers of the workloads h has a history of.
+func (v *Verdict) checkWorkloads(h History) {
+	add := func(name string, c WorkloadCount, findings []string) {
+		if v.extra == nil {
+			v.extra = map[string]WorkloadCount{}
+		}
+		v.extra[name] = c
+		v.WorkloadViolations += c.Violations
+		v.Findings = append(v.Findings, findings...)
+	}
+	if h.Groups != nil {
+		c, f := CheckGroups(*h.Groups, h.Acks, h.HWM)
+		add(WorkloadGroups, c, f)
+	}
+	if h.Txn != nil {
+		c, f := CheckTransactions(*h.Txn)
+		add(WorkloadTransactions, c, f)
+	}
+	if h.Compact != nil {
+		c, f := CheckCompacted(*h.Compact)
+		add(WorkloadCompacted, c, f)
+	}
+	if h.Tier != nil {
+		c, f := CheckTiered(*h.Tier)
+		add(WorkloadTiered, c, f)
+	}
 }
 
 // majority returns the index of the readable replica log ending at or

@@ -27,6 +27,22 @@ const (
 	OpHWM           = "hwm"            // a partition's final high watermark (HWM)
 	OpReplica       = "replica"        // a replica's final log (Records, BytesSHA256, End, Error)
 	OpResult        = "result"         // the run's result, last
+
+	// The other workloads (check_workloads.go).
+	OpGroupDelivery = "group_delivery" // a record a group member polled (Member)
+	OpGroupCommit   = "group_commit"   // an acknowledged commit of one partition (Member, Generation, Offset; Sent: when sent, T: acknowledged)
+	OpGroupFinal    = "group_final"    // the group's final committed offset of a partition (Offset)
+	OpTxnProduce    = "txn_produce"    // an acknowledged record of transaction Txn
+	OpTxn           = "txn"            // a transaction ended (Txn, Outcome, Values; Sent: EndTransaction sent)
+	OpTxnRead       = "txn_read"       // a record a read_committed consumer read during the run
+	OpTxnFinalRead  = "txn_final_read" // a record of the final read_committed read
+	OpTxnFinal      = "txn_final"      // the final read's end (Complete: it reached the fence)
+	OpCompactWrite  = "compact_write"  // a record sent to the compacted topic (Key, Value, Seq; Offset, or Error)
+	OpCompactRead   = "compact_read"   // a record of the compacted topic's final read
+	OpCompactFinal  = "compact_final"  // the final read's end (Complete)
+	OpTierProduce   = "tier_produce"   // an acknowledged record of the tiered topic
+	OpTierRead      = "tier_read"      // a record of a read of the tiered topic from offset 0 (Pass; -1 the final read)
+	OpTierEnd       = "tier_end"       // a tiered partition's final high watermark (HWM) and earliest local offset (Offset)
 )
 
 // Event is one line of a history file (--history): every operation of a
@@ -58,6 +74,17 @@ type Event struct {
 	BytesSHA256 string  `json:"bytes_sha256,omitempty"`
 	Records     []Rec   `json:"records,omitempty"`
 	Result      *Result `json:"result,omitempty"`
+	// The other workloads' fields.
+	Member     string   `json:"member,omitempty"`
+	Generation int32    `json:"generation,omitempty"`
+	Sent       float64  `json:"sent,omitempty"`
+	Txn        string   `json:"txn,omitempty"`
+	Outcome    string   `json:"outcome,omitempty"`
+	Values     []string `json:"values,omitempty"`
+	Key        string   `json:"key,omitempty"`
+	Seq        int64    `json:"seq,omitempty"`
+	Pass       int      `json:"pass,omitempty"`
+	Complete   bool     `json:"complete,omitempty"`
 }
 
 // historyWriter appends events to a --history file; a nil writer writes
@@ -160,6 +187,37 @@ func sortedTPs[V any](m map[TP]V) []TP {
 func CheckHistory(r io.Reader) (*Result, error) {
 	h := History{HWM: map[TP]int64{}, Replicas: map[TP][]ReplicaLog{}}
 	var res *Result
+	var (
+		groups  *GroupsHistory
+		txn     *TxnHistory
+		compact *CompactHistory
+		tier    *TierHistory
+		txnAcks = map[string][]Ack{}
+	)
+	group := func() *GroupsHistory {
+		if groups == nil {
+			groups = &GroupsHistory{Final: map[TP]int64{}}
+		}
+		return groups
+	}
+	txns := func() *TxnHistory {
+		if txn == nil {
+			txn = &TxnHistory{}
+		}
+		return txn
+	}
+	compacted := func() *CompactHistory {
+		if compact == nil {
+			compact = &CompactHistory{}
+		}
+		return compact
+	}
+	tiered := func() *TierHistory {
+		if tier == nil {
+			tier = &TierHistory{End: map[TP]int64{}, EarliestLocal: map[TP]int64{}}
+		}
+		return tier
+	}
 	dec := json.NewDecoder(bufio.NewReaderSize(r, 1<<20))
 	for line := 1; ; line++ {
 		var e Event
@@ -184,6 +242,45 @@ func CheckHistory(r io.Reader) (*Result, error) {
 			h.Replicas[tp] = append(h.Replicas[tp], ReplicaLog{Broker: e.Broker, Bytes: []byte(e.BytesSHA256), Records: e.Records, End: e.End, Err: e.Error})
 		case OpResult:
 			res = e.Result
+		case OpGroupDelivery:
+			g := group()
+			g.Deliveries = append(g.Deliveries, GroupDelivery{Member: e.Member, TP: tp, Offset: e.Offset, Value: e.Value})
+		case OpGroupCommit:
+			g := group()
+			g.Commits = append(g.Commits, GroupCommit{Member: e.Member, Generation: e.Generation, TP: tp, Offset: e.Offset, SentS: e.Sent, AckS: e.T})
+		case OpGroupFinal:
+			g := group()
+			g.Final[tp], g.FinalS = e.Offset, e.T
+		case OpTxnProduce:
+			txnAcks[e.Txn] = append(txnAcks[e.Txn], Ack{TP: tp, Offset: e.Offset, Value: e.Value})
+		case OpTxn:
+			t := txns()
+			t.Txns = append(t.Txns, Txn{ID: e.Txn, Outcome: e.Outcome, Values: e.Values, Acks: txnAcks[e.Txn], EndS: e.Sent})
+		case OpTxnRead:
+			t := txns()
+			t.Reads = append(t.Reads, TxnRead{TP: tp, Offset: e.Offset, Value: e.Value, S: e.T})
+		case OpTxnFinalRead:
+			t := txns()
+			t.Final = append(t.Final, TxnRead{TP: tp, Offset: e.Offset, Value: e.Value, S: e.T})
+		case OpTxnFinal:
+			txns().Complete = e.Complete
+		case OpCompactWrite:
+			c := compacted()
+			c.Writes = append(c.Writes, CompactWrite{TP: tp, Key: e.Key, Value: e.Value, Seq: e.Seq, Acked: e.Error == "", Offset: e.Offset})
+		case OpCompactRead:
+			c := compacted()
+			c.Final = append(c.Final, CompactRead{TP: tp, Offset: e.Offset, Key: e.Key, Value: e.Value})
+		case OpCompactFinal:
+			compacted().Complete = e.Complete
+		case OpTierProduce:
+			t := tiered()
+			t.Acks = append(t.Acks, Ack{TP: tp, Offset: e.Offset, Value: e.Value})
+		case OpTierRead:
+			t := tiered()
+			t.Reads = append(t.Reads, TierRead{Pass: e.Pass, TP: tp, Offset: e.Offset, Value: e.Value})
+		case OpTierEnd:
+			t := tiered()
+			t.End[tp], t.EarliestLocal[tp] = e.HWM, e.Offset
 		case OpFault, OpFaultError, OpHeal:
 		default:
 			return nil, fmt.Errorf("history event %d: unknown op %q", line, e.Op)
@@ -192,6 +289,7 @@ func CheckHistory(r io.Reader) (*Result, error) {
 	if res == nil {
 		return nil, errors.New("history has no result line: the run did not finish")
 	}
+	h.Groups, h.Txn, h.Compact, h.Tier = groups, txn, compact, tier
 	res.judgeHistory(h)
 	return res, nil
 }
@@ -205,4 +303,57 @@ func (r *Result) judgeHistory(h History) {
 	}
 	r.Workloads = r.Verdict.workloads(logs)
 	r.judge()
+}
+
+// The other workloads' history lines (CheckHistory reads them back).
+
+func (d GroupDelivery) event() Event {
+	return Event{Op: OpGroupDelivery, Member: d.Member, Topic: d.Topic, Partition: d.Partition, Offset: d.Offset, Value: d.Value}
+}
+
+func (c GroupCommit) event() Event {
+	return Event{T: c.AckS, Op: OpGroupCommit, Member: c.Member, Generation: c.Generation, Topic: c.Topic, Partition: c.Partition,
+		Offset: c.Offset, Sent: c.SentS}
+}
+
+func groupFinalEvent(tp TP, offset int64, at float64) Event {
+	return Event{T: at, Op: OpGroupFinal, Topic: tp.Topic, Partition: tp.Partition, Offset: offset}
+}
+
+// events are a transaction's acknowledged records, then its end.
+func (t *Txn) events() []Event {
+	var out []Event
+	for _, a := range t.Acks {
+		out = append(out, Event{Op: OpTxnProduce, Txn: t.ID, Topic: a.Topic, Partition: a.Partition, Offset: a.Offset, Value: a.Value})
+	}
+	return append(out, Event{Op: OpTxn, Txn: t.ID, Outcome: t.Outcome, Values: t.Values, Sent: t.EndS})
+}
+
+func (r TxnRead) event(op string) Event {
+	return Event{T: r.S, Op: op, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Value: r.Value}
+}
+
+// event is the write's line; err is why it was not acknowledged.
+func (c CompactWrite) event(err error) Event {
+	e := Event{Op: OpCompactWrite, Topic: c.Topic, Partition: c.Partition, Key: c.Key, Value: c.Value, Seq: c.Seq, Offset: c.Offset}
+	if err != nil {
+		e.Error = err.Error()
+	}
+	return e
+}
+
+func (r CompactRead) event() Event {
+	return Event{Op: OpCompactRead, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
+}
+
+func tierProduceEvent(a Ack) Event {
+	return Event{Op: OpTierProduce, Topic: a.Topic, Partition: a.Partition, Offset: a.Offset, Value: a.Value}
+}
+
+func (r TierRead) event() Event {
+	return Event{Op: OpTierRead, Pass: r.Pass, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Value: r.Value}
+}
+
+func tierEndEvent(tp TP, hwm, earliestLocal int64) Event {
+	return Event{Op: OpTierEnd, Topic: tp.Topic, Partition: tp.Partition, HWM: hwm, Offset: earliestLocal}
 }

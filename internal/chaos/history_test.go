@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -29,11 +30,80 @@ func writeHistory(t *testing.T, h History, res *Result) string {
 		w.write(Event{T: r.AtS, Op: OpHWMRegression, Topic: r.Topic, Partition: r.Partition, Broker: r.Broker, Incarnation: r.Incarnation, From: r.From, To: r.To})
 	}
 	w.write(Event{Op: OpHeal, Kind: KindKill, What: "broker 2"})
+	writeWorkloads(w, h)
 	res.judgeHistory(h)
 	if err := w.final(h, res); err != nil {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// writeWorkloads writes the other workloads' lines as workloads.go does.
+func writeWorkloads(w *historyWriter, h History) {
+	if g := h.Groups; g != nil {
+		for _, d := range g.Deliveries {
+			w.write(d.event())
+		}
+		for _, c := range g.Commits {
+			w.write(c.event())
+		}
+		for _, tp := range sortedTPs(g.Final) {
+			w.write(groupFinalEvent(tp, g.Final[tp], g.FinalS))
+		}
+	}
+	if x := h.Txn; x != nil {
+		for i := range x.Txns {
+			for _, e := range x.Txns[i].events() {
+				w.write(e)
+			}
+		}
+		for _, r := range x.Reads {
+			w.write(r.event(OpTxnRead))
+		}
+		for _, r := range x.Final {
+			w.write(r.event(OpTxnFinalRead))
+		}
+		w.write(Event{Op: OpTxnFinal, Complete: x.Complete})
+	}
+	if c := h.Compact; c != nil {
+		for _, cw := range c.Writes {
+			var err error
+			if !cw.Acked {
+				err = errors.New("REQUEST_TIMED_OUT")
+			}
+			w.write(cw.event(err))
+		}
+		for _, r := range c.Final {
+			w.write(r.event())
+		}
+		w.write(Event{Op: OpCompactFinal, Complete: c.Complete})
+	}
+	if t := h.Tier; t != nil {
+		for _, a := range t.Acks {
+			w.write(tierProduceEvent(a))
+		}
+		for _, r := range t.Reads {
+			w.write(r.event())
+		}
+		for _, tp := range sortedTPs(t.End) {
+			w.write(tierEndEvent(tp, t.End[tp], t.EarliestLocal[tp]))
+		}
+	}
+}
+
+// withWorkloads adds the other workloads' healthy synthetic histories
+// (check_workloads_test.go) to h.
+func withWorkloads(h *History) {
+	// The group reads healthy()'s partition, as the real one reads the
+	// idempotent producers' topics.
+	h.Groups = &GroupsHistory{
+		Deliveries: []GroupDelivery{{"a", tp0, 0, "p0-0"}, {"a", tp0, 1, "p1-0"}, {"b", tp0, 2, "p0-1"}},
+		Commits: []GroupCommit{{Member: "a", Generation: 1, TP: tp0, Offset: 2, SentS: 1, AckS: 1.1},
+			{Member: "b", Generation: 2, TP: tp0, Offset: 3, SentS: 2, AckS: 2.1}},
+		Final: map[TP]int64{tp0: 3}, FinalS: 10,
+	}
+	x, c, t := healthyTxns(), healthyCompacted(), healthyTiered()
+	h.Txn, h.Compact, h.Tier = &x, &c, &t
 }
 
 // TestCheckHistory: a history file judged offline gives the run's
@@ -58,6 +128,23 @@ func TestCheckHistory(t *testing.T) {
 		}, false},
 		{"too few acknowledged", func(_ *History, r *Result) { r.MinAcked = 3 }, false},
 		{"not live", func(_ *History, r *Result) { r.Live, r.LivenessError = false, "timeout" }, false},
+		{"every workload, healthy", func(h *History, _ *Result) { withWorkloads(h) }, true},
+		{"a group commit goes backwards", func(h *History, _ *Result) {
+			withWorkloads(h)
+			h.Groups.Commits = append(h.Groups.Commits, GroupCommit{Member: "c", Generation: 3, TP: tp0, Offset: 2, SentS: 3, AckS: 3.1})
+		}, false},
+		{"an aborted transaction read", func(h *History, _ *Result) {
+			withWorkloads(h)
+			h.Txn.Reads = append(h.Txn.Reads, TxnRead{xtp0, 2, "x2-0", 3.5})
+		}, false},
+		{"a compacted key's latest value lost", func(h *History, _ *Result) {
+			withWorkloads(h)
+			h.Compact.Final = h.Compact.Final[1:]
+		}, false},
+		{"a tier read skips", func(h *History, _ *Result) {
+			withWorkloads(h)
+			h.Tier.Reads = append(h.Tier.Reads[:1], h.Tier.Reads[2:]...)
+		}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,9 @@ import (
 type WorkloadCount struct {
 	Checked    int `json:"checked"`
 	Violations int `json:"violations"`
+	// Info is what shows the workload did what it is for (the cleaner
+	// removed records, segments left the local log...).
+	Info map[string]int64 `json:"info,omitempty"`
 }
 
 // workloads lists the workloads the checker really judges:
@@ -20,13 +23,20 @@ type WorkloadCount struct {
 //     (lost, misplaced, duplicated, out of order);
 //   - consumers: the records the per-broker consumers read (phantom reads)
 //     and the high watermarks they saw (regressions);
-//   - replicas: the replica logs read from disk (divergent, offset gaps).
+//   - replicas: the replica logs read from disk (divergent, offset gaps);
+//   - groups, transactions, compacted, tiered: as their checkers say
+//     (CheckGroups, CheckTransactions, CheckCompacted, CheckTiered), when
+//     the history has them.
 func (v Verdict) workloads(replicaLogs int) map[string]WorkloadCount {
-	return map[string]WorkloadCount{
+	m := map[string]WorkloadCount{
 		"idempotent": {Checked: v.Acked, Violations: v.Lost + v.Misplaced + v.Duplicated + v.OutOfOrder},
 		"consumers":  {Checked: v.Consumed, Violations: v.PhantomReads + v.HWMRegressions},
 		"replicas":   {Checked: replicaLogs, Violations: v.DivergentReplicas + v.OffsetGaps},
 	}
+	for k, c := range v.extra {
+		m[k] = c
+	}
+	return m
 }
 
 // judge decides OK and Reason from everything the run found: the
@@ -49,6 +59,11 @@ func (r *Result) judge() {
 		} {
 			if c.n > 0 {
 				bad = append(bad, fmt.Sprintf("%s=%d", c.name, c.n))
+			}
+		}
+		for _, name := range ExtraWorkloads {
+			if n := r.Workloads[name].Violations; n > 0 {
+				bad = append(bad, fmt.Sprintf("%s=%d", name, n))
 			}
 		}
 		why = append(why, "checks failed: "+strings.Join(bad, " "))
@@ -79,6 +94,21 @@ func (r *Result) judge() {
 			if r.Faults[k] == 0 {
 				why = append(why, fmt.Sprintf("fault kind %s scheduled %d times but never applied (%d not applied)", k, scheduled[k], r.FaultErrors[k]))
 			}
+		}
+	}
+	for _, name := range r.ExpectWorkloads {
+		w := r.Workloads[name]
+		switch {
+		case w.Checked == 0:
+			why = append(why, fmt.Sprintf("workload %s checked nothing", name))
+		case name == WorkloadCompacted && w.Info["read"] >= w.Info["written"]:
+			why = append(why, fmt.Sprintf("workload compacted: the cleaner removed nothing (%d records read of %d acknowledged)", w.Info["read"], w.Info["written"]))
+		case name == WorkloadGroups && w.Info["generations"] < 2:
+			why = append(why, fmt.Sprintf("workload groups: commits in %d generation(s): no partition moved between members", w.Info["generations"]))
+		case name == WorkloadTransactions && (w.Info[TxnCommitted] == 0 || w.Info[TxnAborted] == 0):
+			why = append(why, fmt.Sprintf("workload transactions: %d committed and %d aborted: both are needed", w.Info[TxnCommitted], w.Info[TxnAborted]))
+		case name == WorkloadTiered && w.Info["earliest_local_max"] == 0:
+			why = append(why, "workload tiered: no segment left the local log (earliest local offset 0 everywhere)")
 		}
 	}
 	if !r.Live {

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -14,6 +15,17 @@ func passing() Result {
 		Verdict:     Verdict{Acked: 5000, Consumed: 9000},
 		MinAcked:    1000,
 		Live:        true,
+	}
+}
+
+// goodWorkloads are the other workloads' counts of a run that tested
+// what each is for.
+func goodWorkloads() map[string]WorkloadCount {
+	return map[string]WorkloadCount{
+		WorkloadGroups:       {Checked: 100, Info: map[string]int64{"generations": 4}},
+		WorkloadTransactions: {Checked: 100, Info: map[string]int64{TxnCommitted: 40, TxnAborted: 10}},
+		WorkloadCompacted:    {Checked: 100, Info: map[string]int64{"written": 900, "read": 60}},
+		WorkloadTiered:       {Checked: 100, Info: map[string]int64{"earliest_local_max": 300}},
 	}
 }
 
@@ -46,6 +58,34 @@ func TestJudge(t *testing.T) {
 		{"not live after healing", func(r *Result) {
 			r.Live, r.LivenessBoundS, r.LivenessError = false, 60, "produce to chaos-0/1: NOT_ENOUGH_REPLICAS"
 		}, false, []string{"did not serve produce and consume within 60s after healing: produce to chaos-0/1: NOT_ENOUGH_REPLICAS"}},
+		{"a workload's violations", func(r *Result) {
+			r.WorkloadViolations = 2
+			r.Workloads = goodWorkloads()
+			r.Workloads[WorkloadTransactions] = WorkloadCount{Checked: 9, Violations: 2}
+		}, false, []string{"checks failed: transactions=2"}},
+		{"every workload run and shown at work", func(r *Result) {
+			r.ExpectWorkloads, r.Workloads = ExtraWorkloads, goodWorkloads()
+		}, true, nil},
+		{"a workload run that checked nothing", func(r *Result) {
+			r.ExpectWorkloads, r.Workloads = ExtraWorkloads, goodWorkloads()
+			delete(r.Workloads, WorkloadTiered)
+		}, false, []string{"workload tiered checked nothing"}},
+		{"the cleaner never ran", func(r *Result) {
+			r.ExpectWorkloads, r.Workloads = ExtraWorkloads, goodWorkloads()
+			r.Workloads[WorkloadCompacted].Info["read"] = 900
+		}, false, []string{"workload compacted: the cleaner removed nothing (900 records read of 900 acknowledged)"}},
+		{"nothing left the local log", func(r *Result) {
+			r.ExpectWorkloads, r.Workloads = ExtraWorkloads, goodWorkloads()
+			r.Workloads[WorkloadTiered].Info["earliest_local_max"] = 0
+		}, false, []string{"workload tiered: no segment left the local log"}},
+		{"no rebalance", func(r *Result) {
+			r.ExpectWorkloads, r.Workloads = ExtraWorkloads, goodWorkloads()
+			r.Workloads[WorkloadGroups].Info["generations"] = 1
+		}, false, []string{"workload groups: commits in 1 generation(s)"}},
+		{"no abort", func(r *Result) {
+			r.ExpectWorkloads, r.Workloads = ExtraWorkloads, goodWorkloads()
+			r.Workloads[WorkloadTransactions].Info[TxnAborted] = 0
+		}, false, []string{"workload transactions: 40 committed and 0 aborted: both are needed"}},
 		{"several causes, all named", func(r *Result) {
 			r.Lost, r.Acked, r.Live = 1, 10, false
 		}, false, []string{"lost=1", "only 10 records", "did not serve"}},
@@ -74,9 +114,10 @@ func TestWorkloads(t *testing.T) {
 	v := Verdict{Acked: 10, Lost: 1, Misplaced: 2, Duplicated: 3, OutOfOrder: 4, Consumed: 20, PhantomReads: 5, HWMRegressions: 6,
 		DivergentReplicas: 7, OffsetGaps: 8}
 	got := v.workloads(27)
-	want := map[string]WorkloadCount{"idempotent": {10, 10}, "consumers": {20, 11}, "replicas": {27, 15}}
+	want := map[string]WorkloadCount{"idempotent": {Checked: 10, Violations: 10}, "consumers": {Checked: 20, Violations: 11},
+		"replicas": {Checked: 27, Violations: 15}}
 	for k, w := range want {
-		if got[k] != w {
+		if !reflect.DeepEqual(got[k], w) {
 			t.Fatalf("%s: %+v, want %+v", k, got[k], w)
 		}
 	}

@@ -22,6 +22,10 @@ import (
 // BucketPrefix + zone names a zone's WAL bucket; the caller creates them.
 const BucketPrefix = "strata-wal-"
 
+// TierBucket is the slow tier's bucket (the tiered workload's, in both
+// replication modes); the caller creates it.
+const TierBucket = "strata-chaos-tier"
+
 // S3 is the S3-compatible server holding the zone buckets (WAL mode).
 type S3 struct {
 	Endpoint, Region, AccessKey, SecretKey string
@@ -54,7 +58,9 @@ type Options struct {
 	// Dir is the run's directory (etcd, broker data and logs); it must
 	// not exist or be empty.
 	Dir string
-	S3  *S3
+	// S3 holds the zone buckets (WAL mode) and the tier bucket (both
+	// modes: the tiered workload).
+	S3 *S3
 	// History is a file to write every operation to as JSON lines (""
 	// none; CheckHistory judges it again).
 	History string
@@ -92,12 +98,10 @@ func (o *Options) defaults() error {
 		o.LivenessBound = time.Minute
 	}
 	switch o.Replication {
-	case "wal":
+	case "wal", "classic":
 		if o.S3 == nil {
-			return errors.New("wal replication needs an S3 server")
+			return errors.New("an S3 server is needed (the tier bucket of the tiered workload; in wal mode the zone buckets too)")
 		}
-	case "classic":
-		o.S3 = nil
 	default:
 		return fmt.Errorf("replication %q: want wal or classic", o.Replication)
 	}
@@ -183,7 +187,10 @@ type Result struct {
 	LivenessError  string  `json:"liveness_error,omitempty"`
 	// Workloads are the workloads the checker judged (Verdict.workloads).
 	Workloads map[string]WorkloadCount `json:"workloads"`
-	OK        bool                     `json:"ok"`
+	// ExpectWorkloads are the workloads the run ran: each must have
+	// checked something (and shown it did its job) for the run to pass.
+	ExpectWorkloads []string `json:"expect_workloads,omitempty"`
+	OK              bool     `json:"ok"`
 	// Reason says why OK is false (every cause; empty when OK).
 	Reason string `json:"reason"`
 	Dir    string `json:"dir,omitempty"`
@@ -250,6 +257,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := c.createTopics(ctx, topo.Topics); err != nil {
 		return nil, err
 	}
+	if err := c.createWorkloadTopics(ctx); err != nil {
+		return nil, err
+	}
+	res.ExpectWorkloads = ExtraWorkloads
 
 	hist, err := createHistory(o.History)
 	if err != nil {
@@ -269,6 +280,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		fetchers = append(fetchers, f)
 		go f.run(wctx)
 	}
+	extra := startWorkloads(ctx, c, o.Seed, start, hist, errs)
+	defer extra.finish()
 	pctx, stopProducers := context.WithCancel(ctx)
 	defer stopProducers()
 	var producers []*producer
@@ -299,6 +312,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			res.Problems = append(res.Problems, err.Error())
 		}
 	}
+	extra.finish()
 	fmt.Fprintf(o.Log, "chaos: checking that the cluster serves produce and consume\n")
 	liveStart := time.Now()
 	liveAcks, err := c.probeLiveness(ctx, o.LivenessBound)
@@ -309,6 +323,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Live = err == nil
 	if err != nil {
 		res.LivenessError = err.Error()
+	}
+	h := History{Replicas: map[TP][]ReplicaLog{}, Acks: liveAcks}
+	fmt.Fprintf(o.Log, "chaos: final reads of the groups, transactions, compacted and tiered workloads\n")
+	if err := extra.final(ctx, &h); err != nil {
+		res.Problems = append(res.Problems, err.Error())
 	}
 	fmt.Fprintf(o.Log, "chaos: waiting for convergence\n")
 	convergeStart := time.Now()
@@ -335,7 +354,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 
-	h := History{HWM: hwm, Replicas: map[TP][]ReplicaLog{}, Acks: liveAcks}
+	h.HWM = hwm
 	for _, p := range producers {
 		h.Acks = append(h.Acks, p.acks...)
 		res.Sent += p.sent
@@ -388,7 +407,7 @@ func (c *cluster) start(ctx context.Context) error {
 		return err
 	}
 	c.etcd = etcd
-	if o.S3 != nil {
+	if o.Replication == "wal" {
 		for i, z := range o.Zones {
 			px, err := startS3Proxy(o.S3.Endpoint, uint64(o.Seed)+uint64(i))
 			if err != nil {
@@ -397,8 +416,9 @@ func (c *cluster) start(ctx context.Context) error {
 			c.s3Px[z] = px
 		}
 	}
-	env := append(os.Environ(), faultFSEnv)
-	if o.S3 != nil {
+	env := append(os.Environ(), faultFSEnv,
+		"STRATA_TIER_ACCESS_KEY_ID="+o.S3.AccessKey, "STRATA_TIER_SECRET_ACCESS_KEY="+o.S3.SecretKey)
+	if o.Replication == "wal" {
 		env = append(env, "STRATA_WAL_ACCESS_KEY_ID="+o.S3.AccessKey, "STRATA_WAL_SECRET_ACCESS_KEY="+o.S3.SecretKey)
 	}
 	id := int32(1)
@@ -442,7 +462,16 @@ func (c *cluster) start(ctx context.Context) error {
 				"unclean.leader.election.enable": "false",
 				"auto.create.topics.enable":      "false",
 			}
-			if o.S3 != nil {
+			// The slow tier (regional: no fault proxy) and the other
+			// workloads' settings.
+			settings["tier.bucket.name"] = TierBucket
+			settings["tier.bucket.endpoint"] = o.S3.Endpoint
+			settings["tier.bucket.region"] = o.S3.Region
+			settings["tier.bucket.force.path.style"] = "true"
+			for k, v := range workloadSettings {
+				settings[k] = v
+			}
+			if o.Replication == "wal" {
 				settings["wal.enable"] = "true"
 				// The bucket nemeses need WAL objects whatever the
 				// workload's (low) throughput.

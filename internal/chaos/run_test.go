@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -50,20 +51,22 @@ func TestChaosShort(t *testing.T) {
 			})
 			o := Options{Seed: r.seed, Duration: 45 * time.Second, Replication: r.replication, Binary: brokertest.Binary(t), Dir: dir,
 				Log: testWriter{t}, Verbose: true, History: filepath.Join(dir, "history.jsonl")}
-			if r.replication == "wal" {
-				if _, err := s3server.Binary(); err != nil {
-					if os.Getenv("CI") != "" {
-						t.Fatalf("CI must run the WAL chaos runs: %v", err)
-					}
-					t.Skipf("WAL chaos run skipped: %v", err)
+			// Both modes need the S3 server: the tiered workload's tier
+			// bucket; WAL mode the zone buckets too.
+			if _, err := s3server.Binary(); err != nil {
+				if os.Getenv("CI") != "" {
+					t.Fatalf("CI must run the chaos runs: %v", err)
 				}
-				var buckets []string
+				t.Skipf("chaos run skipped: %v", err)
+			}
+			buckets := []string{TierBucket}
+			if r.replication == "wal" {
 				for _, z := range []string{"a", "b", "c"} {
 					buckets = append(buckets, BucketPrefix+z)
 				}
-				srv := s3server.Start(t, buckets...)
-				o.S3 = &S3{Endpoint: srv.Endpoint, Region: srv.Region, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey}
 			}
+			srv := s3server.Start(t, buckets...)
+			o.S3 = &S3{Endpoint: srv.Endpoint, Region: srv.Region, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey}
 			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 			defer cancel()
 			res, err := Run(ctx, o)
@@ -88,11 +91,12 @@ func TestChaosShort(t *testing.T) {
 				t.Fatalf("history: %v", err)
 			}
 			if again.OK != res.OK || again.Acked != res.Acked || again.Consumed != res.Consumed || again.Lost != res.Lost ||
-				again.DivergentReplicas != res.DivergentReplicas || again.PhantomReads != res.PhantomReads {
+				again.DivergentReplicas != res.DivergentReplicas || again.PhantomReads != res.PhantomReads ||
+				!reflect.DeepEqual(again.Workloads, res.Workloads) {
 				t.Fatalf("the history judged offline differs: ok %v acked %d consumed %d; the run's:\n%s", again.OK, again.Acked, again.Consumed, out)
 			}
-			t.Logf("seed %d %s: acked %d, consumed %d, faults %v, not applied %v, overlapping %d, max brokers down %d",
-				r.seed, r.replication, res.Acked, res.Consumed, res.Faults, res.FaultErrors, res.OverlappingFaults, res.MaxBrokersDown)
+			t.Logf("seed %d %s: acked %d, consumed %d, faults %v, not applied %v, overlapping %d, max brokers down %d, workloads %v",
+				r.seed, r.replication, res.Acked, res.Consumed, res.Faults, res.FaultErrors, res.OverlappingFaults, res.MaxBrokersDown, res.Workloads)
 		})
 	}
 }

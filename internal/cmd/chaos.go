@@ -35,11 +35,14 @@ func newChaosCmd() *cobra.Command {
 		Short: "Run a 3-zone cluster of broker processes under a seeded nemesis and check that no acknowledged record is lost",
 		Long: `Run a Jepsen-style check of replication (docs/chaos.md): a 3-zone cluster of
 ` + "`strata broker`" + ` processes (this binary) with an embedded etcd reached
-through one fault proxy per broker and, with --replication wal (default),
-one bucket per zone on a local Versity Gateway, each zone's bucket behind
-its own fault proxy. Idempotent acks=all producers and one consumer per
-broker (client.rack = its zone, so followers serve reads) run for
---duration while a nemesis driven by --seed kills, freezes and restarts
+through one fault proxy per broker, a slow-tier bucket on a local Versity
+Gateway and, with --replication wal (default), one bucket per zone there,
+each zone's bucket behind its own fault proxy. Idempotent acks=all
+producers and one consumer per broker (client.rack = its zone, so
+followers serve reads), consumer-group members that commit and move,
+transactional producers (some transactions aborted) with read_committed
+consumers, a compacted topic the cleaner works on, and a tiered topic
+whose segments leave the brokers' disks run for --duration while a nemesis driven by --seed kills, freezes and restarts
 brokers (overlapping faults, up to two brokers down at once and
 sometimes more), cuts them from etcd, from each other (partitions,
 one-way included) and from their clients, isolates whole zones, breaks
@@ -50,7 +53,11 @@ cleanly and their logs are read from disk and checked: acknowledged
 records present exactly once, in order, at their offset, in every
 replica; no consumer read a record the final log does not hold; replica
 logs byte-identical up to the high watermark; offsets contiguous; no
-high watermark moved backwards on one broker incarnation.
+high watermark moved backwards on one broker incarnation; no committed
+group offset going backwards, past the log or over a gap of undelivered
+records; transactions all or nothing, aborted ones never read, none read
+past the last stable offset; every compacted key ending with its last
+acknowledged value; every read of the tiered topic from offset 0 whole.
 
 The same seed gives the same fault schedule (--verbose prints it; targets
 such as "the leader of chaos-1/2" are resolved when the fault fires).
@@ -98,31 +105,33 @@ lines; "strata chaos check FILE" judges such a file again.`,
 			defer flush()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// Both modes need the S3 server: the tier bucket of the tiered
+			// workload; WAL mode the zone buckets too.
+			cmd.SetContext(ctx)
+			bin, err := versitygwBinary(cmd, log)
+			if err != nil {
+				return err
+			}
+			if err := os.Setenv("STRATA_VERSITYGW", bin); err != nil {
+				return err
+			}
+			tb := &devTB{dir: filepath.Join(root, "s3"), log: log.WithName("s3")}
+			buckets := []string{chaos.TierBucket}
 			if o.Replication == "wal" {
-				cmd.SetContext(ctx)
-				bin, err := versitygwBinary(cmd, log)
-				if err != nil {
-					return err
-				}
-				if err := os.Setenv("STRATA_VERSITYGW", bin); err != nil {
-					return err
-				}
-				tb := &devTB{dir: filepath.Join(root, "s3"), log: log.WithName("s3")}
-				var buckets []string
 				for _, z := range o.Zones {
 					buckets = append(buckets, chaos.BucketPrefix+z)
 				}
-				srv, err := tb.start(buckets)
-				defer func() {
-					for i := len(tb.cleanups) - 1; i >= 0; i-- {
-						tb.cleanups[i]()
-					}
-				}()
-				if err != nil {
-					return err
-				}
-				o.S3 = &chaos.S3{Endpoint: srv.Endpoint, Region: srv.Region, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey}
 			}
+			srv, err := tb.start(buckets)
+			defer func() {
+				for i := len(tb.cleanups) - 1; i >= 0; i-- {
+					tb.cleanups[i]()
+				}
+			}()
+			if err != nil {
+				return err
+			}
+			o.S3 = &chaos.S3{Endpoint: srv.Endpoint, Region: srv.Region, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey}
 			res, err := chaos.Run(ctx, o)
 			if err != nil {
 				return fmt.Errorf("chaos (seed %d; data and broker logs kept in %s): %w", o.Seed, root, err)
@@ -150,7 +159,7 @@ lines; "strata chaos check FILE" judges such a file again.`,
 	fl := cmd.Flags()
 	fl.Int64Var(&o.Seed, "seed", 1, "seed of the fault schedule (same seed, same schedule)")
 	fl.DurationVar(&o.Duration, "duration", 60*time.Second, "how long the workload and the nemesis run (at least 15s)")
-	fl.StringVar(&o.Replication, "replication", "wal", "wal (per-zone buckets on a local Versity Gateway) or classic (broker to broker; no bucket faults)")
+	fl.StringVar(&o.Replication, "replication", "wal", "wal (per-zone buckets on a local Versity Gateway) or classic (broker to broker; no bucket faults; the tier bucket in both)")
 	fl.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
 	fl.StringSliceVar(&o.Zones, "zones", []string{"a", "b", "c"}, "zones (at least 3)")
 	fl.IntVar(&o.BrokersPerZone, "brokers-per-zone", 1, "brokers per zone (2: reassignments move replicas between a zone's brokers)")
