@@ -108,7 +108,7 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 			err := topicErr
 			if err == nil {
 				var w *pendingAck
-				w, err = producePartition(ctx, r.Env, req.TransactionID, rt.Topic, req.Acks, rp, spp)
+				w, err = producePartition(ctx, r.Env, req.TransactionID, rt.Topic, req.Acks, rp, spp, r.DecompressBudget())
 				if w != nil {
 					pending = append(pending, *w)
 				}
@@ -158,7 +158,7 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 	return resp, nil
 }
 
-func producePartition(ctx context.Context, env *Env, txnID *string, topic string, acks int16, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) (*pendingAck, error) {
+func producePartition(ctx context.Context, env *Env, txnID *string, topic string, acks int16, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, budget *record.Budget) (*pendingAck, error) {
 	b := env.Broker
 	if err := broker.ValidateTopicName(topic); err != nil {
 		return nil, err
@@ -178,11 +178,7 @@ func producePartition(ctx context.Context, env *Env, txnID *string, topic string
 	}
 	var res log.AppendResult
 	var epoch int32
-	if verify {
-		res, epoch, err = p.AppendVerified(rp.Records, guard)
-	} else {
-		res, epoch, err = p.Append(rp.Records)
-	}
+	res, epoch, err = p.AppendWithin(rp.Records, verify, guard, budget)
 	if err != nil {
 		return nil, err
 	}

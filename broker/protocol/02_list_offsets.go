@@ -29,17 +29,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/record"
 )
 
 func init() { register(kmsg.ListOffsets, 0, 9, handleListOffsets) }
 
-func handleListOffsets(_ context.Context, r *Request) (kmsg.Response, error) {
+func handleListOffsets(ctx context.Context, r *Request) (kmsg.Response, error) {
 	if err := r.CheckVersion(); err != nil {
 		return nil, err
 	}
 	req := r.Msg.(*kmsg.ListOffsetsRequest)
 	resp := r.NewResponse().(*kmsg.ListOffsetsResponse)
 	b := r.Env.Broker
+	// Lookups by timestamp decode stored batches: all of the request's
+	// count against its decompression budget.
+	ctx = record.WithBudget(ctx, r.DecompressBudget())
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
@@ -50,7 +54,7 @@ func handleListOffsets(_ context.Context, r *Request) (kmsg.Response, error) {
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			if !allowed {
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			} else if err := listOffset(b, req.Version, req.IsolationLevel, rt.Topic, rp, &sp); err != nil {
+			} else if err := listOffset(ctx, b, req.Version, req.IsolationLevel, rt.Topic, rp, &sp); err != nil {
 				sp.ErrorCode = broker.ErrorCode(err)
 				sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			}
@@ -61,7 +65,7 @@ func handleListOffsets(_ context.Context, r *Request) (kmsg.Response, error) {
 	return resp, nil
 }
 
-func listOffset(b *broker.Broker, version int16, isolation int8, topic string, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) error {
+func listOffset(ctx context.Context, b *broker.Broker, version int16, isolation int8, topic string, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) error {
 	p, err := b.Partition(topic, rp.Partition)
 	if err != nil {
 		return err
@@ -92,7 +96,7 @@ func listOffset(b *broker.Broker, version int16, isolation int8, topic string, r
 		if version < 7 {
 			return fmt.Errorf("%w: max timestamp needs ListOffsets v7", kerr.UnsupportedVersion)
 		}
-		offset, ts, err = p.MaxTimestamp()
+		offset, ts, err = p.MaxTimestamp(ctx)
 		if err != nil {
 			return err
 		}
@@ -100,7 +104,7 @@ func listOffset(b *broker.Broker, version int16, isolation int8, topic string, r
 		if rp.Timestamp < 0 {
 			return fmt.Errorf("%w: timestamp %d", kerr.InvalidRequest, rp.Timestamp)
 		}
-		o, t, ok, err := p.OffsetForTimestamp(rp.Timestamp)
+		o, t, ok, err := p.OffsetForTimestamp(ctx, rp.Timestamp)
 		if err != nil {
 			return err
 		}

@@ -385,7 +385,7 @@ func (c *conn) read(out chan<- inbound) {
 		h, msg, err := decodeRequest(frame, false)
 		if errors.Is(err, ErrUnsupportedVersion) && h.Key == kmsg.ApiVersions.Int16() {
 			c.pending.Add(1)
-			out <- inbound{req: &Request{Header: h, Client: c.info, Env: c.srv.cfg.Env, mem: mem}, size: len(frame) + 4, reject: true, started: started}
+			out <- inbound{req: &Request{Header: h, Client: c.info, Env: c.srv.cfg.Env, mem: mem, size: len(frame) + 4}, size: len(frame) + 4, reject: true, started: started}
 			continue
 		}
 		if err != nil {
@@ -401,7 +401,7 @@ func (c *conn) read(out chan<- inbound) {
 			c.info.SetRack(ClientIDZone(*h.ClientID))
 		}
 		c.pending.Add(1)
-		out <- inbound{req: &Request{Header: h, Msg: msg, Client: c.info, Env: c.srv.cfg.Env, mem: mem}, size: len(frame) + 4, started: started}
+		out <- inbound{req: &Request{Header: h, Msg: msg, Client: c.info, Env: c.srv.cfg.Env, mem: mem, size: len(frame) + 4}, size: len(frame) + 4, started: started}
 	}
 }
 

@@ -20,6 +20,10 @@ import (
 // The returned batches alias records; the log stamps offsets into them in
 // place.
 func Validate(records []byte, maxBatchBytes int) ([]Batch, error) {
+	return validate(records, maxBatchBytes, nil)
+}
+
+func validate(records []byte, maxBatchBytes int, budget *Budget) ([]Batch, error) {
 	if len(records) == 0 {
 		return nil, fmt.Errorf("%w: empty record set", ErrInvalidRecord)
 	}
@@ -36,7 +40,7 @@ func Validate(records []byte, maxBatchBytes int) ([]Batch, error) {
 		if size > maxBatchBytes {
 			return nil, fmt.Errorf("batch %d at byte %d: %w: %d bytes, limit %d", len(batches), pos, ErrTooLarge, size, maxBatchBytes)
 		}
-		if err := validateBatch(b, DecompressLimit(maxBatchBytes)); err != nil {
+		if err := validateBatch(b, DecompressLimit(maxBatchBytes), budget); err != nil {
 			return nil, fmt.Errorf("batch %d at byte %d: %w", len(batches), pos, err)
 		}
 		batches = append(batches, b)
@@ -75,7 +79,7 @@ func DecompressLimit(maxBatchBytes int) int64 {
 }
 
 // validateBatch checks a framed, CRC-checked batch's header and records.
-func validateBatch(b Batch, limit int64) error {
+func validateBatch(b Batch, limit int64, budget *Budget) error {
 	h := b.Header()
 	if h.Attributes&^knownAttributeBits != 0 {
 		return fmt.Errorf("%w: unknown attribute bits %#x", ErrInvalidRecord, h.Attributes)
@@ -92,7 +96,7 @@ func validateBatch(b Batch, limit int64) error {
 	if h.IsControl() {
 		return fmt.Errorf("%w: clients may not write control batches", ErrInvalidRecord)
 	}
-	return walkRecords(b, h, limit, nil, false, true)
+	return walkRecords(b, h, limit, budget, nil, false, true)
 }
 
 // walkRecords walks the records of b and checks their framing. With visit
@@ -101,14 +105,34 @@ func validateBatch(b Batch, limit int64) error {
 // Decompressing more than limit bytes fails with ErrTooLarge. strict
 // requires offset deltas 0..n-1 (what producers send); otherwise they only
 // have to increase and stay within LastOffsetDelta, as in batches the log
-// cleaner rewrote (offsets are kept, records dropped).
-func walkRecords(b Batch, h Header, limit int64, visit func(*Record) error, keep, strict bool) error {
+// cleaner rewrote (offsets are kept, records dropped). The decompressed
+// bytes of a compressed batch count against budget (nil: none), which
+// may lower limit; failing on the lowered limit is ErrBudgetSpent.
+func walkRecords(b Batch, h Header, limit int64, budget *Budget, visit func(*Record) error, keep, strict bool) (err error) {
+	bound := false
+	if h.Codec() != None {
+		limit, bound = budget.limit(limit)
+		if bound && limit == 0 {
+			return ErrBudgetSpent
+		}
+	}
 	src, done, err := openPayload(h.Codec(), b[BatchHeaderSize:], limit)
 	if err != nil {
+		if bound && errors.Is(err, ErrTooLarge) {
+			return fmt.Errorf("%w: %w", ErrBudgetSpent, err)
+		}
 		return err
 	}
 	defer done()
 	w := walker{r: src, loose: !strict, prevDelta: -1, lastDelta: int64(h.LastOffsetDelta)}
+	if h.Codec() != None {
+		defer func() {
+			budget.spend(w.n)
+			if bound && errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrBudgetSpent) {
+				err = fmt.Errorf("%w: %w", ErrBudgetSpent, err)
+			}
+		}()
+	}
 	w.sl, _ = src.(*sliceReader)
 	for i := int32(0); i < h.NumRecords; i++ {
 		rec, err := w.record(i, visit != nil && keep)
@@ -171,7 +195,7 @@ type RecordHeader struct {
 // untrusted bytes.
 func Records(b Batch, limit int64) ([]Record, error) {
 	var recs []Record
-	err := decode(b, limit, func(r *Record) error { recs = append(recs, *r); return nil }, true)
+	err := decode(b, limit, func(r *Record) error { recs = append(recs, *r); return nil }, true, nil)
 	return recs, err
 }
 
@@ -180,10 +204,10 @@ func Records(b Batch, limit int64) ([]Record, error) {
 // what they were): a walk takes the decoder's memory, not the batch's
 // decompressed size. visit's error stops the walk and is returned.
 func Walk(b Batch, limit int64, visit func(*Record) error) error {
-	return decode(b, limit, visit, false)
+	return decode(b, limit, visit, false, nil)
 }
 
-func decode(b Batch, limit int64, visit func(*Record) error, keep bool) error {
+func decode(b Batch, limit int64, visit func(*Record) error, keep bool, budget *Budget) error {
 	size, err := CheckFrame(b)
 	if err != nil {
 		return err
@@ -196,7 +220,7 @@ func decode(b Batch, limit int64, visit func(*Record) error, keep bool) error {
 	if h.NumRecords < 0 || int64(h.NumRecords) > int64(len(b)) {
 		return fmt.Errorf("%w: batch claims %d records", ErrInvalidRecord, h.NumRecords)
 	}
-	return walkRecords(b, h, limit, visit, keep, false)
+	return walkRecords(b, h, limit, budget, visit, keep, false)
 }
 
 // byteSource is what the record walker reads from: a bufio.Reader over a
