@@ -215,6 +215,141 @@ func TestHostileClients(t *testing.T) {
 		progress(t)
 	})
 
+	t.Run("compression bombs, many per request, and ListOffsets over stored bombs", func(t *testing.T) {
+		// Each batch stays under its own limit (32 MiB decompressed with
+		// the default max.message.bytes); together one request's inflate
+		// to 760 MiB. Four connections send five such requests each: 15
+		// GB of decompression (minutes of CPU) without the per-request
+		// budget.
+		createTopic(t, admin, "bombs", 8, nil)
+		bombOf := func(c record.Codec, inflated int) []byte {
+			spec := record.DefaultSpec()
+			spec.Codec = c
+			b, err := record.Build(spec, []record.Record{{Value: make([]byte, inflated)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		var sets [8][]byte
+		var inflated int64
+		for i := range 190 {
+			c := []record.Codec{record.Zstd, record.Gzip, record.LZ4}[i%3]
+			if i < 10 {
+				c = record.Snappy
+			}
+			sets[i%8] = append(sets[i%8], bombOf(c, 4<<20)...)
+			inflated += 4 << 20
+		}
+		frame := 0
+		for _, s := range sets {
+			frame += len(s)
+		}
+		cpu0 := cpuTime(p.Pid())
+		var wg sync.WaitGroup
+		var refused atomic.Int64
+		for range 4 {
+			wg.Go(func() {
+				for range 5 {
+					req := kmsg.NewPtrProduceRequest()
+					req.Acks, req.TimeoutMillis = 1, 30_000
+					rt := kmsg.NewProduceRequestTopic()
+					rt.Topic = "bombs"
+					for i, s := range sets {
+						rp := kmsg.NewProduceRequestTopicPartition()
+						rp.Partition, rp.Records = int32(i), s
+						rt.Partitions = append(rt.Partitions, rp)
+					}
+					req.Topics = append(req.Topics, rt)
+					resp, err := req.RequestWith(ctx, admin)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for _, sp := range resp.Topics[0].Partitions {
+						switch code := sp.ErrorCode; code {
+						case 0:
+						case kerr.MessageTooLarge.Code:
+							refused.Add(1)
+						default:
+							t.Errorf("partition %d: %v", sp.Partition, kerr.ErrorForCode(code))
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if refused.Load() == 0 {
+			t.Errorf("20 requests of %d bytes inflating to %d MiB each: no partition refused", frame, inflated>>20)
+		}
+		t.Logf("20 Produce requests of %d KiB, %d MiB inflated each: %d partitions refused MESSAGE_TOO_LARGE, broker CPU %v",
+			frame>>10, inflated>>20, refused.Load(), cpuTime(p.Pid())-cpu0)
+		progress(t)
+
+		// Stored bombs, each one request: 30 MiB (16 MiB of snappy, whose
+		// ratio is about 21) in every partition of "stored".
+		createTopic(t, admin, "stored", 8, nil)
+		for i := range 8 {
+			c, size := []record.Codec{record.Zstd, record.Gzip, record.LZ4, record.Snappy}[i%4], 30<<20
+			if c == record.Snappy {
+				size = 16 << 20
+			}
+			req := kmsg.NewPtrProduceRequest()
+			req.Acks, req.TimeoutMillis = 1, 30_000
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = "stored"
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition, rp.Records = int32(i), bombOf(c, size)
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, admin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+				t.Fatalf("store a %s batch of %d MiB: %v", c, size>>20, kerr.ErrorForCode(code))
+			}
+		}
+		cpu0 = cpuTime(p.Pid())
+		var answered atomic.Int64
+		for range 4 {
+			wg.Go(func() {
+				for range 5 {
+					req := kmsg.NewPtrListOffsetsRequest()
+					req.ReplicaID = -1
+					rt := kmsg.NewListOffsetsRequestTopic()
+					rt.Topic = "stored"
+					for i := range 8 {
+						rp := kmsg.NewListOffsetsRequestTopicPartition()
+						rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = int32(i), 0, -1
+						rt.Partitions = append(rt.Partitions, rp)
+					}
+					req.Topics = append(req.Topics, rt)
+					resp, err := req.RequestWith(ctx, admin)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for _, sp := range resp.Topics[0].Partitions {
+						switch code := sp.ErrorCode; {
+						case code == 0 && sp.Offset == 0:
+							answered.Add(1)
+						case code == kerr.MessageTooLarge.Code:
+						default:
+							t.Errorf("ListOffsets(0) of stored-%d: offset %d, %v", sp.Partition, sp.Offset, kerr.ErrorForCode(code))
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if n := answered.Load(); n < 20 || n == 20*8 {
+			t.Errorf("20 ListOffsets(0) over 8 stored bombs: %d partitions answered, want at least the first of each request and not all", n)
+		}
+		t.Logf("4 x 5 concurrent ListOffsets(timestamp=0) over 8 stored bombs: %d of 160 partitions answered, broker CPU %v", answered.Load(), cpuTime(p.Pid())-cpu0)
+		progress(t)
+	})
+
 	t.Run("client racks as metric labels", func(t *testing.T) {
 		for i := range 200 {
 			req := kmsg.NewPtrFetchRequest()
@@ -370,6 +505,25 @@ func vmRSS(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// cpuTime reads the user and system CPU time of a process from
+// /proc/<pid>/stat (0 if gone).
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name (which may hold spaces): utime
+	// and stime are the 12th and 13th of them, in clock ticks (100/s).
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond
 }
 
 // windowBomb is a zstd batch whose frame declares a 64 MiB window in a
