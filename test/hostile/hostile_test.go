@@ -170,7 +170,7 @@ func TestHostileClients(t *testing.T) {
 		for range 150 {
 			dialHostile(t, addr)
 		}
-		pollMetric(t, metricsAddr, `strata_connections_refused_total{limit="max.connections.per.ip"}`, func(v float64) bool { return v >= 50 })
+		pollMetric(t, metricsAddr, `strata_connections_refused_total`, `limit="max.connections.per.ip"`, func(v float64) bool { return v >= 50 })
 		progress(t)
 	})
 
@@ -641,22 +641,38 @@ func scrape(t *testing.T, addr string) string {
 	return string(b)
 }
 
-func pollMetric(t *testing.T, addr, series string, ok func(float64) bool) {
+// pollMetric waits until ok holds for the sum of the series of metric
+// name whose labels include label (`key="value"`; "" for every series),
+// -1 when there is none.
+func pollMetric(t *testing.T, addr, name, label string, ok func(float64) bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second) // a hang guard
 	for {
-		v := -1.0
-		for _, line := range strings.Split(scrape(t, addr), "\n") {
-			if rest, found := strings.CutPrefix(line, series+" "); found {
-				v, _ = strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			}
-		}
+		v := metricSum(scrape(t, addr), name, label)
 		if ok(v) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v", series, v)
+			t.Fatalf("%s{%s} = %v", name, label, v)
 		}
 		time.Sleep(50 * time.Millisecond) // polling interval
 	}
+}
+
+func metricSum(text, name, label string) float64 {
+	v, found := 0.0, false
+	for _, line := range strings.Split(text, "\n") {
+		series, value, ok := strings.Cut(line, " ")
+		if !ok || (series != name && !strings.HasPrefix(series, name+"{")) || !strings.Contains(series, label) {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err == nil {
+			v, found = v+f, true
+		}
+	}
+	if !found {
+		return -1
+	}
+	return v
 }
