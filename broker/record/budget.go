@@ -102,7 +102,7 @@ func (b *Budget) Validate(records []byte, maxBatchBytes int) ([]Batch, error) {
 
 // Walk is Walk with the batch's decompression counted against b.
 func (b *Budget) Walk(batch Batch, limit int64, visit func(*Record) error) error {
-	return decode(batch, limit, visit, false, b)
+	return decode(batch, limit, visit, keepNothing, b)
 }
 
 type budgetKey struct{}

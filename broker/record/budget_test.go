@@ -1,6 +1,7 @@
 package record
 
 import (
+	"encoding/binary"
 	"errors"
 	"testing"
 )
@@ -76,5 +77,49 @@ func TestRequestDecompressionBytes(t *testing.T) {
 	}
 	if got := RequestDecompressionBytes(10 << 20); got != RequestDecompressionRatio*10<<20 {
 		t.Errorf("a 10 MiB request: %d", got)
+	}
+}
+
+// TestDecodeManyRecordsPerByte: a compressed batch may hold more records
+// than it has bytes (a zstd batch of a million tiny records is a few
+// hundred KiB). Validate accepted such a batch and Records, Walk and
+// WalkKeys refused it ("batch claims N records"), which stopped the
+// cleaner of its compacted topic and ListOffsets by timestamp over it.
+func TestDecodeManyRecordsPerByte(t *testing.T) {
+	const n = 200_000
+	recs := make([]Record, n)
+	for i := range recs {
+		recs[i] = Record{Key: []byte("k"), Value: []byte{}}
+	}
+	b := mustBuild(t, specWith(Zstd), recs)
+	if len(b) >= n {
+		t.Fatalf("setup: %d records in %d bytes", n, len(b))
+	}
+	if _, err := Validate(b, DefaultMaxMessageBytes); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	got, err := Records(b, MaxDecompressedBytes)
+	if err != nil || len(got) != n {
+		t.Fatalf("Records: %d records, %v", len(got), err)
+	}
+	walked, keys := 0, 0
+	if err := Walk(b, MaxDecompressedBytes, func(*Record) error { walked++; return nil }); err != nil || walked != n {
+		t.Errorf("Walk: %d records, %v", walked, err)
+	}
+	err = WalkKeys(b, MaxDecompressedBytes, func(r *Record) error {
+		if string(r.Key) == "k" && r.Value == nil && r.ValueLen == 0 {
+			keys++
+		}
+		return nil
+	})
+	if err != nil || keys != n {
+		t.Errorf("WalkKeys: %d records with their key and no value, %v", keys, err)
+	}
+	// Uncompressed, a record takes at least a byte of the batch.
+	over := append(Batch(nil), mustBuild(t, specWith(None), testRecords(1, 1))...)
+	binary.BigEndian.PutUint32(over[posNumRecords:], 1<<20) // far above the bytes there are
+	binary.BigEndian.PutUint32(over[posCRC:], crcOf(over))
+	if err := Walk(over, MaxDecompressedBytes, nil); !errors.Is(err, ErrInvalidRecord) {
+		t.Errorf("an uncompressed batch claiming more records than bytes: %v", err)
 	}
 }
