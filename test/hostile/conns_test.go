@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +31,16 @@ func TestIdleSocketFlood(t *testing.T) {
 		hosts   = 5
 		perHost = 2000
 	)
+	// Go raises the soft RLIMIT_NOFILE to the hard one at start, in this
+	// process and in the broker's: the sockets need the hard limit to be
+	// high enough (the broker holds half of them).
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if need := uint64(hosts*perHost + 2000); lim.Cur < need {
+		t.Fatalf("RLIMIT_NOFILE is %d (hard %d); the test opens %d sockets: raise the hard limit (ulimit -Hn) to at least %d", lim.Cur, lim.Max, hosts*perHost, need)
+	}
 	metricsAddr := freeAddr(t)
 	c := brokertest.StartProcessCluster(t, []string{"a"}, brokertest.WithArgs("--metrics-listen", metricsAddr))
 	p := c.Processes[0]
