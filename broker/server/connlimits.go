@@ -115,6 +115,22 @@ func parseIPOverrides(v string) (map[string]int, error) {
 	return out, nil
 }
 
+// checkListeners refuses a listener.name.<l>.max.connections of a
+// listener the broker does not have (a typo would leave the listener
+// unlimited without a word).
+func (c ConnectionLimits) checkListeners(ls []resolvedListener) error {
+	for name := range c.PerListener {
+		found := false
+		for _, l := range ls {
+			found = found || strings.EqualFold(l.Name, name)
+		}
+		if !found {
+			return fmt.Errorf("listener.name.%s.max.connections: the broker has no listener %s", name, strings.ToUpper(name))
+		}
+	}
+	return nil
+}
+
 // protocolConfig sets the connection limits of a protocol server config;
 // interBroker is the inter-broker listener's name.
 func (c ConnectionLimits) protocolConfig(pc *protocol.Config, interBroker string) {

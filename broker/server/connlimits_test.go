@@ -61,3 +61,15 @@ func TestApplySettingsConnectionLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectionLimitOfUnknownListener: a per-listener limit must name a
+// listener the broker has.
+func TestConnectionLimitOfUnknownListener(t *testing.T) {
+	ls := []resolvedListener{{Name: "PLAINTEXT"}, {Name: "SASL_SSL"}}
+	if err := (ConnectionLimits{PerListener: map[string]int{"sasl_ssl": 1, "plaintext": 2}}).checkListeners(ls); err != nil {
+		t.Errorf("limits of existing listeners: %v", err)
+	}
+	if err := (ConnectionLimits{PerListener: map[string]int{"external": 1}}).checkListeners(ls); err == nil {
+		t.Error("a limit of listener EXTERNAL, which the broker does not have, was accepted")
+	}
+}

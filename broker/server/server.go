@@ -166,6 +166,9 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	if err != nil {
 		return nil, fmt.Errorf("listeners: %w", err)
 	}
+	if err := cfg.Connections.checkListeners(listeners); err != nil {
+		return nil, err
+	}
 	lns := make([]net.Listener, 0, len(listeners))
 	closeAll := func() {
 		for _, l := range lns {
