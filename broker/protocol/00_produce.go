@@ -4,7 +4,10 @@ package protocol
 //
 // Every record set is validated with record.Validate (framing, magic 2,
 // CRC-32C, record structure, max.message.bytes of the topic) and appended as
-// received, with offsets and the leader epoch stamped by the log. Only the
+// received, with offsets and the leader epoch stamped by the log. The
+// batches of all partitions share the request's decompression budget
+// (Request.DecompressBudget): once it is spent, the remaining partitions
+// answer MESSAGE_TOO_LARGE and append nothing. Only the
 // partition leader accepts records (NOT_LEADER_OR_FOLLOWER elsewhere).
 // acks=1 answers once the local append returned. acks=-1 (all) first checks
 // the ISR against min.insync.replicas (NOT_ENOUGH_REPLICAS, nothing is

@@ -13,7 +13,10 @@ package protocol
 // last offset in the slow tier (-1 when none), and a timestamp >= 0 the
 // first offset whose timestamp is at or after it, the slow tier searched
 // first (-1, -1 when there is none). v0 answers OldStyleOffsets. CurrentLeaderEpoch
-// (v4+) is checked; LeaderEpoch is always 0 on a single broker.
+// (v4+) is checked; LeaderEpoch is always 0 on a single broker. The
+// batches the max-timestamp and by-timestamp lookups decode share the
+// request's decompression budget (Request.DecompressBudget): once it is
+// spent, the remaining lookups answer MESSAGE_TOO_LARGE.
 //
 // Never a silent skip of the tier: an answer that needs a tiered
 // partition's manifest (earliest, latest-tiered, max timestamp, by
