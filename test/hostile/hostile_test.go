@@ -646,7 +646,13 @@ func scrape(t *testing.T, addr string) string {
 // -1 when there is none.
 func pollMetric(t *testing.T, addr, name, label string, ok func(float64) bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second) // a hang guard
+	pollMetricFor(t, time.Minute, addr, name, label, ok)
+}
+
+// pollMetricFor is pollMetric with a hang guard of wait.
+func pollMetricFor(t *testing.T, wait time.Duration, addr, name, label string, ok func(float64) bool) {
+	t.Helper()
+	deadline := time.Now().Add(wait) // a hang guard
 	for {
 		v := metricSum(scrape(t, addr), name, label)
 		if ok(v) {
