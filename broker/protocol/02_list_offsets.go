@@ -15,8 +15,9 @@ package protocol
 // first (-1, -1 when there is none). v0 answers OldStyleOffsets. CurrentLeaderEpoch
 // (v4+) is checked; LeaderEpoch is always 0 on a single broker. The
 // batches the max-timestamp and by-timestamp lookups decode share the
-// request's decompression budget (Request.DecompressBudget): once it is
-// spent, the remaining lookups answer MESSAGE_TOO_LARGE.
+// request's decompression budget (Request.DecompressBudget, plus
+// perLookupDecompression per lookup): once it is spent, the remaining
+// lookups answer MESSAGE_TOO_LARGE.
 //
 // Never a silent skip of the tier: an answer that needs a tiered
 // partition's manifest (earliest, latest-tiered, max timestamp, by
@@ -45,8 +46,18 @@ func handleListOffsets(ctx context.Context, r *Request) (kmsg.Response, error) {
 	resp := r.NewResponse().(*kmsg.ListOffsetsResponse)
 	b := r.Env.Broker
 	// Lookups by timestamp decode stored batches: all of the request's
-	// count against its decompression budget.
-	ctx = record.WithBudget(ctx, r.DecompressBudget())
+	// count against its decompression budget, which grows with the
+	// lookups asked for.
+	lookups := 0
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.Timestamp >= 0 || rp.Timestamp == -3 {
+				lookups++
+			}
+		}
+	}
+	r.decompress = record.NewBudget(record.RequestDecompressionBytes(r.size) + int64(lookups)*perLookupDecompression)
+	ctx = record.WithBudget(ctx, r.decompress)
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
@@ -67,6 +78,14 @@ func handleListOffsets(ctx context.Context, r *Request) (kmsg.Response, error) {
 	}
 	return resp, nil
 }
+
+// perLookupDecompression is what each timestamp lookup of a ListOffsets
+// request adds to its decompression budget. A lookup decodes its batch up
+// to the first record at or after the timestamp: ordinary batches cost a
+// few MiB at most, so a consumer that looks up hundreds of partitions is
+// answered, while one stored bomb per partition (up to 256 MiB each) is
+// not decoded for every partition asked.
+const perLookupDecompression = 4 << 20
 
 func listOffset(ctx context.Context, b *broker.Broker, version int16, isolation int8, topic string, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) error {
 	p, err := b.Partition(topic, rp.Partition)

@@ -17,10 +17,11 @@ import (
 // A Produce of 64 small zstd batches, each inflating to 4 MiB (each under
 // its own 32 MiB limit, 256 MiB in all), has its first partitions
 // appended and the rest refused with MESSAGE_TOO_LARGE, none of them
-// half-written; then, with every partition holding one such batch, one
-// ListOffsets by timestamp over all 64 answers the first partitions and
-// refuses the rest the same way, and a ListOffsets of one partition still
-// answers.
+// half-written. One ListOffsets by timestamp over all 64 partitions, whose
+// budget grows by 4 MiB per lookup, answers all of them when each lookup
+// decodes a 4 MiB batch, and only the first ones, refusing the rest with
+// MESSAGE_TOO_LARGE, when each decodes 16 MiB; a ListOffsets of one
+// partition still answers.
 func TestRequestDecompressionBudget(t *testing.T) {
 	const (
 		partitions = 64
@@ -95,7 +96,7 @@ func TestRequestDecompressionBudget(t *testing.T) {
 		}
 	}
 
-	listOffsets := func(parts ...int32) (ok, tooLarge int) {
+	listOffsets := func(ts, want int64, parts ...int32) (ok, tooLarge int) {
 		t.Helper()
 		req := kmsg.NewPtrListOffsetsRequest()
 		req.ReplicaID = -1
@@ -103,7 +104,7 @@ func TestRequestDecompressionBudget(t *testing.T) {
 		rt.Topic = "bombs"
 		for _, p := range parts {
 			rp := kmsg.NewListOffsetsRequestTopicPartition()
-			rp.Partition, rp.Timestamp = p, 0
+			rp.Partition, rp.Timestamp = p, ts
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		req.Topics = append(req.Topics, rt)
@@ -113,21 +114,38 @@ func TestRequestDecompressionBudget(t *testing.T) {
 		}
 		for _, sp := range resp.Topics[0].Partitions {
 			switch err := kerr.ErrorForCode(sp.ErrorCode); {
-			case err == nil && sp.Offset == 0:
+			case err == nil && sp.Offset == want:
 				ok++
 			case errors.Is(err, kerr.MessageTooLarge):
 				tooLarge++
 			default:
-				t.Errorf("ListOffsets(0) of partition %d: offset %d, %v", sp.Partition, sp.Offset, err)
+				t.Errorf("ListOffsets(%d) of partition %d: offset %d, %v", ts, sp.Partition, sp.Offset, err)
 			}
 		}
 		return ok, tooLarge
 	}
-	listBudget := record.RequestDecompressionBytes(0)
-	if ok, tooLarge := listOffsets(all...); ok == 0 || ok > int(listBudget/inflated)+1 || ok+tooLarge != partitions {
-		t.Errorf("ListOffsets(0) over %d stored batches of %d inflated bytes: %d answered, %d MESSAGE_TOO_LARGE; want 1..%d answered", partitions, inflated, ok, tooLarge, int(listBudget/inflated)+1)
+	// The lookups' budget grows by 4 MiB per partition asked: 64 lookups
+	// that each decode a 4 MiB batch are all answered.
+	if ok, tooLarge := listOffsets(0, 0, all...); ok != partitions {
+		t.Errorf("ListOffsets(0) over %d stored batches of %d inflated bytes: %d answered, %d MESSAGE_TOO_LARGE; want all", partitions, inflated, ok, tooLarge)
 	}
-	if ok, _ := listOffsets(partitions - 1); ok != 1 {
-		t.Errorf("ListOffsets(0) of one partition was not answered")
+	// Then a 16 MiB batch at timestamp 1000 in every partition: only the
+	// first lookups of 64 fit.
+	spec.BaseTimestamp = 1000
+	if bomb, err = record.Build(spec, []record.Record{{Value: make([]byte, 4*inflated)}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range all {
+		if code := produce(p).Topics[0].Partitions[0].ErrorCode; code != 0 {
+			t.Fatalf("partition %d alone: %v", p, kerr.ErrorForCode(code))
+		}
+	}
+	listBudget := record.RequestDecompressionBytes(0) + partitions*4<<20
+	most := int(listBudget/(4*inflated)) + 1
+	if ok, tooLarge := listOffsets(1000, 1, all...); ok == 0 || ok > most || ok+tooLarge != partitions {
+		t.Errorf("ListOffsets(1000) over %d stored batches of %d inflated bytes: %d answered, %d MESSAGE_TOO_LARGE; want 1..%d answered", partitions, 4*inflated, ok, tooLarge, most)
+	}
+	if ok, _ := listOffsets(1000, 1, partitions-1); ok != 1 {
+		t.Errorf("ListOffsets(1000) of one partition was not answered")
 	}
 }

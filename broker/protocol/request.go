@@ -117,8 +117,9 @@ type Request struct {
 // record batch the handler decodes (Produce validation, ListOffsets by
 // timestamp over stored and tiered batches) counts against it, so one
 // request decompresses at most record.RequestDecompressionBytes of its
-// frame size (plus one batch's own limit), however many small batches
-// each stay under their own limit.
+// frame size (plus one batch's own limit; ListOffsets adds
+// perLookupDecompression per lookup), however many small batches each
+// stay under their own limit.
 func (r *Request) DecompressBudget() *record.Budget {
 	if r.decompress == nil {
 		r.decompress = record.NewBudget(record.RequestDecompressionBytes(r.size))
