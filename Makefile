@@ -130,9 +130,22 @@ check-monitoring: promtool kustomize ## promtool check/test of the alerts, dashb
 	go test -count=1 ./test/monitoring
 	go test -count=1 ./config -run Monitoring
 
+# FUZZ_TARGETS: package:target of every Go fuzz target of what parses bytes
+# from outside (frames, requests, batches, properties, WAL objects, pointer
+# files, manifests, the group offsets log). go test runs their seed corpora
+# (and crashers kept in testdata/fuzz) as regression tests.
+FUZZ_TARGETS ?= \
+	broker/protocol:FuzzReadFrame broker/protocol:FuzzDecodeRequest broker/protocol:FuzzServeRequest \
+	broker/record:FuzzValidate broker/record:FuzzValidateBudget broker/record:FuzzDecode \
+	broker/server:FuzzParseProperties broker/wal:FuzzDecode broker/wal:FuzzPointerIndexOpen \
+	broker/tier:FuzzDecodeManifest broker/log:FuzzRecoverTail broker/group:FuzzOffsetsLogRecovery
+
 .PHONY: fuzz
-fuzz: ## Fuzz the Kafka request decoder for FUZZTIME (default 2m).
-	go test ./broker/protocol -run '^$$' -fuzz FuzzDecodeRequest -fuzztime $${FUZZTIME:-2m}
+fuzz: ## Fuzz every target in FUZZ_TARGETS for FUZZTIME each (default 10s; FUZZTIME=10m runs long).
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "== $$t"; \
+		go test ./$${t%%:*} -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $${FUZZTIME:-10s}; \
+	done
 
 SEEDS       ?= 1 2 3
 DURATION    ?= 120s

@@ -99,14 +99,14 @@ func TestDecompressionBudgetOfStoredBatches(t *testing.T) {
 			errs := make(chan error, 8)
 			for range 4 {
 				wg.Go(func() {
-					off, _, ok, err := p.OffsetForTimestamp(0)
+					off, _, ok, err := p.OffsetForTimestamp(context.Background(), 0)
 					if err == nil && (!ok || off != 0) {
 						err = errors.New("timestamp 0 is not at offset 0")
 					}
 					errs <- err
 				})
 				wg.Go(func() {
-					off, _, err := p.MaxTimestamp()
+					off, _, err := p.MaxTimestamp(context.Background())
 					if err == nil && off != 0 {
 						err = errors.New("the max timestamp is not at offset 0")
 					}

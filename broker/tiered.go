@@ -14,6 +14,7 @@ import (
 	"github.com/strata-dev/strata/broker/log"
 	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/objstore"
+	"github.com/strata-dev/strata/broker/record"
 	"github.com/strata-dev/strata/broker/replica"
 	"github.com/strata-dev/strata/broker/tier"
 )
@@ -218,9 +219,10 @@ func (p *Partition) tierView(ctx context.Context) (m tier.Manifest, ok bool, err
 }
 
 // OffsetForTimestamp is ListOffsets by timestamp across both tiers: the
-// tier first (older records), then the local log.
-func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+// tier first (older records), then the local log. The batches it decodes
+// count against the decompression budget ctx carries (record.WithBudget).
+func (p *Partition) OffsetForTimestamp(ctx context.Context, ts int64) (offset, timestamp int64, ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, remoteReadTimeout)
 	defer cancel()
 	_, below, err := p.tierView(ctx)
 	if err != nil {
@@ -228,6 +230,9 @@ func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bo
 	}
 	if below {
 		o, t, found, err := p.Tiered().OffsetForTimestamp(ctx, ts)
+		if errors.Is(err, record.ErrTooLarge) {
+			return -1, -1, false, fmt.Errorf("remote timestamp lookup of %s-%d: %w", p.Topic, p.Index, err)
+		}
 		if err != nil {
 			return -1, -1, false, fmt.Errorf("%w: remote timestamp lookup of %s-%d: %v", kerr.KafkaStorageError, p.Topic, p.Index, err)
 		}
@@ -235,7 +240,7 @@ func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bo
 			return o, t, true, nil
 		}
 	}
-	o, t, found, err := p.Log.LookupTimestamp(ts)
+	o, t, found, err := p.Log.LookupTimestamp(ts, record.BudgetFrom(ctx))
 	if err != nil {
 		return -1, -1, false, fmt.Errorf("timestamp lookup of %s-%d: %w", p.Topic, p.Index, err)
 	}
@@ -249,14 +254,17 @@ func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bo
 // largest timestamp wins). The manifest carries each segment's max
 // timestamp, so one segment is read. A bucket failure is
 // KAFKA_STORAGE_ERROR.
-func (p *Partition) remoteMaxTimestamp(offset, ts int64) (int64, int64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+func (p *Partition) remoteMaxTimestamp(ctx context.Context, offset, ts int64) (int64, int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, remoteReadTimeout)
 	defer cancel()
 	_, below, err := p.tierView(ctx)
 	if err != nil || !below {
 		return offset, ts, err
 	}
 	o, t, found, err := p.Tiered().MaxTimestamp(ctx, p.Log.StartOffset())
+	if errors.Is(err, record.ErrTooLarge) {
+		return -1, -1, fmt.Errorf("max timestamp of %s-%d in the tier: %w", p.Topic, p.Index, err)
+	}
 	if err != nil {
 		return -1, -1, fmt.Errorf("%w: max timestamp of %s-%d in the tier: %v", kerr.KafkaStorageError, p.Topic, p.Index, err)
 	}

@@ -542,7 +542,14 @@ const LeaderEpoch = 0
 // sequences. In cluster mode only the leader appends
 // (NOT_LEADER_OR_FOLLOWER otherwise).
 func (p *Partition) Append(records []byte) (log.AppendResult, int32, error) {
-	return p.append(records, false, nil)
+	return p.append(records, false, nil, nil)
+}
+
+// AppendWithin is Append, or AppendVerified when verify is set, with the
+// batches' decompression counted against a request's budget (nil: only
+// each batch's own limit).
+func (p *Partition) AppendWithin(records []byte, verify bool, guard *log.VerificationGuard, budget *record.Budget) (log.AppendResult, int32, error) {
+	return p.append(records, verify, guard, budget)
 }
 
 // AppendVerified is Append for a produce whose transactions are verified
@@ -553,16 +560,16 @@ func (p *Partition) Append(records []byte) (log.AppendResult, int32, error) {
 // else INVALID_TXN_STATE. A nil guard accepts only batches of a
 // transaction that is still open.
 func (p *Partition) AppendVerified(records []byte, guard *log.VerificationGuard) (log.AppendResult, int32, error) {
-	return p.append(records, true, guard)
+	return p.append(records, true, guard, nil)
 }
 
-func (p *Partition) append(records []byte, verify bool, guard *log.VerificationGuard) (log.AppendResult, int32, error) {
-	batches, err := record.Validate(records, p.maxBytes())
+func (p *Partition) append(records []byte, verify bool, guard *log.VerificationGuard, budget *record.Budget) (log.AppendResult, int32, error) {
+	batches, err := budget.Validate(records, p.maxBytes())
 	if err != nil {
 		return log.AppendResult{}, 0, err
 	}
 	if p.Log.Config().Compact {
-		if err := checkKeyed(batches, record.DecompressLimit(p.maxBytes())); err != nil {
+		if err := checkKeyed(batches, record.DecompressLimit(p.maxBytes()), budget); err != nil {
 			return log.AppendResult{}, 0, err
 		}
 	}
@@ -635,17 +642,17 @@ func (p *Partition) LastStableOffset() int64 {
 // largest timestamp (ListOffsets -3, KIP-734), or -1, -1 for an empty
 // log: across both tiers for a tiered partition (tiered.go), the first
 // such record when several have it.
-func (p *Partition) MaxTimestamp() (offset, timestamp int64, err error) {
-	offset, timestamp, err = p.localMaxTimestamp()
+func (p *Partition) MaxTimestamp(ctx context.Context) (offset, timestamp int64, err error) {
+	offset, timestamp, err = p.localMaxTimestamp(record.BudgetFrom(ctx))
 	if err != nil {
 		return -1, -1, err
 	}
-	return p.remoteMaxTimestamp(offset, timestamp)
+	return p.remoteMaxTimestamp(ctx, offset, timestamp)
 }
 
 // localMaxTimestamp is MaxTimestamp of the local log. The log knows the
 // batch; the record is found by decoding that batch.
-func (p *Partition) localMaxTimestamp() (offset, timestamp int64, err error) {
+func (p *Partition) localMaxTimestamp(budget *record.Budget) (offset, timestamp int64, err error) {
 	last, ts := p.Log.MaxTimestampOffset()
 	if last < 0 {
 		return -1, -1, nil
@@ -664,7 +671,7 @@ func (p *Partition) localMaxTimestamp() (offset, timestamp int64, err error) {
 				return h.BaseOffset, ts, nil
 			}
 			found := int64(-1)
-			err := record.Walk(record.Batch(buf[:h.Size()]), record.MaxDecompressedBytes, func(rec *record.Record) error {
+			err := budget.Walk(record.Batch(buf[:h.Size()]), record.MaxDecompressedBytes, func(rec *record.Record) error {
 				if h.BaseTimestamp+rec.TimestampDelta == h.MaxTimestamp {
 					found = h.BaseOffset + int64(rec.OffsetDelta)
 					return errStopWalk
@@ -696,9 +703,9 @@ func orDefault(v, def string) string {
 // key"): the cleaner could never keep or replace it.
 // Walking keeps no record, so a batch costs the decoder's memory, within
 // the batch's decompression budget of the topic (limit).
-func checkKeyed(batches []record.Batch, limit int64) error {
+func checkKeyed(batches []record.Batch, limit int64, budget *record.Budget) error {
 	for _, b := range batches {
-		err := record.Walk(b, limit, func(r *record.Record) error {
+		err := budget.Walk(b, limit, func(r *record.Record) error {
 			if r.KeyLen < 0 {
 				return fmt.Errorf("%w: compacted topic cannot accept a record without a key (offset delta %d)", record.ErrInvalidRecord, r.OffsetDelta)
 			}

@@ -268,17 +268,15 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanStats, error) 
 		if err := throttle(ctx, opts.Limiter, s.size); err != nil {
 			return st, err
 		}
-		err := eachRecord(s.f, s.size, s.seg.base, func(_ record.Batch, h record.Header, recs []record.Record) error {
-			st.RecordsRead += int64(len(recs))
-			if h.IsControl() || h.IsTransactional() && isAborted(aborted, h.ProducerID, h.BaseOffset) {
-				return nil // markers are no key's value; aborted records never were
-			}
-			for _, r := range recs {
-				if r.Key != nil {
+		err := eachBatch(s.f, s.size, s.seg.base, func(b record.Batch, h record.Header) error {
+			skip := h.IsControl() || h.IsTransactional() && isAborted(aborted, h.ProducerID, h.BaseOffset) // markers are no key's value; aborted records never were
+			return walkKeys(b, h, func(r *record.Record) error {
+				st.RecordsRead++
+				if !skip && r.Key != nil {
 					offsets[keyHash(r.Key)] = h.BaseOffset + int64(r.OffsetDelta)
 				}
-			}
-			return nil
+				return nil
+			})
 		})
 		if err != nil {
 			return st, fmt.Errorf("clean: map %s: %w", s.seg.name, err)
@@ -312,7 +310,7 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanStats, error) 
 		if latest, ok := offsets[keyHash(r.Key)]; ok && off < latest {
 			return false
 		}
-		return r.Value != nil || !tombstoneGone(off)
+		return r.ValueLen >= 0 || !tombstoneGone(off)
 	}
 
 	// 2. Rewrite segs[:mapEnd] in groups, swapping each in.
@@ -397,9 +395,10 @@ func throttle(ctx context.Context, lim *rate.Limiter, n int64) error {
 	return nil
 }
 
-// eachRecord scans a sealed segment file, checking every batch, and hands
-// over each batch with its decoded records.
-func eachRecord(f File, size, base int64, visit func(record.Batch, record.Header, []record.Record) error) error {
+// eachBatch scans a sealed segment file, checking every batch's framing
+// and CRC, and hands over each batch; visit decodes its records (walkKeys,
+// cleanBatch).
+func eachBatch(f File, size, base int64, visit func(record.Batch, record.Header) error) error {
 	sc := newScanner(f, 0, size, base)
 	for {
 		b, _, err := sc.scan()
@@ -409,18 +408,23 @@ func eachRecord(f File, size, base int64, visit func(record.Batch, record.Header
 		if err != nil {
 			return err
 		}
-		h := b.Header()
-		// Bounded by the broker-wide cap, not the topic's
-		// max.message.bytes: that may have been lowered since the batch
-		// was written, and a batch the cleaner cannot read stops it.
-		recs, err := record.Records(b, record.MaxDecompressedBytes)
-		if err != nil {
-			return fmt.Errorf("batch at offset %d: %w", h.BaseOffset, err)
-		}
-		if err := visit(b, h, recs); err != nil {
+		if err := visit(b, b.Header()); err != nil {
 			return err
 		}
 	}
+}
+
+// walkKeys walks a stored batch's records with their keys, not their
+// values: the cleaner holds one key at a time, not the batch's records
+// (a batch of 256 MiB of tiny records took GiBs as []record.Record).
+// Bounded by the broker-wide cap, not the topic's max.message.bytes: that
+// may have been lowered since the batch was written, and a batch the
+// cleaner cannot read stops it.
+func walkKeys(b record.Batch, h record.Header, visit func(*record.Record) error) error {
+	if err := record.WalkKeys(b, record.MaxDecompressedBytes, visit); err != nil {
+		return fmt.Errorf("batch at offset %d: %w", h.BaseOffset, err)
+	}
+	return nil
 }
 
 // cleanSource is a segment being cleaned, read through its own handle.
@@ -508,14 +512,17 @@ func (l *Log) writeCleaned(ctx context.Context, lim *rate.Limiter, srcs []cleanS
 		saved, start := ns.state(), pos
 		tc.begin()
 		var kept int64
-		err := eachRecord(s.f, s.size, s.seg.base, func(b record.Batch, h record.Header, recs []record.Record) error {
+		err := eachBatch(s.f, s.size, s.seg.base, func(b record.Batch, h record.Header) error {
 			var out record.Batch
 			var err error
 			if h.IsControl() {
+				if err := walkKeys(b, h, func(*record.Record) error { return nil }); err != nil {
+					return err // checked as every batch is
+				}
 				out, err = tc.controlBatch(b, h)
 			} else {
 				tc.dataBatch(h)
-				out, err = cleanBatch(b, h, recs, keep, lastOfProducer)
+				out, err = cleanBatch(b, h, keep, lastOfProducer)
 			}
 			if err != nil || out == nil {
 				return err
@@ -671,21 +678,38 @@ func (tc *txnCleaner) keptHorizon(ms int64) {
 
 // cleanBatch returns the batch with only the kept records: b itself when
 // all stay, a rebuilt batch when some do, an empty batch when none do but
-// it is an idempotent producer's last batch, else nil.
-func cleanBatch(b record.Batch, h record.Header, recs []record.Record, keep func(record.Header, record.Record) bool, lastOfProducer map[int64]int64) (record.Batch, error) {
-	kept := recs[:0:0]
-	for _, r := range recs {
-		if keep(h, r) {
-			kept = append(kept, r)
+// it is an idempotent producer's last batch, else nil. keep sees records
+// with their keys and value lengths (walkKeys); only a batch that keeps
+// some of its records is decoded whole, to be rebuilt.
+func cleanBatch(b record.Batch, h record.Header, keep func(record.Header, record.Record) bool, lastOfProducer map[int64]int64) (record.Batch, error) {
+	var total, kept int
+	err := walkKeys(b, h, func(r *record.Record) error {
+		total++
+		if keep(h, *r) {
+			kept++
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	switch {
-	case len(kept) == len(recs):
+	case kept == total:
 		return b, nil
-	case len(kept) == 0 && !(h.ProducerID >= 0 && lastOfProducer[h.ProducerID] == h.LastOffset()):
+	case kept == 0 && !(h.ProducerID >= 0 && lastOfProducer[h.ProducerID] == h.LastOffset()):
 		return nil, nil
 	}
-	return record.Rebuild(b, kept)
+	recs, err := record.Records(b, record.MaxDecompressedBytes)
+	if err != nil {
+		return nil, fmt.Errorf("batch at offset %d: %w", h.BaseOffset, err)
+	}
+	out := recs[:0]
+	for _, r := range recs {
+		if keep(h, r) {
+			out = append(out, r)
+		}
+	}
+	return record.Rebuild(b, out)
 }
 
 // cleanHook lets tests stop a clean at a step, as a crash would.

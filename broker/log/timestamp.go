@@ -15,7 +15,7 @@ var errFound = errors.New("found")
 // timestamp). ok is false when no record is that recent. For
 // LogAppendTime batches every record carries the batch's MaxTimestamp.
 func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, ok bool) {
-	off, t, ok, err := l.offsetForTimestamp(ts)
+	off, t, ok, err := l.offsetForTimestamp(ts, nil)
 	if err != nil {
 		l.logger.Error(err, "offset for timestamp", "timestamp", ts)
 		return -1, -1, false
@@ -27,11 +27,15 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, ok bo
 // line and "not found": a corrupt batch (*CorruptionError) or one whose
 // records decompress past record.MaxDecompressedBytes (record.ErrTooLarge),
 // which ListOffsets reports instead of skipping the batch.
-func (l *Log) LookupTimestamp(ts int64) (offset int64, timestamp int64, ok bool, err error) {
-	return l.offsetForTimestamp(ts)
+//
+// The batch it decodes counts against budget (nil: only
+// record.MaxDecompressedBytes); a spent budget is record.ErrBudgetSpent,
+// not a corruption.
+func (l *Log) LookupTimestamp(ts int64, budget *record.Budget) (offset int64, timestamp int64, ok bool, err error) {
+	return l.offsetForTimestamp(ts, budget)
 }
 
-func (l *Log) offsetForTimestamp(ts int64) (int64, int64, bool, error) {
+func (l *Log) offsetForTimestamp(ts int64, budget *record.Budget) (int64, int64, bool, error) {
 	l.ioMu.RLock()
 	defer l.ioMu.RUnlock()
 	l.mu.RLock()
@@ -90,9 +94,9 @@ func (l *Log) offsetForTimestamp(ts int64) (int64, int64, bool, error) {
 				}
 				// Walk keeps no record: the lookup costs the decoder's
 				// memory however far the batch inflates, and at most
-				// MaxDecompressedBytes of decompression.
+				// MaxDecompressedBytes of decompression, within the request's budget.
 				var off, t int64
-				err := record.Walk(b, record.MaxDecompressedBytes, func(r *record.Record) error {
+				err := budget.Walk(b, record.MaxDecompressedBytes, func(r *record.Record) error {
 					off, t = h.BaseOffset+int64(r.OffsetDelta), h.BaseTimestamp+r.TimestampDelta
 					if t >= ts && off >= start {
 						return errFound
@@ -101,6 +105,9 @@ func (l *Log) offsetForTimestamp(ts int64) (int64, int64, bool, error) {
 				})
 				if err == errFound {
 					return off, t, true, nil
+				}
+				if errors.Is(err, record.ErrBudgetSpent) {
+					return 0, 0, false, fmt.Errorf("batch at offset %d of %s: %w", h.BaseOffset, v.seg.name, err)
 				}
 				if err != nil {
 					return 0, 0, false, &CorruptionError{File: v.seg.name, Offset: pos, Err: err}

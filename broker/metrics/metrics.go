@@ -61,8 +61,8 @@ func New(b *broker.Broker) *Metrics {
 			Name: "strata_connections", Help: "Open client connections.",
 		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "strata_connections_refused_total", Help: "Connections closed on accept because they were over a limit, by the limit's config key.",
-		}, []string{"limit"}),
+			Name: "strata_connections_refused_total", Help: "Connections closed on accept because they were over a limit, or closed because they did not authenticate or send a request within connections.authentication.timeout.ms, by listener and the limit's config key.",
+		}, []string{"listener", "limit"}),
 		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_authorization_denied_total", Help: "Authorizations the ACLs refused, by API and resource type (topic, group, cluster, transactional_id).",
 		}, []string{"api", "resource_type"}),
@@ -84,7 +84,11 @@ func (m *Metrics) ConnOpened() { m.connections.Inc() }
 func (m *Metrics) ConnClosed() { m.connections.Dec() }
 
 // ConnRefused implements protocol.ConnLimitObserver.
-func (m *Metrics) ConnRefused(limit string) { m.refused.WithLabelValues(limit).Inc() }
+// Both labels are bounded: the broker's listener names and the limits'
+// keys.
+func (m *Metrics) ConnRefused(listener, limit string) {
+	m.refused.WithLabelValues(listener, limit).Inc()
+}
 
 // AuthorizationDenied implements protocol.DenialObserver. Both labels are
 // bounded: API names of the served keys, and the four resource types.

@@ -4,7 +4,10 @@ package protocol
 //
 // Every record set is validated with record.Validate (framing, magic 2,
 // CRC-32C, record structure, max.message.bytes of the topic) and appended as
-// received, with offsets and the leader epoch stamped by the log. Only the
+// received, with offsets and the leader epoch stamped by the log. The
+// batches of all partitions share the request's decompression budget
+// (Request.DecompressBudget): once it is spent, the remaining partitions
+// answer MESSAGE_TOO_LARGE and append nothing. Only the
 // partition leader accepts records (NOT_LEADER_OR_FOLLOWER elsewhere).
 // acks=1 answers once the local append returned. acks=-1 (all) first checks
 // the ISR against min.insync.replicas (NOT_ENOUGH_REPLICAS, nothing is
@@ -108,7 +111,7 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 			err := topicErr
 			if err == nil {
 				var w *pendingAck
-				w, err = producePartition(ctx, r.Env, req.TransactionID, rt.Topic, req.Acks, rp, spp)
+				w, err = producePartition(ctx, r.Env, req.TransactionID, rt.Topic, req.Acks, rp, spp, r.DecompressBudget())
 				if w != nil {
 					pending = append(pending, *w)
 				}
@@ -158,7 +161,7 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 	return resp, nil
 }
 
-func producePartition(ctx context.Context, env *Env, txnID *string, topic string, acks int16, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) (*pendingAck, error) {
+func producePartition(ctx context.Context, env *Env, txnID *string, topic string, acks int16, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, budget *record.Budget) (*pendingAck, error) {
 	b := env.Broker
 	if err := broker.ValidateTopicName(topic); err != nil {
 		return nil, err
@@ -178,11 +181,7 @@ func producePartition(ctx context.Context, env *Env, txnID *string, topic string
 	}
 	var res log.AppendResult
 	var epoch int32
-	if verify {
-		res, epoch, err = p.AppendVerified(rp.Records, guard)
-	} else {
-		res, epoch, err = p.Append(rp.Records)
-	}
+	res, epoch, err = p.AppendWithin(rp.Records, verify, guard, budget)
 	if err != nil {
 		return nil, err
 	}

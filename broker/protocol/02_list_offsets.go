@@ -13,7 +13,11 @@ package protocol
 // last offset in the slow tier (-1 when none), and a timestamp >= 0 the
 // first offset whose timestamp is at or after it, the slow tier searched
 // first (-1, -1 when there is none). v0 answers OldStyleOffsets. CurrentLeaderEpoch
-// (v4+) is checked; LeaderEpoch is always 0 on a single broker.
+// (v4+) is checked; LeaderEpoch is always 0 on a single broker. The
+// batches the max-timestamp and by-timestamp lookups decode share the
+// request's decompression budget (Request.DecompressBudget, plus
+// perLookupDecompression per lookup): once it is spent, the remaining
+// lookups answer MESSAGE_TOO_LARGE.
 //
 // Never a silent skip of the tier: an answer that needs a tiered
 // partition's manifest (earliest, latest-tiered, max timestamp, by
@@ -29,17 +33,31 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/record"
 )
 
 func init() { register(kmsg.ListOffsets, 0, 9, handleListOffsets) }
 
-func handleListOffsets(_ context.Context, r *Request) (kmsg.Response, error) {
+func handleListOffsets(ctx context.Context, r *Request) (kmsg.Response, error) {
 	if err := r.CheckVersion(); err != nil {
 		return nil, err
 	}
 	req := r.Msg.(*kmsg.ListOffsetsRequest)
 	resp := r.NewResponse().(*kmsg.ListOffsetsResponse)
 	b := r.Env.Broker
+	// Lookups by timestamp decode stored batches: all of the request's
+	// count against its decompression budget, which grows with the
+	// lookups asked for.
+	lookups := 0
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.Timestamp >= 0 || rp.Timestamp == -3 {
+				lookups++
+			}
+		}
+	}
+	r.decompress = record.NewBudget(record.RequestDecompressionBytes(r.size) + int64(lookups)*perLookupDecompression)
+	ctx = record.WithBudget(ctx, r.decompress)
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
@@ -50,7 +68,7 @@ func handleListOffsets(_ context.Context, r *Request) (kmsg.Response, error) {
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			if !allowed {
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			} else if err := listOffset(b, req.Version, req.IsolationLevel, rt.Topic, rp, &sp); err != nil {
+			} else if err := listOffset(ctx, b, req.Version, req.IsolationLevel, rt.Topic, rp, &sp); err != nil {
 				sp.ErrorCode = broker.ErrorCode(err)
 				sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			}
@@ -61,7 +79,15 @@ func handleListOffsets(_ context.Context, r *Request) (kmsg.Response, error) {
 	return resp, nil
 }
 
-func listOffset(b *broker.Broker, version int16, isolation int8, topic string, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) error {
+// perLookupDecompression is what each timestamp lookup of a ListOffsets
+// request adds to its decompression budget. A lookup decodes its batch up
+// to the first record at or after the timestamp: ordinary batches cost a
+// few MiB at most, so a consumer that looks up hundreds of partitions is
+// answered, while one stored bomb per partition (up to 256 MiB each) is
+// not decoded for every partition asked.
+const perLookupDecompression = 4 << 20
+
+func listOffset(ctx context.Context, b *broker.Broker, version int16, isolation int8, topic string, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) error {
 	p, err := b.Partition(topic, rp.Partition)
 	if err != nil {
 		return err
@@ -92,7 +118,7 @@ func listOffset(b *broker.Broker, version int16, isolation int8, topic string, r
 		if version < 7 {
 			return fmt.Errorf("%w: max timestamp needs ListOffsets v7", kerr.UnsupportedVersion)
 		}
-		offset, ts, err = p.MaxTimestamp()
+		offset, ts, err = p.MaxTimestamp(ctx)
 		if err != nil {
 			return err
 		}
@@ -100,7 +126,7 @@ func listOffset(b *broker.Broker, version int16, isolation int8, topic string, r
 		if rp.Timestamp < 0 {
 			return fmt.Errorf("%w: timestamp %d", kerr.InvalidRequest, rp.Timestamp)
 		}
-		o, t, ok, err := p.OffsetForTimestamp(rp.Timestamp)
+		o, t, ok, err := p.OffsetForTimestamp(ctx, rp.Timestamp)
 		if err != nil {
 			return err
 		}

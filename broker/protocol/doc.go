@@ -33,10 +33,14 @@
 // (29-31) manage the bindings in Env.ACLs. Without an authorizer every
 // principal may do everything and the ACL APIs answer SECURITY_DISABLED.
 //
-// Limits (limits.go, budget.go) keep abusive clients from taking the
-// broker's memory: frames are checked and take their share of a
-// server-wide memory budget before they are allocated, connections are
-// counted (max.connections, max.connections.per.ip), a connection whose
+// Limits (limits.go, budget.go, connlimits.go) keep abusive clients from
+// taking the broker's memory, CPU and connection slots: frames are
+// checked and take their share of a server-wide memory budget before they
+// are allocated, the batches one request decodes share a decompression
+// budget (Request.DecompressBudget), connections are admitted against
+// Kafka's limits (max.connections with an inter-broker reserve, per
+// listener, per IP, creation rates) and must authenticate or send a first
+// request within connections.authentication.timeout.ms, a connection whose
 // responses are not read gets no new request dispatched, Fetch responses
 // are capped (fetch.max.bytes) and fetch sessions bounded.
 //

@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"fmt"
-	"net"
 	"sync/atomic"
 	"time"
 
@@ -23,9 +22,14 @@ import (
 //     grace, or the connection is closed. A request
 //     that parks (a long-poll Fetch, a group join) gives its share back
 //     when it parks (Request.ReleaseMemory).
-//   - Connections: max.connections in all and max.connections.per.ip per
-//     client address; a connection over either is closed at once, counted
-//     by the Observer (ConnLimitObserver) with the limit's name.
+//   - Connections (connlimits.go): max.connections in all (the
+//     inter-broker listener keeps reserved slots), per listener, per
+//     client address, and connection creation rates (KIP-612); a
+//     connection over any is closed at accept. A new connection must
+//     authenticate (SASL listeners) or send its first complete request
+//     within connections.authentication.timeout.ms. Each close is counted
+//     by the Observer (ConnLimitObserver) with the listener and the
+//     limit's key.
 //   - Responses: a connection dispatches no new request while responses of
 //     more than maxUnwrittenBytes, or more than maxUnwrittenResponses, wait
 //     to be written, so a client that never reads its responses holds at
@@ -58,67 +62,6 @@ func (l Limits) fetchMaxBytes() int {
 	return int(l.FetchMaxBytes)
 }
 
-// Reasons a connection is refused (label values of
-// strata_connections_refused_total).
-const (
-	RefusedMaxConnections      = "max.connections"
-	RefusedMaxConnectionsPerIP = "max.connections.per.ip"
-)
-
-// DefaultMaxConnections is the default of max.connections. Kafka's default
-// is unlimited; every connection costs goroutines and buffers, and the
-// broker must stay up when a client opens connections in a loop.
-const DefaultMaxConnections = 10_000
-
-// ConnLimitObserver is implemented by an Observer that counts refused
-// connections.
-type ConnLimitObserver interface {
-	ConnRefused(reason string)
-}
-
-// admitConnLocked counts a new connection from remote against the limits and
-// returns the limit it breaks ("" when admitted). An admitted connection
-// is released with releaseConn. s.mu must be held.
-func (s *Server) admitConnLocked(remote net.Addr) string {
-	if len(s.conns) >= s.cfg.MaxConnections {
-		return RefusedMaxConnections
-	}
-	ip := remoteIP(remote)
-	if s.cfg.MaxConnectionsPerIP > 0 && s.perIP[ip] >= s.cfg.MaxConnectionsPerIP {
-		return RefusedMaxConnectionsPerIP
-	}
-	s.perIP[ip]++
-	return ""
-}
-
-// releaseConnLocked undoes admitConnLocked. s.mu must be held.
-func (s *Server) releaseConnLocked(remote net.Addr) {
-	ip := remoteIP(remote)
-	if s.perIP[ip]--; s.perIP[ip] <= 0 {
-		delete(s.perIP, ip)
-	}
-}
-
-func remoteIP(a net.Addr) string {
-	if a == nil {
-		return ""
-	}
-	if tcp, ok := a.(*net.TCPAddr); ok {
-		return tcp.IP.String()
-	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	return host
-}
-
-func (s *Server) connRefused(reason string) {
-	if o, ok := s.cfg.Observer.(ConnLimitObserver); ok {
-		o.ConnRefused(reason)
-	}
-}
-
 // checkFrame is readFrame's check of a frame's size and key: the limit of
 // non-Produce requests.
 func (c *conn) checkFrame(key int16, size int32) error {
@@ -149,7 +92,7 @@ func (c *conn) admitFrame(key int16, size int32) (*memHold, error) {
 	if idle := c.srv.cfg.IdleTimeout; idle > 0 && time.Now().Add(idle).Before(deadline) {
 		deadline = time.Now().Add(idle)
 	}
-	_ = c.nc.SetReadDeadline(deadline)
+	_ = c.nc.SetReadDeadline(c.capFirst(deadline))
 	if c.srv.isClosing() {
 		// Shutdown moved the deadline to now before this one: keep it.
 		_ = c.nc.SetReadDeadline(time.Now())

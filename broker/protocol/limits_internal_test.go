@@ -28,7 +28,7 @@ func (o *countingObserver) RequestStarted(int16) { o.started.Add(1) }
 func (o *countingObserver) Request(int16, int16, int, int, time.Duration, bool) {
 }
 
-func (o *countingObserver) ConnRefused(reason string) {
+func (o *countingObserver) ConnRefused(_, reason string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.refused == nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-dev/strata/broker/record"
 	"github.com/strata-dev/strata/broker/traffic"
 )
 
@@ -102,6 +103,11 @@ type Request struct {
 
 	// mem is the request's share of the server's memory budget.
 	mem *memHold
+	// size is the request's frame size (0 for a request not read from a
+	// connection) and decompress its decompression budget, made on first
+	// use (DecompressBudget).
+	size       int
+	decompress *record.Budget
 
 	// internal marks a request the broker sends itself (Env.Internal):
 	// no ACL check applies.
@@ -111,6 +117,20 @@ type Request struct {
 	// partition-mutation budget, quota.go): the connection is muted for
 	// it after the answer.
 	throttle time.Duration
+}
+
+// DecompressBudget returns the request's decompression budget: every
+// record batch the handler decodes (Produce validation, ListOffsets by
+// timestamp over stored and tiered batches) counts against it, so one
+// request decompresses at most record.RequestDecompressionBytes of its
+// frame size (plus one batch's own limit; ListOffsets adds
+// perLookupDecompression per lookup), however many small batches each
+// stay under their own limit.
+func (r *Request) DecompressBudget() *record.Budget {
+	if r.decompress == nil {
+		r.decompress = record.NewBudget(record.RequestDecompressionBytes(r.size))
+	}
+	return r.decompress
 }
 
 // Defer makes fn run after the handler returns and before the response

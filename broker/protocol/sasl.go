@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -50,11 +51,6 @@ type Listener struct {
 	// refuses the connection. Nil or no certificate: User:ANONYMOUS.
 	CertPrincipal func(*x509.Certificate) (auth.Principal, error)
 }
-
-// authTimeout bounds the TLS handshake and the SASL exchange of a new
-// connection: a client that connects and stays silent, or stops halfway,
-// does not hold a connection for connections.max.idle.ms.
-const authTimeout = 30 * time.Second
 
 // maxSASLFrameBytes bounds the frames read before authentication
 // (ApiVersions, SaslHandshake, SaslAuthenticate are tiny): an
@@ -141,13 +137,23 @@ func (c *conn) checkSession(r *Request) error {
 // returns false when the connection must close.
 func (c *conn) establish() bool {
 	s := c.info.session
-	deadline := time.Now().Add(authTimeout)
+	// connections.authentication.timeout.ms bounds the TLS handshake and
+	// the SASL exchange: a client that connects and stays silent, or stops
+	// halfway, does not hold a slot for long.
+	deadline := time.Now().Add(c.srv.authenticationTimeout())
+	timedOut := func(err error) {
+		if (errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, errIdle) || errors.Is(err, context.DeadlineExceeded)) && !c.srv.isClosing() {
+			c.log().V(1).Info("closing connection: not authenticated in time", "timeout", c.srv.authenticationTimeout())
+			c.srv.connRefused(c.info.Listener, ClosedAuthenticationTimeout)
+		}
+	}
 	if tc, ok := c.nc.(*tls.Conn); ok {
 		ctx, cancel := context.WithDeadline(c.ctx, deadline)
 		err := tc.HandshakeContext(ctx)
 		cancel()
 		if err != nil {
 			c.log().Info("closing connection: TLS handshake failed", "err", err.Error())
+			timedOut(err)
 			return false
 		}
 		if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 && s.listener.CertPrincipal != nil {
@@ -170,6 +176,7 @@ func (c *conn) establish() bool {
 			tok, err := readRawToken(c.nc)
 			if err != nil {
 				c.log().Info("closing connection: reading SASL token", "err", err.Error())
+				timedOut(err)
 				return false
 			}
 			out, done, err := s.step(c.ctx, c.srv.cfg.Env, tok)
@@ -190,6 +197,7 @@ func (c *conn) establish() bool {
 		frame, err := readFrame(c.nc, maxSASLFrameBytes, nil, nil)
 		if err != nil {
 			c.log().V(1).Info("closing connection: before authentication", "err", err.Error())
+			timedOut(err)
 			return false
 		}
 		h, msg, err := decodeRequest(frame, true)

@@ -49,11 +49,29 @@ type Config struct {
 	// its share back when it parks (Request.ReleaseMemory). 0 means
 	// DefaultMaxInflightRequestMemory.
 	MaxInflightRequestMemory int64
-	// MaxConnections is max.connections (0: DefaultMaxConnections) and
-	// MaxConnectionsPerIP max.connections.per.ip (0: unlimited): a
-	// connection over either is closed at once (limits.go).
-	MaxConnections      int
-	MaxConnectionsPerIP int
+	// Connection limits (connlimits.go). MaxConnections is
+	// max.connections (0: DefaultMaxConnections); MaxConnectionsPerListener
+	// listener.name.<l>.max.connections by lower-case listener name;
+	// MaxConnectionsPerIP max.connections.per.ip (0:
+	// DefaultMaxConnectionsPerIP, -1: unlimited) and
+	// MaxConnectionsPerIPOverrides max.connections.per.ip.overrides by
+	// address (CanonicalIP); InterBrokerListener the listener whose
+	// connections may take the reserved slots; MaxConnectionCreationRate
+	// and MaxConnectionCreationRatePerIP max.connection.creation.rate(.per.ip)
+	// in connections per second (0: unlimited). A connection over any is
+	// closed at accept.
+	MaxConnections                 int
+	MaxConnectionsPerListener      map[string]int
+	MaxConnectionsPerIP            int
+	MaxConnectionsPerIPOverrides   map[string]int
+	InterBrokerListener            string
+	MaxConnectionCreationRate      float64
+	MaxConnectionCreationRatePerIP float64
+	// AuthenticationTimeout is connections.authentication.timeout.ms: a
+	// new connection that has not finished its TLS handshake and SASL
+	// authentication (SASL listeners), or sent its first complete request
+	// (other listeners), by then is closed. 0: DefaultAuthenticationTimeout.
+	AuthenticationTimeout time.Duration
 	// IdleTimeout closes a connection that sends no request for this long
 	// while none of its requests is being handled, and one that does not
 	// read a response for this long (connections.max.idle.ms); 0 disables.
@@ -84,8 +102,13 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
-	perIP     map[string]int // admitted connections per client IP
-	closing   bool
+	// Connection limit state (connlimits.go): admitted connections per
+	// client IP and per lower-case listener name, creation rates.
+	perIP       map[string]int
+	perListener map[string]int
+	ipRates     map[string]*tokenBucket
+	rate        tokenBucket
+	closing     bool
 	// closed mirrors closing for lock-free reads on the request path.
 	closed atomic.Bool
 
@@ -105,6 +128,12 @@ func NewServer(cfg Config) *Server {
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = DefaultMaxConnections
 	}
+	switch {
+	case cfg.MaxConnectionsPerIP == 0:
+		cfg.MaxConnectionsPerIP = DefaultMaxConnectionsPerIP
+	case cfg.MaxConnectionsPerIP < 0:
+		cfg.MaxConnectionsPerIP = -1
+	}
 	if cfg.MaxNonProduceRequestBytes <= 0 {
 		cfg.MaxNonProduceRequestBytes = min(DefaultMaxNonProduceRequestBytes, cfg.MaxRequestBytes)
 	}
@@ -116,13 +145,15 @@ func NewServer(cfg Config) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		cfg:        cfg,
-		baseCtx:    ctx,
-		cancelBase: cancel,
-		listeners:  map[net.Listener]struct{}{},
-		conns:      map[*conn]struct{}{},
-		perIP:      map[string]int{},
-		memory:     newBudget(cfg.MaxInflightRequestMemory),
+		cfg:         cfg,
+		baseCtx:     ctx,
+		cancelBase:  cancel,
+		listeners:   map[net.Listener]struct{}{},
+		conns:       map[*conn]struct{}{},
+		perIP:       map[string]int{},
+		perListener: map[string]int{},
+		ipRates:     map[string]*tokenBucket{},
+		memory:      newBudget(cfg.MaxInflightRequestMemory),
 	}
 }
 
@@ -189,12 +220,14 @@ func (s *Server) startConn(nc net.Conn, li Listener) {
 		nc.Close()
 		return
 	}
-	if limit := s.admitConnLocked(nc.RemoteAddr()); limit != "" {
+	if limit := s.admitConnLocked(nc.RemoteAddr(), li.Name, time.Now()); limit != "" {
 		s.mu.Unlock()
+		// Counted before the close, so that whoever sees the close sees
+		// the count.
+		s.connRefused(li.Name, limit)
 		cancel()
 		nc.Close()
-		s.cfg.Log.V(1).Info("connection refused", "remote", nc.RemoteAddr().String(), "limit", limit)
-		s.connRefused(limit)
+		s.cfg.Log.V(1).Info("connection refused", "remote", nc.RemoteAddr().String(), "listener", li.Name, "limit", limit)
 		return
 	}
 	s.conns[c] = struct{}{}
@@ -271,6 +304,10 @@ type conn struct {
 	lastAnswered atomic.Int64
 	// out counts responses encoded and not yet written (limits.go).
 	out *unwritten
+	// firstDeadline, while the connection's first request is being read
+	// (listeners without SASL), is when connections.authentication.timeout.ms
+	// ends: no frame deadline goes past it. Only the reader uses it.
+	firstDeadline time.Time
 	// dead: the peer closed the connection or a write failed, so no
 	// response can reach it; requests already read other than Produce
 	// (acks=0 batches sent before a close must be appended) are dropped
@@ -296,7 +333,7 @@ func (c *conn) serve() {
 	defer func() {
 		c.srv.mu.Lock()
 		delete(c.srv.conns, c)
-		c.srv.releaseConnLocked(c.info.Remote)
+		c.srv.releaseConnLocked(c.info.Remote, c.info.Listener)
 		c.srv.mu.Unlock()
 		if o := c.srv.cfg.Observer; o != nil {
 			o.ConnClosed()
@@ -339,9 +376,28 @@ func (c *conn) serve() {
 func (c *conn) read(out chan<- inbound) {
 	idle := c.srv.cfg.IdleTimeout
 	fr := &frameStart{c: c} // one per connection: no allocation per frame
+	// Until its first complete request, a connection of a listener without
+	// SASL (where establish bounded the authentication) has
+	// connections.authentication.timeout.ms, not the idle timeout.
+	first := c.info.session == nil || !c.info.session.listener.SASL
 	for {
-		if idle > 0 {
-			_ = c.nc.SetReadDeadline(time.Now().Add(idle))
+		wait := idle
+		if first {
+			wait = c.srv.authenticationTimeout()
+			if idle > 0 {
+				wait = min(wait, idle)
+			}
+		}
+		fr.timed = wait > 0
+		c.firstDeadline = time.Time{}
+		if first {
+			// The frame may take the whole authentication timeout once it
+			// started, even when the idle timeout is shorter
+			// (frameStart).
+			c.firstDeadline = time.Now().Add(c.srv.authenticationTimeout())
+		}
+		if wait > 0 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(wait))
 			// Checked after setting the deadline: Shutdown sets closing
 			// before it moves the deadline to now, so one of the two wins.
 			if c.srv.isClosing() {
@@ -359,6 +415,12 @@ func (c *conn) read(out chan<- inbound) {
 			return err
 		})
 		if errors.Is(err, errIdle) && !c.srv.isClosing() {
+			if first {
+				c.log().V(1).Info("closing connection: no request in time", "timeout", wait)
+				c.srv.connRefused(c.info.Listener, ClosedAuthenticationTimeout)
+				c.cancel()
+				return
+			}
 			if c.pending.Load() > 0 || time.Since(time.Unix(0, c.lastAnswered.Load())) < idle {
 				// A long poll or group join is still being served, or one
 				// was answered less than idle ago (the deadline was set
@@ -371,9 +433,14 @@ func (c *conn) read(out chan<- inbound) {
 		}
 		if err != nil {
 			mem.release()
+			if first && errors.Is(err, os.ErrDeadlineExceeded) && !c.srv.isClosing() {
+				c.log().V(1).Info("closing connection: first request not complete in time", "timeout", wait)
+				c.srv.connRefused(c.info.Listener, ClosedAuthenticationTimeout)
+			}
 			c.readFailed(err)
 			return
 		}
+		first = false
 		if idle <= 0 {
 			// Drop the admitted frame's deadline (admitFrame).
 			_ = c.nc.SetReadDeadline(time.Time{})
@@ -385,7 +452,7 @@ func (c *conn) read(out chan<- inbound) {
 		h, msg, err := decodeRequest(frame, false)
 		if errors.Is(err, ErrUnsupportedVersion) && h.Key == kmsg.ApiVersions.Int16() {
 			c.pending.Add(1)
-			out <- inbound{req: &Request{Header: h, Client: c.info, Env: c.srv.cfg.Env, mem: mem}, size: len(frame) + 4, reject: true, started: started}
+			out <- inbound{req: &Request{Header: h, Client: c.info, Env: c.srv.cfg.Env, mem: mem, size: len(frame) + 4}, size: len(frame) + 4, reject: true, started: started}
 			continue
 		}
 		if err != nil {
@@ -401,11 +468,19 @@ func (c *conn) read(out chan<- inbound) {
 			c.info.SetRack(ClientIDZone(*h.ClientID))
 		}
 		c.pending.Add(1)
-		out <- inbound{req: &Request{Header: h, Msg: msg, Client: c.info, Env: c.srv.cfg.Env, mem: mem}, size: len(frame) + 4, started: started}
+		out <- inbound{req: &Request{Header: h, Msg: msg, Client: c.info, Env: c.srv.cfg.Env, mem: mem, size: len(frame) + 4}, size: len(frame) + 4, started: started}
 	}
 }
 
 func (s *Server) isClosing() bool { return s.closed.Load() }
+
+// capFirst caps a read deadline at firstDeadline, if set.
+func (c *conn) capFirst(d time.Time) time.Time {
+	if !c.firstDeadline.IsZero() && c.firstDeadline.Before(d) {
+		return c.firstDeadline
+	}
+	return d
+}
 
 // frameStart reads a frame from the connection and, at its first bytes,
 // gives the rest of the frame's header frameGrace: the idle deadline only
@@ -417,14 +492,15 @@ func (s *Server) isClosing() bool { return s.closed.Load() }
 type frameStart struct {
 	c       *conn
 	started bool
+	timed   bool // the frame has a deadline to extend
 }
 
 func (f *frameStart) Read(p []byte) (int, error) {
 	n, err := f.c.nc.Read(p)
 	if n > 0 && !f.started {
 		f.started = true
-		if f.c.srv.cfg.IdleTimeout > 0 {
-			_ = f.c.nc.SetReadDeadline(time.Now().Add(frameGrace))
+		if f.timed {
+			_ = f.c.nc.SetReadDeadline(f.c.capFirst(time.Now().Add(frameGrace)))
 			if f.c.srv.isClosing() {
 				// Shutdown moved the deadline to now before this one.
 				_ = f.c.nc.SetReadDeadline(time.Now())

@@ -20,6 +20,10 @@ import (
 // The returned batches alias records; the log stamps offsets into them in
 // place.
 func Validate(records []byte, maxBatchBytes int) ([]Batch, error) {
+	return validate(records, maxBatchBytes, nil)
+}
+
+func validate(records []byte, maxBatchBytes int, budget *Budget) ([]Batch, error) {
 	if len(records) == 0 {
 		return nil, fmt.Errorf("%w: empty record set", ErrInvalidRecord)
 	}
@@ -36,7 +40,7 @@ func Validate(records []byte, maxBatchBytes int) ([]Batch, error) {
 		if size > maxBatchBytes {
 			return nil, fmt.Errorf("batch %d at byte %d: %w: %d bytes, limit %d", len(batches), pos, ErrTooLarge, size, maxBatchBytes)
 		}
-		if err := validateBatch(b, DecompressLimit(maxBatchBytes)); err != nil {
+		if err := validateBatch(b, DecompressLimit(maxBatchBytes), budget); err != nil {
 			return nil, fmt.Errorf("batch %d at byte %d: %w", len(batches), pos, err)
 		}
 		batches = append(batches, b)
@@ -75,7 +79,7 @@ func DecompressLimit(maxBatchBytes int) int64 {
 }
 
 // validateBatch checks a framed, CRC-checked batch's header and records.
-func validateBatch(b Batch, limit int64) error {
+func validateBatch(b Batch, limit int64, budget *Budget) error {
 	h := b.Header()
 	if h.Attributes&^knownAttributeBits != 0 {
 		return fmt.Errorf("%w: unknown attribute bits %#x", ErrInvalidRecord, h.Attributes)
@@ -92,26 +96,55 @@ func validateBatch(b Batch, limit int64) error {
 	if h.IsControl() {
 		return fmt.Errorf("%w: clients may not write control batches", ErrInvalidRecord)
 	}
-	return walkRecords(b, h, limit, nil, false, true)
+	return walkRecords(b, h, limit, budget, nil, keepNothing, true)
 }
 
 // walkRecords walks the records of b and checks their framing. With visit
 // non-nil it decodes each record and hands it over, copying key, value
-// and headers when keep is set (their lengths only otherwise).
+// and headers as keep says (their lengths only otherwise).
 // Decompressing more than limit bytes fails with ErrTooLarge. strict
 // requires offset deltas 0..n-1 (what producers send); otherwise they only
 // have to increase and stay within LastOffsetDelta, as in batches the log
-// cleaner rewrote (offsets are kept, records dropped).
-func walkRecords(b Batch, h Header, limit int64, visit func(*Record) error, keep, strict bool) error {
+// cleaner rewrote (offsets are kept, records dropped). The decompressed
+// bytes of a compressed batch count against budget (nil: none), which
+// may lower limit; failing on the lowered limit is ErrBudgetSpent.
+func walkRecords(b Batch, h Header, limit int64, budget *Budget, visit func(*Record) error, keep keepMode, strict bool) (err error) {
+	bound := false
+	if h.Codec() != None {
+		limit, bound = budget.limit(limit)
+		if bound && limit == 0 {
+			return ErrBudgetSpent
+		}
+	}
 	src, done, err := openPayload(h.Codec(), b[BatchHeaderSize:], limit)
 	if err != nil {
+		if bound && errors.Is(err, ErrTooLarge) {
+			return fmt.Errorf("%w: %w", ErrBudgetSpent, err)
+		}
 		return err
 	}
 	defer done()
 	w := walker{r: src, loose: !strict, prevDelta: -1, lastDelta: int64(h.LastOffsetDelta)}
+	if h.Codec() != None {
+		defer func() {
+			budget.spend(w.n)
+			if bound && errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrBudgetSpent) {
+				err = fmt.Errorf("%w: %w", ErrBudgetSpent, err)
+			}
+		}()
+	}
 	w.sl, _ = src.(*sliceReader)
+	k := keep
+	if visit == nil {
+		k = keepNothing
+	}
+	// One Record for the whole walk: visit gets a pointer to it (so it
+	// lives on the heap), and one per record was an allocation per record.
+	// visit must not keep the pointer.
+	var rec Record
 	for i := int32(0); i < h.NumRecords; i++ {
-		rec, err := w.record(i, visit != nil && keep)
+		var err error
+		rec, err = w.record(i, k)
 		if err != nil {
 			return fmt.Errorf("record %d: %w", i, classify(err))
 		}
@@ -171,19 +204,35 @@ type RecordHeader struct {
 // untrusted bytes.
 func Records(b Batch, limit int64) ([]Record, error) {
 	var recs []Record
-	err := decode(b, limit, func(r *Record) error { recs = append(recs, *r); return nil }, true)
+	err := decode(b, limit, func(r *Record) error { recs = append(recs, *r); return nil }, keepAll, nil)
 	return recs, err
 }
 
 // Walk decodes the records of a batch as Records does, but hands each one
 // to visit without its key, value and headers (KeyLen and ValueLen say
 // what they were): a walk takes the decoder's memory, not the batch's
-// decompressed size. visit's error stops the walk and is returned.
+// decompressed size. visit's error stops the walk and is returned; the
+// Record it gets is reused for the next one, so visit must not keep it.
 func Walk(b Batch, limit int64, visit func(*Record) error) error {
-	return decode(b, limit, visit, false)
+	return decode(b, limit, visit, keepNothing, nil)
 }
 
-func decode(b Batch, limit int64, visit func(*Record) error, keep bool) error {
+// WalkKeys is Walk with each record's key (copied; nil for a null key):
+// what the log cleaner needs of a record, without its value and headers.
+func WalkKeys(b Batch, limit int64, visit func(*Record) error) error {
+	return decode(b, limit, visit, keepKeys, nil)
+}
+
+// keepMode is what a record walk copies out of the batch.
+type keepMode uint8
+
+const (
+	keepNothing keepMode = iota // lengths only
+	keepKeys                    // keys
+	keepAll                     // keys, values and headers
+)
+
+func decode(b Batch, limit int64, visit func(*Record) error, keep keepMode, budget *Budget) error {
 	size, err := CheckFrame(b)
 	if err != nil {
 		return err
@@ -193,10 +242,14 @@ func decode(b Batch, limit int64, visit func(*Record) error, keep bool) error {
 	if h.Codec() > Zstd {
 		return fmt.Errorf("%w: %v", ErrUnsupportedCodec, h.Codec())
 	}
-	if h.NumRecords < 0 || int64(h.NumRecords) > int64(len(b)) {
+	// Every record takes at least one byte of the (decompressed) records:
+	// of the batch when uncompressed, of the limit when compressed (a zstd
+	// batch of 900 KiB holds a million tiny records; refusing it here
+	// stopped the cleaner and ListOffsets on batches Produce accepted).
+	if most := int64(len(b)); h.NumRecords < 0 || h.Codec() == None && int64(h.NumRecords) > most || int64(h.NumRecords) > limit {
 		return fmt.Errorf("%w: batch claims %d records", ErrInvalidRecord, h.NumRecords)
 	}
-	return walkRecords(b, h, limit, visit, keep, false)
+	return walkRecords(b, h, limit, budget, visit, keep, false)
 }
 
 // byteSource is what the record walker reads from: a bufio.Reader over a
@@ -301,7 +354,7 @@ func (w *walker) bytes(what string, nullable, keep bool) ([]byte, int32, error) 
 
 // record reads record number i. Its offset delta must be i and its fields
 // must fill exactly the length it declares.
-func (w *walker) record(i int32, keep bool) (Record, error) {
+func (w *walker) record(i int32, keep keepMode) (Record, error) {
 	var rec Record
 	length, err := w.varint("record length", 0, math.MaxInt32)
 	if err != nil {
@@ -329,10 +382,10 @@ func (w *walker) record(i int32, keep bool) (Record, error) {
 		return rec, fmt.Errorf("%w: offset delta %d, expected %d", ErrInvalidRecord, od, i)
 	}
 	rec.OffsetDelta = int32(od)
-	if rec.Key, rec.KeyLen, err = w.bytes("key", true, keep); err != nil {
+	if rec.Key, rec.KeyLen, err = w.bytes("key", true, keep >= keepKeys); err != nil {
 		return rec, err
 	}
-	if rec.Value, rec.ValueLen, err = w.bytes("value", true, keep); err != nil {
+	if rec.Value, rec.ValueLen, err = w.bytes("value", true, keep == keepAll); err != nil {
 		return rec, err
 	}
 	nh, err := w.varint("header count", 0, math.MaxInt32)
@@ -343,15 +396,15 @@ func (w *walker) record(i int32, keep bool) (Record, error) {
 		if w.n-start > length {
 			break // reported below; stops a huge count from looping
 		}
-		k, _, err := w.bytes("header key", false, keep)
+		k, _, err := w.bytes("header key", false, keep == keepAll)
 		if err != nil {
 			return rec, err
 		}
-		v, _, err := w.bytes("header value", true, keep)
+		v, _, err := w.bytes("header value", true, keep == keepAll)
 		if err != nil {
 			return rec, err
 		}
-		if keep {
+		if keep == keepAll {
 			rec.Headers = append(rec.Headers, RecordHeader{Key: string(k), Value: v})
 		}
 	}

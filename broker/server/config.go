@@ -257,8 +257,7 @@ var processKeys = map[string]bool{
 	"quota.window.num":          true, "quota.window.size.seconds": true,
 	"log.cleaner.enable": true, "log.cleaner.threads": true, "log.cleaner.io.max.bytes.per.second": true,
 	"log.cleaner.dedupe.buffer.size": true, "log.cleaner.backoff.ms": true,
-	"max.partitions.per.topic": true, "max.partitions": true,
-	"max.connections": true, "max.connections.per.ip": true, "queued.max.request.bytes": true,
+	"max.partitions.per.topic": true, "max.partitions": true, "queued.max.request.bytes": true,
 	"fetch.max.bytes": true, "max.incremental.fetch.session.cache.slots": true,
 	"num.partitions": true, "auto.create.topics.enable": true,
 	"log.retention.hours": true, "log.retention.minutes": true,
@@ -317,6 +316,12 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 			continue
 		}
 		if known, err := applyTierSetting(&cfg.Tier, k, v); known {
+			if err != nil {
+				return nil, bad(err)
+			}
+			continue
+		}
+		if known, err := applyConnLimitSetting(&cfg.Connections, k, v); known {
 			if err != nil {
 				return nil, bad(err)
 			}
@@ -407,16 +412,6 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				return nil, bad(fmt.Errorf("want an int32 of at least 1024"))
 			}
 			cfg.MaxRequestBytes = int32(n)
-		case k == "max.connections" || k == "max.connections.per.ip":
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err != nil || n < 1 {
-				return nil, bad(fmt.Errorf("want a positive int32"))
-			}
-			if k == "max.connections" {
-				cfg.MaxConnections = int(n)
-			} else {
-				cfg.MaxConnectionsPerIP = int(n)
-			}
 		case k == "fetch.max.bytes":
 			n, err := strconv.ParseInt(v, 10, 32)
 			if err != nil || n < 1024 {

@@ -58,10 +58,9 @@ type Config struct {
 	// requests in flight (queued.max.request.bytes; 0: 2 GiB); see
 	// protocol.Config.
 	MaxInflightRequestMemory int64
-	// MaxConnections is max.connections (0: protocol.DefaultMaxConnections)
-	// and MaxConnectionsPerIP max.connections.per.ip (0: unlimited).
-	MaxConnections      int
-	MaxConnectionsPerIP int
+	// Connections are the connection limits (max.connections and the
+	// rest, connlimits.go).
+	Connections ConnectionLimits
 	// Limits are the per-request limits (fetch.max.bytes, fetch session
 	// cache); FetchSessionMaxPartitions defaults to max.partitions.
 	Limits protocol.Limits
@@ -172,6 +171,9 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	listeners, err := resolveListeners(&cfg)
 	if err != nil {
 		return nil, fmt.Errorf("listeners: %w", err)
+	}
+	if err := cfg.Connections.checkListeners(listeners); err != nil {
+		return nil, err
 	}
 	lns := make([]net.Listener, 0, len(listeners))
 	closeAll := func() {
@@ -314,17 +316,18 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	if err := s.startTxnCoordinator(ctx, env); err != nil {
 		return nil, err
 	}
-	s.proto = protocol.NewServer(protocol.Config{
+	pcfg := protocol.Config{
 		Env:                      env,
 		MaxRequestBytes:          cfg.MaxRequestBytes,
 		IdleTimeout:              cfg.ConnectionsMaxIdle,
 		MaxInflightRequestMemory: cfg.MaxInflightRequestMemory,
-		MaxConnections:           cfg.MaxConnections,
-		MaxConnectionsPerIP:      cfg.MaxConnectionsPerIP,
 		Observer:                 s.metrics,
 		Traffic:                  s.traffic,
 		Log:                      logger.WithName("protocol"),
-	})
+	}
+	ib, _ := s.interBroker()
+	cfg.Connections.protocolConfig(&pcfg, ib.Name)
+	s.proto = protocol.NewServer(pcfg)
 	served, err := s.protocolListeners()
 	if err != nil {
 		return nil, err

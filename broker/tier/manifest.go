@@ -111,15 +111,19 @@ func (m *Manifest) Size() int64 {
 }
 
 // check verifies what a reader relies on: segments in offset order, within
-// [StartOffset's segment, EndOffset).
+// [StartOffset's segment, EndOffset), and no negative object size (a size
+// is a read's length: -1 reads a whole object, FuzzDecodeManifest).
 func (m *Manifest) check() error {
 	if m.Version != ManifestVersion {
 		return fmt.Errorf("manifest version %d, want %d", m.Version, ManifestVersion)
 	}
 	prev := int64(-1)
 	for i, s := range m.Segments {
-		if s.BaseOffset <= prev || s.LastOffset < s.BaseOffset || s.LastOffset >= m.EndOffset || s.Key == "" || s.TxnIndexSize < 0 || s.ProducerSnapshotSize < 0 {
+		if s.BaseOffset <= prev || s.LastOffset < s.BaseOffset || s.LastOffset >= m.EndOffset || s.Key == "" {
 			return fmt.Errorf("manifest segment %d [%d, %d] %q out of order (previous last %d, end %d)", i, s.BaseOffset, s.LastOffset, s.Key, prev, m.EndOffset)
+		}
+		if s.Size < 0 || s.IndexSize < 0 || s.TimeIndexSize < 0 || s.TxnIndexSize < 0 || s.ProducerSnapshotSize < 0 {
+			return fmt.Errorf("manifest segment %d [%d, %d] has a negative object size", i, s.BaseOffset, s.LastOffset)
 		}
 		prev = s.LastOffset
 	}

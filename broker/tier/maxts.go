@@ -76,7 +76,7 @@ func (p *Partition) segmentMax(ctx context.Context, m Manifest, s Segment, below
 				}
 				continue
 			}
-			err = record.Walk(record.Batch(batch), record.MaxDecompressedBytes, func(r *record.Record) error {
+			err = record.BudgetFrom(ctx).Walk(record.Batch(batch), record.MaxDecompressedBytes, func(r *record.Record) error {
 				o, t := h.BaseOffset+int64(r.OffsetDelta), h.BaseTimestamp+r.TimestampDelta
 				if o >= m.StartOffset && o < end && t > timestamp {
 					offset, timestamp, ok = o, t, true

@@ -894,7 +894,7 @@ func (p *Partition) OffsetForTimestamp(ctx context.Context, ts int64) (offset, t
 					return max(h.BaseOffset, m.StartOffset), h.MaxTimestamp, true, nil
 				}
 				var off, t int64
-				err := record.Walk(record.Batch(data[:h.Size()]), record.MaxDecompressedBytes, func(r *record.Record) error {
+				err := record.BudgetFrom(ctx).Walk(record.Batch(data[:h.Size()]), record.MaxDecompressedBytes, func(r *record.Record) error {
 					off, t = h.BaseOffset+int64(r.OffsetDelta), h.BaseTimestamp+r.TimestampDelta
 					if t >= ts && off >= m.StartOffset {
 						return errFound

@@ -4,5 +4,9 @@
 // the broker answers with an error or closes the offending connection, its
 // resident memory (VmRSS from /proc) stays under rssBound, the producer
 // keeps getting acknowledgements, and at the end every acknowledged record
-// is read back.
+// is read back. Inputs of issue #26: compression bombs of every codec,
+// many per Produce request (the per-request decompression budget), and
+// concurrent ListOffsets(timestamp=0) over stored bombs (TestHostileClients);
+// 10,000 idle sockets from one host while another client connects and
+// produces (TestIdleSocketFlood).
 package hostile

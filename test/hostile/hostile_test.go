@@ -170,7 +170,7 @@ func TestHostileClients(t *testing.T) {
 		for range 150 {
 			dialHostile(t, addr)
 		}
-		pollMetric(t, metricsAddr, `strata_connections_refused_total{limit="max.connections.per.ip"}`, func(v float64) bool { return v >= 50 })
+		pollMetric(t, metricsAddr, `strata_connections_refused_total`, `limit="max.connections.per.ip"`, func(v float64) bool { return v >= 50 })
 		progress(t)
 	})
 
@@ -212,6 +212,141 @@ func TestHostileClients(t *testing.T) {
 			})
 		}
 		wg.Wait()
+		progress(t)
+	})
+
+	t.Run("compression bombs, many per request, and ListOffsets over stored bombs", func(t *testing.T) {
+		// Each batch stays under its own limit (32 MiB decompressed with
+		// the default max.message.bytes); together one request's inflate
+		// to 760 MiB. Four connections send five such requests each: 15
+		// GB of decompression (minutes of CPU) without the per-request
+		// budget.
+		createTopic(t, admin, "bombs", 8, nil)
+		bombOf := func(c record.Codec, inflated int) []byte {
+			spec := record.DefaultSpec()
+			spec.Codec = c
+			b, err := record.Build(spec, []record.Record{{Value: make([]byte, inflated)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		var sets [8][]byte
+		var inflated int64
+		for i := range 190 {
+			c := []record.Codec{record.Zstd, record.Gzip, record.LZ4}[i%3]
+			if i < 10 {
+				c = record.Snappy
+			}
+			sets[i%8] = append(sets[i%8], bombOf(c, 4<<20)...)
+			inflated += 4 << 20
+		}
+		frame := 0
+		for _, s := range sets {
+			frame += len(s)
+		}
+		cpu0 := cpuTime(p.Pid())
+		var wg sync.WaitGroup
+		var refused atomic.Int64
+		for range 4 {
+			wg.Go(func() {
+				for range 5 {
+					req := kmsg.NewPtrProduceRequest()
+					req.Acks, req.TimeoutMillis = 1, 30_000
+					rt := kmsg.NewProduceRequestTopic()
+					rt.Topic = "bombs"
+					for i, s := range sets {
+						rp := kmsg.NewProduceRequestTopicPartition()
+						rp.Partition, rp.Records = int32(i), s
+						rt.Partitions = append(rt.Partitions, rp)
+					}
+					req.Topics = append(req.Topics, rt)
+					resp, err := req.RequestWith(ctx, admin)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for _, sp := range resp.Topics[0].Partitions {
+						switch code := sp.ErrorCode; code {
+						case 0:
+						case kerr.MessageTooLarge.Code:
+							refused.Add(1)
+						default:
+							t.Errorf("partition %d: %v", sp.Partition, kerr.ErrorForCode(code))
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if refused.Load() == 0 {
+			t.Errorf("20 requests of %d bytes inflating to %d MiB each: no partition refused", frame, inflated>>20)
+		}
+		t.Logf("20 Produce requests of %d KiB, %d MiB inflated each: %d partitions refused MESSAGE_TOO_LARGE, broker CPU %v",
+			frame>>10, inflated>>20, refused.Load(), cpuTime(p.Pid())-cpu0)
+		progress(t)
+
+		// Stored bombs, each one request: 30 MiB (16 MiB of snappy, whose
+		// ratio is about 21) in every partition of "stored".
+		createTopic(t, admin, "stored", 8, nil)
+		for i := range 8 {
+			c, size := []record.Codec{record.Zstd, record.Gzip, record.LZ4, record.Snappy}[i%4], 30<<20
+			if c == record.Snappy {
+				size = 16 << 20
+			}
+			req := kmsg.NewPtrProduceRequest()
+			req.Acks, req.TimeoutMillis = 1, 30_000
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = "stored"
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition, rp.Records = int32(i), bombOf(c, size)
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, admin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+				t.Fatalf("store a %s batch of %d MiB: %v", c, size>>20, kerr.ErrorForCode(code))
+			}
+		}
+		cpu0 = cpuTime(p.Pid())
+		var answered atomic.Int64
+		for range 4 {
+			wg.Go(func() {
+				for range 5 {
+					req := kmsg.NewPtrListOffsetsRequest()
+					req.ReplicaID = -1
+					rt := kmsg.NewListOffsetsRequestTopic()
+					rt.Topic = "stored"
+					for i := range 8 {
+						rp := kmsg.NewListOffsetsRequestTopicPartition()
+						rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = int32(i), 0, -1
+						rt.Partitions = append(rt.Partitions, rp)
+					}
+					req.Topics = append(req.Topics, rt)
+					resp, err := req.RequestWith(ctx, admin)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for _, sp := range resp.Topics[0].Partitions {
+						switch code := sp.ErrorCode; {
+						case code == 0 && sp.Offset == 0:
+							answered.Add(1)
+						case code == kerr.MessageTooLarge.Code:
+						default:
+							t.Errorf("ListOffsets(0) of stored-%d: offset %d, %v", sp.Partition, sp.Offset, kerr.ErrorForCode(code))
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if n := answered.Load(); n < 20 || n == 20*8 {
+			t.Errorf("20 ListOffsets(0) over 8 stored bombs: %d partitions answered, want at least the first of each request and not all", n)
+		}
+		t.Logf("4 x 5 concurrent ListOffsets(timestamp=0) over 8 stored bombs: %d of 160 partitions answered, broker CPU %v", answered.Load(), cpuTime(p.Pid())-cpu0)
 		progress(t)
 	})
 
@@ -372,6 +507,25 @@ func vmRSS(pid int) int64 {
 	return 0
 }
 
+// cpuTime reads the user and system CPU time of a process from
+// /proc/<pid>/stat (0 if gone).
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name (which may hold spaces): utime
+	// and stime are the 12th and 13th of them, in clock ticks (100/s).
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond
+}
+
 // windowBomb is a zstd batch whose frame declares a 64 MiB window in a
 // few bytes.
 func windowBomb(t *testing.T) []byte {
@@ -487,22 +641,44 @@ func scrape(t *testing.T, addr string) string {
 	return string(b)
 }
 
-func pollMetric(t *testing.T, addr, series string, ok func(float64) bool) {
+// pollMetric waits until ok holds for the sum of the series of metric
+// name whose labels include label (`key="value"`; "" for every series),
+// -1 when there is none.
+func pollMetric(t *testing.T, addr, name, label string, ok func(float64) bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	pollMetricFor(t, time.Minute, addr, name, label, ok)
+}
+
+// pollMetricFor is pollMetric with a hang guard of wait.
+func pollMetricFor(t *testing.T, wait time.Duration, addr, name, label string, ok func(float64) bool) {
+	t.Helper()
+	deadline := time.Now().Add(wait) // a hang guard
 	for {
-		v := -1.0
-		for _, line := range strings.Split(scrape(t, addr), "\n") {
-			if rest, found := strings.CutPrefix(line, series+" "); found {
-				v, _ = strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			}
-		}
+		v := metricSum(scrape(t, addr), name, label)
 		if ok(v) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v", series, v)
+			t.Fatalf("%s{%s} = %v", name, label, v)
 		}
 		time.Sleep(50 * time.Millisecond) // polling interval
 	}
+}
+
+func metricSum(text, name, label string) float64 {
+	v, found := 0.0, false
+	for _, line := range strings.Split(text, "\n") {
+		series, value, ok := strings.Cut(line, " ")
+		if !ok || (series != name && !strings.HasPrefix(series, name+"{")) || !strings.Contains(series, label) {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err == nil {
+			v, found = v+f, true
+		}
+	}
+	if !found {
+		return -1
+	}
+	return v
 }
