@@ -924,6 +924,67 @@ var _ = Describe("CRD validation", func() {
 		expectRejected(err, "metadata.managed.replicas cannot change after creation")
 	})
 
+	// Every path by which an edit could change the managed etcd's size or
+	// swap the metadata store, whatever the cluster was created with:
+	// the replicas rule used to sit on managed.replicas, where Kubernetes
+	// skips it when the old object has no managed (3 members by default).
+	DescribeTable("keeps the metadata store and the managed etcd size as created",
+		func(created, edited strata.MetadataSpec, messages ...string) {
+			kc := valid()
+			kc.Spec.Metadata = created
+			Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+			var err error
+			Eventually(func() bool {
+				Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(kc), kc)).To(Succeed())
+				kc.Spec.Metadata = *edited.DeepCopy()
+				err = k8sClient.Update(suiteCtx, kc)
+				return apierrors.IsConflict(err)
+			}, timeout, interval).Should(BeFalse())
+			if len(messages) == 0 {
+				Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			expectRejected(err, messages...)
+		},
+		Entry("created without managed (3 members), then managed with 1",
+			strata.MetadataSpec{}, strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 1}},
+			"metadata.managed.replicas cannot change after creation (a cluster created without metadata.managed has 3 members)"),
+		Entry("created without managed, then managed with 5",
+			strata.MetadataSpec{}, strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 5}},
+			"metadata.managed.replicas cannot change after creation"),
+		Entry("created with 3 members, then 5",
+			strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 3}}, strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 5}},
+			"metadata.managed.replicas cannot change after creation"),
+		Entry("created with 1 member, then managed removed (3 members)",
+			strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 1}}, strata.MetadataSpec{},
+			"metadata.managed.replicas cannot change after creation"),
+		Entry("created with 1 member, then managed without replicas (defaulted to 3)",
+			strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 1}}, strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Image: strata.DefaultEtcdImage}},
+			"metadata.managed.replicas cannot change after creation"),
+		Entry("created managed, then external endpoints",
+			strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 3}}, strata.MetadataSpec{ExternalEndpoints: []string{"http://e:2379"}},
+			"metadata: the choice between a managed etcd and externalEndpoints cannot change after creation"),
+		Entry("created without managed, then external endpoints",
+			strata.MetadataSpec{}, strata.MetadataSpec{ExternalEndpoints: []string{"http://e:2379"}},
+			"metadata: the choice between a managed etcd and externalEndpoints cannot change after creation"),
+		Entry("created external, then managed",
+			strata.MetadataSpec{ExternalEndpoints: []string{"http://e:2379"}}, strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 3}},
+			"metadata: the choice between a managed etcd and externalEndpoints cannot change after creation"),
+		Entry("created external, then neither (managed by default)",
+			strata.MetadataSpec{ExternalEndpoints: []string{"http://e:2379"}}, strata.MetadataSpec{},
+			"metadata: the choice between a managed etcd and externalEndpoints cannot change after creation"),
+		// What stays allowed: the same size spelled another way, other
+		// managed settings, and other external endpoints.
+		Entry("created without managed, then managed with 3: accepted",
+			strata.MetadataSpec{}, strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 3}}),
+		Entry("created with 3 members, then managed removed: accepted",
+			strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 3}}, strata.MetadataSpec{}),
+		Entry("created with 1 member, then another etcd image: accepted",
+			strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 1}}, strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 1, Image: "quay.io/coreos/etcd:v3.7.4"}}),
+		Entry("created external, then other endpoints: accepted",
+			strata.MetadataSpec{ExternalEndpoints: []string{"http://e:2379"}}, strata.MetadataSpec{ExternalEndpoints: []string{"https://f:2379", "https://g:2379"}}),
+	)
+
 	It("keeps a FastBucket in its zone", func() {
 		fb := &strata.FastBucket{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fb"},

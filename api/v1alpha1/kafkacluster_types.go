@@ -380,7 +380,16 @@ type TieredStorageSpec struct {
 // MetadataSpec selects the etcd cluster that holds the cluster metadata:
 // a managed one run by the operator (default), or external endpoints.
 //
+// The transition rules sit here, on the parent, and not on
+// managed.replicas: Kubernetes skips a rule comparing self with oldSelf
+// when the old object has no value there, so a rule on replicas alone
+// lets a cluster created without managed (3 members) become managed
+// with 1. spec.metadata is defaulted to {}, so these rules always have
+// an old value to compare with.
+//
 // +kubebuilder:validation:XValidation:rule="!(has(self.managed) && has(self.externalEndpoints))",message="metadata: set either managed or externalEndpoints, not both"
+// +kubebuilder:validation:XValidation:rule="has(self.externalEndpoints) == has(oldSelf.externalEndpoints)",message="metadata: the choice between a managed etcd and externalEndpoints cannot change after creation: the brokers would move to another, empty metadata store and lose every topic, offset and ACL (move the metadata by hand: docs/operator.md)"
+// +kubebuilder:validation:XValidation:rule="has(self.externalEndpoints) || has(oldSelf.externalEndpoints) || ((has(self.managed) && has(self.managed.replicas)) ? self.managed.replicas : 3) == ((has(oldSelf.managed) && has(oldSelf.managed.replicas)) ? oldSelf.managed.replicas : 3)",message="metadata.managed.replicas cannot change after creation (a cluster created without metadata.managed has 3 members): etcd membership changes are not automated, and fewer members than the running ones would lose the etcd quorum"
 type MetadataSpec struct {
 	// Managed runs an etcd StatefulSet for this cluster, its members spread
 	// across the cluster's zones. Used when externalEndpoints is empty.
@@ -404,7 +413,8 @@ type ManagedEtcdSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=7
 	// +kubebuilder:validation:XValidation:rule="self % 2 == 1",message="metadata.managed.replicas must be odd"
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="metadata.managed.replicas cannot change after creation: etcd membership changes are not automated"
+	// It cannot change after creation, set or not (the rule is on
+	// MetadataSpec).
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
 
