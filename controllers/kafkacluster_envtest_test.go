@@ -431,6 +431,63 @@ var _ = Describe("KafkaCluster controller", func() {
 		Eventually(func() error { _, err := getSTS(ns, "missing-us-east-1z"); return err }, timeout, interval).Should(Succeed())
 	})
 
+	// A FastBucket problem stops what the brokers run from changing (the
+	// zones are not rendered), not the upkeep of a cluster that runs: it
+	// used to return before certificate renewal, the roll, throttle
+	// removal and etcd recovery.
+	It("keeps up a running cluster whose FastBucket goes missing: etcd, certificates and the roll go on, Stalled names the bucket", func() {
+		const zone = "us-east-1a"
+		createCluster(ns, "upkeep", clusterSpec(map[string]int32{zone: 1}, zone))
+		var etcd *appsv1.StatefulSet
+		Eventually(func(g Gomega) {
+			_, err := getSTS(ns, "upkeep-"+zone)
+			g.Expect(err).NotTo(HaveOccurred())
+			etcd, err = getSTS(ns, controllers.EtcdName("upkeep"))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: controllers.BrokerCertsSecretName("upkeep")}, &corev1.Secret{})).To(Succeed())
+		}, timeout, interval).Should(Succeed())
+		config, err := brokerConfig(ns, "upkeep", zone)
+		Expect(err).NotTo(HaveOccurred())
+
+		updateCluster(ns, "upkeep", func(kc *strata.KafkaCluster) { kc.Spec.Zones[0].FastBucketRef.Name = "no-such-bucket" })
+		Eventually(func(g Gomega) {
+			kc := getCluster(ns, "upkeep")
+			g.Expect(kc.Status.ObservedGeneration).To(Equal(kc.Generation))
+			c := meta.FindStatusCondition(kc.Status.Conditions, strata.ConditionStalled)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(c.Reason).To(Equal(controllers.ReasonFastBucketNotFound))
+			g.Expect(c.Message).To(ContainSubstring(`zone us-east-1a: FastBucket "no-such-bucket" not found`))
+			g.Expect(meta.FindStatusCondition(kc.Status.Conditions, strata.ConditionReady)).To(HaveField("Reason", controllers.ReasonFastBucketNotFound))
+		}, timeout, interval).Should(Succeed())
+
+		By("an outdated broker pod is rolled, a lost etcd StatefulSet and a lost certificate come back")
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: ns, Name: controllers.BrokerPodName("upkeep", zone, 0),
+				Labels:      map[string]string{controllers.LabelCluster: "upkeep", controllers.LabelComponent: controllers.ComponentBroker, controllers.LabelZone: zone},
+				Annotations: map[string]string{controllers.AnnotationTemplateHash: "an-older-template"},
+			},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "broker", Image: strata.DefaultImage}}},
+		}
+		Expect(k8sClient.Create(suiteCtx, pod)).To(Succeed())
+		Expect(k8sClient.Delete(suiteCtx, etcd)).To(Succeed())
+		Expect(k8sClient.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: controllers.BrokerCertsSecretName("upkeep")}})).To(Succeed())
+		Eventually(func(g Gomega) {
+			got, err := getSTS(ns, controllers.EtcdName("upkeep"))
+			g.Expect(err).NotTo(HaveOccurred(), "the managed etcd was not recreated")
+			g.Expect(got.UID).NotTo(Equal(etcd.UID))
+			g.Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: controllers.BrokerCertsSecretName("upkeep")}, &corev1.Secret{})).
+				To(Succeed(), "the broker certificate was not issued again")
+			err = k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the outdated broker pod was not restarted: %v", err)
+		}, timeout, interval).Should(Succeed())
+
+		By("the brokers' config still names the bucket they run with")
+		Expect(brokerConfig(ns, "upkeep", zone)).To(Equal(config))
+		Expect(meta.IsStatusConditionTrue(getCluster(ns, "upkeep").Status.Conditions, strata.ConditionStalled)).To(BeTrue())
+	})
+
 	It("refuses a FastBucket of another zone", func() {
 		kc := clusterSpec(map[string]int32{"us-east-1a": 1}, "us-east-1a")
 		kc.Spec.Zones[0].FastBucketRef.Name = "wal-us-east-1b"
