@@ -37,27 +37,30 @@ const FieldManager = "strata-operator"
 // Applying an unchanged configuration writes nothing (the resourceVersion
 // stays), so an apply on every reconcile is as cheap as a comparison.
 
-func (r *KafkaClusterReconciler) applyStatefulSet(ctx context.Context, kc *strata.KafkaCluster, want *appsv1.StatefulSet) (*appsv1.StatefulSet, error) {
+// applyStatefulSet applies want and returns the StatefulSet with, when
+// its storage differs from the existing claim templates, what differs
+// (the caller reports it: reportStorage).
+func (r *KafkaClusterReconciler) applyStatefulSet(ctx context.Context, kc *strata.KafkaCluster, want *appsv1.StatefulSet) (*appsv1.StatefulSet, string, error) {
 	got := &appsv1.StatefulSet{}
 	exists, err := r.getOwned(ctx, kc, want, got)
 	if err != nil {
-		return nil, fmt.Errorf("StatefulSet %s: %w", want.Name, err)
+		return nil, "", fmt.Errorf("StatefulSet %s: %w", want.Name, err)
 	}
+	drift := ""
 	if exists {
 		// Claim templates are immutable after creation: apply the ones
 		// that exist, so a storage change is reported, not refused by the
 		// API server on every reconcile.
-		if drift := claimTemplateDrift(got.Spec.VolumeClaimTemplates, want.Spec.VolumeClaimTemplates); drift != "" {
-			r.Recorder.Eventf(kc, got, corev1.EventTypeWarning, EventStorageNotApplied, "Update",
-				"StatefulSet %s: %s; claim templates are immutable, existing volumes keep their size and class (expand PVCs directly)", got.Name, drift)
+		if d := claimTemplateDrift(got.Spec.VolumeClaimTemplates, want.Spec.VolumeClaimTemplates); d != "" {
+			drift = fmt.Sprintf("StatefulSet %s: %s", got.Name, d)
 		}
 		want = want.DeepCopy()
 		want.Spec.VolumeClaimTemplates = got.Spec.VolumeClaimTemplates
 	}
 	if err := r.apply(ctx, kc, "StatefulSet", want, &appsv1ac.StatefulSetApplyConfiguration{}, got); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return got, nil
+	return got, drift, nil
 }
 
 func (r *KafkaClusterReconciler) applyConfigMap(ctx context.Context, kc *strata.KafkaCluster, want *corev1.ConfigMap) error {

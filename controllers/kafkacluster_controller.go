@@ -74,6 +74,51 @@ const (
 	EventInsecureDefaultsKept = "InsecureDefaultsKept"
 )
 
+// Conditions that say what the operator keeps or does not apply, present
+// only while it is so. Their Warning events are sent when the condition
+// appears or its message changes, not at every reconcile.
+const (
+	// ConditionStorageChangeNotApplied: spec.storage or
+	// spec.metadata.managed.storageSize asks for volumes the existing
+	// claims are not (reason ClaimTemplatesImmutable).
+	ConditionStorageChangeNotApplied = "StorageChangeNotApplied"
+	ReasonClaimTemplatesImmutable    = "ClaimTemplatesImmutable"
+	// ConditionInsecureDefaultsKept: a cluster created before secure
+	// defaults keeps its PLAINTEXT listener or runs without an
+	// authorizer (reason CreatedBeforeSecureDefaults).
+	ConditionInsecureDefaultsKept     = "InsecureDefaultsKept"
+	ReasonCreatedBeforeSecureDefaults = "CreatedBeforeSecureDefaults"
+)
+
+// setNoticeCondition sets condition typ True with msg, with a Warning
+// event when it was not True with that message before.
+func (r *KafkaClusterReconciler) setNoticeCondition(kc *strata.KafkaCluster, typ, reason, event, msg string) {
+	if c := meta.FindStatusCondition(kc.Status.Conditions, typ); c == nil || c.Status != metav1.ConditionTrue || c.Message != msg {
+		r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, event, "Reconcile", "%s", msg)
+	}
+	setCondition(kc, typ, metav1.ConditionTrue, reason, msg)
+}
+
+// reportStorage says which StatefulSets' volumes the spec's storage asks
+// to change, in condition StorageChangeNotApplied (absent otherwise).
+func (r *KafkaClusterReconciler) reportStorage(_ context.Context, s *clusterScope) error {
+	kc := s.cluster
+	if len(s.storageDrift) == 0 {
+		meta.RemoveStatusCondition(&kc.Status.Conditions, ConditionStorageChangeNotApplied)
+		return nil
+	}
+	r.setNoticeCondition(kc, ConditionStorageChangeNotApplied, ReasonClaimTemplatesImmutable, EventStorageNotApplied,
+		strings.Join(s.storageDrift, "; ")+"; claim templates are immutable, existing volumes keep their size and class (expand PVCs directly)")
+	return nil
+}
+
+func appendNonEmpty(list []string, s string) []string {
+	if s == "" {
+		return list
+	}
+	return append(list, s)
+}
+
 // +kubebuilder:rbac:groups=kafka.strata.dev,resources=kafkaclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=kafka.strata.dev,resources=kafkaclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=kafka.strata.dev,resources=kafkaclusters/finalizers,verbs=update
@@ -171,6 +216,9 @@ type clusterScope struct {
 	// rendered is the cluster the builders render: cluster with the
 	// legacy security defaults its brokers keep (securityDefaults).
 	rendered *strata.KafkaCluster
+	// storageDrift: what the StatefulSets' existing claim templates
+	// differ in from the spec's storage (reportStorage).
+	storageDrift []string
 	// bucketProblem, when set, is why a zone's FastBucket cannot be used
 	// (missing, in another zone, refused by the bucket policy). The
 	// reconcile then writes nothing from the spec that the brokers run
@@ -287,6 +335,7 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		{"existing zones", r.readZones, true},
 		{"disruption budget", r.reconcilePDB, false},
 		{"removed zones", r.reconcileRemovedZones, false},
+		{"storage", r.reportStorage, false},
 		{"status", r.aggregateStatus, true},
 		{"rolling restart", r.reconcileRoll, true},
 		{"metadata health", r.reconcileMetadataHealth, true},
@@ -586,10 +635,11 @@ func (r *KafkaClusterReconciler) reconcileEtcd(ctx context.Context, s *clusterSc
 	if err := r.applyService(ctx, s.cluster, objs.Service); err != nil {
 		return err
 	}
-	sts, err := r.applyStatefulSet(ctx, s.cluster, objs.StatefulSet)
+	sts, drift, err := r.applyStatefulSet(ctx, s.cluster, objs.StatefulSet)
 	if err != nil {
 		return err
 	}
+	s.storageDrift = appendNonEmpty(s.storageDrift, drift)
 	s.etcd = sts
 	return r.applyPDB(ctx, s.cluster, objs.PDB)
 }
@@ -618,17 +668,19 @@ func (r *KafkaClusterReconciler) securityDefaults(ctx context.Context, s *cluste
 			"this cluster was created before secure defaults and keeps its PLAINTEXT listener while spec.listeners is empty; write spec.listeners (e.g. SASL_SSL on 9092)"}
 	}
 	s.rendered = WithSecurityDefaults(kc, d)
-	if d.Any() {
-		var kept []string
-		if d.PlaintextListener {
-			kept = append(kept, "the PLAINTEXT listener on port 9092 (set spec.listeners, e.g. to SASL_SSL, to change it)")
-		}
-		if d.NoAuthorizer {
-			kept = append(kept, "brokers without an authorizer (set spec.security.authorization.type to acl or none)")
-		}
-		r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventInsecureDefaultsKept, "Reconcile",
-			"this cluster was created before secure defaults and keeps %s", strings.Join(kept, " and "))
+	if !d.Any() {
+		meta.RemoveStatusCondition(&kc.Status.Conditions, ConditionInsecureDefaultsKept)
+		return nil
 	}
+	var kept []string
+	if d.PlaintextListener {
+		kept = append(kept, "the PLAINTEXT listener on port 9092 (set spec.listeners, e.g. to SASL_SSL, to change it)")
+	}
+	if d.NoAuthorizer {
+		kept = append(kept, "brokers without an authorizer (set spec.security.authorization.type to acl or none)")
+	}
+	r.setNoticeCondition(kc, ConditionInsecureDefaultsKept, ReasonCreatedBeforeSecureDefaults, EventInsecureDefaultsKept,
+		"this cluster was created before secure defaults and keeps "+strings.Join(kept, " and "))
 	return nil
 }
 
@@ -733,10 +785,11 @@ func (r *KafkaClusterReconciler) reconcileZones(ctx context.Context, s *clusterS
 			// once drained (reconcileScaleDown).
 			want.Spec.Replicas = ptr.To(keep)
 		}
-		sts, err := r.applyStatefulSet(ctx, s.cluster, want)
+		sts, drift, err := r.applyStatefulSet(ctx, s.cluster, want)
 		if err != nil {
 			return fmt.Errorf("zone %s: %w", zi.Zone.Name, err)
 		}
+		s.storageDrift = appendNonEmpty(s.storageDrift, drift)
 		s.statefulSets[zi.Zone.Name] = sts
 	}
 	return nil
