@@ -866,6 +866,12 @@ var _ = Describe("CRD validation", func() {
 			kc.Spec.Zones[0].Name = "zone-with-a-long-name"
 		},
 			"metadata.name and each zone name together must be at most 50 characters"),
+		Entry("a roll stuck timeout under a minute", func(kc *strata.KafkaCluster) {
+			kc.Spec.Roll.StuckAfter = &metav1.Duration{Duration: 30 * time.Second}
+		}, "roll.stuckAfter must be between 1m and 168h"),
+		Entry("a roll stuck timeout over a week", func(kc *strata.KafkaCluster) {
+			kc.Spec.Roll.StuckAfter = &metav1.Duration{Duration: 169 * time.Hour}
+		}, "roll.stuckAfter must be between 1m and 168h"),
 		Entry("duplicate listener ports", func(kc *strata.KafkaCluster) {
 			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "A", Port: 9092}, {Name: "B", Port: 9092}}
 		}, "listener ports must be unique"),
@@ -909,6 +915,13 @@ var _ = Describe("CRD validation", func() {
 		kc.Spec.WAL = strata.WALSpec{Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 10 * time.Millisecond}, Retention: &metav1.Duration{Duration: controllers.MaxBrokerMillis * time.Millisecond}}
 		kc.Spec.Listeners = []strata.ListenerSpec{{Name: "INTERNAL", Port: 9093, Protocol: "PLAINTEXT"}}
 		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+	})
+
+	It("accepts a roll stuck timeout of two hours", func() {
+		kc := valid()
+		kc.Spec.Roll.StuckAfter = &metav1.Duration{Duration: 2 * time.Hour}
+		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+		Expect(kc.Spec.Roll.StuckAfter.Duration).To(Equal(2 * time.Hour))
 	})
 
 	It("accepts Zone leader placement in one of spec.zones", func() {

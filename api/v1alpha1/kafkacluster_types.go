@@ -145,6 +145,10 @@ type KafkaClusterSpec struct {
 	// +optional
 	Rebalance RebalanceSpec `json:"rebalance,omitempty"`
 
+	// Roll configures rolling restarts.
+	// +optional
+	Roll RollSpec `json:"roll,omitempty"`
+
 	// DeletionPolicy says what happens to the brokers' volumes when the
 	// KafkaCluster is deleted: Retain (default) keeps the
 	// PersistentVolumeClaims, Delete removes them. Buckets are never deleted.
@@ -640,6 +644,22 @@ type LeaderPlacementSpec struct {
 	Zone string `json:"zone,omitempty"`
 }
 
+// RollSpec configures rolling restarts.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.stuckAfter) || (duration(self.stuckAfter) >= duration('1m') && duration(self.stuckAfter) <= duration('168h'))",message="roll.stuckAfter must be between 1m and 168h"
+type RollSpec struct {
+	// StuckAfter is how long a rolling restart may go without progress
+	// before it is reported Stalled with reason RollStuck. Progress is a
+	// broker restarted, or fewer of what the next restart waits for
+	// (broker pods not ready, partitions not fully in sync or offline)
+	// than at the previous look: a slow but steady catch-up after a
+	// restart is not stuck. Unset: the operator's default, 10 minutes.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	StuckAfter *metav1.Duration `json:"stuckAfter,omitempty"`
+}
+
 // RebalanceSpec bounds the operator's partition reassignments.
 type RebalanceSpec struct {
 	// MaxConcurrentMoves caps the partition reassignments in flight in the
@@ -820,11 +840,21 @@ type RollStatus struct {
 	// roll proceeds.
 	// +optional
 	BlockedReason string `json:"blockedReason,omitempty"`
-	// BlockedSince is when the roll last stopped making progress. Blocked
-	// longer than the stuck timeout (10 minutes), the roll is reported
-	// Stalled with reason RollStuck.
+	// BlockedSince is when the roll last stopped restarting brokers.
 	// +optional
 	BlockedSince *metav1.Time `json:"blockedSince,omitempty"`
+	// LastProgressTime is when the roll last made progress: a broker
+	// restarted, or WaitingFor went down. Without progress for
+	// spec.roll.stuckAfter (default 10 minutes) the roll is reported
+	// Stalled with reason RollStuck.
+	// +optional
+	LastProgressTime *metav1.Time `json:"lastProgressTime,omitempty"`
+	// WaitingFor counts what the next restart waits for, at the last
+	// look: broker pods not ready plus partitions not fully in sync or
+	// offline. Absent while the roll restarts or when the Kafka metadata
+	// cannot be read.
+	// +optional
+	WaitingFor *int32 `json:"waitingFor,omitempty"`
 }
 
 // ScalingStatus is a scale-up rebalance or scale-down drain in progress.
