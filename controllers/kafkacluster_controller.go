@@ -79,10 +79,10 @@ const (
 // appears or its message changes, not at every reconcile.
 const (
 	// ConditionStorageChangeNotApplied: spec.storage or
-	// spec.metadata.managed.storageSize asks for volumes the existing
-	// claims are not (reason ClaimTemplatesImmutable).
+	// spec.metadata.managed.storageSize asks for a volume change the
+	// claims cannot take (reason StorageChangeRefused;
+	// kafkacluster_storage.go).
 	ConditionStorageChangeNotApplied = "StorageChangeNotApplied"
-	ReasonClaimTemplatesImmutable    = "ClaimTemplatesImmutable"
 	// ConditionInsecureDefaultsKept: a cluster created before secure
 	// defaults keeps its PLAINTEXT listener or runs without an
 	// authorizer (reason CreatedBeforeSecureDefaults).
@@ -99,26 +99,6 @@ func (r *KafkaClusterReconciler) setNoticeCondition(kc *strata.KafkaCluster, typ
 	setCondition(kc, typ, metav1.ConditionTrue, reason, msg)
 }
 
-// reportStorage says which StatefulSets' volumes the spec's storage asks
-// to change, in condition StorageChangeNotApplied (absent otherwise).
-func (r *KafkaClusterReconciler) reportStorage(_ context.Context, s *clusterScope) error {
-	kc := s.cluster
-	if len(s.storageDrift) == 0 {
-		meta.RemoveStatusCondition(&kc.Status.Conditions, ConditionStorageChangeNotApplied)
-		return nil
-	}
-	r.setNoticeCondition(kc, ConditionStorageChangeNotApplied, ReasonClaimTemplatesImmutable, EventStorageNotApplied,
-		strings.Join(s.storageDrift, "; ")+"; claim templates are immutable, existing volumes keep their size and class (expand PVCs directly)")
-	return nil
-}
-
-func appendNonEmpty(list []string, s string) []string {
-	if s == "" {
-		return list
-	}
-	return append(list, s)
-}
-
 // +kubebuilder:rbac:groups=kafka.strata.dev,resources=kafkaclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=kafka.strata.dev,resources=kafkaclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=kafka.strata.dev,resources=kafkaclusters/finalizers,verbs=update
@@ -126,7 +106,7 @@ func appendNonEmpty(list []string, s string) []string {
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
-// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
@@ -216,9 +196,9 @@ type clusterScope struct {
 	// rendered is the cluster the builders render: cluster with the
 	// legacy security defaults its brokers keep (securityDefaults).
 	rendered *strata.KafkaCluster
-	// storageDrift: what the StatefulSets' existing claim templates
-	// differ in from the spec's storage (reportStorage).
-	storageDrift []string
+	// storage: the volume changes the StatefulSets' claims are taking or
+	// refuse (reconcileClaims, reportStorage).
+	storage storageReport
 	// bucketProblem, when set, is why a zone's FastBucket cannot be used
 	// (missing, in another zone, refused by the bucket policy). The
 	// reconcile then writes nothing from the spec that the brokers run
@@ -335,9 +315,9 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		{"existing zones", r.readZones, true},
 		{"disruption budget", r.reconcilePDB, false},
 		{"removed zones", r.reconcileRemovedZones, false},
-		{"storage", r.reportStorage, false},
 		{"status", r.aggregateStatus, true},
 		{"rolling restart", r.reconcileRoll, true},
+		{"storage", r.reportStorage, false},
 		{"metadata health", r.reconcileMetadataHealth, true},
 		{"kafka health", r.reconcileKafkaHealth, true},
 		{"leader balance", r.balanceLeaders, false},
@@ -635,11 +615,19 @@ func (r *KafkaClusterReconciler) reconcileEtcd(ctx context.Context, s *clusterSc
 	if err := r.applyService(ctx, s.cluster, objs.Service); err != nil {
 		return err
 	}
-	sts, drift, err := r.applyStatefulSet(ctx, s.cluster, objs.StatefulSet)
+	// The backend quota follows the volumes the members have, not the
+	// spec's size until they have grown to it.
+	m, _ := ManagedEtcd(s.cluster)
+	size, err := r.etcdVolumeSize(ctx, s.cluster, m)
 	if err != nil {
 		return err
 	}
-	s.storageDrift = appendNonEmpty(s.storageDrift, drift)
+	setEtcdQuota(objs.StatefulSet, size)
+	sts, rep, err := r.applyStatefulSet(ctx, s.cluster, objs.StatefulSet)
+	if err != nil {
+		return err
+	}
+	s.storage.add(rep)
 	s.etcd = sts
 	return r.applyPDB(ctx, s.cluster, objs.PDB)
 }
@@ -785,11 +773,11 @@ func (r *KafkaClusterReconciler) reconcileZones(ctx context.Context, s *clusterS
 			// once drained (reconcileScaleDown).
 			want.Spec.Replicas = ptr.To(keep)
 		}
-		sts, drift, err := r.applyStatefulSet(ctx, s.cluster, want)
+		sts, rep, err := r.applyStatefulSet(ctx, s.cluster, want)
 		if err != nil {
 			return fmt.Errorf("zone %s: %w", zi.Zone.Name, err)
 		}
-		s.storageDrift = appendNonEmpty(s.storageDrift, drift)
+		s.storage.add(rep)
 		s.statefulSets[zi.Zone.Name] = sts
 	}
 	return nil

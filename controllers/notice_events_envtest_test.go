@@ -54,14 +54,18 @@ var _ = Describe("Warning events only on change", func() {
 
 	It("reports a storage change the claims cannot take in a condition, with one event", func(ctx SpecContext) {
 		makeBucket(ns, "wal-a", "a")
-		createCluster(ns, "grow", clusterSpec(map[string]int32{"a": 1}, "a"))
+		class := storageClass(ns, "fixed", false)
+		kc := clusterSpec(map[string]int32{"a": 1}, "a")
+		kc.Spec.Storage.StorageClassName = ptr.To(class)
+		createCluster(ns, "grow", kc)
 		Eventually(func() error { _, err := getSTS(ns, "grow-a"); return err }, timeout, interval).Should(Succeed())
+		boundClaim(ns, "data-grow-a-0", class, "100Gi")
 		updateCluster(ns, "grow", func(kc *strata.KafkaCluster) { kc.Spec.Storage.Size = ptr.To(resource.MustParse("200Gi")) })
 		Eventually(func(g Gomega) {
 			c := condition(g, "grow", controllers.ConditionStorageChangeNotApplied)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
-			g.Expect(c.Message).To(ContainSubstring("StatefulSet grow-a: volume data size 200Gi wanted, 100Gi exists"))
+			g.Expect(c.Message).To(ContainSubstring("claim data-grow-a-0 is 100Gi, 200Gi wanted: StorageClass " + class + " does not allow volume expansion"))
 		}, timeout, interval).Should(Succeed())
 		for range 2 {
 			Expect(reconcileEvents(ctx, "grow", controllers.EventStorageNotApplied)).To(BeEmpty(), "the condition already says it")
