@@ -230,11 +230,18 @@ var _ = Describe("KafkaCluster controller", func() {
 		}, timeout, interval).Should(Succeed())
 	})
 
-	It("warns that a storage size change is not applied to existing volumes", func() {
+	// Claim templates are immutable: a size change is carried out on the
+	// claims (storage_envtest_test.go); a class change cannot be.
+	It("refuses a storage class change with a condition and an event, keeping the claim templates", func() {
 		createCluster(ns, "disk", clusterSpec(map[string]int32{"us-east-1a": 1}, "us-east-1a"))
 		Eventually(func() error { _, err := getSTS(ns, "disk-us-east-1a"); return err }, timeout, interval).Should(Succeed())
-		updateCluster(ns, "disk", func(kc *strata.KafkaCluster) { kc.Spec.Storage.Size = ptr.To(resource.MustParse("500Gi")) })
+		updateCluster(ns, "disk", func(kc *strata.KafkaCluster) { kc.Spec.Storage.StorageClassName = ptr.To("faster") })
+		const refusal = `StatefulSet disk-us-east-1a volume data: storage class "faster" wanted, "" exists: a volume's class cannot change`
 		Eventually(func(g Gomega) {
+			c := meta.FindStatusCondition(getCluster(ns, "disk").Status.Conditions, controllers.ConditionStorageChangeNotApplied)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(controllers.ReasonStorageChangeRefused))
+			g.Expect(c.Message).To(ContainSubstring(refusal))
 			var events eventsv1.EventList
 			g.Expect(k8sClient.List(suiteCtx, &events, client.InNamespace(ns))).To(Succeed())
 			var notes []string
@@ -243,10 +250,11 @@ var _ = Describe("KafkaCluster controller", func() {
 					notes = append(notes, e.Note)
 				}
 			}
-			g.Expect(notes).To(ContainElement(ContainSubstring("size 500Gi wanted, 100Gi exists")))
+			g.Expect(notes).To(ContainElement(ContainSubstring(refusal)))
 		}, timeout, interval).Should(Succeed())
 		sts, err := getSTS(ns, "disk-us-east-1a")
 		Expect(err).NotTo(HaveOccurred())
+		Expect(sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName).To(BeNil())
 		Expect(sts.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().String()).To(Equal("100Gi"))
 	})
 
