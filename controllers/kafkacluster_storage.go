@@ -115,6 +115,12 @@ func (r *KafkaClusterReconciler) reconcileClaims(ctx context.Context, kc *strata
 				rep.refused = append(rep.refused, fmt.Sprintf("claim %s is %s, %s wanted: %s", name, req.String(), ws.String(), why))
 				continue
 			}
+			if pvc.Status.Phase != corev1.ClaimBound {
+				// Only a bound claim can be resized (one waiting for its
+				// pod to be scheduled is not): grown once it is.
+				rep.expanding = append(rep.expanding, fmt.Sprintf("claim %s: not bound yet, %s of %s", name, req.String(), ws.String()))
+				continue
+			}
 			patch := client.MergeFromWithOptions(pvc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 			pvc.Spec.Resources.Requests[corev1.ResourceStorage] = ws
 			if err := r.Patch(ctx, pvc, patch); err != nil {
