@@ -37,27 +37,33 @@ const FieldManager = "strata-operator"
 // Applying an unchanged configuration writes nothing (the resourceVersion
 // stays), so an apply on every reconcile is as cheap as a comparison.
 
-func (r *KafkaClusterReconciler) applyStatefulSet(ctx context.Context, kc *strata.KafkaCluster, want *appsv1.StatefulSet) (*appsv1.StatefulSet, error) {
+// applyStatefulSet applies want and returns the StatefulSet with what
+// became of a storage change (reconcileClaims; the caller reports it:
+// reportStorage).
+func (r *KafkaClusterReconciler) applyStatefulSet(ctx context.Context, kc *strata.KafkaCluster, want *appsv1.StatefulSet) (*appsv1.StatefulSet, storageReport, error) {
 	got := &appsv1.StatefulSet{}
+	var rep storageReport
 	exists, err := r.getOwned(ctx, kc, want, got)
 	if err != nil {
-		return nil, fmt.Errorf("StatefulSet %s: %w", want.Name, err)
+		return nil, rep, fmt.Errorf("StatefulSet %s: %w", want.Name, err)
 	}
 	if exists {
-		// Claim templates are immutable after creation: apply the ones
-		// that exist, so a storage change is reported, not refused by the
-		// API server on every reconcile.
-		if drift := claimTemplateDrift(got.Spec.VolumeClaimTemplates, want.Spec.VolumeClaimTemplates); drift != "" {
-			r.Recorder.Eventf(kc, got, corev1.EventTypeWarning, EventStorageNotApplied, "Update",
-				"StatefulSet %s: %s; claim templates are immutable, existing volumes keep their size and class (expand PVCs directly)", got.Name, drift)
+		// Claim templates are immutable after creation: a storage change
+		// is carried out on the claims, and the templates that exist are
+		// applied, so it is not refused by the API server on every
+		// reconcile.
+		if d := claimTemplateDrift(got.Spec.VolumeClaimTemplates, want.Spec.VolumeClaimTemplates); d != "" {
+			if rep, err = r.reconcileClaims(ctx, kc, got, want); err != nil {
+				return nil, rep, fmt.Errorf("StatefulSet %s: %w", got.Name, err)
+			}
 		}
 		want = want.DeepCopy()
 		want.Spec.VolumeClaimTemplates = got.Spec.VolumeClaimTemplates
 	}
 	if err := r.apply(ctx, kc, "StatefulSet", want, &appsv1ac.StatefulSetApplyConfiguration{}, got); err != nil {
-		return nil, err
+		return nil, rep, err
 	}
-	return got, nil
+	return got, rep, nil
 }
 
 func (r *KafkaClusterReconciler) applyConfigMap(ctx context.Context, kc *strata.KafkaCluster, want *corev1.ConfigMap) error {

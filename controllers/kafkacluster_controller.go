@@ -74,6 +74,31 @@ const (
 	EventInsecureDefaultsKept = "InsecureDefaultsKept"
 )
 
+// Conditions that say what the operator keeps or does not apply, present
+// only while it is so. Their Warning events are sent when the condition
+// appears or its message changes, not at every reconcile.
+const (
+	// ConditionStorageChangeNotApplied: spec.storage or
+	// spec.metadata.managed.storageSize asks for a volume change the
+	// claims cannot take (reason StorageChangeRefused;
+	// kafkacluster_storage.go).
+	ConditionStorageChangeNotApplied = "StorageChangeNotApplied"
+	// ConditionInsecureDefaultsKept: a cluster created before secure
+	// defaults keeps its PLAINTEXT listener or runs without an
+	// authorizer (reason CreatedBeforeSecureDefaults).
+	ConditionInsecureDefaultsKept     = "InsecureDefaultsKept"
+	ReasonCreatedBeforeSecureDefaults = "CreatedBeforeSecureDefaults"
+)
+
+// setNoticeCondition sets condition typ True with msg, with a Warning
+// event when it was not True with that message before.
+func (r *KafkaClusterReconciler) setNoticeCondition(kc *strata.KafkaCluster, typ, reason, event, msg string) {
+	if c := meta.FindStatusCondition(kc.Status.Conditions, typ); c == nil || c.Status != metav1.ConditionTrue || c.Message != msg {
+		r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, event, "Reconcile", "%s", msg)
+	}
+	setCondition(kc, typ, metav1.ConditionTrue, reason, msg)
+}
+
 // +kubebuilder:rbac:groups=kafka.strata.dev,resources=kafkaclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=kafka.strata.dev,resources=kafkaclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=kafka.strata.dev,resources=kafkaclusters/finalizers,verbs=update
@@ -81,7 +106,7 @@ const (
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
-// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
@@ -171,6 +196,17 @@ type clusterScope struct {
 	// rendered is the cluster the builders render: cluster with the
 	// legacy security defaults its brokers keep (securityDefaults).
 	rendered *strata.KafkaCluster
+	// storage: the volume changes the StatefulSets' claims are taking or
+	// refuse (reconcileClaims, reportStorage).
+	storage storageReport
+	// bucketProblem, when set, is why a zone's FastBucket cannot be used
+	// (missing, in another zone, refused by the bucket policy). The
+	// reconcile then writes nothing from the spec that the brokers run
+	// (zones, scaling, moves) but keeps up a cluster that already runs:
+	// the steps marked upkeep (certificates, managed etcd, the roll
+	// under way, throttle removal, health), and reports the problem as
+	// Stalled.
+	bucketProblem *invalidSpecError
 	// statusBase is the cluster as this reconcile read it (moved on by the
 	// reconcile's own status writes): the status patch is computed against
 	// it and names its resourceVersion (patchStatus).
@@ -259,32 +295,40 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}()
 
+	// upkeep: the step also runs while a FastBucket problem stops the
+	// others (s.bucketProblem), for a cluster that already runs.
 	steps := []struct {
-		name string
-		run  func(context.Context, *clusterScope) error
+		name   string
+		run    func(context.Context, *clusterScope) error
+		upkeep bool
 	}{
-		{"check spec", r.checkSpec},
-		{"resolve fast buckets", r.resolveFastBuckets},
-		{"assign broker ID blocks", r.assignBrokerIDBlocks},
-		{"security defaults", r.securityDefaults},
-		{"certificates", r.reconcileCertificates},
-		{"managed etcd", r.reconcileEtcd},
-		{"services", r.reconcileServices},
-		{"network policies", r.reconcileNetworkPolicies},
-		{"scale-down", r.reconcileScaleDown},
-		{"zones", r.reconcileZones},
-		{"disruption budget", r.reconcilePDB},
-		{"removed zones", r.reconcileRemovedZones},
-		{"status", r.aggregateStatus},
-		{"rolling restart", r.reconcileRoll},
-		{"metadata health", r.reconcileMetadataHealth},
-		{"kafka health", r.reconcileKafkaHealth},
-		{"leader balance", r.balanceLeaders},
-		{"rebalance", r.reconcileRebalance},
-		{"replication throttle", r.reconcileThrottle},
-		{"conditions", r.summarizeConditions},
+		{"check spec", r.checkSpec, true},
+		{"resolve fast buckets", r.resolveFastBuckets, true},
+		{"assign broker ID blocks", r.assignBrokerIDBlocks, true},
+		{"security defaults", r.securityDefaults, true},
+		{"certificates", r.reconcileCertificates, true},
+		{"managed etcd", r.reconcileEtcd, true},
+		{"services", r.reconcileServices, false},
+		{"network policies", r.reconcileNetworkPolicies, false},
+		{"scale-down", r.reconcileScaleDown, false},
+		{"zones", r.reconcileZones, false},
+		{"existing zones", r.readZones, true},
+		{"disruption budget", r.reconcilePDB, false},
+		{"removed zones", r.reconcileRemovedZones, false},
+		{"status", r.aggregateStatus, true},
+		{"rolling restart", r.reconcileRoll, true},
+		{"storage", r.reportStorage, false},
+		{"metadata health", r.reconcileMetadataHealth, true},
+		{"kafka health", r.reconcileKafkaHealth, true},
+		{"leader balance", r.balanceLeaders, false},
+		{"rebalance", r.reconcileRebalance, false},
+		{"replication throttle", r.reconcileThrottle, true},
+		{"conditions", r.summarizeConditions, true},
 	}
 	for _, step := range steps {
+		if s.bucketProblem != nil && !step.upkeep {
+			continue
+		}
 		err := step.run(ctx, s)
 		if err == nil {
 			continue
@@ -296,7 +340,7 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			if invalid.reason == ReasonInvalidSpec {
 				event = EventInvalidSpec
 			}
-			r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, event, "Reconcile", "%s", invalid.message)
+			r.stalledEvent(kc, event, invalid)
 			// Stalled, not Degraded: nothing runs degraded, the spec
 			// cannot be realised (kstatus Failed).
 			MarkStalled(&kc.Status.Conditions, kc.Generation, invalid.reason, invalid.message)
@@ -317,8 +361,13 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	// aggregateStatus and reconcileRoll decided Reconciling (rolls in
 	// progress); every step went through, so nothing is stalled unless a
-	// step found that progress stopped (a roll stuck).
-	if st := s.stalled; st != nil {
+	// step found that progress stopped (a roll stuck) or a FastBucket
+	// problem held back everything but the upkeep.
+	if bp := s.bucketProblem; bp != nil {
+		logger.Info("cluster spec cannot be realised; keeping up the running cluster", "reason", bp.reason, "problem", bp.message)
+		r.stalledEvent(kc, EventInvalidBucket, bp)
+		MarkStalled(&kc.Status.Conditions, kc.Generation, bp.reason, bp.message)
+	} else if st := s.stalled; st != nil {
 		setCondition(kc, strata.ConditionStalled, metav1.ConditionTrue, st.reason, st.message)
 		setCondition(kc, strata.ConditionReconciling, metav1.ConditionFalse, st.reason, "not progressing: "+st.message)
 	} else {
@@ -371,25 +420,37 @@ func (r *KafkaClusterReconciler) resolveFastBuckets(ctx context.Context, s *clus
 			case apierrors.IsNotFound(err):
 				problems = append(problems, fmt.Sprintf("zone %s: FastBucket %q not found in namespace %s", z.Name, z.FastBucketRef.Name, kc.Namespace))
 				reason = firstNonEmpty(reason, ReasonFastBucketNotFound)
-				continue
 			case err != nil:
 				return fmt.Errorf("get FastBucket %s: %w", z.FastBucketRef.Name, err)
 			case fb.Spec.Zone != z.Name:
 				problems = append(problems, fmt.Sprintf("zone %s: FastBucket %q is in zone %s; a zone's brokers must use a bucket of their own zone", z.Name, fb.Name, fb.Spec.Zone))
 				reason = firstNonEmpty(reason, ReasonFastBucketZoneMismatch)
-				continue
+			default:
+				if why, msg := r.BucketPolicy.refusal(fb.Spec); why != "" {
+					problems = append(problems, fmt.Sprintf("zone %s: FastBucket %q is refused by the operator (%s): %s", z.Name, fb.Name, why, msg))
+					reason = firstNonEmpty(reason, ReasonFastBucketRefused)
+				} else {
+					zi.Bucket = fb
+				}
 			}
-			if why, msg := r.BucketPolicy.refusal(fb.Spec); why != "" {
-				problems = append(problems, fmt.Sprintf("zone %s: FastBucket %q is refused by the operator (%s): %s", z.Name, fb.Name, why, msg))
-				reason = firstNonEmpty(reason, ReasonFastBucketRefused)
-				continue
-			}
-			zi.Bucket = fb
+			// A zone whose bucket is refused stays in s.zones without a
+			// bucket, for the upkeep steps only: none of them renders a
+			// broker config.
 		}
 		s.zones = append(s.zones, zi)
 	}
 	if len(problems) > 0 {
-		return &invalidSpecError{reason: reason, message: strings.Join(problems, "; ")}
+		problem := &invalidSpecError{reason: reason, message: strings.Join(problems, "; ")}
+		laidOut, err := r.laidOut(ctx, kc)
+		if err != nil {
+			return err
+		}
+		if !laidOut {
+			// Nothing runs yet, so nothing needs upkeep: nothing is
+			// created until the buckets are fixed.
+			return problem
+		}
+		s.bucketProblem = problem
 	}
 	buckets := map[string]*strata.FastBucket{}
 	for _, zi := range s.zones {
@@ -401,6 +462,60 @@ func (r *KafkaClusterReconciler) resolveFastBuckets(ctx context.Context, s *clus
 		s.zones[i].ZoneBuckets = buckets
 	}
 	return nil
+}
+
+// laidOut reports whether the operator has laid the cluster out before:
+// its broker ID record or the ID blocks in status exist (they are written
+// before anything else). Only such a cluster has anything to keep up
+// while its FastBuckets cannot be used.
+func (r *KafkaClusterReconciler) laidOut(ctx context.Context, kc *strata.KafkaCluster) (bool, error) {
+	if len(kc.Status.BrokerIDBlocks) > 0 {
+		return true, nil
+	}
+	err := r.liveReader().Get(ctx, types.NamespacedName{Namespace: kc.Namespace, Name: BrokerIDsConfigMapName(kc.Name)}, &corev1.ConfigMap{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// readZones, while a FastBucket problem holds back reconcileZones, reads
+// the zones' StatefulSets as they are for the upkeep steps (status, the
+// roll under way); a zone without one (added with the bad bucket) has
+// nothing to keep up and is left out.
+func (r *KafkaClusterReconciler) readZones(ctx context.Context, s *clusterScope) error {
+	if s.bucketProblem == nil {
+		return nil
+	}
+	kc := s.cluster
+	kept := s.zones[:0]
+	for _, zi := range s.zones {
+		sts := &appsv1.StatefulSet{}
+		err := r.Get(ctx, types.NamespacedName{Namespace: kc.Namespace, Name: ZoneStatefulSetName(kc.Name, zi.Zone.Name)}, sts)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return fmt.Errorf("zone %s: %w", zi.Zone.Name, err)
+		case !metav1.IsControlledBy(sts, kc):
+			continue
+		}
+		s.statefulSets[zi.Zone.Name] = sts
+		kept = append(kept, zi)
+	}
+	s.zones = kept
+	return nil
+}
+
+// stalledEvent sends the Warning event of a problem only the user can fix
+// when it is new (the Stalled condition does not say it yet), not at
+// every reconcile.
+func (r *KafkaClusterReconciler) stalledEvent(kc *strata.KafkaCluster, event string, problem *invalidSpecError) {
+	if c := meta.FindStatusCondition(kc.Status.Conditions, strata.ConditionStalled); c != nil &&
+		c.Status == metav1.ConditionTrue && c.Reason == problem.reason && c.Message == problem.message {
+		return
+	}
+	r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, event, "Reconcile", "%s", problem.message)
 }
 
 // assignBrokerIDBlocks gives new zones their ID blocks and makes them
@@ -500,10 +615,19 @@ func (r *KafkaClusterReconciler) reconcileEtcd(ctx context.Context, s *clusterSc
 	if err := r.applyService(ctx, s.cluster, objs.Service); err != nil {
 		return err
 	}
-	sts, err := r.applyStatefulSet(ctx, s.cluster, objs.StatefulSet)
+	// The backend quota follows the volumes the members have, not the
+	// spec's size until they have grown to it.
+	m, _ := ManagedEtcd(s.cluster)
+	size, err := r.etcdVolumeSize(ctx, s.cluster, m)
 	if err != nil {
 		return err
 	}
+	setEtcdQuota(objs.StatefulSet, size)
+	sts, rep, err := r.applyStatefulSet(ctx, s.cluster, objs.StatefulSet)
+	if err != nil {
+		return err
+	}
+	s.storage.add(rep)
 	s.etcd = sts
 	return r.applyPDB(ctx, s.cluster, objs.PDB)
 }
@@ -532,17 +656,19 @@ func (r *KafkaClusterReconciler) securityDefaults(ctx context.Context, s *cluste
 			"this cluster was created before secure defaults and keeps its PLAINTEXT listener while spec.listeners is empty; write spec.listeners (e.g. SASL_SSL on 9092)"}
 	}
 	s.rendered = WithSecurityDefaults(kc, d)
-	if d.Any() {
-		var kept []string
-		if d.PlaintextListener {
-			kept = append(kept, "the PLAINTEXT listener on port 9092 (set spec.listeners, e.g. to SASL_SSL, to change it)")
-		}
-		if d.NoAuthorizer {
-			kept = append(kept, "brokers without an authorizer (set spec.security.authorization.type to acl or none)")
-		}
-		r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventInsecureDefaultsKept, "Reconcile",
-			"this cluster was created before secure defaults and keeps %s", strings.Join(kept, " and "))
+	if !d.Any() {
+		meta.RemoveStatusCondition(&kc.Status.Conditions, ConditionInsecureDefaultsKept)
+		return nil
 	}
+	var kept []string
+	if d.PlaintextListener {
+		kept = append(kept, "the PLAINTEXT listener on port 9092 (set spec.listeners, e.g. to SASL_SSL, to change it)")
+	}
+	if d.NoAuthorizer {
+		kept = append(kept, "brokers without an authorizer (set spec.security.authorization.type to acl or none)")
+	}
+	r.setNoticeCondition(kc, ConditionInsecureDefaultsKept, ReasonCreatedBeforeSecureDefaults, EventInsecureDefaultsKept,
+		"this cluster was created before secure defaults and keeps "+strings.Join(kept, " and "))
 	return nil
 }
 
@@ -647,10 +773,11 @@ func (r *KafkaClusterReconciler) reconcileZones(ctx context.Context, s *clusterS
 			// once drained (reconcileScaleDown).
 			want.Spec.Replicas = ptr.To(keep)
 		}
-		sts, err := r.applyStatefulSet(ctx, s.cluster, want)
+		sts, rep, err := r.applyStatefulSet(ctx, s.cluster, want)
 		if err != nil {
 			return fmt.Errorf("zone %s: %w", zi.Zone.Name, err)
 		}
+		s.storage.add(rep)
 		s.statefulSets[zi.Zone.Name] = sts
 	}
 	return nil

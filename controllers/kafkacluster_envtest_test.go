@@ -230,11 +230,18 @@ var _ = Describe("KafkaCluster controller", func() {
 		}, timeout, interval).Should(Succeed())
 	})
 
-	It("warns that a storage size change is not applied to existing volumes", func() {
+	// Claim templates are immutable: a size change is carried out on the
+	// claims (storage_envtest_test.go); a class change cannot be.
+	It("refuses a storage class change with a condition and an event, keeping the claim templates", func() {
 		createCluster(ns, "disk", clusterSpec(map[string]int32{"us-east-1a": 1}, "us-east-1a"))
 		Eventually(func() error { _, err := getSTS(ns, "disk-us-east-1a"); return err }, timeout, interval).Should(Succeed())
-		updateCluster(ns, "disk", func(kc *strata.KafkaCluster) { kc.Spec.Storage.Size = ptr.To(resource.MustParse("500Gi")) })
+		updateCluster(ns, "disk", func(kc *strata.KafkaCluster) { kc.Spec.Storage.StorageClassName = ptr.To("faster") })
+		const refusal = `StatefulSet disk-us-east-1a volume data: storage class "faster" wanted, "" exists: a volume's class cannot change`
 		Eventually(func(g Gomega) {
+			c := meta.FindStatusCondition(getCluster(ns, "disk").Status.Conditions, controllers.ConditionStorageChangeNotApplied)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(controllers.ReasonStorageChangeRefused))
+			g.Expect(c.Message).To(ContainSubstring(refusal))
 			var events eventsv1.EventList
 			g.Expect(k8sClient.List(suiteCtx, &events, client.InNamespace(ns))).To(Succeed())
 			var notes []string
@@ -243,10 +250,11 @@ var _ = Describe("KafkaCluster controller", func() {
 					notes = append(notes, e.Note)
 				}
 			}
-			g.Expect(notes).To(ContainElement(ContainSubstring("size 500Gi wanted, 100Gi exists")))
+			g.Expect(notes).To(ContainElement(ContainSubstring(refusal)))
 		}, timeout, interval).Should(Succeed())
 		sts, err := getSTS(ns, "disk-us-east-1a")
 		Expect(err).NotTo(HaveOccurred())
+		Expect(sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName).To(BeNil())
 		Expect(sts.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().String()).To(Equal("100Gi"))
 	})
 
@@ -429,6 +437,63 @@ var _ = Describe("KafkaCluster controller", func() {
 		// Creating the bucket requeues the cluster through the FastBucket watch.
 		makeBucket(ns, "wal-us-east-1z", "us-east-1z")
 		Eventually(func() error { _, err := getSTS(ns, "missing-us-east-1z"); return err }, timeout, interval).Should(Succeed())
+	})
+
+	// A FastBucket problem stops what the brokers run from changing (the
+	// zones are not rendered), not the upkeep of a cluster that runs: it
+	// used to return before certificate renewal, the roll, throttle
+	// removal and etcd recovery.
+	It("keeps up a running cluster whose FastBucket goes missing: etcd, certificates and the roll go on, Stalled names the bucket", func() {
+		const zone = "us-east-1a"
+		createCluster(ns, "upkeep", clusterSpec(map[string]int32{zone: 1}, zone))
+		var etcd *appsv1.StatefulSet
+		Eventually(func(g Gomega) {
+			_, err := getSTS(ns, "upkeep-"+zone)
+			g.Expect(err).NotTo(HaveOccurred())
+			etcd, err = getSTS(ns, controllers.EtcdName("upkeep"))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: controllers.BrokerCertsSecretName("upkeep")}, &corev1.Secret{})).To(Succeed())
+		}, timeout, interval).Should(Succeed())
+		config, err := brokerConfig(ns, "upkeep", zone)
+		Expect(err).NotTo(HaveOccurred())
+
+		updateCluster(ns, "upkeep", func(kc *strata.KafkaCluster) { kc.Spec.Zones[0].FastBucketRef.Name = "no-such-bucket" })
+		Eventually(func(g Gomega) {
+			kc := getCluster(ns, "upkeep")
+			g.Expect(kc.Status.ObservedGeneration).To(Equal(kc.Generation))
+			c := meta.FindStatusCondition(kc.Status.Conditions, strata.ConditionStalled)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(c.Reason).To(Equal(controllers.ReasonFastBucketNotFound))
+			g.Expect(c.Message).To(ContainSubstring(`zone us-east-1a: FastBucket "no-such-bucket" not found`))
+			g.Expect(meta.FindStatusCondition(kc.Status.Conditions, strata.ConditionReady)).To(HaveField("Reason", controllers.ReasonFastBucketNotFound))
+		}, timeout, interval).Should(Succeed())
+
+		By("an outdated broker pod is rolled, a lost etcd StatefulSet and a lost certificate come back")
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: ns, Name: controllers.BrokerPodName("upkeep", zone, 0),
+				Labels:      map[string]string{controllers.LabelCluster: "upkeep", controllers.LabelComponent: controllers.ComponentBroker, controllers.LabelZone: zone},
+				Annotations: map[string]string{controllers.AnnotationTemplateHash: "an-older-template"},
+			},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "broker", Image: strata.DefaultImage}}},
+		}
+		Expect(k8sClient.Create(suiteCtx, pod)).To(Succeed())
+		Expect(k8sClient.Delete(suiteCtx, etcd)).To(Succeed())
+		Expect(k8sClient.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: controllers.BrokerCertsSecretName("upkeep")}})).To(Succeed())
+		Eventually(func(g Gomega) {
+			got, err := getSTS(ns, controllers.EtcdName("upkeep"))
+			g.Expect(err).NotTo(HaveOccurred(), "the managed etcd was not recreated")
+			g.Expect(got.UID).NotTo(Equal(etcd.UID))
+			g.Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: controllers.BrokerCertsSecretName("upkeep")}, &corev1.Secret{})).
+				To(Succeed(), "the broker certificate was not issued again")
+			err = k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the outdated broker pod was not restarted: %v", err)
+		}, timeout, interval).Should(Succeed())
+
+		By("the brokers' config still names the bucket they run with")
+		Expect(brokerConfig(ns, "upkeep", zone)).To(Equal(config))
+		Expect(meta.IsStatusConditionTrue(getCluster(ns, "upkeep").Status.Conditions, strata.ConditionStalled)).To(BeTrue())
 	})
 
 	It("refuses a FastBucket of another zone", func() {
@@ -809,6 +874,12 @@ var _ = Describe("CRD validation", func() {
 			kc.Spec.Zones[0].Name = "zone-with-a-long-name"
 		},
 			"metadata.name and each zone name together must be at most 50 characters"),
+		Entry("a roll stuck timeout under a minute", func(kc *strata.KafkaCluster) {
+			kc.Spec.Roll.StuckAfter = &metav1.Duration{Duration: 30 * time.Second}
+		}, "roll.stuckAfter must be between 1m and 168h"),
+		Entry("a roll stuck timeout over a week", func(kc *strata.KafkaCluster) {
+			kc.Spec.Roll.StuckAfter = &metav1.Duration{Duration: 169 * time.Hour}
+		}, "roll.stuckAfter must be between 1m and 168h"),
 		Entry("duplicate listener ports", func(kc *strata.KafkaCluster) {
 			kc.Spec.Listeners = []strata.ListenerSpec{{Name: "A", Port: 9092}, {Name: "B", Port: 9092}}
 		}, "listener ports must be unique"),
@@ -852,6 +923,13 @@ var _ = Describe("CRD validation", func() {
 		kc.Spec.WAL = strata.WALSpec{Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 10 * time.Millisecond}, Retention: &metav1.Duration{Duration: controllers.MaxBrokerMillis * time.Millisecond}}
 		kc.Spec.Listeners = []strata.ListenerSpec{{Name: "INTERNAL", Port: 9093, Protocol: "PLAINTEXT"}}
 		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+	})
+
+	It("accepts a roll stuck timeout of two hours", func() {
+		kc := valid()
+		kc.Spec.Roll.StuckAfter = &metav1.Duration{Duration: 2 * time.Hour}
+		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+		Expect(kc.Spec.Roll.StuckAfter.Duration).To(Equal(2 * time.Hour))
 	})
 
 	It("accepts Zone leader placement in one of spec.zones", func() {
@@ -923,6 +1001,67 @@ var _ = Describe("CRD validation", func() {
 		}, timeout, interval).Should(BeFalse())
 		expectRejected(err, "metadata.managed.replicas cannot change after creation")
 	})
+
+	// Every path by which an edit could change the managed etcd's size or
+	// swap the metadata store, whatever the cluster was created with:
+	// the replicas rule used to sit on managed.replicas, where Kubernetes
+	// skips it when the old object has no managed (3 members by default).
+	DescribeTable("keeps the metadata store and the managed etcd size as created",
+		func(created, edited strata.MetadataSpec, messages ...string) {
+			kc := valid()
+			kc.Spec.Metadata = created
+			Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+			var err error
+			Eventually(func() bool {
+				Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(kc), kc)).To(Succeed())
+				kc.Spec.Metadata = *edited.DeepCopy()
+				err = k8sClient.Update(suiteCtx, kc)
+				return apierrors.IsConflict(err)
+			}, timeout, interval).Should(BeFalse())
+			if len(messages) == 0 {
+				Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			expectRejected(err, messages...)
+		},
+		Entry("created without managed (3 members), then managed with 1",
+			strata.MetadataSpec{}, strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 1}},
+			"metadata.managed.replicas cannot change after creation (a cluster created without metadata.managed has 3 members)"),
+		Entry("created without managed, then managed with 5",
+			strata.MetadataSpec{}, strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 5}},
+			"metadata.managed.replicas cannot change after creation"),
+		Entry("created with 3 members, then 5",
+			strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 3}}, strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 5}},
+			"metadata.managed.replicas cannot change after creation"),
+		Entry("created with 1 member, then managed removed (3 members)",
+			strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 1}}, strata.MetadataSpec{},
+			"metadata.managed.replicas cannot change after creation"),
+		Entry("created with 1 member, then managed without replicas (defaulted to 3)",
+			strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 1}}, strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Image: strata.DefaultEtcdImage}},
+			"metadata.managed.replicas cannot change after creation"),
+		Entry("created managed, then external endpoints",
+			strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 3}}, strata.MetadataSpec{ExternalEndpoints: []string{"http://e:2379"}},
+			"metadata: the choice between a managed etcd and externalEndpoints cannot change after creation"),
+		Entry("created without managed, then external endpoints",
+			strata.MetadataSpec{}, strata.MetadataSpec{ExternalEndpoints: []string{"http://e:2379"}},
+			"metadata: the choice between a managed etcd and externalEndpoints cannot change after creation"),
+		Entry("created external, then managed",
+			strata.MetadataSpec{ExternalEndpoints: []string{"http://e:2379"}}, strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 3}},
+			"metadata: the choice between a managed etcd and externalEndpoints cannot change after creation"),
+		Entry("created external, then neither (managed by default)",
+			strata.MetadataSpec{ExternalEndpoints: []string{"http://e:2379"}}, strata.MetadataSpec{},
+			"metadata: the choice between a managed etcd and externalEndpoints cannot change after creation"),
+		// What stays allowed: the same size spelled another way, other
+		// managed settings, and other external endpoints.
+		Entry("created without managed, then managed with 3: accepted",
+			strata.MetadataSpec{}, strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 3}}),
+		Entry("created with 3 members, then managed removed: accepted",
+			strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 3}}, strata.MetadataSpec{}),
+		Entry("created with 1 member, then another etcd image: accepted",
+			strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 1}}, strata.MetadataSpec{Managed: &strata.ManagedEtcdSpec{Replicas: 1, Image: "quay.io/coreos/etcd:v3.7.4"}}),
+		Entry("created external, then other endpoints: accepted",
+			strata.MetadataSpec{ExternalEndpoints: []string{"http://e:2379"}}, strata.MetadataSpec{ExternalEndpoints: []string{"https://f:2379", "https://g:2379"}}),
+	)
 
 	It("keeps a FastBucket in its zone", func() {
 		fb := &strata.FastBucket{

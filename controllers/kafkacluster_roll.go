@@ -76,8 +76,18 @@ const (
 // under-replicated) before it is reported Stalled with reason RollStuck.
 const DefaultRollStuckAfter = 10 * time.Minute
 
-func (r *KafkaClusterReconciler) rollStuckAfter() time.Duration {
-	return cmp.Or(r.RollStuckAfter, DefaultRollStuckAfter)
+// RollStuckAfter is how long kc's roll may go without progress before
+// it is RollStuck: spec.roll.stuckAfter, else the operator's setting
+// (operatorDefault, when not zero), else DefaultRollStuckAfter.
+func RollStuckAfter(kc *strata.KafkaCluster, operatorDefault time.Duration) time.Duration {
+	if d := kc.Spec.Roll.StuckAfter; d != nil && d.Duration > 0 {
+		return d.Duration
+	}
+	return cmp.Or(operatorDefault, DefaultRollStuckAfter)
+}
+
+func (r *KafkaClusterReconciler) rollStuckAfter(kc *strata.KafkaCluster) time.Duration {
+	return RollStuckAfter(kc, r.RollStuckAfter)
 }
 
 // readPlanMetadata reads what the decisions need through the admin
@@ -152,26 +162,55 @@ func RollPods(zones []ZoneInput, sets map[string]*appsv1.StatefulSet, pods map[s
 	return out
 }
 
-// NextRollStatus is the roll status after one decision at now: a
-// restart clears the blocked state, a refusal keeps the earliest
-// BlockedSince. stuck says the roll has waited longer than stuckAfter.
-func NextRollStatus(prev *strata.RollStatus, pending []int32, d plan.Restart, now time.Time, stuckAfter time.Duration) (st strata.RollStatus, stuck bool) {
+// NextRollStatus is the roll status after one decision at now, with
+// backlog what the next restart waits for (plan.RollBacklog; negative
+// when unknown). A restart is progress and clears the blocked state; a
+// refusal keeps the earliest BlockedSince, and is progress when the
+// backlog went down since the last look. stuck says the roll has gone
+// longer than stuckAfter without progress.
+func NextRollStatus(prev *strata.RollStatus, pending []int32, d plan.Restart, backlog int32, now time.Time, stuckAfter time.Duration) (st strata.RollStatus, stuck bool) {
 	st = strata.RollStatus{Pending: pending, Message: d.Reason}
 	if prev != nil {
 		st.Restarting = prev.Restarting
 		st.BlockedSince = prev.BlockedSince
+		st.LastProgressTime = prev.LastProgressTime
+		st.WaitingFor = prev.WaitingFor
 	}
+	t := metav1.NewTime(now)
 	if d.Pod != "" {
 		st.Restarting = ptr.To(d.BrokerID)
-		st.BlockedSince = nil
+		st.BlockedSince, st.WaitingFor = nil, nil
+		st.LastProgressTime = &t
 		return st, false
 	}
 	st.BlockedReason = d.Reason
 	if st.BlockedSince == nil {
-		t := metav1.NewTime(now)
 		st.BlockedSince = &t
 	}
-	return st, now.Sub(st.BlockedSince.Time) > stuckAfter
+	if st.LastProgressTime == nil {
+		// A roll that just stopped restarting, or a status written before
+		// lastProgressTime existed: the wait started then.
+		st.LastProgressTime = st.BlockedSince
+	}
+	if backlog >= 0 {
+		if st.WaitingFor != nil && backlog < *st.WaitingFor {
+			st.LastProgressTime = &t
+		}
+		st.WaitingFor = ptr.To(backlog)
+	}
+	return st, now.Sub(st.LastProgressTime.Time) > stuckAfter
+}
+
+// rollStuck reports whether a roll status was already stuck at now.
+func rollStuck(st *strata.RollStatus, now time.Time, stuckAfter time.Duration) bool {
+	if st == nil || st.BlockedSince == nil {
+		return false
+	}
+	since := st.BlockedSince
+	if st.LastProgressTime != nil {
+		since = st.LastProgressTime
+	}
+	return now.Sub(since.Time) > stuckAfter
 }
 
 // reconcileRoll restarts outdated broker pods one at a time across the
@@ -217,7 +256,7 @@ func (r *KafkaClusterReconciler) reconcileRoll(ctx context.Context, s *clusterSc
 		if anyReady {
 			// Never restart blind while some broker serves: its
 			// partitions' ISRs are unknown.
-			return r.rollBlocked(ctx, s, pending, plan.Restart{Reason: fmt.Sprintf("cannot read the Kafka metadata: %v", err)})
+			return r.rollBlocked(ctx, s, pending, plan.Restart{Reason: fmt.Sprintf("cannot read the Kafka metadata: %v", err)}, -1)
 		}
 		// No broker serves (e.g. a bad config on all of them, being
 		// rolled back): nothing to protect, and NextRestart picks the
@@ -226,7 +265,7 @@ func (r *KafkaClusterReconciler) reconcileRoll(ctx context.Context, s *clusterSc
 	}
 	d := plan.NextRestart(md, planPods)
 	if d.Pod == "" {
-		return r.rollBlocked(ctx, s, pending, d)
+		return r.rollBlocked(ctx, s, pending, d, plan.RollBacklog(md, planPods))
 	}
 	pod := pods[d.Pod]
 	if pod != nil {
@@ -247,7 +286,7 @@ func (r *KafkaClusterReconciler) reconcileRoll(ctx context.Context, s *clusterSc
 			"while broker %d restarts, %d partitions with replication factor not above min.insync.replicas refuse acks=all writes: %s",
 			d.BrokerID, len(d.Unavailable), strings.Join(d.Unavailable[:min(len(d.Unavailable), 5)], ", "))
 	}
-	st, _ := NextRollStatus(kc.Status.Roll, pending, d, time.Now(), r.rollStuckAfter())
+	st, _ := NextRollStatus(kc.Status.Roll, pending, d, -1, time.Now(), r.rollStuckAfter(kc))
 	kc.Status.Roll = &st
 	setCondition(kc, strata.ConditionReconciling, metav1.ConditionTrue, ReasonRollingOut,
 		fmt.Sprintf("rolling restart, one broker at a time: %d of %d brokers outdated; %s", len(pending), len(planPods), d.Reason))
@@ -255,16 +294,20 @@ func (r *KafkaClusterReconciler) reconcileRoll(ctx context.Context, s *clusterSc
 	return nil
 }
 
-// rollBlocked records a roll that may not restart anything now.
-func (r *KafkaClusterReconciler) rollBlocked(ctx context.Context, s *clusterScope, pending []int32, d plan.Restart) error {
+// rollBlocked records a roll that may not restart anything now; backlog
+// is what it waits for (plan.RollBacklog), negative when unknown.
+func (r *KafkaClusterReconciler) rollBlocked(ctx context.Context, s *clusterScope, pending []int32, d plan.Restart, backlog int32) error {
 	kc := s.cluster
-	wasStuck := kc.Status.Roll != nil && kc.Status.Roll.BlockedSince != nil && time.Since(kc.Status.Roll.BlockedSince.Time) > r.rollStuckAfter()
-	st, stuck := NextRollStatus(kc.Status.Roll, pending, d, time.Now(), r.rollStuckAfter())
+	now := time.Now()
+	stuckAfter := r.rollStuckAfter(kc)
+	wasStuck := rollStuck(kc.Status.Roll, now, stuckAfter)
+	st, stuck := NextRollStatus(kc.Status.Roll, pending, d, backlog, now, stuckAfter)
 	kc.Status.Roll = &st
 	s.requeueAfter = minPositive(s.requeueAfter, rollRequeue)
-	log.FromContext(ctx).V(logDebug).Info("rolling restart waits", "reason", d.Reason, "pending", len(pending))
+	log.FromContext(ctx).V(logDebug).Info("rolling restart waits", "reason", d.Reason, "pending", len(pending), "waitingFor", backlog)
 	if stuck {
-		msg := fmt.Sprintf("rolling restart stuck for %s with %d brokers outdated: %s", time.Since(st.BlockedSince.Time).Round(time.Second), len(pending), d.Reason)
+		msg := fmt.Sprintf("rolling restart stuck: no progress for %s (stuck after %s) with %d brokers outdated: %s",
+			now.Sub(st.LastProgressTime.Time).Round(time.Second), stuckAfter, len(pending), d.Reason)
 		if !wasStuck {
 			r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventRollStuck, "Roll", "%s", msg)
 		}

@@ -99,37 +99,84 @@ func TestNextRollStatus(t *testing.T) {
 	go100 := plan.Restart{Pod: "p", BrokerID: 100, Reason: "broker 100: next"}
 	wait := plan.Restart{Reason: "broker 100 is not yet in the ISR of 1 partitions (t-0)"}
 	tests := []struct {
-		name      string
-		prev      *strata.RollStatus
-		d         plan.Restart
-		now       time.Time
-		wantSince *metav1.Time
-		wantStuck bool
-		wantRest  *int32
+		name         string
+		prev         *strata.RollStatus
+		d            plan.Restart
+		backlog      int32
+		now          time.Time
+		wantSince    *metav1.Time
+		wantProgress *metav1.Time
+		wantWaiting  *int32
+		wantStuck    bool
+		wantRest     *int32
 	}{
-		{name: "a restart clears the wait", prev: &strata.RollStatus{BlockedSince: since(0)}, d: go100, now: t0.Add(time.Hour), wantRest: ptr.To[int32](100)},
-		{name: "first wait starts the clock", prev: &strata.RollStatus{Restarting: ptr.To[int32](100)}, d: wait, now: t0, wantSince: since(0), wantRest: ptr.To[int32](100)},
-		{name: "waiting less than the timeout", prev: &strata.RollStatus{BlockedSince: since(0)}, d: wait, now: t0.Add(stuckAfter), wantSince: since(0)},
-		{name: "waiting longer: stuck", prev: &strata.RollStatus{BlockedSince: since(0)}, d: wait, now: t0.Add(stuckAfter + time.Second), wantSince: since(0), wantStuck: true},
-		{name: "no roll before", d: wait, now: t0, wantSince: since(0)},
+		{name: "a restart clears the wait and is progress", prev: &strata.RollStatus{BlockedSince: since(0), WaitingFor: ptr.To[int32](3)}, d: go100, backlog: -1,
+			now: t0.Add(time.Hour), wantProgress: since(time.Hour), wantRest: ptr.To[int32](100)},
+		{name: "first wait starts the clock", prev: &strata.RollStatus{Restarting: ptr.To[int32](100)}, d: wait, backlog: 4, now: t0,
+			wantSince: since(0), wantProgress: since(0), wantWaiting: ptr.To[int32](4), wantRest: ptr.To[int32](100)},
+		{name: "waiting less than the timeout", prev: &strata.RollStatus{BlockedSince: since(0), LastProgressTime: since(0), WaitingFor: ptr.To[int32](4)}, d: wait, backlog: 4,
+			now: t0.Add(stuckAfter), wantSince: since(0), wantProgress: since(0), wantWaiting: ptr.To[int32](4)},
+		{name: "waiting longer without progress: stuck", prev: &strata.RollStatus{BlockedSince: since(0), LastProgressTime: since(0), WaitingFor: ptr.To[int32](4)}, d: wait, backlog: 4,
+			now: t0.Add(stuckAfter + time.Second), wantSince: since(0), wantProgress: since(0), wantWaiting: ptr.To[int32](4), wantStuck: true},
+		{name: "more to wait for is no progress", prev: &strata.RollStatus{BlockedSince: since(0), LastProgressTime: since(0), WaitingFor: ptr.To[int32](4)}, d: wait, backlog: 6,
+			now: t0.Add(stuckAfter + time.Second), wantSince: since(0), wantProgress: since(0), wantWaiting: ptr.To[int32](6), wantStuck: true},
+		// The slow but steady catch-up the fixed timeout from the
+		// wait's start reported stuck.
+		{name: "a catch-up that goes on is progress: not stuck", prev: &strata.RollStatus{BlockedSince: since(0), LastProgressTime: since(5 * time.Minute), WaitingFor: ptr.To[int32](4)}, d: wait, backlog: 3,
+			now: t0.Add(stuckAfter + time.Second), wantSince: since(0), wantProgress: since(stuckAfter + time.Second), wantWaiting: ptr.To[int32](3)},
+		{name: "backlog unknown: the clock runs on", prev: &strata.RollStatus{BlockedSince: since(0), LastProgressTime: since(0), WaitingFor: ptr.To[int32](4)}, d: wait, backlog: -1,
+			now: t0.Add(stuckAfter + time.Second), wantSince: since(0), wantProgress: since(0), wantWaiting: ptr.To[int32](4), wantStuck: true},
+		{name: "a status from before lastProgressTime: the wait's start counts", prev: &strata.RollStatus{BlockedSince: since(0)}, d: wait, backlog: 2,
+			now: t0.Add(stuckAfter + time.Second), wantSince: since(0), wantProgress: since(0), wantWaiting: ptr.To[int32](2), wantStuck: true},
+		{name: "no roll before", d: wait, backlog: 0, now: t0, wantSince: since(0), wantProgress: since(0), wantWaiting: ptr.To[int32](0)},
 	}
+	timeEq := func(a, b *metav1.Time) bool { return (a == nil) == (b == nil) && (a == nil || a.Equal(b)) }
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st, stuck := controllers.NextRollStatus(tt.prev, []int32{0, 100}, tt.d, tt.now, stuckAfter)
+			st, stuck := controllers.NextRollStatus(tt.prev, []int32{0, 100}, tt.d, tt.backlog, tt.now, stuckAfter)
 			if stuck != tt.wantStuck {
 				t.Errorf("stuck %v, want %v", stuck, tt.wantStuck)
 			}
 			if !ptr.Equal(st.Restarting, tt.wantRest) {
 				t.Errorf("restarting %v, want %v", ptr.Deref(st.Restarting, -1), ptr.Deref(tt.wantRest, -1))
 			}
-			if (st.BlockedSince == nil) != (tt.wantSince == nil) || st.BlockedSince != nil && !st.BlockedSince.Equal(tt.wantSince) {
+			if !timeEq(st.BlockedSince, tt.wantSince) {
 				t.Errorf("blockedSince %v, want %v", st.BlockedSince, tt.wantSince)
+			}
+			if !timeEq(st.LastProgressTime, tt.wantProgress) {
+				t.Errorf("lastProgressTime %v, want %v", st.LastProgressTime, tt.wantProgress)
+			}
+			if !ptr.Equal(st.WaitingFor, tt.wantWaiting) {
+				t.Errorf("waitingFor %v, want %v", ptr.Deref(st.WaitingFor, -1), ptr.Deref(tt.wantWaiting, -1))
 			}
 			if tt.d.Pod == "" && st.BlockedReason != tt.d.Reason {
 				t.Errorf("blockedReason %q, want %q", st.BlockedReason, tt.d.Reason)
 			}
 			if st.Message != tt.d.Reason {
 				t.Errorf("message %q, want %q", st.Message, tt.d.Reason)
+			}
+		})
+	}
+}
+
+func TestRollStuckAfter(t *testing.T) {
+	kc := func(d *metav1.Duration) *strata.KafkaCluster {
+		return &strata.KafkaCluster{Spec: strata.KafkaClusterSpec{Roll: strata.RollSpec{StuckAfter: d}}}
+	}
+	tests := []struct {
+		name     string
+		kc       *strata.KafkaCluster
+		operator time.Duration
+		want     time.Duration
+	}{
+		{name: "default", kc: kc(nil), want: controllers.DefaultRollStuckAfter},
+		{name: "the operator's setting", kc: kc(nil), operator: time.Minute, want: time.Minute},
+		{name: "the cluster's spec.roll.stuckAfter first", kc: kc(&metav1.Duration{Duration: 2 * time.Hour}), operator: time.Minute, want: 2 * time.Hour},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := controllers.RollStuckAfter(tt.kc, tt.operator); got != tt.want {
+				t.Errorf("RollStuckAfter = %s, want %s", got, tt.want)
 			}
 		})
 	}

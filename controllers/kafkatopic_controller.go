@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,7 +89,12 @@ const (
 // Kafka admin API of the topic's cluster.
 type KafkaTopicReconciler struct {
 	client.Client
-	Recorder recorder.EventRecorder
+	// LiveReader reads from the API server, bypassing the cache: a status
+	// write refused because the KafkaTopic changed since it was read is
+	// retried over the live version when only its spec or metadata
+	// changed (patchTopicStatus). Nil uses Client.
+	LiveReader client.Reader
+	Recorder   recorder.EventRecorder
 	// Admin holds the clusters' Kafka admin clients (kafkaadmin.go).
 	Admin *AdminPool
 	// Resync is the periodic comparison interval; 0 is DefaultTopicResync.
@@ -135,7 +141,7 @@ type topicStop struct {
 func (e *topicStop) Error() string { return e.message }
 
 // Reconcile brings one Kafka topic to its KafkaTopic's spec.
-func (r *KafkaTopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *KafkaTopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	kt := &strata.KafkaTopic{}
 	if err := r.Get(ctx, req.NamespacedName, kt); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -155,7 +161,16 @@ func (r *KafkaTopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	defer func() {
 		kt.Status.ObservedGeneration = kt.Generation
 		kt.Status.TopicName = s.name
-		if err := r.Status().Patch(ctx, kt, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+		err := r.patchTopicStatus(ctx, kt, before)
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+		case apierrors.IsConflict(err) && reterr == nil:
+			// The status changed since this reconcile read the KafkaTopic
+			// (a cache lagging the previous reconcile's write): reconciled
+			// again from the newer version.
+			logger.Info("status not written: it changed since this reconcile read the KafkaTopic; reconciling again", "resourceVersion", before.ResourceVersion)
+			res = ctrl.Result{RequeueAfter: conflictRequeue}
+		default:
 			reterr = errors.Join(reterr, fmt.Errorf("patch status: %w", err))
 		}
 	}()
@@ -180,6 +195,37 @@ func (r *KafkaTopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return res, err
 	}
 	return ctrl.Result{RequeueAfter: s.requeue}, nil
+}
+
+// patchTopicStatus writes the status changes made to kt since before, the
+// version the reconcile read (from the cache, which may lag the previous
+// reconcile's own write). The patch names before's resourceVersion: a
+// status computed from an older version is never written over a newer
+// one, whose configs list the keys this KafkaTopic manages on the topic
+// (a key that leaves spec.config is removed from the topic because it
+// is listed there) and whose topicId tells a created topic from an
+// adopted one. When the KafkaTopic changed since and its status did not
+// (a user's spec or metadata edit), the patch goes again over the live
+// version: what this reconcile did in Kafka is recorded.
+func (r *KafkaTopicReconciler) patchTopicStatus(ctx context.Context, kt, before *strata.KafkaTopic) error {
+	err := r.Status().Patch(ctx, kt, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	if !apierrors.IsConflict(err) {
+		return err
+	}
+	live := r.LiveReader
+	if live == nil {
+		live = r.Client
+	}
+	latest := &strata.KafkaTopic{}
+	if gerr := live.Get(ctx, client.ObjectKeyFromObject(kt), latest); gerr != nil {
+		return errors.Join(err, gerr)
+	}
+	if !equality.Semantic.DeepEqual(latest.Status, before.Status) {
+		return err
+	}
+	base := before.DeepCopy()
+	base.ResourceVersion = latest.ResourceVersion
+	return r.Status().Patch(ctx, kt, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }
 
 // kafkaFailure classifies an admin call's error: an error code from a
@@ -692,7 +738,7 @@ func (r *KafkaTopicReconciler) reconcileDelete(ctx context.Context, kt *strata.K
 			stop = kafkaFailure("delete topic", err)
 		}
 		setTopicCondition(kt, metav1.ConditionFalse, stop.reason, stop.message)
-		if perr := r.Status().Patch(ctx, kt, client.MergeFrom(before)); perr != nil && !apierrors.IsNotFound(perr) {
+		if perr := r.patchTopicStatus(ctx, kt, before); perr != nil && !apierrors.IsNotFound(perr) {
 			err = errors.Join(err, fmt.Errorf("patch status: %w", perr))
 		}
 		return fmt.Errorf("delete topic %s: %w", name, err)

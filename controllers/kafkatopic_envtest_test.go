@@ -586,6 +586,30 @@ var _ = Describe("KafkaTopic validation", func() {
 			"spec.leaderZone", "should match"),
 	)
 
+	// A KafkaTopic created without topicName manages the topic
+	// metadata.name; the rule on topicName alone was skipped for it (no
+	// old value), so a topicName added later made the CR manage another
+	// topic and left the first one in Kafka, unmanaged.
+	It("keeps the defaulted topic name: topicName added after creation is refused unless it is metadata.name", func() {
+		kt := valid()
+		Expect(k8sClient.Create(suiteCtx, kt)).To(Succeed())
+		update := func(name string) error {
+			var err error
+			Eventually(func() bool {
+				got := &strata.KafkaTopic{}
+				Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(kt), got)).To(Succeed())
+				got.Spec.TopicName = name
+				err = k8sClient.Update(suiteCtx, got)
+				return apierrors.IsConflict(err)
+			}, timeout, interval).Should(BeFalse())
+			return err
+		}
+		expectRejected(update("payments"), "topicName is immutable: it is the Kafka topic this KafkaTopic manages, spec.topicName as created or else metadata.name")
+		Expect(update(kt.Name)).To(Succeed(), "the same topic, spelled out")
+		expectRejected(update("payments"), "topicName is immutable")
+		expectRejected(update(""), "topicName is immutable")
+	})
+
 	It("lets partitions only grow and keeps clusterRef and topicName", func() {
 		kt := valid()
 		kt.Spec.TopicName = "orders.v1"
@@ -605,6 +629,7 @@ var _ = Describe("KafkaTopic validation", func() {
 		expectRejected(update(func(kt *strata.KafkaTopic) { kt.Spec.Partitions = 4 }), "partitions may only grow")
 		expectRejected(update(func(kt *strata.KafkaTopic) { kt.Spec.ClusterRef.Name = "other" }), "clusterRef is immutable")
 		expectRejected(update(func(kt *strata.KafkaTopic) { kt.Spec.TopicName = "orders.v2" }), "topicName is immutable")
+		expectRejected(update(func(kt *strata.KafkaTopic) { kt.Spec.TopicName = "" }), "topicName is immutable")
 		expectRejected(update(func(kt *strata.KafkaTopic) {
 			kt.Spec.ReplicationFactor = 1
 			kt.Spec.Config = map[string]string{"min.insync.replicas": "2"}

@@ -188,6 +188,8 @@ var _ = Describe("Rolling restarts", func() {
 			g.Expect(c.Message).To(ContainSubstring("is not ready: waiting for it before the next restart"))
 			g.Expect(got.Status.Roll).NotTo(BeNil())
 			g.Expect(got.Status.Roll.BlockedSince).NotTo(BeNil())
+			g.Expect(got.Status.Roll.LastProgressTime).NotTo(BeNil())
+			g.Expect(got.Status.Roll.WaitingFor).NotTo(BeNil(), "the backlog the roll waits for")
 			g.Expect(got.Status.Roll.Pending).To(HaveLen(2))
 			// Per broker while the roll runs: its pod's image, and whether
 			// it still waits for its restart.

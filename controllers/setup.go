@@ -49,10 +49,11 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		return fmt.Errorf("KafkaCluster controller: %w", err)
 	}
 	if err := (&KafkaTopicReconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("strata-kafkatopic"),
-		Admin:    admin,
-		Resync:   o.topicResync,
+		Client:     mgr.GetClient(),
+		LiveReader: mgr.GetAPIReader(),
+		Recorder:   mgr.GetEventRecorder("strata-kafkatopic"),
+		Admin:      admin,
+		Resync:     o.topicResync,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("KafkaTopic controller: %w", err)
 	}

@@ -145,6 +145,10 @@ type KafkaClusterSpec struct {
 	// +optional
 	Rebalance RebalanceSpec `json:"rebalance,omitempty"`
 
+	// Roll configures rolling restarts.
+	// +optional
+	Roll RollSpec `json:"roll,omitempty"`
+
 	// DeletionPolicy says what happens to the brokers' volumes when the
 	// KafkaCluster is deleted: Retain (default) keeps the
 	// PersistentVolumeClaims, Delete removes them. Buckets are never deleted.
@@ -380,7 +384,16 @@ type TieredStorageSpec struct {
 // MetadataSpec selects the etcd cluster that holds the cluster metadata:
 // a managed one run by the operator (default), or external endpoints.
 //
+// The transition rules sit here, on the parent, and not on
+// managed.replicas: Kubernetes skips a rule comparing self with oldSelf
+// when the old object has no value there, so a rule on replicas alone
+// lets a cluster created without managed (3 members) become managed
+// with 1. spec.metadata is defaulted to {}, so these rules always have
+// an old value to compare with.
+//
 // +kubebuilder:validation:XValidation:rule="!(has(self.managed) && has(self.externalEndpoints))",message="metadata: set either managed or externalEndpoints, not both"
+// +kubebuilder:validation:XValidation:rule="has(self.externalEndpoints) == has(oldSelf.externalEndpoints)",message="metadata: the choice between a managed etcd and externalEndpoints cannot change after creation: the brokers would move to another, empty metadata store and lose every topic, offset and ACL (move the metadata by hand: docs/operator.md)"
+// +kubebuilder:validation:XValidation:rule="has(self.externalEndpoints) || has(oldSelf.externalEndpoints) || ((has(self.managed) && has(self.managed.replicas)) ? self.managed.replicas : 3) == ((has(oldSelf.managed) && has(oldSelf.managed.replicas)) ? oldSelf.managed.replicas : 3)",message="metadata.managed.replicas cannot change after creation (a cluster created without metadata.managed has 3 members): etcd membership changes are not automated, and fewer members than the running ones would lose the etcd quorum"
 type MetadataSpec struct {
 	// Managed runs an etcd StatefulSet for this cluster, its members spread
 	// across the cluster's zones. Used when externalEndpoints is empty.
@@ -404,7 +417,8 @@ type ManagedEtcdSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=7
 	// +kubebuilder:validation:XValidation:rule="self % 2 == 1",message="metadata.managed.replicas must be odd"
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="metadata.managed.replicas cannot change after creation: etcd membership changes are not automated"
+	// It cannot change after creation, set or not (the rule is on
+	// MetadataSpec).
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
 
@@ -630,6 +644,22 @@ type LeaderPlacementSpec struct {
 	Zone string `json:"zone,omitempty"`
 }
 
+// RollSpec configures rolling restarts.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.stuckAfter) || (duration(self.stuckAfter) >= duration('1m') && duration(self.stuckAfter) <= duration('168h'))",message="roll.stuckAfter must be between 1m and 168h"
+type RollSpec struct {
+	// StuckAfter is how long a rolling restart may go without progress
+	// before it is reported Stalled with reason RollStuck. Progress is a
+	// broker restarted, or fewer of what the next restart waits for
+	// (broker pods not ready, partitions not fully in sync or offline)
+	// than at the previous look: a slow but steady catch-up after a
+	// restart is not stuck. Unset: the operator's default, 10 minutes.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	StuckAfter *metav1.Duration `json:"stuckAfter,omitempty"`
+}
+
 // RebalanceSpec bounds the operator's partition reassignments.
 type RebalanceSpec struct {
 	// MaxConcurrentMoves caps the partition reassignments in flight in the
@@ -810,11 +840,21 @@ type RollStatus struct {
 	// roll proceeds.
 	// +optional
 	BlockedReason string `json:"blockedReason,omitempty"`
-	// BlockedSince is when the roll last stopped making progress. Blocked
-	// longer than the stuck timeout (10 minutes), the roll is reported
-	// Stalled with reason RollStuck.
+	// BlockedSince is when the roll last stopped restarting brokers.
 	// +optional
 	BlockedSince *metav1.Time `json:"blockedSince,omitempty"`
+	// LastProgressTime is when the roll last made progress: a broker
+	// restarted, or WaitingFor went down. Without progress for
+	// spec.roll.stuckAfter (default 10 minutes) the roll is reported
+	// Stalled with reason RollStuck.
+	// +optional
+	LastProgressTime *metav1.Time `json:"lastProgressTime,omitempty"`
+	// WaitingFor counts what the next restart waits for, at the last
+	// look: broker pods not ready plus partitions not fully in sync or
+	// offline. Absent while the roll restarts or when the Kafka metadata
+	// cannot be read.
+	// +optional
+	WaitingFor *int32 `json:"waitingFor,omitempty"`
 }
 
 // ScalingStatus is a scale-up rebalance or scale-down drain in progress.

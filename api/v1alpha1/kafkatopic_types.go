@@ -16,7 +16,6 @@ const LeaderZoneConfig = "leader.placement.zone"
 // refused here with a message instead of leaving the topic NotReady.
 //
 // +kubebuilder:validation:XValidation:rule="self.clusterRef.name == oldSelf.clusterRef.name",message="clusterRef is immutable"
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.topicName) || (has(self.topicName) && self.topicName == oldSelf.topicName)",message="topicName is immutable"
 // +kubebuilder:validation:XValidation:rule="!has(self.config) || !('min.insync.replicas' in self.config) || !self.config['min.insync.replicas'].matches('^[0-9]{1,9}$') || (int(self.config['min.insync.replicas']) >= 1 && int(self.config['min.insync.replicas']) <= self.replicationFactor)",message="config min.insync.replicas must be between 1 and replicationFactor: with more, no acks=all write could ever succeed"
 type KafkaTopicSpec struct {
 	// ClusterRef names the KafkaCluster (same namespace) the topic lives in.
@@ -27,7 +26,10 @@ type KafkaTopicSpec struct {
 	// for names Kubernetes cannot hold (upper case, '_', longer than a
 	// DNS subdomain allows). Kafka's rules apply: 1-249 of [a-zA-Z0-9._-],
 	// not "." or "..". Topic names that differ only in '.' and '_' collide
-	// in Kafka's metric names; avoid mixing them.
+	// in Kafka's metric names; avoid mixing them. It cannot change after
+	// creation, and cannot be added later unless it is metadata.name (the
+	// rule is on KafkaTopic: it compares with metadata.name, and a rule
+	// here would be skipped when the old object has no topicName).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=249
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9._-]+$`
@@ -187,6 +189,7 @@ type PartitionStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=kt;ktopic,categories=strata
 // +kubebuilder:validation:XValidation:rule="has(self.spec.topicName) || size(self.metadata.name) <= 249",message="metadata.name is longer than Kafka's 249-character topic name limit: set spec.topicName"
+// +kubebuilder:validation:XValidation:rule="has(oldSelf.spec.topicName) ? (has(self.spec.topicName) && self.spec.topicName == oldSelf.spec.topicName) : (!has(self.spec.topicName) || self.spec.topicName == self.metadata.name)",message="topicName is immutable: it is the Kafka topic this KafkaTopic manages, spec.topicName as created or else metadata.name; another name would leave that topic in Kafka unmanaged (create another KafkaTopic for another topic)"
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterRef.name`
 // +kubebuilder:printcolumn:name="Topic",type=string,JSONPath=`.status.topicName`
 // +kubebuilder:printcolumn:name="Partitions",type=integer,JSONPath=`.status.partitionCount`

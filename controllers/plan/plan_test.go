@@ -196,3 +196,30 @@ func TestNextRestartRollsOneAtATime(t *testing.T) {
 		t.Fatalf("restart order %v, want %v (fewest leaderships first, the controller 100 last)", order, want)
 	}
 }
+
+func TestRollBacklog(t *testing.T) {
+	md := func(parts ...Partition) Metadata { return Metadata{Partitions: parts} }
+	tests := []struct {
+		name string
+		md   Metadata
+		pods []Pod
+		want int32
+	}{
+		{name: "nothing to wait for", md: md(Partition{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: 1}),
+			pods: []Pod{{BrokerID: 1, Ready: true}, {BrokerID: 2, Ready: true}}, want: 0},
+		{name: "a pod not ready", pods: []Pod{{BrokerID: 1, Ready: true}, {BrokerID: 2}}, want: 1},
+		{name: "a restarted broker behind in two partitions", md: md(
+			Partition{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 3}, Leader: 1},
+			Partition{Replicas: []int32{2, 3, 1}, ISR: []int32{3, 1}, Leader: 3},
+			Partition{Replicas: []int32{3, 1}, ISR: []int32{3, 1}, Leader: 3},
+		), pods: []Pod{{BrokerID: 2, Ready: true}}, want: 2},
+		{name: "an offline partition counts its leader too", md: md(Partition{Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: NoLeader}), want: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := RollBacklog(tt.md, tt.pods); got != tt.want {
+				t.Errorf("RollBacklog = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}

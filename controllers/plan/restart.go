@@ -35,6 +35,31 @@ func CaughtUp(id int32, md Metadata) (ok bool, why string) {
 	return true, ""
 }
 
+// RollBacklog counts what a roll's next restart waits for: broker pods
+// not ready, replicas not in their partition's ISR, and partitions
+// without a leader. A roll whose backlog goes down makes progress even
+// when it restarts nobody (a restarted broker catching up partition by
+// partition); one whose backlog does not is stuck after a while.
+func RollBacklog(md Metadata, pods []Pod) int32 {
+	var n int32
+	for _, p := range pods {
+		if !p.Ready {
+			n++
+		}
+	}
+	for _, p := range md.Partitions {
+		for _, r := range p.Replicas {
+			if !slices.Contains(p.ISR, r) {
+				n++
+			}
+		}
+		if p.Leader == NoLeader {
+			n++
+		}
+	}
+	return n
+}
+
 // Restart is NextRestart's answer.
 type Restart struct {
 	// Pod is the pod to delete now, BrokerID its broker; Pod is "" when
