@@ -15,8 +15,9 @@ package protocol
 // one in v0) asks for every topic. Missing topics are created with
 // num.partitions partitions (and default.replication.factor replicas) when
 // auto.create.topics.enable is set and the request allows it (always below
-// v4), as Kafka does. v10+ report topic UUIDs; v12 may name topics by UUID
-// only.
+// v4), as Kafka does, except Kafka's internal topic names
+// (INVALID_TOPIC_EXCEPTION, broker.CheckNotInternalTopic). v10+ report
+// topic UUIDs; v12 may name topics by UUID only.
 //
 // With ACLs: a listing of every topic shows the topics the principal may
 // DESCRIBE; a named topic it may not answers TOPIC_AUTHORIZATION_FAILED
