@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -134,4 +135,55 @@ func TestDescribeTopicPartitions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDescribeTopicPartitionsCluster: in a 3-broker cluster with a
+// broker down, DescribeTopicPartitions reports what Metadata reports for
+// every partition (leader, epoch, replicas, ISR, the offline replica).
+func TestDescribeTopicPartitionsCluster(t *testing.T) {
+	c := brokertest.StartCluster(t, []string{"a", "b", "c"})
+	adm := newAdmin(t, c.Addrs()[0])
+	resp, err := adm.CreateTopics(testCtx(t), 3, 3, nil, "dtp-rf3")
+	if err != nil || resp["dtp-rf3"].Err != nil {
+		t.Fatalf("CreateTopics: %v %v", err, resp["dtp-rf3"].Err)
+	}
+	c.Brokers[2].Stop() // broker 3
+	cl := newClient(t, c.Addrs()[0])
+	type state struct {
+		code                   int16
+		leader, epoch          int32
+		replicas, isr, offline []int32
+	}
+	ctx := testCtx(t)
+	var last string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		md := kmsg.NewPtrMetadataRequest()
+		md.Topics = []kmsg.MetadataRequestTopic{{Topic: sp("dtp-rf3")}}
+		mresp, err := md.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dreq := kmsg.NewPtrDescribeTopicPartitionsRequest()
+		dreq.ResponsePartitionLimit = 2000
+		dreq.Topics = []kmsg.DescribeTopicPartitionsRequestTopic{{Topic: "dtp-rf3"}}
+		dresp, err := dreq.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fromMetadata, fromDescribe []state
+		for _, p := range mresp.Topics[0].Partitions {
+			fromMetadata = append(fromMetadata, state{p.ErrorCode, p.Leader, p.LeaderEpoch, p.Replicas, p.ISR, p.OfflineReplicas})
+		}
+		offlineSeen := len(dresp.Topics[0].Partitions) == 3
+		for _, p := range dresp.Topics[0].Partitions {
+			fromDescribe = append(fromDescribe, state{p.ErrorCode, p.LeaderID, p.LeaderEpoch, p.Replicas, p.ISR, p.OfflineReplicas})
+			offlineSeen = offlineSeen && slices.Equal(p.OfflineReplicas, []int32{3}) && len(p.Replicas) == 3 && p.LeaderID != 3
+		}
+		last = fmt.Sprintf("Metadata %+v, DescribeTopicPartitions %+v", fromMetadata, fromDescribe)
+		if offlineSeen && fmt.Sprint(fromMetadata) == fmt.Sprint(fromDescribe) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval, not synchronization
+	}
+	t.Fatalf("no agreement with broker 3 offline: %s", last)
 }
