@@ -582,6 +582,23 @@ func ValidateTopicName(name string) error {
 	return nil
 }
 
+// CheckNotInternalTopic refuses Kafka's internal topic names
+// (__consumer_offsets, __transaction_state) with INVALID_TOPIC_EXCEPTION,
+// Kafka's answer to a client writing to an internal topic. Strata keeps
+// what those topics hold in Kafka (group offsets, transaction state) in
+// the metadata store (etcd), and WriteTxnMarkers entries naming
+// __consumer_offsets complete group offsets at the group coordinator, so
+// a user topic of that name would never see its transactions' markers
+// (a read_committed consumer would wait on it forever): the names are
+// not available for topics.
+func CheckNotInternalTopic(name string) error {
+	switch name {
+	case "__consumer_offsets", "__transaction_state":
+		return fmt.Errorf("%w: %s is one of Kafka's internal topics; Strata keeps group offsets and transaction state in its metadata store (etcd), not in a topic, and reserves the name", kerr.InvalidTopicException, name)
+	}
+	return nil
+}
+
 // errTopicCollides reports Kafka's '.'/'_' collision rule.
 func collisionName(name string) string { return strings.ReplaceAll(name, ".", "_") }
 

@@ -94,6 +94,9 @@ func (b *Broker) CreateTopic(ctx context.Context, spec TopicSpec, validateOnly b
 	if err := ValidateTopicName(spec.Name); err != nil {
 		return TopicInfo{}, err
 	}
+	if err := CheckNotInternalTopic(spec.Name); err != nil {
+		return TopicInfo{}, err
+	}
 	if b.cluster != nil {
 		return b.createTopicCluster(ctx, spec, validateOnly)
 	}

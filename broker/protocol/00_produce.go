@@ -22,7 +22,10 @@ package protocol
 // flush.messages) decides when the data is on disk. acks=0 sends no
 // response; if any partition failed the connection is closed, as Kafka
 // does, so that the producer notices. Other acks values:
-// INVALID_REQUIRED_ACKS. With ACLs, each topic needs WRITE
+// INVALID_REQUIRED_ACKS. Kafka's internal topics (__consumer_offsets,
+// __transaction_state) answer INVALID_TOPIC_EXCEPTION, as Kafka refuses
+// client writes to them (Strata keeps their state in etcd and has no such
+// topics, broker.CheckNotInternalTopic). With ACLs, each topic needs WRITE
 // (TOPIC_AUTHORIZATION_FAILED on its partitions, nothing appended);
 // idempotent producers were authorized when they got their producer ID
 // (InitProducerId), as in Kafka 3.
@@ -44,6 +47,7 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -167,6 +171,14 @@ func producePartition(ctx context.Context, env *Env, txnID *string, topic string
 		return nil, err
 	}
 	p, err := b.Partition(topic, rp.Partition)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		if internal := broker.CheckNotInternalTopic(topic); internal != nil {
+			// Not retriable, as Kafka refuses writes to internal topics
+			// (a topic of that name made before the names were reserved
+			// is still served).
+			return nil, internal
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -15,8 +15,9 @@ package protocol
 // one in v0) asks for every topic. Missing topics are created with
 // num.partitions partitions (and default.replication.factor replicas) when
 // auto.create.topics.enable is set and the request allows it (always below
-// v4), as Kafka does. v10+ report topic UUIDs; v12 may name topics by UUID
-// only.
+// v4), as Kafka does, except Kafka's internal topic names
+// (INVALID_TOPIC_EXCEPTION, broker.CheckNotInternalTopic). v10+ report
+// topic UUIDs; v12 may name topics by UUID only.
 //
 // With ACLs: a listing of every topic shows the topics the principal may
 // DESCRIBE; a named topic it may not answers TOPIC_AUTHORIZATION_FAILED
@@ -165,25 +166,31 @@ func metadataTopic(view broker.MetadataView, t broker.TopicInfo) kmsg.MetadataRe
 	mt.TopicID = t.ID
 	mt.AuthorizedOperations = authorizedOpsNotRequested
 	for i := range t.Partitions {
-		p := kmsg.NewMetadataResponseTopicPartition()
-		p.Partition = i
-		v, ok := view.Partition(t.Name, i)
-		if !ok {
-			p.ErrorCode = kerr.LeaderNotAvailable.Code
-			p.Leader, p.LeaderEpoch = -1, -1
-			p.Replicas, p.ISR, p.OfflineReplicas = []int32{}, []int32{}, []int32{}
-			mt.Partitions = append(mt.Partitions, p)
-			continue
-		}
-		p.Leader = v.Leader
-		p.LeaderEpoch = v.LeaderEpoch
-		p.Replicas = v.Replicas
-		p.ISR = v.ISR
-		p.OfflineReplicas = v.Offline
-		if v.Leader < 0 {
-			p.ErrorCode = kerr.LeaderNotAvailable.Code
-		}
-		mt.Partitions = append(mt.Partitions, p)
+		mt.Partitions = append(mt.Partitions, metadataPartition(view, t.Name, i))
 	}
 	return mt
+}
+
+// metadataPartition is one partition's state as Metadata and
+// DescribeTopicPartitions report it: LEADER_NOT_AVAILABLE without a live
+// leader or without state in the view.
+func metadataPartition(view broker.MetadataView, topic string, i int32) kmsg.MetadataResponseTopicPartition {
+	p := kmsg.NewMetadataResponseTopicPartition()
+	p.Partition = i
+	v, ok := view.Partition(topic, i)
+	if !ok {
+		p.ErrorCode = kerr.LeaderNotAvailable.Code
+		p.Leader, p.LeaderEpoch = -1, -1
+		p.Replicas, p.ISR, p.OfflineReplicas = []int32{}, []int32{}, []int32{}
+		return p
+	}
+	p.Leader = v.Leader
+	p.LeaderEpoch = v.LeaderEpoch
+	p.Replicas = v.Replicas
+	p.ISR = v.ISR
+	p.OfflineReplicas = v.Offline
+	if v.Leader < 0 {
+		p.ErrorCode = kerr.LeaderNotAvailable.Code
+	}
+	return p
 }
