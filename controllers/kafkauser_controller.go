@@ -592,6 +592,12 @@ var errAclsNotSupported = errors.New("ACLs not supported")
 
 // aclAPIsServed says whether every broker serves the ACL APIs.
 func aclAPIsServed(ctx context.Context, adm *kadm.Client) error {
+	return apisServed(ctx, adm, aclAPIs, errAclsNotSupported)
+}
+
+// apisServed says whether every broker serves keys; a broker that does
+// not is reported wrapping notSupported.
+func apisServed(ctx context.Context, adm *kadm.Client, keys []kmsg.Key, notSupported error) error {
 	vs, err := adm.ApiVersions(ctx)
 	if err != nil {
 		return fmt.Errorf("read API versions: %w", err)
@@ -600,9 +606,9 @@ func aclAPIsServed(ctx context.Context, adm *kadm.Client) error {
 		if v.Err != nil {
 			return fmt.Errorf("read API versions of broker %d: %w", v.NodeID, v.Err)
 		}
-		for _, k := range aclAPIs {
+		for _, k := range keys {
 			if _, ok := v.KeyMaxVersion(k.Int16()); !ok {
-				return fmt.Errorf("%w: broker %d does not serve %s", errAclsNotSupported, v.NodeID, k.Name())
+				return fmt.Errorf("%w: broker %d does not serve %s", notSupported, v.NodeID, k.Name())
 			}
 		}
 	}

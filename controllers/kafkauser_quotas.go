@@ -95,21 +95,7 @@ var errQuotasNotSupported = errors.New("client quotas not supported")
 
 // quotaAPIsServed says whether every broker serves the client quota APIs.
 func quotaAPIsServed(ctx context.Context, adm *kadm.Client) error {
-	vs, err := adm.ApiVersions(ctx)
-	if err != nil {
-		return fmt.Errorf("read API versions: %w", err)
-	}
-	for _, v := range vs.Sorted() {
-		if v.Err != nil {
-			return fmt.Errorf("read API versions of broker %d: %w", v.NodeID, v.Err)
-		}
-		for _, k := range []kmsg.Key{kmsg.DescribeClientQuotas, kmsg.AlterClientQuotas} {
-			if _, ok := v.KeyMaxVersion(k.Int16()); !ok {
-				return fmt.Errorf("%w: broker %d does not serve %s", errQuotasNotSupported, v.NodeID, k.Name())
-			}
-		}
-	}
-	return nil
+	return apisServed(ctx, adm, []kmsg.Key{kmsg.DescribeClientQuotas, kmsg.AlterClientQuotas}, errQuotasNotSupported)
 }
 
 // alterUserQuotas applies set and remove to the user entity name.
