@@ -72,8 +72,8 @@ const (
 )
 
 // DefaultRollStuckAfter is how long a roll may wait for its next restart
-// (the broker restarted last not back in its ISRs, a partition
-// under-replicated) before it is reported Stalled with reason RollStuck.
+// (the broker restarted last not ready, partitions the next restart would
+// take below min.insync.replicas) before it is reported Stalled with reason RollStuck.
 const DefaultRollStuckAfter = 10 * time.Minute
 
 // RollStuckAfter is how long kc's roll may go without progress before
@@ -216,10 +216,15 @@ func rollStuck(st *strata.RollStatus, now time.Time, stuckAfter time.Duration) b
 // reconcileRoll restarts outdated broker pods one at a time across the
 // whole cluster: the StatefulSets use OnDelete, and this step deletes the
 // one pod plan.NextRestart names, then waits (requeueing every
-// rollRequeue) until that broker is ready and back in every ISR before
-// the next. Blocked, it says why in status.roll and the Reconciling
-// condition; blocked longer than RollStuckAfter it reports Stalled
-// (RollStuck) and keeps waiting rather than restarting anything else.
+// rollRequeue) until that pod is ready; the next broker goes when its
+// restart keeps every partition it is in sync for at or above
+// min.insync.replicas (plan.RestartBlockers), so a restarted broker still
+// catching up holds exactly the brokers that share its partitions, and an
+// unrelated under-replicated partition holds none. Blocked, it says why
+// (which partitions block which broker) in status.roll and the
+// Reconciling condition; blocked longer than RollStuckAfter it reports
+// Stalled (RollStuck) and keeps waiting rather than restarting anything
+// else.
 func (r *KafkaClusterReconciler) reconcileRoll(ctx context.Context, s *clusterScope) error {
 	kc := s.cluster
 	pods, err := r.liveBrokerPods(ctx, kc)
