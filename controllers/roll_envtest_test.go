@@ -8,7 +8,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -214,5 +216,73 @@ var _ = Describe("Rolling restarts", func() {
 			g.Expect(meta.IsStatusConditionFalse(got.Status.Conditions, strata.ConditionStalled)).To(BeTrue())
 		}).WithContext(ctx).WithTimeout(3 * timeout).Should(Succeed())
 		Expect(k.MaxDown()).To(Equal(1))
+	}, SpecTimeout(6*time.Minute))
+
+	It("roll past an under-replicated partition no outdated broker's restart would take below min.insync.replicas", func(ctx SpecContext) {
+		ns := newNamespace()
+		kc, lb := rollSpec(ns, "stray", map[string]int32{"a": 1, "b": 1, "c": 1})
+		k := startKubelet(kc, lb)
+		adm := lb.Admin()
+		// Every wanted broker holds replicas: no scale-up rebalance moves
+		// the stray partition's replica while the spec runs.
+		createTopic(ctx, adm, "events", 3, 3, map[string]*string{"min.insync.replicas": ptr.To("2")})
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "stray")
+			podsCurrent(g, got)
+			g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, strata.ConditionReady)).To(BeTrue(), "%+v", got.Status.Conditions)
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+
+		By("a broker outside the cluster's pods holds a replica of a stray topic, then stops for good: stray-0 is under-replicated")
+		const strayID = 300
+		stray := lb.addBroker(client.ObjectKeyFromObject(kc), "c", strayID)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(lb.Addrs()...))
+		Expect(err).NotTo(HaveOccurred())
+		defer cl.Close()
+		Eventually(func(g Gomega) {
+			req := kmsg.NewPtrCreateTopicsRequest()
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "stray", -1, -1
+			a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+			a.Partition, a.Replicas = 0, []int32{100, 200, strayID}
+			rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, cl)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(kerr.ErrorForCode(resp.Topics[0].ErrorCode)).To(Or(Succeed(), MatchError(kerr.TopicAlreadyExists)))
+			md, err := adm.Metadata(ctx, "stray")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(md.Topics["stray"].Partitions[0].ISR).To(ConsistOf(int32(100), int32(200), int32(strayID)))
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+		stray.Stop()
+		lb.mu.Lock()
+		delete(lb.Brokers, strayID) // no pod, no address the operator should dial
+		lb.mu.Unlock()
+		Eventually(func(g Gomega) {
+			md, err := adm.Metadata(ctx, "stray")
+			g.Expect(err).NotTo(HaveOccurred())
+			p := md.Topics["stray"].Partitions[0]
+			g.Expect(p.Replicas).To(ContainElement(int32(strayID)))
+			g.Expect(p.ISR).To(ConsistOf(int32(100), int32(200)))
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+		k.mu.Lock()
+		k.maxDown = len(k.down)
+		k.mu.Unlock()
+
+		By("a config change: the roll restarts every broker, one at a time; the stray partition keeps min.insync.replicas (1) through each restart")
+		updateCluster(ns, "stray", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"log.retention.ms": "3600000"}
+		})
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "stray")
+			podsCurrent(g, got)
+			g.Expect(got.Status.Roll).To(BeNil())
+			for _, id := range []int32{0, 100, 200} {
+				g.Expect(k.Restarts(id)).To(Equal(1), "restarts of broker %d", id)
+			}
+		}).WithContext(ctx).WithTimeout(3 * timeout).Should(Succeed())
+		Expect(k.MaxDown()).To(Equal(1), "brokers down at the same time during the roll")
+		md, err := adm.Metadata(ctx, "stray")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(md.Topics["stray"].Partitions[0].ISR).NotTo(ContainElement(int32(strayID)), "still under-replicated after the roll")
 	}, SpecTimeout(6*time.Minute))
 })
