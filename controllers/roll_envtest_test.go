@@ -218,7 +218,7 @@ var _ = Describe("Rolling restarts", func() {
 		Expect(k.MaxDown()).To(Equal(1))
 	}, SpecTimeout(6*time.Minute))
 
-	It("roll past an under-replicated partition no outdated broker's restart would take below min.insync.replicas", func(ctx SpecContext) {
+	It("hold only the brokers an under-replicated partition would lose min.insync.replicas by, say which, and roll past it once it would not", func(ctx SpecContext) {
 		ns := newNamespace()
 		kc, lb := rollSpec(ns, "stray", map[string]int32{"a": 1, "b": 1, "c": 1})
 		k := startKubelet(kc, lb)
@@ -232,7 +232,7 @@ var _ = Describe("Rolling restarts", func() {
 			g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, strata.ConditionReady)).To(BeTrue(), "%+v", got.Status.Conditions)
 		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
 
-		By("a broker outside the cluster's pods holds a replica of a stray topic, then stops for good: stray-0 is under-replicated")
+		By("a broker outside the cluster's pods holds a replica of a stray topic (min.insync.replicas 2), then stops for good: stray-0 is under-replicated, at min.insync.replicas")
 		const strayID = 300
 		stray := lb.addBroker(client.ObjectKeyFromObject(kc), "c", strayID)
 		cl, err := kgo.NewClient(kgo.SeedBrokers(lb.Addrs()...))
@@ -245,6 +245,9 @@ var _ = Describe("Rolling restarts", func() {
 			a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
 			a.Partition, a.Replicas = 0, []int32{100, 200, strayID}
 			rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+			c := kmsg.NewCreateTopicsRequestTopicConfig()
+			c.Name, c.Value = "min.insync.replicas", ptr.To("2")
+			rt.Configs = append(rt.Configs, c)
 			req.Topics = append(req.Topics, rt)
 			resp, err := req.RequestWith(ctx, cl)
 			g.Expect(err).NotTo(HaveOccurred())
@@ -268,10 +271,29 @@ var _ = Describe("Rolling restarts", func() {
 		k.maxDown = len(k.down)
 		k.mu.Unlock()
 
-		By("a config change: the roll restarts every broker, one at a time; the stray partition keeps min.insync.replicas (1) through each restart")
+		By("a config change: broker 0, which does not host stray-0, restarts; 100 and 200 would take stray-0 below min.insync.replicas, and status says so")
 		updateCluster(ns, "stray", func(kc *strata.KafkaCluster) {
 			kc.Spec.Config = map[string]string{"log.retention.ms": "3600000"}
 		})
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "stray")
+			g.Expect(k.Restarts(0)).To(Equal(1))
+			g.Expect(got.Status.Roll).NotTo(BeNil())
+			g.Expect(got.Status.Roll.Pending).To(ConsistOf(int32(100), int32(200)))
+			for _, id := range []string{"100", "200"} {
+				g.Expect(got.Status.Roll.BlockedReason).To(MatchRegexp(`broker %s by 1 partitions \(stray-0 ISR \[(100 200|200 100)\] min\.insync\.replicas 2\)`, id))
+			}
+			c := meta.FindStatusCondition(got.Status.Conditions, strata.ConditionReconciling)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(controllers.ReasonRollBlocked))
+			g.Expect(c.Message).To(ContainSubstring("stray-0 ISR"))
+		}).WithContext(ctx).WithTimeout(2 * timeout).Should(Succeed())
+		Expect(k.Restarts(100)+k.Restarts(200)).To(BeZero(), "a broker restarted that would take stray-0 below min.insync.replicas")
+
+		By("stray's min.insync.replicas lowered to 1: the roll goes on, one broker at a time, and finishes with stray-0 still under-replicated")
+		alter, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "min.insync.replicas", Value: ptr.To("1")}}, "stray")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(alter[0].Err).NotTo(HaveOccurred())
 		Eventually(func(g Gomega) {
 			got := getCluster(ns, "stray")
 			podsCurrent(g, got)
