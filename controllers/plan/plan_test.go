@@ -102,6 +102,11 @@ func TestNextRestart(t *testing.T) {
 			m.MinISR = map[string]int{"t": 2, "u": 2}
 		}), []Pod{pod(0, true, true), pod(100, true, true), pod(200, true, false)}, "", false,
 			"restarting it would take partitions below min.insync.replicas: broker 200 by 1 partitions (u-0 ISR [200 100] min.insync.replicas 2)", nil},
+		{"a partition whose only in-sync replica is the candidate blocks it, even with RF = min.insync.replicas", with(healthy, func(m *Metadata) {
+			m.Partitions = append(m.Partitions, withISR(part("strict", 0, 200, 100), 200))
+			m.MinISR = map[string]int{"t": 2, "strict": 2}
+		}), []Pod{pod(0, true, true), pod(100, true, true), pod(200, true, false)}, "", false,
+			"broker 200 by 1 partitions (strict-0 ISR [200] min.insync.replicas 2, its only in-sync replica)", nil},
 		{"an offline partition elsewhere does not block", with(healthy, func(m *Metadata) {
 			m.Partitions = append(m.Partitions, withLeader(withISR(part("u", 0, 300, 0), 300), NoLeader))
 		}), all(false), "broker-c-0", false, "broker 200", nil},

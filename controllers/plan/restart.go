@@ -13,10 +13,18 @@ type Blocker struct {
 	Partition string
 	ISR       []int32
 	MinISR    int
+	// Offline: the broker is the partition's only in-sync replica, so its
+	// restart would take the partition offline (blocks even where the
+	// replication factor is not above min.insync.replicas).
+	Offline bool
 }
 
 func (b Blocker) String() string {
-	return fmt.Sprintf("%s ISR %v min.insync.replicas %d", b.Partition, b.ISR, b.MinISR)
+	s := fmt.Sprintf("%s ISR %v min.insync.replicas %d", b.Partition, b.ISR, b.MinISR)
+	if b.Offline {
+		s += ", its only in-sync replica"
+	}
+	return s
 }
 
 // RestartBlockers is the per-partition availability gate of a restart,
@@ -29,9 +37,12 @@ func (b Blocker) String() string {
 // it (a slow follower on another broker does not hold a roll for hours).
 //
 // Partitions whose replication factor is not above min.insync.replicas
-// (RF 1, or RF = min.insync.replicas) cannot stay available through a
-// restart of any of their replicas in any order: they do not block the
-// roll forever but are returned in unavailable, for an event.
+// (RF 1, or RF = min.insync.replicas) cannot stay available for acks=all
+// through a restart of any of their replicas in any order: they do not
+// block the roll forever but are returned in unavailable, for an event.
+// Of those, one whose only in-sync replica is id still blocks it (its
+// restart would take the partition offline, where waiting for another
+// replica to catch up keeps it online); RF 1 partitions cannot avoid it.
 func RestartBlockers(id int32, md Metadata) (blockers []Blocker, unavailable []string) {
 	for _, p := range md.sortedPartitions() {
 		if !slices.Contains(p.ISR, id) || p.Leader == NoLeader {
@@ -44,14 +55,21 @@ func RestartBlockers(id int32, md Metadata) (blockers []Blocker, unavailable []s
 		// can meet the gate once the replicas being added are in sync.
 		rf := len(p.Replicas)
 		others := len(p.ISR) - 1
-		if rf <= minISR || rf <= 1 {
+		if rf <= 1 {
 			unavailable = append(unavailable, p.String())
 			continue
 		}
-		// min.insync.replicas is at least 1, so this also keeps another
-		// in-sync replica to take over the partitions id leads.
-		if others < minISR {
-			blockers = append(blockers, Blocker{Partition: p.String(), ISR: slices.Clone(p.ISR), MinISR: minISR})
+		// min.insync.replicas is at least 1, so the gate also keeps
+		// another in-sync replica to take over the partitions id leads.
+		need := minISR
+		if rf <= minISR {
+			need = 1 // it cannot keep min.insync.replicas: keep it online
+		}
+		switch {
+		case others < need:
+			blockers = append(blockers, Blocker{Partition: p.String(), ISR: slices.Clone(p.ISR), MinISR: minISR, Offline: others == 0})
+		case rf <= minISR:
+			unavailable = append(unavailable, p.String())
 		}
 	}
 	return blockers, unavailable
