@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -306,5 +307,86 @@ var _ = Describe("Rolling restarts", func() {
 		md, err := adm.Metadata(ctx, "stray")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(md.Topics["stray"].Partitions[0].ISR).NotTo(ContainElement(int32(strayID)), "still under-replicated after the roll")
+	}, SpecTimeout(6*time.Minute))
+
+	It("check the managed etcd first: no broker restarts while an etcd member is not ready", func(ctx SpecContext) {
+		ns := newNamespace()
+		// The managed etcd (the default): its StatefulSet gets no pods in
+		// envtest, so the spec plays their controller; the loopback
+		// brokers themselves run on their own etcd.
+		kc := &strata.KafkaCluster{Spec: strata.KafkaClusterSpec{WAL: strata.WALSpec{Enabled: ptr.To(false)}, Config: map[string]string{}}}
+		for _, z := range []string{"a", "b", "c"} {
+			kc.Spec.Zones = append(kc.Spec.Zones, strata.ZoneSpec{Name: z, Brokers: 1})
+		}
+		kc.Namespace, kc.Name = ns, "quorum"
+		lb := startLoopbackBrokers(kc)
+		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+		k := startKubelet(kc, lb)
+		createTopic(ctx, lb.Admin(), "events", 3, 3, map[string]*string{"min.insync.replicas": ptr.To("2")})
+		Eventually(func(g Gomega) { podsCurrent(g, getCluster(ns, "quorum")) }).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+
+		etcdMember := func(ord int, ready bool) {
+			GinkgoHelper()
+			sts, err := getSTS(ns, controllers.EtcdName("quorum"))
+			Expect(err).NotTo(HaveOccurred())
+			if sts.Status.ObservedGeneration != sts.Generation {
+				sts.Status.ObservedGeneration = sts.Generation
+				Expect(k8sClient.Status().Update(ctx, sts)).To(Succeed())
+			}
+			name := fmt.Sprintf("%s-%d", sts.Name, ord)
+			pod := &corev1.Pod{}
+			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); apierrors.IsNotFound(err) {
+				t := sts.Spec.Template.DeepCopy()
+				pod = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: t.Labels}, Spec: t.Spec}
+				pod.Spec.NodeName = "envtest-node"
+				for _, c := range sts.Spec.VolumeClaimTemplates {
+					pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: c.Name, VolumeSource: corev1.VolumeSource{
+						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.Name + "-" + name},
+					}})
+				}
+				Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+			} else {
+				Expect(err).NotTo(HaveOccurred())
+			}
+			st := corev1.ConditionFalse
+			if ready {
+				st = corev1.ConditionTrue
+			}
+			pod.Status.Phase = corev1.PodRunning
+			pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st, LastTransitionTime: metav1.Now()}}
+			Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+		}
+		etcdMember(0, true)
+		etcdMember(1, true)
+		etcdMember(2, false)
+		k.mu.Lock()
+		k.maxDown = len(k.down)
+		k.mu.Unlock()
+
+		By("a config change while etcd member 2 is not ready: the roll waits and says why")
+		updateCluster(ns, "quorum", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"log.retention.ms": "3600000"}
+		})
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "quorum")
+			g.Expect(got.Status.Roll).NotTo(BeNil())
+			g.Expect(got.Status.Roll.Pending).To(HaveLen(3))
+			g.Expect(got.Status.Roll.BlockedReason).To(ContainSubstring("the metadata store first: 1 of 3 etcd members not serving (etcd member quorum-etcd-2 is not ready)"))
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+		for _, id := range []int32{0, 100, 200} {
+			Expect(k.Restarts(id)).To(BeZero(), "broker %d restarted while an etcd member was not ready", id)
+		}
+
+		By("the member is ready again: the roll goes on and finishes, one broker at a time")
+		etcdMember(2, true)
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "quorum")
+			podsCurrent(g, got)
+			g.Expect(got.Status.Roll).To(BeNil())
+			for _, id := range []int32{0, 100, 200} {
+				g.Expect(k.Restarts(id)).To(Equal(1), "restarts of broker %d", id)
+			}
+		}).WithContext(ctx).WithTimeout(3 * timeout).Should(Succeed())
+		Expect(k.MaxDown()).To(Equal(1))
 	}, SpecTimeout(6*time.Minute))
 })
