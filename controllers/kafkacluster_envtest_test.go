@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -194,6 +195,18 @@ var _ = Describe("KafkaCluster controller", func() {
 		pdb := &policyv1.PodDisruptionBudget{}
 		Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: "demo-brokers"}, pdb)).To(Succeed())
 		Expect(pdb.Spec.MaxUnavailable.IntValue()).To(Equal(1))
+		Expect(metav1.IsControlledBy(pdb, getCluster(ns, "demo"))).To(BeTrue(), "the KafkaCluster owns its PodDisruptionBudget")
+		// It covers exactly the broker pods: every zone's, not etcd's (whose
+		// own budget keeps its quorum).
+		Expect(pdb.Spec.Selector).NotTo(BeNil())
+		brokerPods, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		Expect(err).NotTo(HaveOccurred())
+		for _, z := range zones {
+			sts, err := getSTS(ns, controllers.ZoneStatefulSetName("demo", z))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(brokerPods.Matches(labels.Set(sts.Spec.Template.Labels))).To(BeTrue(), "zone %s's broker pods %v under selector %s", z, sts.Spec.Template.Labels, brokerPods)
+		}
+		Expect(brokerPods.Matches(labels.Set(etcd.Spec.Template.Labels))).To(BeFalse(), "etcd pods %v under the brokers' selector %s", etcd.Spec.Template.Labels, brokerPods)
 
 		Eventually(func(g Gomega) {
 			kc := getCluster(ns, "demo")

@@ -72,8 +72,8 @@ const (
 )
 
 // DefaultRollStuckAfter is how long a roll may wait for its next restart
-// (the broker restarted last not back in its ISRs, a partition
-// under-replicated) before it is reported Stalled with reason RollStuck.
+// (the broker restarted last not ready, partitions the next restart would
+// take below min.insync.replicas) before it is reported Stalled with reason RollStuck.
 const DefaultRollStuckAfter = 10 * time.Minute
 
 // RollStuckAfter is how long kc's roll may go without progress before
@@ -162,6 +162,54 @@ func RollPods(zones []ZoneInput, sets map[string]*appsv1.StatefulSet, pods map[s
 	return out
 }
 
+// EtcdBlocksRoll says why a broker restart must wait for the managed
+// etcd, "" when it need not, and how many members it waits for. Every
+// member below the StatefulSet's replicas must exist, be ready, not be
+// terminating, and run the StatefulSet's update revision: a broker
+// restarted while a member is down or etcd's own (RollingUpdate) roll is
+// under way re-registers on a store one more failure away from losing
+// quorum, and a store without quorum cannot take it back at all. So the
+// metadata quorum is checked first, and the brokers' roll waits for
+// etcd's.
+func EtcdBlocksRoll(sts *appsv1.StatefulSet, pods []corev1.Pod) (waiting int32, why string) {
+	if sts.Status.ObservedGeneration < sts.Generation {
+		// A template just changed: its update revision is not known yet.
+		return 1, fmt.Sprintf("the metadata store first: etcd StatefulSet %s generation %d not yet observed: waiting before the next broker restart", sts.Name, sts.Generation)
+	}
+	byName := map[string]*corev1.Pod{}
+	for i := range pods {
+		byName[pods[i].Name] = &pods[i]
+	}
+	var first string
+	for ord := range ptr.Deref(sts.Spec.Replicas, 0) {
+		name := fmt.Sprintf("%s-%d", sts.Name, ord)
+		pod := byName[name]
+		w := ""
+		switch {
+		case pod == nil:
+			w = "does not exist"
+		case pod.DeletionTimestamp != nil:
+			w = "is terminating"
+		case !isPodReady(pod):
+			w = "is not ready"
+		case sts.Status.UpdateRevision != "" && pod.Labels[appsv1.StatefulSetRevisionLabel] != sts.Status.UpdateRevision:
+			w = "is not yet on the StatefulSet's update revision (etcd's own roll is under way)"
+		}
+		if w == "" {
+			continue
+		}
+		waiting++
+		if first == "" {
+			first = fmt.Sprintf("etcd member %s %s", name, w)
+		}
+	}
+	if waiting == 0 {
+		return 0, ""
+	}
+	return waiting, fmt.Sprintf("the metadata store first: %d of %d etcd members not serving (%s): waiting before the next broker restart",
+		waiting, ptr.Deref(sts.Spec.Replicas, 0), first)
+}
+
 // NextRollStatus is the roll status after one decision at now, with
 // backlog what the next restart waits for (plan.RollBacklog; negative
 // when unknown). A restart is progress and clears the blocked state; a
@@ -216,10 +264,15 @@ func rollStuck(st *strata.RollStatus, now time.Time, stuckAfter time.Duration) b
 // reconcileRoll restarts outdated broker pods one at a time across the
 // whole cluster: the StatefulSets use OnDelete, and this step deletes the
 // one pod plan.NextRestart names, then waits (requeueing every
-// rollRequeue) until that broker is ready and back in every ISR before
-// the next. Blocked, it says why in status.roll and the Reconciling
-// condition; blocked longer than RollStuckAfter it reports Stalled
-// (RollStuck) and keeps waiting rather than restarting anything else.
+// rollRequeue) until that pod is ready; the next broker goes when its
+// restart keeps every partition it is in sync for at or above
+// min.insync.replicas (plan.RestartBlockers), so a restarted broker still
+// catching up holds exactly the brokers that share its partitions, and an
+// unrelated under-replicated partition holds none. Blocked, it says why
+// (which partitions block which broker) in status.roll and the
+// Reconciling condition; blocked longer than RollStuckAfter it reports
+// Stalled (RollStuck) and keeps waiting rather than restarting anything
+// else.
 func (r *KafkaClusterReconciler) reconcileRoll(ctx context.Context, s *clusterScope) error {
 	kc := s.cluster
 	pods, err := r.liveBrokerPods(ctx, kc)
@@ -250,6 +303,15 @@ func (r *KafkaClusterReconciler) reconcileRoll(ctx context.Context, s *clusterSc
 			b.Image = pod.Spec.Containers[0].Image
 		}
 		b.Outdated = slices.Contains(pending, b.ID)
+	}
+	if s.etcd != nil {
+		var etcdPods corev1.PodList
+		if err := r.liveReader().List(ctx, &etcdPods, client.InNamespace(kc.Namespace), client.MatchingLabels(etcdSelector(kc))); err != nil {
+			return fmt.Errorf("list etcd pods: %w", err)
+		}
+		if waiting, why := EtcdBlocksRoll(s.etcd, etcdPods.Items); why != "" {
+			return r.rollBlocked(ctx, s, pending, plan.Restart{Reason: why}, waiting)
+		}
 	}
 	md, err := r.readPlanMetadata(ctx, kc)
 	if err != nil {

@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -256,5 +257,51 @@ func TestScalingProgress(t *testing.T) {
 			t.Fatalf("round %d: %+v, want %+v", i, st, r.want)
 		}
 		prev = &st
+	}
+}
+
+func TestEtcdBlocksRoll(t *testing.T) {
+	sts := func(replicas int32, mut func(*appsv1.StatefulSet)) *appsv1.StatefulSet {
+		s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "demo-etcd", Generation: 2},
+			Spec:   appsv1.StatefulSetSpec{Replicas: ptr.To(replicas)},
+			Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, UpdateRevision: "demo-etcd-new", CurrentRevision: "demo-etcd-new"}}
+		if mut != nil {
+			mut(s)
+		}
+		return s
+	}
+	member := func(ord int, ready bool, revision string) corev1.Pod {
+		st := corev1.ConditionFalse
+		if ready {
+			st = corev1.ConditionTrue
+		}
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "demo-etcd-" + string(rune('0'+ord)), Labels: map[string]string{appsv1.StatefulSetRevisionLabel: revision}},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}}}
+	}
+	terminating := func(p corev1.Pod) corev1.Pod { p.DeletionTimestamp = ptr.To(metav1.Now()); return p }
+	healthy := []corev1.Pod{member(0, true, "demo-etcd-new"), member(1, true, "demo-etcd-new"), member(2, true, "demo-etcd-new")}
+	tests := []struct {
+		name    string
+		sts     *appsv1.StatefulSet
+		pods    []corev1.Pod
+		waiting int32
+		why     string
+	}{
+		{"every member ready on the update revision", sts(3, nil), healthy, 0, ""},
+		{"a member deleted (gone)", sts(3, nil), healthy[:2], 1, "1 of 3 etcd members not serving (etcd member demo-etcd-2 does not exist)"},
+		{"a member terminating", sts(3, nil), []corev1.Pod{healthy[0], terminating(healthy[1]), healthy[2]}, 1, "demo-etcd-1 is terminating"},
+		{"a member not ready", sts(3, nil), []corev1.Pod{member(0, false, "demo-etcd-new"), healthy[1], member(2, false, "demo-etcd-new")}, 2, "2 of 3 etcd members not serving (etcd member demo-etcd-0 is not ready)"},
+		{"etcd's own roll under way", sts(3, func(s *appsv1.StatefulSet) { s.Status.CurrentRevision = "demo-etcd-old" }),
+			[]corev1.Pod{member(0, true, "demo-etcd-old"), healthy[1], healthy[2]}, 1, "demo-etcd-0 is not yet on the StatefulSet's update revision"},
+		{"a template change not yet observed", sts(3, func(s *appsv1.StatefulSet) { s.Generation = 3 }), healthy, 1, "generation 3 not yet observed"},
+		{"a pod beyond replicas does not count", sts(1, nil), []corev1.Pod{healthy[0], member(1, false, "x")}, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			waiting, why := controllers.EtcdBlocksRoll(tt.sts, tt.pods)
+			if waiting != tt.waiting || (tt.why == "") != (why == "") || !strings.Contains(why, tt.why) {
+				t.Fatalf("EtcdBlocksRoll = %d, %q; want %d, %q", waiting, why, tt.waiting, tt.why)
+			}
+		})
 	}
 }

@@ -8,8 +8,11 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -212,6 +215,177 @@ var _ = Describe("Rolling restarts", func() {
 			podsCurrent(g, got)
 			g.Expect(got.Status.Roll).To(BeNil())
 			g.Expect(meta.IsStatusConditionFalse(got.Status.Conditions, strata.ConditionStalled)).To(BeTrue())
+		}).WithContext(ctx).WithTimeout(3 * timeout).Should(Succeed())
+		Expect(k.MaxDown()).To(Equal(1))
+	}, SpecTimeout(6*time.Minute))
+
+	It("hold only the brokers an under-replicated partition would lose min.insync.replicas by, say which, and roll past it once it would not", func(ctx SpecContext) {
+		ns := newNamespace()
+		kc, lb := rollSpec(ns, "stray", map[string]int32{"a": 1, "b": 1, "c": 1})
+		k := startKubelet(kc, lb)
+		adm := lb.Admin()
+		// Every wanted broker holds replicas: no scale-up rebalance moves
+		// the stray partition's replica while the spec runs.
+		createTopic(ctx, adm, "events", 3, 3, map[string]*string{"min.insync.replicas": ptr.To("2")})
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "stray")
+			podsCurrent(g, got)
+			g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, strata.ConditionReady)).To(BeTrue(), "%+v", got.Status.Conditions)
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+
+		By("a broker outside the cluster's pods holds a replica of a stray topic (min.insync.replicas 2), then stops for good: stray-0 is under-replicated, at min.insync.replicas")
+		const strayID = 300
+		stray := lb.addBroker(client.ObjectKeyFromObject(kc), "c", strayID)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(lb.Addrs()...))
+		Expect(err).NotTo(HaveOccurred())
+		defer cl.Close()
+		Eventually(func(g Gomega) {
+			req := kmsg.NewPtrCreateTopicsRequest()
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "stray", -1, -1
+			a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+			a.Partition, a.Replicas = 0, []int32{100, 200, strayID}
+			rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+			c := kmsg.NewCreateTopicsRequestTopicConfig()
+			c.Name, c.Value = "min.insync.replicas", ptr.To("2")
+			rt.Configs = append(rt.Configs, c)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, cl)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(kerr.ErrorForCode(resp.Topics[0].ErrorCode)).To(Or(Succeed(), MatchError(kerr.TopicAlreadyExists)))
+			md, err := adm.Metadata(ctx, "stray")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(md.Topics["stray"].Partitions[0].ISR).To(ConsistOf(int32(100), int32(200), int32(strayID)))
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+		stray.Stop()
+		lb.mu.Lock()
+		delete(lb.Brokers, strayID) // no pod, no address the operator should dial
+		lb.mu.Unlock()
+		Eventually(func(g Gomega) {
+			md, err := adm.Metadata(ctx, "stray")
+			g.Expect(err).NotTo(HaveOccurred())
+			p := md.Topics["stray"].Partitions[0]
+			g.Expect(p.Replicas).To(ContainElement(int32(strayID)))
+			g.Expect(p.ISR).To(ConsistOf(int32(100), int32(200)))
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+		k.mu.Lock()
+		k.maxDown = len(k.down)
+		k.mu.Unlock()
+
+		By("a config change: broker 0, which does not host stray-0, restarts; 100 and 200 would take stray-0 below min.insync.replicas, and status says so")
+		updateCluster(ns, "stray", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"log.retention.ms": "3600000"}
+		})
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "stray")
+			g.Expect(k.Restarts(0)).To(Equal(1))
+			g.Expect(got.Status.Roll).NotTo(BeNil())
+			g.Expect(got.Status.Roll.Pending).To(ConsistOf(int32(100), int32(200)))
+			for _, id := range []string{"100", "200"} {
+				g.Expect(got.Status.Roll.BlockedReason).To(MatchRegexp(`broker %s by 1 partitions \(stray-0 ISR \[(100 200|200 100)\] min\.insync\.replicas 2\)`, id))
+			}
+			c := meta.FindStatusCondition(got.Status.Conditions, strata.ConditionReconciling)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(controllers.ReasonRollBlocked))
+			g.Expect(c.Message).To(ContainSubstring("stray-0 ISR"))
+		}).WithContext(ctx).WithTimeout(2 * timeout).Should(Succeed())
+		Expect(k.Restarts(100)+k.Restarts(200)).To(BeZero(), "a broker restarted that would take stray-0 below min.insync.replicas")
+
+		By("stray's min.insync.replicas lowered to 1: the roll goes on, one broker at a time, and finishes with stray-0 still under-replicated")
+		alter, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "min.insync.replicas", Value: ptr.To("1")}}, "stray")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(alter[0].Err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "stray")
+			podsCurrent(g, got)
+			g.Expect(got.Status.Roll).To(BeNil())
+			for _, id := range []int32{0, 100, 200} {
+				g.Expect(k.Restarts(id)).To(Equal(1), "restarts of broker %d", id)
+			}
+		}).WithContext(ctx).WithTimeout(3 * timeout).Should(Succeed())
+		Expect(k.MaxDown()).To(Equal(1), "brokers down at the same time during the roll")
+		md, err := adm.Metadata(ctx, "stray")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(md.Topics["stray"].Partitions[0].ISR).NotTo(ContainElement(int32(strayID)), "still under-replicated after the roll")
+	}, SpecTimeout(6*time.Minute))
+
+	It("check the managed etcd first: no broker restarts while an etcd member is not ready", func(ctx SpecContext) {
+		ns := newNamespace()
+		// The managed etcd (the default): its StatefulSet gets no pods in
+		// envtest, so the spec plays their controller; the loopback
+		// brokers themselves run on their own etcd.
+		kc := &strata.KafkaCluster{Spec: strata.KafkaClusterSpec{WAL: strata.WALSpec{Enabled: ptr.To(false)}, Config: map[string]string{}}}
+		for _, z := range []string{"a", "b", "c"} {
+			kc.Spec.Zones = append(kc.Spec.Zones, strata.ZoneSpec{Name: z, Brokers: 1})
+		}
+		kc.Namespace, kc.Name = ns, "quorum"
+		lb := startLoopbackBrokers(kc)
+		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+		k := startKubelet(kc, lb)
+		createTopic(ctx, lb.Admin(), "events", 3, 3, map[string]*string{"min.insync.replicas": ptr.To("2")})
+		Eventually(func(g Gomega) { podsCurrent(g, getCluster(ns, "quorum")) }).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+
+		etcdMember := func(ord int, ready bool) {
+			GinkgoHelper()
+			sts, err := getSTS(ns, controllers.EtcdName("quorum"))
+			Expect(err).NotTo(HaveOccurred())
+			if sts.Status.ObservedGeneration != sts.Generation {
+				sts.Status.ObservedGeneration = sts.Generation
+				Expect(k8sClient.Status().Update(ctx, sts)).To(Succeed())
+			}
+			name := fmt.Sprintf("%s-%d", sts.Name, ord)
+			pod := &corev1.Pod{}
+			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); apierrors.IsNotFound(err) {
+				t := sts.Spec.Template.DeepCopy()
+				pod = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: t.Labels}, Spec: t.Spec}
+				pod.Spec.NodeName = "envtest-node"
+				for _, c := range sts.Spec.VolumeClaimTemplates {
+					pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: c.Name, VolumeSource: corev1.VolumeSource{
+						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.Name + "-" + name},
+					}})
+				}
+				Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+			} else {
+				Expect(err).NotTo(HaveOccurred())
+			}
+			st := corev1.ConditionFalse
+			if ready {
+				st = corev1.ConditionTrue
+			}
+			pod.Status.Phase = corev1.PodRunning
+			pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st, LastTransitionTime: metav1.Now()}}
+			Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+		}
+		etcdMember(0, true)
+		etcdMember(1, true)
+		etcdMember(2, false)
+		k.mu.Lock()
+		k.maxDown = len(k.down)
+		k.mu.Unlock()
+
+		By("a config change while etcd member 2 is not ready: the roll waits and says why")
+		updateCluster(ns, "quorum", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"log.retention.ms": "3600000"}
+		})
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "quorum")
+			g.Expect(got.Status.Roll).NotTo(BeNil())
+			g.Expect(got.Status.Roll.Pending).To(HaveLen(3))
+			g.Expect(got.Status.Roll.BlockedReason).To(ContainSubstring("the metadata store first: 1 of 3 etcd members not serving (etcd member quorum-etcd-2 is not ready)"))
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+		for _, id := range []int32{0, 100, 200} {
+			Expect(k.Restarts(id)).To(BeZero(), "broker %d restarted while an etcd member was not ready", id)
+		}
+
+		By("the member is ready again: the roll goes on and finishes, one broker at a time")
+		etcdMember(2, true)
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "quorum")
+			podsCurrent(g, got)
+			g.Expect(got.Status.Roll).To(BeNil())
+			for _, id := range []int32{0, 100, 200} {
+				g.Expect(k.Restarts(id)).To(Equal(1), "restarts of broker %d", id)
+			}
 		}).WithContext(ctx).WithTimeout(3 * timeout).Should(Succeed())
 		Expect(k.MaxDown()).To(Equal(1))
 	}, SpecTimeout(6*time.Minute))

@@ -830,14 +830,17 @@ type RollStatus struct {
 	// +optional
 	Pending []int32 `json:"pending,omitempty"`
 	// Restarting is the broker whose pod the operator deleted last; the
-	// next restart waits until it is ready and back in every ISR.
+	// next restart waits until it is ready, and until the next broker's
+	// restart keeps every partition it is in sync for at or above
+	// min.insync.replicas.
 	// +optional
 	Restarting *int32 `json:"restarting,omitempty"`
 	// Message is the last decision and why (plan.NextRestart).
 	// +optional
 	Message string `json:"message,omitempty"`
-	// BlockedReason says why no pod may be restarted now; empty while the
-	// roll proceeds.
+	// BlockedReason says why no pod may be restarted now (for the
+	// availability gate: which partitions block which broker, with their
+	// ISR and min.insync.replicas); empty while the roll proceeds.
 	// +optional
 	BlockedReason string `json:"blockedReason,omitempty"`
 	// BlockedSince is when the roll last stopped restarting brokers.
@@ -850,8 +853,10 @@ type RollStatus struct {
 	// +optional
 	LastProgressTime *metav1.Time `json:"lastProgressTime,omitempty"`
 	// WaitingFor counts what the next restart waits for, at the last
-	// look: broker pods not ready plus partitions not fully in sync or
-	// offline. Absent while the roll restarts or when the Kafka metadata
+	// look: broker pods not ready plus, per outdated broker, the
+	// partitions its restart would take below min.insync.replicas
+	// (blockedReason names them). Partitions no outdated broker is in
+	// sync for are not counted. Absent while the roll restarts or when the Kafka metadata
 	// cannot be read.
 	// +optional
 	WaitingFor *int32 `json:"waitingFor,omitempty"`

@@ -1,7 +1,7 @@
 // Package plan holds the operator's decisions about a running Kafka
 // cluster as pure functions, in the style of cluster-api's machineset
 // delete policy: which broker pod may be deleted now for a rolling restart
-// (NextRestart, gated by CaughtUp), which broker to drain next before a
+// (NextRestart, gated per partition by RestartBlockers), which broker to drain next before a
 // scale-down or zone removal (NextDrain), and which replicas to move onto
 // new brokers after a scale-up (RebalanceMoves).
 //

@@ -40,35 +40,6 @@ func pod(id int32, ready, current bool) Pod {
 
 func terminating(p Pod) Pod { p.Terminating = true; return p }
 
-func TestCaughtUp(t *testing.T) {
-	tests := []struct {
-		name string
-		md   Metadata
-		ok   bool
-		why  string
-	}{
-		{"registered and in every ISR", Metadata{Brokers: brokers(0, 100, 200), Partitions: []Partition{part("t", 0, 0, 100, 200)}}, true, ""},
-		{"not registered", Metadata{Brokers: brokers(0, 100), Partitions: []Partition{part("t", 0, 0, 100, 200)}}, false, "broker 200 is not registered"},
-		{"out of an ISR whose leader is alive", Metadata{Brokers: brokers(0, 100, 200),
-			Partitions: []Partition{part("t", 0, 0, 100, 200), withISR(part("t", 1, 100, 200, 0), 100, 0)}}, false, "not yet in the ISR of 1 partitions (t-1)"},
-		{"out of an ISR whose leader is offline: skipped", Metadata{Brokers: brokers(0, 100, 200),
-			Partitions: []Partition{withLeader(withISR(part("t", 0, 0, 200), 0), NoLeader)}}, true, ""},
-		{"out of an ISR whose leader is not registered: skipped", Metadata{Brokers: brokers(100, 200),
-			Partitions: []Partition{withISR(part("t", 0, 0, 200), 0)}}, true, ""},
-		{"a replica being added is not caught up until in the ISR", Metadata{Brokers: brokers(0, 100, 200),
-			Partitions: []Partition{{Topic: "t", Partition: 0, Replicas: []int32{0, 100, 200}, ISR: []int32{0, 100}, Leader: 0, Adding: []int32{200}, Removing: []int32{1}}}},
-			false, "t-0"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ok, why := CaughtUp(200, tt.md)
-			if ok != tt.ok || !strings.Contains(why, tt.why) {
-				t.Fatalf("CaughtUp(200) = %v, %q; want %v, %q", ok, why, tt.ok, tt.why)
-			}
-		})
-	}
-}
-
 func TestNextRestart(t *testing.T) {
 	healthy := Metadata{
 		Brokers:    brokers(0, 100, 200),
@@ -104,27 +75,48 @@ func TestNextRestart(t *testing.T) {
 		}), []Pod{pod(200, true, false), pod(100, true, false), pod(0, true, true)}, "broker-b-0", false, "broker 100", nil},
 		{"a pod terminating: one at a time", healthy, []Pod{terminating(pod(0, false, true)), pod(100, true, false), pod(200, true, false)}, "", false, "broker-a-0 (broker 0) is terminating", nil},
 		{"a restarted pod not ready yet", healthy, []Pod{pod(0, false, true), pod(100, true, false), pod(200, true, false)}, "", false, "broker-a-0 (broker 0) is not ready: waiting", nil},
-		{"a restarted pod ready but not back in an ISR", with(healthy, func(m *Metadata) {
+		{"a restarted pod ready but still catching up: the gate blocks the brokers sharing its partitions at min.insync.replicas", with(healthy, func(m *Metadata) {
 			m.Partitions[2] = withISR(m.Partitions[2], 100, 200)
-		}), []Pod{pod(0, true, true), pod(100, true, false), pod(200, true, false)}, "", false, "broker 0 is not yet in the ISR of 1 partitions (t-2): waiting", nil},
-		{"a restarted broker not registered", with(healthy, func(m *Metadata) { m.Brokers = brokers(100, 200) }),
-			[]Pod{pod(0, true, true), pod(100, true, false), pod(200, true, false)}, "", false, "broker 0 is not registered", nil},
-		{"an outdated pod not serving goes first", with(healthy, func(m *Metadata) {
+		}), []Pod{pod(0, true, true), pod(100, true, false), pod(200, true, false)}, "", false,
+			"none of the 2 brokers to restart may go now without taking partitions below min.insync.replicas: broker 200 by 1 partitions (t-2 ISR [100 200] min.insync.replicas 2); broker 100 by 1 partitions (t-2", nil},
+		{"an outdated pod not ready goes first", with(healthy, func(m *Metadata) {
 			m.Partitions[1] = withISR(m.Partitions[1], 0, 200)
-		}), []Pod{pod(0, true, false), pod(100, false, false), pod(200, true, false)}, "broker-b-0", false, "broker 100: outdated revision and not serving", nil},
-		{"an outdated pod not serving, but another replica missing too", with(healthy, func(m *Metadata) {
+		}), []Pod{pod(0, true, false), pod(100, false, false), pod(200, true, false)}, "broker-b-0", false, "broker 100: outdated revision and not ready, restarted first", nil},
+		{"an outdated pod not ready goes first, even before the one fewest leaderships", healthy,
+			[]Pod{pod(0, false, false), pod(100, true, false), pod(200, true, false)}, "broker-a-0", false, "broker 0: outdated revision and not ready", nil},
+		{"an outdated pod not ready still passes the gate: one still in an ISR at min.insync.replicas waits", with(healthy, func(m *Metadata) {
 			m.Partitions[0] = withISR(m.Partitions[0], 0, 100)
+		}), []Pod{pod(0, false, false), pod(100, true, true), pod(200, true, false)}, "broker-c-0", false, "broker 200: outdated revision, next in order", nil},
+		{"an unrelated under-replicated partition (a replica without a pod) does not block", with(healthy, func(m *Metadata) {
 			m.Partitions = append(m.Partitions, Partition{Topic: "u", Partition: 0, Replicas: []int32{0, 300}, ISR: []int32{0}, Leader: 0})
-		}), []Pod{pod(0, true, false), pod(100, true, true), pod(200, false, false)}, "", false, "u-0 is under-replicated: ISR [0] of replicas [0 300]", nil},
-		{"under-replicated partition (replica without a pod)", with(healthy, func(m *Metadata) {
-			m.Partitions = append(m.Partitions, Partition{Topic: "u", Partition: 0, Replicas: []int32{0, 300}, ISR: []int32{0}, Leader: 0})
-		}), all(false), "", false, "none of the 3 brokers to restart may go now; the first: partition u-0 is under-replicated", nil},
-		{"offline partition", with(healthy, func(m *Metadata) {
+		}), all(false), "broker-c-0", false, "broker 200: outdated revision, next in order", nil},
+		{"an unrelated slow follower (on a partition the candidate does not host) does not block", with(healthy, func(m *Metadata) {
+			m.Partitions = append(m.Partitions, withISR(part("u", 0, 0, 100), 0)) // 100 lags in u-0
+		}), []Pod{pod(0, true, true), pod(100, true, true), pod(200, true, false)}, "broker-c-0", false, "broker 200", nil},
+		{"a partition at exactly min.insync.replicas with the broker in its ISR blocks it; a broker out of that ISR passes", with(healthy, func(m *Metadata) {
+			m.Partitions = append(m.Partitions, withISR(part("u", 0, 200, 100, 0), 200, 100))
+			m.MinISR = map[string]int{"t": 2, "u": 2}
+		}), all(false), "broker-a-0", false, "broker 0: outdated revision, next in order (leads 2 partitions; the controller, restarted last)", nil},
+		{"the only broker left is blocked: the partitions say why", with(healthy, func(m *Metadata) {
+			m.Partitions = append(m.Partitions, withISR(part("u", 0, 200, 100, 0), 200, 100))
+			m.MinISR = map[string]int{"t": 2, "u": 2}
+		}), []Pod{pod(0, true, true), pod(100, true, true), pod(200, true, false)}, "", false,
+			"restarting it would take partitions below min.insync.replicas: broker 200 by 1 partitions (u-0 ISR [200 100] min.insync.replicas 2)", nil},
+		{"a partition whose only in-sync replica is the candidate blocks it, even with RF = min.insync.replicas", with(healthy, func(m *Metadata) {
+			m.Partitions = append(m.Partitions, withISR(part("strict", 0, 200, 100), 200))
+			m.MinISR = map[string]int{"t": 2, "strict": 2}
+		}), []Pod{pod(0, true, true), pod(100, true, true), pod(200, true, false)}, "", false,
+			"broker 200 by 1 partitions (strict-0 ISR [200] min.insync.replicas 2, its only in-sync replica)", nil},
+		{"an offline partition elsewhere does not block", with(healthy, func(m *Metadata) {
 			m.Partitions = append(m.Partitions, withLeader(withISR(part("u", 0, 300, 0), 300), NoLeader))
-		}), all(false), "", false, "partition u-0 is offline", nil},
-		{"reassignment in flight", with(healthy, func(m *Metadata) {
-			m.Partitions = append(m.Partitions, Partition{Topic: "u", Partition: 0, Replicas: []int32{0, 100, 1}, ISR: []int32{0, 100}, Leader: 0, Adding: []int32{1}, Removing: []int32{100}})
-		}), all(false), "", false, "u-0 is being reassigned (adding [1], removing [100]) and its ISR [0 100] lacks [1]", nil},
+		}), all(false), "broker-c-0", false, "broker 200", nil},
+		{"an offline partition whose last ISR member is the candidate: its restart takes nothing away", with(healthy, func(m *Metadata) {
+			m.Partitions = append(m.Partitions, withLeader(withISR(part("u", 0, 200, 0), 200), NoLeader))
+		}), []Pod{pod(0, true, true), pod(100, true, true), pod(200, false, false)}, "broker-c-0", false, "broker 200: outdated revision and not ready", nil},
+		{"reassignment in flight: the replicas being added count towards the replication factor", with(healthy, func(m *Metadata) {
+			m.Partitions = append(m.Partitions, Partition{Topic: "u", Partition: 0, Replicas: []int32{200, 100, 1}, ISR: []int32{200, 100}, Leader: 200, Adding: []int32{1}, Removing: []int32{100}})
+			m.MinISR = map[string]int{"t": 2, "u": 2}
+		}), []Pod{pod(0, true, true), pod(100, true, true), pod(200, true, false)}, "", false, "broker 200 by 1 partitions (u-0 ISR [200 100]", nil},
 		{"RF 1 and RF = min.insync.replicas cannot stay available: listed, not blocking", with(healthy, func(m *Metadata) {
 			m.Partitions = append(m.Partitions, part("one", 0, 200), part("strict", 0, 100, 200, 0))
 			m.MinISR = map[string]int{"t": 2, "strict": 3}
@@ -208,12 +200,16 @@ func TestRollBacklog(t *testing.T) {
 		{name: "nothing to wait for", md: md(Partition{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: 1}),
 			pods: []Pod{{BrokerID: 1, Ready: true}, {BrokerID: 2, Ready: true}}, want: 0},
 		{name: "a pod not ready", pods: []Pod{{BrokerID: 1, Ready: true}, {BrokerID: 2}}, want: 1},
-		{name: "a restarted broker behind in two partitions", md: md(
-			Partition{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 3}, Leader: 1},
-			Partition{Replicas: []int32{2, 3, 1}, ISR: []int32{3, 1}, Leader: 3},
-			Partition{Replicas: []int32{3, 1}, ISR: []int32{3, 1}, Leader: 3},
-		), pods: []Pod{{BrokerID: 2, Ready: true}}, want: 2},
-		{name: "an offline partition counts its leader too", md: md(Partition{Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: NoLeader}), want: 2},
+		{name: "a restarted broker behind in two partitions: both block the two outdated brokers", md: Metadata{MinISR: map[string]int{"": 2}, Partitions: []Partition{
+			{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 3}, Leader: 1},
+			{Replicas: []int32{2, 3, 1}, ISR: []int32{3, 1}, Leader: 3},
+			{Replicas: []int32{3, 1}, ISR: []int32{3, 1}, Leader: 3}, // RF = min.insync.replicas: never blocks
+		}}, pods: []Pod{{BrokerID: 1, Ready: true}, {BrokerID: 2, Ready: true, Current: true}, {BrokerID: 3, Ready: true}}, want: 4},
+		{name: "an unrelated under-replicated partition is not waited for", md: Metadata{MinISR: map[string]int{"": 2}, Partitions: []Partition{
+			{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: 1},
+			{Replicas: []int32{4, 5, 6}, ISR: []int32{4}, Leader: 4},
+		}}, pods: []Pod{{BrokerID: 1, Ready: true}, {BrokerID: 2, Ready: true}, {BrokerID: 3, Ready: true}}, want: 0},
+		{name: "an offline partition is not waited for", md: md(Partition{Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: NoLeader}), pods: []Pod{{BrokerID: 1, Ready: true}}, want: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
