@@ -438,7 +438,8 @@ const (
 // why (the body of /readyz's 503). Running in cluster mode, it also
 // needs its registration: a broker whose lease expired (etcd cut off, a
 // long pause) has had its partitions moved away and must not take
-// clients until it has registered again and sees that.
+// clients until it has registered again and sees that. And it needs
+// free file descriptors (fdStarved).
 func (s *Server) readiness() (bool, string) {
 	switch s.phase.Load() {
 	case phaseRecovering:
@@ -450,6 +451,11 @@ func (s *Server) readiness() (bool, string) {
 	}
 	if s.cluster != nil && !s.cluster.registered(s.broker) {
 		return false, "not registered in the cluster metadata"
+	}
+	if open, limit, ok := fdUsage(); ok {
+		if starved, why := fdStarved(open, limit); starved {
+			return false, why
+		}
 	}
 	return true, "ok"
 }
