@@ -36,6 +36,18 @@ func fdStarved(open, limit uint64) (bool, string) {
 	return true, fmt.Sprintf("file descriptors nearly exhausted: %d open of RLIMIT_NOFILE %d (keeping %d free); fewer partitions or a higher limit", open, limit, reserve)
 }
 
+// fdHeadroom is broker.Config.FDHeadroom: the descriptors the process may
+// still open before its free ones fall under fdReserve. New partitions are
+// refused past it (POLICY_VIOLATION) rather than admitted into a broker
+// that would turn unready or fail to open their files.
+func fdHeadroom() (int64, bool) {
+	open, limit, ok := fdUsage()
+	if !ok || limit == 0 || limit > 1<<40 { // unknown, or unlimited
+		return 0, false
+	}
+	return int64(limit) - int64(open) - int64(fdReserve(limit)), true
+}
+
 // fdUsage returns the process's open descriptors and its soft
 // RLIMIT_NOFILE. ok is false where they cannot be read (no /proc): the
 // check is then skipped.

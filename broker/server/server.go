@@ -236,6 +236,9 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	}
 	cfg.Broker.RemoteStorageSystem = cfg.Tier.Enable
 	s.cfg.Broker.RemoteStorageSystem = cfg.Tier.Enable
+	if cfg.Broker.FDHeadroom == nil {
+		cfg.Broker.FDHeadroom = fdHeadroom
+	}
 	b, err := broker.Open(ctx, cfg.Broker, logger.WithName("broker"))
 	if err != nil {
 		return nil, err

@@ -1,7 +1,9 @@
 package hostile
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/brokertest"
@@ -74,6 +78,19 @@ func TestReadyzFDStarved(t *testing.T) {
 		}
 	}
 	waitReadyz(http.StatusOK, "ok")
+
+	// Partitions are admitted against the same budget: 100 new replicas
+	// (about 500 descriptors) do not fit under 512, a few do.
+	admin := kadm.NewClient(client(t, kafkaAddr))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := admin.CreateTopic(ctx, 100, 1, nil, "too-many")
+	if !errors.Is(resp.Err, kerr.PolicyViolation) || !strings.Contains(resp.ErrMessage, "RLIMIT_NOFILE") {
+		t.Fatalf("100 partitions under RLIMIT_NOFILE %d: %v %v %q", limit, err, resp.Err, resp.ErrMessage)
+	}
+	if resp, err := admin.CreateTopic(ctx, 4, 1, nil, "fits"); err != nil || resp.Err != nil {
+		t.Fatalf("4 partitions: %v %v %q", err, resp.Err, resp.ErrMessage)
+	}
 
 	// Idle clients (one ApiVersions each, so that
 	// connections.authentication.timeout.ms does not close them), a few
