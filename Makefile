@@ -132,13 +132,14 @@ check-monitoring: promtool kustomize ## promtool check/test of the alerts, dashb
 
 # FUZZ_TARGETS: package:target of every Go fuzz target of what parses bytes
 # from outside (frames, requests, batches, properties, WAL objects, pointer
-# files, manifests, the group offsets log). go test runs their seed corpora
+# files, manifests, the group offsets log, SCRAM messages). go test runs their seed corpora
 # (and crashers kept in testdata/fuzz) as regression tests.
 FUZZ_TARGETS ?= \
 	broker/protocol:FuzzReadFrame broker/protocol:FuzzDecodeRequest broker/protocol:FuzzServeRequest \
 	broker/record:FuzzValidate broker/record:FuzzValidateBudget broker/record:FuzzDecode \
 	broker/server:FuzzParseProperties broker/wal:FuzzDecode broker/wal:FuzzPointerIndexOpen \
-	broker/tier:FuzzDecodeManifest broker/log:FuzzRecoverTail broker/group:FuzzOffsetsLogRecovery
+	broker/tier:FuzzDecodeManifest broker/log:FuzzRecoverTail broker/group:FuzzOffsetsLogRecovery \
+	broker/auth:FuzzScramConversation
 
 .PHONY: fuzz
 fuzz: ## Fuzz every target in FUZZ_TARGETS for FUZZTIME each (default 10s; FUZZTIME=10m runs long).

@@ -71,6 +71,11 @@ type Config struct {
 	// the default).
 	MaxPartitionsPerTopic int32
 	MaxPartitions         int32
+	// FDHeadroom returns how many more file descriptors the process may
+	// open while keeping its readiness reserve free (RLIMIT_NOFILE minus
+	// open minus reserve); ok false: unknown, not checked. New partitions
+	// are admitted against it (limits.go checkFDBudget).
+	FDHeadroom func() (free int64, ok bool)
 	// RemoteStorageSystem is remote.log.storage.system.enable: topics may
 	// set remote.storage.enable (the slow tier is given with SetTier).
 	RemoteStorageSystem bool

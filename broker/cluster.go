@@ -567,6 +567,9 @@ func (b *Broker) createTopicCluster(ctx context.Context, spec TopicSpec, validat
 		if err := b.cfg.checkPartitionLimits(spec.Name, ms.Partitions, ms.Partitions, b.clusterPartitionCount()); err != nil {
 			return TopicInfo{}, err
 		}
+		if err := b.cfg.checkFDBudget(spec.Name, b.replicasPerBroker(ms.Partitions, ms.ReplicationFactor)); err != nil {
+			return TopicInfo{}, err
+		}
 	}
 	for k, v := range spec.Configs {
 		if v == nil {
@@ -632,6 +635,9 @@ func (b *Broker) createPartitionsCluster(ctx context.Context, name string, count
 		return fmt.Errorf("%w: %d assignments for %d new partitions", kerr.InvalidReplicaAssignment, len(assignment), count-t.Partitions)
 	}
 	if err := b.cfg.checkPartitionLimits(name, count, count-t.Partitions, b.clusterPartitionCount()); err != nil {
+		return err
+	}
+	if err := b.cfg.checkFDBudget(name, b.replicasPerBroker(count-t.Partitions, t.ReplicationFactor)); err != nil {
 		return err
 	}
 	if validateOnly {

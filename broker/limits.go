@@ -73,3 +73,38 @@ func (b *Broker) clusterPartitionCount() int64 {
 	}
 	return n
 }
+
+// FDsPerReplica is what a new replica opens at once: its active segment's
+// .log, .index, .timeindex and .txnindex, and its WAL pointer file (each
+// later segment adds its own files).
+const FDsPerReplica = 5
+
+// checkFDBudget refuses (POLICY_VIOLATION, naming the limit) partitions of
+// which this broker would host replicasHere replicas when their files do
+// not fit in the file descriptors it has left (Config.FDHeadroom): past
+// RLIMIT_NOFILE the replicas' logs, and then accepts and rolls, fail with
+// "too many open files". In a cluster the broker that takes the request
+// checks its even share of the new replicas; brokers of one cluster run
+// with the same limit.
+func (c Config) checkFDBudget(topic string, replicasHere int64) error {
+	if c.FDHeadroom == nil || replicasHere <= 0 {
+		return nil
+	}
+	free, ok := c.FDHeadroom()
+	if !ok || replicasHere*FDsPerReplica <= free {
+		return nil
+	}
+	return fmt.Errorf("%w: topic %s: %d new replicas on this broker need about %d file descriptors, %d are left under RLIMIT_NOFILE (raise the broker's open-files limit, ulimit -n)",
+		kerr.PolicyViolation, topic, replicasHere, replicasHere*FDsPerReplica, max(free, 0))
+}
+
+// replicasPerBroker is the even share of partitions×rf replicas over the
+// cluster's live brokers, rounded up.
+func (b *Broker) replicasPerBroker(partitions int32, rf int16) int64 {
+	n := int64(len(b.Brokers()))
+	if n < 1 {
+		n = 1
+	}
+	r := int64(partitions) * int64(max(rf, 1))
+	return (r + n - 1) / n
+}

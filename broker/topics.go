@@ -157,6 +157,9 @@ func (b *Broker) CreateTopic(ctx context.Context, spec TopicSpec, validateOnly b
 	if err := b.cfg.checkPartitionLimits(spec.Name, partitions, partitions, b.partitionCountLocked()); err != nil {
 		return TopicInfo{}, err
 	}
+	if err := b.cfg.checkFDBudget(spec.Name, int64(partitions)); err != nil {
+		return TopicInfo{}, err
+	}
 	t := &Topic{Name: spec.Name, ID: newTopicID(), configs: configs}
 	if validateOnly {
 		return TopicInfo{Name: t.Name, ID: t.ID, Partitions: partitions}, nil
@@ -240,6 +243,9 @@ func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32,
 		return fmt.Errorf("%w: topic %s already has %d partitions", kerr.InvalidPartitions, name, cur)
 	}
 	if err := b.cfg.checkPartitionLimits(name, count, count-cur, b.partitionCountLocked()); err != nil {
+		return err
+	}
+	if err := b.cfg.checkFDBudget(name, int64(count-cur)); err != nil {
 		return err
 	}
 	if assignment != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha512"
 	"encoding/base64"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -190,5 +191,148 @@ func TestCheckPlainAndSaltedCredential(t *testing.T) {
 	}
 	if _, _, err := ParsePlain([]byte("other\x00alice\x00pw")); err == nil {
 		t.Fatal("PLAIN with a foreign authorization identity accepted")
+	}
+}
+
+// scramFirst runs a client-first-message for user through a new server
+// conversation and returns the server-first-message's attributes.
+func scramFirst(t *testing.T, store CredentialStore, m Mechanism, user string) map[string]string {
+	t.Helper()
+	srv, err := NewScramConversation(context.Background(), m, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := m.hash().NewClient(user, "pw-guess", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := client.NewConversation()
+	c1, _ := conv.Step("")
+	s1, done, err := srv.Step([]byte(c1))
+	if err != nil || done {
+		t.Fatalf("first step for %q: %v %v", user, done, err)
+	}
+	attrs := map[string]string{}
+	for _, a := range strings.Split(string(s1), ",") {
+		attrs[a[:1]] = a[2:]
+	}
+	return attrs
+}
+
+// TestScramUnknownUserLooksKnown: an unknown user's exchange cannot be
+// told from a known user's by what the server sends: its salt is the same
+// on every attempt and after the store is reopened (a restart), differs
+// per user and per mechanism, has a real salt's length, the iterations
+// are the default, and the proof fails with a wrong password's error.
+func TestScramUnknownUserLooksKnown(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "creds.json")
+	store, err := OpenFileStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c, err := NewCredential(ScramSHA512, "pw", DefaultIterations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.AlterScram(ctx, "alice", map[Mechanism]Credential{ScramSHA512: c}, nil); err != nil {
+		t.Fatal(err)
+	}
+	known := scramFirst(t, store, ScramSHA512, "alice")
+	bob1 := scramFirst(t, store, ScramSHA512, "bob")
+	bob2 := scramFirst(t, store, ScramSHA512, "bob")
+	carol := scramFirst(t, store, ScramSHA512, "carol")
+	bob256 := scramFirst(t, store, ScramSHA256, "bob")
+	if bob1["s"] != bob2["s"] {
+		t.Errorf("unknown user's salt changes between attempts: %s, %s", bob1["s"], bob2["s"])
+	}
+	if bob1["s"] == carol["s"] || bob1["s"] == bob256["s"] {
+		t.Errorf("unknown users' salts not per user and mechanism: bob %s, carol %s, bob SHA-256 %s", bob1["s"], carol["s"], bob256["s"])
+	}
+	if len(bob1["s"]) != len(known["s"]) || bob1["i"] != known["i"] || bob1["i"] != "4096" {
+		t.Errorf("unknown user's salt %q / iterations %s, known user's %q / %s", bob1["s"], bob1["i"], known["s"], known["i"])
+	}
+	reopened, err := OpenFileStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := scramFirst(t, reopened, ScramSHA512, "bob"); again["s"] != bob1["s"] {
+		t.Errorf("unknown user's salt changed after a restart: %s, %s", bob1["s"], again["s"])
+	}
+	other, err := OpenFileStore(filepath.Join(t.TempDir(), "creds.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if elsewhere := scramFirst(t, other, ScramSHA512, "bob"); elsewhere["s"] == bob1["s"] {
+		t.Error("two clusters derive the same salt for an unknown user: the secret is not per cluster")
+	}
+
+	// The proof: an unknown user and a wrong password fail alike (and
+	// the client accepts the server-first-message in both cases).
+	failFor := func(user string) error {
+		srv, err := NewScramConversation(ctx, ScramSHA512, store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, _ := scram.SHA512.NewClient(user, "wrong", "")
+		conv := client.NewConversation()
+		c1, _ := conv.Step("")
+		s1, _, err := srv.Step([]byte(c1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c2, err := conv.Step(string(s1))
+		if err != nil {
+			t.Fatalf("client refuses the server-first-message for %q: %v", user, err)
+		}
+		_, done, err := srv.Step([]byte(c2))
+		if !done {
+			t.Fatalf("exchange for %q not done", user)
+		}
+		return err
+	}
+	wrong, unknown := failFor("alice"), failFor("bob")
+	if !errors.Is(wrong, ErrScramFailed) || unknown != wrong {
+		t.Errorf("unknown user fails with %v, wrong password with %v", unknown, wrong)
+	}
+}
+
+// TestPlainUnknownUserSameWork: a PLAIN login of an unknown user derives
+// a key exactly like a known user's wrong password does (one PBKDF2 at the
+// default iterations, with a salt of a real salt's length), and both are
+// refused; the right password still logs in.
+func TestPlainUnknownUserSameWork(t *testing.T) {
+	store := newStore(t, "alice", "pw")
+	ctx := context.Background()
+	type derivation struct {
+		m          Mechanism
+		saltLen    int
+		iterations int
+	}
+	var calls []derivation
+	real := plainStoredKey
+	plainStoredKey = func(m Mechanism, user, password string, salt []byte, iterations int) ([]byte, bool) {
+		calls = append(calls, derivation{m, len(salt), iterations})
+		return real(m, user, password, salt, iterations)
+	}
+	t.Cleanup(func() { plainStoredKey = real })
+	login := func(user, password string) (bool, []derivation) {
+		calls = nil
+		ok, err := CheckPlain(ctx, store, user, password)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok, calls
+	}
+	okWrong, wrong := login("alice", "nope")
+	okUnknown, unknown := login("bob", "nope")
+	if okWrong || okUnknown {
+		t.Fatalf("accepted: wrong password %v, unknown user %v", okWrong, okUnknown)
+	}
+	if len(wrong) != 1 || len(unknown) != 1 || wrong[0] != unknown[0] {
+		t.Errorf("key derivations: wrong password %v, unknown user %v; want the same single one", wrong, unknown)
+	}
+	if ok, _ := login("alice", "pw"); !ok {
+		t.Error("right password refused")
 	}
 }

@@ -36,6 +36,16 @@ const (
 	MaxIterations = 16384
 )
 
+// DefaultIterations is the iteration count of the credentials Strata
+// creates (the operator's KafkaUsers, `strata dev --security`), Kafka's
+// default too; an unknown user is answered with it.
+const DefaultIterations = MinIterations
+
+// SaltBytes is the salt length of the credentials Strata creates: kadm's
+// (which the operator uses for KafkaUsers), so that the made-up salt of an
+// unknown user has the length most real ones have.
+const SaltBytes = 24
+
 // String returns the SASL mechanism name, e.g. SCRAM-SHA-512.
 func (m Mechanism) String() string {
 	switch m {
@@ -123,7 +133,7 @@ func NewCredential(m Mechanism, password string, iterations int) (Credential, er
 	if !m.Valid() {
 		return Credential{}, fmt.Errorf("%w: unknown mechanism %d", ErrBadCredential, m)
 	}
-	salt := make([]byte, 32)
+	salt := make([]byte, SaltBytes)
 	if _, err := rand.Read(salt); err != nil {
 		return Credential{}, fmt.Errorf("salt: %w", err)
 	}
@@ -161,19 +171,59 @@ type ScramConversation struct {
 }
 
 // NewScramConversation starts a server conversation for mechanism m whose
-// credentials come from store. An unknown user gets a made-up credential
-// that fails at the proof, as Kafka does, so that the exchange does not
-// tell which users exist.
+// credentials come from store. An unknown user gets a decoy credential
+// (decoyCredential) that fails at the proof with the error a wrong
+// password gets, so that the exchange does not tell which users exist.
 func NewScramConversation(ctx context.Context, m Mechanism, store CredentialStore) (*ScramConversation, error) {
 	if !m.Valid() {
 		return nil, fmt.Errorf("%w: unknown mechanism %d", ErrBadCredential, m)
 	}
 	return &ScramConversation{m: m, lookup: func(user string) (Credential, bool, error) {
-		return store.ScramCredential(ctx, user, m)
+		cred, ok, err := store.ScramCredential(ctx, user, m)
+		if err != nil || ok {
+			return cred, ok, err
+		}
+		secret, err := store.ServerSecret(ctx)
+		if err != nil {
+			return Credential{}, false, err
+		}
+		return decoyCredential(secret, m, user), false, nil
 	}}, nil
 }
 
-var errScramFailed = errors.New("SCRAM: authentication failed")
+// ErrScramFailed is the error of a refused SCRAM proof: a wrong password
+// and an unknown user fail alike.
+var ErrScramFailed = errors.New("SCRAM: authentication failed")
+
+// ServerSecretBytes is the length of a cluster's server secret
+// (CredentialStore.ServerSecret).
+const ServerSecretBytes = 32
+
+// decoyCredential is what an unknown user's exchange runs against, as RFC
+// 5802 section 9 suggests: the salt is HMAC-SHA256(secret, mechanism ||
+// user) cut to SaltBytes, so it is the same on every attempt, on every
+// broker and after restarts (a fresh random salt per attempt would tell an
+// unknown user from a known one with two attempts), and differs per user
+// and per mechanism (a known user's two mechanisms have independent random
+// salts); the iterations are DefaultIterations; the keys are derived from
+// the secret too, never revealed, and the proof is refused whatever it is.
+func decoyCredential(secret []byte, m Mechanism, user string) Credential {
+	derive := func(h func() hash.Hash, label string) []byte {
+		w := hmac.New(h, secret)
+		w.Write([]byte(label))
+		w.Write([]byte{0})
+		w.Write([]byte(m.String()))
+		w.Write([]byte{0})
+		w.Write([]byte(user))
+		return w.Sum(nil)
+	}
+	return Credential{
+		Salt:       derive(sha256.New, "strata scram decoy salt")[:SaltBytes],
+		Iterations: DefaultIterations,
+		StoredKey:  derive(m.newHash(), "strata scram decoy stored key"),
+		ServerKey:  derive(m.newHash(), "strata scram decoy server key"),
+	}
+}
 
 // Step consumes a client message and returns the server's answer. done
 // is true after the final message; the user is authenticated only when
@@ -225,10 +275,7 @@ func (c *ScramConversation) first(msg string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !ok {
-		c.unknown = true
-		cred = Credential{Salt: randomBytes(32), Iterations: MinIterations, StoredKey: randomBytes(c.m.newHash()().Size()), ServerKey: randomBytes(c.m.newHash()().Size())}
-	}
+	c.unknown = !ok
 	c.cred = cred
 	c.nonce = cnonce + kafkaNonce()
 	c.s1 = fmt.Sprintf("r=%s,s=%s,i=%d", c.nonce, base64.StdEncoding.EncodeToString(cred.Salt), cred.Iterations)
@@ -269,7 +316,7 @@ func (c *ScramConversation) final(msg string) (string, error) {
 	}
 	sig := mac(c.cred.StoredKey)
 	if len(proof) != len(sig) {
-		return "", errScramFailed
+		return "", ErrScramFailed
 	}
 	clientKey := make([]byte, len(sig))
 	for i := range sig {
@@ -278,7 +325,7 @@ func (c *ScramConversation) final(msg string) (string, error) {
 	sum := h()
 	sum.Write(clientKey)
 	if !hmac.Equal(sum.Sum(nil), c.cred.StoredKey) || c.unknown {
-		return "", errScramFailed
+		return "", ErrScramFailed
 	}
 	return "v=" + base64.StdEncoding.EncodeToString(mac(c.cred.ServerKey)), nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,11 @@ type CredentialStore interface {
 	ScramUsers(ctx context.Context, users []string) (map[string]map[Mechanism]int, error)
 	// AlterScram applies deletions then upserts for one user at once.
 	AlterScram(ctx context.Context, user string, upserts map[Mechanism]Credential, deletions []Mechanism) error
+	// ServerSecret returns the cluster's random secret (ServerSecretBytes),
+	// created on first use and the same on every broker and after
+	// restarts: unknown users' SCRAM salts and PLAIN decoys derive from it
+	// (decoyCredential).
+	ServerSecret(ctx context.Context) ([]byte, error)
 }
 
 // ErrNoCredential is returned by AlterScram for the deletion of a
@@ -37,24 +43,53 @@ type UserCredentials map[string]Credential
 
 // CheckPlain verifies a SASL PLAIN password against the user's SCRAM
 // credential (SCRAM-SHA-512 when present, else SCRAM-SHA-256): the password
-// is salted with the stored salt and iterations and its StoredKey compared.
+// is salted with the stored salt and iterations and its StoredKey compared
+// in constant time.
+//
+// An unknown user costs the same work as a known one with a wrong
+// password: both mechanisms are looked up either way, and the password is
+// salted against the user's decoy SCRAM-SHA-512 credential
+// (decoyCredential: DefaultIterations) and compared, then refused. A login
+// does not tell by its time whether the user exists (as long as the known
+// users have DefaultIterations).
 func CheckPlain(ctx context.Context, store CredentialStore, user, password string) (bool, error) {
-	for _, m := range []Mechanism{ScramSHA512, ScramSHA256} {
-		cred, ok, err := store.ScramCredential(ctx, user, m)
+	var (
+		cred  Credential
+		m     Mechanism
+		found bool
+	)
+	for _, mech := range []Mechanism{ScramSHA512, ScramSHA256} {
+		c, ok, err := store.ScramCredential(ctx, user, mech)
 		if err != nil {
 			return false, err
 		}
-		if !ok {
-			continue
+		if ok && !found {
+			cred, m, found = c, mech, true
 		}
-		client, err := m.hash().NewClient(user, password, "")
-		if err != nil {
-			return false, nil // not SASLprep-able: cannot match
-		}
-		sc := client.GetStoredCredentials(scram.KeyFactors{Salt: string(cred.Salt), Iters: cred.Iterations})
-		return hmac.Equal(sc.StoredKey, cred.StoredKey), nil
 	}
-	return false, nil
+	if !found {
+		secret, err := store.ServerSecret(ctx)
+		if err != nil {
+			return false, err
+		}
+		m = ScramSHA512
+		cred = decoyCredential(secret, m, user)
+	}
+	stored, ok := plainStoredKey(m, user, password, cred.Salt, cred.Iterations)
+	match := hmac.Equal(stored, cred.StoredKey)
+	return ok && match && found, nil
+}
+
+// plainStoredKey is the StoredKey of password under salt and iterations
+// (Hi, then H(HMAC(salted, "Client Key")), RFC 5802); ok is false for a
+// password SASLprep refuses (it cannot match any credential). A variable
+// so that tests can count the key derivations of a login.
+var plainStoredKey = func(m Mechanism, user, password string, salt []byte, iterations int) (storedKey []byte, ok bool) {
+	client, err := m.hash().NewClient(user, password, "")
+	if err != nil {
+		return nil, false
+	}
+	return client.GetStoredCredentials(scram.KeyFactors{Salt: string(salt), Iters: iterations}).StoredKey, true
 }
 
 // ParsePlain splits a SASL PLAIN message (RFC 4616:
@@ -76,16 +111,28 @@ func ParsePlain(msg []byte) (user, password string, err error) {
 }
 
 // FileStore keeps the credentials of a standalone broker in one JSON file
-// ({"<user>": {"SCRAM-SHA-512": {...}}}), rewritten atomically on change.
+// ({"<user>": {"SCRAM-SHA-512": {...}}}), rewritten atomically on change,
+// and its server secret in ServerSecretFile beside it (a standalone
+// broker is its own cluster: the secret lives as long as its data dir).
 type FileStore struct {
-	path string
-	mu   sync.Mutex
-	data map[string]UserCredentials
+	path   string
+	secret []byte
+	mu     sync.Mutex
+	data   map[string]UserCredentials
 }
 
-// OpenFileStore reads (or starts) the credential file at path.
+// ServerSecretFile is the name of a FileStore's server secret file, in the
+// directory of its credential file (JSON: the base64 secret).
+const ServerSecretFile = "__scram_secret"
+
+// OpenFileStore reads (or starts) the credential file at path, and reads
+// (or creates) the server secret beside it.
 func OpenFileStore(path string) (*FileStore, error) {
 	s := &FileStore{path: path, data: map[string]UserCredentials{}}
+	var err error
+	if s.secret, err = openSecret(filepath.Join(filepath.Dir(path), ServerSecretFile)); err != nil {
+		return nil, err
+	}
 	raw, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -98,6 +145,32 @@ func OpenFileStore(path string) (*FileStore, error) {
 	}
 	return s, nil
 }
+
+// openSecret reads the server secret at path, or creates it (mode 0600).
+func openSecret(path string) ([]byte, error) {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		secret := make([]byte, ServerSecretBytes)
+		if _, err := rand.Read(secret); err != nil {
+			return nil, fmt.Errorf("server secret: %w", err)
+		}
+		if err := writeFileAtomic(path, secret); err != nil {
+			return nil, err
+		}
+		return secret, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read server secret: %w", err)
+	}
+	var secret []byte
+	if err := json.Unmarshal(raw, &secret); err != nil || len(secret) < ServerSecretBytes {
+		return nil, fmt.Errorf("server secret %s: not a base64 string of %d bytes (%v)", path, ServerSecretBytes, err)
+	}
+	return secret, nil
+}
+
+// ServerSecret implements CredentialStore.
+func (s *FileStore) ServerSecret(context.Context) ([]byte, error) { return s.secret, nil }
 
 // ScramCredential implements CredentialStore.
 func (s *FileStore) ScramCredential(_ context.Context, user string, m Mechanism) (Credential, bool, error) {

@@ -24,6 +24,7 @@ import (
 //	/strata/<cluster>/txn-offsets/...                  pending transactional offset commits (broker/meta/offsets)
 //	/strata/<cluster>/transactions/<id>                transaction coordinator state (broker/meta/txnstate; id path-escaped)
 //	/strata/<cluster>/credentials/scram/<user>         SCRAM credentials (auth.UserCredentials JSON; user path-escaped)
+//	/strata/<cluster>/credentials/server-secret        32 random bytes, created once: unknown users' SCRAM salts derive from it
 //	/strata/<cluster>/credentials/acls/<hash>           one ACL binding (auth.Binding JSON; hash: SHA-256 of it, 128 bits)
 type keys struct {
 	root        string // /strata/<cluster>/meta/

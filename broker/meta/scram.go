@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -19,6 +20,11 @@ import (
 // mechanism, never a password.
 
 func (k keys) scramUsers() string { return k.credentials + "scram/" }
+
+// scramSecret is the key of the cluster's server secret (auth
+// CredentialStore.ServerSecret), beside the credentials it protects and
+// readable by whoever may read them.
+func (k keys) scramSecret() string { return k.credentials + "server-secret" }
 func (k keys) scramUser(user string) string {
 	return k.scramUsers() + url.PathEscape(user)
 }
@@ -38,6 +44,35 @@ func (s *Store) readScram(ctx context.Context, user string) (auth.UserCredential
 		return nil, 0, fmt.Errorf("decode SCRAM credentials of %q: %w", user, err)
 	}
 	return uc, resp.Kvs[0].ModRevision, nil
+}
+
+// ServerSecret implements auth.CredentialStore: the first broker that
+// needs it creates it (create-if-absent), every broker reads the same one,
+// and it survives restarts with etcd.
+func (s *Store) ServerSecret(ctx context.Context) ([]byte, error) {
+	if p := s.secret.Load(); p != nil {
+		return *p, nil
+	}
+	fresh := make([]byte, auth.ServerSecretBytes)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, fmt.Errorf("server secret: %w", err)
+	}
+	key := s.keys.scramSecret()
+	resp, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(fresh))).Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("create server secret: %w", err)
+	}
+	secret := fresh
+	if !resp.Succeeded {
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 || len(kvs[0].Value) < auth.ServerSecretBytes {
+			return nil, fmt.Errorf("%w: server secret missing or short", ErrStaleState)
+		}
+		secret = kvs[0].Value
+	}
+	s.secret.Store(&secret)
+	return secret, nil
 }
 
 // ScramCredential implements auth.CredentialStore.

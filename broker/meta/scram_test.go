@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 
@@ -54,5 +55,38 @@ func TestScramCredentials(t *testing.T) {
 	resp, err := cli.Get(ctx, "/strata/scram/meta/", clientv3.WithPrefix())
 	if err != nil || len(resp.Kvs) != 0 {
 		t.Fatalf("credential writes touched the metadata prefix: %v %v", resp.Kvs, err)
+	}
+}
+
+// TestServerSecret: every Store of a cluster (every broker, and a broker
+// after a restart) gets the same server secret, created once outside the
+// watched prefix; another cluster on the same etcd gets its own.
+func TestServerSecret(t *testing.T) {
+	cli := startEtcd(t)
+	ctx := testCtx(t)
+	open := func(cluster string) []byte {
+		s, err := New(cli, cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secret, err := s.ServerSecret(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := s.ServerSecret(ctx); !bytes.Equal(again, secret) {
+			t.Fatal("secret changed within one store")
+		}
+		return secret
+	}
+	a1, a2, b := open("a"), open("a"), open("b")
+	if len(a1) != auth.ServerSecretBytes || !bytes.Equal(a1, a2) {
+		t.Fatalf("two brokers of cluster a: %x, %x", a1, a2)
+	}
+	if bytes.Equal(a1, b) {
+		t.Fatal("clusters a and b share a secret")
+	}
+	resp, err := cli.Get(ctx, "/strata/a/meta/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("the secret touched the metadata prefix: %v %v", resp.Kvs, err)
 	}
 }

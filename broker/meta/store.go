@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -30,6 +31,9 @@ type Store struct {
 	client    *clientv3.Client
 	keys      keys
 	maxTxnOps int
+	// secret caches the cluster's server secret (ServerSecret): created
+	// once, never changed.
+	secret atomic.Pointer[[]byte]
 }
 
 // Option configures a Store.

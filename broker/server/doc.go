@@ -14,5 +14,6 @@
 // /readyz (and the strata_broker_ready gauge) answers 503 with a short
 // reason until the logs are recovered and, in cluster mode, the broker's
 // registration is alive and visible in its applied metadata; again while
-// the registration is lost and during shutdown.
+// the registration is lost, while free file descriptors are short of a
+// reserve (fdbudget.go) and during shutdown.
 package server

@@ -236,6 +236,9 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	}
 	cfg.Broker.RemoteStorageSystem = cfg.Tier.Enable
 	s.cfg.Broker.RemoteStorageSystem = cfg.Tier.Enable
+	if cfg.Broker.FDHeadroom == nil {
+		cfg.Broker.FDHeadroom = fdHeadroom
+	}
 	b, err := broker.Open(ctx, cfg.Broker, logger.WithName("broker"))
 	if err != nil {
 		return nil, err
@@ -438,7 +441,8 @@ const (
 // why (the body of /readyz's 503). Running in cluster mode, it also
 // needs its registration: a broker whose lease expired (etcd cut off, a
 // long pause) has had its partitions moved away and must not take
-// clients until it has registered again and sees that.
+// clients until it has registered again and sees that. And it needs
+// free file descriptors (fdStarved).
 func (s *Server) readiness() (bool, string) {
 	switch s.phase.Load() {
 	case phaseRecovering:
@@ -450,6 +454,11 @@ func (s *Server) readiness() (bool, string) {
 	}
 	if s.cluster != nil && !s.cluster.registered(s.broker) {
 		return false, "not registered in the cluster metadata"
+	}
+	if open, limit, ok := fdUsage(); ok {
+		if starved, why := fdStarved(open, limit); starved {
+			return false, why
+		}
 	}
 	return true, "ok"
 }

@@ -102,8 +102,26 @@ func leafNotAfter(c *tls.Certificate) time.Time {
 	return time.Time{}
 }
 
-// serverConfig is the listener's TLS configuration: TLS 1.2+, the current
-// pair per handshake, client certificates per ssl.client.auth.
+// tls12CipherSuites are the TLS 1.2 suites the broker offers and accepts,
+// as a listener and as a client (of other brokers and of etcd): forward
+// secret (ECDHE) and authenticated encryption (AES-GCM,
+// ChaCha20-Poly1305) only. Go's defaults still include the ECDHE
+// AES-CBC-SHA1 suites (Lucky13-style padding oracles, SHA-1 MAC); every
+// client that speaks TLS 1.2 (Java 8+, librdkafka with OpenSSL 1.0.1+)
+// offers a GCM suite. TLS 1.3 suites are AEAD by definition and not
+// configurable.
+var tls12CipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// serverConfig is the listener's TLS configuration: TLS 1.2+ with
+// tls12CipherSuites, the current pair per handshake, client certificates
+// per ssl.client.auth.
 func (kp *keyPair) serverConfig() *tls.Config {
 	clientAuth := tls.NoClientCert
 	switch kp.files.ClientAuth {
@@ -113,11 +131,13 @@ func (kp *keyPair) serverConfig() *tls.Config {
 		clientAuth = tls.RequireAndVerifyClientCert
 	}
 	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
+		MinVersion:   tls.VersionTLS12,
+		CipherSuites: tls12CipherSuites,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			cert, pool := kp.current()
 			return &tls.Config{
 				MinVersion:   tls.VersionTLS12,
+				CipherSuites: tls12CipherSuites,
 				Certificates: []tls.Certificate{*cert},
 				ClientAuth:   clientAuth,
 				ClientCAs:    pool,
@@ -135,6 +155,7 @@ func (kp *keyPair) clientConfig(serverName string) (*tls.Config, error) {
 	}
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
+		CipherSuites: tls12CipherSuites,
 		ServerName:   serverName,
 		RootCAs:      pool,
 		Certificates: []tls.Certificate{*cert},
@@ -150,7 +171,8 @@ func (kp *keyPair) clientConfig(serverName string) (*tls.Config, error) {
 // off.
 func (kp *keyPair) etcdClientConfig() *tls.Config {
 	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
+		MinVersion:   tls.VersionTLS12,
+		CipherSuites: tls12CipherSuites,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			cert, _ := kp.current()
 			return cert, nil

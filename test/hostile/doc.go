@@ -8,5 +8,7 @@
 // many per Produce request (the per-request decompression budget), and
 // concurrent ListOffsets(timestamp=0) over stored bombs (TestHostileClients);
 // 10,000 idle sockets from one host while another client connects and
-// produces (TestIdleSocketFlood).
+// produces (TestIdleSocketFlood); a standalone broker under a low
+// RLIMIT_NOFILE held by idle clients until /readyz reports it short of
+// file descriptors (TestReadyzFDStarved).
 package hostile
