@@ -328,6 +328,34 @@ func (c *Coordinator) lock(ctx context.Context, id string) (*entry, *kerr.Error)
 	return e, nil
 }
 
+// refreshLocked re-reads id's record unless this coordinator is writing
+// it (completing). While two brokers' views of the live brokers differ,
+// both may place an ID on themselves: writes are safe (compare-and-swap),
+// but an answer that writes nothing — a retried EndTxn of a finished
+// transaction, partitions already added, a fenced epoch — must come from
+// the record, not from a cache older than the other coordinator's write
+// (a stale cache holding the previous transaction's CompleteAbort
+// answered a new transaction's abort as "done" and wrote no markers, so
+// its records were read as committed). Callers hold e.mu.
+func (c *Coordinator) refreshLocked(ctx context.Context, id string, e *entry) *kerr.Error {
+	if e.completing {
+		return nil
+	}
+	r, err := c.cfg.Store.Get(ctx, id)
+	if err != nil {
+		c.log.Error(err, "reading transaction state", "transactionalID", id)
+		return kerr.CoordinatorNotAvailable
+	}
+	if r.Revision == e.st.Revision && r.Revision != 0 {
+		return nil
+	}
+	e.st, e.claimed = r, false
+	if (r.Metadata.State == PrepareCommit || r.Metadata.State == PrepareAbort) && r.Revision != 0 {
+		c.startCompletionLocked(e, "takeover")
+	}
+	return nil
+}
+
 // persist writes md as e's new state (compare-and-swap on e's revision).
 // Callers hold e.mu. On a conflict the entry is dropped from the cache
 // (another coordinator wrote it) and NOT_COORDINATOR is returned.
@@ -474,6 +502,9 @@ func (c *Coordinator) add(ctx context.Context, id string, pid int64, epoch int16
 		return err
 	}
 	defer e.mu.Unlock()
+	if err := c.refreshLocked(ctx, id, e); err != nil {
+		return err
+	}
 	if err := checkProducer(e, pid, epoch, oldClient); err != nil {
 		return err
 	}
@@ -549,6 +580,9 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch in
 		return err
 	}
 	defer e.mu.Unlock()
+	if err := c.refreshLocked(ctx, id, e); err != nil {
+		return err
+	}
 	if err := checkProducer(e, pid, epoch, oldClient); err != nil {
 		return err
 	}

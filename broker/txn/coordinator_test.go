@@ -412,8 +412,10 @@ func TestFencedCoordinatorStopsMarkers(t *testing.T) {
 }
 
 // Two brokers that both believe they coordinate an ID (their views
-// differ): the one with a stale record loses the compare-and-swap and
-// answers NOT_COORDINATOR; it reads the record again on the next request.
+// differ): the one with a stale cache reads the record before answering
+// (refreshLocked), so the fenced epoch is refused as PRODUCER_FENCED, as
+// the record says, and the current epoch is served; a write from a
+// stale record still loses the compare-and-swap (NOT_COORDINATOR).
 func TestStaleCoordinatorLosesCAS(t *testing.T) {
 	store := NewMemoryStore()
 	a := newHarness(t, store)
@@ -421,8 +423,8 @@ func TestStaleCoordinatorLosesCAS(t *testing.T) {
 	pid, e, _ := a.c.InitProducerID(ctx, "app", 60_000, -1, -1, false)
 	_, _ = b.c.Describe(ctx, "app") // b caches epoch e
 	_, e2, _ := a.c.InitProducerID(ctx, "app", 60_000, -1, -1, false)
-	wantErr(t, "stale add", b.c.AddPartitions(ctx, "app", pid, e, tps("a"), false), kerr.NotCoordinator)
-	wantErr(t, "add after re-read", b.c.AddPartitions(ctx, "app", pid, e2, tps("a"), false), nil)
+	wantErr(t, "stale add", b.c.AddPartitions(ctx, "app", pid, e, tps("a"), false), kerr.ProducerFenced)
+	wantErr(t, "add with the current epoch", b.c.AddPartitions(ctx, "app", pid, e2, tps("a"), false), nil)
 }
 
 // Two brokers that both believe they coordinate an ID: b initialised the
@@ -537,4 +539,41 @@ func TestRestartCompletesPrepared(t *testing.T) {
 	if ms := h2.markers.all(); len(ms) != 1 || ms[0].Commit {
 		t.Fatalf("markers after restart %+v", ms)
 	}
+}
+
+// TestStaleCoordinatorEndTxn: while two brokers both place an ID on
+// themselves, coordinator b still caches the previous transaction's
+// CompleteAbort when the client's next transaction was begun at a. The
+// client's abort of that transaction, sent to b, must abort it (markers
+// for its partition), not be answered as a retry of the finished abort
+// with no markers (strata chaos seed 3: the records of an aborted
+// transaction were read as committed).
+func TestStaleCoordinatorEndTxn(t *testing.T) {
+	store := NewMemoryStore()
+	a := newHarness(t, store)
+	b := newHarness(t, store)
+	pid, e, kerr0 := b.c.InitProducerID(ctx, "app", 60_000, -1, -1, false)
+	wantErr(t, "init", kerr0, nil)
+	wantErr(t, "add", b.c.AddPartitions(ctx, "app", pid, e, tps("first"), false), nil)
+	wantErr(t, "abort the first transaction", b.c.EndTxn(ctx, "app", pid, e, false, false), nil)
+	b.waitState(t, "app", CompleteAbort)
+
+	wantErr(t, "add at the other coordinator", a.c.AddPartitions(ctx, "app", pid, e, tps("second"), false), nil)
+	wantErr(t, "abort the second transaction at b", b.c.EndTxn(ctx, "app", pid, e, false, false), nil)
+	b.waitState(t, "app", CompleteAbort)
+	var aborted bool
+	for _, m := range b.markers.all() {
+		if !m.Commit && slices.Equal(m.Partitions, tps("second")) {
+			aborted = true
+		}
+	}
+	if !aborted {
+		t.Fatalf("markers written by b: %+v; want an abort marker for the second transaction's partition", b.markers.all())
+	}
+
+	// A commit sent to a coordinator whose cache is one transaction
+	// behind is not refused as INVALID_TXN_STATE either.
+	wantErr(t, "add at a", a.c.AddPartitions(ctx, "app", pid, e, tps("third"), false), nil)
+	wantErr(t, "commit the third at b", b.c.EndTxn(ctx, "app", pid, e, true, false), nil)
+	b.waitState(t, "app", CompleteCommit)
 }

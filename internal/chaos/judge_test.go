@@ -81,7 +81,13 @@ func TestJudge(t *testing.T) {
 		{"no rebalance", func(r *Result) {
 			r.ExpectWorkloads, r.Workloads = ExtraWorkloads, goodWorkloads()
 			r.Workloads[WorkloadGroups].Info["generations"] = 1
+			r.DurationS = 180
 		}, false, []string{"workload groups: commits in 1 generation(s)"}},
+		{"no rebalance in a short run", func(r *Result) {
+			r.ExpectWorkloads, r.Workloads = ExtraWorkloads, goodWorkloads()
+			r.Workloads[WorkloadGroups].Info["generations"] = 1
+			r.DurationS = 45
+		}, true, nil},
 		{"no abort", func(r *Result) {
 			r.ExpectWorkloads, r.Workloads = ExtraWorkloads, goodWorkloads()
 			r.Workloads[WorkloadTransactions].Info[TxnAborted] = 0

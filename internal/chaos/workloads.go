@@ -183,8 +183,18 @@ func (w *workloads) runGroup(ctx context.Context) {
 	for range groupMembers {
 		add()
 	}
-	for ctx.Err() == nil {
-		wait(ctx, time.Duration(8+w.rng.IntN(8))*time.Second)
+	// The first replacement comes a few seconds after the group's first
+	// commit (a short run on a busy machine may take long to form the
+	// group), the next ones every 8–16 s.
+	for first := true; ctx.Err() == nil; first = false {
+		if first {
+			for ctx.Err() == nil && !w.anyCommit() {
+				wait(ctx, 200*time.Millisecond)
+			}
+			wait(ctx, time.Duration(2+w.rng.IntN(3))*time.Second)
+		} else {
+			wait(ctx, time.Duration(8+w.rng.IntN(8))*time.Second)
+		}
 		if ctx.Err() != nil {
 			break
 		}
@@ -198,6 +208,13 @@ func (w *workloads) runGroup(ctx context.Context) {
 		m.cancel()
 		<-m.done
 	}
+}
+
+// anyCommit reports whether a group member has committed yet.
+func (w *workloads) anyCommit() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.groups.Commits) > 0
 }
 
 func (w *workloads) runMember(ctx context.Context, name string) {
