@@ -27,6 +27,7 @@ type WorkloadCount struct {
 //   - groups, transactions, compacted, tiered: as their checkers say
 //     (CheckGroups, CheckTransactions, CheckCompacted, CheckTiered), when
 //     the history has them.
+//
 // groupsMovedMinRunS is the shortest run whose groups workload must have
 // moved a partition between members (commits in two generations): a
 // shorter run under overlapping faults on a busy machine may spend it
