@@ -16,6 +16,13 @@ type WorkloadCount struct {
 	Info map[string]int64 `json:"info,omitempty"`
 }
 
+// groupsMovedMinRunS is the shortest run whose groups workload must have
+// moved a partition between members (commits in two generations): a
+// shorter run under overlapping faults on a busy machine may spend it
+// forming the group (TestChaosShort's 45 s seeds; seed 1 once had one
+// generation at load 15–20). Its commits are checked all the same.
+const groupsMovedMinRunS = 60
+
 // workloads lists the workloads the checker really judges:
 //
 //   - idempotent: the acknowledged records of the idempotent acks=all
@@ -27,14 +34,6 @@ type WorkloadCount struct {
 //   - groups, transactions, compacted, tiered: as their checkers say
 //     (CheckGroups, CheckTransactions, CheckCompacted, CheckTiered), when
 //     the history has them.
-//
-// groupsMovedMinRunS is the shortest run whose groups workload must have
-// moved a partition between members (commits in two generations): a
-// shorter run under overlapping faults on a busy machine may spend it
-// forming the group (TestChaosShort's 45 s seeds; seed 1 once had one
-// generation at load 15–20). Its commits are checked all the same.
-const groupsMovedMinRunS = 60
-
 func (v Verdict) workloads(replicaLogs int) map[string]WorkloadCount {
 	m := map[string]WorkloadCount{
 		"idempotent": {Checked: v.Acked, Violations: v.Lost + v.Misplaced + v.Duplicated + v.OutOfOrder},
