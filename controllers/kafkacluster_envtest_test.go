@@ -498,6 +498,11 @@ var _ = Describe("KafkaCluster controller", func() {
 			got, err := getSTS(ns, controllers.EtcdName("upkeep"))
 			g.Expect(err).NotTo(HaveOccurred(), "the managed etcd was not recreated")
 			g.Expect(got.UID).NotTo(Equal(etcd.UID))
+			// envtest runs no StatefulSet controller: play it for the new
+			// etcd, whose members the roll waits for (EtcdBlocksRoll).
+			for ord := range int(ptr.Deref(got.Spec.Replicas, 0)) {
+				g.Expect(playEtcdMember(suiteCtx, ns, got.Name, ord, true)).To(Succeed())
+			}
 			g.Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: controllers.BrokerCertsSecretName("upkeep")}, &corev1.Secret{})).
 				To(Succeed(), "the broker certificate was not issued again")
 			err = k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(pod), &corev1.Pod{})

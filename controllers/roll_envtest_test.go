@@ -327,34 +327,7 @@ var _ = Describe("Rolling restarts", func() {
 
 		etcdMember := func(ord int, ready bool) {
 			GinkgoHelper()
-			sts, err := getSTS(ns, controllers.EtcdName("quorum"))
-			Expect(err).NotTo(HaveOccurred())
-			if sts.Status.ObservedGeneration != sts.Generation {
-				sts.Status.ObservedGeneration = sts.Generation
-				Expect(k8sClient.Status().Update(ctx, sts)).To(Succeed())
-			}
-			name := fmt.Sprintf("%s-%d", sts.Name, ord)
-			pod := &corev1.Pod{}
-			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); apierrors.IsNotFound(err) {
-				t := sts.Spec.Template.DeepCopy()
-				pod = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: t.Labels}, Spec: t.Spec}
-				pod.Spec.NodeName = "envtest-node"
-				for _, c := range sts.Spec.VolumeClaimTemplates {
-					pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: c.Name, VolumeSource: corev1.VolumeSource{
-						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.Name + "-" + name},
-					}})
-				}
-				Expect(k8sClient.Create(ctx, pod)).To(Succeed())
-			} else {
-				Expect(err).NotTo(HaveOccurred())
-			}
-			st := corev1.ConditionFalse
-			if ready {
-				st = corev1.ConditionTrue
-			}
-			pod.Status.Phase = corev1.PodRunning
-			pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st, LastTransitionTime: metav1.Now()}}
-			Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+			Expect(playEtcdMember(ctx, ns, controllers.EtcdName("quorum"), ord, ready)).To(Succeed())
 		}
 		etcdMember(0, true)
 		etcdMember(1, true)
@@ -390,3 +363,45 @@ var _ = Describe("Rolling restarts", func() {
 		Expect(k.MaxDown()).To(Equal(1))
 	}, SpecTimeout(6*time.Minute))
 })
+
+// playEtcdMember plays the StatefulSet controller for one member of a
+// managed etcd in envtest (which runs none): the StatefulSet's generation
+// observed, member ord's pod created from its template if missing, and
+// its Ready condition set. The roll checks the managed etcd before any
+// broker restart (EtcdBlocksRoll).
+func playEtcdMember(ctx context.Context, ns, stsName string, ord int, ready bool) error {
+	sts, err := getSTS(ns, stsName)
+	if err != nil {
+		return err
+	}
+	if sts.Status.ObservedGeneration != sts.Generation {
+		sts.Status.ObservedGeneration = sts.Generation
+		if err := k8sClient.Status().Update(ctx, sts); err != nil {
+			return err
+		}
+	}
+	name := fmt.Sprintf("%s-%d", sts.Name, ord)
+	pod := &corev1.Pod{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); apierrors.IsNotFound(err) {
+		t := sts.Spec.Template.DeepCopy()
+		pod = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: t.Labels}, Spec: t.Spec}
+		pod.Spec.NodeName = "envtest-node"
+		for _, c := range sts.Spec.VolumeClaimTemplates {
+			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: c.Name, VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.Name + "-" + name},
+			}})
+		}
+		if err := k8sClient.Create(ctx, pod); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st, LastTransitionTime: metav1.Now()}}
+	return k8sClient.Status().Update(ctx, pod)
+}
