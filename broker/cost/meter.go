@@ -81,6 +81,12 @@ func NewMeter(prices Prices) *Meter {
 		Name: "strata_client_cost_usd_total",
 		Help: "Estimated cross-zone transfer cost in US dollars of this broker's client traffic (strata_client_cross_zone_bytes_total priced with cost.price.cross.zone.*), by path.",
 	}, []string{"path"})
+	// Both paths exported from the start (0 until a client of another
+	// zone comes): a reader tells "none" from "not exported".
+	m.clientCZ.WithLabelValues(ClientProduce)
+	m.clientCZ.WithLabelValues(ClientConsume)
+	m.clientUSD.WithLabelValues(ClientProduce)
+	m.clientUSD.WithLabelValues(ClientConsume)
 	m.start.SetToCurrentTime()
 	m.czInline = m.crossZone.WithLabelValues(CostInline)
 	m.czWAL = m.crossZone.WithLabelValues(CostWAL)
