@@ -803,13 +803,29 @@ type CostStatus struct {
 	// Puts and Gets: the brokers' fast-bucket requests.
 	Puts int64 `json:"puts"`
 	Gets int64 `json:"gets"`
+	// ClientCrossZoneBytes: bytes the brokers exchanged (both directions)
+	// with producers and consumers in another zone than their broker's —
+	// the rest of the transfer bill. A client's zone is its client.rack
+	// or strata_az=<zone> in its client ID; clients that say neither are
+	// not counted (docs/operator.md "Cost report").
+	// +optional
+	ClientCrossZoneBytes int64 `json:"clientCrossZoneBytes,omitempty"`
+	// ProducerCrossZoneBytes: the producers' part of ClientCrossZoneBytes.
+	// +optional
+	ProducerCrossZoneBytes int64 `json:"producerCrossZoneBytes,omitempty"`
 	// EstimatedUSDPerMonth: the replication cost at the brokers' rates
-	// over 30 days, actual and with classic replication.
+	// over 30 days, actual and with classic replication, and the clients'
+	// cross-zone transfer beside it.
 	EstimatedUSDPerMonth CostEstimate `json:"estimatedUSDPerMonth"`
 	// SavingPercent is 100 × (1 − actual/classic), rounded; negative when
 	// replication costs more than classic. Absent before any byte.
 	// +optional
 	SavingPercent *int32 `json:"savingPercent,omitempty"`
+	// TotalSavingPercent is the saving on the whole bill, the clients'
+	// cross-zone transfer included on both sides: 100 × (1 − (actual +
+	// clients) / (classic + clients)), rounded. Absent before any byte.
+	// +optional
+	TotalSavingPercent *int32 `json:"totalSavingPercent,omitempty"`
 	// Brokers is the number of brokers whose counters are included.
 	Brokers int32 `json:"brokers"`
 	// LastUpdateTime is when the counters were read.
@@ -819,8 +835,17 @@ type CostStatus struct {
 
 // CostEstimate is a cost in US dollars per month, as decimal strings.
 type CostEstimate struct {
+	// Actual and Classic: replication, as it runs and with classic
+	// replication of the same appends.
 	Actual  string `json:"actual"`
 	Classic string `json:"classic"`
+	// Clients: the clients' cross-zone transfer (both directions);
+	// Producers its producers' part. Absent from brokers that do not
+	// count it.
+	// +optional
+	Clients string `json:"clients,omitempty"`
+	// +optional
+	Producers string `json:"producers,omitempty"`
 }
 
 // RollStatus is a rolling restart in progress.

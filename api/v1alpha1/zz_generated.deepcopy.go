@@ -181,6 +181,11 @@ func (in *CostStatus) DeepCopyInto(out *CostStatus) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.TotalSavingPercent != nil {
+		in, out := &in.TotalSavingPercent, &out.TotalSavingPercent
+		*out = new(int32)
+		**out = **in
+	}
 	if in.LastUpdateTime != nil {
 		in, out := &in.LastUpdateTime, &out.LastUpdateTime
 		*out = (*in).DeepCopy()

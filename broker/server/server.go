@@ -257,12 +257,16 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	}
 	s.cost = cost.NewMeter(cfg.Prices)
 	s.metrics.Registry.MustRegister(s.cost.Collectors()...)
-	s.traffic.OnCrossZone = func(path traffic.Path, n int) {
-		switch path {
-		case traffic.ReplicationInline:
+	s.traffic.OnCrossZone = func(path traffic.Path, dir traffic.Direction, n int) {
+		switch {
+		case path == traffic.ReplicationInline && dir == traffic.Out:
 			s.cost.CrossZone(int64(n), false)
-		case traffic.ReplicationWALMetadata:
+		case path == traffic.ReplicationWALMetadata && dir == traffic.Out:
 			s.cost.CrossZone(int64(n), true)
+		case path == traffic.Produce:
+			s.cost.Client(cost.ClientProduce, int64(n))
+		case path == traffic.Consume:
+			s.cost.Client(cost.ClientConsume, int64(n))
 		}
 	}
 	s.ownership = &ownership{b: b}
