@@ -370,3 +370,19 @@ func (b *Broker) markThrottled(configs map[string]string, p *Partition) {
 		throttledOn(configs[ConfigLeaderThrottledReplicas], p.Index, b.cfg.NodeID),
 		throttledOn(configs[ConfigFollowerThrottledReplicas], p.Index, b.cfg.NodeID))
 }
+
+// DynamicTopicDefaults returns, sorted, the broker configs that are the
+// dynamic broker defaults of topic configs (log.retention.ms, ...): the
+// operator applies these keys of spec.config with IncrementalAlterConfigs
+// on the cluster-wide broker resource instead of the config file, so
+// that changing one restarts no broker.
+func DynamicTopicDefaults() []string {
+	var out []string
+	for _, dc := range dynamicBrokerConfigs {
+		if dc.topic != "" {
+			out = append(out, dc.name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
