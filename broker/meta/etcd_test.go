@@ -1240,7 +1240,9 @@ func TestUncleanElectionEnabledClusterWide(t *testing.T) {
 	if ownLeader != leader {
 		c.kill(ownLeader)
 	}
-	c.waitFor("offline", func(st *ClusterState) bool { return part(st, tp).Leader == NoLeader && part(st, own).Leader == NoLeader })
+	c.waitFor("offline", func(st *ClusterState) bool {
+		return part(st, tp).Leader == NoLeader && part(st, own).Leader == NoLeader
+	})
 	if _, err := c.store.UpdateBrokerConfig(c.ctx, "", func(cfg map[string]string) error {
 		cfg[ConfigUncleanLeaderElection] = "true"
 		return nil
