@@ -783,6 +783,39 @@ type KafkaClusterStatus struct {
 	// priced with the price table. Absent until brokers were scraped.
 	// +optional
 	Cost *CostStatus `json:"cost,omitempty"`
+
+	// DynamicConfig is what became of the spec.config keys that are
+	// dynamic broker configs (the broker defaults of topic configs:
+	// log.retention.ms, message.max.bytes, min.insync.replicas, ...):
+	// they are applied cluster-wide through the admin API without
+	// restarting a broker, while every other key is in the brokers'
+	// config file and a change rolls them.
+	// +optional
+	DynamicConfig *DynamicConfigStatus `json:"dynamicConfig,omitempty"`
+}
+
+// DynamicConfigStatus reports the spec.config keys applied as dynamic
+// broker configs.
+type DynamicConfigStatus struct {
+	// Applied lists the keys the operator set as cluster-wide dynamic
+	// broker configs (IncrementalAlterConfigs on the broker resource "",
+	// as kafka-configs --entity-default does), at their spec values; a
+	// key that leaves spec.config is deleted there, and the brokers go
+	// back to their defaults.
+	// +listType=set
+	// +optional
+	Applied []string `json:"applied,omitempty"`
+	// Pending lists keys not applied yet: the brokers were not reachable,
+	// or refused the value (Message says which and why).
+	// +listType=set
+	// +optional
+	Pending []string `json:"pending,omitempty"`
+	// Message is the last problem, empty when every key is applied.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// LastUpdateTime is when the operator last changed a dynamic config.
+	// +optional
+	LastUpdateTime *metav1.Time `json:"lastUpdateTime,omitempty"`
 }
 
 // CostStatus is the replication cost report of a KafkaCluster: the sums
