@@ -26,7 +26,6 @@ type QuotaOp struct {
 // enforce yet: refused with a message saying so rather than stored and
 // ignored.
 var notEnforced = map[string]string{
-	"request_percentage":       "request-time quotas (KIP-124) are not enforced by Strata yet",
 	"connection_creation_rate": "per-IP connection-creation quotas (KIP-612) are not enforced by Strata yet; use the broker config max.connection.creation.rate",
 }
 
@@ -75,7 +74,7 @@ func ValidateQuotaEntity(e meta.QuotaEntity) error {
 func validateQuotaOp(e meta.QuotaEntity, op QuotaOp) error {
 	ip := e[0].Type == meta.QuotaEntityIP
 	switch op.Key {
-	case quota.ProducerByteRate, quota.ConsumerByteRate, quota.ControllerMutationRate:
+	case quota.ProducerByteRate, quota.ConsumerByteRate, quota.ControllerMutationRate, quota.RequestPercentage:
 		if ip {
 			return fmt.Errorf("%w: %s applies to user and client-id entities, not ip", kerr.InvalidRequest, op.Key)
 		}
@@ -86,14 +85,20 @@ func validateQuotaOp(e meta.QuotaEntity, op QuotaOp) error {
 			}
 			return fmt.Errorf("%w: %s: %s", kerr.InvalidRequest, op.Key, why)
 		}
-		return fmt.Errorf("%w: unknown quota key %q (Strata enforces producer_byte_rate, consumer_byte_rate and controller_mutation_rate)", kerr.InvalidRequest, op.Key)
+		return fmt.Errorf("%w: unknown quota key %q (Strata enforces producer_byte_rate, consumer_byte_rate, request_percentage and controller_mutation_rate)", kerr.InvalidRequest, op.Key)
 	}
 	if op.Remove {
 		return nil
 	}
-	if op.Key == quota.ControllerMutationRate {
+	switch op.Key {
+	case quota.ControllerMutationRate:
 		if math.IsNaN(op.Value) || math.IsInf(op.Value, 0) || op.Value <= 0 {
 			return fmt.Errorf("%w: %s must be a number of partition mutations per second above 0, got %v", kerr.InvalidConfig, op.Key, op.Value)
+		}
+		return nil
+	case quota.RequestPercentage:
+		if math.IsNaN(op.Value) || math.IsInf(op.Value, 0) || op.Value <= 0 {
+			return fmt.Errorf("%w: %s must be a percentage of one thread's time above 0 (200 is two threads), got %v", kerr.InvalidConfig, op.Key, op.Value)
 		}
 		return nil
 	}

@@ -568,14 +568,18 @@ func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
 		if obs != nil {
 			obs.RequestStarted(item.req.Header.Key)
 		}
+		dispatched := time.Now()
 		if item.reject {
 			resp = unsupportedAPIVersionsResponse()
 		} else {
 			resp, err = c.dispatch(item.req)
 		}
+		// The handler's time, for request_percentage: deferred work (an
+		// acks=all wait) runs off this loop and is waiting, not handling.
+		spent := time.Since(dispatched)
 		item.req.mem.release()
 		if err == nil {
-			if d := c.quotaThrottle(item, resp); d > 0 {
+			if d := c.quotaThrottle(item, resp, spent); d > 0 {
 				mutedUntil = time.Now().Add(d)
 			}
 		}
