@@ -67,6 +67,12 @@ type Config struct {
 	InterBrokerListener            string
 	MaxConnectionCreationRate      float64
 	MaxConnectionCreationRatePerIP float64
+	// IPConnectionCreationRate, if set, returns the connection_creation_rate
+	// client quota (KIP-612's ip entity, AlterClientQuotas) of a client
+	// address (CanonicalIP form): when ok, it replaces
+	// MaxConnectionCreationRatePerIP for that address, and 0 refuses
+	// every new connection from it. Called at each accept.
+	IPConnectionCreationRate func(ip string) (rate float64, ok bool)
 	// AuthenticationTimeout is connections.authentication.timeout.ms: a
 	// new connection that has not finished its TLS handshake and SASL
 	// authentication (SASL listeners), or sent its first complete request

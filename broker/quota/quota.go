@@ -30,6 +30,7 @@
 package quota
 
 import (
+	"net/netip"
 	"sync"
 	"time"
 
@@ -225,4 +226,31 @@ func Resolve(quotas map[string]meta.ClientQuota, key, user, clientID string) (bo
 		}
 	}
 	return 0, false, false, false
+}
+
+// ConnectionCreationRate is KIP-612's per-IP quota: new connections per
+// second from one client address, set on an ip entity (a named address
+// or the default ip entity).
+const ConnectionCreationRate = "connection_creation_rate"
+
+// IPConnectionRate returns the connection_creation_rate that applies to
+// ip (in the form CanonicalIPName gives): the address's own entity first,
+// then the default ip entity; ok false when neither sets it.
+func IPConnectionRate(quotas map[string]meta.ClientQuota, ip string) (rate float64, ok bool) {
+	for _, name := range []*string{&ip, nil} {
+		ent := meta.QuotaEntity{{Type: meta.QuotaEntityIP, Name: name}}
+		if q, found := quotas[ent.Key()]; found {
+			if v, set := q.Values[ConnectionCreationRate]; set {
+				return v, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// CanonicalIPName is the form an ip entity's name is stored in, the form
+// the broker writes a client's address in: IPv4 (also IPv4-mapped IPv6)
+// dotted, IPv6 in RFC 5952 form, no zone.
+func CanonicalIPName(addr netip.Addr) string {
+	return addr.Unmap().WithZone("").String()
 }

@@ -328,8 +328,22 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		Traffic:                  s.traffic,
 		Log:                      logger.WithName("protocol"),
 	}
-	ib, _ := s.interBroker()
-	cfg.Connections.protocolConfig(&pcfg, ib.Name)
+	// The inter-broker listener is protected (reserved slots, no
+	// broker-wide creation rate, no ip client quota) only beside other
+	// listeners, as Kafka's protectedListener: a broker with one
+	// listener would otherwise exempt every client.
+	protected := ""
+	if ib, _ := s.interBroker(); len(s.listeners) > 1 {
+		protected = ib.Name
+	}
+	cfg.Connections.protocolConfig(&pcfg, protected)
+	if b.Clustered() {
+		// KIP-612's ip entity quotas (AlterClientQuotas) over
+		// max.connection.creation.rate.per.ip.
+		pcfg.IPConnectionCreationRate = func(ip string) (float64, bool) {
+			return quota.IPConnectionRate(b.ClientQuotas(), ip)
+		}
+	}
 	s.proto = protocol.NewServer(pcfg)
 	served, err := s.protocolListeners()
 	if err != nil {
