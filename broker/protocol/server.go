@@ -45,7 +45,7 @@ type Config struct {
 	// MaxInflightRequestMemory bounds the estimated memory of requests
 	// read but not yet handled, across all connections (frame size times
 	// the worst decode amplification), taken before a frame is allocated;
-	// readers wait for room, in arrival order. A parked long poll gives
+	// readers wait for room, fairly between connections (budget.go). A parked long poll gives
 	// its share back when it parks (Request.ReleaseMemory). 0 means
 	// DefaultMaxInflightRequestMemory.
 	MaxInflightRequestMemory int64
