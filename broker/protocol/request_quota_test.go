@@ -65,4 +65,34 @@ func TestRequestPercentageQuota(t *testing.T) {
 	if n := throttles(busy, 2); n == 0 {
 		t.Fatal("no answer to a client over its request_percentage carried a throttle time")
 	}
+
+	// A long poll is waiting, not handling: a consumer whose Fetch parks
+	// for a second on an empty partition is not throttled by a quota of
+	// 1 % of a thread (the second would be 50 % over the 2 s span).
+	poller := "long-poller"
+	res, err = adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &poller}},
+		Ops: []kadm.AlterClientQuotaOp{{Key: "request_percentage", Value: 1}}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	td, err := adm.ListTopics(ctx, "rq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, c.Addrs()[0], kgo.ClientID(poller))
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.MaxWaitMillis, fetch.MinBytes, fetch.MaxBytes, fetch.SessionEpoch = 1000, 1, 1<<20, -1
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic, ft.TopicID = "rq", td["rq"].ID
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.Partition, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LastFetchedEpoch = 0, 1<<20, -1, -1
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	resp, err := fetch.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ThrottleMillis > 0 {
+		t.Fatalf("a long poll parked for its MaxWait was throttled %d ms by a 1 %% request quota: its wait was counted as handler time", resp.ThrottleMillis)
+	}
 }

@@ -581,8 +581,9 @@ func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
 			resp, err = c.dispatch(item.req)
 		}
 		// The handler's time, for request_percentage: deferred work (an
-		// acks=all wait) runs off this loop and is waiting, not handling.
-		spent := time.Since(dispatched)
+		// acks=all wait) runs off this loop, and parked time (a long
+		// poll, a group join) is waiting, not handling.
+		spent := time.Since(dispatched) - item.req.parked
 		item.req.mem.release()
 		if err == nil {
 			if d := c.quotaThrottle(item, resp, spent); d > 0 {
