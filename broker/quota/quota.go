@@ -2,6 +2,8 @@
 // and client ID (KIP-13, KIP-55), request-time quotas (KIP-124) and
 // partition-mutation quotas (KIP-599, mutations.go), set with
 // AlterClientQuotas and kept in the cluster metadata (meta.ClientQuota).
+// It also resolves KIP-612's per-IP connection_creation_rate
+// (IPConnectionRate), which the protocol server enforces at accept.
 //
 // Each request that counts (Produce: the request's bytes against
 // producer_byte_rate; Fetch from a consumer: the records' bytes against
