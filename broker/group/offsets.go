@@ -54,7 +54,14 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 		return resp
 	}
 	defer g.mu.Unlock()
-	if code := g.validateCommit(generation, memberID, instanceID); code != 0 {
+	code := int16(0)
+	if g.consumer != nil {
+		// The generation field carries the member epoch (KIP-848).
+		code = g.validateConsumerCommit(generation, memberID, req.Version, false)
+	} else {
+		code = g.validateCommit(generation, memberID, instanceID)
+	}
+	if code != 0 {
 		setAll(code)
 		return resp
 	}
@@ -144,7 +151,11 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 					topics = append(topics, kmsg.OffsetFetchRequestTopic{Topic: t.Topic, Partitions: t.Partitions})
 				}
 			}
-			code, fetched := c.fetchOffsets(rg.Group, topics, req.RequireStable)
+			member := groupMember{epoch: -1}
+			if req.Version >= 9 {
+				member = groupMember{id: rg.MemberID, epoch: rg.MemberEpoch}
+			}
+			code, fetched := c.fetchOffsets(rg.Group, topics, req.RequireStable, member)
 			og := kmsg.NewOffsetFetchResponseGroup()
 			og.Group = rg.Group
 			og.ErrorCode = code
@@ -166,7 +177,7 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 	if req.Version < 2 && topics == nil {
 		topics = []kmsg.OffsetFetchRequestTopic{} // v0/v1 cannot ask for all
 	}
-	code, fetched := c.fetchOffsets(req.Group, topics, req.Version >= 7 && req.RequireStable)
+	code, fetched := c.fetchOffsets(req.Group, topics, req.Version >= 7 && req.RequireStable, groupMember{epoch: -1})
 	if req.Version >= 2 {
 		resp.ErrorCode = code
 	} else if code != 0 {
@@ -185,7 +196,7 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 // requireStable (OffsetFetch v7+, KIP-447) a partition a transaction has
 // pending offsets for answers UNSTABLE_OFFSET_COMMIT: the client retries
 // until the transaction ended.
-func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequestTopic, requireStable bool) (int16, []kmsg.OffsetFetchResponseTopic) {
+func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequestTopic, requireStable bool, member groupMember) (int16, []kmsg.OffsetFetchResponseTopic) {
 	unknown := func(code int16) []kmsg.OffsetFetchResponseTopic {
 		var out []kmsg.OffsetFetchResponseTopic
 		for _, t := range topics {
@@ -216,6 +227,13 @@ func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequ
 		return 0, unknown(0)
 	}
 	defer g.mu.Unlock()
+	if g.consumer != nil {
+		// OffsetFetch v9+ of a consumer-protocol member must carry its
+		// current epoch (KIP-848); classic groups ignore the fields.
+		if code := g.validateConsumerFetch(member.id, member.epoch); code != 0 {
+			return code, unknown(0)
+		}
+	}
 	if topics == nil {
 		byTopic := make(map[string][]int32)
 		for _, oc := range sortedCommits(g.offsets) {
@@ -250,6 +268,12 @@ func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequ
 	return 0, out
 }
 
+// groupMember is the member id and epoch an OffsetFetch v9+ carries.
+type groupMember struct {
+	id    *string
+	epoch int32
+}
+
 // OffsetDelete handles OffsetDelete v0 (KIP-496): committed offsets of an
 // empty group can be deleted; in an active consumer group only those of
 // topics no member subscribes to.
@@ -274,7 +298,11 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 	}
 	defer g.mu.Unlock()
 	var subscribed map[string]bool
-	if g.state != stateEmpty {
+	if g.consumer != nil {
+		if len(g.consumer.members) > 0 {
+			subscribed = g.subscribedConsumerTopics()
+		}
+	} else if g.state != stateEmpty {
 		topics, ok := g.subscribedTopics()
 		if !ok {
 			resp.ErrorCode = kerr.NonEmptyGroup.Code

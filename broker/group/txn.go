@@ -91,7 +91,13 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 		if req.InstanceID != nil {
 			instanceID = *req.InstanceID
 		}
-		if code := g.validateCommit(req.Generation, req.MemberID, instanceID); code != 0 {
+		code := int16(0)
+		if g.consumer != nil {
+			code = g.validateConsumerCommit(req.Generation, req.MemberID, req.Version, true)
+		} else {
+			code = g.validateCommit(req.Generation, req.MemberID, instanceID)
+		}
+		if code != 0 {
 			setAll(code)
 			return build()
 		}
