@@ -137,8 +137,20 @@ func assignUniform(spec assignSpec) map[string]topicParts {
 		}
 	}
 	owner := map[TopicPartition]*uniformMember{}
+	// rackMatch reports whether a subscriber of the partition's topic is
+	// in one of its replicas' racks.
+	rackMatch := func(t string, p int32) bool {
+		for _, um := range subs[t] {
+			if spec.topics[t].inRack(p, um.rack) {
+				return true
+			}
+		}
+		return false
+	}
 	// 1. Stickiness: keep the previous target where still valid, up to
-	// each member's quota.
+	// each member's quota; as Kafka's rack-aware uniform assignor, not a
+	// partition outside the member's rack that a member in its rack could
+	// take.
 	for _, um := range order {
 		for _, t := range sortedKeys(um.current) {
 			info, ok := spec.topics[t]
@@ -148,6 +160,9 @@ func assignUniform(spec assignSpec) map[string]topicParts {
 			for _, p := range um.current[t] {
 				tp := TopicPartition{t, p}
 				if p >= info.partitions || owner[tp] != nil || len(um.owned) >= um.quota {
+					continue
+				}
+				if um.rack != "" && !info.inRack(p, um.rack) && rackMatch(t, p) {
 					continue
 				}
 				owner[tp] = um

@@ -241,7 +241,9 @@ func (g *group) consumerHeartbeat(client Client, req *kmsg.ConsumerGroupHeartbea
 	if req.MemberEpoch < 0 {
 		return g.consumerLeave(req, resp)
 	}
-	dirty := false
+	// dirty: the state must be written; bump: the group epoch moves
+	// (once per heartbeat, whatever changed).
+	dirty, bump := false, false
 	var m *cmember
 	if req.MemberEpoch == 0 {
 		memberID := req.MemberID
@@ -273,9 +275,8 @@ func (g *group) consumerHeartbeat(client Client, req *kmsg.ConsumerGroupHeartbea
 			if instanceID != "" {
 				cg.static[instanceID] = memberID
 			}
-			cg.epoch++
-			dirty = true
-			g.c.log.V(1).Info("consumer group member joined", "group", g.id, "member", memberID, "epoch", cg.epoch)
+			dirty, bump = true, true
+			g.c.log.V(1).Info("consumer group member joined", "group", g.id, "member", memberID)
 		}
 	} else {
 		m = cg.members[req.MemberID]
@@ -316,17 +317,18 @@ func (g *group) consumerHeartbeat(client Client, req *kmsg.ConsumerGroupHeartbea
 		m.assignor, changed = *req.ServerAssignor, true
 	}
 	if changed {
-		cg.epoch++
-		dirty = true
+		dirty, bump = true, true
 	}
 	g.resetConsumerSession(m)
 	// Subscribed topics' metadata: new partitions or topics matching a
 	// regex change the assignment.
 	spec, fingerprint := g.consumerSpec()
 	if fingerprint != cg.subscription {
-		cg.epoch++
 		cg.subscription = fingerprint
-		dirty = true
+		dirty, bump = true, true
+	}
+	if bump {
+		cg.epoch++
 	}
 	if cg.epoch > cg.assignmentEpoch {
 		g.computeTarget(spec)
@@ -539,7 +541,7 @@ func (g *group) resolveTopics(m *cmember, all []string, exists func(string) bool
 			g.consumer.regexps[m.regex] = re
 		}
 		for _, t := range all {
-			if re.MatchString(t) && !slices.Contains(out, t) {
+			if re.MatchString(t) && !slices.Contains(out, t) && exists(t) {
 				out = append(out, t)
 			}
 		}
@@ -839,7 +841,7 @@ func (g *group) subscribedConsumerTopics() map[string]bool {
 		for _, t := range m.topics {
 			out[t] = true
 		}
-		for _, t := range g.resolveTopics(m, all, func(string) bool { return false }) {
+		for _, t := range g.resolveTopics(m, all, func(string) bool { return true }) {
 			out[t] = true
 		}
 	}
