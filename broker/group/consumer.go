@@ -119,6 +119,9 @@ type cmember struct {
 	state            memberState
 	assigned         topicParts
 	revoking         topicParts
+	// since is the epoch each partition of assigned and revoking was
+	// given to the member at (KIP-1251 assignment epochs).
+	since map[TopicPartition]int32
 
 	session   timerSlot
 	rebalance timerSlot
@@ -270,7 +273,7 @@ func (g *group) consumerHeartbeat(client Client, req *kmsg.ConsumerGroupHeartbea
 			if max := g.c.cfg.MaxGroupSize; max > 0 && len(cg.members) >= max {
 				return fail(kerr.GroupMaxSizeReached, "")
 			}
-			m = &cmember{id: memberID, instanceID: instanceID, assigned: topicParts{}, revoking: topicParts{}}
+			m = &cmember{id: memberID, instanceID: instanceID, assigned: topicParts{}, revoking: topicParts{}, since: map[TopicPartition]int32{}}
 			cg.members[memberID] = m
 			if instanceID != "" {
 				cg.static[instanceID] = memberID
@@ -725,13 +728,23 @@ func (g *group) nextAssignment(m *cmember) bool {
 		}
 	} else {
 		g.stop(&m.rebalance)
-		for t, ps := range add {
-			keep[t] = append(keep[t], ps...)
-			slices.Sort(keep[t])
-		}
 		if m.epoch != cg.assignmentEpoch {
 			m.prevEpoch, m.epoch = m.epoch, cg.assignmentEpoch
 		}
+		since := make(map[TopicPartition]int32, keep.count()+add.count())
+		for t, ps := range keep {
+			for _, p := range ps {
+				since[TopicPartition{t, p}] = m.since[TopicPartition{t, p}]
+			}
+		}
+		for t, ps := range add {
+			for _, p := range ps {
+				since[TopicPartition{t, p}] = m.epoch
+			}
+			keep[t] = append(keep[t], ps...)
+			slices.Sort(keep[t])
+		}
+		m.since = since
 		m.assigned, m.revoking = keep, topicParts{}
 		m.state = memberStable
 		if unreleased {
@@ -788,26 +801,43 @@ func (g *group) groupType() string {
 	return "classic"
 }
 
-// validateConsumerCommit is Kafka's ConsumerGroup.validateOffsetCommit.
-func (g *group) validateConsumerCommit(epoch int32, memberID string, version int16, transactional bool) int16 {
+// validateConsumerCommit is Kafka's ConsumerGroup.validateOffsetCommit
+// with KIP-1251's assignment epochs: a commit carrying the member's
+// current epoch is accepted; one carrying an older epoch only for the
+// partitions the member has held (assigned or pending revocation) since
+// that epoch or before, the others get STALE_MEMBER_EPOCH (perPartition,
+// nil when every partition passes). A commit that raced a heartbeat moving
+// the member's epoch is then not refused for partitions it still owns:
+// Kafka 4.0 refused it, and a client already leaving (franz-go) cannot
+// retry with the new epoch, so those offsets were lost.
+func (g *group) validateConsumerCommit(epoch int32, memberID string, version int16, transactional bool) (code int16, perPartition func(topic string, p int32) int16) {
 	cg := g.consumer
 	if epoch < 0 && len(cg.members) == 0 {
-		return 0 // admin or simple commits to an empty group
+		return 0, nil // admin or simple commits to an empty group
 	}
 	if transactional && epoch < 0 && memberID == "" {
-		return 0
+		return 0, nil
 	}
 	m := cg.members[memberID]
 	if m == nil {
-		return kerr.UnknownMemberID.Code
+		return kerr.UnknownMemberID.Code, nil
 	}
 	if !transactional && version < 9 {
-		return kerr.UnsupportedVersion.Code
+		return kerr.UnsupportedVersion.Code, nil
 	}
-	if epoch != m.epoch {
-		return kerr.StaleMemberEpoch.Code
+	switch {
+	case epoch == m.epoch:
+		return 0, nil
+	case epoch > m.epoch || epoch < 0:
+		return kerr.StaleMemberEpoch.Code, nil
 	}
-	return 0
+	return 0, func(topic string, p int32) int16 {
+		since, ok := m.since[TopicPartition{topic, p}]
+		if !ok || since > epoch || !(m.assigned.has(topic, p) || m.revoking.has(topic, p)) {
+			return kerr.StaleMemberEpoch.Code
+		}
+		return 0
+	}
 }
 
 // validateConsumerFetch is Kafka's ConsumerGroup.validateOffsetFetch: a
@@ -1011,6 +1041,9 @@ type ConsumerMemberMetadata struct {
 	Assigned               map[string][]int32 `json:"assigned,omitempty"`
 	Revoking               map[string][]int32 `json:"revoking,omitempty"`
 	Target                 map[string][]int32 `json:"target,omitempty"`
+	// AssignmentEpochs is the epoch each assigned or revoking partition
+	// was given to the member at, by topic and partition.
+	AssignmentEpochs map[string]map[int32]int32 `json:"assignmentEpochs,omitempty"`
 }
 
 // saveConsumer persists the consumer group. As saveMembership, a failure
@@ -1029,8 +1062,16 @@ func (g *group) saveConsumer() {
 	}}
 	for _, id := range sortedKeys(cg.members) {
 		m := cg.members[id]
+		since := map[string]map[int32]int32{}
+		for tp, e := range m.since {
+			if since[tp.Topic] == nil {
+				since[tp.Topic] = map[int32]int32{}
+			}
+			since[tp.Topic][tp.Partition] = e
+		}
 		md.Consumer.Members = append(md.Consumer.Members, ConsumerMemberMetadata{
-			ID: m.id, InstanceID: m.instanceID, RackID: m.rack, ClientID: m.clientID, ClientHost: m.clientHost,
+			AssignmentEpochs: since,
+			ID:               m.id, InstanceID: m.instanceID, RackID: m.rack, ClientID: m.clientID, ClientHost: m.clientHost,
 			SubscribedTopics: m.topics, SubscribedTopicRegex: m.regex, ServerAssignor: m.assignor,
 			RebalanceTimeoutMillis: int32(m.rebalanceTimeout / time.Millisecond),
 			Epoch:                  m.epoch, PreviousEpoch: m.prevEpoch, State: strconv.Itoa(int(m.state)),
@@ -1064,6 +1105,18 @@ func (g *group) restoreConsumer(md *ConsumerGroupMetadata) {
 		}
 		if m.revoking == nil {
 			m.revoking = topicParts{}
+		}
+		m.since = map[TopicPartition]int32{}
+		for _, set := range []topicParts{m.assigned, m.revoking} {
+			for t, ps := range set {
+				for _, p := range ps {
+					e, ok := mm.AssignmentEpochs[t][p]
+					if !ok {
+						e = max(m.epoch, 0) // unknown: only the current epoch
+					}
+					m.since[TopicPartition{t, p}] = e
+				}
+			}
 		}
 		cg.members[m.id] = m
 		if m.instanceID != "" {

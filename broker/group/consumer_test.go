@@ -529,22 +529,40 @@ func TestConsumerOffsetsWithEpochs(t *testing.T) {
 	h, _ := newConsumerHarness(t)
 	m := h.member("g", "m", "t")
 	m.join()
-	commit := func(v int16, member string, epoch int32) int16 {
+	commitPartition := func(v int16, member string, epoch, partition int32) int16 {
 		req := kmsg.NewPtrOffsetCommitRequest()
 		req.Version, req.Group, req.MemberID, req.Generation = v, "g", member, epoch
 		rt := kmsg.NewOffsetCommitRequestTopic()
 		rt.Topic = "t"
 		rp := kmsg.NewOffsetCommitRequestTopicPartition()
-		rp.Partition, rp.Offset = 0, 42
+		rp.Partition, rp.Offset = partition, 42
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		return h.c.OffsetCommit(context.Background(), req).Topics[0].Partitions[0].ErrorCode
 	}
+	commit := func(v int16, member string, epoch int32) int16 { return commitPartition(v, member, epoch, 0) }
 	wantCode(t, "current epoch", commit(9, "m", m.epoch), nil)
-	wantCode(t, "stale epoch", commit(9, "m", m.epoch-1), kerr.StaleMemberEpoch)
+	wantCode(t, "epoch before the partition was assigned", commit(9, "m", m.epoch-1), kerr.StaleMemberEpoch)
+	wantCode(t, "epoch from the future", commit(9, "m", m.epoch+1), kerr.StaleMemberEpoch)
 	wantCode(t, "unknown member", commit(9, "x", m.epoch), kerr.UnknownMemberID)
 	wantCode(t, "v8 from a consumer-protocol member", commit(8, "m", m.epoch), kerr.UnsupportedVersion)
 	wantCode(t, "admin commit to a non-empty group", commit(9, "", -1), kerr.UnknownMemberID)
+
+	// KIP-1251: after m2 joins and m revokes half, m is at epoch 2; a
+	// commit still carrying epoch 1 (it raced the heartbeat) is accepted
+	// for the partitions m has held since epoch 1, not for those it gave
+	// up; m2's partitions, given at epoch 2, need epoch 2.
+	m2 := h.member("g", "m2", "t")
+	m2.join()
+	settle(t, m, m2)
+	if m.epoch != 2 || m2.epoch != 2 {
+		t.Fatalf("epochs %d, %d", m.epoch, m2.epoch)
+	}
+	kept, gone := m.owned["t"][0], m2.owned["t"][0]
+	wantCode(t, "older epoch, partition held since then", commitPartition(9, "m", 1, kept), nil)
+	wantCode(t, "older epoch, partition given up", commitPartition(9, "m", 1, gone), kerr.StaleMemberEpoch)
+	wantCode(t, "older epoch, partition assigned later", commitPartition(9, "m2", 1, gone), kerr.StaleMemberEpoch)
+	wantCode(t, "current epoch, new partition", commitPartition(9, "m2", 2, gone), nil)
 
 	fetch := func(member *string, epoch int32) int16 {
 		req := kmsg.NewPtrOffsetFetchRequest()

@@ -55,9 +55,10 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 	}
 	defer g.mu.Unlock()
 	code := int16(0)
+	var partCheck func(string, int32) int16
 	if g.consumer != nil {
 		// The generation field carries the member epoch (KIP-848).
-		code = g.validateConsumerCommit(generation, memberID, req.Version, false)
+		code, partCheck = g.validateConsumerCommit(generation, memberID, req.Version, false)
 	} else {
 		code = g.validateCommit(generation, memberID, instanceID)
 	}
@@ -74,6 +75,12 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 			leaderEpoch := int32(-1)
 			if req.Version >= 6 {
 				leaderEpoch = p.LeaderEpoch
+			}
+			if partCheck != nil {
+				if code := partCheck(t.Topic, p.Partition); code != 0 {
+					codes[i][j] = code
+					continue
+				}
 			}
 			oc, code := c.offsetCommit(t.Topic, p.Partition, p.Offset, leaderEpoch, p.Metadata, now)
 			if code != 0 {

@@ -86,6 +86,7 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 		return build()
 	}
 	defer g.mu.Unlock()
+	var partCheck func(string, int32) int16
 	if req.Version >= 3 && (req.MemberID != "" || req.Generation >= 0) {
 		var instanceID string
 		if req.InstanceID != nil {
@@ -93,7 +94,7 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 		}
 		code := int16(0)
 		if g.consumer != nil {
-			code = g.validateConsumerCommit(req.Generation, req.MemberID, req.Version, true)
+			code, partCheck = g.validateConsumerCommit(req.Generation, req.MemberID, req.Version, true)
 		} else {
 			code = g.validateCommit(req.Generation, req.MemberID, instanceID)
 		}
@@ -109,6 +110,12 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 			leaderEpoch := int32(-1)
 			if req.Version >= 2 {
 				leaderEpoch = p.LeaderEpoch
+			}
+			if partCheck != nil {
+				if code := partCheck(t.Topic, p.Partition); code != 0 {
+					codes[i][j] = code
+					continue
+				}
 			}
 			oc, code := c.offsetCommit(t.Topic, p.Partition, p.Offset, leaderEpoch, p.Metadata, now)
 			if code != 0 {
