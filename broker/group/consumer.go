@@ -256,13 +256,15 @@ func (g *group) consumerHeartbeat(client Client, req *kmsg.ConsumerGroupHeartbea
 		if instanceID != "" {
 			if oldID, ok := cg.static[instanceID]; ok && oldID != memberID {
 				old := cg.members[oldID]
-				if old.epoch != -2 {
+				if old != nil && old.epoch != -2 {
 					return fail(kerr.UnreleasedInstanceID, "static member "+instanceID+" with member id "+oldID+" is still in the group")
 				}
-				// The static member restarted: the new member id takes
-				// over its epoch and assignment, no rebalance.
-				m = g.replaceConsumerStatic(old, memberID)
-				dirty = true
+				if old != nil {
+					// The static member restarted: the new member id
+					// takes over its assignment, no rebalance.
+					m = g.replaceConsumerStatic(old, memberID)
+					dirty = true
+				}
 			}
 		}
 		if m == nil {
@@ -585,6 +587,17 @@ func (g *group) consumerSpec() (assignSpec, string) {
 			id: m.id, rack: m.rack, topics: g.resolveTopics(m, all, exists), current: cg.target[m.id],
 		})
 	}
+	// Keep compiled regexes of current members only: a member changing
+	// its regex at every heartbeat must not grow the cache.
+	for expr := range cg.regexps {
+		used := false
+		for _, m := range cg.members {
+			used = used || m.regex == expr
+		}
+		if !used {
+			delete(cg.regexps, expr)
+		}
+	}
 	var b strings.Builder
 	for _, t := range sortedKeys(spec.topics) {
 		info := spec.topics[t]
@@ -687,11 +700,12 @@ func (g *group) reconcile(m *cmember, owned []kmsg.ConsumerGroupHeartbeatRequest
 			return false
 		}
 	}
-	return g.nextAssignment(m)
+	return g.nextAssignment(m, owned)
 }
 
-// nextAssignment computes m's next state from its target.
-func (g *group) nextAssignment(m *cmember) bool {
+// nextAssignment computes m's next state from its target, given the
+// partitions the member reports owning (nil: unknown).
+func (g *group) nextAssignment(m *cmember, owned []kmsg.ConsumerGroupHeartbeatRequestTopic) bool {
 	cg := g.consumer
 	target := cg.target[m.id]
 	keep, revoke, add := topicParts{}, topicParts{}, topicParts{}
@@ -718,7 +732,10 @@ func (g *group) nextAssignment(m *cmember) bool {
 		}
 	}
 	prev := *m
-	if revoke.count() > 0 {
+	// Revocation waits for the member only if it may still own one of
+	// the partitions (Kafka's ownsRevokedPartitions): a joining member, or
+	// one that already dropped them, gives them up at once.
+	if revoke.count() > 0 && (owned == nil || g.ownsAny(owned, revoke)) {
 		// Revoke first: the member keeps what it keeps, gets nothing new
 		// and stays at its epoch until its heartbeat shows the revoked
 		// partitions gone.

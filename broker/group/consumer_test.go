@@ -636,3 +636,151 @@ func TestConsumerStateSurvivesRestart(t *testing.T) {
 	}
 	noDoubleOwnership(t, m1, m2)
 }
+
+// FuzzConsumerReconciliation drives a consumer group with an arbitrary
+// sequence of joins, heartbeats (applying or ignoring responses, as slow
+// clients do), leaves, static restarts, subscription changes, new
+// partitions and clock advances. After every step no partition may be held
+// (assigned or pending revocation) by two members, nor owned by two
+// clients; member epochs never pass the target assignment epoch. At the
+// end, heartbeating everyone to a fixed point must leave every partition
+// of every subscribed topic with exactly one member.
+func FuzzConsumerReconciliation(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+	f.Add([]byte{0, 16, 32, 1, 17, 33, 2, 18, 34, 7, 23, 39, 5, 21, 37})
+	f.Add([]byte{0, 16, 8, 24, 9, 25, 10, 26, 3, 19, 3, 19, 11, 27})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 200 {
+			ops = ops[:200]
+		}
+		h, topics := newConsumerHarness(t)
+		topics.set("u", 3)
+		ms := make([]*cmemberClient, 3)
+		for i := range ms {
+			ms[i] = h.member("g", string(rune('a'+i)), "t")
+			if i == 2 {
+				ms[i].instance = "static"
+			}
+		}
+		joined := make([]bool, len(ms))
+		for _, op := range ops {
+			m, i := ms[int(op>>4)%len(ms)], int(op>>4)%len(ms)
+			switch op % 12 {
+			case 0, 1:
+				if !joined[i] {
+					m.owned = map[string][]int32{}
+					if m.send(m.request(0)).ErrorCode == 0 {
+						joined[i] = true
+					}
+				}
+			case 2, 3, 4:
+				if joined[i] {
+					if resp := m.heartbeat(); resp.ErrorCode != 0 {
+						joined[i] = false
+						m.owned = map[string][]int32{}
+					}
+				}
+			case 5: // a heartbeat whose response is lost
+				if joined[i] {
+					h.c.ConsumerGroupHeartbeat(context.Background(), Client{}, m.request(m.epoch))
+				}
+			case 6:
+				if joined[i] {
+					epoch := int32(-1)
+					if m.instance != "" {
+						epoch = -2
+					}
+					m.send(m.request(epoch))
+					joined[i] = false
+					m.owned = map[string][]int32{}
+					if m.instance != "" {
+						m.id += "'" // the restart comes with a new member id
+					}
+				}
+			case 7:
+				if len(m.topics) == 1 {
+					m.topics = []string{"t", "u"}
+				} else {
+					m.topics = []string{"t"}
+				}
+			case 8:
+				topics.set("u", 3+int32(op>>4)%3)
+			case 9:
+				h.clock.Advance(testMemberRebalance / 2)
+			case 10:
+				h.clock.Advance(testConsumerSession / 2)
+			case 11:
+				m.assignor = []string{"", "uniform", "range"}[int(op>>4)%3]
+			}
+			checkHeld(t, h)
+			// A client the coordinator removed (session or rebalance
+			// timeout) is a zombie until its next heartbeat tells it:
+			// Kafka's fencing, not a double assignment.
+			noDoubleOwnership(t, members(h, ms)...)
+		}
+		// Every client (re)joins if it is not in the group (a static one
+		// takes its old place), then all heartbeat until nothing changes.
+		live := ms
+		for i, m := range ms {
+			if joined[i] && m.heartbeat().ErrorCode == 0 {
+				continue
+			}
+			m.owned = map[string][]int32{}
+			wantCode(t, "final join of "+m.id, m.send(m.request(0)).ErrorCode, nil)
+		}
+		settle(t, live...)
+		noDoubleOwnership(t, live...)
+		want := 6
+		for _, m := range live {
+			if len(m.topics) == 2 {
+				want += int(topics.topics["u"])
+				break
+			}
+		}
+		got := 0
+		for _, m := range live {
+			got += m.ownedCount()
+		}
+		if got != want {
+			t.Fatalf("after settling %d partitions owned, want %d", got, want)
+		}
+	})
+}
+
+// members returns the clients the coordinator still has as members.
+func members(h *harness, ms []*cmemberClient) []*cmemberClient {
+	var out []*cmemberClient
+	h.inspect("g", func(g *group) {
+		for _, m := range ms {
+			if g != nil && g.consumer != nil && g.consumer.members[m.id] != nil {
+				out = append(out, m)
+			}
+		}
+	})
+	return out
+}
+
+// checkHeld fails if two members hold one partition, or a member's epoch
+// passed the target assignment epoch.
+func checkHeld(t *testing.T, h *harness) {
+	t.Helper()
+	h.inspect("g", func(g *group) {
+		if g == nil || g.consumer == nil {
+			return
+		}
+		held := map[TopicPartition]string{}
+		for _, m := range g.consumer.members {
+			if m.epoch > g.consumer.assignmentEpoch {
+				t.Fatalf("member %s at epoch %d past the assignment epoch %d", m.id, m.epoch, g.consumer.assignmentEpoch)
+			}
+			for _, set := range []topicParts{m.assigned, m.revoking} {
+				for tp := range set.set() {
+					if o, ok := held[tp]; ok {
+						t.Fatalf("%v held by %s and %s", tp, o, m.id)
+					}
+					held[tp] = m.id
+				}
+			}
+		}
+	})
+}
