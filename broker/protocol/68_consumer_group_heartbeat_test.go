@@ -302,19 +302,33 @@ func checkCommittedEnds(t *testing.T, adm *kadm.Client, group, topic string, end
 	}
 }
 
-// TestConsumerProtocolCoordinatorFailover stops the group coordinator of
-// a 3-broker cluster while three KIP-848 members consume under load: the
-// broker that takes the group over reads its state (epochs, assignments)
-// from etcd, so the members heartbeat on with the same member ids and
-// epochs, lose no partitions and consume every record exactly once.
+// TestConsumerProtocolCoordinatorFailover takes the group coordinator of
+// a 3-broker cluster away while three KIP-848 members consume under load,
+// gracefully (stop: controlled shutdown) and with kill -9 (broker
+// processes): the broker that takes the group over reads its state
+// (epochs, assignments) from etcd, so the members heartbeat on with the
+// same member ids, lose no partitions and consume every record exactly
+// once.
 func TestConsumerProtocolCoordinatorFailover(t *testing.T) {
+	settings := []brokertest.Option{brokertest.WithSetting("group.consumer.heartbeat.interval.ms", "200")}
+	t.Run("stop", func(t *testing.T) {
+		c := brokertest.StartCluster(t, []string{"a", "b", "c"}, settings...)
+		testConsumerFailover(t, c.Addrs(), func(id int32) { c.Brokers[id-1].Stop() })
+	})
+	t.Run("kill-9", func(t *testing.T) {
+		c := brokertest.StartProcessCluster(t, []string{"a", "b", "c"}, settings...)
+		testConsumerFailover(t, c.Addrs(), func(id int32) { c.Processes[id-1].Kill() })
+	})
+}
+
+// testConsumerFailover runs the failover scenario on a cluster whose
+// broker i+1 listens on addrs[i]; takeAway stops or kills a broker.
+func testConsumerFailover(t *testing.T, addrs []string, takeAway func(id int32)) {
 	const (
 		partitions = 6
 		group      = "cg848-failover"
 		topic      = "events848-failover"
 	)
-	c := brokertest.StartCluster(t, []string{"a", "b", "c"}, brokertest.WithSetting("group.consumer.heartbeat.interval.ms", "200"))
-	addrs := c.Addrs()
 	adm := kadm.NewClient(newClient(t, addrs[0], kgo.SeedBrokers(addrs...)))
 	resp, err := adm.CreateTopics(testCtx(t), partitions, 3, nil, topic)
 	if err != nil || resp[topic].Err != nil {
@@ -357,14 +371,13 @@ func TestConsumerProtocolCoordinatorFailover(t *testing.T) {
 		}
 		coordID = r.NodeID
 	}
-	stopped := c.Brokers[coordID-1]
 	live = nil
-	for _, a := range addrs {
-		if a != stopped.Addr() {
+	for i, a := range addrs {
+		if int32(i+1) != coordID {
 			live = append(live, a)
 		}
 	}
-	stopped.Stop()
+	takeAway(coordID)
 	t.Logf("stopped coordinator broker %d", coordID)
 
 	var last string
