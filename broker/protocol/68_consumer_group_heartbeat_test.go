@@ -441,3 +441,67 @@ func testConsumerFailover(t *testing.T, addrs []string, takeAway func(id int32))
 	fresh := newClient(t, live[0], kgo.SeedBrokers(live...))
 	checkCommittedEnds(t, kadm.NewClient(fresh), group, topic, end)
 }
+
+// TestConsumerProtocolRackAware: in a 3-zone cluster, members that send
+// their zone as RackId get the partitions whose replica is in their zone
+// (a topic with one replica per partition, spread over the zones).
+func TestConsumerProtocolRackAware(t *testing.T) {
+	const (
+		partitions = 6
+		group      = "cg848-racks"
+		topic      = "events848-racks"
+	)
+	zones := []string{"a", "b", "c"}
+	c := brokertest.StartCluster(t, zones, brokertest.WithSetting("group.consumer.heartbeat.interval.ms", "200"))
+	addrs := c.Addrs()
+	adm := kadm.NewClient(newClient(t, addrs[0], kgo.SeedBrokers(addrs...)))
+	resp, err := adm.CreateTopics(testCtx(t), partitions, 1, nil, topic)
+	if err != nil || resp[topic].Err != nil {
+		t.Fatalf("CreateTopics: %v %v", err, resp[topic].Err)
+	}
+	md, err := adm.Metadata(testCtx(t), topic)
+	if err != nil {
+		t.Fatalf("Metadata: %v", err)
+	}
+	brokerZone := map[int32]string{}
+	for _, b := range md.Brokers {
+		if b.Rack != nil {
+			brokerZone[b.NodeID] = *b.Rack
+		}
+	}
+	zoneOf := map[int32]string{} // partition → zone of its replica
+	for _, p := range md.Topics[topic].Partitions {
+		if len(p.Replicas) != 1 {
+			t.Fatalf("partition %d replicas %v", p.Partition, p.Replicas)
+		}
+		zoneOf[p.Partition] = brokerZone[p.Replicas[0]]
+	}
+	seen := &seenLog{count: map[[2]int64]int{}}
+	own := &ownership{owner: map[int32]string{}}
+	for _, zone := range zones {
+		startKIP848Member(t, addrs, group, topic, zone, seen, own, kgo.Rack(zone))
+	}
+	perZone := map[string]int{}
+	for _, z := range zoneOf {
+		perZone[z]++
+	}
+	t.Logf("replica zones by partition: %v", zoneOf)
+	waitFor(t, "every member owning its zone's partitions", func() bool {
+		own.mu.Lock()
+		defer own.mu.Unlock()
+		if len(own.violations) > 0 || len(own.lost) > 0 {
+			t.Fatalf("ownership violations %v, lost partitions %v", own.violations, own.lost)
+		}
+		if len(own.owner) != partitions {
+			return false
+		}
+		for p, member := range own.owner {
+			// Members are named after their zone. With an uneven spread a
+			// zone's surplus goes elsewhere (balance first).
+			if zoneOf[p] != member && perZone[zoneOf[p]] <= partitions/len(zones) {
+				return false
+			}
+		}
+		return true
+	})
+}
