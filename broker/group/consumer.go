@@ -268,12 +268,13 @@ func (g *group) consumerHeartbeat(client Client, req *kmsg.ConsumerGroupHeartbea
 			}
 		}
 		if m == nil {
-			if old := cg.members[memberID]; old != nil {
+			old := cg.members[memberID]
+			if max := g.c.cfg.MaxGroupSize; max > 0 && old == nil && len(cg.members) >= max {
+				return fail(kerr.GroupMaxSizeReached, "")
+			}
+			if old != nil {
 				// A rejoin after being fenced: it owns nothing now.
 				g.removeConsumerMember(old, "member rejoined with epoch 0")
-			}
-			if max := g.c.cfg.MaxGroupSize; max > 0 && len(cg.members) >= max {
-				return fail(kerr.GroupMaxSizeReached, "")
 			}
 			m = &cmember{id: memberID, instanceID: instanceID, assigned: topicParts{}, revoking: topicParts{}, since: map[TopicPartition]int32{}}
 			cg.members[memberID] = m
