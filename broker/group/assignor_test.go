@@ -211,3 +211,34 @@ func TestAssignRange(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAssignUniform measures the uniform assignor on homogeneous
+// groups: from scratch, and after one member joined a settled group
+// (the common rebalance: sticky, few moves).
+func BenchmarkAssignUniform(b *testing.B) {
+	for _, size := range []struct{ members, partitions int32 }{{10, 100}, {100, 1000}, {300, 3000}} {
+		topics := map[string]topicInfo{"t": {partitions: size.partitions}}
+		var ms []assignMember
+		for i := range size.members {
+			ms = append(ms, amember(fmt.Sprintf("m%04d", i), "", nil, "t"))
+		}
+		spec := assignSpec{topics: topics, members: ms}
+		b.Run(fmt.Sprintf("scratch-%dx%d", size.members, size.partitions), func(b *testing.B) {
+			for range b.N {
+				assignUniform(spec)
+			}
+		})
+		settled := assignUniform(spec)
+		joined := assignSpec{topics: topics}
+		for _, m := range ms {
+			m.current = settled[m.id]
+			joined.members = append(joined.members, m)
+		}
+		joined.members = append(joined.members, amember("new", "", nil, "t"))
+		b.Run(fmt.Sprintf("join-%dx%d", size.members, size.partitions), func(b *testing.B) {
+			for range b.N {
+				assignUniform(joined)
+			}
+		})
+	}
+}

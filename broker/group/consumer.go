@@ -328,8 +328,7 @@ func (g *group) consumerHeartbeat(client Client, req *kmsg.ConsumerGroupHeartbea
 	g.resetConsumerSession(m)
 	// Subscribed topics' metadata: new partitions or topics matching a
 	// regex change the assignment.
-	spec, fingerprint := g.consumerSpec()
-	if fingerprint != cg.subscription {
+	if fingerprint := g.subscriptionFingerprint(); fingerprint != cg.subscription {
 		cg.subscription = fingerprint
 		dirty, bump = true, true
 	}
@@ -337,7 +336,7 @@ func (g *group) consumerHeartbeat(client Client, req *kmsg.ConsumerGroupHeartbea
 		cg.epoch++
 	}
 	if cg.epoch > cg.assignmentEpoch {
-		g.computeTarget(spec)
+		g.computeTarget(g.consumerSpec())
 		dirty = true
 	}
 	before := m.assigned
@@ -528,87 +527,136 @@ func (g *group) dropConsumerState() {
 	}
 }
 
-// resolveTopics returns the existing topics a member subscribes to, by
-// name and by regex, sorted.
-func (g *group) resolveTopics(m *cmember, all []string, exists func(string) bool) []string {
+// topicView resolves the members' subscriptions against the cluster's
+// topics, each topic read once per heartbeat.
+type topicView struct {
+	md      TopicMetadata
+	racks   bool
+	all     []string // every topic name, when a member has a regex
+	topics  map[string]topicInfo
+	known   map[string]bool
+	regexps map[string]*regexp.Regexp
+}
+
+func (g *group) newTopicView() *topicView {
+	cg := g.consumer
+	v := &topicView{md: g.c.cfg.Topics, topics: map[string]topicInfo{}, known: map[string]bool{}, regexps: cg.regexps}
+	anyRegex := false
+	for _, m := range cg.members {
+		anyRegex = anyRegex || m.regex != ""
+		v.racks = v.racks || m.rack != ""
+	}
+	if anyRegex {
+		v.all = v.md.TopicNames()
+	}
+	return v
+}
+
+func (v *topicView) exists(t string) bool {
+	if ok, seen := v.known[t]; seen {
+		return ok
+	}
+	id, n, racks, ok := v.md.Topic(t, v.racks)
+	v.known[t] = ok
+	if ok {
+		v.topics[t] = topicInfo{id: id, partitions: n, racks: racks}
+	}
+	return ok
+}
+
+// matches returns the topics a regex matches (compiled once per group).
+func (v *topicView) matches(expr string) []string {
+	re := v.regexps[expr]
+	if re == nil {
+		var err error
+		if re, err = compileTopicRegex(expr); err != nil {
+			return nil // validated on arrival; a stored one may not be
+		}
+		v.regexps[expr] = re
+	}
 	var out []string
-	for _, t := range m.topics {
-		if exists(t) {
+	for _, t := range v.all {
+		if re.MatchString(t) && v.exists(t) {
 			out = append(out, t)
 		}
 	}
-	if m.regex != "" {
-		re := g.consumer.regexps[m.regex]
-		if re == nil {
-			var err error
-			if re, err = compileTopicRegex(m.regex); err != nil {
-				return out // validated on arrival; a stored one may not be
-			}
-			g.consumer.regexps[m.regex] = re
-		}
-		for _, t := range all {
-			if re.MatchString(t) && !slices.Contains(out, t) && exists(t) {
-				out = append(out, t)
-			}
-		}
-	}
-	slices.Sort(out)
 	return out
 }
 
-// consumerSpec builds the assignors' input from the members and the
-// cluster's topics, and a fingerprint of the subscribed topics' metadata.
-func (g *group) consumerSpec() (assignSpec, string) {
-	cg, md := g.consumer, g.c.cfg.Topics
-	var all []string
-	anyRegex, anyRack := false, false
+// subscriptionFingerprint describes the metadata of every topic some
+// member subscribes to (by name or regex): the group epoch moves when it
+// changes. It is computed at every heartbeat, so it resolves each distinct
+// name and regex once, not per member.
+func (g *group) subscriptionFingerprint() string {
+	cg := g.consumer
+	v := g.newTopicView()
+	names, regexes := map[string]bool{}, map[string]bool{}
 	for _, m := range cg.members {
-		anyRegex = anyRegex || m.regex != ""
-		anyRack = anyRack || m.rack != ""
-	}
-	if anyRegex {
-		all = md.TopicNames()
-	}
-	spec := assignSpec{topics: map[string]topicInfo{}}
-	known := map[string]bool{}
-	exists := func(t string) bool {
-		if ok, seen := known[t]; seen {
-			return ok
+		for _, t := range m.topics {
+			names[t] = true
 		}
-		id, n, racks, ok := md.Topic(t, anyRack)
-		known[t] = ok
-		if ok {
-			spec.topics[t] = topicInfo{id: id, partitions: n, racks: racks}
+		if m.regex != "" {
+			regexes[m.regex] = true
 		}
-		return ok
-	}
-	for _, id := range sortedKeys(cg.members) {
-		m := cg.members[id]
-		spec.members = append(spec.members, assignMember{
-			id: m.id, rack: m.rack, topics: g.resolveTopics(m, all, exists), current: cg.target[m.id],
-		})
 	}
 	// Keep compiled regexes of current members only: a member changing
 	// its regex at every heartbeat must not grow the cache.
 	for expr := range cg.regexps {
-		used := false
-		for _, m := range cg.members {
-			used = used || m.regex == expr
-		}
-		if !used {
+		if !regexes[expr] {
 			delete(cg.regexps, expr)
 		}
 	}
+	for t := range names {
+		v.exists(t)
+	}
+	for expr := range regexes {
+		v.matches(expr)
+	}
 	var b strings.Builder
-	for _, t := range sortedKeys(spec.topics) {
-		info := spec.topics[t]
+	for _, t := range sortedKeys(v.topics) {
+		info := v.topics[t]
 		fmt.Fprintf(&b, "%s/%x/%d", t, info.id, info.partitions)
 		for _, r := range info.racks {
 			b.WriteString("/" + strings.Join(r, ","))
 		}
 		b.WriteByte(';')
 	}
-	return spec, b.String()
+	return b.String()
+}
+
+// consumerSpec builds the assignors' input from the members and the
+// cluster's topics.
+func (g *group) consumerSpec() assignSpec {
+	cg := g.consumer
+	v := g.newTopicView()
+	spec := assignSpec{topics: v.topics}
+	for _, id := range sortedKeys(cg.members) {
+		m := cg.members[id]
+		spec.members = append(spec.members, assignMember{
+			id: m.id, rack: m.rack, topics: v.resolve(m), current: cg.target[m.id],
+		})
+	}
+	return spec
+}
+
+// resolve returns the existing topics a member subscribes to, by name
+// and by regex, sorted.
+func (v *topicView) resolve(m *cmember) []string {
+	var out []string
+	for _, t := range m.topics {
+		if v.exists(t) {
+			out = append(out, t)
+		}
+	}
+	if m.regex != "" {
+		for _, t := range v.matches(m.regex) {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // preferredAssignor is the assignor most members ask for (Kafka's rule),
@@ -881,16 +929,18 @@ func (g *group) validateConsumerFetch(memberID *string, epoch int32) int16 {
 // subscribedConsumerTopics returns the topics the members subscribe to.
 func (g *group) subscribedConsumerTopics() map[string]bool {
 	out := map[string]bool{}
-	var all []string
+	var v *topicView
 	if g.c.cfg.Topics != nil {
-		all = g.c.cfg.Topics.TopicNames()
+		v = g.newTopicView()
 	}
 	for _, m := range g.consumer.members {
 		for _, t := range m.topics {
 			out[t] = true
 		}
-		for _, t := range g.resolveTopics(m, all, func(string) bool { return true }) {
-			out[t] = true
+		if v != nil {
+			for _, t := range v.resolve(m) {
+				out[t] = true
+			}
 		}
 	}
 	return out
