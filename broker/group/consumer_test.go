@@ -600,9 +600,17 @@ func TestConsumerClassicCoexistence(t *testing.T) {
 			t.Errorf("offsets lost on upgrade: %v", g.offsets)
 		}
 	})
-	// A classic member cannot join a non-empty consumer group.
+	// A classic member cannot join a non-empty consumer group, nor use
+	// the other classic APIs on it.
 	j := h.join(joinReq(9, "g", "", ""))
 	wantCode(t, "classic join", j.ErrorCode, kerr.InconsistentGroupProtocol)
+	wantCode(t, "classic heartbeat", h.heartbeat(4, "g", "m", "", m.epoch), kerr.UnknownMemberID)
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.Version, leave.Group = 5, "g"
+	leave.Members = []kmsg.LeaveGroupRequestMember{{MemberID: "m"}}
+	if lr := h.c.LeaveGroup(context.Background(), leave); lr.ErrorCode != 0 || lr.Members[0].ErrorCode != kerr.UnknownMemberID.Code {
+		t.Fatalf("classic leave of a consumer member: %+v", lr)
+	}
 	// Once empty, a classic join turns it back into a classic group.
 	h.c.ConsumerGroupHeartbeat(context.Background(), Client{}, m.request(-1))
 	j = h.join(joinReq(9, "g", "", ""))
@@ -790,6 +798,9 @@ func checkHeld(t *testing.T, h *harness) {
 // changed) of a member of a settled 100-member group on a 1000-partition
 // topic: the per-heartbeat cost of checking subscriptions and metadata.
 func BenchmarkConsumerHeartbeat(b *testing.B) {
+	// The harness takes a *testing.T; a zero one serves the setup here
+	// (fake clock, no goroutines; its cleanups never run, and failing
+	// setup stops the benchmark's goroutine like b.Fatal would).
 	t := &testing.T{}
 	h, topics := newConsumerHarness(t)
 	topics.set("t", 1000)
