@@ -11,6 +11,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -114,6 +115,18 @@ func (f franzGo) startMember(t *testing.T, addr, name string, out chan<- consume
 	}, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
+		if f.kip848 {
+			// kgo falls back to the classic protocol when the broker
+			// does not serve KIP-848: make sure it did not.
+			described, err := kadm.NewClient(cl).DescribeConsumerGroups(ctx, group)
+			found := false
+			for _, m := range described[group].Members {
+				found = found || m.ClientID == name
+			}
+			if err != nil || described[group].Err != nil || !found {
+				t.Errorf("%s is not a member of consumer-protocol group %s: %v %+v", name, group, err, described[group])
+			}
+		}
 		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
 			t.Errorf("%s commit: %v", name, err)
 		}
