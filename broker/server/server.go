@@ -314,6 +314,7 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		t, ok := b.Topic(topic)
 		return ok && p >= 0 && p < t.Partitions
 	}
+	groupCfg.Topics = groupTopics{b}
 	if s.groups, err = group.New(logr.NewContext(ctx, logger), groupCfg); err != nil {
 		return nil, fmt.Errorf("start group coordinator: %w", err)
 	}
