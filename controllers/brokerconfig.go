@@ -374,11 +374,9 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 	}
 
 	for k, v := range kc.Spec.Config {
-		if IsDynamicConfigKey(k) {
-			// Applied cluster-wide through the admin API without a
-			// restart (kafkacluster_dynconfig.go), not from this file.
-			continue
-		}
+		// Dynamic keys too: a broker starts with them (no window before
+		// the operator applies them cluster-wide); RolloutConfigHash
+		// leaves their values out, so a change of one restarts nobody.
 		kv[k] = v
 	}
 
@@ -398,6 +396,26 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 		sb.WriteByte('\n')
 	}
 	return sb.String()
+}
+
+// RolloutConfigHash is the config hash that goes into zi's pod template:
+// ConfigHash of the zone's ConfigMap rendered with the values of the
+// dynamic spec.config keys masked. A new value of a dynamic key is applied
+// through the admin API without a restart (kafkacluster_dynconfig.go) and
+// reaches the file for the next start; adding or removing such a key
+// changes the hash and rolls the brokers, since a running broker keeps
+// the value its file had at start as the key's static value.
+func RolloutConfigHash(kc *strata.KafkaCluster, zi ZoneInput) string {
+	if len(dynamicSpecConfig(kc)) == 0 {
+		return ConfigHash(BuildZoneConfigMap(kc, zi).Data)
+	}
+	masked := kc.DeepCopy()
+	for k := range masked.Spec.Config {
+		if IsDynamicConfigKey(k) {
+			masked.Spec.Config[k] = "(dynamic)"
+		}
+	}
+	return ConfigHash(BuildZoneConfigMap(masked, zi).Data)
 }
 
 // ConfigHash is the SHA-256 of a ConfigMap's data, over sorted keys.

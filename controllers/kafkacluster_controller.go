@@ -768,7 +768,7 @@ func (r *KafkaClusterReconciler) reconcileZones(ctx context.Context, s *clusterS
 		if err := r.applyConfigMap(ctx, s.cluster, cm); err != nil {
 			return fmt.Errorf("zone %s: %w", zi.Zone.Name, err)
 		}
-		want := BuildZoneStatefulSet(s.rendered, zi, ConfigHash(cm.Data))
+		want := BuildZoneStatefulSet(s.rendered, zi, RolloutConfigHash(s.rendered, zi))
 		if keep, ok := s.keepReplicas[zi.Zone.Name]; ok && keep > zi.Zone.Brokers {
 			// Brokers beyond the spec still hold replicas: they go
 			// once drained (reconcileScaleDown).

@@ -19,10 +19,13 @@ import (
 
 // Dynamic spec.config keys (issue #27; docs/operator.md "Configuration").
 // The broker defaults of topic configs are dynamic broker configs
-// (broker.DynamicTopicDefaults): the operator does not write them into
-// the brokers' config file, where a change would roll every broker, but
-// sets them cluster-wide through the admin API, and the brokers apply
-// them at once. status.dynamicConfig says which keys went that way.
+// (broker.DynamicTopicDefaults): the operator sets them cluster-wide
+// through the admin API, and the brokers apply them at once. They stay in
+// the brokers' config file (a broker starts with them), but their values
+// are left out of the pod template's config hash (RolloutConfigHash), so
+// a new value rolls nobody; adding or removing such a key does roll, as
+// a running broker keeps its file's value as the key's static value.
+// status.dynamicConfig says which keys went that way.
 
 // EventDynamicConfigApplied and EventDynamicConfigRefused are the events of
 // a change of the dynamic keys.
@@ -122,13 +125,22 @@ func (r *KafkaClusterReconciler) reconcileDynamicConfig(ctx context.Context, s *
 		}
 	}
 	ops := dynamicConfigOps(want, current, next.Applied)
-	if len(ops) == 0 {
-		next.Applied = slices.Sorted(maps.Keys(want))
-		return nil
+	// Ours: what the spec set before and is still set cluster-wide (a
+	// refused new value leaves the old one there, still to delete when
+	// the key leaves the spec), and what already has its spec value.
+	applied := map[string]bool{}
+	for _, k := range next.Applied {
+		if _, set := current[k]; set {
+			applied[k] = true
+		}
+	}
+	for k, v := range want {
+		if c, ok := current[k]; ok && c == v {
+			applied[k] = true
+		}
 	}
 	// One key at a time: a refused value leaves the others applied.
-	var refused []string
-	var changed []string
+	var refused, changed []string
 	for _, op := range ops {
 		res, err := adm.AlterBrokerConfigs(actx, []kadm.AlterConfig{op})
 		if err == nil {
@@ -148,20 +160,11 @@ func (r *KafkaClusterReconciler) reconcileDynamicConfig(ctx context.Context, s *
 			continue
 		}
 		if op.Op == kadm.DeleteConfig {
+			delete(applied, op.Name)
 			changed = append(changed, "-"+op.Name)
 		} else {
+			applied[op.Name] = true
 			changed = append(changed, op.Name+"="+*op.Value)
-		}
-	}
-	applied := map[string]bool{}
-	for k := range want {
-		if !slices.Contains(next.Pending, k) {
-			applied[k] = true
-		}
-	}
-	for _, k := range next.Applied {
-		if _, inSpec := want[k]; !inSpec && slices.Contains(next.Pending, k) {
-			applied[k] = true // a DELETE that failed: still ours to delete
 		}
 	}
 	next.Applied = slices.Sorted(maps.Keys(applied))

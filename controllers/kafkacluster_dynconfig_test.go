@@ -1,9 +1,12 @@
 package controllers
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	strata "github.com/strata-dev/strata/api/v1alpha1"
 )
 
 func TestDynamicConfigOps(t *testing.T) {
@@ -31,5 +34,37 @@ func TestDynamicConfigOps(t *testing.T) {
 	}
 	if !IsDynamicConfigKey("log.retention.ms") || IsDynamicConfigKey("num.partitions") || IsDynamicConfigKey("log.remote.storage.enable") {
 		t.Fatal("IsDynamicConfigKey")
+	}
+}
+
+// TestRolloutConfigHash: a new value of a dynamic key leaves the pod
+// template's config hash alone (no roll) though the file has it; adding
+// or removing one, or changing a static key, changes it.
+func TestRolloutConfigHash(t *testing.T) {
+	kc := threeZoneCluster()
+	kc.Spec.Config = map[string]string{"log.retention.ms": "3600000", "num.partitions": "6"}
+	zi := zoneInputs(kc, nil)[0]
+	h := RolloutConfigHash(kc, zi)
+	changed := kc.DeepCopy()
+	changed.Spec.Config["log.retention.ms"] = "7200000"
+	if RolloutConfigHash(changed, zi) != h {
+		t.Error("a new value of a dynamic key changed the rollout hash")
+	}
+	if file := RenderBrokerConfig(changed, zi); !strings.Contains(file, "\nlog.retention.ms=7200000\n") {
+		t.Errorf("the new value is not in the config file for the next start:\n%s", file)
+	}
+	for name, mutate := range map[string]func(*strata.KafkaCluster){
+		"dynamic key added":   func(kc *strata.KafkaCluster) { kc.Spec.Config["message.max.bytes"] = "2000000" },
+		"dynamic key removed": func(kc *strata.KafkaCluster) { delete(kc.Spec.Config, "log.retention.ms") },
+		"static key changed":  func(kc *strata.KafkaCluster) { kc.Spec.Config["num.partitions"] = "7" },
+	} {
+		c := kc.DeepCopy()
+		mutate(c)
+		if RolloutConfigHash(c, zi) == h {
+			t.Errorf("%s: the rollout hash did not change", name)
+		}
+	}
+	if kc.Spec.Config["log.retention.ms"] != "3600000" {
+		t.Error("RolloutConfigHash changed its argument")
 	}
 }
