@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/broker/placement"
@@ -152,6 +154,7 @@ func (r *KafkaClusterReconciler) reconcileScaleDown(ctx context.Context, s *clus
 		prev = nil
 	}
 	ScalingProgress(&st, prev, d.InFlight, d.Planned, d.BytesLeft)
+	TickScalingClock(&st, prev, time.Now())
 	if d.Broker >= 0 {
 		st.Broker = ptr.To(d.Broker)
 		st.PartitionsLeft = int32(partitionsOn(md, d.Broker))
@@ -236,6 +239,19 @@ func ScalingProgress(st, prev *strata.ScalingStatus, inFlight, planned int, byte
 	st.BytesToMove = toMove + max(0, bytesLeft-left)
 }
 
+// TickScalingClock times a drain or rebalance round (st, filled by
+// ScalingProgress) from the previous round's status (nil: it starts now):
+// progress is bytes left falling or a move finishing.
+func TickScalingClock(st, prev *strata.ScalingStatus, now time.Time) {
+	var clock *strata.MoveClock
+	progressed := true
+	if prev != nil {
+		clock = &prev.MoveClock
+		progressed = st.BytesLeft < prev.BytesLeft || st.MovesDone > prev.MovesDone
+	}
+	st.MoveClock = TickMoveClock(clock, now, st.BytesToMove, st.BytesLeft, progressed)
+}
+
 // dataMoves counts the moves that copy data, not only reorder a replica
 // list.
 func dataMoves(moves []placement.Move) int {
@@ -255,7 +271,11 @@ func dataMoves(moves []placement.Move) int {
 // its largest known replica, so one answering replica is enough), and the
 // error is returned for the status message.
 func (r *KafkaClusterReconciler) withPartitionSizes(ctx context.Context, kc *strata.KafkaCluster, md plan.Metadata) (plan.Metadata, error) {
-	adm, err := r.Admin.Admin(kc)
+	return withPartitionSizes(ctx, r.Admin, kc, md)
+}
+
+func withPartitionSizes(ctx context.Context, pool *AdminPool, kc *strata.KafkaCluster, md plan.Metadata) (plan.Metadata, error) {
+	adm, err := pool.Admin(kc)
 	if err != nil {
 		return md, err
 	}
@@ -328,6 +348,12 @@ func (r *KafkaClusterReconciler) reconcileRebalance(ctx context.Context, s *clus
 		if s.metadata == nil || !emptyWantedBroker(*s.metadata, wantedBrokers(s.zones)) {
 			return nil
 		}
+		if why, err := r.rebalanceHeldBy(ctx, kc); err != nil || why != "" {
+			if why != "" {
+				log.FromContext(ctx).V(1).Info("scale-up rebalance held", "why", why)
+			}
+			return err
+		}
 	}
 	md, err := r.readPlanMetadata(ctx, kc)
 	if err != nil {
@@ -342,6 +368,7 @@ func (r *KafkaClusterReconciler) reconcileRebalance(ctx context.Context, s *clus
 		prev = kc.Status.Scaling
 	}
 	ScalingProgress(&st, prev, rb.InFlight, rb.Planned, rb.BytesLeft)
+	TickScalingClock(&st, prev, time.Now())
 	if len(rb.Moves) == 0 {
 		if rb.InFlight == 0 {
 			if under {
@@ -391,4 +418,29 @@ func emptyWantedBroker(md kadm.Metadata, wanted []plan.Wanted) bool {
 		}
 	}
 	return false
+}
+
+// rebalanceHeldBy says which KafkaRebalance of kc holds the operator's
+// own scale-up rebalance: one whose moves run (two planners moving the
+// same replicas would undo each other's work), or a remove-brokers one
+// that emptied its brokers (they are to be scaled down; moving replicas
+// back onto them would undo it). Deleting that KafkaRebalance lets the
+// operator rebalance again.
+func (r *KafkaClusterReconciler) rebalanceHeldBy(ctx context.Context, kc *strata.KafkaCluster) (string, error) {
+	var list strata.KafkaRebalanceList
+	if err := r.List(ctx, &list, client.InNamespace(kc.Namespace)); err != nil {
+		return "", fmt.Errorf("list KafkaRebalances: %w", err)
+	}
+	for _, kr := range list.Items {
+		if kr.Spec.ClusterRef.Name != kc.Name {
+			continue
+		}
+		switch {
+		case kr.Status.State == strata.RebalanceStateRebalancing:
+			return fmt.Sprintf("KafkaRebalance %s is rebalancing", kr.Name), nil
+		case kr.Spec.Mode == strata.RebalanceRemoveBrokers && kr.Status.State == strata.RebalanceStateReady:
+			return fmt.Sprintf("KafkaRebalance %s emptied brokers %v for their removal", kr.Name, kr.Spec.Brokers), nil
+		}
+	}
+	return "", nil
 }

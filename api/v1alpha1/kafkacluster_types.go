@@ -906,6 +906,9 @@ type ScalingStatus struct {
 	// Message is the last decision and why.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// The clock of the moves: start, last progress, bytes copied, rate
+	// and estimated completion.
+	MoveClock `json:",inline"`
 }
 
 // KafkaHealth is what the operator last read from the brokers through the
