@@ -193,6 +193,13 @@ func (r *KafkaRebalanceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		}
 		s.actedOn = true
 		return ctrl.Result{}, nil
+	case action == strata.RebalanceStop && state == strata.RebalanceStateStopped:
+		// Stopped, the throttle removal failed: again.
+		if err := r.removeThrottle(ctx, s); err != nil {
+			return r.unreachable(kr, err)
+		}
+		s.actedOn = true
+		return ctrl.Result{}, nil
 	case action == strata.RebalanceRefresh && state == strata.RebalanceStateRebalancing:
 		r.Recorder.Eventf(kr, nil, corev1.EventTypeWarning, EventAnnotationIgnored, "Refresh", "refresh ignored while the moves run: stop them first")
 		s.actedOn = true
@@ -407,7 +414,7 @@ func BuildProposal(kc *strata.KafkaCluster, md plan.Metadata, pl plan.RequestPla
 		p.EstimatedDuration = &metav1.Duration{Duration: d}
 	}
 	prices := clusterPrices(kc)
-	p.CostUSD = strata.RebalanceCost{Kafka: formatUSD(prices.CrossZone(p.CrossZoneBytes)), Strata: formatUSD(prices.CrossZone(p.CrossZoneBytesStrata))}
+	p.CostUSD = strata.RebalanceCost{Kafka: formatMoveUSD(prices.CrossZone(p.CrossZoneBytes)), Strata: formatMoveUSD(prices.CrossZone(p.CrossZoneBytesStrata))}
 	p.Reason = fmt.Sprintf("%d replica moves and %d leader reorderings over %d brokers", p.Moves, p.LeaderChanges, len(md.Brokers))
 	if pl.Waiting > 0 {
 		p.Reason += fmt.Sprintf("; %d partitions wait for a reassignment in flight", pl.Waiting)
@@ -416,6 +423,20 @@ func BuildProposal(kc *strata.KafkaCluster, md plan.Metadata, pl plan.RequestPla
 		p.Reason += "; tiered partitions hydrate from the slow tier (no cross-zone bytes)"
 	}
 	return p
+}
+
+// formatMoveUSD prints dollars with cents, and below a cent with up to
+// six decimals (a few MB across zones cost a fraction of a cent), never
+// in exponent form.
+func formatMoveUSD(v float64) string {
+	if v == 0 || math.Abs(v) >= 0.01 {
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	s := strings.TrimRight(strconv.FormatFloat(v, 'f', 6, 64), "0")
+	if strings.HasSuffix(s, ".") {
+		s += "0"
+	}
+	return s
 }
 
 // clusterPrices is the price table of kc: the defaults with
@@ -523,7 +544,7 @@ func (r *KafkaRebalanceReconciler) rebalance(ctx context.Context, s *rebalanceSc
 		kr.Status.Message = withSizesNote(step.Reason, sizesErr)
 		r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, EventRebalanceMoves, "Rebalance", "%d reassignments started: %s", started, step.Reason)
 	case len(kr.Status.Moving) == 0 && pl.Waiting == 0:
-		return r.finish(ctx, s, md)
+		return r.finish(ctx, s)
 	default:
 		kr.Status.Message = withSizesNote(step.Reason, sizesErr)
 	}
@@ -573,12 +594,10 @@ func percent(moved, toMove int64, done, started int32) int32 {
 
 // finish ends the moves: throttle off (what others' moves in flight
 // still need is kept), Ready.
-func (r *KafkaRebalanceReconciler) finish(ctx context.Context, s *rebalanceScope, md plan.Metadata) error {
+func (r *KafkaRebalanceReconciler) finish(ctx context.Context, s *rebalanceScope) error {
 	kr := s.kr
-	if rate := ptr.Deref(s.cluster.Spec.Rebalance.Throttle, 0); rate > 0 || meta.IsStatusConditionTrue(s.cluster.Status.Conditions, ConditionReplicationThrottled) {
-		if _, err := convergeThrottle(ctx, s.adm, DesiredThrottle(rate, md, nil), md); err != nil {
-			return fmt.Errorf("remove the replication throttle: %w", err)
-		}
+	if err := r.removeThrottle(ctx, s); err != nil {
+		return err
 	}
 	prog := kr.Status.Progress
 	t := metav1.NewTime(s.now)
@@ -624,22 +643,16 @@ func (r *KafkaRebalanceReconciler) startMoves(ctx context.Context, s *rebalanceS
 }
 
 // stop cancels the reassignments this rebalance started that are still
-// in flight (Kafka puts their replica lists back), removes the throttle
-// no move needs any more, and records Stopped.
+// in flight (Kafka puts their replica lists back) and records Stopped,
+// then removes the throttle no move needs any more. The status says
+// Stopped once the cancellation is done, before the throttle is
+// removed: a failure there is retried (the stop annotation stays until
+// it is done) without cancelling or counting again.
 func (r *KafkaRebalanceReconciler) stop(ctx context.Context, s *rebalanceScope) error {
 	kr := s.kr
 	cancelled, err := cancelReassignments(ctx, s.adm, kr.Status.Moving)
 	if err != nil {
 		return err
-	}
-	md, err := readPlanMetadata(ctx, r.Admin, s.cluster)
-	if err != nil {
-		return err
-	}
-	if rate := ptr.Deref(s.cluster.Spec.Rebalance.Throttle, 0); rate > 0 || meta.IsStatusConditionTrue(s.cluster.Status.Conditions, ConditionReplicationThrottled) {
-		if _, err := convergeThrottle(ctx, s.adm, DesiredThrottle(rate, md, nil), md); err != nil {
-			return fmt.Errorf("remove the replication throttle: %w", err)
-		}
 	}
 	kr.Status.Moving = nil
 	done := int32(0)
@@ -655,6 +668,23 @@ func (r *KafkaRebalanceReconciler) stop(ctx context.Context, s *rebalanceScope) 
 	SetCondition(&kr.Status.Conditions, kr.Generation, strata.ConditionReady, metav1.ConditionFalse, ReasonRebalanceStopped, msg)
 	MarkReconciled(&kr.Status.Conditions, kr.Generation, ReasonRebalanceStopped, msg)
 	r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, EventRebalanceStopped, "Stop", "%s", msg)
+	return r.removeThrottle(ctx, s)
+}
+
+// removeThrottle converges the brokers' throttle to what the
+// reassignments still in flight (others') need: none once they end.
+func (r *KafkaRebalanceReconciler) removeThrottle(ctx context.Context, s *rebalanceScope) error {
+	rate := ptr.Deref(s.cluster.Spec.Rebalance.Throttle, 0)
+	if rate <= 0 && !meta.IsStatusConditionTrue(s.cluster.Status.Conditions, ConditionReplicationThrottled) {
+		return nil
+	}
+	md, err := readPlanMetadata(ctx, r.Admin, s.cluster)
+	if err != nil {
+		return err
+	}
+	if _, err := convergeThrottle(ctx, s.adm, DesiredThrottle(rate, md, nil), md); err != nil {
+		return fmt.Errorf("remove the replication throttle: %w", err)
+	}
 	return nil
 }
 
