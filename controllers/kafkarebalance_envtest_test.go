@@ -38,6 +38,16 @@ func annotateRebalance(ns, name, action string) {
 	}, timeout, interval).Should(Succeed())
 }
 
+// reassignments lists topic's reassignments in flight (every partition
+// named: a topic without partitions in the request lists none).
+func reassignments(ctx context.Context, g Gomega, adm *kadm.Client, topic string) kadm.ListPartitionReassignmentsResponses {
+	md, err := adm.Metadata(ctx, topic)
+	g.Expect(err).NotTo(HaveOccurred())
+	l, err := adm.ListPartitionReassignments(ctx, md.Topics.TopicsSet())
+	g.Expect(err).NotTo(HaveOccurred())
+	return l
+}
+
 // skewZoneA puts the zone-a replica of every partition of topic on broker
 // 0 except partition 0's, which goes to broker 1: zone a is unbalanced,
 // yet no broker is empty (which would start the operator's own scale-up
@@ -65,9 +75,7 @@ func skewZoneA(ctx context.Context, adm *kadm.Client, topic string) {
 		Expect(r.Err).NotTo(HaveOccurred())
 	}
 	Eventually(func(g Gomega) {
-		l, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{topic: nil})
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(l).To(BeEmpty())
+		g.Expect(reassignments(ctx, g, adm, topic)).To(BeEmpty())
 		g.Expect(replicasPerBroker(ctx, g, adm, topic)[1]).To(Equal(1))
 	}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
 }
@@ -241,6 +249,7 @@ var _ = Describe("KafkaRebalance", func() {
 			g.Expect(kr.Status.Proposal).NotTo(BeNil())
 			g.Expect(kr.Annotations).NotTo(HaveKey(strata.RebalanceAnnotation))
 			g.Expect(ownThrottleRates(ctx, g, adm, 1)).To(HaveKeyWithValue("follower.replication.throttled.rate", "1"))
+			g.Expect(reassignments(ctx, g, adm, "bulk")).NotTo(BeEmpty())
 		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
 
 		By("no progress for movesStalledAfter: MovesStalled, Stalled, not Reconciling")
@@ -268,9 +277,7 @@ var _ = Describe("KafkaRebalance", func() {
 			g.Expect(meta.IsStatusConditionTrue(kr.Status.Conditions, strata.ConditionStalled)).To(BeFalse())
 			g.Expect(meta.IsStatusConditionTrue(kr.Status.Conditions, strata.ConditionReconciling)).To(BeFalse())
 		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
-		l, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"bulk": nil})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(l).To(BeEmpty(), "reassignments of %v cancelled", moving)
+		Expect(reassignments(ctx, Default, adm, "bulk")).To(BeEmpty(), "reassignments of %v cancelled", moving)
 		done := int(getRebalance(ns, "slow").Status.Progress.MovesDone)
 		Expect(replicasPerBroker(ctx, Default, adm, "bulk")[1]).To(Equal(1+done), "the cancelled moves left the replicas where they were; %d had finished", done)
 		for _, id := range []int32{0, 1, 100, 200} {
