@@ -118,6 +118,7 @@ func (r *KafkaClusterReconciler) reconcileScaleDown(ctx context.Context, s *clus
 		s.keepReplicas = nil
 		if sc := kc.Status.Scaling; sc != nil && sc.Phase != ScalingPhaseRebalancing {
 			kc.Status.Scaling = nil
+			meta.RemoveStatusCondition(&kc.Status.Conditions, ConditionMovesStalled)
 		}
 		meta.RemoveStatusCondition(&kc.Status.Conditions, ConditionScaleDownBlocked)
 		return nil
@@ -155,6 +156,7 @@ func (r *KafkaClusterReconciler) reconcileScaleDown(ctx context.Context, s *clus
 	}
 	ScalingProgress(&st, prev, d.InFlight, d.Planned, d.BytesLeft)
 	TickScalingClock(&st, prev, time.Now())
+	r.checkMovesStalled(s, &st, time.Now())
 	if d.Broker >= 0 {
 		st.Broker = ptr.To(d.Broker)
 		st.PartitionsLeft = int32(partitionsOn(md, d.Broker))
@@ -250,6 +252,40 @@ func TickScalingClock(st, prev *strata.ScalingStatus, now time.Time) {
 		progressed = st.BytesLeft < prev.BytesLeft || st.MovesDone > prev.MovesDone
 	}
 	st.MoveClock = TickMoveClock(clock, now, st.BytesToMove, st.BytesLeft, progressed)
+}
+
+// MovesStalledAfter is how long kc's own moves may go without progress
+// before MovesStalled: spec.rebalance.movesStalledAfter, else
+// DefaultMovesStalledAfter.
+func MovesStalledAfter(kc *strata.KafkaCluster) time.Duration {
+	if d := kc.Spec.Rebalance.MovesStalledAfter; d != nil && d.Duration > 0 {
+		return d.Duration
+	}
+	return DefaultMovesStalledAfter
+}
+
+// checkMovesStalled sets MovesStalled from a drain or rebalance round's
+// clock (st, ticked): True, and the cluster Stalled, when reassignments
+// are in flight and none progressed for MovesStalledAfter; False once
+// they progress again.
+func (r *KafkaClusterReconciler) checkMovesStalled(s *clusterScope, st *strata.ScalingStatus, now time.Time) {
+	kc := s.cluster
+	after := MovesStalledAfter(kc)
+	d, stalled := MovesStalledFor(st.MoveClock, now, int(st.MovesInFlight), after)
+	if !stalled {
+		if meta.FindStatusCondition(kc.Status.Conditions, ConditionMovesStalled) != nil {
+			setCondition(kc, ConditionMovesStalled, metav1.ConditionFalse, ReasonMovesProgressing,
+				fmt.Sprintf("the %s progresses; last progress at %s", strings.ToLower(st.Phase), st.LastProgressTime.UTC().Format(time.RFC3339)))
+		}
+		return
+	}
+	msg := fmt.Sprintf("%s: no progress for %s (spec.rebalance.movesStalledAfter %s) with %d reassignments in flight and %d bytes left: is a broker receiving a replica down?",
+		st.Phase, d.Round(time.Second), after, st.MovesInFlight, st.BytesLeft)
+	if !meta.IsStatusConditionTrue(kc.Status.Conditions, ConditionMovesStalled) {
+		r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventMovesStalled, "Scale", "%s", msg)
+	}
+	setCondition(kc, ConditionMovesStalled, metav1.ConditionTrue, ReasonMovesStalled, msg)
+	s.stalled = &invalidSpecError{reason: ReasonMovesStalled, message: msg}
 }
 
 // dataMoves counts the moves that copy data, not only reorder a replica
@@ -369,12 +405,14 @@ func (r *KafkaClusterReconciler) reconcileRebalance(ctx context.Context, s *clus
 	}
 	ScalingProgress(&st, prev, rb.InFlight, rb.Planned, rb.BytesLeft)
 	TickScalingClock(&st, prev, time.Now())
+	r.checkMovesStalled(s, &st, time.Now())
 	if len(rb.Moves) == 0 {
 		if rb.InFlight == 0 {
 			if under {
 				r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventRebalanceMoves, "Rebalance", "rebalance done: %d replica moves made", st.MovesStarted)
 			}
 			kc.Status.Scaling = nil
+			meta.RemoveStatusCondition(&kc.Status.Conditions, ConditionMovesStalled)
 			return nil
 		}
 		r.setScaling(kc, st)

@@ -286,3 +286,54 @@ var _ = Describe("KafkaRebalance", func() {
 		Expect(throttledReplicas(ctx, Default, adm, "bulk")).To(BeEmpty())
 	}, SpecTimeout(10*time.Minute))
 })
+
+var _ = Describe("Moves with a clock", func() {
+	It("times a scale-up rebalance in status.scaling, reports it MovesStalled and Stalled when its moves stop copying, and clears both when they end", func(ctx SpecContext) {
+		ns := newNamespace()
+		kc, lb := rollSpec(ns, "clock", map[string]int32{"a": 1, "b": 1, "c": 1})
+		startKubelet(kc, lb)
+		adm := lb.Admin()
+		createTopic(ctx, adm, "bulk", 6, 3, nil)
+		fillRandom(ctx, lb.Addrs(), "bulk", 144, 128<<10)
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "clock")
+			podsCurrent(g, got)
+			g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, strata.ConditionReady)).To(BeTrue(), "%+v", got.Status.Conditions)
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+
+		By("scale zone a 1 -> 2 at 1 byte/s: the new replicas get the quota's first burst, then nothing")
+		updateCluster(ns, "clock", func(kc *strata.KafkaCluster) {
+			kc.Spec.Zones[0].Brokers = 2
+			kc.Spec.Rebalance.Throttle = ptr.To[int64](1)
+			kc.Spec.Rebalance.MovesStalledAfter = &metav1.Duration{Duration: 5 * time.Second}
+		})
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "clock")
+			sc := got.Status.Scaling
+			g.Expect(sc).NotTo(BeNil())
+			g.Expect(sc.Phase).To(Equal(controllers.ScalingPhaseRebalancing))
+			g.Expect(sc.StartTime).NotTo(BeNil())
+			g.Expect(sc.LastProgressTime).NotTo(BeNil())
+			c := meta.FindStatusCondition(got.Status.Conditions, controllers.ConditionMovesStalled)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue), c.Message)
+			stalled := meta.FindStatusCondition(got.Status.Conditions, strata.ConditionStalled)
+			g.Expect(stalled).NotTo(BeNil())
+			g.Expect(stalled.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(stalled.Reason).To(Equal(controllers.ReasonMovesStalled))
+			g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, strata.ConditionReconciling)).To(BeFalse())
+		}).WithContext(ctx).WithTimeout(2 * timeout).Should(Succeed())
+		got := getCluster(ns, "clock")
+		fmt.Fprintf(GinkgoWriter, "stalled: %s; scaling %+v\n", meta.FindStatusCondition(got.Status.Conditions, controllers.ConditionMovesStalled).Message, *got.Status.Scaling)
+
+		By("the throttle removed: the moves end, MovesStalled goes and Stalled is False")
+		updateCluster(ns, "clock", func(kc *strata.KafkaCluster) { kc.Spec.Rebalance.Throttle = nil })
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "clock")
+			g.Expect(got.Status.Scaling).To(BeNil())
+			g.Expect(meta.FindStatusCondition(got.Status.Conditions, controllers.ConditionMovesStalled)).To(BeNil())
+			g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, strata.ConditionStalled)).To(BeFalse())
+			g.Expect(replicasPerBroker(ctx, g, adm, "bulk")[1]).To(Equal(3))
+		}).WithContext(ctx).WithTimeout(3 * timeout).Should(Succeed())
+	}, SpecTimeout(10*time.Minute))
+})
