@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -157,6 +158,7 @@ func (r *KafkaClusterReconciler) reconcileScaleDown(ctx context.Context, s *clus
 	ScalingProgress(&st, prev, d.InFlight, d.Planned, d.BytesLeft)
 	TickScalingClock(&st, prev, time.Now())
 	r.checkMovesStalled(s, &st, time.Now())
+	r.surfaceScaling(ctx, kc, md, &st, prev, strata.RebalanceRemoveBrokers, toRemove, len(d.Moves) > 0)
 	if d.Broker >= 0 {
 		st.Broker = ptr.To(d.Broker)
 		st.PartitionsLeft = int32(partitionsOn(md, d.Broker))
@@ -252,6 +254,65 @@ func TickScalingClock(st, prev *strata.ScalingStatus, now time.Time) {
 		progressed = st.BytesLeft < prev.BytesLeft || st.MovesDone > prev.MovesDone
 	}
 	st.MoveClock = TickMoveClock(clock, now, st.BytesToMove, st.BytesLeft, progressed)
+}
+
+// surfaceScaling shows the operator's own drain (mode remove-brokers:
+// the brokers to remove) or scale-up rebalance (add-brokers: the brokers
+// that held nothing) as a KafkaRebalance owned by the cluster, created
+// when the scaling starts moves (prev nil) and named in
+// status.scaling.kafkaRebalance; the KafkaRebalance controller mirrors
+// status.scaling into it (it neither plans nor moves anything itself). A
+// failure to create it is logged: the scaling goes on without it.
+func (r *KafkaClusterReconciler) surfaceScaling(ctx context.Context, kc *strata.KafkaCluster, md plan.Metadata, st, prev *strata.ScalingStatus, mode strata.RebalanceMode, brokers []int32, starting bool) {
+	if prev != nil {
+		st.KafkaRebalance = prev.KafkaRebalance
+		return
+	}
+	if !starting || len(brokers) == 0 {
+		return
+	}
+	kind := "scale-up"
+	if mode == strata.RebalanceRemoveBrokers {
+		kind = "scale-down"
+	}
+	kr := &strata.KafkaRebalance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: kc.Namespace, Name: fmt.Sprintf("%s-%s-%d", kc.Name, kind, st.StartTime.Unix()),
+			Labels: map[string]string{LabelManagedBy: ManagedBy, LabelCluster: kc.Name},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: strata.GroupVersion.String(), Kind: "KafkaCluster",
+				Name: kc.Name, UID: kc.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+		Spec: strata.KafkaRebalanceSpec{ClusterRef: strata.LocalObjectReference{Name: kc.Name}, Mode: mode, Brokers: slices.Sorted(slices.Values(brokers))},
+	}
+	if err := r.Create(ctx, kr); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			log.FromContext(ctx).Error(err, "KafkaRebalance showing the scaling not created", "kafkaRebalance", kr.Name)
+			return
+		}
+	} else {
+		// The proposal as the planner sees the request before its first
+		// moves start (afterwards they would be in flight, not planned).
+		if pl := plan.RebalancePlan(plan.RebalanceRequest{Mode: string(mode), Brokers: kr.Spec.Brokers}, md); pl.Refused == "" && pl.Wait == "" {
+			p := BuildProposal(kc, md, pl, st.StartTime.Time)
+			kr.Status.Proposal = &p
+		}
+		kr.Status.State = strata.RebalanceStateRebalancing
+		kr.Status.Message = "the KafkaCluster's own moves start"
+		if err := r.Status().Update(ctx, kr); err != nil {
+			log.FromContext(ctx).Error(err, "proposal of the KafkaRebalance showing the scaling not written", "kafkaRebalance", kr.Name)
+		}
+	}
+	st.KafkaRebalance = kr.Name
+}
+
+// emptyBrokers are the wanted brokers that hold no replica: the ones a
+// scale-up rebalance is for.
+func emptyBrokers(md plan.Metadata, wanted []plan.Wanted) []int32 {
+	var out []int32
+	for _, w := range wanted {
+		if partitionsOn(md, w.ID) == 0 {
+			out = append(out, w.ID)
+		}
+	}
+	return out
 }
 
 // MovesStalledAfter is how long kc's own moves may go without progress
@@ -406,6 +467,7 @@ func (r *KafkaClusterReconciler) reconcileRebalance(ctx context.Context, s *clus
 	ScalingProgress(&st, prev, rb.InFlight, rb.Planned, rb.BytesLeft)
 	TickScalingClock(&st, prev, time.Now())
 	r.checkMovesStalled(s, &st, time.Now())
+	r.surfaceScaling(ctx, kc, md, &st, prev, strata.RebalanceAddBrokers, emptyBrokers(md, wantedBrokers(s.zones)), len(rb.Moves) > 0)
 	if len(rb.Moves) == 0 {
 		if rb.InFlight == 0 {
 			if under {
@@ -470,8 +532,8 @@ func (r *KafkaClusterReconciler) rebalanceHeldBy(ctx context.Context, kc *strata
 		return "", fmt.Errorf("list KafkaRebalances: %w", err)
 	}
 	for _, kr := range list.Items {
-		if kr.Spec.ClusterRef.Name != kc.Name {
-			continue
+		if kr.Spec.ClusterRef.Name != kc.Name || metav1.IsControlledBy(&kr, kc) {
+			continue // the ones showing the cluster's own moves
 		}
 		switch {
 		case kr.Status.State == strata.RebalanceStateRebalancing:

@@ -115,7 +115,10 @@ type rebalanceScope struct {
 	cluster *strata.KafkaCluster
 	adm     *kadm.Client
 	now     time.Time
-	// done: the annotation was acted on and is to be removed.
+	// base is the KafkaRebalance as read (moved on by the reconcile's own
+	// status writes): status patches name its resourceVersion.
+	base *strata.KafkaRebalance
+	// actedOn: the annotation was acted on and is to be removed.
 	actedOn bool
 	requeue time.Duration
 }
@@ -140,11 +143,10 @@ func (r *KafkaRebalanceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err := ensureFinalizer(ctx, r.Client, kr, RebalanceFinalizer); err != nil {
 		return ctrl.Result{}, err
 	}
-	before := kr.DeepCopy()
-	s := &rebalanceScope{kr: kr, now: r.now()}
+	s := &rebalanceScope{kr: kr, now: r.now(), base: kr.DeepCopy()}
 	defer func() {
 		kr.Status.ObservedGeneration = kr.Generation
-		err := r.Status().Patch(ctx, kr, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		err := r.Status().Patch(ctx, kr, client.MergeFromWithOptions(s.base, client.MergeFromWithOptimisticLock{}))
 		switch {
 		case err == nil || apierrors.IsNotFound(err):
 		case apierrors.IsConflict(err) && reterr == nil:
@@ -183,6 +185,10 @@ func (r *KafkaRebalanceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return r.unreachable(kr, err)
 	}
 	s.adm = adm
+
+	if metav1.IsControlledBy(kr, kc) {
+		return r.mirror(s), nil
+	}
 
 	action := kr.Annotations[strata.RebalanceAnnotation]
 	state := kr.Status.State
@@ -529,8 +535,22 @@ func (r *KafkaRebalanceReconciler) rebalance(ctx context.Context, s *rebalanceSc
 				return fmt.Errorf("throttle the moves: %w", err)
 			}
 		}
+		// The moves are recorded before they start: a status write lost
+		// afterwards (a conflict with a person's annotation) would leave
+		// reassignments that stop does not know of.
+		was := kr.Status.Moving
+		for _, m := range step.Moves {
+			if m.CopiesData() {
+				kr.Status.Moving = append(kr.Status.Moving, fmt.Sprintf("%s-%d", m.Topic, m.Partition))
+			}
+		}
+		if err := r.writeStatus(ctx, s); err != nil {
+			return fmt.Errorf("record the moves before starting them: %w", err)
+		}
+		prog = kr.Status.Progress // the write decoded the status anew
 		names, err := r.startMoves(ctx, s, step.Moves)
 		started = len(names)
+		kr.Status.Moving = was
 		for _, m := range step.Moves {
 			name := fmt.Sprintf("%s-%d", m.Topic, m.Partition)
 			if m.CopiesData() && slices.Contains(names, name) {
@@ -577,6 +597,18 @@ func (r *KafkaRebalanceReconciler) rebalance(ctx context.Context, s *rebalanceSc
 		fmt.Sprintf("last progress at %s", prog.LastProgressTime.UTC().Format(time.RFC3339)))
 	SetCondition(&kr.Status.Conditions, kr.Generation, strata.ConditionReady, metav1.ConditionFalse, ReasonRebalancing, kr.Status.Message)
 	MarkReconciling(&kr.Status.Conditions, kr.Generation, ReasonRebalancing, kr.Status.Message)
+	return nil
+}
+
+// writeStatus writes the status now (optimistic lock on the version the
+// reconcile read or last wrote), for a record that must be in place
+// before an action.
+func (r *KafkaRebalanceReconciler) writeStatus(ctx context.Context, s *rebalanceScope) error {
+	s.kr.Status.ObservedGeneration = s.kr.Generation
+	if err := r.Status().Patch(ctx, s.kr, client.MergeFromWithOptions(s.base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	s.base = s.kr.DeepCopy()
 	return nil
 }
 
@@ -650,7 +682,8 @@ func (r *KafkaRebalanceReconciler) startMoves(ctx context.Context, s *rebalanceS
 // it is done) without cancelling or counting again.
 func (r *KafkaRebalanceReconciler) stop(ctx context.Context, s *rebalanceScope) error {
 	kr := s.kr
-	cancelled, err := cancelReassignments(ctx, s.adm, kr.Status.Moving)
+	moving := kr.Status.Moving
+	cancelled, err := cancelReassignments(ctx, s.adm, moving)
 	if err != nil {
 		return err
 	}
@@ -668,12 +701,14 @@ func (r *KafkaRebalanceReconciler) stop(ctx context.Context, s *rebalanceScope) 
 	SetCondition(&kr.Status.Conditions, kr.Generation, strata.ConditionReady, metav1.ConditionFalse, ReasonRebalanceStopped, msg)
 	MarkReconciled(&kr.Status.Conditions, kr.Generation, ReasonRebalanceStopped, msg)
 	r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, EventRebalanceStopped, "Stop", "%s", msg)
-	return r.removeThrottle(ctx, s)
+	return r.removeThrottle(ctx, s, moving...)
 }
 
 // removeThrottle converges the brokers' throttle to what the
-// reassignments still in flight (others') need: none once they end.
-func (r *KafkaRebalanceReconciler) removeThrottle(ctx context.Context, s *rebalanceScope) error {
+// reassignments still in flight (others') need: none once they end. The
+// partitions named (just cancelled: the brokers may still list them for
+// a moment) count as not moving.
+func (r *KafkaRebalanceReconciler) removeThrottle(ctx context.Context, s *rebalanceScope, cancelled ...string) error {
 	rate := ptr.Deref(s.cluster.Spec.Rebalance.Throttle, 0)
 	if rate <= 0 && !meta.IsStatusConditionTrue(s.cluster.Status.Conditions, ConditionReplicationThrottled) {
 		return nil
@@ -681,6 +716,14 @@ func (r *KafkaRebalanceReconciler) removeThrottle(ctx context.Context, s *rebala
 	md, err := readPlanMetadata(ctx, r.Admin, s.cluster)
 	if err != nil {
 		return err
+	}
+	md.Partitions = slices.Clone(md.Partitions)
+	for i, p := range md.Partitions {
+		if slices.Contains(cancelled, p.String()) {
+			// Cancelled: back to the replicas it had.
+			md.Partitions[i].Replicas = slices.DeleteFunc(slices.Clone(p.Replicas), func(id int32) bool { return slices.Contains(p.Adding, id) })
+			md.Partitions[i].Adding, md.Partitions[i].Removing = nil, nil
+		}
 	}
 	if _, err := convergeThrottle(ctx, s.adm, DesiredThrottle(rate, md, nil), md); err != nil {
 		return fmt.Errorf("remove the replication throttle: %w", err)
@@ -722,6 +765,64 @@ func cancelReassignments(ctx context.Context, adm *kadm.Client, names []string) 
 	return n, nil
 }
 
+// mirror keeps a KafkaRebalance the cluster created for its own drain or
+// scale-up rebalance (surfaceScaling, which writes the proposal) in step
+// with status.scaling: Rebalancing with the scaling's progress and clock (MovesStalled and
+// Stalled from the cluster's MovesStalled), Ready once the scaling named
+// it no more. It is approved by the spec change that started it:
+// approve and stop are not for it (change the KafkaCluster's spec).
+func (r *KafkaRebalanceReconciler) mirror(s *rebalanceScope) ctrl.Result {
+	kr, kc := s.kr, s.cluster
+	if action := kr.Annotations[strata.RebalanceAnnotation]; action != "" {
+		r.Recorder.Eventf(kr, nil, corev1.EventTypeWarning, EventAnnotationIgnored, "Annotate",
+			"%s=%s ignored: this KafkaRebalance shows the KafkaCluster's own moves, which follow its spec (change spec.zones to stop them)", strata.RebalanceAnnotation, action)
+		s.actedOn = true
+	}
+	sc := kc.Status.Scaling
+	if sc == nil || sc.KafkaRebalance != kr.Name {
+		// Until status.scaling named it once (the cluster writes its
+		// status after creating it), it has not started, unless that
+		// never happens (the cluster's status write was lost).
+		if kr.Status.Progress == nil && s.now.Sub(kr.CreationTimestamp.Time) < time.Minute {
+			return ctrl.Result{RequeueAfter: rebalancePoll}
+		}
+		if kr.Status.State != strata.RebalanceStateReady {
+			prog := kr.Status.Progress
+			if prog == nil {
+				prog = &strata.RebalanceProgress{}
+				kr.Status.Progress = prog
+			}
+			t := metav1.NewTime(s.now)
+			prog.CompletionTime, prog.EstimatedCompletionTime = &t, nil
+			prog.MovesInFlight, prog.Percent = 0, 100
+			msg := fmt.Sprintf("the KafkaCluster's own %s ended: %d replica moves", map[strata.RebalanceMode]string{strata.RebalanceAddBrokers: "scale-up rebalance", strata.RebalanceRemoveBrokers: "drain"}[kr.Spec.Mode], prog.MovesStarted)
+			r.setState(kr, strata.RebalanceStateReady, msg)
+			meta.RemoveStatusCondition(&kr.Status.Conditions, ConditionMovesStalled)
+			SetCondition(&kr.Status.Conditions, kr.Generation, strata.ConditionReady, metav1.ConditionTrue, ReasonRebalanceDone, msg)
+			MarkReconciled(&kr.Status.Conditions, kr.Generation, ReasonRebalanceDone, msg)
+		}
+		return ctrl.Result{}
+	}
+	kr.Status.Progress = &strata.RebalanceProgress{MoveClock: *sc.MoveClock.DeepCopy(), MovesStarted: sc.MovesStarted, MovesDone: sc.MovesDone,
+		MovesInFlight: sc.MovesInFlight, BytesToMove: sc.BytesToMove, BytesLeft: sc.BytesLeft,
+		Percent: percent(sc.BytesMoved, sc.BytesToMove, sc.MovesDone, sc.MovesStarted)}
+	msg := fmt.Sprintf("the KafkaCluster's own moves (status.scaling phase %s): %s", sc.Phase, sc.Message)
+	r.setState(kr, strata.RebalanceStateRebalancing, msg)
+	if c := meta.FindStatusCondition(kc.Status.Conditions, ConditionMovesStalled); c != nil && c.Status == metav1.ConditionTrue {
+		SetCondition(&kr.Status.Conditions, kr.Generation, ConditionMovesStalled, metav1.ConditionTrue, ReasonMovesStalled, c.Message)
+		SetCondition(&kr.Status.Conditions, kr.Generation, strata.ConditionStalled, metav1.ConditionTrue, ReasonMovesStalled, c.Message)
+		SetCondition(&kr.Status.Conditions, kr.Generation, strata.ConditionReconciling, metav1.ConditionFalse, ReasonMovesStalled, "not progressing: "+c.Message)
+		SetCondition(&kr.Status.Conditions, kr.Generation, strata.ConditionReady, metav1.ConditionFalse, ReasonMovesStalled, c.Message)
+	} else {
+		if meta.FindStatusCondition(kr.Status.Conditions, ConditionMovesStalled) != nil {
+			SetCondition(&kr.Status.Conditions, kr.Generation, ConditionMovesStalled, metav1.ConditionFalse, ReasonMovesProgressing, "the moves progress")
+		}
+		SetCondition(&kr.Status.Conditions, kr.Generation, strata.ConditionReady, metav1.ConditionFalse, ReasonRebalancing, msg)
+		MarkReconciling(&kr.Status.Conditions, kr.Generation, ReasonRebalancing, msg)
+	}
+	return ctrl.Result{RequeueAfter: rebalancePoll}
+}
+
 // reconcileDelete stops a KafkaRebalance whose moves run before it goes
 // (a rebalance deleted mid-way would otherwise leave its throttle on the
 // brokers); without its cluster there is nothing to stop.
@@ -729,7 +830,10 @@ func (r *KafkaRebalanceReconciler) reconcileDelete(ctx context.Context, kr *stra
 	if !slices.Contains(kr.Finalizers, RebalanceFinalizer) {
 		return nil
 	}
-	if kr.Status.State == strata.RebalanceStateRebalancing {
+	// One that shows the cluster's own moves stops nothing: they follow
+	// the cluster's spec.
+	mirrored := slices.ContainsFunc(kr.OwnerReferences, func(o metav1.OwnerReference) bool { return ptr.Deref(o.Controller, false) && o.Kind == "KafkaCluster" })
+	if kr.Status.State == strata.RebalanceStateRebalancing && !mirrored {
 		kc := &strata.KafkaCluster{}
 		err := r.Get(ctx, client.ObjectKey{Namespace: kr.Namespace, Name: kr.Spec.ClusterRef.Name}, kc)
 		switch {

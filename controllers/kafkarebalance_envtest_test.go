@@ -288,7 +288,7 @@ var _ = Describe("KafkaRebalance", func() {
 })
 
 var _ = Describe("Moves with a clock", func() {
-	It("times a scale-up rebalance in status.scaling, reports it MovesStalled and Stalled when its moves stop copying, and clears both when they end", func(ctx SpecContext) {
+	It("times a scale-up rebalance in status.scaling, reports it MovesStalled and Stalled when its moves stop copying, shows it as a KafkaRebalance, and clears both when they end", func(ctx SpecContext) {
 		ns := newNamespace()
 		kc, lb := rollSpec(ns, "clock", map[string]int32{"a": 1, "b": 1, "c": 1})
 		startKubelet(kc, lb)
@@ -326,6 +326,24 @@ var _ = Describe("Moves with a clock", func() {
 		got := getCluster(ns, "clock")
 		fmt.Fprintf(GinkgoWriter, "stalled: %s; scaling %+v\n", meta.FindStatusCondition(got.Status.Conditions, controllers.ConditionMovesStalled).Message, *got.Status.Scaling)
 
+		By("the scale-up shows as a KafkaRebalance the cluster owns: add-brokers [1], its proposal, Rebalancing, stalled with it")
+		name := got.Status.Scaling.KafkaRebalance
+		Expect(name).NotTo(BeEmpty())
+		Eventually(func(g Gomega) {
+			kr := getRebalance(ns, name)
+			g.Expect(metav1.IsControlledBy(kr, got)).To(BeTrue(), "%+v", kr.OwnerReferences)
+			g.Expect(kr.Spec.Mode).To(Equal(strata.RebalanceAddBrokers))
+			g.Expect(kr.Spec.Brokers).To(Equal([]int32{1}))
+			g.Expect(kr.Status.Proposal).NotTo(BeNil())
+			g.Expect(kr.Status.Proposal.Moves).To(BeNumerically(">=", 2))
+			g.Expect(kr.Status.Proposal.BytesToMove).To(BeNumerically(">", 0))
+			g.Expect(kr.Status.State).To(Equal(strata.RebalanceStateRebalancing), kr.Status.Message)
+			g.Expect(kr.Status.Progress).NotTo(BeNil())
+			g.Expect(kr.Status.Progress.StartTime).NotTo(BeNil())
+			g.Expect(meta.IsStatusConditionTrue(kr.Status.Conditions, controllers.ConditionMovesStalled)).To(BeTrue())
+			g.Expect(meta.IsStatusConditionTrue(kr.Status.Conditions, strata.ConditionStalled)).To(BeTrue())
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+
 		By("the throttle removed: the moves end, MovesStalled goes and Stalled is False")
 		updateCluster(ns, "clock", func(kc *strata.KafkaCluster) { kc.Spec.Rebalance.Throttle = nil })
 		Eventually(func(g Gomega) {
@@ -335,5 +353,12 @@ var _ = Describe("Moves with a clock", func() {
 			g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, strata.ConditionStalled)).To(BeFalse())
 			g.Expect(replicasPerBroker(ctx, g, adm, "bulk")[1]).To(Equal(3))
 		}).WithContext(ctx).WithTimeout(3 * timeout).Should(Succeed())
+		Eventually(func(g Gomega) {
+			kr := getRebalance(ns, name)
+			g.Expect(kr.Status.State).To(Equal(strata.RebalanceStateReady), kr.Status.Message)
+			g.Expect(meta.IsStatusConditionTrue(kr.Status.Conditions, strata.ConditionReady)).To(BeTrue())
+			g.Expect(meta.IsStatusConditionTrue(kr.Status.Conditions, strata.ConditionStalled)).To(BeFalse())
+			g.Expect(kr.Status.Progress.Percent).To(Equal(int32(100)))
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
 	}, SpecTimeout(10*time.Minute))
 })

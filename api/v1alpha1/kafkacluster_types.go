@@ -924,6 +924,11 @@ type ScalingStatus struct {
 	// The clock of the moves: start, last progress, bytes copied, rate
 	// and estimated completion.
 	MoveClock `json:",inline"`
+	// KafkaRebalance names the KafkaRebalance (owned by the cluster) that
+	// shows this drain or rebalance among the others, mode remove-brokers
+	// or add-brokers.
+	// +optional
+	KafkaRebalance string `json:"kafkaRebalance,omitempty"`
 }
 
 // KafkaHealth is what the operator last read from the brokers through the
