@@ -134,6 +134,11 @@ type Broker struct {
 	cfg Config
 	log logr.Logger
 
+	// dynTopicDefaults: the dynamic values of topic configs' broker
+	// defaults on this broker (dynconfig.go), by broker key, most
+	// specific first; nil or empty when none is set.
+	dynTopicDefaults atomic.Pointer[map[string][]ConfigSynonym]
+
 	// txnMarkers counts WriteTxnMarkers outcomes (txn.go).
 	txnMarkers TxnMarkerStats
 

@@ -309,7 +309,7 @@ func (b *Broker) ApplyClusterState(st *meta.ClusterState) error {
 	prev := c.applied.Load()
 	changes := meta.Diff(prev, st, b.cfg.NodeID)
 	c.replicas.SetBrokers(st.Brokers)
-	b.applyDynamicConfigs(st)
+	defaultsChanged := b.applyDynamicConfigs(st)
 	var errs []error
 	for _, ch := range changes {
 		if ch.Kind == meta.DeletePartition {
@@ -322,7 +322,7 @@ func (b *Broker) ApplyClusterState(st *meta.ClusterState) error {
 			b.dropPartition(ch.Partition)
 		}
 	}
-	b.syncTopics(st)
+	b.syncTopics(st, defaultsChanged)
 	self, registered := st.Brokers[b.cfg.NodeID]
 	// mayLead: leadership given to this incarnation of the broker (or
 	// recorded without an epoch while this broker is registered).
@@ -379,8 +379,10 @@ func (b *Broker) ApplyClusterState(st *meta.ClusterState) error {
 }
 
 // syncTopics makes b.topics match the snapshot's topics (names, IDs,
-// partition counts, configs); hosted partitions stay where they are.
-func (b *Broker) syncTopics(st *meta.ClusterState) {
+// partition counts, configs); hosted partitions stay where they are. With
+// defaultsChanged (a dynamic broker default of a topic config changed)
+// every topic's configs are applied again.
+func (b *Broker) syncTopics(st *meta.ClusterState, defaultsChanged bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for name, t := range b.topics {
@@ -402,7 +404,7 @@ func (b *Broker) syncTopics(st *meta.ClusterState) {
 		if cfg == nil {
 			cfg = map[string]string{}
 		}
-		if !mapsEqual(cfg, t.configs) {
+		if defaultsChanged || !mapsEqual(cfg, t.configs) {
 			t.configs = cfg
 			lc := b.logConfig(cfg)
 			for _, p := range t.partitions {

@@ -243,6 +243,9 @@ func (b *Broker) effectiveTopicConfig(tc *topicConfig, overrides map[string]stri
 		e.Value, e.Source = e.Synonyms[0].Value, e.Synonyms[0].Source
 		return e
 	}
+	if d := b.dynTopicDefaults.Load(); d != nil {
+		e.Synonyms = append(e.Synonyms, (*d)[tc.brokerKey]...)
+	}
 	if v, ok := b.cfg.LogDefaults[tc.brokerKey]; ok {
 		e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: tc.brokerKey, Value: v, Source: SourceStaticBroker})
 	}

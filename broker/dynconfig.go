@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -46,6 +47,31 @@ type dynamicConfig struct {
 	name, def, doc string
 	typ            int8
 	check          func(string) error
+	// topic: the config is the broker default of this topic config
+	// (log.retention.ms of retention.ms): a dynamic value applies to
+	// every partition without its own, at once, and DescribeConfigs
+	// lists the config file's value among its synonyms.
+	topic string
+}
+
+// staticTopicDefaults are the broker defaults of topic configs that stay
+// static: log.remote.storage.enable is the operator's
+// (spec.tieredStorage, with the tier's bucket settings), and
+// leader.placement.zone follows leader.placement.policy.
+var staticTopicDefaults = map[string]bool{"log.remote.storage.enable": true, "leader.placement.zone": true}
+
+// The broker defaults of the other topic configs are dynamic, as Kafka's
+// log.* cluster-wide configs are: kafka-configs --alter --entity-type
+// brokers --entity-default --add-config log.retention.ms=... changes every
+// topic that does not set retention.ms, on every broker, without a restart.
+func init() {
+	for _, tc := range topicConfigs {
+		if tc.brokerKey == "" || staticTopicDefaults[tc.brokerKey] {
+			continue
+		}
+		dynamicBrokerConfigs = append(dynamicBrokerConfigs, dynamicConfig{name: tc.brokerKey, def: tc.def, typ: tc.typ, check: tc.check, topic: tc.name,
+			doc: "Broker default of the topic config " + tc.name + " (dynamic: per broker or cluster-wide, applied without a restart). " + tc.doc})
+	}
 }
 
 var dynamicBrokerConfigs = []dynamicConfig{
@@ -213,6 +239,9 @@ func (b *Broker) dynamicBrokerEntries(resource string) []ConfigEntry {
 		if v, ok := cluster[dc.name]; ok {
 			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: dc.name, Value: v, Source: SourceDynamicDefaultBroker})
 		}
+		if v, ok := b.cfg.LogDefaults[dc.name]; ok && dc.topic != "" {
+			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: dc.name, Value: v, Source: SourceStaticBroker})
+		}
 		e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: dc.name, Value: dc.def, Source: SourceDefault})
 		e.Value, e.Source = e.Synonyms[0].Value, e.Synonyms[0].Source
 		out = append(out, e)
@@ -240,15 +269,60 @@ func (b *Broker) dynamicLong(st *meta.ClusterState, name string) int64 {
 	return n
 }
 
-// applyDynamicConfigs applies the dynamic broker configs of a snapshot.
-func (b *Broker) applyDynamicConfigs(st *meta.ClusterState) {
+// applyDynamicConfigs applies the dynamic broker configs of a snapshot:
+// the throttle rates at once; the topic configs' dynamic broker defaults
+// are kept for effectiveTopicConfig, and it reports whether they changed
+// (syncTopics then applies every topic's configs again).
+func (b *Broker) applyDynamicConfigs(st *meta.ClusterState) (topicDefaultsChanged bool) {
+	topicDefaultsChanged = b.setDynamicTopicDefaults(st)
 	leader, follower := b.dynamicLong(st, ConfigLeaderThrottledRate), b.dynamicLong(st, ConfigFollowerThrottledRate)
 	oldL, oldF := b.cluster.replicas.ThrottleRates()
 	if oldL == leader && oldF == follower {
-		return
+		return topicDefaultsChanged
 	}
 	b.cluster.replicas.SetThrottleRates(leader, follower)
 	b.log.Info("replication throttle rates changed", ConfigLeaderThrottledRate, leader, ConfigFollowerThrottledRate, follower)
+	return topicDefaultsChanged
+}
+
+// setDynamicTopicDefaults keeps, for each topic config whose broker
+// default has a dynamic value on this broker, its synonyms (this broker's
+// own value first, then the cluster-wide one); it reports a change.
+func (b *Broker) setDynamicTopicDefaults(st *meta.ClusterState) bool {
+	own, cluster := st.BrokerConfigs[strconv.Itoa(int(b.cfg.NodeID))], st.BrokerConfigs[""]
+	next := map[string][]ConfigSynonym{}
+	for _, dc := range dynamicBrokerConfigs {
+		if dc.topic == "" {
+			continue
+		}
+		var syn []ConfigSynonym
+		for _, src := range []struct {
+			m      map[string]string
+			source int8
+		}{{own, SourceDynamicBroker}, {cluster, SourceDynamicDefaultBroker}} {
+			v, ok := src.m[dc.name]
+			if !ok {
+				continue
+			}
+			if err := dc.check(v); err != nil {
+				// Validated when written; a record written by hand is
+				// logged and skipped.
+				b.log.Error(err, "ignoring a dynamic broker config that is not valid", "config", dc.name, "value", v)
+				continue
+			}
+			syn = append(syn, ConfigSynonym{Name: dc.name, Value: v, Source: src.source})
+		}
+		if len(syn) > 0 {
+			next[dc.name] = syn
+		}
+	}
+	prev := b.dynTopicDefaults.Load()
+	if prev != nil && maps.EqualFunc(*prev, next, slices.Equal) || prev == nil && len(next) == 0 {
+		return false
+	}
+	b.dynTopicDefaults.Store(&next)
+	b.log.Info("dynamic broker defaults of topic configs changed", "configs", next)
+	return true
 }
 
 // throttledReplicaList validates Kafka's throttled-replicas list:
@@ -295,4 +369,20 @@ func (b *Broker) markThrottled(configs map[string]string, p *Partition) {
 	p.Replica.SetThrottled(
 		throttledOn(configs[ConfigLeaderThrottledReplicas], p.Index, b.cfg.NodeID),
 		throttledOn(configs[ConfigFollowerThrottledReplicas], p.Index, b.cfg.NodeID))
+}
+
+// DynamicTopicDefaults returns, sorted, the broker configs that are the
+// dynamic broker defaults of topic configs (log.retention.ms, ...): the
+// operator applies these keys of spec.config with IncrementalAlterConfigs
+// on the cluster-wide broker resource instead of the config file, so
+// that changing one restarts no broker.
+func DynamicTopicDefaults() []string {
+	var out []string
+	for _, dc := range dynamicBrokerConfigs {
+		if dc.topic != "" {
+			out = append(out, dc.name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

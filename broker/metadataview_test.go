@@ -45,7 +45,7 @@ func TestMetadataViewWhileApplying(t *testing.T) {
 	b.EnableCluster(store, nil)
 	b.cluster.applied.Store(before)
 	// ApplyClusterState(after), up to where it hosts the new partitions.
-	b.syncTopics(after)
+	b.syncTopics(after, false)
 
 	v := b.MetadataView()
 	if ti, ok := v.Topic("legacy_Events"); ok {

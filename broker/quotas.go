@@ -22,14 +22,6 @@ type QuotaOp struct {
 	Remove bool
 }
 
-// notEnforced are Kafka quota keys this broker knows and does not
-// enforce yet: refused with a message saying so rather than stored and
-// ignored.
-var notEnforced = map[string]string{
-	"request_percentage":       "request-time quotas (KIP-124) are not enforced by Strata yet",
-	"connection_creation_rate": "per-IP connection-creation quotas (KIP-612) are not enforced by Strata yet; use the broker config max.connection.creation.rate",
-}
-
 // ClientQuotas returns the client quotas in force by entity key (nil when
 // standalone or before the first metadata snapshot).
 func (b *Broker) ClientQuotas() map[string]meta.ClientQuota {
@@ -72,28 +64,52 @@ func ValidateQuotaEntity(e meta.QuotaEntity) error {
 	return nil
 }
 
+// canonicalQuotaEntity returns e with an ip entity's address in the
+// form the broker matches client addresses in (quota.CanonicalIPName):
+// "::ffff:10.0.0.1" and "10.0.0.1" are one entity. e must be valid.
+func canonicalQuotaEntity(e meta.QuotaEntity) meta.QuotaEntity {
+	if len(e) != 1 || e[0].Type != meta.QuotaEntityIP || e[0].Name == nil {
+		return e
+	}
+	addr, err := netip.ParseAddr(*e[0].Name)
+	if err != nil {
+		return e
+	}
+	name := quota.CanonicalIPName(addr)
+	return meta.QuotaEntity{{Type: meta.QuotaEntityIP, Name: &name}}
+}
+
 func validateQuotaOp(e meta.QuotaEntity, op QuotaOp) error {
 	ip := e[0].Type == meta.QuotaEntityIP
 	switch op.Key {
-	case quota.ProducerByteRate, quota.ConsumerByteRate, quota.ControllerMutationRate:
+	case quota.ProducerByteRate, quota.ConsumerByteRate, quota.ControllerMutationRate, quota.RequestPercentage:
 		if ip {
 			return fmt.Errorf("%w: %s applies to user and client-id entities, not ip", kerr.InvalidRequest, op.Key)
 		}
-	default:
-		if why, ok := notEnforced[op.Key]; ok {
-			if op.Remove {
-				return nil // nothing stored can hold it; removing is a no-op
-			}
-			return fmt.Errorf("%w: %s: %s", kerr.InvalidRequest, op.Key, why)
+	case quota.ConnectionCreationRate:
+		if !ip {
+			return fmt.Errorf("%w: %s applies to ip entities only (KIP-612), not user or client-id", kerr.InvalidRequest, op.Key)
 		}
-		return fmt.Errorf("%w: unknown quota key %q (Strata enforces producer_byte_rate, consumer_byte_rate and controller_mutation_rate)", kerr.InvalidRequest, op.Key)
+	default:
+		return fmt.Errorf("%w: unknown quota key %q (Strata enforces producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate and the ip entity's connection_creation_rate)", kerr.InvalidRequest, op.Key)
 	}
 	if op.Remove {
 		return nil
 	}
-	if op.Key == quota.ControllerMutationRate {
+	switch op.Key {
+	case quota.ConnectionCreationRate:
+		if math.IsNaN(op.Value) || op.Value < 0 || op.Value != math.Trunc(op.Value) || op.Value > math.MaxInt32 {
+			return fmt.Errorf("%w: %s must be a whole number of new connections per second, 0 or more (0 refuses every new connection from the address), got %v", kerr.InvalidConfig, op.Key, op.Value)
+		}
+		return nil
+	case quota.ControllerMutationRate:
 		if math.IsNaN(op.Value) || math.IsInf(op.Value, 0) || op.Value <= 0 {
 			return fmt.Errorf("%w: %s must be a number of partition mutations per second above 0, got %v", kerr.InvalidConfig, op.Key, op.Value)
+		}
+		return nil
+	case quota.RequestPercentage:
+		if math.IsNaN(op.Value) || math.IsInf(op.Value, 0) || op.Value <= 0 {
+			return fmt.Errorf("%w: %s must be a percentage of one thread's time above 0 (200 is two threads), got %v", kerr.InvalidConfig, op.Key, op.Value)
 		}
 		return nil
 	}
@@ -111,6 +127,7 @@ func (b *Broker) AlterClientQuota(ctx context.Context, entity meta.QuotaEntity, 
 	if err := ValidateQuotaEntity(entity); err != nil {
 		return err
 	}
+	entity = canonicalQuotaEntity(entity)
 	keys := map[string]bool{}
 	for _, op := range ops {
 		if keys[op.Key] {

@@ -490,8 +490,8 @@ func (b *Broker) DescribeBrokerConfigs(resource string, names []string) []Config
 		static("leader.placement.policy", orDefault(b.cfg.LeaderPlacementPolicy, PolicyBalanced), PolicyBalanced, typeString),
 	}
 	for _, tc := range topicConfigs {
-		if tc.brokerKey == "" {
-			continue
+		if _, dynamic := dynamicConfigByName(tc.brokerKey); tc.brokerKey == "" || dynamic {
+			continue // dynamic ones: dynamicBrokerEntries
 		}
 		e := b.effectiveTopicConfig(&tc, nil)
 		e.Name = tc.brokerKey

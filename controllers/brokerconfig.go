@@ -374,6 +374,11 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 	}
 
 	for k, v := range kc.Spec.Config {
+		if IsDynamicConfigKey(k) {
+			// Applied cluster-wide through the admin API without a
+			// restart (kafkacluster_dynconfig.go), not from this file.
+			continue
+		}
 		kv[k] = v
 	}
 

@@ -322,6 +322,7 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		{"storage", r.reportStorage, false},
 		{"metadata health", r.reconcileMetadataHealth, true},
 		{"kafka health", r.reconcileKafkaHealth, true},
+		{"dynamic configs", r.reconcileDynamicConfig, true},
 		{"leader balance", r.balanceLeaders, false},
 		{"rebalance", r.reconcileRebalance, false},
 		{"replication throttle", r.reconcileThrottle, true},

@@ -42,6 +42,8 @@ const (
 	metricCostClassicBytes = "strata_replication_classic_bytes_total"
 	metricCostCrossZone    = "strata_replication_cross_zone_bytes_total"
 	metricCostStart        = "strata_replication_cost_start_time_seconds"
+	metricClientCrossZone  = "strata_client_cross_zone_bytes_total"
+	metricClientCostUSD    = "strata_client_cost_usd_total"
 	metricPolicyInline     = "strata_wal_policy_inline"
 	metricObjRequests      = "strata_objstore_requests_total"
 )
@@ -60,6 +62,11 @@ type BrokerMetrics struct {
 	Produced, ClassicBytes, CrossZoneBytes  float64
 	Puts, Gets                              float64
 	USDWAL, USDInline, USDClassicEquivalent float64
+	// Clients: cross-zone client bytes and their cost, all and the
+	// producers' (ClientExported: the broker counts them).
+	ClientExported             bool
+	ClientBytes, ProducerBytes float64
+	USDClients, USDProducers   float64
 	// Tier is the slow tier's health (kafkacluster_tier.go).
 	Tier TierMetrics
 }
@@ -116,6 +123,10 @@ func ParseBrokerMetrics(r io.Reader) (BrokerMetrics, error) {
 	bm.USDWAL, _ = sum(metricCostUSD, label("path", cost.CostWAL))
 	bm.USDInline, _ = sum(metricCostUSD, label("path", cost.CostInline))
 	bm.USDClassicEquivalent, _ = sum(metricCostUSD, label("path", cost.CostClassicEquivalent))
+	bm.ClientBytes, bm.ClientExported = sum(metricClientCrossZone, nil)
+	bm.ProducerBytes, _ = sum(metricClientCrossZone, label("path", cost.ClientProduce))
+	bm.USDClients, _ = sum(metricClientCostUSD, nil)
+	bm.USDProducers, _ = sum(metricClientCostUSD, label("path", cost.ClientProduce))
 	bm.Puts, _ = sum(metricObjRequests, label("op", "put"))
 	bm.Gets, _ = sum(metricObjRequests, label("op", "get"))
 	return bm, nil
@@ -144,8 +155,9 @@ const costMonth = 30 * 24 * time.Hour
 // broker's rate over its own time. Nil when no broker exports them.
 func CostReport(brokers []BrokerMetrics, now time.Time) *strata.CostStatus {
 	st := &strata.CostStatus{}
-	var actual, classic float64
+	var actual, classic, clients, producers float64
 	var window time.Duration
+	clientsKnown := false
 	for _, b := range brokers {
 		if !b.CostExported {
 			continue
@@ -156,6 +168,9 @@ func CostReport(brokers []BrokerMetrics, now time.Time) *strata.CostStatus {
 		st.ClassicCrossZoneBytes += int64(b.ClassicBytes)
 		st.Puts += int64(b.Puts)
 		st.Gets += int64(b.Gets)
+		st.ClientCrossZoneBytes += int64(b.ClientBytes)
+		st.ProducerCrossZoneBytes += int64(b.ProducerBytes)
+		clientsKnown = clientsKnown || b.ClientExported
 		up := now.Sub(b.Start)
 		window = max(window, up)
 		if up < time.Second {
@@ -164,15 +179,22 @@ func CostReport(brokers []BrokerMetrics, now time.Time) *strata.CostStatus {
 		perMonth := float64(costMonth) / float64(up)
 		actual += (b.USDWAL + b.USDInline) * perMonth
 		classic += b.USDClassicEquivalent * perMonth
+		clients += b.USDClients * perMonth
+		producers += b.USDProducers * perMonth
 	}
 	if st.Brokers == 0 {
 		return nil
 	}
 	st.Window = metav1.Duration{Duration: window.Round(time.Second)}
 	st.EstimatedUSDPerMonth = strata.CostEstimate{Actual: formatUSD(actual), Classic: formatUSD(classic)}
+	if clientsKnown {
+		st.EstimatedUSDPerMonth.Clients, st.EstimatedUSDPerMonth.Producers = formatUSD(clients), formatUSD(producers)
+	}
 	if classic > 0 {
 		p := int32(math.Round(100 * (1 - actual/classic)))
 		st.SavingPercent = &p
+		t := int32(math.Round(100 * (1 - (actual+clients)/(classic+clients))))
+		st.TotalSavingPercent = &t
 	}
 	t := metav1.NewTime(now)
 	st.LastUpdateTime = &t

@@ -31,6 +31,12 @@ strata_replication_cross_zone_bytes_total{path="wal"} 500
 strata_replication_cost_usd_total{path="wal"} 0.01
 strata_replication_cost_usd_total{path="inline"} 0.002
 strata_replication_cost_usd_total{path="classic_equivalent"} 0.04
+# TYPE strata_client_cross_zone_bytes_total counter
+strata_client_cross_zone_bytes_total{path="produce"} 3e+08
+strata_client_cross_zone_bytes_total{path="consume"} 1e+08
+# TYPE strata_client_cost_usd_total counter
+strata_client_cost_usd_total{path="produce"} 0.006
+strata_client_cost_usd_total{path="consume"} 0.002
 # TYPE strata_objstore_requests_total counter
 strata_objstore_requests_total{bucket="b",op="put",result="ok",zone="a"} 7000
 strata_objstore_requests_total{bucket="b",op="put",result="error",zone="a"} 3
@@ -44,7 +50,8 @@ func TestParseBrokerMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := BrokerMetrics{WALExported: true, PolicyInline: true, CostExported: true, Start: time.Unix(1_700_000_000, 0),
-		Produced: 1e9, ClassicBytes: 2e9, CrossZoneBytes: 1500, Puts: 7003, Gets: 14000, USDWAL: 0.01, USDInline: 0.002, USDClassicEquivalent: 0.04}
+		Produced: 1e9, ClassicBytes: 2e9, CrossZoneBytes: 1500, Puts: 7003, Gets: 14000, USDWAL: 0.01, USDInline: 0.002, USDClassicEquivalent: 0.04,
+		ClientExported: true, ClientBytes: 4e8, ProducerBytes: 3e8, USDClients: 0.008, USDProducers: 0.006}
 	if !bm.Start.Equal(want.Start) {
 		t.Fatalf("start %v, want %v", bm.Start, want.Start)
 	}
@@ -66,11 +73,14 @@ func TestCostReport(t *testing.T) {
 	young.Start = now.Add(-5 * 24 * time.Hour) // restarted 5 days ago: twice the rate
 	got := CostReport([]BrokerMetrics{bm, young, {WALExported: true}}, now)
 	// Monthly: broker 1 $0.012 over 10 days → $0.036; broker 2 over 5
-	// days → $0.072; classic $0.12 + $0.24.
+	// days → $0.072; classic $0.12 + $0.24. Clients $0.008 → $0.024 +
+	// $0.048, producers $0.006 → $0.018 + $0.036; the whole bill's saving
+	// 1 − (0.108 + 0.072) / (0.36 + 0.072) = 58 %.
 	want := &strata.CostStatus{
 		Window: metav1.Duration{Duration: 10 * 24 * time.Hour}, BytesProduced: 2e9, CrossZoneBytes: 3000, ClassicCrossZoneBytes: 4e9,
-		Puts: 14006, Gets: 28000, Brokers: 2,
-		EstimatedUSDPerMonth: strata.CostEstimate{Actual: "0.11", Classic: "0.36"}, SavingPercent: ptr.To[int32](70),
+		Puts: 14006, Gets: 28000, Brokers: 2, ClientCrossZoneBytes: 8e8, ProducerCrossZoneBytes: 6e8,
+		EstimatedUSDPerMonth: strata.CostEstimate{Actual: "0.11", Classic: "0.36", Clients: "0.07", Producers: "0.05"}, SavingPercent: ptr.To[int32](70),
+		TotalSavingPercent: ptr.To[int32](58),
 	}
 	if got == nil || got.LastUpdateTime == nil {
 		t.Fatalf("report %+v", got)
@@ -78,7 +88,9 @@ func TestCostReport(t *testing.T) {
 	got.LastUpdateTime = nil
 	if got.Window != want.Window || got.BytesProduced != want.BytesProduced || got.CrossZoneBytes != want.CrossZoneBytes ||
 		got.ClassicCrossZoneBytes != want.ClassicCrossZoneBytes || got.Puts != want.Puts || got.Gets != want.Gets || got.Brokers != want.Brokers ||
-		got.EstimatedUSDPerMonth != want.EstimatedUSDPerMonth || *got.SavingPercent != *want.SavingPercent {
+		got.EstimatedUSDPerMonth != want.EstimatedUSDPerMonth || *got.SavingPercent != *want.SavingPercent ||
+		got.ClientCrossZoneBytes != want.ClientCrossZoneBytes || got.ProducerCrossZoneBytes != want.ProducerCrossZoneBytes ||
+		got.TotalSavingPercent == nil || *got.TotalSavingPercent != *want.TotalSavingPercent {
 		t.Fatalf("report\n %+v (saving %d)\nwant\n %+v (saving %d)", *got, *got.SavingPercent, *want, *want.SavingPercent)
 	}
 	if CostReport([]BrokerMetrics{{WALExported: true}}, now) != nil {

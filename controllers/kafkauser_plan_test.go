@@ -162,6 +162,16 @@ func TestPasswordFingerprintDependsOnMechanism(t *testing.T) {
 	}
 }
 
+func TestDesiredQuotas(t *testing.T) {
+	p, c, r, m := int64(1024), int64(2048), int32(150), int32(3)
+	ku := &strata.KafkaUser{Spec: strata.KafkaUserSpec{Quotas: &strata.KafkaUserQuotas{
+		ProducerByteRate: &p, ConsumerByteRate: &c, RequestPercentage: &r, ControllerMutationRate: &m}}}
+	want := map[string]float64{"producer_byte_rate": 1024, "consumer_byte_rate": 2048, "request_percentage": 150, "controller_mutation_rate": 3}
+	if got := DesiredQuotas(ku); !reflect.DeepEqual(got, want) {
+		t.Fatalf("DesiredQuotas = %v, want %v", got, want)
+	}
+}
+
 func TestPlanQuotas(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
@@ -174,7 +184,10 @@ func TestPlanQuotas(t *testing.T) {
 		{"same", map[string]float64{"producer_byte_rate": 10}, map[string]float64{"producer_byte_rate": 10}, map[string]float64{}, nil},
 		{"changed and removed", map[string]float64{"consumer_byte_rate": 5}, map[string]float64{"producer_byte_rate": 10, "consumer_byte_rate": 4},
 			map[string]float64{"consumer_byte_rate": 5}, []string{"producer_byte_rate"}},
-		{"foreign keys left", nil, map[string]float64{"request_percentage": 50}, map[string]float64{}, nil},
+		{"foreign keys left", nil, map[string]float64{"some_future_key": 50}, map[string]float64{}, nil},
+		{"request and mutation quotas managed", map[string]float64{"request_percentage": 50},
+			map[string]float64{"request_percentage": 25, "controller_mutation_rate": 2},
+			map[string]float64{"request_percentage": 50}, []string{"controller_mutation_rate"}},
 	} {
 		set, remove := PlanQuotas(tc.desired, tc.current)
 		if !reflect.DeepEqual(set, tc.set) || !reflect.DeepEqual(remove, tc.remove) {

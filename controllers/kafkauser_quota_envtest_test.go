@@ -144,4 +144,44 @@ var _ = Describe("KafkaUser quotas", Ordered, func() {
 		}, timeout, interval).Should(BeTrue())
 		Expect(describedUserQuotas(Default, adm, "quinn")).To(BeEmpty())
 	})
+
+	It("sets requestPercentage and controllerMutationRate as request_percentage and controller_mutation_rate, removes them with the spec, refuses 0, and deletes them with the user", func() {
+		ku := newUser(ns, "rita", "kafka", strata.AuthenticationScramSha512)
+		ku.Spec.Quotas = &strata.KafkaUserQuotas{RequestPercentage: ptr.To[int32](150), ControllerMutationRate: ptr.To[int32](2)}
+		Expect(k8sClient.Create(suiteCtx, ku)).To(Succeed())
+		userCondition(ku, controllers.ReasonUserReady)
+		Expect(describedUserQuotas(Default, adm, "rita")).To(Equal(map[string]float64{"request_percentage": 150, "controller_mutation_rate": 2}))
+
+		By("changing requestPercentage and taking controllerMutationRate out of the spec")
+		Eventually(func() error {
+			cur := &strata.KafkaUser{}
+			if err := k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(ku), cur); err != nil {
+				return err
+			}
+			cur.Spec.Quotas = &strata.KafkaUserQuotas{RequestPercentage: ptr.To[int32](40)}
+			return k8sClient.Update(suiteCtx, cur)
+		}, timeout, interval).Should(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(describedUserQuotas(g, adm, "rita")).To(Equal(map[string]float64{"request_percentage": 40}))
+		}, timeout, interval).Should(Succeed())
+
+		By("refusing 0 for either in the API server")
+		for field, q := range map[string]*strata.KafkaUserQuotas{
+			"requestPercentage":      {RequestPercentage: ptr.To[int32](0)},
+			"controllerMutationRate": {ControllerMutationRate: ptr.To[int32](0)},
+		} {
+			bad := newUser(ns, "zero-"+strings.ToLower(field), "kafka", strata.AuthenticationScramSha512)
+			bad.Spec.Quotas = q
+			err := k8sClient.Create(suiteCtx, bad)
+			Expect(err).To(HaveOccurred(), field)
+			Expect(err.Error()).To(ContainSubstring(field))
+		}
+
+		By("deleting the KafkaUser")
+		Expect(k8sClient.Delete(suiteCtx, ku)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(ku), &strata.KafkaUser{}))
+		}, timeout, interval).Should(BeTrue())
+		Expect(describedUserQuotas(Default, adm, "rita")).To(BeEmpty())
+	})
 })

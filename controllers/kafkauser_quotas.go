@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -18,14 +19,16 @@ import (
 // Quota keys the operator manages for a KafkaUser (spec.quotas): Kafka's
 // names, the ones Strata's brokers enforce.
 const (
-	QuotaProducerByteRate = "producer_byte_rate"
-	QuotaConsumerByteRate = "consumer_byte_rate"
+	QuotaProducerByteRate       = "producer_byte_rate"
+	QuotaConsumerByteRate       = "consumer_byte_rate"
+	QuotaRequestPercentage      = "request_percentage"
+	QuotaControllerMutationRate = "controller_mutation_rate"
 )
 
 // managedQuotaKeys are the keys of a user's quota entity the operator
 // owns: keys missing from spec.quotas are removed; others set with other
 // tools are left.
-var managedQuotaKeys = []string{QuotaProducerByteRate, QuotaConsumerByteRate}
+var managedQuotaKeys = []string{QuotaProducerByteRate, QuotaConsumerByteRate, QuotaRequestPercentage, QuotaControllerMutationRate}
 
 const (
 	// ReasonQuotasNotSupported: the brokers do not serve the client
@@ -52,6 +55,12 @@ func DesiredQuotas(ku *strata.KafkaUser) map[string]float64 {
 		}
 		if q.ConsumerByteRate != nil {
 			out[QuotaConsumerByteRate] = float64(*q.ConsumerByteRate)
+		}
+		if q.RequestPercentage != nil {
+			out[QuotaRequestPercentage] = float64(*q.RequestPercentage)
+		}
+		if q.ControllerMutationRate != nil {
+			out[QuotaControllerMutationRate] = float64(*q.ControllerMutationRate)
 		}
 	}
 	return out
@@ -153,7 +162,7 @@ func (r *KafkaUserReconciler) reconcileQuotas(ctx context.Context, s *userScope)
 	if len(set)+len(remove) > 0 {
 		var done []string
 		for k, v := range set {
-			done = append(done, fmt.Sprintf("%s=%.0f", k, v))
+			done = append(done, k+"="+strconv.FormatFloat(v, 'f', -1, 64))
 		}
 		for _, k := range remove {
 			done = append(done, "-"+k)

@@ -76,6 +76,10 @@ var ownedConfigPrefixes = []struct{ prefix, owner string }{
 	{"listener.", "spec.listeners"},
 	{"inter.broker.", "the operator (inter-broker listener REPLICATION, mTLS)"},
 	{"ssl.", "spec.listeners[].tls and spec.security"},
+	// The metrics listener's access control (metrics.auth.*,
+	// metrics.ssl.*): a token file or certificate the pod does not
+	// mount would stop every broker at start.
+	{"metrics.", "the operator (the metrics listener on port 9644)"},
 	{"sasl.", "the KafkaUser resource (SASL listeners accept SCRAM-SHA-256 and -512)"},
 }
 

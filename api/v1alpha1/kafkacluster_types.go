@@ -93,7 +93,7 @@ type KafkaClusterSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.trim().startsWith('wal.bucket.') && !k.trim().startsWith('wal.zone.'))",message="spec.config must not set wal.bucket.* or wal.zone.*: the buckets are the zones' FastBuckets (spec.zones[].fastBucketRef)"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.trim().startsWith('tier.') && !k.trim().startsWith('remote.log.') && !(k.trim() in ['log.local.retention.ms', 'log.remote.storage.enable']))",message="spec.config must not set tier.*, remote.log.*, log.local.retention.ms or log.remote.storage.enable: they belong to spec.tieredStorage"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.trim().startsWith('leader.placement.'))",message="spec.config must not set leader.placement.*: it is spec.leaderPlacement"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k.trim() in ['metrics.listen', 'metrics.pprof.enable']))",message="spec.config must not set metrics.listen or metrics.pprof.enable: the operator serves /metrics and the /readyz readiness probe on port 9644, which any pod may reach (profiles there would be open to all of them)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.trim().startsWith('metrics.'))",message="spec.config must not set metrics.*: the operator serves /metrics and the /readyz readiness probe on port 9644 (its address, pprof and access control are the operator's: pprof would be open to every pod that reaches the port, and a token file or certificate the pod does not mount stops the brokers)"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k.trim() in ['authorizer.class.name', 'super.users', 'allow.everyone.if.no.acl.found']))",message="spec.config must not set authorizer.class.name, super.users or allow.everyone.if.no.acl.found: they are spec.security.authorization (type acl or none, and superUsers; the operator's and the brokers' principals are always super users)"
 	// +optional
 	Config map[string]string `json:"config,omitempty"`
@@ -798,6 +798,39 @@ type KafkaClusterStatus struct {
 	// priced with the price table. Absent until brokers were scraped.
 	// +optional
 	Cost *CostStatus `json:"cost,omitempty"`
+
+	// DynamicConfig is what became of the spec.config keys that are
+	// dynamic broker configs (the broker defaults of topic configs:
+	// log.retention.ms, message.max.bytes, min.insync.replicas, ...):
+	// they are applied cluster-wide through the admin API without
+	// restarting a broker, while every other key is in the brokers'
+	// config file and a change rolls them.
+	// +optional
+	DynamicConfig *DynamicConfigStatus `json:"dynamicConfig,omitempty"`
+}
+
+// DynamicConfigStatus reports the spec.config keys applied as dynamic
+// broker configs.
+type DynamicConfigStatus struct {
+	// Applied lists the keys the operator set as cluster-wide dynamic
+	// broker configs (IncrementalAlterConfigs on the broker resource "",
+	// as kafka-configs --entity-default does), at their spec values; a
+	// key that leaves spec.config is deleted there, and the brokers go
+	// back to their defaults.
+	// +listType=set
+	// +optional
+	Applied []string `json:"applied,omitempty"`
+	// Pending lists keys not applied yet: the brokers were not reachable,
+	// or refused the value (Message says which and why).
+	// +listType=set
+	// +optional
+	Pending []string `json:"pending,omitempty"`
+	// Message is the last problem, empty when every key is applied.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// LastUpdateTime is when the operator last changed a dynamic config.
+	// +optional
+	LastUpdateTime *metav1.Time `json:"lastUpdateTime,omitempty"`
 }
 
 // CostStatus is the replication cost report of a KafkaCluster: the sums
@@ -818,13 +851,29 @@ type CostStatus struct {
 	// Puts and Gets: the brokers' fast-bucket requests.
 	Puts int64 `json:"puts"`
 	Gets int64 `json:"gets"`
+	// ClientCrossZoneBytes: bytes the brokers exchanged (both directions)
+	// with producers and consumers in another zone than their broker's —
+	// the rest of the transfer bill. A client's zone is its client.rack
+	// or strata_az=<zone> in its client ID; clients that say neither are
+	// not counted (docs/operator.md "Cost report").
+	// +optional
+	ClientCrossZoneBytes int64 `json:"clientCrossZoneBytes,omitempty"`
+	// ProducerCrossZoneBytes: the producers' part of ClientCrossZoneBytes.
+	// +optional
+	ProducerCrossZoneBytes int64 `json:"producerCrossZoneBytes,omitempty"`
 	// EstimatedUSDPerMonth: the replication cost at the brokers' rates
-	// over 30 days, actual and with classic replication.
+	// over 30 days, actual and with classic replication, and the clients'
+	// cross-zone transfer beside it.
 	EstimatedUSDPerMonth CostEstimate `json:"estimatedUSDPerMonth"`
 	// SavingPercent is 100 × (1 − actual/classic), rounded; negative when
 	// replication costs more than classic. Absent before any byte.
 	// +optional
 	SavingPercent *int32 `json:"savingPercent,omitempty"`
+	// TotalSavingPercent is the saving on the whole bill, the clients'
+	// cross-zone transfer included on both sides: 100 × (1 − (actual +
+	// clients) / (classic + clients)), rounded. Absent before any byte.
+	// +optional
+	TotalSavingPercent *int32 `json:"totalSavingPercent,omitempty"`
 	// Brokers is the number of brokers whose counters are included.
 	Brokers int32 `json:"brokers"`
 	// LastUpdateTime is when the counters were read.
@@ -834,8 +883,17 @@ type CostStatus struct {
 
 // CostEstimate is a cost in US dollars per month, as decimal strings.
 type CostEstimate struct {
+	// Actual and Classic: replication, as it runs and with classic
+	// replication of the same appends.
 	Actual  string `json:"actual"`
 	Classic string `json:"classic"`
+	// Clients: the clients' cross-zone transfer (both directions);
+	// Producers its producers' part. Absent from brokers that do not
+	// count it.
+	// +optional
+	Clients string `json:"clients,omitempty"`
+	// +optional
+	Producers string `json:"producers,omitempty"`
 }
 
 // RollStatus is a rolling restart in progress.

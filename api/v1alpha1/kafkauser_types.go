@@ -53,8 +53,9 @@ type KafkaUserSpec struct {
 	Quotas *KafkaUserQuotas `json:"quotas,omitempty"`
 }
 
-// KafkaUserQuotas are a user's client quotas (bytes per second, per
-// broker; Kafka's producer_byte_rate and consumer_byte_rate).
+// KafkaUserQuotas are a user's client quotas, per broker: Kafka's
+// producer_byte_rate, consumer_byte_rate, request_percentage and
+// controller_mutation_rate.
 type KafkaUserQuotas struct {
 	// ProducerByteRate bounds the Produce request bytes per second the
 	// user may send to each broker; over it, answers carry a throttle
@@ -68,6 +69,23 @@ type KafkaUserQuotas struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	ConsumerByteRate *int64 `json:"consumerByteRate,omitempty"`
+
+	// RequestPercentage bounds the time each broker spends handling the
+	// user's requests, as a percentage of one thread (KIP-124): 50 is
+	// half a thread, 200 two. Over it, answers carry a throttle time.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	RequestPercentage *int32 `json:"requestPercentage,omitempty"`
+
+	// ControllerMutationRate bounds the partitions per second the user
+	// may create or delete (CreateTopics, CreatePartitions, DeleteTopics;
+	// KIP-599). Over it, requests are refused with
+	// THROTTLING_QUOTA_EXCEEDED until the budget refills. Whole
+	// partitions per second here; a fractional rate can be set with
+	// AlterClientQuotas on another entity.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ControllerMutationRate *int32 `json:"controllerMutationRate,omitempty"`
 }
 
 // KafkaUserAuthentication is the user's credential.

@@ -5,6 +5,9 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestDefaultPrices(t *testing.T) {
@@ -396,5 +399,30 @@ func TestParsePolicy(t *testing.T) {
 	}
 	if _, err := ParsePolicy("cheap"); err == nil {
 		t.Fatal("unknown policy accepted")
+	}
+}
+
+// TestMeterClient: client bytes across zones are counted by path and
+// priced at both sides' cross-zone rate, apart from replication's.
+func TestMeterClient(t *testing.T) {
+	m := NewMeter(Default())
+	m.Client(ClientProduce, 1e9)
+	m.Client(ClientConsume, 5e8)
+	m.Client(ClientProduce, 0)
+	m.Client(ClientConsume, -3)
+	for _, c := range []struct {
+		name string
+		got  prometheus.Collector
+		want float64
+	}{
+		{"produce bytes", m.clientCZ.WithLabelValues(ClientProduce), 1e9},
+		{"consume bytes", m.clientCZ.WithLabelValues(ClientConsume), 5e8},
+		{"produce usd", m.clientUSD.WithLabelValues(ClientProduce), 0.02}, // $0.01/GB out + $0.01/GB in
+		{"consume usd", m.clientUSD.WithLabelValues(ClientConsume), 0.01},
+		{"replication usd", m.usdInline, 0},
+	} {
+		if got := testutil.ToFloat64(c.got); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("%s = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

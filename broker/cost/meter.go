@@ -18,6 +18,17 @@ const (
 	CostClassicEquivalent = "classic_equivalent"
 )
 
+// Client paths: the path label of strata_client_cross_zone_bytes_total and
+// strata_client_cost_usd_total.
+const (
+	// ClientProduce: Produce requests from, and their answers to, clients
+	// of another zone.
+	ClientProduce = "produce"
+	// ClientConsume: Fetch requests from, and the records sent to,
+	// consumers of another zone.
+	ClientConsume = "consume"
+)
+
 // Meter counts a broker's replication work in bytes and dollars. Safe for
 // concurrent use; register Collectors once.
 type Meter struct {
@@ -32,6 +43,9 @@ type Meter struct {
 	usdWAL    prometheus.Counter
 	usdInline prometheus.Counter
 	usdClass  prometheus.Counter
+	// Client traffic across zones (the rest of the transfer bill).
+	clientCZ  *prometheus.CounterVec
+	clientUSD *prometheus.CounterVec
 }
 
 // NewMeter returns a meter pricing with prices.
@@ -59,6 +73,20 @@ func NewMeter(prices Prices) *Meter {
 			Help: "Estimated replication cost in US dollars from the price table (cost.price.*), by path: wal (object-store requests and pointers), inline (record bytes across zones), classic_equivalent (what classic replication would have cost).",
 		}, []string{"path"}),
 	}
+	m.clientCZ = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "strata_client_cross_zone_bytes_total",
+		Help: "Bytes this broker exchanged (both directions) with clients of another zone, by path (produce, consume); a client's zone is its client.rack or strata_az=<zone> in its client ID, clients of unknown zone are not counted.",
+	}, []string{"path"})
+	m.clientUSD = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "strata_client_cost_usd_total",
+		Help: "Estimated cross-zone transfer cost in US dollars of this broker's client traffic (strata_client_cross_zone_bytes_total priced with cost.price.cross.zone.*), by path.",
+	}, []string{"path"})
+	// Both paths exported from the start (0 until a client of another
+	// zone comes): a reader tells "none" from "not exported".
+	m.clientCZ.WithLabelValues(ClientProduce)
+	m.clientCZ.WithLabelValues(ClientConsume)
+	m.clientUSD.WithLabelValues(ClientProduce)
+	m.clientUSD.WithLabelValues(ClientConsume)
 	m.start.SetToCurrentTime()
 	m.czInline = m.crossZone.WithLabelValues(CostInline)
 	m.czWAL = m.crossZone.WithLabelValues(CostWAL)
@@ -73,7 +101,7 @@ func (m *Meter) Prices() Prices { return m.prices }
 
 // Collectors returns the meter's metrics.
 func (m *Meter) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.produced, m.classic, m.crossZone, m.usd, m.start}
+	return []prometheus.Collector{m.produced, m.classic, m.crossZone, m.usd, m.start, m.clientCZ, m.clientUSD}
 }
 
 // Produced counts leader appends: n bytes, and classic bytes (n times the
@@ -102,6 +130,17 @@ func (m *Meter) CrossZone(n int64, wal bool) {
 	}
 	m.czInline.Add(float64(n))
 	m.usdInline.Add(c)
+}
+
+// Client counts n bytes exchanged with a client of another zone on path
+// (ClientProduce or ClientConsume), in either direction: the transfer
+// bill charges both.
+func (m *Meter) Client(path string, n int64) {
+	if n <= 0 {
+		return
+	}
+	m.clientCZ.WithLabelValues(path).Add(float64(n))
+	m.clientUSD.WithLabelValues(path).Add(m.prices.CrossZone(n))
 }
 
 // Put counts one PUT of n bytes, Get one GET of n bytes (failed calls are

@@ -9,7 +9,8 @@ import (
 )
 
 // ListGroups handles ListGroups v0-v5: v4 filters by state, v5 by group
-// type (every group here is "classic").
+// type ("classic", or "consumer" for KIP-848 groups, whose states are
+// Empty, Assigning, Reconciling and Stable).
 func (c *Coordinator) ListGroups(_ context.Context, req *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
 	resp := kmsg.NewPtrListGroupsResponse()
 	resp.Version = req.Version
@@ -19,25 +20,25 @@ func (c *Coordinator) ListGroups(_ context.Context, req *kmsg.ListGroupsRequest)
 	}
 	for _, g := range c.sortedGroups() {
 		g.mu.Lock()
-		state, protocolType := g.state, g.protocolType
+		state, stateName, protocolType, groupType := g.state, g.stateName(), g.protocolType, g.groupType()
 		g.mu.Unlock()
 		if state == stateDead || !c.owns(g.id) {
 			continue
 		}
-		if req.Version >= 4 && len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, state.String()) {
+		if req.Version >= 4 && len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, stateName) {
 			continue
 		}
-		if req.Version >= 5 && len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, "classic") {
+		if req.Version >= 5 && len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, groupType) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
 		lg.Group = g.id
 		lg.ProtocolType = protocolType
 		if req.Version >= 4 {
-			lg.GroupState = state.String()
+			lg.GroupState = stateName
 		}
 		if req.Version >= 5 {
-			lg.GroupType = "classic"
+			lg.GroupType = groupType
 		}
 		resp.Groups = append(resp.Groups, lg)
 	}
@@ -91,6 +92,10 @@ func (c *Coordinator) DescribeGroups(_ context.Context, req *kmsg.DescribeGroups
 }
 
 func (g *group) describe(dg *kmsg.DescribeGroupsResponseGroup) {
+	if g.consumer != nil {
+		g.describeConsumerClassic(dg)
+		return
+	}
 	dg.State = g.state.String()
 	dg.ProtocolType = g.protocolType
 	stable := g.state == stateStable
@@ -186,6 +191,9 @@ func (c *Coordinator) Stats() Stats {
 		if g.state != stateDead {
 			st.GroupsByState[g.state.String()]++
 			st.Members += len(g.members)
+			if g.consumer != nil {
+				st.Members += len(g.consumer.members)
+			}
 			st.CommittedPartitions += len(g.offsets)
 		}
 		g.mu.Unlock()

@@ -57,6 +57,18 @@ type Config struct {
 	// every partition does. Commits to unknown partitions get
 	// UNKNOWN_TOPIC_OR_PARTITION.
 	PartitionExists func(topic string, partition int32) bool
+	// Topics is the cluster's topic metadata the KIP-848 consumer
+	// protocol assigns from; nil answers ConsumerGroupHeartbeat with
+	// COORDINATOR_NOT_AVAILABLE.
+	Topics TopicMetadata
+	// ConsumerSessionTimeout is group.consumer.session.timeout.ms: a
+	// consumer-protocol member that does not heartbeat this long is
+	// removed; zero means Kafka's 45s.
+	ConsumerSessionTimeout time.Duration
+	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms,
+	// the interval consumer-protocol members are told to heartbeat at;
+	// zero means Kafka's 5s.
+	ConsumerHeartbeatInterval time.Duration
 }
 
 // DefaultConfig returns Kafka's defaults (including the 3s initial
@@ -294,7 +306,18 @@ func (c *Coordinator) reload(g *group) error {
 		g.offsets[TopicPartition{oc.Topic, oc.Partition}] = oc
 	}
 	g.restorePending(pending)
-	if md != nil && len(g.members) == 0 && g.state == stateEmpty {
+	switch {
+	case md != nil && md.Consumer != nil:
+		// Every change of a consumer group is written through, so the
+		// store's copy is the group: replace ours.
+		g.restoreConsumer(md.Consumer)
+	case g.consumer != nil:
+		// Another coordinator converted or deleted it meanwhile.
+		g.dropConsumerState()
+		if md != nil {
+			g.restoreMembership(*md)
+		}
+	case md != nil && len(g.members) == 0 && g.state == stateEmpty:
 		g.restoreMembership(*md)
 	}
 	return nil
@@ -302,7 +325,7 @@ func (c *Coordinator) reload(g *group) error {
 
 // unused reports whether the group holds nothing. Callers hold g.mu.
 func (g *group) unused() bool {
-	return g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0 && len(g.offsets) == 0 && len(g.txnOffsets) == 0 && g.generation == 0
+	return g.state == stateEmpty && g.consumer == nil && len(g.members) == 0 && len(g.pending) == 0 && len(g.offsets) == 0 && len(g.txnOffsets) == 0 && g.generation == 0
 }
 
 // dropIfUnused removes a group that has no members and no offsets, such

@@ -35,7 +35,11 @@
 // dropped) when the transaction coordinator's marker arrives
 // (CompleteTxn); OffsetFetch with RequireStable answers
 // UNSTABLE_OFFSET_COMMIT for their partitions meanwhile.
-// Not supported: the KIP-848 consumer protocol (ConsumerGroupHeartbeat).
+//
+// The KIP-848 consumer protocol (ConsumerGroupHeartbeat,
+// ConsumerGroupDescribe) is served by the same groups: see consumer.go
+// for its epochs, reconciliation, fencing and durability, and
+// assignor.go for the server-side uniform and range assignors.
 //
 // # Concurrency
 //

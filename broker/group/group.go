@@ -60,6 +60,10 @@ type group struct {
 	delayRemaining time.Duration
 	syncTimer      timerSlot // pending SyncGroup expiry
 
+	// consumer is the KIP-848 state of a consumer-protocol group (nil
+	// for a classic group); see consumer.go.
+	consumer *cgroup
+
 	offsets map[TopicPartition]OffsetCommit
 	// txnOffsets are transactional commits (TxnOffsetCommit) not yet
 	// committed or aborted, per producer ID (txn.go).
@@ -169,6 +173,7 @@ func (g *group) shutdown() {
 		g.deliverJoin(m, joinResult{err: kerr.NotCoordinator.Code, memberID: m.id, generation: -1})
 		g.deliverSync(m, syncResult{err: kerr.NotCoordinator.Code})
 	}
+	g.dropConsumerState()
 	g.state = stateDead
 }
 

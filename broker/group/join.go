@@ -95,6 +95,16 @@ func (g *group) join(j *joining) (joinResult, bool) {
 		!(j.instanceID != "" && g.static[j.instanceID] != "") && g.pending[j.memberID] == nil {
 		return fail(kerr.GroupMaxSizeReached.Code)
 	}
+	if g.consumer != nil {
+		if len(g.consumer.members) > 0 {
+			return fail(kerr.InconsistentGroupProtocol.Code)
+		}
+		// An empty consumer-protocol group becomes classic again (Kafka's
+		// downgrade of an empty group); it keeps its offsets.
+		g.dropConsumerState()
+		g.protocolType = ""
+		g.generation = 0
+	}
 	if !g.supportsProtocols(j.protocolType, j.protocols) {
 		return fail(kerr.InconsistentGroupProtocol.Code)
 	}

@@ -17,6 +17,9 @@ type GroupMetadata struct {
 	Protocol     string           `json:"protocol"`
 	Leader       string           `json:"leader"`
 	Members      []MemberMetadata `json:"members"`
+	// Consumer is set for a KIP-848 consumer-protocol group (type
+	// "consumer"); the fields above are then unused.
+	Consumer *ConsumerGroupMetadata `json:"consumer,omitempty"`
 }
 
 // MemberMetadata is one member of a GroupMetadata.
@@ -80,6 +83,10 @@ func (g *group) saveMembership() {
 // with its members (each with a fresh session timeout) or Empty. Called
 // before the coordinator serves requests.
 func (g *group) restoreMembership(md GroupMetadata) {
+	if md.Consumer != nil {
+		g.restoreConsumer(md.Consumer)
+		return
+	}
 	g.generation = md.Generation
 	g.protocolType = md.ProtocolType
 	if len(md.Members) == 0 {

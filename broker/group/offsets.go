@@ -54,7 +54,15 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 		return resp
 	}
 	defer g.mu.Unlock()
-	if code := g.validateCommit(generation, memberID, instanceID); code != 0 {
+	code := int16(0)
+	var partCheck func(string, int32) int16
+	if g.consumer != nil {
+		// The generation field carries the member epoch (KIP-848).
+		code, partCheck = g.validateConsumerCommit(generation, memberID, req.Version, false)
+	} else {
+		code = g.validateCommit(generation, memberID, instanceID)
+	}
+	if code != 0 {
 		setAll(code)
 		return resp
 	}
@@ -67,6 +75,12 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 			leaderEpoch := int32(-1)
 			if req.Version >= 6 {
 				leaderEpoch = p.LeaderEpoch
+			}
+			if partCheck != nil {
+				if code := partCheck(t.Topic, p.Partition); code != 0 {
+					codes[i][j] = code
+					continue
+				}
 			}
 			oc, code := c.offsetCommit(t.Topic, p.Partition, p.Offset, leaderEpoch, p.Metadata, now)
 			if code != 0 {
@@ -144,7 +158,11 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 					topics = append(topics, kmsg.OffsetFetchRequestTopic{Topic: t.Topic, Partitions: t.Partitions})
 				}
 			}
-			code, fetched := c.fetchOffsets(rg.Group, topics, req.RequireStable)
+			member := groupMember{epoch: -1}
+			if req.Version >= 9 {
+				member = groupMember{id: rg.MemberID, epoch: rg.MemberEpoch}
+			}
+			code, fetched := c.fetchOffsets(rg.Group, topics, req.RequireStable, member)
 			og := kmsg.NewOffsetFetchResponseGroup()
 			og.Group = rg.Group
 			og.ErrorCode = code
@@ -166,7 +184,7 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 	if req.Version < 2 && topics == nil {
 		topics = []kmsg.OffsetFetchRequestTopic{} // v0/v1 cannot ask for all
 	}
-	code, fetched := c.fetchOffsets(req.Group, topics, req.Version >= 7 && req.RequireStable)
+	code, fetched := c.fetchOffsets(req.Group, topics, req.Version >= 7 && req.RequireStable, groupMember{epoch: -1})
 	if req.Version >= 2 {
 		resp.ErrorCode = code
 	} else if code != 0 {
@@ -185,7 +203,7 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 // requireStable (OffsetFetch v7+, KIP-447) a partition a transaction has
 // pending offsets for answers UNSTABLE_OFFSET_COMMIT: the client retries
 // until the transaction ended.
-func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequestTopic, requireStable bool) (int16, []kmsg.OffsetFetchResponseTopic) {
+func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequestTopic, requireStable bool, member groupMember) (int16, []kmsg.OffsetFetchResponseTopic) {
 	unknown := func(code int16) []kmsg.OffsetFetchResponseTopic {
 		var out []kmsg.OffsetFetchResponseTopic
 		for _, t := range topics {
@@ -216,6 +234,13 @@ func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequ
 		return 0, unknown(0)
 	}
 	defer g.mu.Unlock()
+	if g.consumer != nil {
+		// OffsetFetch v9+ of a consumer-protocol member must carry its
+		// current epoch (KIP-848); classic groups ignore the fields.
+		if code := g.validateConsumerFetch(member.id, member.epoch); code != 0 {
+			return code, unknown(0)
+		}
+	}
 	if topics == nil {
 		byTopic := make(map[string][]int32)
 		for _, oc := range sortedCommits(g.offsets) {
@@ -250,6 +275,12 @@ func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequ
 	return 0, out
 }
 
+// groupMember is the member id and epoch an OffsetFetch v9+ carries.
+type groupMember struct {
+	id    *string
+	epoch int32
+}
+
 // OffsetDelete handles OffsetDelete v0 (KIP-496): committed offsets of an
 // empty group can be deleted; in an active consumer group only those of
 // topics no member subscribes to.
@@ -274,7 +305,11 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 	}
 	defer g.mu.Unlock()
 	var subscribed map[string]bool
-	if g.state != stateEmpty {
+	if g.consumer != nil {
+		if len(g.consumer.members) > 0 {
+			subscribed = g.subscribedConsumerTopics()
+		}
+	} else if g.state != stateEmpty {
 		topics, ok := g.subscribedTopics()
 		if !ok {
 			resp.ErrorCode = kerr.NonEmptyGroup.Code

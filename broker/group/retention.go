@@ -88,7 +88,7 @@ func (c *Coordinator) dropExpired(ctx context.Context, id string) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.state != stateEmpty || len(g.members) > 0 || len(g.pending) > 0 || len(g.offsets) > 0 || len(g.txnOffsets) > 0 {
+	if g.state != stateEmpty || len(g.members) > 0 || (g.consumer != nil && len(g.consumer.members) > 0) || len(g.pending) > 0 || len(g.offsets) > 0 || len(g.txnOffsets) > 0 {
 		return
 	}
 	if _, ok := c.store.(MembershipStore); ok || g.generation > 0 {

@@ -15,6 +15,8 @@ var SettingKeys = []string{
 	"offset.metadata.max.bytes",
 	"offsets.retention.minutes",
 	"offsets.retention.check.interval.ms",
+	"group.consumer.session.timeout.ms",
+	"group.consumer.heartbeat.interval.ms",
 }
 
 // Set applies one broker config key (Kafka's names, see SettingKeys) to c.
@@ -48,6 +50,10 @@ func (c *Config) Set(key, value string) (known bool, err error) {
 		}
 		c.OffsetsRetention = time.Duration(n) * time.Minute
 		return true, nil
+	case "group.consumer.session.timeout.ms":
+		return true, ms(&c.ConsumerSessionTimeout, 1)
+	case "group.consumer.heartbeat.interval.ms":
+		return true, ms(&c.ConsumerHeartbeatInterval, 1)
 	case "offsets.retention.check.interval.ms":
 		return true, ms(&c.RetentionCheckInterval, 1)
 	case "offset.metadata.max.bytes":

@@ -86,12 +86,19 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 		return build()
 	}
 	defer g.mu.Unlock()
+	var partCheck func(string, int32) int16
 	if req.Version >= 3 && (req.MemberID != "" || req.Generation >= 0) {
 		var instanceID string
 		if req.InstanceID != nil {
 			instanceID = *req.InstanceID
 		}
-		if code := g.validateCommit(req.Generation, req.MemberID, instanceID); code != 0 {
+		code := int16(0)
+		if g.consumer != nil {
+			code, partCheck = g.validateConsumerCommit(req.Generation, req.MemberID, req.Version, true)
+		} else {
+			code = g.validateCommit(req.Generation, req.MemberID, instanceID)
+		}
+		if code != 0 {
 			setAll(code)
 			return build()
 		}
@@ -103,6 +110,12 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 			leaderEpoch := int32(-1)
 			if req.Version >= 2 {
 				leaderEpoch = p.LeaderEpoch
+			}
+			if partCheck != nil {
+				if code := partCheck(t.Topic, p.Partition); code != 0 {
+					codes[i][j] = code
+					continue
+				}
 			}
 			oc, code := c.offsetCommit(t.Topic, p.Partition, p.Offset, leaderEpoch, p.Metadata, now)
 			if code != 0 {

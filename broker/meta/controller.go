@@ -232,7 +232,10 @@ var errFenced = fmt.Errorf("%w: election key gone", ErrNotController)
 // lost compare-and-swap is skipped: the watch delivers the newer state and
 // the next pass decides again.
 func (c *Controller) reconcile(ctx context.Context, term *leadership, prev, st *ClusterState) error {
-	full := prev == nil || !sameBrokers(prev, st)
+	// A change of the cluster-wide unclean.leader.election.enable
+	// concerns every topic without its own value.
+	full := prev == nil || !sameBrokers(prev, st) ||
+		prev.BrokerConfigs[""][ConfigUncleanLeaderElection] != st.BrokerConfigs[""][ConfigUncleanLeaderElection]
 	var writes []partitionWrite
 	var clusterLoad map[int32]placement.Load
 	load := func() map[int32]placement.Load {
@@ -382,6 +385,12 @@ func sameBrokers(a, b *ClusterState) bool {
 
 func (c *Controller) unclean(st *ClusterState, topic string) bool {
 	if v, ok := st.Topics[topic].Config[ConfigUncleanLeaderElection]; ok {
+		b, err := strconv.ParseBool(v)
+		return err == nil && b
+	}
+	// The cluster-wide dynamic default (kafka-configs --entity-default
+	// --entity-type brokers) wins over the controller's config file.
+	if v, ok := st.BrokerConfigs[""][ConfigUncleanLeaderElection]; ok {
 		b, err := strconv.ParseBool(v)
 		return err == nil && b
 	}

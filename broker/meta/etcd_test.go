@@ -1212,6 +1212,52 @@ func TestUncleanElectionEnabledLater(t *testing.T) {
 	})
 }
 
+// The same with the cluster-wide dynamic default (kafka-configs
+// --entity-type brokers --entity-default): every offline partition of a
+// topic without its own value is re-examined, without a controller
+// restart; a topic that says false stays offline.
+func TestUncleanElectionEnabledClusterWide(t *testing.T) {
+	c := threeZones(t)
+	c.createTopic(TopicSpec{Name: "u", Partitions: 1, ReplicationFactor: 3})
+	c.createTopic(TopicSpec{Name: "own", Partitions: 1, ReplicationFactor: 3, Config: map[string]string{ConfigUncleanLeaderElection: "false"}})
+	tp, own := TopicPartition{"u", 0}, TopicPartition{"own", 0}
+	st := c.waitFor("topics", func(st *ClusterState) bool {
+		_, ok1 := st.Partition(tp)
+		_, ok2 := st.Partition(own)
+		return ok1 && ok2
+	})
+	// Each led by a broker alone in its ISR; both leaders die.
+	leader, ownLeader := part(st, tp).Leader, part(st, own).Leader
+	for _, p := range []TopicPartition{tp, own} {
+		ps := part(st, p)
+		shrunk := ps.Clone()
+		shrunk.ISR = []int32{ps.Leader}
+		if _, err := c.store.AlterPartition(c.ctx, p, ps, shrunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.kill(leader)
+	if ownLeader != leader {
+		c.kill(ownLeader)
+	}
+	c.waitFor("offline", func(st *ClusterState) bool {
+		return part(st, tp).Leader == NoLeader && part(st, own).Leader == NoLeader
+	})
+	if _, err := c.store.UpdateBrokerConfig(c.ctx, "", func(cfg map[string]string) error {
+		cfg[ConfigUncleanLeaderElection] = "true"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("unclean leader elected after the cluster-wide config change", func(st *ClusterState) bool {
+		p := part(st, tp)
+		return p.Leader != NoLeader && p.Leader != leader && p.Leader != ownLeader && slices.Equal(p.ISR, []int32{p.Leader})
+	})
+	if p := part(c.waitFor("state", func(*ClusterState) bool { return true }), own); p.Leader != NoLeader {
+		t.Fatalf("topic with unclean.leader.election.enable=false got leader %d from the cluster-wide default", p.Leader)
+	}
+}
+
 // TestRestartedFollowerLeavesISRUnseen (issue #10 item 7, KIP-903): a
 // follower re-registers (it restarted, maybe without an unflushed tail)
 // while no controller watches, so no controller ever sees it deregistered.

@@ -20,13 +20,13 @@ func (m *Metrics) quota() *quotaMetrics {
 	q := &m.quotas
 	q.once.Do(func() {
 		q.throttled = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "strata_quota_throttled_total", Help: "Responses that carried a client-quota throttle time, by quota (produce, fetch).",
+			Name: "strata_quota_throttled_total", Help: "Responses that carried a client-quota throttle time, by quota (produce, fetch, request).",
 		}, []string{"quota"})
 		q.seconds = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "strata_quota_throttle_seconds_total", Help: "Throttle time given to clients over their quota, by quota (produce, fetch).",
+			Name: "strata_quota_throttle_seconds_total", Help: "Throttle time given to clients over their quota, by quota (produce, fetch, request).",
 		}, []string{"quota"})
 		m.Registry.MustRegister(q.throttled, q.seconds)
-		for _, l := range []string{"produce", "fetch"} {
+		for _, l := range []string{"produce", "fetch", "request"} {
 			q.throttled.WithLabelValues(l)
 			q.seconds.WithLabelValues(l)
 		}
@@ -41,8 +41,11 @@ func (m *Metrics) RegisterQuota() { m.quota() }
 // ObserveQuotaThrottle counts one throttle of d for kind.
 func (m *Metrics) ObserveQuotaThrottle(kind quota.Kind, d time.Duration) {
 	l := "produce"
-	if kind == quota.Fetch {
+	switch kind {
+	case quota.Fetch:
 		l = "fetch"
+	case quota.Request:
+		l = "request"
 	}
 	q := m.quota()
 	q.throttled.WithLabelValues(l).Inc()

@@ -222,7 +222,9 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		for _, w := range waits {
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w)})
 		}
+		parkedAt := time.Now()
 		chosen, _, _ := reflect.Select(cases)
+		r.addParked(time.Since(parkedAt))
 		if chosen < 2 {
 			// Deadline or shutdown: answer with what is there now.
 			var charge leaderCharge

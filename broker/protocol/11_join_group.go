@@ -12,6 +12,7 @@ package protocol
 import (
 	"context"
 	"net"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -44,7 +45,9 @@ func handleJoinGroup(ctx context.Context, r *Request) (kmsg.Response, error) {
 	// The call parks until the group's members have joined: it must not
 	// hold the in-flight request budget meanwhile.
 	r.ReleaseMemory()
+	parkedAt := time.Now() // the coordinator's wait for the other members
 	resp, err := r.Env.Groups.JoinGroup(ctx, groupClient(r), req)
+	r.addParked(time.Since(parkedAt))
 	if err != nil {
 		return fail(kerr.NotCoordinator.Code)
 	}

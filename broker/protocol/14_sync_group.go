@@ -9,6 +9,7 @@ package protocol
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -36,7 +37,9 @@ func handleSyncGroup(ctx context.Context, r *Request) (kmsg.Response, error) {
 	// The call parks until the group's members have joined: it must not
 	// hold the in-flight request budget meanwhile.
 	r.ReleaseMemory()
+	parkedAt := time.Now() // the coordinator's wait for the other members
 	resp, err := r.Env.Groups.SyncGroup(ctx, req)
+	r.addParked(time.Since(parkedAt))
 	if err != nil {
 		return fail(kerr.NotCoordinator.Code)
 	}

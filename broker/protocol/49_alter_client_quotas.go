@@ -4,10 +4,10 @@ package protocol
 //
 // Sets or removes quota values of user, client-id, user+client-id and ip
 // entities (null names are the defaults) in the cluster metadata
-// (broker.Broker.AlterClientQuota). Strata enforces producer_byte_rate
-// and consumer_byte_rate (package broker/quota); Kafka's other keys are
-// refused with a message saying they are not enforced, never stored and
-// ignored. Each entry succeeds or fails alone; ValidateOnly checks
+// (broker.Broker.AlterClientQuota). Strata enforces producer_byte_rate,
+// consumer_byte_rate, request_percentage and controller_mutation_rate
+// (package broker/quota); Kafka's other keys are refused with a message
+// saying they are not enforced, never stored and ignored. Each entry succeeds or fails alone; ValidateOnly checks
 // without writing. Needs ALTER_CONFIGS on the cluster, as Kafka.
 
 import (

@@ -25,7 +25,12 @@ import (
 //     from one client address.
 //   - max.connection.creation.rate (every listener but the inter-broker
 //     one) and max.connection.creation.rate.per.ip: new connections per
-//     second, with a burst of one second's worth. Kafka delays accepts over
+//     second, with a burst of one second's worth. KIP-612's client quota
+//     connection_creation_rate (an ip entity of AlterClientQuotas: one
+//     address, or the default for every address) replaces the per-IP key
+//     where it is set (Config.IPConnectionCreationRate); 0 refuses the
+//     address's new connections; it does not apply to the inter-broker
+//     listener. Kafka delays accepts over
 //     the broker rate and closes connections over the per-IP quota;
 //     closing both keeps one slow path out of the accept loop.
 //
@@ -43,6 +48,7 @@ const (
 	RefusedMaxConnectionsPerIP        = "max.connections.per.ip"
 	RefusedMaxConnectionCreationRate  = "max.connection.creation.rate"
 	RefusedMaxConnectionCreationPerIP = "max.connection.creation.rate.per.ip"
+	RefusedConnectionCreationQuota    = "connection_creation_rate"
 	ClosedAuthenticationTimeout       = "connections.authentication.timeout.ms"
 )
 
@@ -115,7 +121,11 @@ func (s *Server) admitConnLocked(remote net.Addr, listener string, now time.Time
 	if lim >= 0 && s.perIP[ip] >= lim {
 		return RefusedMaxConnectionsPerIP
 	}
-	if r := s.cfg.MaxConnectionCreationRatePerIP; r > 0 {
+	r, quota := s.ipCreationRate(ip, interBroker)
+	if quota && r <= 0 {
+		return RefusedConnectionCreationQuota
+	}
+	if r > 0 {
 		b := s.ipRates[ip]
 		if b == nil {
 			s.pruneRatesLocked(now)
@@ -123,6 +133,9 @@ func (s *Server) admitConnLocked(remote net.Addr, listener string, now time.Time
 			s.ipRates[ip] = b
 		}
 		if !b.take(now, r) {
+			if quota {
+				return RefusedConnectionCreationQuota
+			}
 			return RefusedMaxConnectionCreationPerIP
 		}
 	}
@@ -132,6 +145,21 @@ func (s *Server) admitConnLocked(remote net.Addr, listener string, now time.Time
 	s.perIP[ip]++
 	s.perListener[lname]++
 	return ""
+}
+
+// ipCreationRate is the connection creation rate of one address: its
+// connection_creation_rate client quota (quota true; the address's own
+// entity, else the default ip entity), else
+// max.connection.creation.rate.per.ip (0: unlimited). The client quota
+// does not apply to the inter-broker listener: a default ip quota meant
+// for clients must not refuse the brokers' own connections.
+func (s *Server) ipCreationRate(ip string, interBroker bool) (rate float64, quota bool) {
+	if f := s.cfg.IPConnectionCreationRate; f != nil && !interBroker {
+		if r, ok := f(ip); ok {
+			return r, true
+		}
+	}
+	return s.cfg.MaxConnectionCreationRatePerIP, false
 }
 
 // releaseConnLocked undoes admitConnLocked. s.mu must be held.
@@ -153,9 +181,8 @@ func (s *Server) pruneRatesLocked(now time.Time) {
 	if len(s.ipRates) < 1024 {
 		return
 	}
-	r := s.cfg.MaxConnectionCreationRatePerIP
 	for ip, b := range s.ipRates {
-		if b.full(now, r) {
+		if b.full(now, b.rate) {
 			delete(s.ipRates, ip)
 		}
 	}
@@ -166,9 +193,11 @@ func (s *Server) pruneRatesLocked(now time.Time) {
 type tokenBucket struct {
 	tokens float64
 	last   time.Time
+	rate   float64 // the rate of the last take (pruneRatesLocked)
 }
 
 func (b *tokenBucket) refill(now time.Time, rate float64) {
+	b.rate = rate
 	burst := max(rate, 1)
 	if b.last.IsZero() {
 		b.tokens = burst

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,6 +168,48 @@ func TestConnectionCreationRate(t *testing.T) {
 			t.Errorf("%d refusals, want 2", got)
 		}
 	})
+}
+
+// TestConnectionCreationRateQuota: KIP-612's connection_creation_rate
+// client quota of an address (its own ip entity, else the default ip
+// entity; Config.IPConnectionCreationRate) replaces
+// max.connection.creation.rate.per.ip there: 0 refuses every new
+// connection, 0.01/s allows one now and the next in 100 s; an address no
+// quota names keeps the broker key's rate; the inter-broker listener is
+// not held to the client quota.
+func TestConnectionCreationRateQuota(t *testing.T) {
+	obs := &listenerObserver{}
+	quotas := map[string]float64{"127.0.0.3": 0, "127.0.0.4": 0.01}
+	var defaultQuota atomic.Pointer[float64]
+	_, addrs := serveListeners(t, Config{
+		MaxConnectionCreationRatePerIP: 1000, InterBrokerListener: "BROKER", Observer: obs,
+		IPConnectionCreationRate: func(ip string) (float64, bool) {
+			if r, ok := quotas[ip]; ok {
+				return r, true
+			}
+			if d := defaultQuota.Load(); d != nil {
+				return *d, true
+			}
+			return 0, false
+		},
+	}, Listener{Name: "CLIENT"}, Listener{Name: "BROKER"})
+	for ip, want := range map[string]int{"127.0.0.3": 0, "127.0.0.4": 1, "127.0.0.5": 6} {
+		if n := openServed(t, ip, addrs["CLIENT"], 5); n != want {
+			t.Errorf("%s: %d new connections served, want %d", ip, n, want)
+		}
+	}
+	if n := openServed(t, "127.0.0.3", addrs["BROKER"], 3); n != 4 {
+		t.Errorf("the inter-broker listener from a blocked address: %d new connections served, want all 4", n)
+	}
+	if got := obs.count("CLIENT", RefusedConnectionCreationQuota); got != 2 {
+		t.Errorf("%d refusals by the quota, want 2", got)
+	}
+	// The default ip entity: every address without its own.
+	d := 0.01
+	defaultQuota.Store(&d)
+	if n := openServed(t, "127.0.0.6", addrs["CLIENT"], 5); n != 1 {
+		t.Errorf("127.0.0.6 under the default ip quota: %d new connections served, want 1", n)
+	}
 }
 
 // TestAuthenticationTimeout: a connection that sends no complete request

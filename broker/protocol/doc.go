@@ -36,13 +36,17 @@
 // Limits (limits.go, budget.go, connlimits.go) keep abusive clients from
 // taking the broker's memory, CPU and connection slots: frames are
 // checked and take their share of a server-wide memory budget before they
-// are allocated, the batches one request decodes share a decompression
-// budget (Request.DecompressBudget), connections are admitted against
-// Kafka's limits (max.connections with an inter-broker reserve, per
-// listener, per IP, creation rates) and must authenticate or send a first
-// request within connections.authentication.timeout.ms, a connection whose
-// responses are not read gets no new request dispatched, Fetch responses
-// are capped (fetch.max.bytes) and fetch sessions bounded.
+// are allocated (large frames admitted fairly between connections), the
+// batches one request decodes share a decompression budget
+// (Request.DecompressBudget), connections are admitted against Kafka's
+// limits (max.connections with an inter-broker reserve, per listener, per
+// IP, creation rates and KIP-612's connection_creation_rate quotas) and
+// must authenticate or send a first request within
+// connections.authentication.timeout.ms, a connection whose responses are
+// not read gets no new request dispatched, Fetch responses are capped
+// (fetch.max.bytes) and fetch sessions bounded. Client quotas (quota.go,
+// package broker/quota) throttle byte rates, request time and partition
+// mutations per user and client ID.
 //
 // Handlers reach the broker's state through Env (see registry.go for how to
 // add an API).

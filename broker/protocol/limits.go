@@ -16,7 +16,11 @@ import (
 //     server-wide budget (budget.go) before it allocates the frame; every
 //     frame counts, however small. Large frames cannot take the share
 //     kept for small ones, so a client that declares a large frame and
-//     sends it slowly does not stop other clients' fetches; a large frame
+//     sends it slowly does not stop other clients' fetches. Large frames
+//     are admitted fairly between connections: those of connections
+//     holding none first, and no one frame takes the last quarter of the
+//     large share, where other connections' large frames are still let
+//     in while one connection holds the most it may; a large frame
 //     is admitted only once its first 64 KiB arrived (a declared size
 //     alone holds nothing), and must then arrive at 4 MiB/s after a 5 s
 //     grace, or the connection is closed. A request
@@ -84,7 +88,7 @@ const (
 // meanwhile), and gives the rest of the frame a deadline (minFrameRate).
 func (c *conn) admitFrame(key int16, size int32) (*memHold, error) {
 	large := size > smallFrameBytes
-	cost, err := c.srv.memory.acquire(c.ctx, int64(size)*decodeAmplification, large)
+	g, err := c.srv.memory.acquire(c.ctx, c.info.ConnID, int64(size)*decodeAmplification, large)
 	if err != nil {
 		return nil, fmt.Errorf("waiting for request memory: %w", err)
 	}
@@ -97,21 +101,20 @@ func (c *conn) admitFrame(key int16, size int32) (*memHold, error) {
 		// Shutdown moved the deadline to now before this one: keep it.
 		_ = c.nc.SetReadDeadline(time.Now())
 	}
-	return &memHold{b: c.srv.memory, n: cost, large: large}, nil
+	return &memHold{b: c.srv.memory, g: g}, nil
 }
 
 // memHold is one request's share of the memory budget, given back once:
 // when the request is handled, or earlier when it parks.
 type memHold struct {
-	b     *budget
-	n     int64
-	large bool
-	done  atomic.Bool
+	b    *budget
+	g    grant
+	done atomic.Bool
 }
 
 func (m *memHold) release() {
 	if m != nil && m.done.CompareAndSwap(false, true) {
-		m.b.release(m.n, m.large)
+		m.b.release(m.g)
 	}
 }
 

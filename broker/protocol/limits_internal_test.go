@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -228,4 +229,73 @@ func TestTricklingFrameClosed(t *testing.T) {
 		t.Fatalf("connection not closed by the server: %v", err)
 	}
 	pollUntil(t, "the budget to return", func() bool { return budgetUsed(s) == 0 })
+}
+
+// TestFairLargeFrameAdmission (issue 26 item 4): three hostile
+// connections each declare a 100 MiB Produce frame and send its first
+// 64 KiB, then nothing: the first is admitted and may hold its memory
+// until its deadline (frameGrace + 100 MiB at minFrameRate, 30 s; 10 s
+// here, connections.authentication.timeout.ms, as it is the connection's
+// first request), the others wait for the large share. A well-behaved client's 200 KiB
+// request (and a small one) is still answered while the first hostile
+// connection is open: it is admitted into the fair reserve no single
+// frame takes. Before, large frames were admitted strictly in arrival
+// order and a 100 MiB frame could take the whole large share, so it
+// waited for every hostile frame's deadline.
+func TestFairLargeFrameAdmission(t *testing.T) {
+	s, addr := startTestServer(t, Config{})
+	hostile := make([]net.Conn, 3)
+	for i := range hostile {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := c.Write(append(frameHeader(100<<20, kmsg.Produce), make([]byte, smallFrameBytes)...)); err != nil {
+			t.Fatal(err)
+		}
+		hostile[i] = c
+	}
+	pollUntil(t, "one hostile frame admitted and two waiting", func() bool {
+		s.memory.mu.Lock()
+		defer s.memory.mu.Unlock()
+		return s.memory.largeUsed > 0 && len(s.memory.waiters) == 2
+	})
+	// Whether the first hostile connection is closed (its frame's
+	// deadline passed) before the well-behaved client is answered.
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		_ = hostile[0].SetReadDeadline(time.Now().Add(time.Minute)) // a hang guard
+		_, _ = io.Copy(io.Discard, hostile[0])
+	}()
+
+	calm, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer calm.Close()
+	_ = calm.SetDeadline(time.Now().Add(2 * time.Minute)) // a hang guard
+	big := kmsg.NewPtrApiVersionsRequest()
+	big.Version = 3
+	big.ClientSoftwareName = strings.Repeat("a", 200<<10)
+	big.ClientSoftwareVersion = "1"
+	for i, req := range []*kmsg.ApiVersionsRequest{big, kmsg.NewPtrApiVersionsRequest()} {
+		frame := appendRequest(req, int32(i+1))
+		if _, err := calm.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+		var size [4]byte
+		if _, err := io.ReadFull(calm, size[:]); err != nil {
+			t.Fatalf("request of %d bytes not answered: %v", len(frame), err)
+		}
+		if _, err := io.ReadFull(calm, make([]byte, binary.BigEndian.Uint32(size[:]))); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-closed:
+			t.Fatalf("the request of %d bytes was answered only after the hostile frame's connection was closed", len(frame))
+		default:
+		}
+	}
 }

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"math"
 	"strings"
 	"time"
 
@@ -14,46 +15,67 @@ import (
 // quotaThrottle records a handled request against the client quotas
 // (Env.Quotas, package broker/quota) and returns how long the connection
 // stays muted: Produce counts the request's bytes, a consumer's Fetch the
-// record bytes of its answer. The response, if it has one, carries the
-// throttle time (KIP-219: answered at once, then muted).
-func (c *conn) quotaThrottle(item inbound, resp kmsg.Response) time.Duration {
+// record bytes of its answer, and every request but the exempt ones
+// (requestTimeExempt) spent, the time its handler ran, against
+// request_percentage. The throttle is the longest of these and of a
+// partition-mutation budget's (Request.throttle), as Kafka answers the
+// largest; the response, if it has one, carries it (KIP-219: answered at
+// once, then muted).
+func (c *conn) quotaThrottle(item inbound, resp kmsg.Response, spent time.Duration) time.Duration {
 	q := c.srv.cfg.Env.Quotas
-	if q == nil || item.reject || item.req.Msg == nil {
+	if q == nil || item.reject || item.req.Msg == nil || item.req.internal {
 		return 0
 	}
-	if d := item.req.throttle; d > 0 {
-		// Set by the handler (a partition-mutation budget, mutationQuota).
-		return d
-	}
-	var d time.Duration
+	user, clientID := quotaUser(item.req), item.req.Client.ClientID
+	// Set by the handler (a partition-mutation budget, mutationQuota).
+	d := item.req.throttle
 	switch req := item.req.Msg.(type) {
 	case *kmsg.ProduceRequest:
-		d = q.Record(quota.Produce, quotaUser(item.req), item.req.Client.ClientID, item.size)
+		d = max(d, q.Record(quota.Produce, user, clientID, item.size))
 	case *kmsg.FetchRequest:
-		fr, ok := resp.(*kmsg.FetchResponse)
-		if !ok || req.ReplicaID >= 0 {
+		if req.ReplicaID >= 0 {
 			return 0 // replica fetches follow the replication throttle, not client quotas
 		}
-		n := 0
-		for _, t := range fr.Topics {
-			for _, p := range t.Partitions {
-				n += len(p.RecordBatches)
+		if fr, ok := resp.(*kmsg.FetchResponse); ok {
+			n := 0
+			for _, t := range fr.Topics {
+				for _, p := range t.Partitions {
+					n += len(p.RecordBatches)
+				}
+			}
+			if n > 0 {
+				d = max(d, q.Record(quota.Fetch, user, clientID, n))
 			}
 		}
-		if n == 0 {
-			return 0
-		}
-		d = q.Record(quota.Fetch, quotaUser(item.req), item.req.Client.ClientID, n)
-	default:
-		return 0
+	}
+	if !requestTimeExempt(item.req) {
+		d = max(d, q.RecordTime(user, clientID, spent))
 	}
 	if d <= 0 {
 		return 0
 	}
 	if tr, ok := resp.(kmsg.SetThrottleResponse); ok && resp != nil {
-		tr.SetThrottle(int32(d.Milliseconds()))
+		tr.SetThrottle(int32(min(d.Milliseconds(), math.MaxInt32)))
 	}
 	return d
+}
+
+// requestTimeExempt: requests whose handler time request_percentage does
+// not count, as in Kafka (RequestQuotaManager's exempt requests): the
+// version and SASL exchanges a client needs before anything else, and
+// the cluster actions of other brokers (replica fetches, their leader
+// epoch lookups, transaction markers), which a default user quota must
+// never slow down.
+func requestTimeExempt(r *Request) bool {
+	switch req := r.Msg.(type) {
+	case *kmsg.ApiVersionsRequest, *kmsg.SASLHandshakeRequest, *kmsg.SASLAuthenticateRequest, *kmsg.WriteTxnMarkersRequest:
+		return true
+	case *kmsg.FetchRequest:
+		return req.ReplicaID >= 0
+	case *kmsg.OffsetForLeaderEpochRequest:
+		return req.Version >= 3 && req.ReplicaID >= 0 // ReplicaID is v3+
+	}
+	return false
 }
 
 // quotaUser is the user name client quotas match: the principal's name

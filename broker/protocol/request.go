@@ -117,6 +117,18 @@ type Request struct {
 	// partition-mutation budget, quota.go): the connection is muted for
 	// it after the answer.
 	throttle time.Duration
+	// parked is the time the handler spent parked (a long-poll Fetch
+	// waiting for data, a group join or sync waiting for the other
+	// members): waiting, not handling, so request_percentage does not
+	// count it (quota.go).
+	parked time.Duration
+}
+
+// addParked records d of the handler's time as parked (see Request.parked).
+func (r *Request) addParked(d time.Duration) {
+	if d > 0 {
+		r.parked += d
+	}
 }
 
 // DecompressBudget returns the request's decompression budget: every

@@ -45,7 +45,7 @@ type Config struct {
 	// MaxInflightRequestMemory bounds the estimated memory of requests
 	// read but not yet handled, across all connections (frame size times
 	// the worst decode amplification), taken before a frame is allocated;
-	// readers wait for room, in arrival order. A parked long poll gives
+	// readers wait for room, fairly between connections (budget.go). A parked long poll gives
 	// its share back when it parks (Request.ReleaseMemory). 0 means
 	// DefaultMaxInflightRequestMemory.
 	MaxInflightRequestMemory int64
@@ -67,6 +67,12 @@ type Config struct {
 	InterBrokerListener            string
 	MaxConnectionCreationRate      float64
 	MaxConnectionCreationRatePerIP float64
+	// IPConnectionCreationRate, if set, returns the connection_creation_rate
+	// client quota (KIP-612's ip entity, AlterClientQuotas) of a client
+	// address (CanonicalIP form): when ok, it replaces
+	// MaxConnectionCreationRatePerIP for that address, and 0 refuses
+	// every new connection from it. Called at each accept.
+	IPConnectionCreationRate func(ip string) (rate float64, ok bool)
 	// AuthenticationTimeout is connections.authentication.timeout.ms: a
 	// new connection that has not finished its TLS handshake and SASL
 	// authentication (SASL listeners), or sent its first complete request
@@ -568,14 +574,19 @@ func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
 		if obs != nil {
 			obs.RequestStarted(item.req.Header.Key)
 		}
+		dispatched := time.Now()
 		if item.reject {
 			resp = unsupportedAPIVersionsResponse()
 		} else {
 			resp, err = c.dispatch(item.req)
 		}
+		// The handler's time, for request_percentage: deferred work (an
+		// acks=all wait) runs off this loop, and parked time (a long
+		// poll, a group join) is waiting, not handling.
+		spent := time.Since(dispatched) - item.req.parked
 		item.req.mem.release()
 		if err == nil {
-			if d := c.quotaThrottle(item, resp); d > 0 {
+			if d := c.quotaThrottle(item, resp, spent); d > 0 {
 				mutedUntil = time.Now().Add(d)
 			}
 		}

@@ -1,10 +1,15 @@
 // Package quota enforces client quotas: Kafka's byte-rate quotas per user
-// and client ID (KIP-13, KIP-55), set with AlterClientQuotas and kept in
-// the cluster metadata (meta.ClientQuota).
+// and client ID (KIP-13, KIP-55), request-time quotas (KIP-124) and
+// partition-mutation quotas (KIP-599, mutations.go), set with
+// AlterClientQuotas and kept in the cluster metadata (meta.ClientQuota).
+// It also resolves KIP-612's per-IP connection_creation_rate
+// (IPConnectionRate), which the protocol server enforces at accept.
 //
 // Each request that counts (Produce: the request's bytes against
 // producer_byte_rate; Fetch from a consumer: the records' bytes against
-// consumer_byte_rate) is recorded in a rate over the last Samples windows
+// consumer_byte_rate; every request a client sends but the exempt ones:
+// the time its handler ran, as a percentage of one thread, against
+// request_percentage) is recorded in a rate over the last Samples windows
 // of Window each. When the rate is above the quota the answer carries a
 // throttle time, (rate − quota) / quota × the rate's window, at most
 // Samples × Window, and the broker handles no further request of that
@@ -27,6 +32,7 @@
 package quota
 
 import (
+	"net/netip"
 	"sync"
 	"time"
 
@@ -37,6 +43,10 @@ import (
 const (
 	ProducerByteRate = "producer_byte_rate"
 	ConsumerByteRate = "consumer_byte_rate"
+	// RequestPercentage (KIP-124) bounds the handler time of a client's
+	// requests as a percentage of one thread over the quota window: 50
+	// is half a thread, 200 two threads.
+	RequestPercentage = "request_percentage"
 )
 
 // Kind is what a recorded amount counts against.
@@ -45,11 +55,15 @@ type Kind int
 const (
 	Produce Kind = iota // request bytes, producer_byte_rate
 	Fetch               // response record bytes, consumer_byte_rate
+	Request             // handler time, request_percentage (RecordTime)
 )
 
 func (k Kind) key() string {
-	if k == Fetch {
+	switch k {
+	case Fetch:
 		return ConsumerByteRate
+	case Request:
+		return RequestPercentage
 	}
 	return ProducerByteRate
 }
@@ -104,6 +118,21 @@ func New(cfg Config) *Manager {
 // principal's name, without "User:") and clientID, and returns how long
 // the client must wait (0: not throttled).
 func (m *Manager) Record(kind Kind, user, clientID string, n int) time.Duration {
+	return m.record(kind, user, clientID, float64(n))
+}
+
+// RecordTime counts d of handler time against the request_percentage
+// quota that applies to user and clientID (as Kafka: d in seconds × 100,
+// so the rate per second is a percentage of one thread) and returns how
+// long the client must wait (0: not throttled).
+func (m *Manager) RecordTime(user, clientID string, d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return m.record(Request, user, clientID, d.Seconds()*100)
+}
+
+func (m *Manager) record(kind Kind, user, clientID string, v float64) time.Duration {
 	if m == nil || m.cfg.Quotas == nil {
 		return 0
 	}
@@ -129,7 +158,7 @@ func (m *Manager) Record(kind Kind, user, clientID string, n int) time.Duration 
 		r = newRate(m.cfg.Samples, m.cfg.Window, now)
 		m.rates[k] = r
 	}
-	r.record(float64(n), now)
+	r.record(v, now)
 	value, window := r.measure(now)
 	m.sweepLocked(now)
 	m.mu.Unlock()
@@ -199,4 +228,31 @@ func Resolve(quotas map[string]meta.ClientQuota, key, user, clientID string) (bo
 		}
 	}
 	return 0, false, false, false
+}
+
+// ConnectionCreationRate is KIP-612's per-IP quota: new connections per
+// second from one client address, set on an ip entity (a named address
+// or the default ip entity).
+const ConnectionCreationRate = "connection_creation_rate"
+
+// IPConnectionRate returns the connection_creation_rate that applies to
+// ip (in the form CanonicalIPName gives): the address's own entity first,
+// then the default ip entity; ok false when neither sets it.
+func IPConnectionRate(quotas map[string]meta.ClientQuota, ip string) (rate float64, ok bool) {
+	for _, name := range []*string{&ip, nil} {
+		ent := meta.QuotaEntity{{Type: meta.QuotaEntityIP, Name: name}}
+		if q, found := quotas[ent.Key()]; found {
+			if v, set := q.Values[ConnectionCreationRate]; set {
+				return v, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// CanonicalIPName is the form an ip entity's name is stored in, the form
+// the broker writes a client's address in: IPv4 (also IPv4-mapped IPv6)
+// dotted, IPv6 in RFC 5952 form, no zone.
+func CanonicalIPName(addr netip.Addr) string {
+	return addr.Unmap().WithZone("").String()
 }

@@ -195,3 +195,47 @@ func TestMutationBudget(t *testing.T) {
 		t.Fatal("the bucket refilled beyond its burst of 30")
 	}
 }
+
+// TestRequestTimeConverges: request_percentage counts handler time as a
+// percentage of one thread. A client whose requests each take 20 ms of
+// handling, sent back to back and each followed by its throttle, ends up
+// using its quota's share of a thread (within 3 %); one that uses less is
+// never throttled; byte quotas do not count handler time.
+func TestRequestTimeConverges(t *testing.T) {
+	now := time.Unix(1000, 0)
+	m := New(Config{Samples: 11, Window: time.Second, Now: func() time.Time { return now },
+		Quotas: func() map[string]meta.ClientQuota {
+			return quotas(q(map[string]float64{RequestPercentage: 25}, user(ptr("alice"))),
+				q(map[string]float64{ProducerByteRate: 1}, user(ptr("bob"))))
+		}})
+	const handling = 20 * time.Millisecond
+	start := now
+	var busy, measured time.Duration
+	var from time.Time
+	for now.Sub(start) < 120*time.Second {
+		d := m.RecordTime("alice", "app", handling)
+		now = now.Add(handling)
+		if !from.IsZero() {
+			busy += handling
+		} else if now.Sub(start) >= 30*time.Second {
+			from = now
+		}
+		now = now.Add(d)
+	}
+	measured = now.Sub(from)
+	if got := 100 * busy.Seconds() / measured.Seconds(); math.Abs(got-25)/25 > 0.03 {
+		t.Fatalf("steady handler share %.1f %% of a thread, quota 25 %%", got)
+	}
+	now = now.Add(time.Minute) // past the span the first loop filled
+	for range 1000 {
+		if d := m.RecordTime("alice", "other", 10*time.Millisecond); d != 0 {
+			// alice's other client shares alice's quota: at 10 % it is
+			// under it.
+			t.Fatalf("throttled %v at 10 %% of a thread", d)
+		}
+		now = now.Add(100 * time.Millisecond)
+	}
+	if d := m.RecordTime("bob", "app", time.Hour); d != 0 {
+		t.Fatalf("bob, with a byte quota only, throttled %v for handler time", d)
+	}
+}

@@ -229,6 +229,36 @@ func TestACLsAllowAndDeny(t *testing.T) {
 			t.Fatalf("alice fetches admins-group's offsets: %v %v", err, fetched)
 		}
 	})
+	t.Run("consumer protocol by right", func(t *testing.T) {
+		join := func(group string) *kmsg.ConsumerGroupHeartbeatResponse {
+			req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+			req.Version, req.Group, req.MemberID, req.MemberEpoch = 1, group, "alice-member-"+group, 0
+			req.RebalanceTimeoutMillis = 30000
+			req.SubscribedTopicNames = []string{"orders-eu"}
+			req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+			resp, err := req.RequestWith(ctx, alice.Broker(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp
+		}
+		if resp := join("g-848"); resp.ErrorCode != 0 || resp.MemberEpoch != 1 {
+			t.Fatalf("alice joins g-848 (READ on g-): %+v", resp)
+		}
+		if resp := join("other-group"); resp.ErrorCode != kerr.GroupAuthorizationFailed.Code {
+			t.Fatalf("alice joins other-group: %+v", resp)
+		}
+		cd := kmsg.NewPtrConsumerGroupDescribeRequest()
+		cd.Groups = []string{"g-848", "admins-group"}
+		dr, err := cd.RequestWith(ctx, alice.Broker(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(dr.Groups) != 2 || dr.Groups[0].ErrorCode != 0 || len(dr.Groups[0].Members) != 1 ||
+			dr.Groups[1].ErrorCode != kerr.GroupAuthorizationFailed.Code {
+			t.Fatalf("ConsumerGroupDescribe g-848, admins-group as alice: %+v", dr.Groups)
+		}
+	})
 	t.Run("deny wins", func(t *testing.T) {
 		if err := consumeOne(ctx, addr, "alice", "orders-secret", ""); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 			t.Fatalf("alice consume a denied topic under an allowed prefix: %v", err)

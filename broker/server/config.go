@@ -252,6 +252,7 @@ var processKeys = map[string]bool{
 	"advertised.address": true, "advertised.listeners": true,
 	"log.dirs": true, "log.dir": true, "data.dir": true,
 	"broker.rack": true, "zone": true, "metrics.listen": true, "metrics.pprof.enable": true,
+	"metrics.auth.token.file": true, "metrics.ssl.certificate.location": true, "metrics.ssl.key.location": true, "metrics.ssl.ca.location": true,
 	"socket.request.max.bytes": true, "log.retention.check.interval.ms": true, "connections.max.idle.ms": true,
 	"producer.id.expiration.ms": true,
 	"quota.window.num":          true, "quota.window.size.seconds": true,
@@ -400,6 +401,14 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 			}
 		case k == "metrics.listen":
 			cfg.MetricsListen = v
+		case k == "metrics.auth.token.file":
+			cfg.MetricsAccess.TokenFile = v
+		case k == "metrics.ssl.certificate.location":
+			cfg.MetricsAccess.TLS.CertFile = v
+		case k == "metrics.ssl.key.location":
+			cfg.MetricsAccess.TLS.KeyFile = v
+		case k == "metrics.ssl.ca.location":
+			cfg.MetricsAccess.TLS.CAFile = v
 		case k == "metrics.pprof.enable":
 			on, err := strconv.ParseBool(v)
 			if err != nil {

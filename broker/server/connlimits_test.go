@@ -1,9 +1,15 @@
 package server
 
 import (
+	"errors"
+	"io"
+	"net"
+	"os"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestApplySettingsConnectionLimits: the connection limit keys are read
@@ -71,5 +77,38 @@ func TestConnectionLimitOfUnknownListener(t *testing.T) {
 	}
 	if err := (ConnectionLimits{PerListener: map[string]int{"external": 1}}).checkListeners(ls); err == nil {
 		t.Error("a limit of listener EXTERNAL, which the broker does not have, was accepted")
+	}
+}
+
+// TestSingleListenerNotProtected: a broker with one listener uses it for
+// replication too, but does not exempt it from the broker-wide
+// connection creation rate (Kafka's protectedListener needs other
+// listeners beside it): before, every client of such a broker was exempt
+// from max.connection.creation.rate.
+func TestSingleListenerNotProtected(t *testing.T) {
+	s := startMetrics(t, map[string]string{"max.connection.creation.rate": "0.01"})
+	served := func() bool {
+		c, err := net.DialTimeout("tcp", s.Addr(), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second)) // a hang guard
+		frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("rate")).AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 1)
+		if _, err := c.Write(frame); err != nil {
+			return false
+		}
+		var size [4]byte
+		_, err = io.ReadFull(c, size[:])
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatal("neither answered nor closed")
+		}
+		return err == nil
+	}
+	if !served() {
+		t.Fatal("the first connection was refused")
+	}
+	if served() {
+		t.Fatal("a second connection within 100 s was served at max.connection.creation.rate=0.01 on the broker's only listener")
 	}
 }

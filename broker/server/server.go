@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -52,6 +53,10 @@ type Config struct {
 	// Pprof serves Go's profiles under /debug/pprof/ on the metrics
 	// listener (metrics.pprof.enable, default false).
 	Pprof bool
+	// MetricsAccess requires a bearer token or a client certificate for
+	// everything on the metrics listener but /healthz and /readyz
+	// (metricsauth.go); zero: open.
+	MetricsAccess MetricsAccess
 	// MaxRequestBytes is socket.request.max.bytes (0: 100 MiB).
 	MaxRequestBytes int32
 	// MaxInflightRequestMemory bounds the estimated decoded size of
@@ -222,10 +227,21 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		return 0
 	}))
 	if cfg.MetricsListen != "" {
+		guard, err := newMetricsGuard(cfg.MetricsAccess, s.log)
+		if err != nil {
+			return nil, err
+		}
+		tlsCfg, err := metricsTLS(cfg.MetricsAccess, s.log)
+		if err != nil {
+			return nil, err
+		}
 		if s.httpLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
 			return nil, fmt.Errorf("listen on %s: %w", cfg.MetricsListen, err)
 		}
-		s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+		if tlsCfg != nil {
+			s.httpLn = tls.NewListener(s.httpLn, tlsCfg)
+		}
+		s.http = &http.Server{Handler: guard.wrap(s.httpHandler()), ReadHeaderTimeout: 10 * time.Second}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -257,12 +273,16 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	}
 	s.cost = cost.NewMeter(cfg.Prices)
 	s.metrics.Registry.MustRegister(s.cost.Collectors()...)
-	s.traffic.OnCrossZone = func(path traffic.Path, n int) {
-		switch path {
-		case traffic.ReplicationInline:
+	s.traffic.OnCrossZone = func(path traffic.Path, dir traffic.Direction, n int) {
+		switch {
+		case path == traffic.ReplicationInline && dir == traffic.Out:
 			s.cost.CrossZone(int64(n), false)
-		case traffic.ReplicationWALMetadata:
+		case path == traffic.ReplicationWALMetadata && dir == traffic.Out:
 			s.cost.CrossZone(int64(n), true)
+		case path == traffic.Produce:
+			s.cost.Client(cost.ClientProduce, int64(n))
+		case path == traffic.Consume:
+			s.cost.Client(cost.ClientConsume, int64(n))
 		}
 	}
 	s.ownership = &ownership{b: b}
@@ -294,6 +314,7 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		t, ok := b.Topic(topic)
 		return ok && p >= 0 && p < t.Partitions
 	}
+	groupCfg.Topics = groupTopics{b}
 	if s.groups, err = group.New(logr.NewContext(ctx, logger), groupCfg); err != nil {
 		return nil, fmt.Errorf("start group coordinator: %w", err)
 	}
@@ -328,8 +349,22 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		Traffic:                  s.traffic,
 		Log:                      logger.WithName("protocol"),
 	}
-	ib, _ := s.interBroker()
-	cfg.Connections.protocolConfig(&pcfg, ib.Name)
+	// The inter-broker listener is protected (reserved slots, no
+	// broker-wide creation rate, no ip client quota) only beside other
+	// listeners, as Kafka's protectedListener: a broker with one
+	// listener would otherwise exempt every client.
+	protected := ""
+	if ib, _ := s.interBroker(); len(s.listeners) > 1 {
+		protected = ib.Name
+	}
+	cfg.Connections.protocolConfig(&pcfg, protected)
+	if b.Clustered() {
+		// KIP-612's ip entity quotas (AlterClientQuotas) over
+		// max.connection.creation.rate.per.ip.
+		pcfg.IPConnectionCreationRate = func(ip string) (float64, bool) {
+			return quota.IPConnectionRate(b.ClientQuotas(), ip)
+		}
+	}
 	s.proto = protocol.NewServer(pcfg)
 	served, err := s.protocolListeners()
 	if err != nil {

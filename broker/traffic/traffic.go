@@ -47,9 +47,12 @@ type Counter struct {
 	// are counted as OtherZone.
 	KnownZone func(zone string) bool
 	// OnCrossZone, when set before the counter is used, is called with
-	// the bytes sent (direction out) to a known other zone on every path
-	// (the cost meter prices the replication paths).
-	OnCrossZone func(path Path, n int)
+	// the bytes exchanged with a known other zone on every path, in
+	// either direction. The cost meter prices the replication paths'
+	// direction out (the receiving broker's in is its sender's out) and
+	// the client paths both ways (a client is no broker: only this
+	// broker sees its bytes).
+	OnCrossZone func(path Path, dir Direction, n int)
 
 	mu    sync.Mutex
 	cache map[key]prometheus.Counter
@@ -100,8 +103,8 @@ func (c *Counter) Add(peerZone string, path Path, dir Direction, n int) {
 	}
 	c.mu.Unlock()
 	ctr.Add(float64(n))
-	if c.OnCrossZone != nil && dir == Out && k.peer != c.zone && k.peer != UnknownZone && k.peer != OtherZone {
-		c.OnCrossZone(path, n)
+	if c.OnCrossZone != nil && k.peer != c.zone && k.peer != UnknownZone && k.peer != OtherZone {
+		c.OnCrossZone(path, dir, n)
 	}
 }
 

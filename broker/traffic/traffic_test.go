@@ -1,6 +1,9 @@
 package traffic
 
-import "testing"
+import (
+	"maps"
+	"testing"
+)
 
 func TestCounter(t *testing.T) {
 	c := New("a")
@@ -33,20 +36,28 @@ func TestCounter(t *testing.T) {
 	nilC.Add("b", Produce, In, 1) // no panic
 }
 
-// TestOnCrossZone: the cost meter's hook sees exactly the bytes sent to a
-// known other zone, on every path.
+// TestOnCrossZone: the cost meter's hook sees exactly the bytes exchanged
+// with a known other zone, on every path and in both directions.
 func TestOnCrossZone(t *testing.T) {
 	c := New("a")
 	c.KnownZone = func(z string) bool { return z == "a" || z == "b" }
-	got := map[Path]int{}
-	c.OnCrossZone = func(p Path, n int) { got[p] += n }
+	type pd struct {
+		p Path
+		d Direction
+	}
+	got := map[pd]int{}
+	c.OnCrossZone = func(p Path, d Direction, n int) { got[pd{p, d}] += n }
 	c.Add("b", ReplicationInline, Out, 100)     // counted
 	c.Add("b", ReplicationWALMetadata, Out, 7)  // counted
-	c.Add("b", ReplicationInline, In, 1000)     // received: the sender counts it
+	c.Add("b", ReplicationInline, In, 1000)     // counted as in
+	c.Add("b", Produce, In, 50)                 // a producer of zone b
+	c.Add("b", Consume, Out, 30)                // a consumer of zone b
 	c.Add("a", ReplicationInline, Out, 1000)    // same zone
-	c.Add("", ReplicationInline, Out, 1000)     // unknown zone
+	c.Add("a", Produce, In, 1000)               // same zone
+	c.Add("", Produce, In, 1000)                // unknown zone
 	c.Add("mars", ReplicationInline, Out, 1000) // not a broker's zone: other
-	if want := map[Path]int{ReplicationInline: 100, ReplicationWALMetadata: 7}; len(got) != 2 || got[ReplicationInline] != 100 || got[ReplicationWALMetadata] != 7 {
+	want := map[pd]int{{ReplicationInline, Out}: 100, {ReplicationWALMetadata, Out}: 7, {ReplicationInline, In}: 1000, {Produce, In}: 50, {Consume, Out}: 30}
+	if !maps.Equal(got, want) {
 		t.Fatalf("cross-zone bytes seen %v, want %v", got, want)
 	}
 }

@@ -6,6 +6,7 @@ const (
 	metricCostProduced   = "strata_replication_produced_bytes_total"
 	metricPolicySwitches = "strata_wal_policy_switches_total" // {to, reason}
 	metricPolicyInline   = "strata_wal_policy_inline"
+	metricClientCostUSD  = "strata_client_cost_usd_total" // {path: produce, consume}
 )
 
 // CostFigures are a mode's replication cost over the window, priced by
@@ -22,6 +23,16 @@ type CostFigures struct {
 	// USDPerGBProduced = USD / ProducedBytes × 1e9.
 	USDPerGBProduced        *float64 `json:"usd_per_gb_produced"`
 	ClassicUSDPerGBProduced *float64 `json:"classic_usd_per_gb_produced"`
+	// ClientUSD is the cross-zone transfer cost of the clients' traffic
+	// (producers and consumers of another zone than their broker's; both
+	// directions); ProducerUSD its producers' part. Per GB produced:
+	// ClientUSDPerGBProduced, and TotalUSDPerGBProduced = (USD +
+	// ClientUSD) per GB, the whole bill. Nil from brokers that do not
+	// export strata_client_cost_usd_total.
+	ClientUSD              *float64 `json:"client_usd"`
+	ProducerUSD            *float64 `json:"producer_usd"`
+	ClientUSDPerGBProduced *float64 `json:"client_usd_per_gb_produced"`
+	TotalUSDPerGBProduced  *float64 `json:"total_usd_per_gb_produced"`
 	// WALObjectBytes is the leader bytes per object PUT in the window
 	// (produced bytes over PUT calls, all brokers): the object size S of
 	// the cost model (docs/wal.md "Cost and wal.policy"), whose PUT term
@@ -78,6 +89,12 @@ func ComputeCost(before, after []Scrape) CostFigures {
 	}
 	cf.USDPerGBProduced = perGB(cf.USD)
 	cf.ClassicUSDPerGBProduced = perGB(cf.ClassicUSD)
+	cf.ClientUSD = delta(metricClientCostUSD, nil)
+	cf.ProducerUSD = delta(metricClientCostUSD, path("produce"))
+	cf.ClientUSDPerGBProduced = perGB(cf.ClientUSD)
+	if cf.USD != nil && cf.ClientUSD != nil {
+		cf.TotalUSDPerGBProduced = perGB(ptr(*cf.USD + *cf.ClientUSD))
+	}
 	if puts := delta(metricObjRequests, func(l map[string]string) bool { return l["op"] == "put" }); puts != nil && *puts > 0 && cf.ProducedBytes != nil {
 		cf.WALObjectBytes = ptr(*cf.ProducedBytes / *puts)
 	}

@@ -8,7 +8,10 @@ import (
 
 func TestComputeCost(t *testing.T) {
 	scrape := func(wal, inline, classic, produced, switches, policyInline float64) Scrape {
-		return mustParse(t, `# TYPE strata_objstore_requests_total counter
+		return mustParse(t, `# TYPE strata_client_cost_usd_total counter
+strata_client_cost_usd_total{path="produce"} `+ftoa(inline/2)+`
+strata_client_cost_usd_total{path="consume"} `+ftoa(wal/4)+`
+# TYPE strata_objstore_requests_total counter
 strata_objstore_requests_total{bucket="wal-a",op="put",result="ok",zone="a"} `+ftoa(produced/250e3)+`
 strata_objstore_requests_total{bucket="wal-a",op="get",result="ok",zone="a"} 7
 # TYPE strata_replication_cost_usd_total counter
@@ -39,6 +42,11 @@ strata_wal_policy_inline `+ftoa(policyInline)+`
 	near("classic usd", cf.ClassicUSD, 0.12)
 	near("usd per GB", cf.USDPerGBProduced, 0.015)
 	near("classic usd per GB", cf.ClassicUSDPerGBProduced, 0.04)
+	// Clients: produce inline/2 (0.0005 + 0.02), consume wal/4 (0.001).
+	near("client usd", cf.ClientUSD, 0.0215)
+	near("producer usd", cf.ProducerUSD, 0.0205)
+	near("client usd per GB", cf.ClientUSDPerGBProduced, 0.0215/3)
+	near("total usd per GB", cf.TotalUSDPerGBProduced, (0.045+0.0215)/3)
 	near("switches", cf.PolicySwitches, 1)
 	near("inline brokers", cf.PolicyInlineBrokers, 1)
 	// One PUT per 250 KB produced on both brokers (GETs not counted).

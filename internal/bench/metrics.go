@@ -73,6 +73,9 @@ func zoneLatencyResult(oneWay time.Duration, cz *ClientZones, before, after []Sc
 // Replication paths whose cross-zone bytes are inter-broker traffic.
 var replicationPaths = map[string]bool{"replication-inline": true, "replication-wal-metadata": true}
 
+// clientPaths are the client data paths of strata_traffic_bytes_total.
+var clientPaths = map[string]bool{"produce": true, "consume": true}
+
 // Scrape is one /metrics exposition: metric families by name.
 type Scrape map[string]*dto.MetricFamily
 
@@ -162,6 +165,15 @@ type TrafficFigures struct {
 	CrossZoneProduceBytesIn *float64 `json:"cross_zone_produce_bytes_in"`
 	// CrossZonePerProducedByte = CrossZoneReplicationBytes / ProduceBytesIn.
 	CrossZonePerProducedByte *float64 `json:"cross_zone_bytes_per_produced_byte"`
+	// CrossZoneClientBytes: bytes the brokers exchanged, both directions,
+	// with producers and consumers of another zone (clients of unknown
+	// zone not counted: give them one with --client-zones).
+	CrossZoneClientBytes *float64 `json:"cross_zone_client_bytes"`
+	// TotalCrossZonePerProducedByte = (CrossZoneReplicationBytes +
+	// CrossZoneClientBytes) / ProduceBytesIn: the whole transfer bill per
+	// produced byte (about 0.67 of it producers' when they are spread
+	// over three zones and send to the partitions' leaders).
+	TotalCrossZonePerProducedByte *float64 `json:"total_cross_zone_bytes_per_produced_byte"`
 	// PutsPerSecond per broker (metrics URL order) and their mean.
 	PutsPerSecond          []*float64 `json:"puts_per_second_by_broker"`
 	PutsPerSecondPerBroker *float64   `json:"puts_per_second_per_broker"`
@@ -237,9 +249,16 @@ func ComputeTraffic(before, after []Scrape, window time.Duration) TrafficFigures
 	tf.CrossZoneProduceBytesIn, _ = delta(metricTraffic, func(l map[string]string) bool {
 		return produceIn(l) && l["peer_zone"] != "unknown" && l["peer_zone"] != "other" && l["peer_zone"] != "" && l["peer_zone"] != l["local_zone"]
 	}, has(metricTraffic))
+	tf.CrossZoneClientBytes, _ = delta(metricTraffic, func(l map[string]string) bool {
+		return clientPaths[l["path"]] && l["peer_zone"] != "unknown" && l["peer_zone"] != "other" && l["peer_zone"] != "" && l["peer_zone"] != l["local_zone"]
+	}, has(metricTraffic))
 	if tf.CrossZoneReplicationBytes != nil && tf.ProduceBytesIn != nil && *tf.ProduceBytesIn > 0 {
 		r := *tf.CrossZoneReplicationBytes / *tf.ProduceBytesIn
 		tf.CrossZonePerProducedByte = &r
+		if tf.CrossZoneClientBytes != nil {
+			r := (*tf.CrossZoneReplicationBytes + *tf.CrossZoneClientBytes) / *tf.ProduceBytesIn
+			tf.TotalCrossZonePerProducedByte = &r
+		}
 	}
 	puts, perPuts := delta(metricObjRequests, op("put"), hasObjStore)
 	tf.PutsPerSecond = make([]*float64, n)

@@ -72,6 +72,8 @@ strata_traffic_bytes_total{direction="out",local_zone="b",path="replication-wal-
 		produceIn     any
 		crossProduce  any
 		perByte       any
+		clientCZ      any
+		total         any
 		putsPerBroker any
 		gets          any
 		problems      int
@@ -79,10 +81,13 @@ strata_traffic_bytes_total{direction="out",local_zone="b",path="replication-wal-
 		{
 			name: "one broker", before: []Scrape{before}, after: []Scrape{after}, window: 2 * time.Second,
 			crossZone: 20000.0, produceIn: 11000.0, crossProduce: 700.0, perByte: 20000.0 / 11000, putsPerBroker: 50.0, gets: 18.0,
+			// Clients of another zone: 700 produced from b, 123456 consumed by b.
+			clientCZ: 124156.0, total: (20000.0 + 124156) / 11000,
 		},
 		{
 			name: "second broker without object store: PUTs n/a, traffic summed", before: []Scrape{before, bare}, after: []Scrape{after, bareAfter},
 			window: 2 * time.Second, crossZone: 20300.0, produceIn: 16000.0, crossProduce: 700.0, perByte: 20300.0 / 16000, putsPerBroker: nil, gets: nil,
+			clientCZ: 124156.0, total: (20300.0 + 124156) / 16000,
 		},
 		{
 			name: "WAL wired but no PUT yet: 0, not n/a", before: []Scrape{walOnly}, after: []Scrape{walOnly}, window: time.Second,
@@ -117,6 +122,8 @@ strata_traffic_bytes_total{direction="out",local_zone="b",path="replication-wal-
 			check("produce bytes in", tf.ProduceBytesIn, tt.produceIn)
 			check("cross-zone produce bytes in", tf.CrossZoneProduceBytesIn, tt.crossProduce)
 			check("per produced byte", tf.CrossZonePerProducedByte, tt.perByte)
+			check("client cross-zone bytes", tf.CrossZoneClientBytes, tt.clientCZ)
+			check("total per produced byte", tf.TotalCrossZonePerProducedByte, tt.total)
 			check("PUTs/s per broker", tf.PutsPerSecondPerBroker, tt.putsPerBroker)
 			check("GETs/s", tf.GetsPerSecond, tt.gets)
 			if tt.problems > 0 && len(tf.Problems) < tt.problems {

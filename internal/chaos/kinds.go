@@ -40,6 +40,12 @@ type kindSpec struct {
 	// another active fault holds is not applied. Process faults hold
 	// their broker ("proc:<id>") without listing it here.
 	resources func(n *nemesis, f Fault) ([]string, error)
+	// window is the time an instantaneous fault may need to take
+	// effect (an object fault waits for a follower's download): the
+	// schedule places it only where that much is left before the
+	// cooldown, so that a short run does not schedule a fault it has
+	// no time to apply.
+	window time.Duration
 }
 
 var (
@@ -176,7 +182,7 @@ func init() {
 		f.Fraction = float64(2+g.rng.IntN(5)) / 10 // 0.2 .. 0.6
 	}, func(f Fault) bucketFault { return bucketFault{fraction: f.Fraction} })
 	for _, k := range []string{KindCorrupt, KindDelete} {
-		registerKind(kindSpec{name: k, bucket: true,
+		registerKind(kindSpec{name: k, bucket: true, window: objectFaultWindow,
 			// The bucket of a partition leader's zone: a zone without a
 			// leader has no uploads, so no follower downloads to catch.
 			gen: func(g *gen, f *Fault) {

@@ -339,9 +339,17 @@ func targetPartition(target string) (TP, error) {
 	return TP{s[:i], int32(p)}, nil
 }
 
-// tamperWait is how long a corruption or deletion waits for a follower to
-// download from the zone's bucket.
-const tamperWait = 10 * time.Second
+// tamperWait is how long one round of a corruption or deletion waits for
+// a follower to download from the zone's bucket before it aims again at
+// the zone that leads the most partitions now (kinds.go): short, because
+// a round aimed at a zone whose leaders just moved away catches nothing.
+const tamperWait = 4 * time.Second
+
+// objectFaultWindow is the part of the schedule an object fault needs
+// before the cooldown: a few rounds of tamperWait. A fault drawn later
+// ends the schedule (a loaded CI machine once gave one 3.3 s, aimed at a
+// zone whose only broker was down, and the run failed "never applied").
+const objectFaultWindow = 12 * time.Second
 
 // tamperMinWait is the shortest last round of an object fault that aims
 // again (kinds.go).

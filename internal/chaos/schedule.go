@@ -142,7 +142,7 @@ func NewSchedule(seed int64, topo Topology, o ScheduleOptions) []Fault {
 	at := o.Warmup
 	end := o.Duration - o.Cooldown
 	add := func(f Fault) bool {
-		if f.At+f.Duration > end {
+		if f.At+max(f.Duration, kindSpecs[f.Kind].window) > end {
 			return false
 		}
 		f.AtS, f.DurationS, f.LatencyS = f.At.Seconds(), f.Duration.Seconds(), f.Latency.Seconds()

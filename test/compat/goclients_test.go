@@ -11,6 +11,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -63,10 +64,17 @@ func startGoMember(t *testing.T, loop func(ctx context.Context), closeFn func(t 
 
 // --- franz-go ---
 
-type franzGo struct{}
+// franzGo is franz-go's kgo; with kip848 its group members use the
+// KIP-848 consumer protocol (group.protocol=consumer: ServerSideBalancer,
+// ConsumerGroupHeartbeat and the broker's uniform assignor).
+type franzGo struct{ kip848 bool }
 
-func (franzGo) version(*testing.T) string {
-	return "franz-go kgo " + moduleVersion("github.com/twmb/franz-go")
+func (f franzGo) version(*testing.T) string {
+	v := "franz-go kgo " + moduleVersion("github.com/twmb/franz-go")
+	if f.kip848 {
+		v += " (group.protocol=consumer)"
+	}
+	return v
 }
 
 func (franzGo) produce(t *testing.T, addr string, recs []record) {
@@ -86,9 +94,13 @@ func (franzGo) produce(t *testing.T, addr string, recs []record) {
 	}
 }
 
-func (franzGo) startMember(t *testing.T, addr, name string, out chan<- consumed) member {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(name), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+func (f franzGo) startMember(t *testing.T, addr, name string, out chan<- consumed) member {
+	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID(name), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}
+	if f.kip848 {
+		opts = append(opts, kgo.ServerSideBalancer())
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +115,18 @@ func (franzGo) startMember(t *testing.T, addr, name string, out chan<- consumed)
 	}, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
+		if f.kip848 {
+			// kgo falls back to the classic protocol when the broker
+			// does not serve KIP-848: make sure it did not.
+			described, err := kadm.NewClient(cl).DescribeConsumerGroups(ctx, group)
+			found := false
+			for _, m := range described[group].Members {
+				found = found || m.ClientID == name
+			}
+			if err != nil || described[group].Err != nil || !found {
+				t.Errorf("%s is not a member of consumer-protocol group %s: %v %+v", name, group, err, described[group])
+			}
+		}
 		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
 			t.Errorf("%s commit: %v", name, err)
 		}
@@ -114,6 +138,18 @@ func TestFranzGo(t *testing.T) { runScenario(t, franzGo{}) }
 
 // TestFranzGoBrokerRestart restarts the broker under a franz-go group.
 func TestFranzGoBrokerRestart(t *testing.T) { runScenarioWith(t, franzGo{}, true) }
+
+// TestFranzGoConsumerProtocol runs the group scenario on the KIP-848
+// consumer protocol; the scenario's DescribeGroups checks see the group
+// as Kafka shows a consumer-protocol group there.
+func TestFranzGoConsumerProtocol(t *testing.T) { runScenario(t, franzGo{kip848: true}) }
+
+// TestFranzGoConsumerProtocolBrokerRestart restarts the broker under a
+// KIP-848 group: its members' epochs and assignments come back from the
+// offsets store.
+func TestFranzGoConsumerProtocolBrokerRestart(t *testing.T) {
+	runScenarioWith(t, franzGo{kip848: true}, true)
+}
 
 // --- Sarama ---
 

@@ -64,10 +64,10 @@ func TestClientQuotas(t *testing.T) {
 		code  error
 		msg   string
 	}{
-		{kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &app}}, Ops: []kadm.AlterClientQuotaOp{{Key: "request_percentage", Value: 50}}},
-			kerr.InvalidRequest, "not enforced"},
-		{kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: nil}}, Ops: []kadm.AlterClientQuotaOp{{Key: "connection_creation_rate", Value: 50}}},
-			kerr.InvalidRequest, "not enforced"},
+		{kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &app}}, Ops: []kadm.AlterClientQuotaOp{{Key: "request_percentage", Value: -5}}},
+			kerr.InvalidConfig, "above 0"},
+		{kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &app}}, Ops: []kadm.AlterClientQuotaOp{{Key: "connection_creation_rate", Value: 50}}},
+			kerr.InvalidRequest, "ip entities only"},
 		{kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &app}}, Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rat", Value: 5}}},
 			kerr.InvalidRequest, "unknown quota key"},
 		{kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &app}}, Ops: []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 0}}},

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -158,6 +160,27 @@ func TestLeaderPlacementZone(t *testing.T) {
 	if inZone := after[zoneKey{"b", "b", traffic.In}] - before[zoneKey{"b", "b", traffic.In}]; inZone < 600*200 {
 		t.Errorf("zone-b broker counted %v in-zone produce bytes in, want at least %d", inZone, 600*200)
 	}
+	if cz, usd := clientCrossZone(t, c, "produce"); cz != 0 || usd != 0 {
+		t.Errorf("a zone-b producer to zone-b leaders: client cross-zone produce bytes %v, $%v; want none", cz, usd)
+	}
+	// A zone-a producer to the same leaders: the transfer bill's client
+	// part, both directions, priced at both sides' cross-zone rate.
+	pa := newClient(t, c.Addrs(), kgo.ClientID(protocol.ClientIDZonePrefix+"a"), kgo.DefaultProduceTopic("pinned"),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	for i := range 600 {
+		if err := pa.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("record-%04d-%s", i, strings.Repeat("y", 200)))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	czA := produceBytes(c)
+	in, out := czA[zoneKey{"b", "a", traffic.In}]-after[zoneKey{"b", "a", traffic.In}], czA[zoneKey{"b", "a", traffic.Out}]-after[zoneKey{"b", "a", traffic.Out}]
+	cz, usd := clientCrossZone(t, c, "produce")
+	if in < 600*200 || cz != in+out {
+		t.Errorf("a zone-a producer to zone-b leaders: client cross-zone produce bytes %v, want the zone-b broker's produce bytes from zone a in and out (%v + %v, at least %d in)", cz, in, out, 600*200)
+	}
+	if want := cz * 0.02 / 1e9; math.Abs(usd-want) > want*1e-9 {
+		t.Errorf("client produce cost $%v for %v bytes, want $%v ($0.01/GB each way)", usd, cz, want)
+	}
 
 	// Failover and return.
 	c.Brokers[1].Stop()
@@ -229,6 +252,32 @@ type zoneKey struct {
 
 // produceBytes reads every broker's produce counters by (local zone, peer
 // zone, direction).
+// clientCrossZone sums strata_client_cross_zone_bytes_total and
+// strata_client_cost_usd_total of path over every broker.
+func clientCrossZone(t *testing.T, c *brokertest.Cluster, path string) (bytes, usd float64) {
+	t.Helper()
+	for _, b := range c.Brokers {
+		mfs, err := b.Server().Metrics().Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == "path" && l.GetValue() == path }) {
+					continue
+				}
+				switch mf.GetName() {
+				case "strata_client_cross_zone_bytes_total":
+					bytes += m.GetCounter().GetValue()
+				case "strata_client_cost_usd_total":
+					usd += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return bytes, usd
+}
+
 func produceBytes(c *brokertest.Cluster) map[zoneKey]float64 {
 	out := map[zoneKey]float64{}
 	for i, b := range c.Brokers {
