@@ -136,8 +136,8 @@ func TestSamplesRender(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.GetKind()]++
 	}
-	if kinds["KafkaCluster"] != 1 || kinds["FastBucket"] != 3 || kinds["KafkaTopic"] != 1 || kinds["KafkaUser"] != 2 {
-		t.Fatalf("samples render %v, want 1 KafkaCluster, 3 FastBuckets, 1 KafkaTopic, 2 KafkaUsers (SCRAM and TLS)", kinds)
+	if kinds["KafkaCluster"] != 1 || kinds["FastBucket"] != 3 || kinds["KafkaTopic"] != 1 || kinds["KafkaUser"] != 2 || kinds["KafkaRebalance"] != 1 {
+		t.Fatalf("samples render %v, want 1 KafkaCluster, 3 FastBuckets, 1 KafkaTopic, 2 KafkaUsers (SCRAM and TLS), 1 KafkaRebalance", kinds)
 	}
 }
 

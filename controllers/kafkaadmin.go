@@ -185,6 +185,9 @@ func (p *AdminPool) Admin(kc *strata.KafkaCluster) (*kadm.Client, error) {
 	if len(seeds) == 0 {
 		return nil, fmt.Errorf("broker addresses of %s/%s: none known", kc.Namespace, kc.Name)
 	}
+	// The same seeds in another order are the same cluster: rebuilding
+	// the client would close it under a reconcile that is using it.
+	seeds = slices.Sorted(slices.Values(seeds))
 	var tlsCfg *tls.Config
 	var fingerprint string
 	if bt, ok := p.endpoints.(BrokerTLS); ok {

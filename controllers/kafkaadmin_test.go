@@ -50,10 +50,17 @@ func TestAdminPool(t *testing.T) {
 		t.Fatal("same seeds: the pooled client must be reused")
 	}
 
-	// New seeds (the cluster moved) rebuild the client.
-	ep.seeds = append([]string{"127.0.0.1:1"}, c.Addrs()...)
-	if moved, _ := pool.Admin(kc); moved == adm {
+	// New seeds (the cluster moved) rebuild the client; the same ones in
+	// another order do not (an endpoints resolver listing brokers from a
+	// map closed the client under other reconciles that were using it).
+	ep.seeds = append(c.Addrs(), "127.0.0.1:1")
+	moved, _ := pool.Admin(kc)
+	if moved == adm {
 		t.Fatal("changed seeds: the client must be rebuilt")
+	}
+	ep.seeds = append([]string{"127.0.0.1:1"}, c.Addrs()...)
+	if reordered, _ := pool.Admin(kc); reordered != moved {
+		t.Fatal("the same seeds in another order: the pooled client must be reused")
 	}
 	pool.Forget(types.NamespacedName{Namespace: "kafka", Name: "demo"})
 

@@ -102,6 +102,8 @@ func (r *KafkaClusterReconciler) setNoticeCondition(kc *strata.KafkaCluster, typ
 // +kubebuilder:rbac:groups=kafka.strata.dev,resources=kafkaclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=kafka.strata.dev,resources=kafkaclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=kafka.strata.dev,resources=kafkaclusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups=kafka.strata.dev,resources=kafkarebalances,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=kafka.strata.dev,resources=kafkarebalances/status,verbs=get;update
 // +kubebuilder:rbac:groups=kafka.strata.dev,resources=fastbuckets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete

@@ -753,6 +753,12 @@ var _ = Describe("CRD validation", func() {
 			"spec.rebalance.throttle", "should be greater than or equal to 1"),
 		Entry("a zero replication throttle", func(kc *strata.KafkaCluster) { kc.Spec.Rebalance.Throttle = ptr.To[int64](0) },
 			"spec.rebalance.throttle", "should be greater than or equal to 1"),
+		Entry("a stall time under 1s", func(kc *strata.KafkaCluster) {
+			kc.Spec.Rebalance.MovesStalledAfter = &metav1.Duration{Duration: 500 * time.Millisecond}
+		}, "rebalance.movesStalledAfter must be between 1s and 168h"),
+		Entry("a stall time over a week", func(kc *strata.KafkaCluster) {
+			kc.Spec.Rebalance.MovesStalledAfter = &metav1.Duration{Duration: 169 * time.Hour}
+		}, "rebalance.movesStalledAfter must be between 1s and 168h"),
 		Entry("no concurrent moves", func(kc *strata.KafkaCluster) { kc.Spec.Rebalance.MaxConcurrentMoves = -1 },
 			"spec.rebalance.maxConcurrentMoves", "should be greater than or equal to 1"),
 		Entry("no zones", func(kc *strata.KafkaCluster) { kc.Spec.Zones = []strata.ZoneSpec{} },
@@ -1006,7 +1012,7 @@ var _ = Describe("CRD validation", func() {
 				created[u.GetKind()]++
 			}
 		}
-		Expect(created).To(Equal(map[string]int{"Secret": 1, "FastBucket": 3, "KafkaCluster": 1, "KafkaTopic": 1, "KafkaUser": 2}))
+		Expect(created).To(Equal(map[string]int{"Secret": 1, "FastBucket": 3, "KafkaCluster": 1, "KafkaTopic": 1, "KafkaUser": 2, "KafkaRebalance": 1}))
 	})
 
 	It("keeps the managed etcd size fixed after creation", func() {

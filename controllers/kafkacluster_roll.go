@@ -94,10 +94,16 @@ func (r *KafkaClusterReconciler) rollStuckAfter(kc *strata.KafkaCluster) time.Du
 // client: Metadata, the reassignments in flight and every topic's
 // min.insync.replicas, converted by plan.FromKadm.
 func (r *KafkaClusterReconciler) readPlanMetadata(ctx context.Context, kc *strata.KafkaCluster) (plan.Metadata, error) {
-	if r.Admin == nil {
+	return readPlanMetadata(ctx, r.Admin, kc)
+}
+
+// readPlanMetadata reads the decisions' view of kc's Kafka metadata
+// through pool (plan.FromKadm).
+func readPlanMetadata(ctx context.Context, pool *AdminPool, kc *strata.KafkaCluster) (plan.Metadata, error) {
+	if pool == nil {
 		return plan.Metadata{}, errors.New("no Kafka admin client configured")
 	}
-	adm, err := r.Admin.Admin(kc)
+	adm, err := pool.Admin(kc)
 	if err != nil {
 		return plan.Metadata{}, err
 	}

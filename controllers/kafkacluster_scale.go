@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/broker/placement"
@@ -116,6 +119,7 @@ func (r *KafkaClusterReconciler) reconcileScaleDown(ctx context.Context, s *clus
 		s.keepReplicas = nil
 		if sc := kc.Status.Scaling; sc != nil && sc.Phase != ScalingPhaseRebalancing {
 			kc.Status.Scaling = nil
+			meta.RemoveStatusCondition(&kc.Status.Conditions, ConditionMovesStalled)
 		}
 		meta.RemoveStatusCondition(&kc.Status.Conditions, ConditionScaleDownBlocked)
 		return nil
@@ -152,6 +156,9 @@ func (r *KafkaClusterReconciler) reconcileScaleDown(ctx context.Context, s *clus
 		prev = nil
 	}
 	ScalingProgress(&st, prev, d.InFlight, d.Planned, d.BytesLeft)
+	TickScalingClock(&st, prev, time.Now())
+	r.checkMovesStalled(s, &st, time.Now())
+	r.surfaceScaling(ctx, kc, md, &st, prev, strata.RebalanceRemoveBrokers, toRemove, len(d.Moves) > 0)
 	if d.Broker >= 0 {
 		st.Broker = ptr.To(d.Broker)
 		st.PartitionsLeft = int32(partitionsOn(md, d.Broker))
@@ -236,6 +243,112 @@ func ScalingProgress(st, prev *strata.ScalingStatus, inFlight, planned int, byte
 	st.BytesToMove = toMove + max(0, bytesLeft-left)
 }
 
+// TickScalingClock times a drain or rebalance round (st, filled by
+// ScalingProgress) from the previous round's status (nil: it starts now):
+// progress is bytes left falling or a move finishing.
+func TickScalingClock(st, prev *strata.ScalingStatus, now time.Time) {
+	var clock *strata.MoveClock
+	progressed := true
+	if prev != nil {
+		clock = &prev.MoveClock
+		progressed = st.BytesLeft < prev.BytesLeft || st.MovesDone > prev.MovesDone
+	}
+	st.MoveClock = TickMoveClock(clock, now, st.BytesToMove, st.BytesLeft, progressed)
+}
+
+// surfaceScaling shows the operator's own drain (mode remove-brokers:
+// the brokers to remove) or scale-up rebalance (add-brokers: the brokers
+// that held nothing) as a KafkaRebalance owned by the cluster, created
+// when the scaling starts moves (prev nil) and named in
+// status.scaling.kafkaRebalance; the KafkaRebalance controller mirrors
+// status.scaling into it (it neither plans nor moves anything itself). A
+// failure to create it is logged: the scaling goes on without it.
+func (r *KafkaClusterReconciler) surfaceScaling(ctx context.Context, kc *strata.KafkaCluster, md plan.Metadata, st, prev *strata.ScalingStatus, mode strata.RebalanceMode, brokers []int32, starting bool) {
+	if prev != nil {
+		st.KafkaRebalance = prev.KafkaRebalance
+		return
+	}
+	if !starting || len(brokers) == 0 {
+		return
+	}
+	kind := "scale-up"
+	if mode == strata.RebalanceRemoveBrokers {
+		kind = "scale-down"
+	}
+	kr := &strata.KafkaRebalance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: kc.Namespace, Name: fmt.Sprintf("%s-%s-%d", kc.Name, kind, st.StartTime.Unix()),
+			Labels: map[string]string{LabelManagedBy: ManagedBy, LabelCluster: kc.Name},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: strata.GroupVersion.String(), Kind: "KafkaCluster",
+				Name: kc.Name, UID: kc.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+		Spec: strata.KafkaRebalanceSpec{ClusterRef: strata.LocalObjectReference{Name: kc.Name}, Mode: mode, Brokers: slices.Sorted(slices.Values(brokers))},
+	}
+	if err := r.Create(ctx, kr); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			log.FromContext(ctx).Error(err, "KafkaRebalance showing the scaling not created", "kafkaRebalance", kr.Name)
+			return
+		}
+	} else {
+		// The proposal as the planner sees the request before its first
+		// moves start (afterwards they would be in flight, not planned).
+		if pl := plan.RebalancePlan(plan.RebalanceRequest{Mode: string(mode), Brokers: kr.Spec.Brokers}, md); pl.Refused == "" && pl.Wait == "" {
+			p := BuildProposal(kc, md, pl, st.StartTime.Time)
+			kr.Status.Proposal = &p
+		}
+		kr.Status.State = strata.RebalanceStateRebalancing
+		kr.Status.Message = "the KafkaCluster's own moves start"
+		if err := r.Status().Update(ctx, kr); err != nil {
+			log.FromContext(ctx).Error(err, "proposal of the KafkaRebalance showing the scaling not written", "kafkaRebalance", kr.Name)
+		}
+	}
+	st.KafkaRebalance = kr.Name
+}
+
+// emptyBrokers are the wanted brokers that hold no replica: the ones a
+// scale-up rebalance is for.
+func emptyBrokers(md plan.Metadata, wanted []plan.Wanted) []int32 {
+	var out []int32
+	for _, w := range wanted {
+		if partitionsOn(md, w.ID) == 0 {
+			out = append(out, w.ID)
+		}
+	}
+	return out
+}
+
+// MovesStalledAfter is how long kc's own moves may go without progress
+// before MovesStalled: spec.rebalance.movesStalledAfter, else
+// DefaultMovesStalledAfter.
+func MovesStalledAfter(kc *strata.KafkaCluster) time.Duration {
+	if d := kc.Spec.Rebalance.MovesStalledAfter; d != nil && d.Duration > 0 {
+		return d.Duration
+	}
+	return DefaultMovesStalledAfter
+}
+
+// checkMovesStalled sets MovesStalled from a drain or rebalance round's
+// clock (st, ticked): True, and the cluster Stalled, when reassignments
+// are in flight and none progressed for MovesStalledAfter; False once
+// they progress again.
+func (r *KafkaClusterReconciler) checkMovesStalled(s *clusterScope, st *strata.ScalingStatus, now time.Time) {
+	kc := s.cluster
+	after := MovesStalledAfter(kc)
+	d, stalled := MovesStalledFor(st.MoveClock, now, int(st.MovesInFlight), after)
+	if !stalled {
+		if meta.FindStatusCondition(kc.Status.Conditions, ConditionMovesStalled) != nil {
+			setCondition(kc, ConditionMovesStalled, metav1.ConditionFalse, ReasonMovesProgressing,
+				fmt.Sprintf("the %s progresses; last progress at %s", strings.ToLower(st.Phase), st.LastProgressTime.UTC().Format(time.RFC3339)))
+		}
+		return
+	}
+	msg := fmt.Sprintf("%s: no progress for %s (spec.rebalance.movesStalledAfter %s) with %d reassignments in flight and %d bytes left: is a broker receiving a replica down?",
+		st.Phase, d.Round(time.Second), after, st.MovesInFlight, st.BytesLeft)
+	if !meta.IsStatusConditionTrue(kc.Status.Conditions, ConditionMovesStalled) {
+		r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventMovesStalled, "Scale", "%s", msg)
+	}
+	setCondition(kc, ConditionMovesStalled, metav1.ConditionTrue, ReasonMovesStalled, msg)
+	s.stalled = &invalidSpecError{reason: ReasonMovesStalled, message: msg}
+}
+
 // dataMoves counts the moves that copy data, not only reorder a replica
 // list.
 func dataMoves(moves []placement.Move) int {
@@ -255,7 +368,11 @@ func dataMoves(moves []placement.Move) int {
 // its largest known replica, so one answering replica is enough), and the
 // error is returned for the status message.
 func (r *KafkaClusterReconciler) withPartitionSizes(ctx context.Context, kc *strata.KafkaCluster, md plan.Metadata) (plan.Metadata, error) {
-	adm, err := r.Admin.Admin(kc)
+	return withPartitionSizes(ctx, r.Admin, kc, md)
+}
+
+func withPartitionSizes(ctx context.Context, pool *AdminPool, kc *strata.KafkaCluster, md plan.Metadata) (plan.Metadata, error) {
+	adm, err := pool.Admin(kc)
 	if err != nil {
 		return md, err
 	}
@@ -328,6 +445,12 @@ func (r *KafkaClusterReconciler) reconcileRebalance(ctx context.Context, s *clus
 		if s.metadata == nil || !emptyWantedBroker(*s.metadata, wantedBrokers(s.zones)) {
 			return nil
 		}
+		if why, err := r.rebalanceHeldBy(ctx, kc); err != nil || why != "" {
+			if why != "" {
+				log.FromContext(ctx).V(1).Info("scale-up rebalance held", "why", why)
+			}
+			return err
+		}
 	}
 	md, err := r.readPlanMetadata(ctx, kc)
 	if err != nil {
@@ -342,12 +465,16 @@ func (r *KafkaClusterReconciler) reconcileRebalance(ctx context.Context, s *clus
 		prev = kc.Status.Scaling
 	}
 	ScalingProgress(&st, prev, rb.InFlight, rb.Planned, rb.BytesLeft)
+	TickScalingClock(&st, prev, time.Now())
+	r.checkMovesStalled(s, &st, time.Now())
+	r.surfaceScaling(ctx, kc, md, &st, prev, strata.RebalanceAddBrokers, emptyBrokers(md, wantedBrokers(s.zones)), len(rb.Moves) > 0)
 	if len(rb.Moves) == 0 {
 		if rb.InFlight == 0 {
 			if under {
 				r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventRebalanceMoves, "Rebalance", "rebalance done: %d replica moves made", st.MovesStarted)
 			}
 			kc.Status.Scaling = nil
+			meta.RemoveStatusCondition(&kc.Status.Conditions, ConditionMovesStalled)
 			return nil
 		}
 		r.setScaling(kc, st)
@@ -391,4 +518,29 @@ func emptyWantedBroker(md kadm.Metadata, wanted []plan.Wanted) bool {
 		}
 	}
 	return false
+}
+
+// rebalanceHeldBy says which KafkaRebalance of kc holds the operator's
+// own scale-up rebalance: one whose moves run (two planners moving the
+// same replicas would undo each other's work), or a remove-brokers one
+// that emptied its brokers (they are to be scaled down; moving replicas
+// back onto them would undo it). Deleting that KafkaRebalance lets the
+// operator rebalance again.
+func (r *KafkaClusterReconciler) rebalanceHeldBy(ctx context.Context, kc *strata.KafkaCluster) (string, error) {
+	var list strata.KafkaRebalanceList
+	if err := r.List(ctx, &list, client.InNamespace(kc.Namespace)); err != nil {
+		return "", fmt.Errorf("list KafkaRebalances: %w", err)
+	}
+	for _, kr := range list.Items {
+		if kr.Spec.ClusterRef.Name != kc.Name || metav1.IsControlledBy(&kr, kc) {
+			continue // the ones showing the cluster's own moves
+		}
+		switch {
+		case kr.Status.State == strata.RebalanceStateRebalancing:
+			return fmt.Sprintf("KafkaRebalance %s is rebalancing", kr.Name), nil
+		case kr.Spec.Mode == strata.RebalanceRemoveBrokers && kr.Status.State == strata.RebalanceStateReady:
+			return fmt.Sprintf("KafkaRebalance %s emptied brokers %v for their removal", kr.Name, kr.Spec.Brokers), nil
+		}
+	}
+	return "", nil
 }

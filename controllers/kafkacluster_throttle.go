@@ -266,28 +266,16 @@ func (r *KafkaClusterReconciler) applyThrottle(ctx context.Context, kc *strata.K
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, AdminCallTimeout)
-	defer cancel()
-	registered := make([]int32, 0, len(md.Brokers))
-	for _, b := range md.Brokers {
-		registered = append(registered, b.ID)
-	}
-	slices.Sort(registered)
-	st, err := readThrottleState(ctx, adm, registered, topicsOf(md))
+	changed, err := convergeThrottle(ctx, adm, target, md)
 	if err != nil {
-		return fmt.Errorf("read replication throttle configs: %w", err)
+		return err
 	}
-	ops := planThrottleOps(target, st, registered)
-	if !ops.empty() {
-		if err := applyThrottleOps(ctx, adm, ops); err != nil {
-			return fmt.Errorf("apply replication throttle: %w", err)
-		}
+	if changed {
 		if target.Empty() {
 			r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventThrottleRemoved, "Throttle", "replication throttle removed: no move in flight")
 		} else {
 			r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventThrottleApplied, "Throttle", "replication throttle of %d B/s on brokers %v for %d moving partitions", target.Rate, target.Brokers, target.Partitions)
 		}
-		log.FromContext(ctx).Info("replication throttle changed", "rate", target.Rate, "brokers", target.Brokers, "partitions", target.Partitions)
 	}
 	if target.Empty() {
 		if meta.FindStatusCondition(kc.Status.Conditions, ConditionReplicationThrottled) != nil {
@@ -299,6 +287,34 @@ func (r *KafkaClusterReconciler) applyThrottle(ctx context.Context, kc *strata.K
 		fmt.Sprintf("replication throttle of %d bytes/s (spec.rebalance.throttle) on brokers %v for %d moving partitions in topics %v",
 			target.Rate, target.Brokers, target.Partitions, slices.Sorted(maps.Keys(target.Topics))))
 	return nil
+}
+
+// convergeThrottle reads the throttle configs the brokers hold and
+// applies the difference to target; changed says whether it altered
+// anything. The KafkaCluster's moves and a KafkaRebalance's both use it:
+// the target is computed from every reassignment in flight
+// (DesiredThrottle), so the two agree on it.
+func convergeThrottle(ctx context.Context, adm *kadm.Client, target ThrottleTarget, md plan.Metadata) (changed bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, AdminCallTimeout)
+	defer cancel()
+	registered := make([]int32, 0, len(md.Brokers))
+	for _, b := range md.Brokers {
+		registered = append(registered, b.ID)
+	}
+	slices.Sort(registered)
+	st, err := readThrottleState(ctx, adm, registered, topicsOf(md))
+	if err != nil {
+		return false, fmt.Errorf("read replication throttle configs: %w", err)
+	}
+	ops := planThrottleOps(target, st, registered)
+	if ops.empty() {
+		return false, nil
+	}
+	if err := applyThrottleOps(ctx, adm, ops); err != nil {
+		return false, fmt.Errorf("apply replication throttle: %w", err)
+	}
+	log.FromContext(ctx).Info("replication throttle changed", "rate", target.Rate, "brokers", target.Brokers, "partitions", target.Partitions)
+	return true, nil
 }
 
 func topicsOf(md plan.Metadata) []string {

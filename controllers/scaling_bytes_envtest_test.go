@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -76,7 +77,7 @@ func watchScaling(ns, name string) *scalingWatch {
 			kc := &strata.KafkaCluster{}
 			if err := k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: name}, kc); err == nil && kc.Status.Scaling != nil {
 				s.mu.Lock()
-				if n := len(s.seen); n == 0 || s.seen[n-1] != *kc.Status.Scaling {
+				if n := len(s.seen); n == 0 || !equality.Semantic.DeepEqual(s.seen[n-1], *kc.Status.Scaling) {
 					s.seen = append(s.seen, *kc.Status.Scaling)
 				}
 				s.mu.Unlock()

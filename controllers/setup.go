@@ -66,6 +66,14 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("KafkaUser controller: %w", err)
 	}
+	if err := (&KafkaRebalanceReconciler{
+		Client:     mgr.GetClient(),
+		LiveReader: mgr.GetAPIReader(),
+		Recorder:   mgr.GetEventRecorder("strata-kafkarebalance"),
+		Admin:      admin,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("KafkaRebalance controller: %w", err)
+	}
 	if err := (&FastBucketReconciler{
 		Client:       mgr.GetClient(),
 		SecretReader: mgr.GetAPIReader(),

@@ -661,6 +661,8 @@ type RollSpec struct {
 }
 
 // RebalanceSpec bounds the operator's partition reassignments.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.movesStalledAfter) || (duration(self.movesStalledAfter) >= duration('1s') && duration(self.movesStalledAfter) <= duration('168h'))",message="rebalance.movesStalledAfter must be between 1s and 168h"
 type RebalanceSpec struct {
 	// MaxConcurrentMoves caps the partition reassignments in flight in the
 	// cluster at a time, counting those started by others (default 10).
@@ -683,6 +685,16 @@ type RebalanceSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	Throttle *int64 `json:"throttle,omitempty"`
+
+	// MovesStalledAfter is how long the operator's moves (a drain, a
+	// scale-up rebalance) may go without progress (bytes left falling or
+	// a move finishing) while reassignments are in flight before the
+	// MovesStalled condition is set, and Stalled: a person must look.
+	// Unset: 10 minutes.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	MovesStalledAfter *metav1.Duration `json:"movesStalledAfter,omitempty"`
 }
 
 // DefaultMaxConcurrentMoves is RebalanceSpec.MaxConcurrentMoves when unset.
@@ -702,10 +714,13 @@ type KafkaClusterStatus struct {
 	// metadata healthy), Reconciling (a roll, RollingOut or RollBlocked, or
 	// a retried error), Stalled (the spec cannot be realised: InvalidSpec,
 	// FastBucketNotFound, FastBucketZoneMismatch, ObjectConflict; or a roll
-	// stuck for 10 minutes: RollStuck), Degraded (under-replicated
-	// partitions, brokers falling back to inline replication, unreachable
-	// buckets), MetadataHealthy, KafkaReachable, ScaleDownBlocked (a
-	// scale-down that cannot be done; nothing is removed).
+	// stuck for spec.roll.stuckAfter: RollStuck; or moves without progress
+	// for spec.rebalance.movesStalledAfter: MovesStalled), Degraded
+	// (under-replicated partitions, brokers falling back to inline
+	// replication, unreachable buckets), MetadataHealthy, KafkaReachable,
+	// ScaleDownBlocked (a scale-down that cannot be done; nothing is
+	// removed), MovesStalled (a drain's or rebalance's moves made no
+	// progress), ReplicationThrottled.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -964,6 +979,14 @@ type ScalingStatus struct {
 	// Message is the last decision and why.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// The clock of the moves: start, last progress, bytes copied, rate
+	// and estimated completion.
+	MoveClock `json:",inline"`
+	// KafkaRebalance names the KafkaRebalance (owned by the cluster) that
+	// shows this drain or rebalance among the others, mode remove-brokers
+	// or add-brokers.
+	// +optional
+	KafkaRebalance string `json:"kafkaRebalance,omitempty"`
 }
 
 // KafkaHealth is what the operator last read from the brokers through the

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 )
@@ -11,7 +12,8 @@ import (
 // FromKadm builds the decisions' Metadata from what the operator's admin
 // client reads: Metadata (brokers, controller, partitions), the
 // reassignments in flight (ListPartitionReassignments) and the topics'
-// configs (DescribeTopicConfigs, for min.insync.replicas). It is pure, so
+// configs (DescribeTopicConfigs, for min.insync.replicas and, for a move's
+// cost, whether the slow tier holds the topic). It is pure, so
 // the reconciler's I/O stays a thin layer around it.
 //
 // A topic the metadata answers with an error makes it fail: deciding
@@ -19,7 +21,7 @@ import (
 // broker holding its only in-sync copy. Partition errors (an offline
 // leader) are kept: the partition shows with its replicas and ISR.
 func FromKadm(md kadm.Metadata, reassignments kadm.ListPartitionReassignmentsResponses, configs kadm.ResourceConfigs) (Metadata, error) {
-	out := Metadata{Controller: md.Controller, MinISR: map[string]int{}}
+	out := Metadata{Controller: md.Controller, MinISR: map[string]int{}, Untiered: map[string]bool{}}
 	for _, b := range md.Brokers {
 		rack := ""
 		if b.Rack != nil {
@@ -47,6 +49,10 @@ func FromKadm(md kadm.Metadata, reassignments kadm.ListPartitionReassignmentsRes
 			return Metadata{}, fmt.Errorf("configs of topic %s: %w", rc.Name, rc.Err)
 		}
 		for _, c := range rc.Configs {
+			if c.Value != nil && (c.Key == "cleanup.policy" && strings.Contains(*c.Value, "compact") ||
+				c.Key == "remote.storage.enable" && *c.Value == "false") {
+				out.Untiered[rc.Name] = true
+			}
 			if c.Key != "min.insync.replicas" || c.Value == nil {
 				continue
 			}

@@ -24,7 +24,10 @@ func TestFromKadm(t *testing.T) {
 	}
 	reassigning := kadm.ListPartitionReassignmentsResponses{"t": {0: {Topic: "t", Partition: 0, Replicas: []int32{0, 100, 1}, AddingReplicas: []int32{1}, RemovingReplicas: []int32{200}}}}
 	two := "2"
-	configs := kadm.ResourceConfigs{{Name: "t", Configs: []kadm.Config{{Key: "retention.ms"}, {Key: "min.insync.replicas", Value: &two}}}}
+	compact, off, del := "compact,delete", "false", "delete"
+	configs := kadm.ResourceConfigs{{Name: "t", Configs: []kadm.Config{{Key: "retention.ms"}, {Key: "min.insync.replicas", Value: &two}, {Key: "cleanup.policy", Value: &del}}},
+		{Name: "c", Configs: []kadm.Config{{Key: "cleanup.policy", Value: &compact}}},
+		{Name: "off", Configs: []kadm.Config{{Key: "remote.storage.enable", Value: &off}}}}
 	got, err := FromKadm(md, reassigning, configs)
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +39,8 @@ func TestFromKadm(t *testing.T) {
 			{Topic: "t", Partition: 0, Replicas: []int32{0, 100, 1}, ISR: []int32{0, 100}, Leader: 0, Adding: []int32{1}, Removing: []int32{200}},
 			{Topic: "t", Partition: 1, Replicas: []int32{200}, ISR: []int32{200}, Leader: NoLeader},
 		},
-		MinISR: map[string]int{"t": 2},
+		MinISR:   map[string]int{"t": 2},
+		Untiered: map[string]bool{"c": true, "off": true},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("FromKadm =\n%+v\nwant\n%+v", got, want)

@@ -68,6 +68,10 @@ func (p Partition) bytesLeft() int64 {
 	return n
 }
 
+// BytesLeft is what the replicas being added still lack of the
+// partition's size (0 when no reassignment is in flight).
+func (p Partition) BytesLeft() int64 { return p.bytesLeft() }
+
 // placement is the partition as placement sees it: the replica list it
 // ends with, its size, and pinned while a reassignment is in flight.
 func (p Partition) placement() placement.Partition {
@@ -97,6 +101,10 @@ type Metadata struct {
 	// MinISR is min.insync.replicas per topic; a topic missing here has
 	// Kafka's default, 1.
 	MinISR map[string]int
+	// Untiered are the topics the slow tier does not hold whatever the
+	// cluster's spec.tieredStorage says: compacted ones
+	// (cleanup.policy compact) and those with remote.storage.enable=false.
+	Untiered map[string]bool
 }
 
 // bytesInFlight is what the reassignments in flight still have to copy.

@@ -46,7 +46,9 @@ func TestDynamicTopicDefaults(t *testing.T) {
 	}
 
 	// Cluster-wide: every broker applies it to every partition.
-	set := func(name, value string) kadm.AlterConfig { return kadm.AlterConfig{Op: kadm.SetConfig, Name: name, Value: &value} }
+	set := func(name, value string) kadm.AlterConfig {
+		return kadm.AlterConfig{Op: kadm.SetConfig, Name: name, Value: &value}
+	}
 	mustAlter(t)(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("message.max.bytes", "2000"), set("log.retention.ms", "3600000")}))
 	waitFor(t, "the leader of dyn-0 to refuse a 5000-byte batch", 30*time.Second, func() bool {
 		return errors.Is(produce("dyn"), kerr.MessageTooLarge)
