@@ -201,6 +201,7 @@ func TestJourney(t *testing.T) {
 	}
 
 	j.step(ctx, "wal-path", j.walPath)
+	j.step(ctx, "dynamic-config", j.dynamicConfig)
 	j.step(ctx, "scale-up-b", j.scaleUp)
 	j.step(ctx, "config-roll", j.configRoll)
 	j.step(ctx, "scale-down-b", j.scaleDown)
@@ -480,6 +481,49 @@ func (j *journey) rolled(ctx context.Context, old map[string]types.UID) (bool, s
 	}
 	sort.Strings(left)
 	return len(left) == 0, fmt.Sprintf("not restarted yet: %v", left), nil
+}
+
+// dynamicConfig: a new value of a dynamic spec.config key (the broker
+// default of retention.ms) is applied cluster-wide through the admin API
+// and restarts no broker pod.
+func (j *journey) dynamicConfig(ctx context.Context) (string, error) {
+	old, err := j.podUIDs(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := j.patch(ctx, `[{"op":"replace","path":"/spec/config/log.retention.ms","value":"259200000"}]`); err != nil {
+		return "", err
+	}
+	err = poll(ctx, 3*time.Minute, "log.retention.ms applied cluster-wide", func(ctx context.Context) (bool, string, error) {
+		var kc strata.KafkaCluster
+		if err := j.h.kube.Get(ctx, client.ObjectKey{Namespace: namespace, Name: clusterName}, &kc); err != nil {
+			return false, "", fmt.Errorf("get KafkaCluster: %w", err)
+		}
+		dc := kc.Status.DynamicConfig
+		if kc.Status.ObservedGeneration < kc.Generation || dc == nil || !slices.Contains(dc.Applied, "log.retention.ms") || len(dc.Pending) > 0 ||
+			dc.LastUpdateTime == nil {
+			return false, fmt.Sprintf("status.dynamicConfig %+v", dc), nil
+		}
+		return j.h.settled(ctx)
+	})
+	if err != nil {
+		return "", err
+	}
+	pods, err := j.h.brokerPods(ctx)
+	if err != nil {
+		return "", err
+	}
+	var restarted []string
+	for n, uid := range old {
+		if p := pods[n]; p == nil || p.UID != uid {
+			restarted = append(restarted, n)
+		}
+	}
+	if len(restarted) > 0 {
+		sort.Strings(restarted)
+		return "", fmt.Errorf("a dynamic config change restarted broker pods %v", restarted)
+	}
+	return fmt.Sprintf("log.retention.ms applied cluster-wide, %d broker pods unchanged", len(old)), nil
 }
 
 // configRoll: a broker config change restarts every broker, one at a time
