@@ -124,10 +124,10 @@ func TestJSONSchema(t *testing.T) {
 		t.Errorf("latency keys %q, want %q", got, want)
 	}
 	tr := mode.(map[string]any)["traffic"]
-	if got, want := keys(tr), "cross_zone_bytes_per_produced_byte cross_zone_produce_bytes_in cross_zone_replication_bytes gets_per_second hedged_gets_per_second hedged_puts_per_second produce_bytes_in puts_per_second_by_broker puts_per_second_per_broker"; got != want {
+	if got, want := keys(tr), "cross_zone_bytes_per_produced_byte cross_zone_client_bytes cross_zone_produce_bytes_in cross_zone_replication_bytes gets_per_second hedged_gets_per_second hedged_puts_per_second produce_bytes_in puts_per_second_by_broker puts_per_second_per_broker total_cross_zone_bytes_per_produced_byte"; got != want {
 		t.Errorf("traffic keys %q, want %q", got, want)
 	}
-	if got, want := keys(mode.(map[string]any)["cost"]), "classic_equivalent_usd classic_usd_per_gb_produced produced_bytes usd usd_per_gb_produced"; got != want {
+	if got, want := keys(mode.(map[string]any)["cost"]), "classic_equivalent_usd classic_usd_per_gb_produced client_usd client_usd_per_gb_produced produced_bytes producer_usd total_usd_per_gb_produced usd usd_per_gb_produced"; got != want {
 		t.Errorf("cost keys %q, want %q", got, want)
 	}
 	zl := mode.(map[string]any)["zone_latency"]
