@@ -24,8 +24,8 @@ func TestBundleValidates(t *testing.T) {
 	if err != nil {
 		t.Fatalf("load bundle %s (run `make bundle`): %v", bundleDir, err)
 	}
-	if bundle.CSV == nil || len(bundle.V1CRDs) != 4 {
-		t.Fatalf("bundle has CSV %v and %d CRDs, want a CSV and 4 CRDs", bundle.CSV != nil, len(bundle.V1CRDs))
+	if bundle.CSV == nil || len(bundle.V1CRDs) != 5 {
+		t.Fatalf("bundle has CSV %v and %d CRDs, want a CSV and 5 CRDs (FastBucket, KafkaCluster, KafkaRebalance, KafkaTopic, KafkaUser)", bundle.CSV != nil, len(bundle.V1CRDs))
 	}
 	results := validation.DefaultBundleValidators.Validate(bundle.ObjectsToValidate()...)
 	checked := 0
