@@ -79,6 +79,19 @@ var dynamicBrokerConfigs = []dynamicConfig{
 		doc: "Bytes/s this broker serves, as leader, to the replicas leader.replication.throttled.replicas names while they are outside the ISR. " + maxLong + ": no throttle."},
 	{name: ConfigFollowerThrottledRate, def: strconv.FormatInt(math.MaxInt64, 10), typ: typeLong, check: longAtLeast(0),
 		doc: "Bytes/s this broker's replicas that follower.replication.throttled.replicas names fetch while they are outside the ISR. " + maxLong + ": no throttle."},
+	{name: meta.ConfigCordonedLogDirs, def: "", typ: typeList, check: cordonedLogDirs,
+		doc: "The log directories that take no new replica (KIP-1066). A Strata broker has one: \"*\" cordons it (new topics, new partitions and reassignments place no replica on the broker; its replicas stay), \"\" uncordons it. The operator cordons the brokers a scale-down removes."},
+}
+
+// cordonedLogDirs accepts "" (nothing cordoned) or "*" (every log
+// directory; a Strata broker has one). Kafka also takes directory paths,
+// which a broker answering for another broker's resource cannot check:
+// refused rather than taken for "*".
+func cordonedLogDirs(v string) error {
+	if v == "" || v == "*" {
+		return nil
+	}
+	return fmt.Errorf("%q: a Strata broker has one log directory: \"*\" cordons it, \"\" uncordons it", v)
 }
 
 func dynamicConfigByName(name string) (*dynamicConfig, bool) {

@@ -520,7 +520,8 @@ func (c *Controller) eachPartition(ctx context.Context, partitions []TopicPartit
 // reassignments: Kafka's AlterPartitionReassignments. Each partition first
 // gets the union of old and target replicas; the controller completes the
 // move when every new replica is in the ISR. The per-partition result is
-// nil, ErrUnknownTopic, ErrInvalidReplicaAssignment,
+// nil, ErrUnknownTopic, ErrInvalidReplicaAssignment (a new replica on a
+// cordoned broker among them),
 // ErrNoReassignmentInProgress or ErrStaleState. Fails with ErrNotController
 // unless this broker holds the role.
 func (c *Controller) AlterPartitionReassignments(ctx context.Context, targets map[TopicPartition][]int32) (map[TopicPartition]error, error) {
@@ -528,6 +529,9 @@ func (c *Controller) AlterPartitionReassignments(ctx context.Context, targets ma
 		return map[TopicPartition]error{}, nil // eachPartition reads nil as "all partitions"
 	}
 	return c.eachPartition(ctx, slices.Collect(maps.Keys(targets)), "reassignment", func(st *ClusterState, tp TopicPartition, cur PartitionState) (PartitionState, error) {
+		if err := st.checkNotCordoned(targets[tp], originalReplicas(cur)); err != nil {
+			return cur, err
+		}
 		return startReassignment(cur, targets[tp], st.Live)
 	})
 }

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"encoding/json"
+	"fmt"
 	"iter"
 	"maps"
 	"slices"
@@ -127,13 +128,46 @@ func (s *ClusterState) Reassignments() map[TopicPartition]PartitionState {
 	return out
 }
 
-// placementBrokers lists the live brokers as placement targets.
+// Cordoned reports whether broker id takes no new replica: its
+// cordoned.log.dirs (else the cluster-wide default) is not empty.
+func (s *ClusterState) Cordoned(id int32) bool {
+	if v, ok := s.BrokerConfigs[strconv.Itoa(int(id))][ConfigCordonedLogDirs]; ok {
+		return v != ""
+	}
+	return s.BrokerConfigs[""][ConfigCordonedLogDirs] != ""
+}
+
+// CordonedBrokers lists the registered brokers that are cordoned, by ID.
+func (s *ClusterState) CordonedBrokers() []int32 {
+	var out []int32
+	for id := range s.Brokers {
+		if s.Cordoned(id) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// placementBrokers lists the live brokers as placement targets, cordoned
+// ones marked (placement leaves them out).
 func (s *ClusterState) placementBrokers() []placement.Broker {
 	out := make([]placement.Broker, 0, len(s.Brokers))
 	for _, b := range s.Brokers {
-		out = append(out, placement.Broker{ID: b.ID, Zone: b.Zone})
+		out = append(out, placement.Broker{ID: b.ID, Zone: b.Zone, Cordoned: s.Cordoned(b.ID)})
 	}
 	return out
+}
+
+// checkNotCordoned refuses a replica list that puts a new replica (one
+// not in existing) on a cordoned broker.
+func (s *ClusterState) checkNotCordoned(replicas, existing []int32) error {
+	for _, id := range replicas {
+		if !slices.Contains(existing, id) && s.Cordoned(id) {
+			return fmt.Errorf("%w: broker %d is cordoned (%s): it takes no new replica", ErrInvalidReplicaAssignment, id, ConfigCordonedLogDirs)
+		}
+	}
+	return nil
 }
 
 // placementLoad counts replicas and preferred leaders per broker, skipping

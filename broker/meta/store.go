@@ -186,7 +186,8 @@ func placementError(topic string, err error) error {
 
 // checkAssignment validates a manual assignment: at least one partition, one
 // replication factor for all (equal to rf when rf > 0), distinct registered
-// brokers per partition.
+// brokers per partition, none cordoned (as Kafka since KAFKA-20832: a
+// cordoned broker takes no new replica, placed or named).
 func checkAssignment(st *ClusterState, assignment [][]int32, rf int) error {
 	if len(assignment) == 0 {
 		return fmt.Errorf("%w: empty assignment", ErrInvalidPartitions)
@@ -204,6 +205,9 @@ func checkAssignment(st *ClusterState, assignment [][]int32, rf int) error {
 			}
 			if !st.Live(id) {
 				return fmt.Errorf("%w: partition %d names broker %d, which is not registered", ErrInvalidReplicaAssignment, p, id)
+			}
+			if err := st.checkNotCordoned([]int32{id}, nil); err != nil {
+				return fmt.Errorf("partition %d: %w", p, err)
 			}
 		}
 	}

@@ -201,6 +201,13 @@ const (
 	ConfigLeaderZone = "leader.placement.zone"
 )
 
+// ConfigCordonedLogDirs is the dynamic broker config (Kafka's KIP-1066)
+// that cordons a broker's log directories: a broker whose effective value
+// (its own, else the cluster-wide default) is not empty takes no new
+// replica. A Strata broker has one log directory, so any value cordons the
+// whole broker; the operator sets "*" on the brokers a scale-down removes.
+const ConfigCordonedLogDirs = "cordoned.log.dirs"
+
 // LeaderZone is the zone a topic's preferred leaders belong in: its
 // leader.placement.zone config when set (also when set to "", which means
 // balanced), else clusterDefault ("" = balanced).

@@ -103,7 +103,7 @@ func TestDrain(t *testing.T) {
 // fewest, largest partitions first.
 func TestDrainBytes(t *testing.T) {
 	const mib = int64(1 << 20)
-	zoneA := []Broker{{1, "a"}, {2, "a"}, {3, "a"}}
+	zoneA := []Broker{{ID: 1, Zone: "a"}, {ID: 2, Zone: "a"}, {ID: 3, Zone: "a"}}
 	tests := []struct {
 		name  string
 		parts []Partition

@@ -21,7 +21,8 @@ import (
 //
 // A replica on a broker not in brokers (not registered: its zone is
 // unknown) may be the one in zone, so a partition with one is left alone
-// unless a known replica sits in zone. A zone without a broker leaves the
+// unless a known replica sits in zone. A cordoned broker is never the
+// one brought in. A zone without a broker (that is not cordoned) leaves the
 // partition alone too: the caller refuses such a zone when it is set.
 // load is only called when a replica must move; it may return nil.
 func LeaderZoneTarget(brokers []Broker, replicas []int32, zone string, load func() map[int32]Load) ([]int32, bool) {
@@ -60,7 +61,7 @@ func LeaderZoneTarget(brokers []Broker, replicas []int32, zone string, load func
 		l = load()
 	}
 	candidates := slices.DeleteFunc(slices.Clone(brokers), func(b Broker) bool {
-		return b.Zone != zone || slices.Contains(replicas, b.ID)
+		return b.Zone != zone || b.Cordoned || slices.Contains(replicas, b.ID)
 	})
 	if len(candidates) == 0 {
 		return replicas, false

@@ -29,6 +29,11 @@ var (
 type Broker struct {
 	ID   int32
 	Zone string
+	// Cordoned: the broker takes no new replica (Kafka's
+	// cordoned.log.dirs, KIP-1066; the operator sets it on brokers it is
+	// about to remove). Assign never places on it and LeaderZoneTarget
+	// never picks it; its existing replicas stay where they are.
+	Cordoned bool
 }
 
 // Load is what a broker already carries for other topics.
@@ -39,7 +44,8 @@ type Load struct {
 
 // Request describes the partitions to place.
 type Request struct {
-	// Brokers are the candidates (normally the live brokers).
+	// Brokers are the candidates (normally the live brokers); cordoned ones
+	// are left out.
 	Brokers []Broker
 	// Existing is the topic's current assignment, indexed by partition, when
 	// partitions are being added; nil for a new topic. Replicas on brokers
@@ -66,15 +72,32 @@ func Assign(req Request) ([][]int32, error) {
 	if req.ReplicationFactor < 1 {
 		return nil, fmt.Errorf("%w: %d is below 1", ErrInvalidReplicationFactor, req.ReplicationFactor)
 	}
-	c, err := newCluster(req.Brokers, req.ClusterLoad)
+	var open []Broker
+	var cordoned []int32
+	for _, b := range req.Brokers {
+		if b.Cordoned {
+			cordoned = append(cordoned, b.ID)
+			continue
+		}
+		open = append(open, b)
+	}
+	slices.Sort(cordoned)
+	c, err := newCluster(open, req.ClusterLoad)
 	if err != nil {
 		return nil, err
 	}
 	if req.ReplicationFactor > len(c.brokers) {
+		if len(cordoned) > 0 {
+			return nil, fmt.Errorf("%w: replication factor %d is larger than the %d available brokers (brokers %v are cordoned: they take no new replica)",
+				ErrInvalidReplicationFactor, req.ReplicationFactor, len(c.brokers), cordoned)
+		}
 		return nil, fmt.Errorf("%w: replication factor %d is larger than the %d available brokers",
 			ErrInvalidReplicationFactor, req.ReplicationFactor, len(c.brokers))
 	}
 	if req.LeaderZone != "" && len(c.byZone[req.LeaderZone]) == 0 {
+		if len(cordoned) > 0 {
+			return nil, fmt.Errorf("%w: zone %q has no broker that is not cordoned (cordoned: %v; zones: %v)", ErrNoBrokerInZone, req.LeaderZone, cordoned, c.zones)
+		}
 		return nil, fmt.Errorf("%w: zone %q has no broker (zones: %v)", ErrNoBrokerInZone, req.LeaderZone, c.zones)
 	}
 	t := newTopicCounts()

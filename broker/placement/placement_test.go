@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -178,8 +179,8 @@ func TestAssignErrors(t *testing.T) {
 		{"rf zero", Request{Brokers: three, Partitions: 1, ReplicationFactor: 0}, ErrInvalidReplicationFactor},
 		{"no brokers", Request{Partitions: 1, ReplicationFactor: 1}, ErrInvalidReplicationFactor},
 		{"zero partitions", Request{Brokers: three, Partitions: 0, ReplicationFactor: 1}, ErrInvalidPartitions},
-		{"duplicate broker", Request{Brokers: []Broker{{1, "a"}, {1, "b"}}, Partitions: 1, ReplicationFactor: 1}, ErrInvalidBrokers},
-		{"negative broker", Request{Brokers: []Broker{{-1, "a"}}, Partitions: 1, ReplicationFactor: 1}, ErrInvalidBrokers},
+		{"duplicate broker", Request{Brokers: []Broker{{ID: 1, Zone: "a"}, {ID: 1, Zone: "b"}}, Partitions: 1, ReplicationFactor: 1}, ErrInvalidBrokers},
+		{"negative broker", Request{Brokers: []Broker{{ID: -1, Zone: "a"}}, Partitions: 1, ReplicationFactor: 1}, ErrInvalidBrokers},
 		{"empty leader zone", Request{Brokers: three, Partitions: 1, ReplicationFactor: 1, LeaderZone: "d"}, ErrNoBrokerInZone},
 	}
 	for _, tt := range tests {
@@ -278,5 +279,57 @@ func TestAssignFailoverSpread(t *testing.T) {
 			}
 			seen[k] = true
 		}
+	}
+}
+
+// A cordoned broker (cordoned.log.dirs) takes no replica of a new topic;
+// when the others cannot hold the replication factor, or the leader zone
+// has only cordoned brokers, Assign fails and says which are cordoned.
+func TestAssignSkipsCordonedBrokers(t *testing.T) {
+	four := zoned("a:2", "b:1", "c:1") // 1, 2 in a; 3 in b; 4 in c
+	four[1].Cordoned = true
+	got, err := Assign(Request{Brokers: four, Partitions: 12, ReplicationFactor: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, rs := range got {
+		if slices.Contains(rs, 2) {
+			t.Errorf("partition %d placed on cordoned broker 2: %v", p, rs)
+		}
+	}
+	// The same request without the cordon uses broker 2: the test above
+	// is not passing by chance.
+	four[1].Cordoned = false
+	uncordoned, err := Assign(Request{Brokers: four, Partitions: 12, ReplicationFactor: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(uncordoned, func(rs []int32) bool { return slices.Contains(rs, 2) }) {
+		t.Fatalf("broker 2 takes nothing even uncordoned: %v", uncordoned)
+	}
+
+	three := zoned("a:1", "b:1", "c:1")
+	three[2].Cordoned = true
+	_, err = Assign(Request{Brokers: three, Partitions: 1, ReplicationFactor: 3})
+	if !errors.Is(err, ErrInvalidReplicationFactor) || !strings.Contains(err.Error(), "brokers [3] are cordoned") {
+		t.Errorf("rf 3 over 2 uncordoned brokers: %v", err)
+	}
+	_, err = Assign(Request{Brokers: three, Partitions: 1, ReplicationFactor: 1, LeaderZone: "c"})
+	if !errors.Is(err, ErrNoBrokerInZone) || !strings.Contains(err.Error(), "cordoned: [3]") {
+		t.Errorf("leader zone with only a cordoned broker: %v", err)
+	}
+}
+
+// LeaderZoneTarget brings in a broker of the zone that is not cordoned.
+func TestLeaderZoneTargetSkipsCordoned(t *testing.T) {
+	brokers := zoned("a:1", "b:1", "c:2") // 1 in a, 2 in b, 3 and 4 in c
+	brokers[2].Cordoned = true
+	to, changed := LeaderZoneTarget(brokers, []int32{1, 2}, "c", nil)
+	if !changed || to[0] != 4 {
+		t.Errorf("target %v (changed %v), want broker 4 first: 3 is cordoned", to, changed)
+	}
+	brokers[3].Cordoned = true
+	if to, changed := LeaderZoneTarget(brokers, []int32{1, 2}, "c", nil); changed {
+		t.Errorf("every broker of zone c cordoned, yet target %v", to)
 	}
 }

@@ -29,7 +29,7 @@ func TestRebalance(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 1..3 were the old brokers in zones a, b, c; 4, 5, 6 join a, b, c.
-	grown := []Broker{{1, "a"}, {2, "b"}, {3, "c"}, {4, "a"}, {5, "b"}, {6, "c"}}
+	grown := []Broker{{ID: 1, Zone: "a"}, {ID: 2, Zone: "b"}, {ID: 3, Zone: "c"}, {ID: 4, Zone: "a"}, {ID: 5, Zone: "b"}, {ID: 6, Zone: "c"}}
 	tests := []struct {
 		name       string
 		brokers    []Broker
@@ -42,7 +42,7 @@ func TestRebalance(t *testing.T) {
 		{"balanced stays put", six, partitionsOf("t", balanced), 0, 0, 0, 0},
 		// 36 replicas on 3 brokers to 6 each on 6: 18 must move, no more.
 		{"three new brokers, one per zone", grown, partitionsOf("t", onThree), 0, -1, 0, 18},
-		{"rf2 onto a new zone-c broker", append(slices.Clone(three), Broker{4, "c"}), partitionsOf("t", onThreeRF2), 0, -1, 1, -1},
+		{"rf2 onto a new zone-c broker", append(slices.Clone(three), Broker{ID: 4, Zone: "c"}), partitionsOf("t", onThreeRF2), 0, -1, 1, -1},
 		{"move budget respected", grown, partitionsOf("t", onThree), 3, -1, -1, 3},
 	}
 	for _, tt := range tests {
@@ -90,7 +90,7 @@ func TestRebalance(t *testing.T) {
 
 // Pinned leaders stay in their zone while the rest balances.
 func TestRebalanceKeepsLeaderZone(t *testing.T) {
-	brokers := []Broker{{1, "a"}, {2, "b"}, {3, "c"}, {4, "a"}, {5, "b"}, {6, "c"}}
+	brokers := []Broker{{ID: 1, Zone: "a"}, {ID: 2, Zone: "b"}, {ID: 3, Zone: "c"}, {ID: 4, Zone: "a"}, {ID: 5, Zone: "b"}, {ID: 6, Zone: "c"}}
 	asg, err := Assign(Request{Brokers: brokers[:3], Partitions: 6, ReplicationFactor: 3, LeaderZone: "b"})
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ func TestRebalanceKeepsLeaderZone(t *testing.T) {
 // few capped rounds, and planning again on the result moves nothing.
 func TestRebalanceBytes(t *testing.T) {
 	const mib = int64(1 << 20)
-	brokers := []Broker{{1, "a"}, {2, "a"}, {3, "b"}, {4, "c"}}
+	brokers := []Broker{{ID: 1, Zone: "a"}, {ID: 2, Zone: "a"}, {ID: 3, Zone: "b"}, {ID: 4, Zone: "c"}}
 	type sized struct {
 		topic string
 		n     int
@@ -248,7 +248,7 @@ func TestRebalanceBytes(t *testing.T) {
 // and keeps the counts. A reassignment in flight is never touched.
 func TestRebalanceBytesSwap(t *testing.T) {
 	const mib = int64(1 << 20)
-	brokers := []Broker{{1, "a"}, {2, "a"}}
+	brokers := []Broker{{ID: 1, Zone: "a"}, {ID: 2, Zone: "a"}}
 	parts := []Partition{
 		{Topic: "t", Partition: 0, Replicas: []int32{1}, Size: 64 * mib},
 		{Topic: "t", Partition: 1, Replicas: []int32{1}, Size: 64 * mib},
