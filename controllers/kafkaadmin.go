@@ -234,6 +234,22 @@ func (p *AdminPool) Admin(kc *strata.KafkaCluster) (*kadm.Client, error) {
 	return c.adm, nil
 }
 
+// Client returns the Kafka client under kc's admin client, for requests
+// kadm does not route as needed (a broker resource's config sent to
+// another broker than the one it names).
+func (p *AdminPool) Client(kc *strata.KafkaCluster) (*kgo.Client, error) {
+	if _, err := p.Admin(kc); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.clients[types.NamespacedName{Namespace: kc.Namespace, Name: kc.Name}]
+	if !ok {
+		return nil, fmt.Errorf("admin client of %s/%s closed meanwhile", kc.Namespace, kc.Name)
+	}
+	return c.kgo, nil
+}
+
 // Forget closes and drops the client of a cluster that went away.
 func (p *AdminPool) Forget(key types.NamespacedName) {
 	p.mu.Lock()

@@ -919,8 +919,11 @@ func (r *KafkaClusterReconciler) aggregateStatus(ctx context.Context, s *cluster
 // less redundancy or more cost than it should: under-replicated
 // partitions, a zone's WAL fallen back to inline, an unreachable bucket,
 // slow-tier uploads failing or disk headroom low (TierDegraded).
-func (r *KafkaClusterReconciler) summarizeConditions(_ context.Context, s *clusterScope) error {
+func (r *KafkaClusterReconciler) summarizeConditions(ctx context.Context, s *clusterScope) error {
 	kc := s.cluster
+	if err := r.reconcilingForMoves(ctx, s); err != nil { // kafkacluster_kstatus.go
+		return err
+	}
 	status, reason, msg := readiness(kc, s.podsMsg, s.podsReady)
 	setCondition(kc, strata.ConditionReady, status, reason, msg)
 

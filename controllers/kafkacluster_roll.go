@@ -41,8 +41,10 @@ const (
 	// broker restarted last to be back in every ISR.
 	ReasonRollBlocked = "RollBlocked"
 	// ConditionScaleDownBlocked is True while a scale-down or zone removal
-	// cannot be done (reason DrainImpossible); its message is
-	// plan.NextDrain's Impossible text. Absent otherwise.
+	// cannot go on: reason DrainImpossible (the spec must change; the
+	// cluster is Stalled) or BrokersNotRegistered (a broker that stays is
+	// down: the drain waits for it, Reconciling, and Stalled once that
+	// lasts longer than spec.rebalance.movesStalledAfter).
 	ConditionScaleDownBlocked = "ScaleDownBlocked"
 	ReasonDrainImpossible     = "DrainImpossible"
 

@@ -122,7 +122,7 @@ func (r *KafkaClusterReconciler) reconcileScaleDown(ctx context.Context, s *clus
 			meta.RemoveStatusCondition(&kc.Status.Conditions, ConditionMovesStalled)
 		}
 		meta.RemoveStatusCondition(&kc.Status.Conditions, ConditionScaleDownBlocked)
-		return nil
+		return r.releaseCordons(ctx, s)
 	}
 	s.requeueAfter = minPositive(s.requeueAfter, scalingRequeue)
 	md, err := r.readPlanMetadata(ctx, kc)
@@ -141,10 +141,22 @@ func (r *KafkaClusterReconciler) reconcileScaleDown(ctx context.Context, s *clus
 		}
 		r.setScaling(kc, strata.ScalingStatus{Phase: ScalingPhaseBlocked, MovesInFlight: int32(d.InFlight), Message: d.Impossible})
 		setCondition(kc, ConditionScaleDownBlocked, metav1.ConditionTrue, ReasonDrainImpossible, d.Impossible+"; nothing is removed until the spec changes")
+		s.stalled = &invalidSpecError{reason: ReasonDrainImpossible, message: "scale-down refused: " + d.Impossible + "; nothing is removed until the spec changes"}
+		// Nothing is removed, so nothing stays cordoned: new topics may
+		// still need these brokers.
+		if err := r.syncCordons(ctx, kc, md, nil); err != nil {
+			log.FromContext(ctx).Error(err, "cordons of a refused scale-down not lifted")
+		}
 		return nil
 	}
-	meta.RemoveStatusCondition(&kc.Status.Conditions, ConditionScaleDownBlocked)
 	toRemove := brokersToRemove(wantedBrokers(s.zones), md)
+	// Fenced before the first move: no new replica lands on a broker
+	// being drained, nor on an empty one before its pod goes.
+	if err := r.syncCordons(ctx, kc, md, toRemove); err != nil {
+		r.setScaling(kc, strata.ScalingStatus{Phase: ScalingPhaseDraining, Message: fmt.Sprintf("scale-down waits: %v", err)})
+		return nil
+	}
+	r.drainWaitsFor(s, d.Unregistered, d.Reason, time.Now())
 	drained := int32(-1)
 	if d.Empty {
 		drained = d.Broker
@@ -180,6 +192,52 @@ func (r *KafkaClusterReconciler) reconcileScaleDown(ctx context.Context, s *clus
 		r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventDrainMoves, "Drain", "draining broker %d (zone %s): %d reassignments started", d.Broker, d.Zone, n)
 	}
 	r.setScaling(kc, st)
+	return nil
+}
+
+// drainWaitsFor names in ScaleDownBlocked (reason BrokersNotRegistered)
+// the wanted brokers that are not registered while a drain waits for them
+// (down: they are to receive the drained replicas), and removes the
+// condition once none is missing. Waiting is Reconciling; waiting longer
+// than MovesStalledAfter is Stalled: a broker down that long needs
+// someone.
+func (r *KafkaClusterReconciler) drainWaitsFor(s *clusterScope, unregistered []int32, reason string, now time.Time) {
+	kc := s.cluster
+	if len(unregistered) == 0 {
+		meta.RemoveStatusCondition(&kc.Status.Conditions, ConditionScaleDownBlocked)
+		return
+	}
+	msg := fmt.Sprintf("the drain waits for brokers %v, which are not registered: %s", unregistered, reason)
+	prev := meta.FindStatusCondition(kc.Status.Conditions, ConditionScaleDownBlocked)
+	if prev == nil || prev.Reason != ReasonBrokersNotRegistered || prev.Message != msg {
+		r.Recorder.Eventf(kc, nil, corev1.EventTypeWarning, EventScaleDownBlocked, "Drain", "%s", msg)
+	}
+	setCondition(kc, ConditionScaleDownBlocked, metav1.ConditionTrue, ReasonBrokersNotRegistered, msg)
+	since := meta.FindStatusCondition(kc.Status.Conditions, ConditionScaleDownBlocked).LastTransitionTime.Time
+	if after := MovesStalledAfter(kc); now.Sub(since) > after {
+		s.stalled = &invalidSpecError{reason: ReasonBrokersNotRegistered,
+			message: fmt.Sprintf("%s, for %s (spec.rebalance.movesStalledAfter %s): is the broker's pod running?", msg, now.Sub(since).Round(time.Second), after)}
+	}
+}
+
+// releaseCordons, once no StatefulSet is above the spec, lifts the
+// operator's cordons of the brokers the metadata no longer knows (their
+// pods are gone) or the spec wants again (a cancelled scale-down); a
+// broker still registered while its pod terminates stays cordoned.
+func (r *KafkaClusterReconciler) releaseCordons(ctx context.Context, s *clusterScope) error {
+	kc := s.cluster
+	if len(kc.Status.CordonedBrokers) == 0 {
+		return nil
+	}
+	s.requeueAfter = minPositive(s.requeueAfter, scalingRequeue)
+	md, err := r.readPlanMetadata(ctx, kc)
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("cordons kept: cannot read the Kafka metadata", "error", err.Error())
+		return nil
+	}
+	if err := r.syncCordons(ctx, kc, md, brokersToRemove(wantedBrokers(s.zones), md)); err != nil {
+		log.FromContext(ctx).Error(err, "cordons not lifted; retried")
+	}
 	return nil
 }
 

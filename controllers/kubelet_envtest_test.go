@@ -64,6 +64,9 @@ type kubelet struct {
 	// holdRestarts: a deleted pod is re-created but its broker is not
 	// started again (a pod crash-looping on its new template).
 	holdRestarts bool
+	// holdScaleDown: pods beyond a StatefulSet's replicas keep running
+	// (a pod still terminating after the StatefulSet shrank).
+	holdScaleDown bool
 	// violations: pods removed by a scale-down while the metadata still
 	// named their broker in a replica list.
 	violations []string
@@ -121,6 +124,14 @@ func (k *kubelet) HoldRestarts(hold bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.holdRestarts = hold
+}
+
+// HoldScaleDown keeps the pods a StatefulSet shrank past running (true),
+// as pods slow to terminate, or removes them (false).
+func (k *kubelet) HoldScaleDown(hold bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.holdScaleDown = hold
 }
 
 // MaxDown is the most brokers that should run seen down at the same time.
@@ -207,6 +218,12 @@ func (k *kubelet) sync(ctx context.Context) error {
 		for name, pod := range byName {
 			ord, ok := ordinalOf(sts.Name, name)
 			if !ok || ord < replicas {
+				continue
+			}
+			k.mu.Lock()
+			hold := k.holdScaleDown
+			k.mu.Unlock()
+			if hold {
 				continue
 			}
 			if err := k.scaleDownPod(ctx, pod, base+ord); err != nil {

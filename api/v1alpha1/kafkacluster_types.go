@@ -794,6 +794,14 @@ type KafkaClusterStatus struct {
 	// +optional
 	Scaling *ScalingStatus `json:"scaling,omitempty"`
 
+	// CordonedBrokers are the brokers the operator cordoned (their
+	// dynamic broker config cordoned.log.dirs is "*": they take no new
+	// replica) because a scale-down removes them; each is uncordoned once
+	// it is gone from the metadata or the spec wants it again.
+	// +optional
+	// +listType=set
+	CordonedBrokers []int32 `json:"cordonedBrokers,omitempty"`
+
 	// Cost is the replication cost report from the brokers' counters,
 	// priced with the price table. Absent until brokers were scraped.
 	// +optional

@@ -571,6 +571,11 @@ func (in *KafkaClusterStatus) DeepCopyInto(out *KafkaClusterStatus) {
 		*out = new(ScalingStatus)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.CordonedBrokers != nil {
+		in, out := &in.CordonedBrokers, &out.CordonedBrokers
+		*out = make([]int32, len(*in))
+		copy(*out, *in)
+	}
 	if in.Cost != nil {
 		in, out := &in.Cost, &out.Cost
 		*out = new(CostStatus)

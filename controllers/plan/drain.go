@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/strata-dev/strata/broker/placement"
 )
@@ -36,6 +37,10 @@ type Drain struct {
 	Impossible string
 	// Reason says what the answer is and why.
 	Reason string
+	// Unregistered are the wanted brokers that are not registered, when
+	// the drain waits for them (they are to receive replicas): a broker
+	// that is down blocks the scale-down, and the operator names it.
+	Unregistered []int32
 }
 
 // NextDrain decides the next step of a scale-down or zone removal: the
@@ -104,12 +109,23 @@ func NextDrain(wanted []Wanted, md Metadata, maxInFlight int) Drain {
 	if why := drainImpossible(wanted, md); why != "" {
 		return Drain{Broker: -1, InFlight: inFlight, Impossible: why, Reason: why}
 	}
+	var down []int32
+	var downNames []string
 	for _, w := range wanted {
 		if !md.registered(w.ID) {
-			// Not impossible, only not now (a broker restarting).
-			return Drain{Broker: -1, InFlight: inFlight,
-				Reason: fmt.Sprintf("waiting for broker %d of zone %q, which stays, to register: it is to receive replicas", w.ID, w.Zone)}
+			down = append(down, w.ID)
+			downNames = append(downNames, fmt.Sprintf("%d (zone %q)", w.ID, w.Zone))
 		}
+	}
+	if len(down) > 0 {
+		// Not impossible, only not now (a broker restarting, or down).
+		slices.Sort(down)
+		what := "broker " + downNames[0] + ", which stays, to register: it is"
+		if len(down) > 1 {
+			what = "brokers " + strings.Join(downNames, ", ") + ", which stay, to register: they are"
+		}
+		return Drain{Broker: -1, InFlight: inFlight, Unregistered: down,
+			Reason: fmt.Sprintf("waiting for %s to receive replicas", what)}
 	}
 	x := removed[0]
 	d := Drain{Broker: x, Zone: zoneOf[x], InFlight: inFlight, BytesLeft: md.bytesInFlight()}

@@ -60,7 +60,9 @@ func TestNextDrain(t *testing.T) {
 		{"impossible: leaders pinned to the zone removed", wanted(0, 100), Metadata{Brokers: brokers(0, 100, 200), Partitions: []Partition{{Topic: "t", Partition: 0, Replicas: []int32{200}, ISR: []int32{200}, Leader: 200, LeaderZone: "c"}}}, 0, -1, false, nil,
 			"topic t pins its leaders to zone \"c\"", ""},
 		{"not now: a broker that stays is not registered", wanted(0, 100, 200), Metadata{Brokers: brokers(0, 1, 200), Partitions: []Partition{part("t", 0, 1, 200)}}, 0, -1, false, nil,
-			"", "waiting for broker 100 of zone \"b\", which stays, to register"},
+			"", "waiting for broker 100 (zone \"b\"), which stays, to register"},
+		{"not now: two brokers that stay are not registered, both named", wanted(0, 100, 200), Metadata{Brokers: brokers(0, 1), Partitions: []Partition{part("t", 0, 1, 200)}}, 0, -1, false, nil,
+			"", "waiting for brokers 100 (zone \"b\"), 200 (zone \"c\"), which stay, to register"},
 		{"a broker that left the metadata but is still named in a replica list is drained", wanted(0, 100, 200), Metadata{Brokers: brokers(0, 100, 200), Partitions: []Partition{withISR(part("t", 0, 100, 1, 200), 100, 200)}}, 0, 1, false,
 			[]placement.Move{{Topic: "t", Partition: 0, From: []int32{100, 1, 200}, To: []int32{100, 0, 200}}}, "", "draining broker 1"},
 	}
@@ -70,6 +72,15 @@ func TestNextDrain(t *testing.T) {
 			if got.Broker != tt.broker || got.Empty != tt.empty || !slices.EqualFunc(got.Moves, tt.moves, moveEqual) ||
 				!strings.Contains(got.Impossible, tt.impossible) || (tt.impossible == "") != (got.Impossible == "") || !strings.Contains(got.Reason, tt.reason) {
 				t.Fatalf("NextDrain = %+v\nwant broker %d empty %v moves %+v impossible %q reason containing %q", got, tt.broker, tt.empty, tt.moves, tt.impossible, tt.reason)
+			}
+			var unregistered []int32
+			for _, w := range tt.wanted {
+				if !slices.ContainsFunc(tt.md.Brokers, func(b Broker) bool { return b.ID == w.ID }) && tt.impossible == "" {
+					unregistered = append(unregistered, w.ID)
+				}
+			}
+			if !slices.Equal(got.Unregistered, unregistered) {
+				t.Fatalf("Unregistered = %v, want %v", got.Unregistered, unregistered)
 			}
 		})
 	}
