@@ -759,6 +759,10 @@ var _ = Describe("CRD validation", func() {
 		Entry("a stall time over a week", func(kc *strata.KafkaCluster) {
 			kc.Spec.Rebalance.MovesStalledAfter = &metav1.Duration{Duration: 169 * time.Hour}
 		}, "rebalance.movesStalledAfter must be between 1s and 168h"),
+		Entry("a negative imbalance tolerance", func(kc *strata.KafkaCluster) { kc.Spec.Rebalance.ImbalanceTolerancePercent = -5 },
+			"spec.rebalance.imbalanceTolerancePercent", "should be greater than or equal to 1"),
+		Entry("an imbalance tolerance above 1000%", func(kc *strata.KafkaCluster) { kc.Spec.Rebalance.ImbalanceTolerancePercent = 1001 },
+			"spec.rebalance.imbalanceTolerancePercent", "should be less than or equal to 1000"),
 		Entry("no concurrent moves", func(kc *strata.KafkaCluster) { kc.Spec.Rebalance.MaxConcurrentMoves = -1 },
 			"spec.rebalance.maxConcurrentMoves", "should be greater than or equal to 1"),
 		Entry("no zones", func(kc *strata.KafkaCluster) { kc.Spec.Zones = []strata.ZoneSpec{} },

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -326,13 +327,10 @@ func (r *KafkaClusterReconciler) surfaceScaling(ctx context.Context, kc *strata.
 		st.KafkaRebalance = prev.KafkaRebalance
 		return
 	}
-	if !starting || len(brokers) == 0 {
+	if !starting || (len(brokers) == 0 && mode != strata.RebalanceFull) {
 		return
 	}
-	kind := "scale-up"
-	if mode == strata.RebalanceRemoveBrokers {
-		kind = "scale-down"
-	}
+	kind := map[strata.RebalanceMode]string{strata.RebalanceAddBrokers: "scale-up", strata.RebalanceRemoveBrokers: "scale-down", strata.RebalanceFull: "rebalance"}[mode]
 	kr := &strata.KafkaRebalance{
 		ObjectMeta: metav1.ObjectMeta{Namespace: kc.Namespace, Name: fmt.Sprintf("%s-%s-%d", kc.Name, kind, st.StartTime.Unix()),
 			Labels: map[string]string{LabelManagedBy: ManagedBy, LabelCluster: kc.Name},
@@ -348,13 +346,29 @@ func (r *KafkaClusterReconciler) surfaceScaling(ctx context.Context, kc *strata.
 	} else {
 		// The proposal as the planner sees the request before its first
 		// moves start (afterwards they would be in flight, not planned).
+		var proposal *strata.RebalanceProposal
 		if pl := plan.RebalancePlan(plan.RebalanceRequest{Mode: string(mode), Brokers: kr.Spec.Brokers}, md); pl.Refused == "" && pl.Wait == "" {
 			p := BuildProposal(kc, md, pl, st.StartTime.Time)
-			kr.Status.Proposal = &p
+			proposal = &p
 		}
-		kr.Status.State = strata.RebalanceStateRebalancing
-		kr.Status.Message = "the KafkaCluster's own moves start"
-		if err := r.Status().Update(ctx, kr); err != nil {
+		// The KafkaRebalance controller adds its finalizer (or mirrors
+		// status.scaling) as soon as the object exists: on a conflict,
+		// the proposal goes onto the version it wrote.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			latest := &strata.KafkaRebalance{}
+			if err := r.liveReader().Get(ctx, client.ObjectKeyFromObject(kr), latest); err != nil {
+				return err
+			}
+			if latest.Status.Proposal == nil {
+				latest.Status.Proposal = proposal
+			}
+			if latest.Status.State == "" {
+				latest.Status.State = strata.RebalanceStateRebalancing
+				latest.Status.Message = "the KafkaCluster's own moves start"
+			}
+			return r.Status().Update(ctx, latest)
+		})
+		if err != nil {
 			log.FromContext(ctx).Error(err, "proposal of the KafkaRebalance showing the scaling not written", "kafkaRebalance", kr.Name)
 		}
 	}
@@ -487,11 +501,14 @@ func (r *KafkaClusterReconciler) startMoves(ctx context.Context, kc *strata.Kafk
 	return n, nil
 }
 
-// reconcileRebalance moves replicas onto new brokers after a scale-up
-// (plan.RebalanceMoves) once every wanted broker pod is ready, no roll or
-// drain is in progress, and the Kafka health probe shows a wanted broker
-// that holds no replica (or a rebalance is already under way). The check
-// on the probe's metadata keeps a settled cluster from paying for the
+// reconcileRebalance moves replicas onto new brokers after a scale-up, or
+// evens them out (plan.RebalanceMoves) once every wanted broker pod is
+// ready, no roll or drain is in progress, and a broker's replica count or
+// bytes are off its zone's mean by more than
+// spec.rebalance.imbalanceTolerancePercent (plan.Imbalance: a new broker
+// that holds nothing, or got a topic first), or a rebalance is already
+// under way. The check on the probe's metadata (and the brokers' log dir
+// sizes when counts are even) keeps a settled cluster from paying for the
 // full read every reconcile.
 func (r *KafkaClusterReconciler) reconcileRebalance(ctx context.Context, s *clusterScope) error {
 	kc := s.cluster
@@ -500,9 +517,14 @@ func (r *KafkaClusterReconciler) reconcileRebalance(ctx context.Context, s *clus
 	}
 	under := kc.Status.Scaling != nil && kc.Status.Scaling.Phase == ScalingPhaseRebalancing
 	if !under {
-		if s.metadata == nil || !emptyWantedBroker(*s.metadata, wantedBrokers(s.zones)) {
+		if s.metadata == nil {
 			return nil
 		}
+		why := r.imbalance(ctx, kc, *s.metadata, wantedBrokers(s.zones))
+		if why == "" {
+			return nil
+		}
+		log.FromContext(ctx).V(1).Info("brokers imbalanced: rebalance", "why", why)
 		if why, err := r.rebalanceHeldBy(ctx, kc); err != nil || why != "" {
 			if why != "" {
 				log.FromContext(ctx).V(1).Info("scale-up rebalance held", "why", why)
@@ -525,7 +547,13 @@ func (r *KafkaClusterReconciler) reconcileRebalance(ctx context.Context, s *clus
 	ScalingProgress(&st, prev, rb.InFlight, rb.Planned, rb.BytesLeft)
 	TickScalingClock(&st, prev, time.Now())
 	r.checkMovesStalled(s, &st, time.Now())
-	r.surfaceScaling(ctx, kc, md, &st, prev, strata.RebalanceAddBrokers, emptyBrokers(md, wantedBrokers(s.zones)), len(rb.Moves) > 0)
+	// New brokers that hold nothing: add-brokers; otherwise an imbalance
+	// started it: full.
+	mode, brokers := strata.RebalanceAddBrokers, emptyBrokers(md, wantedBrokers(s.zones))
+	if len(brokers) == 0 {
+		mode = strata.RebalanceFull
+	}
+	r.surfaceScaling(ctx, kc, md, &st, prev, mode, brokers, len(rb.Moves) > 0)
 	if len(rb.Moves) == 0 {
 		if rb.InFlight == 0 {
 			if under {
@@ -556,26 +584,57 @@ func (r *KafkaClusterReconciler) reconcileRebalance(ctx context.Context, s *clus
 	return nil
 }
 
-// emptyWantedBroker says whether some wanted broker holds no replica
-// while there are more partitions than that would explain.
-func emptyWantedBroker(md kadm.Metadata, wanted []plan.Wanted) bool {
-	holds := map[int32]int{}
-	partitions := 0
+// ImbalanceTolerance is kc's spec.rebalance.imbalanceTolerancePercent,
+// else DefaultImbalanceTolerancePercent.
+func ImbalanceTolerance(kc *strata.KafkaCluster) int {
+	return int(cmp.Or(kc.Spec.Rebalance.ImbalanceTolerancePercent, strata.DefaultImbalanceTolerancePercent))
+}
+
+// imbalance says why the wanted brokers need a rebalance ("": they do
+// not; plan.Imbalance): replica counts from the health probe's metadata
+// (md), then, when the counts are even, bytes from DescribeAllLogDirs (a
+// cluster whose brokers do not all answer is judged by counts).
+func (r *KafkaClusterReconciler) imbalance(ctx context.Context, kc *strata.KafkaCluster, md kadm.Metadata, wanted []plan.Wanted) string {
+	loads := map[int32]plan.Load{}
 	md.Topics.EachPartition(func(p kadm.PartitionDetail) {
-		partitions++
 		for _, id := range p.Replicas {
-			holds[id]++
+			l := loads[id]
+			l.Replicas++
+			loads[id] = l
 		}
 	})
-	if partitions < len(wanted) {
-		return false
+	tol := ImbalanceTolerance(kc)
+	if why := plan.Imbalance(wanted, loads, false, tol); why != "" {
+		return why
 	}
+	adm, err := r.Admin.Admin(kc)
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, AdminCallTimeout)
+	defer cancel()
+	dirs, err := adm.DescribeAllLogDirs(ctx, nil)
+	if err != nil {
+		return ""
+	}
+	complete := true
 	for _, w := range wanted {
-		if holds[w.ID] == 0 {
-			return true
+		if _, ok := dirs[w.ID]; !ok {
+			complete = false
 		}
 	}
-	return false
+	dirs.Each(func(d kadm.DescribedLogDir) {
+		if d.Err != nil {
+			complete = false
+			return
+		}
+		d.Topics.Each(func(p kadm.DescribedLogDirPartition) {
+			l := loads[d.Broker]
+			l.Bytes += p.Size
+			loads[d.Broker] = l
+		})
+	})
+	return plan.Imbalance(wanted, loads, complete, tol)
 }
 
 // rebalanceHeldBy says which KafkaRebalance of kc holds the operator's

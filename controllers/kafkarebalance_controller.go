@@ -795,7 +795,7 @@ func (r *KafkaRebalanceReconciler) mirror(s *rebalanceScope) ctrl.Result {
 			t := metav1.NewTime(s.now)
 			prog.CompletionTime, prog.EstimatedCompletionTime = &t, nil
 			prog.MovesInFlight, prog.Percent = 0, 100
-			msg := fmt.Sprintf("the KafkaCluster's own %s ended: %d replica moves", map[strata.RebalanceMode]string{strata.RebalanceAddBrokers: "scale-up rebalance", strata.RebalanceRemoveBrokers: "drain"}[kr.Spec.Mode], prog.MovesStarted)
+			msg := fmt.Sprintf("the KafkaCluster's own %s ended: %d replica moves", map[strata.RebalanceMode]string{strata.RebalanceAddBrokers: "scale-up rebalance", strata.RebalanceRemoveBrokers: "drain", strata.RebalanceFull: "rebalance"}[kr.Spec.Mode], prog.MovesStarted)
 			r.setState(kr, strata.RebalanceStateReady, msg)
 			meta.RemoveStatusCondition(&kr.Status.Conditions, ConditionMovesStalled)
 			SetCondition(&kr.Status.Conditions, kr.Generation, strata.ConditionReady, metav1.ConditionTrue, ReasonRebalanceDone, msg)

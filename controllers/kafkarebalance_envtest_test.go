@@ -51,7 +51,7 @@ func reassignments(ctx context.Context, g Gomega, adm *kadm.Client, topic string
 // skewZoneA puts the zone-a replica of every partition of topic on broker
 // 0 except partition 0's, which goes to broker 1: zone a is unbalanced,
 // yet no broker is empty (which would start the operator's own scale-up
-// rebalance).
+// rebalance whatever its imbalance tolerance).
 func skewZoneA(ctx context.Context, adm *kadm.Client, topic string) {
 	GinkgoHelper()
 	md, err := adm.Metadata(ctx, topic)
@@ -81,10 +81,16 @@ func skewZoneA(ctx context.Context, adm *kadm.Client, topic string) {
 }
 
 // unbalancedCluster is a 2/1/1 cluster whose topic bulk (6 partitions,
-// RF 3, 3 MiB a partition) sits on broker 0 in zone a but for one partition.
+// RF 3, 3 MiB a partition) sits on broker 0 in zone a but for one
+// partition, with an imbalance tolerance (1000%) that keeps the operator's
+// own rebalance out of it.
 func unbalancedCluster(ctx context.Context, ns, name string) (*strata.KafkaCluster, *loopbackCluster, *kadm.Client) {
 	GinkgoHelper()
 	kc, lb := rollSpec(ns, name, map[string]int32{"a": 2, "b": 1, "c": 1})
+	// The operator's own rebalance would even zone a out by itself
+	// (spec.rebalance.imbalanceTolerancePercent): these specs are about
+	// a KafkaRebalance's proposal, so it tolerates the skew.
+	updateCluster(ns, name, func(kc *strata.KafkaCluster) { kc.Spec.Rebalance.ImbalanceTolerancePercent = 1000 })
 	startKubelet(kc, lb)
 	adm := lb.Admin()
 	createTopic(ctx, adm, "bulk", 6, 3, nil)

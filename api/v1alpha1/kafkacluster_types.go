@@ -695,10 +695,27 @@ type RebalanceSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
 	MovesStalledAfter *metav1.Duration `json:"movesStalledAfter,omitempty"`
+
+	// ImbalanceTolerancePercent starts the operator's rebalance when a
+	// broker's replica count or bytes differ from the mean of its zone's
+	// brokers by more than this percent of that mean (and by more than
+	// one replica or 1 MiB): a new broker that got a topic first, or data
+	// grown unevenly, is rebalanced, not only a broker that holds nothing.
+	// The rebalance evens counts to within one and bytes to within 5%, so
+	// a cluster it ends on does not start another. Default 10.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=10
+	// +optional
+	ImbalanceTolerancePercent int32 `json:"imbalanceTolerancePercent,omitempty"`
 }
 
 // DefaultMaxConcurrentMoves is RebalanceSpec.MaxConcurrentMoves when unset.
 const DefaultMaxConcurrentMoves = 10
+
+// DefaultImbalanceTolerancePercent is
+// RebalanceSpec.ImbalanceTolerancePercent when unset.
+const DefaultImbalanceTolerancePercent = 10
 
 // IsEnabled reports whether WAL replication is on (the default).
 func (w WALSpec) IsEnabled() bool { return w.Enabled == nil || *w.Enabled }
