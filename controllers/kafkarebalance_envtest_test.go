@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/config/argocd"
 	"github.com/strata-dev/strata/controllers"
 )
 
@@ -164,6 +165,13 @@ var _ = Describe("KafkaRebalance", func() {
 			p := kr.Status.Proposal
 			g.Expect(p).NotTo(BeNil())
 			first = *p
+			// Argo CD: a proposal waiting for approval is Suspended, not
+			// Degraded.
+			kr.Kind = "KafkaRebalance" // as Argo CD sees it
+			argo, err := argoHealthOf(kr)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(argo.Status).To(Equal(argocd.Suspended), argo.Message)
+			g.Expect(argo.Message).To(ContainSubstring("waiting for approval"))
 		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
 		fmt.Fprintf(GinkgoWriter, "proposal: %d moves, %d bytes, %d cross-zone (Kafka), %d (Strata), %v at the throttle, $%s / $%s\n",
 			first.Moves, first.BytesToMove, first.CrossZoneBytes, first.CrossZoneBytesStrata, first.EstimatedDuration, first.CostUSD.Kafka, first.CostUSD.Strata)

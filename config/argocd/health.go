@@ -23,7 +23,7 @@ var HealthLua string
 var ConfigMapSnippet string
 
 // Kinds are the kafka.strata.dev kinds the snippet installs the check for.
-var Kinds = []string{"KafkaCluster", "FastBucket", "KafkaTopic", "KafkaUser"}
+var Kinds = []string{"KafkaCluster", "FastBucket", "KafkaTopic", "KafkaUser", "KafkaRebalance"}
 
 // ConfigMapKey is the argocd-cm key of a kind's health check.
 func ConfigMapKey(kind string) string {
@@ -35,6 +35,7 @@ const (
 	Healthy     = "Healthy"
 	Progressing = "Progressing"
 	Degraded    = "Degraded"
+	Suspended   = "Suspended"
 )
 
 // HealthStatus is what the script returns.

@@ -31,6 +31,14 @@ func object(observed any, conds ...map[string]any) map[string]any {
 	}
 }
 
+// rebalance is a KafkaRebalance in state with conds.
+func rebalance(state string, conds ...map[string]any) map[string]any {
+	obj := object(int64(2), conds...)
+	obj["kind"] = "KafkaRebalance"
+	obj["status"].(map[string]any)["state"] = state
+	return obj
+}
+
 func TestHealth(t *testing.T) {
 	notStalled := cond("Stalled", "False", "Progressing", "")
 	tests := []struct {
@@ -52,6 +60,26 @@ func TestHealth(t *testing.T) {
 		{"settled but not ready", object(int64(2), cond("Ready", "False", "OfflinePartitions", "2 partitions offline"), cond("Reconciling", "False", "UpToDate", ""), notStalled),
 			Degraded, "OfflinePartitions: 2 partitions offline"},
 		{"no conditions of its own yet", object(int64(2)), Progressing, "report status"},
+		{"paused", object(int64(1), cond("ReconciliationPaused", "True", "ReconciliationPaused", "kafka.strata.dev/pause-reconciliation is \"true\""),
+			cond("Reconciling", "False", "ReconciliationPaused", ""), notStalled), Suspended, "ReconciliationPaused: kafka.strata.dev/pause-reconciliation"},
+		{"draining", object(int64(2), cond("Ready", "True", "ClusterHealthy", ""), cond("Reconciling", "True", "Draining", "scale-down: draining broker 1"), notStalled),
+			Progressing, "Draining: scale-down: draining broker 1"},
+		// KafkaRebalance: a proposal waiting for approval is a decision
+		// left to a person, not a failure.
+		{"rebalance proposal waits for approval", rebalance("ProposalReady", cond("Ready", "False", "ProposalReady", "12 moves, 3 GiB, $0.06"),
+			cond("Reconciling", "False", "ProposalReady", ""), notStalled), Suspended, "waiting for approval (annotate kafka.strata.dev/rebalance=approve); 12 moves, 3 GiB, $0.06"},
+		{"rebalance stopped", rebalance("Stopped", cond("Ready", "False", "RebalanceStopped", "stopped"), cond("Reconciling", "False", "RebalanceStopped", ""), notStalled),
+			Suspended, "refresh"},
+		{"rebalance computing its proposal", rebalance("PendingProposal", cond("Ready", "False", "ProposalPending", ""), cond("Reconciling", "True", "ProposalPending", "computing"), notStalled),
+			Progressing, "ProposalPending"},
+		{"rebalance running", rebalance("Rebalancing", cond("Ready", "False", "Rebalancing", ""), cond("Reconciling", "True", "Rebalancing", "4 of 12 moves done"), notStalled),
+			Progressing, "Rebalancing: 4 of 12 moves done"},
+		{"rebalance stalled", rebalance("Rebalancing", cond("Ready", "False", "MovesStalled", ""), cond("Reconciling", "False", "MovesStalled", ""),
+			cond("Stalled", "True", "MovesStalled", "no progress for 10m")), Degraded, "MovesStalled: no progress for 10m"},
+		{"rebalance refused", rebalance("NotReady", cond("Ready", "False", "RebalanceRefused", "broker 7 is not registered"), cond("Reconciling", "False", "RebalanceRefused", ""),
+			cond("Stalled", "True", "RebalanceRefused", "broker 7 is not registered")), Degraded, "RebalanceRefused"},
+		{"rebalance done", rebalance("Ready", cond("Ready", "True", "RebalanceDone", "12 moves made"), cond("Reconciling", "False", "RebalanceDone", ""), notStalled),
+			Healthy, "RebalanceDone: 12 moves made"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
