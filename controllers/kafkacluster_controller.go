@@ -107,7 +107,7 @@ func (r *KafkaClusterReconciler) setNoticeCondition(kc *strata.KafkaCluster, typ
 // +kubebuilder:rbac:groups=kafka.strata.dev,resources=fastbuckets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
@@ -276,6 +276,9 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if !kc.DeletionTimestamp.IsZero() {
 		forgetClusterMetrics(kc.Namespace, kc.Name)
 		return ctrl.Result{}, r.reconcileDelete(ctx, kc)
+	}
+	if paused, err := r.reconciliationPaused(ctx, kc); paused || err != nil { // kafkacluster_annotations.go
+		return ctrl.Result{}, err
 	}
 	if err := ensureFinalizer(ctx, r.Client, kc, Finalizer); err != nil {
 		return ctrl.Result{}, err
@@ -1019,6 +1022,7 @@ func (r *KafkaClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Secret{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&strata.FastBucket{}, handler.EnqueueRequestsFromMapFunc(r.clustersUsingBucket)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(manualRollPods)). // kafkacluster_annotations.go
 		// A cluster whose brokers or etcd do not answer costs its reconcile
 		// the probes' timeouts; with one worker every other cluster's
 		// rolls and moves would wait behind it. controller-runtime never

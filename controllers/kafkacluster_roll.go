@@ -148,7 +148,8 @@ func (r *KafkaClusterReconciler) liveBrokerPods(ctx context.Context, kc *strata.
 // each zone StatefulSet's replicas. A pod that does not exist (yet) is
 // not ready and current: its StatefulSet creates it from the current
 // template. A pod is current when its AnnotationTemplateHash equals its
-// StatefulSet's template's.
+// StatefulSet's template's and it does not ask for a manual rolling
+// update (AnnotationManualRollingUpdate).
 func RollPods(zones []ZoneInput, sets map[string]*appsv1.StatefulSet, pods map[string]*corev1.Pod, cluster string) []plan.Pod {
 	var out []plan.Pod
 	for _, zi := range zones {
@@ -162,7 +163,7 @@ func RollPods(zones []ZoneInput, sets map[string]*appsv1.StatefulSet, pods map[s
 			if pod := pods[p.Name]; pod != nil {
 				p.Ready = isPodReady(pod)
 				p.Terminating = pod.DeletionTimestamp != nil
-				p.Current = pod.Annotations[AnnotationTemplateHash] == want
+				p.Current = pod.Annotations[AnnotationTemplateHash] == want && pod.Annotations[AnnotationManualRollingUpdate] != "true"
 			}
 			out = append(out, p)
 		}
@@ -285,6 +286,9 @@ func (r *KafkaClusterReconciler) reconcileRoll(ctx context.Context, s *clusterSc
 	kc := s.cluster
 	pods, err := r.liveBrokerPods(ctx, kc)
 	if err != nil {
+		return err
+	}
+	if err := r.manualRollingUpdate(ctx, kc, pods); err != nil { // kafkacluster_annotations.go
 		return err
 	}
 	planPods := RollPods(s.zones, s.statefulSets, pods, kc.Name)
