@@ -610,15 +610,19 @@ func (h *harness) walKeys(ctx context.Context, zone string) (map[string]bool, er
 type downWatcher struct {
 	h *harness
 
-	mu       sync.Mutex
-	seenUp   map[string]bool
-	down     map[string]*downSpell
-	max      int
-	maxAt    time.Time
-	maxWho   []string
-	episodes []string
-	polls    int
-	errs     int
+	mu     sync.Mutex
+	seenUp map[string]bool
+	down   map[string]*downSpell
+	max    int
+	maxAt  time.Time
+	maxWho []string
+	// stepMax is the most brokers down at once since stepStart: the
+	// journey's figure per step.
+	stepMax    int
+	stepMaxWho []string
+	episodes   []string
+	polls      int
+	errs       int
 }
 
 func newDownWatcher(h *harness) *downWatcher {
@@ -711,6 +715,27 @@ func (w *downWatcher) observe(ctx context.Context) {
 	if len(downNow) > w.max {
 		w.max, w.maxAt, w.maxWho = len(downNow), now, downNow
 	}
+	if len(downNow) > w.stepMax {
+		w.stepMax, w.stepMaxWho = len(downNow), downNow
+	}
+}
+
+// stepStart starts a step's count with the brokers down now (a spell
+// that began in the step before still counts in this one).
+func (w *downWatcher) stepStart() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stepMax, w.stepMaxWho = len(w.down), nil
+	for n := range w.down {
+		w.stepMaxWho = append(w.stepMaxWho, n)
+	}
+}
+
+// stepResult is the most brokers down at once since stepStart, and who.
+func (w *downWatcher) stepResult() (int, []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stepMax, append([]string(nil), w.stepMaxWho...)
 }
 
 func has(m map[string]int32, k string) bool {
