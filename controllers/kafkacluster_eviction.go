@@ -195,7 +195,7 @@ func (r *KafkaClusterReconciler) reconcileEvictions(ctx context.Context, s *clus
 			if err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("get node %s: %w", n, err)
 			}
-			unschedulable = err == nil && node.Spec.Unschedulable
+			unschedulable = err == nil && NodeDraining(&node)
 			nodes[n] = unschedulable
 		}
 		if unschedulable {
@@ -285,8 +285,28 @@ func anyOtherReady(pods []plan.Pod, cordoned map[string]string) bool {
 	return false
 }
 
-// nodeCordoned passes the Node updates that make a node unschedulable
-// (`kubectl cordon`, the first thing `kubectl drain` does).
+// drainTaints are the taints node drainers other than kubectl put on a
+// node before they evict its pods: the cluster autoscaler's scale-down
+// and Karpenter's disruption (v1 and before).
+var drainTaints = []string{corev1.TaintNodeUnschedulable, "ToBeDeletedByClusterAutoscaler", "karpenter.sh/disrupted", "karpenter.sh/disruption"}
+
+// NodeDraining says whether node is being emptied: cordoned
+// (spec.unschedulable, what `kubectl drain` does first) or carrying a
+// drainer's taint (drainTaints).
+func NodeDraining(node *corev1.Node) bool {
+	if node.Spec.Unschedulable {
+		return true
+	}
+	for _, t := range node.Spec.Taints {
+		if slices.Contains(drainTaints, t.Key) && t.Effect != corev1.TaintEffectPreferNoSchedule {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeCordoned passes the Node updates that start a drain (NodeDraining
+// turns true).
 func nodeCordoned() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc:  func(event.CreateEvent) bool { return false },
@@ -295,7 +315,7 @@ func nodeCordoned() predicate.Predicate {
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			old, okOld := e.ObjectOld.(*corev1.Node)
 			cur, okNew := e.ObjectNew.(*corev1.Node)
-			return okOld && okNew && !old.Spec.Unschedulable && cur.Spec.Unschedulable
+			return okOld && okNew && !NodeDraining(old) && NodeDraining(cur)
 		},
 	}
 }

@@ -122,3 +122,24 @@ func TestEtcdBlocksEviction(t *testing.T) {
 		})
 	}
 }
+
+func TestNodeDraining(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		node  corev1.Node
+		drain bool
+	}{
+		{"schedulable", corev1.Node{}, false},
+		{"cordoned (kubectl cordon, kubectl drain)", corev1.Node{Spec: corev1.NodeSpec{Unschedulable: true}}, true},
+		{"the cluster autoscaler's scale-down taint", corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "ToBeDeletedByClusterAutoscaler", Effect: corev1.TaintEffectNoSchedule}}}}, true},
+		{"Karpenter's disruption taint", corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "karpenter.sh/disrupted", Effect: corev1.TaintEffectNoSchedule}}}}, true},
+		{"the autoscaler's soft candidate taint", corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "ToBeDeletedByClusterAutoscaler", Effect: corev1.TaintEffectPreferNoSchedule}}}}, false},
+		{"another taint", corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "dedicated", Effect: corev1.TaintEffectNoSchedule}}}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := controllers.NodeDraining(&tc.node); got != tc.drain {
+				t.Fatalf("NodeDraining = %v, want %v", got, tc.drain)
+			}
+		})
+	}
+}
