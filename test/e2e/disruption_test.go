@@ -73,13 +73,21 @@ func (j *journey) rebalanceApprove(ctx context.Context) (string, error) {
 	if err := resp.Error(); err != nil {
 		return "", fmt.Errorf("alter partition assignments: %w", err)
 	}
+	// Done in every broker's view (the operator's admin client asks any
+	// of them), so the proposal is planned on the imbalance.
 	err = poll(ctx, 3*time.Minute, "the reassignments off b-1 done", func(ctx context.Context) (bool, string, error) {
-		v, err := j.h.metadata(ctx)
+		views, err := j.h.replicasOnInEveryView(ctx, b1)
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		if n := v.replicasOn(b1); n != 1 {
-			return false, fmt.Sprintf("b-1 holds %d replicas", n), nil
+		for _, n := range views {
+			if n[b1] != 1 {
+				return false, fmt.Sprintf("b-1 holds %d replicas in a broker's view", n[b1]), nil
+			}
+		}
+		v, err := j.h.metadata(ctx)
+		if err != nil {
+			return false, err.Error(), nil
 		}
 		ok, why := v.fullISR(3)
 		return ok, why, nil
@@ -127,6 +135,7 @@ func (j *journey) rebalanceApprove(ctx context.Context) (string, error) {
 	if _, err := j.h.run(ctx, "-n", namespace, "annotate", "kafkarebalance", name, strata.RebalanceAnnotation+"="+strata.RebalanceApprove); err != nil {
 		return "", err
 	}
+	var after map[int32]int
 	err = poll(ctx, 5*time.Minute, "the approved rebalance Ready", func(ctx context.Context) (bool, string, error) {
 		if err := j.h.kube.Get(ctx, client.ObjectKeyFromObject(kr), kr); err != nil {
 			return false, "", err
@@ -134,17 +143,25 @@ func (j *journey) rebalanceApprove(ctx context.Context) (string, error) {
 		if kr.Status.State != strata.RebalanceStateReady {
 			return false, fmt.Sprintf("state %s: %s", kr.Status.State, kr.Status.Message), nil
 		}
-		return j.h.healthy(ctx)
+		if ok, why, err := j.h.healthy(ctx); !ok || err != nil {
+			return ok, why, err
+		}
+		// Even in every broker's view: one may lag the moves' end by a
+		// moment (CI once read 5/1 from one right after Ready).
+		views, err := j.h.replicasOnInEveryView(ctx, b0, b1)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for _, n := range views {
+			if n[b0]-n[b1] > 1 || n[b1]-n[b0] > 1 {
+				return false, fmt.Sprintf("Ready, but b-0 holds %d replicas and b-1 %d in a broker's view", n[b0], n[b1]), nil
+			}
+			after = n
+		}
+		return after != nil, "no broker's view", nil
 	})
 	if err != nil {
 		return "", err
-	}
-	v, err = j.h.metadata(ctx)
-	if err != nil {
-		return "", err
-	}
-	if n0, n1 := v.replicasOn(b0), v.replicasOn(b1); n0-n1 > 1 || n1-n0 > 1 {
-		return "", fmt.Errorf("after the rebalance b-0 holds %d replicas and b-1 %d", n0, n1)
 	}
 	done := "?"
 	if p := kr.Status.Progress; p != nil {
@@ -155,7 +172,7 @@ func (j *journey) rebalanceApprove(ctx context.Context) (string, error) {
 	}
 	return fmt.Sprintf("reassigned %v; proposal: %d moves, %d bytes, %d cross-zone bytes Kafka / %d Strata, %s at %d B/s, cost $%s Kafka / $%s Strata; approved: %s; b-0/b-1 hold %d/%d replicas",
 		moved, prop.Moves, prop.BytesToMove, prop.CrossZoneBytes, prop.CrossZoneBytesStrata, prop.EstimatedDuration.Duration, rebalanceThrottle,
-		prop.CostUSD.Kafka, prop.CostUSD.Strata, done, v.replicasOn(b0), v.replicasOn(b1)), nil
+		prop.CostUSD.Kafka, prop.CostUSD.Strata, done, after[b0], after[b1]), nil
 }
 
 // etcdSelector: the managed etcd's pods.

@@ -421,6 +421,45 @@ func (h *harness) fewestReplicasOn(ctx context.Context, id int32) (int, error) {
 	return fewest, nil
 }
 
+// replicasOnInEveryView counts the topic's replicas on each of ids in the
+// view of every broker that answers (one count map per view): a view may
+// lag etcd by a moment, so a condition on the counts holds for sure only
+// when it holds in every view.
+func (h *harness) replicasOnInEveryView(ctx context.Context, ids ...int32) ([]map[int32]int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	md, err := h.admin.BrokerMetadata(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	var views []map[int32]int
+	for _, b := range md.Brokers {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, h.kcl.Broker(int(b.NodeID)))
+		if err != nil {
+			return nil, fmt.Errorf("metadata from broker %d: %w", b.NodeID, err)
+		}
+		n := map[int32]int{}
+		for _, id := range ids {
+			n[id] = 0
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				for _, r := range p.Replicas {
+					if _, ok := n[r]; ok {
+						n[r]++
+					}
+				}
+			}
+		}
+		views = append(views, n)
+	}
+	return views, nil
+}
+
 // replicasOn counts the topic's replicas on broker id.
 func (v *kafkaView) replicasOn(id int32) int {
 	n := 0
