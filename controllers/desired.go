@@ -392,14 +392,17 @@ func BuildServices(kc *strata.KafkaCluster) []*corev1.Service {
 	return []*corev1.Service{headless, bootstrap}
 }
 
-// BuildBrokerPDB renders the PodDisruptionBudget that lets voluntary
-// disruptions (node drains) take at most one broker at a time.
+// BuildBrokerPDB renders the PodDisruptionBudget of the brokers: it
+// allows no voluntary disruption, so no Eviction (kubectl drain, a node
+// upgrade, the cluster autoscaler) takes a broker down; the operator
+// deletes a broker pod on a cordoned node itself, one at a time, when the
+// roll's gate lets it go (kafkacluster_eviction.go).
 func BuildBrokerPDB(kc *strata.KafkaCluster) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
 		ObjectMeta: objectMeta(kc, BrokerPDBName(kc.Name), clusterLabels(kc, ComponentBroker)),
 		Spec: policyv1.PodDisruptionBudgetSpec{
-			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			MaxUnavailable: ptr.To(intstr.FromInt32(0)),
 			Selector:       &metav1.LabelSelector{MatchLabels: brokerSelector(kc)},
 		},
 	}

@@ -108,6 +108,7 @@ func (r *KafkaClusterReconciler) setNoticeCondition(kc *strata.KafkaCluster, typ
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch;delete
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
@@ -321,6 +322,7 @@ func (r *KafkaClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		{"disruption budget", r.reconcilePDB, false},
 		{"removed zones", r.reconcileRemovedZones, false},
 		{"status", r.aggregateStatus, true},
+		{"node drains", r.reconcileEvictions, true},
 		{"rolling restart", r.reconcileRoll, true},
 		{"storage", r.reportStorage, false},
 		{"metadata health", r.reconcileMetadataHealth, true},
@@ -1023,6 +1025,8 @@ func (r *KafkaClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&strata.FastBucket{}, handler.EnqueueRequestsFromMapFunc(r.clustersUsingBucket)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(manualRollPods)). // kafkacluster_annotations.go
+		// A cordoned node (a drain) is acted on at once (kafkacluster_eviction.go).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.clustersOnNode), builder.WithPredicates(nodeCordoned())).
 		// A cluster whose brokers or etcd do not answer costs its reconcile
 		// the probes' timeouts; with one worker every other cluster's
 		// rolls and moves would wait behind it. controller-runtime never

@@ -194,7 +194,7 @@ var _ = Describe("KafkaCluster controller", func() {
 		Expect(zoneAffinity(etcd)).To(ConsistOf(zones))
 		pdb := &policyv1.PodDisruptionBudget{}
 		Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: "demo-brokers"}, pdb)).To(Succeed())
-		Expect(pdb.Spec.MaxUnavailable.IntValue()).To(Equal(1))
+		Expect(pdb.Spec.MaxUnavailable.IntValue()).To(Equal(0), "no voluntary disruption: node drains go through the operator (kafkacluster_eviction.go)")
 		Expect(metav1.IsControlledBy(pdb, getCluster(ns, "demo"))).To(BeTrue(), "the KafkaCluster owns its PodDisruptionBudget")
 		// It covers exactly the broker pods: every zone's, not etcd's (whose
 		// own budget keeps its quorum).

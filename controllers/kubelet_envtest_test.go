@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -71,15 +72,25 @@ type kubelet struct {
 	// named their broker in a replica list.
 	violations []string
 	log        []string
+	// nodes: the node a zone's new pods are bound to (PlaceOn), else
+	// "envtest-node".
+	nodes map[string]string
 }
 
 // startKubelet starts the emulator for kc (which must exist by the time
 // its StatefulSets do) until the spec ends. opts are given to brokers it
 // starts for a scale-up, after the loopback cluster's own settings.
 func startKubelet(kc *strata.KafkaCluster, lc *loopbackCluster, opts ...brokertest.Option) *kubelet {
+	return startKubeletOn(kc, lc, nil, opts...)
+}
+
+// startKubeletOn is startKubelet with each zone's pods bound to the node
+// nodes names (zone -> node; "envtest-node" for a zone not named).
+func startKubeletOn(kc *strata.KafkaCluster, lc *loopbackCluster, nodes map[string]string, opts ...brokertest.Option) *kubelet {
 	k := &kubelet{
 		key: types.NamespacedName{Namespace: kc.Namespace, Name: kc.Name}, lc: lc, opts: opts,
 		running: map[int32]bool{}, down: map[int32]bool{}, restarts: map[int32]int{}, removed: map[int32]bool{},
+		nodes: maps.Clone(nodes),
 	}
 	for id := range lc.brokers() {
 		k.running[id] = true
@@ -107,6 +118,26 @@ func startKubelet(kc *strata.KafkaCluster, lc *loopbackCluster, opts ...brokerte
 		<-done
 	})
 	return k
+}
+
+// PlaceOn binds the pods of zone created from now on to node (as the
+// scheduler would pick it; an existing pod stays where it is).
+func (k *kubelet) PlaceOn(zone, node string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.nodes == nil {
+		k.nodes = map[string]string{}
+	}
+	k.nodes[zone] = node
+}
+
+func (k *kubelet) nodeOf(zone string) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if n := k.nodes[zone]; n != "" {
+		return n
+	}
+	return "envtest-node"
 }
 
 func (k *kubelet) logf(format string, args ...any) {
@@ -386,7 +417,7 @@ func (k *kubelet) createPod(ctx context.Context, sts *appsv1.StatefulSet, ord in
 		Spec: t.Spec,
 	}
 	pod.Labels["statefulset.kubernetes.io/pod-name"] = name
-	pod.Spec.NodeName = "envtest-node"
+	pod.Spec.NodeName = k.nodeOf(sts.Labels[controllers.LabelZone])
 	pod.Spec.Hostname, pod.Spec.Subdomain = name, sts.Spec.ServiceName
 	for _, c := range sts.Spec.VolumeClaimTemplates {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: c.Name, VolumeSource: corev1.VolumeSource{

@@ -234,40 +234,7 @@ var _ = Describe("Rolling restarts", func() {
 		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
 
 		By("a broker outside the cluster's pods holds a replica of a stray topic (min.insync.replicas 2), then stops for good: stray-0 is under-replicated, at min.insync.replicas")
-		const strayID = 300
-		stray := lb.addBroker(client.ObjectKeyFromObject(kc), "c", strayID)
-		cl, err := kgo.NewClient(kgo.SeedBrokers(lb.Addrs()...))
-		Expect(err).NotTo(HaveOccurred())
-		defer cl.Close()
-		Eventually(func(g Gomega) {
-			req := kmsg.NewPtrCreateTopicsRequest()
-			rt := kmsg.NewCreateTopicsRequestTopic()
-			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "stray", -1, -1
-			a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
-			a.Partition, a.Replicas = 0, []int32{100, 200, strayID}
-			rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
-			c := kmsg.NewCreateTopicsRequestTopicConfig()
-			c.Name, c.Value = "min.insync.replicas", ptr.To("2")
-			rt.Configs = append(rt.Configs, c)
-			req.Topics = append(req.Topics, rt)
-			resp, err := req.RequestWith(ctx, cl)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(kerr.ErrorForCode(resp.Topics[0].ErrorCode)).To(Or(Succeed(), MatchError(kerr.TopicAlreadyExists)))
-			md, err := adm.Metadata(ctx, "stray")
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(md.Topics["stray"].Partitions[0].ISR).To(ConsistOf(int32(100), int32(200), int32(strayID)))
-		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
-		stray.Stop()
-		lb.mu.Lock()
-		delete(lb.Brokers, strayID) // no pod, no address the operator should dial
-		lb.mu.Unlock()
-		Eventually(func(g Gomega) {
-			md, err := adm.Metadata(ctx, "stray")
-			g.Expect(err).NotTo(HaveOccurred())
-			p := md.Topics["stray"].Partitions[0]
-			g.Expect(p.Replicas).To(ContainElement(int32(strayID)))
-			g.Expect(p.ISR).To(ConsistOf(int32(100), int32(200)))
-		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+		strayPartition(ctx, kc, lb)
 		k.mu.Lock()
 		k.maxDown = len(k.down)
 		k.mu.Unlock()
@@ -363,6 +330,52 @@ var _ = Describe("Rolling restarts", func() {
 		Expect(k.MaxDown()).To(Equal(1))
 	}, SpecTimeout(6*time.Minute))
 })
+
+// strayID is the broker strayPartition starts and stops.
+const strayID = 300
+
+// strayPartition makes stray-0 (min.insync.replicas 2) under-replicated
+// at min.insync.replicas with ISR [100 200]: a broker outside the
+// cluster's pods (ID 300, zone c) holds a replica of it, then stops for
+// good. Brokers 100 and 200 cannot restart without taking it below
+// min.insync.replicas; broker 0 does not host it.
+func strayPartition(ctx context.Context, kc *strata.KafkaCluster, lb *loopbackCluster) {
+	GinkgoHelper()
+	adm := lb.Admin()
+	stray := lb.addBroker(client.ObjectKeyFromObject(kc), "c", strayID)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(lb.Addrs()...))
+	Expect(err).NotTo(HaveOccurred())
+	defer cl.Close()
+	Eventually(func(g Gomega) {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "stray", -1, -1
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = 0, []int32{100, 200, strayID}
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = "min.insync.replicas", ptr.To("2")
+		rt.Configs = append(rt.Configs, c)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(kerr.ErrorForCode(resp.Topics[0].ErrorCode)).To(Or(Succeed(), MatchError(kerr.TopicAlreadyExists)))
+		md, err := adm.Metadata(ctx, "stray")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(md.Topics["stray"].Partitions[0].ISR).To(ConsistOf(int32(100), int32(200), int32(strayID)))
+	}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+	stray.Stop()
+	lb.mu.Lock()
+	delete(lb.Brokers, strayID) // no pod, no address the operator should dial
+	lb.mu.Unlock()
+	Eventually(func(g Gomega) {
+		md, err := adm.Metadata(ctx, "stray")
+		g.Expect(err).NotTo(HaveOccurred())
+		p := md.Topics["stray"].Partitions[0]
+		g.Expect(p.Replicas).To(ContainElement(int32(strayID)))
+		g.Expect(p.ISR).To(ConsistOf(int32(100), int32(200)))
+	}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
+}
 
 // playEtcdMember plays the StatefulSet controller for one member of a
 // managed etcd in envtest (which runs none): the StatefulSet's generation

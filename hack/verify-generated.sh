@@ -2,7 +2,7 @@
 # Fails when the committed generated files are stale.
 #
 # Records checksums of every generated file (deepcopy, CRDs, RBAC role,
-# OLM bundle), regenerates them in place with `make generate manifests
+# OLM bundle; and the API key table of docs/broker.md, hack/apitable), regenerates them in place with `make generate manifests
 # bundle`, and lists the files whose content changed. The regenerated files
 # are left in the tree, so the fix is to review and commit them.
 set -euo pipefail
@@ -29,6 +29,11 @@ make --no-print-directory -s generate manifests bundle >/dev/null
 after=$(checksums)
 
 stale=$(diff <(echo "$before") <(echo "$after") | sed -n 's/^[<>] [0-9a-f]*  //p' | LC_ALL=C sort -u || true)
+# The API key table of docs/broker.md (hack/apitable) follows the code.
+if ! go run ./hack/apitable >/dev/null 2>&1; then
+  go run ./hack/apitable -w
+  stale=$(printf '%s\n%s' "$stale" docs/broker.md | sed '/^$/d')
+fi
 if [[ -n $stale ]]; then
   echo "generated files were stale; they have been regenerated — review and commit them:" >&2
   echo "$stale" | sed 's/^/  /' >&2

@@ -597,3 +597,57 @@ func TestCleanHoldsNoBatchRecords(t *testing.T) {
 		t.Errorf("after the clean: %d records from offset %d, want the big batch's dropped", len(got), got[0].offset)
 	}
 }
+
+// A follower that receives a whole history in one append (a catch-up
+// fetch, or one WAL object) rolls its segments at segment.bytes as the
+// leader did, so the history is cleanable: with one roll check per append
+// it went into one active segment of any size, which the cleaner never
+// cleans (TestWALCompactedTopicReplicas' follower kept 3,000 uncleaned
+// records that way).
+func TestFollowerBulkAppendRollsSegments(t *testing.T) {
+	leader := openLog(t, t.TempDir(), compactConfig())
+	defer leader.Close()
+	fillKeyed(t, leader, 0, 1000, 7)
+	var cp []record.Batch // the whole log, for one append
+	for next := int64(0); next < leader.EndOffset(); {
+		res, err := leader.Read(next, 1<<20, leader.EndOffset())
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, err := splitStored(res.Records)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range bs {
+			cp = append(cp, append(record.Batch(nil), b...))
+		}
+		next = bs[len(bs)-1].LastOffset() + 1
+	}
+
+	follower := openLog(t, t.TempDir(), compactConfig())
+	defer follower.Close()
+	ar, err := follower.AppendAsFollower(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ar.BaseOffset != 0 || ar.LastOffset != leader.EndOffset()-1 || follower.EndOffset() != leader.EndOffset() {
+		t.Fatalf("append result %+v, log end %d, leader's %d", ar, follower.EndOffset(), leader.EndOffset())
+	}
+	if len(follower.segs) < len(leader.segs)-1 {
+		t.Fatalf("follower has %d segments, the leader %d", len(follower.segs), len(leader.segs))
+	}
+	for _, s := range follower.segs {
+		if s.size > compactConfig().SegmentBytes {
+			t.Fatalf("segment %d holds %d bytes, segment.bytes is %d", s.base, s.size, compactConfig().SegmentBytes)
+		}
+	}
+	if r, due := follower.DirtyRatio(math.MaxInt64); !due || r == 0 {
+		t.Fatalf("follower dirty ratio %v, due %v: want a due log", r, due)
+	}
+	want := latestByKey(readRecords(t, leader))
+	mustClean(t, follower)
+	got := readRecords(t, follower)
+	if len(got) >= 1000/2 || fmt.Sprint(latestByKey(got)) != fmt.Sprint(want) {
+		t.Fatalf("follower kept %d records after cleaning; latest %v, want %v", len(got), latestByKey(got), want)
+	}
+}

@@ -134,26 +134,74 @@ func (l *Log) append(batches []record.Batch, leaderEpoch int32, asLeader, verify
 	l.ioMu.RLock()
 	defer l.ioMu.RUnlock()
 	l.mu.Lock()
-	res, syncNeeded, err := l.appendLocked(batches, leaderEpoch, asLeader, verify, guard)
+	var res AppendResult
+	var syncNeeded bool
+	var err error
+	if asLeader {
+		res, syncNeeded, err = l.appendLocked(batches, leaderEpoch, asLeader, verify, guard)
+	} else {
+		res, syncNeeded, err = l.appendFollowerLocked(batches)
+	}
 	var pending *pendingSync
-	if err == nil && syncNeeded {
+	if syncNeeded { // also after a follower append failed part way
 		pending = l.prepareSync()
 	}
 	l.mu.Unlock()
-	if err != nil {
-		return res, err
-	}
 	if pending != nil {
 		// fsync outside mu: readers and other appends go on meanwhile,
 		// and one fsync covers every append written before it.
-		if err := l.finishSync(pending); err != nil {
+		if serr := l.finishSync(pending); serr != nil && err == nil {
 			// The bytes are written but not known durable: fail the
 			// request so the producer retries (a duplicate at worst,
 			// which idempotence absorbs).
-			return AppendResult{}, err
+			return AppendResult{}, serr
 		}
 	}
+	if err != nil {
+		return res, err
+	}
 	return res, nil
+}
+
+// appendFollowerLocked appends a follower's batches in groups that each
+// fit the segment they go to, rolling between groups: a follower catching
+// up receives many batches in one fetch (or one WAL object), and with one
+// roll check per append its log would hold them all in one active segment
+// of any size. The cleaner never cleans the active segment, and retention
+// and tiering work by whole segments, so such a replica kept a whole
+// compacted history uncleaned until its next append (found by
+// TestWALCompactedTopicReplicas). Each group is checked and written as
+// appendLocked does; if a later group fails, the earlier ones stay (the
+// follower fetches again from its new log end) and the error is returned.
+func (l *Log) appendFollowerLocked(batches []record.Batch) (AppendResult, bool, error) {
+	var res AppendResult
+	sync := false
+	for first := true; len(batches) > 0; first = false {
+		seg := l.active()
+		room := l.cfg.SegmentBytes - seg.size
+		if seg.size > 0 && int64(len(batches[0])) > room {
+			room = l.cfg.SegmentBytes // appendLocked rolls first
+		}
+		n, size := 1, int64(len(batches[0]))
+		for n < len(batches) && size+int64(len(batches[n])) <= room {
+			size += int64(len(batches[n]))
+			n++
+		}
+		r, s, err := l.appendLocked(batches[:n], -1, false, false, nil)
+		if err != nil {
+			if !first {
+				return res, sync, err
+			}
+			return r, false, err
+		}
+		if first {
+			res = r
+		}
+		res.LastOffset, res.LogStartOffset = r.LastOffset, r.LogStartOffset
+		sync = sync || s
+		batches = batches[n:]
+	}
+	return res, sync, nil
 }
 
 // appendLocked does the work of append with mu held; it reports whether

@@ -149,6 +149,15 @@ type Partition struct {
 	// deleted is set by DeleteAll: the topic is gone, nothing is written
 	// any more (guarded by writeMu).
 	deleted bool
+	// pruneChecked: the manifests were listed for pruning since this
+	// process opened the partition, and commits counts manifests written
+	// since (both guarded by writeMu). An upload round prunes only when
+	// either says old versions may be there: listing every partition's
+	// manifests on every round, with nothing to upload, was most of an
+	// idle broker's CPU with 1,200 tiered partitions (a LIST each per
+	// round, priced like a PUT on S3).
+	pruneChecked bool
+	commits      int
 }
 
 // Prefix is the partition's key prefix in the bucket.
@@ -383,6 +392,7 @@ func (p *Partition) commit(ctx context.Context, m *Manifest, epoch int32) error 
 	p.mu.Lock()
 	p.man = m.clone()
 	p.mu.Unlock()
+	p.commits++
 	return nil
 }
 
@@ -558,11 +568,20 @@ func readRange(src Source, from, next, size int64) ([]byte, error) {
 	return out, nil
 }
 
-// pruneManifests deletes all but the newest KeepManifests versions.
-// Failures only leave old versions behind.
+// pruneManifests deletes all but the newest KeepManifests versions, once
+// after the partition is opened and then after manifests were written
+// (writeMu held). Failures only leave old versions behind, for the next
+// round.
 func (p *Partition) pruneManifests(ctx context.Context) {
+	if p.pruneChecked && p.commits == 0 {
+		return
+	}
 	objs, err := p.t.store.List(ctx, p.prefix+"manifest/")
-	if err != nil || len(objs) <= p.t.cfg.KeepManifests {
+	if err != nil {
+		return
+	}
+	p.pruneChecked, p.commits = true, 0
+	if len(objs) <= p.t.cfg.KeepManifests {
 		return
 	}
 	keys := make([]string, 0, len(objs))

@@ -3,8 +3,10 @@ package tier_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -458,5 +460,85 @@ func TestAbortedTxnsInTier(t *testing.T) {
 	objs, err := st.List(ctx, p.Prefix()+"segments/")
 	if err != nil || len(objs) != 0 {
 		t.Fatalf("%d segment objects left after retention dropped every segment (%v)", len(objs), err)
+	}
+}
+
+// listCounter counts the LIST requests a tier sends.
+type listCounter struct {
+	*objstore.S3
+	lists atomic.Int64
+}
+
+func (c *listCounter) List(ctx context.Context, prefix string) ([]objstore.ObjectInfo, error) {
+	c.lists.Add(1)
+	return c.S3.List(ctx, prefix)
+}
+
+// TestIdleUploadRoundsSendNoRequests: an upload round with nothing new to
+// upload sends no request at all (it listed the partition's manifests
+// for pruning on every round: with 1,200 tiered partitions that was most
+// of an idle broker's CPU, and a priced LIST each); old manifest versions
+// are still pruned after rounds that wrote some, and once after the
+// partition is opened again.
+func TestIdleUploadRoundsSendNoRequests(t *testing.T) {
+	srv := s3server.Start(t, bucket)
+	ctx := context.Background()
+	st := &listCounter{S3: newStore(t, srv)}
+	newTier := func() *tier.Partition {
+		return tier.New(st, tier.Config{Cluster: "c", ChunkBytes: 1024, CacheBytes: 8 << 10}, logr.Discard()).Partition("t", "id", 0)
+	}
+	manifests := func() int {
+		objs, err := st.S3.List(ctx, newTier().Prefix()+"manifest/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(objs)
+	}
+	l := openLog(t, 2000)
+	appendN(t, l, 40, 0, 1_000)
+	p := newTier()
+	if res, err := p.Upload(ctx, l, l.EndOffset(), 0); err != nil || res.Segments < 4 {
+		t.Fatalf("first round: %+v, %v; want 4 or more segments", res, err)
+	}
+	if n := manifests(); n != tier.DefaultKeepManifests {
+		t.Fatalf("%d manifest versions after the first round, want %d", n, tier.DefaultKeepManifests)
+	}
+	for range 3 {
+		before := st.lists.Load()
+		if res, err := p.Upload(ctx, l, l.EndOffset(), 0); err != nil || res.Segments != 0 {
+			t.Fatalf("idle round: %+v, %v", res, err)
+		}
+		if n := st.lists.Load() - before; n != 0 {
+			t.Fatalf("an idle upload round sent %d LIST requests", n)
+		}
+	}
+	appendN(t, l, 40, 0, 5_000)
+	if res, err := p.Upload(ctx, l, l.EndOffset(), 0); err != nil || res.Segments == 0 {
+		t.Fatalf("third round: %+v, %v", res, err)
+	}
+	if n := manifests(); n != tier.DefaultKeepManifests {
+		t.Fatalf("%d manifest versions after more uploads, want %d", n, tier.DefaultKeepManifests)
+	}
+	// Versions left behind by another process (a failed prune, say) are
+	// pruned by the first round of a partition opened again.
+	reopened := newTier()
+	if _, err := reopened.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := reopened.Manifest()
+	raw, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := st.Put(ctx, reopened.Prefix()+fmt.Sprintf("manifest/%010d-%020d.json", 0, i), raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := reopened.Upload(ctx, l, l.EndOffset(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := manifests(); n != tier.DefaultKeepManifests {
+		t.Fatalf("%d manifest versions after the reopened partition's first round, want %d", n, tier.DefaultKeepManifests)
 	}
 }

@@ -421,6 +421,45 @@ func (h *harness) fewestReplicasOn(ctx context.Context, id int32) (int, error) {
 	return fewest, nil
 }
 
+// replicasOnInEveryView counts the topic's replicas on each of ids in the
+// view of every broker that answers (one count map per view): a view may
+// lag etcd by a moment, so a condition on the counts holds for sure only
+// when it holds in every view.
+func (h *harness) replicasOnInEveryView(ctx context.Context, ids ...int32) ([]map[int32]int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	md, err := h.admin.BrokerMetadata(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	var views []map[int32]int
+	for _, b := range md.Brokers {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, h.kcl.Broker(int(b.NodeID)))
+		if err != nil {
+			return nil, fmt.Errorf("metadata from broker %d: %w", b.NodeID, err)
+		}
+		n := map[int32]int{}
+		for _, id := range ids {
+			n[id] = 0
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				for _, r := range p.Replicas {
+					if _, ok := n[r]; ok {
+						n[r]++
+					}
+				}
+			}
+		}
+		views = append(views, n)
+	}
+	return views, nil
+}
+
 // replicasOn counts the topic's replicas on broker id.
 func (v *kafkaView) replicasOn(id int32) int {
 	n := 0
@@ -610,15 +649,19 @@ func (h *harness) walKeys(ctx context.Context, zone string) (map[string]bool, er
 type downWatcher struct {
 	h *harness
 
-	mu       sync.Mutex
-	seenUp   map[string]bool
-	down     map[string]*downSpell
-	max      int
-	maxAt    time.Time
-	maxWho   []string
-	episodes []string
-	polls    int
-	errs     int
+	mu     sync.Mutex
+	seenUp map[string]bool
+	down   map[string]*downSpell
+	max    int
+	maxAt  time.Time
+	maxWho []string
+	// stepMax is the most brokers down at once since stepStart: the
+	// journey's figure per step.
+	stepMax    int
+	stepMaxWho []string
+	episodes   []string
+	polls      int
+	errs       int
 }
 
 func newDownWatcher(h *harness) *downWatcher {
@@ -711,6 +754,27 @@ func (w *downWatcher) observe(ctx context.Context) {
 	if len(downNow) > w.max {
 		w.max, w.maxAt, w.maxWho = len(downNow), now, downNow
 	}
+	if len(downNow) > w.stepMax {
+		w.stepMax, w.stepMaxWho = len(downNow), downNow
+	}
+}
+
+// stepStart starts a step's count with the brokers down now (a spell
+// that began in the step before still counts in this one).
+func (w *downWatcher) stepStart() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stepMax, w.stepMaxWho = len(w.down), nil
+	for n := range w.down {
+		w.stepMaxWho = append(w.stepMaxWho, n)
+	}
+}
+
+// stepResult is the most brokers down at once since stepStart, and who.
+func (w *downWatcher) stepResult() (int, []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stepMax, append([]string(nil), w.stepMaxWho...)
 }
 
 func has(m map[string]int32, k string) bool {

@@ -59,8 +59,13 @@ type Step struct {
 	Name    string  `json:"name"`
 	OK      bool    `json:"ok"`
 	Seconds float64 `json:"seconds"`
-	Detail  string  `json:"detail,omitempty"`
-	Error   string  `json:"error,omitempty"`
+	// Lost (acknowledged records the consumer has not seen, so far; final
+	// in workload-final) and MaxBrokersDown (the most brokers down at once
+	// during the step) are measured from wal-path to workload-final.
+	Lost           *int64 `json:"lost,omitempty"`
+	MaxBrokersDown *int   `json:"max_brokers_down,omitempty"`
+	Detail         string `json:"detail,omitempty"`
+	Error          string `json:"error,omitempty"`
 }
 
 type Report struct {
@@ -86,24 +91,48 @@ type journey struct {
 	failed  bool
 	watcher *downWatcher
 	only    map[string]bool
-	stopped bool // the workload was stopped (its final counts are in)
+	stopped bool  // the workload was stopped (its final counts are in)
+	lost    int64 // the workload's lost count at its last look
 }
 
 // step runs one step unless an earlier one failed (or -e2e.steps leaves it
 // out), and records it. After a step that changed the cluster, the
-// workload must show no loss so far.
+// workload must show no loss so far. At most one broker may be down at
+// once during any step.
 func (j *journey) step(ctx context.Context, name string, fn func(ctx context.Context) (string, error)) {
+	j.stepDown(ctx, name, 1, fn)
+}
+
+// stepDown is step with at most maxDown brokers down at once during it
+// (0: the step must restart no broker).
+func (j *journey) stepDown(ctx context.Context, name string, maxDown int, fn func(ctx context.Context) (string, error)) {
 	if j.failed || (j.only != nil && !j.only[name]) {
 		return
 	}
 	j.t.Logf("step %s", name)
+	watched := j.watcher != nil
+	if watched {
+		j.watcher.stepStart()
+	}
 	t0 := time.Now()
 	detail, err := fn(ctx)
 	if j.watcher != nil && !j.stopped {
 		// The counts so far go into the report whatever the step did.
 		err = errors.Join(err, j.checkWorkload(ctx))
 	}
-	s := Step{Name: name, OK: err == nil, Seconds: time.Since(t0).Round(100 * time.Millisecond).Seconds(), Detail: detail}
+	s := Step{Name: name, Seconds: time.Since(t0).Round(100 * time.Millisecond).Seconds(), Detail: detail}
+	if watched {
+		down, who := j.watcher.stepResult()
+		lost := j.lost
+		if j.stopped {
+			lost = j.report.Lost
+		}
+		s.MaxBrokersDown, s.Lost = &down, &lost
+		if down > maxDown {
+			err = errors.Join(err, fmt.Errorf("%d brokers down at once during the step (%v), at most %d allowed", down, who, maxDown))
+		}
+	}
+	s.OK = err == nil
 	if err != nil {
 		s.Error = err.Error()
 		j.failed = true
@@ -123,6 +152,7 @@ func (j *journey) checkWorkload(ctx context.Context) error {
 	}
 	j.report.Acked, j.report.Duplicated, j.report.OutOfOrder = st.Acked, st.Duplicated, st.OutOfOrder
 	j.report.Verify = st.raw
+	j.lost = st.Lost
 	var errs []error
 	if !st.Running {
 		errs = append(errs, fmt.Errorf("workload not running: %s", st.raw))
@@ -201,11 +231,15 @@ func TestJourney(t *testing.T) {
 	}
 
 	j.step(ctx, "wal-path", j.walPath)
-	j.step(ctx, "dynamic-config", j.dynamicConfig)
+	// A dynamic key restarts nobody: no broker down at all.
+	j.stepDown(ctx, "dynamic-config", 0, j.dynamicConfig)
 	j.step(ctx, "scale-up-b", j.scaleUp)
+	j.step(ctx, "rebalance-approve", j.rebalanceApprove)
 	j.step(ctx, "config-roll", j.configRoll)
+	j.step(ctx, "etcd-member-delete-mid-roll", j.etcdMemberDelete)
 	j.step(ctx, "scale-down-b", j.scaleDown)
 	j.step(ctx, "broker-pod-delete", j.brokerPodDelete)
+	j.step(ctx, "drain-node", j.drainNode)
 	j.step(ctx, "operator-restart-mid-roll", j.operatorRestartMidRoll)
 	j.step(ctx, "workload-final", j.workloadFinal)
 	stopWatcher()

@@ -85,9 +85,8 @@ func testCompactedTopicReplicas(t *testing.T, c *brokertest.Cluster) {
 	// Without retries the producer fails on the first broker that does
 	// not know the new topic yet (make test-stress saw
 	// UNKNOWN_TOPIC_OR_PARTITION): that error is retried here, nothing
-	// else. Not by waiting for every broker first: a follower that opens
-	// the partition before it is stopped below does not clean it after
-	// catching up (WAL mode; issue #28's ledger, open).
+	// else (state() waits for every broker's metadata, not for the
+	// leader to have opened the partition).
 	var err error
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		err = keyless.ProduceSync(ctx, &kgo.Record{Topic: "changelog", Value: []byte("no key")}).FirstErr()

@@ -43,23 +43,38 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 }
 
 // state returns a partition's state as the first running broker applied
-// it, waiting until that broker knows the partition (a broker applies a
-// new topic a moment after the one that created it).
+// it, waiting until every running broker knows the partition (a broker
+// applies a new topic a moment after the one that created it; a client
+// that asks a broker which knows it may reach a leader which does not
+// yet, and without retries fails UNKNOWN_TOPIC_OR_PARTITION, as
+// TestWALCompactedTopicReplicas did on a loaded machine).
 func state(t *testing.T, c *brokertest.Cluster, topic string, p int32) meta.PartitionState {
 	t.Helper()
 	var ps meta.PartitionState
-	waitFor(t, fmt.Sprintf("partition %s-%d in the applied metadata", topic, p), 30*time.Second, func() bool {
+	waitFor(t, fmt.Sprintf("partition %s-%d in every running broker's applied metadata", topic, p), 30*time.Second, func() bool {
+		running, known := 0, 0
 		for _, b := range c.Brokers {
-			if srv := b.Server(); srv != nil {
-				if st := srv.Broker().ClusterState(); st != nil {
-					var ok bool
-					ps, ok = st.Partition(meta.TopicPartition{Topic: topic, Partition: p})
-					return ok
+			srv := b.Server()
+			if srv == nil {
+				continue
+			}
+			running++
+			st := srv.Broker().ClusterState()
+			if st == nil {
+				continue
+			}
+			s, ok := st.Partition(meta.TopicPartition{Topic: topic, Partition: p})
+			if ok {
+				if known == 0 {
+					ps = s
 				}
+				known++
 			}
 		}
-		t.Fatal("no running broker")
-		return false
+		if running == 0 {
+			t.Fatal("no running broker")
+		}
+		return known == running
 	})
 	return ps
 }
