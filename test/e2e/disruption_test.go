@@ -35,10 +35,13 @@ const rebalanceThrottle = 10 << 20
 // are reassigned to b-0 through the admin API (as a user's tool would);
 // a KafkaRebalance (mode full) proposes to even it out, with the bytes,
 // cross-zone bytes, time at the throttle and cost in status; approved by
-// annotation, it runs to Ready and the cluster is healthy again.
+// annotation, it runs to Ready and the cluster is healthy again. The
+// step raises spec.rebalance.imbalanceTolerancePercent to its maximum
+// first: at the default (10 %) the operator would even the imbalance out
+// by itself before the proposal, which would then have nothing to move.
 func (j *journey) rebalanceApprove(ctx context.Context) (string, error) {
 	if _, err := j.h.run(ctx, "-n", namespace, "patch", "kafkacluster", clusterName, "--type=merge",
-		"-p", fmt.Sprintf(`{"spec":{"rebalance":{"throttle":%d}}}`, rebalanceThrottle)); err != nil {
+		"-p", fmt.Sprintf(`{"spec":{"rebalance":{"throttle":%d,"imbalanceTolerancePercent":1000}}}`, rebalanceThrottle)); err != nil {
 		return "", err
 	}
 	v, err := j.h.metadata(ctx)
