@@ -145,6 +145,11 @@ const (
 	TLSCertKey   = "tls.crt"
 	TLSKeyKey    = "tls.key"
 	CACertKey    = "ca.crt"
+	// MetricsTokenDir holds the metrics listener's bearer token
+	// (MetricsTokenKey of the cluster's metrics token Secret), the
+	// broker's metrics.auth.token.file.
+	MetricsTokenDir = "/etc/strata-metrics"
+	MetricsTokenKey = "token"
 )
 
 // renderListeners writes listeners, advertised.listeners, the protocol
@@ -302,6 +307,10 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 		"leader.placement.policy": string(orDefault(string(kc.Spec.LeaderPlacement.Policy), string(strata.LeaderPlacementBalanced))),
 		// The readiness probe and the metrics port use this address.
 		"metrics.listen": fmt.Sprintf("0.0.0.0:%d", brokerMetricsPort),
+		// Everything on it but /healthz and /readyz (the probes) needs
+		// the cluster's bearer token: /metrics shows topic names and
+		// offsets that ACLs hide from clients.
+		"metrics.auth.token.file": MetricsTokenDir + "/" + MetricsTokenKey,
 	}
 	if z := kc.Spec.LeaderPlacement.Zone; z != "" {
 		// The broker default of the leader.placement.zone topic config;

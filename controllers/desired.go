@@ -300,6 +300,7 @@ func brokerVolumeMounts(kc *strata.KafkaCluster) []corev1.VolumeMount {
 		{Name: "data", MountPath: BrokerDataDir},
 		{Name: "config", MountPath: BrokerConfigDir, ReadOnly: true},
 		{Name: "cluster-tls", MountPath: ClusterTLSDir, ReadOnly: true},
+		{Name: "metrics-token", MountPath: MetricsTokenDir, ReadOnly: true},
 	}
 	if kc.Spec.Security.ListenerCertificate != nil {
 		m = append(m, corev1.VolumeMount{Name: "listener-tls", MountPath: ListenerTLSDir, ReadOnly: true})
@@ -331,6 +332,12 @@ func brokerVolumes(kc *strata.KafkaCluster, zone string) []corev1.Volume {
 		Name: "cluster-tls",
 		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: BrokerCertsSecretName(kc.Name), DefaultMode: ptr.To[int32](0o400),
+		}},
+	}, {
+		Name: "metrics-token",
+		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: MetricsTokenSecret(kc), DefaultMode: ptr.To[int32](0o400),
+			Items: []corev1.KeyToPath{{Key: MetricsTokenKey, Path: MetricsTokenKey}},
 		}},
 	}}
 	if ref := kc.Spec.Security.ListenerCertificate; ref != nil {

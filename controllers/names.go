@@ -101,6 +101,11 @@ func EtcdCertsSecretName(cluster string) string { return cluster + "-etcd-certs"
 // (CN=strata-operator) for the cluster's REPLICATION listener and etcd.
 func OperatorCertSecretName(cluster string) string { return cluster + "-operator-cert" }
 
+// MetricsTokenSecretName holds the bearer token of the brokers' HTTP
+// listener (key MetricsTokenKey) the operator generates when
+// spec.security.metricsToken names no Secret of the user's.
+func MetricsTokenSecretName(cluster string) string { return cluster + "-metrics-token" }
+
 // NetworkPolicyName names the cluster's NetworkPolicies (<cluster>-brokers
 // and <cluster>-etcd).
 func NetworkPolicyName(cluster, component string) string {

@@ -523,6 +523,16 @@ type SecuritySpec struct {
 	// +kubebuilder:default={enabled:true}
 	// +optional
 	NetworkPolicy NetworkPolicySpec `json:"networkPolicy,omitempty"`
+
+	// MetricsToken names a Secret in the cluster's namespace whose key
+	// "token" is the bearer token of the brokers' HTTP listener (port
+	// 9644): every path but /healthz and /readyz needs
+	// "Authorization: Bearer <token>". Without it the operator generates
+	// one per cluster in Secret <cluster>-metrics-token. Name your own
+	// Secret to share one token with a Prometheus that scrapes several
+	// clusters. The brokers re-read the token when the Secret changes.
+	// +optional
+	MetricsToken *SecretReference `json:"metricsToken,omitempty"`
 }
 
 // AuthorizationType is spec.security.authorization.type.
