@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -151,6 +152,22 @@ const (
 	MetricsTokenDir = "/etc/strata-metrics"
 	MetricsTokenKey = "token"
 )
+
+// DefaultConnectionsMaxReauth is the connections.max.reauth.ms the
+// operator sets on clusters with a SASL listener (KIP-368): a SASL
+// session ends after it unless the client re-authenticates, so a
+// password rotated or a KafkaUser deleted locks its sessions out within
+// an hour instead of never. spec.config may set another value (0: no
+// expiry, Kafka's default).
+const DefaultConnectionsMaxReauth = time.Hour
+
+// renderReauth writes connections.max.reauth.ms when a client listener
+// is SASL_PLAINTEXT or SASL_SSL (the key means nothing to the others).
+func renderReauth(kc *strata.KafkaCluster, kv map[string]string) {
+	if slices.ContainsFunc(Listeners(kc), func(l strata.ListenerSpec) bool { return strings.HasPrefix(string(l.Protocol), "SASL_") }) {
+		kv["connections.max.reauth.ms"] = millis(DefaultConnectionsMaxReauth)
+	}
+}
 
 // renderListeners writes listeners, advertised.listeners, the protocol
 // map, the inter-broker listener and the TLS files of every TLS listener.
@@ -319,6 +336,7 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 	}
 
 	renderListeners(kc, kv, zi.LegacyInterBroker)
+	renderReauth(kc, kv)
 	renderAuthorization(kc, kv)
 	if _, managed := ManagedEtcd(kc); managed {
 		// The managed etcd requires client certificates of the cluster
