@@ -44,6 +44,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 
 		KafkaProbeInterval: o.kafkaProbeInterval,
 		RollStuckAfter:     o.rollStuckAfter,
+		OperatorNamespace:  o.operatorNamespace,
 		BucketPolicy:       o.bucketPolicy,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("KafkaCluster controller: %w", err)
@@ -98,6 +99,14 @@ type options struct {
 	kafkaProbeInterval time.Duration
 	rollStuckAfter     time.Duration
 	bucketPolicy       BucketPolicy
+	operatorNamespace  string
+}
+
+// WithOperatorNamespace says which namespace the operator's pods run in
+// (default DefaultOperatorNamespace): the clusters' NetworkPolicies
+// admit pods with the operator's labels from that namespace only.
+func WithOperatorNamespace(ns string) Option {
+	return func(o *options) { o.operatorNamespace = ns }
 }
 
 // WithBucketPolicy sets what FastBuckets may use (default: neither ambient

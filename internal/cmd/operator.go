@@ -3,6 +3,8 @@ package cmd
 import (
 	"flag"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,6 +27,7 @@ type operatorOptions struct {
 	leaderElect      bool
 	leaderElectionNS string
 	watchNamespace   string
+	operatorNS       string
 	bucketPolicy     controllers.BucketPolicy
 	zap              zap.Options
 }
@@ -49,6 +52,8 @@ through the S3 API.`,
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so that only one operator replica is active")
 	f.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
 	f.StringVar(&o.watchNamespace, "namespace", "", "watch only this namespace (default: all namespaces)")
+	f.StringVar(&o.operatorNS, "operator-namespace", "",
+		"the namespace of the operator's pods, the only one the clusters' NetworkPolicies admit them from (default: $POD_NAMESPACE, else the service account's namespace, else "+controllers.DefaultOperatorNamespace+")")
 	f.BoolVar(&o.bucketPolicy.AllowAmbientCredentials, "allow-ambient-credentials", false,
 		"let FastBuckets use ambient credentials (credentials.source Ambient): the operator then probes and sweeps them with its own cloud identity, on any bucket a namespace names")
 	f.BoolVar(&o.bucketPolicy.AllowInsecureEndpoints, "allow-insecure-endpoints", false,
@@ -87,7 +92,8 @@ func runOperator(cmd *cobra.Command, o *operatorOptions) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	if err := controllers.SetupWithManager(mgr, controllers.WithBucketPolicy(o.bucketPolicy)); err != nil {
+	operatorNS := operatorNamespace(o.operatorNS)
+	if err := controllers.SetupWithManager(mgr, controllers.WithBucketPolicy(o.bucketPolicy), controllers.WithOperatorNamespace(operatorNS)); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -96,9 +102,29 @@ func runOperator(cmd *cobra.Command, o *operatorOptions) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("ready check: %w", err)
 	}
-	logger.Info("starting operator", "metrics", o.metricsAddr, "probes", o.probeAddr, "leaderElect", o.leaderElect, "namespace", o.watchNamespace)
+	logger.Info("starting operator", "metrics", o.metricsAddr, "probes", o.probeAddr, "leaderElect", o.leaderElect, "namespace", o.watchNamespace, "operatorNamespace", operatorNS)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("operator: %w", err)
 	}
 	return nil
+}
+
+// serviceAccountNamespaceFile holds the pod's namespace in a pod with a
+// service account token.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// operatorNamespace is flag, else $POD_NAMESPACE (config/manager sets it
+// from the downward API), else the service account's namespace, else
+// controllers.DefaultOperatorNamespace.
+func operatorNamespace(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil && strings.TrimSpace(string(b)) != "" {
+		return strings.TrimSpace(string(b))
+	}
+	return controllers.DefaultOperatorNamespace
 }
