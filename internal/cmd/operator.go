@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -11,7 +12,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -27,6 +27,7 @@ type operatorOptions struct {
 	leaderElect      bool
 	leaderElectionNS string
 	watchNamespace   string
+	watchNamespaces  []string
 	operatorNS       string
 	bucketPolicy     controllers.BucketPolicy
 	zap              zap.Options
@@ -51,7 +52,9 @@ through the S3 API.`,
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to")
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so that only one operator replica is active")
 	f.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
-	f.StringVar(&o.watchNamespace, "namespace", "", "watch only this namespace (default: all namespaces)")
+	f.StringVar(&o.watchNamespace, "namespace", "", "watch only this namespace (default: all namespaces; see --watch-namespaces)")
+	f.StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil,
+		"watch only these namespaces, comma separated (default: all): the operator lists, watches and reads objects, Secrets included, there only")
 	f.StringVar(&o.operatorNS, "operator-namespace", "",
 		"the namespace of the operator's pods, the only one the clusters' NetworkPolicies admit them from (default: $POD_NAMESPACE, else the service account's namespace, else "+controllers.DefaultOperatorNamespace+")")
 	f.BoolVar(&o.bucketPolicy.AllowAmbientCredentials, "allow-ambient-credentials", false,
@@ -79,11 +82,9 @@ func runOperator(cmd *cobra.Command, o *operatorOptions) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "operator.kafka.strata.dev",
 		LeaderElectionNamespace: o.leaderElectionNS,
-		Cache:                   controllers.CacheOptions(),
 	}
-	if o.watchNamespace != "" {
-		opts.Cache.DefaultNamespaces = map[string]cache.Config{o.watchNamespace: {}}
-	}
+	watched := o.watched()
+	opts.Cache = controllers.CacheOptionsFor(watched)
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
@@ -93,7 +94,8 @@ func runOperator(cmd *cobra.Command, o *operatorOptions) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	operatorNS := operatorNamespace(o.operatorNS)
-	if err := controllers.SetupWithManager(mgr, controllers.WithBucketPolicy(o.bucketPolicy), controllers.WithOperatorNamespace(operatorNS)); err != nil {
+	if err := controllers.SetupWithManager(mgr, controllers.WithBucketPolicy(o.bucketPolicy), controllers.WithOperatorNamespace(operatorNS),
+		controllers.WithWatchNamespaces(watched)); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -102,7 +104,7 @@ func runOperator(cmd *cobra.Command, o *operatorOptions) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("ready check: %w", err)
 	}
-	logger.Info("starting operator", "metrics", o.metricsAddr, "probes", o.probeAddr, "leaderElect", o.leaderElect, "namespace", o.watchNamespace, "operatorNamespace", operatorNS)
+	logger.Info("starting operator", "metrics", o.metricsAddr, "probes", o.probeAddr, "leaderElect", o.leaderElect, "watchNamespaces", watched, "operatorNamespace", operatorNS)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("operator: %w", err)
 	}
@@ -127,4 +129,16 @@ func operatorNamespace(flag string) string {
 		return strings.TrimSpace(string(b))
 	}
 	return controllers.DefaultOperatorNamespace
+}
+
+// watched is --watch-namespaces with --namespace, blanks and duplicates
+// dropped; nil: every namespace.
+func (o *operatorOptions) watched() []string {
+	var out []string
+	for _, ns := range append(slices.Clone(o.watchNamespaces), o.watchNamespace) {
+		if ns = strings.TrimSpace(ns); ns != "" && !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	return out
 }

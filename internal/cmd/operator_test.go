@@ -3,6 +3,7 @@ package cmd
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,4 +57,24 @@ func TestManagerSetsPodNamespace(t *testing.T) {
 		t.Fatalf("operator container env %+v: no POD_NAMESPACE from metadata.namespace", d.Spec.Template.Spec.Containers[0].Env)
 	}
 	t.Fatal("no Deployment in config/manager/manager.yaml")
+}
+
+// TestWatchedNamespaces: --watch-namespaces and --namespace together,
+// blanks and repeats dropped; none means every namespace.
+func TestWatchedNamespaces(t *testing.T) {
+	for _, tc := range []struct {
+		list []string
+		one  string
+		want []string
+	}{
+		{nil, "", nil},
+		{nil, "kafka", []string{"kafka"}},
+		{[]string{"a", " b", "", "a"}, "", []string{"a", "b"}},
+		{[]string{"a"}, "c", []string{"a", "c"}},
+	} {
+		o := &operatorOptions{watchNamespaces: tc.list, watchNamespace: tc.one}
+		if got := o.watched(); !slices.Equal(got, tc.want) {
+			t.Errorf("%v + %q: %v, want %v", tc.list, tc.one, got, tc.want)
+		}
+	}
 }
