@@ -161,6 +161,11 @@ const (
 // expiry, Kafka's default).
 const DefaultConnectionsMaxReauth = time.Hour
 
+// OverridableDefaultKeys are the keys the operator renders as a default
+// of its own that spec.config may override (every other rendered key is
+// owned by a field or by the operator: ConfigKeyOwner).
+var OverridableDefaultKeys = map[string]bool{"connections.max.reauth.ms": true}
+
 // renderReauth writes connections.max.reauth.ms when a client listener
 // is SASL_PLAINTEXT or SASL_SSL (the key means nothing to the others).
 func renderReauth(kc *strata.KafkaCluster, kv map[string]string) {
@@ -344,6 +349,12 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 		kv["metadata.etcd.ssl.ca.location"] = ClusterTLSDir + "/" + CACertKey
 		kv["metadata.etcd.ssl.certificate.location"] = ClusterTLSDir + "/" + TLSCertKey
 		kv["metadata.etcd.ssl.key.location"] = ClusterTLSDir + "/" + TLSKeyKey
+	} else if kc.Spec.Metadata.ExternalTLS != nil {
+		// The external etcd's CA and the client certificate of the
+		// user's Secret (mounted at EtcdTLSDir).
+		kv["metadata.etcd.ssl.ca.location"] = EtcdTLSDir + "/" + CACertKey
+		kv["metadata.etcd.ssl.certificate.location"] = EtcdTLSDir + "/" + TLSCertKey
+		kv["metadata.etcd.ssl.key.location"] = EtcdTLSDir + "/" + TLSKeyKey
 	}
 
 	wal := kc.Spec.WAL
