@@ -81,7 +81,12 @@ func (r *KafkaClusterReconciler) readMetricsToken(ctx context.Context, kc *strat
 		reader = r.liveReader()
 	}
 	var sec corev1.Secret
-	if err := reader.Get(ctx, client.ObjectKey{Namespace: kc.Namespace, Name: name}, &sec); err != nil {
+	err := reader.Get(ctx, client.ObjectKey{Namespace: kc.Namespace, Name: name}, &sec)
+	if apierrors.IsNotFound(err) && kc.Spec.Security.MetricsToken == nil {
+		// Written this reconcile: the cache may not hold it yet.
+		err = r.liveReader().Get(ctx, client.ObjectKey{Namespace: kc.Namespace, Name: name}, &sec)
+	}
+	if err != nil {
 		if apierrors.IsNotFound(err) && kc.Spec.Security.MetricsToken != nil {
 			return "", fmt.Errorf("security.metricsToken: Secret %s not found", name)
 		}
