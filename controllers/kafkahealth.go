@@ -367,8 +367,9 @@ func (r *KafkaClusterReconciler) scrapeWAL(ctx context.Context, s *clusterScope)
 		}
 	}
 	results := make([]brokerWAL, len(targets))
-	// Without the token every scrape would be refused: each broker's
-	// result says why.
+	// Without the token (its Secret not written yet: the certificates
+	// step did not run) the scrape goes without one: brokers that
+	// require it answer 401, and each such result says why.
 	token, tokenErr := r.readMetricsToken(ctx, kc)
 	sem := make(chan struct{}, walScrapeParallel)
 	var wg sync.WaitGroup
@@ -377,10 +378,9 @@ func (r *KafkaClusterReconciler) scrapeWAL(ctx context.Context, s *clusterScope)
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			results[i] = brokerWAL{id: b.ID, zone: b.Zone}
-			if tokenErr != nil {
-				results[i].err = tokenErr
-			} else {
-				results[i].metrics, results[i].err = r.scrapeBroker(ctx, kc, b, token)
+			results[i].metrics, results[i].err = r.scrapeBroker(ctx, kc, b, token)
+			if results[i].err != nil && tokenErr != nil {
+				results[i].err = fmt.Errorf("%w (%v)", results[i].err, tokenErr)
 			}
 			if results[i].err == nil && kc.Spec.WAL.IsEnabled() && !results[i].metrics.WALExported {
 				results[i].err = fmt.Errorf("%s not exported: the broker runs without WAL", walDegradedMetric)
@@ -430,7 +430,9 @@ func (r *KafkaClusterReconciler) scrapeBroker(ctx context.Context, kc *strata.Ka
 		return BrokerMetrics{}, fmt.Errorf("metrics request: %w", err)
 	}
 	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
-	req.Header.Set("Authorization", "Bearer "+token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return BrokerMetrics{}, fmt.Errorf("scrape metrics: %w", err)
