@@ -136,6 +136,17 @@ func TestMonitoringRenders(t *testing.T) {
 	if ep["port"] != controllers.BrokerMetricsPortName || !slices.Contains(brokerPorts, ep["port"].(string)) {
 		t.Errorf("PodMonitor scrapes port %v; broker pods name their ports %v (metrics: %s)", ep["port"], brokerPorts, controllers.BrokerMetricsPortName)
 	}
+	// The brokers the operator renders require a bearer token on
+	// /metrics (metrics.auth.token.file): the PodMonitor must send one.
+	if !strings.Contains(controllers.BuildZoneConfigMap(kc, controllers.ZoneInput{Zone: kc.Spec.Zones[0]}).Data[controllers.BrokerConfigFile], "\nmetrics.auth.token.file=") {
+		t.Error("the rendered broker config sets no metrics.auth.token.file")
+	}
+	if typ, _, _ := unstructured.NestedString(ep, "authorization", "type"); typ != "Bearer" {
+		t.Errorf("PodMonitor sends no bearer token (authorization.type %q); the brokers answer /metrics 401 without one", typ)
+	}
+	if key, _, _ := unstructured.NestedString(ep, "authorization", "credentials", "key"); key != controllers.MetricsTokenKey {
+		t.Errorf("PodMonitor reads the token from key %q of its Secret, want %q (the key brokers mount)", key, controllers.MetricsTokenKey)
+	}
 	// The relabelings read pod labels that exist and write the labels the
 	// rules and dashboards group by.
 	sanitize := regexp.MustCompile(`[^a-zA-Z0-9_]`)

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -145,7 +146,33 @@ const (
 	TLSCertKey   = "tls.crt"
 	TLSKeyKey    = "tls.key"
 	CACertKey    = "ca.crt"
+	// MetricsTokenDir holds the metrics listener's bearer token
+	// (MetricsTokenKey of the cluster's metrics token Secret), the
+	// broker's metrics.auth.token.file.
+	MetricsTokenDir = "/etc/strata-metrics"
+	MetricsTokenKey = "token"
 )
+
+// DefaultConnectionsMaxReauth is the connections.max.reauth.ms the
+// operator sets on clusters with a SASL listener (KIP-368): a SASL
+// session ends after it unless the client re-authenticates, so a
+// password rotated or a KafkaUser deleted locks its sessions out within
+// an hour instead of never. spec.config may set another value (0: no
+// expiry, Kafka's default).
+const DefaultConnectionsMaxReauth = time.Hour
+
+// OverridableDefaultKeys are the keys the operator renders as a default
+// of its own that spec.config may override (every other rendered key is
+// owned by a field or by the operator: ConfigKeyOwner).
+var OverridableDefaultKeys = map[string]bool{"connections.max.reauth.ms": true}
+
+// renderReauth writes connections.max.reauth.ms when a client listener
+// is SASL_PLAINTEXT or SASL_SSL (the key means nothing to the others).
+func renderReauth(kc *strata.KafkaCluster, kv map[string]string) {
+	if slices.ContainsFunc(Listeners(kc), func(l strata.ListenerSpec) bool { return strings.HasPrefix(string(l.Protocol), "SASL_") }) {
+		kv["connections.max.reauth.ms"] = millis(DefaultConnectionsMaxReauth)
+	}
+}
 
 // renderListeners writes listeners, advertised.listeners, the protocol
 // map, the inter-broker listener and the TLS files of every TLS listener.
@@ -302,6 +329,10 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 		"leader.placement.policy": string(orDefault(string(kc.Spec.LeaderPlacement.Policy), string(strata.LeaderPlacementBalanced))),
 		// The readiness probe and the metrics port use this address.
 		"metrics.listen": fmt.Sprintf("0.0.0.0:%d", brokerMetricsPort),
+		// Everything on it but /healthz and /readyz (the probes) needs
+		// the cluster's bearer token: /metrics shows topic names and
+		// offsets that ACLs hide from clients.
+		"metrics.auth.token.file": MetricsTokenDir + "/" + MetricsTokenKey,
 	}
 	if z := kc.Spec.LeaderPlacement.Zone; z != "" {
 		// The broker default of the leader.placement.zone topic config;
@@ -310,6 +341,7 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 	}
 
 	renderListeners(kc, kv, zi.LegacyInterBroker)
+	renderReauth(kc, kv)
 	renderAuthorization(kc, kv)
 	if _, managed := ManagedEtcd(kc); managed {
 		// The managed etcd requires client certificates of the cluster
@@ -317,6 +349,12 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 		kv["metadata.etcd.ssl.ca.location"] = ClusterTLSDir + "/" + CACertKey
 		kv["metadata.etcd.ssl.certificate.location"] = ClusterTLSDir + "/" + TLSCertKey
 		kv["metadata.etcd.ssl.key.location"] = ClusterTLSDir + "/" + TLSKeyKey
+	} else if kc.Spec.Metadata.ExternalTLS != nil {
+		// The external etcd's CA and the client certificate of the
+		// user's Secret (mounted at EtcdTLSDir).
+		kv["metadata.etcd.ssl.ca.location"] = EtcdTLSDir + "/" + CACertKey
+		kv["metadata.etcd.ssl.certificate.location"] = EtcdTLSDir + "/" + TLSCertKey
+		kv["metadata.etcd.ssl.key.location"] = EtcdTLSDir + "/" + TLSKeyKey
 	}
 
 	wal := kc.Spec.WAL

@@ -300,14 +300,28 @@ func brokerVolumeMounts(kc *strata.KafkaCluster) []corev1.VolumeMount {
 		{Name: "data", MountPath: BrokerDataDir},
 		{Name: "config", MountPath: BrokerConfigDir, ReadOnly: true},
 		{Name: "cluster-tls", MountPath: ClusterTLSDir, ReadOnly: true},
+		{Name: "metrics-token", MountPath: MetricsTokenDir, ReadOnly: true},
 	}
 	if kc.Spec.Security.ListenerCertificate != nil {
 		m = append(m, corev1.VolumeMount{Name: "listener-tls", MountPath: ListenerTLSDir, ReadOnly: true})
+	}
+	if externalEtcdTLSSecret(kc) != "" {
+		m = append(m, corev1.VolumeMount{Name: "etcd-tls", MountPath: EtcdTLSDir, ReadOnly: true})
 	}
 	if trustsClientsCA(kc) {
 		m = append(m, corev1.VolumeMount{Name: "clients-ca", MountPath: ClientsCADir, ReadOnly: true})
 	}
 	return m
+}
+
+// externalEtcdTLSSecret is the Secret of spec.metadata.externalTLS the
+// brokers mount, "" when they mount none (no such Secret, or the managed
+// etcd, whose client certificate is the broker's own).
+func externalEtcdTLSSecret(kc *strata.KafkaCluster) string {
+	if _, managed := ManagedEtcd(kc); managed || kc.Spec.Metadata.ExternalTLS == nil {
+		return ""
+	}
+	return kc.Spec.Metadata.ExternalTLS.Name
 }
 
 // trustsClientsCA: some client listener asks for client certificates and
@@ -332,12 +346,27 @@ func brokerVolumes(kc *strata.KafkaCluster, zone string) []corev1.Volume {
 		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: BrokerCertsSecretName(kc.Name), DefaultMode: ptr.To[int32](0o400),
 		}},
+	}, {
+		Name: "metrics-token",
+		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: MetricsTokenSecret(kc), DefaultMode: ptr.To[int32](0o400),
+			Items: []corev1.KeyToPath{{Key: MetricsTokenKey, Path: MetricsTokenKey}},
+		}},
 	}}
 	if ref := kc.Spec.Security.ListenerCertificate; ref != nil {
 		v = append(v, corev1.Volume{
 			Name: "listener-tls",
 			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 				SecretName: ref.Name, DefaultMode: ptr.To[int32](0o400),
+			}},
+		})
+	}
+	if name := externalEtcdTLSSecret(kc); name != "" {
+		v = append(v, corev1.Volume{
+			Name: "etcd-tls",
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: name, DefaultMode: ptr.To[int32](0o400),
+				Items: []corev1.KeyToPath{{Key: CACertKey, Path: CACertKey}, {Key: TLSCertKey, Path: TLSCertKey}, {Key: TLSKeyKey, Path: TLSKeyKey}},
 			}},
 		})
 	}

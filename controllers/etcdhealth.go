@@ -150,6 +150,11 @@ func (r *KafkaClusterReconciler) reconcileMetadataHealth(ctx context.Context, s 
 				return fmt.Errorf("etcd client certificate: %w", err)
 			}
 			p.TLS = cfg
+		} else if cfg, err := externalEtcdTLS(ctx, r.liveReader(), kc); err != nil {
+			// reconcileCertificates stalls the cluster with this.
+			return fmt.Errorf("etcd client certificate: %w", err)
+		} else if cfg != nil {
+			p.TLS = cfg
 		}
 		prober = p
 	}

@@ -140,6 +140,11 @@ type KafkaClusterReconciler struct {
 	RollStuckAfter time.Duration
 	// Clock decides certificate renewals; nil is the wall clock.
 	Clock clock.PassiveClock
+	// OperatorNamespace is the namespace of the operator's pods, the
+	// only one the NetworkPolicies admit them from ("":
+	// DefaultOperatorNamespace).
+	OperatorNamespace string
+
 	// BucketPolicy is the FastBucketReconciler's Policy: a zone whose
 	// FastBucket it refuses stops the cluster (resolveFastBuckets).
 	BucketPolicy BucketPolicy
@@ -721,7 +726,7 @@ func (r *KafkaClusterReconciler) upgradingInterBroker(ctx context.Context, s *cl
 // deletes them when spec.security.networkPolicy.enabled is false.
 func (r *KafkaClusterReconciler) reconcileNetworkPolicies(ctx context.Context, s *clusterScope) error {
 	kc := s.cluster
-	want := BuildNetworkPolicies(s.rendered)
+	want := BuildNetworkPolicies(s.rendered, r.OperatorNamespace)
 	for _, np := range want {
 		got := &networkingv1.NetworkPolicy{}
 		if _, err := r.getOwned(ctx, kc, np, got); err != nil {

@@ -174,6 +174,12 @@ func (r *KafkaClusterReconciler) reconcileCertificates(ctx context.Context, s *c
 		}
 		status = append(status, certStatus(l.name, l.secret, leaf, &policy))
 	}
+	if err := r.ensureMetricsToken(ctx, kc); err != nil {
+		return fmt.Errorf("metrics token: %w", err)
+	}
+	if _, err := externalEtcdTLS(ctx, r.liveReader(), kc); err != nil {
+		return &invalidSpecError{reason: ReasonInvalidSpec, message: err.Error()}
+	}
 	// Clients verify the client listeners with the cluster CA, or with
 	// the ca.crt of the listener certificate's Secret when the spec names
 	// one (what the brokers trust on those listeners too).

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -37,7 +38,7 @@ func TestBrokerCertHosts(t *testing.T) {
 func TestBuildNetworkPolicies(t *testing.T) {
 	kc := threeZoneCluster()
 	kc.Spec.Listeners = []strata.ListenerSpec{{Name: "PLAIN", Port: 9092}, {Name: "TLS", Port: 9093, Protocol: "SSL"}}
-	nps := BuildNetworkPolicies(kc)
+	nps := BuildNetworkPolicies(kc, "ops")
 	if len(nps) != 2 || nps[0].Name != "demo-brokers" || nps[1].Name != "demo-etcd" {
 		t.Fatalf("policies %v", names(nps))
 	}
@@ -56,6 +57,25 @@ func TestBuildNetworkPolicies(t *testing.T) {
 		repl.From[1].PodSelector.MatchLabels[LabelComponent] != "operator" || repl.From[1].NamespaceSelector == nil {
 		t.Errorf("replication rule %+v", repl)
 	}
+	// The operator's peer: its labels in its own namespace only, never
+	// in any namespace (whoever may create pods anywhere could label one
+	// like the operator).
+	ops := map[string]string{"kubernetes.io/metadata.name": "ops"}
+	for _, rule := range []networkingv1.NetworkPolicyIngressRule{repl, nps[1].Spec.Ingress[0]} {
+		var operator []networkingv1.NetworkPolicyPeer
+		for _, peer := range rule.From {
+			if peer.PodSelector != nil && peer.PodSelector.MatchLabels[LabelComponent] == "operator" {
+				operator = append(operator, peer)
+			}
+		}
+		if len(operator) != 1 || operator[0].NamespaceSelector == nil || !maps.Equal(operator[0].NamespaceSelector.MatchLabels, ops) ||
+			len(operator[0].NamespaceSelector.MatchExpressions) != 0 {
+			t.Errorf("operator peers %+v, want one selecting namespace ops only", operator)
+		}
+	}
+	if sel := BuildNetworkPolicies(kc, "")[0].Spec.Ingress[1].From[1].NamespaceSelector.MatchLabels; sel["kubernetes.io/metadata.name"] != DefaultOperatorNamespace {
+		t.Errorf("no operator namespace given: peer namespace %v, want %s", sel, DefaultOperatorNamespace)
+	}
 	etcd := nps[1].Spec
 	if got := ports(etcd.Ingress[0]); !slices.Equal(got, []int32{2379}) || len(etcd.Ingress[0].From) != 3 {
 		t.Errorf("etcd client rule %+v", etcd.Ingress[0])
@@ -71,11 +91,11 @@ func TestBuildNetworkPolicies(t *testing.T) {
 	}
 
 	kc.Spec.Metadata = strata.MetadataSpec{ExternalEndpoints: []string{"https://etcd:2379"}}
-	if got := names(BuildNetworkPolicies(kc)); !slices.Equal(got, []string{"demo-brokers"}) {
+	if got := names(BuildNetworkPolicies(kc, "ops")); !slices.Equal(got, []string{"demo-brokers"}) {
 		t.Errorf("external etcd: %v", got)
 	}
 	kc.Spec.Security.NetworkPolicy.Enabled = ptr.To(false)
-	if got := BuildNetworkPolicies(kc); got != nil {
+	if got := BuildNetworkPolicies(kc, "ops"); got != nil {
 		t.Errorf("disabled: %v", names(got))
 	}
 }

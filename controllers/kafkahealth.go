@@ -367,6 +367,10 @@ func (r *KafkaClusterReconciler) scrapeWAL(ctx context.Context, s *clusterScope)
 		}
 	}
 	results := make([]brokerWAL, len(targets))
+	// Without the token (its Secret not written yet: the certificates
+	// step did not run) the scrape goes without one: brokers that
+	// require it answer 401, and each such result says why.
+	token, tokenErr := r.readMetricsToken(ctx, kc)
 	sem := make(chan struct{}, walScrapeParallel)
 	var wg sync.WaitGroup
 	for i, b := range targets {
@@ -374,7 +378,10 @@ func (r *KafkaClusterReconciler) scrapeWAL(ctx context.Context, s *clusterScope)
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			results[i] = brokerWAL{id: b.ID, zone: b.Zone}
-			results[i].metrics, results[i].err = r.scrapeBroker(ctx, kc, b)
+			results[i].metrics, results[i].err = r.scrapeBroker(ctx, kc, b, token)
+			if results[i].err != nil && tokenErr != nil {
+				results[i].err = fmt.Errorf("%w (%v)", results[i].err, tokenErr)
+			}
 			if results[i].err == nil && kc.Spec.WAL.IsEnabled() && !results[i].metrics.WALExported {
 				results[i].err = fmt.Errorf("%s not exported: the broker runs without WAL", walDegradedMetric)
 			}
@@ -408,7 +415,9 @@ func (r *KafkaClusterReconciler) scrapeWAL(ctx context.Context, s *clusterScope)
 	}
 }
 
-func (r *KafkaClusterReconciler) scrapeBroker(ctx context.Context, kc *strata.KafkaCluster, b strata.BrokerStatus) (BrokerMetrics, error) {
+// scrapeBroker reads one broker's /metrics with the cluster's metrics
+// token.
+func (r *KafkaClusterReconciler) scrapeBroker(ctx context.Context, kc *strata.KafkaCluster, b strata.BrokerStatus, token string) (BrokerMetrics, error) {
 	ord := b.ID - zoneBase(kc, b.Zone)
 	base, err := r.Admin.Endpoints().HTTP(kc, b.Zone, ord, b.ID)
 	if err != nil {
@@ -421,6 +430,9 @@ func (r *KafkaClusterReconciler) scrapeBroker(ctx context.Context, kc *strata.Ka
 		return BrokerMetrics{}, fmt.Errorf("metrics request: %w", err)
 	}
 	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return BrokerMetrics{}, fmt.Errorf("scrape metrics: %w", err)

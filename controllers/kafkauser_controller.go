@@ -40,10 +40,13 @@ const (
 	ReasonUserReady              = "UserReady"
 	ReasonSecretConflict         = "SecretConflict"
 	ReasonPasswordSecretNotFound = "PasswordSecretNotFound"
-	ReasonAclsNotSupported       = "AclsNotSupported"
-	ReasonAclsRefused            = "AclsRefused"
-	ReasonReservedName           = "ReservedName"
-	ReasonClientsCANotReady      = "ClientsCANotReady"
+	// ReasonPasswordSecretNotLabelled: the Secret the password is read
+	// from lacks LabelSecretAccess=true.
+	ReasonPasswordSecretNotLabelled = "PasswordSecretNotLabelled"
+	ReasonAclsNotSupported          = "AclsNotSupported"
+	ReasonAclsRefused               = "AclsRefused"
+	ReasonReservedName              = "ReservedName"
+	ReasonClientsCANotReady         = "ClientsCANotReady"
 	// ReasonNoClientCertificateListener: a tls user's certificate is
 	// issued and its ACLs set, but no listener of its cluster accepts
 	// client certificates, so it cannot log in.
@@ -257,6 +260,14 @@ func (r *KafkaUserReconciler) reconcileSecret(ctx context.Context, s *userScope)
 		}
 		if err != nil {
 			return fmt.Errorf("get password Secret %s: %w", ref.Name, err)
+		}
+		if !SecretAccessGranted(src) {
+			// The operator may read every Secret of the namespace; the
+			// KafkaUser's author may not. Without the label, a KafkaUser
+			// would copy any key of any Secret (a CA key, a cloud
+			// credential) into a Secret its author can read.
+			return &topicStop{reason: ReasonPasswordSecretNotLabelled,
+				message: fmt.Sprintf("password Secret %s (spec.authentication.password) is not labelled %s=true: label it to let KafkaUsers of namespace %s read it", ref.Name, LabelSecretAccess, ku.Namespace)}
 		}
 		password = string(src.Data[ref.Key])
 		if password == "" {
@@ -865,9 +876,11 @@ func setUserCondition(ku *strata.KafkaUser, status metav1.ConditionStatus, reaso
 var userStalledReasons = map[string]bool{
 	ReasonSecretConflict:         true,
 	ReasonPasswordSecretNotFound: true,
-	ReasonAclsNotSupported:       true,
-	ReasonAclsRefused:            true,
-	ReasonReservedName:           true,
+	// Labelling the Secret is found by the resync.
+	ReasonPasswordSecretNotLabelled: true,
+	ReasonAclsNotSupported:          true,
+	ReasonAclsRefused:               true,
+	ReasonReservedName:              true,
 	// A listener is added to the KafkaCluster; its generation change
 	// reconciles the cluster's users.
 	ReasonNoClientCertificateListener: true,

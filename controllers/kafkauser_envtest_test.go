@@ -215,6 +215,16 @@ var _ = Describe("KafkaUser controller", Ordered, func() {
 		ku.Spec.Authentication.Password = &strata.KafkaUserPassword{ValueFrom: strata.KafkaUserPasswordSource{
 			SecretKeyRef: strata.SecretKeySelector{Name: "bob-password", Key: "pw"}}}
 		Expect(k8sClient.Create(suiteCtx, ku)).To(Succeed())
+
+		By("refusing the Secret until it is labelled for KafkaUsers")
+		got := userCondition(ku, controllers.ReasonPasswordSecretNotLabelled)
+		c := meta.FindStatusCondition(got.Status.Conditions, strata.ConditionReady)
+		Expect(c.Message).To(Equal("password Secret bob-password (spec.authentication.password) is not labelled kafka.strata.dev/secret-access=true: label it to let KafkaUsers of namespace " + ns + " read it"))
+		Expect(meta.IsStatusConditionTrue(got.Status.Conditions, strata.ConditionStalled)).To(BeTrue())
+		Expect(scramCredentials(Default, adm, "bob")).To(BeEmpty())
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "bob"}, &corev1.Secret{})).NotTo(Succeed(), "the user's Secret was written from an unlabelled Secret")
+		src.Labels = map[string]string{controllers.LabelSecretAccess: "true"}
+		Expect(k8sClient.Update(suiteCtx, src)).To(Succeed())
 		userCondition(ku, controllers.ReasonUserReady)
 		Expect(scramLogin(lb.SASLAddrs(), "SCRAM-SHA-256", "bob", "bob-secret-1")).To(Succeed())
 		Eventually(func(g Gomega) {
@@ -237,7 +247,7 @@ var _ = Describe("KafkaUser controller", Ordered, func() {
 			got.Spec.Authentication.Type = strata.AuthenticationScramSha512
 			return k8sClient.Update(suiteCtx, got)
 		}, timeout, interval).Should(Succeed())
-		got := userCondition(ku, controllers.ReasonUserReady)
+		got = userCondition(ku, controllers.ReasonUserReady)
 		Expect(got.Status.Mechanism).To(Equal("SCRAM-SHA-512"))
 		Expect(scramCredentials(Default, adm, "bob")).To(Equal(map[string]int32{"SCRAM-SHA-512": controllers.ScramIterations}))
 		Expect(scramLogin(lb.SASLAddrs(), "SCRAM-SHA-512", "bob", "bob-secret-2")).To(Succeed())

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
@@ -192,6 +193,27 @@ func TestPlanQuotas(t *testing.T) {
 		set, remove := PlanQuotas(tc.desired, tc.current)
 		if !reflect.DeepEqual(set, tc.set) || !reflect.DeepEqual(remove, tc.remove) {
 			t.Errorf("%s: set %v remove %v, want %v %v", tc.name, set, remove, tc.set, tc.remove)
+		}
+	}
+}
+
+// TestSecretAccessGranted: only a Secret labelled for it, and never one
+// of the operator's own (its CA keys, certificates, tokens, other users'
+// passwords), may be a KafkaUser's password source.
+func TestSecretAccessGranted(t *testing.T) {
+	for _, tc := range []struct {
+		labels map[string]string
+		want   bool
+	}{
+		{nil, false},
+		{map[string]string{LabelSecretAccess: "false"}, false},
+		{map[string]string{LabelCluster: "demo"}, false},
+		{map[string]string{LabelSecretAccess: "true"}, true},
+		{map[string]string{LabelSecretAccess: "true", LabelManagedBy: ManagedBy}, false},
+	} {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: tc.labels}}
+		if got := SecretAccessGranted(sec); got != tc.want {
+			t.Errorf("labels %v: %v, want %v", tc.labels, got, tc.want)
 		}
 	}
 }

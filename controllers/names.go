@@ -3,6 +3,8 @@ package controllers
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 )
 
@@ -14,6 +16,12 @@ const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	LabelCluster   = "kafka.strata.dev/cluster"
 	LabelZone      = "kafka.strata.dev/zone"
+	// LabelSecretAccess = "true" on a Secret lets the operator read it
+	// for a spec that names it by key (KafkaUser
+	// spec.authentication.password.valueFrom.secretKeyRef): its owner
+	// consents to the copy. The operator never sets it on its own
+	// Secrets.
+	LabelSecretAccess = "kafka.strata.dev/secret-access"
 
 	ComponentBroker = "broker"
 	ComponentEtcd   = "etcd"
@@ -101,6 +109,11 @@ func EtcdCertsSecretName(cluster string) string { return cluster + "-etcd-certs"
 // (CN=strata-operator) for the cluster's REPLICATION listener and etcd.
 func OperatorCertSecretName(cluster string) string { return cluster + "-operator-cert" }
 
+// MetricsTokenSecretName holds the bearer token of the brokers' HTTP
+// listener (key MetricsTokenKey) the operator generates when
+// spec.security.metricsToken names no Secret of the user's.
+func MetricsTokenSecretName(cluster string) string { return cluster + "-metrics-token" }
+
 // NetworkPolicyName names the cluster's NetworkPolicies (<cluster>-brokers
 // and <cluster>-etcd).
 func NetworkPolicyName(cluster, component string) string {
@@ -136,4 +149,11 @@ func zoneSelector(kc *strata.KafkaCluster, zone string) map[string]string {
 	s := brokerSelector(kc)
 	s[LabelZone] = zone
 	return s
+}
+
+// SecretAccessGranted reports whether sec is labelled LabelSecretAccess=true
+// and is not one of the operator's own Secrets (CA keys, certificates,
+// tokens), whatever its labels say.
+func SecretAccessGranted(sec *corev1.Secret) bool {
+	return sec.Labels[LabelSecretAccess] == "true" && sec.Labels[LabelManagedBy] != ManagedBy
 }

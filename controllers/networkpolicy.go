@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"cmp"
+
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,16 +12,27 @@ import (
 )
 
 // OperatorPodLabels are the labels of the operator's pods
-// (config/manager): the NetworkPolicies admit them, from any namespace, to
-// the inter-broker listener and etcd.
+// (config/manager): the NetworkPolicies admit them, from the operator's
+// namespace only, to the inter-broker listener and etcd.
 var OperatorPodLabels = map[string]string{LabelName: "strata", LabelComponent: "operator"}
+
+// DefaultOperatorNamespace is where config/default installs the
+// operator; the operator's namespace when it cannot tell its own (run
+// outside a pod).
+const DefaultOperatorNamespace = "strata-system"
+
+// namespaceNameLabel is the label the API server sets on every namespace
+// to its name (Kubernetes 1.21+) and keeps there: a namespace editor
+// cannot give another namespace the operator's name.
+const namespaceNameLabel = "kubernetes.io/metadata.name"
 
 // BuildNetworkPolicies renders the cluster's NetworkPolicies, nil when
 // spec.security.networkPolicy.enabled is false:
 //
 //   - <cluster>-brokers: the client listeners and the metrics/readiness
 //     port are open to all; the inter-broker listener only to the
-//     cluster's brokers and the operator.
+//     cluster's brokers and the operator's pods in operatorNamespace
+//     (pods with the operator's labels elsewhere are not the operator).
 //   - <cluster>-etcd (managed etcd only): the client port only to the
 //     cluster's brokers, the members and the operator; the peer port
 //     only to the members; /readyz and /metrics open.
@@ -27,14 +40,14 @@ var OperatorPodLabels = map[string]string{LabelName: "strata", LabelComponent: "
 // Only ingress is restricted: egress (buckets, DNS, etcd) stays open.
 // The mTLS of those ports is the authentication; the policy keeps
 // everything else from even reaching them.
-func BuildNetworkPolicies(kc *strata.KafkaCluster) []*networkingv1.NetworkPolicy {
+func BuildNetworkPolicies(kc *strata.KafkaCluster, operatorNamespace string) []*networkingv1.NetworkPolicy {
 	if !kc.Spec.Security.NetworkPolicy.IsEnabled() {
 		return nil
 	}
 	brokers := metav1.LabelSelector{MatchLabels: brokerSelector(kc)}
 	etcd := metav1.LabelSelector{MatchLabels: etcdSelector(kc)}
 	operator := networkingv1.NetworkPolicyPeer{
-		NamespaceSelector: &metav1.LabelSelector{},
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{namespaceNameLabel: cmp.Or(operatorNamespace, DefaultOperatorNamespace)}},
 		PodSelector:       &metav1.LabelSelector{MatchLabels: copyMap(OperatorPodLabels)},
 	}
 	var open []networkingv1.NetworkPolicyPort

@@ -142,6 +142,20 @@ var _ = Describe("Cluster CA and certificates", func() {
 			for _, name := range []string{"sec-brokers", "sec-etcd"} {
 				np := &networkingv1.NetworkPolicy{}
 				g.Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: name}, np)).To(Succeed())
+				// The operator is admitted from its own namespace only
+				// (the suite's operator runs with the default).
+				var operatorPeers int
+				for _, rule := range np.Spec.Ingress {
+					for _, peer := range rule.From {
+						if peer.PodSelector == nil || peer.PodSelector.MatchLabels[controllers.LabelComponent] != "operator" {
+							continue
+						}
+						operatorPeers++
+						g.Expect(peer.NamespaceSelector).NotTo(BeNil())
+						g.Expect(peer.NamespaceSelector.MatchLabels).To(Equal(map[string]string{"kubernetes.io/metadata.name": controllers.DefaultOperatorNamespace}), "NetworkPolicy %s", name)
+					}
+				}
+				g.Expect(operatorPeers).To(Equal(1), "NetworkPolicy %s", name)
 			}
 		}, timeout, interval).Should(Succeed())
 		updateCluster(ns, "sec", func(kc *strata.KafkaCluster) { kc.Spec.Security.NetworkPolicy.Enabled = ptr.To(false) })

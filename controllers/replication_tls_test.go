@@ -192,6 +192,7 @@ func startRenderedBroker(ctx context.Context, t *testing.T, kc *strata.KafkaClus
 			kv[k] = tlsDir + strings.TrimPrefix(v, ClusterTLSDir)
 		}
 	}
+	mountMetricsToken(t, kv, testMetricsToken)
 	// The pod's DNS names become the loopback.
 	kv["listeners"] = strings.Join(ls, ",")
 	kv["advertised.listeners"] = kv["listeners"]

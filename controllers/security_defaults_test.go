@@ -1,9 +1,13 @@
 package controllers
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
+	"github.com/strata-dev/strata/broker/server"
 )
 
 // TestLegacySecurityDefaults: a cluster whose brokers run a config of a
@@ -97,5 +101,53 @@ func TestReservedUserNames(t *testing.T) {
 		if ReservedUserNames[i] != want[i] {
 			t.Fatalf("ReservedUserNames = %v, want %v (keep the KafkaUser CEL rule in step)", ReservedUserNames, want)
 		}
+	}
+}
+
+// TestReauthOnSASLListeners: a cluster with a SASL listener gets
+// connections.max.reauth.ms (DefaultConnectionsMaxReauth), which the
+// broker reads as its SASL session lifetime; spec.config overrides it
+// (0 turns expiry off); a cluster without SASL listeners gets no key.
+func TestReauthOnSASLListeners(t *testing.T) {
+	brokerReauth := func(t *testing.T, kc *strata.KafkaCluster) (string, time.Duration) {
+		t.Helper()
+		t.Setenv(EnvPodName, ZoneStatefulSetName(kc.Name, kc.Spec.Zones[0].Name)+"-0")
+		path := filepath.Join(t.TempDir(), BrokerConfigFile)
+		if err := os.WriteFile(path, []byte(RenderBrokerConfig(kc, ZoneInput{Zone: kc.Spec.Zones[0]})), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		kv, err := server.ReadConfigFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := server.DefaultConfig()
+		if _, err := server.ApplySettings(&cfg, kv); err != nil {
+			t.Fatalf("the broker rejects the operator's config: %v", err)
+		}
+		return kv["connections.max.reauth.ms"], cfg.Security.ReauthMax
+	}
+	for _, tc := range []struct {
+		name      string
+		listeners []strata.ListenerSpec
+		config    map[string]string
+		wantKey   string
+		want      time.Duration
+	}{
+		{"default SASL_SSL listener", nil, nil, "3600000", time.Hour},
+		{"SASL_PLAINTEXT", []strata.ListenerSpec{{Name: "SASL", Port: 9093, Protocol: "SASL_PLAINTEXT"}}, nil, "3600000", time.Hour},
+		{"SSL and SASL_SSL", []strata.ListenerSpec{{Name: "TLS", Port: 9093, Protocol: "SSL"}, {Name: "SASL", Port: 9094, Protocol: "SASL_SSL"}}, nil, "3600000", time.Hour},
+		{"spec.config overrides", nil, map[string]string{"connections.max.reauth.ms": "600000"}, "600000", 10 * time.Minute},
+		{"spec.config turns it off", nil, map[string]string{"connections.max.reauth.ms": "0"}, "0", 0},
+		{"no SASL listener", []strata.ListenerSpec{{Name: "TLS", Port: 9093, Protocol: "SSL"}}, nil, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kc := threeZoneCluster()
+			kc.Spec.Listeners = tc.listeners
+			kc.Spec.Config = tc.config
+			key, got := brokerReauth(t, kc)
+			if key != tc.wantKey || got != tc.want {
+				t.Errorf("connections.max.reauth.ms=%q, broker session lifetime %v; want %q, %v", key, got, tc.wantKey, tc.want)
+			}
+		})
 	}
 }

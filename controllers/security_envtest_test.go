@@ -45,6 +45,8 @@ var _ = Describe("Secure defaults", func() {
 				"authorizer.class.name=strata.acl",
 				"super.users=User:CN=strata-operator,O=strata;User:CN=strata-broker,O=strata",
 				"allow.everyone.if.no.acl.found=false",
+				// SASL sessions end within an hour (KIP-368).
+				"connections.max.reauth.ms=3600000",
 			} {
 				g.Expect(cfg).To(ContainSubstring("\n" + line + "\n"))
 			}

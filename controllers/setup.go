@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -28,6 +30,9 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	if o.endpoints == nil {
 		o.endpoints = ServiceEndpoints{Secrets: mgr.GetClient()}
 	}
+	// The uncached reader reads Secrets users name: only in the watched
+	// namespaces, whatever the operator's RBAC allows.
+	live := NamespacedReader(mgr.GetAPIReader(), o.watchNamespaces)
 	admin := NewAdminPool(o.endpoints)
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		<-ctx.Done()
@@ -38,19 +43,20 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	}
 	if err := (&KafkaClusterReconciler{
 		Client:     mgr.GetClient(),
-		LiveReader: mgr.GetAPIReader(),
+		LiveReader: live,
 		Recorder:   mgr.GetEventRecorder("strata-kafkacluster"),
 		Admin:      admin,
 
 		KafkaProbeInterval: o.kafkaProbeInterval,
 		RollStuckAfter:     o.rollStuckAfter,
+		OperatorNamespace:  o.operatorNamespace,
 		BucketPolicy:       o.bucketPolicy,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("KafkaCluster controller: %w", err)
 	}
 	if err := (&KafkaTopicReconciler{
 		Client:     mgr.GetClient(),
-		LiveReader: mgr.GetAPIReader(),
+		LiveReader: live,
 		Recorder:   mgr.GetEventRecorder("strata-kafkatopic"),
 		Admin:      admin,
 		Resync:     o.topicResync,
@@ -59,7 +65,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	}
 	if err := (&KafkaUserReconciler{
 		Client:       mgr.GetClient(),
-		SecretReader: mgr.GetAPIReader(),
+		SecretReader: live,
 		Recorder:     mgr.GetEventRecorder("strata-kafkauser"),
 		Admin:        admin,
 		Resync:       o.userResync,
@@ -68,7 +74,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	}
 	if err := (&KafkaRebalanceReconciler{
 		Client:     mgr.GetClient(),
-		LiveReader: mgr.GetAPIReader(),
+		LiveReader: live,
 		Recorder:   mgr.GetEventRecorder("strata-kafkarebalance"),
 		Admin:      admin,
 	}).SetupWithManager(mgr); err != nil {
@@ -76,8 +82,8 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	}
 	if err := (&FastBucketReconciler{
 		Client:       mgr.GetClient(),
-		SecretReader: mgr.GetAPIReader(),
-		LiveReader:   mgr.GetAPIReader(),
+		SecretReader: live,
+		LiveReader:   live,
 		Recorder:     mgr.GetEventRecorder("strata-fastbucket"),
 		Clock:        o.sweepClock,
 		Policy:       o.bucketPolicy,
@@ -98,6 +104,24 @@ type options struct {
 	kafkaProbeInterval time.Duration
 	rollStuckAfter     time.Duration
 	bucketPolicy       BucketPolicy
+	operatorNamespace  string
+	watchNamespaces    []string
+}
+
+// WithWatchNamespaces limits the operator to these namespaces (none: all):
+// its uncached reads (Secrets a spec names, live state) refuse any other
+// namespace. The manager's cache must be limited to them too
+// (CacheOptionsFor), so that no object of another namespace is
+// reconciled.
+func WithWatchNamespaces(namespaces []string) Option {
+	return func(o *options) { o.watchNamespaces = namespaces }
+}
+
+// WithOperatorNamespace says which namespace the operator's pods run in
+// (default DefaultOperatorNamespace): the clusters' NetworkPolicies
+// admit pods with the operator's labels from that namespace only.
+func WithOperatorNamespace(ns string) Option {
+	return func(o *options) { o.operatorNamespace = ns }
 }
 
 // WithBucketPolicy sets what FastBuckets may use (default: neither ambient
@@ -155,6 +179,55 @@ func WithSweepClock(c clock.PassiveClock) Option {
 // unlabelled object with a name the operator wants is then
 // invisible to it and its create fails with AlreadyExists, which is
 // reported rather than taken over.
+// CacheOptionsFor is CacheOptions limited to namespaces (none: all
+// namespaces): the operator then lists, watches and reads objects, Secrets
+// included, of those namespaces only.
+func CacheOptionsFor(namespaces []string) cache.Options {
+	opts := CacheOptions()
+	if len(namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts
+}
+
+// NamespacedReader is r refusing reads of namespaced objects outside
+// namespaces (none: r itself). Cluster-scoped objects (an empty
+// namespace) pass.
+func NamespacedReader(r client.Reader, namespaces []string) client.Reader {
+	if len(namespaces) == 0 {
+		return r
+	}
+	return namespacedReader{r: r, allowed: sets.New(namespaces...)}
+}
+
+type namespacedReader struct {
+	r       client.Reader
+	allowed sets.Set[string]
+}
+
+// ErrNamespaceNotWatched is a read refused by NamespacedReader.
+var ErrNamespaceNotWatched = errors.New("namespace not watched by this operator (--watch-namespaces)")
+
+func (n namespacedReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if key.Namespace != "" && !n.allowed.Has(key.Namespace) {
+		return fmt.Errorf("read %s/%s: %w", key.Namespace, key.Name, ErrNamespaceNotWatched)
+	}
+	return n.r.Get(ctx, key, obj, opts...)
+}
+
+func (n namespacedReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	var lo client.ListOptions
+	lo.ApplyOptions(opts)
+	if !n.allowed.Has(lo.Namespace) {
+		// An empty namespace lists every namespace: refused too.
+		return fmt.Errorf("list in namespace %q: %w", lo.Namespace, ErrNamespaceNotWatched)
+	}
+	return n.r.List(ctx, list, opts...)
+}
+
 func CacheOptions() cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
 	byObject := map[client.Object]cache.ByObject{}

@@ -106,6 +106,7 @@ func TestSweeperDeletesObjectsOfOperatorConfiguredBroker(t *testing.T) {
 			kv[k] = tlsDir + strings.TrimPrefix(v, ClusterTLSDir)
 		}
 	}
+	mountMetricsToken(t, kv, testMetricsToken)
 	cfg := server.DefaultConfig()
 	if _, err := server.ApplySettings(&cfg, kv); err != nil {
 		t.Fatalf("the broker rejects the operator's config: %v", err)

@@ -394,6 +394,7 @@ type TieredStorageSpec struct {
 // +kubebuilder:validation:XValidation:rule="!(has(self.managed) && has(self.externalEndpoints))",message="metadata: set either managed or externalEndpoints, not both"
 // +kubebuilder:validation:XValidation:rule="has(self.externalEndpoints) == has(oldSelf.externalEndpoints)",message="metadata: the choice between a managed etcd and externalEndpoints cannot change after creation: the brokers would move to another, empty metadata store and lose every topic, offset and ACL (move the metadata by hand: docs/operator.md)"
 // +kubebuilder:validation:XValidation:rule="has(self.externalEndpoints) || has(oldSelf.externalEndpoints) || ((has(self.managed) && has(self.managed.replicas)) ? self.managed.replicas : 3) == ((has(oldSelf.managed) && has(oldSelf.managed.replicas)) ? oldSelf.managed.replicas : 3)",message="metadata.managed.replicas cannot change after creation (a cluster created without metadata.managed has 3 members): etcd membership changes are not automated, and fewer members than the running ones would lose the etcd quorum"
+// +kubebuilder:validation:XValidation:rule="!has(self.externalTLS) || (has(self.externalEndpoints) && self.externalEndpoints.all(e, e.startsWith('https://')))",message="metadata.externalTLS needs externalEndpoints, every one https://"
 type MetadataSpec struct {
 	// Managed runs an etcd StatefulSet for this cluster, its members spread
 	// across the cluster's zones. Used when externalEndpoints is empty.
@@ -407,6 +408,16 @@ type MetadataSpec struct {
 	// +listType=atomic
 	// +optional
 	ExternalEndpoints []string `json:"externalEndpoints,omitempty"`
+
+	// ExternalTLS names a Secret in the cluster's namespace with the TLS
+	// settings towards externalEndpoints, in cert-manager's layout:
+	// ca.crt (the CA etcd's server certificate chains to), tls.crt and
+	// tls.key (the client certificate the brokers and the operator
+	// present, for an etcd run with --client-cert-auth). The endpoints
+	// must be https://. The brokers re-read the files when the Secret
+	// changes.
+	// +optional
+	ExternalTLS *SecretReference `json:"externalTLS,omitempty"`
 }
 
 // ManagedEtcdSpec configures the operator-run etcd.
@@ -523,6 +534,16 @@ type SecuritySpec struct {
 	// +kubebuilder:default={enabled:true}
 	// +optional
 	NetworkPolicy NetworkPolicySpec `json:"networkPolicy,omitempty"`
+
+	// MetricsToken names a Secret in the cluster's namespace whose key
+	// "token" is the bearer token of the brokers' HTTP listener (port
+	// 9644): every path but /healthz and /readyz needs
+	// "Authorization: Bearer <token>". Without it the operator generates
+	// one per cluster in Secret <cluster>-metrics-token. Name your own
+	// Secret to share one token with a Prometheus that scrapes several
+	// clusters. The brokers re-read the token when the Secret changes.
+	// +optional
+	MetricsToken *SecretReference `json:"metricsToken,omitempty"`
 }
 
 // AuthorizationType is spec.security.authorization.type.

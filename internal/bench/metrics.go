@@ -90,7 +90,11 @@ func ParseExposition(r io.Reader) (Scrape, error) {
 }
 
 // ScrapeURL fetches and parses url (a broker's /metrics).
-func ScrapeURL(ctx context.Context, url string) (Scrape, error) {
+func ScrapeURL(ctx context.Context, url string, opts ...ScrapeOption) (Scrape, error) {
+	var o scrapeOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -99,6 +103,9 @@ func ScrapeURL(ctx context.Context, url string) (Scrape, error) {
 	}
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	req.Close = true // no idle keep-alive connections left behind between scrapes
+	if o.token != "" {
+		req.Header.Set("Authorization", "Bearer "+o.token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("scrape %s: %w", url, err)
@@ -290,13 +297,13 @@ func ComputeTraffic(before, after []Scrape, window time.Duration) TrafficFigures
 
 // ScrapeAll scrapes every URL concurrently; a failed scrape is nil and its
 // error is returned in errs.
-func ScrapeAll(ctx context.Context, urls []string) (out []Scrape, errs []error) {
+func ScrapeAll(ctx context.Context, urls []string, opts ...ScrapeOption) (out []Scrape, errs []error) {
 	out = make([]Scrape, len(urls))
 	errc := make([]error, len(urls))
 	done := make(chan struct{}, len(urls))
 	for i, u := range urls {
 		go func() {
-			out[i], errc[i] = ScrapeURL(ctx, u)
+			out[i], errc[i] = ScrapeURL(ctx, u, opts...)
 			done <- struct{}{}
 		}()
 	}
@@ -309,4 +316,16 @@ func ScrapeAll(ctx context.Context, urls []string) (out []Scrape, errs []error) 
 		}
 	}
 	return out, errs
+}
+
+// ScrapeOption changes how ScrapeURL asks for /metrics.
+type ScrapeOption func(*scrapeOptions)
+
+type scrapeOptions struct{ token string }
+
+// WithBearerToken sends "Authorization: Bearer <token>": brokers with
+// metrics.auth.token.file (every broker the operator runs) answer
+// /metrics 401 without it.
+func WithBearerToken(token string) ScrapeOption {
+	return func(o *scrapeOptions) { o.token = token }
 }

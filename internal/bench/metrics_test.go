@@ -1,7 +1,10 @@
 package bench
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +160,26 @@ func TestComputeTrafficHedges(t *testing.T) {
 	tf = ComputeTraffic([]Scrape{expo(1, 10), bare}, []Scrape{expo(5, 30), bare}, 2*time.Second)
 	if tf.HedgedPutsPerSecond != nil || tf.HedgedGetsPerSecond != nil {
 		t.Fatalf("a broker without the counters: %v, %v; want n/a", val(tf.HedgedPutsPerSecond), val(tf.HedgedGetsPerSecond))
+	}
+}
+
+// TestScrapeWithBearerToken: a broker whose /metrics needs a token (as
+// every broker the operator runs) is scraped with WithBearerToken and
+// refuses the scrape without it.
+func TestScrapeWithBearerToken(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer s3cr3t" {
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprintln(w, "strata_up 1")
+	}))
+	defer srv.Close()
+	if _, err := ScrapeURL(context.Background(), srv.URL); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("scrape without the token: %v, want HTTP 401", err)
+	}
+	s, errs := ScrapeAll(context.Background(), []string{srv.URL}, WithBearerToken("s3cr3t"))
+	if len(errs) > 0 || !s[0].Has("strata_up") {
+		t.Errorf("scrape with the token: %v %v", s, errs)
 	}
 }

@@ -24,8 +24,12 @@ type Config struct {
 	// MetricsURLs are scraped for traffic figures; for embedded clusters
 	// they override the URLs the starter found.
 	MetricsURLs []string
-	Cluster     ClusterOptions
-	Load        LoadOptions
+	// MetricsToken is the bearer token of the brokers' /metrics (an
+	// operator's cluster: key "token" of Secret <cluster>-metrics-token);
+	// empty sends none.
+	MetricsToken string
+	Cluster      ClusterOptions
+	Load         LoadOptions
 	// Progress receives one line per step (nil: discarded).
 	Progress io.Writer
 	// Pin: on Linux with two CPUs or more, run the brokers on one CPU set
@@ -229,7 +233,7 @@ func runMode(ctx context.Context, cfg Config, mode string, pin PinSettings, prog
 		if len(urls) == 0 {
 			return nil, time.Now()
 		}
-		s, errs := ScrapeAll(ctx, urls)
+		s, errs := ScrapeAll(ctx, urls, WithBearerToken(cfg.MetricsToken))
 		at := time.Now()
 		for _, e := range errs {
 			mr.Notes = append(mr.Notes, fmt.Sprintf("metrics %s: %v", when, e))

@@ -19,7 +19,7 @@ func newBenchCmd() *cobra.Command {
 		bootstrap, modes, metrics, racks, topicConfigs []string
 		cl                                             bench.ClusterOptions
 		asJSON, pin, storeTmpfs                        bool
-		plot, fromJSON, pinLoad                        string
+		plot, fromJSON, pinLoad, metricsTokenFile      string
 		sec                                            clientSecurityFlags
 	)
 	lo := bench.DefaultLoadOptions()
@@ -92,6 +92,13 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 				cl.StoreDir, storeNote = bench.StoreTmpfs()
 			}
 			cfg := bench.Config{Bootstrap: bootstrap, Modes: modes, MetricsURLs: metrics, Cluster: cl, Load: lo, Progress: cmd.ErrOrStderr(), Pin: pin, PinLoadWith: pinLoad, StoreNote: storeNote}
+			if metricsTokenFile != "" {
+				b, err := os.ReadFile(metricsTokenFile)
+				if err != nil {
+					return fmt.Errorf("--metrics-token-file: %w", err)
+				}
+				cfg.MetricsToken = strings.TrimSpace(string(b))
+			}
 			if len(bootstrap) == 0 {
 				if err := bench.ValidateModes(modes); err != nil {
 					return err
@@ -125,6 +132,7 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 	fl.StringSliceVar(&bootstrap, "bootstrap", nil, "measure an existing cluster at host:port,... (mode \"external\") instead of embedded ones")
 	fl.StringSliceVar(&modes, "modes", []string{bench.ModeClassic, bench.ModeWAL}, "embedded cluster modes to measure, in order: classic, wal")
 	fl.StringSliceVar(&metrics, "metrics", nil, "brokers' Prometheus URLs (http://host:port/metrics,...) for the traffic figures")
+	fl.StringVar(&metricsTokenFile, "metrics-token-file", "", "a file holding the bearer token of the brokers' /metrics (an operator's cluster: key token of Secret <cluster>-metrics-token)")
 	fl.StringVar(&lo.Acks, "acks", lo.Acks, "producer acks: 0, 1 or all")
 	fl.IntVar(&lo.RecordSize, "record-size", lo.RecordSize, "record value size in bytes")
 	fl.Int32Var(&lo.Partitions, "partitions", lo.Partitions, "partitions of the bench topic")

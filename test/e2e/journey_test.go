@@ -346,6 +346,12 @@ func (j *journey) walPath(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The brokers' /metrics needs the cluster's bearer token.
+	token, err := j.h.secretKey(ctx, controllers.MetricsTokenSecretName(clusterName), controllers.MetricsTokenKey)
+	if err != nil {
+		return "", err
+	}
+	auth := bench.WithBearerToken(strings.TrimSpace(string(token)))
 	zones := []string{"a", "b", "c"}
 	before := map[string]map[string]bool{}
 	for _, z := range zones {
@@ -358,7 +364,7 @@ func (j *journey) walPath(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	scrape0, errs := bench.ScrapeAll(ctx, urls)
+	scrape0, errs := bench.ScrapeAll(ctx, urls, auth)
 	if len(errs) > 0 {
 		return "", fmt.Errorf("scrape: %w", errors.Join(errs...))
 	}
@@ -373,7 +379,7 @@ func (j *journey) walPath(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	scrape1, errs := bench.ScrapeAll(ctx, urls)
+	scrape1, errs := bench.ScrapeAll(ctx, urls, auth)
 	if len(errs) > 0 {
 		return "", fmt.Errorf("scrape: %w", errors.Join(errs...))
 	}
@@ -390,7 +396,7 @@ func (j *journey) walPath(ctx context.Context) (string, error) {
 	if _, err := j.h.run(ctx, "-n", namespace, "wait", "--for=condition=Complete", "job/bench", "--timeout=300s"); err != nil {
 		return "", err
 	}
-	scrape2, errs := bench.ScrapeAll(ctx, urls)
+	scrape2, errs := bench.ScrapeAll(ctx, urls, auth)
 	if len(errs) > 0 {
 		return "", fmt.Errorf("scrape: %w", errors.Join(errs...))
 	}
