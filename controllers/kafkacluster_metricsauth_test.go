@@ -15,7 +15,6 @@ import (
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/broker/meta"
-	"github.com/strata-dev/strata/internal/pki"
 )
 
 func metricsTestCluster() *strata.KafkaCluster {
@@ -64,20 +63,7 @@ func TestRenderedBrokerMetricsNeedTheToken(t *testing.T) {
 	t.Cleanup(etcd.Close)
 	kc := metricsTestCluster()
 	kc.Spec.Metadata.ExternalEndpoints = etcd.Endpoints
-	ca, err := pki.NewCA("test cluster CA", 0, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := ca.Issue(pki.LeafOptions{Subject: BrokerCertSubject, Hosts: []string{"127.0.0.1"}}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsDir := t.TempDir()
-	for name, data := range map[string][]byte{TLSCertKey: leaf.CertPEM, TLSKeyKey: leaf.KeyPEM, CACertKey: ca.CertPEM} {
-		if err := os.WriteFile(filepath.Join(tlsDir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tlsDir := brokerTLSDir(t)
 	srv := startRenderedBroker(ctx, t, kc, ZoneInput{Zone: kc.Spec.Zones[0]}, 0, tlsDir)
 	base := "http://" + srv.MetricsAddr()
 	get := func(path, token string) int {

@@ -241,20 +241,7 @@ func TestInterBrokerUpgradeFromPlaintext(t *testing.T) {
 	// A cluster of those releases keeps their defaults (PLAINTEXT, no
 	// authorizer): LegacySecurityDefaults.
 	kc = WithSecurityDefaults(kc, LegacySecurityDefaults(kc, []string{"# an earlier release\nlisteners=PLAINTEXT://0.0.0.0:9092\n"}))
-	ca, err := pki.NewCA("test cluster CA", 0, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := ca.Issue(pki.LeafOptions{Subject: BrokerCertSubject, Hosts: []string{"127.0.0.1"}}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsDir := t.TempDir()
-	for name, data := range map[string][]byte{TLSCertKey: leaf.CertPEM, TLSKeyKey: leaf.KeyPEM, CACertKey: ca.CertPEM} {
-		if err := os.WriteFile(filepath.Join(tlsDir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tlsDir := brokerTLSDir(t)
 	// Broker 0 still runs the config of an operator without REPLICATION.
 	earlierRelease := func(kv map[string]string) {
 		for k := range kv {
