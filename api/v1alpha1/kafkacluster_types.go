@@ -1253,6 +1253,11 @@ type BrokerStatus struct {
 // +kubebuilder:printcolumn:name="WAL",type=boolean,JSONPath=`.spec.wal.enabled`,priority=1
 // +kubebuilder:printcolumn:name="Offline",type=integer,JSONPath=`.status.kafka.offlinePartitions`,priority=1,description="Partitions without a leader"
 // +kubebuilder:printcolumn:name="URP",type=integer,JSONPath=`.status.kafka.underReplicatedPartitions`,priority=1,description="Under-replicated partitions"
+// +kubebuilder:printcolumn:name="Roll",type=string,JSONPath=`.status.roll.pending`,description="Brokers a rolling restart has left to restart"
+// +kubebuilder:printcolumn:name="Moves",type=string,JSONPath=`.status.scaling.phase`,description="Draining, Rebalancing or Blocked while the operator moves replicas"
+// +kubebuilder:printcolumn:name="MovesDone",type=integer,JSONPath=`.status.scaling.movesDone`,priority=1,description="Moves of the scaling done"
+// +kubebuilder:printcolumn:name="MovesPlanned",type=integer,JSONPath=`.status.scaling.movesPlanned`,priority=1,description="Moves of the scaling planned"
+// +kubebuilder:printcolumn:name="MovesETA",type=date,JSONPath=`.status.scaling.estimatedCompletionTime`,priority=1,description="When the moves are expected to end at the current rate"
 // +kubebuilder:printcolumn:name="Saving",type=integer,JSONPath=`.status.cost.savingPercent`,description="Replication cost saved against classic replication, in percent"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.spec.zones.all(z, size(self.metadata.name) + size(z.name) <= 50)",message="metadata.name and each zone name together must be at most 50 characters (StatefulSet and pod names are <cluster>-<zone>-<ordinal>)"
