@@ -29,6 +29,13 @@ func (s *Store) RegisterBroker(ctx context.Context, info BrokerInfo, ttl time.Du
 	if info.ID < 0 {
 		return nil, fmt.Errorf("register broker: negative ID %d", info.ID)
 	}
+	// Every registration (incarnation) gets its own secret: a token seen
+	// by an earlier incarnation's peers stops working with it.
+	token, err := newFetchToken()
+	if err != nil {
+		return nil, fmt.Errorf("register broker %d: %w", info.ID, err)
+	}
+	info.FetchToken = token
 	seconds := max(int(ttl.Round(time.Second)/time.Second), 1)
 	// The lease is granted under ctx: NewSession would grant it under the
 	// client's context, never cancelled, and with etcd gone (a managed etcd

@@ -8,6 +8,15 @@ import (
 	"slices"
 )
 
+// newFetchToken draws a BrokerInfo.FetchToken.
+func newFetchToken() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("replica fetch token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
 // NoLeader is PartitionState.Leader of an offline partition.
 const NoLeader int32 = -1
 
@@ -36,6 +45,17 @@ type BrokerInfo struct {
 	// without it, so its epoch-less fetches are still served during a
 	// rolling upgrade.
 	FetchEpoch bool `json:"fetchEpoch,omitempty"`
+	// FetchToken is a secret of this registration: 128 random bits (hex),
+	// drawn anew by every RegisterBroker, readable only by what reads the
+	// metadata store (the brokers and the operator). The broker's replica
+	// fetches carry it (replica.TagReplicaToken), and leaders refuse a
+	// replica fetch in the broker's name without it: unlike the Epoch, an
+	// etcd revision anyone can guess in a few thousand tries, it cannot be
+	// guessed, so no client can pose as a follower to move a partition's
+	// high watermark past what the follower holds. It holds on every
+	// cluster, with or without authentication and ACLs. A broker of an
+	// older version registers without it and is not checked.
+	FetchToken string `json:"fetchToken,omitempty"`
 	// ShuttingDown says that the broker is in controlled shutdown
 	// (Registration.EnterControlledShutdown): the controller moves every
 	// leadership it holds to another live ISR member and elects it leader

@@ -44,7 +44,9 @@ package protocol
 // come from registered brokers only: a fetch naming a broker that is not
 // registered, or that registered as sending its broker epoch
 // (meta.BrokerInfo.FetchEpoch) and does not send the current one in
-// ReplicaState (KIP-903's tagged field, read at v12+), gets
+// ReplicaState (KIP-903's tagged field, read at v12+), or that registered
+// with a fetch token (meta.BrokerInfo.FetchToken, a secret only the
+// metadata store holds) and does not send it (replica.TagReplicaToken), gets
 // NOT_LEADER_OR_FOLLOWER on every partition, as Kafka answers a stale
 // replica epoch, and is counted in strata_replica_fetch_refused_total.
 // They are served by the leader only: the fetch offset is the follower's log end offset, reported
@@ -129,10 +131,11 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 	}
 	denied := deniedFetchTopics(r, req)
 	if rm := b.Replicas(); rm != nil && req.ReplicaID >= 0 {
-		// Only a registered broker, with its current broker epoch, may
-		// report a follower's position (KIP-380 style; standalone brokers
-		// refuse replica fetches per partition below).
-		if err := rm.CheckReplicaFetcher(req.ReplicaID, replicaEpoch(req)); err != nil {
+		// Only a registered broker, with its current broker epoch and its
+		// registration's secret, may report a follower's position (KIP-380
+		// style; standalone brokers refuse replica fetches per partition
+		// below).
+		if err := rm.CheckReplicaFetcher(req.ReplicaID, replicaEpoch(req), replica.ReplicaToken(req)); err != nil {
 			return refuseReplicaFetch(r, req, err), nil
 		}
 	}

@@ -358,9 +358,14 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 	req.SetVersion(FetchVersion)
 	req.ReplicaID = cfg.NodeID
 	// KIP-903's ReplicaState (a tagged field, decoded at any flexible
-	// version) carries this broker's registration epoch; the leader refuses
-	// replica fetches without the current one (Manager.CheckReplicaFetcher).
-	req.ReplicaState.ID, req.ReplicaState.Epoch = cfg.NodeID, f.m.BrokerEpoch()
+	// version) carries this broker's registration epoch, and
+	// TagReplicaToken its registration's secret; the leader refuses
+	// replica fetches without the current ones (Manager.CheckReplicaFetcher).
+	epoch, token := f.m.replicaIdentity()
+	req.ReplicaState.ID, req.ReplicaState.Epoch = cfg.NodeID, epoch
+	if token != nil {
+		req.UnknownTags.Set(TagReplicaToken, token)
+	}
 	req.MaxWaitMillis = int32(cfg.FetchMaxWait / time.Millisecond)
 	req.MinBytes = 1
 	req.MaxBytes = cfg.FetchMaxBytes

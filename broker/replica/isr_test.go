@@ -1,8 +1,11 @@
 package replica
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -218,44 +221,60 @@ func TestRestartedFollowerLeavesISR(t *testing.T) {
 	}
 }
 
-// TestCheckReplicaFetcher (issue #10 item 8): replica fetches are served
-// only for registered brokers with their current broker epoch; a broker
-// registered without FetchEpoch (an older version, rolling upgrade) may
-// fetch without one. Refusals are NOT_LEADER_OR_FOLLOWER and counted.
+// TestCheckReplicaFetcher (issue #10 item 8, issue #26): replica fetches
+// are served only for registered brokers with their current broker epoch
+// and, when the registration has one, its fetch token; a broker registered
+// without FetchEpoch or FetchToken (an older version, rolling upgrade) may
+// fetch without them. Refusals are NOT_LEADER_OR_FOLLOWER and counted.
 func TestCheckReplicaFetcher(t *testing.T) {
 	m := NewManager(Config{NodeID: 1, Log: logr.Discard()})
 	defer m.Close()
+	tok2, tok5 := bytes.Repeat([]byte{0xa2}, 16), bytes.Repeat([]byte{0xa5}, 16)
 	m.SetBrokers(map[int32]meta.BrokerInfo{
 		2: {ID: 2, Epoch: 20, FetchEpoch: true},
 		3: {ID: 3, Epoch: 30}, // an older broker
+		5: {ID: 5, Epoch: 50, FetchEpoch: true, FetchToken: hex.EncodeToString(tok5)},
 	})
 	tests := []struct {
 		replica int32
 		epoch   int64
+		token   []byte
 		reason  string
 	}{
-		{2, 20, ""},
-		{2, -1, RefusedNoEpoch},
-		{2, 19, RefusedStaleEpoch},
-		{2, 21, RefusedUnknownEpoch},
-		{3, -1, ""},
-		{3, 30, ""},
-		{3, 29, RefusedStaleEpoch},
-		{4, -1, RefusedUnregistered},
+		{2, 20, nil, ""},
+		{2, -1, nil, RefusedNoEpoch},
+		{2, 19, nil, RefusedStaleEpoch},
+		{2, 21, nil, RefusedUnknownEpoch},
+		{3, -1, nil, ""},
+		{3, 30, nil, ""},
+		{3, 29, nil, RefusedStaleEpoch},
+		{4, -1, nil, RefusedUnregistered},
+		// A broker registered with a fetch token: its epoch alone (which
+		// anyone can guess) is not enough, nor another broker's token.
+		{5, 50, tok5, ""},
+		{5, 50, nil, RefusedBadToken},
+		{5, 50, tok2, RefusedBadToken},
+		{5, 50, tok5[:15], RefusedBadToken},
+		{5, 49, tok5, RefusedStaleEpoch},
 	}
 	for _, tt := range tests {
-		err := m.CheckReplicaFetcher(tt.replica, tt.epoch)
+		err := m.CheckReplicaFetcher(tt.replica, tt.epoch, tt.token)
 		switch {
 		case tt.reason == "" && err != nil:
-			t.Errorf("replica %d epoch %d refused: %v", tt.replica, tt.epoch, err)
+			t.Errorf("replica %d epoch %d token %x refused: %v", tt.replica, tt.epoch, tt.token, err)
 		case tt.reason != "" && !errors.Is(err, kerr.NotLeaderForPartition):
-			t.Errorf("replica %d epoch %d: %v, want NOT_LEADER_OR_FOLLOWER (%s)", tt.replica, tt.epoch, err, tt.reason)
+			t.Errorf("replica %d epoch %d token %x: %v, want NOT_LEADER_OR_FOLLOWER (%s)", tt.replica, tt.epoch, tt.token, err, tt.reason)
+		case tt.reason != "" && !strings.Contains(err.Error(), tt.reason):
+			t.Errorf("replica %d epoch %d token %x: %v, want reason %s", tt.replica, tt.epoch, tt.token, err, tt.reason)
 		}
 	}
-	for _, reason := range []string{RefusedNoEpoch, RefusedStaleEpoch, RefusedUnknownEpoch, RefusedUnregistered} {
+	for _, reason := range []string{RefusedNoEpoch, RefusedStaleEpoch, RefusedUnknownEpoch, RefusedUnregistered, RefusedBadToken} {
 		want := 1.0
-		if reason == RefusedStaleEpoch {
-			want = 2
+		switch reason {
+		case RefusedStaleEpoch:
+			want = 3
+		case RefusedBadToken:
+			want = 3
 		}
 		if got := testutil.ToFloat64(m.refused.WithLabelValues(reason)); got != want {
 			t.Errorf("refusals counted as %s: %v, want %v", reason, got, want)

@@ -2,6 +2,8 @@ package replica
 
 import (
 	"context"
+	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -227,12 +229,25 @@ func (m *Manager) registration(id int32) (int64, bool) {
 // BrokerEpoch is this broker's registration epoch as the metadata shows
 // it, -1 while it is not registered: what its replica fetches carry.
 func (m *Manager) BrokerEpoch() int64 {
+	epoch, _ := m.replicaIdentity()
+	return epoch
+}
+
+// replicaIdentity is what this broker's replica fetches carry, from one
+// metadata snapshot: its registration epoch (-1 while not registered) and
+// the registration's fetch token, decoded (nil: none).
+func (m *Manager) replicaIdentity() (int64, []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if b, ok := m.brokers[m.cfg.NodeID]; ok && b.Epoch > 0 {
-		return b.Epoch
+	b, ok := m.brokers[m.cfg.NodeID]
+	if !ok || b.Epoch <= 0 {
+		return -1, nil
 	}
-	return -1
+	token, err := hex.DecodeString(b.FetchToken)
+	if err != nil {
+		token = nil
+	}
+	return b.Epoch, token
 }
 
 // selfRegistered reports whether the metadata shows this broker
@@ -251,26 +266,33 @@ const (
 	RefusedNoEpoch      = "missing_epoch" // the broker sends its epoch, this fetch did not
 	RefusedStaleEpoch   = "stale_epoch"   // an older registration of the broker (it restarted)
 	RefusedUnknownEpoch = "unknown_epoch" // newer than this broker's metadata knows
+	RefusedBadToken     = "bad_token"     // the broker's registration has a fetch token, this fetch did not carry it
 )
 
 // CheckReplicaFetcher decides whether a replica fetch claiming to come from
-// broker replica, carrying registration epoch (-1: none), is served (nil)
-// or refused, and counts refusals by reason. Until inter-broker
-// authentication exists this is what keeps a client from posing as a
-// follower (moving its LEO and the HWM, KIP-380 style): the broker must be
-// registered, and a broker whose registration says its fetches carry the
-// epoch (meta.BrokerInfo.FetchEpoch) must send its current one. An epoch
-// newer than the registration this broker knows is refused too (its
-// metadata lags; the follower retries after its backoff). Kafka answers a
-// replica fetch with a stale broker epoch NOT_LEADER_OR_FOLLOWER
-// (Replica.updateFetchStateOrThrow); so does this.
-func (m *Manager) CheckReplicaFetcher(replica int32, epoch int64) error {
+// broker replica, carrying registration epoch (-1: none) and fetch token
+// (nil: none; TagReplicaToken), is served (nil) or refused, and counts
+// refusals by reason. This is what keeps a client from posing as a
+// follower (moving its LEO and with it the HWM past what the follower
+// holds, so that acks=all is answered for records one broker has), on
+// every cluster whatever its listeners authenticate: the broker must be
+// registered; a broker whose registration has a fetch token
+// (meta.BrokerInfo.FetchToken, a secret of the metadata store) must send
+// it; and a broker whose registration says its fetches carry the epoch
+// (meta.BrokerInfo.FetchEpoch) must send its current one. An epoch newer
+// than the registration this broker knows is refused too (its metadata
+// lags; the follower retries after its backoff). Kafka answers a replica
+// fetch with a stale broker epoch NOT_LEADER_OR_FOLLOWER
+// (Replica.updateFetchStateOrThrow); so does this, for every reason.
+func (m *Manager) CheckReplicaFetcher(replica int32, epoch int64, token []byte) error {
 	reason := ""
 	m.mu.Lock()
 	b, ok := m.brokers[replica]
 	switch {
 	case !ok:
 		reason = RefusedUnregistered
+	case b.FetchToken != "" && subtle.ConstantTimeCompare([]byte(hex.EncodeToString(token)), []byte(b.FetchToken)) != 1:
+		reason = RefusedBadToken
 	case epoch < 0 && b.FetchEpoch:
 		reason = RefusedNoEpoch
 	case epoch < 0:

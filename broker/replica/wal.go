@@ -52,6 +52,14 @@ import (
 // sends this one to replica fetches that asked for it.
 const TagWALPointers = 0x5354 // "ST"
 
+// TagReplicaToken is the tagged field of a replica Fetch request (top
+// level) that carries the follower's registration secret
+// (meta.BrokerInfo.FetchToken, 16 bytes), Strata's proof that the fetch
+// comes from the broker its ReplicaID names (Manager.CheckReplicaFetcher).
+// Kafka defines tags 0-1 there (ClusterId, ReplicaState); a leader of an
+// older Strata version skips it.
+const TagReplicaToken = 0x5355 // "SU"
+
 // WALConfig enables WAL replication on a Manager (Manager.EnableWAL).
 type WALConfig struct {
 	// Store is this broker's zone fast bucket (uploads).
@@ -776,6 +784,12 @@ func DecodePointers(b []byte) ([]wal.Pointer, error) {
 // WantsPointers reports whether a request partition carries the tag.
 func WantsPointers(rp *kmsg.FetchRequestTopicPartition) bool {
 	return tagValue(&rp.UnknownTags, TagWALPointers) != nil
+}
+
+// ReplicaToken is the fetch token a replica Fetch request carries
+// (TagReplicaToken; nil: none).
+func ReplicaToken(req *kmsg.FetchRequest) []byte {
+	return tagValue(&req.UnknownTags, TagReplicaToken)
 }
 
 func tagValue(t *kmsg.Tags, key uint32) []byte {

@@ -1,8 +1,10 @@
 package replication
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"io"
 	"net"
 	"testing"
@@ -16,12 +18,16 @@ import (
 	"github.com/strata-dev/strata/broker/brokertest"
 	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/meta/metatest"
+	"github.com/strata-dev/strata/broker/replica"
 )
 
-// TestReplicaFetchIdentity (issue #10 item 8): a Fetch naming a follower's
-// broker ID does not move that follower's position or the HWM unless it
-// carries the follower's current broker epoch (KIP-380 style, until
-// inter-broker authentication exists); refusals are NOT_LEADER_OR_FOLLOWER
+// TestReplicaFetchIdentity (issue #10 item 8, issue #26): a Fetch naming a
+// follower's broker ID does not move that follower's position or the HWM
+// unless it carries the follower's current broker epoch (KIP-380 style)
+// and its registration's fetch token (meta.BrokerInfo.FetchToken, a secret
+// of the metadata store, on every cluster whatever its listeners
+// authenticate: the broker here has no authentication and no
+// authorizer); refusals are NOT_LEADER_OR_FOLLOWER
 // and counted in strata_replica_fetch_refused_total. Broker 1 leads a
 // partition replicated on [1 2]; broker 2 is registered (as a current
 // broker that sends its epoch) but runs no broker, so only the test's raw
@@ -43,6 +49,10 @@ func TestReplicaFetchIdentity(t *testing.T) {
 	}
 	defer reg.Close(context.Background())
 	epoch := reg.Info().Epoch
+	token, err := hex.DecodeString(reg.Info().FetchToken)
+	if err != nil || len(token) != 16 {
+		t.Fatalf("registration's fetch token %q: want 32 hex digits (%v)", reg.Info().FetchToken, err)
+	}
 	if _, err := store.CreateTopic(ctx, meta.TopicSpec{Name: "ident", Assignment: [][]int32{{1, 2}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -69,9 +79,10 @@ func TestReplicaFetchIdentity(t *testing.T) {
 	}
 	defer conn.Close()
 	corr := int32(0)
-	// fetch sends a replica fetch as broker 2 at the log end and returns
-	// the partition's error code.
-	fetch := func(version int16, replicaState *kmsg.FetchRequestReplicaState) int16 {
+	// fetch sends a replica fetch as broker 2 at the log end, with
+	// replica.TagReplicaToken = tok unless nil, and returns the partition's
+	// error code.
+	fetch := func(version int16, replicaState *kmsg.FetchRequestReplicaState, tok []byte) int16 {
 		t.Helper()
 		req := kmsg.NewPtrFetchRequest()
 		req.SetVersion(version)
@@ -80,6 +91,9 @@ func TestReplicaFetchIdentity(t *testing.T) {
 			req.ReplicaState = *replicaState
 		}
 		req.MaxWaitMillis, req.SessionEpoch = 0, -1
+		if tok != nil {
+			req.UnknownTags.Set(replica.TagReplicaToken, tok)
+		}
 		rt := kmsg.NewFetchRequestTopic()
 		rt.Topic = "ident"
 		if version >= 13 {
@@ -121,15 +135,22 @@ func TestReplicaFetchIdentity(t *testing.T) {
 		name    string
 		version int16
 		state   *kmsg.FetchRequestReplicaState
+		token   []byte
 	}{
-		{"no broker epoch", 12, nil},
-		{"a stale broker epoch", 12, &kmsg.FetchRequestReplicaState{ID: 2, Epoch: epoch - 1}},
-		{"a broker epoch newer than registered", 12, &kmsg.FetchRequestReplicaState{ID: 2, Epoch: epoch + 1}},
-		{"the epoch of another broker ID", 12, &kmsg.FetchRequestReplicaState{ID: 3, Epoch: epoch}},
-		{"v15 ReplicaState with a stale epoch", 15, &kmsg.FetchRequestReplicaState{ID: 2, Epoch: epoch - 1}},
+		{"no broker epoch", 12, nil, token},
+		{"a stale broker epoch", 12, &kmsg.FetchRequestReplicaState{ID: 2, Epoch: epoch - 1}, token},
+		{"a broker epoch newer than registered", 12, &kmsg.FetchRequestReplicaState{ID: 2, Epoch: epoch + 1}, token},
+		{"the epoch of another broker ID", 12, &kmsg.FetchRequestReplicaState{ID: 3, Epoch: epoch}, token},
+		{"v15 ReplicaState with a stale epoch", 15, &kmsg.FetchRequestReplicaState{ID: 2, Epoch: epoch - 1}, token},
+		// Issue #26: the broker epoch is an etcd revision, which a client
+		// finds in a few thousand tries; the registration's fetch token
+		// is what proves the fetch is broker 2's.
+		{"its current epoch but no fetch token", 12, &kmsg.FetchRequestReplicaState{ID: 2, Epoch: epoch}, nil},
+		{"its current epoch and a wrong fetch token", 12, &kmsg.FetchRequestReplicaState{ID: 2, Epoch: epoch}, bytes.Repeat([]byte{0x5a}, 16)},
+		{"v15, its current epoch, no fetch token", 15, &kmsg.FetchRequestReplicaState{ID: 2, Epoch: epoch}, nil},
 	}
 	for _, r := range refused {
-		if code := fetch(r.version, r.state); code != kerr.NotLeaderForPartition.Code {
+		if code := fetch(r.version, r.state, r.token); code != kerr.NotLeaderForPartition.Code {
 			t.Errorf("replica fetch as broker 2 with %s: %v, want NOT_LEADER_OR_FOLLOWER", r.name, kerr.ErrorForCode(code))
 		}
 		if h := highWatermark(t, adm, "ident"); h != 0 {
@@ -151,11 +172,11 @@ func TestReplicaFetchIdentity(t *testing.T) {
 	if count != float64(len(refused)) {
 		t.Errorf("strata_replica_fetch_refused_total %v, want %d", count, len(refused))
 	}
-	// Broker 2's own fetch, with its epoch, counts.
-	if code := fetch(12, &kmsg.FetchRequestReplicaState{ID: 2, Epoch: epoch}); code != 0 {
-		t.Fatalf("replica fetch as broker 2 with its epoch: %v", kerr.ErrorForCode(code))
+	// Broker 2's own fetch, with its epoch and its token, counts.
+	if code := fetch(12, &kmsg.FetchRequestReplicaState{ID: 2, Epoch: epoch}, token); code != 0 {
+		t.Fatalf("replica fetch as broker 2 with its epoch and fetch token: %v", kerr.ErrorForCode(code))
 	}
 	if h := highWatermark(t, adm, "ident"); h != n {
-		t.Fatalf("HWM %d after broker 2 fetched at %d with its epoch, want %d", h, n, n)
+		t.Fatalf("HWM %d after broker 2 fetched at %d with its epoch and fetch token, want %d", h, n, n)
 	}
 }
