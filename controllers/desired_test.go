@@ -165,7 +165,7 @@ func TestRenderBrokerConfig(t *testing.T) {
 			notWant: []string{"listener.name.plaintext.", "listener.name.sasl_ssl.ssl.ca.location"},
 		},
 		{
-			name: "legacy defaults kept: PLAINTEXT listener, no authorizer",
+			name: "legacy defaults kept: PLAINTEXT listener, an authorizer open where no ACL is set",
 			mutate: func(kc *strata.KafkaCluster) {
 				*kc = *WithSecurityDefaults(kc, SecurityDefaults{PlaintextListener: true, NoAuthorizer: true})
 			},
@@ -174,8 +174,11 @@ func TestRenderBrokerConfig(t *testing.T) {
 				"listeners=PLAINTEXT://0.0.0.0:9092,REPLICATION://0.0.0.0:9091",
 				"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,REPLICATION:SSL",
 				"inter.broker.listener.name=REPLICATION",
+				"authorizer.class.name=strata.acl",
+				"super.users=User:CN=strata-operator,O=strata;User:CN=strata-broker,O=strata",
+				"allow.everyone.if.no.acl.found=true",
 			},
-			notWant: []string{"listener.name.plaintext.", "authorizer.class.name", "super.users", "allow.everyone"},
+			notWant: []string{"listener.name.plaintext.", "allow.everyone.if.no.acl.found=false"},
 		},
 		{
 			name: "authorization none; extra super users with acl",

@@ -678,7 +678,7 @@ func (r *KafkaClusterReconciler) securityDefaults(ctx context.Context, s *cluste
 		kept = append(kept, "the PLAINTEXT listener on port 9092 (set spec.listeners, e.g. to SASL_SSL, to change it)")
 	}
 	if d.NoAuthorizer {
-		kept = append(kept, "brokers without an authorizer (set spec.security.authorization.type to acl or none)")
+		kept = append(kept, "ACLs open to every principal where none is set (allow.everyone.if.no.acl.found=true; set spec.security.authorization to change it)")
 	}
 	r.setNoticeCondition(kc, ConditionInsecureDefaultsKept, ReasonCreatedBeforeSecureDefaults, EventInsecureDefaultsKept,
 		"this cluster was created before secure defaults and keeps "+strings.Join(kept, " and "))

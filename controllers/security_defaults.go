@@ -30,7 +30,10 @@ type SecurityDefaults struct {
 	// old default PLAINTEXT listener on 9092.
 	PlaintextListener bool
 	// NoAuthorizer: spec.security.authorization is unset and the brokers
-	// run without an authorizer.
+	// ran without an authorizer (or run the open one this keeps them on):
+	// they get an authorizer that allows every principal where no ACL is
+	// set (allow.everyone.if.no.acl.found=true), so their clients keep
+	// every right while ACLs, super users and the ACL APIs work.
 	NoAuthorizer bool
 }
 
@@ -41,7 +44,9 @@ func (d SecurityDefaults) Any() bool { return d.PlaintextListener || d.NoAuthori
 // stored broker configs (none for a new cluster: the secure defaults).
 // A config rendered from empty listeners by an earlier release names the
 // listener PLAINTEXT://0.0.0.0:9092; one rendered without authorizer has
-// no authorizer.class.name line. Both stay so in what this function
+// no authorizer.class.name line, and what the operator renders for it
+// since has allow.everyone.if.no.acl.found=true (a cluster created with
+// the secure defaults has false). Both stay so in what this function
 // makes the operator render, so the decision is stable across
 // reconciles; setting the fields ends it.
 func LegacySecurityDefaults(kc *strata.KafkaCluster, configs []string) SecurityDefaults {
@@ -56,7 +61,7 @@ func LegacySecurityDefaults(kc *strata.KafkaCluster, configs []string) SecurityD
 	}
 	if kc.Spec.Security.Authorization == nil {
 		d.NoAuthorizer = !slices.ContainsFunc(configs, func(c string) bool {
-			return strings.Contains(c, "\nauthorizer.class.name=")
+			return strings.Contains(c, "\nauthorizer.class.name=") && !strings.Contains(c, "\nallow.everyone.if.no.acl.found=true")
 		})
 	}
 	return d
@@ -73,7 +78,9 @@ func WithSecurityDefaults(kc *strata.KafkaCluster, d SecurityDefaults) *strata.K
 		out.Spec.Listeners = slices.Clone(legacyDefaultListeners)
 	}
 	if d.NoAuthorizer {
-		out.Spec.Security.Authorization = &strata.AuthorizationSpec{Type: strata.AuthorizationNone}
+		// An authorizer on every cluster, this one included: open where
+		// no ACL is set, as its clients had it without one.
+		out.Spec.Security.Authorization = &strata.AuthorizationSpec{Type: strata.AuthorizationACL, AllowEveryoneIfNoACLFound: true}
 	}
 	return out
 }
@@ -110,4 +117,7 @@ func renderAuthorization(kc *strata.KafkaCluster, kv map[string]string) {
 	kv["authorizer.class.name"] = "strata.acl"
 	kv["super.users"] = strings.Join(SuperUsers(kc), ";")
 	kv["allow.everyone.if.no.acl.found"] = "false"
+	if a := kc.Spec.Security.Authorization; a != nil && a.AllowEveryoneIfNoACLFound {
+		kv["allow.everyone.if.no.acl.found"] = "true"
+	}
 }

@@ -3,6 +3,7 @@ package controllers
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,9 @@ func TestLegacySecurityDefaults(t *testing.T) {
 		earlier = "# header\ninter.broker.listener.name=REPLICATION\nlisteners=PLAINTEXT://0.0.0.0:9092,REPLICATION://0.0.0.0:9091\n"
 		// ...with authorizer.class.name in spec.config.
 		earlierACL = "# header\nauthorizer.class.name=strata.acl\nlisteners=PLAINTEXT://0.0.0.0:9092,REPLICATION://0.0.0.0:9091\n"
+		// ...as this release renders a cluster of the first kind: an
+		// authorizer open where no ACL is set.
+		earlierOpen = "# header\nallow.everyone.if.no.acl.found=true\nauthorizer.class.name=strata.acl\nlisteners=PLAINTEXT://0.0.0.0:9092,REPLICATION://0.0.0.0:9091\n"
 	)
 	secured := threeZoneCluster()
 	secure := RenderBrokerConfig(secured, ZoneInput{Zone: secured.Spec.Zones[0]})
@@ -37,6 +41,7 @@ func TestLegacySecurityDefaults(t *testing.T) {
 		{"new cluster", threeZoneCluster(), nil, SecurityDefaults{}},
 		{"earlier release", threeZoneCluster(), []string{earlier, earlier}, SecurityDefaults{PlaintextListener: true, NoAuthorizer: true}},
 		{"earlier release with an authorizer in spec.config", threeZoneCluster(), []string{earlierACL}, SecurityDefaults{PlaintextListener: true}},
+		{"earlier release, rendered open since", threeZoneCluster(), []string{earlierOpen, earlier}, SecurityDefaults{PlaintextListener: true, NoAuthorizer: true}},
 		{"created secure", threeZoneCluster(), []string{secure}, SecurityDefaults{}},
 		{"fields set", explicit, []string{earlier}, SecurityDefaults{}},
 	} {
@@ -57,6 +62,13 @@ func TestLegacySecurityDefaults(t *testing.T) {
 	}
 	if len(kc.Spec.Listeners) != 0 || kc.Spec.Security.Authorization != nil {
 		t.Fatal("WithSecurityDefaults changed its argument")
+	}
+	// An authorizer on every cluster (issue #26), open where no ACL is
+	// set so that the clients keep every right they had.
+	for _, line := range []string{"\nauthorizer.class.name=strata.acl\n", "\nallow.everyone.if.no.acl.found=true\n", "\nsuper.users=User:CN=strata-operator,O=strata;User:CN=strata-broker,O=strata\n"} {
+		if !strings.Contains(rendered, line) {
+			t.Errorf("legacy render lacks %q:\n%s", line, rendered)
+		}
 	}
 }
 

@@ -71,7 +71,7 @@ var _ = Describe("Secure defaults", func() {
 		}
 	})
 
-	It("keeps a cluster from before secure defaults on PLAINTEXT without an authorizer until the fields are set", func() {
+	It("keeps a cluster from before secure defaults on PLAINTEXT, with an authorizer open where no ACL is set, until the fields are set", func() {
 		// What an earlier operator rendered for empty listeners, with
 		// the fields set explicitly; then the spec as it was stored by
 		// that release (neither field), as after an operator upgrade.
@@ -94,11 +94,14 @@ var _ = Describe("Secure defaults", func() {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(cfg).To(ContainSubstring("\nnum.partitions=7\n"))
 			g.Expect(cfg).To(ContainSubstring("\nlisteners=PLAINTEXT://0.0.0.0:9092,REPLICATION://0.0.0.0:9091\n"))
-			g.Expect(cfg).NotTo(ContainSubstring("authorizer.class.name"))
+			// An authorizer on every cluster (issue #26), open where no
+			// ACL is set: its clients keep every right they had.
+			g.Expect(cfg).To(ContainSubstring("\nauthorizer.class.name=strata.acl\n"))
+			g.Expect(cfg).To(ContainSubstring("\nallow.everyone.if.no.acl.found=true\n"))
 		}, timeout, interval).Should(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(eventMessages(g, ns, "old", controllers.EventInsecureDefaultsKept)).To(ContainElement(ContainSubstring(
-				"keeps the PLAINTEXT listener on port 9092 (set spec.listeners, e.g. to SASL_SSL, to change it) and brokers without an authorizer")))
+				"keeps the PLAINTEXT listener on port 9092 (set spec.listeners, e.g. to SASL_SSL, to change it) and ACLs open to every principal where none is set")))
 		}, timeout, interval).Should(Succeed())
 
 		By("a listener certificate cannot be served by the kept PLAINTEXT listener: stalled, not ignored")
@@ -124,6 +127,7 @@ var _ = Describe("Secure defaults", func() {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(cfg).To(ContainSubstring("\nlisteners=SASL_SSL://0.0.0.0:9092,REPLICATION://0.0.0.0:9091\n"))
 			g.Expect(cfg).To(ContainSubstring("\nauthorizer.class.name=strata.acl\n"))
+			g.Expect(cfg).To(ContainSubstring("\nallow.everyone.if.no.acl.found=false\n"))
 		}, timeout, interval).Should(Succeed())
 	})
 
@@ -141,6 +145,9 @@ var _ = Describe("Secure defaults", func() {
 		Entry("super users without an authorizer", func(kc *strata.KafkaCluster) {
 			kc.Spec.Security.Authorization = &strata.AuthorizationSpec{Type: strata.AuthorizationNone, SuperUsers: []string{"User:admin"}}
 		}, "security.authorization.superUsers needs type acl"),
+		Entry("allow everyone if no ACL found without an authorizer", func(kc *strata.KafkaCluster) {
+			kc.Spec.Security.Authorization = &strata.AuthorizationSpec{Type: strata.AuthorizationNone, AllowEveryoneIfNoACLFound: true}
+		}, "security.authorization.allowEveryoneIfNoACLFound needs type acl"),
 		Entry("an unknown authorization type", func(kc *strata.KafkaCluster) {
 			kc.Spec.Security.Authorization = &strata.AuthorizationSpec{Type: "simple"}
 		}, "spec.security.authorization.type", `supported values: "acl", "none"`),

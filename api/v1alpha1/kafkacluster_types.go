@@ -517,12 +517,14 @@ type SecuritySpec struct {
 	ListenerCertificate *SecretReference `json:"listenerCertificate,omitempty"`
 
 	// Authorization turns Kafka ACLs on (type acl: authorizer.class.name
-	// strata.acl, allow.everyone.if.no.acl.found false, the operator's
-	// and the brokers' certificate principals as super users) or off
-	// (none: every client that gets in may do everything). Unset means
-	// acl, except for a cluster whose brokers already run without an
-	// authorizer under an operator release from before this field: it
-	// stays without one until the field is set (docs/security.md).
+	// strata.acl, allow.everyone.if.no.acl.found false unless
+	// allowEveryoneIfNoACLFound, the operator's and the brokers'
+	// certificate principals as super users) or off (none: every client
+	// that gets in may do everything). Unset means acl, except for a
+	// cluster whose brokers ran without an authorizer under an operator
+	// release from before this field: it runs acl with
+	// allowEveryoneIfNoACLFound, so its clients keep every right they had,
+	// until the field is set (docs/security.md).
 	// +optional
 	Authorization *AuthorizationSpec `json:"authorization,omitempty"`
 
@@ -559,6 +561,7 @@ const (
 // AuthorizationSpec configures the brokers' authorizer.
 //
 // +kubebuilder:validation:XValidation:rule="self.type == 'acl' || !has(self.superUsers) || size(self.superUsers) == 0",message="security.authorization.superUsers needs type acl: without an authorizer every principal may do everything"
+// +kubebuilder:validation:XValidation:rule="self.type == 'acl' || !has(self.allowEveryoneIfNoACLFound) || !self.allowEveryoneIfNoACLFound",message="security.authorization.allowEveryoneIfNoACLFound needs type acl: without an authorizer every principal may do everything anyway"
 type AuthorizationSpec struct {
 	// Type: acl (Kafka ACLs enforced, KafkaUser ACLs apply) or none.
 	// +required
@@ -574,6 +577,17 @@ type AuthorizationSpec struct {
 	// +listType=set
 	// +optional
 	SuperUsers []string `json:"superUsers,omitempty"`
+
+	// AllowEveryoneIfNoACLFound opens a resource that no ACL names to
+	// every principal (Kafka's allow.everyone.if.no.acl.found=true): ACLs
+	// are enforced where they exist and restrict only what they name. For
+	// moving a cluster whose clients have no KafkaUsers yet to ACLs one
+	// resource at a time; a cluster created before secure defaults runs
+	// so while spec.security.authorization is unset. Only with type acl;
+	// default false (a resource without ACLs is refused to all but super
+	// users).
+	// +optional
+	AllowEveryoneIfNoACLFound bool `json:"allowEveryoneIfNoACLFound,omitempty"`
 }
 
 // SecretReference names a Secret in the same namespace.
