@@ -555,7 +555,10 @@ func (r *KafkaClusterReconciler) reconcileRebalance(ctx context.Context, s *clus
 	}
 	r.surfaceScaling(ctx, kc, md, &st, prev, mode, brokers, len(rb.Moves) > 0)
 	if len(rb.Moves) == 0 {
-		if rb.InFlight == 0 {
+		// Done when balanced, not when the plan waits (rb.Waiting: a
+		// rebalance under way goes on once, say, its new broker's
+		// registration is back).
+		if rb.InFlight == 0 && (!rb.Waiting || !under) {
 			if under {
 				r.Recorder.Eventf(kc, nil, corev1.EventTypeNormal, EventRebalanceMoves, "Rebalance", "rebalance done: %d replica moves made", st.MovesStarted)
 			}

@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -92,6 +93,13 @@ func watchScaling(ns, name string) *scalingWatch {
 	return s
 }
 
+// Rebalancing reports whether a Rebalancing state has been seen.
+func (s *scalingWatch) Rebalancing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.ContainsFunc(s.seen, func(st strata.ScalingStatus) bool { return st.Phase == controllers.ScalingPhaseRebalancing })
+}
+
 func (s *scalingWatch) Stop() []strata.ScalingStatus {
 	close(s.stop)
 	<-s.done
@@ -135,6 +143,12 @@ var _ = Describe("Scaling by bytes", func() {
 			kc.Spec.Rebalance.MaxConcurrentMoves = 2
 		})
 		Eventually(func(g Gomega) {
+			// Done once the rebalance has been seen under way: the
+			// operator writes status.scaling when the reconcile that
+			// started the first moves ends, and on a loaded machine
+			// (make test-stress) this read came in between, with the
+			// first two moves adding broker 1 and no status yet.
+			g.Expect(watch.Rebalancing()).To(BeTrue(), "status.scaling never showed the rebalance")
 			got := getCluster(ns, "bytes")
 			g.Expect(got.Status.Scaling).To(BeNil(), "%+v", got.Status.Scaling)
 			g.Expect(got.Status.Kafka.UnderReplicatedPartitions).To(BeZero())

@@ -23,6 +23,12 @@ type Rebalance struct {
 	BytesLeft int64
 	// Reason says what the answer is and why.
 	Reason string
+	// Waiting says that no move is planned because the plan waits for
+	// something (a broker to register, a drain, an assignment it cannot
+	// compute), not because the brokers are balanced: a rebalance under
+	// way is not done. A broker whose registration lapses for a moment
+	// on a loaded machine must not end a scale-up's rebalance half way.
+	Waiting bool
 }
 
 // RebalanceMoves decides the scale-up moves: replicas, bytes and
@@ -59,14 +65,14 @@ func RebalanceMoves(wanted []Wanted, md Metadata, maxInFlight int) Rebalance {
 	for _, w := range wanted {
 		want[w.ID] = true
 		if !md.registered(w.ID) {
-			r.Reason = fmt.Sprintf("waiting for broker %d of zone %q to register", w.ID, w.Zone)
+			r.Reason, r.Waiting = fmt.Sprintf("waiting for broker %d of zone %q to register", w.ID, w.Zone), true
 			return r
 		}
 		brokers = append(brokers, placement.Broker{ID: w.ID, Zone: w.Zone})
 	}
 	for _, b := range md.Brokers {
 		if !want[b.ID] {
-			r.Reason = fmt.Sprintf("broker %d is to be removed: draining goes first", b.ID)
+			r.Reason, r.Waiting = fmt.Sprintf("broker %d is to be removed: draining goes first", b.ID), true
 			return r
 		}
 	}
@@ -74,7 +80,7 @@ func RebalanceMoves(wanted []Wanted, md Metadata, maxInFlight int) Rebalance {
 	for _, p := range md.sortedPartitions() {
 		for _, id := range p.Replicas {
 			if !want[id] {
-				r.Reason = fmt.Sprintf("partition %s has a replica on broker %d, which is to be removed: draining goes first", p, id)
+				r.Reason, r.Waiting = fmt.Sprintf("partition %s has a replica on broker %d, which is to be removed: draining goes first", p, id), true
 				return r
 			}
 		}
@@ -82,7 +88,7 @@ func RebalanceMoves(wanted []Wanted, md Metadata, maxInFlight int) Rebalance {
 	}
 	whole, err := placement.Rebalance(brokers, parts, 0)
 	if err != nil {
-		r.Reason = fmt.Sprintf("cannot compute moves: %v", err)
+		r.Reason, r.Waiting = fmt.Sprintf("cannot compute moves: %v", err), true
 		return r
 	}
 	r.Planned, r.PlannedBytes = md.movedBytes(whole)
@@ -98,7 +104,7 @@ func RebalanceMoves(wanted []Wanted, md Metadata, maxInFlight int) Rebalance {
 	moves := whole
 	if budget > 0 {
 		if moves, err = placement.Rebalance(brokers, parts, budget); err != nil {
-			r.Reason = fmt.Sprintf("cannot compute moves: %v", err)
+			r.Reason, r.Waiting = fmt.Sprintf("cannot compute moves: %v", err), true
 			return r
 		}
 	}
