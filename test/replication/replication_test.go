@@ -42,6 +42,17 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 	}
 }
 
+// waitUntil polls cond until it holds (true) or deadline passes (false).
+func waitUntil(deadline time.Time, cond func() bool) bool {
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
 // state returns a partition's state as the first running broker applied
 // it, waiting until every running broker knows the partition (a broker
 // applies a new topic a moment after the one that created it; a client

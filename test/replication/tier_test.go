@@ -86,7 +86,15 @@ func TestTierLeaderFailover(t *testing.T) {
 	for k := range 2 {
 		producer.waitMore(t, "progress before the kill", 300)
 		before := tierEnd()
-		waitFor(t, "an upload before the kill", 60*time.Second, func() bool { return tierEnd() > before })
+		if deadline := time.Now().Add(60 * time.Second); !waitUntil(deadline, func() bool { return tierEnd() > before }) {
+			// What a timeout needs to be understood (make test-stress saw
+			// it once in the first round, with no broker logging a thing).
+			objs, lerr := st.List(context.Background(), "")
+			ends, eerr := adm.ListEndOffsets(context.Background(), "tiered")
+			m, merr := view().Load(context.Background())
+			t.Fatalf("kill %d: no upload within 60 s: tier end %d before, manifest now %+v (%v); %d records acknowledged (%s); end offsets %+v (%v); %d objects in the tier bucket (%v); leader %v",
+				k+1, before, m, merr, producer.count(), producer.errors(), ends, eerr, len(objs), lerr, func() int32 { l, _ := leaderOf(adm, "tiered"); return l }())
+		}
 		old, _ := leaderOf(adm, "tiered")
 		if old < 1 {
 			t.Fatalf("kill %d: no leader", k)
