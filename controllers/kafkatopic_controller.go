@@ -623,6 +623,15 @@ func (r *KafkaTopicReconciler) observe(ctx context.Context, s *topicScope) error
 		setTopicCondition(kt, metav1.ConditionFalse, ReasonCreating, msg)
 		return nil
 	}
+	if s.exists && !s.settling && kt.Status.PartitionCount < kt.Spec.Partitions {
+		// Partitions just added: the broker that answered has not applied
+		// them yet (CreatePartitions answers once the controller has them,
+		// as in Kafka). Not Ready with the old count; look again soon.
+		s.requeue = min(s.requeue, topicReassignPoll)
+		setTopicCondition(kt, metav1.ConditionFalse, ReasonCreating,
+			fmt.Sprintf("waiting for the brokers to report the %d partitions of topic %s (%d so far)", kt.Spec.Partitions, s.name, kt.Status.PartitionCount))
+		return nil
+	}
 	moving, err := reassigningPartitions(ctx, s)
 	if err != nil {
 		return err
