@@ -223,7 +223,7 @@ func (s *Server) startConn(nc net.Conn, li Listener) {
 	if s.closing {
 		s.mu.Unlock()
 		cancel()
-		nc.Close()
+		c.closeSocket() // a reset: see closeSocket
 		return
 	}
 	if limit := s.admitConnLocked(nc.RemoteAddr(), li.Name, time.Now()); limit != "" {
@@ -320,6 +320,33 @@ type conn struct {
 	// instead of handled (each unread Fetch would read up to
 	// fetch.max.bytes for nothing).
 	dead atomic.Bool
+	// used: the reader has read a request other than ApiVersions, which
+	// the connection answers before it closes (closeSocket).
+	used atomic.Bool
+}
+
+// closeSocket closes the connection. A connection that a graceful
+// shutdown closes before it read anything but ApiVersions is reset
+// (SO_LINGER 0) instead of closed in order: a client that sent its first
+// real request just as the broker stopped reading then reads "connection
+// reset", which every client retries, instead of an orderly close on its
+// first request, which franz-go reads as a TLS or SASL misconfiguration
+// and fails the producer's buffered records with (ErrFirstReadEOF; seen
+// as 2,000 lost produces across a restart during InitProducerID). Nothing
+// but an ApiVersions response can be in its send buffer, which the client
+// asks for again on its next connection. A connection that answered real
+// requests closes in order, after its responses.
+func (c *conn) closeSocket() {
+	if c.srv.isClosing() && !c.used.Load() {
+		nc := c.nc
+		if tc, ok := nc.(interface{ NetConn() net.Conn }); ok { // *tls.Conn
+			nc = tc.NetConn()
+		}
+		if tc, ok := nc.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+	}
+	_ = c.nc.Close()
 }
 
 // inbound is one request read by the reader.
@@ -346,7 +373,7 @@ func (c *conn) serve() {
 		}
 	}()
 	defer c.cancel()
-	defer c.nc.Close()
+	defer c.closeSocket()
 	if !c.establish() { // TLS handshake, SASL (sasl.go)
 		return
 	}
@@ -370,7 +397,7 @@ func (c *conn) serve() {
 	// socket, which also unblocks a reader waiting for the next request.
 	close(frames)
 	<-writerDone
-	c.nc.Close()
+	c.closeSocket()
 	c.cancel() // unblocks a reader waiting for memory
 	for item := range requests {
 		item.req.mem.release()
@@ -472,6 +499,9 @@ func (c *conn) read(out chan<- inbound) {
 			// A producer never sends Fetch, so its zone can only come from
 			// the client ID convention (ClientIDZone).
 			c.info.SetRack(ClientIDZone(*h.ClientID))
+		}
+		if h.Key != kmsg.ApiVersions.Int16() {
+			c.used.Store(true)
 		}
 		c.pending.Add(1)
 		out <- inbound{req: &Request{Header: h, Msg: msg, Client: c.info, Env: c.srv.cfg.Env, mem: mem, size: len(frame) + 4}, size: len(frame) + 4, started: started}
