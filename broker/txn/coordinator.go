@@ -195,22 +195,44 @@ func (c *Coordinator) nowMillis() int64 { return c.clock.Now().UnixMilli() }
 // coordinates: Prepare* transactions are completed. Until the first Load
 // returned, requests get COORDINATOR_LOAD_IN_PROGRESS.
 func (c *Coordinator) Load(ctx context.Context) error {
+	toComplete, err := c.loadRecords(ctx)
+	if err != nil {
+		return err
+	}
+	c.takeOver(toComplete)
+	return nil
+}
+
+// prepared is a record Load read in a Prepare* state, to complete.
+type prepared struct {
+	e        *entry
+	revision int64
+}
+
+// loadRecords is Load's first step: it reads the store into the cache and
+// returns the Prepare* records read.
+//
+// A listed record replaces a cached one only when it is newer: the list
+// may have been read before a write this coordinator made since (a
+// request between the list and this step), and the older record put
+// back in the cache would be taken for the current one.
+func (c *Coordinator) loadRecords(ctx context.Context) ([]prepared, error) {
 	epoch := c.ownershipEpoch()
 	recs, err := c.cfg.Store.List(ctx)
 	if err != nil {
-		return fmt.Errorf("txn: load transaction state: %w", err)
+		return nil, fmt.Errorf("txn: load transaction state: %w", err)
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.closed {
-		c.mu.Unlock()
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	for id := range c.entries {
 		if !c.owns(id) {
 			delete(c.entries, id) // read again if it comes back
 		}
 	}
-	var toComplete []*entry
+	var toComplete []prepared
 	for _, r := range recs {
 		id := r.Metadata.TransactionalID
 		if !c.owns(id) {
@@ -222,27 +244,43 @@ func (c *Coordinator) Load(ctx context.Context) error {
 			c.entries[id] = e
 		}
 		e.mu.Lock()
-		if e.st.Revision != r.Revision && !e.completing {
+		if r.Revision > e.st.Revision && !e.completing {
 			e.st, e.claimed = r, false
 		}
 		e.epoch = epoch
 		if (e.st.Metadata.State == PrepareCommit || e.st.Metadata.State == PrepareAbort) && !e.completing {
-			toComplete = append(toComplete, e)
+			toComplete = append(toComplete, prepared{e: e, revision: e.st.Revision})
 		}
 		e.mu.Unlock()
 	}
 	c.loaded = true
 	c.lastScan = epoch
-	c.mu.Unlock()
-	for _, e := range toComplete {
-		e.mu.Lock()
-		c.startCompletionLocked(e, "takeover")
-		e.mu.Unlock()
+	return toComplete, nil
+}
+
+// takeOver is Load's second step: it completes the Prepare* records
+// loadRecords read, each only if the cache still holds that revision.
+// Between the two steps requests are served: a client may have ended the
+// transaction read here and begun its next one, and completing that
+// record as read — its markers taken from whatever the cache holds now —
+// wrote ABORT markers for the new, ongoing transaction and stored
+// CompleteAbort over it without a PrepareAbort (chaos seed 41: the
+// transaction's later records on two partitions came after those
+// markers, its next commit closed them, and one transaction ended
+// committed on two partitions and aborted on the third).
+func (c *Coordinator) takeOver(toComplete []prepared) {
+	n := 0
+	for _, p := range toComplete {
+		p.e.mu.Lock()
+		if p.e.st.Revision == p.revision {
+			c.startCompletionLocked(p.e, "takeover")
+			n++
+		}
+		p.e.mu.Unlock()
 	}
-	if len(toComplete) > 0 {
-		c.log.Info("took over transactions to complete", "count", len(toComplete))
+	if n > 0 {
+		c.log.Info("took over transactions to complete", "count", n)
 	}
-	return nil
 }
 
 // Run loads the state, then until ctx ends: aborts timed-out transactions,
@@ -637,6 +675,12 @@ func (c *Coordinator) abortLocked(ctx context.Context, e *entry, fence bool, rea
 // failed write leaves the transaction to whoever won the record.
 func (c *Coordinator) startCompletionLocked(e *entry, reason string) {
 	if e.completing {
+		return
+	}
+	if st := e.st.Metadata.State; st != PrepareCommit && st != PrepareAbort {
+		// Only a stored Prepare* decides the markers: from any other
+		// state they would end a transaction nobody ended (takeOver).
+		c.log.Info("not completing a transaction that is not prepared", "transactionalID", e.st.Metadata.TransactionalID, "state", st, "reason", reason)
 		return
 	}
 	if !e.claimed {

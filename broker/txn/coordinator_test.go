@@ -577,3 +577,71 @@ func TestStaleCoordinatorEndTxn(t *testing.T) {
 	wantErr(t, "commit the third at b", b.c.EndTxn(ctx, "app", pid, e, true, false), nil)
 	b.waitState(t, "app", CompleteCommit)
 }
+
+// staleList is a Store whose List, while stale is set, returns it: a
+// list read before later writes (a takeover's read that requests
+// overtake).
+type staleList struct {
+	Store
+	mu    sync.Mutex
+	stale []Stored
+}
+
+func (s *staleList) List(ctx context.Context) ([]Stored, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stale != nil {
+		return s.stale, nil
+	}
+	return s.Store.List(ctx)
+}
+
+// A takeover that read a transaction in PrepareAbort completes it only if
+// that is still the record: between the read and the completion, the
+// abort finished elsewhere and the producer began its next transaction
+// here. Completing the record the cache held by then wrote ABORT markers
+// for the new, ongoing transaction and stored CompleteAbort over it (chaos
+// seed 41: that transaction ended committed on two partitions and aborted
+// on the third). A list older than the cache also does not replace it.
+func TestTakeoverOfAReadThatRequestsOvertook(t *testing.T) {
+	store := NewMemoryStore()
+	lister := &staleList{Store: store}
+	b := newHarness(t, lister) // loaded before the transaction exists
+	a := newHarness(t, store)
+	pid, pe, kerr0 := a.c.InitProducerID(ctx, "app", 60_000, -1, -1, false)
+	wantErr(t, "init", kerr0, nil)
+	wantErr(t, "add", a.c.AddPartitions(ctx, "app", pid, pe, tps("a", "b", "c"), false), nil)
+	a.markers.setBlocked(true)
+	wantErr(t, "abort", a.c.EndTxn(ctx, "app", pid, pe, false, false), nil)
+	stale, err := store.List(ctx)
+	if err != nil || len(stale) != 1 || stale[0].Metadata.State != PrepareAbort {
+		t.Fatalf("list during the abort: %+v %v", stale, err)
+	}
+	a.markers.setBlocked(false)
+	a.waitState(t, "app", CompleteAbort)
+
+	lister.mu.Lock()
+	lister.stale = stale
+	lister.mu.Unlock()
+	toComplete, err := b.c.loadRecords(ctx)
+	if err != nil || len(toComplete) != 1 {
+		t.Fatalf("b's load of the stale list: %d to complete, %v", len(toComplete), err)
+	}
+	// The producer's next transaction, at b, before b completes what it
+	// read.
+	wantErr(t, "add of the next transaction", b.c.AddPartitions(ctx, "app", pid, pe, tps("a"), false), nil)
+	b.c.takeOver(toComplete)
+	wantErr(t, "commit of the next transaction", b.c.EndTxn(ctx, "app", pid, pe, true, false), nil)
+	b.waitState(t, "app", CompleteCommit)
+	if ms := b.markers.tried(); len(ms) != 1 || !ms[0].Commit || len(ms[0].Partitions) != 1 {
+		t.Fatalf("markers b wrote: %+v, want the next transaction's COMMIT on its one partition only", ms)
+	}
+
+	// Load again from the stale list: the cached, newer record stays.
+	if _, err := b.c.loadRecords(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if md, _ := b.c.Describe(ctx, "app"); md.State != CompleteCommit {
+		t.Fatalf("cached state after loading an older list: %v, want CompleteCommit", md.State)
+	}
+}
