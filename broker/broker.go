@@ -492,6 +492,17 @@ func (b *Broker) snapshotMetaLocked() {
 // Config returns the broker's configuration.
 func (b *Broker) Config() Config { return b.cfg }
 
+// DiskUsage returns the size and the free bytes usable by the broker of
+// the data directory's volume (statfs(2)): what the metrics, the slow
+// tier's headroom and DescribeLogDirs report.
+func (b *Broker) DiskUsage() (total, usable int64, err error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(b.cfg.DataDir, &st); err != nil {
+		return 0, 0, err
+	}
+	return int64(st.Blocks) * st.Bsize, int64(st.Bavail) * st.Bsize, nil
+}
+
 // NodeID returns broker.id.
 func (b *Broker) NodeID() int32 { return b.cfg.NodeID }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ type Option func(*options)
 
 type options struct {
 	dir      string
+	dirUnder string
 	logger   *logr.Logger
 	settings map[string]string
 	mutate   []func(*server.Config)
@@ -38,6 +40,11 @@ func WithStableAddr() Option { return func(o *options) { o.stableAddr = true } }
 
 // WithDir uses dir as the data directory (default: a t.TempDir()).
 func WithDir(dir string) Option { return func(o *options) { o.dir = dir } }
+
+// WithDirUnder makes the data directory a fresh directory under root
+// (removed when the test ends) instead of under the test's temporary
+// directory: a test that needs a particular volume (free space, tmpfs).
+func WithDirUnder(root string) Option { return func(o *options) { o.dirUnder = root } }
 
 // WithLogger logs to l instead of the test log (default: testr at V(0)).
 func WithLogger(l logr.Logger) Option { return func(o *options) { o.logger = &l } }
@@ -66,7 +73,16 @@ func buildOptions(t testing.TB, opts []Option) *options {
 	for _, opt := range opts {
 		opt(o)
 	}
-	if o.dir == "" {
+	switch {
+	case o.dir != "":
+	case o.dirUnder != "":
+		dir, err := os.MkdirTemp(o.dirUnder, "brokertest-")
+		if err != nil {
+			t.Fatalf("brokertest: data directory under %s: %v", o.dirUnder, err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		o.dir = dir
+	default:
 		o.dir = t.TempDir()
 	}
 	return o

@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -198,10 +197,9 @@ func (c *logCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	dir := c.b.Config().DataDir
-	var fs syscall.Statfs_t
-	if err := syscall.Statfs(dir, &fs); err == nil {
-		ch <- prometheus.MustNewConstMetric(dirCapacityDesc, prometheus.GaugeValue, float64(fs.Blocks)*float64(fs.Bsize), dir)
-		ch <- prometheus.MustNewConstMetric(dirAvailableDesc, prometheus.GaugeValue, float64(fs.Bavail)*float64(fs.Bsize), dir)
+	if total, usable, err := c.b.DiskUsage(); err == nil {
+		ch <- prometheus.MustNewConstMetric(dirCapacityDesc, prometheus.GaugeValue, float64(total), dir)
+		ch <- prometheus.MustNewConstMetric(dirAvailableDesc, prometheus.GaugeValue, float64(usable), dir)
 	}
 }
 

@@ -10,7 +10,6 @@ package protocol
 
 import (
 	"context"
-	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -37,10 +36,8 @@ func handleDescribeLogDirs(_ context.Context, r *Request) (kmsg.Response, error)
 	dir := kmsg.NewDescribeLogDirsResponseDir()
 	dir.Dir = b.Config().DataDir
 	dir.TotalBytes, dir.UsableBytes = -1, -1
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir.Dir, &st); err == nil {
-		dir.TotalBytes = int64(st.Blocks) * st.Bsize
-		dir.UsableBytes = int64(st.Bavail) * st.Bsize
+	if total, usable, err := b.DiskUsage(); err == nil {
+		dir.TotalBytes, dir.UsableBytes = total, usable
 	}
 
 	add := func(p *broker.Partition) {

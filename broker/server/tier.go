@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -150,23 +149,24 @@ func (s *Server) startTier(ctx context.Context, b *broker.Broker) (*broker.TierM
 	if tc.OrphanGraceSet {
 		m.SetOrphanGrace(tc.OrphanGrace)
 	}
-	s.metrics.Registry.MustRegister(newTierCollector(m, s.cfg.Broker.DataDir))
+	s.metrics.Registry.MustRegister(newTierCollector(m, b.DiskUsage))
 	s.log.Info("slow tier on", "bucket", st.Bucket(), "cluster", cluster, "taskInterval", tc.TaskInterval)
 	return m, nil
 }
 
 // tierCollector exposes the slow tier's counters (docs/metrics.md).
 type tierCollector struct {
-	m       *broker.TierManager
-	dataDir string
+	m *broker.TierManager
+	// disk is Broker.DiskUsage of the data volume.
+	disk func() (total, usable int64, err error)
 
 	upBytes, upSegs, upErrs, lag, readBytes, readErrs, deleted, headroom, parts, failing, swept *prometheus.Desc
 	hydBytes, hydSegs, hydErrs                                                                  *prometheus.Desc
 }
 
-func newTierCollector(m *broker.TierManager, dataDir string) *tierCollector {
+func newTierCollector(m *broker.TierManager, disk func() (total, usable int64, err error)) *tierCollector {
 	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
-	return &tierCollector{m: m, dataDir: dataDir,
+	return &tierCollector{m: m, disk: disk,
 		upBytes:   d("strata_tier_uploaded_bytes_total", "Segment bytes uploaded to the slow tier."),
 		upSegs:    d("strata_tier_uploaded_segments_total", "Segments uploaded to the slow tier."),
 		upErrs:    d("strata_tier_upload_errors_total", "Upload rounds of a partition that failed (retried with backoff; the local segments stay)."),
@@ -211,8 +211,7 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.hydErrs, s.HydrationErrors)
 	gauge(c.lag, s.LagBytes)
 	gauge(c.parts, int64(s.Partitions))
-	var fs syscall.Statfs_t
-	if err := syscall.Statfs(c.dataDir, &fs); err == nil {
-		gauge(c.headroom, int64(fs.Bavail)*fs.Bsize-s.LagBytes)
+	if _, usable, err := c.disk(); err == nil {
+		gauge(c.headroom, usable-s.LagBytes)
 	}
 }
