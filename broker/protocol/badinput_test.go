@@ -70,7 +70,12 @@ func expectClosed(t *testing.T, c net.Conn) {
 // apiVersionsWorks checks that a fresh connection is served.
 func apiVersionsWorks(t *testing.T, addr string) {
 	t.Helper()
-	c := dial(t, addr)
+	apiVersionsWorksOn(t, dial(t, addr))
+}
+
+// apiVersionsWorksOn checks that c answers ApiVersions.
+func apiVersionsWorksOn(t *testing.T, c net.Conn) {
+	t.Helper()
 	req := kmsg.NewPtrApiVersionsRequest()
 	req.Version = 3
 	req.ClientSoftwareName, req.ClientSoftwareVersion = "strata-test", "1.0"

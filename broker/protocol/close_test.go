@@ -1,6 +1,7 @@
 package protocol_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/brokertest"
@@ -104,5 +106,67 @@ func TestShutdownResetsUnusedConnections(t *testing.T) {
 	}
 	if _, err := used.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 		t.Errorf("connection that answered Metadata after shutdown: read %v, want an orderly close (EOF)", err)
+	}
+}
+
+// TestRefusedConnectionIsRetried: a connection refused by
+// max.connections.per.ip (other sockets of its address hold every slot) is
+// reset, not closed in order: an orderly close on a client's first request
+// reads to franz-go as a TLS or SASL misconfiguration (ErrFirstReadEOF, not
+// retried), a reset as a network failure. The raw read fails without the
+// reset; the producer part checks, end to end, that a franz-go producer
+// refused this way keeps its record and delivers it once slots are free.
+func TestRefusedConnectionIsRetried(t *testing.T) {
+	// franz-go uses a connection for metadata and one for produce.
+	b := brokertest.Start(t, brokertest.WithSetting("max.connections.per.ip", "3"))
+	var holders []net.Conn
+	for range 3 {
+		holders = append(holders, dial(t, b.Addr()))
+		apiVersionsWorksOn(t, holders[len(holders)-1]) // its slot is taken
+	}
+	// Nothing written: a close with unread bytes is a reset anyway. The
+	// reset may come before the dial returns.
+	if refused, err := net.DialTimeout("tcp", b.Addr(), 5*time.Second); err == nil {
+		_ = refused.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err = refused.Read(make([]byte, 1))
+		refused.Close()
+		if !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("a connection over max.connections.per.ip: read %v, want a reset (ECONNRESET)", err)
+		}
+	} else if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatal(err)
+	}
+
+	// The client's first request goes out after the broker refused the
+	// connection (a loaded client, or a broker that refuses at once):
+	// what it reads is the refusal's, not a close of its request.
+	slowDial := func(ctx context.Context, network, host string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, host)
+		time.Sleep(100 * time.Millisecond)
+		return c, err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.Dialer(slowDial), kgo.DefaultProduceTopic("refused"), kgo.AllowAutoTopicCreation(),
+		kgo.RecordDeliveryTimeout(30*time.Second), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	produced := make(chan error, 1)
+	go func() { produced <- cl.ProduceSync(t.Context(), &kgo.Record{Value: []byte("v")}).FirstErr() }()
+	select {
+	case err := <-produced:
+		t.Fatalf("produce ended while its connections were refused: %v", err)
+	case <-time.After(time.Second):
+	}
+	for _, h := range holders {
+		h.Close()
+	}
+	select {
+	case err := <-produced:
+		if err != nil {
+			t.Fatalf("produce after the slots were freed: %v", err)
+		}
+	case <-time.After(25 * time.Second):
+		t.Fatal("no produce answer 25 s after the slots were freed")
 	}
 }

@@ -144,7 +144,7 @@ func (c *conn) establish() bool {
 	timedOut := func(err error) {
 		if (errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, errIdle) || errors.Is(err, context.DeadlineExceeded)) && !c.srv.isClosing() {
 			c.log().V(1).Info("closing connection: not authenticated in time", "timeout", c.srv.authenticationTimeout())
-			c.srv.connRefused(c.info.Listener, ClosedAuthenticationTimeout)
+			c.refuse(ClosedAuthenticationTimeout)
 		}
 	}
 	if tc, ok := c.nc.(*tls.Conn); ok {

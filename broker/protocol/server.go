@@ -232,7 +232,8 @@ func (s *Server) startConn(nc net.Conn, li Listener) {
 		// the count.
 		s.connRefused(li.Name, limit)
 		cancel()
-		nc.Close()
+		c.refused.Store(true)
+		c.closeSocket()
 		s.cfg.Log.V(1).Info("connection refused", "remote", nc.RemoteAddr().String(), "listener", li.Name, "limit", limit)
 		return
 	}
@@ -323,6 +324,16 @@ type conn struct {
 	// used: the reader has read a request other than ApiVersions, which
 	// the connection answers before it closes (closeSocket).
 	used atomic.Bool
+	// refused: a limit closes the connection (a connection limit at
+	// accept, connections.authentication.timeout.ms); closeSocket resets it.
+	refused atomic.Bool
+}
+
+// refuse counts a connection closed by limit and marks it to be reset
+// when its socket closes.
+func (c *conn) refuse(limit string) {
+	c.refused.Store(true)
+	c.srv.connRefused(c.info.Listener, limit)
 }
 
 // closeSocket closes the connection. A connection that a graceful
@@ -336,8 +347,15 @@ type conn struct {
 // but an ApiVersions response can be in its send buffer, which the client
 // asks for again on its next connection. A connection that answered real
 // requests closes in order, after its responses.
+//
+// A connection a limit refuses (max.connections, the per-listener and
+// per-address caps, the creation rates, connections.authentication.timeout.ms)
+// is reset too, for the same reason: the refusal means "not now", and an
+// orderly close on the first request reads to franz-go as a
+// misconfiguration (ErrFirstReadEOF, not retried) where a reset is a
+// network failure it retries after its backoff.
 func (c *conn) closeSocket() {
-	if c.srv.isClosing() && !c.used.Load() {
+	if c.refused.Load() || c.srv.isClosing() && !c.used.Load() {
 		nc := c.nc
 		if tc, ok := nc.(interface{ NetConn() net.Conn }); ok { // *tls.Conn
 			nc = tc.NetConn()
@@ -450,7 +468,7 @@ func (c *conn) read(out chan<- inbound) {
 		if errors.Is(err, errIdle) && !c.srv.isClosing() {
 			if first {
 				c.log().V(1).Info("closing connection: no request in time", "timeout", wait)
-				c.srv.connRefused(c.info.Listener, ClosedAuthenticationTimeout)
+				c.refuse(ClosedAuthenticationTimeout)
 				c.cancel()
 				return
 			}
@@ -468,7 +486,7 @@ func (c *conn) read(out chan<- inbound) {
 			mem.release()
 			if first && errors.Is(err, os.ErrDeadlineExceeded) && !c.srv.isClosing() {
 				c.log().V(1).Info("closing connection: first request not complete in time", "timeout", wait)
-				c.srv.connRefused(c.info.Listener, ClosedAuthenticationTimeout)
+				c.refuse(ClosedAuthenticationTimeout)
 			}
 			c.readFailed(err)
 			return
