@@ -512,10 +512,23 @@ func (r *KafkaClusterReconciler) startMoves(ctx context.Context, kc *strata.Kafk
 // full read every reconcile.
 func (r *KafkaClusterReconciler) reconcileRebalance(ctx context.Context, s *clusterScope) error {
 	kc := s.cluster
+	under := kc.Status.Scaling != nil && kc.Status.Scaling.Phase == ScalingPhaseRebalancing
 	if kc.Status.Roll != nil || s.keepReplicas != nil || !s.podsReady {
+		if under {
+			// Paused, not over: the status says why instead of the last
+			// round's plan (whose moves are not being started).
+			why := "waiting for every broker pod to be ready (" + s.podsMsg + ")"
+			switch {
+			case kc.Status.Roll != nil:
+				why = "waiting for the roll to end"
+			case s.keepReplicas != nil:
+				why = "waiting for the scale-down's drain to end"
+			}
+			kc.Status.Scaling.Message = "paused: " + why
+			s.requeueAfter = minPositive(s.requeueAfter, scalingRequeue)
+		}
 		return nil
 	}
-	under := kc.Status.Scaling != nil && kc.Status.Scaling.Phase == ScalingPhaseRebalancing
 	if !under {
 		if s.metadata == nil {
 			return nil

@@ -336,6 +336,7 @@ func (k *kubelet) syncPod(ctx context.Context, sts *appsv1.StatefulSet, pod *cor
 		if ready {
 			status = corev1.ConditionTrue
 		}
+		k.logf("pod %s Ready %s", pod.Name, status)
 		pod.Status.Phase = corev1.PodRunning
 		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()}}
 		err := k8sClient.Status().Update(ctx, pod)
