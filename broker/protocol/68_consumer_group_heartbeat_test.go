@@ -459,10 +459,21 @@ func TestConsumerProtocolRackAware(t *testing.T) {
 	if err != nil || resp[topic].Err != nil {
 		t.Fatalf("CreateTopics: %v %v", err, resp[topic].Err)
 	}
-	md, err := adm.Metadata(testCtx(t), topic)
-	if err != nil {
-		t.Fatalf("Metadata: %v", err)
-	}
+	// The broker asked may not have applied the new topic yet (its
+	// metadata follows etcd's): wait for every partition with a leader.
+	var md kadm.Metadata
+	waitFor(t, "the new topic's partitions in Metadata", func() bool {
+		md, err = adm.Metadata(testCtx(t), topic)
+		if err != nil || len(md.Topics[topic].Partitions) != partitions {
+			return false
+		}
+		for _, p := range md.Topics[topic].Partitions {
+			if p.Err != nil || p.Leader < 0 {
+				return false
+			}
+		}
+		return true
+	})
 	brokerZone := map[int32]string{}
 	for _, b := range md.Brokers {
 		if b.Rack != nil {

@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -82,9 +83,18 @@ func TestCordonedBrokerTakesNoNewReplica(t *testing.T) {
 	if n := replicasOn(t, adm, "before", 2); n != held {
 		t.Errorf("broker 2's replicas of before went from %d to %d: a cordon moves nothing", held, n)
 	}
-	cp, err := adm.CreatePartitions(ctx, 12, "during")
-	if err != nil || cp["during"].Err != nil {
-		t.Fatalf("create partitions: %v %v", err, cp["during"].Err)
+	// kadm reads the partition count from a broker's Metadata first;
+	// the one it asks may not have applied the new topic yet.
+	var cpErr error
+	waitFor(t, "CreatePartitions on a topic every broker knows", 30*time.Second, func() bool {
+		cp, err := adm.CreatePartitions(ctx, 12, "during")
+		if cpErr = cmp.Or(err, cp["during"].Err); errors.Is(cpErr, kerr.UnknownTopicOrPartition) {
+			return false
+		}
+		return true
+	})
+	if cpErr != nil {
+		t.Fatalf("create partitions: %v", cpErr)
 	}
 	if n := replicasOn(t, adm, "during", 2); n != 0 {
 		t.Errorf("cordoned broker 2 got %d replicas of new partitions", n)
