@@ -347,8 +347,35 @@ func startLoopback(kc *strata.KafkaCluster, sasl, mtls bool, opts []brokertest.O
 		loopback.mu.Lock()
 		delete(loopback.clusters, key)
 		loopback.mu.Unlock()
+		retireCluster(key)
 	})
 	return c
+}
+
+// retireCluster deletes a spec's KafkaCluster once its loopback brokers
+// and etcd go, and takes its finalizer off: the suite's one operator
+// would otherwise reconcile it for the rest of the run, each round
+// waiting out its etcd probe's timeouts against the stopped etcd. By the
+// suite's last specs, over a hundred such clusters kept the operator's
+// four workers busy and a live cluster's reconcile waited about a minute
+// for a worker (make test-stress: "Scaling by bytes" took a minute per
+// round of two moves and timed out).
+func retireCluster(key types.NamespacedName) {
+	kc := &strata.KafkaCluster{}
+	if err := k8sClient.Get(suiteCtx, key, kc); err != nil {
+		return // never created, or gone
+	}
+	_ = k8sClient.Delete(suiteCtx, kc)
+	Eventually(func() error {
+		if err := k8sClient.Get(suiteCtx, key, kc); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if len(kc.Finalizers) == 0 {
+			return fmt.Errorf("still there")
+		}
+		kc.Finalizers = nil
+		return k8sClient.Update(suiteCtx, kc)
+	}).WithTimeout(30 * time.Second).Should(Succeed())
 }
 
 // writeThrowawayCert gives the brokers REPLICATION files to start with,
