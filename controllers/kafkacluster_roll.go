@@ -171,6 +171,25 @@ func RollPods(zones []ZoneInput, sets map[string]*appsv1.StatefulSet, pods map[s
 	return out
 }
 
+// etcdMemberSettle is how long an etcd member must have been ready
+// before a broker restart goes on: a member that just came back answers
+// its readiness probe before it has caught up with the others, and may
+// turn unready again (e2e: a broker restarted while the member deleted
+// mid-roll was ready for under two seconds).
+const etcdMemberSettle = 5 * time.Second
+
+// readyFor is how long pod has been Ready as of now (by its Ready
+// condition's last transition; a condition without one counts as ready
+// long enough).
+func readyFor(pod *corev1.Pod, now time.Time) time.Duration {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+			return now.Sub(c.LastTransitionTime.Time)
+		}
+	}
+	return etcdMemberSettle
+}
+
 // EtcdBlocksRoll says why a broker restart must wait for the managed
 // etcd, "" when it need not, and how many members it waits for. Every
 // member below the StatefulSet's replicas must exist, be ready, not be
@@ -201,6 +220,8 @@ func EtcdBlocksRoll(sts *appsv1.StatefulSet, pods []corev1.Pod) (waiting int32, 
 			w = "is terminating"
 		case !isPodReady(pod):
 			w = "is not ready"
+		case readyFor(pod, time.Now()) < etcdMemberSettle:
+			w = fmt.Sprintf("is ready for less than %s (a member just back may still be catching up)", etcdMemberSettle)
 		case sts.Status.UpdateRevision != "" && pod.Labels[appsv1.StatefulSetRevisionLabel] != sts.Status.UpdateRevision:
 			w = "is not yet on the StatefulSet's update revision (etcd's own roll is under way)"
 		}
@@ -316,14 +337,24 @@ func (r *KafkaClusterReconciler) reconcileRoll(ctx context.Context, s *clusterSc
 		}
 		b.Outdated = slices.Contains(pending, b.ID)
 	}
-	if s.etcd != nil {
+	// etcdBlocks reads the etcd pods live and says why a restart must
+	// wait for the metadata store ("": it need not).
+	etcdBlocks := func() (int32, string, error) {
+		if s.etcd == nil {
+			return 0, "", nil
+		}
 		var etcdPods corev1.PodList
 		if err := r.liveReader().List(ctx, &etcdPods, client.InNamespace(kc.Namespace), client.MatchingLabels(etcdSelector(kc))); err != nil {
-			return fmt.Errorf("list etcd pods: %w", err)
+			return 0, "", fmt.Errorf("list etcd pods: %w", err)
 		}
-		if waiting, why := EtcdBlocksRoll(s.etcd, etcdPods.Items); why != "" {
-			return r.rollBlocked(ctx, s, pending, plan.Restart{Reason: why}, waiting)
+		waiting, why := EtcdBlocksRoll(s.etcd, etcdPods.Items)
+		return waiting, why, nil
+	}
+	if waiting, why, err := etcdBlocks(); err != nil || why != "" {
+		if err != nil {
+			return err
 		}
+		return r.rollBlocked(ctx, s, pending, plan.Restart{Reason: why}, waiting)
 	}
 	md, err := r.readPlanMetadata(ctx, kc)
 	if err != nil {
@@ -340,6 +371,15 @@ func (r *KafkaClusterReconciler) reconcileRoll(ctx context.Context, s *clusterSc
 	d := plan.NextRestart(md, planPods)
 	if d.Pod == "" {
 		return r.rollBlocked(ctx, s, pending, d, plan.RollBacklog(md, planPods))
+	}
+	// Again right before the restart: an etcd member that went down
+	// while the Kafka metadata was read (e2e: deleted during that read)
+	// holds the restart too.
+	if waiting, why, err := etcdBlocks(); err != nil || why != "" {
+		if err != nil {
+			return err
+		}
+		return r.rollBlocked(ctx, s, pending, plan.Restart{Reason: why}, waiting)
 	}
 	pod := pods[d.Pod]
 	if pod != nil {

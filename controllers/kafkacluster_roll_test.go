@@ -279,6 +279,10 @@ func TestEtcdBlocksRoll(t *testing.T) {
 			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}}}
 	}
 	terminating := func(p corev1.Pod) corev1.Pod { p.DeletionTimestamp = ptr.To(metav1.Now()); return p }
+	readySince := func(p corev1.Pod, ago time.Duration) corev1.Pod {
+		p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(time.Now().Add(-ago))
+		return p
+	}
 	healthy := []corev1.Pod{member(0, true, "demo-etcd-new"), member(1, true, "demo-etcd-new"), member(2, true, "demo-etcd-new")}
 	tests := []struct {
 		name    string
@@ -295,6 +299,8 @@ func TestEtcdBlocksRoll(t *testing.T) {
 			[]corev1.Pod{member(0, true, "demo-etcd-old"), healthy[1], healthy[2]}, 1, "demo-etcd-0 is not yet on the StatefulSet's update revision"},
 		{"a template change not yet observed", sts(3, func(s *appsv1.StatefulSet) { s.Generation = 3 }), healthy, 1, "generation 3 not yet observed"},
 		{"a pod beyond replicas does not count", sts(1, nil), []corev1.Pod{healthy[0], member(1, false, "x")}, 0, ""},
+		{"a member ready for a second only (just back)", sts(3, nil), []corev1.Pod{healthy[0], healthy[1], readySince(member(2, true, "demo-etcd-new"), time.Second)}, 1, "demo-etcd-2 is ready for less than 5s"},
+		{"a member ready for a minute", sts(3, nil), []corev1.Pod{healthy[0], healthy[1], readySince(member(2, true, "demo-etcd-new"), time.Minute)}, 0, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
