@@ -414,7 +414,16 @@ func playEtcdMember(ctx context.Context, ns, stsName string, ord int, ready bool
 	if ready {
 		st = corev1.ConditionTrue
 	}
+	// Like the kubelet, the condition's transition time moves only when
+	// its status changes: a member played ready again and again is ready
+	// since the first time (the roll asks for members ready a while).
+	since := metav1.Now()
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == st && !c.LastTransitionTime.IsZero() {
+			since = c.LastTransitionTime
+		}
+	}
 	pod.Status.Phase = corev1.PodRunning
-	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st, LastTransitionTime: metav1.Now()}}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st, LastTransitionTime: since}}
 	return k8sClient.Status().Update(ctx, pod)
 }
