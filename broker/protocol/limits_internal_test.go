@@ -307,3 +307,48 @@ func TestFairLargeFrameAdmission(t *testing.T) {
 		}
 	}
 }
+
+// TestLargeResponsesTakeEncodeSlots: a Fetch response of 1 MiB of records
+// or more waits for an encode slot and encodes to the same bytes; other
+// responses never wait.
+func TestLargeResponsesTakeEncodeSlots(t *testing.T) {
+	s := NewServer(Config{Log: logr.Discard()})
+	fetch := func(size int) *kmsg.FetchResponse {
+		resp := kmsg.NewPtrFetchResponse()
+		resp.SetVersion(12)
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.RecordBatches = make([]byte, size)
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		return resp
+	}
+	large, small := fetch(largeResponseBytes), fetch(largeResponseBytes-1)
+
+	// Every slot taken: the small one is encoded, the large one waits.
+	for range cap(s.encodeSlots) {
+		s.encodeSlots <- struct{}{}
+	}
+	if got := s.encodeResponse(7, small); string(got) != string(appendResponse(nil, 7, small)) {
+		t.Fatal("the small response encodes differently")
+	}
+	meta := kmsg.NewPtrMetadataResponse()
+	if got := s.encodeResponse(8, meta); string(got) != string(appendResponse(nil, 8, meta)) {
+		t.Fatal("a Metadata response encodes differently")
+	}
+	done := make(chan []byte)
+	go func() { done <- s.encodeResponse(9, large) }()
+	select {
+	case <-done:
+		t.Fatal("a large Fetch response was encoded with every encode slot taken")
+	case <-time.After(100 * time.Millisecond): // a wait for what must not happen
+	}
+	<-s.encodeSlots
+	if got := <-done; string(got) != string(appendResponse(nil, 9, large)) {
+		t.Fatal("the large response encodes differently")
+	}
+	if len(s.encodeSlots) != cap(s.encodeSlots)-1 {
+		t.Fatalf("%d encode slots taken after the encode, want %d", len(s.encodeSlots), cap(s.encodeSlots)-1)
+	}
+}

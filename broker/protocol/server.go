@@ -121,6 +121,8 @@ type Server struct {
 	connWG sync.WaitGroup
 	nextID atomic.Uint64
 	memory *budget
+	// encodeSlots bound the large responses encoded at once (limits.go).
+	encodeSlots chan struct{}
 }
 
 // NewServer returns a server; call Serve for each listener.
@@ -160,6 +162,7 @@ func NewServer(cfg Config) *Server {
 		perListener: map[string]int{},
 		ipRates:     map[string]*tokenBucket{},
 		memory:      newBudget(cfg.MaxInflightRequestMemory),
+		encodeSlots: newEncodeSlots(),
 	}
 }
 
@@ -642,7 +645,7 @@ func (c *conn) handle(in <-chan inbound, out chan<- []byte) {
 		// the wait above sees its size.
 		var frame []byte
 		if err == nil && resp != nil && item.req.finish == nil {
-			frame = appendResponse(nil, item.req.Header.CorrelationID, resp)
+			frame = c.srv.encodeResponse(item.req.Header.CorrelationID, resp)
 			c.out.add(frame)
 		}
 		// A plain send: finishLoop drains jobs until they are closed, and
@@ -697,7 +700,7 @@ func (c *conn) finishLoop(jobs <-chan handled, out chan<- []byte) {
 			continue
 		}
 		if frame == nil && resp != nil {
-			frame = appendResponse(nil, item.req.Header.CorrelationID, resp)
+			frame = c.srv.encodeResponse(item.req.Header.CorrelationID, resp)
 			c.out.add(frame)
 		}
 		if frame != nil {

@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/strata-dev/strata/broker/brokertest"
 	"github.com/strata-dev/strata/broker/protocol"
@@ -46,7 +48,12 @@ func TestIdleSocketFlood(t *testing.T) {
 	// The default limits but a longer authentication timeout (10 s): the
 	// per-IP count is checked on sockets all still open, however slowly a
 	// loaded machine opens them.
+	// A SASL_PLAINTEXT listener beside the plaintext one, for the
+	// authenticated client (SCRAM-SHA-512) that must get in.
+	saslAddr := freeAddr(t)
 	c := brokertest.StartProcessCluster(t, []string{"a"}, brokertest.WithArgs("--metrics-listen", metricsAddr),
+		brokertest.WithSetting("listeners", "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://"+saslAddr),
+		brokertest.WithSetting("sasl.enabled.mechanisms", "SCRAM-SHA-512"),
 		brokertest.WithSetting("connections.authentication.timeout.ms", "30000"))
 	p := c.Processes[0]
 	addr := p.Addr()
@@ -54,8 +61,44 @@ func TestIdleSocketFlood(t *testing.T) {
 
 	admin := client(t, addr)
 	createTopic(t, admin, "good", 1, nil)
+	const user, password = "alice", "alice-secret-1"
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hang guard
+	defer cancel()
+	res, err := kadm.NewClient(admin).AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: user, Mechanism: kadm.ScramSha512, Iterations: 4096, Password: password}})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The authenticated client: connect, authenticate and read the
+	// cluster's metadata, timed. Once before the flood (it also waits
+	// for the SCRAM credential to reach the broker).
+	authenticated := func() (time.Duration, error) {
+		start := time.Now()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(saslAddr), kgo.SASL(scram.Auth{User: user, Pass: password}.AsSha512Mechanism()))
+		if err != nil {
+			return 0, err
+		}
+		defer cl.Close()
+		_, err = kadm.NewClient(cl).BrokerMetadata(ctx)
+		return time.Since(start), err
+	}
+	for {
+		took, err := authenticated()
+		if err == nil {
+			t.Logf("an authenticated client (SASL SCRAM-SHA-512) connects and reads metadata in %v with no flood", took)
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the SCRAM user cannot authenticate: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling interval
+	}
 	good := startProducer(t, addr, "good")
 	good.progress(t)
+	unloaded := good.baseline(t, 200)
+	during := good.mark()
 
 	var (
 		mu    sync.Mutex
@@ -123,13 +166,22 @@ func TestIdleSocketFlood(t *testing.T) {
 	}
 	connected := time.Since(start)
 	cl := client(t, addr, kgo.DefaultProduceTopic("good"), kgo.RequiredAcks(kgo.AllISRAcks()))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang guard
-	defer cancel()
 	if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte("beside-the-flood"), Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatalf("produce beside the idle sockets: %v", err)
 	}
 	t.Logf("with %d idle sockets open: connected and answered in %v, connected and produced (acks=all) in %v", len(socks), connected, time.Since(start))
+	// The authenticated client gets in within a second: the sockets
+	// hold neither its connection slot nor the broker's attention.
+	took, err := authenticated()
+	if err != nil {
+		t.Fatalf("an authenticated client beside the idle sockets: %v", err)
+	}
+	t.Logf("with %d idle sockets open: an authenticated client (SASL SCRAM-SHA-512) connected and read metadata in %v", len(socks), took)
+	if took > time.Second {
+		t.Errorf("an authenticated client took %v to connect beside the idle sockets, want at most 1s", took)
+	}
 	good.progress(t)
+	good.checkLatency(t, during, unloaded)
 	excess := hosts * (perHost - protocol.DefaultMaxConnectionsPerIP)
 	if v := metricSum(scrape(t, metricsAddr), "strata_connections_refused_total", `limit="max.connections.per.ip"`); v != float64(excess) {
 		t.Errorf("%v connections refused over max.connections.per.ip, want the excess %d", v, excess)

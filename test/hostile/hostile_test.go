@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,7 +46,7 @@ const hostileIP = "127.0.0.2"
 func TestHostileClients(t *testing.T) {
 	metricsAddr := freeAddr(t)
 	c := brokertest.StartProcessCluster(t, []string{"a"},
-		brokertest.WithSetting("max.connections.per.ip", "100"),
+		brokertest.WithSetting("max.connections.per.ip", "100"), brokertest.WithSetting("metrics.pprof.enable", "true"),
 		brokertest.WithArgs("--metrics-listen", metricsAddr))
 	p := c.Processes[0]
 	addr := p.Addr()
@@ -68,9 +69,28 @@ func TestHostileClients(t *testing.T) {
 			t.Fatalf("broker RSS reached %d MiB, bound %d MiB", got>>20, rssBound>>20)
 		}
 	}
+	// 16 MiB in "big" (well-behaved traffic, before the baseline): each
+	// of the unread fetches below answers all of it.
+	prod := client(t, addr, kgo.DefaultProduceTopic("big"), kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	for i := range 16 {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: bytes.Repeat([]byte{byte(i)}, 1000<<10)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	progress(t)
+	unloaded := good.baseline(t, 200)
+	// input runs one input as a subtest and holds the well-behaved
+	// producer's p99 while it was sent (and 20 records after) to the
+	// unloaded one.
+	input := func(name string, f func(t *testing.T)) {
+		t.Run(name, func(t *testing.T) {
+			from := good.mark()
+			f(t)
+			good.checkLatency(t, from, unloaded)
+		})
+	}
 
-	t.Run("CreateTopics and CreatePartitions with 2147483647 partitions", func(t *testing.T) {
+	input("CreateTopics and CreatePartitions with 2147483647 partitions", func(t *testing.T) {
 		for _, validateOnly := range []bool{true, false} {
 			req := kmsg.NewPtrCreateTopicsRequest()
 			req.ValidateOnly, req.TimeoutMillis = validateOnly, 30_000
@@ -100,14 +120,7 @@ func TestHostileClients(t *testing.T) {
 		progress(t)
 	})
 
-	t.Run("Fetch with huge MaxBytes on connections that never read", func(t *testing.T) {
-		// 16 MiB in the topic: each fetch answers all of it.
-		prod := client(t, addr, kgo.DefaultProduceTopic("big"), kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
-		for i := range 16 {
-			if err := prod.ProduceSync(ctx, &kgo.Record{Value: bytes.Repeat([]byte{byte(i)}, 1000<<10)}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
+	input("Fetch with huge MaxBytes on connections that never read", func(t *testing.T) {
 		fetch := kmsg.NewPtrFetchRequest()
 		fetch.SetVersion(12)
 		fetch.ReplicaID, fetch.MaxBytes, fetch.SessionEpoch = -1, 2147483647, -1
@@ -121,6 +134,21 @@ func TestHostileClients(t *testing.T) {
 		for i := range 40 {
 			frames = append(frames, brokertest.RequestFrame(fetch, int32(i))...)
 		}
+		profDone := make(chan struct{})
+		go func() {
+			defer close(profDone)
+			resp, err := http.Get("http://" + metricsAddr + "/debug/pprof/profile?seconds=2")
+			if err != nil {
+				t.Log(err)
+				return
+			}
+			defer resp.Body.Close()
+			f, _ := os.Create("/tmp/fetchflood.prof")
+			io.Copy(f, resp.Body)
+			f.Close()
+		}()
+		time.Sleep(100 * time.Millisecond)
+		defer func() { <-profDone }()
 		// Before: ~28 responses of 16 MiB queued per connection (3.5 GiB).
 		var conns []net.Conn
 		for range 8 {
@@ -134,7 +162,7 @@ func TestHostileClients(t *testing.T) {
 		}
 	})
 
-	t.Run("frames declaring 100 MiB, sent slowly or in full", func(t *testing.T) {
+	input("frames declaring 100 MiB, sent slowly or in full", func(t *testing.T) {
 		header := func(size int, key kmsg.Key) []byte {
 			b := binary.BigEndian.AppendUint32(nil, uint32(size))
 			return binary.BigEndian.AppendUint16(b, uint16(key))
@@ -168,7 +196,7 @@ func TestHostileClients(t *testing.T) {
 		progress(t)
 	})
 
-	t.Run("connection flood from one address", func(t *testing.T) {
+	input("connection flood from one address", func(t *testing.T) {
 		for range 150 {
 			// Refusals past max.connections.per.ip are resets, which may
 			// come before the dial returns.
@@ -186,7 +214,7 @@ func TestHostileClients(t *testing.T) {
 		progress(t)
 	})
 
-	t.Run("decompression bombs", func(t *testing.T) {
+	input("decompression bombs", func(t *testing.T) {
 		zstd := record.DefaultSpec()
 		zstd.Codec = record.Zstd
 		bomb, err := record.Build(zstd, []record.Record{{Value: make([]byte, 40<<20)}}) // a few KiB, 40 MiB inflated
@@ -227,7 +255,7 @@ func TestHostileClients(t *testing.T) {
 		progress(t)
 	})
 
-	t.Run("compression bombs, many per request, and ListOffsets over stored bombs", func(t *testing.T) {
+	input("compression bombs, many per request, and ListOffsets over stored bombs", func(t *testing.T) {
 		// Each batch stays under its own limit (32 MiB decompressed with
 		// the default max.message.bytes); together one request's inflate
 		// to 760 MiB. Four connections send five such requests each: 15
@@ -362,7 +390,7 @@ func TestHostileClients(t *testing.T) {
 		progress(t)
 	})
 
-	t.Run("client racks as metric labels", func(t *testing.T) {
+	input("client racks as metric labels", func(t *testing.T) {
 		for i := range 200 {
 			req := kmsg.NewPtrFetchRequest()
 			req.ReplicaID, req.MaxBytes, req.SessionEpoch, req.Rack = -1, 1<<10, -1, fmt.Sprintf("rack-%d", i)
@@ -407,14 +435,15 @@ func TestHostileClients(t *testing.T) {
 }
 
 // producer produces one record at a time (acks=all, idempotent) and keeps
-// the keys of the acknowledged ones.
+// the keys of the acknowledged ones and each produce's latency.
 type producer struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	n      atomic.Int64
-	mu     sync.Mutex
-	acked  map[string]bool
-	err    error
+	cancel    context.CancelFunc
+	done      chan struct{}
+	n         atomic.Int64
+	mu        sync.Mutex
+	acked     map[string]bool
+	latencies []time.Duration // of every acknowledged produce, in order
+	err       error
 }
 
 func startProducer(t *testing.T, addr, topic string) *producer {
@@ -425,7 +454,9 @@ func startProducer(t *testing.T, addr, topic string) *producer {
 		defer close(p.done)
 		for i := 0; ctx.Err() == nil; i++ {
 			key := strconv.Itoa(i)
+			start := time.Now()
 			err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte(key), Value: []byte("well-behaved")}).FirstErr()
+			took := time.Since(start)
 			if ctx.Err() != nil {
 				return
 			}
@@ -435,6 +466,7 @@ func startProducer(t *testing.T, addr, topic string) *producer {
 			}
 			if err == nil {
 				p.acked[key] = true
+				p.latencies = append(p.latencies, took)
 			}
 			p.mu.Unlock()
 			p.n.Add(1)
@@ -458,6 +490,68 @@ func (p *producer) progress(t *testing.T) {
 	defer p.mu.Unlock()
 	if p.err != nil {
 		t.Fatalf("the well-behaved producer failed: %v", p.err)
+	}
+}
+
+// mark is where the latencies of what follows begin (for p99Since).
+func (p *producer) mark() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.latencies)
+}
+
+// p99Since is the 99th percentile of the produce latencies after mark,
+// and how many there were.
+func (p *producer) p99Since(mark int) (time.Duration, int) {
+	p.mu.Lock()
+	l := slices.Clone(p.latencies[mark:])
+	p.mu.Unlock()
+	if len(l) == 0 {
+		return 0, 0
+	}
+	slices.Sort(l)
+	return l[(len(l)*99+99)/100-1], len(l)
+}
+
+// baseline waits for n acknowledged records with nothing else going on
+// and returns their p99: the unloaded latency the inputs are held to.
+func (p *producer) baseline(t *testing.T, n int) time.Duration {
+	t.Helper()
+	from := p.mark()
+	for p.mark()-from < n {
+		p.progress(t)
+	}
+	d, _ := p.p99Since(from)
+	return d
+}
+
+// latencyFactor is how much slower than unloaded (p99 against p99) the
+// well-behaved producer may get while an input is sent, and latencyFloor
+// the p99 below which no input is blamed: a 1-2 ms unloaded p99 times
+// the factor is within a scheduler's noise on a loaded 2-core machine.
+// The inputs are CPU-bound (each is answered or refused on the broker's
+// cores), so the producer shares them; without the limits its p99 went
+// to seconds (one stalled 100 MiB frame held another client's Produce
+// 28.9 s; 300 bombs took 3.9 s of broker CPU per request).
+const (
+	latencyFactor = 50
+	latencyFloor  = 250 * time.Millisecond
+)
+
+// checkLatency fails t when the p99 of the produces after mark is over
+// the factor of unloaded (and over the floor), and logs it either way.
+func (p *producer) checkLatency(t *testing.T, mark int, unloaded time.Duration) {
+	t.Helper()
+	p99, n := p.p99Since(mark)
+	p.mu.Lock()
+	dbg := slices.Clone(p.latencies[mark:])
+	p.mu.Unlock()
+	t.Logf("DEBUG latencies %v", dbg)
+	bound := max(latencyFactor*unloaded, latencyFloor)
+	t.Logf("well-behaved acks=all producer: p99 %v over %d produces, %.1f× the unloaded p99 %v (bound %v)",
+		p99.Round(10*time.Microsecond), n, float64(p99)/float64(unloaded), unloaded.Round(10*time.Microsecond), bound)
+	if p99 > bound {
+		t.Errorf("the well-behaved producer's p99 went to %v, over %d× its unloaded p99 %v and over %v", p99, latencyFactor, unloaded, latencyFloor)
 	}
 }
 
