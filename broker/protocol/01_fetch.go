@@ -82,6 +82,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -197,13 +198,26 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	wait = min(max(wait, 0), maxFetchWait)
+	refresh := quietRefresh(b)
 	var timer *time.Timer
 	for {
 		// Take the wake-up channels before reading so that a change
 		// between the read and the wait is not missed.
 		var waits []<-chan struct{}
 		var charge leaderCharge
-		resp, total := fetchOnce(r, b, req, denied, &waits, &charge)
+		// An incremental session fetch reads the partitions that are not
+		// quiet and waits on the quiet ones too (fetch_session.go).
+		now := time.Now()
+		visit, quiet, due := session.active(req, now, refresh)
+		var visits *[]partVisit
+		if session.session != nil {
+			visits = new([]partVisit)
+		}
+		resp, total := fetchOnce(r, b, visit, denied, &waits, &charge, visits)
+		if visits != nil {
+			session.visited(resp, *visits, now)
+		}
+		waits = append(waits, quiet...)
 		if total >= int(req.MinBytes) || wait == 0 || len(waits) == 0 || ctx.Err() != nil {
 			charge.record()
 			if timer != nil && total > 0 && req.ReplicaID < 0 {
@@ -218,10 +232,18 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 			// connection; the budget is for requests being decoded.
 			r.ReleaseMemory()
 		}
-		cases := make([]reflect.SelectCase, 0, len(waits)+2)
+		// A quiet partition due for its refresh ends the park too.
+		var refreshDue <-chan time.Time
+		if !due.IsZero() {
+			t := time.NewTimer(max(time.Until(due), 0))
+			refreshDue = t.C
+			defer t.Stop()
+		}
+		cases := make([]reflect.SelectCase, 0, len(waits)+3)
 		cases = append(cases,
 			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)})
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)},
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(refreshDue)})
 		for _, w := range waits {
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w)})
 		}
@@ -231,11 +253,32 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		if chosen < 2 {
 			// Deadline or shutdown: answer with what is there now.
 			var charge leaderCharge
-			resp, _ := fetchOnce(r, b, req, denied, nil, &charge)
+			now := time.Now()
+			visit, _, _ := session.active(req, now, refresh)
+			var visits *[]partVisit
+			if session.session != nil {
+				visits = new([]partVisit)
+			}
+			resp, _ := fetchOnce(r, b, visit, denied, new([]<-chan struct{}), &charge, visits)
+			if visits != nil {
+				session.visited(resp, *visits, now)
+			}
 			charge.record()
 			return done(resp)
 		}
 	}
+}
+
+// quietRefresh is how often a quiet partition of a replica fetch session
+// is read all the same (sessionFetch.active): a quarter of
+// replica.lag.time.max.ms, so that a caught-up follower of a partition
+// nobody writes stays in the ISR, and at most a second.
+func quietRefresh(b *broker.Broker) time.Duration {
+	refresh := time.Second
+	if rm := b.Replicas(); rm != nil {
+		refresh = min(refresh, max(rm.LagTimeMax()/4, 10*time.Millisecond))
+	}
+	return refresh
 }
 
 // deniedFetchTopics returns the topics (by name, or by ID from v13) of a
@@ -337,7 +380,10 @@ func (c *leaderCharge) record() {
 // with the number of record bytes in it. If waits is not nil, the wake-up
 // channel of every readable partition is appended to it. Bytes served to
 // throttled replicas are added to charge.
-func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, denied map[string]bool, waits *[]<-chan struct{}, charge *leaderCharge) (*kmsg.FetchResponse, int) {
+//
+// With visits (a replica fetch of a session), what each partition's read
+// waits on is appended to it, in the response's order.
+func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, denied map[string]bool, waits *[]<-chan struct{}, charge *leaderCharge, visits *[]partVisit) (*kmsg.FetchResponse, int) {
 	resp := r.NewResponse().(*kmsg.FetchResponse)
 	// WAL pointers, in the form the follower asked for.
 	ptrs := replica.NewPointerAnswer(replica.AsksCompactPointers(req))
@@ -366,8 +412,19 @@ func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, denied map[
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 			sp.RecordBatches = []byte{}
 			n, err := 0, topicErr
+			var pv partVisit
+			before := 0
+			if waits != nil {
+				before = len(*waits)
+			}
 			if err == nil {
-				n, err = fetchPartition(b, req, topic, rp, &sp, budget, total == 0, waits, ptrs, charge)
+				n, err = fetchPartition(b, req, topic, rp, &sp, budget, total == 0, waits, ptrs, charge, &pv)
+			}
+			if visits != nil {
+				if waits != nil {
+					pv.park = slices.Clone((*waits)[before:])
+				}
+				*visits = append(*visits, pv)
 			}
 			if err != nil {
 				sp.ErrorCode = broker.ErrorCode(err)
@@ -383,7 +440,7 @@ func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, denied map[
 }
 
 func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition,
-	budget int, first bool, waits *[]<-chan struct{}, ptrs *replica.PointerAnswer, charge *leaderCharge,
+	budget int, first bool, waits *[]<-chan struct{}, ptrs *replica.PointerAnswer, charge *leaderCharge, pv *partVisit,
 ) (int, error) {
 	p, err := b.Partition(topic, rp.Partition)
 	if err != nil {
@@ -418,6 +475,7 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 		// with its next response, which saves a round trip of cross-zone
 		// bytes per HWM move. A fetch served through the WAL waits for
 		// uploads instead (below).
+		pv.watch = rep.Changed()
 		appendWait := p.Log.Wait()
 		div, err := b.Replicas().ServeReplicaFetch(rep, req.ReplicaID, replicaEpoch(req), rp.FetchOffset, rp.LastFetchedEpoch, rp.CurrentLeaderEpoch)
 		if err != nil {
@@ -531,7 +589,11 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 		sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 	}
 	maxBytes := min(int(rp.PartitionMaxBytes), budget)
-	if rp.FetchOffset >= upTo || maxBytes <= 0 && !first {
+	if rp.FetchOffset >= upTo {
+		return 0, nil
+	}
+	if maxBytes <= 0 && !first {
+		pv.unread = true // the response is full
 		return 0, nil
 	}
 	if maxBytes <= 0 {
@@ -562,6 +624,7 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 	if !first && len(res.Records) > maxBytes {
 		// Only the first partition with data may exceed the limits (the log
 		// always returns at least one whole batch).
+		pv.unread = true
 		return 0, nil
 	}
 	if len(res.Records) > 0 {

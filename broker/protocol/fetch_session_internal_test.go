@@ -224,3 +224,91 @@ func TestFetchSessionBounds(t *testing.T) {
 		t.Fatalf("with no session slots: code %d, session %v", code, sf.session)
 	}
 }
+
+// TestQuietSessionPartitions: an incremental fetch reads only the
+// partitions of its session that are not quiet (the last read found
+// nothing new). A quiet one is read again when the follower names it,
+// when a channel taken at its read closes (park: an append; watch: an
+// HWM move), and once the refresh interval passed; a partition whose read
+// the response budget cut short never turns quiet.
+func TestQuietSessionPartitions(t *testing.T) {
+	s := &fetchSessions{byID: map[int32]*fetchSession{}}
+	now := time.Unix(1_800_000_000, 0)
+	const refresh = time.Second
+	type chans struct{ park, watch chan struct{} }
+	ch := map[int32]*chans{}
+	fresh := func(p int32) { ch[p] = &chans{make(chan struct{}), make(chan struct{})} }
+	for p := range int32(4) {
+		fresh(p)
+	}
+	// visit plays one round: reads the active partitions, answers them
+	// with the given HWMs (records for those in data) and records the
+	// channels; it returns what was read and what it parks on.
+	visit := func(sf *sessionFetch, at time.Time, hwm map[int32]int64, data map[int32]bool, unread map[int32]bool) ([]int32, int, time.Time) {
+		t.Helper()
+		eff, park, due := sf.active(sf.req, at, refresh)
+		resp := answer(eff, hwm, data)
+		var visits []partVisit
+		for _, p := range answered(resp) {
+			visits = append(visits, partVisit{park: []<-chan struct{}{ch[p].park}, watch: ch[p].watch, unread: unread[p]})
+		}
+		sf.visited(resp, visits, at)
+		return answered(resp), len(park), due
+	}
+	hwm := map[int32]int64{0: 10, 1: 20, 2: 30, 3: 40}
+	sf, _ := s.open(replicaFetch(0, 0, map[int32]int64{0: 10, 1: 20, 2: 30, 3: 40}), now)
+	if read, _, _ := visit(&sf, now, hwm, nil, nil); len(read) != 4 {
+		t.Fatalf("a new session's full fetch read %v, want all 4", read)
+	}
+	resp := answer(sf.req, hwm, nil)
+	sf.finish(resp)
+	sf.release()
+	id := resp.SessionID
+
+	// Nothing changed since: every partition quiet, none read.
+	sf, _ = s.open(replicaFetch(id, 1, nil), now)
+	read, parked, due := visit(&sf, now.Add(10*time.Millisecond), hwm, nil, nil)
+	if len(read) != 0 || parked != 4 || !due.Equal(now.Add(refresh)) {
+		t.Fatalf("quiet session read %v, parks on %d channels, refresh due %v; want none read, 4 channels, due at %v", read, parked, due, now.Add(refresh))
+	}
+
+	// Named (its follower moved), its append signalled, its HWM moved.
+	close(ch[1].park)
+	close(ch[2].watch)
+	fresh(1)
+	fresh(2)
+	hwm[0], hwm[2] = 12, 31
+	sf.finish(answer(&kmsg.FetchRequest{}, nil, nil))
+	sf.release()
+	sf, _ = s.open(replicaFetch(id, 2, map[int32]int64{0: 12}), now.Add(20*time.Millisecond))
+	read, parked, _ = visit(&sf, now.Add(20*time.Millisecond), hwm, map[int32]bool{1: true}, map[int32]bool{2: true})
+	if len(read) != 3 || read[0] != 0 || read[1] != 1 || read[2] != 2 || parked != 1 {
+		t.Fatalf("read %v and parked on %d channels, want 0 (named), 1 (appended), 2 (HWM moved) read and 3 parked", read, parked)
+	}
+	// In the same fetch, a second round: none quiet yet (0 and 2 have an
+	// HWM to tell, 1 records, and 2 was cut short).
+	read, _, _ = visit(&sf, now.Add(21*time.Millisecond), hwm, map[int32]bool{1: true}, nil)
+	if len(read) != 3 {
+		t.Fatalf("second round read %v, want 0, 1 and 2", read)
+	}
+	resp = answer(&kmsg.FetchRequest{Topics: []kmsg.FetchRequestTopic{{Topic: "t", Partitions: []kmsg.FetchRequestTopicPartition{{Partition: 0}, {Partition: 1}, {Partition: 2}}}}}, hwm, map[int32]bool{1: true})
+	sf.finish(resp)
+	sf.release()
+
+	// Then the refresh reads the ones not read for a second (3, quiet
+	// since the start).
+	// Once answered: 0 and 2 quiet (their HWM told), 1 read until the
+	// follower names it (records went).
+	sf, _ = s.open(replicaFetch(id, 3, map[int32]int64{1: 21}), now.Add(30*time.Millisecond))
+	if read, _, _ = visit(&sf, now.Add(30*time.Millisecond), hwm, nil, nil); len(read) != 1 || read[0] != 1 {
+		t.Fatalf("read %v, want 1 (named)", read)
+	}
+	read, _, _ = visit(&sf, now.Add(31*time.Millisecond), hwm, nil, nil)
+	if len(read) != 0 {
+		t.Fatalf("read %v with nothing new, want none", read)
+	}
+	read, _, _ = visit(&sf, now.Add(refresh+5*time.Millisecond), hwm, nil, nil)
+	if len(read) != 1 || read[0] != 3 {
+		t.Fatalf("after the refresh interval read %v, want 3 (last read at the start)", read)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -55,6 +54,10 @@ type fetcher struct {
 	// timeout, fetches go without pointer tags (inline) instead of
 	// spending the download budget on every round.
 	walBucket string
+	// following is the partitions that followed this leader when the
+	// manager's roles were at generation followingGen (items).
+	following    []*Partition
+	followingGen uint64
 }
 
 // fetchSessionState is the follower's side of a fetch session.
@@ -187,9 +190,22 @@ type fetchItem struct {
 // whether some are held back by the follower quota (the loop comes back
 // when it has room).
 func (f *fetcher) items() (items []fetchItem, suspended, held bool) {
-	parts := f.m.partitions()
+	// Only the partitions that follow this leader, listed again when a
+	// role or leader changed: with 1,200 partitions, walking all of them
+	// at every round of every fetcher took a tenth of a broker's CPU.
+	if gen := f.m.rolesGen.Load(); f.following == nil || gen != f.followingGen {
+		f.following = f.following[:0]
+		for _, p := range f.m.partitions() {
+			p.mu.Lock()
+			if p.role == RoleFollower && p.state.Leader == f.leader {
+				f.following = append(f.following, p)
+			}
+			p.mu.Unlock()
+		}
+		f.followingGen = gen
+	}
 	quotaFull := false
-	for _, p := range parts {
+	for _, p := range f.following {
 		p.mu.Lock()
 		following := p.role == RoleFollower && p.state.Leader == f.leader
 		skipUntil := p.walSkipUntil
@@ -226,12 +242,9 @@ func (f *fetcher) items() (items []fetchItem, suspended, held bool) {
 		pointers := f.m.wal != nil && f.m.wal.down != nil && leo >= skipUntil && !f.m.wal.down.Backoff(f.walBucket)
 		items = append(items, fetchItem{p: p, epoch: epoch, offset: leo, lastEpoch: p.Log.LatestEpoch(), logStart: p.Log.StartOffset(), pointers: pointers, throttled: throttled})
 	}
+	// In topic-partition order, as partitions returns them.
 	items, failed := flushFetchPositions(items)
 	suspended = suspended || failed
-	sort.Slice(items, func(i, j int) bool {
-		a, b := items[i].p.TP, items[j].p.TP
-		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
-	})
 	return items, suspended, held
 }
 
