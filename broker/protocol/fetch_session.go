@@ -260,11 +260,19 @@ func (fs *fetchSession) update(req *kmsg.FetchRequest) {
 
 // request is req with the session's partitions in place of its own.
 func (fs *fetchSession) request(req *kmsg.FetchRequest) *kmsg.FetchRequest {
+	return fs.requestOf(req, nil)
+}
+
+// requestOf is request with only the partitions keep keeps (all if nil).
+func (fs *fetchSession) requestOf(req *kmsg.FetchRequest, keep func(*sessionPart) bool) *kmsg.FetchRequest {
 	eff := *req
 	eff.Topics = nil
 	eff.ForgottenTopics = nil
 	at := map[string]int{}
 	for _, p := range fs.parts {
+		if keep != nil && !keep(p) {
+			continue
+		}
 		i, ok := at[p.key.topic]
 		if !ok {
 			rt := kmsg.NewFetchRequestTopic()
@@ -278,10 +286,10 @@ func (fs *fetchSession) request(req *kmsg.FetchRequest) *kmsg.FetchRequest {
 	return &eff
 }
 
-// active is the request one read of an incremental fetch makes (req,
-// sf.req, for any other fetch): the session's partitions but the quiet ones, whose park channels it
-// returns to wait on as well, with the time the first of them is due for
-// a refresh (zero if none is quiet). Every other fetch reads sf.req.
+// active is the request one read of an incremental fetch makes: the
+// session's partitions but the quiet ones, whose park channels it returns
+// to wait on as well, with the time the first of them is due for a
+// refresh (zero if none is quiet). Any other fetch reads req whole.
 //
 // A quiet partition is skipped, not read, at each round of its session:
 // with many partitions and a few of them written, a follower's fetch
@@ -299,30 +307,19 @@ func (sf *sessionFetch) active(req *kmsg.FetchRequest, now time.Time, refresh ti
 	}
 	sf.s.mu.Lock()
 	defer sf.s.mu.Unlock()
-	eff := *sf.req
-	eff.Topics = nil
 	var park []<-chan struct{}
 	var due time.Time
-	at := map[string]int{}
-	for _, p := range sf.session.parts {
-		if p.quiet && !sf.named[p.key] && now.Sub(p.visited) < refresh && !closed(p.watch) && !anyClosed(p.park) {
-			park = append(park, p.park...)
-			if d := p.visited.Add(refresh); due.IsZero() || d.Before(due) {
-				due = d
-			}
-			continue
+	eff := sf.session.requestOf(sf.req, func(p *sessionPart) bool {
+		if !p.quiet || sf.named[p.key] || now.Sub(p.visited) >= refresh || closed(p.watch) || anyClosed(p.park) {
+			return true
 		}
-		i, ok := at[p.key.topic]
-		if !ok {
-			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic = p.key.topic
-			eff.Topics = append(eff.Topics, rt)
-			i = len(eff.Topics) - 1
-			at[p.key.topic] = i
+		park = append(park, p.park...)
+		if d := p.visited.Add(refresh); due.IsZero() || d.Before(due) {
+			due = d
 		}
-		eff.Topics[i].Partitions = append(eff.Topics[i].Partitions, p.rp)
-	}
-	return &eff, park, due
+		return false
+	})
+	return eff, park, due
 }
 
 // visited records the reads of one round: resp answers them in order,
