@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/strata-dev/strata/internal/childproc"
+	"github.com/strata-dev/strata/internal/freeport"
 )
 
 var (
@@ -241,14 +242,7 @@ func (p *Process) signal(sig syscall.Signal, grace time.Duration) {
 	<-done
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return freeport.Port() }
 
 // SyncBuffer collects a process's output for tests; safe for concurrent
 // writes and reads.

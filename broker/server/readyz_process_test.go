@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/strata-dev/strata/broker/brokertest"
 	"github.com/strata-dev/strata/broker/meta"
+	"github.com/strata-dev/strata/internal/freeport"
 )
 
 // TestReadyzFollowsRegistration runs a `strata broker` process whose etcd
@@ -127,12 +127,12 @@ func httpGet(url string) (int, string, error) {
 	return resp.StatusCode, string(body), err
 }
 
+// freeAddr is an address for a broker process to bind (freeport).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strata-dev/strata/internal/childproc"
+	"github.com/strata-dev/strata/internal/freeport"
 )
 
 // broker is one `strata broker` subprocess of the chaos cluster, started
@@ -152,11 +151,6 @@ func (b *broker) signal(sig syscall.Signal, paused bool) error {
 	return nil
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Addr().(*net.TCPAddr).Port)), nil
-}
+// freeAddr is an address for a broker to bind (freeport: below the
+// ephemeral range, so that it is still free when a broker restarts on it).
+func freeAddr() (string, error) { return freeport.Addr() }

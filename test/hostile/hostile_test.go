@@ -27,6 +27,7 @@ import (
 
 	"github.com/strata-dev/strata/broker/brokertest"
 	"github.com/strata-dev/strata/broker/record"
+	"github.com/strata-dev/strata/internal/freeport"
 )
 
 // rssBound is the resident memory the broker must stay under through
@@ -724,13 +725,14 @@ func topicID(t *testing.T, cl *kgo.Client, topic string) [16]byte {
 	return resp.Topics[0].TopicID
 }
 
+// freeAddr is an address for a broker process to bind (freeport).
 func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	t.Helper()
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 func scrape(t *testing.T, addr string) string {

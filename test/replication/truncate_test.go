@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/strata-dev/strata/broker/brokertest"
 	"github.com/strata-dev/strata/broker/meta/metatest"
+	"github.com/strata-dev/strata/internal/freeport"
 )
 
 // TestOldLeaderTruncatesUnacknowledgedTail: the leader appends records
@@ -129,14 +129,14 @@ func TestOldLeaderTruncatesUnacknowledgedTail(t *testing.T) {
 	}
 }
 
+// freeAddr is an address for a broker process to bind (freeport).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // fetchesInFlight reads strata_requests_in_flight{api="Fetch"} from a
