@@ -97,7 +97,7 @@ func TestIdleSocketFlood(t *testing.T) {
 	}
 	good := startProducer(t, addr, "good")
 	good.progress(t)
-	unloaded := good.baseline(t, 200)
+	unloaded := good.baseline(t, latencySamples)
 	during := good.mark()
 
 	var (
@@ -180,7 +180,7 @@ func TestIdleSocketFlood(t *testing.T) {
 	if took > time.Second {
 		t.Errorf("an authenticated client took %v to connect beside the idle sockets, want at most 1s", took)
 	}
-	good.progress(t)
+	good.atLeast(t, during, latencySamples)
 	good.checkLatency(t, during, unloaded)
 	excess := hosts * (perHost - protocol.DefaultMaxConnectionsPerIP)
 	if v := metricSum(scrape(t, metricsAddr), "strata_connections_refused_total", `limit="max.connections.per.ip"`); v != float64(excess) {
