@@ -82,7 +82,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -422,7 +421,8 @@ func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, denied map[
 			}
 			if visits != nil {
 				if waits != nil {
-					pv.park = slices.Clone((*waits)[before:])
+					// No copy: the round appends after it, never into it.
+					pv.park = (*waits)[before:len(*waits):len(*waits)]
 				}
 				*visits = append(*visits, pv)
 			}
