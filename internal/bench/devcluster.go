@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/internal/childproc"
+	"github.com/strata-dev/strata/internal/freeport"
 )
 
 // ReadyPrefix starts the line `strata dev` prints once it serves.
@@ -393,14 +393,9 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort is a port for a process started next to bind (freeport: below
+// the ephemeral range, where no client's connect takes it meanwhile).
+func freePort() (int, error) { return freeport.Port() }
 
 type lockedBuffer struct {
 	mu sync.Mutex

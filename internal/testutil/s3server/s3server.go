@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/strata-dev/strata/internal/childproc"
+	"github.com/strata-dev/strata/internal/freeport"
 )
 
 // EnvBinary names the environment variable holding the versitygw path.
@@ -308,14 +309,9 @@ func (s *Server) logTail() string {
 	return string(bytes.TrimSpace(b))
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort is a port for a process started next to bind (freeport: below
+// the ephemeral range, where no client's connect takes it meanwhile).
+func freePort() (int, error) { return freeport.Port() }
 
 func randomHex(n int) string {
 	b := make([]byte, n)
