@@ -197,8 +197,8 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	wait = min(max(wait, 0), maxFetchWait)
-	refresh := quietRefresh(b)
-	var timer *time.Timer
+	refreshEvery := quietRefresh(b)
+	var timer, refresh *time.Timer
 	for {
 		// Take the wake-up channels before reading so that a change
 		// between the read and the wait is not missed.
@@ -207,7 +207,7 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		// An incremental session fetch reads the partitions that are not
 		// quiet and waits on the quiet ones too (fetch_session.go).
 		now := time.Now()
-		visit, quiet, due := session.active(req, now, refresh)
+		visit, quiet, due := session.active(req, now, refreshEvery)
 		var visits *[]partVisit
 		if session.session != nil {
 			visits = new([]partVisit)
@@ -234,9 +234,13 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		// A quiet partition due for its refresh ends the park too.
 		var refreshDue <-chan time.Time
 		if !due.IsZero() {
-			t := time.NewTimer(max(time.Until(due), 0))
-			refreshDue = t.C
-			defer t.Stop()
+			if d := max(time.Until(due), 0); refresh == nil {
+				refresh = time.NewTimer(d)
+				defer refresh.Stop()
+			} else {
+				refresh.Reset(d)
+			}
+			refreshDue = refresh.C
 		}
 		cases := make([]reflect.SelectCase, 0, len(waits)+3)
 		cases = append(cases,
@@ -253,7 +257,7 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 			// Deadline or shutdown: answer with what is there now.
 			var charge leaderCharge
 			now := time.Now()
-			visit, _, _ := session.active(req, now, refresh)
+			visit, _, _ := session.active(req, now, refreshEvery)
 			var visits *[]partVisit
 			if session.session != nil {
 				visits = new([]partVisit)
