@@ -338,7 +338,6 @@ func (m *Manager) Partition(tp meta.TopicPartition) *Partition {
 	return m.parts[tp]
 }
 
-// partitions is a snapshot of the managed partitions.
 // LagTimeMax is replica.lag.time.max.ms.
 func (m *Manager) LagTimeMax() time.Duration { return m.cfg.LagTimeMax }
 
