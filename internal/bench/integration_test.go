@@ -319,3 +319,69 @@ func TestTwoModesOneRun(t *testing.T) {
 		t.Errorf("%d lines in the plot, want 4", n)
 	}
 }
+
+// TestSweepTwoPoints is --sweep end to end against the real `strata dev`:
+// classic once and wal+latency at two upload intervals, each point's
+// setting passed to its own cluster (before the mode's wal.policy), and
+// the frontier filled from the three runs.
+func TestSweepTwoPoints(t *testing.T) {
+	const walLatency = ModeWAL + "+latency"
+	if _, err := s3server.Binary(); err != nil {
+		t.Fatal(err) // says to run `make test` (or `make test-deps`)
+	}
+	dir := t.TempDir()
+	script, argsLog := dir+"/strata", dir+"/args"
+	if err := os.WriteFile(script, []byte(recordingDev), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("REAL_STRATA", brokertest.Binary(t))
+	t.Setenv("ARGS_LOG", argsLog)
+	lo := DefaultLoadOptions()
+	lo.Partitions, lo.Warmup, lo.Duration, lo.RecordSize, lo.Rate = 3, 500*time.Millisecond, time.Second, 200, 500
+	sweep := &Sweep{Key: "wal.upload.interval.ms", Values: []string{"10", "40"}}
+	rep, err := Run(context.Background(), Config{
+		Modes: []string{ModeClassic, walLatency}, Starter: &DevStarter{Binary: script}, Load: lo, Sweep: sweep,
+		Cluster: ClusterOptions{BrokerConfig: []string{"wal.object.max.bytes=1048576"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Modes) != 3 {
+		t.Fatalf("%d runs, want classic once and wal+latency twice", len(rep.Modes))
+	}
+	for _, m := range rep.Modes {
+		checkModeResult(t, m)
+	}
+	sw := rep.Sweep
+	if sw == nil || sw.Classic == nil || sw.Classic.ModeIndex != 0 || len(sw.Points) != 2 {
+		t.Fatalf("sweep %+v", sw)
+	}
+	for i, p := range sw.Points {
+		if p.Mode != walLatency || p.Value != sweep.Values[i] || p.WALPolicy != "latency" || rep.Modes[p.ModeIndex].SweepSetting == nil ||
+			rep.Modes[p.ModeIndex].SweepSetting.Value != p.Value {
+			t.Errorf("point %d: %+v (its run's setting %+v)", i, p, rep.Modes[p.ModeIndex].SweepSetting)
+		}
+		for name, v := range map[string]*float64{"produce p99": p.ProduceP99Ms, "e2e p99": p.EndToEndP99Ms, "PUTs/s per broker": p.PutsPerSecondPerBroker,
+			"USD/GB": p.CostUSDPerGBProduced, "cost ratio": p.CostRatioToClassic} {
+			if v == nil || *v <= 0 {
+				t.Errorf("point %s: %s = %v, want a positive figure", p.Value, name, val(v))
+			}
+		}
+	}
+	logged, err := os.ReadFile(argsLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(logged)), "\n")
+	if len(lines) != 3 ||
+		!strings.Contains(lines[0], "--set wal.object.max.bytes=1048576 --replication classic") || strings.Contains(lines[0], "wal.upload.interval.ms") ||
+		!strings.Contains(lines[1], "--set wal.object.max.bytes=1048576 --set wal.upload.interval.ms=10 --replication wal --set wal.policy=latency") ||
+		!strings.Contains(lines[2], "--set wal.object.max.bytes=1048576 --set wal.upload.interval.ms=40 --replication wal --set wal.policy=latency") {
+		t.Errorf("dev command lines:\n%s", logged)
+	}
+	var text strings.Builder
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", text.String())
+}

@@ -25,6 +25,10 @@ type Report struct {
 	// "wal/classic": {"produce_p99_ms": 0.8, ...}; null when either side
 	// is n/a or the base is 0.
 	Ratios map[string]map[string]*float64 `json:"ratios,omitempty"`
+	// Sweep is the latency/cost frontier of a --sweep run (nil
+	// otherwise); its points are projections of modes[], which holds one
+	// entry per cluster run, and Ratios is empty.
+	Sweep *SweepResult `json:"sweep,omitempty"`
 }
 
 // Settings echo the run's options.
@@ -93,13 +97,16 @@ type ZoneLatencyResult struct {
 
 // ModeResult is what one mode measured.
 type ModeResult struct {
-	Mode              string   `json:"mode"`
-	Bootstrap         []string `json:"bootstrap"`
-	MetricsURLs       []string `json:"metrics_urls"`
-	Topic             string   `json:"topic"`
-	Brokers           int      `json:"brokers"`
-	ReplicationFactor int16    `json:"replication_factor"`
-	WindowSeconds     float64  `json:"window_seconds"`
+	Mode string `json:"mode"`
+	// SweepSetting is the --sweep key=value this run added to its broker
+	// config (nil: not swept, e.g. classic, or no --sweep).
+	SweepSetting      *SweepSetting `json:"sweep_setting,omitempty"`
+	Bootstrap         []string      `json:"bootstrap"`
+	MetricsURLs       []string      `json:"metrics_urls"`
+	Topic             string        `json:"topic"`
+	Brokers           int           `json:"brokers"`
+	ReplicationFactor int16         `json:"replication_factor"`
+	WindowSeconds     float64       `json:"window_seconds"`
 
 	ProduceLatency LatencySummary `json:"produce_latency"`
 	// ProduceRequestLatency: Produce requests, written → answer read (the
@@ -328,7 +335,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	for _, m := range r.Modes {
-		fmt.Fprintf(w, "  %s: %d brokers, RF %d, topic %s, bootstrap %s\n", m.Mode, m.Brokers, m.ReplicationFactor, m.Topic, strings.Join(m.Bootstrap, ","))
+		fmt.Fprintf(w, "  %s: %d brokers, RF %d, topic %s, bootstrap %s\n", m.Label(), m.Brokers, m.ReplicationFactor, m.Topic, strings.Join(m.Bootstrap, ","))
 		if z := m.ZoneLatency; z != nil {
 			fmt.Fprintf(w, "    zone latency %v delayed: replica fetches %s MB on %s connections and %s GETs from other zones' buckets in the window; clients %s MB on %d connections (producers in %s, consumers in %s)\n",
 				z.OneWay, megabytes(z.ReplicaBytesDelayed), formatCount(z.ReplicaConnections), formatCount(z.CrossZoneObjectGets),
@@ -336,6 +343,16 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	fmt.Fprintln(w)
+	if r.Sweep != nil {
+		// One column per run does not fit a sweep: the frontier table,
+		// then the runs' notes (every figure is in the JSON's modes[]).
+		if err := r.writeSweepText(w); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+		r.writeNotes(w)
+		return nil
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	header := []string{"figure"}
 	for _, m := range r.Modes {
@@ -373,6 +390,30 @@ func (r *Report) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	r.writeNotes(w)
+	for _, m := range r.Modes {
+		if len(m.Stages) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s: WAL stages in the window, p50 / p99 (ms), all brokers; slowest at p99: %s\n", m.Mode, m.SlowestStageP99)
+		stw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, st := range m.Stages {
+			name := st.Stage
+			if name == stageAcksAllWait {
+				name += " (the whole round per partition)"
+			}
+			fmt.Fprintf(stw, "  %s\t%s / %s\t(%d)\n", name, FormatValue(st.P50Ms), FormatValue(st.P99Ms), st.Count)
+		}
+		if err := stw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeNotes writes every run's notes, each line prefixed with the run's
+// label.
+func (r *Report) writeNotes(w io.Writer) {
 	for _, m := range r.Modes {
 		var notes []string
 		notes = append(notes, m.Notes...)
@@ -394,25 +435,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			notes = append(notes, "PUTs/s by broker: "+strings.Join(per, ", "))
 		}
 		for _, n := range notes {
-			fmt.Fprintf(w, "%s: %s\n", m.Mode, n)
+			fmt.Fprintf(w, "%s: %s\n", m.Label(), n)
 		}
 	}
-	for _, m := range r.Modes {
-		if len(m.Stages) == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "\n%s: WAL stages in the window, p50 / p99 (ms), all brokers; slowest at p99: %s\n", m.Mode, m.SlowestStageP99)
-		stw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		for _, st := range m.Stages {
-			name := st.Stage
-			if name == stageAcksAllWait {
-				name += " (the whole round per partition)"
-			}
-			fmt.Fprintf(stw, "  %s\t%s / %s\t(%d)\n", name, FormatValue(st.P50Ms), FormatValue(st.P99Ms), st.Count)
-		}
-		if err := stw.Flush(); err != nil {
-			return err
-		}
-	}
-	return nil
 }

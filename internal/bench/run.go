@@ -43,6 +43,9 @@ type Config struct {
 	// StoreNote says why the object store's data is on disk although
 	// tmpfs was asked for (StoreTmpfs); it goes into the report.
 	StoreNote string
+	// Sweep (--sweep) measures every WAL mode once per value of a WAL
+	// setting, classic once; nil: every mode once.
+	Sweep *Sweep
 }
 
 // Where the load generator runs under pinning (Config.PinLoadWith).
@@ -75,14 +78,28 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err := ValidateModes(modes); err != nil {
 			return nil, err
 		}
+		if cfg.Sweep != nil {
+			if err := cfg.Sweep.Validate(modes, cfg.Cluster.BrokerConfig); err != nil {
+				return nil, err
+			}
+		}
 		if cfg.Starter == nil {
 			return nil, errors.New("no cluster starter for embedded modes")
 		}
-		if mc, ok := cfg.Starter.(ModeChecker); ok {
-			for _, m := range modes {
-				if err := mc.CheckMode(ctx, m, cfg.Cluster); err != nil {
-					return nil, fmt.Errorf("mode %s: %w", m, err)
-				}
+	}
+	if len(cfg.Bootstrap) > 0 && cfg.Sweep != nil {
+		return nil, fmt.Errorf("%w needs embedded clusters (--modes): an external cluster's broker config is not the bench's to change", ErrSweep)
+	}
+	runs := planRuns(modes, cfg.Sweep)
+	if mc, ok := cfg.Starter.(ModeChecker); ok && len(cfg.Bootstrap) == 0 {
+		checked := map[string]bool{}
+		for _, r := range runs {
+			if checked[r.mode] {
+				continue
+			}
+			checked[r.mode] = true
+			if err := mc.CheckMode(ctx, r.mode, r.clusterOptions(cfg.Cluster)); err != nil {
+				return nil, fmt.Errorf("mode %s: %w", r.mode, err)
 			}
 		}
 	}
@@ -116,15 +133,39 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if len(cfg.Bootstrap) == 0 {
 		cfg.Cluster.GoMaxProcs, rep.Settings.BrokerGoMaxProcs = brokerProcs(pin)
 	}
-	for _, mode := range modes {
-		mr, err := runMode(ctx, cfg, mode, pin, progress)
+	for _, r := range runs {
+		rc := cfg
+		rc.Cluster = r.clusterOptions(cfg.Cluster)
+		mr, err := runMode(ctx, rc, r.mode, r.label(), pin, progress)
 		if err != nil {
-			return nil, fmt.Errorf("mode %s: %w", mode, err)
+			return nil, fmt.Errorf("mode %s: %w", r.label(), err)
 		}
+		mr.SweepSetting = r.setting
 		rep.Modes = append(rep.Modes, *mr)
 	}
-	rep.ComputeRatios()
+	if cfg.Sweep != nil {
+		rep.ComputeSweep(cfg.Sweep)
+	} else {
+		rep.ComputeRatios()
+	}
 	return rep, nil
+}
+
+// clusterOptions are the options of the run's cluster: the run's, and a
+// swept run's setting after --broker-config.
+func (r plannedRun) clusterOptions(opts ClusterOptions) ClusterOptions {
+	if r.setting != nil {
+		opts.BrokerConfig = append(slices.Clone(opts.BrokerConfig), r.setting.String())
+	}
+	return opts
+}
+
+// label names the run in progress lines and errors (ModeResult.Label).
+func (r plannedRun) label() string {
+	if r.setting == nil {
+		return r.mode
+	}
+	return r.mode + " " + r.setting.String()
 }
 
 // pinSelf decides the run's pinning and pins this process (the load
@@ -186,16 +227,18 @@ func pinCluster(cl *Cluster, pin PinSettings) error {
 	return nil
 }
 
-func runMode(ctx context.Context, cfg Config, mode string, pin PinSettings, progress io.Writer) (_ *ModeResult, err error) {
+// runMode measures one mode on its own cluster; label names the run in
+// the progress lines (the mode, and in a sweep its setting).
+func runMode(ctx context.Context, cfg Config, mode, label string, pin PinSettings, progress io.Writer) (_ *ModeResult, err error) {
 	cl := &Cluster{Bootstrap: cfg.Bootstrap, Security: cfg.Load.Security}
 	if mode != ModeExternal {
-		fmt.Fprintf(progress, "%s: starting the cluster\n", mode)
+		fmt.Fprintf(progress, "%s: starting the cluster\n", label)
 		cl, err = cfg.Starter.Start(ctx, mode, cfg.Cluster)
 		if err != nil {
 			return nil, err
 		}
 		defer func() {
-			fmt.Fprintf(progress, "%s: stopping the cluster\n", mode)
+			fmt.Fprintf(progress, "%s: stopping the cluster\n", label)
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
 			if serr := cl.Stop(sctx); serr != nil && err == nil {
@@ -246,7 +289,7 @@ func runMode(ctx context.Context, cfg Config, mode string, pin PinSettings, prog
 	if lopts.Topic == "" {
 		lopts.Topic = "strata-bench-" + strings.ReplaceAll(mode, "+", "-") + "-" + randomSuffix()
 	}
-	fmt.Fprintf(progress, "%s: %v warmup + %v measured on %v\n", mode, lopts.Warmup, lopts.Duration, cl.Bootstrap)
+	fmt.Fprintf(progress, "%s: %v warmup + %v measured on %v\n", label, lopts.Warmup, lopts.Duration, cl.Bootstrap)
 	res, err := RunLoad(ctx, cl.Bootstrap, lopts, Hooks{
 		WindowStart: func(ctx context.Context) {
 			cpuBefore = readCPU()
@@ -283,7 +326,7 @@ func runMode(ctx context.Context, cfg Config, mode string, pin PinSettings, prog
 			mr.Notes = append(mr.Notes, "zone latency not applied: neither replica nor client connections were delayed")
 		}
 	}
-	fmt.Fprintf(progress, "%s: %d records produced, %d consumed\n", mode, mr.Produced, mr.Consumed)
+	fmt.Fprintf(progress, "%s: %d records produced, %d consumed\n", label, mr.Produced, mr.Consumed)
 	return mr, nil
 }
 
