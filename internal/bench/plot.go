@@ -56,14 +56,35 @@ type canvas interface {
 	// text at (x, y) baseline; anchor start, middle or end; vertical
 	// rotates by -90° around (x, y).
 	text(x, y float64, s, anchor string, size int, vertical bool)
+	// marker draws a filled shape of radius r centred on (x, y), outlined
+	// in black; title is its tooltip where the format has them (SVG).
+	marker(x, y, r float64, shape markerShape, color, title string)
 }
 
-// drawPlot draws the percentile distributions of produce and end-to-end
+// markerShape is the shape of a plot marker.
+type markerShape int
+
+const (
+	markerCircle markerShape = iota
+	markerDiamond
+)
+
+// drawPlot draws a report's plot: the frontier of a sweep, else the
+// latency distributions.
+func drawPlot(c canvas, rep *Report) {
+	if rep.Sweep != nil {
+		drawFrontier(c, rep)
+		return
+	}
+	drawLatency(c, rep)
+}
+
+// drawLatency draws the percentile distributions of produce and end-to-end
 // latency, one panel each side by side, every mode a line in both panels
 // (so the modes are compared on the same axes). The x axis is the
 // percentile on the usual HDR scale (log of 1/(1-q): 90%, 99%, 99.9%
 // equally spaced), the y axis the latency in ms on a log scale.
-func drawPlot(c canvas, rep *Report) {
+func drawLatency(c canvas, rep *Report) {
 	s := rep.Settings
 	title := fmt.Sprintf("strata bench: acks=%s, %d B records, %d partitions, %v window", s.Acks, s.RecordSize, s.Partitions, s.Duration)
 	c.text(plotWidth/2, 24, title, "middle", 16, false)
@@ -184,6 +205,17 @@ func (c *svgCanvas) polyline(pts [][2]float64, color string, width float64) {
 
 func (c *svgCanvas) rect(x, y, w, h float64, stroke string) {
 	fmt.Fprintf(&c.b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="%s"/>`+"\n", x, y, w, h, stroke)
+}
+
+func (c *svgCanvas) marker(x, y, r float64, shape markerShape, color, title string) {
+	tip := "<title>" + html.EscapeString(title) + "</title>"
+	switch shape {
+	case markerDiamond:
+		fmt.Fprintf(&c.b, `<polygon points="%.1f,%.1f %.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="%s" stroke="#000000">%s</polygon>`+"\n",
+			x, y-r, x+r, y, x, y+r, x-r, y, color, tip)
+	default:
+		fmt.Fprintf(&c.b, `<circle cx="%.1f" cy="%.1f" r="%g" fill="%s" stroke="#000000">%s</circle>`+"\n", x, y, r, color, tip)
+	}
 }
 
 func (c *svgCanvas) text(x, y float64, s, anchor string, size int, vertical bool) {

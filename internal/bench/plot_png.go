@@ -71,6 +71,28 @@ func (c *pngCanvas) rect(x, y, w, h float64, stroke string) {
 	c.line(x, y+h, x, y, stroke, 1)
 }
 
+func (c *pngCanvas) marker(x, y, r float64, shape markerShape, col, _ string) {
+	fill, edge := parseColor(col), parseColor("#000000")
+	n := int(math.Ceil(r))
+	for dy := -n; dy <= n; dy++ {
+		for dx := -n; dx <= n; dx++ {
+			// d: the distance to the centre in the shape's own norm
+			// (Euclidean for a circle, |dx|+|dy| for a diamond).
+			d := math.Hypot(float64(dx), float64(dy))
+			if shape == markerDiamond {
+				d = math.Abs(float64(dx)) + math.Abs(float64(dy))
+			}
+			switch {
+			case d > r:
+			case d > r-1.5:
+				c.img.SetRGBA(int(math.Round(x))+dx, int(math.Round(y))+dy, edge)
+			default:
+				c.img.SetRGBA(int(math.Round(x))+dx, int(math.Round(y))+dy, fill)
+			}
+		}
+	}
+}
+
 func (c *pngCanvas) text(x, y float64, s, anchor string, _ int, vertical bool) {
 	face := basicfont.Face7x13
 	d := &font.Drawer{Dst: c.img, Src: image.Black, Face: face}

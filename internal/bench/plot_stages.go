@@ -36,9 +36,12 @@ func stagePanelHeight(rep *Report) int {
 	return stageMarginT + len(walStages)*(len(modes)*stageRowH+stageRowGap) + stagePanelBot
 }
 
-// plotSize is the plot's size: the two latency panels, and the stage
-// panel when a mode has stages.
+// plotSize is the plot's size: the frontier of a sweep, else the two
+// latency panels, and the stage panel when a mode has stages.
 func plotSize(rep *Report) (w, h int) {
+	if rep.Sweep != nil {
+		return frontierWidth, frontierHeight
+	}
 	return plotWidth, plotHeight + stagePanelHeight(rep)
 }
 
