@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/strata-dev/strata/broker/server"
 	"github.com/strata-dev/strata/internal/bench"
 )
 
@@ -20,6 +21,7 @@ func newBenchCmd() *cobra.Command {
 		cl                                             bench.ClusterOptions
 		asJSON, pin, storeTmpfs                        bool
 		plot, fromJSON, pinLoad, metricsTokenFile      string
+		sweepSpec                                      string
 		sec                                            clientSecurityFlags
 	)
 	lo := bench.DefaultLoadOptions()
@@ -37,10 +39,19 @@ started by running this binary's "dev" command; the table shows every mode
 and the ratio of each mode to the first (wal/classic), all from one run.
 With --bootstrap the load runs once against an existing cluster (mode
 "external"); give its brokers' /metrics URLs with --metrics for the traffic
-figures. A figure whose metric the brokers do not export is n/a.`,
+figures. A figure whose metric the brokers do not export is n/a.
+
+--sweep key=v1,v2,... measures the latency/cost frontier of a WAL setting:
+every wal mode of --modes runs once per value with key=value added to its
+broker config, classic once as the reference (--modes defaults to
+classic,wal+latency then: wal.policy=auto stretches the upload interval
+itself). The report has a row per point (its setting, produce p50/p99,
+end-to-end p99, PUTs/s per broker, USD per GB produced and its ratio to
+classic's) and --plot draws p99 against cost.`,
 		Example: `  strata bench --modes classic --duration 10s --acks all --record-size 1024 --partitions 12
   strata bench --bootstrap 127.0.0.1:9092 --metrics http://127.0.0.1:9644/metrics --json
-  strata bench --modes classic,wal --plot latency.svg`,
+  strata bench --modes classic,wal --plot latency.svg
+  strata bench --sweep wal.upload.interval.ms=5,10,20,40,80 --rate 2000 --plot frontier.svg`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(bootstrap) > 0 && cmd.Flags().Changed("modes") {
 				return fmt.Errorf("--bootstrap and --modes exclude each other: --bootstrap measures one external cluster")
@@ -64,6 +75,25 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 				}
 				if len(bootstrap) > 0 {
 					return fmt.Errorf("--broker-config is for the embedded clusters, not --bootstrap")
+				}
+			}
+			var sweep *bench.Sweep
+			if cmd.Flags().Changed("sweep") {
+				if len(bootstrap) > 0 {
+					return fmt.Errorf("--sweep is for the embedded clusters, not --bootstrap: it sets their broker config")
+				}
+				if !cmd.Flags().Changed("modes") {
+					modes = []string{bench.ModeClassic, bench.ModeWAL + "+latency"}
+				}
+				var err error
+				if sweep, err = bench.ParseSweep(sweepSpec); err != nil {
+					return err
+				}
+				if err := checkSweepValues(sweep); err != nil {
+					return err
+				}
+				if err := sweep.Validate(modes, cl.BrokerConfig); err != nil {
+					return err
 				}
 			}
 			if len(topicConfigs) > 0 {
@@ -91,7 +121,7 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 			if storeTmpfs && len(bootstrap) == 0 {
 				cl.StoreDir, storeNote = bench.StoreTmpfs()
 			}
-			cfg := bench.Config{Bootstrap: bootstrap, Modes: modes, MetricsURLs: metrics, Cluster: cl, Load: lo, Progress: cmd.ErrOrStderr(), Pin: pin, PinLoadWith: pinLoad, StoreNote: storeNote}
+			cfg := bench.Config{Bootstrap: bootstrap, Modes: modes, MetricsURLs: metrics, Cluster: cl, Load: lo, Progress: cmd.ErrOrStderr(), Pin: pin, PinLoadWith: pinLoad, StoreNote: storeNote, Sweep: sweep}
 			if metricsTokenFile != "" {
 				b, err := os.ReadFile(metricsTokenFile)
 				if err != nil {
@@ -116,16 +146,7 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 			if err != nil {
 				return err
 			}
-			if plot != "" {
-				if err := bench.WritePlotFile(plot, rep); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "latency plot written to %s\n", plot)
-			}
-			if asJSON {
-				return rep.WriteJSON(cmd.OutOrStdout())
-			}
-			return rep.WriteText(cmd.OutOrStdout())
+			return writeReport(cmd, rep, plot, asJSON)
 		},
 	}
 	fl := cmd.Flags()
@@ -160,8 +181,46 @@ figures. A figure whose metric the brokers do not export is n/a.`,
 	fl.StringVar(&pinLoad, "pin-load-generator", bench.PinLoadWithStore, "with --pin: the CPUs of the load generator (this process): store (with the object store) or brokers (with the brokers: the object store's CPU, WAL mode only, then weighs on neither the brokers nor the clients)")
 	fl.BoolVar(&pin, "pin", true, "on Linux with 2+ CPUs: run the embedded brokers on one half of the CPUs, the object store and the load generator on the other (the same in every mode; settings.pin in the JSON)")
 	fl.StringVar(&fromJSON, "from-json", "", "measure nothing: print (and --plot) the report a --json run wrote to this file")
-	fl.StringVar(&plot, "plot", "", "write the latency distributions of all modes to this .svg or .png file")
+	fl.StringVar(&plot, "plot", "", "write the latency distributions of all modes (with --sweep: acks p99 against cost per point) to this .svg or .png file")
+	fl.StringVar(&sweepSpec, "sweep", "", "key=v1,v2,...: run every wal mode once per value of this WAL broker setting (e.g. wal.upload.interval.ms=5,10,20,40,80), classic once; --modes defaults to classic,wal+latency")
 	return cmd
+}
+
+// checkSweepValues runs the sweep's key and values through the broker's
+// own config parser, which the embedded clusters (this binary's dev, its
+// --set) use: a key it does not know would be ignored with a warning and
+// every point would measure the same cluster; a value it refuses would
+// fail a cluster after the earlier points were measured.
+func checkSweepValues(sw *bench.Sweep) error {
+	for _, v := range sw.Values {
+		cfg := server.DefaultConfig()
+		unknown, err := server.ApplySettings(&cfg, map[string]string{sw.Key: v})
+		if err != nil {
+			return fmt.Errorf("%w: %w", bench.ErrSweep, err)
+		}
+		if len(unknown) > 0 {
+			return fmt.Errorf("%w %s: not a broker config key of this strata (its brokers would ignore it)", bench.ErrSweep, sw.Key)
+		}
+	}
+	return nil
+}
+
+// writeReport writes the plot, if asked, and the report as text or JSON.
+func writeReport(cmd *cobra.Command, rep *bench.Report, plot string, asJSON bool) error {
+	if plot != "" {
+		if err := bench.WritePlotFile(plot, rep); err != nil {
+			return err
+		}
+		what := "latency"
+		if rep.Sweep != nil {
+			what = "frontier"
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s plot written to %s\n", what, plot)
+	}
+	if asJSON {
+		return rep.WriteJSON(cmd.OutOrStdout())
+	}
+	return rep.WriteText(cmd.OutOrStdout())
 }
 
 // rerender prints (and plots) a report a --json run saved.
@@ -175,14 +234,5 @@ func rerender(cmd *cobra.Command, path, plot string, asJSON bool) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if plot != "" {
-		if err := bench.WritePlotFile(plot, rep); err != nil {
-			return err
-		}
-		fmt.Fprintf(cmd.ErrOrStderr(), "latency plot written to %s\n", plot)
-	}
-	if asJSON {
-		return rep.WriteJSON(cmd.OutOrStdout())
-	}
-	return rep.WriteText(cmd.OutOrStdout())
+	return writeReport(cmd, rep, plot, asJSON)
 }
