@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/controllers"
@@ -40,6 +42,31 @@ func cordonKeys(ctx context.Context, g Gomega, endpoints []string) []string {
 		}
 	}
 	return out
+}
+
+// drainState is what a failed drain step needs to be understood: the
+// StatefulSets' replicas, the status' scaling and conditions, and the
+// cluster's events.
+func drainState(ns, name string, kc *strata.KafkaCluster) func() string {
+	return func() string {
+		var b strings.Builder
+		for _, zone := range []string{"a", "b", "c"} {
+			if sts, err := getSTS(ns, name+"-"+zone); err == nil {
+				fmt.Fprintf(&b, "StatefulSet %s: replicas %d\n", sts.Name, ptr.Deref(sts.Spec.Replicas, -1))
+			}
+		}
+		fmt.Fprintf(&b, "status.scaling: %+v\nstatus.cordonedBrokers: %v\n", kc.Status.Scaling, kc.Status.CordonedBrokers)
+		for _, c := range kc.Status.Conditions {
+			fmt.Fprintf(&b, "condition %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
+		}
+		var evs corev1.EventList
+		if err := k8sClient.List(context.Background(), &evs, client.InNamespace(ns)); err == nil {
+			for _, e := range evs.Items {
+				fmt.Fprintf(&b, "event %s %s %s: %s\n", e.LastTimestamp.Format(time.TimeOnly), e.Reason, e.InvolvedObject.Name, e.Message)
+			}
+		}
+		return b.String()
+	}
 }
 
 var _ = Describe("Drain fencing", func() {
@@ -97,13 +124,25 @@ var _ = Describe("Drain fencing", func() {
 		By("broker 200 back, moves held by a 1 byte/s throttle: the drain runs with every pod ready and reads Reconciling (Draining)")
 		fillRandom(ctx, lb.Addrs(), "events", 144, 128<<10)
 		updateCluster(ns, "fence", func(kc *strata.KafkaCluster) { kc.Spec.Rebalance.Throttle = ptr.To[int64](1) })
+		// Broker 200 comes back only once a reconcile has seen the
+		// throttle: one that began before the edit (long on a loaded
+		// machine) reads the metadata in its course and would start the
+		// drain's moves unthrottled once broker 200 registers; they copy
+		// the partitions in a moment, the drain ends, and no move is in
+		// flight to see (make test-stress, ledger). Reconciles of a
+		// cluster do not overlap, so every one after the one that
+		// observed this generation reads the throttle.
+		Eventually(func(g Gomega) {
+			got := getCluster(ns, "fence")
+			g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
 		k.HoldScaleDown(true)
 		k.HoldRestarts(false)
 		Eventually(func(g Gomega) {
 			got := getCluster(ns, "fence")
 			g.Expect(meta.FindStatusCondition(got.Status.Conditions, controllers.ConditionScaleDownBlocked)).To(BeNil())
-			g.Expect(got.Status.Scaling).NotTo(BeNil())
-			g.Expect(got.Status.Scaling.MovesInFlight).To(BeNumerically(">", 0))
+			g.Expect(got.Status.Scaling).NotTo(BeNil(), drainState(ns, "fence", got))
+			g.Expect(got.Status.Scaling.MovesInFlight).To(BeNumerically(">", 0), drainState(ns, "fence", got))
 			g.Expect(got.Status.ReadyBrokers).To(Equal(got.Status.DesiredBrokers))
 			rec := meta.FindStatusCondition(got.Status.Conditions, strata.ConditionReconciling)
 			g.Expect(rec).NotTo(BeNil())
