@@ -426,3 +426,85 @@ func TestMeterClient(t *testing.T) {
 		}
 	}
 }
+
+// TestDeciderLatencyBudget: auto with wal.auto.max.latency.ms and
+// wal.auto.max.cost.ratio picks the cheapest point inside both bounds and
+// says which one set it. The rates are one leader's share of the
+// frontier runs (docs/bench.md): 2,000 and 10,000 × 1 KiB records/s over
+// three brokers.
+func TestDeciderLatencyBudget(t *testing.T) {
+	const at2000, at10000 = 2.048e6 / 3, 10.24e6 / 3
+	base := DeciderConfig{Policy: PolicyAuto, Prices: Default(), Interval: 10 * time.Millisecond, MaxInterval: 100 * time.Millisecond, MaxObjectBytes: 256 << 10}
+	for _, tc := range []struct {
+		name       string
+		maxLatency time.Duration
+		maxCost    float64
+		rate       float64
+		path       Path
+		interval   time.Duration // 0: not checked
+		bound      string
+		ratio      [2]float64 // Ratio within [lo, hi] (0, 0: not checked)
+	}{
+		// No budget: today's auto. 10,000/s: the target object (379 KB)
+		// takes 111 ms to fill, so the max interval binds.
+		{"no budget, 10,000/s", 0, 0, at10000, PathWAL, 100 * time.Millisecond, BoundMaxInterval, [2]float64{0.05, 0.15}},
+		// 10 MB/s per leader fills the target in 38 ms: the cost
+		// objective is met inside the bounds.
+		{"no budget, 10 MB/s", 0, 0, 10e6, PathWAL, 38 * time.Millisecond, BoundTarget, [2]float64{0.07, 0.09}},
+		// 100 ms of added p99 allows a cut every 50 ms: 171 KB objects.
+		{"100 ms budget, 10,000/s", 100 * time.Millisecond, 0, at10000, PathWAL, 50 * time.Millisecond, BoundLatency, [2]float64{0.15, 0.2}},
+		// At 2,000/s a 50 ms cut makes 34 KB objects, 0.88 × classic:
+		// above the entry threshold (0.8 of the ceiling): inline.
+		{"100 ms budget, 2,000/s", 100 * time.Millisecond, 0, at2000, PathInline, 0, BoundCostCeiling, [2]float64{0.85, 0.92}},
+		// The same budget with the ceiling at 1.5 × classic: objects.
+		{"100 ms budget, ceiling 1.5, 2,000/s", 100 * time.Millisecond, 1.5, at2000, PathWAL, 50 * time.Millisecond, BoundLatency, [2]float64{0.85, 0.92}},
+		// 40 ms of added p99 (a cut every 20 ms, 14 KB objects, 2.2 ×
+		// classic) is over even that ceiling.
+		{"40 ms budget, ceiling 1.5, 2,000/s", 40 * time.Millisecond, 1.5, at2000, PathInline, 0, BoundCostCeiling, [2]float64{2, 2.4}},
+		// A budget below twice the floor cuts at the floor (10 ms: 34 KB
+		// objects, 0.89 × classic, above the entry threshold): inline.
+		{"5 ms budget, 10,000/s", 5 * time.Millisecond, 0, at10000, PathInline, 0, BoundCostCeiling, [2]float64{0.85, 0.92}},
+		// A budget above twice the max interval changes nothing.
+		{"1 s budget, 10,000/s", time.Second, 0, at10000, PathWAL, 100 * time.Millisecond, BoundMaxInterval, [2]float64{0.05, 0.15}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base
+			cfg.MaxLatency, cfg.MaxCostRatio = tc.maxLatency, tc.maxCost
+			now := time.Unix(1700000000, 0)
+			d := NewDecider(cfg, now)
+			if p := d.Plan(); p.Path != PathInline || p.Bound != BoundUnknown || p.AddedP99 != 0 {
+				t.Fatalf("before traffic: %s, bound %q, added p99 %v; want inline, %q, 0", p.Path, p.Bound, p.AddedP99, BoundUnknown)
+			}
+			p, _ := drive(d, &now, 120, tc.rate, 2)
+			if p.Path != tc.path || (tc.interval != 0 && p.Interval != tc.interval) || p.Bound != tc.bound {
+				t.Fatalf("plan %s every %v (ratio %.3f), bound %q; want %s every %v, bound %q", p.Path, p.Interval, p.Ratio, p.Bound, tc.path, tc.interval, tc.bound)
+			}
+			if tc.ratio != [2]float64{} && (p.Ratio < tc.ratio[0] || p.Ratio > tc.ratio[1]) {
+				t.Fatalf("ratio %.3f, want within %v", p.Ratio, tc.ratio)
+			}
+			want := time.Duration(0)
+			if p.Path == PathWAL {
+				want = LatencyPerInterval * p.Interval
+				if tc.maxLatency > 0 && want > max(tc.maxLatency, LatencyPerInterval*cfg.Interval) {
+					t.Fatalf("added p99 %v over the budget %v", want, tc.maxLatency)
+				}
+			}
+			if p.AddedP99 != want {
+				t.Fatalf("added p99 %v, want %v", p.AddedP99, want)
+			}
+		})
+	}
+}
+
+// TestDeciderBoundNoCrossZone: with no follower in another zone auto is
+// inline and says why.
+func TestDeciderBoundNoCrossZone(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	d := NewDecider(DeciderConfig{Policy: PolicyAuto, Prices: Default(), MaxLatency: 100 * time.Millisecond}, now)
+	if p, _ := drive(d, &now, 60, 1e7, 0); p.Path != PathInline || p.Bound != BoundNoCrossZone {
+		t.Fatalf("plan %s, bound %q; want inline, %q", p.Path, p.Bound, BoundNoCrossZone)
+	}
+	if p := NewDecider(DeciderConfig{Policy: PolicyLatency}, now).Plan(); p.Bound != "" {
+		t.Fatalf("latency policy: bound %q, want none", p.Bound)
+	}
+}

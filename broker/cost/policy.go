@@ -92,11 +92,23 @@ const (
 	// largest object cost and auto cut, enough for TargetRatio down to
 	// about 2 % of classic with RF 3 (a target object of ~1 MB).
 	DefaultMaxGrowBytes = 1 << 20
-	// EnterRatio and LeaveRatio are the hysteresis of auto: it turns WAL
-	// objects on when they cost at most EnterRatio of classic, off when
-	// they would cost more than LeaveRatio of it.
+	// EnterRatio and LeaveRatio are the hysteresis of auto, as fractions
+	// of its cost ceiling (MaxCostRatio, by default classic's cost): it
+	// turns WAL objects on when they cost at most EnterRatio of the
+	// ceiling, off when they would cost more than LeaveRatio of it.
 	EnterRatio = 0.8
 	LeaveRatio = 1.0
+	// DefaultMaxCostRatio is wal.auto.max.cost.ratio's default: auto
+	// never pays more for objects than classic replication would cost.
+	DefaultMaxCostRatio = 1.0
+	// LatencyPerInterval is how many cut intervals an acks=all produce's
+	// p99 took in the frontier runs (docs/bench.md "The frontier at 2,000
+	// and 10,000 records/s": 1.9–2.3× the interval from 20 to 80 ms, at
+	// 2,000 and 10,000 records/s): a record waits in the producer while
+	// the request before it waits for its object, then its own request
+	// does. auto turns wal.auto.max.latency.ms into a cut interval with
+	// it.
+	LatencyPerInterval = 2
 	// DefaultCopies is assumed before any byte was seen (RF 3 in 3 zones).
 	DefaultCopies = 2
 )
@@ -126,6 +138,42 @@ type DeciderConfig struct {
 	// TargetRatio: auto stretches the interval (up to MaxInterval) until
 	// an object costs this fraction of classic (DefaultTargetRatio).
 	TargetRatio float64
+	// MaxLatency is wal.auto.max.latency.ms: the acks=all p99 auto's
+	// objects may add (0: no bound but MaxInterval). auto cuts at least
+	// every MaxLatency / LatencyPerInterval, whatever that costs; when
+	// objects cut that often cost more than MaxCostRatio of classic, it
+	// replicates inline.
+	MaxLatency time.Duration
+	// MaxCostRatio is wal.auto.max.cost.ratio: the most auto's objects
+	// may cost, as a fraction of classic replication of their bytes
+	// (DefaultMaxCostRatio). The hysteresis is relative to it.
+	MaxCostRatio float64
+}
+
+// Why auto's operating point is where it is: the bound that set it
+// (Plan.Bound; the bound label of strata_wal_policy_bound).
+const (
+	// BoundTarget: objects reach the size that costs TargetRatio of
+	// classic within both bounds; a longer interval would save little.
+	BoundTarget = "target"
+	// BoundLatency: wal.auto.max.latency.ms caps the interval before
+	// objects reach the target.
+	BoundLatency = "latency"
+	// BoundMaxInterval: wal.upload.max.interval.ms caps it.
+	BoundMaxInterval = "max_interval"
+	// BoundCostCeiling: inline, because objects cut within the latency
+	// bound would cost more than wal.auto.max.cost.ratio of classic.
+	BoundCostCeiling = "cost_ceiling"
+	// BoundNoCrossZone: inline, because no follower is in another zone:
+	// objects would save nothing.
+	BoundNoCrossZone = "no_cross_zone_copies"
+	// BoundUnknown: no traffic seen yet (auto starts inline).
+	BoundUnknown = "unknown"
+)
+
+// Bounds lists the bound label values.
+func Bounds() []string {
+	return []string{BoundTarget, BoundLatency, BoundMaxInterval, BoundCostCeiling, BoundNoCrossZone, BoundUnknown}
 }
 
 // Plan is what the uploader and the leader do until the next decision.
@@ -153,6 +201,12 @@ type Plan struct {
 	// Ratio is the estimated WAL cost over classic at this plan (NaN
 	// before any byte).
 	Ratio float64
+	// Bound is what set auto's operating point (BoundTarget, ...; ""
+	// for the latency and cost policies).
+	Bound string
+	// AddedP99 is the acks=all p99 the plan's objects are expected to add
+	// (LatencyPerInterval × Interval on WAL objects, 0 inline).
+	AddedP99 time.Duration
 }
 
 // Switch is a change of path by the auto policy.
@@ -209,13 +263,20 @@ func NewDecider(cfg DeciderConfig, now time.Time) *Decider {
 	if cfg.TargetRatio <= 0 {
 		cfg.TargetRatio = DefaultTargetRatio
 	}
+	if cfg.MaxCostRatio <= 0 {
+		cfg.MaxCostRatio = DefaultMaxCostRatio
+	}
+	if cfg.MaxLatency < 0 {
+		cfg.MaxLatency = 0
+	}
 	d := &Decider{cfg: cfg, last: now, path: PathWAL, interval: cfg.Interval}
 	if cfg.Policy == PolicyAuto {
 		// Inline costs what classic costs; objects cost more until the
 		// rate fills them, and the rate is not known yet. (Starting on
 		// objects made auto dearer than classic at 0.5 MB/s: the first
 		// seconds' objects.)
-		d.path, d.interval = PathInline, cfg.MaxInterval
+		d.path = PathInline
+		d.interval, _ = d.longestInterval()
 	}
 	return d
 }
@@ -255,9 +316,9 @@ func (d *Decider) Observe(now time.Time, produced, classic int64) (Plan, *Switch
 	switch {
 	case classicRate <= 0 && rate > 0:
 		want, reason = PathInline, ReasonNoCrossZoneCopies
-	case d.path == PathWAL && ratio > LeaveRatio:
+	case d.path == PathWAL && ratio > LeaveRatio*d.cfg.MaxCostRatio:
 		want, reason = PathInline, ReasonBelowBreakEven
-	case d.path == PathInline && ratio <= EnterRatio && classicRate > 0:
+	case d.path == PathInline && ratio <= EnterRatio*d.cfg.MaxCostRatio && classicRate > 0:
 		want, reason = PathWAL, ReasonAboveBreakEven
 	}
 	if want == d.path || now.Sub(d.firstSeen) < d.cfg.Warmup || (!d.switched.IsZero() && now.Sub(d.switched) < d.cfg.MinDwell) {
@@ -328,19 +389,50 @@ func (d *Decider) burstNudgeBytes(rate, copies float64) int {
 	return n
 }
 
-// autoInterval stretches the interval within [Interval, MaxInterval]
+// longestInterval is the longest cut auto may make: MaxInterval, or
+// shorter where wal.auto.max.latency.ms asks (never below Interval);
+// bound says which of the two it is.
+func (d *Decider) longestInterval() (time.Duration, string) {
+	if d.cfg.MaxLatency > 0 {
+		if l := max(d.cfg.MaxLatency/LatencyPerInterval, d.cfg.Interval); l < d.cfg.MaxInterval {
+			return l, BoundLatency
+		}
+	}
+	return d.cfg.MaxInterval, BoundMaxInterval
+}
+
+// autoInterval stretches the interval within [Interval, longestInterval]
 // until an object would cost TargetRatio of classic.
 func (d *Decider) autoInterval(copies float64) time.Duration {
+	longest, _ := d.longestInterval()
 	rate, _ := d.rates()
 	if rate <= 0 {
-		return d.cfg.MaxInterval
+		return longest
 	}
 	target := d.targetBytes(copies)
 	if target <= 0 {
 		return d.cfg.Interval
 	}
 	t := time.Duration(target / rate * float64(time.Second))
-	return min(max(t, d.cfg.Interval), d.cfg.MaxInterval).Round(time.Millisecond)
+	return min(max(t, d.cfg.Interval), longest).Round(time.Millisecond)
+}
+
+// bound says what set auto's plan p (BoundTarget, ...).
+func (d *Decider) bound(p Plan) string {
+	rate, classicRate := d.rates()
+	switch {
+	case !d.seen:
+		return BoundUnknown
+	case classicRate <= 0 && rate > 0:
+		return BoundNoCrossZone
+	case p.Path == PathInline:
+		return BoundCostCeiling
+	}
+	longest, why := d.longestInterval()
+	if p.Interval >= longest && rate*longest.Seconds() < d.targetBytes(p.Copies) {
+		return why
+	}
+	return BoundTarget
 }
 
 // ratio estimates WAL cost over classic for objects cut every interval
@@ -395,6 +487,12 @@ func (d *Decider) plan() Plan {
 	p.Ratio = math.NaN()
 	if d.seen {
 		p.Ratio = d.ratioAt(copies, int64(max(d.objectBytes(rate, p.Interval, copies), 1)))
+	}
+	if p.Path == PathWAL {
+		p.AddedP99 = LatencyPerInterval * p.Interval
+	}
+	if d.cfg.Policy == PolicyAuto {
+		p.Bound = d.bound(p)
 	}
 	return p
 }

@@ -105,6 +105,11 @@ type WALConfig struct {
 	// PolicyMaxObjectBytes is wal.policy.object.max.bytes: the largest
 	// object cost and auto cut (0: cost.DefaultMaxGrowBytes).
 	PolicyMaxObjectBytes int
+	// AutoMaxLatency is wal.auto.max.latency.ms and AutoMaxCostRatio
+	// wal.auto.max.cost.ratio: auto's bounds (cost.DeciderConfig
+	// MaxLatency, MaxCostRatio; 0: none, classic's cost).
+	AutoMaxLatency   time.Duration
+	AutoMaxCostRatio float64
 }
 
 // DefaultDownloadTimeout is the default of wal.download.timeout.ms: like

@@ -57,6 +57,11 @@ type policyState struct {
 	switches *prometheus.CounterVec
 	inlineG  prometheus.Gauge
 	interval prometheus.Gauge
+	// bound, ratio and addedP99: auto's operating point (Plan.Bound,
+	// Ratio, AddedP99).
+	bound    *prometheus.GaugeVec
+	ratio    prometheus.Gauge
+	addedP99 prometheus.Gauge
 }
 
 func newPolicyState(cfg WALConfig, now time.Time) *policyState {
@@ -64,6 +69,7 @@ func newPolicyState(cfg WALConfig, now time.Time) *policyState {
 		decider: cost.NewDecider(cost.DeciderConfig{
 			Policy: cfg.Policy, Prices: cfg.Prices, Interval: cfg.UploadInterval, MaxInterval: cfg.MaxUploadInterval,
 			MaxObjectBytes: cfg.MaxObjectBytes, MaxGrowBytes: cfg.PolicyMaxObjectBytes,
+			MaxLatency: cfg.AutoMaxLatency, MaxCostRatio: cfg.AutoMaxCostRatio,
 		}, now),
 		lastObserve: now,
 		switches: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -78,6 +84,18 @@ func newPolicyState(cfg WALConfig, now time.Time) *policyState {
 			Name: "strata_wal_cut_interval_seconds",
 			Help: "The WAL cut interval wal.policy chose (between wal.upload.interval.ms and wal.upload.max.interval.ms).",
 		}),
+		bound: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "strata_wal_policy_bound",
+			Help: "1 for what set wal.policy=auto's operating point (target: objects reach the size that costs 8 % of classic; latency: wal.auto.max.latency.ms caps the cut interval; max_interval: wal.upload.max.interval.ms caps it; cost_ceiling: inline, objects within the latency bound would cost more than wal.auto.max.cost.ratio of classic; no_cross_zone_copies: inline, nothing to save; unknown: no traffic yet), 0 for the others.",
+		}, []string{"bound"}),
+		ratio: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "strata_wal_policy_cost_ratio",
+			Help: "WAL objects' estimated cost over classic replication of their bytes at the current plan and rate (-1 before any traffic); inline replication costs 1.",
+		}),
+		addedP99: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "strata_wal_policy_added_p99_seconds",
+			Help: "The acks=all p99 the current plan's WAL objects are expected to add (2 x the cut interval, as measured; 0 while inline).",
+		}),
 	}
 	for _, to := range []cost.Path{cost.PathWAL, cost.PathInline} {
 		for _, r := range cost.SwitchReasons() {
@@ -85,11 +103,30 @@ func newPolicyState(cfg WALConfig, now time.Time) *policyState {
 		}
 	}
 	ps.plan = ps.decider.Plan()
+	ps.setPoint(ps.plan)
 	return ps
 }
 
+// setPoint exports auto's operating point (the bound gauges stay 0 for
+// the latency and cost policies).
+func (ps *policyState) setPoint(plan cost.Plan) {
+	for _, b := range cost.Bounds() {
+		v := 0.0
+		if b == plan.Bound {
+			v = 1
+		}
+		ps.bound.WithLabelValues(b).Set(v)
+	}
+	if math.IsNaN(plan.Ratio) || math.IsInf(plan.Ratio, 0) {
+		ps.ratio.Set(-1)
+	} else {
+		ps.ratio.Set(plan.Ratio)
+	}
+	ps.addedP99.Set(plan.AddedP99.Seconds())
+}
+
 func (ps *policyState) collectors() []prometheus.Collector {
-	return []prometheus.Collector{ps.switches, ps.inlineG, ps.interval}
+	return []prometheus.Collector{ps.switches, ps.inlineG, ps.interval, ps.bound, ps.ratio, ps.addedP99}
 }
 
 // PolicyInline reports whether wal.policy currently replicates inline.
@@ -189,6 +226,9 @@ func (w *walRep) decide(produced, classic int64) {
 	ps.mu.Unlock()
 	if changed {
 		w.applyPlan(plan)
+	} else {
+		// The ratio moves with the rate between plan changes.
+		ps.setPoint(plan)
 	}
 	if sw != nil {
 		ps.switches.WithLabelValues(string(sw.To), sw.Reason).Inc()
@@ -209,6 +249,7 @@ func (w *walRep) applyPlan(plan cost.Plan) {
 	w.up.SetCut(plan.Interval, plan.CutBytes, plan.Nudge)
 	ps.nudgeBytes.Store(int64(plan.NudgeBytes))
 	ps.interval.Set(plan.Interval.Seconds())
+	ps.setPoint(plan)
 	inline := plan.Path == cost.PathInline
 	w.policyInline.Store(inline)
 	if inline {

@@ -186,6 +186,20 @@ func TestWALPolicyAutoSwitch(t *testing.T) {
 	if p := m.WALPlan(); p.Interval != 100*time.Millisecond {
 		t.Fatalf("interval at 500 KB/s: %v, want the max (100 ms: a 50 KB object, 61 %% of classic)", p.Interval)
 	}
+	// The operating point is exported: the max interval binds (a 50 KB
+	// object is short of the 8 % target), the plan's estimated ratio
+	// (below the 0.8 that turned objects on; the average still rising),
+	// 200 ms of expected added p99.
+	bound := func(b string) float64 { return testutil.ToFloat64(m.wal.policy.bound.WithLabelValues(b)) }
+	if bound(cost.BoundMaxInterval) != 1 || bound(cost.BoundTarget) != 0 || bound(cost.BoundUnknown) != 0 {
+		t.Fatalf("strata_wal_policy_bound: max_interval %v, target %v, unknown %v; want 1, 0, 0", bound(cost.BoundMaxInterval), bound(cost.BoundTarget), bound(cost.BoundUnknown))
+	}
+	if r := testutil.ToFloat64(m.wal.policy.ratio); r != m.WALPlan().Ratio || r <= 0 || r > cost.EnterRatio {
+		t.Fatalf("strata_wal_policy_cost_ratio = %v, want the plan's %v, in (0, %v]", r, m.WALPlan().Ratio, cost.EnterRatio)
+	}
+	if a := testutil.ToFloat64(m.wal.policy.addedP99); a != 0.2 {
+		t.Fatalf("strata_wal_policy_added_p99_seconds = %v, want 0.2", a)
+	}
 	if st := m.wal.up.Stats(); st.PendingBytes == 0 && st.Objects == 0 && st.BufferedBytes == 0 {
 		t.Fatalf("on WAL but nothing reached the uploader: %+v", st)
 	}
@@ -196,6 +210,10 @@ func TestWALPolicyAutoSwitch(t *testing.T) {
 	}
 	if got := switches(cost.PathInline, cost.ReasonBelowBreakEven); got != 1 {
 		t.Fatalf("switches to inline (below_break_even) = %v, want 1", got)
+	}
+	if bound(cost.BoundCostCeiling) != 1 || bound(cost.BoundMaxInterval) != 0 || testutil.ToFloat64(m.wal.policy.addedP99) != 0 {
+		t.Fatalf("inline by policy: strata_wal_policy_bound cost_ceiling %v, max_interval %v, added p99 %v; want 1, 0, 0",
+			bound(cost.BoundCostCeiling), bound(cost.BoundMaxInterval), testutil.ToFloat64(m.wal.policy.addedP99))
 	}
 	if m.WALDegraded() {
 		t.Fatal("inline by policy reported as WAL degraded")

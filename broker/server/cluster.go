@@ -113,6 +113,12 @@ type WALConfig struct {
 	// PolicyMaxObjectBytes is wal.policy.object.max.bytes (0: the
 	// decider's default, 1 MiB): cost and auto let objects grow to it.
 	PolicyMaxObjectBytes int
+	// AutoMaxLatency is wal.auto.max.latency.ms (0: no bound but
+	// MaxUploadInterval) and AutoMaxCostRatio wal.auto.max.cost.ratio (0:
+	// 1, classic's cost): the bounds auto picks its point inside
+	// (docs/wal.md "Cost and wal.policy").
+	AutoMaxLatency   time.Duration
+	AutoMaxCostRatio float64
 	// DownloadTimeout is wal.download.timeout.ms: the budget of a
 	// follower's downloads per fetch round (0: replica's default, 1 s).
 	DownloadTimeout time.Duration
@@ -266,6 +272,7 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 		DownloadTimeout: wc.DownloadTimeout, DownloadHedge: wc.DownloadHedge, UploadHedge: wc.UploadHedge,
 		Policy: policy, MaxUploadInterval: maxInterval, Prices: s.cfg.Prices,
 		PolicyMaxObjectBytes: wc.PolicyMaxObjectBytes,
+		AutoMaxLatency:       wc.AutoMaxLatency, AutoMaxCostRatio: wc.AutoMaxCostRatio,
 		Stores: func(bucket string) (objstore.Store, error) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -274,7 +274,7 @@ var processKeys = map[string]bool{
 	"wal.retention.ms": true, "wal.download.timeout.ms": true, "wal.enabled": true,
 	"wal.bucket.resource": true, "wal.bucket.credentials.source": true, "wal.bucket.credentials.secret": true,
 	// wal.policy and the price table (broker/cost; docs/wal.md "Cost and wal.policy").
-	"wal.policy": true, "wal.upload.max.interval.ms": true, "wal.policy.object.max.bytes": true, "wal.download.hedge.ms": true, "wal.upload.hedge.ms": true,
+	"wal.policy": true, "wal.upload.max.interval.ms": true, "wal.policy.object.max.bytes": true, "wal.auto.max.latency.ms": true, "wal.auto.max.cost.ratio": true, "wal.download.hedge.ms": true, "wal.upload.hedge.ms": true,
 }
 
 func init() {
@@ -677,6 +677,18 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				return nil, bad(fmt.Errorf("want a positive number of bytes"))
 			}
 			cfg.Cluster.WAL.PolicyMaxObjectBytes = int(n)
+		case k == "wal.auto.max.latency.ms":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 0 {
+				return nil, bad(fmt.Errorf("want 0 (no bound but wal.upload.max.interval.ms) or a number of milliseconds"))
+			}
+			cfg.Cluster.WAL.AutoMaxLatency = time.Duration(n) * time.Millisecond
+		case k == "wal.auto.max.cost.ratio":
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(f > 0 && f <= 10) {
+				return nil, bad(fmt.Errorf("want a fraction of classic's cost above 0 and at most 10 (1: never dearer than classic)"))
+			}
+			cfg.Cluster.WAL.AutoMaxCostRatio = f
 		case strings.HasPrefix(k, "cost.price."):
 			if cfg.Prices == (cost.Prices{}) {
 				cfg.Prices = cost.Default()

@@ -214,6 +214,7 @@ func TestApplySettingsCost(t *testing.T) {
 	cfg := DefaultConfig()
 	unknown, err := ApplySettings(&cfg, map[string]string{
 		"wal.policy": "cost", "wal.upload.max.interval.ms": "250", "wal.policy.object.max.bytes": "2097152", "wal.download.hedge.ms": "-1",
+		"wal.auto.max.latency.ms": "80", "wal.auto.max.cost.ratio": "0.5",
 		"cost.price.put.per.1000": "0.005", "cost.price.cross.zone.in.per.gb": "0",
 	})
 	if err != nil || len(unknown) > 0 {
@@ -230,7 +231,10 @@ func TestApplySettingsCost(t *testing.T) {
 	if cfg.Cluster.WAL.PolicyMaxObjectBytes != 2<<20 {
 		t.Fatalf("wal.policy.object.max.bytes: %d", cfg.Cluster.WAL.PolicyMaxObjectBytes)
 	}
-	for k, v := range map[string]string{"wal.policy": "cheap", "wal.upload.max.interval.ms": "0", "wal.policy.object.max.bytes": "-1", "wal.download.hedge.ms": "-2", "cost.price.get.per.1000": "-1", "cost.price.request.included.bytes": "1.5"} {
+	if cfg.Cluster.WAL.AutoMaxLatency != 80*time.Millisecond || cfg.Cluster.WAL.AutoMaxCostRatio != 0.5 {
+		t.Fatalf("wal.auto.max.latency.ms %v, wal.auto.max.cost.ratio %v; want 80ms, 0.5", cfg.Cluster.WAL.AutoMaxLatency, cfg.Cluster.WAL.AutoMaxCostRatio)
+	}
+	for k, v := range map[string]string{"wal.auto.max.latency.ms": "-1", "wal.auto.max.cost.ratio": "0", "wal.policy": "cheap", "wal.upload.max.interval.ms": "0", "wal.policy.object.max.bytes": "-1", "wal.download.hedge.ms": "-2", "cost.price.get.per.1000": "-1", "cost.price.request.included.bytes": "1.5"} {
 		cfg := DefaultConfig()
 		if _, err := ApplySettings(&cfg, map[string]string{k: v}); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%s: error %v, want one naming the key", k, v, err)
