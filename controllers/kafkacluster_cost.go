@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/broker/cost"
@@ -45,6 +46,10 @@ const (
 	metricClientCrossZone  = "strata_client_cross_zone_bytes_total"
 	metricClientCostUSD    = "strata_client_cost_usd_total"
 	metricPolicyInline     = "strata_wal_policy_inline"
+	metricCutInterval      = "strata_wal_cut_interval_seconds"
+	metricPolicyBound      = "strata_wal_policy_bound"
+	metricPolicyCostRatio  = "strata_wal_policy_cost_ratio"
+	metricPolicyAddedP99   = "strata_wal_policy_added_p99_seconds"
 	metricObjRequests      = "strata_objstore_requests_total"
 )
 
@@ -55,6 +60,9 @@ type BrokerMetrics struct {
 	WALExported, Degraded bool
 	// PolicyInline: spec.wal.policy replicates inline now.
 	PolicyInline bool
+	// Point is the broker's wal.policy operating point (nil: it exports
+	// none, an older broker or no WAL).
+	Point *PolicyPoint
 	// CostExported: the broker exports the cost counters.
 	CostExported bool
 	// Counters since Start (the broker's meter start).
@@ -69,6 +77,40 @@ type BrokerMetrics struct {
 	USDClients, USDProducers   float64
 	// Tier is the slow tier's health (kafkacluster_tier.go).
 	Tier TierMetrics
+}
+
+// PolicyPoint is a broker's wal.policy operating point, from
+// strata_wal_cut_interval_seconds, strata_wal_policy_bound,
+// strata_wal_policy_cost_ratio and strata_wal_policy_added_p99_seconds.
+type PolicyPoint struct {
+	CutInterval, AddedP99 time.Duration
+	// CostRatio is the estimated cost over classic's (< 0: unknown).
+	CostRatio float64
+	// Bound is the bound label set to 1 (""; the latency and cost
+	// policies).
+	Bound string
+}
+
+// boundNames are the status spellings of strata_wal_policy_bound's
+// labels (cost.Bounds).
+var boundNames = map[string]string{
+	cost.BoundTarget: "Target", cost.BoundLatency: "Latency", cost.BoundMaxInterval: "MaxInterval",
+	cost.BoundCostCeiling: "CostCeiling", cost.BoundNoCrossZone: "NoCrossZoneCopies", cost.BoundUnknown: "Unknown",
+}
+
+// OperatingPoint is the status form of a broker's point.
+func OperatingPoint(id int32, inline bool, p PolicyPoint) strata.WALOperatingPoint {
+	op := strata.WALOperatingPoint{BrokerID: id, Path: "WAL", Bound: boundNames[p.Bound]}
+	if inline {
+		op.Path = "Inline"
+	} else {
+		op.CutInterval = &metav1.Duration{Duration: p.CutInterval}
+	}
+	op.ExpectedAddedP99 = &metav1.Duration{Duration: p.AddedP99}
+	if p.CostRatio >= 0 && !math.IsInf(p.CostRatio, 0) && !math.IsNaN(p.CostRatio) {
+		op.CostPercent = ptr.To(int32(math.Round(min(p.CostRatio, 1e6) * 100)))
+	}
+	return op
 }
 
 // ParseBrokerMetrics reads a broker's /metrics text exposition.
@@ -101,6 +143,23 @@ func ParseBrokerMetrics(r io.Reader) (BrokerMetrics, error) {
 	bm.Degraded = v != 0
 	v, _ = sum(metricPolicyInline, nil)
 	bm.PolicyInline = v != 0
+	if iv, ok := sum(metricCutInterval, nil); ok {
+		pt := &PolicyPoint{CutInterval: time.Duration(math.Round(iv * float64(time.Second))), CostRatio: -1}
+		if r, ok := sum(metricPolicyCostRatio, nil); ok {
+			pt.CostRatio = r
+		}
+		if a, ok := sum(metricPolicyAddedP99, nil); ok {
+			pt.AddedP99 = time.Duration(math.Round(a * float64(time.Second)))
+		}
+		if mf, ok := families[metricPolicyBound]; ok {
+			for _, m := range mf.GetMetric() {
+				if metricValue(m) == 1 {
+					pt.Bound = metricLabels(m)["bound"]
+				}
+			}
+		}
+		bm.Point = pt
+	}
 	if _, bm.Tier.Exported = sum(metricTierLeaderPartitions, nil); bm.Tier.Exported {
 		v, _ = sum(metricTierFailing, nil)
 		bm.Tier.FailingPartitions = int64(v)
@@ -241,12 +300,20 @@ func setWALDegradedCondition(kc *strata.KafkaCluster) {
 	setCondition(kc, strata.ConditionWALDegraded, metav1.ConditionFalse, ReasonWALHealthy, msg)
 }
 
-// renderCostConfig adds wal.policy, wal.upload.max.interval.ms and the
-// price table's cost.price.* keys (only those the spec sets).
+// renderCostConfig adds wal.policy, wal.upload.max.interval.ms, auto's
+// bounds (wal.auto.max.latency.ms, wal.auto.max.cost.ratio; only those
+// the spec sets) and the price table's cost.price.* keys (only those the
+// spec sets).
 func renderCostConfig(kc *strata.KafkaCluster, kv map[string]string) {
 	wal := kc.Spec.WAL
 	kv["wal.policy"] = strings.ToLower(string(orDefault(string(wal.Policy), string(strata.WALPolicyAuto))))
 	kv["wal.upload.max.interval.ms"] = millis(durationOr(wal.MaxUploadInterval, 100*time.Millisecond))
+	if wal.MaxLatency != nil {
+		kv["wal.auto.max.latency.ms"] = millis(wal.MaxLatency.Duration)
+	}
+	if wal.MaxCostPercent != nil {
+		kv["wal.auto.max.cost.ratio"] = strconv.FormatFloat(float64(*wal.MaxCostPercent)/100, 'f', -1, 64)
+	}
 	if kc.Spec.Cost == nil || kc.Spec.Cost.Prices == nil {
 		return
 	}

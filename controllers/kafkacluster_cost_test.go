@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -148,10 +149,80 @@ func TestCostConfigRoundTrip(t *testing.T) {
 	if cfg.Cluster.WAL.Policy != cost.PolicyCost || cfg.Cluster.WAL.MaxUploadInterval != 250*time.Millisecond || cfg.Prices != want {
 		t.Fatalf("broker read policy %q, max interval %v, prices %+v from %v", cfg.Cluster.WAL.Policy, cfg.Cluster.WAL.MaxUploadInterval, cfg.Prices, kv)
 	}
-	// Defaults: auto, 100 ms, no price key.
+	// auto's bounds: spec.wal.maxLatency and maxCostPercent.
+	kc = &strata.KafkaCluster{}
+	kc.Spec.WAL.MaxLatency = &metav1.Duration{Duration: 120 * time.Millisecond}
+	kc.Spec.WAL.MaxCostPercent = ptr.To[int32](150)
+	kv = map[string]string{}
+	renderCostConfig(kc, kv)
+	cfg = server.DefaultConfig()
+	if unknown, err := server.ApplySettings(&cfg, kv); err != nil || len(unknown) > 0 {
+		t.Fatalf("broker refused %v: %v (unknown %v)", kv, err, unknown)
+	}
+	if cfg.Cluster.WAL.AutoMaxLatency != 120*time.Millisecond || cfg.Cluster.WAL.AutoMaxCostRatio != 1.5 {
+		t.Fatalf("broker read max latency %v, max cost ratio %v from %v; want 120ms, 1.5", cfg.Cluster.WAL.AutoMaxLatency, cfg.Cluster.WAL.AutoMaxCostRatio, kv)
+	}
+	// Defaults: auto, 100 ms, no price key, no bound of auto.
 	kv = map[string]string{}
 	renderCostConfig(&strata.KafkaCluster{}, kv)
 	if len(kv) != 2 || kv["wal.policy"] != "auto" || kv["wal.upload.max.interval.ms"] != "100" {
 		t.Fatalf("default keys %v", kv)
+	}
+}
+
+// TestOperatingPoints: a broker's wal.policy operating point, read from
+// its metrics, lands in its zone's status.
+func TestOperatingPoints(t *testing.T) {
+	text := `# TYPE strata_wal_cut_interval_seconds gauge
+strata_wal_cut_interval_seconds 0.05
+# TYPE strata_wal_policy_bound gauge
+strata_wal_policy_bound{bound="latency"} 1
+strata_wal_policy_bound{bound="target"} 0
+strata_wal_policy_bound{bound="unknown"} 0
+# TYPE strata_wal_policy_cost_ratio gauge
+strata_wal_policy_cost_ratio 0.1834
+# TYPE strata_wal_policy_added_p99_seconds gauge
+strata_wal_policy_added_p99_seconds 0.1
+`
+	bm, err := ParseBrokerMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := PolicyPoint{CutInterval: 50 * time.Millisecond, AddedP99: 100 * time.Millisecond, CostRatio: 0.1834, Bound: "latency"}
+	if bm.Point == nil || *bm.Point != want {
+		t.Fatalf("point %+v, want %+v", bm.Point, want)
+	}
+	// Before traffic: no ratio (-1), inline, bound unknown.
+	idle, err := ParseBrokerMetrics(strings.NewReader(`strata_wal_cut_interval_seconds 0.1
+strata_wal_policy_bound{bound="unknown"} 1
+strata_wal_policy_cost_ratio -1
+strata_wal_policy_added_p99_seconds 0
+strata_wal_policy_inline 1
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An older broker exports no point.
+	old, err := ParseBrokerMetrics(strings.NewReader("strata_wal_degraded 0\n"))
+	if err != nil || old.Point != nil {
+		t.Fatalf("older broker: point %+v, %v", old.Point, err)
+	}
+	st := ZoneWAL([]brokerWAL{{id: 0, metrics: bm}, {id: 1, policyInline: true, metrics: idle}, {id: 2, metrics: old}, {id: 3, err: errors.New("refused"), metrics: bm}})
+	got := st.OperatingPoints
+	if len(got) != 2 {
+		t.Fatalf("points %+v, want brokers 0 and 1 (2 exports none, 3 was not read)", got)
+	}
+	if p := got[0]; p.BrokerID != 0 || p.Path != "WAL" || p.Bound != "Latency" || p.CutInterval.Duration != 50*time.Millisecond ||
+		p.ExpectedAddedP99.Duration != 100*time.Millisecond || p.CostPercent == nil || *p.CostPercent != 18 {
+		t.Fatalf("broker 0: %+v", p)
+	}
+	if p := got[1]; p.BrokerID != 1 || p.Path != "Inline" || p.Bound != "Unknown" || p.CutInterval != nil || p.CostPercent != nil || p.ExpectedAddedP99.Duration != 0 {
+		t.Fatalf("broker 1: %+v", p)
+	}
+	// Every bound label the broker exports has a status spelling.
+	for _, b := range cost.Bounds() {
+		if boundNames[b] == "" {
+			t.Errorf("bound %q has no status name", b)
+		}
 	}
 }

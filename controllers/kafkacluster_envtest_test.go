@@ -780,6 +780,13 @@ var _ = Describe("CRD validation", func() {
 		Entry("retention shorter than the upload interval", func(kc *strata.KafkaCluster) {
 			kc.Spec.WAL = strata.WALSpec{Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 5 * time.Second}, Retention: &metav1.Duration{Duration: time.Second}}
 		}, "wal.retention must be at least wal.uploadInterval"),
+		Entry("a latency budget over an int32 of milliseconds", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL.MaxLatency = &metav1.Duration{Duration: 30 * 24 * time.Hour}
+		}, "wal.maxLatency must be at most 2147483647ms"),
+		Entry("a cost ceiling of 0 %", func(kc *strata.KafkaCluster) { kc.Spec.WAL.MaxCostPercent = ptr.To[int32](0) },
+			"spec.wal.maxCostPercent: Invalid value: 0: spec.wal.maxCostPercent in body should be greater than or equal to 1"),
+		Entry("a cost ceiling above 1000 %", func(kc *strata.KafkaCluster) { kc.Spec.WAL.MaxCostPercent = ptr.To[int32](1001) },
+			"spec.wal.maxCostPercent: Invalid value: 1001: spec.wal.maxCostPercent in body should be less than or equal to 1000"),
 		// One key per spec.config rule; "refuses every key the operator
 		// renders" below tries them all.
 		Entry("config setting a broker ID", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"node.id": "7"} },

@@ -237,6 +237,9 @@ func ZoneWAL(scrapes []brokerWAL) *strata.ZoneWALStatus {
 		case s.policyInline:
 			st.PolicyInlineBrokers = append(st.PolicyInlineBrokers, s.id)
 		}
+		if s.err == nil && s.metrics.Point != nil {
+			st.OperatingPoints = append(st.OperatingPoints, OperatingPoint(s.id, s.policyInline, *s.metrics.Point))
+		}
 	}
 	switch {
 	case len(st.DegradedBrokers) > 0:

@@ -301,7 +301,22 @@ var _ = Describe("KafkaCluster health through the Kafka admin API", func() {
 			got := getCluster(ns, "walhealth")
 			g.Expect(got.Status.Zones).To(HaveLen(2))
 			for _, z := range got.Status.Zones {
-				g.Expect(z.WAL).To(Equal(&strata.ZoneWALStatus{State: strata.WALHealthy}), "zone %s", z.Name)
+				g.Expect(z.WAL).NotTo(BeNil())
+				g.Expect(z.WAL.State).To(Equal(strata.WALHealthy), "zone %s: %s", z.Name, z.WAL.Message)
+				g.Expect(z.WAL.DegradedBrokers).To(BeEmpty())
+				g.Expect(z.WAL.PolicyInlineBrokers).To(BeEmpty())
+				// Its broker's operating point (the test brokers run
+				// wal.policy=latency: objects every wal.upload.interval.ms,
+				// no bound of auto's).
+				g.Expect(z.WAL.OperatingPoints).To(HaveLen(1), "zone %s", z.Name)
+				op := z.WAL.OperatingPoints[0]
+				g.Expect(op.BrokerID).To(Equal(z.BrokerIDBase))
+				g.Expect(op.Path).To(Equal("WAL"))
+				g.Expect(op.Bound).To(BeEmpty())
+				g.Expect(op.CutInterval).NotTo(BeNil())
+				g.Expect(op.CutInterval.Duration).To(BeNumerically(">", 0))
+				g.Expect(op.ExpectedAddedP99).NotTo(BeNil())
+				g.Expect(op.ExpectedAddedP99.Duration).To(Equal(2 * op.CutInterval.Duration))
 			}
 		}).WithContext(ctx).WithTimeout(timeout).Should(Succeed())
 

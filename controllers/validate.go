@@ -51,6 +51,8 @@ var ownedConfigKeys = map[string]string{
 	// cost (kafkacluster_cost.go)
 	"wal.policy":                 "spec.wal.policy",
 	"wal.upload.max.interval.ms": "spec.wal.maxUploadInterval",
+	"wal.auto.max.latency.ms":    "spec.wal.maxLatency",
+	"wal.auto.max.cost.ratio":    "spec.wal.maxCostPercent",
 	// authorization (security_defaults.go)
 	"authorizer.class.name":          "spec.security.authorization",
 	"super.users":                    "spec.security.authorization",

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 )
@@ -34,6 +35,8 @@ func renderedKeys(t *testing.T, props string) []string {
 func TestOwnedConfigKeysCoverRender(t *testing.T) {
 	kc := threeZoneCluster()
 	kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, Zone: "zone-a"}
+	kc.Spec.WAL.MaxLatency = &metav1.Duration{Duration: 100 * time.Millisecond}
+	kc.Spec.WAL.MaxCostPercent = ptr.To[int32](100)
 	for _, zi := range zoneInputs(kc, nil) {
 		keys := renderedKeys(t, RenderBrokerConfig(kc, zi))
 		if len(keys) < 40 {

@@ -89,7 +89,7 @@ type KafkaClusterSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k.trim() in ['listeners', 'advertised.listeners', 'listen', 'advertised.address', 'security.inter.broker.protocol']) && !k.trim().startsWith('listener.') && !k.trim().startsWith('inter.broker.'))",message="spec.config must not set listeners, advertised.listeners, listener.*, inter.broker.*, security.inter.broker.protocol, listen or advertised.address: client listeners are spec.listeners and the inter-broker listener is the operator's (mTLS with cluster CA certificates)"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.trim().startsWith('ssl.') && !k.trim().startsWith('sasl.'))",message="spec.config must not set ssl.* or sasl.*: listener TLS is spec.listeners[].tls and spec.security (certificates from the operator's cluster CA or spec.security.listenerCertificate); SASL settings come with the KafkaUser resource"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k.trim() in ['wal.enable', 'wal.enabled', 'wal.upload.interval.ms', 'wal.object.max.bytes', 'wal.retention.ms']))",message="spec.config must not set wal.enable, wal.enabled, wal.upload.interval.ms, wal.object.max.bytes or wal.retention.ms: they are spec.wal.enabled, spec.wal.uploadInterval, spec.wal.maxObjectBytes and spec.wal.retention"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k.trim() in ['wal.policy', 'wal.upload.max.interval.ms']) && !k.trim().startsWith('cost.price.'))",message="spec.config must not set wal.policy, wal.upload.max.interval.ms or cost.price.*: they are spec.wal.policy, spec.wal.maxUploadInterval and spec.cost.prices"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k.trim() in ['wal.policy', 'wal.upload.max.interval.ms', 'wal.auto.max.latency.ms', 'wal.auto.max.cost.ratio']) && !k.trim().startsWith('cost.price.'))",message="spec.config must not set wal.policy, wal.upload.max.interval.ms, wal.auto.max.latency.ms, wal.auto.max.cost.ratio or cost.price.*: they are spec.wal.policy, spec.wal.maxUploadInterval, spec.wal.maxLatency, spec.wal.maxCostPercent and spec.cost.prices"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.trim().startsWith('wal.bucket.') && !k.trim().startsWith('wal.zone.'))",message="spec.config must not set wal.bucket.* or wal.zone.*: the buckets are the zones' FastBuckets (spec.zones[].fastBucketRef)"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.trim().startsWith('tier.') && !k.trim().startsWith('remote.log.') && !(k.trim() in ['log.local.retention.ms', 'log.remote.storage.enable']))",message="spec.config must not set tier.*, remote.log.*, log.local.retention.ms or log.remote.storage.enable: they belong to spec.tieredStorage"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.trim().startsWith('leader.placement.'))",message="spec.config must not set leader.placement.*: it is spec.leaderPlacement"
@@ -232,6 +232,7 @@ type StorageSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.retention) || (duration(self.retention) >= duration('1ms') && duration(self.retention) <= duration('2147483647ms'))",message="wal.retention must be between 1ms and 2147483647ms (596h31m23.647s): the broker reads wal.retention.ms as a positive int32"
 // +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.uploadInterval) || duration(self.retention) >= duration(self.uploadInterval)",message="wal.retention must be at least wal.uploadInterval"
 // +kubebuilder:validation:XValidation:rule="!has(self.maxUploadInterval) || duration(self.maxUploadInterval) >= duration(has(self.uploadInterval) ? self.uploadInterval : '10ms')",message="maxUploadInterval must be at least uploadInterval"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxLatency) || duration(self.maxLatency) <= duration('2147483647ms')",message="wal.maxLatency must be at most 2147483647ms: the broker reads wal.auto.max.latency.ms as an int32"
 type WALSpec struct {
 	// Enabled turns WAL replication on. When off, followers fetch record
 	// bytes from the leader as in classic Kafka.
@@ -286,6 +287,29 @@ type WALSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
 	MaxUploadInterval *metav1.Duration `json:"maxUploadInterval,omitempty"`
+
+	// MaxLatency is the Auto policy's latency budget
+	// (wal.auto.max.latency.ms): the acks=all p99 its objects may add.
+	// Auto cuts objects at least every half of it (an acks=all p99 was
+	// about twice the cut interval in the measured frontier,
+	// docs/bench.md), never more often than uploadInterval, and
+	// replicates inline where objects cut that often would cost more than
+	// maxCostPercent of classic. Unset: no bound but maxUploadInterval.
+	// status.zones[].wal.operatingPoints shows each broker's point.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	MaxLatency *metav1.Duration `json:"maxLatency,omitempty"`
+
+	// MaxCostPercent is the Auto policy's cost ceiling
+	// (wal.auto.max.cost.ratio): the most its objects may cost, in percent
+	// of what classic replication of their bytes costs. Objects turn on
+	// at 80 % of it and off above it. Unset: 100 (never dearer than
+	// classic).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	MaxCostPercent *int32 `json:"maxCostPercent,omitempty"`
 }
 
 // WALPolicy is spec.wal.policy.
@@ -1143,6 +1167,43 @@ type ZoneWALStatus struct {
 	// Message says why the state is Unknown.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// OperatingPoints is each of the zone's brokers' wal.policy operating
+	// point, from its metrics (brokers that export one; the Auto policy
+	// names its bound).
+	// +listType=atomic
+	// +optional
+	OperatingPoints []WALOperatingPoint `json:"operatingPoints,omitempty"`
+}
+
+// WALOperatingPoint is where a broker's wal.policy replicates on the
+// latency/cost frontier (docs/wal.md "Cost and wal.policy").
+type WALOperatingPoint struct {
+	// BrokerID of the broker.
+	BrokerID int32 `json:"brokerID"`
+	// Path is WAL (objects) or Inline (replica fetches carry the bytes,
+	// chosen by the policy).
+	Path string `json:"path"`
+	// CutInterval is the longest a byte waits for its object.
+	// +optional
+	CutInterval *metav1.Duration `json:"cutInterval,omitempty"`
+	// ExpectedAddedP99 is the acks=all p99 its objects are expected to
+	// add (twice the cut interval; 0 inline).
+	// +optional
+	ExpectedAddedP99 *metav1.Duration `json:"expectedAddedP99,omitempty"`
+	// CostPercent is its objects' estimated cost in percent of classic
+	// replication of their bytes at the current rate (absent before any
+	// traffic).
+	// +optional
+	CostPercent *int32 `json:"costPercent,omitempty"`
+	// Bound is what set the Auto policy's point: Target (objects reach
+	// the size that costs 8 % of classic), Latency (spec.wal.maxLatency
+	// caps the interval), MaxInterval (spec.wal.maxUploadInterval caps
+	// it), CostCeiling (inline: objects within the latency bound would
+	// cost more than spec.wal.maxCostPercent), NoCrossZoneCopies (inline:
+	// nothing to save), Unknown (no traffic yet). Empty for the Latency
+	// and Cost policies.
+	// +optional
+	Bound string `json:"bound,omitempty"`
 }
 
 // MetadataHealth is the etcd health line of a KafkaCluster.
