@@ -260,11 +260,12 @@ func modePolicy(mode string) string {
 // wal.upload.interval.ms or at wal.object.max.bytes; cost at its target
 // size (bounded by wal.policy.object.max.bytes) or
 // wal.upload.max.interval.ms; auto stretches its interval from
-// wal.upload.interval.ms towards wal.upload.max.interval.ms.
+// wal.upload.interval.ms towards wal.upload.max.interval.ms, within its
+// bounds wal.auto.max.latency.ms and wal.auto.max.cost.ratio.
 var policyCutKeys = map[string][]string{
 	"latency": {"wal.upload.interval.ms", "wal.object.max.bytes"},
 	"cost":    {"wal.upload.max.interval.ms", "wal.policy.object.max.bytes"},
-	"auto":    {"wal.upload.interval.ms", "wal.upload.max.interval.ms", "wal.policy.object.max.bytes"},
+	"auto":    {"wal.upload.interval.ms", "wal.upload.max.interval.ms", "wal.policy.object.max.bytes", "wal.auto.max.latency.ms", "wal.auto.max.cost.ratio"},
 }
 
 // sweepNotes warn where a mode's policy makes the swept key mean less
