@@ -77,6 +77,14 @@ func TestExternalInProcessBroker(t *testing.T) {
 			if lo.Consumers > int(lo.Partitions) && !strings.Contains(strings.Join(m.Notes, "\n"), "one per partition") {
 				t.Errorf("no note about consumers capped at the partition count: %q", m.Notes)
 			}
+			// franz-go: up to 5 Produce requests in flight per broker when
+			// idempotent (acks=all), 1 otherwise; none are answered at acks=0.
+			switch wantMax := map[string]int64{"all": 5, "1": 1, "0": 0}[lo.Acks]; {
+			case wantMax == 0 && m.RequestsInFlightMax != 0,
+				wantMax > 0 && (m.RequestsInFlightMax < 1 || m.RequestsInFlightMax > wantMax):
+				t.Errorf("at most %d Produce requests in flight at one broker with acks=%s, want 1 to %d (0 at acks=0)", m.RequestsInFlightMax, lo.Acks, wantMax)
+			}
+			t.Logf("at most %d Produce requests in flight at one broker", m.RequestsInFlightMax)
 			if lo.Rate > 0 && m.RecordsPerSec > float64(lo.Rate)*1.01 {
 				t.Errorf("%v records/s with a target of %d", m.RecordsPerSec, lo.Rate)
 			}

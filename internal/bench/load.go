@@ -211,6 +211,14 @@ type LoadResult struct {
 	// in the producer before it was written (a full in-flight window):
 	// what of ProduceLatency is the broker's and what the client's.
 	ProduceRequest, ProduceWriteWait *Histogram
+	// RequestsInFlightMax is the most Produce requests one producer had
+	// written to one broker and not yet had answered (acks 1 and all).
+	// franz-go's idempotent producer allows 5 (Kafka's bound since
+	// produce v4, as the Java producer's max.in.flight.requests.per.connection),
+	// its non-idempotent one (acks 0 and 1 here) 1. On a WAL path a
+	// record that finds every slot waiting for an object waits for the
+	// object after it too.
+	RequestsInFlightMax int64
 	// ClientZones is set when ZoneLatency > 0.
 	ClientZones *ClientZones
 }
@@ -244,6 +252,7 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 	res := &LoadResult{Topic: opts.Topic, Partitions: opts.Partitions, Window: opts.Duration,
 		ProduceLatency: NewHistogram(), EndToEnd: NewHistogram(), ProduceRequest: NewHistogram(), ProduceWriteWait: NewHistogram()}
 	reqHook := &produceRequestHook{roundTrip: res.ProduceRequest, writeWait: res.ProduceWriteWait}
+	var inFlightMax atomic.Int64
 	if err := createTopic(ctx, adm, opts, res); err != nil {
 		return nil, err
 	}
@@ -314,6 +323,9 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 			kgo.ProducerLinger(opts.Linger),
 			kgo.ProducerBatchCompression(codec),
 			kgo.WithHooks(reqHook),
+		}
+		if acks != kgo.NoAck() {
+			popts = append(popts, kgo.WithHooks(&inFlightHook{max: &inFlightMax}))
 		}
 		if acks != kgo.AllISRAcks() { // idempotence needs acks=all
 			popts = append(popts, kgo.DisableIdempotentWrite())
@@ -387,6 +399,7 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 		}
 	}
 	res.FlushedAt = time.Now()
+	res.RequestsInFlightMax = inFlightMax.Load()
 	res.Produced, res.ProducedBytes = st.acked.Load(), st.ackedBytes.Load()
 	res.ProduceErrors, res.Late = st.failed.Load(), st.late.Load()
 	if e := st.firstErr.Load(); e != nil {
@@ -588,6 +601,43 @@ func randomSuffix() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%x", b)
+}
+
+// inFlightHook counts one producer's Produce requests written to a broker
+// and not yet answered, and keeps the most seen in max.
+type inFlightHook struct {
+	mu     sync.Mutex
+	counts map[int32]int64
+	max    *atomic.Int64
+}
+
+func (h *inFlightHook) OnBrokerWrite(m kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key != kmsg.Produce.Int16() || err != nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.counts == nil {
+		h.counts = map[int32]int64{}
+	}
+	h.counts[m.NodeID]++
+	for n := h.counts[m.NodeID]; ; {
+		old := h.max.Load()
+		if n <= old || h.max.CompareAndSwap(old, n) {
+			break
+		}
+	}
+}
+
+func (h *inFlightHook) OnBrokerE2E(m kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
+	if key != kmsg.Produce.Int16() || e.WriteErr != nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.counts[m.NodeID] > 0 {
+		h.counts[m.NodeID]--
+	}
 }
 
 // produceRequestHook times the producers' Produce requests answered in

@@ -115,9 +115,14 @@ type ModeResult struct {
 	// of a record's latency is the broker's and what the client's.
 	ProduceRequestLatency LatencySummary `json:"produce_request_latency,omitzero"`
 	ProduceWriteWait      LatencySummary `json:"produce_request_write_wait,omitzero"`
-	EndToEndLatency       LatencySummary `json:"end_to_end_latency"`
-	ThroughputMBps        float64        `json:"throughput_mb_per_s"`
-	RecordsPerSec         float64        `json:"records_per_s"`
+
+	// RequestsInFlightMax: the most Produce requests one producer had
+	// unanswered at one broker (5 at most with acks=all, idempotent).
+	RequestsInFlightMax int64 `json:"produce_requests_in_flight_max,omitempty"`
+
+	EndToEndLatency LatencySummary `json:"end_to_end_latency"`
+	ThroughputMBps  float64        `json:"throughput_mb_per_s"`
+	RecordsPerSec   float64        `json:"records_per_s"`
 
 	Produced      int64  `json:"records_produced"`
 	Consumed      int64  `json:"records_consumed"`

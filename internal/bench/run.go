@@ -340,6 +340,7 @@ func fillLoad(mr *ModeResult, res *LoadResult, requestedConsumers int) {
 		mr.ProduceRequestLatency = res.ProduceRequest.Summary()
 		mr.ProduceWriteWait = res.ProduceWriteWait.Summary()
 	}
+	mr.RequestsInFlightMax = res.RequestsInFlightMax
 	mr.ThroughputMBps = float64(res.ProducedBytes) / secs / 1e6
 	mr.RecordsPerSec = float64(res.Produced) / secs
 	mr.Produced, mr.Consumed = res.Produced, res.Consumed
