@@ -162,7 +162,8 @@ func TestCostConfigRoundTrip(t *testing.T) {
 	if cfg.Cluster.WAL.AutoMaxLatency != 120*time.Millisecond || cfg.Cluster.WAL.AutoMaxCostRatio != 1.5 {
 		t.Fatalf("broker read max latency %v, max cost ratio %v from %v; want 120ms, 1.5", cfg.Cluster.WAL.AutoMaxLatency, cfg.Cluster.WAL.AutoMaxCostRatio, kv)
 	}
-	// Defaults: auto, 100 ms, no price key, no bound of auto.
+	// Defaults: auto, 100 ms, no price key, auto's bounds left to the
+	// brokers' defaults (wal.auto.max.latency.ms 50 ms, cost ratio 1).
 	kv = map[string]string{}
 	renderCostConfig(&strata.KafkaCluster{}, kv)
 	if len(kv) != 2 || kv["wal.policy"] != "auto" || kv["wal.upload.max.interval.ms"] != "100" {

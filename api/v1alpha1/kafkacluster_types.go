@@ -294,7 +294,11 @@ type WALSpec struct {
 	// about twice the cut interval in the measured frontier,
 	// docs/bench.md), never more often than uploadInterval, and
 	// replicates inline where objects cut that often would cost more than
-	// maxCostPercent of classic. Unset: no bound but maxUploadInterval.
+	// maxCostPercent of classic. Unset: the brokers' default, 50ms
+	// (docs/wal.md "auto's bounds": about 60 ms acks=all p99 in the
+	// measured frontier, objects where 25 ms objects cost no more than
+	// classic, inline below). 0s: no bound but maxUploadInterval, the
+	// cheapest point whatever its latency.
 	// status.zones[].wal.operatingPoints shows each broker's point.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`

@@ -464,6 +464,12 @@ func TestDeciderLatencyBudget(t *testing.T) {
 		// A budget below twice the floor cuts at the floor (10 ms: 34 KB
 		// objects, 0.89 × classic, above the entry threshold): inline.
 		{"5 ms budget, 10,000/s", 5 * time.Millisecond, 0, at10000, PathInline, 0, BoundCostCeiling, [2]float64{0.85, 0.92}},
+		// The broker's default budget (wal.auto.max.latency.ms unset): a
+		// cut every 25 ms. At 10,000/s its 85 KB objects cost about a
+		// third of classic; at 2,000/s its 17 KB objects would cost more
+		// than classic, so auto replicates inline there.
+		{"default budget, 10,000/s", DefaultMaxLatency, 0, at10000, PathWAL, 25 * time.Millisecond, BoundLatency, [2]float64{0.3, 0.4}},
+		{"default budget, 2,000/s", DefaultMaxLatency, 0, at2000, PathInline, 0, BoundCostCeiling, [2]float64{1.5, 2}},
 		// A budget above twice the max interval changes nothing.
 		{"1 s budget, 10,000/s", time.Second, 0, at10000, PathWAL, 100 * time.Millisecond, BoundMaxInterval, [2]float64{0.05, 0.15}},
 	} {

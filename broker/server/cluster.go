@@ -113,8 +113,9 @@ type WALConfig struct {
 	// PolicyMaxObjectBytes is wal.policy.object.max.bytes (0: the
 	// decider's default, 1 MiB): cost and auto let objects grow to it.
 	PolicyMaxObjectBytes int
-	// AutoMaxLatency is wal.auto.max.latency.ms (0: no bound but
-	// MaxUploadInterval) and AutoMaxCostRatio wal.auto.max.cost.ratio (0:
+	// AutoMaxLatency is wal.auto.max.latency.ms (0: unset,
+	// cost.DefaultMaxLatency; < 0: no bound but MaxUploadInterval, what
+	// the key's 0 sets) and AutoMaxCostRatio wal.auto.max.cost.ratio (0:
 	// 1, classic's cost): the bounds auto picks its point inside
 	// (docs/wal.md "Cost and wal.policy").
 	AutoMaxLatency   time.Duration
@@ -263,6 +264,13 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 	if maxInterval <= 0 {
 		maxInterval = DefaultMaxUploadInterval
 	}
+	autoMaxLatency := wc.AutoMaxLatency
+	switch {
+	case autoMaxLatency == 0:
+		autoMaxLatency = cost.DefaultMaxLatency
+	case autoMaxLatency < 0:
+		autoMaxLatency = 0 // the decider's "no bound"
+	}
 	if interval := wc.UploadInterval; maxInterval < interval {
 		return fmt.Errorf("wal.upload.max.interval.ms (%v) is below wal.upload.interval.ms (%v)", maxInterval, interval)
 	}
@@ -272,7 +280,7 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 		DownloadTimeout: wc.DownloadTimeout, DownloadHedge: wc.DownloadHedge, UploadHedge: wc.UploadHedge,
 		Policy: policy, MaxUploadInterval: maxInterval, Prices: s.cfg.Prices,
 		PolicyMaxObjectBytes: wc.PolicyMaxObjectBytes,
-		AutoMaxLatency:       wc.AutoMaxLatency, AutoMaxCostRatio: wc.AutoMaxCostRatio,
+		AutoMaxLatency:       autoMaxLatency, AutoMaxCostRatio: wc.AutoMaxCostRatio,
 		Stores: func(bucket string) (objstore.Store, error) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -683,6 +683,9 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				return nil, bad(fmt.Errorf("want 0 (no bound but wal.upload.max.interval.ms) or a number of milliseconds"))
 			}
 			cfg.Cluster.WAL.AutoMaxLatency = time.Duration(n) * time.Millisecond
+			if n == 0 {
+				cfg.Cluster.WAL.AutoMaxLatency = -1 // no bound; unset is the default bound
+			}
 		case k == "wal.auto.max.cost.ratio":
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil || !(f > 0 && f <= 10) {

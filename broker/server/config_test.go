@@ -234,6 +234,15 @@ func TestApplySettingsCost(t *testing.T) {
 	if cfg.Cluster.WAL.AutoMaxLatency != 80*time.Millisecond || cfg.Cluster.WAL.AutoMaxCostRatio != 0.5 {
 		t.Fatalf("wal.auto.max.latency.ms %v, wal.auto.max.cost.ratio %v; want 80ms, 0.5", cfg.Cluster.WAL.AutoMaxLatency, cfg.Cluster.WAL.AutoMaxCostRatio)
 	}
+	// Unset: the default bound (0 here, cost.DefaultMaxLatency when the
+	// WAL starts); 0: no bound (-1 here).
+	if cfg := DefaultConfig(); cfg.Cluster.WAL.AutoMaxLatency != 0 {
+		t.Fatalf("wal.auto.max.latency.ms unset: %v, want 0 (the default bound)", cfg.Cluster.WAL.AutoMaxLatency)
+	}
+	noBound := DefaultConfig()
+	if _, err := ApplySettings(&noBound, map[string]string{"wal.auto.max.latency.ms": "0"}); err != nil || noBound.Cluster.WAL.AutoMaxLatency != -1 {
+		t.Fatalf("wal.auto.max.latency.ms=0: %v (%v), want -1 (no bound)", noBound.Cluster.WAL.AutoMaxLatency, err)
+	}
 	for k, v := range map[string]string{"wal.auto.max.latency.ms": "-1", "wal.auto.max.cost.ratio": "0", "wal.policy": "cheap", "wal.upload.max.interval.ms": "0", "wal.policy.object.max.bytes": "-1", "wal.download.hedge.ms": "-2", "cost.price.get.per.1000": "-1", "cost.price.request.included.bytes": "1.5"} {
 		cfg := DefaultConfig()
 		if _, err := ApplySettings(&cfg, map[string]string{k: v}); err == nil || !strings.Contains(err.Error(), k) {

@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strata-dev/strata/broker/brokertest"
+	"github.com/strata-dev/strata/broker/cost"
+	"github.com/strata-dev/strata/broker/server"
 	"github.com/strata-dev/strata/broker/traffic"
 )
 
@@ -20,8 +22,15 @@ import (
 // inline replication, as a classic follower's, and no longer as WAL
 // metadata (a pointer-asking fetch answered without records). Only the
 // first exchange of a connection asks (its answer carries the signal).
+// Its brokers run auto's default latency bound (wal.auto.max.latency.ms
+// unset: cost.DefaultMaxLatency), so their longest cut is half of it.
 func TestWALPolicyInlineFollowersFetchAsClassic(t *testing.T) {
 	wc := startWALCluster(t, brokertest.WithSetting("wal.policy", "auto"))
+	for _, b := range wc.Brokers {
+		if got, want := b.Server().Broker().Replicas().WALPlan().Interval, cost.DefaultMaxLatency/cost.LatencyPerInterval; got != want {
+			t.Fatalf("broker %s: auto's cut interval %v with wal.auto.max.latency.ms unset, want %v (the default bound)", b.Addr(), got, want)
+		}
+	}
 	createTopic(t, kadm.NewClient(newClient(t, wc.Addrs())), "inline-signal", 3, nil)
 	cl := newClient(t, wc.Addrs(), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("inline-signal"))
 	for i := range 30 {
@@ -77,10 +86,16 @@ func TestWALPolicyInlineFollowersFetchAsClassic(t *testing.T) {
 // to WAL objects (auto, with a cross-zone price that makes objects
 // cheaper at a few KB/s), its answers say so and the followers ask for
 // pointers again: they download the objects. Without the signal they
-// would fetch inline for ever.
+// would fetch inline for ever. Its brokers set wal.auto.max.latency.ms=0,
+// no latency bound, so their longest cut is wal.upload.max.interval.ms.
 func TestWALPolicySwitchFollowersAskAgain(t *testing.T) {
-	wc := startWALCluster(t, brokertest.WithSetting("wal.policy", "auto"),
+	wc := startWALCluster(t, brokertest.WithSetting("wal.policy", "auto"), brokertest.WithSetting("wal.auto.max.latency.ms", "0"),
 		brokertest.WithSetting("cost.price.cross.zone.out.per.gb", "1"), brokertest.WithSetting("cost.price.cross.zone.in.per.gb", "1"))
+	for _, b := range wc.Brokers {
+		if got := b.Server().Broker().Replicas().WALPlan().Interval; got != server.DefaultMaxUploadInterval {
+			t.Fatalf("broker %s: auto's cut interval %v with wal.auto.max.latency.ms=0, want wal.upload.max.interval.ms's %v (no latency bound)", b.Addr(), got, server.DefaultMaxUploadInterval)
+		}
+	}
 	createTopic(t, kadm.NewClient(newClient(t, wc.Addrs())), "switch-signal", 1, nil)
 	cl := newClient(t, wc.Addrs(), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("switch-signal"))
 	produce := func(ctx context.Context, v string) error {
