@@ -115,10 +115,14 @@ const (
 	// LatencyPerInterval is how many cut intervals an acks=all produce's
 	// p99 took in the frontier runs (docs/bench.md "The frontier at 2,000
 	// and 10,000 records/s": 1.9–2.3× the interval from 20 to 80 ms, at
-	// 2,000 and 10,000 records/s): a record waits in the producer while
-	// the request before it waits for its object, then its own request
-	// does. auto turns wal.auto.max.latency.ms into a cut interval with
-	// it.
+	// 2,000 and 10,000 records/s): a producer has at most 5 requests in
+	// flight per broker, all answered by the same object, and without
+	// linger it spends them early in the interval, so a later record
+	// waits for that object's answers to get a slot, then for the next
+	// object (docs/bench.md "Why twice the interval"; a producer that
+	// lingers 5 ms, Java's and librdkafka's default, waits about one
+	// interval). auto turns wal.auto.max.latency.ms into a cut interval
+	// with it.
 	LatencyPerInterval = 2
 	// DefaultCopies is assumed before any byte was seen (RF 3 in 3 zones).
 	DefaultCopies = 2
