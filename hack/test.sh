@@ -12,7 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 : "${GOTESTSUM:?GOTESTSUM names the gotestsum binary (make test sets it)}"
-GO_TEST_FLAGS=${GO_TEST_FLAGS:--count=1 -timeout 30m}
+GO_TEST_FLAGS=${GO_TEST_FLAGS:--count=1 -timeout 30m -p 3}
 TEST_PKGS=${TEST_PKGS:-./...}
 TEST_OUT=${TEST_OUT:-bin/test}
 SLOWEST=${SLOWEST:-15}
@@ -23,8 +23,8 @@ rm -f "$out"/go-test.json "$out"/olm.json "$out"/ginkgo.json "$out"/all.json
 # The controllers' Ginkgo suite writes its JSON report here.
 export STRATA_GINKGO_REPORT=$out/ginkgo.json
 
-# go test starts packages in the order it is given them, two at a time on
-# two cores: in alphabetical order the longest (the controllers' envtest,
+# go test starts packages in the order it is given them, -p at a time (3, the
+# Makefile's): in alphabetical order the longest (the controllers' envtest,
 # the client compat and replication suites) started last and the run
 # ended with one of them alone. The slow ones (their seconds in a make
 # test of 2026-12-05 in the comment) go first; the rest follow.
