@@ -54,7 +54,7 @@ func TestIdleSocketFlood(t *testing.T) {
 	c := brokertest.StartProcessCluster(t, []string{"a"}, brokertest.WithArgs("--metrics-listen", metricsAddr),
 		brokertest.WithSetting("listeners", "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://"+saslAddr),
 		brokertest.WithSetting("sasl.enabled.mechanisms", "SCRAM-SHA-512"),
-		brokertest.WithSetting("connections.authentication.timeout.ms", "30000"))
+		brokertest.WithSetting("connections.authentication.timeout.ms", "30000"), kafkaSession)
 	p := c.Processes[0]
 	addr := p.Addr()
 	mem := watchRSS(t, p.Pid())
