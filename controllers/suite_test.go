@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +33,7 @@ import (
 
 	strata "github.com/strata-dev/strata/api/v1alpha1"
 	"github.com/strata-dev/strata/controllers"
+	"github.com/strata-dev/strata/internal/childproc"
 )
 
 // The suite runs the operator's controllers in-process against a real
@@ -53,12 +56,109 @@ var (
 
 func TestControllers(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "Controllers Suite")
+	suiteConfig, reporterConfig := GinkgoConfiguration()
+	var shard *envtestShard
+	switch {
+	case os.Getenv(envtestShardEnv) == "2":
+		suiteConfig.FocusFiles = append(suiteConfig.FocusFiles, shard2Files)
+	case os.Getenv(envtestShardsEnv) == "2" && len(suiteConfig.FocusFiles) == 0:
+		var err error
+		if shard, err = startEnvtestShard(); err != nil {
+			t.Fatal(err)
+		}
+		suiteConfig.SkipFiles = append(suiteConfig.SkipFiles, shard2Files)
+	}
+	RunSpecs(t, "Controllers Suite", suiteConfig, reporterConfig)
 	// The last lines of a failed run name each failed spec with its
 	// message, below everything the specs logged.
 	for _, line := range failureSummary(suiteReport) {
 		t.Log(line)
 	}
+	if shard != nil {
+		shard.wait(t)
+	}
+}
+
+// make test runs the suite as two processes (STRATA_ENVTEST_SHARDS=2,
+// hack/test.sh): the specs wait on brokers' timers and the operator's
+// requeues far more than they compute, and in one process they were the
+// run's critical path (9 minutes of a 12-minute make test, the other
+// packages long done). The second process is this test binary again,
+// with STRATA_ENVTEST_SHARD=2: its own kube-apiserver, etcd and operator,
+// and the specs of shard2Files (the files of the moves, rolls, drains and
+// TLS users: 16 specs, about half of the suite's time — alone on a quiet
+// machine the two halves took 237 s and 295 s before the TLS users moved
+// over, against 481 s in one process); this one runs the rest, new files
+// included. Files split whole, so Ordered containers stay in one process.
+const (
+	envtestShardsEnv = "STRATA_ENVTEST_SHARDS"
+	envtestShardEnv  = "STRATA_ENVTEST_SHARD"
+)
+
+// shard2Files is a Ginkgo file filter (a regexp over the spec's file path).
+const shard2Files = `/(roll|kafkarebalance|scaling|scaling_bytes|eviction|throttle|imbalance|cordon|security)_envtest_test\.go$`
+
+// envtestShard is the second process of a sharded run.
+type envtestShard struct {
+	cmd  *exec.Cmd
+	done <-chan struct{}
+	out  *os.File
+}
+
+// startEnvtestShard starts this test binary as shard 2, with the Ginkgo
+// flags and timeout this process got. Its output goes to a file, printed
+// whole if it fails (the failing specs' reports, with the operator's
+// log, are in it); its Ginkgo JSON report goes beside this one's.
+func startEnvtestShard() (*envtestShard, error) {
+	args := []string{"-test.run=^TestControllers$", "-test.v"}
+	for _, a := range os.Args[1:] {
+		if strings.HasPrefix(a, "-ginkgo.") || strings.HasPrefix(a, "--ginkgo.") || strings.HasPrefix(a, "-test.timeout") {
+			args = append(args, a)
+		}
+	}
+	out, err := os.CreateTemp("", "strata-envtest-shard2-*.log")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = append(os.Environ(), envtestShardEnv+"=2")
+	if report := os.Getenv("STRATA_GINKGO_REPORT"); report != "" {
+		cmd.Env = append(cmd.Env, "STRATA_GINKGO_REPORT="+shardReport(report))
+	}
+	// SIGTERM, not SIGKILL: Ginkgo's interrupt handler then runs the
+	// shard's AfterSuite, which stops its kube-apiserver and etcd.
+	done, err := childproc.Start(cmd, syscall.SIGTERM)
+	if err != nil {
+		out.Close()
+		os.Remove(out.Name())
+		return nil, fmt.Errorf("start envtest shard 2: %w", err)
+	}
+	return &envtestShard{cmd: cmd, done: done, out: out}, nil
+}
+
+// shardReport is where shard 2 writes its Ginkgo JSON report: ginkgo.json
+// becomes ginkgo-2.json.
+func shardReport(path string) string {
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + "-2" + ext
+}
+
+// wait waits for shard 2 and fails t if it failed, printing its output.
+func (s *envtestShard) wait(t *testing.T) {
+	<-s.done
+	defer os.Remove(s.out.Name())
+	defer s.out.Close()
+	if s.cmd.ProcessState.Success() {
+		t.Logf("envtest shard 2 (%s): passed", shard2Files)
+		return
+	}
+	if _, err := s.out.Seek(0, io.SeekStart); err == nil {
+		fmt.Printf("=== envtest shard 2 (%s), whole output:\n", shard2Files)
+		_, _ = io.Copy(os.Stdout, s.out)
+		fmt.Printf("=== end of envtest shard 2\n")
+	}
+	t.Errorf("envtest shard 2 (%s) failed: %s; its output is above, its failed specs last in it", shard2Files, s.cmd.ProcessState)
 }
 
 // suiteReport is the suite's report, for failureSummary.

@@ -3,7 +3,7 @@
 // message, so that what failed is in the last lines and not above
 // thousands of lines of test output.
 //
-//	go run ./hack/testreport [-slowest 15] [-ginkgo ginkgo.json] go-test.json...
+//	go run ./hack/testreport [-slowest 15] [-ginkgo ginkgo.json[,ginkgo-2.json]] go-test.json...
 //
 // The go-test.json files are `go test -json` output (gotestsum --jsonfile);
 // ginkgo.json is a Ginkgo JSON report (controllers' suite writes one when
@@ -28,7 +28,7 @@ import (
 
 func main() {
 	slowest := flag.Int("slowest", 15, "list this many of the slowest Ginkgo specs")
-	ginkgo := flag.String("ginkgo", "", "Ginkgo JSON report")
+	ginkgo := flag.String("ginkgo", "", "Ginkgo JSON reports, comma-separated (the controllers' suite writes one per process)")
 	lines := flag.Int("lines", 12, "message lines shown per failed test")
 	flag.Parse()
 	if err := run(os.Stdout, flag.Args(), *ginkgo, *slowest, *lines); err != nil {
@@ -39,11 +39,15 @@ func main() {
 
 func run(w io.Writer, goFiles []string, ginkgoFile string, slowest, lines int) error {
 	var specs []spec
-	if ginkgoFile != "" {
-		var err error
-		if specs, err = readGinkgo(ginkgoFile); err != nil {
+	for _, f := range strings.Split(ginkgoFile, ",") {
+		if f == "" {
+			continue
+		}
+		ss, err := readGinkgo(f)
+		if err != nil {
 			return err
 		}
+		specs = append(specs, ss...)
 	}
 	var fails []goFailure
 	for _, f := range goFiles {
