@@ -29,7 +29,10 @@ var (
 	// MaxBufferedBytes (the store is slow or failing).
 	ErrBufferFull = errors.New("wal: upload buffer full")
 	// ErrDegraded: recent uploads failed; the uploader refuses data until
-	// RetryAfter has passed, then lets one object through as a probe.
+	// RetryAfter has passed, then lets one object through as a probe. A
+	// degraded uploader that gets no data probes the bucket itself (a
+	// HEAD, every RetryAfter) and takes data again once it answers, so
+	// an idle broker does not report a bucket that is back as degraded.
 	ErrDegraded = errors.New("wal: uploader degraded")
 	// ErrClosed: the uploader was closed.
 	ErrClosed = errors.New("wal: uploader closed")
@@ -140,7 +143,10 @@ type UploaderStats struct {
 	// Hedged counts the PUTs that got a twin after the hedge delay.
 	Hedged                         uint64
 	RejectedFull, RejectedDegraded uint64
-	BufferedBytes                  int
+	// IdleProbes counts the HEADs a degraded uploader without data sent
+	// to see whether its bucket is back.
+	IdleProbes    uint64
+	BufferedBytes int
 	// PendingBytes are in the object being filled (not cut yet).
 	PendingBytes int
 	InFlight     int
@@ -172,6 +178,7 @@ type Uploader struct {
 	failures  int                     // consecutive
 	state     breakerState
 	since     time.Time
+	probeStop func() bool // the idle probe's timer (armProbeLocked)
 	stats     UploaderStats
 	// interval, cutBytes and noNudge are the cut plan (SetCut; from the
 	// config until then): wal.policy changes them at run time.
@@ -684,9 +691,60 @@ func (u *Uploader) recordLocked(res UploadResult) {
 	if u.state == stateProbing || u.failures >= u.cfg.FailureThreshold {
 		if u.state != stateDegraded {
 			u.since = u.cfg.Clock.Now()
+			u.armProbeLocked()
 		}
 		u.state = stateDegraded
 	}
+}
+
+// probeTimeout bounds an idle probe's HEAD.
+const probeTimeout = 5 * time.Second
+
+// armProbeLocked arms the idle probe RetryAfter from now. Data arriving
+// meanwhile makes the probe moot: Append lets an object through as the
+// probe once RetryAfter has passed.
+func (u *Uploader) armProbeLocked() {
+	if u.closed {
+		return
+	}
+	if u.probeStop != nil {
+		u.probeStop()
+	}
+	u.probeStop = u.cfg.Clock.AfterFunc(u.cfg.RetryAfter, u.idleProbe)
+}
+
+// idleProbe asks the bucket for the next object's key while the uploader
+// is still degraded (no data came to probe with). Any answer from the
+// bucket, "not found" included, shows it reachable: the uploader takes
+// data again (probing, so one failed upload makes it degraded at once).
+// No answer keeps it degraded and arms the next probe; an object of data
+// that came meanwhile is probing on its own. A bucket that
+// answers HEADs but refuses PUTs (a policy that allows reads only) makes
+// the uploader go between degraded and probing while data comes; every
+// batch refused is replicated inline meanwhile, as in any degradation.
+func (u *Uploader) idleProbe() {
+	u.mu.Lock()
+	if u.closed || u.state != stateDegraded {
+		u.mu.Unlock()
+		return
+	}
+	key := ObjectKey(u.cfg.Cluster, u.cfg.Zone, u.cfg.BrokerID, u.cfg.Incarnation, u.nextSeq)
+	u.mu.Unlock()
+	ctx, cancel := context.WithTimeout(u.ctx, probeTimeout)
+	_, err := u.cfg.Store.Head(ctx, key)
+	cancel()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed || u.state != stateDegraded {
+		return
+	}
+	u.stats.IdleProbes++
+	if err == nil || errors.Is(err, objstore.ErrNotFound) {
+		u.state = stateProbing
+		return
+	}
+	// since stays: data arriving now still goes through as a probe.
+	u.armProbeLocked()
 }
 
 // Degraded reports whether the uploader refuses data because uploads fail.
@@ -723,6 +781,9 @@ func (u *Uploader) Close(ctx context.Context) error {
 	u.closed = true
 	if u.pending != nil {
 		u.cutLocked()
+	}
+	if u.probeStop != nil {
+		u.probeStop()
 	}
 	u.mu.Unlock()
 	close(u.stop)

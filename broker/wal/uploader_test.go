@@ -267,6 +267,63 @@ func TestUploaderPipelinedOrder(t *testing.T) {
 	}
 }
 
+// TestUploaderIdleProbe: a degraded uploader that gets no data probes its
+// bucket itself, so an idle broker whose bucket came back does not stay
+// degraded (strata_wal_degraded, the operator's zone WAL state) until the
+// next produce. Without the probe the last check times out.
+func TestUploaderIdleProbe(t *testing.T) {
+	srv := s3server.Start(t, testBucket)
+	faulty := objstore.NewFaulty(s3Store(t, srv))
+	clock := newManualClock()
+	var res results
+	u, err := wal.NewUploader(wal.UploaderConfig{
+		Store: faulty, Cluster: "demo", Zone: "zone-a", BrokerID: 3,
+		MaxObjectBytes: 1 << 10, UploadInterval: time.Millisecond, FailureThreshold: 2, RetryAfter: time.Second,
+		Clock: clock, OnUpload: res.add,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close(context.Background())
+	faulty.SetFailAll(true)
+	for i := range int64(2) {
+		if err := u.Append("t", 0, 0, i, i, batch(t, i, 1, 0, 2000)); err != nil {
+			t.Fatalf("Append %d: %v", i, err)
+		}
+	}
+	waitFor(t, "two failed uploads", func() bool { return res.len() == 2 })
+	if !u.Degraded() {
+		t.Fatal("not degraded after FailureThreshold failures")
+	}
+	// The bucket is still down: the probe fails and the uploader stays
+	// degraded.
+	clock.Advance(time.Second)
+	waitFor(t, "a failed idle probe", func() bool { return u.Stats().IdleProbes == 1 })
+	if !u.Degraded() {
+		t.Fatal("not degraded after a failed idle probe")
+	}
+	// The bucket is back; no data comes, the next probe finds it.
+	faulty.SetFailAll(false)
+	heads := faulty.Calls(objstore.OpHead)
+	clock.Advance(time.Second)
+	waitFor(t, "the uploader taking data again with no data to probe with", func() bool { return !u.Degraded() })
+	if got := faulty.Calls(objstore.OpHead); got != heads+1 {
+		t.Fatalf("%d HEADs for the second probe, want 1", got-heads)
+	}
+	if err := u.Append("t", 0, 0, 2, 2, batch(t, 2, 1, 0, 2000)); err != nil {
+		t.Fatalf("Append after the probe: %v", err)
+	}
+	waitFor(t, "the upload after the probe", func() bool { return res.len() == 3 })
+	if r := res.all()[2]; r.Err != nil {
+		t.Fatalf("upload after the probe: %v", r.Err)
+	}
+	// Healthy: no more probes.
+	clock.Advance(5 * time.Second)
+	if st := u.Stats(); st.IdleProbes != 2 || st.Degraded {
+		t.Fatalf("stats %+v, want 2 idle probes and not degraded", st)
+	}
+}
+
 func TestUploaderDegraded(t *testing.T) {
 	srv := s3server.Start(t, testBucket)
 	faulty := objstore.NewFaulty(s3Store(t, srv))

@@ -306,7 +306,24 @@ func TestWALReplication(t *testing.T) {
 
 	// Bucket outage under acks=all load: produce continues inline.
 	wc.s3.Stop()
-	acked = append(acked, produceAll(t, cl, topic, "outage", 300))
+	// The bucket comes back only once an uploader has given up on it, with
+	// no produce after: an idle uploader must find the bucket back on its
+	// own (it probes it), not stay degraded until the next produce (seen in
+	// make test when the outage's last uploads failed before the restart).
+	degraded := func() bool {
+		for _, b := range c.Brokers {
+			if b.Server().Broker().Replicas().WALDegraded() {
+				return true
+			}
+		}
+		return false
+	}
+	for round, start := 0, time.Now(); !degraded(); round++ {
+		if time.Since(start) > time.Minute {
+			t.Fatalf("no uploader degraded after %d rounds of 100 produces into the outage", round)
+		}
+		acked = append(acked, produceAll(t, cl, topic, fmt.Sprintf("outage%d", round), 100))
+	}
 	wc.s3.Restart()
 	checkReplicas(t, c, topic, partitions, acked)
 
