@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strata-dev/strata/broker/log"
@@ -515,9 +516,11 @@ func (m *TierManager) Stats() TierStats {
 func (m *TierManager) Run(ctx context.Context) {
 	t := time.NewTicker(m.interval)
 	defer t.Stop()
+	var rl roundLog
 	for {
-		if err := m.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			m.b.log.V(1).Info("slow tier round", "error", err.Error())
+		err := m.RunOnce(ctx)
+		if ctx.Err() == nil {
+			rl.note(m.b.log, err, time.Now())
 		}
 		select {
 		case <-ctx.Done():
@@ -525,6 +528,43 @@ func (m *TierManager) Run(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// roundLogEvery is how often a slow tier that keeps failing is logged
+// again at the default level.
+const roundLogEvery = time.Minute
+
+// roundLog logs the tier rounds' failures at the default level without
+// a line per round: the first failed round, then at most one a minute
+// while rounds keep failing (with how many failed), and the first round
+// that succeeds again. Every failed round is logged at V(1). An operator
+// reading the broker's log sees that uploads fail and why, not only
+// strata_tier_failing_partitions.
+type roundLog struct {
+	failing    bool
+	failed     int // rounds failed since the last line
+	lastLogged time.Time
+}
+
+func (r *roundLog) note(lg logr.Logger, err error, now time.Time) {
+	if err == nil {
+		if r.failing {
+			lg.Info("slow tier rounds succeed again", "failedRoundsSinceLastLog", r.failed)
+		}
+		*r = roundLog{}
+		return
+	}
+	lg.V(1).Info("slow tier round", "error", err.Error())
+	r.failed++
+	if r.failing && now.Sub(r.lastLogged) < roundLogEvery {
+		return
+	}
+	msg := "slow tier round failed; each partition retries with its own backoff"
+	if r.failing {
+		msg = "slow tier rounds still failing"
+	}
+	lg.Info(msg, "failedRounds", r.failed, "error", err.Error())
+	r.failing, r.failed, r.lastLogged = true, 0, now
 }
 
 // RunOnce does one round over every hosted tiered partition and returns
