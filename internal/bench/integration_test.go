@@ -330,8 +330,9 @@ func TestTwoModesOneRun(t *testing.T) {
 
 // TestSweepTwoPoints is --sweep end to end against the real `strata dev`:
 // classic once and wal+latency at two upload intervals, each point's
-// setting passed to its own cluster (before the mode's wal.policy), and
-// the frontier filled from the three runs.
+// setting passed to its own cluster (before the mode's wal.policy), the
+// default point (plain wal, no swept key) last, and the frontier filled
+// from the four runs.
 func TestSweepTwoPoints(t *testing.T) {
 	const walLatency = ModeWAL + "+latency"
 	if _, err := s3server.Binary(); err != nil {
@@ -346,7 +347,7 @@ func TestSweepTwoPoints(t *testing.T) {
 	t.Setenv("ARGS_LOG", argsLog)
 	lo := DefaultLoadOptions()
 	lo.Partitions, lo.Warmup, lo.Duration, lo.RecordSize, lo.Rate = 3, 500*time.Millisecond, time.Second, 200, 500
-	sweep := &Sweep{Key: "wal.upload.interval.ms", Values: []string{"10", "40"}}
+	sweep := &Sweep{Key: "wal.upload.interval.ms", Values: []string{"10", "40"}, Default: true}
 	rep, err := Run(context.Background(), Config{
 		Modes: []string{ModeClassic, walLatency}, Starter: &DevStarter{Binary: script}, Load: lo, Sweep: sweep,
 		Cluster: ClusterOptions{BrokerConfig: []string{"wal.object.max.bytes=1048576"}},
@@ -354,8 +355,8 @@ func TestSweepTwoPoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Modes) != 3 {
-		t.Fatalf("%d runs, want classic once and wal+latency twice", len(rep.Modes))
+	if len(rep.Modes) != 4 {
+		t.Fatalf("%d runs, want classic once, wal+latency twice and the default point", len(rep.Modes))
 	}
 	for _, m := range rep.Modes {
 		checkModeResult(t, m)
@@ -380,8 +381,14 @@ func TestSweepTwoPoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if d := sw.Default; d == nil || d.Mode != ModeWAL || d.ModeIndex != 3 || !rep.Modes[3].SweepDefault || rep.Modes[3].SweepSetting != nil ||
+		d.ProduceP99Ms == nil || d.CostRatioToClassic == nil {
+		t.Errorf("default point %+v", d)
+	}
 	lines := strings.Split(strings.TrimSpace(string(logged)), "\n")
-	if len(lines) != 3 ||
+	if len(lines) != 4 ||
+		!strings.Contains(lines[3], "--set wal.object.max.bytes=1048576 --replication wal") || strings.Contains(lines[3], "wal.upload.interval.ms") ||
+		strings.Contains(lines[3], "wal.policy=latency") ||
 		!strings.Contains(lines[0], "--set wal.object.max.bytes=1048576 --replication classic") || strings.Contains(lines[0], "wal.upload.interval.ms") ||
 		!strings.Contains(lines[1], "--set wal.object.max.bytes=1048576 --set wal.upload.interval.ms=10 --replication wal --set wal.policy=latency") ||
 		!strings.Contains(lines[2], "--set wal.object.max.bytes=1048576 --set wal.upload.interval.ms=40 --replication wal --set wal.policy=latency") {

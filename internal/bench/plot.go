@@ -67,6 +67,7 @@ type markerShape int
 const (
 	markerCircle markerShape = iota
 	markerDiamond
+	markerSquare
 )
 
 // drawPlot draws a report's plot: the frontier of a sweep, else the
@@ -213,6 +214,9 @@ func (c *svgCanvas) marker(x, y, r float64, shape markerShape, color, title stri
 	case markerDiamond:
 		fmt.Fprintf(&c.b, `<polygon points="%.1f,%.1f %.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="%s" stroke="#000000">%s</polygon>`+"\n",
 			x, y-r, x+r, y, x, y+r, x-r, y, color, tip)
+	case markerSquare:
+		fmt.Fprintf(&c.b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" stroke="#000000">%s</rect>`+"\n",
+			x-r, y-r, 2*r, 2*r, color, tip)
 	default:
 		fmt.Fprintf(&c.b, `<circle cx="%.1f" cy="%.1f" r="%g" fill="%s" stroke="#000000">%s</circle>`+"\n", x, y, r, color, tip)
 	}

@@ -9,7 +9,8 @@ import (
 // The frontier plot of a --sweep: x = replication cost per produced GB
 // (linear from 0, with classic's multiples on the top axis), y = produce
 // p99 (log), a marker per point labelled with its value, the points of a
-// mode joined in value order, classic a black diamond.
+// mode joined in value order, classic a black diamond, the default point
+// (Sweep.Default) a yellow square.
 const (
 	frontierWidth, frontierHeight = 960, 660
 	frontierMarginL               = 90
@@ -20,6 +21,7 @@ const (
 	frontierPanelH                = frontierHeight - frontierMarginT - frontierMarginB
 	frontierMarkerR               = 6
 	classicColor                  = "#000000"
+	defaultColor                  = "#ffd400"
 )
 
 // frontierXY is where a point goes: its cost and its produce p99; ok is
@@ -42,7 +44,7 @@ func drawFrontier(c canvas, rep *Report) {
 
 	var skipped []string
 	xMax, yMin, yMax := 0.0, math.Inf(1), math.Inf(-1)
-	all := append([]*SweepPoint{}, sw.Classic)
+	all := append([]*SweepPoint{}, sw.Classic, sw.Default)
 	for i := range sw.Points {
 		all = append(all, &sw.Points[i])
 	}
@@ -152,6 +154,11 @@ func drawFrontier(c canvas, rep *Report) {
 		c.marker(px(x), py(y), frontierMarkerR+1, markerDiamond, classicColor, pointTitle(sw.Classic, sw.Key))
 		c.text(px(x)+frontierMarkerR+4, py(y)-frontierMarkerR, sw.Classic.Mode, "start", 11, false)
 		legend(markerDiamond, classicColor, sw.Classic.Mode+" (reference)")
+	}
+	if x, y, ok := frontierXY(sw.Default); ok {
+		c.marker(px(x), py(y), frontierMarkerR+1, markerSquare, defaultColor, pointTitle(sw.Default, sw.Key))
+		c.text(px(x)+frontierMarkerR+4, py(y)+frontierMarkerR+10, "default", "start", 11, false)
+		legend(markerSquare, defaultColor, fmt.Sprintf("%s, no tuning (wal.policy=%s)", ModeWAL, sw.Default.WALPolicy))
 	}
 	if len(skipped) > 0 {
 		c.text(x0, y0+frontierPanelH+86, "not drawn (cost or p99 n/a): "+strings.Join(skipped, ", "), "start", 11, false)

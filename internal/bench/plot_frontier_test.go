@@ -30,7 +30,7 @@ func TestWriteFrontierSVG(t *testing.T) {
 		}
 		switch tok := tok.(type) {
 		case xml.StartElement:
-			if n := tok.Name.Local; n == "circle" || n == "polygon" {
+			if n := tok.Name.Local; n == "circle" || n == "polygon" || n == "rect" {
 				open = n
 			}
 		case xml.CharData:
@@ -59,6 +59,12 @@ func TestWriteFrontierSVG(t *testing.T) {
 	}
 	if n := count("polygon", "classic: 0.040 USD/GB (1.000x classic), p99 "); n != 1 {
 		t.Errorf("classic: %d diamond markers, want 1 (markers %v)", n, markers)
+	}
+	if n := count("rect", "wal (defaults): 0.010 USD/GB (0.250x classic), p99 "); n != 1 {
+		t.Errorf("default point: %d square markers, want 1 (markers %v)", n, markers)
+	}
+	if n := count("rect", "wal, no tuning (wal.policy="+DefaultWALPolicy+")"); n != 1 {
+		t.Errorf("legend of the default point: %d markers, want 1", n)
 	}
 	if n := count("circle", "wal+latency (wal.policy=latency)"); n != 1 {
 		t.Errorf("legend of wal+latency: %d markers, want 1", n)

@@ -77,10 +77,14 @@ func (c *pngCanvas) marker(x, y, r float64, shape markerShape, col, _ string) {
 	for dy := -n; dy <= n; dy++ {
 		for dx := -n; dx <= n; dx++ {
 			// d: the distance to the centre in the shape's own norm
-			// (Euclidean for a circle, |dx|+|dy| for a diamond).
+			// (Euclidean for a circle, |dx|+|dy| for a diamond, the
+			// larger of |dx| and |dy| for a square).
 			d := math.Hypot(float64(dx), float64(dy))
-			if shape == markerDiamond {
+			switch shape {
+			case markerDiamond:
 				d = math.Abs(float64(dx)) + math.Abs(float64(dy))
+			case markerSquare:
+				d = max(math.Abs(float64(dx)), math.Abs(float64(dy)))
 			}
 			switch {
 			case d > r:

@@ -100,13 +100,15 @@ type ModeResult struct {
 	Mode string `json:"mode"`
 	// SweepSetting is the --sweep key=value this run added to its broker
 	// config (nil: not swept, e.g. classic, or no --sweep).
-	SweepSetting      *SweepSetting `json:"sweep_setting,omitempty"`
-	Bootstrap         []string      `json:"bootstrap"`
-	MetricsURLs       []string      `json:"metrics_urls"`
-	Topic             string        `json:"topic"`
-	Brokers           int           `json:"brokers"`
-	ReplicationFactor int16         `json:"replication_factor"`
-	WindowSeconds     float64       `json:"window_seconds"`
+	SweepSetting *SweepSetting `json:"sweep_setting,omitempty"`
+	// SweepDefault: this run is the sweep's default point (Sweep.Default).
+	SweepDefault      bool     `json:"sweep_default,omitempty"`
+	Bootstrap         []string `json:"bootstrap"`
+	MetricsURLs       []string `json:"metrics_urls"`
+	Topic             string   `json:"topic"`
+	Brokers           int      `json:"brokers"`
+	ReplicationFactor int16    `json:"replication_factor"`
+	WindowSeconds     float64  `json:"window_seconds"`
 
 	ProduceLatency LatencySummary `json:"produce_latency"`
 	// ProduceRequestLatency: Produce requests, written → answer read (the
@@ -289,6 +291,9 @@ func ReadJSON(r io.Reader) (*Report, error) {
 	}
 	if rep.Schema != SchemaVersion {
 		return nil, fmt.Errorf("read bench report: schema %d, this binary reads %d", rep.Schema, SchemaVersion)
+	}
+	if rep.Sweep != nil && rep.Sweep.Default != nil {
+		rep.Sweep.Default.isDefault = true
 	}
 	return &rep, nil
 }

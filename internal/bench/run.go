@@ -140,7 +140,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return nil, fmt.Errorf("mode %s: %w", r.label(), err)
 		}
-		mr.SweepSetting = r.setting
+		mr.SweepSetting, mr.SweepDefault = r.setting, r.defaultPoint
 		rep.Modes = append(rep.Modes, *mr)
 	}
 	if cfg.Sweep != nil {
@@ -162,6 +162,9 @@ func (r plannedRun) clusterOptions(opts ClusterOptions) ClusterOptions {
 
 // label names the run in progress lines and errors (ModeResult.Label).
 func (r plannedRun) label() string {
+	if r.defaultPoint {
+		return defaultLabel
+	}
 	if r.setting == nil {
 		return r.mode
 	}

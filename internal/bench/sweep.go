@@ -18,6 +18,11 @@ import (
 type Sweep struct {
 	Key    string
 	Values []string
+	// Default adds the default point: the plain wal mode once, without
+	// the key (wal.policy and its bounds at the broker's defaults, with
+	// the run's --broker-config), what a user gets who tunes nothing; the
+	// report and the plot show where it sits on the frontier.
+	Default bool
 }
 
 // ErrSweep is wrapped by every error about a --sweep specification.
@@ -122,11 +127,14 @@ func (s SweepSetting) String() string { return s.Key + "=" + s.Value }
 type plannedRun struct {
 	mode    string
 	setting *SweepSetting
+	// defaultPoint: the sweep's default point (Sweep.Default).
+	defaultPoint bool
 }
 
 // planRuns lists the clusters of a run in order: every mode of --modes in
 // turn; with a sweep a WAL mode once per value (so a mode's points are
-// measured back to back), a classic mode once.
+// measured back to back), a classic mode once, and last the default
+// point if the sweep asks for it.
 func planRuns(modes []string, sw *Sweep) []plannedRun {
 	var runs []plannedRun
 	for _, m := range modes {
@@ -138,12 +146,21 @@ func planRuns(modes []string, sw *Sweep) []plannedRun {
 			runs = append(runs, plannedRun{mode: m, setting: &SweepSetting{Key: sw.Key, Value: v}})
 		}
 	}
+	if sw != nil && sw.Default {
+		runs = append(runs, plannedRun{mode: ModeWAL, defaultPoint: true})
+	}
 	return runs
 }
+
+// defaultLabel names the default point's run.
+const defaultLabel = ModeWAL + " (defaults)"
 
 // Label names a mode's run in the report: its mode, and in a sweep the
 // setting it had.
 func (m *ModeResult) Label() string {
+	if m.SweepDefault {
+		return defaultLabel
+	}
 	if m.SweepSetting == nil {
 		return m.Mode
 	}
@@ -160,6 +177,9 @@ type SweepResult struct {
 	// mode; the ratios are then n/a).
 	Classic *SweepPoint  `json:"classic"`
 	Points  []SweepPoint `json:"points"`
+	// Default is the default point (nil: the sweep had none,
+	// --default-point=false).
+	Default *SweepPoint `json:"default,omitempty"`
 	// Notes say where a mode's wal.policy does not cut objects by the key
 	// as the sweep might suggest.
 	Notes []string `json:"notes,omitempty"`
@@ -172,7 +192,8 @@ type SweepPoint struct {
 	ModeIndex int `json:"mode_index"`
 	// WALPolicy is the wal.policy the mode ran (empty for classic).
 	WALPolicy string `json:"wal_policy,omitempty"`
-	// Value is the sweep key's value of the point (empty for classic).
+	// Value is the sweep key's value of the point (empty for classic and
+	// the default point).
 	Value string `json:"value,omitempty"`
 	// Produce latency (at the run's --acks) and end-to-end latency
 	// (consumers; null without them).
@@ -188,10 +209,15 @@ type SweepPoint struct {
 	// WALObjectBytes: produced bytes per object PUT (null without PUTs).
 	WALObjectBytes *float64 `json:"wal_object_bytes"`
 	ThroughputMBps *float64 `json:"throughput_mb_per_s"`
+
+	isDefault bool // SweepResult.Default (set by ComputeSweep and on reading)
 }
 
 // Label names the point as its run is named (ModeResult.Label).
 func (p *SweepPoint) Label(key string) string {
+	if p.isDefault {
+		return defaultLabel
+	}
 	if p.Value == "" {
 		return p.Mode
 	}
@@ -234,12 +260,18 @@ func (r *Report) ComputeSweep(sw *Sweep) {
 			if !slices.Contains(modes, m.Mode) {
 				modes = append(modes, m.Mode)
 			}
+		case m.SweepDefault && res.Default == nil:
+			p.WALPolicy, p.isDefault = modePolicy(m.Mode), true
+			res.Default = &p
 		}
 	}
 	if res.Classic != nil {
 		res.Classic.CostRatioToClassic = Ratio(res.Classic.CostUSDPerGBProduced, res.Classic.CostUSDPerGBProduced)
 		for i := range res.Points {
 			res.Points[i].CostRatioToClassic = Ratio(res.Points[i].CostUSDPerGBProduced, res.Classic.CostUSDPerGBProduced)
+		}
+		if res.Default != nil {
+			res.Default.CostRatioToClassic = Ratio(res.Default.CostUSDPerGBProduced, res.Classic.CostUSDPerGBProduced)
 		}
 	}
 	res.Notes = sweepNotes(sw.Key, modes)
@@ -311,7 +343,10 @@ func (r *Report) writeSweepText(w io.Writer) error {
 		if policy == "" {
 			policy = "-"
 		}
-		if value == "" {
+		switch {
+		case p.isDefault:
+			value = "(defaults)"
+		case value == "":
 			value = "(reference)"
 		}
 		fmt.Fprintln(tw, strings.Join([]string{p.Mode, policy, value,
@@ -324,6 +359,9 @@ func (r *Report) writeSweepText(w io.Writer) error {
 	}
 	for i := range sw.Points {
 		row(&sw.Points[i])
+	}
+	if sw.Default != nil {
+		row(sw.Default)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -100,13 +100,27 @@ func TestPlanRuns(t *testing.T) {
 	}; !reflect.DeepEqual(got, want) {
 		t.Errorf("sweep runs %q, want %q", got, want)
 	}
+	// The default point comes last: the plain wal mode, no setting.
+	withDefault := &Sweep{Key: sw.Key, Values: sw.Values, Default: true}
+	runs := planRuns([]string{"classic", "wal+latency"}, withDefault)
+	if got, want := label(runs), []string{
+		"classic", "wal+latency wal.upload.interval.ms=10", "wal+latency wal.upload.interval.ms=40", "wal (defaults)",
+	}; !reflect.DeepEqual(got, want) {
+		t.Errorf("sweep runs with the default point %q, want %q", got, want)
+	}
+	if last := runs[len(runs)-1]; last.mode != ModeWAL || last.setting != nil || !last.defaultPoint {
+		t.Errorf("default point's run %+v", last)
+	}
+	if got := runs[len(runs)-1].clusterOptions(ClusterOptions{BrokerConfig: []string{"wal.object.max.bytes=524288"}}).BrokerConfig; !reflect.DeepEqual(got, []string{"wal.object.max.bytes=524288"}) {
+		t.Errorf("default point's broker config %q, want --broker-config's only", got)
+	}
 	if got, want := label(planRuns([]string{"classic", "wal"}, nil)), []string{"classic", "wal"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("runs without a sweep %q, want %q", got, want)
 	}
 	// A swept run's setting comes after --broker-config, which is not
 	// changed for the other runs.
 	base := ClusterOptions{BrokerConfig: []string{"wal.object.max.bytes=524288"}}
-	runs := planRuns([]string{"classic", "wal+latency"}, sw)
+	runs = planRuns([]string{"classic", "wal+latency"}, sw)
 	if got := runs[1].clusterOptions(base).BrokerConfig; !reflect.DeepEqual(got, []string{"wal.object.max.bytes=524288", "wal.upload.interval.ms=10"}) {
 		t.Errorf("swept run's broker config %q", got)
 	}
@@ -155,7 +169,7 @@ func sampleSweepReport() *Report {
 		}
 		return h.Summary()
 	}
-	sw := &Sweep{Key: "wal.upload.interval.ms", Values: []string{"10", "40", "80"}}
+	sw := &Sweep{Key: "wal.upload.interval.ms", Values: []string{"10", "40", "80"}, Default: true}
 	run := func(value string, p50, cost, puts, objectBytes float64) ModeResult {
 		m := ModeResult{Mode: "wal+latency", SweepSetting: &SweepSetting{Key: sw.Key, Value: value},
 			ProduceLatency: lat(p50), EndToEndLatency: lat(p50 + 1), ThroughputMBps: 2.048, RecordsPerSec: 2000,
@@ -175,6 +189,9 @@ func sampleSweepReport() *Report {
 		run("10", 20, 0.02, 100, 6827),
 		run("40", 50, 0.008, 25, 27307),
 		run("80", 90, 0, 12.5, 54613),
+		{Mode: "wal", SweepDefault: true, ProduceLatency: lat(30), EndToEndLatency: lat(31), ThroughputMBps: 2.048, RecordsPerSec: 2000,
+			Produced: 20000, Consumed: 20000, DrainComplete: true, Traffic: TrafficFigures{PutsPerSecondPerBroker: ptr(20)},
+			Cost: CostFigures{USDPerGBProduced: ptr(0.01), WALObjectBytes: ptr(34133)}},
 	}
 	r.ComputeSweep(sw)
 	return r
@@ -206,6 +223,11 @@ func TestComputeSweep(t *testing.T) {
 		if p.ProduceP99Ms == nil || *p.ProduceP99Ms != r.Modes[i+1].ProduceLatency.P99Ms || p.EndToEndP99Ms == nil || p.PutsPerSecondPerBroker == nil {
 			t.Errorf("point %s: figures not taken from its run: %+v", p.Value, p)
 		}
+	}
+	// The default point: its own entry, not one of the swept points.
+	if d := sw.Default; d == nil || d.Mode != "wal" || d.ModeIndex != 4 || d.Value != "" || d.WALPolicy != DefaultWALPolicy ||
+		d.CostRatioToClassic == nil || abs(*d.CostRatioToClassic-0.25) > 1e-12 || d.Label(sw.Key) != "wal (defaults)" {
+		t.Errorf("default point %+v", d)
 	}
 	// Without a classic mode there is no reference and no ratio.
 	noClassic := &Report{Modes: r.Modes[1:]}
@@ -247,12 +269,12 @@ func TestSweepText(t *testing.T) {
 	var order []string
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) == 11 && (f[0] == "classic" || f[0] == "wal+latency") {
+		if len(f) == 11 && (f[0] == "classic" || f[0] == "wal+latency" || f[0] == "wal") {
 			rows[f[2]] = f
 			order = append(order, f[2])
 		}
 	}
-	if want := []string{"(reference)", "10", "40", "80"}; !reflect.DeepEqual(order, want) {
+	if want := []string{"(reference)", "10", "40", "80", "(defaults)"}; !reflect.DeepEqual(order, want) {
 		t.Fatalf("rows by setting %q, want %q:\n%s", order, want, out)
 	}
 	if got := rows["40"]; got[1] != "latency" || got[6] != "25.00" || got[7] != "0.008" || got[8] != "0.200x" || got[9] != "27307" {
@@ -260,6 +282,9 @@ func TestSweepText(t *testing.T) {
 	}
 	if got := rows["(reference)"]; got[1] != "-" || got[6] != "n/a" || got[8] != "1.000x" {
 		t.Errorf("classic's row: %q", got)
+	}
+	if got := rows["(defaults)"]; got[1] != DefaultWALPolicy || got[7] != "0.010" || got[8] != "0.250x" {
+		t.Errorf("default point's row: %q", got)
 	}
 	if got := rows["80"]; got[7] != "n/a" || got[8] != "n/a" {
 		t.Errorf("row of 80 (cost n/a): %q", got)
@@ -284,7 +309,7 @@ func TestSweepJSONRoundTrip(t *testing.T) {
 	if !ok {
 		t.Fatalf("no sweep section: %s", b.String())
 	}
-	if got, want := sortedKeys(sweep), "classic key points values"; got != want {
+	if got, want := sortedKeys(sweep), "classic default key points values"; got != want {
 		t.Errorf("sweep keys %q, want %q", got, want)
 	}
 	point := sweep["points"].([]any)[2].(map[string]any)

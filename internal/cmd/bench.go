@@ -19,7 +19,7 @@ func newBenchCmd() *cobra.Command {
 	var (
 		bootstrap, modes, metrics, racks, topicConfigs []string
 		cl                                             bench.ClusterOptions
-		asJSON, pin, storeTmpfs                        bool
+		asJSON, pin, storeTmpfs, defaultPoint          bool
 		plot, fromJSON, pinLoad, metricsTokenFile      string
 		sweepSpec                                      string
 		sec                                            clientSecurityFlags
@@ -47,7 +47,11 @@ broker config, classic once as the reference (--modes defaults to
 classic,wal+latency then: wal.policy=auto stretches the upload interval
 itself). The report has a row per point (its setting, produce p50/p99,
 end-to-end p99, PUTs/s per broker, USD per GB produced and its ratio to
-classic's) and --plot draws p99 against cost.`,
+classic's) and --plot draws p99 against cost. The default point comes
+last: the plain wal mode once with the broker's defaults (wal.policy=auto
+within its latency and cost bounds) and --broker-config, without the
+swept key, so the plot shows where a user who tunes nothing sits
+(--default-point=false leaves it out).`,
 		Example: `  strata bench --modes classic --duration 10s --acks all --record-size 1024 --partitions 12
   strata bench --bootstrap 127.0.0.1:9092 --metrics http://127.0.0.1:9644/metrics --json
   strata bench --modes classic,wal --plot latency.svg
@@ -77,6 +81,9 @@ classic's) and --plot draws p99 against cost.`,
 					return fmt.Errorf("--broker-config is for the embedded clusters, not --bootstrap")
 				}
 			}
+			if cmd.Flags().Changed("default-point") && !cmd.Flags().Changed("sweep") {
+				return fmt.Errorf("--default-point is for --sweep: it adds the default's point to the frontier")
+			}
 			var sweep *bench.Sweep
 			if cmd.Flags().Changed("sweep") {
 				if len(bootstrap) > 0 {
@@ -89,6 +96,7 @@ classic's) and --plot draws p99 against cost.`,
 				if sweep, err = bench.ParseSweep(sweepSpec); err != nil {
 					return err
 				}
+				sweep.Default = defaultPoint
 				if err := checkSweepValues(sweep); err != nil {
 					return err
 				}
@@ -182,6 +190,7 @@ classic's) and --plot draws p99 against cost.`,
 	fl.BoolVar(&pin, "pin", true, "on Linux with 2+ CPUs: run the embedded brokers on one half of the CPUs, the object store and the load generator on the other (the same in every mode; settings.pin in the JSON)")
 	fl.StringVar(&fromJSON, "from-json", "", "measure nothing: print (and --plot) the report a --json run wrote to this file")
 	fl.StringVar(&plot, "plot", "", "write the latency distributions of all modes (with --sweep: acks p99 against cost per point) to this .svg or .png file")
+	fl.BoolVar(&defaultPoint, "default-point", true, "with --sweep: run the plain wal mode once more with the broker's defaults (no swept key): the point a user who tunes nothing gets")
 	fl.StringVar(&sweepSpec, "sweep", "", "key=v1,v2,...: run every wal mode once per value of this WAL broker setting (e.g. wal.upload.interval.ms=5,10,20,40,80), classic once; --modes defaults to classic,wal+latency")
 	return cmd
 }

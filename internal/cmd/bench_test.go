@@ -22,6 +22,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--broker-config", "=5"}, `--broker-config "=5": want key=value`},
 		{[]string{"--bootstrap", "127.0.0.1:1", "--broker-config", "a=b"}, "--broker-config is for the embedded clusters"},
 		{[]string{"--bootstrap", "127.0.0.1:1", "--store-tmpfs=false"}, "--store-tmpfs is for the embedded clusters"},
+		{[]string{"--default-point=false"}, "--default-point is for --sweep"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			if _, err := runStrata(t, append([]string{"bench"}, tc.args...)...); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -73,8 +74,9 @@ func TestBenchSweepFromJSON(t *testing.T) {
 		{Mode: "classic", ProduceLatency: lat(1), Cost: cost(0.04)},
 		{Mode: "wal+latency", SweepSetting: &bench.SweepSetting{Key: "wal.upload.interval.ms", Value: "10"}, ProduceLatency: lat(20), Cost: cost(0.02)},
 		{Mode: "wal+latency", SweepSetting: &bench.SweepSetting{Key: "wal.upload.interval.ms", Value: "40"}, ProduceLatency: lat(50), Cost: cost(0.008)},
+		{Mode: "wal", SweepDefault: true, ProduceLatency: lat(30), Cost: cost(0.04)},
 	}
-	rep.ComputeSweep(&bench.Sweep{Key: "wal.upload.interval.ms", Values: []string{"10", "40"}})
+	rep.ComputeSweep(&bench.Sweep{Key: "wal.upload.interval.ms", Values: []string{"10", "40"}, Default: true})
 	var js bytes.Buffer
 	if err := rep.WriteJSON(&js); err != nil {
 		t.Fatal(err)
@@ -87,7 +89,7 @@ func TestBenchSweepFromJSON(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, want := range []string{"frontier plot written to " + plot, "sweep: wal.upload.interval.ms = 10, 40", "(reference)", "0.500x", "0.200x"} {
+	for _, want := range []string{"frontier plot written to " + plot, "sweep: wal.upload.interval.ms = 10, 40", "(reference)", "0.500x", "0.200x", "(defaults)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -98,5 +100,8 @@ func TestBenchSweepFromJSON(t *testing.T) {
 	}
 	if n := strings.Count(string(svg), "<title>wal+latency wal.upload.interval.ms="); n != 2 {
 		t.Errorf("%d point markers in the plot, want 2", n)
+	}
+	if n := strings.Count(string(svg), "<title>wal (defaults): 0.040 USD/GB (1.000x classic)"); n != 1 {
+		t.Errorf("%d default point markers in the plot, want 1", n)
 	}
 }
