@@ -267,15 +267,15 @@ func TestUploaderPipelinedOrder(t *testing.T) {
 	}
 }
 
-// TestUploaderIdleProbe: a degraded uploader that gets no data probes its
-// bucket itself, so an idle broker whose bucket came back does not stay
-// degraded (strata_wal_degraded, the operator's zone WAL state) until the
-// next produce. Without the probe the last check times out.
-func TestUploaderIdleProbe(t *testing.T) {
+// breakerUploader is an uploader for the breaker tests: a faulty store
+// over the S3 server, a manual clock, FailureThreshold 2, RetryAfter 1 s,
+// objects of at most 1 KiB; closed when the test ends.
+func breakerUploader(t *testing.T) (*wal.Uploader, *objstore.Faulty, *manualClock, *results) {
+	t.Helper()
 	srv := s3server.Start(t, testBucket)
 	faulty := objstore.NewFaulty(s3Store(t, srv))
 	clock := newManualClock()
-	var res results
+	res := &results{}
 	u, err := wal.NewUploader(wal.UploaderConfig{
 		Store: faulty, Cluster: "demo", Zone: "zone-a", BrokerID: 3,
 		MaxObjectBytes: 1 << 10, UploadInterval: time.Millisecond, FailureThreshold: 2, RetryAfter: time.Second,
@@ -284,7 +284,16 @@ func TestUploaderIdleProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer u.Close(context.Background())
+	t.Cleanup(func() { u.Close(context.Background()) })
+	return u, faulty, clock, res
+}
+
+// TestUploaderIdleProbe: a degraded uploader that gets no data probes its
+// bucket itself, so an idle broker whose bucket came back does not stay
+// degraded (strata_wal_degraded, the operator's zone WAL state) until the
+// next produce. Without the probe the last check times out.
+func TestUploaderIdleProbe(t *testing.T) {
+	u, faulty, clock, res := breakerUploader(t)
 	faulty.SetFailAll(true)
 	for i := range int64(2) {
 		if err := u.Append("t", 0, 0, i, i, batch(t, i, 1, 0, 2000)); err != nil {
@@ -325,19 +334,7 @@ func TestUploaderIdleProbe(t *testing.T) {
 }
 
 func TestUploaderDegraded(t *testing.T) {
-	srv := s3server.Start(t, testBucket)
-	faulty := objstore.NewFaulty(s3Store(t, srv))
-	clock := newManualClock()
-	var res results
-	u, err := wal.NewUploader(wal.UploaderConfig{
-		Store: faulty, Cluster: "demo", Zone: "zone-a", BrokerID: 3,
-		MaxObjectBytes: 1 << 10, UploadInterval: time.Millisecond, FailureThreshold: 2, RetryAfter: time.Second,
-		Clock: clock, OnUpload: res.add,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer u.Close(context.Background())
+	u, faulty, clock, res := breakerUploader(t)
 	off := int64(0)
 	appendOne := func() error {
 		b := batch(t, off, 1, 0, 2000) // over MaxObjectBytes: one object per append
