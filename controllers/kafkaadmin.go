@@ -152,6 +152,9 @@ type AdminPool struct {
 
 	mu      sync.Mutex
 	clients map[types.NamespacedName]*pooledAdmin
+	// ledger is the reassignments started through Reassign, for
+	// readPlanMetadata's check of a view against them.
+	ledger reassignLedger
 }
 
 type pooledAdmin struct {
@@ -252,6 +255,7 @@ func (p *AdminPool) Client(kc *strata.KafkaCluster) (*kgo.Client, error) {
 
 // Forget closes and drops the client of a cluster that went away.
 func (p *AdminPool) Forget(key types.NamespacedName) {
+	p.ledger.forget(key)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c, ok := p.clients[key]; ok {

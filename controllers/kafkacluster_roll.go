@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -100,7 +101,9 @@ func (r *KafkaClusterReconciler) readPlanMetadata(ctx context.Context, kc *strat
 }
 
 // readPlanMetadata reads the decisions' view of kc's Kafka metadata
-// through pool (plan.FromKadm).
+// through pool (plan.FromKadm): a view that shows every reassignment the
+// operator started (reassignLedger), read again while the broker that
+// answered lags.
 func readPlanMetadata(ctx context.Context, pool *AdminPool, kc *strata.KafkaCluster) (plan.Metadata, error) {
 	if pool == nil {
 		return plan.Metadata{}, errors.New("no Kafka admin client configured")
@@ -111,6 +114,30 @@ func readPlanMetadata(ctx context.Context, pool *AdminPool, kc *strata.KafkaClus
 	}
 	ctx, cancel := context.WithTimeout(ctx, AdminCallTimeout)
 	defer cancel()
+	key := types.NamespacedName{Namespace: kc.Namespace, Name: kc.Name}
+	for try := 0; ; try++ {
+		md, err := readPlanMetadataOnce(ctx, adm)
+		if err != nil {
+			return md, err
+		}
+		why := pool.ledger.lagging(key, md, time.Now())
+		if why == "" {
+			return md, nil
+		}
+		if try == metadataLagRetries {
+			return plan.Metadata{}, fmt.Errorf("no plan on this metadata, read %d times: %s", try+1, why)
+		}
+		select {
+		case <-ctx.Done():
+			return plan.Metadata{}, fmt.Errorf("waiting for metadata that shows the reassignments started: %w (%s)", ctx.Err(), why)
+		case <-time.After(metadataLagWait):
+		}
+	}
+}
+
+// readPlanMetadataOnce reads one view: a broker's metadata, the
+// controller's reassignments and the topics' configs.
+func readPlanMetadataOnce(ctx context.Context, adm *kadm.Client) (plan.Metadata, error) {
 	md, err := adm.Metadata(ctx)
 	if err != nil {
 		return plan.Metadata{}, fmt.Errorf("metadata: %w", err)

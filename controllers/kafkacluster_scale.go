@@ -482,7 +482,7 @@ func (r *KafkaClusterReconciler) startMoves(ctx context.Context, kc *strata.Kafk
 	}
 	ctx, cancel := context.WithTimeout(ctx, AdminCallTimeout)
 	defer cancel()
-	resps, err := adm.AlterPartitionAssignments(ctx, req)
+	resps, err := r.Admin.Reassign(ctx, kc, adm, req)
 	if err != nil {
 		return 0, fmt.Errorf("alter partition assignments: %w", err)
 	}

@@ -550,6 +550,7 @@ func (r *KafkaRebalanceReconciler) rebalance(ctx context.Context, s *rebalanceSc
 		prog = kr.Status.Progress // the write decoded the status anew
 		names, err := r.startMoves(ctx, s, step.Moves)
 		started = len(names)
+		log.FromContext(ctx).Info("reassignments started", "moves", moveList(step.Moves), "accepted", len(names))
 		kr.Status.Moving = was
 		for _, m := range step.Moves {
 			name := fmt.Sprintf("%s-%d", m.Topic, m.Partition)
@@ -598,6 +599,15 @@ func (r *KafkaRebalanceReconciler) rebalance(ctx context.Context, s *rebalanceSc
 	SetCondition(&kr.Status.Conditions, kr.Generation, strata.ConditionReady, metav1.ConditionFalse, ReasonRebalancing, kr.Status.Message)
 	MarkReconciling(&kr.Status.Conditions, kr.Generation, ReasonRebalancing, kr.Status.Message)
 	return nil
+}
+
+// moveList is moves as "topic-partition [from]->[to]" for a log line.
+func moveList(moves []placement.Move) []string {
+	out := make([]string, 0, len(moves))
+	for _, m := range moves {
+		out = append(out, fmt.Sprintf("%s-%d %v->%v", m.Topic, m.Partition, m.From, m.To))
+	}
+	return out
 }
 
 // writeStatus writes the status now (optimistic lock on the version the
@@ -655,7 +665,7 @@ func (r *KafkaRebalanceReconciler) startMoves(ctx context.Context, s *rebalanceS
 	}
 	ctx, cancel := context.WithTimeout(ctx, AdminCallTimeout)
 	defer cancel()
-	resps, err := s.adm.AlterPartitionAssignments(ctx, req)
+	resps, err := r.Admin.Reassign(ctx, s.cluster, s.adm, req)
 	if err != nil {
 		return nil, fmt.Errorf("alter partition assignments: %w", err)
 	}
@@ -683,7 +693,7 @@ func (r *KafkaRebalanceReconciler) startMoves(ctx context.Context, s *rebalanceS
 func (r *KafkaRebalanceReconciler) stop(ctx context.Context, s *rebalanceScope) error {
 	kr := s.kr
 	moving := kr.Status.Moving
-	cancelled, err := cancelReassignments(ctx, s.adm, moving)
+	cancelled, err := cancelReassignments(ctx, r.Admin, s.cluster, s.adm, moving)
 	if err != nil {
 		return err
 	}
@@ -733,7 +743,7 @@ func (r *KafkaRebalanceReconciler) removeThrottle(ctx context.Context, s *rebala
 
 // cancelReassignments cancels the reassignments of the partitions named
 // (topic-partition); one that already ended is not an error.
-func cancelReassignments(ctx context.Context, adm *kadm.Client, names []string) (int, error) {
+func cancelReassignments(ctx context.Context, pool *AdminPool, kc *strata.KafkaCluster, adm *kadm.Client, names []string) (int, error) {
 	if len(names) == 0 {
 		return 0, nil
 	}
@@ -748,7 +758,7 @@ func cancelReassignments(ctx context.Context, adm *kadm.Client, names []string) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, AdminCallTimeout)
 	defer cancel()
-	resps, err := adm.AlterPartitionAssignments(ctx, req)
+	resps, err := pool.Reassign(ctx, kc, adm, req)
 	if err != nil {
 		return 0, fmt.Errorf("cancel partition reassignments: %w", err)
 	}

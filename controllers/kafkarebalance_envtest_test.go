@@ -227,6 +227,10 @@ var _ = Describe("KafkaRebalance", func() {
 		Expect(p).NotTo(BeNil())
 		fmt.Fprintf(GinkgoWriter, "progress: %+v\n", *p)
 		Expect(p.MovesStarted).To(BeNumerically(">=", 2))
+		// Each planned move starts once: a step planned on a broker's
+		// metadata from before the last moves started or ended would
+		// start them again, or undo them (reassignLedger).
+		Expect(p.MovesStarted).To(Equal(kr.Status.Proposal.Moves), "the moves started are the proposal's")
 		Expect(p.MovesDone).To(Equal(p.MovesStarted))
 		Expect(p.Percent).To(Equal(int32(100)))
 		Expect(p.StartTime).NotTo(BeNil())

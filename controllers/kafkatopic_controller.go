@@ -571,7 +571,7 @@ func (r *KafkaTopicReconciler) reconcileReplicationFactor(ctx context.Context, s
 			moved++
 		}
 	}
-	resps, err := s.adm.AlterPartitionAssignments(ctx, req)
+	resps, err := r.Admin.Reassign(ctx, s.cluster, s.adm, req)
 	if err == nil {
 		for _, r := range resps.Sorted() {
 			if r.Err != nil {

@@ -66,6 +66,23 @@ func FromKadm(md kadm.Metadata, reassignments kadm.ListPartitionReassignmentsRes
 	return out, nil
 }
 
+// ViewLags says why md mixes a broker's view with a newer controller's
+// ("" when it does not): the reassignments come from the controller and
+// the replicas from whichever broker answered the metadata request, so a
+// reassignment whose new replicas the partition does not list yet is one
+// the broker has not seen start. A plan on that view would count the
+// partition on its old brokers.
+func ViewLags(md Metadata) string {
+	for _, p := range md.Partitions {
+		for _, id := range p.Adding {
+			if !slices.Contains(p.Replicas, id) {
+				return fmt.Sprintf("partition %s is being reassigned onto broker %d, which its replicas %v do not list yet: the broker's metadata lags the controller", p, id, p.Replicas)
+			}
+		}
+	}
+	return ""
+}
+
 // WithSizes returns md with each partition's replica sizes
 // (Partition.Sizes) from what DescribeAllLogDirs read: every broker
 // reports the replicas it holds. A broker or log directory that answered
