@@ -571,7 +571,7 @@ func readSegment(s *segment, pos, limit, offset int64, maxBytes int, maxOffset i
 	return ReadResult{Records: buf[:end:end], HighestOffset: highest}, true, nil
 }
 
-// Flush fsyncs the active segment's data and indexes. The fsync runs
+// Flush fsyncs the active segment's data (finishSync). The fsync runs
 // without mu, so appends and reads continue while it waits for the disk.
 func (l *Log) Flush() error {
 	l.ioMu.RLock()
@@ -619,19 +619,19 @@ func (l *Log) prepareSync() *pendingSync {
 	return p
 }
 
-// finishSync fsyncs what prepareSync captured. A failed fsync fails the
-// log (ErrLogFailed until reopened): the kernel may have dropped the dirty
-// pages it could not write and report the next fsync as a success
-// (PostgreSQL's "fsyncgate"), so retrying would call durable what is not.
-// Reopening re-reads the tail from the file.
+// finishSync fsyncs what prepareSync captured: the active segment's data
+// only. Its indexes are written but not fsynced (one fsync per round, not
+// three: at many partitions the fsyncs are most of a round): after a
+// crash recovery rebuilds the last segment's indexes from its data
+// (recoverSegment), and a segment is fsynced whole when sealed. A failed
+// fsync fails the log (ErrLogFailed until reopened): the kernel may have
+// dropped the dirty pages it could not write and report the next fsync
+// as a success (PostgreSQL's "fsyncgate"), so retrying would call
+// durable what is not. Reopening re-reads the tail from the file.
 func (l *Log) finishSync(p *pendingSync) error {
 	err := p.err
 	if err == nil {
-		for _, f := range []File{p.seg.f, p.seg.offIdx.f, p.seg.timeIdx.f} {
-			if err = f.Sync(); err != nil {
-				break
-			}
-		}
+		err = p.seg.f.Sync()
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
