@@ -329,6 +329,7 @@ func refuseReplicaFetch(r *Request, req *kmsg.FetchRequest, err error) *kmsg.Fet
 	for _, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		st.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(rt.Partitions))
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition, sp.ErrorCode = rp.Partition, code
@@ -398,6 +399,7 @@ func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, denied map[
 	for _, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		st.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(rt.Partitions))
 		topic, topicErr := rt.Topic, error(nil)
 		if req.Version >= 13 {
 			if info, ok := b.TopicByID(rt.TopicID); ok {

@@ -100,6 +100,8 @@ type fetchSession struct {
 	busy    bool
 	parts   []*sessionPart
 	index   map[sessionKey]*sessionPart
+	// kept is requestOf's scratch list.
+	kept []*sessionPart
 }
 
 func (e *Env) fetchSessions() *fetchSessions {
@@ -148,7 +150,12 @@ func (s *fetchSessions) open(req *kmsg.FetchRequest, now time.Time) (sessionFetc
 			}
 			old.busy, old.used = true, now
 			old.update(req)
-			sf.session, sf.full, sf.req = old, false, old.request(req)
+			// The effective request of an incremental fetch is built at
+			// each read from the session's partitions (active): only its
+			// header is kept here, not a copy of every partition.
+			hdr := *req
+			hdr.Topics, hdr.ForgottenTopics = nil, nil
+			sf.session, sf.full, sf.req = old, false, &hdr
 			sf.named = map[sessionKey]bool{}
 			for _, rt := range req.Topics {
 				for _, rp := range rt.Partitions {
@@ -258,31 +265,39 @@ func (fs *fetchSession) update(req *kmsg.FetchRequest) {
 	}
 }
 
-// request is req with the session's partitions in place of its own.
-func (fs *fetchSession) request(req *kmsg.FetchRequest) *kmsg.FetchRequest {
-	return fs.requestOf(req, nil)
-}
-
-// requestOf is request with only the partitions keep keeps (all if nil).
+// requestOf is req with the session's partitions in place of its own,
+// only those keep keeps (all if nil),
+// keep called once per partition. The partitions kept are gathered first
+// (in fs.kept, reused: a session serves one fetch at a time) so that each
+// topic's list is allocated once at its size.
 func (fs *fetchSession) requestOf(req *kmsg.FetchRequest, keep func(*sessionPart) bool) *kmsg.FetchRequest {
 	eff := *req
 	eff.Topics = nil
 	eff.ForgottenTopics = nil
-	at := map[string]int{}
+	kept := fs.kept[:0]
+	count := map[string]int{}
 	for _, p := range fs.parts {
 		if keep != nil && !keep(p) {
 			continue
 		}
+		kept = append(kept, p)
+		count[p.key.topic]++
+	}
+	at := make(map[string]int, len(count))
+	for _, p := range kept {
 		i, ok := at[p.key.topic]
 		if !ok {
 			rt := kmsg.NewFetchRequestTopic()
 			rt.Topic = p.key.topic
+			rt.Partitions = make([]kmsg.FetchRequestTopicPartition, 0, count[p.key.topic])
 			eff.Topics = append(eff.Topics, rt)
 			i = len(eff.Topics) - 1
 			at[p.key.topic] = i
 		}
 		eff.Topics[i].Partitions = append(eff.Topics[i].Partitions, p.rp)
 	}
+	clear(kept) // no partition kept alive by the scratch list
+	fs.kept = kept[:0]
 	return &eff
 }
 

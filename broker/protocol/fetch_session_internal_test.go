@@ -90,7 +90,7 @@ func TestFetchSessions(t *testing.T) {
 	if code != 0 || sf.session == nil || !sf.full {
 		t.Fatalf("new session: code %d, session %v, full %v", code, sf.session, sf.full)
 	}
-	resp := answer(sf.req, map[int32]int64{0: 10, 1: 20, 2: 30}, nil)
+	resp := answer(whole(sf), map[int32]int64{0: 10, 1: 20, 2: 30}, nil)
 	sf.finish(resp)
 	sf.release() // as the handler does once it answered
 	id := resp.SessionID
@@ -104,10 +104,10 @@ func TestFetchSessions(t *testing.T) {
 	if code != 0 || sf.full {
 		t.Fatalf("incremental: code %d, full %v", code, sf.full)
 	}
-	if got := partitions(sf.req); len(got) != 3 || got[0] != 10 || got[1] != 25 || got[2] != 30 {
+	if got := partitions(whole(sf)); len(got) != 3 || got[0] != 10 || got[1] != 25 || got[2] != 30 {
 		t.Fatalf("effective request %v, want 0:10 1:25 2:30", got)
 	}
-	resp = answer(sf.req, map[int32]int64{0: 10, 1: 25, 2: 31}, map[int32]bool{1: true})
+	resp = answer(whole(sf), map[int32]int64{0: 10, 1: 25, 2: 31}, map[int32]bool{1: true})
 	sf.finish(resp)
 	sf.release() // as the handler does once it answered
 	if got := answered(resp); len(got) != 2 || got[0] != 1 || got[1] != 2 {
@@ -115,7 +115,7 @@ func TestFetchSessions(t *testing.T) {
 	}
 	// Nothing new: an empty answer.
 	sf, _ = s.open(replicaFetch(id, 2, nil), now)
-	resp = answer(sf.req, map[int32]int64{0: 10, 1: 25, 2: 31}, nil)
+	resp = answer(whole(sf), map[int32]int64{0: 10, 1: 25, 2: 31}, nil)
 	sf.finish(resp)
 	sf.release() // as the handler does once it answered
 	if got := answered(resp); len(got) != 0 {
@@ -140,10 +140,10 @@ func TestFetchSessions(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("forget: code %d", code)
 	}
-	if got := partitions(sf.req); len(got) != 2 {
+	if got := partitions(whole(sf)); len(got) != 2 {
 		t.Fatalf("after forgetting partition 0 the session has %v", got)
 	}
-	sf.finish(answer(sf.req, map[int32]int64{1: 25, 2: 31}, nil))
+	sf.finish(answer(whole(sf), map[int32]int64{1: 25, 2: 31}, nil))
 	sf.release() // as the handler does once it answered
 
 	// Epoch -1 closes it and fetches without a session.
@@ -161,7 +161,7 @@ func TestFetchSessions(t *testing.T) {
 		if code != 0 || sf.session == nil {
 			t.Fatalf("session %d: code %d", i, code)
 		}
-		sf.finish(answer(sf.req, nil, nil))
+		sf.finish(answer(whole(sf), nil, nil))
 		sf.release() // as the handler does once it answered
 	}
 	if n := len(s.byID); n != defaultFetchSessionSlots {
@@ -187,7 +187,7 @@ func TestFetchSessionBounds(t *testing.T) {
 	if code != 0 || sf.session == nil {
 		t.Fatalf("a full fetch of 3 partitions: code %d, no session", code)
 	}
-	resp := answer(sf.req, map[int32]int64{0: 1, 1: 1, 2: 1}, nil)
+	resp := answer(whole(sf), map[int32]int64{0: 1, 1: 1, 2: 1}, nil)
 	sf.finish(resp)
 	sf.release()
 	id := resp.SessionID
@@ -196,7 +196,7 @@ func TestFetchSessionBounds(t *testing.T) {
 	if code != 0 || sf.session == nil {
 		t.Fatalf("growing the session to 4 partitions: code %d", code)
 	}
-	sf.finish(answer(sf.req, nil, nil))
+	sf.finish(answer(whole(sf), nil, nil))
 	sf.release()
 	if _, code = s.open(replicaFetch(id, 2, map[int32]int64{4: 1, 5: 1}), now); code != kerr.FetchSessionIDNotFound.Code {
 		t.Fatalf("growing the session to 6 partitions: code %d, want FETCH_SESSION_ID_NOT_FOUND", code)
@@ -207,7 +207,7 @@ func TestFetchSessionBounds(t *testing.T) {
 
 	// Idle expiry.
 	sf, _ = s.open(replicaFetch(0, 0, map[int32]int64{0: 1}), now)
-	resp = answer(sf.req, map[int32]int64{0: 1}, nil)
+	resp = answer(whole(sf), map[int32]int64{0: 1}, nil)
 	sf.finish(resp)
 	sf.release()
 	idle := resp.SessionID
@@ -260,7 +260,7 @@ func TestQuietSessionPartitions(t *testing.T) {
 	if read, _, _ := visit(&sf, now, hwm, nil, nil); len(read) != 4 {
 		t.Fatalf("a new session's full fetch read %v, want all 4", read)
 	}
-	resp := answer(sf.req, hwm, nil)
+	resp := answer(whole(sf), hwm, nil)
 	sf.finish(resp)
 	sf.release()
 	id := resp.SessionID
@@ -311,4 +311,15 @@ func TestQuietSessionPartitions(t *testing.T) {
 	if len(read) != 1 || read[0] != 3 {
 		t.Fatalf("after the refresh interval read %v, want 3 (last read at the start)", read)
 	}
+}
+
+// whole is sf's effective request with every partition of its session
+// (an incremental fetch's is built from the session at each read).
+func whole(sf sessionFetch) *kmsg.FetchRequest {
+	if sf.session == nil || sf.full {
+		return sf.req
+	}
+	sf.s.mu.Lock()
+	defer sf.s.mu.Unlock()
+	return sf.session.requestOf(sf.req, nil)
 }

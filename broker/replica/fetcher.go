@@ -58,6 +58,11 @@ type fetcher struct {
 	// manager's roles were at generation followingGen (items).
 	following    []*Partition
 	followingGen uint64
+	// itemsBuf and want are the last round's item list and its index,
+	// reused: with many partitions, allocating them at every round was
+	// a tenth of a broker's allocations (and of its GC).
+	itemsBuf []fetchItem
+	want     map[meta.TopicPartition]fetchItem
 }
 
 // fetchSessionState is the follower's side of a fetch session.
@@ -65,6 +70,8 @@ type fetchSessionState struct {
 	id, epoch int32
 	// sent is what the leader's session holds for each partition.
 	sent map[meta.TopicPartition]sentPosition
+	// following is plan's scratch set, reused between rounds.
+	following map[meta.TopicPartition]bool
 }
 
 type sentPosition struct {
@@ -84,7 +91,12 @@ func (s *fetchSessionState) plan(items []fetchItem) (named []fetchItem, forgotte
 	if s.id == 0 {
 		return items, nil
 	}
-	following := make(map[meta.TopicPartition]bool, len(items))
+	if s.following == nil {
+		s.following = make(map[meta.TopicPartition]bool, len(items))
+	} else {
+		clear(s.following)
+	}
+	following := s.following
 	for _, it := range items {
 		following[it.p.TP] = true
 		if prev, ok := s.sent[it.p.TP]; !ok || prev != it.position() {
@@ -107,7 +119,7 @@ func (s *fetchSessionState) answered(sessionID int32, named []fetchItem, forgott
 	case s.id == 0 && sessionID == 0:
 		return // the leader keeps no session: fetch in full again
 	case s.id == 0:
-		*s = fetchSessionState{id: sessionID, epoch: 1, sent: map[meta.TopicPartition]sentPosition{}}
+		*s = fetchSessionState{id: sessionID, epoch: 1, sent: map[meta.TopicPartition]sentPosition{}, following: s.following}
 	default:
 		s.epoch++
 	}
@@ -205,6 +217,7 @@ func (f *fetcher) items() (items []fetchItem, suspended, held bool) {
 		f.followingGen = gen
 	}
 	quotaFull := false
+	items = f.itemsBuf[:0]
 	for _, p := range f.following {
 		p.mu.Lock()
 		following := p.role == RoleFollower && p.state.Leader == f.leader
@@ -245,6 +258,7 @@ func (f *fetcher) items() (items []fetchItem, suspended, held bool) {
 	// In topic-partition order, as partitions returns them.
 	items, failed := flushFetchPositions(items)
 	suspended = suspended || failed
+	f.itemsBuf = items
 	return items, suspended, held
 }
 
@@ -257,11 +271,14 @@ func (f *fetcher) items() (items []fetchItem, suspended, held bool) {
 // flushed (disk failure: the broker stops, see Config.OnStorageFailure)
 // are left out; failed reports that some were.
 func flushFetchPositions(items []fetchItem) ([]fetchItem, bool) {
-	errs := make([]error, len(items))
+	var errs []error // allocated once a flush is needed
 	var wg sync.WaitGroup
 	for i, it := range items {
 		if it.p.Log.DurableEnd() >= it.offset {
 			continue
+		}
+		if errs == nil {
+			errs = make([]error, len(items))
 		}
 		wg.Add(1)
 		go func() {
@@ -270,6 +287,9 @@ func flushFetchPositions(items []fetchItem) ([]fetchItem, bool) {
 		}()
 	}
 	wg.Wait()
+	if errs == nil {
+		return items, false
+	}
 	out := items[:0]
 	failed := false
 	for i, it := range items {
@@ -453,7 +473,12 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 		return fmt.Errorf("fetch from leader %d: %w", f.leader, kerr.ErrorForCode(fr.ErrorCode))
 	}
 	f.session.answered(fr.SessionID, named, forgotten)
-	want := map[meta.TopicPartition]fetchItem{}
+	if f.want == nil {
+		f.want = make(map[meta.TopicPartition]fetchItem, len(items))
+	} else {
+		clear(f.want)
+	}
+	want := f.want
 	for _, it := range items {
 		want[it.p.TP] = it
 	}
