@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -419,6 +422,67 @@ func TestHWMCheckpoint(t *testing.T) {
 	}
 	if fresh := NewPartition(tp, l, 1, nil); fresh.HighWatermark() != 2 {
 		t.Fatalf("HWM %d after truncation to 2, want 2", fresh.HighWatermark())
+	}
+}
+
+// TestHWMCheckpointFile: the checkpoint is written in place with a CRC;
+// a file of the earlier format (the HWM alone) is read, one torn or
+// corrupted by a crash is not (the replica starts from its log start),
+// and a write over either leaves a valid checkpoint.
+func TestHWMCheckpointFile(t *testing.T) {
+	l := openLog(t)
+	p := NewPartition(tp, l, 1, nil)
+	p.becomeLeader(meta.PartitionState{Replicas: []int32{1}, Leader: 1, ISR: []int32{1}})
+	for range 5 {
+		if _, _, err := p.AppendAsLeader(batch(t, "x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(l.Dir(), hwmCheckpointFile)
+	startsAt := func(want int64, why string) {
+		t.Helper()
+		if h := NewPartition(tp, l, 1, nil).HighWatermark(); h != want {
+			t.Fatalf("%s: a reopened replica starts at HWM %d, want %d", why, h, want)
+		}
+	}
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	write("4\n")
+	startsAt(4, "the earlier format")
+	if err := p.CheckpointHWM(); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(path)
+	if len(raw) != hwmDigits+10 {
+		t.Fatalf("checkpoint %q: want %d digits, a space, 8 hex digits and a newline", raw, hwmDigits)
+	}
+	startsAt(5, "written in place over the earlier format")
+
+	good := string(formatHWMCheckpoint(3))
+	for _, c := range []struct{ name, content string }{
+		{"torn: new digits, old CRC", good[:hwmDigits-1] + "4" + good[hwmDigits:]},
+		{"torn: cut short", good[:hwmDigits+4]},
+		{"zeros", strings.Repeat("\x00", len(good))},
+		{"not a number", "x" + good[1:]},
+	} {
+		write(c.content)
+		startsAt(0, c.name)
+	}
+	write(good + "garbage after the line\n")
+	startsAt(3, "a valid first line")
+
+	p.checkpointed.Store(-1) // force the write
+	if err := p.CheckpointHWM(); err != nil {
+		t.Fatal(err)
+	}
+	startsAt(5, "rewritten")
+	if v, err := parseHWMCheckpoint(formatHWMCheckpoint(1 << 62)); err != nil || v != 1<<62 {
+		t.Fatalf("round trip of 1<<62: %d, %v", v, err)
 	}
 }
 
