@@ -169,7 +169,7 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 			}
 		}
 		r.SetTraffic(traffic.ReplicationInline, zone)
-		if asksPointers(b, req) {
+		if asksPointers(b, req) || session.asksPointers(b) {
 			done = func(resp *kmsg.FetchResponse) (kmsg.Response, error) {
 				session.finish(resp)
 				if replica.RecordBytes(resp) == 0 {

@@ -2,11 +2,15 @@ package protocol
 
 import (
 	"cmp"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/replica"
 )
 
 // Fetch sessions (KIP-227) for replica fetches.
@@ -335,6 +339,20 @@ func (sf *sessionFetch) active(req *kmsg.FetchRequest, now time.Time, refresh ti
 		return false
 	})
 	return eff, park, due
+}
+
+// asksPointers is asksPointers over the session's partitions for an
+// incremental fetch, whose request (the header only) names none.
+func (sf *sessionFetch) asksPointers(b *broker.Broker) bool {
+	if sf.session == nil || sf.full {
+		return false
+	}
+	if rm := b.Replicas(); rm == nil || !rm.WALEnabled() {
+		return false
+	}
+	sf.s.mu.Lock()
+	defer sf.s.mu.Unlock()
+	return slices.ContainsFunc(sf.session.parts, func(p *sessionPart) bool { return replica.WantsPointers(&p.rp) })
 }
 
 // visited records the reads of one round: resp answers them in order,
