@@ -8,6 +8,34 @@ package protocol
 // UNSUPPORTED_VERSION and the full key list, as Kafka does; the client then
 // retries with a version from that list. v3+ requests with an invalid
 // client software name or version get INVALID_REQUEST.
+//
+// v3+ answers also carry the Kafka features (KIP-584) Strata implements,
+// fixed by the release (features below): SupportedFeatures, the finalized
+// levels in FinalizedFeatures and FinalizedFeaturesEpoch
+// (featuresEpoch). For v3 requests a supported range starting at 0 starts
+// at 1 and a range of only 0 is left out, as Kafka does since KIP-1022
+// (older clients fail on a minimum of 0); finalized level 0 means off and
+// is never listed. What is claimed, and why no more:
+//
+//   - group.version 0-1, finalized 1: the KIP-848 consumer group protocol
+//     (ConsumerGroupHeartbeat, key 68; ConsumerGroupDescribe, key 69) is
+//     served.
+//   - transaction.version 0 only. Level 1 is, in Kafka, a record format of
+//     __transaction_state, which Strata does not have (transaction state
+//     is in etcd or a file); level 2 is KIP-890 part 2 (an epoch bump per
+//     transaction, partitions added by Produce v12 and TxnOffsetCommit v5,
+//     EndTxn v5), and Strata serves Produce up to v11 and EndTxn and
+//     TxnOffsetCommit up to v4. franz-go switches to the part 2 protocol
+//     when transaction.version 2 is finalized, so claiming it would break
+//     transactions. (KIP-890 part 1, server-side partition verification,
+//     needs no feature level.)
+//   - metadata.version and kraft.version are not listed: they version
+//     KRaft's metadata log and controller quorum, and Strata's metadata is
+//     in etcd. No client changes behaviour on them; kafka-features.sh
+//     shows the features above only.
+//
+// UpdateFeatures (key 57, 57_update_features.go) answers that these levels
+// cannot be changed.
 
 import (
 	"context"
@@ -32,7 +60,76 @@ func handleApiVersions(_ context.Context, r *Request) (kmsg.Response, error) {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 	}
 	resp.ApiKeys = apiKeys()
+	if req.Version >= 3 {
+		resp.SupportedFeatures = supportedFeatures(req.Version)
+		resp.FinalizedFeaturesEpoch = featuresEpoch
+		resp.FinalizedFeatures = finalizedFeatures()
+	}
 	return resp, nil
+}
+
+// feature is a Kafka feature (KIP-584) Strata implements: the levels it
+// supports and the one in force (0: off, not listed as finalized).
+type feature struct {
+	name      string
+	min, max  int16
+	finalized int16
+}
+
+// features are fixed by the release; see the file comment for why each
+// range is what it is.
+var features = []feature{
+	{name: "group.version", min: 0, max: 1, finalized: 1},
+	{name: "transaction.version", min: 0, max: 0, finalized: 0},
+}
+
+// featuresEpoch is FinalizedFeaturesEpoch: the finalized levels never
+// change while a broker runs (they change with the release), so one
+// constant, not -1 (unknown), which would make clients ignore them.
+const featuresEpoch = 1
+
+// supportedFeatures lists features for an ApiVersions request of version
+// v (3 or more): below v4 a minimum of 0 becomes 1 and ranges of only 0
+// are left out (KIP-1022).
+func supportedFeatures(v int16) []kmsg.ApiVersionsResponseSupportedFeature {
+	out := make([]kmsg.ApiVersionsResponseSupportedFeature, 0, len(features))
+	for _, f := range features {
+		lo := f.min
+		if v < 4 && lo == 0 {
+			if f.max == 0 {
+				continue
+			}
+			lo = 1
+		}
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = f.name, lo, f.max
+		out = append(out, sf)
+	}
+	return out
+}
+
+// finalizedFeatures lists the features in force (level above 0).
+func finalizedFeatures() []kmsg.ApiVersionsResponseFinalizedFeature {
+	var out []kmsg.ApiVersionsResponseFinalizedFeature
+	for _, f := range features {
+		if f.finalized > 0 {
+			ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+			ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.name, f.finalized, f.finalized
+			out = append(out, ff)
+		}
+	}
+	return out
+}
+
+// finalizedLevel returns the level of feature name in force and whether
+// Strata knows the feature.
+func finalizedLevel(name string) (level int16, known bool) {
+	for _, f := range features {
+		if f.name == name {
+			return f.finalized, true
+		}
+	}
+	return 0, false
 }
 
 func apiKeys() []kmsg.ApiVersionsResponseApiKey {

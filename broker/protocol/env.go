@@ -11,6 +11,7 @@ import (
 	"github.com/strata-dev/strata/broker/auth"
 	"github.com/strata-dev/strata/broker/group"
 	"github.com/strata-dev/strata/broker/quota"
+	"github.com/strata-dev/strata/broker/telemetry"
 	"github.com/strata-dev/strata/broker/txn"
 )
 
@@ -66,6 +67,10 @@ type Env struct {
 	// Quotas enforces client quotas (producer_byte_rate,
 	// consumer_byte_rate; quota.go); nil: none.
 	Quotas *quota.Manager
+
+	// Telemetry answers the KIP-714 client telemetry APIs and keeps what
+	// clients push (package broker/telemetry); nil requests no metrics.
+	Telemetry *telemetry.Manager
 
 	// TxnVerifier, when set, is asked before the first transactional batch of a
 	// producer's transaction is appended to a partition (KIP-890 part 1).

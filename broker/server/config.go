@@ -316,6 +316,12 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 			}
 			continue
 		}
+		if known, err := cfg.Telemetry.Set(k, v); known {
+			if err != nil {
+				return nil, bad(err)
+			}
+			continue
+		}
 		if known, err := applyTierSetting(&cfg.Tier, k, v); known {
 			if err != nil {
 				return nil, bad(err)

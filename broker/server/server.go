@@ -33,6 +33,7 @@ import (
 	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/protocol"
 	"github.com/strata-dev/strata/broker/quota"
+	"github.com/strata-dev/strata/broker/telemetry"
 	"github.com/strata-dev/strata/broker/traffic"
 	"github.com/strata-dev/strata/broker/txn"
 )
@@ -98,6 +99,9 @@ type Config struct {
 	// Prices is the price table of the cost estimates and wal.policy
 	// (cost.price.* keys; zero: cost.Default()).
 	Prices cost.Prices
+	// Telemetry is the KIP-714 client telemetry subscription
+	// (telemetry.* settings; zero: no metrics requested).
+	Telemetry telemetry.Config
 	// Tier is the slow tier (remote.log.storage.system.enable, tier.*).
 	Tier TierConfig
 	// Security is the listeners (listeners, advertised.listeners,
@@ -340,6 +344,9 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	if err := s.startTxnCoordinator(ctx, env); err != nil {
 		return nil, err
 	}
+	// KIP-714 client telemetry (telemetry.* settings).
+	env.Telemetry = telemetry.New(cfg.Telemetry)
+	s.metrics.Registry.MustRegister(env.Telemetry.Collector())
 	pcfg := protocol.Config{
 		Env:                      env,
 		MaxRequestBytes:          cfg.MaxRequestBytes,
