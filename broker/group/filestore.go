@@ -65,6 +65,10 @@ type FileStore struct {
 	pending pendingState
 	queue   []*pendingWrite
 	closed  bool
+
+	// shares is the share-group state log, opened on first use
+	// (share_store.go).
+	shares shareFileLog
 }
 
 // pendingWrite is one record waiting for the next group commit.
@@ -325,6 +329,10 @@ func (s *FileStore) Close() error {
 		return nil
 	}
 	s.closed = true
+	if err := s.shares.close(); err != nil {
+		s.f.Close()
+		return err
+	}
 	return s.f.Close()
 }
 

@@ -51,6 +51,7 @@ type MemoryStore struct {
 	offsets offsetState
 	groups  map[string]GroupMetadata
 	pending pendingState
+	shares  map[string]ShareState // share-partition state (share_store.go)
 }
 
 // NewMemoryStore returns an empty MemoryStore.

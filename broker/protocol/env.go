@@ -76,6 +76,13 @@ type Env struct {
 	// producer's transaction is appended to a partition (KIP-890 part 1).
 	TxnVerifier TxnVerifier
 
+	// Shares serves share groups (KIP-932, keys 76-79), set by
+	// broker/server; nil: created from Groups with Kafka's defaults on
+	// first use (ShareCoordinator).
+	Shares     *group.ShareCoordinator
+	sharesOnce sync.Once
+	shares     *group.ShareCoordinator
+
 	// Replica fetch sessions (fetch_session.go), created on first use.
 	sessionsOnce sync.Once
 	sessions     *fetchSessions
@@ -107,4 +114,18 @@ func (e *Env) producerIDs() ProducerIDAllocator {
 		return e.ProducerIDs
 	}
 	return e.Broker
+}
+
+// ShareCoordinator returns the share-group coordinator (Shares, else one
+// made from Groups on first use), or nil without a group coordinator.
+func (e *Env) ShareCoordinator() *group.ShareCoordinator {
+	e.sharesOnce.Do(func() {
+		switch {
+		case e.Shares != nil:
+			e.shares = e.Shares
+		case e.Groups != nil:
+			e.shares = group.NewShareCoordinator(e.Groups, group.ShareConfig{})
+		}
+	})
+	return e.shares
 }

@@ -85,6 +85,9 @@ type Config struct {
 	// Group configures the consumer-group coordinator (group.* settings);
 	// its Store and PartitionExists are set by Start.
 	Group group.Config
+	// Share configures share groups (KIP-932): record lock duration,
+	// delivery count limit, auto offset reset (zero: Kafka's defaults).
+	Share group.ShareConfig
 	// Txn configures the transaction coordinator (transaction.* and
 	// transactional.id.* settings); its Store, Markers, ProducerIDs and
 	// placement are set by Start.
@@ -327,7 +330,7 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		// A follower cannot follow more partitions than the cluster has.
 		limits.FetchSessionMaxPartitions = int(cmp.Or(cfg.Broker.MaxPartitions, broker.DefaultMaxPartitions))
 	}
-	env := &protocol.Env{Broker: b, Groups: s.groups, Log: logger.WithName("protocol"), Limits: limits, ReauthMax: cfg.Security.ReauthMax}
+	env := &protocol.Env{Broker: b, Groups: s.groups, Shares: group.NewShareCoordinator(s.groups, cfg.Share), Log: logger.WithName("protocol"), Limits: limits, ReauthMax: cfg.Security.ReauthMax}
 	if b.Clustered() {
 		s.metrics.RegisterQuota()
 		env.Quotas = quota.New(quota.Config{Samples: cfg.QuotaSamples, Window: cfg.QuotaWindow, Quotas: b.ClientQuotas,

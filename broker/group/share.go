@@ -1,0 +1,444 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Share groups (KIP-932, "queues for Kafka").
+//
+// A ShareCoordinator serves two roles that Kafka splits between the group
+// coordinator and the partition leaders:
+//
+//   - membership (ShareGroupHeartbeat, ShareGroupDescribe) for the share
+//     groups this broker coordinates (placement as for consumer groups,
+//     Config.Owns). There is no revocation: share partitions may be
+//     consumed by several members at once, so a member takes its new
+//     assignment with the heartbeat that bumps its epoch. The "simple"
+//     assignor spreads each topic's partitions round-robin over the members
+//     subscribed to it; with more members than partitions every member gets
+//     one partition and partitions are shared. A member that does not
+//     heartbeat within the session timeout is removed (checked on every
+//     request for its group) and the records it had acquired here are
+//     released. Membership is not persisted: after a coordinator restart
+//     members get UNKNOWN_MEMBER_ID and rejoin with the same member id.
+//   - share-partition state (share_partition.go) of the partitions this
+//     broker leads, with the share sessions of ShareFetch and
+//     ShareAcknowledge. State is loaded from the ShareStateStore on first
+//     use (in a cluster: again whenever the partition's leader epoch
+//     changed, so a new leader continues where the old one stopped) and
+//     written through on every acquisition and acknowledgement.
+//
+// Locking: c.mu guards groups, partitions and sessions; each share
+// partition has its own mutex, taken after c.mu is released, held across
+// its store writes. Store calls for different partitions may overlap.
+
+// ShareConfig configures share groups; zero fields take Kafka's defaults.
+type ShareConfig struct {
+	// RecordLockDuration is share.record.lock.duration.ms (default 30s).
+	RecordLockDuration time.Duration
+	// DeliveryCountLimit is share.delivery.count.limit (default 5).
+	DeliveryCountLimit int16
+	// AutoOffsetReset is share.auto.offset.reset: "latest" (default) or
+	// "earliest": where a share partition without state starts.
+	AutoOffsetReset string
+	// SessionTimeout is group.share.session.timeout.ms (default 45s).
+	SessionTimeout time.Duration
+	// HeartbeatInterval is group.share.heartbeat.interval.ms (default 5s).
+	HeartbeatInterval time.Duration
+	// MaxSessions is max.share.session.cache.size (default 1000).
+	MaxSessions int
+}
+
+func (c ShareConfig) withDefaults() ShareConfig {
+	if c.RecordLockDuration <= 0 {
+		c.RecordLockDuration = 30 * time.Second
+	}
+	if c.DeliveryCountLimit <= 0 {
+		c.DeliveryCountLimit = 5
+	}
+	if c.AutoOffsetReset == "" {
+		c.AutoOffsetReset = "latest"
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 45 * time.Second
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 5 * time.Second
+	}
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = 1000
+	}
+	return c
+}
+
+// Validate reports a configuration Kafka would refuse.
+func (c ShareConfig) Validate() error {
+	switch c.AutoOffsetReset {
+	case "", "latest", "earliest":
+	default:
+		return fmt.Errorf("group: share.auto.offset.reset=%q: want latest or earliest", c.AutoOffsetReset)
+	}
+	if c.DeliveryCountLimit < 0 || (c.DeliveryCountLimit > 0 && c.DeliveryCountLimit < 2) || c.DeliveryCountLimit > 10 {
+		return fmt.Errorf("group: share.delivery.count.limit=%d: want 2-10", c.DeliveryCountLimit)
+	}
+	return nil
+}
+
+// ShareCoordinator serves share groups on one broker.
+type ShareCoordinator struct {
+	groups *Coordinator // placement, topics, clock, store; group id conflicts
+	cfg    ShareConfig
+	store  ShareStateStore // nil: in memory only
+	log    logr.Logger
+
+	mu         sync.Mutex
+	sgroups    map[string]*shareGroup
+	partitions map[sharePartitionKey]*sharePartitionEntry
+	sessions   map[shareSessionKey]*ShareSession
+}
+
+type sharePartitionKey struct {
+	group, topic string
+	partition    int32
+}
+
+type sharePartitionEntry struct {
+	mu          sync.Mutex
+	sp          *sharePartition
+	loaded      bool
+	leaderEpoch int32
+}
+
+type shareGroup struct {
+	epoch           int32
+	assignmentEpoch int32
+	subscription    string // fingerprint of the subscribed topics' partition counts
+	members         map[string]*shareMember
+}
+
+type shareMember struct {
+	id, rack, clientID, clientHost string
+	topics                         []string
+	epoch                          int32
+	assigned                       map[string][]int32
+	lastSeen                       time.Time
+}
+
+// NewShareCoordinator returns the share-group side of c: membership uses
+// c's placement, topics and clock; share-partition state goes to c's store
+// when it implements ShareStateStore.
+func NewShareCoordinator(c *Coordinator, cfg ShareConfig) *ShareCoordinator {
+	s := &ShareCoordinator{
+		groups:     c,
+		cfg:        cfg.withDefaults(),
+		log:        c.log.WithName("share"),
+		sgroups:    map[string]*shareGroup{},
+		partitions: map[sharePartitionKey]*sharePartitionEntry{},
+		sessions:   map[shareSessionKey]*ShareSession{},
+	}
+	s.store, _ = c.store.(ShareStateStore)
+	return s
+}
+
+// Config returns the effective configuration.
+func (s *ShareCoordinator) Config() ShareConfig { return s.cfg }
+
+func (s *ShareCoordinator) now() time.Time { return s.groups.clock.Now() }
+
+// ShareGroupHeartbeat handles ShareGroupHeartbeat v1.
+func (s *ShareCoordinator) ShareGroupHeartbeat(_ context.Context, client Client, req *kmsg.ShareGroupHeartbeatRequest) *kmsg.ShareGroupHeartbeatResponse {
+	resp := kmsg.NewPtrShareGroupHeartbeatResponse()
+	resp.Version = req.Version
+	fail := func(e *kerr.Error, msg string) *kmsg.ShareGroupHeartbeatResponse {
+		resp.ErrorCode = e.Code
+		if msg != "" {
+			resp.ErrorMessage = &msg
+		}
+		return resp
+	}
+	switch {
+	case req.GroupID == "":
+		return fail(kerr.InvalidRequest, "GroupId can't be empty.")
+	case req.MemberID == "":
+		return fail(kerr.InvalidRequest, "MemberId can't be empty.")
+	case req.RackID != nil && *req.RackID == "":
+		return fail(kerr.InvalidRequest, "RackId can't be empty.")
+	case req.MemberEpoch < -1:
+		return fail(kerr.InvalidRequest, "MemberEpoch is invalid.")
+	case req.MemberEpoch == 0 && len(req.SubscribedTopicNames) == 0:
+		return fail(kerr.InvalidRequest, "SubscribedTopicNames must be set in first request.")
+	}
+	if !s.groups.owns(req.GroupID) {
+		return fail(kerr.NotCoordinator, "")
+	}
+	topics := s.groups.cfg.Topics
+	if topics == nil {
+		return fail(kerr.CoordinatorNotAvailable, "no topic metadata")
+	}
+	if s.groups.isClosed() {
+		return fail(kerr.NotCoordinator, "")
+	}
+	if s.conflicts(req.GroupID) {
+		return fail(kerr.GroupIDNotFound, "Group "+req.GroupID+" is not a share group.")
+	}
+
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.sgroups[req.GroupID]
+	if g != nil {
+		s.expireMembers(req.GroupID, g, now)
+	}
+	if req.MemberEpoch == -1 {
+		if g == nil || g.members[req.MemberID] == nil {
+			return fail(kerr.UnknownMemberID, "")
+		}
+		s.removeMember(req.GroupID, g, req.MemberID)
+		resp.MemberID, resp.MemberEpoch = &req.MemberID, -1
+		return resp
+	}
+	var m *shareMember
+	if g != nil {
+		m = g.members[req.MemberID]
+	}
+	switch {
+	case m == nil && req.MemberEpoch != 0:
+		return fail(kerr.UnknownMemberID, "")
+	case m != nil && req.MemberEpoch != 0 && req.MemberEpoch != m.epoch:
+		return fail(kerr.FencedMemberEpoch, "")
+	}
+	if g == nil {
+		g = &shareGroup{members: map[string]*shareMember{}}
+		s.sgroups[req.GroupID] = g
+	}
+	bump := false
+	if m == nil {
+		m = &shareMember{id: req.MemberID}
+		g.members[req.MemberID] = m
+		bump = true
+	}
+	m.lastSeen = now
+	m.clientID, m.clientHost = client.ID, client.Host
+	if req.RackID != nil {
+		m.rack = *req.RackID
+	}
+	if req.SubscribedTopicNames != nil {
+		subs := slices.Clone(req.SubscribedTopicNames)
+		sort.Strings(subs)
+		subs = slices.Compact(subs)
+		if !slices.Equal(subs, m.topics) {
+			m.topics, bump = subs, true
+		}
+	}
+	if fp := g.fingerprint(topics); fp != g.subscription {
+		g.subscription, bump = fp, true
+	}
+	if bump {
+		g.epoch++
+		g.assign(topics)
+	}
+	full := req.MemberEpoch == 0 || m.epoch != g.assignmentEpoch
+	m.epoch = g.assignmentEpoch
+	resp.MemberID = &req.MemberID
+	resp.MemberEpoch = m.epoch
+	resp.HeartbeatIntervalMillis = int32(s.cfg.HeartbeatInterval / time.Millisecond)
+	if full {
+		a := kmsg.NewShareGroupHeartbeatResponseAssignment()
+		for _, t := range sortedKeys(m.assigned) {
+			id, _, _, ok := topics.Topic(t, false)
+			if !ok {
+				continue
+			}
+			tp := kmsg.NewShareGroupHeartbeatResponseAssignmentTopicPartition()
+			tp.TopicID, tp.Partitions = id, slices.Clone(m.assigned[t])
+			a.TopicPartitions = append(a.TopicPartitions, tp)
+		}
+		resp.Assignment = &a
+	}
+	return resp
+}
+
+// conflicts reports whether a classic or consumer group uses id.
+func (s *ShareCoordinator) conflicts(id string) bool {
+	g := s.groups.lookup(id, false)
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.state != stateDead && !g.unused()
+}
+
+// fingerprint is the partition counts of the topics members subscribe to.
+func (g *shareGroup) fingerprint(topics TopicMetadata) string {
+	set := map[string]bool{}
+	for _, m := range g.members {
+		for _, t := range m.topics {
+			set[t] = true
+		}
+	}
+	var b strings.Builder
+	for _, t := range sortedKeys(set) {
+		_, n, _, ok := topics.Topic(t, false)
+		if ok {
+			fmt.Fprintf(&b, "%s:%d,", t, n)
+		}
+	}
+	return b.String()
+}
+
+// assign is the simple assignor: per topic, partitions round-robin over
+// the subscribed members (sorted by id); with more members than
+// partitions, member i gets partition i mod n.
+func (g *shareGroup) assign(topics TopicMetadata) {
+	ids := sortedKeys(g.members)
+	for _, id := range ids {
+		g.members[id].assigned = map[string][]int32{}
+	}
+	bySubs := map[string][]string{}
+	for _, id := range ids {
+		for _, t := range g.members[id].topics {
+			bySubs[t] = append(bySubs[t], id)
+		}
+	}
+	for t, subs := range bySubs {
+		_, n, _, ok := topics.Topic(t, false)
+		if !ok || n <= 0 {
+			continue
+		}
+		if len(subs) <= int(n) {
+			for p := range n {
+				m := g.members[subs[int(p)%len(subs)]]
+				m.assigned[t] = append(m.assigned[t], p)
+			}
+			continue
+		}
+		for i, id := range subs {
+			m := g.members[id]
+			m.assigned[t] = append(m.assigned[t], int32(i)%n)
+		}
+	}
+	g.assignmentEpoch = g.epoch
+}
+
+// expireMembers removes members whose session timed out. Callers hold s.mu.
+func (s *ShareCoordinator) expireMembers(id string, g *shareGroup, now time.Time) {
+	for mid, m := range g.members {
+		if now.Sub(m.lastSeen) >= s.cfg.SessionTimeout {
+			s.log.V(1).Info("share group member session expired", "group", id, "member", mid)
+			s.removeMember(id, g, mid)
+		}
+	}
+}
+
+// removeMember drops a member, reassigns and releases what it acquired
+// here. Callers hold s.mu.
+func (s *ShareCoordinator) removeMember(id string, g *shareGroup, member string) {
+	delete(g.members, member)
+	g.epoch++
+	g.assign(s.groups.cfg.Topics)
+	if sess := s.sessions[shareSessionKey{id, member}]; sess != nil {
+		delete(s.sessions, shareSessionKey{id, member})
+	}
+	for k, e := range s.partitions {
+		if k.group != id {
+			continue
+		}
+		go s.release(k, e, member) // takes the partition lock; never under s.mu
+	}
+}
+
+func (s *ShareCoordinator) release(k sharePartitionKey, e *sharePartitionEntry, member string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.sp == nil || !e.sp.releaseMember(member, s.cfg.DeliveryCountLimit) {
+		return
+	}
+	s.persist(k, e.sp)
+}
+
+// ShareGroupDescribe handles ShareGroupDescribe v1 for the groups listed.
+func (s *ShareCoordinator) ShareGroupDescribe(_ context.Context, req *kmsg.ShareGroupDescribeRequest) *kmsg.ShareGroupDescribeResponse {
+	resp := kmsg.NewPtrShareGroupDescribeResponse()
+	resp.Version = req.Version
+	topics := s.groups.cfg.Topics
+	now := s.now()
+	for _, id := range req.GroupIDs {
+		dg := kmsg.NewShareGroupDescribeResponseGroup()
+		dg.GroupID = id
+		fail := func(e *kerr.Error, msg string) {
+			dg.ErrorCode = e.Code
+			if msg != "" {
+				dg.ErrorMessage = &msg
+			}
+		}
+		s.mu.Lock()
+		g := s.sgroups[id]
+		switch {
+		case id == "":
+			fail(kerr.InvalidGroupID, "")
+		case !s.groups.owns(id):
+			fail(kerr.NotCoordinator, "")
+		case g == nil:
+			fail(kerr.GroupIDNotFound, "Group "+id+" not found.")
+		default:
+			s.expireMembers(id, g, now)
+			dg.GroupState = "Stable"
+			if len(g.members) == 0 {
+				dg.GroupState = "Empty"
+			}
+			dg.GroupEpoch, dg.AssignmentEpoch, dg.Assignor = g.epoch, g.assignmentEpoch, "simple"
+			for _, mid := range sortedKeys(g.members) {
+				m := g.members[mid]
+				dm := kmsg.NewShareGroupDescribeResponseGroupMember()
+				dm.MemberID, dm.MemberEpoch, dm.ClientID, dm.ClientHost = m.id, m.epoch, m.clientID, m.clientHost
+				if m.rack != "" {
+					dm.RackID = &m.rack
+				}
+				dm.SubscribedTopicNames = slices.Clone(m.topics)
+				for _, t := range sortedKeys(m.assigned) {
+					tp := kmsg.NewShareGroupDescribeResponseGroupMemberAssignmentTopicPartition()
+					tp.Topic, tp.Partitions = t, slices.Clone(m.assigned[t])
+					if topics != nil {
+						tp.TopicID, _, _, _ = topics.Topic(t, false)
+					}
+					dm.Assignment.TopicPartitions = append(dm.Assignment.TopicPartitions, tp)
+				}
+				dg.Members = append(dg.Members, dm)
+			}
+		}
+		s.mu.Unlock()
+		resp.Groups = append(resp.Groups, dg)
+	}
+	return resp
+}
+
+// IsShareGroup reports whether id is a share group known here.
+func (s *ShareCoordinator) IsShareGroup(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sgroups[id] != nil
+}
+
+// CheckShareGroupID returns the error code for an admin request about
+// share group id: NOT_COORDINATOR when another broker coordinates it,
+// GROUP_ID_NOT_FOUND when it is a classic or consumer group, else 0.
+func (s *ShareCoordinator) CheckShareGroupID(id string) int16 {
+	switch {
+	case !s.groups.owns(id):
+		return kerr.NotCoordinator.Code
+	case s.conflicts(id):
+		return kerr.GroupIDNotFound.Code
+	}
+	return 0
+}

@@ -1,0 +1,365 @@
+package group
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Share sessions and the share-partition operations behind ShareFetch and
+// ShareAcknowledge.
+//
+// A share session (Kafka's ShareSessionCache) is keyed by group and member
+// id. Epoch 0 opens one (replacing and releasing an older one of the same
+// member); the session then lists the partitions the member fetches, so
+// later requests (epoch 1, 2, … wrapping to 1) name only the partitions
+// they add or forget. Epoch -1 (final) closes it after its
+// acknowledgements: what the member still holds on the session's
+// partitions is released.
+
+type shareSessionKey struct{ group, member string }
+
+// ShareSession is one member's share session on this broker.
+type ShareSession struct {
+	epoch int32
+	parts map[TopicPartition]struct{}
+	order []TopicPartition // insertion order, for fair iteration
+}
+
+// Session epochs with a meaning of their own.
+const (
+	ShareSessionInitial int32 = 0
+	ShareSessionFinal   int32 = -1
+)
+
+func nextSessionEpoch(e int32) int32 {
+	if e == math.MaxInt32 {
+		return 1
+	}
+	return e + 1
+}
+
+// ShareSessionUpdate applies the session part of a ShareFetch (fetch true)
+// or ShareAcknowledge and returns the session's partitions after it. It
+// fails with SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH or
+// SHARE_SESSION_LIMIT_REACHED. A final epoch does not close the session:
+// call CloseShareSession once its acknowledgements are applied.
+func (s *ShareCoordinator) ShareSessionUpdate(group, member string, epoch int32, fetch bool, add, forget []TopicPartition) ([]TopicPartition, error) {
+	key := shareSessionKey{group, member}
+	s.mu.Lock()
+	sess := s.sessions[key]
+	switch {
+	case epoch == ShareSessionInitial && !fetch:
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: ShareAcknowledge cannot open a share session", kerr.InvalidShareSessionEpoch)
+	case epoch == ShareSessionInitial:
+		if sess == nil && len(s.sessions) >= s.cfg.MaxSessions {
+			s.mu.Unlock()
+			return nil, kerr.ShareSessionLimitReached
+		}
+		old := sess
+		sess = &ShareSession{epoch: 1, parts: map[TopicPartition]struct{}{}}
+		s.sessions[key] = sess
+		sess.add(add)
+		sess.forget(forget)
+		parts := sess.list()
+		s.mu.Unlock()
+		if old != nil {
+			s.releaseParts(group, member, old.list())
+		}
+		return parts, nil
+	case sess == nil:
+		s.mu.Unlock()
+		return nil, kerr.ShareSessionNotFound
+	case epoch == ShareSessionFinal:
+		parts := sess.list()
+		s.mu.Unlock()
+		return parts, nil
+	case epoch != sess.epoch:
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: expected %d, got %d", kerr.InvalidShareSessionEpoch, sess.epoch, epoch)
+	}
+	sess.epoch = nextSessionEpoch(sess.epoch)
+	sess.add(add)
+	sess.forget(forget)
+	parts := sess.list()
+	s.mu.Unlock()
+	return parts, nil
+}
+
+// CloseShareSession ends a member's session and releases the records it
+// holds on the session's partitions here.
+func (s *ShareCoordinator) CloseShareSession(group, member string) {
+	key := shareSessionKey{group, member}
+	s.mu.Lock()
+	sess := s.sessions[key]
+	delete(s.sessions, key)
+	s.mu.Unlock()
+	if sess != nil {
+		s.releaseParts(group, member, sess.list())
+	}
+}
+
+func (s *ShareCoordinator) releaseParts(group, member string, parts []TopicPartition) {
+	for _, tp := range parts {
+		k := sharePartitionKey{group, tp.Topic, tp.Partition}
+		s.mu.Lock()
+		e := s.partitions[k]
+		s.mu.Unlock()
+		if e != nil {
+			s.release(k, e, member)
+		}
+	}
+}
+
+func (ss *ShareSession) add(tps []TopicPartition) {
+	for _, tp := range tps {
+		if _, ok := ss.parts[tp]; !ok {
+			ss.parts[tp] = struct{}{}
+			ss.order = append(ss.order, tp)
+		}
+	}
+}
+
+func (ss *ShareSession) forget(tps []TopicPartition) {
+	for _, tp := range tps {
+		delete(ss.parts, tp)
+	}
+	kept := ss.order[:0]
+	for _, tp := range ss.order {
+		if _, ok := ss.parts[tp]; ok {
+			kept = append(kept, tp)
+		}
+	}
+	ss.order = kept
+}
+
+func (ss *ShareSession) list() []TopicPartition {
+	return append([]TopicPartition(nil), ss.order...)
+}
+
+// entry returns the share partition, locked and loaded. leaderEpoch is the
+// partition's leader epoch (-1 on a single broker): state loaded under
+// another epoch is read again from the store.
+func (s *ShareCoordinator) entry(ctx context.Context, k sharePartitionKey, leaderEpoch int32) (*sharePartitionEntry, error) {
+	s.mu.Lock()
+	e := s.partitions[k]
+	if e == nil {
+		e = &sharePartitionEntry{}
+		s.partitions[k] = e
+	}
+	s.mu.Unlock()
+	e.mu.Lock()
+	if e.loaded && e.leaderEpoch == leaderEpoch {
+		return e, nil
+	}
+	sp := newSharePartition()
+	if e.sp != nil {
+		sp.changed = e.sp.changed
+	}
+	if s.store != nil {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		st, ok, err := s.store.LoadShareState(ctx, k.group, k.topic, k.partition)
+		cancel()
+		if err != nil {
+			e.mu.Unlock()
+			return nil, fmt.Errorf("%w: load share state of %s %s-%d: %w", kerr.CoordinatorLoadInProgress, k.group, k.topic, k.partition, err)
+		}
+		if ok {
+			sp.restore(st)
+		}
+	} else if e.sp != nil {
+		sp = e.sp // memory only: nothing newer elsewhere
+	}
+	e.sp, e.loaded, e.leaderEpoch = sp, true, leaderEpoch
+	return e, nil
+}
+
+func (s *ShareCoordinator) persist(k sharePartitionKey, sp *sharePartition) error {
+	if s.store == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.store.SaveShareState(ctx, k.group, k.topic, k.partition, sp.snapshot()); err != nil {
+		s.log.Error(err, "saving share-partition state", "group", k.group, "topic", k.topic, "partition", k.partition)
+		return fmt.Errorf("%w: %w", kerr.KafkaStorageError, err)
+	}
+	return nil
+}
+
+// ShareAcquireResult is what a share fetch of one partition acquired.
+type ShareAcquireResult struct {
+	// Records are the batches holding the acquired records.
+	Records []byte
+	// Acquired are the acquired offsets and their delivery counts.
+	Acquired []AcquiredRange
+	// Changed is closed when records of the partition become available
+	// other than by the log growing (release, lock expiry).
+	Changed <-chan struct{}
+	// NextExpiry is the earliest pending acquisition lock (zero if none).
+	NextExpiry time.Time
+}
+
+// Acquire acquires up to maxRecords records of a share partition for member
+// (a ShareFetch).
+func (s *ShareCoordinator) Acquire(ctx context.Context, group, member, topic string, partition, leaderEpoch int32, log ShareLog, maxRecords, maxBytes int) (ShareAcquireResult, error) {
+	k := sharePartitionKey{group, topic, partition}
+	e, err := s.entry(ctx, k, leaderEpoch)
+	if err != nil {
+		return ShareAcquireResult{}, err
+	}
+	defer e.mu.Unlock()
+	sp := e.sp
+	spso, recs := sp.clone()
+	now := s.now()
+	expired, _ := sp.expire(now, s.cfg.DeliveryCountLimit)
+	data, ranges, changed, err := sp.acquire(log, member, maxRecords, maxBytes, s.cfg.RecordLockDuration, now, s.cfg.AutoOffsetReset == "earliest")
+	if err != nil {
+		sp.spso, sp.recs = spso, recs
+		return ShareAcquireResult{Changed: sp.changed}, err
+	}
+	if expired || changed {
+		if err := s.persist(k, sp); err != nil {
+			sp.spso, sp.recs = spso, recs
+			return ShareAcquireResult{Changed: sp.changed}, err
+		}
+	}
+	_, next := sp.expire(now, s.cfg.DeliveryCountLimit)
+	return ShareAcquireResult{Records: data, Acquired: ranges, Changed: sp.changed, NextExpiry: next}, nil
+}
+
+// Acknowledge applies member's acknowledgements to a share partition.
+// Errors carry INVALID_REQUEST, INVALID_RECORD_STATE or
+// KAFKA_STORAGE_ERROR (nothing applied).
+func (s *ShareCoordinator) Acknowledge(ctx context.Context, group, member, topic string, partition, leaderEpoch int32, acks []ShareAck, renew bool) error {
+	k := sharePartitionKey{group, topic, partition}
+	e, err := s.entry(ctx, k, leaderEpoch)
+	if err != nil {
+		return err
+	}
+	defer e.mu.Unlock()
+	sp := e.sp
+	spso, recs := sp.clone()
+	now := s.now()
+	sp.expire(now, s.cfg.DeliveryCountLimit)
+	if err := sp.acknowledge(member, acks, renew, s.cfg.DeliveryCountLimit, s.cfg.RecordLockDuration, now); err != nil {
+		sp.spso, sp.recs = spso, recs
+		return err
+	}
+	if err := s.persist(k, sp); err != nil {
+		sp.spso, sp.recs = spso, recs
+		return err
+	}
+	return nil
+}
+
+// SharePartitionInfo describes a share partition's state (tests, admin).
+type SharePartitionInfo struct {
+	StartOffset int64 // SPSO, -1 if not initialized
+	EndOffset   int64 // SPEO
+	// Records are the in-flight records' states and delivery counts by
+	// offset.
+	Records map[int64]ShareStateBatch
+}
+
+// DescribeSharePartition returns a share partition's state.
+func (s *ShareCoordinator) DescribeSharePartition(ctx context.Context, group, topic string, partition, leaderEpoch int32) (SharePartitionInfo, error) {
+	e, err := s.entry(ctx, sharePartitionKey{group, topic, partition}, leaderEpoch)
+	if err != nil {
+		return SharePartitionInfo{}, err
+	}
+	defer e.mu.Unlock()
+	sp := e.sp
+	sp.expire(s.now(), s.cfg.DeliveryCountLimit)
+	info := SharePartitionInfo{StartOffset: sp.spso, EndOffset: sp.speo(), Records: map[int64]ShareStateBatch{}}
+	for off := sp.spso; sp.spso >= 0 && off < sp.speo(); off++ {
+		count, state, _ := sp.deliveryCount(off)
+		info.Records[off] = ShareStateBatch{First: off, Last: off, State: state, DeliveryCount: count}
+	}
+	return info, nil
+}
+
+// ErrorCode maps an error of this file's methods to a Kafka error code.
+func ShareErrorCode(err error) int16 {
+	if err == nil {
+		return 0
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// ShareGroupPartitions returns the share partitions of group this broker
+// holds state for (DescribeShareGroupOffsets without topics).
+func (s *ShareCoordinator) ShareGroupPartitions(group string) []TopicPartition {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []TopicPartition
+	for k := range s.partitions {
+		if k.group == group {
+			out = append(out, TopicPartition{Topic: k.topic, Partition: k.partition})
+		}
+	}
+	sortTPs(out)
+	return out
+}
+
+func sortTPs(tps []TopicPartition) {
+	slices.SortFunc(tps, func(a, b TopicPartition) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+}
+
+// ShareOffsets describes a share partition for DescribeShareGroupOffsets:
+// from this broker's state when it holds the partition, else from the
+// store. A partition without state has StartOffset -1. done is the number
+// of in-flight records already acknowledged or archived.
+func (s *ShareCoordinator) ShareOffsets(ctx context.Context, group, topic string, partition int32) (start int64, done int64, err error) {
+	k := sharePartitionKey{group, topic, partition}
+	s.mu.Lock()
+	e := s.partitions[k]
+	s.mu.Unlock()
+	var sp *sharePartition
+	if e != nil {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.loaded {
+			sp = e.sp
+			if sp.spso >= 0 {
+				spso, recs := sp.clone()
+				if expired, _ := sp.expire(s.now(), s.cfg.DeliveryCountLimit); expired {
+					if err := s.persist(k, sp); err != nil {
+						sp.spso, sp.recs = spso, recs
+					}
+				}
+			}
+		}
+	}
+	if sp == nil {
+		sp = newSharePartition()
+		if s.store != nil {
+			st, ok, err := s.store.LoadShareState(ctx, group, topic, partition)
+			if err != nil {
+				return -1, 0, fmt.Errorf("%w: %w", kerr.CoordinatorLoadInProgress, err)
+			}
+			if ok {
+				sp.restore(st)
+			}
+		}
+	}
+	for _, r := range sp.recs {
+		if r.state == ShareStateAcknowledged || r.state == ShareStateArchived {
+			done++
+		}
+	}
+	return sp.spso, done, nil
+}

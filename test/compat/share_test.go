@@ -1,0 +1,355 @@
+package compat
+
+// Share groups (KIP-932) against franz-go's share consumer: every record
+// delivered, unacknowledged records redelivered once their acquisition
+// lock expires (to another member), delivery counts, the delivery limit
+// archiving a record that keeps being released, rejected records never
+// coming back, and acknowledged records not redelivered after a broker
+// restart.
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-dev/strata/broker/brokertest"
+	sgroup "github.com/strata-dev/strata/broker/group"
+	"github.com/strata-dev/strata/broker/server"
+)
+
+const shareGroupID = "compat-share"
+
+// startShareBroker starts a broker whose share groups start at the log
+// start and lock acquired records for lock.
+func startShareBroker(t *testing.T, lock time.Duration, opts ...brokertest.Option) *brokertest.Broker {
+	opts = append(opts, brokertest.WithConfig(func(c *server.Config) {
+		c.Share = sgroup.ShareConfig{RecordLockDuration: lock, AutoOffsetReset: "earliest"}
+	}))
+	return brokertest.Start(t, opts...)
+}
+
+func createShareTopic(t *testing.T, addr, topic string, partitions int32, n int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if resp, err := kadm.NewClient(cl).CreateTopics(ctx, partitions, 1, nil, topic); err != nil || resp[topic].Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp[topic].Err)
+	}
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprintf("k%03d", i)), Value: []byte("v")})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+func newShareClient(t *testing.T, addr, name, topic string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	opts = append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID(name), kgo.ShareGroup(shareGroupID), kgo.ConsumeTopics(topic)}, opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// shareStartOffsets returns the group's share-partition start offsets.
+func shareStartOffsets(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
+	described, err := adm.DescribeShareGroupOffsets(ctx, shareGroupID)
+	if err != nil {
+		return nil, err
+	}
+	g, ok := described[shareGroupID]
+	if !ok {
+		return nil, fmt.Errorf("group %s not described", shareGroupID)
+	}
+	if g.Err != nil {
+		return nil, g.Err
+	}
+	out := map[int32]int64{}
+	for _, p := range g.Offsets[topic] {
+		if p.Err != nil {
+			return nil, p.Err
+		}
+		out[p.Partition] = p.StartOffset
+	}
+	return out, nil
+}
+
+// delivery is one record delivered to a member.
+type delivery struct {
+	member string
+	key    string
+	count  int32
+}
+
+type deliveries struct {
+	mu  sync.Mutex
+	all []delivery
+}
+
+func (d *deliveries) add(member string, r *kgo.Record) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.all = append(d.all, delivery{member, string(r.Key), r.DeliveryCount()})
+}
+
+func (d *deliveries) snapshot() []delivery {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]delivery(nil), d.all...)
+}
+
+// TestShareGroupFranzGoPair: two franz-go share consumers on one
+// single-partition topic (both are assigned partition 0: share partitions
+// are shared). The holder polls a few records and never acknowledges them
+// nor polls again; the worker accepts everything it gets. Every record is
+// accepted by the worker, and those the holder sat on reach the worker
+// after their acquisition lock expired, with a delivery count of 2.
+func TestShareGroupFranzGoPair(t *testing.T) {
+	const (
+		topic = "share-pair"
+		n     = 60
+	)
+	b := startShareBroker(t, 2*time.Second)
+	createShareTopic(t, b.Addr(), topic, 1, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	holder := newShareClient(t, b.Addr(), "holder", topic, kgo.ShareMaxRecords(10), kgo.ShareMaxRecordsStrict())
+	defer holder.Close()
+	held := map[string]bool{}
+	for len(held) == 0 {
+		fs := holder.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("holder got nothing")
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.DeliveryCount() != 1 {
+				t.Errorf("holder: %s delivered with count %d, want 1", r.Key, r.DeliveryCount())
+			}
+			held[string(r.Key)] = true
+		})
+	}
+	t.Logf("holder holds %d records without acknowledging them", len(held))
+
+	var got deliveries
+	worker := newShareClient(t, b.Addr(), "worker", topic)
+	wctx, wcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for wctx.Err() == nil {
+			fs := worker.PollFetches(wctx)
+			fs.EachRecord(func(r *kgo.Record) { got.add("worker", r) })
+			worker.MarkAcks(kgo.AckAccept)
+		}
+	}()
+	defer func() {
+		wcancel()
+		<-done
+		worker.Close()
+	}()
+
+	adm := kadm.NewClient(worker)
+	waitUntil(t, "both members assigned partition 0", time.Minute, func() (bool, string) {
+		ds, err := adm.DescribeShareGroups(ctx, shareGroupID)
+		if err != nil {
+			return false, err.Error()
+		}
+		g := ds[shareGroupID]
+		assigned := 0
+		for _, m := range g.Members {
+			if ps := m.Assignment[topic]; len(ps) == 1 {
+				if _, ok := ps[0]; ok {
+					assigned++
+				}
+			}
+		}
+		return g.Err == nil && g.GroupState == "Stable" && assigned == 2, fmt.Sprintf("state %s, %d members, %d assigned, err %v", g.GroupState, len(g.Members), assigned, g.Err)
+	})
+	waitUntil(t, "every record acknowledged (SPSO at the log end)", time.Minute, func() (bool, string) {
+		offs, err := shareStartOffsets(ctx, adm, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		return offs[0] == n, fmt.Sprintf("SPSO %v", offs)
+	})
+
+	byKey := map[string][]int32{}
+	for _, d := range got.snapshot() {
+		byKey[d.key] = append(byKey[d.key], d.count)
+	}
+	if len(byKey) != n {
+		t.Errorf("worker saw %d distinct records, want %d", len(byKey), n)
+	}
+	redelivered := 0
+	for k := range held {
+		counts := byKey[k]
+		if len(counts) == 0 {
+			t.Errorf("%s, held by the holder, never reached the worker", k)
+			continue
+		}
+		if counts[len(counts)-1] < 2 {
+			t.Errorf("%s reached the worker with delivery count %v, want >= 2 (redelivered after its lock expired)", k, counts)
+		}
+		redelivered++
+	}
+	for k, counts := range byKey {
+		if !held[k] && len(counts) > 1 {
+			// A record the worker acquired once and accepted is never
+			// delivered again.
+			t.Errorf("%s delivered to the worker %d times: %v", k, len(counts), counts)
+		}
+	}
+	t.Logf("%d records redelivered to the worker after lock expiry", redelivered)
+}
+
+// TestShareGroupDeliveryLimit: a record that is released every time is
+// delivered share.delivery.count.limit (5) times with counts 1..5 and then
+// archived; a rejected record is delivered once. Both are behind the SPSO
+// at the end: never delivered again.
+func TestShareGroupDeliveryLimit(t *testing.T) {
+	const (
+		topic = "share-limit"
+		n     = 20
+	)
+	b := startShareBroker(t, 30*time.Second)
+	createShareTopic(t, b.Addr(), topic, 1, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	const poison, rejected = "k005", "k007"
+	var got deliveries
+	cl := newShareClient(t, b.Addr(), "member", topic)
+	cctx, ccancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for cctx.Err() == nil {
+			fs := cl.PollFetches(cctx)
+			fs.EachRecord(func(r *kgo.Record) {
+				got.add("member", r)
+				switch string(r.Key) {
+				case poison:
+					cl.MarkAcks(kgo.AckRelease, r)
+				case rejected:
+					cl.MarkAcks(kgo.AckReject, r)
+				default:
+					cl.MarkAcks(kgo.AckAccept, r)
+				}
+			})
+		}
+	}()
+	defer func() {
+		ccancel()
+		<-done
+		cl.Close()
+	}()
+
+	adm := kadm.NewClient(cl)
+	waitUntil(t, "SPSO past every record", time.Minute, func() (bool, string) {
+		offs, err := shareStartOffsets(ctx, adm, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		return offs[0] == n, fmt.Sprintf("SPSO %v", offs)
+	})
+	byKey := map[string][]int32{}
+	for _, d := range got.snapshot() {
+		byKey[d.key] = append(byKey[d.key], d.count)
+	}
+	if want := []int32{1, 2, 3, 4, 5}; fmt.Sprint(byKey[poison]) != fmt.Sprint(want) {
+		t.Errorf("released record delivered with counts %v, want %v", byKey[poison], want)
+	}
+	if fmt.Sprint(byKey[rejected]) != "[1]" {
+		t.Errorf("rejected record delivered with counts %v, want [1]", byKey[rejected])
+	}
+	if len(byKey) != n {
+		t.Errorf("%d distinct records delivered, want %d", len(byKey), n)
+	}
+}
+
+// TestShareGroupBrokerRestart: records accepted before a broker restart
+// are not delivered after it; the others are.
+func TestShareGroupBrokerRestart(t *testing.T) {
+	const (
+		topic = "share-restart"
+		n     = 40
+	)
+	b := startShareBroker(t, 30*time.Second)
+	createShareTopic(t, b.Addr(), topic, 1, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	first := newShareClient(t, b.Addr(), "first", topic, kgo.ShareMaxRecords(10), kgo.ShareMaxRecordsStrict())
+	accepted := map[string]bool{}
+	for len(accepted) == 0 {
+		fs := first.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("first member got nothing")
+		}
+		fs.EachRecord(func(r *kgo.Record) { accepted[string(r.Key)] = true })
+	}
+	first.MarkAcks(kgo.AckAccept)
+	if err := first.FlushAcks(ctx); err != nil {
+		t.Fatalf("flush acks: %v", err)
+	}
+	first.Close() // releases whatever it still had buffered
+	t.Logf("accepted %d records before the restart", len(accepted))
+
+	b.Restart()
+
+	var got deliveries
+	second := newShareClient(t, b.Addr(), "second", topic)
+	sctx, scancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for sctx.Err() == nil {
+			fs := second.PollFetches(sctx)
+			fs.EachRecord(func(r *kgo.Record) { got.add("second", r) })
+			second.MarkAcks(kgo.AckAccept)
+		}
+	}()
+	defer func() {
+		scancel()
+		<-done
+		second.Close()
+	}()
+	adm := kadm.NewClient(second)
+	waitUntil(t, "SPSO at the log end after the restart", time.Minute, func() (bool, string) {
+		offs, err := shareStartOffsets(ctx, adm, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		return offs[0] == n, fmt.Sprintf("SPSO %v", offs)
+	})
+	seen := map[string]bool{}
+	var again []string
+	for _, d := range got.snapshot() {
+		if accepted[d.key] {
+			again = append(again, d.key)
+		}
+		seen[d.key] = true
+	}
+	sort.Strings(again)
+	if len(again) > 0 {
+		t.Errorf("records accepted before the restart delivered again: %v", again)
+	}
+	if len(seen)+len(accepted) != n {
+		t.Errorf("%d records after the restart + %d before, want %d", len(seen), len(accepted), n)
+	}
+}
