@@ -194,16 +194,22 @@ func (s *ShareCoordinator) ShareGroupHeartbeat(_ context.Context, client Client,
 
 	now := s.now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	var released []func()
+	defer func() {
+		s.mu.Unlock()
+		for _, release := range released {
+			release()
+		}
+	}()
 	g := s.sgroups[req.GroupID]
 	if g != nil {
-		s.expireMembers(req.GroupID, g, now)
+		released = s.expireMembers(req.GroupID, g, now)
 	}
 	if req.MemberEpoch == -1 {
 		if g == nil || g.members[req.MemberID] == nil {
 			return fail(kerr.UnknownMemberID, "")
 		}
-		s.removeMember(req.GroupID, g, req.MemberID)
+		released = append(released, s.removeMember(req.GroupID, g, req.MemberID))
 		resp.MemberID, resp.MemberEpoch = &req.MemberID, -1
 		return resp
 	}
@@ -331,30 +337,42 @@ func (g *shareGroup) assign(topics TopicMetadata) {
 	g.assignmentEpoch = g.epoch
 }
 
-// expireMembers removes members whose session timed out. Callers hold s.mu.
-func (s *ShareCoordinator) expireMembers(id string, g *shareGroup, now time.Time) {
+// expireMembers removes members whose session timed out and returns
+// what releases their records; callers hold s.mu and run it after
+// releasing it.
+func (s *ShareCoordinator) expireMembers(id string, g *shareGroup, now time.Time) []func() {
+	var out []func()
 	for mid, m := range g.members {
 		if now.Sub(m.lastSeen) >= s.cfg.SessionTimeout {
 			s.log.V(1).Info("share group member session expired", "group", id, "member", mid)
-			s.removeMember(id, g, mid)
+			out = append(out, s.removeMember(id, g, mid))
 		}
 	}
+	return out
 }
 
-// removeMember drops a member, reassigns and releases what it acquired
-// here. Callers hold s.mu.
-func (s *ShareCoordinator) removeMember(id string, g *shareGroup, member string) {
+// removeMember drops a member and its share session and reassigns; the
+// returned func releases the records it acquired here and must run
+// without s.mu (it takes the partitions' locks). Callers hold s.mu.
+func (s *ShareCoordinator) removeMember(id string, g *shareGroup, member string) func() {
 	delete(g.members, member)
 	g.epoch++
 	g.assign(s.groups.cfg.Topics)
-	if sess := s.sessions[shareSessionKey{id, member}]; sess != nil {
-		delete(s.sessions, shareSessionKey{id, member})
+	delete(s.sessions, shareSessionKey{id, member})
+	type held struct {
+		k sharePartitionKey
+		e *sharePartitionEntry
 	}
+	var parts []held
 	for k, e := range s.partitions {
-		if k.group != id {
-			continue
+		if k.group == id {
+			parts = append(parts, held{k, e})
 		}
-		go s.release(k, e, member) // takes the partition lock; never under s.mu
+	}
+	return func() {
+		for _, p := range parts {
+			s.release(p.k, p.e, member)
+		}
 	}
 }
 
@@ -392,7 +410,12 @@ func (s *ShareCoordinator) ShareGroupDescribe(_ context.Context, req *kmsg.Share
 		case g == nil:
 			fail(kerr.GroupIDNotFound, "Group "+id+" not found.")
 		default:
-			s.expireMembers(id, g, now)
+			released := s.expireMembers(id, g, now)
+			s.mu.Unlock()
+			for _, release := range released {
+				release()
+			}
+			s.mu.Lock()
 			dg.GroupState = "Stable"
 			if len(g.members) == 0 {
 				dg.GroupState = "Empty"

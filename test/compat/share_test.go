@@ -9,14 +9,20 @@ package compat
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/strata-dev/strata/broker/brokertest"
 	sgroup "github.com/strata-dev/strata/broker/group"
@@ -351,5 +357,125 @@ func TestShareGroupBrokerRestart(t *testing.T) {
 	}
 	if len(seen)+len(accepted) != n {
 		t.Errorf("%d records after the restart + %d before, want %d", len(seen), len(accepted), n)
+	}
+}
+
+// TestShareGroupACLs: as Kafka, share-group membership and fetching need
+// READ on the group, and on the topic for fetching (DESCRIBE on it for the
+// heartbeat's subscription); describing needs DESCRIBE on the group.
+func TestShareGroupACLs(t *testing.T) {
+	const topic, groupID = "share-acl", "share-acl-group"
+	sb := startSecureBroker(t,
+		brokertest.WithSetting("authorizer.class.name", "kafka.security.authorizer.AclAuthorizer"),
+		brokertest.WithSetting("super.users", "User:ANONYMOUS"),
+		brokertest.WithConfig(func(c *server.Config) { c.Share.AutoOffsetReset = "earliest" }))
+	createShareTopic(t, sb.b.Addr(), topic, 1, 3)
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(sb.b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topics, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topicID := topics[topic].ID
+
+	pem, err := os.ReadFile(sb.ca.CertFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	alice, err := kgo.NewClient(kgo.SeedBrokers(sb.saslSSL), kgo.DialTLSConfig(&tls.Config{RootCAs: pool}),
+		kgo.SASL(scram.Auth{User: sb.user, Pass: sb.password}.AsSha512Mechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	broker := alice.Broker(0)
+
+	heartbeat := func() int16 {
+		req := kmsg.NewPtrShareGroupHeartbeatRequest()
+		req.GroupID, req.MemberID, req.SubscribedTopicNames = groupID, "alice-member-id-0001", []string{topic}
+		resp, err := req.RequestWith(ctx, broker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.ErrorCode
+	}
+	describe := func() int16 {
+		req := kmsg.NewPtrShareGroupDescribeRequest()
+		req.GroupIDs = []string{groupID}
+		resp, err := req.RequestWith(ctx, broker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Groups[0].ErrorCode
+	}
+	// fetch opens a share session and returns the top-level and the
+	// partition's error codes and the records acquired.
+	fetch := func() (int16, int16, int) {
+		req := kmsg.NewPtrShareFetchRequest()
+		g, m := groupID, "alice-member-id-0001"
+		req.GroupID, req.MemberID, req.MaxRecords, req.BatchSize = &g, &m, 10, 10
+		req.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: topicID, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0, PartitionMaxBytes: 1 << 20}}}}
+		resp, err := req.RequestWith(ctx, broker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var code int16
+		n := 0
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				code = rp.ErrorCode
+				for _, a := range rp.AcquiredRecords {
+					n += int(a.LastOffset - a.FirstOffset + 1)
+				}
+			}
+		}
+		return resp.ErrorCode, code, n
+	}
+	allow := func(acls *kadm.ACLBuilder) {
+		t.Helper()
+		res, err := adm.CreateACLs(ctx, acls)
+		if err == nil {
+			for _, r := range res {
+				err = r.Err
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	wantCode(t, "heartbeat without ACLs", heartbeat(), kerr.GroupAuthorizationFailed)
+	wantCode(t, "describe without ACLs", describe(), kerr.GroupAuthorizationFailed)
+	top, _, _ := fetch()
+	wantCode(t, "fetch without ACLs", top, kerr.GroupAuthorizationFailed)
+
+	allow(kadm.NewACLs().Allow("User:" + sb.user).Groups(groupID).Operations(kadm.OpRead))
+	wantCode(t, "heartbeat with READ on the group only", heartbeat(), kerr.TopicAuthorizationFailed)
+	wantCode(t, "describe with READ on the group, no such share group yet", describe(), kerr.GroupIDNotFound)
+	top, part, _ := fetch()
+	wantCode(t, "fetch with READ on the group only", top, nil)
+	wantCode(t, "fetched partition with READ on the group only", part, kerr.TopicAuthorizationFailed)
+
+	allow(kadm.NewACLs().Allow("User:" + sb.user).Topics(topic).Operations(kadm.OpRead))
+	wantCode(t, "heartbeat with READ on both", heartbeat(), nil)
+	wantCode(t, "describe with READ on the group", describe(), nil)
+	top, part, n := fetch()
+	if top != 0 || part != 0 || n != 3 {
+		t.Fatalf("fetch with READ on both: %s/%s, %d records acquired, want 3", kerr.ErrorForCode(top), kerr.ErrorForCode(part), n)
+	}
+}
+
+func wantCode(t *testing.T, what string, got int16, want *kerr.Error) {
+	t.Helper()
+	if (want == nil && got != 0) || (want != nil && got != want.Code) {
+		t.Errorf("%s: %v, want %v", what, kerr.ErrorForCode(got), want)
 	}
 }
