@@ -33,6 +33,10 @@ package protocol
 //     KRaft's metadata log and controller quorum, and Strata's metadata is
 //     in etcd. No client changes behaviour on them; kafka-features.sh
 //     shows the features above only.
+//   - eligible.leader.replicas.version is not listed: the controller
+//     elects from the ISR and keeps no KIP-966 eligible leader replicas.
+//     Neither are share.version and streams.version (see the keys 76-79
+//     and 88-89 rows of docs/broker.md for what is served).
 //
 // UpdateFeatures (key 57, 57_update_features.go) answers that these levels
 // cannot be changed.
