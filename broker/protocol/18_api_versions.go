@@ -35,8 +35,10 @@ package protocol
 //     shows the features above only.
 //   - eligible.leader.replicas.version is not listed: the controller
 //     elects from the ISR and keeps no KIP-966 eligible leader replicas.
-//     Neither are share.version and streams.version (see the keys 76-79
-//     and 88-89 rows of docs/broker.md for what is served).
+//     streams.version is not listed (KIP-1071's keys 88-89 are not
+//     served). share.version is not listed yet: which level the share
+//     groups of keys 76-79 match is for that work to claim; clients find
+//     those keys in ApiKeys meanwhile.
 //
 // UpdateFeatures (key 57, 57_update_features.go) answers that these levels
 // cannot be changed.
