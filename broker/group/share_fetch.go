@@ -363,3 +363,47 @@ func (s *ShareCoordinator) ShareOffsets(ctx context.Context, group, topic string
 	}
 	return sp.spso, done, nil
 }
+
+// SetShareStartOffset replaces a share partition's state by an SPSO with
+// nothing in flight (AlterShareGroupOffsets), or with no state at all when
+// start is -1 (DeleteShareGroupOffsets: the partition starts again per
+// share.auto.offset.reset). The group must have no members:
+// NON_EMPTY_GROUP otherwise.
+func (s *ShareCoordinator) SetShareStartOffset(ctx context.Context, group, topic string, partition int32, start int64) error {
+	if start < -1 {
+		return fmt.Errorf("%w: start offset %d", kerr.InvalidRequest, start)
+	}
+	now := s.now()
+	s.mu.Lock()
+	var released []func()
+	if g := s.sgroups[group]; g != nil {
+		released = s.expireMembers(group, g, now)
+		if len(g.members) > 0 {
+			s.mu.Unlock()
+			return kerr.NonEmptyGroup
+		}
+	}
+	k := sharePartitionKey{group, topic, partition}
+	e := s.partitions[k]
+	if e == nil {
+		e = &sharePartitionEntry{}
+		s.partitions[k] = e
+	}
+	s.mu.Unlock()
+	for _, release := range released {
+		release()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	sp := newSharePartition()
+	sp.spso = start
+	if e.sp != nil {
+		sp.changed = e.sp.changed
+	}
+	if err := s.persist(k, sp); err != nil {
+		return err
+	}
+	e.sp = sp
+	sp.notify()
+	return nil
+}
