@@ -358,6 +358,7 @@ func (s *ShareCoordinator) removeMember(id string, g *shareGroup, member string)
 	delete(g.members, member)
 	g.epoch++
 	g.assign(s.groups.cfg.Topics)
+	s.sessions[shareSessionKey{id, member}].stopWatch()
 	delete(s.sessions, shareSessionKey{id, member})
 	type held struct {
 		k sharePartitionKey
@@ -379,10 +380,14 @@ func (s *ShareCoordinator) removeMember(id string, g *shareGroup, member string)
 func (s *ShareCoordinator) release(k sharePartitionKey, e *sharePartitionEntry, member string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.sp == nil || !e.sp.releaseMember(member, s.cfg.DeliveryCountLimit) {
+	if e.sp == nil {
 		return
 	}
-	s.persist(k, e.sp)
+	// Acquired records are stored as available: only records archived
+	// by the release (delivery limit reached) change the durable state.
+	if released, archived := e.sp.releaseMember(member, s.cfg.DeliveryCountLimit); released && archived {
+		_ = s.persist(k, e.sp) // logged; the records stay archived in memory
+	}
 }
 
 // ShareGroupDescribe handles ShareGroupDescribe v1 for the groups listed.

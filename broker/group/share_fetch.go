@@ -30,6 +30,15 @@ type ShareSession struct {
 	epoch int32
 	parts map[TopicPartition]struct{}
 	order []TopicPartition // insertion order, for fair iteration
+	// unbind stops the watch on the connection that opened the session
+	// (BindShareSession); nil when unbound.
+	unbind func() bool
+}
+
+func (ss *ShareSession) stopWatch() {
+	if ss != nil && ss.unbind != nil {
+		ss.unbind()
+	}
 }
 
 // Session epochs with a meaning of their own.
@@ -64,6 +73,7 @@ func (s *ShareCoordinator) ShareSessionUpdate(group, member string, epoch int32,
 			return nil, kerr.ShareSessionLimitReached
 		}
 		old := sess
+		old.stopWatch()
 		sess = &ShareSession{epoch: 1, parts: map[TopicPartition]struct{}{}}
 		s.sessions[key] = sess
 		sess.add(add)
@@ -100,10 +110,37 @@ func (s *ShareCoordinator) CloseShareSession(group, member string) {
 	s.mu.Lock()
 	sess := s.sessions[key]
 	delete(s.sessions, key)
+	sess.stopWatch()
 	s.mu.Unlock()
 	if sess != nil {
 		s.releaseParts(group, member, sess.list())
 	}
+}
+
+// BindShareSession ties the member's current share session to conn, the
+// context of the connection that opened it: when the connection closes,
+// the session closes and the member's records are released, as Kafka
+// does. A session replaced or closed before that is not affected.
+func (s *ShareCoordinator) BindShareSession(conn context.Context, group, member string) {
+	key := shareSessionKey{group, member}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessions[key]
+	if sess == nil {
+		return
+	}
+	sess.stopWatch()
+	sess.unbind = context.AfterFunc(conn, func() {
+		s.mu.Lock()
+		current := s.sessions[key] == sess
+		if current {
+			delete(s.sessions, key)
+		}
+		s.mu.Unlock()
+		if current {
+			s.releaseParts(group, member, sess.list())
+		}
+	})
 }
 
 func (s *ShareCoordinator) releaseParts(group, member string, parts []TopicPartition) {

@@ -402,20 +402,21 @@ func (sp *sharePartition) acknowledge(member string, acks []ShareAck, renew bool
 }
 
 // releaseMember gives back every record member holds (its share session
-// closed or it left the group); it reports whether any.
-func (sp *sharePartition) releaseMember(member string, limit int16) bool {
-	any := false
+// closed or it left the group); it reports whether any, and whether any
+// of them was archived (delivery limit reached).
+func (sp *sharePartition) releaseMember(member string, limit int16) (released, archived bool) {
 	for i := range sp.recs {
 		if r := &sp.recs[i]; r.state == ShareStateAcquired && r.member == member {
 			giveBack(r, limit)
-			any = true
+			released = true
+			archived = archived || r.state == ShareStateArchived
 		}
 	}
-	if any {
+	if released {
 		sp.advance()
 		sp.notify()
 	}
-	return any
+	return released, archived
 }
 
 // counts returns the number of in-flight records per state, for describe

@@ -20,7 +20,8 @@ package protocol
 // it are INVALID_REQUEST), later epochs must follow the session's
 // (INVALID_SHARE_SESSION_EPOCH; no session: SHARE_SESSION_NOT_FOUND) and
 // name only the partitions added and forgotten; epoch -1 acknowledges and
-// closes the session, releasing what the member still holds. Long poll: with
+// closes the session, releasing what the member still holds, as does the
+// connection that opened the session closing. Long poll: with
 // nothing acquired the request waits up to MaxWaitMillis for new records,
 // a release or a lock expiry. Read uncommitted (Kafka's default
 // share.isolation.level); control batches are never delivered.
@@ -232,6 +233,10 @@ func handleShareFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 	if err != nil {
 		resp.ErrorCode = group.ShareErrorCode(err)
 		return resp, nil
+	}
+	if req.ShareSessionEpoch == group.ShareSessionInitial {
+		// As Kafka, the session lives as long as this connection.
+		sc.BindShareSession(ctx, groupID, member)
 	}
 	for _, u := range unknown {
 		out.get(u.id, u.partition).ErrorCode = kerr.UnknownTopicID.Code

@@ -203,3 +203,32 @@ func TestShareFetchLockExpiryAndLongPoll(t *testing.T) {
 		t.Fatalf("parked fetch: acknowledgement %v, acquired %q, want 2-2@1", kerr.ErrorForCode(ack), acquired(resp))
 	}
 }
+
+// TestShareSessionEndsWithConnection: as in Kafka, the records a member
+// holds are released when the connection that opened its share session
+// closes; they go to the next member with their delivery count.
+func TestShareSessionEndsWithConnection(t *testing.T) {
+	sc := startShareConn(t, 5*time.Minute, 3)
+	seeds := sc.cl.OptValue(kgo.SeedBrokers).([]string)
+	other, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := sc.fetchReq("m1", 0)
+	resp, err := req.RequestWith(sc.ctx, other.Broker(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := acquired(resp); got != "0-2@1 " {
+		t.Fatalf("m1 acquired %q", got)
+	}
+	if got := acquired(sc.fetch(sc.fetchReq("m2", 0))); got != "" {
+		t.Fatalf("m2 acquired %q while m1 holds everything", got)
+	}
+	other.Close() // m1's connection ends
+	req = sc.fetchReq("m2", 1)
+	req.MaxWaitMillis = 30_000 // answered as soon as the records are released
+	if got := acquired(sc.fetch(req)); got != "0-2@2 " {
+		t.Fatalf("m2 after m1's connection closed acquired %q, want 0-2@2", got)
+	}
+}
