@@ -335,19 +335,32 @@ func ShareErrorCode(err error) int16 {
 	return kerr.UnknownServerError.Code
 }
 
-// ShareGroupPartitions returns the share partitions of group this broker
-// holds state for (DescribeShareGroupOffsets without topics).
-func (s *ShareCoordinator) ShareGroupPartitions(group string) []TopicPartition {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []TopicPartition
-	for k := range s.partitions {
-		if k.group == group {
-			out = append(out, TopicPartition{Topic: k.topic, Partition: k.partition})
+// ShareGroupPartitions returns the share partitions of group with state
+// here or in the store (DescribeShareGroupOffsets without topics).
+func (s *ShareCoordinator) ShareGroupPartitions(ctx context.Context, group string) ([]TopicPartition, error) {
+	set := map[TopicPartition]bool{}
+	if lister, ok := s.store.(ShareStateLister); ok {
+		stored, err := lister.ListShareState(ctx, group)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", kerr.CoordinatorLoadInProgress, err)
+		}
+		for _, tp := range stored {
+			set[tp] = true
 		}
 	}
+	s.mu.Lock()
+	for k := range s.partitions {
+		if k.group == group {
+			set[TopicPartition{Topic: k.topic, Partition: k.partition}] = true
+		}
+	}
+	s.mu.Unlock()
+	out := make([]TopicPartition, 0, len(set))
+	for tp := range set {
+		out = append(out, tp)
+	}
 	sortTPs(out)
-	return out
+	return out, nil
 }
 
 func sortTPs(tps []TopicPartition) {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -30,10 +31,61 @@ type ShareStateStore interface {
 	SaveShareState(ctx context.Context, group, topic string, partition int32, st ShareState) error
 }
 
+// ShareStateLister is implemented by a ShareStateStore that can list the
+// share partitions a group has state for (DescribeShareGroupOffsets
+// without topics).
+type ShareStateLister interface {
+	ListShareState(ctx context.Context, group string) ([]TopicPartition, error)
+}
+
 var (
-	_ ShareStateStore = (*MemoryStore)(nil)
-	_ ShareStateStore = (*FileStore)(nil)
+	_ ShareStateStore  = (*MemoryStore)(nil)
+	_ ShareStateStore  = (*FileStore)(nil)
+	_ ShareStateLister = (*MemoryStore)(nil)
+	_ ShareStateLister = (*FileStore)(nil)
 )
+
+// parseShareKey splits a shareKey.
+func parseShareKey(k string) (group string, tp TopicPartition, ok bool) {
+	parts := strings.Split(k, "\x00")
+	if len(parts) != 3 {
+		return "", TopicPartition{}, false
+	}
+	p, err := strconv.ParseInt(parts[2], 10, 32)
+	if err != nil {
+		return "", TopicPartition{}, false
+	}
+	return parts[0], TopicPartition{Topic: parts[1], Partition: int32(p)}, true
+}
+
+func listShareKeys[V any](m map[string]V, group string) []TopicPartition {
+	var out []TopicPartition
+	for k := range m {
+		if g, tp, ok := parseShareKey(k); ok && g == group {
+			out = append(out, tp)
+		}
+	}
+	sortTPs(out)
+	return out
+}
+
+// ListShareState implements ShareStateLister.
+func (s *MemoryStore) ListShareState(_ context.Context, group string) ([]TopicPartition, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return listShareKeys(s.shares, group), nil
+}
+
+// ListShareState implements ShareStateLister.
+func (s *FileStore) ListShareState(_ context.Context, group string) ([]TopicPartition, error) {
+	l, err := s.shareLog()
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return listShareKeys(l.state, group), nil
+}
 
 func shareKey(group, topic string, partition int32) string {
 	return group + "\x00" + topic + "\x00" + strconv.Itoa(int(partition))

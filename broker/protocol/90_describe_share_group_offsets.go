@@ -7,8 +7,8 @@ package protocol
 // it has been acknowledged or archived; -1 for a partition the group has
 // no state for) and, v1, its lag: records at or above the SPSO below the
 // high watermark that are not yet acknowledged or archived (-1 when
-// unknown). Topics null means every share partition this broker holds
-// state for. Requires DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED)
+// unknown). Topics null means every share partition the group has state
+// for (here or in the store). Requires DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED)
 // and on each topic (TOPIC_AUTHORIZATION_FAILED per partition); a classic
 // or consumer group answers GROUP_ID_NOT_FOUND, a group this broker does
 // not coordinate NOT_COORDINATOR.
@@ -55,7 +55,10 @@ func describeShareOffsets(ctx context.Context, r *Request, sc *group.ShareCoordi
 	}
 	var tps []group.TopicPartition
 	if rg.Topics == nil {
-		tps = sc.ShareGroupPartitions(rg.GroupID)
+		var err error
+		if tps, err = sc.ShareGroupPartitions(ctx, rg.GroupID); err != nil {
+			return group.ShareErrorCode(err), nil
+		}
 	}
 	for _, t := range rg.Topics {
 		for _, p := range t.Partitions {

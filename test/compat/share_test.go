@@ -479,3 +479,121 @@ func wantCode(t *testing.T, what string, got int16, want *kerr.Error) {
 		t.Errorf("%s: %v, want %v", what, kerr.ErrorForCode(got), want)
 	}
 }
+
+// TestShareGroupCluster: two franz-go share consumers against a 3-broker
+// cluster, a 3-partition topic whose leaders are spread over the brokers:
+// each broker keeps the share state of the partitions it leads (in etcd),
+// the group coordinator serves the membership and reads every partition's
+// start offset back from etcd.
+func TestShareGroupCluster(t *testing.T) { runShareCluster(t, false) }
+
+// TestShareGroupClusterFailover: as TestShareGroupCluster, then the broker
+// leading partition 0 stops (controlled shutdown) and more records are
+// produced: the new leaders continue from the share state in etcd, no
+// record accepted before the failover is delivered again and the new ones
+// are all delivered.
+func TestShareGroupClusterFailover(t *testing.T) { runShareCluster(t, true) }
+
+func runShareCluster(t *testing.T, failover bool) {
+	const (
+		topic = "share-cluster"
+		n     = 90
+	)
+	c := brokertest.StartCluster(t, []string{"a", "b", "c"}, brokertest.WithConfig(func(c *server.Config) {
+		c.Share = sgroup.ShareConfig{AutoOffsetReset: "earliest"}
+	}))
+	addrs := c.Addrs()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if resp, err := adm.CreateTopics(ctx, 3, 3, nil, topic); err != nil || resp[topic].Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp[topic].Err)
+	}
+	produce := func(from, to int) {
+		t.Helper()
+		var recs []*kgo.Record
+		for i := from; i < to; i++ {
+			recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprintf("k%03d", i)), Value: []byte("v")})
+		}
+		if err := admCl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	produce(0, n)
+	leaders := map[int32]int32{}
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range md.Topics[topic].Partitions {
+		leaders[p.Partition] = p.Leader
+	}
+	t.Logf("partition leaders %v", leaders)
+
+	var got deliveries
+	var wg sync.WaitGroup
+	mctx, mcancel := context.WithCancel(ctx)
+	for _, name := range []string{"m1", "m2"} {
+		cl := newShareClient(t, addrs[0], name, topic, kgo.SeedBrokers(addrs...))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cl.Close()
+			for mctx.Err() == nil {
+				fs := cl.PollFetches(mctx)
+				fs.EachRecord(func(r *kgo.Record) { got.add(name, r) })
+				cl.MarkAcks(kgo.AckAccept)
+			}
+		}()
+	}
+	defer func() {
+		mcancel()
+		wg.Wait()
+	}()
+	atEnd := func(what string) {
+		t.Helper()
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[int32]int64{}
+		ends.Each(func(o kadm.ListedOffset) { want[o.Partition] = o.Offset })
+		waitUntil(t, what, time.Minute, func() (bool, string) {
+			offs, err := shareStartOffsets(ctx, adm, topic)
+			if err != nil {
+				return false, err.Error()
+			}
+			return fmt.Sprint(offs) == fmt.Sprint(want), fmt.Sprintf("SPSO %v, ends %v", offs, want)
+		})
+	}
+	atEnd("every partition's SPSO at its end")
+	total := n
+	if failover {
+		stopped := leaders[0]
+		c.Brokers[stopped-1].Stop()
+		t.Logf("stopped broker %d, the leader of partition 0", stopped)
+		produce(n, n+60)
+		total += 60
+		atEnd("every partition's SPSO at its end after the failover")
+	}
+	seen := map[string]int{}
+	members := map[string]bool{}
+	for _, d := range got.snapshot() {
+		seen[d.key]++
+		members[d.member] = true
+	}
+	if len(seen) != total {
+		t.Errorf("%d distinct records delivered, want %d", len(seen), total)
+	}
+	for k, times := range seen {
+		if times != 1 {
+			t.Errorf("%s delivered %d times", k, times)
+		}
+	}
+	t.Logf("records consumed by %d members", len(members))
+}

@@ -1,10 +1,12 @@
 package offsets
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -55,4 +57,30 @@ func (s *Store) SaveShareState(ctx context.Context, g, topic string, partition i
 		return fmt.Errorf("save share state of %q %s-%d: %w", g, topic, partition, err)
 	}
 	return nil
+}
+
+var _ group.ShareStateLister = (*Store)(nil)
+
+// ListShareState implements group.ShareStateLister.
+func (s *Store) ListShareState(ctx context.Context, g string) ([]group.TopicPartition, error) {
+	prefix := strings.TrimSuffix(s.shareKey(g, "x", 0), "x/0")
+	var out []group.TopicPartition
+	err := s.scan(ctx, prefix, func(key string, _ []byte) {
+		rest := strings.Split(strings.TrimPrefix(key, prefix), "/")
+		if len(rest) != 2 {
+			return
+		}
+		p, err := strconv.ParseInt(rest[1], 10, 32)
+		if err != nil {
+			return
+		}
+		out = append(out, group.TopicPartition{Topic: rest[0], Partition: int32(p)})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list share state of %q: %w", g, err)
+	}
+	slices.SortFunc(out, func(a, b group.TopicPartition) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return out, nil
 }
