@@ -57,6 +57,8 @@ type ShareConfig struct {
 	HeartbeatInterval time.Duration
 	// MaxSessions is max.share.session.cache.size (default 1000).
 	MaxSessions int
+	// MaxGroupSize is group.share.max.size (default 200).
+	MaxGroupSize int
 }
 
 func (c ShareConfig) withDefaults() ShareConfig {
@@ -77,6 +79,9 @@ func (c ShareConfig) withDefaults() ShareConfig {
 	}
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = 1000
+	}
+	if c.MaxGroupSize <= 0 {
+		c.MaxGroupSize = 200
 	}
 	return c
 }
@@ -117,6 +122,7 @@ type sharePartitionEntry struct {
 	sp          *sharePartition
 	loaded      bool
 	leaderEpoch int32
+	topicID     [16]byte // of the topic when loaded
 }
 
 type shareGroup struct {
@@ -229,6 +235,9 @@ func (s *ShareCoordinator) ShareGroupHeartbeat(_ context.Context, client Client,
 	}
 	bump := false
 	if m == nil {
+		if len(g.members) >= s.cfg.MaxGroupSize {
+			return fail(kerr.GroupMaxSizeReached, "")
+		}
 		m = &shareMember{id: req.MemberID}
 		g.members[req.MemberID] = m
 		bump = true

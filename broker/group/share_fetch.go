@@ -181,10 +181,28 @@ func (ss *ShareSession) list() []TopicPartition {
 	return append([]TopicPartition(nil), ss.order...)
 }
 
+// topicID returns the current id of topic (zero when unknown).
+func (s *ShareCoordinator) topicID(topic string) [16]byte {
+	if s.groups.cfg.Topics == nil {
+		return [16]byte{}
+	}
+	id, _, _, _ := s.groups.cfg.Topics.Topic(topic, false)
+	return id
+}
+
+// sameTopic reports whether state kept for topic id stored belongs to the
+// topic now named so (current): a topic deleted and created again has a
+// new id and starts without share state, as in Kafka (share state is
+// keyed by topic id there).
+func sameTopic(stored, current [16]byte) bool {
+	return stored == [16]byte{} || current == [16]byte{} || stored == current
+}
+
 // entry returns the share partition, locked and loaded. leaderEpoch is the
 // partition's leader epoch (-1 on a single broker): state loaded under
-// another epoch is read again from the store.
+// another epoch, or for another topic id, is read again from the store.
 func (s *ShareCoordinator) entry(ctx context.Context, k sharePartitionKey, leaderEpoch int32) (*sharePartitionEntry, error) {
+	id := s.topicID(k.topic)
 	s.mu.Lock()
 	e := s.partitions[k]
 	if e == nil {
@@ -193,10 +211,11 @@ func (s *ShareCoordinator) entry(ctx context.Context, k sharePartitionKey, leade
 	}
 	s.mu.Unlock()
 	e.mu.Lock()
-	if e.loaded && e.leaderEpoch == leaderEpoch {
+	if e.loaded && e.leaderEpoch == leaderEpoch && sameTopic(e.topicID, id) {
 		return e, nil
 	}
 	sp := newSharePartition()
+	sp.topicID = id
 	if e.sp != nil {
 		sp.changed = e.sp.changed
 	}
@@ -208,13 +227,13 @@ func (s *ShareCoordinator) entry(ctx context.Context, k sharePartitionKey, leade
 			e.mu.Unlock()
 			return nil, fmt.Errorf("%w: load share state of %s %s-%d: %w", kerr.CoordinatorLoadInProgress, k.group, k.topic, k.partition, err)
 		}
-		if ok {
+		if ok && sameTopic(st.TopicID, id) {
 			sp.restore(st)
 		}
-	} else if e.sp != nil {
+	} else if e.sp != nil && sameTopic(e.topicID, id) {
 		sp = e.sp // memory only: nothing newer elsewhere
 	}
-	e.sp, e.loaded, e.leaderEpoch = sp, true, leaderEpoch
+	e.sp, e.loaded, e.leaderEpoch, e.topicID = sp, true, leaderEpoch, id
 	return e, nil
 }
 
@@ -401,7 +420,7 @@ func (s *ShareCoordinator) ShareOffsets(ctx context.Context, group, topic string
 			if err != nil {
 				return -1, 0, fmt.Errorf("%w: %w", kerr.CoordinatorLoadInProgress, err)
 			}
-			if ok {
+			if ok && sameTopic(st.TopicID, s.topicID(topic)) {
 				sp.restore(st)
 			}
 		}
@@ -446,7 +465,7 @@ func (s *ShareCoordinator) SetShareStartOffset(ctx context.Context, group, topic
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	sp := newSharePartition()
-	sp.spso = start
+	sp.spso, sp.topicID = start, s.topicID(topic)
 	if e.sp != nil {
 		sp.changed = e.sp.changed
 	}

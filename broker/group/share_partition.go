@@ -58,6 +58,9 @@ const (
 // restart must not forget. Acquired records are stored as available with
 // their delivery count (their locks do not survive a restart).
 type ShareState struct {
+	// TopicID is the id of the topic the state belongs to: state of a
+	// deleted topic is not applied to a new topic of the same name.
+	TopicID [16]byte `json:"topicId"`
 	// StartOffset is the SPSO; -1 for a partition not initialized.
 	StartOffset int64 `json:"startOffset"`
 	// Batches are the in-flight records that are not available with a
@@ -116,8 +119,9 @@ type shareRecord struct {
 // sharePartition is one share partition's state. It is not safe for
 // concurrent use: the ShareCoordinator guards each with its own mutex.
 type sharePartition struct {
-	spso int64 // -1 until initialized
-	recs []shareRecord
+	topicID [16]byte
+	spso    int64 // -1 until initialized
+	recs    []shareRecord
 	// changed is closed (and replaced) whenever records become available
 	// other than by the log growing: parked fetches wake on it.
 	changed chan struct{}
@@ -158,7 +162,7 @@ func (sp *sharePartition) restore(st ShareState) {
 
 // snapshot returns the durable form.
 func (sp *sharePartition) snapshot() ShareState {
-	st := ShareState{StartOffset: sp.spso}
+	st := ShareState{TopicID: sp.topicID, StartOffset: sp.spso}
 	for i, r := range sp.recs {
 		state := r.state
 		if state == ShareStateAcquired {

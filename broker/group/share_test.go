@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,6 +135,15 @@ func TestShareGroupMembership(t *testing.T) {
 }
 
 // TestShareGroupIDConflict: a classic group's id is not a share group.
+// TestShareGroupMaxSize: group.share.max.size members at most.
+func TestShareGroupMaxSize(t *testing.T) {
+	_, _, s := newShareHarness(t, ShareConfig{MaxGroupSize: 2})
+	wantCode(t, "a", shareHB(s, "g", "a", 0, "t").ErrorCode, nil)
+	wantCode(t, "b", shareHB(s, "g", "b", 0, "t").ErrorCode, nil)
+	wantCode(t, "c", shareHB(s, "g", "c", 0, "t").ErrorCode, kerr.GroupMaxSizeReached)
+	wantCode(t, "a rejoining", shareHB(s, "g", "a", 0, "t").ErrorCode, nil)
+}
+
 func TestShareGroupIDConflict(t *testing.T) {
 	h, _, s := newShareHarness(t, ShareConfig{})
 	if err := h.c.store.Commit(context.Background(), "classic", []OffsetCommit{{Topic: "t", Offset: 1}}); err != nil {
@@ -262,5 +272,50 @@ func TestShareCoordinatorLeaderEpoch(t *testing.T) {
 	res, err := s.Acquire(ctx, "g", "b", "t", 0, 2, l, 4, 1<<20)
 	if want := []AcquiredRange{{3, 3, 1}}; err != nil || !reflect.DeepEqual(res.Acquired, want) {
 		t.Fatalf("under the new epoch acquired %+v %v, want %+v", res.Acquired, err, want)
+	}
+}
+
+// recreatableTopics is a TopicMetadata whose topic ids can change (a topic
+// deleted and created again).
+type recreatableTopics struct {
+	mu  sync.Mutex
+	ids map[string][16]byte
+}
+
+func (r *recreatableTopics) TopicNames() []string { return []string{"t"} }
+
+func (r *recreatableTopics) Topic(name string, _ bool) ([16]byte, int32, [][]string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id, ok := r.ids[name]
+	return id, 1, nil, ok
+}
+
+func (r *recreatableTopics) TopicName(id [16]byte) (string, bool) { return "t", true }
+
+// TestShareStateOfRecreatedTopic: share state belongs to a topic id; a
+// topic deleted and created again with the same name starts afresh.
+func TestShareStateOfRecreatedTopic(t *testing.T) {
+	ctx := context.Background()
+	topics := &recreatableTopics{ids: map[string][16]byte{"t": {1}}}
+	store := NewMemoryStore()
+	_, _, s := newShareHarness(t, ShareConfig{AutoOffsetReset: "earliest"}, func(c *Config) { c.Topics, c.Store = topics, store })
+	l := newFakeShareLog(4)
+	if _, err := s.Acquire(ctx, "g", "a", "t", 0, -1, l, 4, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Acknowledge(ctx, "g", "a", "t", 0, -1, acks(0, 3, ShareAckAccept), false); err != nil {
+		t.Fatal(err)
+	}
+	if st, _, _ := store.LoadShareState(ctx, "g", "t", 0); st.TopicID != [16]byte{1} || st.StartOffset != 4 {
+		t.Fatalf("stored %+v", st)
+	}
+	topics.mu.Lock()
+	topics.ids["t"] = [16]byte{2}
+	topics.mu.Unlock()
+	l2 := newFakeShareLog(2) // the new topic's log
+	res, err := s.Acquire(ctx, "g", "b", "t", 0, -1, l2, 10, 1<<20)
+	if want := []AcquiredRange{{0, 1, 1}}; err != nil || !reflect.DeepEqual(res.Acquired, want) {
+		t.Fatalf("on the new topic acquired %+v %v, want %+v", res.Acquired, err, want)
 	}
 }

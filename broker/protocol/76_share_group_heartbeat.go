@@ -11,7 +11,8 @@ package protocol
 // heartbeat that carries it (no revocation: share partitions may have
 // several consumers). Errors as Kafka: INVALID_REQUEST for a missing group
 // or member id, an empty rack, an epoch below -1 or a first heartbeat
-// without topics; UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH; GROUP_ID_NOT_FOUND
+// without topics; UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
+// GROUP_MAX_SIZE_REACHED (group.share.max.size, 200); GROUP_ID_NOT_FOUND
 // when the id is a classic or consumer group. Requires READ on the group
 // and DESCRIBE on each subscribed topic (TOPIC_AUTHORIZATION_FAILED).
 

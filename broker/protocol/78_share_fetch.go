@@ -270,6 +270,12 @@ func handleShareFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		maxBytes = 1
 	}
 	deadline := time.Now().Add(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
+	if n := len(session); n > 1 {
+		// Start each request at another partition, so that MaxRecords
+		// does not always go to the same one.
+		start := int(uint32(req.ShareSessionEpoch) % uint32(n))
+		session = append(session[start:], session[:start]...)
+	}
 	denied := map[string]bool{}
 	for {
 		var (
