@@ -228,7 +228,7 @@ func (s *ShareCoordinator) entry(ctx context.Context, k sharePartitionKey, leade
 			return nil, fmt.Errorf("%w: load share state of %s %s-%d: %w", kerr.CoordinatorLoadInProgress, k.group, k.topic, k.partition, err)
 		}
 		if ok && sameTopic(st.TopicID, id) {
-			sp.restore(st)
+			sp.restore(st, s.cfg.DeliveryCountLimit)
 		}
 	} else if e.sp != nil && sameTopic(e.topicID, id) {
 		sp = e.sp // memory only: nothing newer elsewhere
@@ -421,7 +421,7 @@ func (s *ShareCoordinator) ShareOffsets(ctx context.Context, group, topic string
 				return -1, 0, fmt.Errorf("%w: %w", kerr.CoordinatorLoadInProgress, err)
 			}
 			if ok && sameTopic(st.TopicID, s.topicID(topic)) {
-				sp.restore(st)
+				sp.restore(st, s.cfg.DeliveryCountLimit)
 			}
 		}
 	}

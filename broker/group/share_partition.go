@@ -138,8 +138,10 @@ func (sp *sharePartition) notify() {
 	sp.changed = make(chan struct{})
 }
 
-// restore sets the state from its durable form.
-func (sp *sharePartition) restore(st ShareState) {
+// restore sets the state from its durable form. Records the store keeps
+// as available (they may have been acquired when it was written) that have
+// been delivered limit times are archived, as a lock expiry would.
+func (sp *sharePartition) restore(st ShareState, limit int16) {
 	sp.spso, sp.recs = st.StartOffset, nil
 	if st.StartOffset < 0 {
 		return
@@ -152,8 +154,11 @@ func (sp *sharePartition) restore(st ShareState) {
 			sp.extendTo(off, ShareStateAvailable)
 			r := &sp.recs[off-sp.spso]
 			r.state, r.count = b.State, b.DeliveryCount
-			if r.state == ShareStateAcquired {
+			if r.state == ShareStateAcquired || r.state == ShareStateAvailable {
 				r.state = ShareStateAvailable
+				if r.count >= limit {
+					r.state = ShareStateArchived
+				}
 			}
 		}
 	}

@@ -262,7 +262,7 @@ func TestSharePartitionSnapshotRestore(t *testing.T) {
 		t.Fatalf("snapshot %+v, want %+v", st, want)
 	}
 	back := newSharePartition()
-	back.restore(st)
+	back.restore(st, 5)
 	_, ranges, _, err := back.acquire(l, "b", 10, 1<<20, testLock, t0, true)
 	if err != nil {
 		t.Fatal(err)
