@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sort"
 	"testing"
 	"time"
 
@@ -38,12 +39,13 @@ func (l *fakeShareLog) Bounds() (int64, int64) { return l.start, l.end }
 func (l *fakeShareLog) Batches(offset int64, maxBytes int) ([]ShareBatch, error) {
 	var out []ShareBatch
 	size := 0
-	for _, b := range l.batches {
-		if b.Last < offset || b.Base >= l.end {
-			continue
-		}
-		if len(out) > 0 && size+len(b.Data) > maxBytes {
+	i := sort.Search(len(l.batches), func(i int) bool { return l.batches[i].Last >= offset })
+	for _, b := range l.batches[i:] {
+		if b.Base >= l.end {
 			break
+		}
+		if len(out) > 0 && size+len(b.Data) > maxBytes || len(out) == 4 {
+			break // at most 4 batches a read, to exercise reading on
 		}
 		out = append(out, b)
 		size += len(b.Data)
