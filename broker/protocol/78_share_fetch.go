@@ -9,7 +9,10 @@ package protocol
 // response carries whole record batches and the acquired offset ranges
 // with their delivery counts (broker/group, share_partition.go). At most
 // MaxRecords records are acquired per request, in both acquire modes
-// (Kafka may exceed it to a batch boundary in the default mode).
+// (Kafka may exceed it to a batch boundary in the default mode). MaxBytes
+// bounds the record bytes, except that the first partition with records
+// returns at least one batch (KIP-74); PartitionMaxBytes is not used. Each
+// request starts at another partition of the session.
 // Acknowledgements of earlier deliveries may ride on the request
 // (accept, release, reject, gap; renew with IsRenewAck, which fetches
 // nothing); their result is AcknowledgeErrorCode per partition
@@ -292,8 +295,8 @@ func handleShareFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		}
 		var results []result
 		for _, tp := range session {
-			if records <= 0 {
-				break
+			if records <= 0 || budget <= 0 && got {
+				break // only the first partition with records may exceed MaxBytes (KIP-74)
 			}
 			if _, seen := denied[tp.Topic]; !seen {
 				denied[tp.Topic] = !r.Authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, tp.Topic)
