@@ -479,3 +479,29 @@ func (s *ShareCoordinator) CheckShareGroupID(id string) int16 {
 	}
 	return 0
 }
+
+// ShareGroupListing is one share group as ListGroups shows it.
+type ShareGroupListing struct {
+	ID    string
+	State string // "Empty" or "Stable"
+}
+
+// ListShareGroups returns the share groups this broker coordinates,
+// sorted by id: for ListGroups (type "share"), which does not list them
+// yet.
+func (s *ShareCoordinator) ListShareGroups() []ShareGroupListing {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]ShareGroupListing, 0, len(s.sgroups))
+	for _, id := range sortedKeys(s.sgroups) {
+		if !s.groups.owns(id) {
+			continue
+		}
+		state := "Stable"
+		if len(s.sgroups[id].members) == 0 {
+			state = "Empty"
+		}
+		out = append(out, ShareGroupListing{ID: id, State: state})
+	}
+	return out
+}

@@ -132,6 +132,11 @@ func TestShareGroupMembership(t *testing.T) {
 	wantCode(t, "expired c", shareHB(s, "g", "c", 6, nil...).ErrorCode, kerr.UnknownMemberID)
 	// A member may rejoin with its id at epoch 0.
 	wantCode(t, "c rejoins", shareHB(s, "g", "c", 0, "t").ErrorCode, nil)
+	shareHB(s, "g2", "x", 0, "t")
+	shareHB(s, "g2", "x", -1, nil...)
+	if got, want := s.ListShareGroups(), []ShareGroupListing{{"g", "Stable"}, {"g2", "Empty"}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("ListShareGroups: %+v, want %+v", got, want)
+	}
 }
 
 // TestShareGroupIDConflict: a classic group's id is not a share group.
