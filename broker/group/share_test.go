@@ -324,3 +324,20 @@ func TestShareStateOfRecreatedTopic(t *testing.T) {
 		t.Fatalf("on the new topic acquired %+v %v, want %+v", res.Acquired, err, want)
 	}
 }
+
+func TestShareConfigValidate(t *testing.T) {
+	for _, tt := range []struct {
+		cfg ShareConfig
+		ok  bool
+	}{
+		{ShareConfig{}, true},
+		{ShareConfig{AutoOffsetReset: "earliest", DeliveryCountLimit: 10}, true},
+		{ShareConfig{AutoOffsetReset: "none"}, false},
+		{ShareConfig{DeliveryCountLimit: 1}, false},
+		{ShareConfig{DeliveryCountLimit: 11}, false},
+	} {
+		if err := tt.cfg.Validate(); (err == nil) != tt.ok {
+			t.Errorf("%+v: %v", tt.cfg, err)
+		}
+	}
+}

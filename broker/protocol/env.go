@@ -76,7 +76,7 @@ type Env struct {
 	// producer's transaction is appended to a partition (KIP-890 part 1).
 	TxnVerifier TxnVerifier
 
-	// Shares serves share groups (KIP-932, keys 76-79), set by
+	// Shares serves share groups (KIP-932, keys 76-79 and 90-92), set by
 	// broker/server; nil: created from Groups with Kafka's defaults on
 	// first use (ShareCoordinator).
 	Shares     *group.ShareCoordinator
