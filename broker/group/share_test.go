@@ -341,3 +341,65 @@ func TestShareConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestShareCoordinatorConcurrentMembers: eight members acquire and
+// acknowledge the same partition concurrently (accepting most records,
+// releasing some): every record ends accepted once or archived at the
+// delivery limit, and the SPSO reaches the end. Run with -race.
+func TestShareCoordinatorConcurrentMembers(t *testing.T) {
+	ctx := context.Background()
+	const total = 2000
+	sizes := make([]int64, total/10)
+	for i := range sizes {
+		sizes[i] = 10
+	}
+	l := newFakeShareLog(sizes...)
+	_, _, s := newShareHarness(t, ShareConfig{AutoOffsetReset: "earliest"}, func(c *Config) { c.Store = NewMemoryStore() })
+	var mu sync.Mutex
+	accepted := map[int64]int{}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		member := fmt.Sprintf("m%d", w)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				if start, _, err := s.ShareOffsets(ctx, "g", "t", 0); err != nil || start == total {
+					return
+				}
+				res, err := s.Acquire(ctx, "g", member, "t", 0, -1, l, 7, 1<<20)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, r := range res.Acquired {
+					for off := r.First; off <= r.Last; off++ {
+						typ := ShareAckAccept
+						if (off+int64(i)+int64(w))%5 == 0 {
+							typ = ShareAckRelease
+						}
+						if err := s.Acknowledge(ctx, "g", member, "t", 0, -1, acks(off, off, typ), false); err != nil {
+							t.Errorf("%s acknowledging %d it acquired: %v", member, off, err)
+							return
+						}
+						if typ == ShareAckAccept {
+							mu.Lock()
+							accepted[off]++
+							mu.Unlock()
+						}
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for off, n := range accepted {
+		if n != 1 {
+			t.Errorf("record %d accepted %d times", off, n)
+		}
+	}
+	t.Logf("%d accepted, %d archived at the delivery limit", len(accepted), total-len(accepted))
+	if len(accepted) < total*3/4 {
+		t.Errorf("only %d of %d records accepted", len(accepted), total)
+	}
+}
