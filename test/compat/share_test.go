@@ -129,7 +129,7 @@ func TestShareGroupFranzGoPair(t *testing.T) {
 		topic = "share-pair"
 		n     = 60
 	)
-	b := startShareBroker(t, 2*time.Second)
+	b := startShareBroker(t, 3*time.Second)
 	createShareTopic(t, b.Addr(), topic, 1, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
