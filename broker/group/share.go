@@ -59,7 +59,15 @@ type ShareConfig struct {
 	MaxSessions int
 	// MaxGroupSize is group.share.max.size (default 200).
 	MaxGroupSize int
+	// IsolationLevel is share.isolation.level: "read_uncommitted"
+	// (default) delivers up to the high watermark, "read_committed" up
+	// to the last stable offset and never records of aborted
+	// transactions.
+	IsolationLevel string
 }
+
+// ReadCommitted reports whether share groups read committed records only.
+func (c ShareConfig) ReadCommitted() bool { return c.IsolationLevel == "read_committed" }
 
 func (c ShareConfig) withDefaults() ShareConfig {
 	if c.RecordLockDuration <= 0 {
@@ -83,6 +91,9 @@ func (c ShareConfig) withDefaults() ShareConfig {
 	if c.MaxGroupSize <= 0 {
 		c.MaxGroupSize = 200
 	}
+	if c.IsolationLevel == "" {
+		c.IsolationLevel = "read_uncommitted"
+	}
 	return c
 }
 
@@ -92,6 +103,11 @@ func (c ShareConfig) Validate() error {
 	case "", "latest", "earliest":
 	default:
 		return fmt.Errorf("group: share.auto.offset.reset=%q: want latest or earliest", c.AutoOffsetReset)
+	}
+	switch c.IsolationLevel {
+	case "", "read_uncommitted", "read_committed":
+	default:
+		return fmt.Errorf("group: share.isolation.level=%q: want read_uncommitted or read_committed", c.IsolationLevel)
 	}
 	if c.DeliveryCountLimit < 0 || (c.DeliveryCountLimit > 0 && c.DeliveryCountLimit < 2) || c.DeliveryCountLimit > 10 {
 		return fmt.Errorf("group: share.delivery.count.limit=%d: want 2-10", c.DeliveryCountLimit)

@@ -81,7 +81,11 @@ type ShareStateBatch struct {
 type ShareBatch struct {
 	Base, Last int64
 	Control    bool
-	Data       []byte
+	// Aborted marks a batch of an aborted transaction, for a
+	// read_committed share group (share.isolation.level): like a control
+	// batch, it is archived, never delivered.
+	Aborted bool
+	Data    []byte
 }
 
 // ShareLog is the partition log a share partition acquires from.
@@ -324,7 +328,7 @@ func (sp *sharePartition) acquire(log ShareLog, member string, maxRecords, maxBy
 					changed = true
 				}
 				r := &sp.recs[off-sp.spso]
-				if b.Control {
+				if b.Control || b.Aborted {
 					if r.state == ShareStateAvailable {
 						r.state = ShareStateArchived
 						changed = true

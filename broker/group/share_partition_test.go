@@ -214,6 +214,22 @@ func TestSharePartitionStateMachine(t *testing.T) {
 			{acquire: "a", max: 10, want: []AcquiredRange{{0, 1, 1}, {5, 6, 1}}, wantData: "[0-1][5-6]"},
 			{ack: "a", acks: acks(0, 1, ShareAckAccept), wantSPSO: 5},
 		},
+	}, {
+		name: "batches of aborted transactions are archived (read_committed)",
+		log: func() ShareLog {
+			l := &fakeShareLog{}
+			l.add(0, 1, false)
+			l.add(2, 3, false)
+			l.batches[1].Aborted = true
+			l.add(4, 4, true) // its ABORT marker
+			l.add(5, 5, false)
+			return l
+		}(),
+		earliest: true,
+		steps: []shareStep{
+			{acquire: "a", max: 10, want: []AcquiredRange{{0, 1, 1}, {5, 5, 1}}, wantData: "[0-1][5-5]"},
+			{ack: "a", acks: []ShareAck{{0, 1, []int8{ShareAckAccept}}, {5, 5, []int8{ShareAckAccept}}}, wantSPSO: 6},
+		},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { runShareSteps(t, tt.log, tt.earliest, tt.steps) })

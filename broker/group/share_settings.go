@@ -9,7 +9,8 @@ import (
 // ShareSettingKeys are the broker config keys ShareConfig.Set understands:
 // Kafka's group.share.* broker settings, and share.auto.offset.reset,
 // which Kafka sets per group (IncrementalAlterConfigs on the GROUP
-// resource) and which here is the default of every share group.
+// resource) and share.isolation.level, which Kafka sets per group and
+// which here are the defaults of every share group.
 var ShareSettingKeys = []string{
 	"group.share.record.lock.duration.ms",
 	"group.share.delivery.count.limit",
@@ -18,6 +19,7 @@ var ShareSettingKeys = []string{
 	"group.share.max.size",
 	"max.share.session.cache.size",
 	"share.auto.offset.reset",
+	"share.isolation.level",
 }
 
 // Set applies one config key (see ShareSettingKeys) to c; known is false
@@ -62,6 +64,12 @@ func (c *ShareConfig) Set(key, value string) (known bool, err error) {
 			return true, bad("want latest or earliest")
 		}
 		c.AutoOffsetReset = value
+		return true, nil
+	case "share.isolation.level":
+		if value != "read_uncommitted" && value != "read_committed" {
+			return true, bad("want read_uncommitted or read_committed")
+		}
+		c.IsolationLevel = value
 		return true, nil
 	}
 	return false, nil

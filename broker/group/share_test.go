@@ -333,6 +333,8 @@ func TestShareConfigValidate(t *testing.T) {
 		{ShareConfig{}, true},
 		{ShareConfig{AutoOffsetReset: "earliest", DeliveryCountLimit: 10}, true},
 		{ShareConfig{AutoOffsetReset: "none"}, false},
+		{ShareConfig{IsolationLevel: "read_committed"}, true},
+		{ShareConfig{IsolationLevel: "serializable"}, false},
 		{ShareConfig{DeliveryCountLimit: 1}, false},
 		{ShareConfig{DeliveryCountLimit: 11}, false},
 	} {

@@ -12,22 +12,26 @@ package protocol
 // (Kafka may exceed it to a batch boundary in the default mode). MaxBytes
 // bounds the record bytes, except that the first partition with records
 // returns at least one batch (KIP-74); PartitionMaxBytes is not used. Each
-// request starts at another partition of the session.
-// Acknowledgements of earlier deliveries may ride on the request
-// (accept, release, reject, gap; renew with IsRenewAck, which fetches
-// nothing); their result is AcknowledgeErrorCode per partition
-// (INVALID_RECORD_STATE when the records are not acquired by the member
-// any more, e.g. their lock expired).
+// request starts at another partition of the session. Acknowledgements of
+// earlier deliveries may ride on the request (accept, release, reject,
+// gap; renew with IsRenewAck, which fetches nothing); their result is
+// AcknowledgeErrorCode per partition (INVALID_RECORD_STATE when the
+// records are not acquired by the member any more, e.g. their lock
+// expired).
 //
 // Share sessions: epoch 0 opens the member's session (acknowledgements on
 // it are INVALID_REQUEST), later epochs must follow the session's
 // (INVALID_SHARE_SESSION_EPOCH; no session: SHARE_SESSION_NOT_FOUND) and
 // name only the partitions added and forgotten; epoch -1 acknowledges and
 // closes the session, releasing what the member still holds, as does the
-// connection that opened the session closing. Long poll: with
-// nothing acquired the request waits up to MaxWaitMillis for new records,
-// a release or a lock expiry. Read uncommitted (Kafka's default
-// share.isolation.level); control batches are never delivered.
+// connection that opened the session closing. Long poll: with nothing
+// acquired the request waits up to MaxWaitMillis for new records, a
+// release or a lock expiry.
+//
+// share.isolation.level (group.ShareConfig): read_uncommitted, Kafka's
+// default, delivers up to the high watermark, control batches excepted;
+// read_committed up to the last stable offset, and the records of aborted
+// transactions are archived without being delivered.
 //
 // Requires READ on the group (GROUP_AUTHORIZATION_FAILED, top level) and
 // READ on each topic (TOPIC_AUTHORIZATION_FAILED per partition). Unknown
@@ -67,22 +71,26 @@ func toShareAcks(bs []shareAckBatch) []group.ShareAck {
 }
 
 // sharePartitionLog reads a partition's log for the share-partition state.
+// readCommitted (share.isolation.level) ends it at the last stable offset
+// and marks the batches of aborted transactions.
 type sharePartitionLog struct {
-	p   *broker.Partition
-	end int64
+	p             *broker.Partition
+	end           int64
+	readCommitted bool
 }
 
 func (l sharePartitionLog) Bounds() (int64, int64) { return l.p.KnownStartOffset(), l.end }
 
 func (l sharePartitionLog) Batches(offset int64, maxBytes int) ([]group.ShareBatch, error) {
 	var recs []byte
+	remote := false
 	if l.p.Tiered() != nil && offset < l.p.Log.StartOffset() {
-		remote, ok, err := l.p.ReadRemote(offset, maxBytes, l.end)
+		records, ok, err := l.p.ReadRemote(offset, maxBytes, l.end)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			recs = remote
+			recs, remote = records, true
 		}
 	}
 	if recs == nil {
@@ -104,27 +112,57 @@ func (l sharePartitionLog) Batches(offset int64, maxBytes int) ([]group.ShareBat
 		h := b.Header()
 		out = append(out, group.ShareBatch{Base: h.BaseOffset, Last: h.LastOffset(), Control: h.IsControl(), Data: b})
 	}
+	if l.readCommitted && len(out) > 0 {
+		from, upTo := out[0].Base, out[len(out)-1].Last+1
+		aborted := l.p.Log.AbortedTxns(from, upTo)
+		if remote {
+			var err error
+			if aborted, err = l.p.RemoteAbortedTxns(from, upTo); err != nil {
+				return nil, err
+			}
+		}
+		for i, b := range batches {
+			h := b.Header()
+			if !h.IsTransactional() || h.IsControl() {
+				continue
+			}
+			for _, a := range aborted {
+				if a.ProducerID == h.ProducerID && a.FirstOffset <= h.BaseOffset && h.BaseOffset < a.LastOffset {
+					out[i].Aborted = true
+				}
+			}
+		}
+	}
 	return out, nil
 }
 
 // sharePartition resolves a partition this broker must lead for share
 // fetches and acknowledgements: its log, leader epoch (-1 standalone) and
 // the channel that fires when its deliverable end moves.
-func sharePartition(b *broker.Broker, topic string, partition int32) (sharePartitionLog, int32, <-chan struct{}, error) {
+func sharePartition(b *broker.Broker, topic string, partition int32, readCommitted bool) (sharePartitionLog, int32, <-chan struct{}, error) {
 	p, err := b.Partition(topic, partition)
 	if err != nil {
 		return sharePartitionLog{}, 0, nil, err
 	}
-	if p.Replica == nil {
-		wait := p.Log.Wait()
-		return sharePartitionLog{p: p, end: p.Log.EndOffset()}, -1, wait, nil
+	l := sharePartitionLog{p: p, readCommitted: readCommitted}
+	var (
+		epoch int32 = -1
+		wait  <-chan struct{}
+	)
+	if rep := p.Replica; rep == nil {
+		wait = p.Log.Wait()
+		l.end = p.Log.EndOffset()
+	} else {
+		if rep.Role() != replica.RoleLeader {
+			return sharePartitionLog{}, 0, nil, kerr.NotLeaderForPartition
+		}
+		wait = rep.Changed()
+		l.end, epoch = rep.HighWatermark(), rep.LeaderEpoch()
 	}
-	rep := p.Replica
-	if rep.Role() != replica.RoleLeader {
-		return sharePartitionLog{}, 0, nil, kerr.NotLeaderForPartition
+	if readCommitted {
+		l.end = min(l.end, p.Log.LastStableOffset(l.end))
 	}
-	wait := rep.Changed()
-	return sharePartitionLog{p: p, end: rep.HighWatermark()}, rep.LeaderEpoch(), wait, nil
+	return l, epoch, wait, nil
 }
 
 // shareTopics resolves topic ids, once per request.
@@ -151,7 +189,7 @@ func shareAcknowledge(ctx context.Context, r *Request, sc *group.ShareCoordinato
 	if !r.Authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, topic) {
 		return kerr.TopicAuthorizationFailed.Code
 	}
-	_, epoch, _, err := sharePartition(r.Env.Broker, topic, partition)
+	_, epoch, _, err := sharePartition(r.Env.Broker, topic, partition, false)
 	if err != nil {
 		return group.ShareErrorCode(err)
 	}
@@ -305,7 +343,7 @@ func handleShareFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 				results = append(results, result{tp: tp, code: kerr.TopicAuthorizationFailed.Code})
 				continue
 			}
-			pl, epoch, wait, err := sharePartition(r.Env.Broker, tp.Topic, tp.Partition)
+			pl, epoch, wait, err := sharePartition(r.Env.Broker, tp.Topic, tp.Partition, sc.Config().ReadCommitted())
 			if err != nil {
 				results = append(results, result{tp: tp, code: group.ShareErrorCode(err)})
 				continue

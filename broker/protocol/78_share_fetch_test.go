@@ -232,3 +232,43 @@ func TestShareSessionEndsWithConnection(t *testing.T) {
 		t.Fatalf("m2 after m1's connection closed acquired %q, want 0-2@2", got)
 	}
 }
+
+// TestShareFetchReadCommitted: with share.isolation.level=read_committed
+// the records of an aborted transaction and the transaction markers are
+// never delivered, committed ones and plain ones are.
+func TestShareFetchReadCommitted(t *testing.T) {
+	b := brokertest.Start(t, brokertest.WithConfig(func(c *server.Config) {
+		c.Share.AutoOffsetReset, c.Share.IsolationLevel = "earliest", "read_committed"
+	}))
+	adm := newAdmin(t, b.Addr())
+	createTopic(t, adm, "sq", 1, nil)
+	ctx := testCtx(t)
+	topics, err := adm.ListTopics(ctx, "sq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := newClient(t, b.Addr(), kgo.DefaultProduceTopic("sq"), kgo.TransactionalID("share-txn"))
+	for _, commit := range []kgo.TransactionEndTry{kgo.TryCommit, kgo.TryAbort} {
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		n := 2
+		if commit == kgo.TryAbort {
+			n = 1
+		}
+		for range n {
+			if err := txn.ProduceSync(ctx, &kgo.Record{Value: []byte("t")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := txn.EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc := &shareConn{t: t, ctx: ctx, cl: newClient(t, b.Addr(), kgo.DefaultProduceTopic("sq")), topicID: topics["sq"].ID}
+	sc.produce(1)
+	// 0-1 committed, 2 its marker, 3 aborted, 4 its marker, 5 plain.
+	if got := acquired(sc.fetch(sc.fetchReq("m1", 0))); got != "0-1@1 5-5@1 " {
+		t.Fatalf("acquired %q, want 0-1@1 5-5@1", got)
+	}
+}

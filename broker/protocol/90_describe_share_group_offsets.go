@@ -98,7 +98,7 @@ func describeShareOffsets(ctx context.Context, r *Request, sc *group.ShareCoordi
 				rp.LeaderEpoch = pv.LeaderEpoch
 			}
 			if version >= 1 && start >= 0 {
-				if pl, _, _, err := sharePartition(r.Env.Broker, tp.Topic, tp.Partition); err == nil {
+				if pl, _, _, err := sharePartition(r.Env.Broker, tp.Topic, tp.Partition, sc.Config().ReadCommitted()); err == nil {
 					rp.Lag = max(pl.end-start-done, 0)
 				}
 			}
