@@ -603,19 +603,26 @@ func ValidateTopicName(name string) error {
 	return nil
 }
 
+// IsInternalTopic reports Kafka's internal topic names. Metadata flags
+// them internal; only the brokers write them (broker/offsetstopic writes
+// __consumer_offsets; __transaction_state is never a topic here).
+func IsInternalTopic(name string) bool {
+	return name == "__consumer_offsets" || name == "__transaction_state"
+}
+
 // CheckNotInternalTopic refuses Kafka's internal topic names
 // (__consumer_offsets, __transaction_state) with INVALID_TOPIC_EXCEPTION,
-// Kafka's answer to a client writing to an internal topic. Strata keeps
-// what those topics hold in Kafka (group offsets, transaction state) in
-// the metadata store (etcd), and WriteTxnMarkers entries naming
-// __consumer_offsets complete group offsets at the group coordinator, so
-// a user topic of that name would never see its transactions' markers
-// (a read_committed consumer would wait on it forever): the names are
-// not available for topics.
+// Kafka's answer to a client creating, writing, growing or deleting an
+// internal topic. Strata keeps what those topics hold in Kafka (group
+// offsets, transaction state) in the metadata store (etcd), and
+// WriteTxnMarkers entries naming __consumer_offsets complete group
+// offsets at the group coordinator, so a user topic of that name would
+// never see its transactions' markers (a read_committed consumer would
+// wait on it forever); __consumer_offsets exists only as the brokers'
+// read-only projection of the group store (CreateInternalTopic).
 func CheckNotInternalTopic(name string) error {
-	switch name {
-	case "__consumer_offsets", "__transaction_state":
-		return fmt.Errorf("%w: %s is one of Kafka's internal topics; Strata keeps group offsets and transaction state in its metadata store (etcd), not in a topic, and reserves the name", kerr.InvalidTopicException, name)
+	if IsInternalTopic(name) {
+		return fmt.Errorf("%w: %s is one of Kafka's internal topics; only the brokers write it (Strata keeps group offsets and transaction state in its metadata store and projects the offsets into __consumer_offsets for tools to read)", kerr.InvalidTopicException, name)
 	}
 	return nil
 }

@@ -97,6 +97,20 @@ func (b *Broker) CreateTopic(ctx context.Context, spec TopicSpec, validateOnly b
 	if err := CheckNotInternalTopic(spec.Name); err != nil {
 		return TopicInfo{}, err
 	}
+	return b.createTopic(ctx, spec, validateOnly)
+}
+
+// CreateInternalTopic creates one of Kafka's internal topics, which
+// clients may not create (the brokers' __consumer_offsets projection,
+// broker/offsetstopic).
+func (b *Broker) CreateInternalTopic(ctx context.Context, spec TopicSpec) (TopicInfo, error) {
+	if !IsInternalTopic(spec.Name) {
+		return TopicInfo{}, fmt.Errorf("%w: %s is not an internal topic", kerr.InvalidTopicException, spec.Name)
+	}
+	return b.createTopic(ctx, spec, false)
+}
+
+func (b *Broker) createTopic(ctx context.Context, spec TopicSpec, validateOnly bool) (TopicInfo, error) {
 	if b.cluster != nil {
 		return b.createTopicCluster(ctx, spec, validateOnly)
 	}
@@ -190,6 +204,9 @@ func (b *Broker) CreateTopic(ctx context.Context, spec TopicSpec, validateOnly b
 
 // DeleteTopic deletes a topic and its data.
 func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
+	if err := CheckNotInternalTopic(name); err != nil {
+		return err
+	}
 	if b.cluster != nil {
 		return b.deleteTopicCluster(ctx, name)
 	}
@@ -226,6 +243,9 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 
 // CreatePartitions raises a topic's partition count to count.
 func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32, assignment [][]int32, validateOnly bool) error {
+	if err := CheckNotInternalTopic(name); err != nil {
+		return err
+	}
 	if b.cluster != nil {
 		return b.createPartitionsCluster(ctx, name, count, assignment, validateOnly)
 	}

@@ -24,8 +24,9 @@ package protocol
 // does, so that the producer notices. Other acks values:
 // INVALID_REQUIRED_ACKS. Kafka's internal topics (__consumer_offsets,
 // __transaction_state) answer INVALID_TOPIC_EXCEPTION, as Kafka refuses
-// client writes to them (Strata keeps their state in etcd and has no such
-// topics, broker.CheckNotInternalTopic). With ACLs, each topic needs WRITE
+// client writes to them (Strata keeps their state in etcd; only the
+// brokers write __consumer_offsets, as a projection of the group store,
+// broker/offsetstopic; broker.CheckNotInternalTopic). With ACLs, each topic needs WRITE
 // (TOPIC_AUTHORIZATION_FAILED on its partitions, nothing appended);
 // idempotent producers were authorized when they got their producer ID
 // (InitProducerId), as in Kafka 3.
@@ -105,6 +106,11 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 		topicErr := reqErr
 		if topicErr == nil && !r.Authorized(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic, rt.Topic) {
 			topicErr = kerr.TopicAuthorizationFailed
+		}
+		if topicErr == nil && !r.internal {
+			// Only the brokers write internal topics (the offsets
+			// projection, broker/offsetstopic), as in Kafka.
+			topicErr = broker.CheckNotInternalTopic(rt.Topic)
 		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()

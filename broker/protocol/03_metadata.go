@@ -16,7 +16,9 @@ package protocol
 // num.partitions partitions (and default.replication.factor replicas) when
 // auto.create.topics.enable is set and the request allows it (always below
 // v4), as Kafka does, except Kafka's internal topic names
-// (INVALID_TOPIC_EXCEPTION, broker.CheckNotInternalTopic). v10+ report
+// (INVALID_TOPIC_EXCEPTION, broker.CheckNotInternalTopic). The brokers'
+// __consumer_offsets projection (broker/offsetstopic) is listed with
+// is_internal set, as Kafka lists its offsets topic. v10+ report
 // topic UUIDs; v12 may name topics by UUID only.
 //
 // With ACLs: a listing of every topic shows the topics the principal may
@@ -164,6 +166,7 @@ func metadataTopic(view broker.MetadataView, t broker.TopicInfo) kmsg.MetadataRe
 	name := t.Name
 	mt.Topic = &name
 	mt.TopicID = t.ID
+	mt.IsInternal = broker.IsInternalTopic(name)
 	mt.AuthorizedOperations = authorizedOpsNotRequested
 	for i := range t.Partitions {
 		mt.Partitions = append(mt.Partitions, metadataPartition(view, t.Name, i))

@@ -39,7 +39,11 @@ func handleDeleteRecords(_ context.Context, r *Request) (kmsg.Response, error) {
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			low, err := deleteRecords(r.Env.Broker, rt.Topic, rp.Partition, rp.Offset)
+			err := broker.CheckNotInternalTopic(rt.Topic) // Kafka: cannot delete records of an internal topic
+			var low int64
+			if err == nil {
+				low, err = deleteRecords(r.Env.Broker, rt.Topic, rp.Partition, rp.Offset)
+			}
 			if err != nil {
 				sp.ErrorCode = broker.ErrorCode(err)
 			} else {

@@ -127,6 +127,7 @@ func handleDescribeTopicPartitions(_ context.Context, r *Request) (kmsg.Response
 		rt := kmsg.NewDescribeTopicPartitionsResponseTopic()
 		rt.Topic = &name
 		rt.TopicID = t.ID
+		rt.IsInternal = broker.IsInternalTopic(name)
 		rt.AuthorizedOperations = r.authorizedOps(kmsg.ACLResourceTypeTopic, name)
 		rt.Partitions = []kmsg.DescribeTopicPartitionsResponseTopicPartition{}
 		for i := first; i < end; i++ {

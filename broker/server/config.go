@@ -263,7 +263,8 @@ var processKeys = map[string]bool{
 	"num.partitions": true, "auto.create.topics.enable": true,
 	"log.retention.hours": true, "log.retention.minutes": true,
 	"default.replication.factor": true,
-	"broker.id.base":             true, "metadata.etcd.endpoints": true, "metadata.etcd.prefix": true,
+	"offsets.topic.enable":       true, "offsets.topic.num.partitions": true, "offsets.topic.replication.factor": true,
+	"broker.id.base": true, "metadata.etcd.endpoints": true, "metadata.etcd.prefix": true,
 	"metadata.etcd.ssl.certificate.location": true, "metadata.etcd.ssl.key.location": true, "metadata.etcd.ssl.ca.location": true, "cluster.name": true,
 	"broker.session.timeout.ms": true, "replica.lag.time.max.ms": true, "replica.fetch.wait.max.ms": true,
 	"replica.fetch.max.bytes": true, "replica.fetch.response.max.bytes": true, "replica.fetch.backoff.ms": true, "replica.high.watermark.checkpoint.interval.ms": true,
@@ -532,6 +533,24 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				return nil, bad(err)
 			}
 			cfg.Broker.AutoCreateTopics = b
+		case k == "offsets.topic.enable":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, bad(err)
+			}
+			cfg.OffsetsTopic.Disabled = !b
+		case k == "offsets.topic.num.partitions":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 1 {
+				return nil, bad(fmt.Errorf("want a positive int32"))
+			}
+			cfg.OffsetsTopic.Partitions = int32(n)
+		case k == "offsets.topic.replication.factor":
+			n, err := strconv.ParseInt(v, 10, 16)
+			if err != nil || n < 1 {
+				return nil, bad(fmt.Errorf("want a positive int16"))
+			}
+			cfg.OffsetsTopic.ReplicationFactor = int16(n)
 		case k == "default.replication.factor":
 			n, err := strconv.ParseInt(v, 10, 16)
 			if err != nil || n < 1 {

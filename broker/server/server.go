@@ -88,6 +88,9 @@ type Config struct {
 	// Share configures share groups (KIP-932): record lock duration,
 	// delivery count limit, auto offset reset (zero: Kafka's defaults).
 	Share group.ShareConfig
+	// OffsetsTopic configures the __consumer_offsets projection
+	// (offsets.topic.*, broker/offsetstopic).
+	OffsetsTopic OffsetsTopicConfig
 	// Txn configures the transaction coordinator (transaction.* and
 	// transactional.id.* settings); its Store, Markers, ProducerIDs and
 	// placement are set by Start.
@@ -418,6 +421,7 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 			s.tier.Run(ctx)
 		}()
 	}
+	s.startOffsetsTopic(ctx, env)
 	s.phase.Store(phaseRunning)
 	s.log.Info("broker started", "listen", ln.Addr().String(), "listeners", s.listenerSummary(), "advertised", net.JoinHostPort(cfg.Broker.Host, strconv.Itoa(int(cfg.Broker.Port))),
 		"nodeID", cfg.Broker.NodeID, "rack", cfg.Broker.Rack, "dataDir", cfg.Broker.DataDir, "metrics", s.MetricsAddr())
