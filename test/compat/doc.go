@@ -31,7 +31,17 @@
 // plaintext to the TLS port, a client certificate from another CA, an
 // expired one.
 //
-// Tests needing a binary read its path from STRATA_KCAT / STRATA_PYTHON
-// (defaults /usr/bin/kcat, /usr/bin/python3) and fail, telling to run
+// Tools reading __consumer_offsets (offsets_topic_test.go,
+// burrow_test.go): kcat consumes the topic and its records decode as
+// Kafka's offset commit records holding the committed offsets; Burrow
+// 1.2.1 (Debian's package, with Debian's ZooKeeper run standalone on a
+// loopback port for Burrow's own use) pointed at a three-broker cluster
+// reports a committing group's lag within 10 % of the true lag, and
+// follows it as the group commits further.
+//
+// Tests needing a binary read its path from STRATA_KCAT / STRATA_PYTHON /
+// STRATA_BURROW / STRATA_JAVA / STRATA_ZOOKEEPER_JAR (defaults
+// /usr/bin/kcat, /usr/bin/python3, /usr/bin/Burrow, java,
+// /usr/share/java/zookeeper.jar) and fail, telling to run
 // `make test-deps`, when it is missing.
 package compat
