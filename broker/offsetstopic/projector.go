@@ -33,6 +33,7 @@ const (
 	maxPendingRecords         = 20000
 	defaultLeadershipInterval = time.Second
 	produceTimeout            = 15 * time.Second
+	createRetry               = 10 * time.Second
 )
 
 // Feed follows the group store: snapshot receives the store's whole
@@ -96,6 +97,9 @@ type Projector struct {
 	synced map[int32]bool
 	// pending holds records waiting to be appended, per partition.
 	pending map[int32][]record.Record
+	// nextCreate is when creating the topic may be tried again after a
+	// failure (a partition limit, no controller): not every second.
+	nextCreate time.Time
 }
 
 type groupState struct {
@@ -358,6 +362,11 @@ func (p *Projector) checkLeadership(ctx context.Context) {
 }
 
 func (p *Projector) createTopic(ctx context.Context) {
+	now := p.cfg.Now()
+	if now.Before(p.nextCreate) {
+		return
+	}
+	p.nextCreate = now.Add(createRetry)
 	rf := p.cfg.ReplicationFactor
 	if p.cfg.Broker.Clustered() {
 		rf = min(rf, int16(max(1, len(p.cfg.Broker.Brokers()))))

@@ -6,7 +6,9 @@ package protocol
 // watermark); segments wholly below it are removed by the log, and for a
 // tiered topic from the slow tier too (its manifest is written first). An offset
 // above the high watermark gets OFFSET_OUT_OF_RANGE. LowWatermark is the
-// resulting log start offset.
+// resulting log start offset. Kafka's internal topics (the brokers'
+// __consumer_offsets projection) answer INVALID_TOPIC_EXCEPTION, as Kafka
+// refuses to delete records of an internal topic.
 
 import (
 	"context"
