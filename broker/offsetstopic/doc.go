@@ -21,7 +21,7 @@
 // as in Kafka. The topic (offsets.topic.num.partitions, default 10, and
 // offsets.topic.replication.factor, default 3 capped at the live brokers;
 // cleanup.policy=compact) is created by the first broker that sees a
-// group in the store. It is internal: Metadata flags it so, clients may
+// group in the store, or on a Metadata request naming it (CreateTopic). It is internal: Metadata flags it so, clients may
 // read it (with DESCRIBE/READ ACLs like any topic) but not write, delete
 // or grow it.
 //

@@ -367,24 +367,38 @@ func (p *Projector) createTopic(ctx context.Context) {
 		return
 	}
 	p.nextCreate = now.Add(createRetry)
-	rf := p.cfg.ReplicationFactor
-	if p.cfg.Broker.Clustered() {
-		rf = min(rf, int16(max(1, len(p.cfg.Broker.Brokers()))))
-	} else {
-		rf = 1
-	}
-	compact, segment := "compact", defaultSegmentBytes
-	spec := broker.TopicSpec{
-		Name: Topic, Partitions: p.cfg.Partitions, ReplicationFactor: rf,
-		Configs: map[string]*string{"cleanup.policy": &compact, "segment.bytes": &segment},
-	}
 	cctx, cancel := context.WithTimeout(ctx, produceTimeout)
 	defer cancel()
-	if _, err := p.cfg.Broker.CreateInternalTopic(cctx, spec); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+	if err := CreateTopic(cctx, p.cfg.Broker, p.cfg.Partitions, p.cfg.ReplicationFactor); err != nil {
 		p.cfg.Log.Error(err, "creating the offsets topic failed; will retry", "topic", Topic)
 		return
 	}
-	p.cfg.Log.Info("offsets topic created", "topic", Topic, "partitions", p.cfg.Partitions, "replicationFactor", rf)
+	p.cfg.Log.Info("offsets topic created", "topic", Topic)
+}
+
+// CreateTopic creates the offsets topic with partitions partitions and
+// replicationFactor replicas (capped at the live brokers; 1 on a single
+// broker), compacted. It exists already: nil.
+func CreateTopic(ctx context.Context, b Broker, partitions int32, replicationFactor int16) error {
+	if partitions <= 0 {
+		partitions = DefaultPartitions
+	}
+	if replicationFactor <= 0 {
+		replicationFactor = DefaultReplicationFactor
+	}
+	rf := int16(1)
+	if b.Clustered() {
+		rf = min(replicationFactor, int16(max(1, len(b.Brokers()))))
+	}
+	compact, segment := "compact", defaultSegmentBytes
+	spec := broker.TopicSpec{
+		Name: Topic, Partitions: partitions, ReplicationFactor: rf,
+		Configs: map[string]*string{"cleanup.policy": &compact, "segment.bytes": &segment},
+	}
+	if _, err := b.CreateInternalTopic(ctx, spec); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return err
+	}
+	return nil
 }
 
 // flush appends the pending records of every partition, in batches. A

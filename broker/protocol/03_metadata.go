@@ -18,7 +18,10 @@ package protocol
 // v4), as Kafka does, except Kafka's internal topic names
 // (INVALID_TOPIC_EXCEPTION, broker.CheckNotInternalTopic). The brokers'
 // __consumer_offsets projection (broker/offsetstopic) is listed with
-// is_internal set, as Kafka lists its offsets topic. v10+ report
+// is_internal set, as Kafka lists its offsets topic, and created when a
+// request names it before any group made the brokers create it (as Kafka
+// creates its internal topics on request; LEADER_NOT_AVAILABLE until this
+// broker applied it). v10+ report
 // topic UUIDs; v12 may name topics by UUID only.
 //
 // With ACLs: a listing of every topic shows the topics the principal may
@@ -37,6 +40,7 @@ import (
 
 	"github.com/strata-dev/strata/broker"
 	"github.com/strata-dev/strata/broker/auth"
+	"github.com/strata-dev/strata/broker/group"
 )
 
 func init() { register(kmsg.Metadata, 0, 12, handleMetadata) }
@@ -121,6 +125,22 @@ func handleMetadata(ctx context.Context, r *Request) (kmsg.Response, error) {
 			!r.Authorized(kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic, name) {
 			deniedTopic(&name, [16]byte{})
 			continue
+		}
+		if !ok && name == group.OffsetsTopic && r.Env.CreateOffsetsTopic != nil {
+			// Kafka creates its internal topics when they are asked for
+			// (a tool such as Burrow starting before any group exists).
+			if err := r.Env.CreateOffsetsTopic(ctx); err != nil {
+				r.Env.Log.V(1).Info("creating the offsets topic on request failed", "error", err.Error())
+			}
+			view = b.MetadataView()
+			if t, ok = view.Topic(name); !ok {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic = &name
+				mt.ErrorCode = kerr.LeaderNotAvailable.Code
+				mt.AuthorizedOperations = authorizedOpsNotRequested
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
 		}
 		if !ok && autoCreate {
 			_, err := b.CreateTopic(ctx, broker.TopicSpec{Name: name, Partitions: -1, ReplicationFactor: -1}, false)

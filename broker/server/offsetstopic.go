@@ -24,6 +24,18 @@ type OffsetsTopicConfig struct {
 	ReplicationFactor int16
 }
 
+// offsetsTopicCreator is Env.CreateOffsetsTopic: nil when the projection
+// is off.
+func (s *Server) offsetsTopicCreator() func(context.Context) error {
+	oc := s.cfg.OffsetsTopic
+	if oc.Disabled || (s.cluster == nil && s.offsets == nil) {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		return offsetstopic.CreateTopic(ctx, s.broker, oc.Partitions, oc.ReplicationFactor)
+	}
+}
+
 // startOffsetsTopic starts the projector that writes the group store to
 // __consumer_offsets for the partitions of it this broker leads.
 func (s *Server) startOffsetsTopic(ctx context.Context, env *protocol.Env) {

@@ -334,6 +334,7 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		limits.FetchSessionMaxPartitions = int(cmp.Or(cfg.Broker.MaxPartitions, broker.DefaultMaxPartitions))
 	}
 	env := &protocol.Env{Broker: b, Groups: s.groups, Shares: group.NewShareCoordinator(s.groups, cfg.Share), Log: logger.WithName("protocol"), Limits: limits, ReauthMax: cfg.Security.ReauthMax}
+	env.CreateOffsetsTopic = s.offsetsTopicCreator()
 	if b.Clustered() {
 		s.metrics.RegisterQuota()
 		env.Quotas = quota.New(quota.Config{Samples: cfg.QuotaSamples, Window: cfg.QuotaWindow, Quotas: b.ClientQuotas,

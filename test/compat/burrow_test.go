@@ -136,7 +136,9 @@ type burrowLag struct {
 	} `json:"status"`
 }
 
-// TestBurrowLag: Burrow pointed at a three-broker Strata cluster reports
+// TestBurrowLag: Burrow, started on a fresh three-broker Strata cluster
+// before any group exists (its Metadata request creates
+// __consumer_offsets), reports
 // the lag of a group that commits offsets short of the end within 10 % of
 // the true lag, and follows the group as it commits further.
 func TestBurrowLag(t *testing.T) {
@@ -182,35 +184,9 @@ func TestBurrowLag(t *testing.T) {
 	}
 	cl2.Close()
 
-	// The group commits its position every 500 ms, as a consumer's
-	// auto-commit does; the test moves the position.
-	var mu sync.Mutex
-	position := map[int32]int64{0: 400, 1: 500, 2: 600}
-	commitCtx, stopCommits := context.WithCancel(ctx)
-	committed := make(chan struct{})
-	go func() {
-		defer close(committed)
-		for commitCtx.Err() == nil {
-			mu.Lock()
-			os := kadm.Offsets{}
-			for p, o := range position {
-				os.Add(kadm.Offset{Topic: "orders", Partition: p, At: o, LeaderEpoch: -1})
-			}
-			mu.Unlock()
-			if resp, err := adm.CommitOffsets(commitCtx, "billing", os); err == nil {
-				if err := resp.Error(); err != nil {
-					t.Errorf("commit: %v", err)
-					return
-				}
-			}
-			select {
-			case <-commitCtx.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}()
-	defer func() { stopCommits(); <-committed }()
-
+	// Burrow starts before any group exists, as on a fresh cluster: its
+	// Metadata request for __consumer_offsets creates the topic, as
+	// Kafka creates its internal topics on request.
 	httpPort := freePort(t)
 	quoted := make([]string, len(addrs))
 	for i, a := range addrs {
@@ -263,6 +239,35 @@ min-distance=1
 	waitZooKeeper(t, fmt.Sprintf("127.0.0.1:%d", zkPort))
 	startDaemon(t, dir, "burrow", exec.Command(burrow, "-config-dir", dir))
 	waitListening(t, fmt.Sprintf("127.0.0.1:%d", httpPort), "Burrow's HTTP server")
+
+	// The group commits its position every 500 ms, as a consumer's
+	// auto-commit does; the test moves the position.
+	var mu sync.Mutex
+	position := map[int32]int64{0: 400, 1: 500, 2: 600}
+	commitCtx, stopCommits := context.WithCancel(ctx)
+	committed := make(chan struct{})
+	go func() {
+		defer close(committed)
+		for commitCtx.Err() == nil {
+			mu.Lock()
+			os := kadm.Offsets{}
+			for p, o := range position {
+				os.Add(kadm.Offset{Topic: "orders", Partition: p, At: o, LeaderEpoch: -1})
+			}
+			mu.Unlock()
+			if resp, err := adm.CommitOffsets(commitCtx, "billing", os); err == nil {
+				if err := resp.Error(); err != nil {
+					t.Errorf("commit: %v", err)
+					return
+				}
+			}
+			select {
+			case <-commitCtx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { stopCommits(); <-committed }()
 
 	lagURL := fmt.Sprintf("http://127.0.0.1:%d/v3/kafka/local/consumer/billing/lag", httpPort)
 	waitLag := func(what string, trueLag uint64) {
