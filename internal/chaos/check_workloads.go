@@ -75,6 +75,12 @@ type GroupsHistory struct {
 	// FinalS is when they were read.
 	Final  map[TP]int64
 	FinalS float64
+	// Projected are the group's offsets read back from __consumer_offsets
+	// (the brokers' projection of the group store) after Final, per
+	// partition of either (-1: none there); nil when not read (nothing
+	// committed, or a history from before the projection).
+	Projected  map[TP]int64
+	ProjectedS float64
 }
 
 // CheckGroups judges the consumer groups:
@@ -88,6 +94,8 @@ type GroupsHistory struct {
 //   - at least once: every acknowledged record below the final committed
 //     offset of its partition was delivered to some member, with the
 //     value acknowledged at that offset.
+//   - the projection: after the run, __consumer_offsets holds exactly the
+//     final committed offsets (no partition missing, stale or extra).
 //
 // checked counts the acknowledged commits and the acknowledged records
 // below the final committed offsets. Info: commits, deliveries, and the
@@ -142,6 +150,18 @@ func CheckGroups(g GroupsHistory, acks []Ack, hwm map[TP]int64) (WorkloadCount, 
 			}
 			if c.Offset > 0 && len(delivered[to{tp, c.Offset - 1}]) == 0 && c.Generation >= 0 {
 				f.find("%s: %s (generation %d) committed %d, but offset %d was delivered to no member", tp, c.Member, c.Generation, c.Offset, c.Offset-1)
+			}
+		}
+	}
+	if g.Projected != nil {
+		for _, tp := range sortedTPs(g.Projected) {
+			checked++
+			final, ok := g.Final[tp]
+			if !ok {
+				final = -1
+			}
+			if got := g.Projected[tp]; got != final {
+				f.find("%s: %s holds %d for the group at t=%.2fs (-1: nothing), its committed offset is %d", tp, "__consumer_offsets", got, g.ProjectedS, final)
 			}
 		}
 	}

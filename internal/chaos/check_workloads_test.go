@@ -24,8 +24,10 @@ func healthyGroups() (GroupsHistory, []Ack, map[TP]int64) {
 			{Member: "a", Generation: 1, TP: gtp, Offset: 2, SentS: 1, AckS: 1.1},
 			{Member: "b", Generation: 2, TP: gtp, Offset: 4, SentS: 2, AckS: 2.1},
 		},
-		Final:  map[TP]int64{gtp: 4},
-		FinalS: 10,
+		Final:      map[TP]int64{gtp: 4},
+		FinalS:     10,
+		Projected:  map[TP]int64{gtp: 4},
+		ProjectedS: 11,
 	}
 	return g, acks, map[TP]int64{gtp: 4}
 }
@@ -61,6 +63,18 @@ func TestCheckGroups(t *testing.T) {
 		{"another value delivered at an acknowledged offset", func(g *GroupsHistory, _ *[]Ack, _ map[TP]int64) {
 			g.Deliveries[2].Value = "p9-9"
 		}, `offset 2: delivered [p9-9], acknowledged "p0-1"`},
+		{"no projection read (nothing committed, or an older history)", func(g *GroupsHistory, _ *[]Ack, _ map[TP]int64) {
+			g.Projected = nil
+		}, ""},
+		{"__consumer_offsets holds a stale offset", func(g *GroupsHistory, _ *[]Ack, _ map[TP]int64) {
+			g.Projected[gtp] = 2
+		}, "__consumer_offsets holds 2 for the group at t=11.00s (-1: nothing), its committed offset is 4"},
+		{"__consumer_offsets lacks a partition", func(g *GroupsHistory, _ *[]Ack, _ map[TP]int64) {
+			g.Projected[gtp] = -1
+		}, "__consumer_offsets holds -1"},
+		{"__consumer_offsets holds a partition the group has no offset for", func(g *GroupsHistory, _ *[]Ack, _ map[TP]int64) {
+			g.Projected[TP{"chaos-1", 0}] = 7
+		}, "chaos-1/0: __consumer_offsets holds 7 for the group at t=11.00s (-1: nothing), its committed offset is -1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,8 +84,8 @@ func TestCheckGroups(t *testing.T) {
 			expect(t, c, findings, tc.want)
 		})
 	}
-	if c, _ := CheckGroups(healthyGroups()); c.Checked != 2+4 {
-		t.Fatalf("checked %d, want the 2 commits and the 4 records below the committed offset", c.Checked)
+	if c, _ := CheckGroups(healthyGroups()); c.Checked != 2+4+1 {
+		t.Fatalf("checked %d, want the 2 commits, the 4 records below the committed offset and the projected partition", c.Checked)
 	}
 }
 

@@ -29,20 +29,21 @@ const (
 	OpResult        = "result"         // the run's result, last
 
 	// The other workloads (check_workloads.go).
-	OpGroupDelivery = "group_delivery" // a record a group member polled (Member)
-	OpGroupCommit   = "group_commit"   // an acknowledged commit of one partition (Member, Generation, Offset; Sent: when sent, T: acknowledged)
-	OpGroupFinal    = "group_final"    // the group's final committed offset of a partition (Offset)
-	OpTxnProduce    = "txn_produce"    // an acknowledged record of transaction Txn
-	OpTxn           = "txn"            // a transaction ended (Txn, Outcome, Values; Sent: EndTransaction sent)
-	OpTxnRead       = "txn_read"       // a record a read_committed consumer read during the run
-	OpTxnFinalRead  = "txn_final_read" // a record of the final read_committed read
-	OpTxnFinal      = "txn_final"      // the final read's end (Complete: it reached the fence)
-	OpCompactWrite  = "compact_write"  // a record sent to the compacted topic (Key, Value, Seq; Offset, or Error)
-	OpCompactRead   = "compact_read"   // a record of the compacted topic's final read
-	OpCompactFinal  = "compact_final"  // the final read's end (Complete)
-	OpTierProduce   = "tier_produce"   // an acknowledged record of the tiered topic
-	OpTierRead      = "tier_read"      // a record of a read of the tiered topic from offset 0 (Pass; -1 the final read)
-	OpTierEnd       = "tier_end"       // a tiered partition's final high watermark (HWM) and earliest local offset (Offset)
+	OpGroupDelivery  = "group_delivery"  // a record a group member polled (Member)
+	OpGroupCommit    = "group_commit"    // an acknowledged commit of one partition (Member, Generation, Offset; Sent: when sent, T: acknowledged)
+	OpGroupFinal     = "group_final"     // the group's final committed offset of a partition (Offset)
+	OpGroupProjected = "group_projected" // the group's offset of a partition in __consumer_offsets after the run (Offset; -1: none)
+	OpTxnProduce     = "txn_produce"     // an acknowledged record of transaction Txn
+	OpTxn            = "txn"             // a transaction ended (Txn, Outcome, Values; Sent: EndTransaction sent)
+	OpTxnRead        = "txn_read"        // a record a read_committed consumer read during the run
+	OpTxnFinalRead   = "txn_final_read"  // a record of the final read_committed read
+	OpTxnFinal       = "txn_final"       // the final read's end (Complete: it reached the fence)
+	OpCompactWrite   = "compact_write"   // a record sent to the compacted topic (Key, Value, Seq; Offset, or Error)
+	OpCompactRead    = "compact_read"    // a record of the compacted topic's final read
+	OpCompactFinal   = "compact_final"   // the final read's end (Complete)
+	OpTierProduce    = "tier_produce"    // an acknowledged record of the tiered topic
+	OpTierRead       = "tier_read"       // a record of a read of the tiered topic from offset 0 (Pass; -1 the final read)
+	OpTierEnd        = "tier_end"        // a tiered partition's final high watermark (HWM) and earliest local offset (Offset)
 )
 
 // Event is one line of a history file (--history): every operation of a
@@ -251,6 +252,12 @@ func CheckHistory(r io.Reader) (*Result, error) {
 		case OpGroupFinal:
 			g := group()
 			g.Final[tp], g.FinalS = e.Offset, e.T
+		case OpGroupProjected:
+			g := group()
+			if g.Projected == nil {
+				g.Projected = map[TP]int64{}
+			}
+			g.Projected[tp], g.ProjectedS = e.Offset, e.T
 		case OpTxnProduce:
 			txnAcks[e.Txn] = append(txnAcks[e.Txn], Ack{TP: tp, Offset: e.Offset, Value: e.Value})
 		case OpTxn:

@@ -812,6 +812,9 @@ func (w *workloads) tierFinal(ctx context.Context) {
 // puts what every workload saw into h.
 func (w *workloads) final(ctx context.Context, h *History) error {
 	err := w.groupFinal(ctx)
+	if err == nil {
+		w.groupProjected(ctx)
+	}
 	w.txnFinal(ctx)
 	w.compactFinal(ctx)
 	w.tierFinal(ctx)

@@ -1,0 +1,117 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker/offsetstopic"
+)
+
+// The group's offsets as __consumer_offsets holds them: the brokers write
+// a projection of the group store there, in Kafka's record format, through
+// the leaders of the topic's partitions (broker/offsetstopic). Under
+// faults its leaders move and its writers' watches break; after the
+// cluster healed it must hold exactly the offsets OffsetFetch answers.
+
+// groupProjected reads the group's committed offsets back from
+// __consumer_offsets until they equal the final ones (groupFinal) or
+// finalReadBound passes, and puts the last read into the history: per
+// partition of either, the offset read, -1 when it has none.
+func (w *workloads) groupProjected(ctx context.Context) {
+	if len(w.groups.Final) == 0 {
+		return // nothing committed, nothing to compare
+	}
+	ctx, cancel := context.WithTimeout(ctx, finalReadBound)
+	defer cancel()
+	var got map[TP]int64
+	for {
+		var err error
+		got, err = w.readProjection(ctx)
+		if err == nil && maps.Equal(got, w.groups.Final) || ctx.Err() != nil {
+			break
+		}
+		wait(ctx, time.Second)
+	}
+	at := w.since()
+	w.groups.Projected, w.groups.ProjectedS = map[TP]int64{}, at
+	for tp := range w.groups.Final {
+		w.groups.Projected[tp] = -1
+	}
+	maps.Copy(w.groups.Projected, got)
+	for _, tp := range sortedTPs(w.groups.Projected) {
+		w.hist.write(groupProjectedEvent(tp, w.groups.Projected[tp], at))
+	}
+}
+
+// readProjection reads the group's partition of __consumer_offsets from
+// its start to its end and returns the latest offset commit per partition
+// of the group (tombstones remove them).
+func (w *workloads) readProjection(ctx context.Context) (map[TP]int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	td, err := w.c.adm.ListTopicsWithInternal(rctx, offsetstopic.Topic)
+	cancel()
+	if err == nil {
+		err = td[offsetstopic.Topic].Err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", offsetstopic.Topic, err)
+	}
+	part := offsetstopic.PartitionFor(groupName, int32(len(td[offsetstopic.Topic].Partitions)))
+	rctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+	lo, err := w.c.adm.ListEndOffsets(rctx, offsetstopic.Topic)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	end, ok := lo.Lookup(offsetstopic.Topic, part)
+	if !ok || end.Err != nil {
+		return nil, fmt.Errorf("%s/%d: end offset: %v", offsetstopic.Topic, part, end.Err)
+	}
+	out := map[TP]int64{}
+	if end.Offset == 0 {
+		return out, nil
+	}
+	var decodeErr error
+	complete, err := w.readAll(ctx, offsetstopic.Topic, "chaos-offsets-topic", map[TP]int64{{offsetstopic.Topic, part}: end.Offset}, func(r *kgo.Record) {
+		if len(r.Key) < 2 || r.Key[0] != 0 || r.Key[1] > 1 {
+			return // group membership
+		}
+		var k kmsg.OffsetCommitKey
+		if err := k.ReadFrom(r.Key); err != nil {
+			decodeErr = fmt.Errorf("offset %d: key: %w", r.Offset, err)
+			return
+		}
+		if k.Group != groupName {
+			return
+		}
+		tp := TP{k.Topic, k.Partition}
+		if r.Value == nil {
+			delete(out, tp)
+			return
+		}
+		var v kmsg.OffsetCommitValue
+		if err := v.ReadFrom(r.Value); err != nil {
+			decodeErr = fmt.Errorf("offset %d: value: %w", r.Offset, err)
+			return
+		}
+		out[tp] = v.Offset
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case decodeErr != nil:
+		return nil, decodeErr
+	case !complete:
+		return nil, fmt.Errorf("%s/%d: read did not reach %d", offsetstopic.Topic, part, end.Offset)
+	}
+	return out, nil
+}
+
+func groupProjectedEvent(tp TP, offset int64, at float64) Event {
+	return Event{T: at, Op: OpGroupProjected, Topic: tp.Topic, Partition: tp.Partition, Offset: offset}
+}
