@@ -36,9 +36,10 @@ package protocol
 //   - eligible.leader.replicas.version is not listed: the controller
 //     elects from the ISR and keeps no KIP-966 eligible leader replicas.
 //     streams.version is not listed (KIP-1071's keys 88-89 are not
-//     served). share.version is not listed yet: which level the share
-//     groups of keys 76-79 match is for that work to claim; clients find
-//     those keys in ApiKeys meanwhile.
+//     served).
+//   - share.version 0-1, finalized 1: KIP-932 share groups (keys 76-79
+//     at the versions of Kafka 4.1, which serves them once share.version
+//     1 is finalized) are served.
 //
 // UpdateFeatures (key 57, 57_update_features.go) answers that these levels
 // cannot be changed.
@@ -86,6 +87,7 @@ type feature struct {
 // range is what it is.
 var features = []feature{
 	{name: "group.version", min: 0, max: 1, finalized: 1},
+	{name: "share.version", min: 0, max: 1, finalized: 1},
 	{name: "transaction.version", min: 0, max: 0, finalized: 0},
 }
 

@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"bytes"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -244,16 +245,15 @@ func TestApiVersionsFeatures(t *testing.T) {
 	}{
 		// v4 lists ranges from 0; v3 clients fail on a minimum of 0
 		// (KIP-1022), so 0 becomes 1 and a range of only 0 is left out.
-		{4, map[string]rng{"group.version": {0, 1}, "transaction.version": {0, 0}}},
-		{3, map[string]rng{"group.version": {1, 1}}},
+		{4, map[string]rng{"group.version": {0, 1}, "share.version": {0, 1}, "transaction.version": {0, 0}}},
+		{3, map[string]rng{"group.version": {1, 1}, "share.version": {1, 1}}},
 	} {
 		resp := apiVersions(t, b.Addr(), tc.version)
-		if got := supported(resp); len(got) != len(tc.supported) || got["group.version"] != tc.supported["group.version"] ||
-			got["transaction.version"] != tc.supported["transaction.version"] {
+		if got := supported(resp); !maps.Equal(got, tc.supported) {
 			t.Errorf("v%d SupportedFeatures %v, want %v", tc.version, got, tc.supported)
 		}
-		if got := finalized(resp); len(got) != 1 || got["group.version"] != (rng{1, 1}) || resp.FinalizedFeaturesEpoch < 0 {
-			t.Errorf("v%d FinalizedFeatures %v (epoch %d), want group.version 1 only", tc.version, got, resp.FinalizedFeaturesEpoch)
+		if got := finalized(resp); !maps.Equal(got, map[string]rng{"group.version": {1, 1}, "share.version": {1, 1}}) || resp.FinalizedFeaturesEpoch < 0 {
+			t.Errorf("v%d FinalizedFeatures %v (epoch %d), want group.version 1 and share.version 1", tc.version, got, resp.FinalizedFeaturesEpoch)
 		}
 	}
 	if resp := apiVersions(t, b.Addr(), 2); len(resp.SupportedFeatures) != 0 || resp.FinalizedFeaturesEpoch != -1 {
@@ -297,7 +297,7 @@ func TestUpdateFeatures(t *testing.T) {
 		}
 	}
 	// The levels did not move.
-	if f := apiVersions(t, b.Addr(), 4).FinalizedFeatures; len(f) != 1 || f[0].MaxVersionLevel != 1 {
+	if f := apiVersions(t, b.Addr(), 4).FinalizedFeatures; len(f) != 2 || f[0].MaxVersionLevel != 1 || f[1].MaxVersionLevel != 1 {
 		t.Fatalf("finalized after the update: %+v", f)
 	}
 }

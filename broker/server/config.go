@@ -286,7 +286,8 @@ func init() {
 
 // ApplySettings applies flat key/value settings (from a config file or
 // --set flags) to cfg. Consumer-group keys (group.SettingKeys) go to
-// cfg.Group, transaction coordinator keys (txn.SettingKeys) to cfg.Txn. It returns the keys it does not know, which callers
+// cfg.Group, share-group keys (group.ShareSettingKeys) to cfg.Share,
+// transaction coordinator keys (txn.SettingKeys) to cfg.Txn. It returns the keys it does not know, which callers
 // log as warnings: a config written for later features (wal.*, fast bucket
 // settings) must still start the broker.
 func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err error) {
@@ -306,6 +307,12 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 		}
 		bad := func(err error) error { return fmt.Errorf("config %s=%q: %w", k, v, err) }
 		if known, err := cfg.Group.Set(k, v); known {
+			if err != nil {
+				return nil, bad(err)
+			}
+			continue
+		}
+		if known, err := cfg.Share.Set(k, v); known {
 			if err != nil {
 				return nil, bad(err)
 			}

@@ -66,18 +66,22 @@ auto.create.topics.enable: false
 func TestApplySettings(t *testing.T) {
 	cfg := DefaultConfig()
 	unknown, err := ApplySettings(&cfg, map[string]string{
-		"broker.id":                        "3",
-		"listeners":                        "PLAINTEXT://0.0.0.0:9093",
-		"advertised.listeners":             "PLAINTEXT://broker-3.example:9093",
-		"log.dirs":                         "/data/a,/data/b",
-		"zone":                             "zone-b",
-		"log.retention.hours":              "2",
-		"log.segment.bytes":                "1048576",
-		"log.retention.check.interval.ms":  "1000",
-		"num.partitions":                   "4",
-		"group.initial.rebalance.delay.ms": "0",
-		"wal.bucket":                       "fast-a",
-		"fast.bucket.endpoint":             "http://s3",
+		"broker.id":                           "3",
+		"listeners":                           "PLAINTEXT://0.0.0.0:9093",
+		"advertised.listeners":                "PLAINTEXT://broker-3.example:9093",
+		"log.dirs":                            "/data/a,/data/b",
+		"zone":                                "zone-b",
+		"log.retention.hours":                 "2",
+		"log.segment.bytes":                   "1048576",
+		"log.retention.check.interval.ms":     "1000",
+		"num.partitions":                      "4",
+		"group.initial.rebalance.delay.ms":    "0",
+		"group.share.record.lock.duration.ms": "15000",
+		"share.auto.offset.reset":             "earliest",
+		"offsets.topic.num.partitions":        "50",
+		"offsets.topic.replication.factor":    "2",
+		"wal.bucket":                          "fast-a",
+		"fast.bucket.endpoint":                "http://s3",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +94,12 @@ func TestApplySettings(t *testing.T) {
 		b.DataDir != "/data/a" || b.Rack != "zone-b" || b.DefaultPartitions != 4 ||
 		cfg.RetentionCheckInterval != time.Second || cfg.Group.InitialRebalanceDelay != 0 {
 		t.Fatalf("cfg = %+v", cfg)
+	}
+	if cfg.Share.RecordLockDuration != 15*time.Second || cfg.Share.AutoOffsetReset != "earliest" {
+		t.Fatalf("share config = %+v", cfg.Share)
+	}
+	if cfg.OffsetsTopic != (OffsetsTopicConfig{Partitions: 50, ReplicationFactor: 2}) {
+		t.Fatalf("offsets topic config = %+v", cfg.OffsetsTopic)
 	}
 	if b.LogDefaults["log.retention.ms"] != "7200000" || b.LogDefaults["log.segment.bytes"] != "1048576" {
 		t.Fatalf("log defaults = %v", b.LogDefaults)
@@ -112,6 +122,11 @@ func TestApplySettings(t *testing.T) {
 		{"log.cleaner.io.max.bytes.per.second": "-1"},
 		{"log.cleaner.dedupe.buffer.size": "1000"},
 		{"log.cleaner.backoff.ms": "0"},
+		{"share.auto.offset.reset": "middle"},
+		{"group.share.delivery.count.limit": "0"},
+		{"offsets.topic.num.partitions": "0"},
+		{"offsets.topic.replication.factor": "-1"},
+		{"offsets.topic.enable": "sometimes"},
 	} {
 		c := DefaultConfig()
 		if _, err := ApplySettings(&c, bad); err == nil {
