@@ -3,9 +3,11 @@ package protocol_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -270,5 +272,54 @@ func TestShareFetchReadCommitted(t *testing.T) {
 	// 0-1 committed, 2 its marker, 3 aborted, 4 its marker, 5 plain.
 	if got := acquired(sc.fetch(sc.fetchReq("m1", 0))); got != "0-1@1 5-5@1 " {
 		t.Fatalf("acquired %q, want 0-1@1 5-5@1", got)
+	}
+}
+
+// TestListGroupsWithShareGroups: ListGroups lists share groups beside
+// classic ones (type and protocol type "share", state Stable while it has
+// members), and its state and type filters apply to them.
+func TestListGroupsWithShareGroups(t *testing.T) {
+	sc := startShareConn(t, 30*time.Second, 1)
+	req := kmsg.NewPtrShareGroupHeartbeatRequest()
+	req.GroupID, req.MemberID, req.MemberEpoch, req.SubscribedTopicNames = "sg", "member-1", 0, []string{"sq"}
+	hb, err := req.RequestWith(sc.ctx, sc.cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectCode(t, "heartbeat", hb.ErrorCode, nil)
+	adm := kadm.NewClient(sc.cl)
+	os := kadm.Offsets{}
+	os.Add(kadm.Offset{Topic: "sq", Partition: 0, At: 1, LeaderEpoch: -1})
+	if _, err := adm.CommitOffsets(sc.ctx, "classic-1", os); err != nil {
+		t.Fatal(err)
+	}
+	list := func(states, types []string) map[string]string {
+		t.Helper()
+		lr := kmsg.NewPtrListGroupsRequest() // the client sends v5
+		lr.StatesFilter, lr.TypesFilter = states, types
+		resp, err := lr.RequestWith(sc.ctx, sc.cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, g := range resp.Groups {
+			out[g.Group] = g.ProtocolType + "/" + g.GroupType + "/" + g.GroupState
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		states, types []string
+		want          map[string]string
+	}{
+		// A group that only stores offsets has no protocol type.
+		{nil, nil, map[string]string{"sg": "share/share/Stable", "classic-1": "/classic/Empty"}},
+		{nil, []string{"Share"}, map[string]string{"sg": "share/share/Stable"}},
+		{nil, []string{"classic"}, map[string]string{"classic-1": "/classic/Empty"}},
+		{[]string{"stable"}, nil, map[string]string{"sg": "share/share/Stable"}},
+		{[]string{"Empty"}, []string{"share"}, map[string]string{}},
+	} {
+		if got := list(tc.states, tc.types); !maps.Equal(got, tc.want) {
+			t.Errorf("ListGroups states %v types %v: %v, want %v", tc.states, tc.types, got, tc.want)
+		}
 	}
 }
