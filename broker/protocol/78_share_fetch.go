@@ -209,19 +209,9 @@ func handleShareFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		}
 		return resp, nil
 	}
-	if req.GroupID == nil || *req.GroupID == "" {
-		return fail(kerr.InvalidRequest, "GroupId can't be empty.")
-	}
-	if req.MemberID == nil || *req.MemberID == "" {
-		return fail(kerr.InvalidRequest, "MemberId can't be empty.")
-	}
-	groupID, member := *req.GroupID, *req.MemberID
-	if !r.Authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, groupID) {
-		return fail(kerr.GroupAuthorizationFailed, "")
-	}
-	sc := r.Env.ShareCoordinator()
-	if sc == nil {
-		return fail(kerr.UnknownServerError, "no group coordinator")
+	groupID, member, sc, e, msg := shareMember(r, req.GroupID, req.MemberID)
+	if e != nil {
+		return fail(e, msg)
 	}
 	resp.AcquisitionLockTimeoutMillis = int32(sc.Config().RecordLockDuration / time.Millisecond)
 

@@ -42,19 +42,9 @@ func handleShareAcknowledge(ctx context.Context, r *Request) (kmsg.Response, err
 		}
 		return resp, nil
 	}
-	if req.GroupID == nil || *req.GroupID == "" {
-		return fail(kerr.InvalidRequest, "GroupId can't be empty.")
-	}
-	if req.MemberID == nil || *req.MemberID == "" {
-		return fail(kerr.InvalidRequest, "MemberId can't be empty.")
-	}
-	groupID, member := *req.GroupID, *req.MemberID
-	if !r.Authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, groupID) {
-		return fail(kerr.GroupAuthorizationFailed, "")
-	}
-	sc := r.Env.ShareCoordinator()
-	if sc == nil {
-		return fail(kerr.UnknownServerError, "no group coordinator")
+	groupID, member, sc, e, msg := shareMember(r, req.GroupID, req.MemberID)
+	if e != nil {
+		return fail(e, msg)
 	}
 	if req.Version >= 2 {
 		resp.AcquisitionLockTimeoutMillis = int32(sc.Config().RecordLockDuration / time.Millisecond)
@@ -91,4 +81,23 @@ func handleShareAcknowledge(ctx context.Context, r *Request) (kmsg.Response, err
 		sc.CloseShareSession(groupID, member)
 	}
 	return resp, nil
+}
+
+// shareMember checks the group and member a ShareFetch or
+// ShareAcknowledge names and READ on the group, as Kafka does; it returns
+// them with the share coordinator, or the request's error and message.
+func shareMember(r *Request, groupID, memberID *string) (string, string, *group.ShareCoordinator, *kerr.Error, string) {
+	switch {
+	case groupID == nil || *groupID == "":
+		return "", "", nil, kerr.InvalidRequest, "GroupId can't be empty."
+	case memberID == nil || *memberID == "":
+		return "", "", nil, kerr.InvalidRequest, "MemberId can't be empty."
+	case !r.Authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, *groupID):
+		return "", "", nil, kerr.GroupAuthorizationFailed, ""
+	}
+	sc := r.Env.ShareCoordinator()
+	if sc == nil {
+		return "", "", nil, kerr.UnknownServerError, "no group coordinator"
+	}
+	return *groupID, *memberID, sc, nil, ""
 }

@@ -26,19 +26,8 @@ func handleAlterShareGroupOffsets(ctx context.Context, r *Request) (kmsg.Respons
 	}
 	req := r.Msg.(*kmsg.AlterShareGroupOffsetsRequest)
 	resp := r.NewResponse().(*kmsg.AlterShareGroupOffsetsResponse)
-	sc := r.Env.ShareCoordinator()
-	switch {
-	case req.GroupID == "":
-		resp.ErrorCode = kerr.InvalidGroupID.Code
-		return resp, nil
-	case !r.Authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.GroupID):
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-		return resp, nil
-	case sc == nil:
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		return resp, nil
-	}
-	if code := sc.CheckShareGroupID(req.GroupID); code != 0 {
+	sc, code := shareGroupAdmin(r, req.GroupID, kmsg.ACLOperationRead)
+	if code != 0 {
 		resp.ErrorCode = code
 		return resp, nil
 	}
@@ -69,4 +58,24 @@ func handleAlterShareGroupOffsets(ctx context.Context, r *Request) (kmsg.Respons
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil
+}
+
+// shareGroupAdmin checks the group of a share-group offsets admin request
+// (AlterShareGroupOffsets, DeleteShareGroupOffsets): a name, op on the
+// group, a share coordinator that may serve it. It returns the coordinator,
+// or the request's error code.
+func shareGroupAdmin(r *Request, groupID string, op kmsg.ACLOperation) (*group.ShareCoordinator, int16) {
+	sc := r.Env.ShareCoordinator()
+	switch {
+	case groupID == "":
+		return nil, kerr.InvalidGroupID.Code
+	case !r.Authorized(op, kmsg.ACLResourceTypeGroup, groupID):
+		return nil, kerr.GroupAuthorizationFailed.Code
+	case sc == nil:
+		return nil, kerr.CoordinatorNotAvailable.Code
+	}
+	if code := sc.CheckShareGroupID(groupID); code != 0 {
+		return nil, code
+	}
+	return sc, 0
 }

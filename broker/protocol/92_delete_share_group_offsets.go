@@ -26,19 +26,8 @@ func handleDeleteShareGroupOffsets(ctx context.Context, r *Request) (kmsg.Respon
 	}
 	req := r.Msg.(*kmsg.DeleteShareGroupOffsetsRequest)
 	resp := r.NewResponse().(*kmsg.DeleteShareGroupOffsetsResponse)
-	sc := r.Env.ShareCoordinator()
-	switch {
-	case req.GroupID == "":
-		resp.ErrorCode = kerr.InvalidGroupID.Code
-		return resp, nil
-	case !r.Authorized(kmsg.ACLOperationDelete, kmsg.ACLResourceTypeGroup, req.GroupID):
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-		return resp, nil
-	case sc == nil:
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		return resp, nil
-	}
-	if code := sc.CheckShareGroupID(req.GroupID); code != 0 {
+	sc, code := shareGroupAdmin(r, req.GroupID, kmsg.ACLOperationDelete)
+	if code != 0 {
 		resp.ErrorCode = code
 		return resp, nil
 	}
