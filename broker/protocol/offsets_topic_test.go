@@ -267,9 +267,19 @@ func TestConsumerOffsetsTopicCluster(t *testing.T) {
 			g := fmt.Sprintf("group-%d", i)
 			os := kadm.Offsets{}
 			os.Add(kadm.Offset{Topic: "orders", Partition: int32(i % 2), At: base + int64(i), LeaderEpoch: -1})
-			r, err := adm.CommitOffsets(testCtx(t), g, os)
-			if err == nil {
-				err = r.Error()
+			// A retriable error (the coordinator has not seen the new
+			// topic yet, or the group's coordinator just moved) is
+			// retried, as clients do.
+			var err error
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				var r kadm.OffsetResponses
+				r, err = adm.CommitOffsets(testCtx(t), g, os)
+				if err == nil {
+					err = r.Error()
+				}
+				if err == nil || !kerr.IsRetriable(err) || time.Now().After(deadline) {
+					break
+				}
 			}
 			if err != nil {
 				t.Fatalf("commit %s: %v", g, err)
