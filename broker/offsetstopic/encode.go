@@ -1,11 +1,10 @@
 package offsetstopic
 
 import (
-	"math"
-
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/group"
+	"github.com/strata-dev/strata/broker/internaltopic"
 )
 
 // Record key and value versions, as Kafka's group coordinator writes them
@@ -20,35 +19,10 @@ const (
 )
 
 // PartitionFor is the partition of __consumer_offsets that holds a
-// group's records: Kafka's abs(groupId.hashCode()) % partitions, with
-// Java's String.hashCode over the id's UTF-16 code units, so that a tool
-// computing a group's partition the Kafka way finds it.
+// group's records: Kafka's abs(groupId.hashCode()) % partitions
+// (internaltopic.PartitionFor).
 func PartitionFor(groupID string, partitions int32) int32 {
-	var h int32
-	for _, u := range utf16Units(groupID) {
-		h = 31*h + int32(u)
-	}
-	switch {
-	case h == math.MinInt32:
-		h = 0 // Kafka's Utils.abs
-	case h < 0:
-		h = -h
-	}
-	return h % partitions
-}
-
-func utf16Units(s string) []uint16 {
-	out := make([]uint16, 0, len(s))
-	for _, r := range s {
-		switch {
-		case r >= 0x10000:
-			r -= 0x10000
-			out = append(out, uint16(0xd800+(r>>10)), uint16(0xdc00+(r&0x3ff)))
-		default:
-			out = append(out, uint16(r))
-		}
-	}
-	return out
+	return internaltopic.PartitionFor(groupID, partitions)
 }
 
 func offsetKey(g string, tp group.TopicPartition) []byte {

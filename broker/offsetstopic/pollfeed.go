@@ -5,14 +5,14 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/broker/group"
+	"github.com/strata-dev/strata/broker/internaltopic"
 )
 
 // PollFeed is the Feed of a group store without change notifications (a
 // single broker's FileStore): it reads the whole store whenever Version
 // changed, at most every Interval, and at least every FullInterval, and
 // reports every read as a snapshot; the projector writes what differs
-// from the last one. Reading the whole store is fine for the single
-// broker it serves (the coordinator holds the same state in memory).
+// from the last one (internaltopic.Poll).
 type PollFeed struct {
 	Store interface {
 		Load(context.Context) (map[string][]group.OffsetCommit, error)
@@ -27,38 +27,16 @@ type PollFeed struct {
 // Follow implements Feed. It returns nil when ctx ends and an error when
 // a read fails.
 func (f *PollFeed) Follow(ctx context.Context, snapshot func(group.StoreSnapshot), _ func([]group.StoreChange)) error {
-	interval, full := f.Interval, f.FullInterval
-	if interval <= 0 {
-		interval = 200 * time.Millisecond
-	}
-	if full <= 0 {
-		full = 30 * time.Second
-	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	var (
-		last     int64
-		lastRead time.Time
-		read     bool
-	)
-	for {
-		v := f.Version()
-		if !read || v != last || time.Since(lastRead) >= full {
-			offsets, err := f.Store.Load(ctx)
-			if err != nil {
-				return err
-			}
-			groups, err := f.Store.LoadGroups(ctx)
-			if err != nil {
-				return err
-			}
-			snapshot(group.StoreSnapshot{Offsets: offsets, Groups: groups})
-			last, lastRead, read = v, time.Now(), true
+	return internaltopic.Poll(ctx, f.Interval, f.FullInterval, f.Version, func() error {
+		offsets, err := f.Store.Load(ctx)
+		if err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
+		groups, err := f.Store.LoadGroups(ctx)
+		if err != nil {
+			return err
 		}
-	}
+		snapshot(group.StoreSnapshot{Offsets: offsets, Groups: groups})
+		return nil
+	})
 }

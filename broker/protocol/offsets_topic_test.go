@@ -29,9 +29,62 @@ type offsetsTopicState struct {
 
 func readOffsetsTopic(t *testing.T, addr string) offsetsTopicState {
 	t.Helper()
+	st := offsetsTopicState{offsets: map[string]int64{}, members: map[string]int{}}
+	readInternalTopic(t, addr, offsetstopic.Topic, func(partitions int32, r *kgo.Record) {
+		var version int16
+		if len(r.Key) >= 2 {
+			version = int16(r.Key[0])<<8 | int16(r.Key[1])
+		}
+		switch version {
+		case 0, 1:
+			var k kmsg.OffsetCommitKey
+			if err := k.ReadFrom(r.Key); err != nil {
+				t.Fatalf("offset key at %d-%d: %v", r.Partition, r.Offset, err)
+			}
+			if p := offsetstopic.PartitionFor(k.Group, partitions); p != r.Partition {
+				t.Fatalf("group %q's commit in partition %d, want %d", k.Group, r.Partition, p)
+			}
+			id := fmt.Sprintf("%s/%s/%d", k.Group, k.Topic, k.Partition)
+			if r.Value == nil {
+				delete(st.offsets, id)
+				return
+			}
+			var v kmsg.OffsetCommitValue
+			if err := v.ReadFrom(r.Value); err != nil {
+				t.Fatalf("offset value at %d-%d: %v", r.Partition, r.Offset, err)
+			}
+			if v.Version != 3 {
+				t.Fatalf("offset value version %d, want 3", v.Version)
+			}
+			st.offsets[id] = v.Offset
+		case 2:
+			var k kmsg.GroupMetadataKey
+			if err := k.ReadFrom(r.Key); err != nil {
+				t.Fatalf("group key at %d-%d: %v", r.Partition, r.Offset, err)
+			}
+			if r.Value == nil {
+				delete(st.members, k.Group)
+				return
+			}
+			var v kmsg.GroupMetadataValue
+			if err := v.ReadFrom(r.Value); err != nil {
+				t.Fatalf("group value at %d-%d: %v", r.Partition, r.Offset, err)
+			}
+			st.members[k.Group] = len(v.Members)
+		default:
+			t.Fatalf("record key version %d at %d-%d", version, r.Partition, r.Offset)
+		}
+	})
+	return st
+}
+
+// readInternalTopic reads topic from the start up to its end (and what is
+// appended meanwhile), calling each with the topic's partition count and
+// every record.
+func readInternalTopic(t *testing.T, addr, topic string, each func(partitions int32, r *kgo.Record)) {
+	t.Helper()
 	ctx := testCtx(t)
-	adm := newAdmin(t, addr)
-	ends, err := adm.ListEndOffsets(ctx, offsetstopic.Topic)
+	ends, err := newAdmin(t, addr).ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,13 +96,12 @@ func readOffsetsTopic(t *testing.T, addr string) offsetsTopicState {
 			want[o.Partition] = o.Offset
 		}
 	})
-	st := offsetsTopicState{offsets: map[string]int64{}, members: map[string]int{}}
 	if len(want) == 0 {
-		return st
+		return
 	}
-	cl := newClient(t, addr, kgo.ConsumeTopics(offsetstopic.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl := newClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	got := map[int32]int64{}
-	reached := func() bool { // records appended meanwhile are read too
+	reached := func() bool {
 		for p, end := range want {
 			if got[p] < end {
 				return false
@@ -65,52 +117,9 @@ func readOffsetsTopic(t *testing.T, addr string) offsetsTopicState {
 		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("fetch %s-%d: %v", topic, p, err) })
 		fs.EachRecord(func(r *kgo.Record) {
 			got[r.Partition] = r.Offset + 1
-			var version int16
-			if len(r.Key) >= 2 {
-				version = int16(r.Key[0])<<8 | int16(r.Key[1])
-			}
-			switch version {
-			case 0, 1:
-				var k kmsg.OffsetCommitKey
-				if err := k.ReadFrom(r.Key); err != nil {
-					t.Fatalf("offset key at %d-%d: %v", r.Partition, r.Offset, err)
-				}
-				if p := offsetstopic.PartitionFor(k.Group, partitions); p != r.Partition {
-					t.Fatalf("group %q's commit in partition %d, want %d", k.Group, r.Partition, p)
-				}
-				id := fmt.Sprintf("%s/%s/%d", k.Group, k.Topic, k.Partition)
-				if r.Value == nil {
-					delete(st.offsets, id)
-					return
-				}
-				var v kmsg.OffsetCommitValue
-				if err := v.ReadFrom(r.Value); err != nil {
-					t.Fatalf("offset value at %d-%d: %v", r.Partition, r.Offset, err)
-				}
-				if v.Version != 3 {
-					t.Fatalf("offset value version %d, want 3", v.Version)
-				}
-				st.offsets[id] = v.Offset
-			case 2:
-				var k kmsg.GroupMetadataKey
-				if err := k.ReadFrom(r.Key); err != nil {
-					t.Fatalf("group key at %d-%d: %v", r.Partition, r.Offset, err)
-				}
-				if r.Value == nil {
-					delete(st.members, k.Group)
-					return
-				}
-				var v kmsg.GroupMetadataValue
-				if err := v.ReadFrom(r.Value); err != nil {
-					t.Fatalf("group value at %d-%d: %v", r.Partition, r.Offset, err)
-				}
-				st.members[k.Group] = len(v.Members)
-			default:
-				t.Fatalf("record key version %d at %d-%d", version, r.Partition, r.Offset)
-			}
+			each(partitions, r)
 		})
 	}
-	return st
 }
 
 // waitOffsetsTopic polls the topic until check accepts its state.
