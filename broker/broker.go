@@ -604,8 +604,9 @@ func ValidateTopicName(name string) error {
 }
 
 // IsInternalTopic reports Kafka's internal topic names. Metadata flags
-// them internal; only the brokers write them (broker/offsetstopic writes
-// __consumer_offsets; __transaction_state is never a topic here).
+// them internal; only the brokers write them (broker/internaltopic:
+// broker/offsetstopic writes __consumer_offsets, broker/txntopic
+// __transaction_state).
 func IsInternalTopic(name string) bool {
 	return name == "__consumer_offsets" || name == "__transaction_state"
 }
@@ -618,11 +619,11 @@ func IsInternalTopic(name string) bool {
 // WriteTxnMarkers entries naming __consumer_offsets complete group
 // offsets at the group coordinator, so a user topic of that name would
 // never see its transactions' markers (a read_committed consumer would
-// wait on it forever); __consumer_offsets exists only as the brokers'
-// read-only projection of the group store (CreateInternalTopic).
+// wait on it forever); the two topics exist only as the brokers'
+// read-only projections of those stores (CreateInternalTopic).
 func CheckNotInternalTopic(name string) error {
 	if IsInternalTopic(name) {
-		return fmt.Errorf("%w: %s is one of Kafka's internal topics; only the brokers write it (Strata keeps group offsets and transaction state in its metadata store and projects the offsets into __consumer_offsets for tools to read)", kerr.InvalidTopicException, name)
+		return fmt.Errorf("%w: %s is one of Kafka's internal topics; only the brokers write it (Strata keeps group offsets and transaction state in its metadata store and projects them into __consumer_offsets and __transaction_state for tools to read)", kerr.InvalidTopicException, name)
 	}
 	return nil
 }

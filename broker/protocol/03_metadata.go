@@ -40,7 +40,6 @@ import (
 
 	"github.com/strata-dev/strata/broker"
 	"github.com/strata-dev/strata/broker/auth"
-	"github.com/strata-dev/strata/broker/group"
 )
 
 func init() { register(kmsg.Metadata, 0, 12, handleMetadata) }
@@ -126,17 +125,20 @@ func handleMetadata(ctx context.Context, r *Request) (kmsg.Response, error) {
 			deniedTopic(&name, [16]byte{})
 			continue
 		}
-		if !ok && name == group.OffsetsTopic && r.Env.CreateOffsetsTopic != nil {
+		if !ok && broker.IsInternalTopic(name) && r.Env.CreateInternalTopic != nil {
 			// Kafka creates its internal topics when they are asked for
 			// (a tool such as Burrow starting before any group exists).
-			if err := r.Env.CreateOffsetsTopic(ctx); err != nil {
-				r.Env.Log.V(1).Info("creating the offsets topic on request failed", "error", err.Error())
+			code := kerr.LeaderNotAvailable.Code // being created: retry
+			if err := r.Env.CreateInternalTopic(ctx, name); errors.Is(err, kerr.UnknownTopicOrPartition) {
+				code = kerr.UnknownTopicOrPartition.Code // its projection is off
+			} else if err != nil {
+				r.Env.Log.V(1).Info("creating an internal topic on request failed", "topic", name, "error", err.Error())
 			}
 			view = b.MetadataView()
 			if t, ok = view.Topic(name); !ok {
 				mt := kmsg.NewMetadataResponseTopic()
 				mt.Topic = &name
-				mt.ErrorCode = kerr.LeaderNotAvailable.Code
+				mt.ErrorCode = code
 				mt.AuthorizedOperations = authorizedOpsNotRequested
 				resp.Topics = append(resp.Topics, mt)
 				continue

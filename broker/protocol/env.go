@@ -39,11 +39,12 @@ type Env struct {
 	// Log is the base logger; handlers add key/values.
 	Log logr.Logger
 
-	// CreateOffsetsTopic creates the brokers' __consumer_offsets
-	// projection (broker/offsetstopic) when Metadata names it and it does
-	// not exist yet, as Kafka creates its internal topics on request; nil
-	// when the projection is off.
-	CreateOffsetsTopic func(ctx context.Context) error
+	// CreateInternalTopic creates one of the brokers' internal topic
+	// projections (__consumer_offsets, __transaction_state;
+	// broker/internaltopic) when Metadata names it and it does not exist
+	// yet, as Kafka creates its internal topics on request; nil without
+	// projections, a no-op for a projection that is off.
+	CreateInternalTopic func(ctx context.Context, name string) error
 
 	// Credentials holds the SCRAM credentials that SASL checks and
 	// Describe/AlterUserScramCredentials manage; nil answers those APIs

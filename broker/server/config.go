@@ -264,6 +264,7 @@ var processKeys = map[string]bool{
 	"log.retention.hours": true, "log.retention.minutes": true,
 	"default.replication.factor": true,
 	"offsets.topic.enable":       true, "offsets.topic.num.partitions": true, "offsets.topic.replication.factor": true,
+	"transaction.state.log.enable": true, "transaction.state.log.num.partitions": true, "transaction.state.log.replication.factor": true,
 	"broker.id.base": true, "metadata.etcd.endpoints": true, "metadata.etcd.prefix": true,
 	"metadata.etcd.ssl.certificate.location": true, "metadata.etcd.ssl.key.location": true, "metadata.etcd.ssl.ca.location": true, "cluster.name": true,
 	"broker.session.timeout.ms": true, "replica.lag.time.max.ms": true, "replica.fetch.wait.max.ms": true,
@@ -540,24 +541,14 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				return nil, bad(err)
 			}
 			cfg.Broker.AutoCreateTopics = b
-		case k == "offsets.topic.enable":
-			b, err := strconv.ParseBool(v)
-			if err != nil {
+		case strings.HasPrefix(k, "offsets.topic."):
+			if err := applyInternalTopicSetting(&cfg.OffsetsTopic, strings.TrimPrefix(k, "offsets.topic."), v); err != nil {
 				return nil, bad(err)
 			}
-			cfg.OffsetsTopic.Disabled = !b
-		case k == "offsets.topic.num.partitions":
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err != nil || n < 1 {
-				return nil, bad(fmt.Errorf("want a positive int32"))
+		case strings.HasPrefix(k, "transaction.state.log."):
+			if err := applyInternalTopicSetting(&cfg.TxnStateTopic, strings.TrimPrefix(k, "transaction.state.log."), v); err != nil {
+				return nil, bad(err)
 			}
-			cfg.OffsetsTopic.Partitions = int32(n)
-		case k == "offsets.topic.replication.factor":
-			n, err := strconv.ParseInt(v, 10, 16)
-			if err != nil || n < 1 {
-				return nil, bad(fmt.Errorf("want a positive int16"))
-			}
-			cfg.OffsetsTopic.ReplicationFactor = int16(n)
 		case k == "default.replication.factor":
 			n, err := strconv.ParseInt(v, 10, 16)
 			if err != nil || n < 1 {
@@ -814,4 +805,31 @@ func expandEnv(v string) (string, error) {
 		sb.WriteString(val)
 		v = v[i+j+1:]
 	}
+}
+
+// applyInternalTopicSetting applies one of an internal topic's settings
+// (offsets.topic.* or transaction.state.log.*, without the prefix:
+// enable, num.partitions, replication.factor).
+func applyInternalTopicSetting(c *InternalTopicConfig, k, v string) error {
+	switch k {
+	case "enable":
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return err
+		}
+		c.Disabled = !b
+	case "num.partitions":
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1 {
+			return fmt.Errorf("want a positive int32")
+		}
+		c.Partitions = int32(n)
+	case "replication.factor":
+		n, err := strconv.ParseInt(v, 10, 16)
+		if err != nil || n < 1 {
+			return fmt.Errorf("want a positive int16")
+		}
+		c.ReplicationFactor = int16(n)
+	}
+	return nil
 }

@@ -66,22 +66,24 @@ auto.create.topics.enable: false
 func TestApplySettings(t *testing.T) {
 	cfg := DefaultConfig()
 	unknown, err := ApplySettings(&cfg, map[string]string{
-		"broker.id":                           "3",
-		"listeners":                           "PLAINTEXT://0.0.0.0:9093",
-		"advertised.listeners":                "PLAINTEXT://broker-3.example:9093",
-		"log.dirs":                            "/data/a,/data/b",
-		"zone":                                "zone-b",
-		"log.retention.hours":                 "2",
-		"log.segment.bytes":                   "1048576",
-		"log.retention.check.interval.ms":     "1000",
-		"num.partitions":                      "4",
-		"group.initial.rebalance.delay.ms":    "0",
-		"group.share.record.lock.duration.ms": "15000",
-		"share.auto.offset.reset":             "earliest",
-		"offsets.topic.num.partitions":        "50",
-		"offsets.topic.replication.factor":    "2",
-		"wal.bucket":                          "fast-a",
-		"fast.bucket.endpoint":                "http://s3",
+		"broker.id":                            "3",
+		"listeners":                            "PLAINTEXT://0.0.0.0:9093",
+		"advertised.listeners":                 "PLAINTEXT://broker-3.example:9093",
+		"log.dirs":                             "/data/a,/data/b",
+		"zone":                                 "zone-b",
+		"log.retention.hours":                  "2",
+		"log.segment.bytes":                    "1048576",
+		"log.retention.check.interval.ms":      "1000",
+		"num.partitions":                       "4",
+		"group.initial.rebalance.delay.ms":     "0",
+		"group.share.record.lock.duration.ms":  "15000",
+		"share.auto.offset.reset":              "earliest",
+		"offsets.topic.num.partitions":         "50",
+		"offsets.topic.replication.factor":     "2",
+		"transaction.state.log.enable":         "false",
+		"transaction.state.log.num.partitions": "7",
+		"wal.bucket":                           "fast-a",
+		"fast.bucket.endpoint":                 "http://s3",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -98,8 +100,11 @@ func TestApplySettings(t *testing.T) {
 	if cfg.Share.RecordLockDuration != 15*time.Second || cfg.Share.AutoOffsetReset != "earliest" {
 		t.Fatalf("share config = %+v", cfg.Share)
 	}
-	if cfg.OffsetsTopic != (OffsetsTopicConfig{Partitions: 50, ReplicationFactor: 2}) {
+	if cfg.OffsetsTopic != (InternalTopicConfig{Partitions: 50, ReplicationFactor: 2}) {
 		t.Fatalf("offsets topic config = %+v", cfg.OffsetsTopic)
+	}
+	if cfg.TxnStateTopic != (InternalTopicConfig{Disabled: true, Partitions: 7}) {
+		t.Fatalf("transaction state topic config = %+v", cfg.TxnStateTopic)
 	}
 	if b.LogDefaults["log.retention.ms"] != "7200000" || b.LogDefaults["log.segment.bytes"] != "1048576" {
 		t.Fatalf("log defaults = %v", b.LogDefaults)
@@ -127,6 +132,7 @@ func TestApplySettings(t *testing.T) {
 		{"offsets.topic.num.partitions": "0"},
 		{"offsets.topic.replication.factor": "-1"},
 		{"offsets.topic.enable": "sometimes"},
+		{"transaction.state.log.replication.factor": "0"},
 	} {
 		c := DefaultConfig()
 		if _, err := ApplySettings(&c, bad); err == nil {

@@ -8,65 +8,108 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-dev/strata/broker/internaltopic"
 	"github.com/strata-dev/strata/broker/meta/offsets"
+	"github.com/strata-dev/strata/broker/meta/txnstate"
 	"github.com/strata-dev/strata/broker/offsetstopic"
 	"github.com/strata-dev/strata/broker/protocol"
+	"github.com/strata-dev/strata/broker/txn"
+	"github.com/strata-dev/strata/broker/txntopic"
 )
 
-// OffsetsTopicConfig configures the brokers' __consumer_offsets projection
-// (broker/offsetstopic): offsets.topic.enable (default true),
-// offsets.topic.num.partitions (default 10) and
-// offsets.topic.replication.factor (default 3, capped at the live
+// InternalTopicConfig configures one of the brokers' internal topic
+// projections: __consumer_offsets (broker/offsetstopic; offsets.topic.*)
+// or __transaction_state (broker/txntopic; transaction.state.log.*):
+// <prefix>.enable (default true), <prefix>.num.partitions (default 10)
+// and <prefix>.replication.factor (default 3, capped at the live
 // brokers).
-type OffsetsTopicConfig struct {
+type InternalTopicConfig struct {
 	Disabled          bool
 	Partitions        int32
 	ReplicationFactor int16
 }
 
-// offsetsTopicCreator is Env.CreateOffsetsTopic: nil when the projection
-// is off.
-func (s *Server) offsetsTopicCreator() func(context.Context) error {
-	oc := s.cfg.OffsetsTopic
-	if oc.Disabled || (s.cluster == nil && s.offsets == nil) {
+// internalTopicCreator is Env.CreateInternalTopic: it creates the internal
+// topic named (a Metadata request naming it) when its projection is on,
+// and answers UNKNOWN_TOPIC_OR_PARTITION when it is off.
+func (s *Server) internalTopicCreator() func(ctx context.Context, name string) error {
+	if s.cluster == nil && s.offsets == nil {
 		return nil
 	}
-	return func(ctx context.Context) error {
-		return offsetstopic.CreateTopic(ctx, s.broker, oc.Partitions, oc.ReplicationFactor)
+	return func(ctx context.Context, name string) error {
+		var spec internaltopic.Spec
+		switch c := s.cfg; name {
+		case offsetstopic.Topic:
+			if c.OffsetsTopic.Disabled {
+				return errProjectionOff(name, "offsets.topic.enable")
+			}
+			spec = offsetstopic.Spec(c.OffsetsTopic.Partitions, c.OffsetsTopic.ReplicationFactor)
+		case txntopic.Topic:
+			if c.TxnStateTopic.Disabled {
+				return errProjectionOff(name, "transaction.state.log.enable")
+			}
+			spec = txntopic.Spec(c.TxnStateTopic.Partitions, c.TxnStateTopic.ReplicationFactor)
+		default:
+			return nil
+		}
+		return internaltopic.CreateTopic(ctx, s.broker, spec)
 	}
 }
 
-// startOffsetsTopic starts the projector that writes the group store to
-// __consumer_offsets for the partitions of it this broker leads.
-func (s *Server) startOffsetsTopic(ctx context.Context, env *protocol.Env) {
-	oc := s.cfg.OffsetsTopic
-	if oc.Disabled {
-		return
+func errProjectionOff(topic, setting string) error {
+	return fmt.Errorf("%w: %s is not written on this cluster (%s=false)", kerr.UnknownTopicOrPartition, topic, setting)
+}
+
+// startInternalTopics starts the projectors that write the group store to
+// __consumer_offsets and the transaction store to __transaction_state,
+// for the partitions of them this broker leads.
+func (s *Server) startInternalTopics(ctx context.Context, env *protocol.Env) {
+	log := logr.FromContextOrDiscard(ctx)
+	produce := func(topic string) internaltopic.Produce {
+		return func(ctx context.Context, partition int32, batch []byte) error {
+			return produceInternal(ctx, env, topic, partition, batch)
+		}
 	}
-	var feed offsetstopic.Feed
-	switch {
-	case s.cluster != nil:
-		feed = offsets.New(s.cluster.store)
-	case s.offsets != nil:
-		feed = &offsetstopic.PollFeed{Store: s.offsets, Version: s.offsets.Size}
-	default:
-		return
+	if oc := s.cfg.OffsetsTopic; !oc.Disabled && (s.cluster != nil || s.offsets != nil) {
+		var feed offsetstopic.Feed
+		if s.cluster != nil {
+			feed = offsets.New(s.cluster.store)
+		} else {
+			feed = &offsetstopic.PollFeed{Store: s.offsets, Version: s.offsets.Size}
+		}
+		l := log.WithName("offsets-topic")
+		s.runInternalTopic(l, offsetstopic.New(offsetstopic.Config{
+			Feed: feed, Broker: s.broker, Produce: produce(offsetstopic.Topic),
+			Partitions: oc.Partitions, ReplicationFactor: oc.ReplicationFactor, Log: l,
+		}).Run)
 	}
-	log := logr.FromContextOrDiscard(ctx).WithName("offsets-topic")
-	p := offsetstopic.New(offsetstopic.Config{
-		Feed: feed, Broker: s.broker,
-		Produce: func(ctx context.Context, partition int32, batch []byte) error {
-			return produceInternal(ctx, env, offsetstopic.Topic, partition, batch)
-		},
-		Partitions: oc.Partitions, ReplicationFactor: oc.ReplicationFactor,
-		Log: log,
-	})
+	if tc := s.cfg.TxnStateTopic; !tc.Disabled && s.txns != nil {
+		var feed txntopic.Feed
+		switch st := s.txnStore.(type) {
+		case *txnstate.Store:
+			feed = st
+		case *txn.FileStore:
+			feed = &txntopic.PollFeed{Store: st, Version: st.Version}
+		default:
+			return
+		}
+		l := log.WithName("txn-state-topic")
+		s.runInternalTopic(l, txntopic.New(txntopic.Config{
+			Feed: feed, Broker: s.broker, Produce: produce(txntopic.Topic),
+			Partitions: tc.Partitions, ReplicationFactor: tc.ReplicationFactor,
+			OffsetsPartitions: offsetstopic.Spec(s.cfg.OffsetsTopic.Partitions, 0).Partitions, Log: l,
+		}).Run)
+	}
+}
+
+// runInternalTopic runs a projector until the server stops.
+func (s *Server) runInternalTopic(log logr.Logger, run func(context.Context)) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), log))
 		go func() { <-s.stop; cancel() }()
-		p.Run(ctx)
+		run(ctx)
 	}()
 }
 

@@ -90,7 +90,10 @@ type Config struct {
 	Share group.ShareConfig
 	// OffsetsTopic configures the __consumer_offsets projection
 	// (offsets.topic.*, broker/offsetstopic).
-	OffsetsTopic OffsetsTopicConfig
+	OffsetsTopic InternalTopicConfig
+	// TxnStateTopic configures the __transaction_state projection
+	// (transaction.state.log.*, broker/txntopic).
+	TxnStateTopic InternalTopicConfig
 	// Txn configures the transaction coordinator (transaction.* and
 	// transactional.id.* settings); its Store, Markers, ProducerIDs and
 	// placement are set by Start.
@@ -138,6 +141,8 @@ type Server struct {
 	groups  *group.Coordinator
 	offsets *group.FileStore // standalone only
 	txns    *txn.Coordinator
+	// txnStore is the transaction coordinator's store (etcd or file).
+	txnStore txn.Store
 	// txnVerifier answers the partition side's KIP-890 checks.
 	txnVerifier *txnVerifier
 	// ownership follows the live broker set (group and transaction
@@ -334,7 +339,7 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		limits.FetchSessionMaxPartitions = int(cmp.Or(cfg.Broker.MaxPartitions, broker.DefaultMaxPartitions))
 	}
 	env := &protocol.Env{Broker: b, Groups: s.groups, Shares: group.NewShareCoordinator(s.groups, cfg.Share), Log: logger.WithName("protocol"), Limits: limits, ReauthMax: cfg.Security.ReauthMax}
-	env.CreateOffsetsTopic = s.offsetsTopicCreator()
+	env.CreateInternalTopic = s.internalTopicCreator()
 	if b.Clustered() {
 		s.metrics.RegisterQuota()
 		env.Quotas = quota.New(quota.Config{Samples: cfg.QuotaSamples, Window: cfg.QuotaWindow, Quotas: b.ClientQuotas,
@@ -422,7 +427,7 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 			s.tier.Run(ctx)
 		}()
 	}
-	s.startOffsetsTopic(ctx, env)
+	s.startInternalTopics(ctx, env)
 	s.phase.Store(phaseRunning)
 	s.log.Info("broker started", "listen", ln.Addr().String(), "listeners", s.listenerSummary(), "advertised", net.JoinHostPort(cfg.Broker.Host, strconv.Itoa(int(cfg.Broker.Port))),
 		"nodeID", cfg.Broker.NodeID, "rack", cfg.Broker.Rack, "dataDir", cfg.Broker.DataDir, "metrics", s.MetricsAddr())

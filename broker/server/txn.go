@@ -76,6 +76,7 @@ func (s *Server) startTxnCoordinator(ctx context.Context, env *protocol.Env) err
 		}
 		cfg.Store = fs
 	}
+	s.txnStore = cfg.Store
 	cfg.ProducerIDs = env.ProducerIDAllocator().AllocateProducerID
 	s.ib = &interBrokerClients{s: s}
 	markers := &markerWriter{b: b, env: env, log: s.log.WithName("txn-markers"), remote: s.ib.request}

@@ -106,6 +106,7 @@ func (s *MemoryStore) deleteLocked(id string, rev int64) error {
 		return ErrConflict
 	}
 	delete(s.recs, id)
+	s.rev++ // the store changed (FileStore.Version)
 	return nil
 }
 
@@ -227,12 +228,12 @@ func (s *FileStore) Delete(_ context.Context, id string, rev int64) error {
 	if s.closed {
 		return ErrClosed
 	}
-	old := s.mem.recs[id]
+	old, prevRev := s.mem.recs[id], s.mem.rev
 	if err := s.mem.deleteLocked(id, rev); err != nil {
 		return err
 	}
 	if err := s.writeLocked(); err != nil {
-		s.mem.recs[id] = old
+		s.mem.recs[id], s.mem.rev = old, prevRev
 		return err
 	}
 	return nil
