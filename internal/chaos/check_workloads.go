@@ -3,6 +3,7 @@ package chaos
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -232,6 +233,12 @@ type TxnHistory struct {
 	Reads    []TxnRead
 	Final    []TxnRead
 	Complete bool
+	// Described is each transactional id's state after the run as
+	// DescribeTransactions answers it, Projected as __transaction_state
+	// holds it (read at ProjectedS; "": no record): "State pid=N
+	// epoch=E".
+	Described, Projected map[string]string
+	ProjectedS           float64
 }
 
 // CheckTransactions judges the transactional producers and read_committed
@@ -319,11 +326,17 @@ func CheckTransactions(h TxnHistory) (WorkloadCount, []string) {
 			}
 		}
 	}
+	ids := slices.Sorted(maps.Keys(h.Projected))
+	for _, id := range ids {
+		if got, want := h.Projected[id], h.Described[id]; got != want {
+			f.find("%s: __transaction_state holds %q at t=%.2fs, DescribeTransactions answers %q", id, got, h.ProjectedS, want)
+		}
+	}
 	outcomes := map[string]int64{TxnCommitted: 0, TxnAborted: 0, TxnUnknown: 0}
 	for _, t := range h.Txns {
 		outcomes[t.Outcome]++
 	}
-	return WorkloadCount{Checked: len(h.Txns) + len(h.Reads) + len(h.Final), Violations: f.n, Info: outcomes}, f.done()
+	return WorkloadCount{Checked: len(h.Txns) + len(h.Reads) + len(h.Final) + len(ids), Violations: f.n, Info: outcomes}, f.done()
 }
 
 // CompactWrite is one record sent to the compacted topic: its key, its

@@ -130,6 +130,10 @@ func healthyTxns() TxnHistory {
 		Final: []TxnRead{{xtp0, 0, "x1-0", 10}, {xtp0, 6, "fence-0-0", 10}, {xtp1, 0, "x1-1", 10}, {xtp1, 6, "fence-0-1", 10}},
 		// Complete: the final read reached the fence.
 		Complete: true,
+		// __transaction_state agrees with DescribeTransactions.
+		Described:  map[string]string{"chaos-txn-0": "CompleteCommit pid=5 epoch=2", "chaos-txn-1": ""},
+		Projected:  map[string]string{"chaos-txn-0": "CompleteCommit pid=5 epoch=2", "chaos-txn-1": ""},
+		ProjectedS: 12,
 	}
 }
 
@@ -174,6 +178,15 @@ func TestCheckTransactions(t *testing.T) {
 		{"record read twice", func(h *TxnHistory) {
 			h.Final = append(h.Final, TxnRead{xtp1, 7, "x1-1", 10})
 		}, `"x1-1" read twice`},
+		{"__transaction_state behind the store", func(h *TxnHistory) {
+			h.Projected["chaos-txn-0"] = "Ongoing pid=5 epoch=2"
+		}, `chaos-txn-0: __transaction_state holds "Ongoing pid=5 epoch=2" at t=12.00s, DescribeTransactions answers "CompleteCommit pid=5 epoch=2"`},
+		{"__transaction_state missing an id", func(h *TxnHistory) {
+			h.Projected["chaos-txn-0"] = ""
+		}, `chaos-txn-0: __transaction_state holds ""`},
+		{"__transaction_state holding an id the store does not", func(h *TxnHistory) {
+			h.Projected["chaos-txn-1"] = "Empty pid=9 epoch=0"
+		}, `chaos-txn-1: __transaction_state holds "Empty pid=9 epoch=0"`},
 		{"phantom record", func(h *TxnHistory) {
 			h.Reads = append(h.Reads, TxnRead{xtp0, 9, "zz", 5})
 		}, `read "zz", which no transaction wrote`},

@@ -38,6 +38,8 @@ const (
 	OpTxnRead        = "txn_read"        // a record a read_committed consumer read during the run
 	OpTxnFinalRead   = "txn_final_read"  // a record of the final read_committed read
 	OpTxnFinal       = "txn_final"       // the final read's end (Complete: it reached the fence)
+	OpTxnDescribed   = "txn_described"   // a transactional id's state as DescribeTransactions answers it after the run (Txn, Value)
+	OpTxnProjected   = "txn_projected"   // the id's state in __transaction_state after the run (Txn, Value; "": none)
 	OpCompactWrite   = "compact_write"   // a record sent to the compacted topic (Key, Value, Seq; Offset, or Error)
 	OpCompactRead    = "compact_read"    // a record of the compacted topic's final read
 	OpCompactFinal   = "compact_final"   // the final read's end (Complete)
@@ -263,6 +265,16 @@ func CheckHistory(r io.Reader) (*Result, error) {
 		case OpTxn:
 			t := txns()
 			t.Txns = append(t.Txns, Txn{ID: e.Txn, Outcome: e.Outcome, Values: e.Values, Acks: txnAcks[e.Txn], EndS: e.Sent})
+		case OpTxnDescribed, OpTxnProjected:
+			t := txns()
+			if t.Described == nil {
+				t.Described, t.Projected = map[string]string{}, map[string]string{}
+			}
+			if e.Op == OpTxnDescribed {
+				t.Described[e.Txn] = e.Value
+			} else {
+				t.Projected[e.Txn], t.ProjectedS = e.Value, e.T
+			}
 		case OpTxnRead:
 			t := txns()
 			t.Reads = append(t.Reads, TxnRead{TP: tp, Offset: e.Offset, Value: e.Value, S: e.T})

@@ -2,9 +2,11 @@ package chaos
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -64,6 +66,9 @@ func writeWorkloads(w *historyWriter, h History) {
 			w.write(r.event(OpTxnFinalRead))
 		}
 		w.write(Event{Op: OpTxnFinal, Complete: x.Complete})
+		for _, e := range txnProjectedEvents(slices.Sorted(maps.Keys(x.Projected)), x.Described, x.Projected, x.ProjectedS) {
+			w.write(e)
+		}
 	}
 	if c := h.Compact; c != nil {
 		for _, cw := range c.Writes {
@@ -140,6 +145,10 @@ func TestCheckHistory(t *testing.T) {
 		{"a compacted key's latest value lost", func(h *History, _ *Result) {
 			withWorkloads(h)
 			h.Compact.Final = h.Compact.Final[1:]
+		}, false},
+		{"__transaction_state behind DescribeTransactions", func(h *History, _ *Result) {
+			withWorkloads(h)
+			h.Txn.Projected["chaos-txn-0"] = ""
 		}, false},
 		{"a tier read skips", func(h *History, _ *Result) {
 			withWorkloads(h)

@@ -816,6 +816,7 @@ func (w *workloads) final(ctx context.Context, h *History) error {
 		w.groupProjected(ctx)
 	}
 	w.txnFinal(ctx)
+	w.txnProjected(ctx)
 	w.compactFinal(ctx)
 	w.tierFinal(ctx)
 	w.mu.Lock()
