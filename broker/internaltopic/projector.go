@@ -66,8 +66,23 @@ type Spec struct {
 	ReplicationFactor int16
 }
 
+// WithDefaults returns s with partitions and replicationFactor where its
+// own are not positive.
+func (s Spec) WithDefaults(partitions int32, replicationFactor int16) Spec {
+	if s.Partitions <= 0 {
+		s.Partitions = partitions
+	}
+	if s.ReplicationFactor <= 0 {
+		s.ReplicationFactor = replicationFactor
+	}
+	return s
+}
+
 // Config configures a Projector.
 type Config struct {
+	// Topic is the topic's name, and the partitions and replication
+	// factor it is created with (the factor capped at the live
+	// brokers).
 	Topic   Spec
 	Broker  Broker
 	Produce Produce
@@ -77,6 +92,19 @@ type Config struct {
 	Log      logr.Logger
 	// Now is the clock (tests).
 	Now func() time.Time
+}
+
+// SortedOwners returns the owners of m that want accepts, sorted (a
+// Projection's State order).
+func SortedOwners[V any](m map[string]V, want func(string) bool) []string {
+	out := make([]string, 0, len(m))
+	for id := range m {
+		if want(id) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Projector writes a Projection into its topic for the partitions of the

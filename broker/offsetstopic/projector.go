@@ -5,9 +5,6 @@ import (
 	"context"
 	"reflect"
 	"slices"
-	"time"
-
-	"github.com/go-logr/logr"
 
 	"github.com/strata-dev/strata/broker/group"
 	"github.com/strata-dev/strata/broker/internaltopic"
@@ -43,23 +40,14 @@ type Broker = internaltopic.Broker
 // this broker leads, acks=all, and returns once it is acknowledged.
 type Produce = internaltopic.Produce
 
-// Config configures a Projector.
+// Config configures a Projector: the group store's feed, and the
+// projector's settings; Topic.Name is set by New, and Topic.Partitions
+// and Topic.ReplicationFactor (offsets.topic.num.partitions,
+// offsets.topic.replication.factor) default to DefaultPartitions and
+// DefaultReplicationFactor.
 type Config struct {
-	Feed    Feed
-	Broker  Broker
-	Produce Produce
-	// Partitions and ReplicationFactor are used when the projector
-	// creates the topic (offsets.topic.num.partitions,
-	// offsets.topic.replication.factor; the factor is capped at the
-	// number of live brokers).
-	Partitions        int32
-	ReplicationFactor int16
-	// Interval is how often leadership of the topic's partitions is
-	// checked (default 1 s).
-	Interval time.Duration
-	Log      logr.Logger
-	// Now is the clock (tests).
-	Now func() time.Time
+	Feed Feed
+	internaltopic.Config
 }
 
 // Projector writes the group store to the __consumer_offsets topic, in
@@ -69,22 +57,16 @@ type Projector = internaltopic.Projector[feedMsg]
 
 // New returns a projector; Run starts it.
 func New(cfg Config) *Projector {
-	return internaltopic.New(internaltopic.Config{
-		Topic:  Spec(cfg.Partitions, cfg.ReplicationFactor),
-		Broker: cfg.Broker, Produce: cfg.Produce, Interval: cfg.Interval, Log: cfg.Log, Now: cfg.Now,
-	}, &groups{feed: cfg.Feed, mirror: map[string]*groupState{}})
+	c := cfg.Config
+	c.Topic = Spec(c.Topic.Partitions, c.Topic.ReplicationFactor)
+	return internaltopic.New(c, &groups{feed: cfg.Feed, mirror: map[string]*groupState{}})
 }
 
 // Spec is the offsets topic with partitions and replicationFactor, their
 // defaults where they are not positive.
 func Spec(partitions int32, replicationFactor int16) internaltopic.Spec {
-	if partitions <= 0 {
-		partitions = DefaultPartitions
-	}
-	if replicationFactor <= 0 {
-		replicationFactor = DefaultReplicationFactor
-	}
-	return internaltopic.Spec{Name: Topic, Partitions: partitions, ReplicationFactor: replicationFactor}
+	return internaltopic.Spec{Name: Topic, Partitions: partitions, ReplicationFactor: replicationFactor}.
+		WithDefaults(DefaultPartitions, DefaultReplicationFactor)
 }
 
 // CreateTopic creates the offsets topic with partitions partitions and
@@ -209,14 +191,7 @@ func (gs *groupState) offsetsOrNil() map[group.TopicPartition]group.OffsetCommit
 // State writes the whole state of the groups want accepts: membership,
 // then offsets, in a stable order.
 func (g *groups) State(now int64, want func(string) bool, out func(string, *record.Record)) {
-	ids := make([]string, 0, len(g.mirror))
-	for id := range g.mirror {
-		if want(id) {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	for _, id := range internaltopic.SortedOwners(g.mirror, want) {
 		gs := g.mirror[id]
 		if gs.membership != nil {
 			out(id, groupRecord(id, *gs.membership, now))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/strata-dev/strata/broker"
 	"github.com/strata-dev/strata/broker/group"
+	"github.com/strata-dev/strata/broker/internaltopic"
 	"github.com/strata-dev/strata/broker/record"
 )
 
@@ -180,7 +181,8 @@ func TestProjector(t *testing.T) {
 	b := &fakeBroker{}
 	l := &fakeLog{fail: map[int32]bool{}, latest: map[int32]map[string]string{}}
 	feed := &scriptedFeed{follows: make(chan chan feedMsg)}
-	p := New(Config{Feed: feed, Broker: b, Produce: l.produce, Partitions: 2, ReplicationFactor: 3, Interval: 5 * time.Millisecond, Log: logr.Discard()})
+	p := New(Config{Feed: feed, Config: internaltopic.Config{Topic: internaltopic.Spec{Partitions: 2, ReplicationFactor: 3},
+		Broker: b, Produce: l.produce, Interval: 5 * time.Millisecond, Log: logr.Discard()}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); p.Run(ctx) }()

@@ -78,10 +78,10 @@ func (s *Server) startInternalTopics(ctx context.Context, env *protocol.Env) {
 			feed = &offsetstopic.PollFeed{Store: s.offsets, Version: s.offsets.Size}
 		}
 		l := log.WithName("offsets-topic")
-		s.runInternalTopic(l, offsetstopic.New(offsetstopic.Config{
-			Feed: feed, Broker: s.broker, Produce: produce(offsetstopic.Topic),
-			Partitions: oc.Partitions, ReplicationFactor: oc.ReplicationFactor, Log: l,
-		}).Run)
+		s.runInternalTopic(l, offsetstopic.New(offsetstopic.Config{Feed: feed, Config: internaltopic.Config{
+			Topic:  internaltopic.Spec{Partitions: oc.Partitions, ReplicationFactor: oc.ReplicationFactor},
+			Broker: s.broker, Produce: produce(offsetstopic.Topic), Log: l,
+		}}).Run)
 	}
 	if tc := s.cfg.TxnStateTopic; !tc.Disabled && s.txns != nil {
 		var feed txntopic.Feed
@@ -94,11 +94,12 @@ func (s *Server) startInternalTopics(ctx context.Context, env *protocol.Env) {
 			return
 		}
 		l := log.WithName("txn-state-topic")
-		s.runInternalTopic(l, txntopic.New(txntopic.Config{
-			Feed: feed, Broker: s.broker, Produce: produce(txntopic.Topic),
-			Partitions: tc.Partitions, ReplicationFactor: tc.ReplicationFactor,
-			OffsetsPartitions: offsetstopic.Spec(s.cfg.OffsetsTopic.Partitions, 0).Partitions, Log: l,
-		}).Run)
+		s.runInternalTopic(l, txntopic.New(txntopic.Config{Feed: feed,
+			OffsetsPartitions: offsetstopic.Spec(s.cfg.OffsetsTopic.Partitions, 0).Partitions,
+			Config: internaltopic.Config{
+				Topic:  internaltopic.Spec{Partitions: tc.Partitions, ReplicationFactor: tc.ReplicationFactor},
+				Broker: s.broker, Produce: produce(txntopic.Topic), Log: l,
+			}}).Run)
 	}
 }
 

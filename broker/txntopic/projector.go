@@ -3,10 +3,7 @@ package txntopic
 import (
 	"context"
 	"reflect"
-	"slices"
 	"time"
-
-	"github.com/go-logr/logr"
 
 	"github.com/strata-dev/strata/broker/group"
 	"github.com/strata-dev/strata/broker/internaltopic"
@@ -35,26 +32,18 @@ type Feed interface {
 	Follow(ctx context.Context, snapshot func([]txn.Metadata), changes func([]txn.Change)) error
 }
 
-// Config configures a Projector.
+// Config configures a Projector: the transaction store's feed, and the
+// projector's settings; Topic.Name is set by New, and Topic.Partitions
+// and Topic.ReplicationFactor (transaction.state.log.num.partitions,
+// transaction.state.log.replication.factor) default to DefaultPartitions
+// and DefaultReplicationFactor.
 type Config struct {
-	Feed    Feed
-	Broker  internaltopic.Broker
-	Produce internaltopic.Produce
-	// Partitions and ReplicationFactor are used when the projector
-	// creates the topic (transaction.state.log.num.partitions,
-	// transaction.state.log.replication.factor).
-	Partitions        int32
-	ReplicationFactor int16
+	Feed Feed
 	// OffsetsPartitions is the partition count of __consumer_offsets,
 	// used to name a group's partition in a transaction's record when
 	// that topic does not exist yet.
 	OffsetsPartitions int32
-	// Interval is how often leadership of the topic's partitions is
-	// checked (default 1 s).
-	Interval time.Duration
-	Log      logr.Logger
-	// Now is the clock (tests).
-	Now func() time.Time
+	internaltopic.Config
 }
 
 // Projector writes the transaction store to __transaction_state.
@@ -62,29 +51,22 @@ type Projector = internaltopic.Projector[feedMsg]
 
 // New returns a projector; Run starts it.
 func New(cfg Config) *Projector {
-	b := cfg.Broker
+	c := cfg.Config
+	c.Topic = Spec(c.Topic.Partitions, c.Topic.ReplicationFactor)
 	offsetsPartitions := func() int32 {
-		if t, ok := b.Topic(group.OffsetsTopic); ok {
+		if t, ok := c.Broker.Topic(group.OffsetsTopic); ok {
 			return t.Partitions
 		}
 		return cfg.OffsetsPartitions
 	}
-	return internaltopic.New(internaltopic.Config{
-		Topic:  Spec(cfg.Partitions, cfg.ReplicationFactor),
-		Broker: b, Produce: cfg.Produce, Interval: cfg.Interval, Log: cfg.Log, Now: cfg.Now,
-	}, &txns{feed: cfg.Feed, mirror: map[string]txn.Metadata{}, offsetsPartitions: offsetsPartitions})
+	return internaltopic.New(c, &txns{feed: cfg.Feed, mirror: map[string]txn.Metadata{}, offsetsPartitions: offsetsPartitions})
 }
 
 // Spec is the topic with partitions and replicationFactor, their defaults
 // where they are not positive.
 func Spec(partitions int32, replicationFactor int16) internaltopic.Spec {
-	if partitions <= 0 {
-		partitions = DefaultPartitions
-	}
-	if replicationFactor <= 0 {
-		replicationFactor = DefaultReplicationFactor
-	}
-	return internaltopic.Spec{Name: Topic, Partitions: partitions, ReplicationFactor: replicationFactor}
+	return internaltopic.Spec{Name: Topic, Partitions: partitions, ReplicationFactor: replicationFactor}.
+		WithDefaults(DefaultPartitions, DefaultReplicationFactor)
 }
 
 // txns is the transaction store's projection.
@@ -114,12 +96,7 @@ func (x *txns) Apply(m feedMsg, now int64, out func(string, *record.Record)) {
 		for _, md := range m.snapshot {
 			next[md.TransactionalID] = md
 		}
-		ids := make([]string, 0, len(next))
-		for id := range next {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
-		for _, id := range ids {
+		for _, id := range internaltopic.SortedOwners(next, func(string) bool { return true }) {
 			if old, ok := x.mirror[id]; !ok || !reflect.DeepEqual(old, next[id]) {
 				out(id, x.record(next[id], now))
 			}
@@ -144,14 +121,7 @@ func (x *txns) Apply(m feedMsg, now int64, out func(string, *record.Record)) {
 }
 
 func (x *txns) State(now int64, want func(string) bool, out func(string, *record.Record)) {
-	ids := make([]string, 0, len(x.mirror))
-	for id := range x.mirror {
-		if want(id) {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	for _, id := range internaltopic.SortedOwners(x.mirror, want) {
 		out(id, x.record(x.mirror[id], now))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-dev/strata/broker/internaltopic"
 	"github.com/strata-dev/strata/broker/offsetstopic"
 )
 
@@ -52,32 +53,16 @@ func (w *workloads) groupProjected(ctx context.Context) {
 // its start to its end and returns the latest offset commit per partition
 // of the group (tombstones remove them).
 func (w *workloads) readProjection(ctx context.Context) (map[TP]int64, error) {
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	td, err := w.c.adm.ListTopicsWithInternal(rctx, offsetstopic.Topic)
-	cancel()
-	if err == nil {
-		err = td[offsetstopic.Topic].Err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", offsetstopic.Topic, err)
-	}
-	part := offsetstopic.PartitionFor(groupName, int32(len(td[offsetstopic.Topic].Partitions)))
-	rctx, cancel = context.WithTimeout(ctx, 5*time.Second)
-	lo, err := w.c.adm.ListEndOffsets(rctx, offsetstopic.Topic)
-	cancel()
+	ends, err := w.internalTopicEnds(ctx, offsetstopic.Topic, []string{groupName})
 	if err != nil {
 		return nil, err
 	}
-	end, ok := lo.Lookup(offsetstopic.Topic, part)
-	if !ok || end.Err != nil {
-		return nil, fmt.Errorf("%s/%d: end offset: %v", offsetstopic.Topic, part, end.Err)
-	}
 	out := map[TP]int64{}
-	if end.Offset == 0 {
+	if ends.ends[TP{offsetstopic.Topic, offsetstopic.PartitionFor(groupName, ends.partitions)}] == 0 {
 		return out, nil
 	}
 	var decodeErr error
-	complete, err := w.readAll(ctx, offsetstopic.Topic, "chaos-offsets-topic", map[TP]int64{{offsetstopic.Topic, part}: end.Offset}, func(r *kgo.Record) {
+	complete, err := w.readAll(ctx, offsetstopic.Topic, "chaos-offsets-topic", ends.ends, func(r *kgo.Record) {
 		if len(r.Key) < 2 || r.Key[0] != 0 || r.Key[1] > 1 {
 			return // group membership
 		}
@@ -107,11 +92,50 @@ func (w *workloads) readProjection(ctx context.Context) (map[TP]int64, error) {
 	case decodeErr != nil:
 		return nil, decodeErr
 	case !complete:
-		return nil, fmt.Errorf("%s/%d: read did not reach %d", offsetstopic.Topic, part, end.Offset)
+		return nil, fmt.Errorf("%s: read did not reach %v", offsetstopic.Topic, ends.ends)
 	}
 	return out, nil
 }
 
 func groupProjectedEvent(tp TP, offset int64, at float64) Event {
 	return Event{T: at, Op: OpGroupProjected, Topic: tp.Topic, Partition: tp.Partition, Offset: offset}
+}
+
+// internalEnds are the end offsets of the partitions of an internal topic
+// (of partitions) that hold some owners' records.
+type internalEnds struct {
+	partitions int32
+	ends       map[TP]int64
+}
+
+// internalTopicEnds lists topic and returns the end offsets of the
+// partitions holding owners (groups, transactional ids) in it, partitioned
+// as Kafka partitions them.
+func (w *workloads) internalTopicEnds(ctx context.Context, topic string, owners []string) (internalEnds, error) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	td, err := w.c.adm.ListTopicsWithInternal(rctx, topic)
+	cancel()
+	if err == nil {
+		err = td[topic].Err
+	}
+	if err != nil {
+		return internalEnds{}, fmt.Errorf("%s: %w", topic, err)
+	}
+	n := int32(len(td[topic].Partitions))
+	rctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+	lo, err := w.c.adm.ListEndOffsets(rctx, topic)
+	cancel()
+	if err != nil {
+		return internalEnds{}, err
+	}
+	out := internalEnds{partitions: n, ends: map[TP]int64{}}
+	for _, o := range owners {
+		p := internaltopic.PartitionFor(o, n)
+		end, ok := lo.Lookup(topic, p)
+		if !ok || end.Err != nil {
+			return internalEnds{}, fmt.Errorf("%s/%d: end offset: %v", topic, p, end.Err)
+		}
+		out.ends[TP{topic, p}] = end.Offset
+	}
+	return out, nil
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/strata-dev/strata/broker/internaltopic"
 	"github.com/strata-dev/strata/broker/txntopic"
 )
 
@@ -95,39 +94,13 @@ func txnProjectedEvents(ids []string, described, projected map[string]string, at
 // ids from their start to their end and returns each id's latest state
 // (tombstones remove it).
 func (w *workloads) readTxnProjection(ctx context.Context, ids []string) (map[string]string, error) {
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	td, err := w.c.adm.ListTopicsWithInternal(rctx, txntopic.Topic)
-	cancel()
-	if err == nil {
-		err = td[txntopic.Topic].Err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", txntopic.Topic, err)
-	}
-	n := int32(len(td[txntopic.Topic].Partitions))
-	var parts []int32
-	for _, id := range ids {
-		if p := internaltopic.PartitionFor(id, n); !slices.Contains(parts, p) {
-			parts = append(parts, p)
-		}
-	}
-	rctx, cancel = context.WithTimeout(ctx, 5*time.Second)
-	lo, err := w.c.adm.ListEndOffsets(rctx, txntopic.Topic)
-	cancel()
+	ends, err := w.internalTopicEnds(ctx, txntopic.Topic, ids)
 	if err != nil {
 		return nil, err
 	}
-	ends := map[TP]int64{}
-	for _, p := range parts {
-		end, ok := lo.Lookup(txntopic.Topic, p)
-		if !ok || end.Err != nil {
-			return nil, fmt.Errorf("%s/%d: end offset: %v", txntopic.Topic, p, end.Err)
-		}
-		ends[TP{txntopic.Topic, p}] = end.Offset
-	}
 	out := map[string]string{}
 	var decodeErr error
-	complete, err := w.readAll(ctx, txntopic.Topic, "chaos-txn-state-topic", ends, func(r *kgo.Record) {
+	complete, err := w.readAll(ctx, txntopic.Topic, "chaos-txn-state-topic", ends.ends, func(r *kgo.Record) {
 		var k kmsg.TxnMetadataKey
 		if err := k.ReadFrom(r.Key); err != nil {
 			decodeErr = fmt.Errorf("%d/%d: key: %w", r.Partition, r.Offset, err)
@@ -150,7 +123,7 @@ func (w *workloads) readTxnProjection(ctx context.Context, ids []string) (map[st
 	case decodeErr != nil:
 		return nil, decodeErr
 	case !complete:
-		return nil, fmt.Errorf("%s: read did not reach %v", txntopic.Topic, ends)
+		return nil, fmt.Errorf("%s: read did not reach %v", txntopic.Topic, ends.ends)
 	}
 	for id := range out {
 		if !slices.Contains(ids, id) {
