@@ -27,11 +27,15 @@ PROMTOOL_VERSION       ?= v0.316.0
 # gotestsum runs make test's go test -json: a line per package, the failures
 # summarised at the end, the slowest tests (hack/test.sh).
 GOTESTSUM_VERSION      ?= v1.13.0
+# KafkaJS, the Node.js client test/compat drives (kafkajs.js), from the npm
+# registry with the machine's node and npm.
+KAFKAJS_VERSION        ?= 2.2.4
 CONTROLLER_GEN ?= $(TOOLS_DIR)/controller-gen-$(CONTROLLER_GEN_VERSION)
 KUSTOMIZE      ?= $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)
 VERSITYGW      ?= $(TOOLS_DIR)/versitygw-$(VERSITYGW_VERSION)
 PROMTOOL       ?= $(TOOLS_DIR)/promtool-$(PROMTOOL_VERSION)
 GOTESTSUM      ?= $(TOOLS_DIR)/gotestsum-$(GOTESTSUM_VERSION)
+KAFKAJS        ?= $(TOOLS_DIR)/kafkajs-$(KAFKAJS_VERSION)
 
 IMG     ?= ghcr.io/strata-dev/strata:latest
 VERSION ?= 0.1.0
@@ -54,6 +58,7 @@ export KUBEBUILDER_ASSETS  := $(ENVTEST_DIR)
 export STRATA_VERSITYGW    := $(VERSITYGW)
 export STRATA_KUSTOMIZE    := $(KUSTOMIZE)
 export STRATA_PROMTOOL     := $(PROMTOOL)
+export STRATA_KAFKAJS      := $(KAFKAJS)
 
 .PHONY: all
 all: build
@@ -109,9 +114,10 @@ test-stress: test-deps lint verify-generated ## make test's run N times (N=3) be
 	$(TEST_ENV) N=$(N) HOG_PER_CORE=$(HOG_PER_CORE) BIN=$(BIN) hack/test-stress.sh
 
 .PHONY: test-deps
-test-deps: envtest s3-server kustomize promtool gotestsum ## Install what the tests need (builds from the Go module proxy; apt for kcat and Python clients).
+test-deps: envtest s3-server kustomize promtool gotestsum ## Install what the tests need (builds from the Go module proxy; apt for kcat, the Python clients, Burrow and Node.js; KafkaJS from npm).
 	hack/lib/gomodules_test.sh $(KUBE_VERSION)
 	hack/test-deps.sh
+	$(MAKE) --no-print-directory kafkajs
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver and etcd for envtest into $(ENVTEST_DIR).
@@ -259,6 +265,12 @@ $(PROMTOOL):
 
 $(GOTESTSUM):
 	mkdir -p $(TOOLS_DIR) && GOBIN=$(TOOLS_DIR)/.gobin go install gotest.tools/gotestsum@$(GOTESTSUM_VERSION) && mv $(TOOLS_DIR)/.gobin/gotestsum $@
+
+.PHONY: kafkajs
+kafkajs: $(KAFKAJS) ## Install KafkaJS (test/compat's Node.js client) into $(TOOLS_DIR) with npm.
+
+$(KAFKAJS):
+	rm -rf $@.tmp && mkdir -p $@.tmp && npm install --prefix $@.tmp --no-audit --no-fund --no-save --loglevel=error kafkajs@$(KAFKAJS_VERSION) && mv $@.tmp $@
 
 $(VERSITYGW):
 	mkdir -p $(TOOLS_DIR) && GOBIN=$(TOOLS_DIR)/.gobin go install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION) && mv $(TOOLS_DIR)/.gobin/versitygw $@

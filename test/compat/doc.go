@@ -1,7 +1,8 @@
 // Package compat runs one consumer-group scenario against a Strata broker
 // with several real Kafka clients: franz-go, Sarama and segmentio/kafka-go
 // (as Go libraries), kcat (librdkafka), confluent-kafka-python and
-// kafka-python (Debian packages, run with /usr/bin/python3).
+// kafka-python (Debian packages, run with /usr/bin/python3) and KafkaJS
+// (npm, run with node through kafkajs.js).
 //
 // The scenario, per client: create a topic with 4 partitions; produce
 // 5,000 keyed records with acks=all (stated explicitly: kafka-go's Writer

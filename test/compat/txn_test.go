@@ -119,33 +119,38 @@ func TestSaramaTransactions(t *testing.T) {
 			t.Fatalf("end of transaction %d: %v", txn, err)
 		}
 	}
-	read := func(level kgo.IsolationLevel) (committed, aborted int) {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ConsumeTopics("txn-sarama"),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(level))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			fs := cl.PollFetches(ctx)
-			cancel()
-			if fs.NumRecords() == 0 && ctx.Err() != nil {
-				return committed, aborted
-			}
-			fs.EachRecord(func(r *kgo.Record) {
-				if strings.HasPrefix(string(r.Value), "c-") {
-					committed++
-				} else {
-					aborted++
-				}
-			})
-		}
-	}
-	if c, a := read(kgo.ReadCommitted()); c != 100 || a != 0 {
+	if c, a := countTxnRecords(t, b.Addr(), "txn-sarama", kgo.ReadCommitted()); c != 100 || a != 0 {
 		t.Fatalf("read_committed: %d committed, %d aborted; want 100, 0", c, a)
 	}
-	if c, a := read(kgo.ReadUncommitted()); c != 100 || a != 100 {
+	if c, a := countTxnRecords(t, b.Addr(), "txn-sarama", kgo.ReadUncommitted()); c != 100 || a != 100 {
 		t.Fatalf("read_uncommitted: %d committed, %d aborted; want 100, 100", c, a)
+	}
+}
+
+// countTxnRecords reads topic from the start with a franz-go consumer at
+// level, until nothing comes for 3 s, and counts the values of committed
+// ("c-…") and aborted (any other) transactions.
+func countTxnRecords(t *testing.T, addr, topic string, level kgo.IsolationLevel) (committed, aborted int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(level))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		if fs.NumRecords() == 0 && ctx.Err() != nil {
+			return committed, aborted
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if strings.HasPrefix(string(r.Value), "c-") {
+				committed++
+			} else {
+				aborted++
+			}
+		})
 	}
 }
