@@ -18,9 +18,8 @@ import (
 // (CreateTopics, validate-only too, and Metadata's auto-creation), and a
 // write to one answers INVALID_TOPIC_EXCEPTION, Kafka's answer to a
 // client writing to an internal topic, rather than a retriable unknown
-// topic. Metadata naming __consumer_offsets creates the brokers'
-// read-only projection of it, as Kafka creates its internal topics on
-// request; __transaction_state is never created.
+// topic. Metadata naming either creates the brokers' read-only
+// projection of it, as Kafka creates its internal topics on request.
 func TestInternalTopicNamesReserved(t *testing.T) {
 	b := brokertest.Start(t, brokertest.WithSetting("auto.create.topics.enable", "true"))
 	adm := newAdmin(t, b.Addr())
@@ -49,16 +48,12 @@ func TestInternalTopicNamesReserved(t *testing.T) {
 				t.Fatal(err)
 			}
 			code := mresp.Topics[0].ErrorCode
-			switch {
-			case name == "__consumer_offsets":
-				// Created on request, as Kafka creates its internal
-				// topics: the brokers' read-only projection of the
-				// group store (offsets_topic_test.go).
-				if code != 0 && code != kerr.LeaderNotAvailable.Code {
-					t.Fatalf("Metadata naming %s: error %d, want it created", name, code)
-				}
-			case code != kerr.InvalidTopicException.Code:
-				t.Fatalf("Metadata auto-creating %s: error %d, want INVALID_TOPIC_EXCEPTION", name, code)
+			// Created on request, as Kafka creates its internal topics:
+			// the brokers' read-only projection of the group or
+			// transaction store (offsets_topic_test.go,
+			// txn_state_topic_test.go).
+			if code != 0 && code != kerr.LeaderNotAvailable.Code {
+				t.Fatalf("Metadata naming %s: error %d, want it created", name, code)
 			}
 
 			req := kmsg.NewPtrProduceRequest()
@@ -77,7 +72,7 @@ func TestInternalTopicNamesReserved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if names := topics.Names(); len(names) != 1 || names[0] != "__consumer_offsets" || !topics["__consumer_offsets"].IsInternal {
-		t.Fatalf("topics after the refusals: %v, want only the internal __consumer_offsets", names)
+	if names := topics.Names(); len(names) != 2 || !topics["__consumer_offsets"].IsInternal || !topics["__transaction_state"].IsInternal {
+		t.Fatalf("topics after the refusals: %v, want only the internal __consumer_offsets and __transaction_state", names)
 	}
 }

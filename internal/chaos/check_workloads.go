@@ -239,6 +239,9 @@ type TxnHistory struct {
 	// epoch=E".
 	Described, Projected map[string]string
 	ProjectedS           float64
+	// ProjectedErr is why the last read of either failed ("": it did
+	// not).
+	ProjectedErr string
 }
 
 // CheckTransactions judges the transactional producers and read_committed
@@ -329,7 +332,11 @@ func CheckTransactions(h TxnHistory) (WorkloadCount, []string) {
 	ids := slices.Sorted(maps.Keys(h.Projected))
 	for _, id := range ids {
 		if got, want := h.Projected[id], h.Described[id]; got != want {
-			f.find("%s: __transaction_state holds %q at t=%.2fs, DescribeTransactions answers %q", id, got, h.ProjectedS, want)
+			why := ""
+			if h.ProjectedErr != "" {
+				why = " (the last read failed: " + h.ProjectedErr + ")"
+			}
+			f.find("%s: __transaction_state holds %q at t=%.2fs, DescribeTransactions answers %q%s", id, got, h.ProjectedS, want, why)
 		}
 	}
 	outcomes := map[string]int64{TxnCommitted: 0, TxnAborted: 0, TxnUnknown: 0}

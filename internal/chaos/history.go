@@ -273,7 +273,7 @@ func CheckHistory(r io.Reader) (*Result, error) {
 			if e.Op == OpTxnDescribed {
 				t.Described[e.Txn] = e.Value
 			} else {
-				t.Projected[e.Txn], t.ProjectedS = e.Value, e.T
+				t.Projected[e.Txn], t.ProjectedS, t.ProjectedErr = e.Value, e.T, e.Error
 			}
 		case OpTxnRead:
 			t := txns()

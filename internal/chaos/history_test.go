@@ -66,7 +66,7 @@ func writeWorkloads(w *historyWriter, h History) {
 			w.write(r.event(OpTxnFinalRead))
 		}
 		w.write(Event{Op: OpTxnFinal, Complete: x.Complete})
-		for _, e := range txnProjectedEvents(slices.Sorted(maps.Keys(x.Projected)), x.Described, x.Projected, x.ProjectedS) {
+		for _, e := range txnProjectedEvents(slices.Sorted(maps.Keys(x.Projected)), x.Described, x.Projected, x.ProjectedErr, x.ProjectedS) {
 			w.write(e)
 		}
 	}

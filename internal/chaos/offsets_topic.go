@@ -31,9 +31,15 @@ func (w *workloads) groupProjected(ctx context.Context) {
 	defer cancel()
 	var got map[TP]int64
 	for {
-		var err error
-		got, err = w.readProjection(ctx)
-		if err == nil && maps.Equal(got, w.groups.Final) || ctx.Err() != nil {
+		// A read cut short by the bound keeps the last whole one.
+		g, err := w.readProjection(ctx)
+		if err == nil {
+			got = g
+			if maps.Equal(got, w.groups.Final) {
+				break
+			}
+		}
+		if ctx.Err() != nil {
 			break
 		}
 		wait(ctx, time.Second)

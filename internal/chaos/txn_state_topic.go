@@ -39,53 +39,83 @@ func (w *workloads) txnProjected(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, finalReadBound)
 	defer cancel()
-	described := map[string]string{}
-	for len(described) < len(ids) && ctx.Err() == nil {
-		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
-		d, err := w.c.adm.DescribeTransactions(rctx, ids...)
-		rcancel()
-		if err == nil {
-			for _, id := range ids {
-				switch dt, err := d.On(id, nil); {
-				case err == nil && dt.Err == nil:
-					described[id] = txnStateString(dt.State, dt.ProducerID, dt.ProducerEpoch)
-				case err == nil && errors.Is(dt.Err, kerr.TransactionalIDNotFound):
-					described[id] = "" // never initialised in this run
-				}
+	var (
+		described, got map[string]string
+		lastErr        error
+	)
+	for {
+		// Both sides are read again each time: a transaction the fence
+		// just committed may still be completing (PrepareCommit).
+		// A read cut short by the bound keeps the last whole one.
+		d, derr := w.describeTxns(ctx, ids)
+		g, rerr := w.readTxnProjection(ctx, ids)
+		if lastErr = errors.Join(derr, rerr); lastErr == nil {
+			described, got = d, g
+			if maps.Equal(got, described) {
+				break
 			}
 		}
-		if len(described) < len(ids) {
-			wait(ctx, time.Second)
-		}
-	}
-	var got map[string]string
-	for {
-		var err error
-		got, err = w.readTxnProjection(ctx, ids)
-		if err == nil && maps.Equal(got, described) || ctx.Err() != nil {
+		if ctx.Err() != nil {
 			break
 		}
 		wait(ctx, time.Second)
 	}
+	if described == nil {
+		// Never read whole: say so rather than compare nothing.
+		described = map[string]string{}
+		for _, id := range ids {
+			described[id] = "not read"
+		}
+	}
 	at := w.since()
 	w.mu.Lock()
-	w.txn.Described, w.txn.Projected, w.txn.ProjectedS = described, map[string]string{}, at
+	w.txn.Described, w.txn.Projected, w.txn.ProjectedS = map[string]string{}, map[string]string{}, at
 	for _, id := range ids {
-		w.txn.Projected[id] = got[id]
+		w.txn.Described[id], w.txn.Projected[id] = described[id], got[id]
+	}
+	if lastErr != nil {
+		w.txn.ProjectedErr = lastErr.Error()
 	}
 	w.mu.Unlock()
-	for _, e := range txnProjectedEvents(ids, described, got, at) {
+	for _, e := range txnProjectedEvents(ids, described, got, w.txn.ProjectedErr, at) {
 		w.hist.write(e)
 	}
 }
 
+// describeTxns returns each id's state as DescribeTransactions answers it
+// ("" for an id the coordinators do not know).
+func (w *workloads) describeTxns(ctx context.Context, ids []string) (map[string]string, error) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	d, err := w.c.adm.DescribeTransactions(rctx, ids...)
+	if err != nil {
+		return nil, fmt.Errorf("describe transactions: %w", err)
+	}
+	out := map[string]string{}
+	for _, id := range ids {
+		dt, err := d.On(id, nil)
+		if err == nil {
+			err = dt.Err
+		}
+		switch {
+		case err == nil:
+			out[id] = txnStateString(dt.State, dt.ProducerID, dt.ProducerEpoch)
+		case errors.Is(err, kerr.TransactionalIDNotFound):
+			out[id] = "" // never initialised in this run
+		default:
+			return nil, fmt.Errorf("describe transaction %s: %w", id, err)
+		}
+	}
+	return out, nil
+}
+
 // txnProjectedEvents are the history lines of the ids' described and
-// projected states, read at t=at.
-func txnProjectedEvents(ids []string, described, projected map[string]string, at float64) []Event {
+// projected states, read at t=at (readErr: why the last read failed).
+func txnProjectedEvents(ids []string, described, projected map[string]string, readErr string, at float64) []Event {
 	var out []Event
 	for _, id := range ids {
 		out = append(out, Event{T: at, Op: OpTxnDescribed, Txn: id, Value: described[id]},
-			Event{T: at, Op: OpTxnProjected, Txn: id, Value: projected[id]})
+			Event{T: at, Op: OpTxnProjected, Txn: id, Value: projected[id], Error: readErr})
 	}
 	return out
 }
