@@ -126,7 +126,8 @@ func (g *group) describe(dg *kmsg.DescribeGroupsResponseGroup) {
 }
 
 // DeleteGroups handles DeleteGroups v0-v3: groups without members are
-// deleted with their committed offsets; others get NON_EMPTY_GROUP.
+// deleted with their committed offsets, share groups with their
+// share-partition state; others get NON_EMPTY_GROUP.
 func (c *Coordinator) DeleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest) *kmsg.DeleteGroupsResponse {
 	resp := kmsg.NewPtrDeleteGroupsResponse()
 	resp.Version = req.Version
@@ -146,6 +147,23 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) int16 {
 	if !c.owns(id) {
 		return kerr.NotCoordinator.Code
 	}
+	if c.isShareGroup(id) {
+		if code, found := c.deleteShareGroup(ctx, id); found {
+			return code
+		}
+	}
+	code := c.deleteClassicGroup(ctx, id)
+	if code == kerr.GroupIDNotFound.Code {
+		// A share group this broker knows by its stored state only.
+		if shareCode, found := c.deleteShareGroup(ctx, id); found {
+			return shareCode
+		}
+	}
+	return code
+}
+
+// deleteClassicGroup deletes a classic or consumer group.
+func (c *Coordinator) deleteClassicGroup(ctx context.Context, id string) int16 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -109,6 +110,10 @@ type Coordinator struct {
 	groups    map[string]*group
 	closed    bool
 	retention timerSlot // guarded by mu
+
+	// shares is the share coordinator using the same group ids (nil:
+	// none); see grouptype.go.
+	shares atomic.Pointer[ShareCoordinator]
 }
 
 // New loads committed offsets from cfg.Store and returns a Coordinator.

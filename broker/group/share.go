@@ -169,6 +169,7 @@ func NewShareCoordinator(c *Coordinator, cfg ShareConfig) *ShareCoordinator {
 		sessions:   map[shareSessionKey]*ShareSession{},
 	}
 	s.store, _ = c.store.(ShareStateStore)
+	c.shares.Store(s)
 	return s
 }
 
@@ -481,6 +482,88 @@ func (s *ShareCoordinator) IsShareGroup(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.sgroups[id] != nil
+}
+
+// deleteGroup deletes share group id (DeleteGroups) with its
+// share-partition state, here and in the store: NON_EMPTY_GROUP while it
+// has members. found is false when id is not a share group: neither its
+// membership nor any share-partition state of it is known here or in the
+// store. (Membership is not persisted, so after a restart, or on the
+// broker that took the group over, an empty share group is known by its
+// state only.)
+func (s *ShareCoordinator) deleteGroup(ctx context.Context, id string) (code int16, found bool) {
+	now := s.now()
+	s.mu.Lock()
+	g := s.sgroups[id]
+	var released []func()
+	if g != nil {
+		released = s.expireMembers(id, g, now)
+		if len(g.members) > 0 {
+			s.mu.Unlock()
+			for _, release := range released {
+				release()
+			}
+			return kerr.NonEmptyGroup.Code, true
+		}
+	}
+	found = g != nil
+	delete(s.sgroups, id)
+	var entries []*sharePartitionEntry
+	for k, e := range s.partitions {
+		if k.group == id {
+			entries = append(entries, e)
+			delete(s.partitions, k)
+		}
+	}
+	for k, ss := range s.sessions {
+		if k.group == id {
+			ss.stopWatch()
+			delete(s.sessions, k)
+		}
+	}
+	s.mu.Unlock()
+	for _, release := range released {
+		release()
+	}
+	found = found || len(entries) > 0
+	if !found {
+		if lister, ok := s.store.(ShareStateLister); ok {
+			stored, err := lister.ListShareState(ctx, id)
+			if err != nil {
+				s.log.Error(err, "listing share state of a group to delete", "group", id)
+				return kerr.CoordinatorNotAvailable.Code, true
+			}
+			found = len(stored) > 0
+		}
+		if !found {
+			return 0, false
+		}
+	}
+	// The partitions stay locked until the store forgot them: an
+	// operation that held one of them before it left the map must not
+	// write its state back afterwards.
+	for _, e := range entries {
+		e.mu.Lock()
+	}
+	defer func() {
+		for _, e := range entries {
+			sp := newSharePartition()
+			if e.sp != nil {
+				e.sp.notify() // parked fetches look again
+				sp.changed = e.sp.changed
+			}
+			e.sp, e.loaded = sp, false
+			e.mu.Unlock()
+		}
+	}()
+	if s.store != nil {
+		if err := s.store.DeleteShareState(ctx, id); err != nil {
+			s.log.Error(err, "deleting the share state of a deleted share group", "group", id)
+			return kerr.CoordinatorNotAvailable.Code, true
+		}
+	}
+	s.log.V(1).Info("share group deleted", "group", id, "partitions", len(entries))
+	return 0, true
 }
 
 // CheckShareGroupID returns the error code for an admin request about

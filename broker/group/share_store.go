@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,6 +30,9 @@ type ShareStateStore interface {
 	LoadShareState(ctx context.Context, group, topic string, partition int32) (st ShareState, ok bool, err error)
 	// SaveShareState replaces the state of a share partition.
 	SaveShareState(ctx context.Context, group, topic string, partition int32, st ShareState) error
+	// DeleteShareState removes the state of every share partition of
+	// group (DeleteGroups of a share group), durably when it returns.
+	DeleteShareState(ctx context.Context, group string) error
 }
 
 // ShareStateLister is implemented by a ShareStateStore that can list the
@@ -110,6 +114,26 @@ func (s *MemoryStore) SaveShareState(_ context.Context, group, topic string, par
 	st.Batches = append([]ShareStateBatch(nil), st.Batches...)
 	s.shares[shareKey(group, topic, partition)] = st
 	return nil
+}
+
+// DeleteShareState implements ShareStateStore.
+func (s *MemoryStore) DeleteShareState(_ context.Context, group string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, tp := range listShareKeys(s.shares, group) {
+		delete(s.shares, shareKey(group, tp.Topic, tp.Partition))
+	}
+	return nil
+}
+
+// DeleteShareState implements ShareStateStore: the log is rewritten
+// without the group's partitions (there is no tombstone record).
+func (s *FileStore) DeleteShareState(_ context.Context, group string) error {
+	l, err := s.shareLog()
+	if err != nil {
+		return err
+	}
+	return l.deleteGroup(group)
 }
 
 // LoadShareState implements ShareStateStore.
@@ -317,6 +341,28 @@ func (l *shareFileLog) save(group, topic string, partition int32, st ShareState)
 		if err := l.rewrite(); err != nil {
 			l.live = l.size // retried once the log has grown by the ratio again
 		}
+	}
+	return nil
+}
+
+func (l *shareFileLog) deleteGroup(group string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	removed := map[string]shareEntry{}
+	for _, tp := range listShareKeys(l.state, group) {
+		k := shareKey(group, tp.Topic, tp.Partition)
+		removed[k] = l.state[k]
+		delete(l.state, k)
+	}
+	if len(removed) == 0 {
+		return nil
+	}
+	if err := l.rewrite(); err != nil {
+		maps.Copy(l.state, removed) // still in the log on disk
+		return fmt.Errorf("group: delete share state of %q: %w", group, err)
 	}
 	return nil
 }

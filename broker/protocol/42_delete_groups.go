@@ -2,8 +2,10 @@ package protocol
 
 // DeleteGroups (key 42), versions 0-2.
 //
-// Deletes groups without members together with their committed offsets;
-// active groups get NON_EMPTY_GROUP, unknown ones GROUP_ID_NOT_FOUND.
+// Deletes groups without members together with their committed offsets,
+// and share groups (KIP-932) without members together with their
+// share-partition state; active groups get NON_EMPTY_GROUP, unknown ones
+// GROUP_ID_NOT_FOUND. Requires DELETE on each group.
 
 import (
 	"context"

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/strata-dev/strata/broker/group"
 )
 
@@ -55,6 +57,15 @@ func (s *Store) SaveShareState(ctx context.Context, g, topic string, partition i
 	}
 	if _, err := s.client.Put(ctx, s.shareKey(g, topic, partition), string(b)); err != nil {
 		return fmt.Errorf("save share state of %q %s-%d: %w", g, topic, partition, err)
+	}
+	return nil
+}
+
+// DeleteShareState implements group.ShareStateStore.
+func (s *Store) DeleteShareState(ctx context.Context, g string) error {
+	prefix := strings.TrimSuffix(s.shareKey(g, "x", 0), "x/0")
+	if _, err := s.client.Delete(ctx, prefix, clientv3.WithPrefix()); err != nil {
+		return fmt.Errorf("delete share state of %q: %w", g, err)
 	}
 	return nil
 }

@@ -11,8 +11,9 @@ import (
 	"github.com/strata-dev/strata/broker/meta/metatest"
 )
 
-// TestShareStateMatchesMemoryStore: the etcd store keeps share-partition
-// state as group.MemoryStore does, per cluster, with group names escaped.
+// TestShareStateMatchesMemoryStore: the etcd store keeps (and deletes)
+// share-partition state as group.MemoryStore does, per cluster, with group
+// names escaped.
 func TestShareStateMatchesMemoryStore(t *testing.T) {
 	ctx := context.Background()
 	client := metatest.Start(t)
@@ -66,6 +67,30 @@ func TestShareStateMatchesMemoryStore(t *testing.T) {
 		if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("list %q: %v %v, want %v", g, got, err, want)
 		}
+	}
+	// Deleting a group's state leaves other groups' and other clusters'.
+	if err := s.SaveShareState(ctx, "team", "t", 0, state(7)); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []group.ShareStateStore{s, ref} {
+		for _, g := range []string{"g", "team/app 1"} {
+			if err := st.DeleteShareState(ctx, g); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, g := range []string{"g", "team/app 1", "g2"} {
+		got, err := s.ListShareState(ctx, g)
+		want, _ := ref.ListShareState(ctx, g)
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("list %q after delete: %v %v, want %v", g, got, err, want)
+		}
+	}
+	if _, ok, _ := s.LoadShareState(ctx, "team", "t", 0); !ok {
+		t.Error(`deleting "team/app 1" deleted "team"`)
+	}
+	if _, ok, _ := neighbour.LoadShareState(ctx, "g", "t", 0); !ok {
+		t.Error("deleting a group deleted another cluster's group of that name")
 	}
 	if err := s.SaveShareState(ctx, "g", "a/b", 0, state(1)); err == nil {
 		t.Error("a topic name with a slash was accepted")
