@@ -79,6 +79,9 @@ func (c *Coordinator) DescribeGroups(_ context.Context, req *kmsg.DescribeGroups
 				} else if req.Version >= 6 {
 					dg.ErrorCode = kerr.GroupIDNotFound.Code
 					msg := "group " + id + " not found"
+					if c.isShareGroup(id) {
+						msg = "group " + id + " is not a classic group"
+					}
 					dg.ErrorMessage = &msg
 				}
 				break

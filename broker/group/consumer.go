@@ -151,7 +151,10 @@ func (c *Coordinator) ConsumerGroupHeartbeat(_ context.Context, client Client, r
 	if c.cfg.Topics == nil {
 		return fail(kerr.CoordinatorNotAvailable, "no topic metadata")
 	}
-	g := c.lockGroup(req.Group, req.MemberEpoch == 0)
+	g, share := c.lockGroupNotShare(req.Group, req.MemberEpoch == 0)
+	if share {
+		return fail(kerr.GroupIDNotFound, "group "+req.Group+" is not a consumer group")
+	}
 	if g == nil {
 		if c.isClosed() {
 			return fail(kerr.NotCoordinator, "")
@@ -969,6 +972,8 @@ func (c *Coordinator) ConsumerGroupDescribe(_ context.Context, req *kmsg.Consume
 			if g == nil {
 				if c.isClosed() {
 					dg.ErrorCode = kerr.NotCoordinator.Code
+				} else if c.isShareGroup(id) {
+					notFound(" is not a consumer group")
 				} else {
 					notFound(" not found")
 				}

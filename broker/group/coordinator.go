@@ -114,6 +114,11 @@ type Coordinator struct {
 	// shares is the share coordinator using the same group ids (nil:
 	// none); see grouptype.go.
 	shares atomic.Pointer[ShareCoordinator]
+	// typeMu makes "no group of another type has this id" and the
+	// creation of a group one step, so that two requests of different
+	// group types cannot both create a group of one id. Lock order:
+	// typeMu before ShareCoordinator.mu, c.mu and group.mu.
+	typeMu sync.Mutex
 }
 
 // New loads committed offsets from cfg.Store and returns a Coordinator.

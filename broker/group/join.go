@@ -38,7 +38,10 @@ func (c *Coordinator) JoinGroup(ctx context.Context, client Client, req *kmsg.Jo
 		instanceID = *req.InstanceID
 	}
 	unknown := req.MemberID == ""
-	g := c.lockGroup(req.Group, unknown)
+	g, share := c.lockGroupNotShare(req.Group, unknown)
+	if share {
+		return fail(kerr.InconsistentGroupProtocol.Code, "")
+	}
 	if g == nil {
 		if c.isClosed() {
 			return fail(kerr.NotCoordinator.Code, req.MemberID)

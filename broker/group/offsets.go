@@ -44,7 +44,11 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 		setAll(kerr.NotCoordinator.Code)
 		return resp
 	}
-	g := c.lockGroup(req.Group, generation < 0)
+	g, share := c.lockGroupNotShare(req.Group, generation < 0)
+	if share {
+		setAll(kerr.GroupIDNotFound.Code)
+		return resp
+	}
 	if g == nil {
 		if c.isClosed() {
 			setAll(kerr.NotCoordinator.Code)

@@ -211,7 +211,7 @@ func (s *ShareCoordinator) ShareGroupHeartbeat(_ context.Context, client Client,
 	if s.groups.isClosed() {
 		return fail(kerr.NotCoordinator, "")
 	}
-	if s.conflicts(req.GroupID) {
+	if !s.claim(req.GroupID, req.MemberEpoch == 0) {
 		return fail(kerr.GroupIDNotFound, "Group "+req.GroupID+" is not a share group.")
 	}
 
@@ -247,8 +247,8 @@ func (s *ShareCoordinator) ShareGroupHeartbeat(_ context.Context, client Client,
 		return fail(kerr.FencedMemberEpoch, "")
 	}
 	if g == nil {
-		g = &shareGroup{members: map[string]*shareMember{}}
-		s.sgroups[req.GroupID] = g
+		// Created by claim and deleted (DeleteGroups) since: retriable.
+		return fail(kerr.CoordinatorNotAvailable, "")
 	}
 	bump := false
 	if m == nil {
@@ -298,6 +298,27 @@ func (s *ShareCoordinator) ShareGroupHeartbeat(_ context.Context, client Client,
 		resp.Assignment = &a
 	}
 	return resp
+}
+
+// claim reports whether id may be a share group's; with create it also
+// creates the (empty) share group when there is none, in one step with
+// the check against the other group types (see grouptype.go).
+func (s *ShareCoordinator) claim(id string, create bool) bool {
+	if create {
+		s.groups.typeMu.Lock()
+		defer s.groups.typeMu.Unlock()
+	}
+	if s.conflicts(id) {
+		return false
+	}
+	if create {
+		s.mu.Lock()
+		if s.sgroups[id] == nil {
+			s.sgroups[id] = &shareGroup{members: map[string]*shareMember{}}
+		}
+		s.mu.Unlock()
+	}
+	return true
 }
 
 // conflicts reports whether a classic or consumer group uses id.
@@ -431,6 +452,7 @@ func (s *ShareCoordinator) ShareGroupDescribe(_ context.Context, req *kmsg.Share
 				dg.ErrorMessage = &msg
 			}
 		}
+		otherType := id != "" && s.conflicts(id)
 		s.mu.Lock()
 		g := s.sgroups[id]
 		switch {
@@ -438,6 +460,8 @@ func (s *ShareCoordinator) ShareGroupDescribe(_ context.Context, req *kmsg.Share
 			fail(kerr.InvalidGroupID, "")
 		case !s.groups.owns(id):
 			fail(kerr.NotCoordinator, "")
+		case g == nil && otherType:
+			fail(kerr.GroupIDNotFound, "Group "+id+" is not a share group.")
 		case g == nil:
 			fail(kerr.GroupIDNotFound, "Group "+id+" not found.")
 		default:

@@ -80,7 +80,11 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 		setAll(kerr.NotCoordinator.Code)
 		return build()
 	}
-	g := c.lockGroup(req.Group, true)
+	g, share := c.lockGroupNotShare(req.Group, true)
+	if share {
+		setAll(kerr.GroupIDNotFound.Code)
+		return build()
+	}
 	if g == nil {
 		setAll(kerr.NotCoordinator.Code)
 		return build()

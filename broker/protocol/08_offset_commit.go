@@ -8,7 +8,8 @@ package protocol
 // exist get UNKNOWN_TOPIC_OR_PARTITION, metadata over
 // offset.metadata.max.bytes OFFSET_METADATA_TOO_LARGE. The commit is
 // answered after it is durable in the offset store. v10 (topic ids,
-// KIP-848) is not served.
+// KIP-848) is not served. A share group's id answers GROUP_ID_NOT_FOUND
+// (broker/group, grouptype.go).
 
 import (
 	"context"

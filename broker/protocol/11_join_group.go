@@ -7,7 +7,8 @@ package protocol
 // id (KIP-394), v5+ static membership (KIP-345), v9 SkipAssignment for a
 // rejoining static leader (KIP-814). The handler blocks until the group's
 // join phase completes; when the connection closes or the broker shuts
-// down meanwhile it answers NOT_COORDINATOR.
+// down meanwhile it answers NOT_COORDINATOR. A share group's id answers
+// INCONSISTENT_GROUP_PROTOCOL, as Kafka's (broker/group, grouptype.go).
 
 import (
 	"context"

@@ -10,7 +10,8 @@ package protocol
 // with member epochs, revoking before assigning. v0 lets the coordinator
 // name the member; v1 requires a client-generated member id and adds
 // SubscribedTopicRegex (matched against whole topic names with Go's RE2,
-// Kafka uses RE2/J). Requires READ on the group.
+// Kafka uses RE2/J). Requires READ on the group. A share group's id
+// answers GROUP_ID_NOT_FOUND (broker/group, grouptype.go).
 
 import (
 	"context"
