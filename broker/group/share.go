@@ -610,9 +610,17 @@ type ShareGroupListing struct {
 }
 
 // ListShareGroups returns the share groups this broker coordinates,
-// sorted by id: for ListGroups (type "share"), which does not list them
-// yet.
+// sorted by id, for ListGroups. Members whose session timed out are
+// removed first: a group whose members all went away is Empty, as in
+// Kafka (whose session timers remove them).
 func (s *ShareCoordinator) ListShareGroups() []ShareGroupListing {
+	now := s.now()
+	var released []func()
+	defer func() {
+		for _, release := range released {
+			release()
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]ShareGroupListing, 0, len(s.sgroups))
@@ -620,8 +628,10 @@ func (s *ShareCoordinator) ListShareGroups() []ShareGroupListing {
 		if !s.groups.owns(id) {
 			continue
 		}
+		g := s.sgroups[id]
+		released = append(released, s.expireMembers(id, g, now)...)
 		state := "Stable"
-		if len(s.sgroups[id].members) == 0 {
+		if len(g.members) == 0 {
 			state = "Empty"
 		}
 		out = append(out, ShareGroupListing{ID: id, State: state})

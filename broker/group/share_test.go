@@ -405,3 +405,23 @@ func TestShareCoordinatorConcurrentMembers(t *testing.T) {
 		t.Errorf("only %d of %d records accepted", len(accepted), total)
 	}
 }
+
+// TestListShareGroupsStates: ListGroups sees a share group Stable while it
+// has members and Empty once they left or their session timed out.
+func TestListShareGroupsStates(t *testing.T) {
+	h, _, s := newShareHarness(t, ShareConfig{SessionTimeout: 45 * time.Second})
+	wantCode(t, "join a", shareHB(s, "left", "a", 0, "t").ErrorCode, nil)
+	wantCode(t, "leave a", shareHB(s, "left", "a", -1).ErrorCode, nil)
+	wantCode(t, "join b", shareHB(s, "quiet", "b", 0, "t").ErrorCode, nil)
+	wantCode(t, "join c", shareHB(s, "busy", "c", 0, "t").ErrorCode, nil)
+	list := func() string { return fmt.Sprint(s.ListShareGroups()) }
+	if got, want := list(), "[{busy Stable} {left Empty} {quiet Stable}]"; got != want {
+		t.Fatalf("listed %s, want %s", got, want)
+	}
+	h.clock.Advance(30 * time.Second)
+	wantCode(t, "heartbeat c", shareHB(s, "busy", "c", 1).ErrorCode, nil)
+	h.clock.Advance(20 * time.Second)
+	if got, want := list(), "[{busy Stable} {left Empty} {quiet Empty}]"; got != want {
+		t.Fatalf("after b's session timed out listed %s, want %s", got, want)
+	}
+}

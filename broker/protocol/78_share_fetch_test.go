@@ -277,7 +277,7 @@ func TestShareFetchReadCommitted(t *testing.T) {
 
 // TestListGroupsWithShareGroups: ListGroups lists share groups beside
 // classic ones (type and protocol type "share", state Stable while it has
-// members), and its state and type filters apply to them.
+// members, Empty after), and its state and type filters apply to them.
 func TestListGroupsWithShareGroups(t *testing.T) {
 	sc := startShareConn(t, 30*time.Second, 1)
 	req := kmsg.NewPtrShareGroupHeartbeatRequest()
@@ -317,9 +317,34 @@ func TestListGroupsWithShareGroups(t *testing.T) {
 		{nil, []string{"classic"}, map[string]string{"classic-1": "/classic/Empty"}},
 		{[]string{"stable"}, nil, map[string]string{"sg": "share/share/Stable"}},
 		{[]string{"Empty"}, []string{"share"}, map[string]string{}},
+		{nil, []string{"streams"}, map[string]string{}},
 	} {
 		if got := list(tc.states, tc.types); !maps.Equal(got, tc.want) {
 			t.Errorf("ListGroups states %v types %v: %v, want %v", tc.states, tc.types, got, tc.want)
 		}
+	}
+	// The member leaves: the share group stays, Empty, until deleted.
+	req.MemberEpoch = -1
+	if hb, err = req.RequestWith(sc.ctx, sc.cl); err != nil {
+		t.Fatal(err)
+	}
+	expectCode(t, "leave", hb.ErrorCode, nil)
+	for _, tc := range []struct {
+		states, types []string
+		want          map[string]string
+	}{
+		{[]string{"Empty"}, []string{"share"}, map[string]string{"sg": "share/share/Empty"}},
+		{[]string{"empty"}, nil, map[string]string{"sg": "share/share/Empty", "classic-1": "/classic/Empty"}},
+		{[]string{"Stable"}, nil, map[string]string{}},
+	} {
+		if got := list(tc.states, tc.types); !maps.Equal(got, tc.want) {
+			t.Errorf("after the member left: ListGroups states %v types %v: %v, want %v", tc.states, tc.types, got, tc.want)
+		}
+	}
+	if _, err := adm.DeleteGroups(sc.ctx, "sg"); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(nil, nil); !maps.Equal(got, map[string]string{"classic-1": "/classic/Empty"}) {
+		t.Errorf("after DeleteGroups: ListGroups %v", got)
 	}
 }
