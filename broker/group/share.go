@@ -35,8 +35,11 @@ import (
 //     broker leads, with the share sessions of ShareFetch and
 //     ShareAcknowledge. State is loaded from the ShareStateStore on first
 //     use (in a cluster: again whenever the partition's leader epoch
-//     changed, so a new leader continues where the old one stopped) and
-//     written through on every acquisition and acknowledgement.
+//     changed, so a new leader continues where the old one stopped, and
+//     when a share session adds the partition while nothing of it is
+//     acquired, so that what the group's coordinator altered or deleted
+//     meanwhile applies) and written through on every acquisition and
+//     acknowledgement.
 //
 // Locking: c.mu guards groups, partitions and sessions; each share
 // partition has its own mutex, taken after c.mu is released, held across
@@ -139,6 +142,11 @@ type sharePartitionEntry struct {
 	loaded      bool
 	leaderEpoch int32
 	topicID     [16]byte // of the topic when loaded
+	// revalidate is set when a share session adds the partition: the
+	// group's coordinator, another broker in a cluster, may have altered
+	// or deleted the group's state meanwhile (the group was empty then).
+	// The next use reads the store again unless records are acquired.
+	revalidate bool
 }
 
 type shareGroup struct {

@@ -83,6 +83,7 @@ func (s *ShareCoordinator) ShareSessionUpdate(group, member string, epoch int32,
 		if old != nil {
 			s.releaseParts(group, member, old.list())
 		}
+		s.revalidate(group, add)
 		return parts, nil
 	case sess == nil:
 		s.mu.Unlock()
@@ -100,7 +101,26 @@ func (s *ShareCoordinator) ShareSessionUpdate(group, member string, epoch int32,
 	sess.forget(forget)
 	parts := sess.list()
 	s.mu.Unlock()
+	s.revalidate(group, add)
 	return parts, nil
+}
+
+// revalidate marks partitions a share session added (see
+// sharePartitionEntry.revalidate).
+func (s *ShareCoordinator) revalidate(group string, tps []TopicPartition) {
+	if s.store == nil {
+		return // memory only: every change to the state was made here
+	}
+	for _, tp := range tps {
+		s.mu.Lock()
+		e := s.partitions[sharePartitionKey{group, tp.Topic, tp.Partition}]
+		s.mu.Unlock()
+		if e != nil {
+			e.mu.Lock()
+			e.revalidate = true
+			e.mu.Unlock()
+		}
+	}
 }
 
 // CloseShareSession ends a member's session and releases the records it
@@ -211,6 +231,14 @@ func (s *ShareCoordinator) entry(ctx context.Context, k sharePartitionKey, leade
 	}
 	s.mu.Unlock()
 	e.mu.Lock()
+	if e.loaded && e.revalidate {
+		// With nothing acquired here the stored state is as new as this
+		// copy (every change is written through) or newer.
+		e.revalidate = false
+		if !e.sp.holdsAcquired() {
+			e.loaded = false
+		}
+	}
 	if e.loaded && e.leaderEpoch == leaderEpoch && sameTopic(e.topicID, id) {
 		return e, nil
 	}

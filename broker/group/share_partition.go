@@ -193,6 +193,17 @@ func (sp *sharePartition) snapshot() ShareState {
 	return st
 }
 
+// holdsAcquired reports whether a record is acquired (its lock may have
+// expired).
+func (sp *sharePartition) holdsAcquired() bool {
+	for _, r := range sp.recs {
+		if r.state == ShareStateAcquired {
+			return true
+		}
+	}
+	return false
+}
+
 // clone copies the state, to roll back a change the store refused.
 func (sp *sharePartition) clone() (int64, []shareRecord) {
 	return sp.spso, append([]shareRecord(nil), sp.recs...)

@@ -425,3 +425,63 @@ func TestListShareGroupsStates(t *testing.T) {
 		t.Fatalf("after b's session timed out listed %s, want %s", got, want)
 	}
 }
+
+// TestShareStateChangedByAnotherBroker: in a cluster the group's
+// coordinator alters (AlterShareGroupOffsets) or deletes (DeleteGroups) a
+// share group's state in the shared store while another broker leads the
+// partition and keeps its state loaded under an unchanged leader epoch. A
+// share session adding the partition makes the leader read the store
+// again, so the consumers that come back see the change.
+func TestShareStateChangedByAnotherBroker(t *testing.T) {
+	ctx := context.Background()
+	store := NewMemoryStore() // the cluster's etcd
+	withStore := func(c *Config) { c.Store = store }
+	coordinator, _, coord := newShareHarness(t, ShareConfig{AutoOffsetReset: "earliest"}, withStore)
+	_, _, leader := newShareHarness(t, ShareConfig{AutoOffsetReset: "earliest"}, withStore)
+	l := newFakeShareLog(10)
+	const leaderEpoch = 3
+	consume := func(member string, n int) []AcquiredRange {
+		t.Helper()
+		if _, err := leader.ShareSessionUpdate("g", member, 0, true, []TopicPartition{{"t", 0}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		res, err := leader.Acquire(ctx, "g", member, "t", 0, leaderEpoch, l, n, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res.Acquired {
+			if err := leader.Acknowledge(ctx, "g", member, "t", 0, leaderEpoch, acks(r.First, r.Last, ShareAckAccept), false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		leader.CloseShareSession("g", member)
+		return res.Acquired
+	}
+	if got, want := consume("m1", 4), []AcquiredRange{{0, 3, 1}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("first consumer acquired %+v, want %+v", got, want)
+	}
+	if err := coord.SetShareStartOffset(ctx, "g", "t", 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := consume("m2", 2), []AcquiredRange{{2, 3, 1}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the start offset moved back to 2 acquired %+v, want %+v", got, want)
+	}
+	resp := coordinator.c.DeleteGroups(ctx, &kmsg.DeleteGroupsRequest{Version: 2, Groups: []string{"g"}})
+	wantCode(t, "DeleteGroups", resp.Groups[0].ErrorCode, nil)
+	if got, want := consume("m3", 100), []AcquiredRange{{0, 9, 1}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the group was deleted acquired %+v, want %+v", got, want)
+	}
+	// Within a session the loaded state is used: no store read per fetch.
+	if _, err := leader.ShareSessionUpdate("g", "m4", 0, true, []TopicPartition{{"t", 0}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leader.Acquire(ctx, "g", "m4", "t", 0, leaderEpoch, l, 1, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.SaveShareState(ctx, "g", "t", 0, ShareState{StartOffset: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if start, _, err := leader.ShareOffsets(ctx, "g", "t", 0); start != 10 || err != nil {
+		t.Fatalf("start offset within the session %d (%v), want 10 (the loaded state)", start, err)
+	}
+}
