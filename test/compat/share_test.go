@@ -4,8 +4,9 @@ package compat
 // delivered, unacknowledged records redelivered once their acquisition
 // lock expires (to another member), delivery counts, the delivery limit
 // archiving a record that keeps being released, rejected records never
-// coming back, and acknowledged records not redelivered after a broker
-// restart.
+// coming back, acknowledged records not redelivered after a broker
+// restart, and in a cluster DeleteGroups and AlterShareGroupOffsets
+// followed by every partition's leader.
 
 import (
 	"context"
@@ -596,4 +597,120 @@ func runShareCluster(t *testing.T, failover bool) {
 		}
 	}
 	t.Logf("records consumed by %d members", len(members))
+}
+
+// TestShareGroupClusterDeleteAndAlter: a franz-go share consumer reads a
+// 3-partition topic whose leaders are spread over a 3-broker cluster and
+// stops. kadm's DeleteGroups of the share group (served by its
+// coordinator) deletes its state on every partition: the next consumer of
+// that group id gets every record again. Then AlterShareGroupOffsets moves
+// every partition's start offset to 20: the next consumer gets the records
+// from 20 on. The partitions led by brokers other than the coordinator
+// follow both (they had the state loaded).
+func TestShareGroupClusterDeleteAndAlter(t *testing.T) {
+	const (
+		topic = "share-cluster-admin"
+		n     = 90 // 30 per partition
+	)
+	c := brokertest.StartCluster(t, []string{"a", "b", "c"}, brokertest.WithConfig(func(c *server.Config) {
+		c.Share = sgroup.ShareConfig{AutoOffsetReset: "earliest"}
+	}))
+	addrs := c.Addrs()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if resp, err := adm.CreateTopics(ctx, 3, 3, nil, topic); err != nil || resp[topic].Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp[topic].Err)
+	}
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprintf("k%03d", i)), Value: []byte("v")})
+	}
+	if err := admCl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	// consume reads with a new member until want records came, accepting
+	// them, and stops; it returns how many records each partition gave.
+	consume := func(member string, want int) map[int32]int {
+		t.Helper()
+		cl := newShareClient(t, addrs[0], member, topic, kgo.SeedBrokers(addrs...))
+		defer cl.Close()
+		pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+		defer pcancel()
+		got := map[int32]int{}
+		total := 0
+		for total < want && pctx.Err() == nil {
+			fs := cl.PollFetches(pctx)
+			fs.EachRecord(func(r *kgo.Record) {
+				got[r.Partition]++
+				total++
+			})
+			cl.MarkAcks(kgo.AckAccept)
+		}
+		if total != want {
+			t.Fatalf("%s: %d records (%v per partition), want %d", member, total, got, want)
+		}
+		return got
+	}
+	// Wait until the records are acknowledged everywhere and the member
+	// has left (the admin requests need an empty group).
+	settle := func(what string, starts map[int32]int64, admin func() error) {
+		t.Helper()
+		waitUntil(t, what, time.Minute, func() (bool, string) {
+			offs, err := shareStartOffsets(ctx, adm, topic)
+			if err != nil {
+				return false, err.Error()
+			}
+			if fmt.Sprint(offs) != fmt.Sprint(starts) {
+				return false, fmt.Sprintf("SPSO %v, want %v", offs, starts)
+			}
+			if err := admin(); err != nil {
+				return false, err.Error()
+			}
+			return true, ""
+		})
+	}
+	all := map[int32]int{0: 30, 1: 30, 2: 30}
+	if got := consume("first", n); fmt.Sprint(got) != fmt.Sprint(all) {
+		t.Fatalf("first consumer got %v per partition, want %v", got, all)
+	}
+	atEnd := map[int32]int64{0: 30, 1: 30, 2: 30}
+	settle("the group deleted", atEnd, func() error {
+		resp, err := adm.DeleteGroups(ctx, shareGroupID)
+		if err != nil {
+			return err
+		}
+		return resp[shareGroupID].Err
+	})
+	if got := consume("after-delete", n); fmt.Sprint(got) != fmt.Sprint(all) {
+		t.Fatalf("after DeleteGroups a consumer got %v per partition, want %v", got, all)
+	}
+	settle("the start offsets altered", atEnd, func() error {
+		os := kadm.Offsets{}
+		for p := range int32(3) {
+			os.Add(kadm.Offset{Topic: topic, Partition: p, At: 20, LeaderEpoch: -1})
+		}
+		resp, err := adm.AlterShareGroupOffsets(ctx, shareGroupID, os)
+		if err != nil {
+			return err
+		}
+		for _, ps := range resp { // by topic, then partition
+			for _, err := range ps {
+				if err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	tail := map[int32]int{0: 10, 1: 10, 2: 10}
+	if got := consume("after-alter", 30); fmt.Sprint(got) != fmt.Sprint(tail) {
+		t.Fatalf("after AlterShareGroupOffsets a consumer got %v per partition, want %v", got, tail)
+	}
 }
