@@ -59,7 +59,7 @@ func TestDeleteShareGroup(t *testing.T) {
 			if _, ok, _ := store.LoadShareState(ctx, "other", "t", 0); !ok {
 				t.Error("the state of another group was deleted")
 			}
-			if start, _, err := s.ShareOffsets(ctx, "sg", "t", 0); start != -1 || err != nil {
+			if start, _, err := s.ShareOffsets(ctx, "sg", "t", 0, -1); start != -1 || err != nil {
 				t.Errorf("start offset after delete %d (%v), want -1", start, err)
 			}
 			wantCode(t, "delete again", del("sg"), kerr.GroupIDNotFound)

@@ -416,11 +416,18 @@ func sortTPs(tps []TopicPartition) {
 	})
 }
 
+// NotLeaderEpoch is the leader epoch ShareOffsets takes for a partition
+// this broker does not lead.
+const NotLeaderEpoch int32 = math.MinInt32
+
 // ShareOffsets describes a share partition for DescribeShareGroupOffsets:
-// from this broker's state when it holds the partition, else from the
-// store. A partition without state has StartOffset -1. done is the number
-// of in-flight records already acknowledged or archived.
-func (s *ShareCoordinator) ShareOffsets(ctx context.Context, group, topic string, partition int32) (start int64, done int64, err error) {
+// from this broker's state when it leads the partition and loaded the
+// state under its current leaderEpoch (-1 on a single broker,
+// NotLeaderEpoch when another broker leads it), else from the store: a
+// broker that led the partition before keeps a copy the new leader has
+// moved past. A partition without state has StartOffset -1. done is the
+// number of in-flight records already acknowledged or archived.
+func (s *ShareCoordinator) ShareOffsets(ctx context.Context, group, topic string, partition, leaderEpoch int32) (start int64, done int64, err error) {
 	k := sharePartitionKey{group, topic, partition}
 	s.mu.Lock()
 	e := s.partitions[k]
@@ -429,7 +436,7 @@ func (s *ShareCoordinator) ShareOffsets(ctx context.Context, group, topic string
 	if e != nil {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		if e.loaded {
+		if e.loaded && (s.store == nil || e.leaderEpoch == leaderEpoch) {
 			sp = e.sp
 			if sp.spso >= 0 {
 				spso, recs := sp.clone()

@@ -231,7 +231,7 @@ func TestShareCoordinatorDurable(t *testing.T) {
 	if err := s.Acknowledge(ctx, "g", "a", "t", 0, -1, acks(0, 0, ShareAckAccept), false); !errors.Is(err, kerr.InvalidRecordState) {
 		t.Fatalf("acknowledging twice: %v", err)
 	}
-	if start, done, err := s.ShareOffsets(ctx, "g", "t", 0); start != 4 || done != 0 || err != nil {
+	if start, done, err := s.ShareOffsets(ctx, "g", "t", 0, -1); start != 4 || done != 0 || err != nil {
 		t.Fatalf("offsets: start %d done %d err %v", start, done, err)
 	}
 	if err := fs.Close(); err != nil {
@@ -239,7 +239,7 @@ func TestShareCoordinatorDurable(t *testing.T) {
 	}
 
 	_, s = open()
-	if start, _, err := s.ShareOffsets(ctx, "g", "t", 0); start != 4 || err != nil {
+	if start, _, err := s.ShareOffsets(ctx, "g", "t", 0, -1); start != 4 || err != nil {
 		t.Fatalf("offsets after restart (from the store): start %d err %v", start, err)
 	}
 	res, err = s.Acquire(ctx, "g", "b", "t", 0, -1, l, 100, 1<<20)
@@ -366,7 +366,7 @@ func TestShareCoordinatorConcurrentMembers(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; ; i++ {
-				if start, _, err := s.ShareOffsets(ctx, "g", "t", 0); err != nil || start == total {
+				if start, _, err := s.ShareOffsets(ctx, "g", "t", 0, -1); err != nil || start == total {
 					return
 				}
 				res, err := s.Acquire(ctx, "g", member, "t", 0, -1, l, 7, 1<<20)
@@ -481,7 +481,46 @@ func TestShareStateChangedByAnotherBroker(t *testing.T) {
 	if err := store.SaveShareState(ctx, "g", "t", 0, ShareState{StartOffset: 7}); err != nil {
 		t.Fatal(err)
 	}
-	if start, _, err := leader.ShareOffsets(ctx, "g", "t", 0); start != 10 || err != nil {
+	if start, _, err := leader.ShareOffsets(ctx, "g", "t", 0, leaderEpoch); start != 10 || err != nil {
 		t.Fatalf("start offset within the session %d (%v), want 10 (the loaded state)", start, err)
+	}
+}
+
+// TestShareOffsetsAfterLeadershipMoved: the group's coordinator led a
+// partition and still has its state loaded when another broker takes the
+// partition over and moves on; DescribeShareGroupOffsets on the
+// coordinator answers the store's state, not its old copy.
+func TestShareOffsetsAfterLeadershipMoved(t *testing.T) {
+	ctx := context.Background()
+	store := NewMemoryStore()
+	withStore := func(c *Config) { c.Store = store }
+	_, _, old := newShareHarness(t, ShareConfig{AutoOffsetReset: "earliest"}, withStore)
+	_, _, current := newShareHarness(t, ShareConfig{AutoOffsetReset: "earliest"}, withStore)
+	l := newFakeShareLog(10)
+	consume := func(s *ShareCoordinator, leaderEpoch int32) {
+		t.Helper()
+		res, err := s.Acquire(ctx, "g", "m", "t", 0, leaderEpoch, l, 4, 1<<20)
+		if err != nil || len(res.Acquired) != 1 {
+			t.Fatalf("acquire: %+v %v", res.Acquired, err)
+		}
+		r := res.Acquired[0]
+		if err := s.Acknowledge(ctx, "g", "m", "t", 0, leaderEpoch, acks(r.First, r.Last, ShareAckAccept), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	consume(old, 3)
+	consume(current, 4)
+	for _, tc := range []struct {
+		name        string
+		s           *ShareCoordinator
+		leaderEpoch int32
+		want        int64
+	}{
+		{"the leader", current, 4, 8},
+		{"the former leader", old, NotLeaderEpoch, 8},
+	} {
+		if start, _, err := tc.s.ShareOffsets(ctx, "g", "t", 0, tc.leaderEpoch); start != tc.want || err != nil {
+			t.Errorf("%s: start offset %d (%v), want %d", tc.name, start, err, tc.want)
+		}
 	}
 }

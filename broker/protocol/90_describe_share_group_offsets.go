@@ -88,7 +88,11 @@ func describeShareOffsets(ctx context.Context, r *Request, sc *group.ShareCoordi
 		case !known || tp.Partition < 0 || tp.Partition >= ti.Partitions:
 			rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		default:
-			start, done, err := sc.ShareOffsets(ctx, rg.GroupID, tp.Topic, tp.Partition)
+			pl, leaderEpoch, _, notLeader := sharePartition(r.Env.Broker, tp.Topic, tp.Partition, sc.Config().ReadCommitted())
+			if notLeader != nil {
+				leaderEpoch = group.NotLeaderEpoch
+			}
+			start, done, err := sc.ShareOffsets(ctx, rg.GroupID, tp.Topic, tp.Partition, leaderEpoch)
 			if err != nil {
 				rp.ErrorCode = group.ShareErrorCode(err)
 				break
@@ -97,10 +101,8 @@ func describeShareOffsets(ctx context.Context, r *Request, sc *group.ShareCoordi
 			if pv, ok := r.Env.Broker.PartitionView(tp.Topic, tp.Partition); ok {
 				rp.LeaderEpoch = pv.LeaderEpoch
 			}
-			if version >= 1 && start >= 0 {
-				if pl, _, _, err := sharePartition(r.Env.Broker, tp.Topic, tp.Partition, sc.Config().ReadCommitted()); err == nil {
-					rp.Lag = max(pl.end-start-done, 0)
-				}
+			if version >= 1 && start >= 0 && notLeader == nil {
+				rp.Lag = max(pl.end-start-done, 0)
 			}
 		}
 		out[i].Partitions = append(out[i].Partitions, rp)
