@@ -41,6 +41,12 @@
 // for its epochs, reconciliation, fencing and durability, and
 // assignor.go for the server-side uniform and range assignors.
 //
+// KIP-932 share groups are served by a ShareCoordinator beside the
+// Coordinator (share.go, share_partition.go, share_fetch.go,
+// share_store.go). Group ids are shared by all types: an id names one
+// group of one type, and requests of another type answer as Kafka's do
+// (grouptype.go).
+//
 // # Concurrency
 //
 // Each group has one mutex (group.mu) guarding all of its state, including

@@ -24,7 +24,7 @@ import (
 //
 // and ShareGroupHeartbeat, ShareGroupDescribe and the share-group offset
 // APIs answer GROUP_ID_NOT_FOUND for a classic or consumer group (share.go).
-// A classic group that only holds nothing (no members, offsets or pending
+// A classic group that holds nothing (no members, offsets or pending
 // commits) does not count: it is dropped when unused.
 
 // isShareGroup reports whether a share group of this broker has id.
