@@ -19,7 +19,7 @@ import (
 //	OffsetCommit, TxnOffsetCommit           GROUP_ID_NOT_FOUND (any generation)
 //	OffsetDelete                            GROUP_ID_NOT_FOUND
 //	OffsetFetch                             no offsets (-1), no error
-//	DescribeGroups                          Dead (v6+: GROUP_ID_NOT_FOUND)
+//	DescribeGroups                          Dead (v6: GROUP_ID_NOT_FOUND)
 //	DeleteGroups                            deletes it when it has no members
 //
 // and ShareGroupHeartbeat, ShareGroupDescribe and the share-group offset
