@@ -1,11 +1,13 @@
 package protocol
 
-// DescribeGroups (key 15), versions 0-5.
+// DescribeGroups (key 15), versions 0-6.
 //
 // State, protocol type, selected protocol and members (client id and
 // host; member metadata and assignment only while the group is Stable, as
-// Kafka does). An unknown group is reported as state "Dead" without error.
-// Authorized operations are not computed.
+// Kafka does). An unknown group is reported as state "Dead", without
+// error below v6 and with GROUP_ID_NOT_FOUND and a message from v6
+// (KIP-1043), as is a share group (it is not a classic group; a KIP-848
+// consumer group is described in its classic view).
 
 import (
 	"context"
@@ -14,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func init() { register(kmsg.DescribeGroups, 0, 5, handleDescribeGroups) }
+func init() { register(kmsg.DescribeGroups, 0, 6, handleDescribeGroups) }
 
 func handleDescribeGroups(ctx context.Context, r *Request) (kmsg.Response, error) {
 	if err := r.CheckVersion(); err != nil {
