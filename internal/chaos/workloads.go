@@ -36,15 +36,17 @@ const (
 
 // workloadTopicConfigs are the extra topics' configs: the compacted one
 // rolls a segment every second or 4 KiB and cleans at any dirt, so the
-// cleaner runs during the run; the tiered one rolls every 16 KiB and keeps
-// 16 KiB or 2 s locally, so segments go to the tier and leave the disk.
+// cleaner runs during the run; the tiered one rolls every 16 KiB or 4 s
+// and keeps 16 KiB or 2 s locally, so segments go to the tier and leave
+// the disk (the time roll makes that happen in a short run however slowly
+// its producer gets through the faults on a loaded machine).
 func workloadTopicConfigs() map[string]map[string]*string {
 	s := func(v string) *string { return &v }
 	return map[string]map[string]*string{
 		txnTopic: {"min.insync.replicas": s("2")},
 		compactTopic: {"min.insync.replicas": s("2"), "cleanup.policy": s("compact"), "segment.bytes": s("4096"), "segment.ms": s("1000"),
 			"min.cleanable.dirty.ratio": s("0.01"), "min.compaction.lag.ms": s("0")},
-		tieredTopic: {"min.insync.replicas": s("2"), "remote.storage.enable": s("true"), "segment.bytes": s("16384"),
+		tieredTopic: {"min.insync.replicas": s("2"), "remote.storage.enable": s("true"), "segment.bytes": s("16384"), "segment.ms": s("4000"),
 			"local.retention.bytes": s("16384"), "local.retention.ms": s("2000"), "retention.ms": s("-1"), "retention.bytes": s("-1")},
 	}
 }
