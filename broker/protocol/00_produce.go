@@ -93,6 +93,11 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 	case req.TransactionID == nil && hasTransactionalBatches(req):
 		reqErr = fmt.Errorf("%w: transactional batches without a transactional ID", kerr.TransactionalIDAuthorizationFailed)
 	}
+	// Forwarded records (zone-local produce, zonelocal.go): read them
+	// from the forwarding broker's bucket first.
+	zlFailed, zlLoaded := loadZoneLocalRecords(ctx, r, req)
+	zlZone := zoneLocalClient(r)
+	var forwarded []forwardedPart
 	var firstErr error
 	var pending []pendingAck
 	for _, rt := range req.Topics {
@@ -112,13 +117,22 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 			// projection, broker/offsetstopic), as in Kafka.
 			topicErr = broker.CheckNotInternalTopic(rt.Topic)
 		}
-		for _, rp := range rt.Partitions {
+		for pi, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
 			st.Partitions = append(st.Partitions, sp)
 			spp := &st.Partitions[len(st.Partitions)-1]
 			err := topicErr
+			if err == nil {
+				err = zlFailed[[2]int{ti, pi}]
+			}
+			if err == nil && zlZone != "" && zoneLocalTag(&rp) == nil && broker.ValidateTopicName(rt.Topic) == nil {
+				if leader := zoneLocalForwardTarget(b, rt.Topic, rp.Partition); leader >= 0 {
+					forwarded = append(forwarded, forwardedPart{sp: spp, topic: rt.Topic, part: rp.Partition, leader: leader, recs: rp.Records})
+					continue
+				}
+			}
 			if err == nil {
 				var w *pendingAck
 				w, err = producePartition(ctx, r.Env, req.TransactionID, rt.Topic, req.Acks, rp, spp, r.DecompressBudget())
@@ -141,13 +155,25 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 		// their object now if the upload rate allows.
 		rm.WALProduced()
 	}
-	if len(pending) > 0 {
+	if zlLoaded > 0 && r.Env.ZoneLocal != nil {
+		r.Env.ZoneLocal.Appended(zlLoaded)
+	}
+	var waitForwarded func()
+	if len(forwarded) > 0 {
+		// The forwarded partitions' answers come from their leaders; they
+		// are awaited (deferred) with the local acks=all waits.
+		waitForwarded = forwardProduce(ctx, r, req, forwarded)
+	}
+	if len(pending) > 0 || waitForwarded != nil {
 		// The acks=all purgatory: one deadline for the whole request,
 		// from now. The wait runs after the handler returns, so that the
 		// connection's next produce requests are appended meanwhile
 		// (responses keep the request order).
 		deadline := time.Now().Add(time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond)
 		r.Defer(func() {
+			if waitForwarded != nil {
+				waitForwarded()
+			}
 			wctx, cancel := context.WithDeadline(ctx, deadline)
 			defer cancel()
 			for _, w := range pending {

@@ -22,7 +22,9 @@ package protocol
 // request names it before any group made the brokers create it (as Kafka
 // creates its internal topics on request; LEADER_NOT_AVAILABLE until this
 // broker applied it). v10+ report
-// topic UUIDs; v12 may name topics by UUID only.
+// topic UUIDs; v12 may name topics by UUID only. With zone-local produce
+// (wal.zonelocal.produce.enable) a client naming its zone in its client ID
+// sees a broker of its zone as every partition's leader (zonelocal.go).
 //
 // With ACLs: a listing of every topic shows the topics the principal may
 // DESCRIBE; a named topic it may not answers TOPIC_AUTHORIZATION_FAILED
@@ -50,6 +52,15 @@ func handleMetadata(ctx context.Context, r *Request) (kmsg.Response, error) {
 	if err := r.CheckVersion(); err != nil {
 		return nil, err
 	}
+	resp, err := metadataAnswer(ctx, r)
+	if zone := zoneLocalClient(r); zone != "" && err == nil {
+		// Zone-local produce: the client's own zone leads everything.
+		zoneLocalLeaders(r.Env.Broker, r.Client.Listener, zone, resp.Topics)
+	}
+	return resp, err
+}
+
+func metadataAnswer(ctx context.Context, r *Request) (*kmsg.MetadataResponse, error) {
 	req := r.Msg.(*kmsg.MetadataRequest)
 	resp := r.NewResponse().(*kmsg.MetadataResponse)
 	b := r.Env.Broker

@@ -83,6 +83,10 @@ type Env struct {
 	// producer's transaction is appended to a partition (KIP-890 part 1).
 	TxnVerifier TxnVerifier
 
+	// ZoneLocal is zone-local produce (zonelocal.go); nil: off, and
+	// forwarded records are refused (KAFKA_STORAGE_ERROR).
+	ZoneLocal ZoneLocal
+
 	// Shares serves share groups (KIP-932, keys 76-79 and 90-92), set by
 	// broker/server; nil: created from Groups with Kafka's defaults on
 	// first use (ShareCoordinator).

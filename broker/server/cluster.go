@@ -131,6 +131,12 @@ type WALConfig struct {
 	// gets a twin of the same key and bytes (0: adaptive, 3 × the recent
 	// average, at least 10 ms; < 0: never; wal.UploaderConfig.HedgeAfter).
 	UploadHedge time.Duration
+	// ZoneLocalProduce is wal.zonelocal.produce.enable (default false):
+	// a zone-tagged client is shown a broker of its own zone as every
+	// partition's leader, and that broker hands its produce batches to
+	// the real leader through an object in its zone's bucket (docs/wal.md
+	// "Zone-local produce"). Needs Enable.
+	ZoneLocalProduce bool
 	// WrapStore, when set, wraps every bucket client (fault injection:
 	// strata dev's --s3-put-latency/--s3-get-latency, tests).
 	WrapStore func(objstore.Store) objstore.Store
@@ -301,6 +307,29 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 	})
 	if err != nil {
 		return err
+	}
+	// Zone-local produce: objects of forwarded produce requests in the
+	// own bucket, read from the forwarder's bucket as leader (always, so
+	// that a leader whose own flag is off still serves its forwarders).
+	s.zoneLocal = newZoneLocal(s, wc.ZoneLocalProduce, own, func(bucket string) (objstore.Store, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if st, ok := stores[bucket]; ok {
+			return st, nil
+		}
+		cfg, err := buckets.Download(bucket)
+		if err != nil {
+			return nil, err
+		}
+		st, err := open(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("WAL bucket %q of zone %q: %w", bucket, cfg.Zone, err)
+		}
+		stores[bucket] = st
+		return st, nil
+	}, cluster, base.Zone)
+	if err := s.metrics.Registry.Register(s.zoneLocal.metrics); err != nil {
+		return fmt.Errorf("register zone-local metrics: %w", err)
 	}
 	// The uploader's stats (strata_wal_degraded, ...) and the inline bytes
 	// by reason (strata_wal_inline_bytes_total).

@@ -277,6 +277,7 @@ var processKeys = map[string]bool{
 	"wal.bucket.resource": true, "wal.bucket.credentials.source": true, "wal.bucket.credentials.secret": true,
 	// wal.policy and the price table (broker/cost; docs/wal.md "Cost and wal.policy").
 	"wal.policy": true, "wal.upload.max.interval.ms": true, "wal.policy.object.max.bytes": true, "wal.auto.max.latency.ms": true, "wal.auto.max.cost.ratio": true, "wal.download.hedge.ms": true, "wal.upload.hedge.ms": true,
+	"wal.zonelocal.produce.enable": true,
 }
 
 func init() {
@@ -627,12 +628,14 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 			} else {
 				cfg.Cluster.Replica.FetchMaxBytes = int32(n)
 			}
-		case k == "wal.enable" || k == "wal.enabled" || k == "wal.bucket.force.path.style":
+		case k == "wal.enable" || k == "wal.enabled" || k == "wal.bucket.force.path.style" || k == "wal.zonelocal.produce.enable":
 			on, err := strconv.ParseBool(v)
 			if err != nil {
 				return nil, bad(err)
 			}
 			switch k {
+			case "wal.zonelocal.produce.enable":
+				cfg.Cluster.WAL.ZoneLocalProduce = on
 			case "wal.enable":
 				cfg.Cluster.WAL.Enable = on
 			case "wal.enabled":

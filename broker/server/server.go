@@ -150,8 +150,10 @@ type Server struct {
 	ownership *ownership
 	// ib sends inter-broker requests (transaction markers, KIP-890
 	// verification).
-	ib      *interBrokerClients
-	traffic *traffic.Counter
+	ib *interBrokerClients
+	// zoneLocal is zone-local produce (zonelocal.go), nil without WAL.
+	zoneLocal *zoneLocal
+	traffic   *traffic.Counter
 	// cost counts replication bytes and dollars (broker/cost).
 	cost *cost.Meter
 	// tier runs the slow tier (tier.go), nil when off; objObs counts
@@ -340,6 +342,9 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	}
 	env := &protocol.Env{Broker: b, Groups: s.groups, Shares: group.NewShareCoordinator(s.groups, cfg.Share), Log: logger.WithName("protocol"), Limits: limits, ReauthMax: cfg.Security.ReauthMax}
 	env.CreateInternalTopic = s.internalTopicCreator()
+	if s.zoneLocal != nil {
+		env.ZoneLocal = s.zoneLocal
+	}
 	if b.Clustered() {
 		s.metrics.RegisterQuota()
 		env.Quotas = quota.New(quota.Config{Samples: cfg.QuotaSamples, Window: cfg.QuotaWindow, Quotas: b.ClientQuotas,
@@ -625,6 +630,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if err := s.proto.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("protocol server: %w", err))
 		}
+		if s.zoneLocal != nil {
+			// After the listener: forwarded requests in flight were
+			// answered; their objects are deleted now.
+			s.zoneLocal.close()
+		}
 		if s.cluster != nil {
 			// Deregister (the controller moves leadership away at once),
 			// stop following the metadata and replicating.
@@ -738,3 +748,14 @@ func (s *Server) objstoreObserver() *objstore.PrometheusObserver {
 
 // Tier returns the slow tier's manager, nil when off.
 func (s *Server) Tier() *broker.TierManager { return s.tier }
+
+// ZoneLocalStats returns the partitions this broker forwarded to their
+// leaders through its zone's bucket and the partitions it appended as
+// leader from other brokers' objects (zone-local produce; zeros without
+// WAL replication).
+func (s *Server) ZoneLocalStats() (forwarded, appended int64) {
+	if s.zoneLocal == nil {
+		return 0, 0
+	}
+	return s.zoneLocal.Stats()
+}

@@ -1,0 +1,371 @@
+package protocol
+
+// Zone-local produce (wal.zonelocal.produce.enable, docs/wal.md
+// "Zone-local produce").
+//
+// A client that names its zone in its client ID (strata_az=<zone>) is
+// shown, in Metadata, a broker of its own zone as the leader of every
+// partition (a replica there if the zone has one, else the zone's live
+// broker of lowest ID), with the real leader epoch. A Produce such a
+// broker receives for a partition it does not lead is not refused: the
+// broker writes the partition's record sets into one object of its own
+// zone's WAL bucket (Env.ZoneLocal.PutRecords) and sends the real leader
+// a Produce (v9+, the same acks, timeout and transactional ID) whose
+// partitions carry no records but a tagged field, TagZoneLocalRecords,
+// naming the object, the byte range and its CRC-32C. The leader reads the
+// range from that bucket and appends it through the ordinary produce
+// path (validation, idempotence, KIP-890 verification, acks); its answer
+// per partition is relayed to the client. ListOffsets, OffsetForLeaderEpoch
+// and DeleteRecords such a client sends to a broker that does not lead a
+// partition are forwarded to the leader (Env.ZoneLocal.Forward) and the
+// answer relayed. Fetch needs nothing: a v11+ consumer fetch is served by
+// any replica (KIP-392).
+//
+// Only a request whose principal may CLUSTER_ACTION on the cluster (a
+// broker) may carry TagZoneLocalRecords, and a partition that carries it
+// is never forwarded again (NOT_LEADER_OR_FOLLOWER when the receiver does
+// not lead it).
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker"
+)
+
+// TagZoneLocalRecords is the tagged field of a Produce partition (v9+)
+// that names forwarded records in an object instead of carrying them:
+// bucket str | key str | offset u64 | length u32 | crc32c u32 (strings:
+// u16 length + bytes, integers big endian).
+const TagZoneLocalRecords = 0x5A4C // "ZL"
+
+// ZoneLocal is the broker's side of zone-local produce (broker/server).
+type ZoneLocal interface {
+	// Forwarding says whether this broker forwards the produce of
+	// zone-tagged clients (wal.zonelocal.produce.enable); a broker with
+	// WAL replication on reads forwarded objects either way.
+	Forwarding() bool
+	// PutRecords writes the record sets back to back into one new object
+	// of this broker's zone bucket and returns where each one is.
+	PutRecords(ctx context.Context, sets [][]byte) ([]ZoneLocalRef, error)
+	// Send writes req to broker id now, after every request Send wrote
+	// to that broker before (the leader appends in the order the client
+	// sent), and returns a wait for its answer.
+	Send(ctx context.Context, id int32, req kmsg.Request) (wait func(context.Context) (kmsg.Response, error), err error)
+	// Forward sends req to broker id and returns its answer.
+	Forward(ctx context.Context, id int32, req kmsg.Request) (kmsg.Response, error)
+	// Done tells that the leaders answered (or gave up) on the object of
+	// refs: it may be deleted.
+	Done(refs []ZoneLocalRef)
+	// Read returns the bytes of refs (the leader's side), one entry per
+	// ref; an error per ref.
+	Read(ctx context.Context, refs []ZoneLocalRef) ([][]byte, []error)
+	// Appended counts partitions appended from forwarded objects.
+	Appended(n int)
+}
+
+// ZoneLocalRef is a forwarded record set: where it is and its CRC-32C.
+type ZoneLocalRef struct {
+	Bucket, Key    string
+	Offset, Length int64
+	CRC            uint32
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ZoneLocalCRC is the checksum a ZoneLocalRef carries.
+func ZoneLocalCRC(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+func (ref ZoneLocalRef) encode() []byte {
+	b := make([]byte, 0, 4+len(ref.Bucket)+len(ref.Key)+16)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(ref.Bucket)))
+	b = append(b, ref.Bucket...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(ref.Key)))
+	b = append(b, ref.Key...)
+	b = binary.BigEndian.AppendUint64(b, uint64(ref.Offset))
+	b = binary.BigEndian.AppendUint32(b, uint32(ref.Length))
+	return binary.BigEndian.AppendUint32(b, ref.CRC)
+}
+
+var errBadZoneLocalTag = errors.New("malformed zone-local records tag")
+
+func decodeZoneLocalRef(b []byte) (ZoneLocalRef, error) {
+	var ref ZoneLocalRef
+	str := func() (string, bool) {
+		if len(b) < 2 {
+			return "", false
+		}
+		n := int(binary.BigEndian.Uint16(b))
+		if len(b) < 2+n {
+			return "", false
+		}
+		s := string(b[2 : 2+n])
+		b = b[2+n:]
+		return s, true
+	}
+	var ok1, ok2 bool
+	ref.Bucket, ok1 = str()
+	ref.Key, ok2 = str()
+	if !ok1 || !ok2 || len(b) != 16 || ref.Key == "" {
+		return ZoneLocalRef{}, errBadZoneLocalTag
+	}
+	ref.Offset = int64(binary.BigEndian.Uint64(b))
+	ref.Length = int64(binary.BigEndian.Uint32(b[8:]))
+	ref.CRC = binary.BigEndian.Uint32(b[12:])
+	if ref.Offset < 0 {
+		return ZoneLocalRef{}, errBadZoneLocalTag
+	}
+	return ref, nil
+}
+
+// zoneLocalTag returns the partition's TagZoneLocalRecords value, or nil.
+func zoneLocalTag(rp *kmsg.ProduceRequestTopicPartition) []byte {
+	var val []byte
+	rp.UnknownTags.Each(func(t uint32, v []byte) {
+		if t == TagZoneLocalRecords {
+			val = append([]byte{}, v...)
+		}
+	})
+	return val
+}
+
+// zoneLocalClient returns the zone of a client that zone-local produce
+// serves on this broker ("" for others): forwarding on, a zone in the
+// client ID, not an internal request.
+func zoneLocalClient(r *Request) string {
+	if r.internal || r.Env.ZoneLocal == nil || !r.Env.ZoneLocal.Forwarding() {
+		return ""
+	}
+	return ClientIDZone(r.Client.ClientID)
+}
+
+// zoneLocalLeaders rewrites the leaders of a Metadata answer for a client
+// of zone: each partition's leader becomes a live broker of that zone (a
+// replica there first), its epoch stays the real one. Without a live
+// broker in the zone nothing changes.
+func zoneLocalLeaders(b *broker.Broker, listener, zone string, topics []kmsg.MetadataResponseTopic) {
+	var inZone []int32
+	for _, bi := range b.BrokersOn(listener) {
+		if bi.Rack == zone {
+			inZone = append(inZone, bi.ID)
+		}
+	}
+	if len(inZone) == 0 {
+		return
+	}
+	for ti := range topics {
+		for pi := range topics[ti].Partitions {
+			p := &topics[ti].Partitions[pi]
+			if p.ErrorCode != 0 || p.Leader < 0 || slices.Contains(inZone, p.Leader) {
+				continue
+			}
+			p.Leader = inZone[0]
+			for _, id := range p.Replicas {
+				if slices.Contains(inZone, id) {
+					p.Leader = id
+					break
+				}
+			}
+		}
+	}
+}
+
+// loadZoneLocalRecords replaces the records of every partition that names
+// forwarded records (TagZoneLocalRecords) with the object's bytes. It
+// returns the partitions that failed with their error (answered without
+// appending), keyed by topic index and partition index; forwarded counts
+// the partitions loaded.
+func loadZoneLocalRecords(ctx context.Context, r *Request, req *kmsg.ProduceRequest) (failed map[[2]int]error, forwarded int) {
+	type at struct{ ti, pi int }
+	var refs []ZoneLocalRef
+	var where []at
+	for ti := range req.Topics {
+		for pi := range req.Topics[ti].Partitions {
+			rp := &req.Topics[ti].Partitions[pi]
+			tag := zoneLocalTag(rp)
+			if tag == nil {
+				continue
+			}
+			if failed == nil {
+				failed = map[[2]int]error{}
+			}
+			if !r.internal && !r.authorizedCluster(kmsg.ACLOperationClusterAction) {
+				failed[[2]int{ti, pi}] = fmt.Errorf("%w: forwarded records need CLUSTER_ACTION", kerr.ClusterAuthorizationFailed)
+				continue
+			}
+			ref, err := decodeZoneLocalRef(tag)
+			if err != nil {
+				failed[[2]int{ti, pi}] = fmt.Errorf("%w: %v", kerr.CorruptMessage, err)
+				continue
+			}
+			if r.Env.ZoneLocal == nil {
+				failed[[2]int{ti, pi}] = fmt.Errorf("%w: forwarded records, and this broker reads no WAL bucket", kerr.KafkaStorageError)
+				continue
+			}
+			refs = append(refs, ref)
+			where = append(where, at{ti, pi})
+		}
+	}
+	if len(refs) == 0 {
+		return failed, 0
+	}
+	data, errs := r.Env.ZoneLocal.Read(ctx, refs)
+	for i, w := range where {
+		if errs[i] != nil {
+			failed[[2]int{w.ti, w.pi}] = fmt.Errorf("%w: forwarded records s3://%s/%s: %v", kerr.KafkaStorageError, refs[i].Bucket, refs[i].Key, errs[i])
+			continue
+		}
+		if ZoneLocalCRC(data[i]) != refs[i].CRC {
+			failed[[2]int{w.ti, w.pi}] = fmt.Errorf("%w: forwarded records s3://%s/%s: CRC-32C mismatch", kerr.CorruptMessage, refs[i].Bucket, refs[i].Key)
+			continue
+		}
+		req.Topics[w.ti].Partitions[w.pi].Records = data[i]
+		forwarded++
+	}
+	return failed, forwarded
+}
+
+// forwardedPart is a partition of a client's Produce this broker forwards.
+type forwardedPart struct {
+	sp     *kmsg.ProduceResponseTopicPartition
+	topic  string
+	part   int32
+	leader int32
+	recs   []byte
+}
+
+// zoneLocalForwardTarget returns the leader a zone-local client's produce
+// to partition p is forwarded to, or -1 when this broker serves it itself
+// (it leads it, or no other live leader is known).
+func zoneLocalForwardTarget(b *broker.Broker, topic string, partition int32) int32 {
+	v, ok := b.MetadataView().Partition(topic, partition)
+	if !ok || v.Leader < 0 || v.Leader == b.Config().NodeID {
+		return -1
+	}
+	return v.Leader
+}
+
+// forwardProduce writes the parts' records into one object and sends each
+// leader its Produce; the returned func (run deferred) waits for the
+// answers and fills the parts' responses. A failure before anything was
+// sent is answered at once.
+func forwardProduce(ctx context.Context, r *Request, req *kmsg.ProduceRequest, parts []forwardedPart) func() {
+	zl := r.Env.ZoneLocal
+	fail := func(p forwardedPart, err error) {
+		p.sp.BaseOffset, p.sp.LogAppendTime, p.sp.LogStartOffset = -1, -1, -1
+		p.sp.ErrorCode = broker.ErrorCode(err)
+		p.sp.ErrorMessage = broker.ErrorMessage(err)
+	}
+	sets := make([][]byte, len(parts))
+	for i, p := range parts {
+		sets[i] = p.recs
+	}
+	refs, err := zl.PutRecords(ctx, sets)
+	if err != nil {
+		for _, p := range parts {
+			fail(p, fmt.Errorf("%w: zone-local produce: %v", kerr.KafkaStorageError, err))
+		}
+		return nil
+	}
+	acks := req.Acks
+	if acks == 0 {
+		acks = 1 // the leader's answer tells whether to delete the object
+	}
+	type sent struct {
+		leader int32
+		parts  []int
+		wait   func(context.Context) (kmsg.Response, error)
+	}
+	var calls []sent
+	var leaders []int32
+	byLeader := map[int32][]int{}
+	for i, p := range parts {
+		if _, ok := byLeader[p.leader]; !ok {
+			leaders = append(leaders, p.leader)
+		}
+		byLeader[p.leader] = append(byLeader[p.leader], i)
+	}
+	for _, leader := range leaders {
+		fr := kmsg.NewPtrProduceRequest()
+		fr.SetVersion(11)
+		fr.Acks, fr.TimeoutMillis, fr.TransactionID = acks, req.TimeoutMillis, req.TransactionID
+		for _, i := range byLeader[leader] {
+			p := parts[i]
+			ti := slices.IndexFunc(fr.Topics, func(t kmsg.ProduceRequestTopic) bool { return t.Topic == p.topic })
+			if ti < 0 {
+				t := kmsg.NewProduceRequestTopic()
+				t.Topic = p.topic
+				fr.Topics = append(fr.Topics, t)
+				ti = len(fr.Topics) - 1
+			}
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition = p.part
+			rp.UnknownTags.Set(TagZoneLocalRecords, refs[i].encode())
+			fr.Topics[ti].Partitions = append(fr.Topics[ti].Partitions, rp)
+		}
+		wait, err := zl.Send(ctx, leader, fr)
+		if err != nil {
+			for _, i := range byLeader[leader] {
+				fail(parts[i], fmt.Errorf("%w: zone-local produce to leader %d: %v", kerr.NotLeaderForPartition, leader, err))
+			}
+			continue
+		}
+		calls = append(calls, sent{leader: leader, parts: byLeader[leader], wait: wait})
+	}
+	if len(calls) == 0 {
+		zl.Done(refs)
+		return nil
+	}
+	// The leader answers acks=all within the request's timeout; a margin
+	// for the hop and the GET before REQUEST_TIMED_OUT.
+	deadline := time.Now().Add(time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond + 5*time.Second)
+	return func() {
+		defer zl.Done(refs)
+		wctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
+		for _, c := range calls {
+			kresp, err := c.wait(wctx)
+			if err != nil {
+				code := fmt.Errorf("%w: zone-local produce, leader %d: %v", kerr.RequestTimedOut, c.leader, err)
+				if wctx.Err() == nil {
+					// The connection to the leader broke: the client
+					// refreshes its metadata and retries.
+					code = fmt.Errorf("%w: zone-local produce, leader %d: %v", kerr.NotLeaderForPartition, c.leader, err)
+				}
+				for _, i := range c.parts {
+					fail(parts[i], code)
+				}
+				continue
+			}
+			resp := kresp.(*kmsg.ProduceResponse)
+			for _, i := range c.parts {
+				p := parts[i]
+				answered := false
+				for _, rt := range resp.Topics {
+					if rt.Topic != p.topic {
+						continue
+					}
+					for _, rp := range rt.Partitions {
+						if rp.Partition == p.part {
+							p.sp.ErrorCode, p.sp.ErrorMessage = rp.ErrorCode, rp.ErrorMessage
+							p.sp.BaseOffset, p.sp.LogAppendTime, p.sp.LogStartOffset = rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset
+							p.sp.ErrorRecords = rp.ErrorRecords
+							answered = true
+						}
+					}
+				}
+				if !answered {
+					fail(p, fmt.Errorf("%w: leader %d did not answer the partition", kerr.UnknownServerError, c.leader))
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,385 @@
+package replication
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-dev/strata/broker/brokertest"
+	"github.com/strata-dev/strata/broker/traffic"
+)
+
+// Zone-local produce (wal.zonelocal.produce.enable, docs/wal.md
+// "Zone-local produce"): a producer tagged strata_az=b sends every record
+// to the zone-b broker, which hands each batch to the partition's leader
+// through an object of bucket wal-b.
+
+const zlPartitions = 6
+
+// zoneLocalProduce produces n records of 1 KiB per partition with cl
+// (records keyed by partition and index) and returns the offsets the
+// producer got back, by partition, in produce order.
+func zoneLocalProduce(t *testing.T, cl *kgo.Client, topic, prefix string, n int, txn bool) map[int32][]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if txn {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	offsets := map[int32][]int64{}
+	var wg sync.WaitGroup
+	var firstErr error
+	for i := range n {
+		for p := range int32(zlPartitions) {
+			// Incompressible values: the byte counts below are the payload's.
+			value := make([]byte, 1000)
+			_, _ = rand.Read(value)
+			r := &kgo.Record{Topic: topic, Partition: p, Key: []byte(fmt.Sprintf("%s-%d-%d", prefix, p, i)), Value: value}
+			wg.Add(1)
+			cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+				defer wg.Done()
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					if firstErr == nil {
+						firstErr = err
+					}
+					return
+				}
+				offsets[r.Partition] = append(offsets[r.Partition], r.Offset)
+			})
+		}
+	}
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatalf("produce: %v", firstErr)
+	}
+	if txn {
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return offsets
+}
+
+// checkRecords reads every partition of topic from the start (untagged,
+// read_committed) and checks that the records with prefix are exactly
+// at the offsets the producer got, in produce order, once each.
+func checkRecords(t *testing.T, addrs []string, topic, prefix string, n int, offsets map[int32][]int64) {
+	t.Helper()
+	for p := range int32(zlPartitions) {
+		if len(offsets[p]) != n {
+			t.Fatalf("partition %d: %d acknowledged offsets, want %d", p, len(offsets[p]), n)
+		}
+	}
+	cl := newClient(t, addrs, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: func() map[int32]kgo.Offset {
+		m := map[int32]kgo.Offset{}
+		for p := range int32(zlPartitions) {
+			m[p] = kgo.NewOffset().AtStart()
+		}
+		return m
+	}()}), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	got := map[int32]map[string]int64{}
+	count := 0
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for count < n*zlPartitions {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records", count, n*zlPartitions)
+		}
+		fs.EachError(func(_ string, p int32, err error) { t.Logf("fetch partition %d: %v", p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			key := string(r.Key)
+			if len(key) <= len(prefix) || key[:len(prefix)+1] != prefix+"-" {
+				return
+			}
+			if got[r.Partition] == nil {
+				got[r.Partition] = map[string]int64{}
+			}
+			if o, dup := got[r.Partition][key]; dup {
+				t.Fatalf("partition %d: %s at offsets %d and %d", r.Partition, key, o, r.Offset)
+			}
+			got[r.Partition][key] = r.Offset
+			count++
+		})
+	}
+	for p := range int32(zlPartitions) {
+		// Promises run in produce order per partition: the i-th offset
+		// acknowledged is record i's.
+		for i, want := range offsets[p] {
+			key := fmt.Sprintf("%s-%d-%d", prefix, p, i)
+			o, ok := got[p][key]
+			if !ok {
+				t.Fatalf("partition %d: %s not read", p, key)
+			}
+			if o != want {
+				t.Fatalf("partition %d: %s at offset %d, acknowledged at %d", p, key, o, want)
+			}
+			if i > 0 && want <= offsets[p][i-1] {
+				t.Fatalf("partition %d: %s acknowledged at %d, not after the previous record (%d)", p, key, want, offsets[p][i-1])
+			}
+		}
+	}
+}
+
+func listInput(bucket, prefix string) *s3.ListObjectsV2Input {
+	return &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)}
+}
+
+// zoneBytesIn returns the produce bytes each broker received from clients
+// of zone.
+func zoneBytesIn(c *brokertest.Cluster, zone string) []float64 {
+	out := make([]float64, len(c.Brokers))
+	for i, b := range c.Brokers {
+		if b.Server() != nil {
+			out[i] = b.Server().Traffic().Bytes(zone, traffic.Produce, traffic.In)
+		}
+	}
+	return out
+}
+
+func zoneLocalStats(c *brokertest.Cluster) (forwarded, appended []int64) {
+	for _, b := range c.Brokers {
+		var f, a int64
+		if b.Server() != nil {
+			f, a = b.Server().ZoneLocalStats()
+		}
+		forwarded, appended = append(forwarded, f), append(appended, a)
+	}
+	return forwarded, appended
+}
+
+// leadersNotIn waits until the topic's partitions have leaders and
+// returns the partitions led outside broker id (by the untagged view).
+func ledElsewhere(t *testing.T, adm *kadm.Client, topic string, id int32) int {
+	t.Helper()
+	var n int
+	waitFor(t, "leaders", 30*time.Second, func() bool {
+		ls := leaders(adm, topic)
+		if len(ls) != zlPartitions {
+			return false
+		}
+		n = 0
+		for _, l := range ls {
+			if l[0] < 0 {
+				return false
+			}
+			if l[0] != id {
+				n++
+			}
+		}
+		return true
+	})
+	return n
+}
+
+// producer is a client that sends each record to the partition it names.
+func producer(t *testing.T, addrs []string, opts ...kgo.Opt) *kgo.Client {
+	return newClient(t, addrs, append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
+}
+
+func TestZoneLocalProduce(t *testing.T) {
+	wc := startWALCluster(t, brokertest.WithSetting("wal.zonelocal.produce.enable", "true"))
+	addrs := wc.Addrs()
+	adm := kadm.NewClient(newClient(t, addrs))
+	const n = 20
+
+	cases := []struct {
+		name string
+		opts []kgo.Opt
+		txn  bool
+	}{
+		{"plain", []kgo.Opt{kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.LeaderAck())}, false},
+		{"idempotent", []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks())}, false},
+		{"transactional", []kgo.Opt{kgo.TransactionalID("zl-txn")}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := "zl-" + tc.name
+			createTopic(t, adm, topic, zlPartitions, nil)
+			if ledElsewhere(t, adm, topic, 2) == 0 {
+				t.Fatal("every partition is led by broker 2: nothing to forward")
+			}
+			// The tagged client's metadata: broker 2 (zone b) leads all.
+			zcl := producer(t, addrs, append([]kgo.Opt{kgo.ClientID("orders-svc,strata_az=b"), kgo.ProducerLinger(5 * time.Millisecond)}, tc.opts...)...)
+			zadm := kadm.NewClient(zcl)
+			waitFor(t, "zone-b leaders in metadata", 10*time.Second, func() bool {
+				ls := leaders(zadm, topic)
+				for _, l := range ls {
+					if l[0] != 2 {
+						return false
+					}
+				}
+				return len(ls) == zlPartitions
+			})
+			inBefore := zoneBytesIn(wc.Cluster, "b")
+			fwdBefore, appBefore := zoneLocalStats(wc.Cluster)
+			offsets := zoneLocalProduce(t, zcl, topic, tc.name, n, tc.txn)
+			in := zoneBytesIn(wc.Cluster, "b")
+			fwd, app := zoneLocalStats(wc.Cluster)
+			payload := float64(n * zlPartitions * 1000)
+			t.Logf("zone-b produce bytes in by broker: %.0f %.0f %.0f (payload %.0f); forwarded partitions %v, appended from objects %v",
+				in[0]-inBefore[0], in[1]-inBefore[1], in[2]-inBefore[2], payload, fwd, app)
+			if got := in[1] - inBefore[1]; got < payload {
+				t.Fatalf("broker 2 (zone b) received %.0f produce bytes from zone b, want at least the payload %.0f", got, payload)
+			}
+			// Brokers 1 and 3 get the forwarded requests (pointers, not
+			// records): a small fraction of the payload.
+			for _, i := range []int{0, 2} {
+				if got := in[i] - inBefore[i]; got > payload/10 {
+					t.Fatalf("broker %d (zone %s) received %.0f produce bytes from zone b (payload %.0f): records crossed zones", i+1, zones[i], got, payload)
+				}
+			}
+			if fwd[1] == fwdBefore[1] {
+				t.Fatal("broker 2 forwarded nothing")
+			}
+			if app[0]+app[2] == appBefore[0]+appBefore[2] {
+				t.Fatal("no leader appended from a forwarded object")
+			}
+			checkRecords(t, addrs, topic, tc.name, n, offsets)
+		})
+	}
+
+	t.Run("untagged", func(t *testing.T) {
+		topic := "zl-untagged"
+		createTopic(t, adm, topic, zlPartitions, nil)
+		ledElsewhere(t, adm, topic, 2)
+		cl := producer(t, addrs, kgo.ClientID("orders-svc"))
+		for p, l := range leaders(kadm.NewClient(cl), topic) {
+			if real := leaders(adm, topic)[p][0]; l[0] != real {
+				t.Fatalf("partition %d: untagged client told leader %d, the leader is %d", p, l[0], real)
+			}
+		}
+		_, before := zoneLocalStats(wc.Cluster)
+		offsets := zoneLocalProduce(t, cl, topic, "untagged", 5, false)
+		_, after := zoneLocalStats(wc.Cluster)
+		for i := range after {
+			if after[i] != before[i] {
+				t.Fatalf("broker %d appended forwarded records for an untagged client", i+1)
+			}
+		}
+		checkRecords(t, addrs, topic, "untagged", 5, offsets)
+	})
+
+	t.Run("object-deleted", func(t *testing.T) {
+		// Every forwarded object is deleted once its leader answered.
+		waitFor(t, "forwarded objects deleted", 20*time.Second, func() bool {
+			n := 0
+			for _, z := range zones {
+				objs, err := wc.s3.Client().ListObjectsV2(context.Background(), listInput("wal-"+z, "zl/"))
+				if err != nil {
+					return false
+				}
+				n += len(objs.Contents)
+			}
+			return n == 0
+		})
+	})
+}
+
+// TestZoneLocalProduceOff: with the setting off a zone-tagged client sees
+// the real leaders and nothing is forwarded.
+func TestZoneLocalProduceOff(t *testing.T) {
+	wc := startWALCluster(t)
+	addrs := wc.Addrs()
+	adm := kadm.NewClient(newClient(t, addrs))
+	createTopic(t, adm, "zl-off", zlPartitions, nil)
+	if ledElsewhere(t, adm, "zl-off", 2) == 0 {
+		t.Fatal("every partition is led by broker 2")
+	}
+	cl := producer(t, addrs, kgo.ClientID("strata_az=b"))
+	real := leaders(adm, "zl-off")
+	for p, l := range leaders(kadm.NewClient(cl), "zl-off") {
+		if l[0] != real[p][0] {
+			t.Fatalf("partition %d: told leader %d, the leader is %d", p, l[0], real[p][0])
+		}
+	}
+	offsets := zoneLocalProduce(t, cl, "zl-off", "off", 5, false)
+	fwd, app := zoneLocalStats(wc.Cluster)
+	for i := range fwd {
+		if fwd[i] != 0 || app[i] != 0 {
+			t.Fatalf("broker %d: forwarded %d, appended %d with zone-local produce off", i+1, fwd[i], app[i])
+		}
+	}
+	checkRecords(t, addrs, "zl-off", "off", 5, offsets)
+}
+
+// TestZoneLocalProduceLeaderMoves: the leader of partitions the zone-b
+// broker forwards to stops while an idempotent producer runs; the
+// producer retries through the zone-b broker to the new leaders and
+// every record is there once.
+func TestZoneLocalProduceLeaderMoves(t *testing.T) {
+	wc := startWALCluster(t, brokertest.WithSetting("wal.zonelocal.produce.enable", "true"))
+	addrs := wc.Addrs()
+	adm := kadm.NewClient(newClient(t, addrs))
+	two := "2"
+	createTopic(t, adm, "zl-move", zlPartitions, map[string]*string{"min.insync.replicas": &two})
+	ledElsewhere(t, adm, "zl-move", 2)
+	ledBy3 := 0
+	for _, l := range leaders(adm, "zl-move") {
+		if l[0] == 3 {
+			ledBy3++
+		}
+	}
+	if ledBy3 == 0 {
+		t.Fatal("broker 3 leads nothing")
+	}
+	cl := producer(t, []string{wc.Brokers[1].Addr()}, kgo.ClientID("strata_az=b"), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordDeliveryTimeout(60*time.Second))
+	first := zoneLocalProduce(t, cl, "zl-move", "move", 10, false)
+
+	// Produce in the background while broker 3 stops.
+	done := make(chan map[int32][]int64)
+	go func() {
+		var mu sync.Mutex
+		offsets := map[int32][]int64{}
+		var wg sync.WaitGroup
+		ctx := context.Background()
+		for i := range 40 {
+			for p := range int32(zlPartitions) {
+				wg.Add(1)
+				cl.Produce(ctx, &kgo.Record{Topic: "zl-move", Partition: p, Key: []byte("move2-" + strconv.Itoa(int(p)) + "-" + strconv.Itoa(i)), Value: make([]byte, 100)},
+					func(r *kgo.Record, err error) {
+						defer wg.Done()
+						if err != nil {
+							t.Errorf("produce during the move: %v", err)
+							return
+						}
+						mu.Lock()
+						offsets[r.Partition] = append(offsets[r.Partition], r.Offset)
+						mu.Unlock()
+					})
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		wg.Wait()
+		done <- offsets
+	}()
+	time.Sleep(200 * time.Millisecond)
+	wc.Brokers[2].Stop()
+	second := <-done
+	if t.Failed() {
+		return
+	}
+	live := addrs[:2]
+	checkRecords(t, live, "zl-move", "move", 10, first)
+	for p := range int32(zlPartitions) {
+		if len(second[p]) != 40 {
+			t.Fatalf("partition %d: %d of 40 records acknowledged", p, len(second[p]))
+		}
+	}
+	checkRecords(t, live, "zl-move", "move2", 40, second)
+}
