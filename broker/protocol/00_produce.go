@@ -45,6 +45,17 @@ package protocol
 // the partition since the verification began (the log's verification
 // guard, checked under the append lock: INVALID_TXN_STATE otherwise);
 // later batches of the same transaction are not verified again.
+//
+// Zone-local produce (wal.zonelocal.produce.enable, zonelocal.go): for a
+// zone-tagged client, partitions this broker does not lead are written
+// into an object of its zone's WAL bucket and handed to their leader by
+// a Produce whose partitions carry TagZoneLocalRecords instead of
+// records; the leader's per-partition answer is relayed (a PUT that fails:
+// KAFKA_STORAGE_ERROR; a leader that cannot be reached:
+// NOT_LEADER_OR_FOLLOWER; no answer in time: REQUEST_TIMED_OUT). A
+// partition carrying that tag (from a broker: CLUSTER_ACTION) is read from
+// the named object (KAFKA_STORAGE_ERROR when it cannot be read,
+// CORRUPT_MESSAGE on a CRC-32C mismatch) and appended as any produce.
 
 import (
 	"context"

@@ -19,6 +19,11 @@ package protocol
 // perLookupDecompression per lookup): once it is spent, the remaining
 // lookups answer MESSAGE_TOO_LARGE.
 //
+// Zone-local produce (wal.zonelocal.produce.enable, zonelocal.go): a
+// zone-tagged client's partitions this broker does not lead are forwarded
+// to their leader over the inter-broker listener and its answer relayed
+// (NOT_LEADER_OR_FOLLOWER when the leader cannot be reached).
+//
 // Never a silent skip of the tier: an answer that needs a tiered
 // partition's manifest (earliest, latest-tiered, max timestamp, by
 // timestamp) reads it when this broker has not yet (after a restart,
@@ -58,16 +63,20 @@ func handleListOffsets(ctx context.Context, r *Request) (kmsg.Response, error) {
 	}
 	r.decompress = record.NewBudget(record.RequestDecompressionBytes(r.size) + int64(lookups)*perLookupDecompression)
 	ctx = record.WithBudget(ctx, r.decompress)
-	for _, rt := range req.Topics {
+	remote := zoneLocalRemote(r)
+	var remotes []zlRemote
+	for ti, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
 		allowed := r.Authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, rt.Topic)
-		for _, rp := range rt.Partitions {
+		for pi, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			if !allowed {
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			} else if leader := zlLeader(remote, rt.Topic, rp.Partition); leader >= 0 {
+				remotes = append(remotes, zlRemote{ti, pi, leader})
 			} else if err := listOffset(ctx, b, req.Version, req.IsolationLevel, rt.Topic, rp, &sp); err != nil {
 				sp.ErrorCode = broker.ErrorCode(err)
 				sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
@@ -75,6 +84,9 @@ func handleListOffsets(ctx context.Context, r *Request) (kmsg.Response, error) {
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
+	}
+	if len(remotes) > 0 {
+		forwardListOffsets(ctx, r, req, resp, remotes)
 	}
 	return resp, nil
 }

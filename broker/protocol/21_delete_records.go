@@ -9,6 +9,11 @@ package protocol
 // resulting log start offset. Kafka's internal topics (the brokers'
 // __consumer_offsets projection) answer INVALID_TOPIC_EXCEPTION, as Kafka
 // refuses to delete records of an internal topic.
+//
+// Zone-local produce (wal.zonelocal.produce.enable, zonelocal.go): a
+// zone-tagged client's partitions this broker does not lead are forwarded
+// to their leader over the inter-broker listener and its answer relayed
+// (NOT_LEADER_OR_FOLLOWER when the leader cannot be reached).
 
 import (
 	"context"
@@ -22,17 +27,19 @@ import (
 
 func init() { register(kmsg.DeleteRecords, 0, 2, handleDeleteRecords) }
 
-func handleDeleteRecords(_ context.Context, r *Request) (kmsg.Response, error) {
+func handleDeleteRecords(ctx context.Context, r *Request) (kmsg.Response, error) {
 	if err := r.CheckVersion(); err != nil {
 		return nil, err
 	}
 	req := r.Msg.(*kmsg.DeleteRecordsRequest)
 	resp := r.NewResponse().(*kmsg.DeleteRecordsResponse)
-	for _, rt := range req.Topics {
+	remote := zoneLocalRemote(r)
+	var remotes []zlRemote
+	for ti, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
 		allowed := r.Authorized(kmsg.ACLOperationDelete, kmsg.ACLResourceTypeTopic, rt.Topic)
-		for _, rp := range rt.Partitions {
+		for pi, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
@@ -42,6 +49,11 @@ func handleDeleteRecords(_ context.Context, r *Request) (kmsg.Response, error) {
 				continue
 			}
 			err := broker.CheckNotInternalTopic(rt.Topic) // Kafka: cannot delete records of an internal topic
+			if leader := zlLeader(remote, rt.Topic, rp.Partition); err == nil && leader >= 0 {
+				remotes = append(remotes, zlRemote{ti, pi, leader})
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			var low int64
 			if err == nil {
 				low, err = deleteRecords(r.Env.Broker, rt.Topic, rp.Partition, rp.Offset)
@@ -54,6 +66,9 @@ func handleDeleteRecords(_ context.Context, r *Request) (kmsg.Response, error) {
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
+	}
+	if len(remotes) > 0 {
+		forwardDeleteRecords(ctx, r, req, resp, remotes)
 	}
 	return resp, nil
 }

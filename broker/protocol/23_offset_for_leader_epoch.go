@@ -7,6 +7,11 @@ package protocol
 // the log's epoch checkpoint; -1/-1 (UNDEFINED) for an epoch the log never
 // had. CurrentLeaderEpoch (v2+) is checked. Clients use it to detect log
 // truncation after a leader change (KIP-320).
+//
+// Zone-local produce (wal.zonelocal.produce.enable, zonelocal.go): a
+// zone-tagged client's partitions this broker does not lead are forwarded
+// to their leader over the inter-broker listener and its answer relayed
+// (NOT_LEADER_OR_FOLLOWER when the leader cannot be reached).
 
 import (
 	"context"
@@ -20,7 +25,7 @@ import (
 
 func init() { register(kmsg.OffsetForLeaderEpoch, 0, 4, handleOffsetForLeaderEpoch) }
 
-func handleOffsetForLeaderEpoch(_ context.Context, r *Request) (kmsg.Response, error) {
+func handleOffsetForLeaderEpoch(ctx context.Context, r *Request) (kmsg.Response, error) {
 	if err := r.CheckVersion(); err != nil {
 		return nil, err
 	}
@@ -31,18 +36,26 @@ func handleOffsetForLeaderEpoch(_ context.Context, r *Request) (kmsg.Response, e
 	// (consumers since KIP-320, librdkafka at v2 too), whatever the
 	// ReplicaID says.
 	clusterOK := r.authorizedQuiet(kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, auth.ClusterResourceName)
-	for _, rt := range req.Topics {
+	remote := zoneLocalRemote(r)
+	var remotes []zlRemote
+	for ti, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
 		allowed := clusterOK || r.Authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, rt.Topic)
-		for _, rp := range rt.Partitions {
+		for pi, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
 			p, err := b.Partition(rt.Topic, rp.Partition)
+			leader := int32(-1)
+			if allowed && req.ReplicaID < 0 {
+				leader = zlLeader(remote, rt.Topic, rp.Partition)
+			}
 			switch {
 			case !allowed:
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			case leader >= 0:
+				remotes = append(remotes, zlRemote{ti, pi, leader})
 			case err != nil:
 				sp.ErrorCode = broker.ErrorCode(err)
 			case req.Version >= 2 && checkPartitionLeader(p, rp.CurrentLeaderEpoch) != nil:
@@ -55,6 +68,9 @@ func handleOffsetForLeaderEpoch(_ context.Context, r *Request) (kmsg.Response, e
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
+	}
+	if len(remotes) > 0 {
+		forwardOffsetForLeaderEpoch(ctx, r, req, resp, remotes)
 	}
 	return resp, nil
 }

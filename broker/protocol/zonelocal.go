@@ -4,9 +4,10 @@ package protocol
 // "Zone-local produce").
 //
 // A client that names its zone in its client ID (strata_az=<zone>) is
-// shown, in Metadata, a broker of its own zone as the leader of every
-// partition (a replica there if the zone has one, else the zone's live
-// broker of lowest ID), with the real leader epoch. A Produce such a
+// shown, in Metadata, its own zone's replica as the leader of every
+// partition that has a live replica in that zone, with the real leader
+// epoch (zoneLocalLeaders says why partitions without one keep their
+// leader). A Produce such a
 // broker receives for a partition it does not lead is not refused: the
 // broker writes the partition's record sets into one object of its own
 // zone's WAL bucket (Env.ZoneLocal.PutRecords) and sends the real leader
@@ -33,6 +34,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -141,16 +143,25 @@ func zoneLocalTag(rp *kmsg.ProduceRequestTopicPartition) []byte {
 // serves on this broker ("" for others): forwarding on, a zone in the
 // client ID, not an internal request.
 func zoneLocalClient(r *Request) string {
-	if r.internal || r.Env.ZoneLocal == nil || !r.Env.ZoneLocal.Forwarding() {
+	if r.internal || r.Env.ZoneLocal == nil || !r.Env.ZoneLocal.Forwarding() || strings.HasPrefix(r.Client.ClientID, BrokerClientIDPrefix) {
 		return ""
 	}
 	return ClientIDZone(r.Client.ClientID)
 }
 
+// BrokerClientIDPrefix starts the client ID of a broker's own requests to
+// other brokers ("strata-broker-<id>", with ",strata_az=<zone>" on
+// forwarded requests so that their bytes are counted as the zone's): a
+// broker's request is never forwarded again.
+const BrokerClientIDPrefix = "strata-broker-"
+
 // zoneLocalLeaders rewrites the leaders of a Metadata answer for a client
-// of zone: each partition's leader becomes a live broker of that zone (a
-// replica there first), its epoch stays the real one. Without a live
-// broker in the zone nothing changes.
+// of zone: each partition that has a live replica in that zone shows it as
+// its leader, with the real leader epoch. A partition without a replica
+// in the zone keeps its real leader: a broker without a replica could take
+// the client's produce but not serve its fetches (a consumer told so would
+// refresh its metadata forever), so such partitions are produced to
+// across zones, as before.
 func zoneLocalLeaders(b *broker.Broker, listener, zone string, topics []kmsg.MetadataResponseTopic) {
 	var inZone []int32
 	for _, bi := range b.BrokersOn(listener) {
@@ -167,7 +178,6 @@ func zoneLocalLeaders(b *broker.Broker, listener, zone string, topics []kmsg.Met
 			if p.ErrorCode != 0 || p.Leader < 0 || slices.Contains(inZone, p.Leader) {
 				continue
 			}
-			p.Leader = inZone[0]
 			for _, id := range p.Replicas {
 				if slices.Contains(inZone, id) {
 					p.Leader = id
@@ -368,4 +378,170 @@ func forwardProduce(ctx context.Context, r *Request, req *kmsg.ProduceRequest, p
 			}
 		}
 	}
+}
+
+// zlRemote is a partition of a zone-local client's request that another
+// broker leads: its topic and partition index in the request (and in the
+// response, built in the same order) and the leader.
+type zlRemote struct {
+	ti, pi int
+	leader int32
+}
+
+// zoneLocalRemote returns, for a zone-local client's request, the leader
+// to forward a partition to (-1: serve here); nil for other clients.
+func zoneLocalRemote(r *Request) func(topic string, partition int32) int32 {
+	if zoneLocalClient(r) == "" {
+		return nil
+	}
+	b := r.Env.Broker
+	return func(topic string, partition int32) int32 {
+		if broker.ValidateTopicName(topic) != nil {
+			return -1
+		}
+		return zoneLocalForwardTarget(b, topic, partition)
+	}
+}
+
+// zlLeader is remote(topic, partition), -1 when remote is nil.
+func zlLeader(remote func(string, int32) int32, topic string, partition int32) int32 {
+	if remote == nil {
+		return -1
+	}
+	return remote(topic, partition)
+}
+
+// forwardByLeader sends build(leader's partitions) to each leader at once
+// and hands every answer (or error) to apply.
+func forwardByLeader(ctx context.Context, r *Request, remotes []zlRemote, build func([]zlRemote) kmsg.Request, apply func([]zlRemote, kmsg.Response, error)) {
+	byLeader := map[int32][]zlRemote{}
+	for _, rm := range remotes {
+		byLeader[rm.leader] = append(byLeader[rm.leader], rm)
+	}
+	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
+	defer cancel()
+	type answer struct {
+		parts []zlRemote
+		resp  kmsg.Response
+		err   error
+	}
+	answers := make(chan answer, len(byLeader))
+	for leader, parts := range byLeader {
+		go func() {
+			resp, err := r.Env.ZoneLocal.Forward(ctx, leader, build(parts))
+			answers <- answer{parts, resp, err}
+		}()
+	}
+	for range byLeader {
+		a := <-answers
+		apply(a.parts, a.resp, a.err)
+	}
+}
+
+// forwardTimeout bounds a forwarded ListOffsets, OffsetForLeaderEpoch or
+// DeleteRecords.
+const forwardTimeout = 10 * time.Second
+
+// forwardListOffsets answers the remotes of a ListOffsets from their leaders.
+func forwardListOffsets(ctx context.Context, r *Request, req *kmsg.ListOffsetsRequest, resp *kmsg.ListOffsetsResponse, remotes []zlRemote) {
+	forwardByLeader(ctx, r, remotes, func(parts []zlRemote) kmsg.Request {
+		fr := kmsg.NewPtrListOffsetsRequest()
+		fr.SetVersion(req.Version)
+		fr.ReplicaID, fr.IsolationLevel = req.ReplicaID, req.IsolationLevel
+		for _, p := range parts {
+			rt := req.Topics[p.ti]
+			if n := len(fr.Topics); n == 0 || fr.Topics[n-1].Topic != rt.Topic {
+				t := kmsg.NewListOffsetsRequestTopic()
+				t.Topic = rt.Topic
+				fr.Topics = append(fr.Topics, t)
+			}
+			fr.Topics[len(fr.Topics)-1].Partitions = append(fr.Topics[len(fr.Topics)-1].Partitions, rt.Partitions[p.pi])
+		}
+		return fr
+	}, func(parts []zlRemote, kresp kmsg.Response, err error) {
+		for _, p := range parts {
+			sp := &resp.Topics[p.ti].Partitions[p.pi]
+			sp.ErrorCode = kerr.NotLeaderForPartition.Code
+			if err != nil {
+				continue
+			}
+			for _, rt := range kresp.(*kmsg.ListOffsetsResponse).Topics {
+				for _, rp := range rt.Partitions {
+					if rt.Topic == resp.Topics[p.ti].Topic && rp.Partition == sp.Partition {
+						*sp = rp
+					}
+				}
+			}
+		}
+	})
+}
+
+// forwardOffsetForLeaderEpoch answers the remotes of an
+// OffsetForLeaderEpoch from their leaders.
+func forwardOffsetForLeaderEpoch(ctx context.Context, r *Request, req *kmsg.OffsetForLeaderEpochRequest, resp *kmsg.OffsetForLeaderEpochResponse, remotes []zlRemote) {
+	forwardByLeader(ctx, r, remotes, func(parts []zlRemote) kmsg.Request {
+		fr := kmsg.NewPtrOffsetForLeaderEpochRequest()
+		fr.SetVersion(req.Version)
+		fr.ReplicaID = req.ReplicaID
+		for _, p := range parts {
+			rt := req.Topics[p.ti]
+			if n := len(fr.Topics); n == 0 || fr.Topics[n-1].Topic != rt.Topic {
+				t := kmsg.NewOffsetForLeaderEpochRequestTopic()
+				t.Topic = rt.Topic
+				fr.Topics = append(fr.Topics, t)
+			}
+			fr.Topics[len(fr.Topics)-1].Partitions = append(fr.Topics[len(fr.Topics)-1].Partitions, rt.Partitions[p.pi])
+		}
+		return fr
+	}, func(parts []zlRemote, kresp kmsg.Response, err error) {
+		for _, p := range parts {
+			sp := &resp.Topics[p.ti].Partitions[p.pi]
+			sp.ErrorCode = kerr.NotLeaderForPartition.Code
+			if err != nil {
+				continue
+			}
+			for _, rt := range kresp.(*kmsg.OffsetForLeaderEpochResponse).Topics {
+				for _, rp := range rt.Partitions {
+					if rt.Topic == resp.Topics[p.ti].Topic && rp.Partition == sp.Partition {
+						*sp = rp
+					}
+				}
+			}
+		}
+	})
+}
+
+// forwardDeleteRecords answers the remotes of a DeleteRecords from their
+// leaders.
+func forwardDeleteRecords(ctx context.Context, r *Request, req *kmsg.DeleteRecordsRequest, resp *kmsg.DeleteRecordsResponse, remotes []zlRemote) {
+	forwardByLeader(ctx, r, remotes, func(parts []zlRemote) kmsg.Request {
+		fr := kmsg.NewPtrDeleteRecordsRequest()
+		fr.SetVersion(req.Version)
+		fr.TimeoutMillis = req.TimeoutMillis
+		for _, p := range parts {
+			rt := req.Topics[p.ti]
+			if n := len(fr.Topics); n == 0 || fr.Topics[n-1].Topic != rt.Topic {
+				t := kmsg.NewDeleteRecordsRequestTopic()
+				t.Topic = rt.Topic
+				fr.Topics = append(fr.Topics, t)
+			}
+			fr.Topics[len(fr.Topics)-1].Partitions = append(fr.Topics[len(fr.Topics)-1].Partitions, rt.Partitions[p.pi])
+		}
+		return fr
+	}, func(parts []zlRemote, kresp kmsg.Response, err error) {
+		for _, p := range parts {
+			sp := &resp.Topics[p.ti].Partitions[p.pi]
+			sp.ErrorCode = kerr.NotLeaderForPartition.Code
+			if err != nil {
+				continue
+			}
+			for _, rt := range kresp.(*kmsg.DeleteRecordsResponse).Topics {
+				for _, rp := range rt.Partitions {
+					if rt.Topic == resp.Topics[p.ti].Topic && rp.Partition == sp.Partition {
+						*sp = rp
+					}
+				}
+			}
+		}
+	})
 }

@@ -247,7 +247,7 @@ func (z *zoneLocal) conn(ctx context.Context, id int32) (*ibConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial broker %d at %s: %w", id, addr, err)
 	}
-	clientID := fmt.Sprintf("strata-broker-%d,%s%s", z.s.cfg.Broker.NodeID, protocol.ClientIDZonePrefix, z.s.cfg.Broker.Rack)
+	clientID := fmt.Sprintf("%s%d,%s%s", protocol.BrokerClientIDPrefix, z.s.cfg.Broker.NodeID, protocol.ClientIDZonePrefix, z.s.cfg.Broker.Rack)
 	c := newIBConn(nc, addr, clientID)
 	z.conns[id] = c
 	return c, nil

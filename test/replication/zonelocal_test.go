@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/brokertest"
 	"github.com/strata-dev/strata/broker/traffic"
@@ -382,4 +383,131 @@ func TestZoneLocalProduceLeaderMoves(t *testing.T) {
 		}
 	}
 	checkRecords(t, live, "zl-move", "move2", 40, second)
+}
+
+// TestZoneLocalLeaderRequests: a zone-a client's ListOffsets,
+// OffsetForLeaderEpoch and DeleteRecords go to broker 1 (zone a), which
+// forwards the partitions it does not lead; a zone-a consumer fetches from
+// broker 1 (a follower serves v11+ consumers) with the real leader epochs.
+func TestZoneLocalLeaderRequests(t *testing.T) {
+	wc := startWALCluster(t, brokertest.WithSetting("wal.zonelocal.produce.enable", "true"))
+	addrs := wc.Addrs()
+	adm := kadm.NewClient(newClient(t, addrs))
+	const topic = "zl-requests"
+	createTopic(t, adm, topic, zlPartitions, nil)
+	if ledElsewhere(t, adm, topic, 1) == 0 {
+		t.Fatal("broker 1 leads every partition")
+	}
+	zoneLocalProduce(t, producer(t, addrs), topic, "req", 10, false)
+
+	zcl := newClient(t, addrs, kgo.ClientID("strata_az=a"))
+	zadm := kadm.NewClient(zcl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// ListOffsets straight to broker 1, as the client's metadata directs.
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = topic
+	for p := range int32(zlPartitions) {
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Partition, lp.Timestamp = p, -1
+		lt.Partitions = append(lt.Partitions, lp)
+	}
+	lo.Topics = append(lo.Topics, lt)
+	kresp, err := zcl.Broker(1).Request(ctx, lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rp := range kresp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions {
+		if rp.ErrorCode != 0 || rp.Offset != 10 {
+			t.Errorf("partition %d: end offset %d (error %d) from broker 1, want 10", rp.Partition, rp.Offset, rp.ErrorCode)
+		}
+	}
+	ends, err := zadm.ListEndOffsets(ctx, topic)
+	if err != nil || ends.Error() != nil {
+		t.Fatalf("list end offsets: %v %v", err, ends.Error())
+	}
+
+	real := leaders(adm, topic)
+	var epochReq kadm.OffsetForLeaderEpochRequest
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, pd := range md.Topics[topic].Partitions {
+		epochReq.Add(topic, p, pd.LeaderEpoch)
+	}
+	epochs, err := zadm.OffsetForLeaderEpoch(ctx, epochReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, e := range epochs[topic] {
+		if e.Err != nil || e.EndOffset != 10 || e.NodeID != 1 {
+			t.Errorf("partition %d (leader %d): end offset %d from broker %d (%v), want 10 from broker 1", p, real[p][0], e.EndOffset, e.NodeID, e.Err)
+		}
+	}
+
+	var del kadm.Offsets
+	for p := range int32(zlPartitions) {
+		del.Add(kadm.Offset{Topic: topic, Partition: p, At: 4})
+	}
+	dr, err := zadm.DeleteRecords(ctx, del)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, r := range dr[topic] {
+		if r.Err != nil || r.LowWatermark != 4 {
+			t.Errorf("partition %d: delete records: low watermark %d (%v), want 4", p, r.LowWatermark, r.Err)
+		}
+	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts.Each(func(o kadm.ListedOffset) {
+		if o.Offset != 4 {
+			t.Errorf("partition %d: log start %d at the leader, want 4", o.Partition, o.Offset)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	// A zone-a consumer group reads everything left from broker 1.
+	before := zoneConsumeOut(wc.Cluster, "a")
+	cons := newClient(t, addrs, kgo.ClientID("strata_az=a"), kgo.Rack("a"), kgo.ConsumerGroup("zl-group"), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	n := 0
+	for n < 6*zlPartitions {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d records", n, 6*zlPartitions)
+		}
+		fs.EachError(func(_ string, p int32, err error) { t.Logf("fetch partition %d: %v", p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset < 4 {
+				t.Errorf("partition %d: record at %d, below the log start", r.Partition, r.Offset)
+			}
+			n++
+		})
+	}
+	after := zoneConsumeOut(wc.Cluster, "a")
+	t.Logf("consume bytes to zone a by broker: %.0f %.0f %.0f", after[0]-before[0], after[1]-before[1], after[2]-before[2])
+	if after[0]-before[0] < 6*zlPartitions*1000 {
+		t.Fatalf("broker 1 sent zone a %.0f bytes, less than the records", after[0]-before[0])
+	}
+	for _, i := range []int{1, 2} {
+		if got := after[i] - before[i]; got > 6*zlPartitions*1000/10 {
+			t.Fatalf("broker %d sent zone a %.0f consume bytes: records crossed zones", i+1, got)
+		}
+	}
+}
+
+func zoneConsumeOut(c *brokertest.Cluster, zone string) []float64 {
+	out := make([]float64, len(c.Brokers))
+	for i, b := range c.Brokers {
+		out[i] = b.Server().Traffic().Bytes(zone, traffic.Consume, traffic.Out)
+	}
+	return out
 }
