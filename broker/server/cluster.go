@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -262,6 +263,25 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 	}
 	var mu sync.Mutex
 	stores := map[string]objstore.Store{base.Bucket: own}
+	// storeFor is the client of the bucket a pointer (or a forwarded
+	// produce) names, opened on first use.
+	storeFor := func(bucket string) (objstore.Store, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if st, ok := stores[bucket]; ok {
+			return st, nil
+		}
+		cfg, err := buckets.Download(bucket)
+		if err != nil {
+			return nil, err
+		}
+		st, err := open(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("WAL bucket %q of zone %q: %w", bucket, cfg.Zone, err)
+		}
+		stores[bucket] = st
+		return st, nil
+	}
 	policy, err := cost.ParsePolicy(string(wc.Policy))
 	if err != nil {
 		return err
@@ -287,49 +307,10 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 		Policy: policy, MaxUploadInterval: maxInterval, Prices: s.cfg.Prices,
 		PolicyMaxObjectBytes: wc.PolicyMaxObjectBytes,
 		AutoMaxLatency:       autoMaxLatency, AutoMaxCostRatio: wc.AutoMaxCostRatio,
-		Stores: func(bucket string) (objstore.Store, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if st, ok := stores[bucket]; ok {
-				return st, nil
-			}
-			cfg, err := buckets.Download(bucket)
-			if err != nil {
-				return nil, err
-			}
-			st, err := open(cfg)
-			if err != nil {
-				return nil, fmt.Errorf("WAL bucket %q of zone %q: %w", bucket, cfg.Zone, err)
-			}
-			stores[bucket] = st
-			return st, nil
-		},
+		Stores: storeFor,
 	})
 	if err != nil {
 		return err
-	}
-	// Zone-local produce: objects of forwarded produce requests in the
-	// own bucket, read from the forwarder's bucket as leader (always, so
-	// that a leader whose own flag is off still serves its forwarders).
-	s.zoneLocal = newZoneLocal(s, wc.ZoneLocalProduce, own, func(bucket string) (objstore.Store, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if st, ok := stores[bucket]; ok {
-			return st, nil
-		}
-		cfg, err := buckets.Download(bucket)
-		if err != nil {
-			return nil, err
-		}
-		st, err := open(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("WAL bucket %q of zone %q: %w", bucket, cfg.Zone, err)
-		}
-		stores[bucket] = st
-		return st, nil
-	}, cluster, base.Zone)
-	if err := s.metrics.Registry.Register(s.zoneLocal.metrics); err != nil {
-		return fmt.Errorf("register zone-local metrics: %w", err)
 	}
 	// The uploader's stats (strata_wal_degraded, ...) and the inline bytes
 	// by reason (strata_wal_inline_bytes_total).
@@ -337,6 +318,15 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 		if err := s.metrics.Registry.Register(c); err != nil {
 			return fmt.Errorf("register WAL metrics: %w", err)
 		}
+	}
+	// Zone-local produce: objects of forwarded produce requests in the
+	// own bucket, read from the forwarder's bucket as leader (always, so
+	// that a leader whose own flag is off still serves its forwarders).
+	s.zoneLocal = newZoneLocal(s, wc.ZoneLocalProduce, own, storeFor, cluster, base.Zone)
+	if err := s.metrics.Registry.Register(s.zoneLocal.metrics); err != nil {
+		s.zoneLocal.close()
+		s.zoneLocal = nil
+		return fmt.Errorf("register zone-local metrics: %w", err)
 	}
 	s.log.WithName("cluster").Info("WAL replication enabled", "bucket", base.Bucket, "endpoint", base.Endpoint, "zoneMap", buckets.ZoneMap(),
 		"policy", policy, "maxUploadInterval", maxInterval)
@@ -415,6 +405,11 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 			_ = store.Close()
 			return nil, fmt.Errorf("register replica metrics: %w", err)
 		}
+	}
+	if cc.WAL.ZoneLocalProduce && !cc.WAL.Enable {
+		replicas.Close()
+		_ = store.Close()
+		return nil, errors.New("wal.zonelocal.produce.enable needs wal.enable (forwarded batches go through the zone's WAL bucket)")
 	}
 	if cc.WAL.Enable {
 		if err := s.enableWAL(ctx, replicas, counter, cc.Name); err != nil {

@@ -203,6 +203,12 @@ func TestApplySettingsCluster(t *testing.T) {
 		{"WAL timings", map[string]string{"wal.retention.ms": "60000", "wal.download.timeout.ms": "250"}, func(c Config) bool {
 			return c.Cluster.WAL.Retention == time.Minute && c.Cluster.WAL.DownloadTimeout == 250*time.Millisecond
 		}},
+		{"zone-local produce: off by default", map[string]string{"wal.enable": "true"}, func(c Config) bool {
+			return !c.Cluster.WAL.ZoneLocalProduce
+		}},
+		{"zone-local produce", map[string]string{"wal.enable": "true", "wal.zonelocal.produce.enable": "true"}, func(c Config) bool {
+			return c.Cluster.WAL.ZoneLocalProduce
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -221,6 +227,10 @@ func TestApplySettingsCluster(t *testing.T) {
 		if _, err := ApplySettings(&c, map[string]string{"wal.download.timeout.ms": bad}); err == nil {
 			t.Fatalf("wal.download.timeout.ms=%s accepted", bad)
 		}
+	}
+	zl := DefaultConfig()
+	if _, err := ApplySettings(&zl, map[string]string{"wal.zonelocal.produce.enable": "sometimes"}); err == nil {
+		t.Fatal("wal.zonelocal.produce.enable=sometimes accepted")
 	}
 	t.Setenv("POD_NAME", "no-ordinal")
 	c := DefaultConfig()
