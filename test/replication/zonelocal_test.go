@@ -3,9 +3,12 @@ package replication
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/brokertest"
+	"github.com/strata-dev/strata/broker/objstore"
+	"github.com/strata-dev/strata/broker/server"
 	"github.com/strata-dev/strata/broker/traffic"
 )
 
@@ -31,11 +36,20 @@ const zlPartitions = 6
 // producer got back, by partition, in produce order.
 func zoneLocalProduce(t *testing.T, cl *kgo.Client, topic, prefix string, n int, txn bool) map[int32][]int64 {
 	t.Helper()
+	offsets, err := produceRecords(cl, topic, prefix, n, txn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return offsets
+}
+
+// produceRecords is zoneLocalProduce for any goroutine.
+func produceRecords(cl *kgo.Client, topic, prefix string, n int, txn bool) (map[int32][]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if txn {
 		if err := cl.BeginTransaction(); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
 	var mu sync.Mutex
@@ -65,14 +79,14 @@ func zoneLocalProduce(t *testing.T, cl *kgo.Client, topic, prefix string, n int,
 	}
 	wg.Wait()
 	if firstErr != nil {
-		t.Fatalf("produce: %v", firstErr)
+		return nil, fmt.Errorf("produce: %w", firstErr)
 	}
 	if txn {
 		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
-	return offsets
+	return offsets, nil
 }
 
 // checkRecords reads every partition of topic from the start (untagged,
@@ -510,4 +524,91 @@ func zoneConsumeOut(c *brokertest.Cluster, zone string) []float64 {
 		out[i] = b.Server().Traffic().Bytes(zone, traffic.Consume, traffic.Out)
 	}
 	return out
+}
+
+// zlFaultStore fails PUTs or GETs of forwarded objects (keys zl/...) while
+// its switches are on, counting the calls it failed.
+type zlFaultStore struct {
+	objstore.Store
+	f *zlFaults
+}
+
+type zlFaults struct {
+	failPut, failGet atomic.Bool
+	failedPut        atomic.Int64
+	failedGet        atomic.Int64
+}
+
+var errInjected = errors.New("injected bucket failure")
+
+func (s zlFaultStore) Put(ctx context.Context, key string, data []byte) error {
+	if strings.HasPrefix(key, "zl/") && s.f.failPut.Load() {
+		s.f.failedPut.Add(1)
+		return errInjected
+	}
+	return s.Store.Put(ctx, key, data)
+}
+
+func (s zlFaultStore) Get(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	if strings.HasPrefix(key, "zl/") && s.f.failGet.Load() {
+		s.f.failedGet.Add(1)
+		return nil, errInjected
+	}
+	return s.Store.Get(ctx, key, offset, length)
+}
+
+// TestZoneLocalProduceBucketFails: the forwarder's PUT failing, then the
+// leader's GET failing, answer KAFKA_STORAGE_ERROR, which the producer
+// retries; once the bucket answers again every record is there once.
+func TestZoneLocalProduceBucketFails(t *testing.T) {
+	faults := &zlFaults{}
+	wc := startWALCluster(t, brokertest.WithSetting("wal.zonelocal.produce.enable", "true"),
+		brokertest.WithConfig(func(c *server.Config) {
+			wrap := c.Cluster.WAL.WrapStore
+			c.Cluster.WAL.WrapStore = func(st objstore.Store) objstore.Store { return zlFaultStore{Store: wrap(st), f: faults} }
+		}))
+	addrs := wc.Addrs()
+	adm := kadm.NewClient(newClient(t, addrs))
+	for _, tc := range []struct {
+		name   string
+		on     *atomic.Bool
+		failed *atomic.Int64
+	}{
+		{"put", &faults.failPut, &faults.failedPut},
+		{"get", &faults.failGet, &faults.failedGet},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := "zl-fail-" + tc.name
+			createTopic(t, adm, topic, zlPartitions, nil)
+			if ledElsewhere(t, adm, topic, 2) == 0 {
+				t.Fatal("broker 2 leads every partition")
+			}
+			cl := producer(t, addrs, kgo.ClientID("strata_az=b"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
+			// Metadata first, so that the failures hit produce requests.
+			if _, err := kadm.NewClient(cl).Metadata(context.Background(), topic); err != nil {
+				t.Fatal(err)
+			}
+			tc.on.Store(true)
+			before := tc.failed.Load()
+			type result struct {
+				offsets map[int32][]int64
+				err     error
+			}
+			done := make(chan result, 1)
+			go func() {
+				o, err := produceRecords(cl, topic, tc.name, 5, false)
+				done <- result{o, err}
+			}()
+			waitFor(t, "a failed "+tc.name, 20*time.Second, func() bool { return tc.failed.Load() > before })
+			time.Sleep(300 * time.Millisecond) // a few retries fail too
+			tc.on.Store(false)
+			res := <-done
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			offsets := res.offsets
+			t.Logf("%d %ss of forwarded objects failed", tc.failed.Load()-before, tc.name)
+			checkRecords(t, addrs, topic, tc.name, 5, offsets)
+		})
+	}
 }
