@@ -141,8 +141,30 @@ func TestPricesSetKey(t *testing.T) {
 	if known, _ := p.SetKey("cost.price.bogus", "1"); known {
 		t.Error("an unknown key was taken")
 	}
-	if len(Keys()) != 7 {
+	if len(Keys()) != 8 {
 		t.Errorf("Keys() = %v", Keys())
+	}
+}
+
+// TestFastCrossZoneRead: AWS bills no transfer for a GET from a fast
+// bucket in another zone (default 0); a price set for it is charged per
+// byte each reader GETs, on top of the GET.
+func TestFastCrossZoneRead(t *testing.T) {
+	p := Default()
+	if p.FastCrossZoneRead(1e9) != 0 {
+		t.Fatalf("default cross-zone read price %v, want 0 (AWS: same-Region S3 transfer is free)", p.FastCrossZoneReadPerGB)
+	}
+	base := p.Terms(100_000, 2, 2)
+	if known, err := p.SetKey(KeyFastCrossZoneReadPerGB, "0.02"); !known || err != nil {
+		t.Fatalf("SetKey: %v %v", known, err)
+	}
+	got := p.Terms(100_000, 2, 2)
+	// Two readers GET 100 kB each: 200 kB at $0.02/GB.
+	if d := got.Gets - base.Gets; math.Abs(d-200_000*0.02/1e9) > 1e-15 {
+		t.Fatalf("cross-zone reads add $%g, want $%g", d, 200_000*0.02/1e9)
+	}
+	if got.Put != base.Put || got.Notices != base.Notices {
+		t.Fatalf("terms %+v, base %+v: only the GETs change", got, base)
 	}
 }
 

@@ -149,3 +149,7 @@ func (m *Meter) Put(n int64) { m.usdWAL.Add(m.prices.Put(n)) }
 
 // Get counts one GET returning n bytes.
 func (m *Meter) Get(n int64) { m.usdWAL.Add(m.prices.Get(n)) }
+
+// GetCrossZone prices the transfer of n bytes a GET read from a fast
+// bucket in another zone (Prices.FastCrossZoneRead; 0 at AWS's prices).
+func (m *Meter) GetCrossZone(n int64) { m.usdWAL.Add(m.prices.FastCrossZoneRead(n)) }

@@ -25,6 +25,20 @@ type Prices struct {
 	// one.
 	CrossZoneOutPerGB float64
 	CrossZoneInPerGB  float64
+	// FastCrossZoneReadPerGB is charged per GB a GET returns from a fast
+	// bucket in another zone, on top of the GET's own price: a follower's
+	// download of a leader's object, a leader's read of a zone-local
+	// produce object (docs/wal.md "Zone-local produce"). 0 by default:
+	// AWS bills no data transfer between S3 and EC2 in the same Region,
+	// S3 Express One Zone directory buckets read from another Availability
+	// Zone included (Amazon S3 pricing, "Data transfer": "Data transferred
+	// ... from an Amazon S3 bucket to any AWS service(s) within the same
+	// AWS Region as the S3 bucket" is free; S3 Express One Zone bills its
+	// request and per-GB upload/retrieval charges only, which are
+	// PutPer1000/GetPer1000/UploadPerGB/RetrievalPerGB). Set it for a store
+	// whose cross-zone reads are billed as transfer (a self-hosted S3 in
+	// one zone, another cloud's zonal storage).
+	FastCrossZoneReadPerGB float64
 }
 
 // Default is the price table of issue #15: S3 Express One Zone (PUT
@@ -49,6 +63,12 @@ func (p Prices) Put(n int64) float64 {
 // Get is the price of one GET returning n bytes.
 func (p Prices) Get(n int64) float64 {
 	return p.GetPer1000/1000 + float64(max(n-p.IncludedBytesPerRequest, 0))*p.RetrievalPerGB/gb
+}
+
+// FastCrossZoneRead is the transfer price of n bytes a GET returns from a
+// fast bucket in another zone (besides Get).
+func (p Prices) FastCrossZoneRead(n int64) float64 {
+	return float64(n) * p.FastCrossZoneReadPerGB / gb
 }
 
 // CrossZone is the price of n bytes sent from one zone to another (out
@@ -78,7 +98,7 @@ func (p Prices) Object(size int64, readers int, copies float64) float64 {
 	c := p.Put(size)
 	if readers > 0 {
 		share := int64(float64(size) * copies / float64(readers))
-		c += float64(readers) * (p.Get(share) + p.CrossZone(NoticeBytes))
+		c += float64(readers) * (p.Get(share) + p.FastCrossZoneRead(share) + p.CrossZone(NoticeBytes))
 	}
 	return c
 }
@@ -96,7 +116,7 @@ func (p Prices) Terms(size int64, readers int, copies float64) ObjectTerms {
 	t := ObjectTerms{Put: p.Put(size)}
 	if readers > 0 {
 		share := int64(float64(size) * copies / float64(readers))
-		t.Gets = float64(readers) * p.Get(share)
+		t.Gets = float64(readers) * (p.Get(share) + p.FastCrossZoneRead(share))
 		t.Notices = float64(readers) * p.CrossZone(NoticeBytes)
 	}
 	return t
@@ -153,6 +173,7 @@ const (
 	KeyIncludedBytesPerRequest = "cost.price.request.included.bytes"
 	KeyCrossZoneOutPerGB       = "cost.price.cross.zone.out.per.gb"
 	KeyCrossZoneInPerGB        = "cost.price.cross.zone.in.per.gb"
+	KeyFastCrossZoneReadPerGB  = "cost.price.fast.cross.zone.read.per.gb"
 )
 
 func (p *Prices) fields() map[string]*float64 {
@@ -160,6 +181,7 @@ func (p *Prices) fields() map[string]*float64 {
 		KeyPutPer1000: &p.PutPer1000, KeyGetPer1000: &p.GetPer1000,
 		KeyUploadPerGB: &p.UploadPerGB, KeyRetrievalPerGB: &p.RetrievalPerGB,
 		KeyCrossZoneOutPerGB: &p.CrossZoneOutPerGB, KeyCrossZoneInPerGB: &p.CrossZoneInPerGB,
+		KeyFastCrossZoneReadPerGB: &p.FastCrossZoneReadPerGB,
 	}
 }
 

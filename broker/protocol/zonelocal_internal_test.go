@@ -8,7 +8,7 @@ import (
 )
 
 func TestZoneLocalRefTag(t *testing.T) {
-	ref := ZoneLocalRef{Bucket: "wal-b", Key: "zl/test/b/2/17/00000000000000000003", Offset: 1 << 33, Length: 4096, CRC: 0xdeadbeef}
+	ref := ZoneLocalRef{Bucket: "wal-b", Key: "wal/test/b/2/zl-17/00000000000000000003", Offset: 1 << 33, Length: 4096, CRC: 0xdeadbeef}
 	// Through a Produce v11 on the wire, as the leader receives it.
 	req := kmsg.NewPtrProduceRequest()
 	req.SetVersion(11)

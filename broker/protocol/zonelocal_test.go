@@ -22,7 +22,7 @@ func TestZoneLocalTagFromClient(t *testing.T) {
 	cl := newClient(t, b.Addr())
 
 	var tag []byte
-	for _, s := range []string{"wal-a", "zl/x/a/1/1/00000000000000000000"} {
+	for _, s := range []string{"wal-a", "wal/x/a/1/zl-1/00000000000000000000"} {
 		tag = binary.BigEndian.AppendUint16(tag, uint16(len(s)))
 		tag = append(tag, s...)
 	}

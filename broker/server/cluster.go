@@ -224,6 +224,9 @@ func (o objectTraffic) ObserveCall(op objstore.Op, bucket, zone string, n int64,
 		o.counter.Add(zone, traffic.ObjectPut, traffic.Out, int(n))
 	case objstore.OpGet:
 		o.counter.Add(zone, traffic.ObjectGet, traffic.In, int(n))
+		if zone != "" && zone != o.counter.Zone() {
+			o.meter.GetCrossZone(n)
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/protocol"
+	"github.com/strata-dev/strata/broker/wal"
 )
 
 // zoneLocal is the broker's side of zone-local produce
@@ -28,11 +29,13 @@ import (
 // leader's GETs of other brokers' objects, and the deletion of this
 // broker's objects once their leaders answered.
 //
-// Objects are keys zl/<cluster>/<zone>/<brokerID>/<incarnation>/<seq:020d>
+// Objects are keys wal/<cluster>/<zone>/<brokerID>/zl-<incarnation>/<seq:020d>
 // holding the request's record sets back to back (the forwarded Produce
-// names each partition's range and its CRC-32C). They live for one round
-// trip to the leader; a broker that dies in between leaves them to the
-// bucket's lifecycle rule (docs/wal.md).
+// names each partition's range and its CRC-32C), not WAL objects: the
+// "zl-" incarnation makes wal.ParseKey (and so the operator's sweep) skip
+// them, while the bucket's wal/ lifecycle rule still covers them. They
+// live for one round trip to the leader; a broker that dies in between
+// leaves them to that rule (docs/wal.md "Zone-local produce").
 type zoneLocal struct {
 	log         logr.Logger
 	s           *Server
@@ -63,7 +66,7 @@ type zoneLocal struct {
 func newZoneLocal(s *Server, forwarding bool, own objstore.Store, stores func(string) (objstore.Store, error), cluster, zone string) *zoneLocal {
 	z := &zoneLocal{
 		log: s.log.WithName("zonelocal"), s: s, forwarding: forwarding, own: own, stores: stores,
-		prefix:     fmt.Sprintf("zl/%s/%s/%d/%d/", cluster, zone, s.cfg.Broker.NodeID, time.Now().UnixNano()),
+		prefix:     fmt.Sprintf("%s%s/%s/%d/zl-%d/", wal.KeyPrefix, cluster, zone, s.cfg.Broker.NodeID, time.Now().UnixNano()),
 		putTimeout: 5 * time.Second, readTimeout: 5 * time.Second,
 		conns: map[int32]*ibConn{}, stop: make(chan struct{}), done: make(chan struct{}),
 		metrics: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -294,11 +294,15 @@ func TestZoneLocalProduce(t *testing.T) {
 		waitFor(t, "forwarded objects deleted", 20*time.Second, func() bool {
 			n := 0
 			for _, z := range zones {
-				objs, err := wc.s3.Client().ListObjectsV2(context.Background(), listInput("wal-"+z, "zl/"))
+				objs, err := wc.s3.Client().ListObjectsV2(context.Background(), listInput("wal-"+z, "wal/test/"+z+"/"))
 				if err != nil {
 					return false
 				}
-				n += len(objs.Contents)
+				for _, o := range objs.Contents {
+					if strings.Contains(*o.Key, "/zl-") {
+						n++
+					}
+				}
 			}
 			return n == 0
 		})
@@ -526,7 +530,7 @@ func zoneConsumeOut(c *brokertest.Cluster, zone string) []float64 {
 	return out
 }
 
-// zlFaultStore fails PUTs or GETs of forwarded objects (keys zl/...) while
+// zlFaultStore fails PUTs or GETs of forwarded objects (keys .../zl-<inc>/...) while
 // its switches are on, counting the calls it failed.
 type zlFaultStore struct {
 	objstore.Store
@@ -542,7 +546,7 @@ type zlFaults struct {
 var errInjected = errors.New("injected bucket failure")
 
 func (s zlFaultStore) Put(ctx context.Context, key string, data []byte) error {
-	if strings.HasPrefix(key, "zl/") && s.f.failPut.Load() {
+	if strings.Contains(key, "/zl-") && s.f.failPut.Load() {
 		s.f.failedPut.Add(1)
 		return errInjected
 	}
@@ -550,7 +554,7 @@ func (s zlFaultStore) Put(ctx context.Context, key string, data []byte) error {
 }
 
 func (s zlFaultStore) Get(ctx context.Context, key string, offset, length int64) ([]byte, error) {
-	if strings.HasPrefix(key, "zl/") && s.f.failGet.Load() {
+	if strings.Contains(key, "/zl-") && s.f.failGet.Load() {
 		s.f.failedGet.Add(1)
 		return nil, errInjected
 	}
