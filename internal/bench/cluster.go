@@ -21,7 +21,17 @@ const (
 	// the cluster with `strata dev --security`: every client and broker
 	// connection is TLS with SCRAM-SHA-512.
 	SecuritySuffix = "+sasl_ssl"
+	// ZoneLocalSuffix after a wal mode (wal+zonelocal, wal+auto+zonelocal)
+	// turns on zone-local produce (wal.zonelocal.produce.enable): with
+	// --client-zones the producers' batches go to their own zone's broker
+	// and reach other zones' leaders through that zone's bucket.
+	ZoneLocalSuffix = "+zonelocal"
 )
+
+// ZoneLocal says whether a mode asks for zone-local produce.
+func ZoneLocal(mode string) bool {
+	return strings.HasSuffix(strings.TrimSuffix(mode, SecuritySuffix), ZoneLocalSuffix)
+}
 
 // S3LatencyFloor is how strata dev applies the S3 latencies: each call
 // takes at least that long, the local server's own time included
@@ -116,6 +126,7 @@ const DefaultWALPolicy = string(cost.DefaultPolicy)
 // "wal+cost" and "wal+auto" run the wal mode with that wal.policy (plain
 // "wal" runs the broker's default, auto), so one run compares them.
 func WALPolicy(mode string) (base, policy string) {
+	mode = strings.TrimSuffix(mode, ZoneLocalSuffix)
 	for _, p := range []string{"latency", "cost", "auto"} {
 		if b, ok := strings.CutSuffix(mode, "+"+p); ok {
 			return b, p
@@ -147,7 +158,10 @@ func ValidateModes(modes []string) error {
 		switch base, _ := BaseMode(m); base {
 		case ModeClassic, ModeWAL:
 		default:
-			return fmt.Errorf("mode %q: want classic or wal (wal+latency, wal+cost, wal+auto for a wal.policy), optionally with %s", m, SecuritySuffix)
+			return fmt.Errorf("mode %q: want classic or wal (wal+latency, wal+cost, wal+auto for a wal.policy; then %s for zone-local produce), optionally with %s", m, ZoneLocalSuffix, SecuritySuffix)
+		}
+		if base, _ := BaseMode(m); ZoneLocal(m) && base != ModeWAL {
+			return fmt.Errorf("mode %q: zone-local produce (%s) needs the wal mode", m, ZoneLocalSuffix)
 		}
 		if b, p := WALPolicy(strings.TrimSuffix(m, SecuritySuffix)); p != "" && b != ModeWAL {
 			return fmt.Errorf("mode %q: a wal.policy suffix (+%s) needs the wal mode", m, p)

@@ -141,6 +141,12 @@ func DevArgs(mode string, opts ClusterOptions, feat DevFeatures) (args, notes []
 			// defaults to latency, so that its demo shows objects.
 			args = append(args, "--"+devFlagSet, "wal.policy="+DefaultWALPolicy)
 		}
+		if ZoneLocal(full) {
+			if !feat.Supports(devFlagSet) {
+				return nil, nil, fmt.Errorf("%w: %s needs `strata dev --%s`", ErrModeUnsupported, ZoneLocalSuffix, devFlagSet)
+			}
+			args = append(args, "--"+devFlagSet, "wal.zonelocal.produce.enable=true")
+		}
 	default:
 		return nil, nil, fmt.Errorf("%w: unknown mode %q", ErrModeUnsupported, mode)
 	}

@@ -101,6 +101,11 @@ func TestDevArgs(t *testing.T) {
 		{name: "wal with a policy", mode: ModeWAL + "+latency", help: helpWithSecurity + "      --set stringArray   extra config key=value\n", opts: ClusterOptions{},
 			wantArgs: "dev --listen 127.0.0.1:0 --log-format console --replication wal --set wal.policy=latency"},
 		{name: "wal with a policy, dev without --set", mode: ModeWAL + "+cost", help: helpWithSecurity, wantErr: "needs `strata dev --set`"},
+		{name: "wal with zone-local produce", mode: ModeWAL + ZoneLocalSuffix, help: helpWithSecurity + "      --set stringArray   extra config key=value\n", opts: ClusterOptions{},
+			wantArgs: "dev --listen 127.0.0.1:0 --log-format console --replication wal --set wal.policy=auto --set wal.zonelocal.produce.enable=true"},
+		{name: "wal with a policy and zone-local produce", mode: ModeWAL + "+latency" + ZoneLocalSuffix, help: helpWithSecurity + "      --set stringArray   extra config key=value\n", opts: ClusterOptions{},
+			wantArgs: "dev --listen 127.0.0.1:0 --log-format console --replication wal --set wal.policy=latency --set wal.zonelocal.produce.enable=true"},
+		{name: "zone-local produce, dev without --set", mode: ModeWAL + ZoneLocalSuffix, help: helpWithSecurity, wantErr: "needs `strata dev --set`"},
 		{name: "plain wal runs the broker default, auto (dev's own is latency)", mode: ModeWAL, help: helpWithSecurity + "      --set stringArray   extra config key=value\n", opts: ClusterOptions{},
 			wantArgs: "dev --listen 127.0.0.1:0 --log-format console --replication wal --set wal.policy=auto"},
 	}
@@ -152,12 +157,15 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%s: err %v, want it to mention %q", tt.name, err, tt.want)
 		}
 	}
-	for _, modes := range [][]string{nil, {"classic", "classic"}, {"kraft"}} {
+	for _, modes := range [][]string{nil, {"classic", "classic"}, {"kraft"}, {"classic+zonelocal"}} {
 		if err := ValidateModes(modes); err == nil {
 			t.Errorf("modes %v accepted", modes)
 		}
 	}
 	if err := ValidateModes([]string{"wal", "classic"}); err != nil {
 		t.Errorf("wal,classic: %v", err)
+	}
+	if err := ValidateModes([]string{"classic", "wal", "wal+zonelocal", "wal+auto+zonelocal"}); err != nil {
+		t.Errorf("zone-local modes: %v", err)
 	}
 }

@@ -159,7 +159,7 @@ swept key, so the plot shows where a user who tunes nothing sits
 	}
 	fl := cmd.Flags()
 	fl.StringSliceVar(&bootstrap, "bootstrap", nil, "measure an existing cluster at host:port,... (mode \"external\") instead of embedded ones")
-	fl.StringSliceVar(&modes, "modes", []string{bench.ModeClassic, bench.ModeWAL}, "embedded cluster modes to measure, in order: classic, wal (wal.policy auto), wal+latency, wal+cost, wal+auto, each optionally with "+bench.SecuritySuffix)
+	fl.StringSliceVar(&modes, "modes", []string{bench.ModeClassic, bench.ModeWAL}, "embedded cluster modes to measure, in order: classic, wal (wal.policy auto), wal+latency, wal+cost, wal+auto, a wal mode with "+bench.ZoneLocalSuffix+" (zone-local produce, wal.zonelocal.produce.enable; with --client-zones), each optionally with "+bench.SecuritySuffix)
 	fl.StringSliceVar(&metrics, "metrics", nil, "brokers' Prometheus URLs (http://host:port/metrics,...) for the traffic figures")
 	fl.StringVar(&metricsTokenFile, "metrics-token-file", "", "a file holding the bearer token of the brokers' /metrics (an operator's cluster: key token of Secret <cluster>-metrics-token)")
 	fl.StringVar(&lo.Acks, "acks", lo.Acks, "producer acks: 0, 1 or all")
