@@ -86,6 +86,10 @@ type Env struct {
 	// ZoneLocal is zone-local produce (zonelocal.go); nil: off, and
 	// forwarded records are refused (KAFKA_STORAGE_ERROR).
 	ZoneLocal ZoneLocal
+	// zlLast is, per connection, the last forwarded produce not yet sent
+	// to its leaders (closed once sent; zoneLocalOrder).
+	zlMu   sync.Mutex
+	zlLast map[uint64]chan struct{}
 
 	// Shares serves share groups (KIP-932, keys 76-79 and 90-92), set by
 	// broker/server; nil: created from Groups with Kafka's defaults on

@@ -264,9 +264,9 @@ func zoneLocalForwardTarget(b *broker.Broker, topic string, partition int32) int
 }
 
 // forwardProduce writes the parts' records into one object and sends each
-// leader its Produce; the returned func (run deferred) waits for the
-// answers and fills the parts' responses. A failure before anything was
-// sent is answered at once.
+// leader its Produce, off the connection's dispatch loop; the returned
+// func (run deferred) waits for the answers and fills the parts'
+// responses.
 func forwardProduce(ctx context.Context, r *Request, req *kmsg.ProduceRequest, parts []forwardedPart) func() {
 	zl := r.Env.ZoneLocal
 	fail := func(p forwardedPart, err error) {
@@ -278,13 +278,6 @@ func forwardProduce(ctx context.Context, r *Request, req *kmsg.ProduceRequest, p
 	for i, p := range parts {
 		sets[i] = p.recs
 	}
-	refs, err := zl.PutRecords(ctx, sets)
-	if err != nil {
-		for _, p := range parts {
-			fail(p, fmt.Errorf("%w: zone-local produce: %v", kerr.KafkaStorageError, err))
-		}
-		return nil
-	}
 	acks := req.Acks
 	if acks == 0 {
 		acks = 1 // the leader's answer tells whether to delete the object
@@ -294,7 +287,6 @@ func forwardProduce(ctx context.Context, r *Request, req *kmsg.ProduceRequest, p
 		parts  []int
 		wait   func(context.Context) (kmsg.Response, error)
 	}
-	var calls []sent
 	var leaders []int32
 	byLeader := map[int32][]int{}
 	for i, p := range parts {
@@ -303,41 +295,61 @@ func forwardProduce(ctx context.Context, r *Request, req *kmsg.ProduceRequest, p
 		}
 		byLeader[p.leader] = append(byLeader[p.leader], i)
 	}
-	for _, leader := range leaders {
-		fr := kmsg.NewPtrProduceRequest()
-		fr.SetVersion(11)
-		fr.Acks, fr.TimeoutMillis, fr.TransactionID = acks, req.TimeoutMillis, req.TransactionID
-		for _, i := range byLeader[leader] {
-			p := parts[i]
-			ti := slices.IndexFunc(fr.Topics, func(t kmsg.ProduceRequestTopic) bool { return t.Topic == p.topic })
-			if ti < 0 {
-				t := kmsg.NewProduceRequestTopic()
-				t.Topic = p.topic
-				fr.Topics = append(fr.Topics, t)
-				ti = len(fr.Topics) - 1
-			}
-			rp := kmsg.NewProduceRequestTopicPartition()
-			rp.Partition = p.part
-			rp.UnknownTags.Set(TagZoneLocalRecords, refs[i].encode())
-			fr.Topics[ti].Partitions = append(fr.Topics[ti].Partitions, rp)
+	// The PUT runs beside the connection's next requests (theirs too);
+	// the sends to the leaders keep the connection's request order: a
+	// request is sent once the one before it was (or failed), which is
+	// the order an idempotent producer's sequences need.
+	prev, mine := r.Env.zoneLocalOrder(r.Client.ConnID)
+	var refs []ZoneLocalRef
+	var calls []sent
+	ready := make(chan struct{})
+	go func() {
+		defer close(ready)
+		defer r.Env.zoneLocalSent(r.Client.ConnID, mine)
+		var err error
+		refs, err = zl.PutRecords(ctx, sets)
+		if prev != nil {
+			<-prev
 		}
-		wait, err := zl.Send(ctx, leader, fr)
 		if err != nil {
-			for _, i := range byLeader[leader] {
-				fail(parts[i], fmt.Errorf("%w: zone-local produce to leader %d: %v", kerr.NotLeaderForPartition, leader, err))
+			for _, p := range parts {
+				fail(p, fmt.Errorf("%w: zone-local produce: %v", kerr.KafkaStorageError, err))
 			}
-			continue
+			return
 		}
-		calls = append(calls, sent{leader: leader, parts: byLeader[leader], wait: wait})
-	}
-	if len(calls) == 0 {
-		zl.Done(refs)
-		return nil
-	}
+		for _, leader := range leaders {
+			fr := kmsg.NewPtrProduceRequest()
+			fr.SetVersion(11)
+			fr.Acks, fr.TimeoutMillis, fr.TransactionID = acks, req.TimeoutMillis, req.TransactionID
+			for _, i := range byLeader[leader] {
+				p := parts[i]
+				ti := slices.IndexFunc(fr.Topics, func(t kmsg.ProduceRequestTopic) bool { return t.Topic == p.topic })
+				if ti < 0 {
+					t := kmsg.NewProduceRequestTopic()
+					t.Topic = p.topic
+					fr.Topics = append(fr.Topics, t)
+					ti = len(fr.Topics) - 1
+				}
+				rp := kmsg.NewProduceRequestTopicPartition()
+				rp.Partition = p.part
+				rp.UnknownTags.Set(TagZoneLocalRecords, refs[i].encode())
+				fr.Topics[ti].Partitions = append(fr.Topics[ti].Partitions, rp)
+			}
+			wait, err := zl.Send(ctx, leader, fr)
+			if err != nil {
+				for _, i := range byLeader[leader] {
+					fail(parts[i], fmt.Errorf("%w: zone-local produce to leader %d: %v", kerr.NotLeaderForPartition, leader, err))
+				}
+				continue
+			}
+			calls = append(calls, sent{leader: leader, parts: byLeader[leader], wait: wait})
+		}
+	}()
 	// The leader answers acks=all within the request's timeout; a margin
-	// for the hop and the GET before REQUEST_TIMED_OUT.
+	// for the PUT, the hop and the GET before REQUEST_TIMED_OUT.
 	deadline := time.Now().Add(time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond + 5*time.Second)
 	return func() {
+		<-ready
 		defer zl.Done(refs)
 		wctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
@@ -378,6 +390,34 @@ func forwardProduce(ctx context.Context, r *Request, req *kmsg.ProduceRequest, p
 			}
 		}
 	}
+}
+
+// zoneLocalOrder returns the channel closed once the connection's
+// previous forwarded produce was sent to its leaders (nil: none pending)
+// and this one's, to pass to zoneLocalSent.
+func (e *Env) zoneLocalOrder(conn uint64) (prev <-chan struct{}, mine chan struct{}) {
+	e.zlMu.Lock()
+	defer e.zlMu.Unlock()
+	if e.zlLast == nil {
+		e.zlLast = map[uint64]chan struct{}{}
+	}
+	mine = make(chan struct{})
+	if p, ok := e.zlLast[conn]; ok {
+		prev = p
+	}
+	e.zlLast[conn] = mine
+	return prev, mine
+}
+
+// zoneLocalSent tells the connection's next forwarded produce that this
+// one was sent (or failed).
+func (e *Env) zoneLocalSent(conn uint64, mine chan struct{}) {
+	e.zlMu.Lock()
+	if e.zlLast[conn] == mine {
+		delete(e.zlLast, conn)
+	}
+	e.zlMu.Unlock()
+	close(mine)
 }
 
 // zlRemote is a partition of a zone-local client's request that another

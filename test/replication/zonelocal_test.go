@@ -220,6 +220,10 @@ func TestZoneLocalProduce(t *testing.T) {
 		{"plain", []kgo.Opt{kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.LeaderAck())}, false},
 		{"idempotent", []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks())}, false},
 		{"transactional", []kgo.Opt{kgo.TransactionalID("zl-txn")}, true},
+		// Many small requests, several in flight (kgo: up to 5 with
+		// idempotence): the forwarding broker's
+		// PUTs overlap and its sends to the leaders must keep the order.
+		{"pipelined", []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4096)}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -230,6 +234,10 @@ func TestZoneLocalProduce(t *testing.T) {
 			}
 			// The tagged client's metadata: broker 2 (zone b) leads all.
 			zcl := producer(t, addrs, append([]kgo.Opt{kgo.ClientID("orders-svc,strata_az=b"), kgo.ProducerLinger(5 * time.Millisecond)}, tc.opts...)...)
+			n := n
+			if tc.name == "pipelined" {
+				n = 200
+			}
 			zadm := kadm.NewClient(zcl)
 			waitFor(t, "zone-b leaders in metadata", 10*time.Second, func() bool {
 				ls := leaders(zadm, topic)
@@ -243,9 +251,15 @@ func TestZoneLocalProduce(t *testing.T) {
 			inBefore := zoneBytesIn(wc.Cluster, "b")
 			fwdBefore, appBefore := zoneLocalStats(wc.Cluster)
 			offsets := zoneLocalProduce(t, zcl, topic, tc.name, n, tc.txn)
-			in := zoneBytesIn(wc.Cluster, "b")
-			fwd, app := zoneLocalStats(wc.Cluster)
 			payload := float64(n * zlPartitions * 1000)
+			// A request's bytes are counted after its response is
+			// written: the producer may see its acks first.
+			var in []float64
+			waitUntil(time.Now().Add(5*time.Second), func() bool {
+				in = zoneBytesIn(wc.Cluster, "b")
+				return in[1]-inBefore[1] >= payload
+			})
+			fwd, app := zoneLocalStats(wc.Cluster)
 			t.Logf("zone-b produce bytes in by broker: %.0f %.0f %.0f (payload %.0f); forwarded partitions %v, appended from objects %v",
 				in[0]-inBefore[0], in[1]-inBefore[1], in[2]-inBefore[2], payload, fwd, app)
 			if got := in[1] - inBefore[1]; got < payload {
@@ -424,46 +438,59 @@ func TestZoneLocalLeaderRequests(t *testing.T) {
 	defer cancel()
 
 	// ListOffsets straight to broker 1, as the client's metadata directs.
-	lo := kmsg.NewPtrListOffsetsRequest()
-	lt := kmsg.NewListOffsetsRequestTopic()
-	lt.Topic = topic
-	for p := range int32(zlPartitions) {
-		lp := kmsg.NewListOffsetsRequestTopicPartition()
-		lp.Partition, lp.Timestamp = p, -1
-		lt.Partitions = append(lt.Partitions, lp)
-	}
-	lo.Topics = append(lo.Topics, lt)
-	kresp, err := zcl.Broker(1).Request(ctx, lo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, rp := range kresp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions {
-		if rp.ErrorCode != 0 || rp.Offset != 10 {
-			t.Errorf("partition %d: end offset %d (error %d) from broker 1, want 10", rp.Partition, rp.Offset, rp.ErrorCode)
+	// Polled: on a loaded machine a leadership may move meanwhile (a lost
+	// etcd session), and a new leader's high watermark lags a moment.
+	listEnds := func() string {
+		lo := kmsg.NewPtrListOffsetsRequest()
+		lt := kmsg.NewListOffsetsRequestTopic()
+		lt.Topic = topic
+		for p := range int32(zlPartitions) {
+			lp := kmsg.NewListOffsetsRequestTopicPartition()
+			lp.Partition, lp.Timestamp = p, -1
+			lt.Partitions = append(lt.Partitions, lp)
 		}
+		lo.Topics = append(lo.Topics, lt)
+		kresp, err := zcl.Broker(1).Request(ctx, lo)
+		if err != nil {
+			return err.Error()
+		}
+		for _, rp := range kresp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions {
+			if rp.ErrorCode != 0 || rp.Offset != 10 {
+				return fmt.Sprintf("partition %d: end offset %d (error %d) from broker 1, want 10", rp.Partition, rp.Offset, rp.ErrorCode)
+			}
+		}
+		return ""
 	}
-	ends, err := zadm.ListEndOffsets(ctx, topic)
-	if err != nil || ends.Error() != nil {
+	var problem string
+	if !waitUntil(time.Now().Add(20*time.Second), func() bool { problem = listEnds(); return problem == "" }) {
+		t.Fatal(problem)
+	}
+	if ends, err := zadm.ListEndOffsets(ctx, topic); err != nil || ends.Error() != nil {
 		t.Fatalf("list end offsets: %v %v", err, ends.Error())
 	}
 
-	real := leaders(adm, topic)
-	var epochReq kadm.OffsetForLeaderEpochRequest
-	md, err := adm.Metadata(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for p, pd := range md.Topics[topic].Partitions {
-		epochReq.Add(topic, p, pd.LeaderEpoch)
-	}
-	epochs, err := zadm.OffsetForLeaderEpoch(ctx, epochReq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for p, e := range epochs[topic] {
-		if e.Err != nil || e.EndOffset != 10 || e.NodeID != 1 {
-			t.Errorf("partition %d (leader %d): end offset %d from broker %d (%v), want 10 from broker 1", p, real[p][0], e.EndOffset, e.NodeID, e.Err)
+	epochsFromBroker1 := func() string {
+		md, err := adm.Metadata(ctx, topic)
+		if err != nil {
+			return err.Error()
 		}
+		var epochReq kadm.OffsetForLeaderEpochRequest
+		for p, pd := range md.Topics[topic].Partitions {
+			epochReq.Add(topic, p, pd.LeaderEpoch)
+		}
+		epochs, err := zadm.OffsetForLeaderEpoch(ctx, epochReq)
+		if err != nil {
+			return err.Error()
+		}
+		for p, e := range epochs[topic] {
+			if e.Err != nil || e.EndOffset != 10 || e.NodeID != 1 {
+				return fmt.Sprintf("partition %d (leader %d): end offset %d from broker %d (%v), want 10 from broker 1", p, md.Topics[topic].Partitions[p].Leader, e.EndOffset, e.NodeID, e.Err)
+			}
+		}
+		return ""
+	}
+	if !waitUntil(time.Now().Add(20*time.Second), func() bool { problem = epochsFromBroker1(); return problem == "" }) {
+		t.Fatal(problem)
 	}
 
 	var del kadm.Offsets
