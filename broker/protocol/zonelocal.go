@@ -175,17 +175,25 @@ func zoneLocalLeaders(b *broker.Broker, listener, zone string, topics []kmsg.Met
 	for ti := range topics {
 		for pi := range topics[ti].Partitions {
 			p := &topics[ti].Partitions[pi]
-			if p.ErrorCode != 0 || p.Leader < 0 || slices.Contains(inZone, p.Leader) {
-				continue
-			}
-			for _, id := range p.Replicas {
-				if slices.Contains(inZone, id) {
-					p.Leader = id
-					break
-				}
+			if p.ErrorCode == 0 {
+				p.Leader = zoneLocalLeader(inZone, p.Leader, p.Replicas)
 			}
 		}
 	}
+}
+
+// zoneLocalLeader is the leader a zone-tagged client is shown: the first
+// replica among the live brokers of its zone (inZone), else the leader.
+func zoneLocalLeader(inZone []int32, leader int32, replicas []int32) int32 {
+	if leader < 0 || slices.Contains(inZone, leader) {
+		return leader
+	}
+	for _, id := range replicas {
+		if slices.Contains(inZone, id) {
+			return id
+		}
+	}
+	return leader
 }
 
 // loadZoneLocalRecords replaces the records of every partition that names

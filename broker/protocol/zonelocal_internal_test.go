@@ -49,3 +49,27 @@ func TestZoneLocalRefTag(t *testing.T) {
 		}
 	}
 }
+
+func TestZoneLocalLeader(t *testing.T) {
+	tests := []struct {
+		name     string
+		inZone   []int32
+		leader   int32
+		replicas []int32
+		want     int32
+	}{
+		{"leader in the zone", []int32{2}, 2, []int32{1, 2, 3}, 2},
+		{"a replica in the zone", []int32{2}, 1, []int32{1, 2, 3}, 2},
+		{"first replica of several in the zone", []int32{4, 5}, 1, []int32{1, 5, 4}, 5},
+		{"no replica in the zone: the real leader", []int32{2}, 1, []int32{1, 3}, 1},
+		{"no live broker in the zone", nil, 1, []int32{1, 2, 3}, 1},
+		{"no leader", []int32{2}, -1, []int32{1, 2, 3}, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := zoneLocalLeader(tt.inZone, tt.leader, tt.replicas); got != tt.want {
+				t.Fatalf("zoneLocalLeader(%v, %d, %v) = %d, want %d", tt.inZone, tt.leader, tt.replicas, got, tt.want)
+			}
+		})
+	}
+}
