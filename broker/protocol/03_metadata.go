@@ -24,7 +24,8 @@ package protocol
 // broker applied it). v10+ report
 // topic UUIDs; v12 may name topics by UUID only. With zone-local produce
 // (wal.zonelocal.produce.enable) a client naming its zone in its client ID
-// sees a broker of its zone as every partition's leader (zonelocal.go).
+// sees its zone's replica as the leader of every partition that has one
+// there, with the real leader epoch (zonelocal.go).
 //
 // With ACLs: a listing of every topic shows the topics the principal may
 // DESCRIBE; a named topic it may not answers TOPIC_AUTHORIZATION_FAILED
