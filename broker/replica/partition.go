@@ -269,9 +269,13 @@ func (p *Partition) wakeLocked() {
 // cancel is called: how a reader of many partitions learns which changed
 // without waiting on channels per partition (package notify). Both run
 // with the partition's lock held: they must only record the change
-// (notify.Set.Mark).
+// (notify.Set.Mark). A nil onUpload subscribes to changes only.
 func (p *Partition) Subscribe(onChange, onUpload func()) (cancel func()) {
-	c1, c2 := p.changes.Subscribe(onChange), p.uploads.Subscribe(onUpload)
+	c1 := p.changes.Subscribe(onChange)
+	if onUpload == nil {
+		return c1
+	}
+	c2 := p.uploads.Subscribe(onUpload)
 	return func() { c1(); c2() }
 }
 
