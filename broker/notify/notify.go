@@ -90,7 +90,16 @@ func (s *Set[K]) Mark(k K, wake bool) {
 // Take appends the keys marked since the last Take to buf, in the order
 // first marked, and clears them. A key marked after Take returns is in
 // the next one (and, marked with wake, signals the channel again).
+//
+// Take first empties Wake's channel: a signal for keys it takes would
+// otherwise wake the reader's next park for nothing (a round that reads
+// nothing new). Emptied before the keys are taken, not after, so that a
+// mark landing in between still wakes the reader.
 func (s *Set[K]) Take(buf []K) []K {
+	select {
+	case <-s.wake:
+	default:
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	buf = append(buf, s.pending...)
@@ -101,7 +110,7 @@ func (s *Set[K]) Take(buf []K) []K {
 }
 
 // Wake is the channel a Mark with wake signals: a reader parks on it
-// (with its deadline) instead of on a channel per source. It may hold a
-// signal for keys already taken; the reader then finds nothing new and
-// parks again.
+// (with its deadline) instead of on a channel per source. It may still
+// hold a signal for keys already taken (a mark racing Take); the reader
+// then finds nothing new and parks again.
 func (s *Set[K]) Wake() <-chan struct{} { return s.wake }

@@ -40,6 +40,12 @@ func TestListAndSet(t *testing.T) {
 	if got := set.Take(nil); !slices.Equal(got, []int{2, 1}) {
 		t.Fatalf("Take = %v, want [2 1] (each once, in the order first marked)", got)
 	}
+	// A signal for keys taken does not outlive the Take.
+	appends[0].Signal()
+	set.Take(nil)
+	if woke() {
+		t.Fatal("the channel still signals keys already taken")
+	}
 	if got := set.Take(nil); len(got) != 0 {
 		t.Fatalf("second Take = %v, want none", got)
 	}

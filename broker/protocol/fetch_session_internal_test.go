@@ -429,7 +429,9 @@ func TestSessionChangeNotification(t *testing.T) {
 	if got := answered(answer(eff, r.hwm, nil)); !slices.Equal(got, []int32{5}) {
 		t.Fatalf("round reads %v, want 5", got)
 	}
-	signalled(changed) // the first append's signal
+	if signalled(changed) {
+		t.Fatal("the round took the change and left its signal: the next park would wake for nothing")
+	}
 	r.src[5].append()
 	resp := answer(eff, r.hwm, nil)
 	sf.visited(resp, []partVisit{{park: []<-chan struct{}{make(chan struct{})}, src: r.src[5]}}, at)
