@@ -31,6 +31,7 @@ import (
 	"github.com/strata-dev/strata/broker/brokertest"
 	"github.com/strata-dev/strata/broker/meta/metatest"
 	"github.com/strata-dev/strata/controllers"
+	"github.com/strata-dev/strata/internal/freeport"
 	"github.com/strata-dev/strata/internal/pki"
 )
 
@@ -492,16 +493,16 @@ var handedOut = struct {
 }{ports: map[int]bool{}}
 
 // freeLoopbackAddr is a 127.0.0.1 address with a port free right now and
-// not returned before.
+// not returned before, below the kernel's ephemeral range (freeport: a
+// port of that range, free when picked, may be any outgoing
+// connection's local port by the time the broker binds it).
 func freeLoopbackAddr() string {
 	GinkgoHelper()
 	handedOut.Lock()
 	defer handedOut.Unlock()
 	for {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		port, err := freeport.Port()
 		Expect(err).NotTo(HaveOccurred())
-		port := ln.Addr().(*net.TCPAddr).Port
-		Expect(ln.Close()).To(Succeed())
 		if !handedOut.ports[port] {
 			handedOut.ports[port] = true
 			return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strata-dev/strata/broker/brokertest"
+	"github.com/strata-dev/strata/internal/freeport"
 )
 
 // Burrow, LinkedIn's consumer lag monitor, as Debian packages it (1.2.1),
@@ -42,14 +43,15 @@ func zookeeperJar(t *testing.T) string {
 	return jar
 }
 
+// freePort is a loopback port for a daemon to bind, below the kernel's
+// ephemeral range (freeport).
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Port()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // startDaemon runs a process until the test ends, its output in a file
