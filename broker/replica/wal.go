@@ -300,7 +300,8 @@ func (p *Partition) walAppendLocked(w *walRep, batches []record.Batch, epoch int
 		if refused {
 			// Parked replica fetches wait for uploads only: wake them to
 			// send these batches inline.
-			p.wakeUploadWaitersLocked()
+			close(p.walCh)
+			p.walCh = make(chan struct{})
 		}
 	}()
 	now := w.cfg.Clock.Now()
@@ -343,7 +344,8 @@ func (w *walRep) onUpload(res wal.UploadResult) {
 	// (one GET per object and follower, not one per partition).
 	for _, p := range woken {
 		p.mu.Lock()
-		p.wakeUploadWaitersLocked()
+		close(p.walCh)
+		p.walCh = make(chan struct{})
 		p.mu.Unlock()
 	}
 	if res.Err != nil {
