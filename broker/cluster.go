@@ -43,6 +43,29 @@ type cluster struct {
 	// nobody) until the controller elects a leader again. Only the apply
 	// loop touches it.
 	deferred map[meta.TopicPartition]bool
+	// ownEpoch is the registration epoch of this process's own live
+	// registration (SetOwnRegistration; 0: none). A snapshot read before
+	// the broker registered can still show the previous incarnation's
+	// record under the same ID, until its lease expires: leadership is
+	// taken only under the epoch this process registered with.
+	ownEpoch atomic.Int64
+}
+
+// SetOwnRegistration records the registration epoch of this broker
+// process's live registration (meta.Registration.Info().Epoch), 0 when it
+// has none (before it registered, after its lease was lost). The broker
+// leads only partitions elected under that epoch (or recorded without
+// one while it is registered): a broker restarted before the lease of its
+// previous run expired sees that run's registration in the metadata,
+// under the same ID, and must not take over leaderships given to it,
+// since it may have lost writes its followers have (a power loss) and
+// would write other records at their offsets in the same leader epoch.
+// Apply the last snapshot again after setting it (ApplyClusterState):
+// leaderships deferred for want of it are taken then.
+func (b *Broker) SetOwnRegistration(epoch int64) {
+	if b.cluster != nil {
+		b.cluster.ownEpoch.Store(epoch)
+	}
 }
 
 // topicIDFile records the topic ID in each partition directory, so that a
@@ -324,6 +347,9 @@ func (b *Broker) ApplyClusterState(st *meta.ClusterState) error {
 	}
 	b.syncTopics(st, defaultsChanged)
 	self, registered := st.Brokers[b.cfg.NodeID]
+	// Registered as this process, not as a previous run of the same ID
+	// whose lease has not expired yet (SetOwnRegistration).
+	registered = registered && self.Epoch != 0 && self.Epoch == c.ownEpoch.Load()
 	// mayLead: leadership given to this incarnation of the broker (or
 	// recorded without an epoch while this broker is registered).
 	mayLead := func(ps meta.PartitionState) bool {

@@ -124,6 +124,11 @@ type Manager struct {
 	// partitions it follows until it moves (fetcher.items).
 	rolesGen atomic.Uint64
 	brokers  map[int32]meta.BrokerInfo
+	// own is this process's registration (SetOwnRegistration); while
+	// ownSet is false the metadata's record for this broker's ID stands
+	// for it (a manager driven by SetBrokers alone, in tests).
+	own    meta.BrokerInfo
+	ownSet bool
 	fetchers map[int32]*fetcher
 	closed   bool
 	// refused counts replica fetches refused by CheckReplicaFetcher.
@@ -236,6 +241,39 @@ func (m *Manager) registration(id int32) (int64, bool) {
 	return b.Epoch, ok
 }
 
+// SetOwnRegistration records this broker process's own live
+// registration (meta.Registration.Info(); the zero BrokerInfo while it
+// has none: before it registered, after its lease was lost). From the
+// first call on, the broker counts as registered, and its replica
+// fetches carry a registration epoch and fetch token, only while the
+// metadata shows that very registration: a broker restarted before the
+// lease of its previous run expired sees that run's record under its ID,
+// and fetching in its name (its epoch, its token) would let the leaders
+// keep counting the new process, which may have lost a tail (a power
+// loss), as the old one in the ISR (KIP-903). It then waits, as an
+// unregistered broker does, for SetBrokers to show its own registration.
+func (m *Manager) SetOwnRegistration(info meta.BrokerInfo) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.own, m.ownSet = info, true
+	for _, f := range m.fetchers {
+		f.poke()
+	}
+}
+
+// selfLocked is this broker's registration as the metadata shows it, if
+// it is this process's own (SetOwnRegistration). m.mu held.
+func (m *Manager) selfLocked() (meta.BrokerInfo, bool) {
+	b, ok := m.brokers[m.cfg.NodeID]
+	if !ok {
+		return b, false
+	}
+	if m.ownSet && (m.own.Epoch <= 0 || b.Epoch != m.own.Epoch) {
+		return meta.BrokerInfo{}, false
+	}
+	return b, true
+}
+
 // BrokerEpoch is this broker's registration epoch as the metadata shows
 // it, -1 while it is not registered: what its replica fetches carry.
 func (m *Manager) BrokerEpoch() int64 {
@@ -249,7 +287,7 @@ func (m *Manager) BrokerEpoch() int64 {
 func (m *Manager) replicaIdentity() (int64, []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	b, ok := m.brokers[m.cfg.NodeID]
+	b, ok := m.selfLocked()
 	if !ok || b.Epoch <= 0 {
 		return -1, nil
 	}
@@ -265,7 +303,7 @@ func (m *Manager) replicaIdentity() (int64, []byte) {
 func (m *Manager) selfRegistered() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, ok := m.brokers[m.cfg.NodeID]
+	_, ok := m.selfLocked()
 	return ok
 }
 

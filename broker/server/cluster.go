@@ -423,19 +423,50 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 	}
 	b.EnableCluster(store, replicas)
 
+	// Until this process has registered, neither the broker nor its
+	// replicas take the metadata's record of this ID for their own: it
+	// may be the previous run's, its lease not expired yet.
+	replicas.SetOwnRegistration(meta.BrokerInfo{})
+	b.SetOwnRegistration(0)
+
 	run := &clusterRun{store: store, replicas: replicas}
 	cctx, cancel := context.WithCancel(context.Background())
 	run.cancel = cancel
 	run.ctx = logr.NewContext(cctx, log)
+	// reapply asks the apply loop to apply the last snapshot again: the
+	// registration changed, and leaderships deferred for want of it may
+	// be taken (the snapshot that shows it may have been applied first).
+	reapply := make(chan struct{}, 1)
 	run.wg.Add(2)
 	go func() {
 		defer run.wg.Done()
-		for st := range store.Watch(cctx) {
+		watch := store.Watch(cctx)
+		for {
+			var st *meta.ClusterState
+			select {
+			case next, ok := <-watch:
+				if !ok {
+					return
+				}
+				st = next
+			case <-reapply:
+				if st = b.ClusterState(); st == nil {
+					continue
+				}
+			}
 			if err := b.ApplyClusterState(st); err != nil {
 				log.Error(err, "applying cluster metadata", "version", st.Version)
 			}
 		}
 	}()
+	setOwn := func(info meta.BrokerInfo) {
+		replicas.SetOwnRegistration(info)
+		b.SetOwnRegistration(info.Epoch)
+		select {
+		case reapply <- struct{}{}:
+		default:
+		}
+	}
 	cfg := b.Config()
 	// FetchEpoch: this broker's replica fetches carry its broker epoch, so
 	// leaders refuse fetches in its name that do not (replica.Manager.
@@ -449,6 +480,8 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 		err := store.Maintain(cctx, info, cc.SessionTimeout, func(ctx context.Context, reg *meta.Registration) {
 			run.reg.Store(reg)
 			defer run.reg.Store(nil)
+			setOwn(reg.Info())
+			defer setOwn(meta.BrokerInfo{})
 			ctrl := store.NewController(reg, cc.Controller)
 			b.SetController(ctrl)
 			defer b.SetController(nil)
@@ -460,10 +493,9 @@ func (s *Server) startCluster(ctx context.Context, b *broker.Broker, counter *tr
 			log.Error(err, "broker registration ended")
 		}
 	}()
-	if err := b.WaitApplied(wctx, func(st *meta.ClusterState) bool {
-		bi, ok := st.Brokers[cfg.NodeID]
-		return ok && len(bi.Listeners) > 0 && bi.Listeners[0].Port == cfg.Port && bi.Listeners[0].Host == cfg.Host
-	}); err != nil {
+	// Its own registration, not the previous run's (same ID, same
+	// listeners) that a restart within the session timeout still finds.
+	if err := b.WaitApplied(wctx, func(*meta.ClusterState) bool { return run.registered(b) }); err != nil {
 		run.stop()
 		return nil, fmt.Errorf("broker %d did not see its registration in etcd within %s: %w", cfg.NodeID, cc.StartTimeout, err)
 	}
