@@ -127,8 +127,8 @@ type Manager struct {
 	// own is this process's registration (SetOwnRegistration); while
 	// ownSet is false the metadata's record for this broker's ID stands
 	// for it (a manager driven by SetBrokers alone, in tests).
-	own    meta.BrokerInfo
-	ownSet bool
+	own      meta.BrokerInfo
+	ownSet   bool
 	fetchers map[int32]*fetcher
 	closed   bool
 	// refused counts replica fetches refused by CheckReplicaFetcher.
