@@ -189,6 +189,36 @@ func (l *Log) EndOffsetForEpoch(epoch int32) (foundEpoch int32, endOffset int64)
 	return l.epochs.endOffsetFor(epoch, l.leo)
 }
 
+// StartEpochIfNone records that epoch starts at the log end when the
+// epoch cache is empty (a log emptied by TruncateFullyAndStartAt: a
+// follower that fell behind the leader's log start, a hydration), and
+// persists it; it reports whether it did. A replica becoming leader
+// calls it (Kafka's maybeAssignEpochStartOffset at makeLeader): a leader
+// without any epoch answers every follower's fetch with a divergence at
+// its log end under no epoch, which a follower already at that end
+// cannot resolve by truncating, so the partition never gets its ISR back
+// (strata chaos seed 42, session 25: a tiered partition stalled with
+// min.insync.replicas=2). With the entry, a follower whose last epoch is
+// older than every epoch here is told that epoch ends at this log's end.
+func (l *Log) StartEpochIfNone(epoch int32) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false, ErrClosed
+	}
+	if epoch < 0 || len(l.epochs.entries) > 0 {
+		return false, nil
+	}
+	if !l.epochs.assignCopy(epoch, l.leo) {
+		return false, nil
+	}
+	if err := l.epochs.persist(); err != nil {
+		l.epochs.entries = nil
+		return false, fmt.Errorf("start epoch %d at %d: %w", epoch, l.leo, err)
+	}
+	return true, nil
+}
+
 // LatestEpoch is the latest leader epoch in the log, -1 when none.
 func (l *Log) LatestEpoch() int32 {
 	l.mu.RLock()

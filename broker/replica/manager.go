@@ -414,7 +414,9 @@ func (m *Manager) Apply(p *Partition, kind meta.ChangeKind, st meta.PartitionSta
 			// Before the first append of this leadership can be uploaded.
 			m.wal.tracker.Lead(p.TP.Topic, p.TP.Partition, st.LeaderEpoch)
 		}
-		p.becomeLeader(st)
+		if err := p.becomeLeader(st); err != nil {
+			m.cfg.Log.Error(err, "recording the leader epoch of an emptied log; followers may not catch up until the first append", "partition", p.TP)
+		}
 		if m.wal != nil {
 			p.mu.Lock()
 			p.wal = m.wal

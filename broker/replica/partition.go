@@ -311,14 +311,22 @@ func (p *Partition) CheckReplica(current int32) error {
 	return p.checkEpochLocked(current)
 }
 
-// becomeLeader makes this replica the leader at st.LeaderEpoch.
-func (p *Partition) becomeLeader(st meta.PartitionState) {
+// becomeLeader makes this replica the leader at st.LeaderEpoch. The
+// error is a failure to record the epoch in an emptied log (it leads all
+// the same).
+func (p *Partition) becomeLeader(st meta.PartitionState) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
 	p.role = RoleLeader
 	p.state = st.Clone()
 	p.epochStart = p.Log.EndOffset()
+	// A log without any epoch (emptied to start at the leader's log
+	// start) gets its own at its end: else every follower's fetch diverges
+	// at that end under no epoch, forever (Log.StartEpochIfNone). The
+	// caller logs a failure to persist it; the first append records the
+	// epoch then.
+	_, err := p.Log.StartEpochIfNone(st.LeaderEpoch)
 	p.followers = map[int32]*followerState{}
 	for _, r := range st.Replicas {
 		if r != p.self {
@@ -333,6 +341,7 @@ func (p *Partition) becomeLeader(st meta.PartitionState) {
 	}
 	p.maybeAdvanceHWMLocked()
 	p.wakeLocked()
+	return err
 }
 
 // becomeFollower makes this replica a follower of st.Leader.

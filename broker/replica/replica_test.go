@@ -554,3 +554,51 @@ func TestFollowerHWMNeverFalls(t *testing.T) {
 		t.Fatalf("HWM %d, want 10", h)
 	}
 }
+
+// TestEmptiedLogLeads: a replica whose log was emptied to start at the
+// leader's log start (TruncateFullyAndStartAt: it fell behind a leader
+// whose older segments were deleted, e.g. tiered) holds no epoch at all.
+// Elected leader, it must still let a follower at the same end, whose last
+// epoch it never saw, fetch on: without an epoch of its own it answered
+// every such fetch with a divergence at its end under no epoch, which the
+// follower's truncation (to that same end) never resolved, and the
+// partition never got its ISR back (strata chaos seed 42, session 25).
+func TestEmptiedLogLeads(t *testing.T) {
+	clk := &clock{t: time.Unix(1000, 0)}
+	m := NewManager(Config{NodeID: 2, LagTimeMax: time.Hour, Log: logr.Discard(), Now: clk.now})
+	defer m.Close()
+	oldLeader := NewPartition(tp, openLog(t), 1, clk.now)
+	emptied := NewPartition(tp, openLog(t), 2, clk.now)
+	st := meta.PartitionState{Replicas: []int32{1, 2}, Leader: 1, LeaderEpoch: 3, ISR: []int32{1, 2}}
+	oldLeader.becomeLeader(st)
+	emptied.becomeFollower(st)
+	for range 5 {
+		if _, _, err := oldLeader.AppendAsLeader(batch(t, "v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := emptied.Log.TruncateFullyAndStartAt(5); err != nil {
+		t.Fatal(err)
+	}
+	if e := emptied.Log.LatestEpoch(); e != -1 {
+		t.Fatalf("setup: emptied log's latest epoch %d, want none", e)
+	}
+
+	st2 := meta.PartitionState{Replicas: []int32{1, 2}, Leader: 2, LeaderEpoch: 4, ISR: []int32{2, 1}}
+	m.Apply(emptied, meta.BecomeLeader, st2)
+	oldLeader.becomeFollower(st2)
+	if d := emptied.CheckDivergence(oldLeader.Log.EndOffset(), oldLeader.Log.LatestEpoch()); d != nil {
+		t.Fatalf("the emptied leader sees a follower at its own end (epoch %d) as diverged: %+v", oldLeader.Log.LatestEpoch(), *d)
+	}
+	if _, _, err := emptied.AppendAsLeader(batch(t, "after")); err != nil {
+		t.Fatal(err)
+	}
+	replicate(t, m, emptied, oldLeader)
+	if got := oldLeader.Log.EndOffset(); got != 6 {
+		t.Fatalf("follower log end %d after a fetch, want 6 (it caught up)", got)
+	}
+	// The follower's older epoch ends where the leader's own starts.
+	if e, end := emptied.Log.EndOffsetForEpoch(3); e != 3 || end != 5 {
+		t.Fatalf("EndOffsetForEpoch(3) = %d, %d, want 3, 5", e, end)
+	}
+}
