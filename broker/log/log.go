@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/strata-dev/strata/broker/notify"
 	"github.com/strata-dev/strata/broker/record"
 )
 
@@ -61,8 +62,10 @@ type Log struct {
 	syncDone *sync.Cond
 	// onFailure is told about every write or fsync that failed (Option
 	// WithOnFailure).
-	onFailure   func(error)
-	waitCh      chan struct{}
+	onFailure func(error)
+	waitCh    chan struct{}
+	// subs are told whenever waitCh closes (Subscribe).
+	subs        notify.List
 	closed      bool
 	failed      error
 	flushReset  chan struct{}
@@ -357,6 +360,7 @@ func (l *Log) appendLocked(batches []record.Batch, leaderEpoch int32, asLeader, 
 	res.LogStartOffset = l.start
 	close(l.waitCh)
 	l.waitCh = make(chan struct{})
+	l.subs.Signal()
 
 	return res, l.cfg.FlushInterval == 0 || (l.cfg.FlushMessages > 0 && l.unflushed >= l.cfg.FlushMessages), nil
 }
@@ -402,6 +406,15 @@ func (l *Log) Wait() <-chan struct{} {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.waitCh
+}
+
+// Subscribe calls fn at each event that closes Wait's channel (an
+// append, Close) until cancel is called: how a reader of many partitions
+// learns which changed without waiting on a channel per partition
+// (package notify). fn runs with the log's lock held: it must only
+// record the change (notify.Set.Mark).
+func (l *Log) Subscribe(fn func()) (cancel func()) {
+	return l.subs.Subscribe(fn)
 }
 
 // StartOffset is the log start offset: the first readable offset.
@@ -760,6 +773,7 @@ func (l *Log) shutdown(clean bool) error {
 	l.closed = true
 	l.syncDone.Broadcast()
 	close(l.waitCh)
+	l.subs.Signal()
 	var errs []error
 	if clean && l.failed == nil {
 		if err := l.active().sync(); err != nil {

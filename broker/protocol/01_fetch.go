@@ -205,9 +205,10 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		var waits []<-chan struct{}
 		var charge leaderCharge
 		// An incremental session fetch reads the partitions that are not
-		// quiet and waits on the quiet ones too (fetch_session.go).
+		// quiet and learns of a change to the quiet ones on one channel,
+		// changed (fetch_session.go).
 		now := time.Now()
-		visit, quiet, due := session.active(req, now, refreshEvery)
+		visit, changed, due := session.active(req, now, refreshEvery)
 		var visits *[]partVisit
 		if session.session != nil {
 			visits = new([]partVisit)
@@ -216,8 +217,7 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		if visits != nil {
 			session.visited(resp, *visits, now)
 		}
-		waits = append(waits, quiet...)
-		if total >= int(req.MinBytes) || wait == 0 || len(waits) == 0 || ctx.Err() != nil {
+		if total >= int(req.MinBytes) || wait == 0 || len(waits) == 0 && changed == nil || ctx.Err() != nil {
 			charge.record()
 			if timer != nil && total > 0 && req.ReplicaID < 0 {
 				observeConsumerWake(b, resp)
@@ -242,16 +242,8 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 			}
 			refreshDue = refresh.C
 		}
-		cases := make([]reflect.SelectCase, 0, len(waits)+3)
-		cases = append(cases,
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)},
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(refreshDue)})
-		for _, w := range waits {
-			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w)})
-		}
 		parkedAt := time.Now()
-		chosen, _, _ := reflect.Select(cases)
+		chosen := park(ctx.Done(), timer.C, refreshDue, changed, waits)
 		r.addParked(time.Since(parkedAt))
 		if chosen < 2 {
 			// Deadline or shutdown: answer with what is there now.
@@ -270,6 +262,50 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 			return done(resp)
 		}
 	}
+}
+
+// park waits for the first of: done (0), deadline (1), refreshDue (2),
+// changed (3) and waits (4 on). A session's fetch parks on its loud
+// partitions' channels only (a few), the rest signal changed; a nil
+// channel never fires.
+func park(done <-chan struct{}, deadline, refreshDue <-chan time.Time, changed <-chan struct{}, waits []<-chan struct{}) int {
+	switch len(waits) {
+	case 0:
+		select {
+		case <-done:
+			return 0
+		case <-deadline:
+			return 1
+		case <-refreshDue:
+			return 2
+		case <-changed:
+			return 3
+		}
+	case 1:
+		select {
+		case <-done:
+			return 0
+		case <-deadline:
+			return 1
+		case <-refreshDue:
+			return 2
+		case <-changed:
+			return 3
+		case <-waits[0]:
+			return 4
+		}
+	}
+	cases := make([]reflect.SelectCase, 0, len(waits)+4)
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(done)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(refreshDue)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(changed)})
+	for _, w := range waits {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w)})
+	}
+	chosen, _, _ := reflect.Select(cases)
+	return chosen
 }
 
 // quietRefresh is how often a quiet partition of a replica fetch session
@@ -481,7 +517,7 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 		// with its next response, which saves a round trip of cross-zone
 		// bytes per HWM move. A fetch served through the WAL waits for
 		// uploads instead (below).
-		pv.watch = rep.Changed()
+		pv.src = replicaSource{log: p.Log, rep: rep}
 		appendWait := p.Log.Wait()
 		div, err := b.Replicas().ServeReplicaFetch(rep, req.ReplicaID, replicaEpoch(req), rp.FetchOffset, rp.LastFetchedEpoch, rp.CurrentLeaderEpoch)
 		if err != nil {
@@ -501,6 +537,7 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 			if waits != nil {
 				*waits = append(*waits, quota.Wait())
 			}
+			pv.unsignalled = true
 			return 0, nil
 		}
 		upTo = p.Log.EndOffset()

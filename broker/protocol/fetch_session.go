@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/log"
+	"github.com/strata-dev/strata/broker/notify"
 	"github.com/strata-dev/strata/broker/replica"
 )
 
@@ -68,6 +70,9 @@ type sessionKey struct {
 type sessionPart struct {
 	key sessionKey
 	rp  kmsg.FetchRequestTopicPartition
+	// seq is the partition's place in the session: a round reads its
+	// partitions in this order.
+	seq uint64
 	// What the last answer that carried the partition said.
 	sent              bool
 	hwm, logStart     int64
@@ -76,24 +81,61 @@ type sessionPart struct {
 	lastAnsweredError int16
 	// Quiet: the last visit (a read of the partition for a fetch of this
 	// session) found nothing to tell the follower. Until the follower
-	// names it again, one of the channels taken at that visit closes or
-	// the refresh interval passes, the session's incremental fetches
-	// leave it out (active) and park on its park channels instead.
-	quiet   bool
-	unread  bool // the last read was cut short by the response's budget
-	visited time.Time
-	park    []<-chan struct{} // appends, uploads, the leader quota: a parked fetch wakes
-	watch   <-chan struct{}   // the replica's HWM, role and log end: visit again, no wake
+	// names it again, its source signals a change (the session's changes)
+	// or the refresh interval passes, the session's incremental fetches
+	// leave it out (active).
+	quiet bool
+	// canQuiet: the last visit read all it could, its waits are all
+	// signalled through the subscription, which was in place before the
+	// read.
+	canQuiet bool
+	visited  time.Time
+	// queuedAt is the visit time of its last entry in the session's
+	// refresh queue.
+	queuedAt time.Time
+	// src is what the partition is subscribed to (nil: nothing), cancel
+	// ends the subscription.
+	src    partSource
+	cancel func()
+	// gone: forgotten, or its session closed (a change still marked for
+	// it is dropped).
+	gone bool
+	// round is the last round of the session that picked it (active).
+	round uint64
+}
+
+// partSource is what a session partition subscribes to, to learn of its
+// changes: subscribe calls mark(true) at a change a parked fetch answers
+// (an append, an upload) and mark(false) at one the next round reads
+// without waking for it (an HWM move, a role change, as a parked Kafka
+// replica fetch is not answered for an HWM alone). Sources compare equal
+// when they are the same partition's.
+type partSource interface {
+	subscribe(mark func(wake bool)) (cancel func())
+}
+
+// replicaSource is a partition's log and replica on this broker.
+type replicaSource struct {
+	log *log.Log
+	rep *replica.Partition
+}
+
+func (s replicaSource) subscribe(mark func(wake bool)) func() {
+	c1 := s.log.Subscribe(func() { mark(true) })
+	c2 := s.rep.Subscribe(func() { mark(false) }, func() { mark(true) })
+	return func() { c1(); c2() }
 }
 
 // partVisit is what a fetch's read of one partition waits on: the
-// channels it parks on, and the replica's change channel, taken before
-// the read.
+// channels it parks on, and the source its changes come from.
 type partVisit struct {
-	park  []<-chan struct{}
-	watch <-chan struct{}
+	park []<-chan struct{}
+	src  partSource
 	// unread: the response's byte budget left records of it unread.
 	unread bool
+	// unsignalled: it parks on something no source signals (the leader
+	// quota's room).
+	unsignalled bool
 }
 
 type fetchSession struct {
@@ -102,10 +144,78 @@ type fetchSession struct {
 	epoch   int32 // the next incremental request's epoch
 	used    time.Time
 	busy    bool
+	closed  bool
 	parts   []*sessionPart
 	index   map[sessionKey]*sessionPart
-	// kept is requestOf's scratch list.
-	kept []*sessionPart
+	nextSeq uint64
+	// loud holds the partitions that are not quiet: read at every round.
+	loud map[*sessionPart]struct{}
+	// changes holds the partitions whose source signalled since the last
+	// round took them; its channel wakes a parked fetch.
+	changes *notify.Set[*sessionPart]
+	// refreshQ holds the quiet partitions in the order visited (rounds
+	// run one at a time, so visit times only grow): the head is the next
+	// due for its refresh. Entries whose partition was visited again or
+	// turned loud since are skipped.
+	refreshQ []refreshEntry
+	qHead    int
+	round    uint64
+	// pointerParts counts the partitions whose position asks for WAL
+	// pointers (asksPointers).
+	pointerParts int
+	// kept and taken are active's scratch lists.
+	kept  []*sessionPart
+	taken []*sessionPart
+}
+
+type refreshEntry struct {
+	p  *sessionPart
+	at time.Time
+}
+
+func newFetchSession(id, replicaID int32, now time.Time) *fetchSession {
+	return &fetchSession{id: id, replica: replicaID, epoch: 1, used: now, busy: true,
+		index: map[sessionKey]*sessionPart{}, loud: map[*sessionPart]struct{}{}, changes: notify.NewSet[*sessionPart]()}
+}
+
+// close ends the session's subscriptions. A fetch still serving it
+// subscribes nothing more (visited).
+func (fs *fetchSession) close() {
+	fs.closed = true
+	for _, p := range fs.parts {
+		p.leave()
+	}
+}
+
+// leave ends the partition's subscription.
+func (p *sessionPart) leave() {
+	p.gone = true
+	if p.cancel != nil {
+		p.cancel()
+		p.cancel = nil
+	}
+	p.src = nil
+}
+
+// setQuiet marks p quiet or loud, keeping the loud set and the refresh
+// queue.
+func (fs *fetchSession) setQuiet(p *sessionPart, quiet bool) {
+	p.quiet = quiet
+	if !quiet {
+		fs.loud[p] = struct{}{}
+		return
+	}
+	delete(fs.loud, p)
+	if !p.queuedAt.Equal(p.visited) {
+		fs.refreshQ = append(fs.refreshQ, refreshEntry{p, p.visited})
+		p.queuedAt = p.visited
+	}
+}
+
+// drop removes a session from the cache and ends its subscriptions.
+func (s *fetchSessions) drop(fs *fetchSession) {
+	delete(s.byID, fs.id)
+	fs.close()
 }
 
 func (e *Env) fetchSessions() *fetchSessions {
@@ -143,13 +253,13 @@ func (s *fetchSessions) open(req *kmsg.FetchRequest, now time.Time) (sessionFetc
 		switch req.SessionEpoch {
 		case -1, 0:
 			// Close it; epoch 0 then starts a new one below.
-			delete(s.byID, old.id)
+			s.drop(old)
 		default:
 			if old.busy || req.SessionEpoch != old.epoch {
 				return sf, kerr.InvalidFetchSessionEpoch.Code
 			}
 			if s.maxParts > 0 && len(old.parts)+old.added(req) > s.maxParts {
-				delete(s.byID, old.id)
+				s.drop(old)
 				return sf, kerr.FetchSessionIDNotFound.Code
 			}
 			old.busy, old.used = true, now
@@ -179,9 +289,9 @@ func (s *fetchSessions) open(req *kmsg.FetchRequest, now time.Time) (sessionFetc
 	if s.slots < 0 || s.maxParts > 0 && requestPartitions(req) > s.maxParts {
 		return sf, 0 // sessionless
 	}
-	for id, x := range s.byID {
+	for _, x := range s.byID {
 		if !x.busy && now.Sub(x.used) > fetchSessionIdle {
-			delete(s.byID, id)
+			s.drop(x)
 		}
 	}
 	if len(s.byID) >= cmp.Or(s.slots, defaultFetchSessionSlots) {
@@ -194,7 +304,7 @@ func (s *fetchSessions) open(req *kmsg.FetchRequest, now time.Time) (sessionFetc
 		if lru == nil {
 			return sf, 0 // every slot busy: sessionless
 		}
-		delete(s.byID, lru.id)
+		s.drop(lru)
 	}
 	for {
 		s.next++
@@ -205,7 +315,7 @@ func (s *fetchSessions) open(req *kmsg.FetchRequest, now time.Time) (sessionFetc
 			break
 		}
 	}
-	fs := &fetchSession{id: s.next, replica: req.ReplicaID, epoch: 1, used: now, busy: true, index: map[sessionKey]*sessionPart{}}
+	fs := newFetchSession(s.next, req.ReplicaID, now)
 	fs.update(req)
 	s.byID[fs.id] = fs
 	sf.session = fs
@@ -234,61 +344,69 @@ func requestPartitions(req *kmsg.FetchRequest) int {
 }
 
 // update adds or replaces the request's partitions and drops the
-// forgotten ones.
+// forgotten ones. A new partition is loud: read at the next round.
 func (fs *fetchSession) update(req *kmsg.FetchRequest) {
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
 			k := sessionKey{rt.Topic, rp.Partition}
 			if p, ok := fs.index[k]; ok {
+				fs.countPointers(&p.rp, -1)
 				p.rp = rp
+				fs.countPointers(&p.rp, 1)
 				continue
 			}
-			p := &sessionPart{key: k, rp: rp}
+			p := &sessionPart{key: k, rp: rp, seq: fs.nextSeq}
+			fs.nextSeq++
 			fs.index[k] = p
 			fs.parts = append(fs.parts, p)
+			fs.countPointers(&p.rp, 1)
+			fs.setQuiet(p, false)
 		}
 	}
-	forgotten := map[sessionKey]bool{}
+	forgotten := map[*sessionPart]bool{}
 	for _, ft := range req.ForgottenTopics {
 		for _, part := range ft.Partitions {
 			k := sessionKey{ft.Topic, part}
-			if _, ok := fs.index[k]; ok {
-				forgotten[k] = true
+			if p, ok := fs.index[k]; ok {
+				forgotten[p] = true
 				delete(fs.index, k)
+				delete(fs.loud, p)
+				fs.countPointers(&p.rp, -1)
+				p.leave()
 			}
 		}
 	}
 	if len(forgotten) > 0 {
 		kept := fs.parts[:0]
 		for _, p := range fs.parts {
-			if !forgotten[p.key] {
+			if !forgotten[p] {
 				kept = append(kept, p)
 			}
 		}
+		clear(fs.parts[len(kept):])
 		fs.parts = kept
 	}
 }
 
-// requestOf is req with the session's partitions in place of its own,
-// only those keep keeps (all if nil),
-// keep called once per partition. The partitions kept are gathered first
-// (in fs.kept, reused: a session serves one fetch at a time) so that each
-// topic's list is allocated once at its size.
-func (fs *fetchSession) requestOf(req *kmsg.FetchRequest, keep func(*sessionPart) bool) *kmsg.FetchRequest {
+func (fs *fetchSession) countPointers(rp *kmsg.FetchRequestTopicPartition, n int) {
+	if replica.WantsPointers(rp) {
+		fs.pointerParts += n
+	}
+}
+
+// requestOf is req with parts in place of its own partitions. The
+// partitions are counted per topic first so that each topic's list is
+// allocated once at its size.
+func requestOf(req *kmsg.FetchRequest, parts []*sessionPart) *kmsg.FetchRequest {
 	eff := *req
 	eff.Topics = nil
 	eff.ForgottenTopics = nil
-	kept := fs.kept[:0]
 	count := map[string]int{}
-	for _, p := range fs.parts {
-		if keep != nil && !keep(p) {
-			continue
-		}
-		kept = append(kept, p)
+	for _, p := range parts {
 		count[p.key.topic]++
 	}
 	at := make(map[string]int, len(count))
-	for _, p := range kept {
+	for _, p := range parts {
 		i, ok := at[p.key.topic]
 		if !ok {
 			rt := kmsg.NewFetchRequestTopic()
@@ -300,45 +418,77 @@ func (fs *fetchSession) requestOf(req *kmsg.FetchRequest, keep func(*sessionPart
 		}
 		eff.Topics[i].Partitions = append(eff.Topics[i].Partitions, p.rp)
 	}
-	clear(kept) // no partition kept alive by the scratch list
-	fs.kept = kept[:0]
 	return &eff
 }
 
-// active is the request one read of an incremental fetch makes: the
-// session's partitions but the quiet ones, whose park channels it returns
-// to wait on as well, with the time the first of them is due for a
-// refresh (zero if none is quiet). Any other fetch reads req whole.
+// active is the request one read of an incremental fetch makes, the
+// channel that wakes the fetch when a partition left out changes, and
+// the time the first partition left out is due for a refresh (zero if
+// none). Any other fetch reads req whole (and has no such channel).
 //
-// A quiet partition is skipped, not read, at each round of its session:
-// with many partitions and a few of them written, a follower's fetch
-// rounds read every partition of the session while nothing changed in
-// almost all (1,200 partitions at 2,000 records/s: a leader's replica
-// fetches took a fifth of the brokers' CPU). It is read again when the
-// follower names it, when one of its channels closes (an append, an
-// upload, a moved HWM, a role change) and at least every refresh: that
-// read reports the follower caught up again (replica.lag.time.max.ms is
-// counted from such reads), and carries what changes without a signal
-// (the log start offset).
-func (sf *sessionFetch) active(req *kmsg.FetchRequest, now time.Time, refresh time.Duration) (*kmsg.FetchRequest, []<-chan struct{}, time.Time) {
+// A round reads the loud partitions, those the follower named (its
+// position moved) and not read yet in this fetch, those whose source
+// signalled a change since the last round (package notify: an append,
+// an upload, an HWM move, a role change) and those due for a refresh,
+// in the session's order; it leaves the quiet ones out without looking
+// at them. With many partitions and a few of them written, checking
+// every partition at each round and parking on each one's channels was
+// a fifth of the brokers' CPU at 1,200 partitions (docs/bench.md). The
+// refresh, at least every refresh interval, reports the follower caught
+// up again (replica.lag.time.max.ms is counted from such reads) and
+// carries what changes without a signal (the log start offset).
+func (sf *sessionFetch) active(req *kmsg.FetchRequest, now time.Time, refresh time.Duration) (*kmsg.FetchRequest, <-chan struct{}, time.Time) {
 	if sf.session == nil || sf.full {
 		return req, nil, time.Time{}
 	}
 	sf.s.mu.Lock()
 	defer sf.s.mu.Unlock()
-	var park []<-chan struct{}
+	fs := sf.session
+	fs.round++
+	kept := fs.kept[:0]
+	pick := func(p *sessionPart) {
+		if !p.gone && p.round != fs.round {
+			p.round = fs.round
+			kept = append(kept, p)
+		}
+	}
+	for p := range fs.loud {
+		pick(p)
+	}
+	for k := range sf.named {
+		if p := fs.index[k]; p != nil {
+			pick(p)
+		}
+	}
+	fs.taken = fs.changes.Take(fs.taken[:0])
+	for _, p := range fs.taken {
+		pick(p)
+	}
+	clear(fs.taken)
 	var due time.Time
-	eff := sf.session.requestOf(sf.req, func(p *sessionPart) bool {
-		if !p.quiet || sf.named[p.key] || now.Sub(p.visited) >= refresh || closed(p.watch) || anyClosed(p.park) {
-			return true
+	for fs.qHead < len(fs.refreshQ) {
+		e := fs.refreshQ[fs.qHead]
+		if e.p.gone || !e.p.quiet || !e.p.visited.Equal(e.at) {
+			fs.qHead++ // visited again or loud since
+			continue
 		}
-		park = append(park, p.park...)
-		if d := p.visited.Add(refresh); due.IsZero() || d.Before(due) {
-			due = d
+		if now.Sub(e.at) < refresh {
+			due = e.at.Add(refresh)
+			break
 		}
-		return false
-	})
-	return eff, park, due
+		pick(e.p)
+		fs.qHead++
+	}
+	if fs.qHead > 64 && fs.qHead > len(fs.refreshQ)/2 {
+		n := copy(fs.refreshQ, fs.refreshQ[fs.qHead:])
+		clear(fs.refreshQ[n:])
+		fs.refreshQ, fs.qHead = fs.refreshQ[:n], 0
+	}
+	slices.SortFunc(kept, func(a, b *sessionPart) int { return cmp.Compare(a.seq, b.seq) })
+	eff := requestOf(sf.req, kept)
+	clear(kept) // no partition kept alive by the scratch list
+	fs.kept = kept[:0]
+	return eff, fs.changes.Wake(), due
 }
 
 // asksPointers is asksPointers over the session's partitions for an
@@ -352,18 +502,24 @@ func (sf *sessionFetch) asksPointers(b *broker.Broker) bool {
 	}
 	sf.s.mu.Lock()
 	defer sf.s.mu.Unlock()
-	return slices.ContainsFunc(sf.session.parts, func(p *sessionPart) bool { return replica.WantsPointers(&p.rp) })
+	return sf.session.pointerParts > 0
 }
 
 // visited records the reads of one round: resp answers them in order,
 // visits holds what each waits on. A partition with nothing new for the
 // follower turns quiet; any other is read at every round until it is.
+//
+// A partition is subscribed to its source here, after its first read: a
+// change between that read and the subscription would go unseen, so it
+// stays loud for one more round, read again with the subscription in
+// place.
 func (sf *sessionFetch) visited(resp *kmsg.FetchResponse, visits []partVisit, now time.Time) {
 	if sf.session == nil {
 		return
 	}
 	sf.s.mu.Lock()
 	defer sf.s.mu.Unlock()
+	fs := sf.session
 	i := 0
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
@@ -373,22 +529,27 @@ func (sf *sessionFetch) visited(resp *kmsg.FetchResponse, visits []partVisit, no
 			v := visits[i]
 			i++
 			k := sessionKey{rt.Topic, rp.Partition}
-			p := sf.session.index[k]
+			p := fs.index[k]
 			if p == nil {
 				continue
 			}
 			delete(sf.named, k)
 			p.visited = now
-			p.park, p.watch, p.unread = v.park, v.watch, v.unread
-			p.quiet = !p.news(&rp) && p.quietable()
+			subscribed := v.src != nil && v.src == p.src
+			if !subscribed {
+				if p.cancel != nil {
+					p.cancel()
+				}
+				p.src, p.cancel = nil, nil
+				if v.src != nil && !fs.closed {
+					p.src = v.src
+					p.cancel = v.src.subscribe(func(wake bool) { fs.changes.Mark(p, wake) })
+				}
+			}
+			p.canQuiet = subscribed && len(v.park) > 0 && !v.unread && !v.unsignalled
+			fs.setQuiet(p, !p.news(&rp) && p.canQuiet)
 		}
 	}
-}
-
-// quietable: the last read took the channels that tell of a change and
-// read all it could.
-func (p *sessionPart) quietable() bool {
-	return p.watch != nil && len(p.park) > 0 && !p.unread
 }
 
 // news reports whether rp tells the follower something the last answer
@@ -400,24 +561,6 @@ func (p *sessionPart) news(rp *kmsg.FetchResponseTopicPartition) bool {
 		rp.PreferredReadReplica != p.preferredReplica ||
 		rp.DivergingEpoch.Epoch >= 0 || rp.DivergingEpoch.EndOffset >= 0 ||
 		hasTags(&rp.UnknownTags)
-}
-
-func closed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
-}
-
-func anyClosed(cs []<-chan struct{}) bool {
-	for _, c := range cs {
-		if closed(c) {
-			return true
-		}
-	}
-	return false
 }
 
 // finish records what resp tells the follower and, for an incremental
@@ -448,7 +591,7 @@ func (sf sessionFetch) finish(resp *kmsg.FetchResponse) {
 			// Told (an HWM, a log start): quiet from its read on, unless
 			// records went (read again until the follower names it) or
 			// an error or a divergence (read again at once).
-			p.quiet = len(rp.RecordBatches) == 0 && rp.ErrorCode == 0 && rp.DivergingEpoch.Epoch < 0 && rp.DivergingEpoch.EndOffset < 0 && p.quietable()
+			fs.setQuiet(p, len(rp.RecordBatches) == 0 && rp.ErrorCode == 0 && rp.DivergingEpoch.Epoch < 0 && rp.DivergingEpoch.EndOffset < 0 && p.canQuiet)
 			parts = append(parts, rp)
 		}
 		if len(parts) > 0 {

@@ -1,11 +1,15 @@
 package protocol
 
 import (
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-dev/strata/broker/notify"
 )
 
 // replicaFetch is a Fetch v12 replica request for partitions of topic t at
@@ -18,11 +22,8 @@ func replicaFetch(id, epoch int32, offsets map[int32]int64, forget ...int32) *km
 	if len(offsets) > 0 {
 		rt := kmsg.NewFetchRequestTopic()
 		rt.Topic = "t"
-		for p := int32(0); p < 16; p++ {
-			off, ok := offsets[p]
-			if !ok {
-				continue
-			}
+		for _, p := range slices.Sorted(maps.Keys(offsets)) {
+			off := offsets[p]
 			rp := kmsg.NewFetchRequestTopicPartition()
 			rp.Partition, rp.FetchOffset = p, off
 			rt.Partitions = append(rt.Partitions, rp)
@@ -225,91 +226,269 @@ func TestFetchSessionBounds(t *testing.T) {
 	}
 }
 
+// fakeSource is a session partition's source in these tests: append
+// signals a change that wakes a parked fetch, move one that does not (an
+// HWM move).
+type fakeSource struct{ appends, moves notify.List }
+
+func (s *fakeSource) subscribe(mark func(wake bool)) func() {
+	c1, c2 := s.appends.Subscribe(func() { mark(true) }), s.moves.Subscribe(func() { mark(false) })
+	return func() { c1(); c2() }
+}
+
+func (s *fakeSource) append() { s.appends.Signal() }
+func (s *fakeSource) move()   { s.moves.Signal() }
+
+func (s *fakeSource) subscribers() int { return s.appends.Len() + s.moves.Len() }
+
+// sessionRig plays the rounds of one follower's fetches against a
+// session of n partitions of topic t, offsets 0 to n-1.
+type sessionRig struct {
+	t       *testing.T
+	s       *fetchSessions
+	src     []*fakeSource
+	hwm     map[int32]int64
+	refresh time.Duration
+	id      int32
+	epoch   int32
+}
+
+func newSessionRig(t *testing.T, n int) *sessionRig {
+	r := &sessionRig{t: t, s: &fetchSessions{byID: map[int32]*fetchSession{}}, hwm: map[int32]int64{}, refresh: time.Second}
+	for p := range int32(n) {
+		r.src = append(r.src, &fakeSource{})
+		r.hwm[p] = int64(p)
+	}
+	return r
+}
+
+// round plays one read of sf: reads what active picks, answers those
+// with the rig's HWMs (records for data), records the visits. It returns
+// what was read, the channel that wakes the fetch and the next refresh.
+func (r *sessionRig) round(sf *sessionFetch, at time.Time, data, unread map[int32]bool) ([]int32, <-chan struct{}, time.Time) {
+	r.t.Helper()
+	eff, changed, due := sf.active(sf.req, at, r.refresh)
+	resp := answer(eff, r.hwm, data)
+	var visits []partVisit
+	for _, p := range answered(resp) {
+		visits = append(visits, partVisit{park: []<-chan struct{}{make(chan struct{})}, src: r.src[p], unread: unread[p]})
+	}
+	sf.visited(resp, visits, at)
+	return answered(resp), changed, due
+}
+
+// open starts the session with a full fetch of every partition.
+func (r *sessionRig) open(at time.Time) {
+	r.t.Helper()
+	sf, code := r.s.open(replicaFetch(0, 0, r.hwm), at)
+	if code != 0 {
+		r.t.Fatalf("opening the session: code %d", code)
+	}
+	if read, _, _ := r.round(&sf, at, nil, nil); len(read) != len(r.src) {
+		r.t.Fatalf("a new session's full fetch read %d partitions, want %d", len(read), len(r.src))
+	}
+	resp := answer(whole(sf), r.hwm, nil)
+	sf.finish(resp)
+	sf.release()
+	r.id, r.epoch = resp.SessionID, 1
+}
+
+// fetch starts the next incremental fetch, naming the given partitions.
+func (r *sessionRig) fetch(at time.Time, named map[int32]int64) *sessionFetch {
+	r.t.Helper()
+	sf, code := r.s.open(replicaFetch(r.id, r.epoch, named), at)
+	if code != 0 {
+		r.t.Fatalf("incremental fetch at epoch %d: code %d", r.epoch, code)
+	}
+	return &sf
+}
+
+// end answers sf with what its last round read and releases it.
+func (r *sessionRig) end(sf *sessionFetch, resp *kmsg.FetchResponse) {
+	sf.finish(resp)
+	sf.release()
+	r.epoch++
+}
+
+func signalled(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
 // TestQuietSessionPartitions: an incremental fetch reads only the
 // partitions of its session that are not quiet (the last read found
 // nothing new). A quiet one is read again when the follower names it,
-// when a channel taken at its read closes (park: an append; watch: an
-// HWM move), and once the refresh interval passed; a partition whose read
-// the response budget cut short never turns quiet.
+// when its source signals (an append, which wakes the parked fetch; an
+// HWM move, which does not), and once the refresh interval passed; a
+// partition whose read the response budget cut short never turns quiet,
+// nor one whose subscription came after its read.
 func TestQuietSessionPartitions(t *testing.T) {
-	s := &fetchSessions{byID: map[int32]*fetchSession{}}
+	r := newSessionRig(t, 4)
 	now := time.Unix(1_800_000_000, 0)
-	const refresh = time.Second
-	type chans struct{ park, watch chan struct{} }
-	ch := map[int32]*chans{}
-	fresh := func(p int32) { ch[p] = &chans{make(chan struct{}), make(chan struct{})} }
-	for p := range int32(4) {
-		fresh(p)
-	}
-	// visit plays one round: reads the active partitions, answers them
-	// with the given HWMs (records for those in data) and records the
-	// channels; it returns what was read and what it parks on.
-	visit := func(sf *sessionFetch, at time.Time, hwm map[int32]int64, data map[int32]bool, unread map[int32]bool) ([]int32, int, time.Time) {
-		t.Helper()
-		eff, park, due := sf.active(sf.req, at, refresh)
-		resp := answer(eff, hwm, data)
-		var visits []partVisit
-		for _, p := range answered(resp) {
-			visits = append(visits, partVisit{park: []<-chan struct{}{ch[p].park}, watch: ch[p].watch, unread: unread[p]})
-		}
-		sf.visited(resp, visits, at)
-		return answered(resp), len(park), due
-	}
-	hwm := map[int32]int64{0: 10, 1: 20, 2: 30, 3: 40}
-	sf, _ := s.open(replicaFetch(0, 0, map[int32]int64{0: 10, 1: 20, 2: 30, 3: 40}), now)
-	if read, _, _ := visit(&sf, now, hwm, nil, nil); len(read) != 4 {
-		t.Fatalf("a new session's full fetch read %v, want all 4", read)
-	}
-	resp := answer(whole(sf), hwm, nil)
-	sf.finish(resp)
-	sf.release()
-	id := resp.SessionID
+	r.open(now)
 
-	// Nothing changed since: every partition quiet, none read.
-	sf, _ = s.open(replicaFetch(id, 1, nil), now)
-	read, parked, due := visit(&sf, now.Add(10*time.Millisecond), hwm, nil, nil)
-	if len(read) != 0 || parked != 4 || !due.Equal(now.Add(refresh)) {
-		t.Fatalf("quiet session read %v, parks on %d channels, refresh due %v; want none read, 4 channels, due at %v", read, parked, due, now.Add(refresh))
+	// The first incremental round reads them all once more (subscribed
+	// after the full fetch's read); then every partition is quiet.
+	sf := r.fetch(now, nil)
+	if read, _, _ := r.round(sf, now, nil, nil); len(read) != 4 {
+		t.Fatalf("first incremental round read %v, want all 4 (subscribed after their first read)", read)
+	}
+	read, changed, due := r.round(sf, now.Add(10*time.Millisecond), nil, nil)
+	if len(read) != 0 || changed == nil || !due.Equal(now.Add(r.refresh)) {
+		t.Fatalf("quiet session read %v, wake channel %v, refresh due %v; want none read, a channel, due at %v", read, changed, due, now.Add(r.refresh))
+	}
+	if signalled(changed) {
+		t.Fatal("the wake channel fired with nothing changed")
 	}
 
-	// Named (its follower moved), its append signalled, its HWM moved.
-	close(ch[1].park)
-	close(ch[2].watch)
-	fresh(1)
-	fresh(2)
-	hwm[0], hwm[2] = 12, 31
-	sf.finish(answer(&kmsg.FetchRequest{}, nil, nil))
-	sf.release()
-	sf, _ = s.open(replicaFetch(id, 2, map[int32]int64{0: 12}), now.Add(20*time.Millisecond))
-	read, parked, _ = visit(&sf, now.Add(20*time.Millisecond), hwm, map[int32]bool{1: true}, map[int32]bool{2: true})
-	if len(read) != 3 || read[0] != 0 || read[1] != 1 || read[2] != 2 || parked != 1 {
-		t.Fatalf("read %v and parked on %d channels, want 0 (named), 1 (appended), 2 (HWM moved) read and 3 parked", read, parked)
+	// An HWM move alone does not wake a parked fetch; an append does.
+	r.src[2].move()
+	if signalled(changed) {
+		t.Fatal("an HWM move woke the parked fetch")
+	}
+	r.src[1].append()
+	if !signalled(changed) {
+		t.Fatal("an append did not wake the parked fetch")
+	}
+	r.hwm[0], r.hwm[2] = 12, 31
+	r.end(sf, answer(&kmsg.FetchRequest{}, nil, nil))
+
+	// Named (its follower moved), appended, HWM moved: read, in order.
+	at := now.Add(20 * time.Millisecond)
+	sf = r.fetch(at, map[int32]int64{0: 12})
+	read, _, _ = r.round(sf, at, map[int32]bool{1: true}, map[int32]bool{2: true})
+	if !slices.Equal(read, []int32{0, 1, 2}) {
+		t.Fatalf("read %v, want 0 (named), 1 (appended), 2 (HWM moved)", read)
 	}
 	// In the same fetch, a second round: none quiet yet (0 and 2 have an
 	// HWM to tell, 1 records, and 2 was cut short).
-	read, _, _ = visit(&sf, now.Add(21*time.Millisecond), hwm, map[int32]bool{1: true}, nil)
-	if len(read) != 3 {
+	read, _, _ = r.round(sf, at.Add(time.Millisecond), map[int32]bool{1: true}, nil)
+	if !slices.Equal(read, []int32{0, 1, 2}) {
 		t.Fatalf("second round read %v, want 0, 1 and 2", read)
 	}
-	resp = answer(&kmsg.FetchRequest{Topics: []kmsg.FetchRequestTopic{{Topic: "t", Partitions: []kmsg.FetchRequestTopicPartition{{Partition: 0}, {Partition: 1}, {Partition: 2}}}}}, hwm, map[int32]bool{1: true})
-	sf.finish(resp)
-	sf.release()
+	r.end(sf, answer(&kmsg.FetchRequest{Topics: []kmsg.FetchRequestTopic{{Topic: "t", Partitions: []kmsg.FetchRequestTopicPartition{{Partition: 0}, {Partition: 1}, {Partition: 2}}}}}, r.hwm, map[int32]bool{1: true}))
 
-	// Then the refresh reads the ones not read for a second (3, quiet
-	// since the start).
 	// Once answered: 0 and 2 quiet (their HWM told), 1 read until the
 	// follower names it (records went).
-	sf, _ = s.open(replicaFetch(id, 3, map[int32]int64{1: 21}), now.Add(30*time.Millisecond))
-	if read, _, _ = visit(&sf, now.Add(30*time.Millisecond), hwm, nil, nil); len(read) != 1 || read[0] != 1 {
+	at = now.Add(30 * time.Millisecond)
+	sf = r.fetch(at, map[int32]int64{1: 21})
+	if read, _, _ = r.round(sf, at, nil, nil); !slices.Equal(read, []int32{1}) {
 		t.Fatalf("read %v, want 1 (named)", read)
 	}
-	read, _, _ = visit(&sf, now.Add(31*time.Millisecond), hwm, nil, nil)
-	if len(read) != 0 {
+	if read, _, _ = r.round(sf, at.Add(time.Millisecond), nil, nil); len(read) != 0 {
 		t.Fatalf("read %v with nothing new, want none", read)
 	}
-	read, _, _ = visit(&sf, now.Add(refresh+5*time.Millisecond), hwm, nil, nil)
-	if len(read) != 1 || read[0] != 3 {
+	// Then the refresh reads the one not read for a second (3, quiet
+	// since the first incremental round).
+	if read, _, _ = r.round(sf, now.Add(r.refresh+5*time.Millisecond), nil, nil); !slices.Equal(read, []int32{3}) {
 		t.Fatalf("after the refresh interval read %v, want 3 (last read at the start)", read)
+	}
+}
+
+// TestSessionChangeNotification: in a session of many quiet partitions,
+// a change to any one of them wakes the parked fetch and the next round
+// reads exactly that one; a change to a partition while a round reads it
+// is not lost (the next round reads it again); forgetting a partition,
+// closing or evicting the session ends its subscriptions, and a fetch
+// still in flight for a closed session subscribes nothing.
+func TestSessionChangeNotification(t *testing.T) {
+	const n = 1000
+	r := newSessionRig(t, n)
+	now := time.Unix(1_800_000_000, 0)
+	r.open(now)
+	sf := r.fetch(now, nil)
+	if read, _, _ := r.round(sf, now, nil, nil); len(read) != n {
+		t.Fatalf("first incremental round read %d, want %d", len(read), n)
+	}
+	at := now
+	for _, p := range []int32{0, 617, n - 1} {
+		at = at.Add(time.Millisecond)
+		read, changed, _ := r.round(sf, at, nil, nil)
+		if len(read) != 0 {
+			t.Fatalf("quiet session read %v", read)
+		}
+		r.src[p].append()
+		if !signalled(changed) {
+			t.Fatalf("an append to partition %d did not wake the fetch", p)
+		}
+		if read, _, _ = r.round(sf, at, nil, nil); !slices.Equal(read, []int32{p}) {
+			t.Fatalf("after an append to %d read %v, want exactly it", p, read)
+		}
+	}
+
+	// A change while the round reading it is in flight: active took the
+	// mark, the read saw the old state (nothing new: quiet), the append
+	// lands before visited.
+	at = at.Add(time.Millisecond)
+	r.src[5].append()
+	eff, changed, _ := sf.active(sf.req, at, r.refresh)
+	if got := answered(answer(eff, r.hwm, nil)); !slices.Equal(got, []int32{5}) {
+		t.Fatalf("round reads %v, want 5", got)
+	}
+	if signalled(changed) {
+		t.Fatal("the round took the change and left its signal: the next park would wake for nothing")
+	}
+	r.src[5].append()
+	resp := answer(eff, r.hwm, nil)
+	sf.visited(resp, []partVisit{{park: []<-chan struct{}{make(chan struct{})}, src: r.src[5]}}, at)
+	if !signalled(changed) {
+		t.Fatal("an append during the round did not wake the fetch")
+	}
+	if read, _, _ := r.round(sf, at, nil, nil); !slices.Equal(read, []int32{5}) {
+		t.Fatalf("after an append during the previous round read %v, want 5 again", read)
+	}
+	r.end(sf, answer(&kmsg.FetchRequest{}, nil, nil))
+
+	// Forgotten: its subscription ends, the others stay.
+	forget, code := r.s.open(replicaFetch(r.id, r.epoch, nil, 3), at)
+	sf = &forget
+	if code != 0 {
+		t.Fatalf("forgetting partition 3: code %d", code)
+	}
+	if got := r.src[3].subscribers(); got != 0 {
+		t.Fatalf("forgotten partition has %d subscribers, want 0", got)
+	}
+	if got := r.src[4].subscribers(); got != 2 {
+		t.Fatalf("partition 4 has %d subscribers, want 2", got)
+	}
+	r.src[3].append()
+	if read, _, _ := r.round(sf, at, nil, nil); len(read) != 0 {
+		t.Fatalf("read %v after an append to a forgotten partition, want none", read)
+	}
+
+	// Closed (epoch -1) while this fetch is in flight: no subscription
+	// left, and the fetch's late visits add none.
+	closing, code := r.s.open(replicaFetch(r.id, -1, nil), at)
+	if code != 0 || closing.session != nil {
+		t.Fatalf("closing the session: code %d, session %v", code, closing.session)
+	}
+	r.src[7].append()
+	resp = answer(&kmsg.FetchRequest{Topics: []kmsg.FetchRequestTopic{{Topic: "t", Partitions: []kmsg.FetchRequestTopicPartition{{Partition: 7}}}}}, r.hwm, nil)
+	sf.visited(resp, []partVisit{{park: []<-chan struct{}{make(chan struct{})}, src: &fakeSource{}}}, at)
+	sf.release()
+	for p, src := range r.src {
+		if got := src.subscribers(); got != 0 {
+			t.Fatalf("after the session closed partition %d has %d subscribers, want 0", p, got)
+		}
+	}
+
+	// Evicted for a new session (one slot): its subscriptions end too.
+	r = newSessionRig(t, 3)
+	r.s.slots = 1
+	r.open(now)
+	sf = r.fetch(now, nil)
+	r.round(sf, now, nil, nil)
+	r.end(sf, answer(&kmsg.FetchRequest{}, nil, nil))
+	other, _ := r.s.open(replicaFetch(0, 0, map[int32]int64{0: 0}), now.Add(time.Second))
+	other.release()
+	for p, src := range r.src {
+		if got := src.subscribers(); got != 0 {
+			t.Fatalf("after the session was evicted partition %d has %d subscribers, want 0", p, got)
+		}
 	}
 }
 
@@ -321,5 +500,5 @@ func whole(sf sessionFetch) *kmsg.FetchRequest {
 	}
 	sf.s.mu.Lock()
 	defer sf.s.mu.Unlock()
-	return sf.session.requestOf(sf.req, nil)
+	return requestOf(sf.req, sf.session.parts)
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/meta"
+	"github.com/strata-dev/strata/broker/notify"
 	"github.com/strata-dev/strata/broker/wal"
 )
 
@@ -60,10 +60,40 @@ type fetcher struct {
 	followingGen uint64
 	// itemsBuf and want are the last round's item list and its index,
 	// reused: with many partitions, allocating them at every round was
-	// a tenth of a broker's allocations (and of its GC).
+	// a tenth of a broker's allocations (and of its GC). Between full
+	// walks (items) they are updated in place for the changed partitions.
 	itemsBuf []fetchItem
 	want     map[meta.TopicPartition]fetchItem
+	// at is each partition's place in itemsBuf; pointerItems counts the
+	// items that ask for WAL pointers.
+	at           map[*Partition]int
+	pointerItems int
+	// changes holds the followed partitions that changed since the last
+	// round took them (package notify): a role, epoch, ISR or HWM change,
+	// a truncation (Partition.Subscribe), and every partition of an
+	// answer (marked by the fetcher itself). subs are the subscriptions,
+	// ended when a partition stops following this leader and when the
+	// fetcher ends.
+	changes *notify.Set[*Partition]
+	subs    map[*Partition]func()
+	taken   []*Partition
+	changed []fetchItem
+	// steady: the last full walk found every followed partition fetching
+	// (none suspended, held, throttled or hydrating), at walkedAt, with
+	// the leader's inline signal and the downloader's backoff as they
+	// were then: until one of these changes (or fullWalkEvery passes), a
+	// round updates only the changed partitions' items.
+	steady        bool
+	walkedAt      time.Time
+	walkedInline  bool
+	walkedBackoff bool
 }
+
+// fullWalkEvery bounds how long a round may reuse the positions of the
+// partitions that signalled no change: what changes without a signal (a
+// log start moved by retention, a throttle configuration) reaches the
+// leader within it.
+const fullWalkEvery = time.Second
 
 // fetchSessionState is the follower's side of a fetch session.
 type fetchSessionState struct {
@@ -109,6 +139,18 @@ func (s *fetchSessionState) plan(items []fetchItem) (named []fetchItem, forgotte
 		}
 	}
 	return named, forgotten
+}
+
+// planChanged is plan for a round that knows which items changed since
+// the last answered request (every other item's position is what the
+// leader's session holds): those of them whose position moved.
+func (s *fetchSessionState) planChanged(changed []fetchItem) (named []fetchItem) {
+	for _, it := range changed {
+		if prev, ok := s.sent[it.p.TP]; !ok || prev != it.position() {
+			named = append(named, it)
+		}
+	}
+	return named
 }
 
 // answered records what the leader's session holds after it answered a
@@ -197,15 +239,152 @@ type fetchItem struct {
 	throttled bool
 }
 
-// items lists the partitions to fetch from f.leader now, whether some
-// are suspended (so the loop must come back after the backoff), and
-// whether some are held back by the follower quota (the loop comes back
-// when it has room).
-func (f *fetcher) items() (items []fetchItem, suspended, held bool) {
+// items lists the partitions to fetch from f.leader now, those of them
+// whose item changed since the last round (all of them after a full
+// walk: full), whether some are suspended (so the loop must come back
+// after the backoff), and whether some are held back by the follower
+// quota (the loop comes back when it has room).
+//
+// A round walks every followed partition only when it must (a role or
+// leader changed, no fetch session, something to wait for at the last
+// walk, every fullWalkEvery); otherwise it updates the partitions that
+// signalled a change (fetcher.changes): with 1,200 partitions, walking
+// all of them at every round was a tenth of the brokers' CPU.
+func (f *fetcher) items() (items, changed []fetchItem, full, suspended, held bool) {
+	f.init()
+	backoff := f.downloadBackoff()
+	now := time.Now()
+	if f.steady && f.rolesGen() == f.followingGen && f.session.id != 0 && f.untagged() == f.walkedInline &&
+		backoff == f.walkedBackoff && now.Sub(f.walkedAt) < fullWalkEvery {
+		if changed, ok := f.changedItems(backoff); ok {
+			return f.itemsBuf, changed, false, false, false
+		}
+	}
+	items, suspended, held = f.walk(backoff, now)
+	return items, items, true, suspended, held
+}
+
+func (f *fetcher) init() {
+	if f.changes == nil {
+		f.changes = notify.NewSet[*Partition]()
+		f.subs = map[*Partition]func(){}
+	}
+}
+
+func (f *fetcher) rolesGen() uint64 { return f.m.rolesGen.Load() }
+
+// index makes want, at and pointerItems those of items (a full round's).
+func (f *fetcher) index(items []fetchItem) {
+	if f.want == nil {
+		f.want = make(map[meta.TopicPartition]fetchItem, len(items))
+		f.at = make(map[*Partition]int, len(items))
+	} else {
+		clear(f.want)
+		clear(f.at)
+	}
+	f.pointerItems = 0
+	for i, it := range items {
+		f.want[it.p.TP] = it
+		f.at[it.p] = i
+		if it.pointers {
+			f.pointerItems++
+		}
+	}
+}
+
+// downloadBackoff: the downloader backs off from the bucket of the
+// leader's last pointers (fetch inline meanwhile).
+func (f *fetcher) downloadBackoff() bool {
+	return f.m.wal != nil && f.m.wal.down != nil && f.m.wal.down.Backoff(f.walBucket)
+}
+
+// changedItems updates the items of the partitions that signalled a
+// change and returns them, flushed. ok is false when one of them has
+// something to wait for now (suspended, hydrating, throttled) or its
+// flush failed: the round then walks them all.
+func (f *fetcher) changedItems(backoff bool) (changed []fetchItem, ok bool) {
+	f.taken = f.changes.Take(f.taken[:0])
+	defer func() { clear(f.taken) }()
+	changed = f.changed[:0]
+	for _, p := range f.taken {
+		i, followed := f.at[p]
+		if !followed {
+			continue // a mark from before its subscription ended
+		}
+		it, st := f.itemOf(p, backoff)
+		if st != itemFetch {
+			return nil, false
+		}
+		f.setItem(i, it)
+		changed = append(changed, it)
+	}
+	changed, failed := flushFetchPositions(changed)
+	f.changed = changed
+	return changed, !failed
+}
+
+func (f *fetcher) setItem(i int, it fetchItem) {
+	if f.itemsBuf[i].pointers {
+		f.pointerItems--
+	}
+	if it.pointers {
+		f.pointerItems++
+	}
+	f.itemsBuf[i] = it
+	f.want[it.p.TP] = it
+}
+
+// itemState is what a followed partition's round holds for it.
+type itemState int
+
+const (
+	itemFetch     itemState = iota // fetch it
+	itemOther                      // not a follower of f.leader now
+	itemSuspended                  // in its backoff, or hydrating
+	itemThrottled                  // fetch it, counted against the follower quota
+)
+
+// itemOf is p's item for this round.
+func (f *fetcher) itemOf(p *Partition, backoff bool) (fetchItem, itemState) {
+	p.mu.Lock()
+	following := p.role == RoleFollower && p.state.Leader == f.leader
+	skipUntil := p.walSkipUntil
+	throttled := p.followerThrottledLocked()
+	p.mu.Unlock()
+	leader, epoch, ok := p.fetchPosition()
+	if !ok {
+		if following {
+			return fetchItem{}, itemSuspended
+		}
+		return fetchItem{}, itemOther
+	}
+	if leader != f.leader {
+		return fetchItem{}, itemOther
+	}
+	if f.m.hydrating(p, leader, epoch) {
+		// Copying history from the slow tier first (hydrate.go):
+		// the hydration pokes this fetcher when it is done.
+		return fetchItem{}, itemSuspended
+	}
+	leo := p.Log.EndOffset()
+	// Without pointer tags while the leader said it replicates inline by
+	// policy (walsignal.go).
+	pointers := f.m.wal != nil && f.m.wal.down != nil && leo >= skipUntil && !backoff && !f.untagged()
+	it := fetchItem{p: p, epoch: epoch, offset: leo, lastEpoch: p.Log.LatestEpoch(), logStart: p.Log.StartOffset(), pointers: pointers, throttled: throttled}
+	if throttled {
+		return it, itemThrottled
+	}
+	return it, itemFetch
+}
+
+// walk lists the items of every partition that follows f.leader.
+func (f *fetcher) walk(backoff bool, now time.Time) (items []fetchItem, suspended, held bool) {
+	// A change from here on is in the next round's changes.
+	f.taken = f.changes.Take(f.taken[:0])
+	clear(f.taken)
 	// Only the partitions that follow this leader, listed again when a
-	// role or leader changed: with 1,200 partitions, walking all of them
-	// at every round of every fetcher took a tenth of a broker's CPU.
-	if gen := f.m.rolesGen.Load(); f.following == nil || gen != f.followingGen {
+	// role or leader changed.
+	if gen := f.rolesGen(); f.following == nil || gen != f.followingGen {
 		f.following = f.following[:0]
 		for _, p := range f.m.partitions() {
 			p.mu.Lock()
@@ -215,32 +394,23 @@ func (f *fetcher) items() (items []fetchItem, suspended, held bool) {
 			p.mu.Unlock()
 		}
 		f.followingGen = gen
+		f.subscribe()
 	}
+	steady := true
 	quotaFull := false
 	items = f.itemsBuf[:0]
 	for _, p := range f.following {
-		p.mu.Lock()
-		following := p.role == RoleFollower && p.state.Leader == f.leader
-		skipUntil := p.walSkipUntil
-		throttled := p.followerThrottledLocked()
-		p.mu.Unlock()
-		leader, epoch, ok := p.fetchPosition()
-		if !ok {
-			suspended = suspended || following
+		it, st := f.itemOf(p, backoff)
+		switch st {
+		case itemOther:
 			continue
-		}
-		if leader != f.leader {
-			continue
-		}
-		if f.m.hydrating(p, leader, epoch) {
-			// Copying history from the slow tier first (hydrate.go):
-			// the hydration pokes this fetcher when it is done.
+		case itemSuspended:
 			suspended = true
 			continue
-		}
-		if throttled {
+		case itemThrottled:
 			// Kafka's shouldFollowerThrottle: left out while the quota is
 			// exceeded (checked once per round, counted per partition).
+			steady = false
 			if !quotaFull {
 				quotaFull = f.m.followerQuota.Exceeded()
 			} else {
@@ -251,15 +421,41 @@ func (f *fetcher) items() (items []fetchItem, suspended, held bool) {
 				continue
 			}
 		}
-		leo := p.Log.EndOffset()
-		pointers := f.m.wal != nil && f.m.wal.down != nil && leo >= skipUntil && !f.m.wal.down.Backoff(f.walBucket)
-		items = append(items, fetchItem{p: p, epoch: epoch, offset: leo, lastEpoch: p.Log.LatestEpoch(), logStart: p.Log.StartOffset(), pointers: pointers, throttled: throttled})
+		items = append(items, it)
 	}
 	// In topic-partition order, as partitions returns them.
 	items, failed := flushFetchPositions(items)
 	suspended = suspended || failed
 	f.itemsBuf = items
+	f.steady = steady && !suspended && !held
+	f.walkedAt, f.walkedInline, f.walkedBackoff = now, f.untagged(), backoff
 	return items, suspended, held
+}
+
+// subscribe keeps f.subs to the partitions of f.following: new ones
+// subscribed, the others' subscriptions ended.
+func (f *fetcher) subscribe() {
+	keep := make(map[*Partition]bool, len(f.following))
+	for _, p := range f.following {
+		keep[p] = true
+		if _, ok := f.subs[p]; !ok {
+			f.subs[p] = p.Subscribe(func() { f.changes.Mark(p, false) }, nil)
+		}
+	}
+	for p, cancel := range f.subs {
+		if !keep[p] {
+			cancel()
+			delete(f.subs, p)
+		}
+	}
+}
+
+// unsubscribe ends every subscription (the fetcher ends).
+func (f *fetcher) unsubscribe() {
+	for p, cancel := range f.subs {
+		cancel()
+		delete(f.subs, p)
+	}
 }
 
 // flushFetchPositions makes every item's fetch offset durable before the
@@ -308,16 +504,18 @@ func (f *fetcher) run(ctx context.Context) {
 		if f.conn != nil {
 			f.conn.Close()
 		}
+		f.unsubscribe()
 	}()
 	backoff := f.m.cfg.Backoff
 	for ctx.Err() == nil {
-		items, suspended, held := f.items()
+		items, changed, full, suspended, held := f.items()
 		if len(items) > 0 && !f.m.selfRegistered() {
 			// Leaders refuse fetches without this broker's current epoch
 			// (restart, lost lease): wait for SetBrokers to bring it (it
 			// pokes every fetcher). Suspended, not idle: an idle fetcher
 			// retires, and nothing would start it again.
 			items, suspended = nil, true
+			f.steady = false // this round's changes are not sent: walk them all
 		}
 		if len(items) == 0 {
 			if !suspended && !held && f.m.retire(f) {
@@ -345,7 +543,8 @@ func (f *fetcher) run(ctx context.Context) {
 			}
 			continue
 		}
-		if err := f.fetch(ctx, items); err != nil {
+		if err := f.fetch(ctx, items, changed, full); err != nil {
+			f.steady = false // what the leader's session holds is unknown
 			if ctx.Err() != nil {
 				return
 			}
@@ -365,7 +564,9 @@ func (f *fetcher) run(ctx context.Context) {
 	}
 }
 
-func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
+// fetch makes one replica fetch of items; changed are those whose item
+// changed since the last round (all of them: full).
+func (f *fetcher) fetch(ctx context.Context, items, changed []fetchItem, full bool) error {
 	cfg := f.m.cfg
 	if f.conn == nil {
 		info, ok := f.m.Broker(f.leader)
@@ -386,7 +587,6 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 		f.session = fetchSessionState{} // sessions live on a connection
 		f.leaderInline = false          // and so does the policy signal
 	}
-	f.untagWhileLeaderInline(items)
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(FetchVersion)
 	req.ReplicaID = cfg.NodeID
@@ -403,7 +603,17 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 	req.MinBytes = 1
 	req.MaxBytes = cfg.FetchMaxBytes
 	req.SessionID, req.SessionEpoch = f.session.id, f.session.epoch // 0, 0 asks for a session
-	named, forgotten := f.session.plan(items)
+	var named []fetchItem
+	var forgotten []meta.TopicPartition
+	f.init()
+	if full {
+		f.index(items)
+	}
+	if full || f.session.id == 0 {
+		named, forgotten = f.session.plan(items)
+	} else {
+		named = f.session.planChanged(changed)
+	}
 	byTopic := map[string]int{}
 	for _, it := range named {
 		i, ok := byTopic[it.p.TP.Topic]
@@ -438,7 +648,7 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 		}
 		req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.Partition)
 	}
-	asked := slices.ContainsFunc(items, func(it fetchItem) bool { return it.pointers })
+	asked := f.pointerItems > 0
 	if asked {
 		askCompactPointers(req)
 	}
@@ -473,15 +683,7 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 		return fmt.Errorf("fetch from leader %d: %w", f.leader, kerr.ErrorForCode(fr.ErrorCode))
 	}
 	f.session.answered(fr.SessionID, named, forgotten)
-	if f.want == nil {
-		f.want = make(map[meta.TopicPartition]fetchItem, len(items))
-	} else {
-		clear(f.want)
-	}
-	want := f.want
-	for _, it := range items {
-		want[it.p.TP] = it
-	}
+	want := f.want // items, by partition (items)
 	downloaded := f.download(ctx, fr, want)
 	var appendStart time.Time
 	if len(downloaded) > 0 {
@@ -494,6 +696,9 @@ func (f *fetcher) fetch(ctx context.Context, items []fetchItem) error {
 			if !ok {
 				continue
 			}
+			// Its item changes with what follows (an append, a new HWM,
+			// a backoff, a range to fetch inline): the next round reads it.
+			f.changes.Mark(it.p, false)
 			res := FetchResult{HighWatermark: rp.HighWatermark, LogStart: rp.LogStartOffset, Records: rp.RecordBatches}
 			if d, ok := downloaded[tp]; ok && len(rp.RecordBatches) == 0 {
 				res.Records = d

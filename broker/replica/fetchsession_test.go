@@ -97,7 +97,7 @@ func TestFollowerFetchSession(t *testing.T) {
 	round := func(items []fetchItem, answer *kmsg.FetchResponse) *kmsg.FetchRequest {
 		t.Helper()
 		errc := make(chan error, 1)
-		go func() { errc <- f.fetch(context.Background(), items) }()
+		go func() { errc <- f.fetch(context.Background(), items, items, true) }()
 		req := <-l.reqs
 		l.resp <- answer
 		if err := <-errc; err != nil {
@@ -133,5 +133,106 @@ func TestFollowerFetchSession(t *testing.T) {
 	req = round(items[1:], empty(8))
 	if parts, _ := requested(req); req.SessionID != 0 || req.SessionEpoch != 0 || len(parts) != 1 {
 		t.Fatalf("after the leader lost the session: session %d epoch %d partitions %v; want a new full fetch", req.SessionID, req.SessionEpoch, parts)
+	}
+}
+
+// TestFollowerNamesChangedPartitions: between full walks a follower's
+// round updates only the partitions that signalled a change: with many
+// partitions followed and one changed (here its leader epoch), the
+// request names exactly that one; a change that lands while a fetch is
+// in flight is named by the next; a partition the answer made wait (an
+// error: its backoff) sends the round back to a full walk; the fetcher
+// leaves no subscription behind.
+func TestFollowerNamesChangedPartitions(t *testing.T) {
+	client, server := net.Pipe()
+	defer client.Close()
+	defer server.Close()
+	l := &fakeLeader{nc: server, reqs: make(chan *kmsg.FetchRequest, 1), resp: make(chan *kmsg.FetchResponse, 1)}
+	go l.serve(t)
+
+	const n = 20
+	m := &Manager{cfg: Config{NodeID: 1, Log: logr.Discard(), FetchMaxWait: 10 * time.Millisecond, PartitionMaxBytes: 1 << 20, FetchMaxBytes: 1 << 20, Backoff: time.Hour},
+		parts: map[meta.TopicPartition]*Partition{}}
+	follow := func(p *Partition, epoch int32) {
+		p.becomeFollower(meta.PartitionState{Replicas: []int32{1, 2}, Leader: 2, LeaderEpoch: epoch, ISR: []int32{1, 2}})
+	}
+	var parts []*Partition
+	for i := range int32(n) {
+		p := NewPartition(meta.TopicPartition{Topic: "t", Partition: i}, openLog(t), 1, nil)
+		follow(p, 3)
+		m.parts[p.TP] = p
+		parts = append(parts, p)
+	}
+	f := &fetcher{m: m, leader: 2, conn: &wireConn{nc: client, rd: bufio.NewReader(client), fmtr: kmsg.NewRequestFormatter(kmsg.FormatterClientID("strata-replica-1"))}}
+
+	// round runs items and one fetch; during, if set, runs while the
+	// leader holds the request.
+	round := func(answer *kmsg.FetchResponse, during func()) (req *kmsg.FetchRequest, full, suspended bool) {
+		t.Helper()
+		items, changed, full, suspended, _ := f.items()
+		errc := make(chan error, 1)
+		go func() { errc <- f.fetch(context.Background(), items, changed, full) }()
+		req = <-l.reqs
+		if during != nil {
+			during()
+		}
+		l.resp <- answer
+		if err := <-errc; err != nil {
+			t.Fatalf("fetch: %v", err)
+		}
+		return req, full, suspended
+	}
+	empty := func() *kmsg.FetchResponse {
+		r := kmsg.NewPtrFetchResponse()
+		r.SessionID = 7
+		return r
+	}
+	epochs := func(req *kmsg.FetchRequest) map[int32]int32 {
+		out := map[int32]int32{}
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				out[rp.Partition] = rp.CurrentLeaderEpoch
+			}
+		}
+		return out
+	}
+
+	if req, full, _ := round(empty(), nil); !full || len(epochs(req)) != n {
+		t.Fatalf("first round: full %v, %d partitions named; want a full walk naming all %d", full, len(epochs(req)), n)
+	}
+	if req, full, _ := round(empty(), nil); full || len(epochs(req)) != 0 {
+		t.Fatalf("nothing changed: full %v, named %v; want an incremental round naming none", full, epochs(req))
+	}
+	follow(parts[13], 4)
+	if req, full, _ := round(empty(), nil); full || len(epochs(req)) != 1 || epochs(req)[13] != 4 {
+		t.Fatalf("partition 13's epoch moved: full %v, named %v; want only 13 at epoch 4", full, epochs(req))
+	}
+	// Changed while the fetch is in flight: the next round names it.
+	if req, _, _ := round(empty(), func() { follow(parts[5], 4) }); len(epochs(req)) != 0 {
+		t.Fatalf("named %v before the change; want none", epochs(req))
+	}
+	if req, _, _ := round(empty(), nil); len(epochs(req)) != 1 || epochs(req)[5] != 4 {
+		t.Fatalf("partition 5 changed during the last fetch: named %v; want only 5 at epoch 4", epochs(req))
+	}
+	// An error for partition 9: it backs off, which no source signals;
+	// the fetcher marks the partitions of each answer itself.
+	failed := empty()
+	st := kmsg.NewFetchResponseTopic()
+	st.Topic = "t"
+	sp := kmsg.NewFetchResponseTopicPartition()
+	sp.Partition, sp.ErrorCode = 9, kerr.NotLeaderForPartition.Code
+	st.Partitions = append(st.Partitions, sp)
+	failed.Topics = append(failed.Topics, st)
+	round(failed, nil)
+	req, full, suspended := round(empty(), nil)
+	if _, forgotten := requested(req); !full || !suspended || len(forgotten) != 1 || forgotten[0] != 9 {
+		t.Fatalf("after an error for 9: full %v, suspended %v, forgotten %v; want a full walk, suspended, 9 forgotten", full, suspended, forgotten)
+	}
+
+	f.unsubscribe()
+	for _, p := range parts {
+		if got := p.changes.Len() + p.uploads.Len(); got != 0 {
+			t.Fatalf("partition %d has %d subscribers after the fetcher ended; want 0", p.TP.Partition, got)
+		}
 	}
 }

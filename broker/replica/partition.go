@@ -18,6 +18,7 @@ import (
 
 	"github.com/strata-dev/strata/broker/log"
 	"github.com/strata-dev/strata/broker/meta"
+	"github.com/strata-dev/strata/broker/notify"
 	"github.com/strata-dev/strata/broker/record"
 	"github.com/strata-dev/strata/broker/wal"
 )
@@ -64,6 +65,9 @@ type Partition struct {
 	// notify is closed (and replaced) whenever the HWM, the LEO reported to
 	// waiters or the role changes.
 	notify chan struct{}
+	// changes are told whenever notify closes, uploads whenever walCh
+	// does (Subscribe).
+	changes, uploads notify.List
 	// Leader only.
 	followers map[int32]*followerState
 	// epochStart is the LEO when this leadership began: a follower is
@@ -256,6 +260,31 @@ func (p *Partition) Changed() <-chan struct{} {
 func (p *Partition) wakeLocked() {
 	close(p.notify)
 	p.notify = make(chan struct{})
+	p.changes.Signal()
+}
+
+// Subscribe calls onChange at each event that closes Changed's channel
+// (HWM, role, a follower's log end) and onUpload at each that closes a
+// WAL plan's Wait (an upload of this partition done or refused), until
+// cancel is called: how a reader of many partitions learns which changed
+// without waiting on channels per partition (package notify). Both run
+// with the partition's lock held: they must only record the change
+// (notify.Set.Mark). A nil onUpload subscribes to changes only.
+func (p *Partition) Subscribe(onChange, onUpload func()) (cancel func()) {
+	c1 := p.changes.Subscribe(onChange)
+	if onUpload == nil {
+		return c1
+	}
+	c2 := p.uploads.Subscribe(onUpload)
+	return func() { c1(); c2() }
+}
+
+// wakeUploadWaitersLocked wakes the replica fetches waiting for an
+// upload of this partition (WALServe.Wait).
+func (p *Partition) wakeUploadWaitersLocked() {
+	close(p.walCh)
+	p.walCh = make(chan struct{})
+	p.uploads.Signal()
 }
 
 func (p *Partition) setHWMLocked(v int64) {

@@ -300,8 +300,7 @@ func (p *Partition) walAppendLocked(w *walRep, batches []record.Batch, epoch int
 		if refused {
 			// Parked replica fetches wait for uploads only: wake them to
 			// send these batches inline.
-			close(p.walCh)
-			p.walCh = make(chan struct{})
+			p.wakeUploadWaitersLocked()
 		}
 	}()
 	now := w.cfg.Clock.Now()
@@ -344,8 +343,7 @@ func (w *walRep) onUpload(res wal.UploadResult) {
 	// (one GET per object and follower, not one per partition).
 	for _, p := range woken {
 		p.mu.Lock()
-		close(p.walCh)
-		p.walCh = make(chan struct{})
+		p.wakeUploadWaitersLocked()
 		p.mu.Unlock()
 	}
 	if res.Err != nil {

@@ -100,13 +100,9 @@ func (f *fetcher) heedWALPolicy(fr *kmsg.FetchResponse) {
 	}
 }
 
-// untagWhileLeaderInline makes items fetch without pointers while the
-// leader said it replicates inline by policy.
-func (f *fetcher) untagWhileLeaderInline(items []fetchItem) {
-	if !f.leaderInline {
-		return
-	}
-	for i := range items {
-		items[i].pointers = false
-	}
+// untagged: the leader said, on this connection, that it replicates
+// inline by policy; items then ask for no pointers (a new connection
+// asks again).
+func (f *fetcher) untagged() bool {
+	return f.leaderInline && f.conn != nil
 }

@@ -54,8 +54,11 @@ func newPolicyFollower(t *testing.T, walOn bool) *policyFollower {
 func (pf *policyFollower) round(t *testing.T, l *fakeLeader, resp *kmsg.FetchResponse) (*kmsg.FetchRequest, []byte, *fakeLeader) {
 	t.Helper()
 	errc := make(chan error, 1)
-	items := append([]fetchItem(nil), pf.items...) // as items() builds them each round
-	go func() { errc <- pf.f.fetch(context.Background(), items) }()
+	items := append([]fetchItem(nil), pf.items...) // as items() builds them each round:
+	for i := range items {
+		items[i].pointers = items[i].pointers && !pf.f.untagged()
+	}
+	go func() { errc <- pf.f.fetch(context.Background(), items, items, true) }()
 	if l == nil {
 		l = <-pf.leaders
 	}
