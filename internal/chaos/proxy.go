@@ -17,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/strata-dev/strata/broker/protocol"
 )
 
 // TCP proxy modes (etcd-cut, network partitions).
@@ -346,20 +348,30 @@ func kafkaClientID(req []byte) string {
 
 // classifySource names a connection's source from its first request's
 // client ID: the replica fetcher ("strata-replica-<id>") and inter-broker
-// client ("strata-broker-<id>") of broker <id> are "broker:<id>", the
-// chaos consumer of broker <id> ("chaos-fetcher-<id>") "fetcher:<id>",
-// anything else "client".
+// client ("strata-broker-<id>", also with ",strata_az=<zone>": the
+// connection on which broker <id> forwards zone-local produce) of broker
+// <id> are "broker:<id>", the chaos consumer of broker <id>
+// ("chaos-fetcher-<id>") "fetcher:<id>", a client that names its zone
+// ("strata_az=<zone>", zone-local produce) "zone-client:<zone>", anything
+// else "client".
 func classifySource(first []byte) string {
 	id := kafkaClientID(first)
+	head, _, _ := strings.Cut(id, ",")
 	for prefix, label := range map[string]string{"strata-replica-": "broker:", "strata-broker-": "broker:", "chaos-fetcher-": "fetcher:"} {
-		if n, ok := strings.CutPrefix(id, prefix); ok {
+		if n, ok := strings.CutPrefix(head, prefix); ok {
 			if _, err := strconv.Atoi(n); err == nil {
 				return label + n
 			}
 		}
 	}
+	if zone := protocol.ClientIDZone(id); zone != "" {
+		return zoneClientSource(zone)
+	}
 	return "client"
 }
+
+// zoneClientSource is the source label of a zone's zone-local clients.
+func zoneClientSource(zone string) string { return "zone-client:" + zone }
 
 // bucketFault is the state of a zone bucket's fault point.
 type bucketFault struct {

@@ -32,10 +32,13 @@ func TestClassifySource(t *testing.T) {
 	tests := map[string]string{
 		"strata-replica-2": "broker:2",
 		"strata-broker-13": "broker:13",
-		"chaos-fetcher-3":  "fetcher:3",
-		"chaos-producer-0": "client",
-		"strata-replica-x": "client",
-		"":                 "client",
+		// The connection broker 1 forwards zone-local produce on.
+		"strata-broker-1,strata_az=a":  "broker:1",
+		"chaos-fetcher-3":              "fetcher:3",
+		"chaos-producer-0":             "client",
+		"chaos-producer-0,strata_az=b": "zone-client:b",
+		"strata-replica-x":             "client",
+		"":                             "client",
 	}
 	for id, want := range tests {
 		if got := classifySource(kafkaRequest(id, "")); got != want {
