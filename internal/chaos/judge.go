@@ -118,6 +118,9 @@ func (r *Result) judge() {
 			why = append(why, "workload tiered: no segment left the local log (earliest local offset 0 everywhere)")
 		}
 	}
+	if p := r.ZoneLocal.problem(); p != "" {
+		why = append(why, p)
+	}
 	if !r.Live {
 		why = append(why, fmt.Sprintf("the cluster did not serve produce and consume within %gs after healing: %s", r.LivenessBoundS, r.LivenessError))
 	}

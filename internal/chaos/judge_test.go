@@ -92,6 +92,18 @@ func TestJudge(t *testing.T) {
 			r.ExpectWorkloads, r.Workloads = ExtraWorkloads, goodWorkloads()
 			r.Workloads[WorkloadTransactions].Info[TxnAborted] = 0
 		}, false, []string{"workload transactions: 40 committed and 0 aborted: both are needed"}},
+		{"zone-local producers, forwarded and appended", func(r *Result) {
+			r.ZoneLocal = &ZoneLocalResult{Enabled: true, ObjectsPut: 40, ObjectsRead: 38, ForwardedPartitions: 90, AppendedPartitions: 85}
+		}, true, nil},
+		{"zone-local producers, nothing forwarded", func(r *Result) {
+			r.ZoneLocal = &ZoneLocalResult{Enabled: true, MetricsScrapes: 300}
+		}, false, []string{"zone-local producers: nothing was forwarded (0 objects put, 0 partitions forwarded by the metric, 300 scrapes)"}},
+		{"zone-local producers, objects put but the metrics never read", func(r *Result) {
+			r.ZoneLocal = &ZoneLocalResult{Enabled: true, ObjectsPut: 40, ObjectsRead: 40}
+		}, false, []string{"zone-local producers: nothing was forwarded (40 objects put, 0 partitions forwarded by the metric, 0 scrapes)"}},
+		{"zone-local producers, forwarded but never appended", func(r *Result) {
+			r.ZoneLocal = &ZoneLocalResult{Enabled: true, ObjectsPut: 40, ForwardedPartitions: 90}
+		}, false, []string{"zone-local producers: no leader appended forwarded records (0 objects read, 0 partitions appended by the metric)"}},
 		{"several causes, all named", func(r *Result) {
 			r.Lost, r.Acked, r.Live = 1, 10, false
 		}, false, []string{"lost=1", "only 10 records", "did not serve"}},

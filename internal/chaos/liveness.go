@@ -21,7 +21,7 @@ func (c *cluster) probeLiveness(ctx context.Context, bound time.Duration) ([]Ack
 	defer cancel()
 	pcl, err := kgo.NewClient(
 		kgo.SeedBrokers(c.addrs...),
-		kgo.ClientID("chaos-liveness"),
+		kgo.ClientID(c.producerClientID("chaos-liveness", 0)),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RecordDeliveryTimeout(bound),

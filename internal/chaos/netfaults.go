@@ -29,8 +29,10 @@ const (
 	// KindZoneIsolation isolates a zone: its brokers are cut from the
 	// other zones' brokers (replication links dropped both ways), from
 	// etcd (whose quorum lives in the other zones) and from every client
-	// but the zone's own consumers. The zone's bucket stays reachable by
-	// everyone (object storage is a regional service).
+	// but the zone's own consumers and zone-local clients (strata_az=<zone>),
+	// which are cut from the other zones' brokers instead. The zone's
+	// bucket stays reachable by everyone (object storage is a regional
+	// service).
 	KindZoneIsolation = "zone-isolation"
 )
 
@@ -119,12 +121,23 @@ func init() {
 				for _, own := range in {
 					px.SetRule(fmt.Sprintf("fetcher:%d", own), passRule)
 				}
+				px.SetRule(zoneClientSource(zone), passRule)
+			}
+			// The zone's zone-local clients live in the zone: they reach
+			// its brokers and not the others. Only their rule is set on
+			// the other brokers' client proxies (whose defaults belong to
+			// the client-partition faults).
+			for _, id := range out {
+				n.c.clientPx[id].SetRule(zoneClientSource(zone), linkRule{ModeDrop, ModeDrop})
 			}
 			heal := func(context.Context) error {
 				n.cut(in, out, ModePass)
 				for _, id := range in {
 					n.c.etcdPx[id].SetMode(ModePass)
 					n.c.clientPx[id].SetMode(ModePass)
+				}
+				for _, id := range out {
+					n.c.clientPx[id].ClearRule(zoneClientSource(zone))
 				}
 				return nil
 			}

@@ -26,8 +26,11 @@ type broker struct {
 	dir     string
 	logPath string
 	addr    string
-	args    []string // besides --listen and --data-dir
-	env     []string
+	// metricsAddr serves the broker's /metrics ("" none; set with
+	// --zone-local-producers, whose counters are read there).
+	metricsAddr string
+	args        []string // besides --listen and --data-dir
+	env         []string
 
 	mu          sync.Mutex
 	cmd         *exec.Cmd

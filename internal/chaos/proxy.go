@@ -396,6 +396,10 @@ type s3Proxy struct {
 	// proxy itself (outage, errors); forwardErrors those the server did
 	// not answer.
 	requests, injected, forwardErrors atomic.Int64
+	// zlPut, zlGet and zlFailed count the requests for zone-local produce
+	// objects (zoneLocalObject): PUTs and GETs answered 2xx, and those
+	// answered otherwise.
+	zlPut, zlGet, zlFailed atomic.Int64
 
 	// armed, when set, damages the WAL object of the next GET (a
 	// download a follower has not made yet) before forwarding it;
@@ -546,6 +550,11 @@ func (p *s3Proxy) Close() {
 func (p *s3Proxy) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
+		if op := zoneLocalObject(r); op != "" {
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			w = sw
+			defer func() { p.countZoneLocal(op, sw.status) }()
+		}
 		p.mu.Lock()
 		f := p.fault
 		fail := f.fraction > 0 && p.rng.Float64() < f.fraction

@@ -322,3 +322,57 @@ func TestBucketProxyTamper(t *testing.T) {
 		t.Fatalf("met %v, want %v", got, want)
 	}
 }
+
+// TestZoneLocalObjectCounts: the bucket proxy counts zone-local produce
+// objects (keys with a zl- incarnation) by answer, and nothing else.
+func TestZoneLocalObjectCounts(t *testing.T) {
+	tests := []struct {
+		method, path string
+		want         string
+	}{
+		{http.MethodPut, "/strata-wal-a/wal/chaos/a/1/zl-1733/00000000000000000003", "put"},
+		{http.MethodGet, "/strata-wal-a/wal/chaos/a/1/zl-1733/00000000000000000003", "get"},
+		{http.MethodDelete, "/strata-wal-a/wal/chaos/a/1/zl-1733/00000000000000000003", ""},
+		{http.MethodPut, "/strata-wal-a/wal/chaos/a/1/1733/00000000000000000003", ""}, // a WAL object
+		{http.MethodGet, "/strata-chaos-tier/zl-1/x", ""},
+	}
+	for _, tc := range tests {
+		r := httptest.NewRequest(tc.method, tc.path, nil)
+		if got := zoneLocalObject(r); got != tc.want {
+			t.Errorf("%s %s: %q, want %q", tc.method, tc.path, got, tc.want)
+		}
+	}
+
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/missing") {
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	t.Cleanup(backend.Close)
+	p, err := startS3Proxy(backend.URL, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	do := func(method, key string) {
+		req, err := http.NewRequest(method, p.Endpoint()+"/strata-wal-b/"+key, strings.NewReader("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	do(http.MethodPut, "wal/chaos/b/2/zl-9/00000000000000000000")
+	do(http.MethodPut, "wal/chaos/b/2/zl-9/00000000000000000001")
+	do(http.MethodGet, "wal/chaos/b/2/zl-9/00000000000000000000")
+	do(http.MethodGet, "wal/chaos/b/2/zl-9/missing")
+	do(http.MethodPut, "wal/chaos/b/2/9/00000000000000000000") // a WAL object: not counted
+	p.Set(bucketFault{outage: true})
+	do(http.MethodPut, "wal/chaos/b/2/zl-9/00000000000000000002")
+	if put, get, failed := p.zlPut.Load(), p.zlGet.Load(), p.zlFailed.Load(); put != 2 || get != 1 || failed != 2 {
+		t.Fatalf("put %d, get %d, failed %d; want 2, 1, 2", put, get, failed)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -61,6 +62,12 @@ type Options struct {
 	// S3 holds the zone buckets (WAL mode) and the tier bucket (both
 	// modes: the tiered workload).
 	S3 *S3
+	// ZoneLocalProducers runs the brokers with zone-local produce
+	// (wal.zonelocal.produce.enable; WAL replication only) and gives every
+	// producer of the workload a client ID naming a zone (strata_az=),
+	// the zones taken in turn: their produce goes through their zone's
+	// broker and an object of its bucket to the leader.
+	ZoneLocalProducers bool
 	// History is a file to write every operation to as JSON lines (""
 	// none; CheckHistory judges it again).
 	History string
@@ -104,6 +111,9 @@ func (o *Options) defaults() error {
 		}
 	default:
 		return fmt.Errorf("replication %q: want wal or classic", o.Replication)
+	}
+	if o.ZoneLocalProducers && o.Replication != "wal" {
+		return errors.New("zone-local producers need wal replication (the forwarded batches go through the zone buckets)")
 	}
 	if o.Duration < 15*time.Second {
 		return fmt.Errorf("duration %v: at least 15s (5s warm-up, 5s cool-down)", o.Duration)
@@ -173,6 +183,9 @@ type Result struct {
 	// when it was applied included), by the HTTP status the bucket
 	// answered ("200"/"206": damaged bytes served; "404": deleted).
 	ObjectFaultsMet map[string]int `json:"object_faults_met,omitempty"`
+	// ZoneLocal is set when the producers were zone-local
+	// (--zone-local-producers): how much produce took that path.
+	ZoneLocal *ZoneLocalResult `json:"zone_local,omitempty"`
 	// Problems are harness-level failures (no convergence, unclean
 	// shutdown); any makes OK false.
 	Problems []string `json:"problems,omitempty"`
@@ -217,6 +230,10 @@ type cluster struct {
 	adm   *kadm.Client
 	admCl *kgo.Client
 	tps   []TP
+
+	// zlClients are the zone-local producers' client IDs and zones.
+	zlMu      sync.Mutex
+	zlClients map[string]string
 }
 
 // Run starts the cluster, runs the workload under the seed's nemesis,
@@ -230,7 +247,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	c := &cluster{o: &o, etcdPx: map[int32]*tcpProxy{}, clientPx: map[int32]*tcpProxy{}, replPx: map[int32]*tcpProxy{}, s3Px: map[string]*s3Proxy{}}
+	c := &cluster{o: &o, etcdPx: map[int32]*tcpProxy{}, clientPx: map[int32]*tcpProxy{}, replPx: map[int32]*tcpProxy{}, s3Px: map[string]*s3Proxy{},
+		zlClients: map[string]string{}}
 	defer c.close()
 	if err := c.start(ctx); err != nil {
 		return nil, err
@@ -247,8 +265,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res := &Result{Seed: o.Seed, DurationS: o.Duration.Seconds(), Replication: o.Replication, Brokers: len(c.brokers),
 		Partitions: o.Topics * int(o.Partitions), Faults: map[string]int{}, FaultErrors: map[string]int{}, Schedule: schedule,
 		MinAcked: o.MinAcked, LivenessBoundS: o.LivenessBound.Seconds()}
-	fmt.Fprintf(o.Log, "chaos: seed %d, %v, %s replication, %d brokers, %d partitions, %d faults scheduled\n",
-		o.Seed, o.Duration, o.Replication, len(c.brokers), res.Partitions, len(schedule))
+	zlNote := ""
+	if o.ZoneLocalProducers {
+		zlNote = ", zone-local producers"
+	}
+	fmt.Fprintf(o.Log, "chaos: seed %d, %v, %s replication%s, %d brokers, %d partitions, %d faults scheduled\n",
+		o.Seed, o.Duration, o.Replication, zlNote, len(c.brokers), res.Partitions, len(schedule))
 	if o.Verbose {
 		for _, f := range schedule {
 			fmt.Fprintf(o.Log, "  %s\n", f)
@@ -269,6 +291,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	errs := &errorCounts{}
 	wctx, stopWorkload := context.WithCancel(ctx)
 	defer stopWorkload()
+	var zls *zlScraper
+	if o.ZoneLocalProducers {
+		zls = newZLScraper(c)
+		scraped := make(chan struct{})
+		go func() { defer close(scraped); zls.run(wctx) }()
+		defer func() { stopWorkload(); <-scraped }()
+	}
 	var fetchers []*fetcher
 	start := time.Now()
 	hist.setStart(start)
@@ -286,7 +315,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	defer stopProducers()
 	var producers []*producer
 	for i := range o.Producers {
-		p, err := newProducer(i, c.addrs, c.tps, max(o.Rate/o.Producers, 1), errs, hist)
+		p, err := newProducer(i, c.producerClientID(fmt.Sprintf("chaos-producer-%d", i), i), c.addrs, c.tps, max(o.Rate/o.Producers, 1), errs, hist)
 		if err != nil {
 			return nil, err
 		}
@@ -345,6 +374,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		res.Problems = append(res.Problems, err.Error())
 	}
+	if zls != nil {
+		zls.scrapeAll(ctx) // the last counts before the brokers stop
+	}
 	c.admCl.Close()
 	c.admCl = nil
 	fmt.Fprintf(o.Log, "chaos: stopping brokers\n")
@@ -381,6 +413,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			res.ObjectFaultsMet[strconv.Itoa(status)] += n
 		}
 	}
+	res.ZoneLocal = c.zoneLocalResult(zls)
 	res.ErrorsSeen = errs.snapshot()
 	res.judgeHistory(h)
 	if err := hist.final(h, res); err != nil {
@@ -484,7 +517,15 @@ func (c *cluster) start(ctx context.Context) error {
 					settings[pre+"force.path.style"] = "true"
 				}
 			}
-			args := []string{"--metrics-listen", "", "--log-format", "console"}
+			metricsAddr := ""
+			if o.ZoneLocalProducers {
+				settings[zoneLocalSetting] = "true"
+				// Its counters show the path was taken.
+				if metricsAddr, err = freeAddr(); err != nil {
+					return err
+				}
+			}
+			args := []string{"--metrics-listen", metricsAddr, "--log-format", "console"}
 			keys := make([]string, 0, len(settings))
 			for k := range settings {
 				keys = append(keys, k)
@@ -494,7 +535,7 @@ func (c *cluster) start(ctx context.Context) error {
 				args = append(args, "--set", k+"="+settings[k])
 			}
 			b := &broker{id: id, zone: z, bin: o.Binary, dir: filepath.Join(o.Dir, brokerDirName(id)),
-				logPath: filepath.Join(o.Dir, brokerDirName(id)+".log"), addr: addr, args: args, env: env}
+				logPath: filepath.Join(o.Dir, brokerDirName(id)+".log"), addr: addr, metricsAddr: metricsAddr, args: args, env: env}
 			c.brokers = append(c.brokers, b)
 			c.addrs = append(c.addrs, cpx.Addr())
 			id++

@@ -78,10 +78,10 @@ type producer struct {
 	stopped chan struct{}
 }
 
-func newProducer(index int, addrs []string, tps []TP, rate int, errs *errorCounts, hist *historyWriter) (*producer, error) {
+func newProducer(index int, clientID string, addrs []string, tps []TP, rate int, errs *errorCounts, hist *historyWriter) (*producer, error) {
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(addrs...),
-		kgo.ClientID(fmt.Sprintf("chaos-producer-%d", index)),
+		kgo.ClientID(clientID),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotence is on by default
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),

@@ -337,10 +337,11 @@ func (w *workloads) groupFinal(ctx context.Context) error {
 
 // --- transactions ---
 
-func (w *workloads) txnClient(id string) (*kgo.Client, error) {
+func (w *workloads) txnClient(id string, index int) (*kgo.Client, error) {
 	return kgo.NewClient(
 		kgo.SeedBrokers(w.c.addrs...),
-		kgo.ClientID("chaos-"+id),
+		// Zone-local: after the idempotent producers' zones (b, c).
+		kgo.ClientID(w.c.producerClientID("chaos-"+id, index+1)),
 		kgo.TransactionalID(id),
 		kgo.TransactionTimeout(10*time.Second),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -367,7 +368,7 @@ func (w *workloads) runTxnProducer(ctx context.Context, index int) {
 		wait(ctx, 100*time.Millisecond)
 		if cl == nil {
 			var err error
-			if cl, err = w.txnClient(id); err != nil {
+			if cl, err = w.txnClient(id, index); err != nil {
 				w.fail("txn:", err)
 				continue
 			}
@@ -486,7 +487,7 @@ func (w *workloads) txnFinal(ctx context.Context) {
 	defer func() {
 		w.hist.write(Event{Op: OpTxnFinal, Complete: w.txn.Complete})
 	}()
-	cl, err := w.txnClient("chaos-txn-fence")
+	cl, err := w.txnClient("chaos-txn-fence", 2)
 	if err != nil {
 		w.fail("txn-fence:", err)
 		return
@@ -559,10 +560,12 @@ func (w *workloads) txnFinal(ctx context.Context) {
 
 // --- compacted topic ---
 
-func (w *workloads) producerClient(id string) (*kgo.Client, error) {
+// producerClient is an idempotent acks=all producer; zoneIndex picks its
+// zone when the producers are zone-local.
+func (w *workloads) producerClient(id string, zoneIndex int) (*kgo.Client, error) {
 	return kgo.NewClient(
 		kgo.SeedBrokers(w.c.addrs...),
-		kgo.ClientID(id),
+		kgo.ClientID(w.c.producerClientID(id, zoneIndex)),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(5*time.Millisecond),
@@ -575,7 +578,7 @@ func (w *workloads) producerClient(id string) (*kgo.Client, error) {
 // runCompactProducer rewrites compactKeys keys over and over (key i to
 // partition i mod extraParts), values "c<seq>".
 func (w *workloads) runCompactProducer(ctx context.Context) {
-	cl, err := w.producerClient("chaos-compacted-producer")
+	cl, err := w.producerClient("chaos-compacted-producer", 0)
 	if err != nil {
 		w.fail("compacted:", err)
 		return
@@ -711,7 +714,7 @@ func (w *workloads) retryEnds(ctx context.Context, topic string) (map[TP]int64, 
 // runTieredProducer writes "y<seq>" round-robin over the tiered topic's
 // partitions; each record carries a 200-byte key so segments fill.
 func (w *workloads) runTieredProducer(ctx context.Context) {
-	cl, err := w.producerClient("chaos-tiered-producer")
+	cl, err := w.producerClient("chaos-tiered-producer", 1)
 	if err != nil {
 		w.fail("tiered:", err)
 		return

@@ -58,6 +58,10 @@ group offset going backwards, past the log or over a gap of undelivered
 records; transactions all or nothing, aborted ones never read, none read
 past the last stable offset; every compacted key ending with its last
 acknowledged value; every read of the tiered topic from offset 0 whole.
+With --zone-local-producers (WAL only) the brokers run zone-local produce
+and every producer names a zone in its client ID (strata_az=<zone>), so
+its batches reach their leader through its zone's broker and bucket; the
+run also fails when no produce was forwarded.
 
 The same seed gives the same fault schedule (--verbose prints it; targets
 such as "the leader of chaos-1/2" are resolved when the fault fires).
@@ -75,6 +79,9 @@ lines; "strata chaos check FILE" judges such a file again.`,
 			}
 			if o.Duration < 15*time.Second {
 				return fmt.Errorf("--duration %v: at least 15s (5s warm-up, 5s cool-down)", o.Duration)
+			}
+			if o.ZoneLocalProducers && o.Replication != "wal" {
+				return errors.New("--zone-local-producers needs --replication wal (forwarded batches go through the zone buckets)")
 			}
 			kinds, err := chaos.ParseKinds(faults)
 			if err != nil {
@@ -167,6 +174,7 @@ lines; "strata chaos check FILE" judges such a file again.`,
 	fl.Int32Var(&o.Partitions, "partitions", 3, "partitions per topic (replication factor 3, min.insync.replicas 2)")
 	fl.IntVar(&o.Producers, "producers", 3, "idempotent acks=all producers")
 	fl.IntVar(&o.Rate, "rate", 300, "records per second over all producers")
+	fl.BoolVar(&o.ZoneLocalProducers, "zone-local-producers", false, "turn on zone-local produce (wal.zonelocal.produce.enable) and give every producer a client ID naming a zone (strata_az=<zone>, zones in turn): produce goes through the zone's broker and bucket to the leader; the run fails if nothing was forwarded")
 	fl.StringVar(&faults, "faults", "", "comma-separated fault kinds to use, all, or none (default all: "+strings.Join(chaos.AllKinds, ",")+")")
 	fl.IntVar(&o.MinAcked, "min-acked", 0, "fewest acknowledged records for the run to pass (0: a tenth of --rate over --duration less 10s)")
 	fl.DurationVar(&o.LivenessBound, "liveness-bound", time.Minute, "how long the healed cluster has to take a record on every partition and serve it back")
@@ -232,6 +240,10 @@ func printChaos(w io.Writer, r *chaos.Result) {
 	fmt.Fprintf(w, "  lost %d, misplaced %d, duplicated %d, out of order %d, phantom reads %d, divergent replicas %d, offset gaps %d, hwm regressions %d\n",
 		r.Lost, r.Misplaced, r.Duplicated, r.OutOfOrder, r.PhantomReads, r.DivergentReplicas, r.OffsetGaps, r.HWMRegressions)
 	fmt.Fprintf(w, "  minimum     %d acknowledged records\n", r.MinAcked)
+	if z := r.ZoneLocal; z != nil && z.Enabled {
+		fmt.Fprintf(w, "  zone-local  %d producers; %d objects put (%d failed requests), %d read by leaders; partitions forwarded %d, appended %d (broker metrics, at least)\n",
+			len(z.Clients), z.ObjectsPut, z.ObjectRequestsFailed, z.ObjectsRead, z.ForwardedPartitions, z.AppendedPartitions)
+	}
 	fmt.Fprintf(w, "  live        %v (%.1fs after healing, bound %.0fs)\n", r.Live, r.LivenessS, r.LivenessBoundS)
 	fmt.Fprintf(w, "  converged   %v (%.1fs after healing)\n", r.Converged, r.ConvergeS)
 	if len(r.BucketRequests) > 0 {

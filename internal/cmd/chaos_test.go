@@ -20,6 +20,7 @@ func TestChaosBadFlags(t *testing.T) {
 		{[]string{"--duration", "5s"}, "--duration 5s: at least 15s"},
 		{[]string{"--faults", "kill,meteor", "--replication", "classic"}, `unknown fault kind "meteor"`},
 		{[]string{"--keep-dir", t.TempDir() + "/..", "--replication", "classic"}, "is not empty"},
+		{[]string{"--zone-local-producers", "--replication", "classic"}, "--zone-local-producers needs --replication wal"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
