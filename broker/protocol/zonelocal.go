@@ -242,7 +242,11 @@ func loadZoneLocalRecords(ctx context.Context, r *Request, req *kmsg.ProduceRequ
 			continue
 		}
 		if ZoneLocalCRC(data[i]) != refs[i].CRC {
-			failed[[2]int{w.ti, w.pi}] = fmt.Errorf("%w: forwarded records s3://%s/%s: CRC-32C mismatch", kerr.CorruptMessage, refs[i].Bucket, refs[i].Key)
+			// The bytes were damaged in the bucket, not sent corrupt by
+			// the client: KAFKA_STORAGE_ERROR, which every client retries
+			// (through a new object). franz-go fails a batch answered
+			// CORRUPT_MESSAGE at once, as the client's own fault.
+			failed[[2]int{w.ti, w.pi}] = fmt.Errorf("%w: forwarded records s3://%s/%s: CRC-32C mismatch", kerr.KafkaStorageError, refs[i].Bucket, refs[i].Key)
 			continue
 		}
 		req.Topics[w.ti].Partitions[w.pi].Records = data[i]

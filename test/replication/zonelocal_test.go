@@ -557,17 +557,19 @@ func zoneConsumeOut(c *brokertest.Cluster, zone string) []float64 {
 	return out
 }
 
-// zlFaultStore fails PUTs or GETs of forwarded objects (keys .../zl-<inc>/...) while
-// its switches are on, counting the calls it failed.
+// zlFaultStore fails PUTs or GETs of forwarded objects (keys .../zl-<inc>/...),
+// or damages what GETs read, while its switches are on, counting the calls
+// it failed or damaged.
 type zlFaultStore struct {
 	objstore.Store
 	f *zlFaults
 }
 
 type zlFaults struct {
-	failPut, failGet atomic.Bool
-	failedPut        atomic.Int64
-	failedGet        atomic.Int64
+	failPut, failGet, corruptGet atomic.Bool
+	failedPut                    atomic.Int64
+	failedGet                    atomic.Int64
+	corruptedGet                 atomic.Int64
 }
 
 var errInjected = errors.New("injected bucket failure")
@@ -585,12 +587,26 @@ func (s zlFaultStore) Get(ctx context.Context, key string, offset, length int64)
 		s.f.failedGet.Add(1)
 		return nil, errInjected
 	}
-	return s.Store.Get(ctx, key, offset, length)
+	data, err := s.Store.Get(ctx, key, offset, length)
+	if err == nil && len(data) > 0 && strings.Contains(key, "/zl-") && s.f.corruptGet.Load() {
+		// A byte flipped in the bucket (strata chaos's corrupt-object),
+		// the first of the range: the GET covers this leader's record
+		// sets and the gaps between them, which are other leaders'.
+		data = append([]byte(nil), data...)
+		data[0] ^= 0xff
+		s.f.corruptedGet.Add(1)
+	}
+	return data, err
 }
 
-// TestZoneLocalProduceBucketFails: the forwarder's PUT failing, then the
-// leader's GET failing, answer KAFKA_STORAGE_ERROR, which the producer
-// retries; once the bucket answers again every record is there once.
+// TestZoneLocalProduceBucketFails: the forwarder's PUT failing, the
+// leader's GET failing, and the leader's GET reading a damaged object
+// (the range's CRC-32C does not match) answer KAFKA_STORAGE_ERROR, which
+// the producer retries; once the bucket answers again every record is
+// there once. The damaged object was answered CORRUPT_MESSAGE before
+// (strata chaos --zone-local-producers, seed 41: franz-go fails a batch
+// answered CORRUPT_MESSAGE at once, taking it for the client's fault, so
+// records a direct produce would have had acknowledged failed).
 func TestZoneLocalProduceBucketFails(t *testing.T) {
 	faults := &zlFaults{}
 	wc := startWALCluster(t, brokertest.WithSetting("wal.zonelocal.produce.enable", "true"),
@@ -607,6 +623,7 @@ func TestZoneLocalProduceBucketFails(t *testing.T) {
 	}{
 		{"put", &faults.failPut, &faults.failedPut},
 		{"get", &faults.failGet, &faults.failedGet},
+		{"corrupt", &faults.corruptGet, &faults.corruptedGet},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topic := "zl-fail-" + tc.name
