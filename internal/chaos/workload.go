@@ -50,14 +50,30 @@ func errorKind(prefix string, err error) string {
 	case errors.Is(err, context.Canceled), errors.Is(err, kgo.ErrClientClosed):
 		return prefix + "CANCELLED"
 	}
-	s := err.Error()
+	s := shortError(err.Error())
+	// A wrapped cause names the kind better than the wrapper alone
+	// ("producer ID has a fatal, unrecoverable error" says nothing of why).
+	root := err
+	for u := errors.Unwrap(root); u != nil; u = errors.Unwrap(root) {
+		root = u
+	}
+	if root != err {
+		if r := shortError(root.Error()); r != s {
+			s += " (" + r + ")"
+		}
+	}
+	return prefix + s
+}
+
+// shortError is an error message up to its first colon, at most 40 bytes.
+func shortError(s string) string {
 	if i := strings.IndexAny(s, ":"); i > 0 {
 		s = s[:i]
 	}
 	if len(s) > 40 {
 		s = s[:40]
 	}
-	return prefix + s
+	return s
 }
 
 // producer is one idempotent acks=all producer: record values are
