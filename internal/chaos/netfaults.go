@@ -30,7 +30,7 @@ const (
 	// other zones' brokers (replication links dropped both ways), from
 	// etcd (whose quorum lives in the other zones) and from every client
 	// but the zone's own consumers and zone-local clients (strata_az=<zone>),
-	// which are cut from the other zones' brokers instead. The zone's
+	// whose bytes to the other zones' brokers are held instead. The zone's
 	// bucket stays reachable by everyone (object storage is a regional
 	// service).
 	KindZoneIsolation = "zone-isolation"
@@ -124,11 +124,14 @@ func init() {
 				px.SetRule(zoneClientSource(zone), passRule)
 			}
 			// The zone's zone-local clients live in the zone: they reach
-			// its brokers and not the others. Only their rule is set on
-			// the other brokers' client proxies (whose defaults belong to
-			// the client-partition faults).
+			// its brokers, and the others' bytes are held (stall, as a
+			// network that drops packets: a connection closed at once
+			// would make franz-go fail the records rather than retry
+			// them). Only their rule is set on the other brokers' client
+			// proxies (whose defaults belong to the client-partition
+			// faults).
 			for _, id := range out {
-				n.c.clientPx[id].SetRule(zoneClientSource(zone), linkRule{ModeDrop, ModeDrop})
+				n.c.clientPx[id].SetRule(zoneClientSource(zone), linkRule{ModeStall, ModeStall})
 			}
 			heal := func(context.Context) error {
 				n.cut(in, out, ModePass)
