@@ -22,7 +22,11 @@ func TestMain(m *testing.M) {
 // TestChaosShort runs the real thing in short form: broker processes,
 // producers, consumers and the seed's nemesis, then the checks; every run
 // must come out ok. Seeds and durations as in `make test` (issue #10):
-// seed 1 and 2 with WAL replication, seed 3 classic. -short skips it.
+// seed 1 and 2 with WAL replication, seed 3 classic, 45 s each; then a
+// 30 s run of seed 4 with zone-local producers (--zone-local-producers)
+// and the faults that meet their path (a leader killed, the forwarder cut
+// from it, its zone isolated, its bucket down, an object damaged), which
+// must also show forwarded produce. -short skips it.
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: no chaos runs")
@@ -30,13 +34,22 @@ func TestChaosShort(t *testing.T) {
 	runs := []struct {
 		seed        int64
 		replication string
+		zoneLocal   bool
+		duration    time.Duration
+		kinds       []string // nil: every kind of the mode
 	}{
-		{1, "wal"},
-		{3, "classic"},
-		{2, "wal"},
+		{seed: 1, replication: "wal"},
+		{seed: 3, replication: "classic"},
+		{seed: 2, replication: "wal"},
+		{seed: 4, replication: "wal", zoneLocal: true, duration: 30 * time.Second,
+			kinds: []string{KindKill, KindPartition, KindZoneIsolation, KindBucketOutage, KindCorrupt}},
 	}
 	for _, r := range runs {
-		t.Run(fmt.Sprintf("%s-seed-%d", r.replication, r.seed), func(t *testing.T) {
+		name := fmt.Sprintf("%s-seed-%d", r.replication, r.seed)
+		if r.zoneLocal {
+			name += "-zone-local"
+		}
+		t.Run(name, func(t *testing.T) {
 			// Not t.TempDir: a failed run's data and broker logs are kept.
 			dir, err := os.MkdirTemp("", fmt.Sprintf("strata-chaos-test-%d-", r.seed))
 			if err != nil {
@@ -49,8 +62,12 @@ func TestChaosShort(t *testing.T) {
 				}
 				os.RemoveAll(dir)
 			})
-			o := Options{Seed: r.seed, Duration: 45 * time.Second, Replication: r.replication, Binary: brokertest.Binary(t), Dir: dir,
-				Log: testWriter{t}, Verbose: true, History: filepath.Join(dir, "history.jsonl")}
+			duration := r.duration
+			if duration == 0 {
+				duration = 45 * time.Second
+			}
+			o := Options{Seed: r.seed, Duration: duration, Replication: r.replication, ZoneLocalProducers: r.zoneLocal, Kinds: r.kinds,
+				Binary: brokertest.Binary(t), Dir: dir, Log: testWriter{t}, Verbose: true, History: filepath.Join(dir, "history.jsonl")}
 			// Both modes need the S3 server: the tiered workload's tier
 			// bucket; WAL mode the zone buckets too.
 			if _, err := s3server.Binary(); err != nil {
@@ -92,11 +109,15 @@ func TestChaosShort(t *testing.T) {
 			}
 			if again.OK != res.OK || again.Acked != res.Acked || again.Consumed != res.Consumed || again.Lost != res.Lost ||
 				again.DivergentReplicas != res.DivergentReplicas || again.PhantomReads != res.PhantomReads ||
-				!reflect.DeepEqual(again.Workloads, res.Workloads) {
+				!reflect.DeepEqual(again.Workloads, res.Workloads) || !reflect.DeepEqual(again.ZoneLocal, res.ZoneLocal) {
 				t.Fatalf("the history judged offline differs: ok %v acked %d consumed %d; the run's:\n%s", again.OK, again.Acked, again.Consumed, out)
 			}
 			t.Logf("seed %d %s: acked %d, consumed %d, faults %v, not applied %v, overlapping %d, max brokers down %d, workloads %v",
 				r.seed, r.replication, res.Acked, res.Consumed, res.Faults, res.FaultErrors, res.OverlappingFaults, res.MaxBrokersDown, res.Workloads)
+			if z := res.ZoneLocal; z != nil {
+				t.Logf("zone-local: %d objects put, %d read, %d failed requests; partitions forwarded %d, appended %d",
+					z.ObjectsPut, z.ObjectsRead, z.ObjectRequestsFailed, z.ForwardedPartitions, z.AppendedPartitions)
+			}
 		})
 	}
 }
