@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +33,9 @@ const (
 	tieredRate     = 40 // records per second
 	tierPassEvery  = 8 * time.Second
 	finalReadBound = time.Minute
+	// The segment.bytes of the compacted and tiered topics.
+	compactSegmentBytes = 4096
+	tieredSegmentBytes  = 16384
 )
 
 // workloadTopicConfigs are the extra topics' configs: the compacted one
@@ -44,9 +48,9 @@ func workloadTopicConfigs() map[string]map[string]*string {
 	s := func(v string) *string { return &v }
 	return map[string]map[string]*string{
 		txnTopic: {"min.insync.replicas": s("2")},
-		compactTopic: {"min.insync.replicas": s("2"), "cleanup.policy": s("compact"), "segment.bytes": s("4096"), "segment.ms": s("1000"),
+		compactTopic: {"min.insync.replicas": s("2"), "cleanup.policy": s("compact"), "segment.bytes": s(strconv.Itoa(compactSegmentBytes)), "segment.ms": s("1000"),
 			"min.cleanable.dirty.ratio": s("0.01"), "min.compaction.lag.ms": s("0")},
-		tieredTopic: {"min.insync.replicas": s("2"), "remote.storage.enable": s("true"), "segment.bytes": s("16384"), "segment.ms": s("4000"),
+		tieredTopic: {"min.insync.replicas": s("2"), "remote.storage.enable": s("true"), "segment.bytes": s(strconv.Itoa(tieredSegmentBytes)), "segment.ms": s("4000"),
 			"local.retention.bytes": s("16384"), "local.retention.ms": s("2000"), "retention.ms": s("-1"), "retention.bytes": s("-1")},
 	}
 }
@@ -561,11 +565,17 @@ func (w *workloads) txnFinal(ctx context.Context) {
 // --- compacted topic ---
 
 // producerClient is an idempotent acks=all producer; zoneIndex picks its
-// zone when the producers are zone-local.
-func (w *workloads) producerClient(id string, zoneIndex int) (*kgo.Client, error) {
+// zone when the producers are zone-local. Its batches stay within half of
+// segmentBytes, the topic's segment.bytes: a batch larger than a segment
+// is refused (MESSAGE_TOO_LARGE, as Kafka's RECORD_BATCH_TOO_LARGE), and
+// the records a producer buffers while its requests are held by a fault
+// would otherwise make one (seed 41 with zone-local producers: 361
+// records of the compacted topic failed so).
+func (w *workloads) producerClient(id string, zoneIndex int, segmentBytes int32) (*kgo.Client, error) {
 	return kgo.NewClient(
 		kgo.SeedBrokers(w.c.addrs...),
 		kgo.ClientID(w.c.producerClientID(id, zoneIndex)),
+		kgo.ProducerBatchMaxBytes(segmentBytes/2),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(5*time.Millisecond),
@@ -578,7 +588,7 @@ func (w *workloads) producerClient(id string, zoneIndex int) (*kgo.Client, error
 // runCompactProducer rewrites compactKeys keys over and over (key i to
 // partition i mod extraParts), values "c<seq>".
 func (w *workloads) runCompactProducer(ctx context.Context) {
-	cl, err := w.producerClient("chaos-compacted-producer", 0)
+	cl, err := w.producerClient("chaos-compacted-producer", 0, compactSegmentBytes)
 	if err != nil {
 		w.fail("compacted:", err)
 		return
@@ -714,7 +724,7 @@ func (w *workloads) retryEnds(ctx context.Context, topic string) (map[TP]int64, 
 // runTieredProducer writes "y<seq>" round-robin over the tiered topic's
 // partitions; each record carries a 200-byte key so segments fill.
 func (w *workloads) runTieredProducer(ctx context.Context) {
-	cl, err := w.producerClient("chaos-tiered-producer", 1)
+	cl, err := w.producerClient("chaos-tiered-producer", 1, tieredSegmentBytes)
 	if err != nil {
 		w.fail("tiered:", err)
 		return
