@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 // producers, consumers and the seed's nemesis, then the checks; every run
 // must come out ok. Seeds and durations as in `make test` (issue #10):
 // seed 1 and 2 with WAL replication, seed 3 classic, 45 s each; then a
-// 30 s run of seed 4 with zone-local producers (--zone-local-producers)
+// 25 s run of seed 4 with zone-local producers (--zone-local-producers)
 // and the faults that meet their path (a leader killed, the forwarder cut
 // from it, its zone isolated, its bucket down, an object damaged), which
 // must also show forwarded produce. -short skips it.
@@ -41,7 +41,7 @@ func TestChaosShort(t *testing.T) {
 		{seed: 1, replication: "wal"},
 		{seed: 3, replication: "classic"},
 		{seed: 2, replication: "wal"},
-		{seed: 4, replication: "wal", zoneLocal: true, duration: 30 * time.Second,
+		{seed: 4, replication: "wal", zoneLocal: true, duration: 25 * time.Second,
 			kinds: []string{KindKill, KindPartition, KindZoneIsolation, KindBucketOutage, KindCorrupt}},
 	}
 	for _, r := range runs {
