@@ -177,7 +177,53 @@ func zoneLocalStats(c *brokertest.Cluster) (forwarded, appended []int64) {
 	return forwarded, appended
 }
 
-// leadersNotIn waits until the topic's partitions have leaders and
+// zlSnapshot is what checkForwardedFromB compares against: the produce
+// bytes each broker received from zone b and the zone-local counters.
+type zlSnapshot struct {
+	in            []float64
+	fwd, appended []int64
+}
+
+func zoneLocalSnapshot(c *brokertest.Cluster) zlSnapshot {
+	fwd, app := zoneLocalStats(c)
+	return zlSnapshot{in: zoneBytesIn(c, "b"), fwd: fwd, appended: app}
+}
+
+// checkForwardedFromB checks that a zone-b producer's payload bytes since
+// before went to broker 2 (zone b) only, that broker 2 forwarded
+// partitions and that brokers 1 and 3 appended from its objects: the
+// records took the zone-local path, not the leaders' listeners.
+func checkForwardedFromB(t *testing.T, c *brokertest.Cluster, before zlSnapshot, payload float64) {
+	t.Helper()
+	// A request's bytes are counted after its response is written: the
+	// producer may see its acks first.
+	var in []float64
+	waitUntil(time.Now().Add(5*time.Second), func() bool {
+		in = zoneBytesIn(c, "b")
+		return in[1]-before.in[1] >= payload
+	})
+	fwd, app := zoneLocalStats(c)
+	t.Logf("zone-b produce bytes in by broker: %.0f %.0f %.0f (payload %.0f); forwarded partitions %v, appended from objects %v",
+		in[0]-before.in[0], in[1]-before.in[1], in[2]-before.in[2], payload, fwd, app)
+	if got := in[1] - before.in[1]; got < payload {
+		t.Fatalf("broker 2 (zone b) received %.0f produce bytes from zone b, want at least the payload %.0f", got, payload)
+	}
+	// Brokers 1 and 3 get the forwarded requests (pointers, not
+	// records): a small fraction of the payload.
+	for _, i := range []int{0, 2} {
+		if got := in[i] - before.in[i]; got > payload/10 {
+			t.Fatalf("broker %d (zone %s) received %.0f produce bytes from zone b (payload %.0f): records crossed zones", i+1, zones[i], got, payload)
+		}
+	}
+	if fwd[1] == before.fwd[1] {
+		t.Fatal("broker 2 forwarded nothing")
+	}
+	if app[0]+app[2] == before.appended[0]+before.appended[2] {
+		t.Fatal("no leader appended from a forwarded object")
+	}
+}
+
+// ledElsewhere waits until the topic's partitions have leaders and
 // returns the partitions led outside broker id (by the untagged view).
 func ledElsewhere(t *testing.T, adm *kadm.Client, topic string, id int32) int {
 	t.Helper()
@@ -248,36 +294,9 @@ func TestZoneLocalProduce(t *testing.T) {
 				}
 				return len(ls) == zlPartitions
 			})
-			inBefore := zoneBytesIn(wc.Cluster, "b")
-			fwdBefore, appBefore := zoneLocalStats(wc.Cluster)
+			before := zoneLocalSnapshot(wc.Cluster)
 			offsets := zoneLocalProduce(t, zcl, topic, tc.name, n, tc.txn)
-			payload := float64(n * zlPartitions * 1000)
-			// A request's bytes are counted after its response is
-			// written: the producer may see its acks first.
-			var in []float64
-			waitUntil(time.Now().Add(5*time.Second), func() bool {
-				in = zoneBytesIn(wc.Cluster, "b")
-				return in[1]-inBefore[1] >= payload
-			})
-			fwd, app := zoneLocalStats(wc.Cluster)
-			t.Logf("zone-b produce bytes in by broker: %.0f %.0f %.0f (payload %.0f); forwarded partitions %v, appended from objects %v",
-				in[0]-inBefore[0], in[1]-inBefore[1], in[2]-inBefore[2], payload, fwd, app)
-			if got := in[1] - inBefore[1]; got < payload {
-				t.Fatalf("broker 2 (zone b) received %.0f produce bytes from zone b, want at least the payload %.0f", got, payload)
-			}
-			// Brokers 1 and 3 get the forwarded requests (pointers, not
-			// records): a small fraction of the payload.
-			for _, i := range []int{0, 2} {
-				if got := in[i] - inBefore[i]; got > payload/10 {
-					t.Fatalf("broker %d (zone %s) received %.0f produce bytes from zone b (payload %.0f): records crossed zones", i+1, zones[i], got, payload)
-				}
-			}
-			if fwd[1] == fwdBefore[1] {
-				t.Fatal("broker 2 forwarded nothing")
-			}
-			if app[0]+app[2] == appBefore[0]+appBefore[2] {
-				t.Fatal("no leader appended from a forwarded object")
-			}
+			checkForwardedFromB(t, wc.Cluster, before, float64(n*zlPartitions*1000))
 			checkRecords(t, addrs, topic, tc.name, n, offsets)
 		})
 	}
