@@ -9,5 +9,8 @@
 // read-back of acknowledged records and the byte comparison of the
 // replicas' logs. txn_test.go replicates transactional batches and markers
 // (classic, WAL, and across a leader SIGKILL) and reads them back with
-// read_committed.
+// read_committed. zonelocal_test.go tests zone-local produce with franz-go,
+// zonelocal_clients_test.go with kcat and confluent-kafka-python
+// (librdkafka, driven through zonelocal_clients.py; skipped when the
+// tool is not installed, as `make test-deps` does).
 package replication
