@@ -139,7 +139,16 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 				err = zlFailed[[2]int{ti, pi}]
 			}
 			if err == nil && zlZone != "" && zoneLocalTag(&rp) == nil && broker.ValidateTopicName(rt.Topic) == nil {
-				if leader := zoneLocalForwardTarget(b, rt.Topic, rp.Partition); leader >= 0 {
+				leader := partitionLeader(b, rt.Topic, rp.Partition)
+				switch {
+				case leader < 0:
+					// No leader known: the append below answers.
+				case !r.Client.zoneLocal.admit(rt.Topic, rp.Partition, leader, rp.Records):
+					// zonelocal_order.go: what the old leader answers
+					// the requests in flight when its leadership moves.
+					err = fmt.Errorf("%w: zone-local produce: the leader of %s-%d changed to broker %d while this producer's earlier batches were in flight; retry from the first unacknowledged one",
+						kerr.NotLeaderForPartition, rt.Topic, rp.Partition, leader)
+				case leader != b.Config().NodeID:
 					forwarded = append(forwarded, forwardedPart{sp: spp, topic: rt.Topic, part: rp.Partition, leader: leader, recs: rp.Records})
 					continue
 				}

@@ -41,6 +41,9 @@ type ClientInfo struct {
 	// walSaidInline: the last wal.policy signal this connection's
 	// follower got said inline (replica.SignalWALPolicy).
 	walSaidInline *atomic.Bool
+	// zoneLocal is the connection's idempotent produce streams, for
+	// zone-local produce (zonelocal_order.go); nil: no order kept.
+	zoneLocal *zlStreams
 }
 
 // Rack returns the rack (client.rack) the connection's client sent in a

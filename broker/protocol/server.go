@@ -219,7 +219,7 @@ func (s *Server) startConn(nc net.Conn, li Listener) {
 		nc:     nc,
 		ctx:    ctx,
 		cancel: cancel,
-		info:   ClientInfo{ConnID: s.nextID.Add(1), Remote: nc.RemoteAddr(), rack: new(atomic.Pointer[string]), walSaidInline: new(atomic.Bool), Listener: li.Name, session: newSession(li)},
+		info:   ClientInfo{ConnID: s.nextID.Add(1), Remote: nc.RemoteAddr(), rack: new(atomic.Pointer[string]), walSaidInline: new(atomic.Bool), zoneLocal: &zlStreams{}, Listener: li.Name, session: newSession(li)},
 		out:    newUnwritten(),
 	}
 	s.mu.Lock()

@@ -268,8 +268,18 @@ type forwardedPart struct {
 // to partition p is forwarded to, or -1 when this broker serves it itself
 // (it leads it, or no other live leader is known).
 func zoneLocalForwardTarget(b *broker.Broker, topic string, partition int32) int32 {
+	leader := partitionLeader(b, topic, partition)
+	if leader == b.Config().NodeID {
+		return -1
+	}
+	return leader
+}
+
+// partitionLeader returns the partition's leader in this broker's
+// metadata, -1 when none is known.
+func partitionLeader(b *broker.Broker, topic string, partition int32) int32 {
 	v, ok := b.MetadataView().Partition(topic, partition)
-	if !ok || v.Leader < 0 || v.Leader == b.Config().NodeID {
+	if !ok || v.Leader < 0 {
 		return -1
 	}
 	return v.Leader

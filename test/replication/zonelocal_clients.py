@@ -7,7 +7,9 @@ usage: zonelocal_clients.py produce BOOTSTRAP TOPIC CLIENT_ID MODE N PARTITIONS
            MODE plain (enable.idempotence=false, acks=1), idempotent
            (enable.idempotence=true), pipelined (idempotent, linger.ms=0
            and batch.size=4096: many small requests, up to 5 in flight)
-           or transactional (transactional.id zl-py-txn): N records per
+           moving (pipelined, 5 ms between rounds of one record per
+           partition: a producer running while leaders move) or
+           transactional (transactional.id zl-py-txn): N records per
            partition, record i to partition p keyed "<MODE>-<p>-<i>" with
            1000 random bytes, i-major.
            transactional runs three transactions of N records per
@@ -46,7 +48,7 @@ def produce(bootstrap, topic, client_id, mode, n, partitions):
         conf.update({"enable.idempotence": False, "acks": "1"})
     elif mode == "idempotent":
         conf.update({"enable.idempotence": True})
-    elif mode == "pipelined":
+    elif mode in ("pipelined", "moving"):
         conf.update({"enable.idempotence": True, "linger.ms": 0, "batch.size": 4096})
     elif mode == "transactional":
         conf.update({"transactional.id": "zl-py-txn"})
@@ -68,6 +70,8 @@ def produce(bootstrap, topic, client_id, mode, n, partitions):
                     except BufferError:
                         p.poll(0.1)
                 p.poll(0)
+            if mode == "moving":
+                p.poll(0.005)
 
     if mode != "transactional":
         send(mode, 0, n)

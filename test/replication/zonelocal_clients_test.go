@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -353,4 +355,86 @@ func TestZoneLocalConfluentKafkaPython(t *testing.T) {
 			checkRecords(t, addrs, topic, prefix, records, offsets)
 		})
 	}
+}
+
+// TestZoneLocalConfluentKafkaPythonLeaderMoves: a pipelined idempotent
+// confluent-kafka-python producer tagged strata_az=b runs while every
+// partition's leader moves four times (leader.placement.zone c, b — broker
+// 2 itself —, a, c) and then broker 3, leading them all, stops. librdkafka
+// keeps broker 2 as their leader throughout (the zone-local metadata),
+// and broker 2 keeps each partition's batches in order across the moves
+// (zonelocal_order.go): the producer neither dies of a sequence
+// desynchronisation nor acknowledges records without an offset, every
+// record is in the log once at the offset delivered, and a zone-b
+// consumer reads them all back.
+func TestZoneLocalConfluentKafkaPythonLeaderMoves(t *testing.T) {
+	py := confluentPython(t)
+	wc := startWALCluster(t, brokertest.WithSetting("wal.zonelocal.produce.enable", "true"),
+		brokertest.WithSetting("leader.placement.policy", "Zone"), brokertest.WithSetting("leader.placement.zone", "a"))
+	addrs := wc.Addrs()
+	adm := kadm.NewClient(newClient(t, addrs))
+	const topic, n, clientID = "zl-py-move", 150, "strata_az=b"
+	createTopic(t, adm, topic, zlPartitions, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
+	waitLeaders(t, adm, topic, zlPartitions, []int32{1}, "leaders in zone a")
+
+	fwdBefore, _ := zoneLocalStats(wc.Cluster)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "zonelocal_clients.py", "produce", strings.Join(addrs, ","), topic, clientID, "moving", strconv.Itoa(n), strconv.Itoa(zlPartitions))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var out strings.Builder
+	delivered := 0
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			mu.Lock()
+			out.WriteString(sc.Text() + "\n")
+			if !strings.HasPrefix(sc.Text(), "leader ") {
+				delivered++
+			}
+			mu.Unlock()
+		}
+	}()
+	// Move the leaders at fixed shares of the records delivered; a
+	// producer that dies stops the moves (its output says why).
+	deliveredAtLeast := func(share float64) bool {
+		return waitUntil(time.Now().Add(time.Minute), func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return delivered >= int(share*n*zlPartitions)
+		})
+	}
+	for i, zone := range []string{"c", "b", "a", "c"} {
+		if !deliveredAtLeast(float64(i+1) / 6) {
+			break
+		}
+		alter(t, adm, topic, zone, nil)
+	}
+	if deliveredAtLeast(5.0 / 6) {
+		wc.Brokers[2].Stop()
+	}
+	<-read
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("producer: %v\nstdout:\n%s\nstderr:\n%s", err, tail(out.String()), tail(stderr.String()))
+	}
+	if fwd, _ := zoneLocalStats(wc.Cluster); fwd[1] == fwdBefore[1] {
+		t.Fatal("broker 2 forwarded nothing")
+	}
+	offsets := deliveredOffsets(t, parseRecords(out.String()), "moving", n)
+
+	live := addrs[:2]
+	consumed, _ := runClient(t, nil, py, "zonelocal_clients.py", "consume", strings.Join(live, ","), topic, clientID, "read_uncommitted", strconv.Itoa(n*zlPartitions))
+	checkConsumed(t, "the consumer", parseRecords(consumed), "moving", offsets)
+	checkRecords(t, live, topic, "moving", n, offsets)
 }
