@@ -219,7 +219,11 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 	w.up = up
 	w.policy = newPolicyState(cfg, cfg.Clock.Now())
 	w.applyPlan(w.policy.plan)
+	// The cost loop (NewManager's goroutine) may tick before the WAL is
+	// enabled: it reads m.wal, and then w, under cost.mu.
+	m.cost.mu.Lock()
 	m.wal = w
+	m.cost.mu.Unlock()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()

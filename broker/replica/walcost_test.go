@@ -397,3 +397,25 @@ func autoObjectsNotCutShort(t *testing.T, partitions, records int) {
 		t.Errorf("%d of %d produce requests split across two objects (they wait for the second)", split, int(window/step))
 	}
 }
+
+// TestEnableWALBesideCostTick: the cost loop starts with the manager and
+// ticks every second; on a loaded machine a tick came before the server
+// enabled the WAL, and read m.wal and the walRep EnableWAL was filling
+// without synchronisation (-race in test/replication). EnableWAL now
+// publishes it under cost.mu, which costTick holds. The race detector
+// fails this test without that (costTick reads m.wal with no broker
+// registered); without -race it only checks that both complete.
+func TestEnableWALBesideCostTick(t *testing.T) {
+	m := NewManager(Config{NodeID: 1, Log: logr.Discard()})
+	t.Cleanup(m.Close)
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
+		m.costTick()
+	}()
+	if err := m.EnableWAL(WALConfig{Store: objstore.NewMem("wal-a"), Cluster: "c", Zone: "a", Incarnation: 1, UploadInterval: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	<-ticked
+	m.costTick()
+}
