@@ -21,6 +21,7 @@ import (
 //	/strata/<cluster>/meta/client-quotas/<hash>        one client quota entity and its values (ClientQuota JSON)
 //	/strata/<cluster>/offsets/...                      consumer group offsets
 //	/strata/<cluster>/groups/...                       consumer group membership
+//	/strata/<cluster>/group-claims/<group>             the coordinator's claim on a group (fences deposed coordinators' writes)
 //	/strata/<cluster>/txn-offsets/...                  pending transactional offset commits (broker/meta/offsets)
 //	/strata/<cluster>/transactions/<id>                transaction coordinator state (broker/meta/txnstate; id path-escaped)
 //	/strata/<cluster>/credentials/scram/<user>         SCRAM credentials (auth.UserCredentials JSON; user path-escaped)
@@ -33,6 +34,7 @@ type keys struct {
 	credentials string // /strata/<cluster>/credentials/
 	txnOffsets  string // /strata/<cluster>/txn-offsets/
 	txns        string // /strata/<cluster>/transactions/
+	groupClaims string // /strata/<cluster>/group-claims/
 }
 
 // newKeys accepts a cluster name, or several '/'-separated segments (the
@@ -40,13 +42,13 @@ type keys struct {
 // /strata/<namespace>/<name>/).
 func newKeys(cluster string) (keys, error) {
 	for _, seg := range strings.Split(cluster, "/") {
-		if seg == "" || seg == "meta" || seg == "offsets" || seg == "groups" || seg == "credentials" || seg == "txn-offsets" || seg == "transactions" || strings.ContainsAny(seg, " \t\n") {
-			return keys{}, fmt.Errorf("cluster name %q: must be non-empty '/'-separated segments without spaces (and no segment named meta, offsets, groups, credentials, txn-offsets or transactions)", cluster)
+		if seg == "" || seg == "meta" || seg == "offsets" || seg == "groups" || seg == "credentials" || seg == "txn-offsets" || seg == "transactions" || seg == "group-claims" || strings.ContainsAny(seg, " \t\n") {
+			return keys{}, fmt.Errorf("cluster name %q: must be non-empty '/'-separated segments without spaces (and no segment named meta, offsets, groups, credentials, txn-offsets, transactions or group-claims)", cluster)
 		}
 	}
 	base := "/strata/" + cluster + "/"
 	return keys{root: base + "meta/", offsets: base + "offsets/", groups: base + "groups/", credentials: base + "credentials/",
-		txnOffsets: base + "txn-offsets/", txns: base + "transactions/"}, nil
+		txnOffsets: base + "txn-offsets/", txns: base + "transactions/", groupClaims: base + "group-claims/"}, nil
 }
 
 func (k keys) version() string              { return k.root + "version" }

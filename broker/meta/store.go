@@ -80,6 +80,10 @@ func (s *Store) TransactionsPrefix() string { return s.keys.txns }
 // also outside the watched metadata prefix.
 func (s *Store) GroupsPrefix() string { return s.keys.groups }
 
+// GroupClaimsPrefix is the key prefix reserved for the group coordinators'
+// claims on their groups (broker/meta/offsets), not watched.
+func (s *Store) GroupClaimsPrefix() string { return s.keys.groupClaims }
+
 // commit runs one transaction that, if cmps hold, applies ops and bumps the
 // metadata version. reason is stored as the version key's value, which makes
 // the last change visible with etcdctl. On a failed compare it returns the
