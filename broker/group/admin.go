@@ -187,7 +187,7 @@ func (c *Coordinator) deleteClassicGroup(ctx context.Context, id string) int16 {
 	}
 	if err := c.store.DeleteGroup(ctx, id); err != nil {
 		c.log.Error(err, "persisting group deletion failed", "group", id)
-		return kerr.CoordinatorNotAvailable.Code
+		return g.storeFailed(err)
 	}
 	g.shutdown()
 	delete(c.groups, id)

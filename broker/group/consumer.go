@@ -502,7 +502,7 @@ func (g *group) consumerTimerCurrent() bool {
 		return false
 	}
 	if oe := g.c.cfg.OwnershipEpoch; oe != nil {
-		if epoch := oe(); g.loadedEpoch != epoch {
+		if epoch := oe(); g.fenced || g.loadedEpoch != epoch {
 			if err := g.c.reload(g); err != nil {
 				g.c.log.Error(err, "reading group from the store", "group", g.id)
 				return false
@@ -1153,6 +1153,7 @@ func (g *group) saveConsumer() {
 	}
 	if err := ms.SaveGroup(context.Background(), g.id, md); err != nil {
 		g.c.log.Error(err, "persisting consumer group failed", "group", g.id)
+		g.storeFailed(err)
 	}
 }
 

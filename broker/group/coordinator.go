@@ -270,7 +270,7 @@ func (c *Coordinator) lockGroup(id string, create bool) *group {
 			continue
 		}
 		if follow {
-			if epoch := c.cfg.OwnershipEpoch(); g.loadedEpoch != epoch {
+			if epoch := c.cfg.OwnershipEpoch(); g.fenced || g.loadedEpoch != epoch {
 				if err := c.reload(g); err != nil {
 					g.mu.Unlock()
 					c.log.Error(err, "reading group from the store", "group", id)
@@ -297,8 +297,26 @@ type GroupLoader interface {
 	LoadGroup(ctx context.Context, group string) ([]OffsetCommit, *GroupMetadata, map[int64][]OffsetCommit, error)
 }
 
-// reload replaces the group's offsets, pending transactional offsets and,
-// unless members are in the group here, its membership with the store's.
+// GroupClaimer is implemented by a store shared by several brokers
+// (etcd). A coordinator claims a group before it reads the group and
+// serves it; from then on the store refuses, with ErrFenced, every write of
+// the group (offsets, membership, pending transactional offsets, deletion)
+// from a coordinator that claimed it earlier. This is what Kafka gets from
+// the leader epoch of the group's __consumer_offsets partition: a deposed
+// coordinator, one whose view of the live brokers is stale (cut off from
+// etcd, say) and that still takes itself for the group's coordinator,
+// cannot overwrite what the current coordinator committed.
+type GroupClaimer interface {
+	// ClaimGroup claims group for this coordinator. kept reports that no
+	// other coordinator claimed it since this one's previous claim, so
+	// what this coordinator holds in memory is still the group's latest
+	// state; otherwise it must be read again from the store.
+	ClaimGroup(ctx context.Context, group string) (kept bool, err error)
+}
+
+// reload claims the group (GroupClaimer) and replaces its offsets, pending
+// transactional offsets and, unless members are in the group here and no
+// other coordinator claimed it meanwhile, its membership with the store's.
 // Callers hold g.mu.
 func (c *Coordinator) reload(g *group) error {
 	loader, ok := c.store.(GroupLoader)
@@ -307,6 +325,23 @@ func (c *Coordinator) reload(g *group) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if claimer, ok := c.store.(GroupClaimer); ok && c.owns(g.id) {
+		// Only the coordinator claims: a broker reading a group it does
+		// not coordinate (a transaction marker for it) must not fence
+		// the one that does.
+		kept, err := claimer.ClaimGroup(ctx, g.id)
+		if err != nil {
+			return err
+		}
+		if !kept || g.fenced {
+			// Another coordinator served the group meanwhile: its
+			// members, generation and assignments here are stale.
+			g.depose()
+		}
+	} else if g.fenced {
+		g.depose()
+	}
+	g.fenced = false
 	offsets, md, pending, err := loader.LoadGroup(ctx, g.id)
 	if err != nil {
 		return err

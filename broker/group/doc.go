@@ -76,5 +76,9 @@
 // Config.OwnershipEpoch: when the live broker set changed, a group is read
 // again from the shared store (GroupLoader) before it is served, so the
 // broker that takes a group over serves what its previous coordinator
-// committed.
+// committed. Before reading it, the new coordinator claims the group
+// (GroupClaimer): the shared store then refuses the writes of every
+// earlier coordinator (ErrFenced, answered NOT_COORDINATOR), so a broker
+// with a stale view of the live brokers cannot store an old generation's
+// commits over the current coordinator's.
 package group

@@ -2,6 +2,7 @@ package group
 
 import (
 	"bytes"
+	"errors"
 	"sort"
 	"sync"
 	"time"
@@ -71,6 +72,10 @@ type group struct {
 	// loadedEpoch is the Config.OwnershipEpoch the group was last read
 	// from the store under.
 	loadedEpoch uint64
+	// fenced is set when the store refused a write of the group because
+	// another coordinator claimed it (ErrFenced): the next request
+	// forgets the group's state here and reads it again (lockGroup).
+	fenced bool
 	// emptySince is when the group last became Empty (offset retention).
 	emptySince time.Time
 }
@@ -175,6 +180,45 @@ func (g *group) shutdown() {
 	}
 	g.dropConsumerState()
 	g.state = stateDead
+}
+
+// depose forgets what the group holds in memory, as a coordinator that
+// lost the group does: timers stop, parked JoinGroup and SyncGroup calls
+// get NOT_COORDINATOR, and the group is left Empty, generation 0, without
+// offsets, for reload to fill from the store. Callers hold g.mu.
+func (g *group) depose() {
+	g.stop(&g.joinTimer)
+	g.stop(&g.syncTimer)
+	for id, slot := range g.pending {
+		g.stop(slot)
+		delete(g.pending, id)
+	}
+	for _, m := range g.members {
+		g.stop(&m.session)
+		g.deliverJoin(m, joinResult{err: kerr.NotCoordinator.Code, memberID: m.id, generation: -1})
+		g.deliverSync(m, syncResult{err: kerr.NotCoordinator.Code})
+	}
+	g.dropConsumerState()
+	clear(g.members)
+	clear(g.static)
+	g.pendingSync = nil
+	g.generation, g.protocolType, g.protocol, g.leader = 0, "", "", ""
+	g.inInitialDelay, g.newMemberAdded, g.delayRemaining = false, false, 0
+	clear(g.offsets)
+	clear(g.txnOffsets)
+	g.state = stateEmpty
+}
+
+// storeFailed records a failed store write of the group and returns the
+// error code for the request: NOT_COORDINATOR when another coordinator
+// claimed the group (the group is read again on its next request),
+// otherwise the retriable COORDINATOR_NOT_AVAILABLE. Callers hold g.mu.
+func (g *group) storeFailed(err error) int16 {
+	if errors.Is(err, ErrFenced) {
+		g.fenced = true
+		return kerr.NotCoordinator.Code
+	}
+	return kerr.CoordinatorNotAvailable.Code
 }
 
 func (g *group) deliverJoin(m *member, r joinResult) {

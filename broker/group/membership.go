@@ -76,6 +76,7 @@ func (g *group) saveMembership() {
 	}
 	if err := ms.SaveGroup(context.Background(), g.id, md); err != nil {
 		g.c.log.Error(err, "persisting group membership failed; members will rejoin after a restart", "group", g.id)
+		g.storeFailed(err)
 	}
 }
 

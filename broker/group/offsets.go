@@ -97,11 +97,13 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 	if len(accepted) > 0 {
 		if err := c.store.Commit(ctx, g.id, accepted); err != nil {
 			c.log.Error(err, "persisting offset commit failed", "group", g.id)
+			// Retriable: the client commits again, after finding the
+			// coordinator again when this one was fenced.
+			code := g.storeFailed(err)
 			for i := range codes {
 				for j := range codes[i] {
 					if codes[i][j] == 0 {
-						// Retriable: the client commits again.
-						codes[i][j] = kerr.CoordinatorNotAvailable.Code
+						codes[i][j] = code
 					}
 				}
 			}
@@ -343,7 +345,7 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 	if len(del) > 0 {
 		if err := c.store.DeleteOffsets(ctx, g.id, del); err != nil {
 			c.log.Error(err, "persisting offset delete failed", "group", g.id)
-			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			resp.ErrorCode = g.storeFailed(err)
 			resp.Topics = nil
 			return resp
 		}
@@ -370,6 +372,7 @@ func (c *Coordinator) DeleteTopicOffsets(ctx context.Context, topic string) (int
 		}
 		if len(tps) > 0 && g.state != stateDead {
 			if err := c.store.DeleteOffsets(ctx, g.id, tps); err != nil {
+				g.storeFailed(err)
 				g.mu.Unlock()
 				return removed, fmt.Errorf("group: delete offsets of topic %s in group %s: %w", topic, g.id, err)
 			}

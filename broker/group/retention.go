@@ -55,6 +55,7 @@ func (c *Coordinator) ExpireOffsets(ctx context.Context) int {
 		if len(expired) > 0 {
 			if err := c.store.DeleteOffsets(ctx, g.id, expired); err != nil {
 				c.log.Error(err, "expiring offsets failed", "group", g.id)
+				g.storeFailed(err)
 				g.mu.Unlock()
 				continue
 			}
@@ -95,6 +96,7 @@ func (c *Coordinator) dropExpired(ctx context.Context, id string) {
 		// Drop the stored membership record too.
 		if err := c.store.DeleteGroup(ctx, id); err != nil {
 			c.log.Error(err, "deleting expired group failed", "group", id)
+			g.storeFailed(err)
 			return
 		}
 	}

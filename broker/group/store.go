@@ -44,6 +44,13 @@ type OffsetStore interface {
 // ErrClosed is returned by a closed store or coordinator.
 var ErrClosed = errors.New("group: closed")
 
+// ErrFenced is returned by a store shared by several brokers (a
+// GroupClaimer) for a write of a group that another coordinator claimed
+// after this one: this broker's view of the group is stale and it must not
+// overwrite what the newer coordinator stored. The request gets
+// NOT_COORDINATOR and the group is read again from the store.
+var ErrFenced = errors.New("group: fenced: another coordinator claimed the group")
+
 // MemoryStore is a non-durable OffsetStore for tests of other packages and
 // for brokers started without a data directory.
 type MemoryStore struct {

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -135,10 +136,11 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 	if ts, ok := c.store.(TxnOffsetStore); ok {
 		if err := ts.CommitPending(ctx, g.id, req.ProducerID, accepted); err != nil {
 			c.log.Error(err, "persisting transactional offset commit failed", "group", g.id, "producerID", req.ProducerID)
+			code := g.storeFailed(err) // retriable
 			for i := range codes {
 				for j := range codes[i] {
 					if codes[i][j] == 0 {
-						codes[i][j] = kerr.CoordinatorNotAvailable.Code // retriable
+						codes[i][j] = code
 					}
 				}
 			}
@@ -193,6 +195,11 @@ func (c *Coordinator) CompleteTxn(ctx context.Context, producerID int64, commit 
 		}
 		err := g.completeTxn(ctx, producerID, commit)
 		g.mu.Unlock()
+		if errors.Is(err, ErrFenced) {
+			// Another broker coordinates the group now and completes
+			// the transaction's offsets there.
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -208,10 +215,12 @@ func (g *group) completeTxn(ctx context.Context, producerID int64, commit bool) 
 	}
 	if ts, ok := g.c.store.(TxnOffsetStore); ok {
 		if err := ts.CompletePending(ctx, g.id, producerID, commit); err != nil {
+			g.storeFailed(err)
 			return fmt.Errorf("group: complete transactional offsets of producer %d in group %s: %w", producerID, g.id, err)
 		}
 	} else if commit {
 		if err := g.c.store.Commit(ctx, g.id, slices.Collect(maps.Values(pending))); err != nil {
+			g.storeFailed(err)
 			return fmt.Errorf("group: commit transactional offsets of producer %d in group %s: %w", producerID, g.id, err)
 		}
 	}
