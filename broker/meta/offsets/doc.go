@@ -7,6 +7,7 @@
 //
 //	/strata/<cluster>/offsets/<escaped group>/<topic>/<partition>  →  JSON {offset, leaderEpoch, metadata, commitTimeMillis}
 //	/strata/<cluster>/groups/<escaped group>                      →  JSON group.GroupMetadata (membership)
+//	/strata/<cluster>/group-claims/<escaped group>                →  "" (written by the coordinator that claims the group)
 //
 // The store also implements group.MembershipStore, so a new coordinator
 // takes groups back with their generation and assignments instead of making
@@ -17,4 +18,9 @@
 // fsync), which is what OffsetStore asks for. Commits of more partitions
 // than fit in one etcd transaction are written in several; each partition's
 // commit is still atomic, as Kafka's per-partition OffsetCommit results are.
+//
+// Every write of a group (offsets, membership, pending transactional
+// offsets, deletion) holds only while the group's claim key is the one this
+// Store wrote last (group.GroupClaimer): a coordinator deposed by a newer
+// one's claim gets group.ErrFenced and cannot overwrite its state.
 package offsets

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/go-logr/logr"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,24 +22,72 @@ import (
 const defaultPageSize = 1000
 
 // Store implements group.OffsetStore on etcd.
+//
+// A Store serves one group coordinator (one broker): the claims it holds
+// (group.GroupClaimer) are that coordinator's, and every write of a group
+// is an etcd transaction that holds only while the group's claim key is
+// still the one this Store wrote. A coordinator deposed by another one's
+// claim gets group.ErrFenced instead of overwriting the newer
+// coordinator's offsets or membership.
 type Store struct {
 	client *clientv3.Client
 	prefix string // /strata/<cluster>/offsets/
 	groups string // /strata/<cluster>/groups/
 	// txnOffsets holds pending transactional commits (txn.go).
 	txnOffsets string
-	maxTxnOps  int
-	pageSize   int64
+	// claimsPrefix holds one key per group, written by the coordinator
+	// that claims it (ClaimGroup).
+	claimsPrefix string
+	maxTxnOps    int
+	pageSize     int64
+
+	mu sync.Mutex
+	// claims is the etcd revision of this Store's latest claim of each
+	// group, guarded by mu.
+	claims map[string]int64
 }
 
 var (
 	_ group.OffsetStore     = (*Store)(nil)
 	_ group.MembershipStore = (*Store)(nil)
+	_ group.GroupClaimer    = (*Store)(nil)
 )
 
 // New returns the offset store of the cluster that ms belongs to.
 func New(ms *meta.Store) *Store {
-	return &Store{client: ms.Client(), prefix: ms.OffsetsPrefix(), groups: ms.GroupsPrefix(), txnOffsets: ms.TxnOffsetsPrefix(), maxTxnOps: meta.DefaultMaxTxnOps, pageSize: defaultPageSize}
+	return &Store{client: ms.Client(), prefix: ms.OffsetsPrefix(), groups: ms.GroupsPrefix(), txnOffsets: ms.TxnOffsetsPrefix(),
+		claimsPrefix: ms.GroupClaimsPrefix(), maxTxnOps: meta.DefaultMaxTxnOps, pageSize: defaultPageSize, claims: map[string]int64{}}
+}
+
+func (s *Store) claimKey(g string) string { return s.claimsPrefix + url.PathEscape(g) }
+
+// ClaimGroup implements group.GroupClaimer: it writes the group's claim
+// key, which fences the writes of every coordinator that claimed the group
+// before. kept reports that the key was still this Store's previous claim.
+func (s *Store) ClaimGroup(ctx context.Context, g string) (bool, error) {
+	resp, err := s.client.Put(ctx, s.claimKey(g), "", clientv3.WithPrevKV())
+	if err != nil {
+		return false, fmt.Errorf("claim group %q: %w", g, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev, had := s.claims[g]
+	kept := had && resp.PrevKv != nil && resp.PrevKv.ModRevision == prev
+	s.claims[g] = resp.Header.Revision
+	return kept, nil
+}
+
+// claimHeld is the condition of every write of group g: its claim key is
+// the one this Store wrote last or, when this Store never claimed g, no
+// coordinator has claimed it.
+func (s *Store) claimHeld(g string) clientv3.Cmp {
+	s.mu.Lock()
+	rev, ok := s.claims[g]
+	s.mu.Unlock()
+	if !ok {
+		return clientv3.Compare(clientv3.CreateRevision(s.claimKey(g)), "=", 0)
+	}
+	return clientv3.Compare(clientv3.ModRevision(s.claimKey(g)), "=", rev)
 }
 
 type record struct {
@@ -155,7 +204,7 @@ func (s *Store) Commit(ctx context.Context, g string, commits []group.OffsetComm
 		}
 		ops = append(ops, clientv3.OpPut(s.key(g, c.Topic, c.Partition), string(b)))
 	}
-	return s.apply(ctx, "commit offsets of group "+g, ops)
+	return s.applyClaimed(ctx, "commit offsets of group "+g, g, ops)
 }
 
 // DeleteOffsets implements group.OffsetStore.
@@ -168,20 +217,27 @@ func (s *Store) DeleteOffsets(ctx context.Context, g string, partitions []group.
 			ops = append(ops, clientv3.OpDelete(s.key(g, tp.Topic, tp.Partition)))
 		}
 	}
-	return s.apply(ctx, "delete offsets of group "+g, ops)
+	return s.applyClaimed(ctx, "delete offsets of group "+g, g, ops)
 }
 
-// DeleteGroup implements group.OffsetStore: the group's offsets and its
-// membership go in one transaction.
+// DeleteGroup implements group.OffsetStore: the group's offsets, its
+// membership and its claim go in one transaction.
 func (s *Store) DeleteGroup(ctx context.Context, g string) error {
-	_, err := s.client.Txn(ctx).Then(
+	resp, err := s.client.Txn(ctx).If(s.claimHeld(g)).Then(
 		clientv3.OpDelete(s.groupPrefix(g), clientv3.WithPrefix()),
 		clientv3.OpDelete(s.groups+url.PathEscape(g)),
 		clientv3.OpDelete(s.txnOffsets+url.PathEscape(g)+"/", clientv3.WithPrefix()),
+		clientv3.OpDelete(s.claimKey(g)),
 	).Commit()
 	if err != nil {
 		return fmt.Errorf("delete group %q: %w", g, err)
 	}
+	if !resp.Succeeded {
+		return fmt.Errorf("delete group %q: %w", g, group.ErrFenced)
+	}
+	s.mu.Lock()
+	delete(s.claims, g)
+	s.mu.Unlock()
 	return nil
 }
 
@@ -191,10 +247,7 @@ func (s *Store) SaveGroup(ctx context.Context, g string, md group.GroupMetadata)
 	if err != nil {
 		return fmt.Errorf("save group %q: %w", g, err)
 	}
-	if _, err := s.client.Put(ctx, s.groups+url.PathEscape(g), string(b)); err != nil {
-		return fmt.Errorf("save group %q: %w", g, err)
-	}
-	return nil
+	return s.applyClaimed(ctx, "save group "+g, g, []clientv3.Op{clientv3.OpPut(s.groups+url.PathEscape(g), string(b))})
 }
 
 // LoadGroups implements group.MembershipStore, reading page by page at one
@@ -221,12 +274,18 @@ func (s *Store) LoadGroups(ctx context.Context) (map[string]group.GroupMetadata,
 	return out, nil
 }
 
-// apply runs ops in transactions of at most maxTxnOps.
-func (s *Store) apply(ctx context.Context, what string, ops []clientv3.Op) error {
+// applyClaimed runs ops of group g in transactions of at most maxTxnOps,
+// each applied only while this Store's claim of g holds (claimHeld);
+// otherwise it returns group.ErrFenced.
+func (s *Store) applyClaimed(ctx context.Context, what, g string, ops []clientv3.Op) error {
 	for len(ops) > 0 {
 		n := min(len(ops), s.maxTxnOps)
-		if _, err := s.client.Txn(ctx).Then(ops[:n]...).Commit(); err != nil {
+		resp, err := s.client.Txn(ctx).If(s.claimHeld(g)).Then(ops[:n]...).Commit()
+		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
+		}
+		if !resp.Succeeded {
+			return fmt.Errorf("%s: %w", what, group.ErrFenced)
 		}
 		ops = ops[n:]
 	}

@@ -48,7 +48,7 @@ func (s *Store) CommitPending(ctx context.Context, g string, producerID int64, c
 		}
 		ops = append(ops, clientv3.OpPut(s.pendingPrefix(g, producerID)+c.Topic+"/"+strconv.Itoa(int(c.Partition)), string(b)))
 	}
-	return s.apply(ctx, "pending offsets of group "+g, ops)
+	return s.applyClaimed(ctx, "pending offsets of group "+g, g, ops)
 }
 
 // CompletePending implements group.TxnOffsetStore: one transaction puts
@@ -80,11 +80,16 @@ func (s *Store) CompletePending(ctx context.Context, g string, producerID int64,
 		return fmt.Errorf("complete pending offsets of group %q: %d partitions exceed one etcd transaction (%d operations)", g, len(ops)-1, s.maxTxnOps)
 	}
 	cmp := clientv3.Compare(clientv3.ModRevision(prefix).WithPrefix(), "<", resp.Header.Revision+1)
-	tr, err := s.client.Txn(ctx).If(cmp).Then(ops...).Commit()
+	tr, err := s.client.Txn(ctx).If(cmp, s.claimHeld(g)).Then(ops...).Commit()
 	if err != nil {
 		return fmt.Errorf("complete pending offsets of group %q: %w", g, err)
 	}
 	if !tr.Succeeded {
+		// Either the pending records changed or another coordinator
+		// claimed the group; report the latter as fenced.
+		if fenced, err := s.fenced(ctx, g); err == nil && fenced {
+			return fmt.Errorf("complete pending offsets of group %q: %w", g, group.ErrFenced)
+		}
 		return fmt.Errorf("complete pending offsets of group %q: changed concurrently", g)
 	}
 	return nil
@@ -184,4 +189,13 @@ func (s *Store) LoadGroup(ctx context.Context, g string) ([]group.OffsetCommit, 
 			LeaderEpoch: r.LeaderEpoch, Metadata: r.Metadata, CommitTimeMillis: r.CommitTimeMillis})
 	}
 	return offsets, md, pending, nil
+}
+
+// fenced reports whether this Store's claim of group g no longer holds.
+func (s *Store) fenced(ctx context.Context, g string) (bool, error) {
+	resp, err := s.client.Txn(ctx).If(s.claimHeld(g)).Commit()
+	if err != nil {
+		return false, err
+	}
+	return !resp.Succeeded, nil
 }
