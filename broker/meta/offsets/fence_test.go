@@ -130,3 +130,41 @@ func storedOffset(t *testing.T, ms *meta.Store, g string) int64 {
 	}
 	return -1
 }
+
+// TestCoordinatorTakingGroupBackDropsStaleMembers: a broker that gets a
+// group back after another broker coordinated it meanwhile must serve the
+// generation the other one stored, not the one it still holds in memory.
+// Regression: the reload on an ownership change kept the members in
+// memory whenever there were any, so the broker that got the group back
+// accepted commits of its old generation.
+func TestCoordinatorTakingGroupBackDropsStaleMembers(t *testing.T) {
+	client := metatest.Start(t)
+	ms, err := meta.New(client, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &placement{owner: 1, epoch: 1}
+	a := p.coordinator(t, New(ms), 1)
+	b := p.coordinator(t, New(ms), 2)
+	const g = "g"
+
+	member, gen := joinAlone(t, a, g, "")
+	if code := commitMember(a, g, member, gen, 100); code != 0 {
+		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
+	}
+	p.move(2)
+	member2, gen2 := joinAlone(t, b, g, member)
+	if code := commitMember(b, g, member2, gen2, 200); code != 0 {
+		t.Fatalf("commit at the second coordinator: %v", kerr.ErrorForCode(code))
+	}
+	p.move(1) // the group comes back to a
+	if code := commitMember(a, g, member, gen, 150); code != kerr.IllegalGeneration.Code {
+		t.Fatalf("commit of generation %d after generation %d: %v, want ILLEGAL_GENERATION", gen, gen2, kerr.ErrorForCode(code))
+	}
+	if code := commitMember(a, g, member2, gen2, 300); code != 0 {
+		t.Fatalf("commit of the current generation %d: %v", gen2, kerr.ErrorForCode(code))
+	}
+	if off := storedOffset(t, ms, g); off != 300 {
+		t.Fatalf("stored offset %d, want 300", off)
+	}
+}
