@@ -1152,8 +1152,11 @@ func (g *group) saveConsumer() {
 		})
 	}
 	if err := ms.SaveGroup(context.Background(), g.id, md); err != nil {
+		if g.storeFailed(err) == kerr.NotCoordinator.Code {
+			g.c.log.Info("consumer group not saved: another coordinator claimed the group", "group", g.id, "epoch", cg.epoch)
+			return
+		}
 		g.c.log.Error(err, "persisting consumer group failed", "group", g.id)
-		g.storeFailed(err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -75,8 +76,11 @@ func (g *group) saveMembership() {
 		md.Members = append(md.Members, mm)
 	}
 	if err := ms.SaveGroup(context.Background(), g.id, md); err != nil {
+		if g.storeFailed(err) == kerr.NotCoordinator.Code {
+			g.c.log.Info("group membership not saved: another coordinator claimed the group", "group", g.id, "generation", g.generation)
+			return
+		}
 		g.c.log.Error(err, "persisting group membership failed; members will rejoin after a restart", "group", g.id)
-		g.storeFailed(err)
 	}
 }
 
