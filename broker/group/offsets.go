@@ -359,7 +359,10 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 // DeleteTopicOffsets removes every group's committed offsets of a deleted
 // topic, as Kafka does when a topic is deleted, so that a topic re-created
 // under the same name does not resume from stale offsets. It returns the
-// number of partitions whose offsets were removed.
+// number of partitions whose offsets were removed. A group another
+// coordinator claimed (ErrFenced) is skipped: this broker may not write
+// it. (In a cluster nothing yet removes such a group's offsets of the
+// topic: its coordinator does not learn of the deletion.)
 func (c *Coordinator) DeleteTopicOffsets(ctx context.Context, topic string) (int, error) {
 	removed := 0
 	for _, g := range c.sortedGroups() {
@@ -372,7 +375,10 @@ func (c *Coordinator) DeleteTopicOffsets(ctx context.Context, topic string) (int
 		}
 		if len(tps) > 0 && g.state != stateDead {
 			if err := c.store.DeleteOffsets(ctx, g.id, tps); err != nil {
-				g.storeFailed(err)
+				if g.storeFailed(err) == kerr.NotCoordinator.Code {
+					g.mu.Unlock()
+					continue
+				}
 				g.mu.Unlock()
 				return removed, fmt.Errorf("group: delete offsets of topic %s in group %s: %w", topic, g.id, err)
 			}
