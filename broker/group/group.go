@@ -167,6 +167,15 @@ func (g *group) stop(slot *timerSlot) {
 
 // shutdown stops every timer and fails every waiter. Callers hold g.mu.
 func (g *group) shutdown() {
+	g.release()
+	g.state = stateDead
+}
+
+// release stops every timer, answers every parked JoinGroup and SyncGroup
+// NOT_COORDINATOR and drops the consumer-protocol state: what a
+// coordinator that stops serving the group (shutdown, depose) lets go of.
+// Callers hold g.mu.
+func (g *group) release() {
 	g.stop(&g.joinTimer)
 	g.stop(&g.syncTimer)
 	for id, slot := range g.pending {
@@ -179,7 +188,6 @@ func (g *group) shutdown() {
 		g.deliverSync(m, syncResult{err: kerr.NotCoordinator.Code})
 	}
 	g.dropConsumerState()
-	g.state = stateDead
 }
 
 // depose forgets what the group holds in memory, as a coordinator that
@@ -187,18 +195,7 @@ func (g *group) shutdown() {
 // get NOT_COORDINATOR, and the group is left Empty, generation 0, without
 // offsets, for reload to fill from the store. Callers hold g.mu.
 func (g *group) depose() {
-	g.stop(&g.joinTimer)
-	g.stop(&g.syncTimer)
-	for id, slot := range g.pending {
-		g.stop(slot)
-		delete(g.pending, id)
-	}
-	for _, m := range g.members {
-		g.stop(&m.session)
-		g.deliverJoin(m, joinResult{err: kerr.NotCoordinator.Code, memberID: m.id, generation: -1})
-		g.deliverSync(m, syncResult{err: kerr.NotCoordinator.Code})
-	}
-	g.dropConsumerState()
+	g.release()
 	clear(g.members)
 	clear(g.static)
 	g.pendingSync = nil

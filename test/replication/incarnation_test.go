@@ -81,25 +81,8 @@ func TestRestartedLeaderWaitsForElection(t *testing.T) {
 	}
 
 	// The controller elects the restarted broker again, at a new epoch.
-	cctx, stopCtrl := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- store.NewController(reg, meta.ControllerOptions{}).Run(cctx) }()
-	defer func() { stopCtrl(); <-done }()
-	for {
-		if st, err = store.Snapshot(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if ps, _ := st.Partition(meta.TopicPartition{Topic: "x"}); ps.Leader == 1 && ps.LeaderBrokerEpoch == reg.Info().Epoch {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("the controller did not re-elect the restarted broker")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := b.ApplyClusterState(st); err != nil {
-		t.Fatal(err)
-	}
+	stopCtrl := reelect(ctx, t, store, reg, b)
+	defer stopCtrl()
 	if p.Replica.Role() != replica.RoleLeader {
 		t.Fatalf("role %v after the new election, want leader", p.Replica.Role())
 	}
@@ -206,25 +189,8 @@ func TestRestartedBeforeLeaseExpiry(t *testing.T) {
 	defer reg.Close(context.Background())
 	b.SetOwnRegistration(reg.Info().Epoch)
 	replicas.SetOwnRegistration(reg.Info())
-	cctx, stopCtrl := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- store.NewController(reg, meta.ControllerOptions{}).Run(cctx) }()
-	defer func() { stopCtrl(); <-done }()
-	for {
-		if st, err = store.Snapshot(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if ps, _ := st.Partition(meta.TopicPartition{Topic: "x"}); ps.Leader == 1 && ps.LeaderBrokerEpoch == reg.Info().Epoch {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("the controller did not re-elect the restarted broker")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := b.ApplyClusterState(st); err != nil {
-		t.Fatal(err)
-	}
+	stopCtrl := reelect(ctx, t, store, reg, b)
+	defer stopCtrl()
 	if e := replicas.BrokerEpoch(); e != reg.Info().Epoch {
 		t.Fatalf("replica fetches carry broker epoch %d, want its own %d", e, reg.Info().Epoch)
 	}
@@ -233,5 +199,35 @@ func TestRestartedBeforeLeaseExpiry(t *testing.T) {
 	}
 	if _, epoch, err := p.Append(batch); err != nil || epoch < 1 {
 		t.Fatalf("append after the new election: epoch %d, %v", epoch, err)
+	}
+}
+
+// reelect runs a controller under reg until it elected broker 1 leader of
+// x-0 under reg's epoch, and applies that snapshot to b. The returned
+// function stops the controller.
+func reelect(ctx context.Context, t *testing.T, store *meta.Store, reg *meta.Registration, b *broker.Broker) (stop func()) {
+	t.Helper()
+	cctx, stopCtrl := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- store.NewController(reg, meta.ControllerOptions{}).Run(cctx) }()
+	stop = func() { stopCtrl(); <-done }
+	for {
+		st, err := store.Snapshot(ctx)
+		if err != nil {
+			stop()
+			t.Fatal(err)
+		}
+		if ps, _ := st.Partition(meta.TopicPartition{Topic: "x"}); ps.Leader == 1 && ps.LeaderBrokerEpoch == reg.Info().Epoch {
+			if err := b.ApplyClusterState(st); err != nil {
+				stop()
+				t.Fatal(err)
+			}
+			return stop
+		}
+		if ctx.Err() != nil {
+			stop()
+			t.Fatal("the controller did not re-elect the restarted broker")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
