@@ -703,11 +703,8 @@ func (c *conn) finishLoop(jobs <-chan handled, out chan<- []byte) {
 			frame = c.srv.encodeResponse(item.req.Header.CorrelationID, resp)
 			c.out.add(frame)
 		}
-		if frame != nil {
-			out <- frame
-		}
-		c.lastAnswered.Store(time.Now().UnixNano())
-		c.pending.Add(-1)
+		// Count the request before handing its frame to the writer: a
+		// client that has its answer must find it in the metrics.
 		if t := c.srv.cfg.Traffic; t != nil && item.req.trafficPath != "" {
 			zone := item.req.peerZone
 			if zone == "" {
@@ -722,6 +719,11 @@ func (c *conn) finishLoop(jobs <-chan handled, out chan<- []byte) {
 		if obs != nil {
 			obs.Request(item.req.Header.Key, item.req.Header.Version, item.size, len(frame), time.Since(item.started), false)
 		}
+		if frame != nil {
+			out <- frame
+		}
+		c.lastAnswered.Store(time.Now().UnixNano())
+		c.pending.Add(-1)
 	}
 }
 
