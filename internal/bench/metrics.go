@@ -181,6 +181,13 @@ type TrafficFigures struct {
 	// produced byte (about 0.67 of it producers' when they are spread
 	// over three zones and send to the partitions' leaders).
 	TotalCrossZonePerProducedByte *float64 `json:"total_cross_zone_bytes_per_produced_byte"`
+	// CrossZoneByPath: the cross-zone bytes of the window (all brokers,
+	// between a broker and a peer of a known other zone) by
+	// "<path>/<direction>" of strata_traffic_bytes_total: where the
+	// transfer bill comes from. Replication paths count both directions
+	// here (each byte once per broker that saw it), so their sum is not
+	// CrossZoneReplicationBytes, which counts the sender's side only.
+	CrossZoneByPath map[string]float64 `json:"cross_zone_bytes_by_path,omitempty"`
 	// PutsPerSecond per broker (metrics URL order) and their mean.
 	PutsPerSecond          []*float64 `json:"puts_per_second_by_broker"`
 	PutsPerSecondPerBroker *float64   `json:"puts_per_second_per_broker"`
@@ -267,6 +274,7 @@ func ComputeTraffic(before, after []Scrape, window time.Duration) TrafficFigures
 			tf.TotalCrossZonePerProducedByte = &r
 		}
 	}
+	tf.CrossZoneByPath = crossZoneByPath(before[:n], after[:n])
 	puts, perPuts := delta(metricObjRequests, op("put"), hasObjStore)
 	tf.PutsPerSecond = make([]*float64, n)
 	for i, p := range perPuts {
@@ -328,4 +336,45 @@ type scrapeOptions struct{ token string }
 // /metrics 401 without it.
 func WithBearerToken(token string) ScrapeOption {
 	return func(o *scrapeOptions) { o.token = token }
+}
+
+// crossZoneByPath sums, per "<path>/<direction>", the growth of
+// strata_traffic_bytes_total between brokers (or clients) of different
+// known zones; nil when a scrape is missing.
+func crossZoneByPath(before, after []Scrape) map[string]float64 {
+	sums := func(s Scrape) map[string]float64 {
+		out := map[string]float64{}
+		f, ok := s[metricTraffic]
+		if !ok {
+			return out
+		}
+		for _, m := range f.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			pz := l["peer_zone"]
+			if pz == "" || pz == "unknown" || pz == "other" || pz == l["local_zone"] {
+				continue
+			}
+			out[l["path"]+"/"+l["direction"]] += m.GetCounter().GetValue()
+		}
+		return out
+	}
+	total := map[string]float64{}
+	for i := range after {
+		if before[i] == nil || after[i] == nil {
+			return nil
+		}
+		b := sums(before[i])
+		for k, v := range sums(after[i]) {
+			if d := v - b[k]; d > 0 {
+				total[k] += d
+			}
+		}
+	}
+	if len(total) == 0 {
+		return nil
+	}
+	return total
 }
