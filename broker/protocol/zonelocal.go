@@ -55,6 +55,19 @@ type ZoneLocal interface {
 	// zone-tagged clients (wal.zonelocal.produce.enable); a broker with
 	// WAL replication on reads forwarded objects either way.
 	Forwarding() bool
+	// BucketOut says whether the bucket path failed lately (a PUT of
+	// this broker's, or a leader's GET or check of one of its objects):
+	// forwarded records then go to their leaders inline, in the
+	// Produce, until the path is tried again.
+	BucketOut() bool
+	// InlineFallback says whether a failed bucket path sends the records
+	// inline (wal.zonelocal.produce.inline.ms > 0) rather than answering
+	// KAFKA_STORAGE_ERROR.
+	InlineFallback() bool
+	// BucketFailed reports a failure of the bucket path.
+	BucketFailed(err error)
+	// ForwardedInline counts partitions sent to their leaders inline.
+	ForwardedInline(n int)
 	// PutRecords writes the record sets back to back into one new object
 	// of this broker's zone bucket and returns where each one is.
 	PutRecords(ctx context.Context, sets [][]byte) ([]ZoneLocalRef, error)
@@ -324,20 +337,38 @@ func forwardProduce(ctx context.Context, r *Request, req *kmsg.ProduceRequest, p
 	prev, mine := r.Env.zoneLocalOrder(r.Client.ConnID)
 	var refs []ZoneLocalRef
 	var calls []sent
+	var inline bool // set before ready closes
 	ready := make(chan struct{})
 	go func() {
 		defer close(ready)
 		defer r.Env.zoneLocalSent(r.Client.ConnID, mine)
-		var err error
-		refs, err = zl.PutRecords(ctx, sets)
+		// Through the bucket unless it failed lately; a failed PUT sends
+		// the records inline (they cross zones, as a plain produce's
+		// would): a zone whose bucket is out keeps producing.
+		inline = zl.BucketOut()
+		if !inline {
+			var err error
+			refs, err = zl.PutRecords(ctx, sets)
+			if err != nil {
+				if ctx.Err() != nil || !zl.InlineFallback() {
+					if prev != nil {
+						<-prev
+					}
+					for _, p := range parts {
+						fail(p, fmt.Errorf("%w: zone-local produce: %v", kerr.KafkaStorageError, err))
+					}
+					return
+				}
+				zl.BucketFailed(err)
+				inline = true
+			}
+		}
 		if prev != nil {
 			<-prev
 		}
-		if err != nil {
-			for _, p := range parts {
-				fail(p, fmt.Errorf("%w: zone-local produce: %v", kerr.KafkaStorageError, err))
-			}
-			return
+		if inline {
+			refs = nil
+			zl.ForwardedInline(len(parts))
 		}
 		for _, leader := range leaders {
 			fr := kmsg.NewPtrProduceRequest()
@@ -354,7 +385,11 @@ func forwardProduce(ctx context.Context, r *Request, req *kmsg.ProduceRequest, p
 				}
 				rp := kmsg.NewProduceRequestTopicPartition()
 				rp.Partition = p.part
-				rp.UnknownTags.Set(TagZoneLocalRecords, refs[i].encode())
+				if inline {
+					rp.Records = p.recs
+				} else {
+					rp.UnknownTags.Set(TagZoneLocalRecords, refs[i].encode())
+				}
 				fr.Topics[ti].Partitions = append(fr.Topics[ti].Partitions, rp)
 			}
 			wait, err := zl.Send(ctx, leader, fr)
@@ -399,6 +434,16 @@ func forwardProduce(ctx context.Context, r *Request, req *kmsg.ProduceRequest, p
 					}
 					for _, rp := range rt.Partitions {
 						if rp.Partition == p.part {
+							if !inline && rp.ErrorCode == kerr.KafkaStorageError.Code {
+								// The leader could not read or check the
+								// object (or its log failed): the
+								// client's retry goes inline.
+								msg := ""
+								if rp.ErrorMessage != nil {
+									msg = *rp.ErrorMessage
+								}
+								zl.BucketFailed(fmt.Errorf("leader %d answered KAFKA_STORAGE_ERROR: %s", c.leader, msg))
+							}
 							p.sp.ErrorCode, p.sp.ErrorMessage = rp.ErrorCode, rp.ErrorMessage
 							p.sp.BaseOffset, p.sp.LogAppendTime, p.sp.LogStartOffset = rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset
 							p.sp.ErrorRecords = rp.ErrorRecords

@@ -138,6 +138,14 @@ type WALConfig struct {
 	// the real leader through an object in its zone's bucket (docs/wal.md
 	// "Zone-local produce"). Needs Enable.
 	ZoneLocalProduce bool
+	// ZoneLocalInline is wal.zonelocal.produce.inline.ms (default 10 s):
+	// after the bucket path of zone-local produce failed (the
+	// forwarder's PUT, or the leader's GET or check of its object), the
+	// forwarder sends forwarded records to their leaders inline, across
+	// zones, for this long before it tries the bucket again; 0 turns the
+	// fallback off (a failed path answers KAFKA_STORAGE_ERROR). In this
+	// struct 0 means the default and < 0 off.
+	ZoneLocalInline time.Duration
 	// WrapStore, when set, wraps every bucket client (fault injection:
 	// strata dev's --s3-put-latency/--s3-get-latency, tests).
 	WrapStore func(objstore.Store) objstore.Store
@@ -325,7 +333,7 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 	// Zone-local produce: objects of forwarded produce requests in the
 	// own bucket, read from the forwarder's bucket as leader (always, so
 	// that a leader whose own flag is off still serves its forwarders).
-	s.zoneLocal = newZoneLocal(s, wc.ZoneLocalProduce, own, storeFor, cluster, base.Zone)
+	s.zoneLocal = newZoneLocal(s, wc.ZoneLocalProduce, wc.ZoneLocalInline, own, storeFor, cluster, base.Zone)
 	if err := s.metrics.Registry.Register(s.zoneLocal.metrics); err != nil {
 		s.zoneLocal.close()
 		s.zoneLocal = nil

@@ -277,7 +277,7 @@ var processKeys = map[string]bool{
 	"wal.bucket.resource": true, "wal.bucket.credentials.source": true, "wal.bucket.credentials.secret": true,
 	// wal.policy and the price table (broker/cost; docs/wal.md "Cost and wal.policy").
 	"wal.policy": true, "wal.upload.max.interval.ms": true, "wal.policy.object.max.bytes": true, "wal.auto.max.latency.ms": true, "wal.auto.max.cost.ratio": true, "wal.download.hedge.ms": true, "wal.upload.hedge.ms": true,
-	"wal.zonelocal.produce.enable": true,
+	"wal.zonelocal.produce.enable": true, "wal.zonelocal.produce.inline.ms": true,
 }
 
 func init() {
@@ -645,6 +645,15 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				}
 			default:
 				cfg.Cluster.WAL.Bucket.ForcePathStyle = on
+			}
+		case k == "wal.zonelocal.produce.inline.ms":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 || n > 3_600_000 {
+				return nil, bad(fmt.Errorf("want milliseconds from 0 (never inline: a failed bucket path answers KAFKA_STORAGE_ERROR) to 3600000"))
+			}
+			cfg.Cluster.WAL.ZoneLocalInline = time.Duration(n) * time.Millisecond
+			if n == 0 {
+				cfg.Cluster.WAL.ZoneLocalInline = -1 // off
 			}
 		case k == "wal.bucket.credentials.source":
 			if err := checkCredentialsSource(v); err != nil {

@@ -209,6 +209,15 @@ func TestApplySettingsCluster(t *testing.T) {
 		{"zone-local produce", map[string]string{"wal.enable": "true", "wal.zonelocal.produce.enable": "true"}, func(c Config) bool {
 			return c.Cluster.WAL.ZoneLocalProduce
 		}},
+		{"zone-local produce: inline fallback default", map[string]string{"wal.enable": "true"}, func(c Config) bool {
+			return c.Cluster.WAL.ZoneLocalInline == 0 // newZoneLocal's 10 s
+		}},
+		{"zone-local produce: inline fallback period", map[string]string{"wal.enable": "true", "wal.zonelocal.produce.inline.ms": "2500"}, func(c Config) bool {
+			return c.Cluster.WAL.ZoneLocalInline == 2500*time.Millisecond
+		}},
+		{"zone-local produce: inline fallback off", map[string]string{"wal.enable": "true", "wal.zonelocal.produce.inline.ms": "0"}, func(c Config) bool {
+			return c.Cluster.WAL.ZoneLocalInline < 0
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -226,6 +235,12 @@ func TestApplySettingsCluster(t *testing.T) {
 		c := DefaultConfig()
 		if _, err := ApplySettings(&c, map[string]string{"wal.download.timeout.ms": bad}); err == nil {
 			t.Fatalf("wal.download.timeout.ms=%s accepted", bad)
+		}
+	}
+	for _, bad := range []string{"-1", "3600001", "soon"} {
+		c := DefaultConfig()
+		if _, err := ApplySettings(&c, map[string]string{"wal.zonelocal.produce.inline.ms": bad}); err == nil {
+			t.Fatalf("wal.zonelocal.produce.inline.ms=%s accepted", bad)
 		}
 	}
 	zl := DefaultConfig()

@@ -759,3 +759,12 @@ func (s *Server) ZoneLocalStats() (forwarded, appended int64) {
 	}
 	return s.zoneLocal.Stats()
 }
+
+// ZoneLocalInline returns the partitions this broker forwarded inline
+// because its zone's bucket path had failed (zone-local produce).
+func (s *Server) ZoneLocalInline() int64 {
+	if s.zoneLocal == nil {
+		return 0
+	}
+	return s.zoneLocal.InlineStats()
+}

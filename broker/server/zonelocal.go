@@ -60,18 +60,31 @@ type zoneLocal struct {
 	// forwarded, and partitions it appended from other brokers' objects.
 	forwardedParts atomic.Int64
 	appendedParts  atomic.Int64
+	inlineParts    atomic.Int64
 	metrics        *prometheus.CounterVec
+
+	// The bucket path's breaker: after a failure, forwarded records go
+	// inline until outUntil (unix nanoseconds), then the bucket is tried
+	// again (BucketOut, BucketFailed).
+	outUntil atomic.Int64
+	outFor   time.Duration
 }
 
-func newZoneLocal(s *Server, forwarding bool, own objstore.Store, stores func(string) (objstore.Store, error), cluster, zone string) *zoneLocal {
+func newZoneLocal(s *Server, forwarding bool, inlineFor time.Duration, own objstore.Store, stores func(string) (objstore.Store, error), cluster, zone string) *zoneLocal {
+	switch {
+	case inlineFor == 0:
+		inlineFor = defaultZoneLocalInline
+	case inlineFor < 0:
+		inlineFor = 0
+	}
 	z := &zoneLocal{
 		log: s.log.WithName("zonelocal"), s: s, forwarding: forwarding, own: own, stores: stores,
 		prefix:     fmt.Sprintf("%s%s/%s/%d/zl-%d/", wal.KeyPrefix, cluster, zone, s.cfg.Broker.NodeID, time.Now().UnixNano()),
-		putTimeout: 5 * time.Second, readTimeout: 5 * time.Second,
+		putTimeout: 5 * time.Second, readTimeout: 5 * time.Second, outFor: inlineFor,
 		conns: map[int32]*ibConn{}, stop: make(chan struct{}), done: make(chan struct{}),
 		metrics: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_zonelocal_partitions_total",
-			Help: "Partitions of zone-local produce requests (wal.zonelocal.produce.enable): forwarded by this broker to their leader through an object of its zone's bucket (role=forwarded), appended by this broker as leader from another broker's object (role=appended).",
+			Help: "Partitions of zone-local produce requests (wal.zonelocal.produce.enable): forwarded by this broker to their leader through an object of its zone's bucket (role=forwarded), forwarded inline because that path failed lately (role=inline), appended by this broker as leader from another broker's object (role=appended).",
 		}, []string{"role"}),
 	}
 	go z.deleteLoop()
@@ -79,6 +92,41 @@ func newZoneLocal(s *Server, forwarding bool, own objstore.Store, stores func(st
 }
 
 func (z *zoneLocal) Forwarding() bool { return z.forwarding }
+
+// defaultZoneLocalInline is wal.zonelocal.produce.inline.ms's default:
+// long enough that a bucket outage costs one failed PUT per period, not
+// one per request; short enough that a passing fault does not keep the
+// records crossing zones for long.
+const defaultZoneLocalInline = 10 * time.Second
+
+// BucketOut reports whether the bucket path failed within outFor.
+func (z *zoneLocal) BucketOut() bool { return time.Now().UnixNano() < z.outUntil.Load() }
+
+// InlineFallback reports whether a failed bucket path sends the records
+// inline (wal.zonelocal.produce.inline.ms > 0).
+func (z *zoneLocal) InlineFallback() bool { return z.outFor > 0 }
+
+// BucketFailed opens the breaker for outFor (logged when it opens): a
+// bucket outage then costs one failed PUT (up to putTimeout) per period,
+// not one per request.
+func (z *zoneLocal) BucketFailed(err error) {
+	if z.outFor <= 0 {
+		return
+	}
+	until := time.Now().Add(z.outFor).UnixNano()
+	if prev := z.outUntil.Swap(until); prev < time.Now().UnixNano() {
+		z.log.Info("zone-local produce: the bucket path failed; forwarding records inline (across zones) for a while", "for", z.outFor, "error", err.Error())
+	}
+}
+
+// ForwardedInline counts partitions forwarded inline.
+func (z *zoneLocal) ForwardedInline(n int) {
+	z.inlineParts.Add(int64(n))
+	z.metrics.WithLabelValues("inline").Add(float64(n))
+}
+
+// InlineStats returns the partitions forwarded inline.
+func (z *zoneLocal) InlineStats() int64 { return z.inlineParts.Load() }
 
 // Stats returns the partitions forwarded and appended from objects.
 func (z *zoneLocal) Stats() (forwarded, appended int64) {

@@ -628,7 +628,10 @@ func (s zlFaultStore) Get(ctx context.Context, key string, offset, length int64)
 // records a direct produce would have had acknowledged failed).
 func TestZoneLocalProduceBucketFails(t *testing.T) {
 	faults := &zlFaults{}
+	// The inline fallback off: each failure reaches the client as an
+	// error it retries (TestZoneLocalProduceBucketOut has it on).
 	wc := startWALCluster(t, brokertest.WithSetting("wal.zonelocal.produce.enable", "true"),
+		brokertest.WithSetting("wal.zonelocal.produce.inline.ms", "0"),
 		brokertest.WithConfig(func(c *server.Config) {
 			wrap := c.Cluster.WAL.WrapStore
 			c.Cluster.WAL.WrapStore = func(st objstore.Store) objstore.Store { return zlFaultStore{Store: wrap(st), f: faults} }
@@ -676,6 +679,83 @@ func TestZoneLocalProduceBucketFails(t *testing.T) {
 			offsets := res.offsets
 			t.Logf("%d %ss of forwarded objects failed", tc.failed.Load()-before, tc.name)
 			checkRecords(t, addrs, topic, tc.name, 5, offsets)
+		})
+	}
+}
+
+// TestZoneLocalProduceBucketOut checks that zone-local produce keeps
+// going while the bucket path stays broken (the forwarder's PUTs fail,
+// or the leader cannot read or check the objects): the forwarder sends
+// the records to their leaders inline, every record is acknowledged and
+// read back once at its offset, and once the bucket is back (after
+// wal.zonelocal.produce.inline.ms) records go through it again.
+func TestZoneLocalProduceBucketOut(t *testing.T) {
+	faults := &zlFaults{}
+	wc := startWALCluster(t, brokertest.WithSetting("wal.zonelocal.produce.enable", "true"),
+		brokertest.WithSetting("wal.zonelocal.produce.inline.ms", "1000"),
+		brokertest.WithConfig(func(c *server.Config) {
+			wrap := c.Cluster.WAL.WrapStore
+			c.Cluster.WAL.WrapStore = func(st objstore.Store) objstore.Store { return zlFaultStore{Store: wrap(st), f: faults} }
+		}))
+	addrs := wc.Addrs()
+	adm := kadm.NewClient(newClient(t, addrs))
+	zoneB := wc.Brokers[1].Server() // broker 2, zone b
+	for _, tc := range []struct {
+		name   string
+		on     *atomic.Bool
+		failed *atomic.Int64
+	}{
+		{"put", &faults.failPut, &faults.failedPut},
+		{"get", &faults.failGet, &faults.failedGet},
+		{"corrupt", &faults.corruptGet, &faults.corruptedGet},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := "zl-out-" + tc.name
+			createTopic(t, adm, topic, zlPartitions, nil)
+			if ledElsewhere(t, adm, topic, 2) == 0 {
+				t.Fatal("broker 2 leads every partition")
+			}
+			cl := producer(t, addrs, kgo.ClientID("strata_az=b"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
+			if _, err := kadm.NewClient(cl).Metadata(context.Background(), topic); err != nil {
+				t.Fatal(err)
+			}
+			tc.on.Store(true)
+			failedBefore, inlineBefore := tc.failed.Load(), zoneB.ZoneLocalInline()
+			// The bucket stays broken for the whole run, which spans
+			// more than one inline period (the bucket is tried again
+			// and fails again).
+			var rounds []map[int32][]int64
+			deadline := time.Now().Add(2500 * time.Millisecond)
+			for len(rounds) == 0 || time.Now().Before(deadline) {
+				o, err := produceRecords(cl, topic, fmt.Sprintf("%s-%d", tc.name, len(rounds)), 2, false)
+				if err != nil {
+					t.Fatalf("round %d with the bucket out: %v", len(rounds), err)
+				}
+				rounds = append(rounds, o)
+				time.Sleep(200 * time.Millisecond)
+			}
+			failed, inline := tc.failed.Load()-failedBefore, zoneB.ZoneLocalInline()-inlineBefore
+			t.Logf("%d rounds, %d %ss failed, %d partitions forwarded inline", len(rounds), failed, tc.name, inline)
+			if failed < 2 {
+				t.Errorf("%d failed %ss: the bucket was not tried again after the inline period", failed, tc.name)
+			}
+			if inline == 0 {
+				t.Error("nothing was forwarded inline")
+			}
+			tc.on.Store(false)
+			for i, o := range rounds {
+				checkRecords(t, addrs, topic, fmt.Sprintf("%s-%d", tc.name, i), 2, o)
+			}
+			// The bucket is back: once the period ends, records go
+			// through it again.
+			fwdBefore, _ := zoneB.ZoneLocalStats()
+			waitFor(t, "forwarding through the bucket again", 20*time.Second, func() bool {
+				if _, err := produceRecords(cl, topic, tc.name+"-back", 1, false); err != nil {
+					t.Fatal(err)
+				}
+				f, _ := zoneB.ZoneLocalStats()
+				return f > fwdBefore
+			})
 		})
 	}
 }
