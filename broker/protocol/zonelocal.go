@@ -55,11 +55,13 @@ type ZoneLocal interface {
 	// zone-tagged clients (wal.zonelocal.produce.enable); a broker with
 	// WAL replication on reads forwarded objects either way.
 	Forwarding() bool
-	// BucketOut says whether the bucket path failed lately (a PUT of
-	// this broker's, or a leader's GET or check of one of its objects):
-	// forwarded records then go to their leaders inline, in the
-	// Produce, until the path is tried again.
-	BucketOut() bool
+	// Inline says whether a forwarded request of n record bytes goes to
+	// its leaders inline, in the Produce, instead of through an object:
+	// the bucket path failed lately (a PUT of this broker's, or a
+	// leader's GET or check of one of its objects), or the zone-local
+	// policy finds an object dearer than the transfer it saves
+	// (wal.zonelocal.produce.policy=auto).
+	Inline(n int) bool
 	// InlineFallback says whether a failed bucket path sends the records
 	// inline (wal.zonelocal.produce.inline.ms > 0) rather than answering
 	// KAFKA_STORAGE_ERROR.
@@ -342,10 +344,15 @@ func forwardProduce(ctx context.Context, r *Request, req *kmsg.ProduceRequest, p
 	go func() {
 		defer close(ready)
 		defer r.Env.zoneLocalSent(r.Client.ConnID, mine)
-		// Through the bucket unless it failed lately; a failed PUT sends
-		// the records inline (they cross zones, as a plain produce's
-		// would): a zone whose bucket is out keeps producing.
-		inline = zl.BucketOut()
+		// Through the bucket unless it failed lately or costs more than
+		// the transfer; a failed PUT sends the records inline (they
+		// cross zones, as a plain produce's would): a zone whose bucket
+		// is out keeps producing.
+		size := 0
+		for _, set := range sets {
+			size += len(set)
+		}
+		inline = zl.Inline(size)
 		if !inline {
 			var err error
 			refs, err = zl.PutRecords(ctx, sets)

@@ -146,6 +146,11 @@ type WALConfig struct {
 	// fallback off (a failed path answers KAFKA_STORAGE_ERROR). In this
 	// struct 0 means the default and < 0 off.
 	ZoneLocalInline time.Duration
+	// ZoneLocalPolicy is wal.zonelocal.produce.policy: bucket (default;
+	// every forwarded request through the bucket) or auto (through the
+	// bucket only while its objects cost no more than the transfer they
+	// save; zonelocalpolicy.go).
+	ZoneLocalPolicy string
 	// WrapStore, when set, wraps every bucket client (fault injection:
 	// strata dev's --s3-put-latency/--s3-get-latency, tests).
 	WrapStore func(objstore.Store) objstore.Store
@@ -333,11 +338,17 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 	// Zone-local produce: objects of forwarded produce requests in the
 	// own bucket, read from the forwarder's bucket as leader (always, so
 	// that a leader whose own flag is off still serves its forwarders).
-	s.zoneLocal = newZoneLocal(s, wc.ZoneLocalProduce, wc.ZoneLocalInline, own, storeFor, cluster, base.Zone)
-	if err := s.metrics.Registry.Register(s.zoneLocal.metrics); err != nil {
-		s.zoneLocal.close()
-		s.zoneLocal = nil
-		return fmt.Errorf("register zone-local metrics: %w", err)
+	router, err := newZLRouter(wc.ZoneLocalPolicy, s.cfg.Prices)
+	if err != nil {
+		return err
+	}
+	s.zoneLocal = newZoneLocal(s, wc.ZoneLocalProduce, wc.ZoneLocalInline, router, own, storeFor, cluster, base.Zone)
+	for _, c := range s.zoneLocal.collectors() {
+		if err := s.metrics.Registry.Register(c); err != nil {
+			s.zoneLocal.close()
+			s.zoneLocal = nil
+			return fmt.Errorf("register zone-local metrics: %w", err)
+		}
 	}
 	s.log.WithName("cluster").Info("WAL replication enabled", "bucket", base.Bucket, "endpoint", base.Endpoint, "zoneMap", buckets.ZoneMap(),
 		"policy", policy, "maxUploadInterval", maxInterval)

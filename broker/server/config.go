@@ -277,7 +277,7 @@ var processKeys = map[string]bool{
 	"wal.bucket.resource": true, "wal.bucket.credentials.source": true, "wal.bucket.credentials.secret": true,
 	// wal.policy and the price table (broker/cost; docs/wal.md "Cost and wal.policy").
 	"wal.policy": true, "wal.upload.max.interval.ms": true, "wal.policy.object.max.bytes": true, "wal.auto.max.latency.ms": true, "wal.auto.max.cost.ratio": true, "wal.download.hedge.ms": true, "wal.upload.hedge.ms": true,
-	"wal.zonelocal.produce.enable": true, "wal.zonelocal.produce.inline.ms": true,
+	"wal.zonelocal.produce.enable": true, "wal.zonelocal.produce.inline.ms": true, "wal.zonelocal.produce.policy": true,
 }
 
 func init() {
@@ -655,6 +655,11 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 			if n == 0 {
 				cfg.Cluster.WAL.ZoneLocalInline = -1 // off
 			}
+		case k == "wal.zonelocal.produce.policy":
+			if _, err := newZLRouter(v, cost.Default()); err != nil {
+				return nil, bad(fmt.Errorf("want %s or %s", ZoneLocalPolicyBucket, ZoneLocalPolicyAuto))
+			}
+			cfg.Cluster.WAL.ZoneLocalPolicy = v
 		case k == "wal.bucket.credentials.source":
 			if err := checkCredentialsSource(v); err != nil {
 				return nil, bad(err)

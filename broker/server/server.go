@@ -760,6 +760,16 @@ func (s *Server) ZoneLocalStats() (forwarded, appended int64) {
 	return s.zoneLocal.Stats()
 }
 
+// ZoneLocalPath returns the path this broker's next forwarded zone-local
+// produce takes (strata_zonelocal_path): bucket, inline-cost or
+// inline-outage; "" without WAL replication.
+func (s *Server) ZoneLocalPath() string {
+	if s.zoneLocal == nil {
+		return ""
+	}
+	return s.zoneLocal.path()
+}
+
 // ZoneLocalInline returns the partitions this broker forwarded inline
 // because its zone's bucket path had failed (zone-local produce).
 func (s *Server) ZoneLocalInline() int64 {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math"
 	"bufio"
 	"context"
 	"encoding/binary"
@@ -68,9 +69,14 @@ type zoneLocal struct {
 	// again (BucketOut, BucketFailed).
 	outUntil atomic.Int64
 	outFor   time.Duration
+
+	// router chooses between the bucket and inline by cost
+	// (wal.zonelocal.produce.policy, zonelocalpolicy.go).
+	router *zlRouter
+	gauges []prometheus.Collector
 }
 
-func newZoneLocal(s *Server, forwarding bool, inlineFor time.Duration, own objstore.Store, stores func(string) (objstore.Store, error), cluster, zone string) *zoneLocal {
+func newZoneLocal(s *Server, forwarding bool, inlineFor time.Duration, router *zlRouter, own objstore.Store, stores func(string) (objstore.Store, error), cluster, zone string) *zoneLocal {
 	switch {
 	case inlineFor == 0:
 		inlineFor = defaultZoneLocalInline
@@ -87,8 +93,73 @@ func newZoneLocal(s *Server, forwarding bool, inlineFor time.Duration, own objst
 			Help: "Partitions of zone-local produce requests (wal.zonelocal.produce.enable): forwarded by this broker to their leader through an object of its zone's bucket (role=forwarded), forwarded inline because that path failed lately (role=inline), appended by this broker as leader from another broker's object (role=appended).",
 		}, []string{"role"}),
 	}
+	z.router = router
+	if !forwarding {
+		go z.deleteLoop()
+		return z
+	}
+	for _, path := range []string{zlPathBucket, zlPathInlineCost, zlPathInlineOutage} {
+		z.gauges = append(z.gauges, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "strata_zonelocal_path",
+			Help:        "1 for the path this broker's next forwarded zone-local produce takes, 0 for the others: bucket (an object of its zone's bucket), inline-cost (in the Produce to the leader, across zones, because wal.zonelocal.produce.policy=auto found an object dearer than the transfer it saves), inline-outage (in the Produce, because the bucket path failed lately; wal.zonelocal.produce.inline.ms).",
+			ConstLabels: prometheus.Labels{"path": path},
+		}, func() float64 {
+			if z.path() == path {
+				return 1
+			}
+			return 0
+		}))
+	}
+	z.gauges = append(z.gauges,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "strata_zonelocal_expected_object_bytes",
+			Help: "The forwarded object size wal.zonelocal.produce.policy=auto expects at the current forwarded byte rate (the bytes forwarded during one PUT), which it compares with strata_zonelocal_break_even_bytes; 0 with policy=bucket.",
+		}, func() float64 {
+			_, e := z.router.state()
+			return e
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "strata_zonelocal_break_even_bytes",
+			Help: "The forwarded object size at which the bucket path of zone-local produce costs what sending its bytes across zones costs, from the price table (cost.price.*); -1 when no size does.",
+		}, func() float64 {
+			if z.router.breakEven == math.MaxInt64 {
+				return -1
+			}
+			return float64(z.router.breakEven)
+		}))
 	go z.deleteLoop()
 	return z
+}
+
+// Paths of strata_zonelocal_path.
+const (
+	zlPathBucket       = "bucket"
+	zlPathInlineCost   = "inline-cost"
+	zlPathInlineOutage = "inline-outage"
+)
+
+// path is the path the next forwarded request takes.
+func (z *zoneLocal) path() string {
+	switch bucket, _ := z.router.state(); {
+	case z.BucketOut():
+		return zlPathInlineOutage
+	case !bucket:
+		return zlPathInlineCost
+	}
+	return zlPathBucket
+}
+
+// collectors returns the zone-local metrics.
+func (z *zoneLocal) collectors() []prometheus.Collector {
+	return append([]prometheus.Collector{z.metrics}, z.gauges...)
+}
+
+// Inline says whether a forwarded request of n bytes goes to its leaders
+// inline: the bucket path failed lately, or the policy finds an object
+// dearer than the transfer it saves.
+func (z *zoneLocal) Inline(n int) bool {
+	bucket := z.router.viaBucket(n, time.Now())
+	return z.BucketOut() || !bucket
 }
 
 func (z *zoneLocal) Forwarding() bool { return z.forwarding }
@@ -153,9 +224,11 @@ func (z *zoneLocal) PutRecords(ctx context.Context, sets [][]byte) ([]protocol.Z
 	}
 	pctx, cancel := context.WithTimeout(ctx, z.putTimeout)
 	defer cancel()
+	start := time.Now()
 	if err := z.own.Put(pctx, key, data); err != nil {
 		return nil, fmt.Errorf("put %s: %w", key, err)
 	}
+	z.router.observePut(time.Since(start))
 	z.forwardedParts.Add(int64(len(sets)))
 	z.metrics.WithLabelValues("forwarded").Add(float64(len(sets)))
 	return refs, nil

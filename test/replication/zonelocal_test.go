@@ -759,3 +759,82 @@ func TestZoneLocalProduceBucketOut(t *testing.T) {
 		})
 	}
 }
+
+// TestZoneLocalProducePolicyAuto checks wal.zonelocal.produce.policy=auto:
+// small forwarded requests, whose objects would cost more than the
+// transfer they save, go to their leaders inline; a request as large as
+// the break-even object (~58 KB with the default prices) goes through
+// the bucket; every record is acknowledged and read back once at its
+// offset either way.
+func TestZoneLocalProducePolicyAuto(t *testing.T) {
+	wc := startWALCluster(t, brokertest.WithSetting("wal.zonelocal.produce.enable", "true"),
+		brokertest.WithSetting("wal.zonelocal.produce.policy", "auto"))
+	addrs := wc.Addrs()
+	adm := kadm.NewClient(newClient(t, addrs))
+	zoneB := wc.Brokers[1].Server() // broker 2, zone b
+	topic := "zl-auto"
+	createTopic(t, adm, topic, zlPartitions, nil)
+	if ledElsewhere(t, adm, topic, 2) == 0 {
+		t.Fatal("broker 2 leads every partition")
+	}
+	zcl := producer(t, addrs, kgo.ClientID("strata_az=b"), kgo.RequiredAcks(kgo.AllISRAcks()))
+
+	// A trickle: 1 KB records, inline.
+	fwd0, _ := zoneB.ZoneLocalStats()
+	inline0 := zoneB.ZoneLocalInline()
+	offsets := zoneLocalProduce(t, zcl, topic, "small", 10, false)
+	fwd1, _ := zoneB.ZoneLocalStats()
+	inline1 := zoneB.ZoneLocalInline()
+	if fwd1 != fwd0 || inline1 == inline0 {
+		t.Fatalf("small requests: %d partitions through the bucket, %d inline; want none and some", fwd1-fwd0, inline1-inline0)
+	}
+	if p := zoneB.ZoneLocalPath(); p != "inline-cost" {
+		t.Fatalf("path %q after small requests, want inline-cost", p)
+	}
+	checkRecords(t, addrs, topic, "small", 10, offsets)
+
+	// Requests of 64 KB records, one per request: each pays for its
+	// object.
+	big := producer(t, addrs, kgo.ClientID("strata_az=b"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MaxBufferedRecords(1))
+	var p int32 = -1
+	for i, l := range leaders(adm, topic) {
+		if l[0] != 2 {
+			p = int32(i)
+		}
+	}
+	var bigOffsets []int64
+	for i := range 3 {
+		value := make([]byte, 64<<10)
+		_, _ = rand.Read(value)
+		r := &kgo.Record{Topic: topic, Partition: p, Key: []byte(fmt.Sprintf("big-%d", i)), Value: value}
+		if err := big.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		bigOffsets = append(bigOffsets, r.Offset)
+	}
+	fwd2, _ := zoneB.ZoneLocalStats()
+	if fwd2 == fwd1 {
+		t.Fatal("64 KB requests went inline")
+	}
+	if got := zoneB.ZoneLocalPath(); got != "bucket" {
+		t.Fatalf("path %q after 64 KB requests, want bucket", got)
+	}
+	t.Logf("small: %d partitions inline; 64 KB: %d partitions through the bucket", inline1-inline0, fwd2-fwd1)
+	rcl := newClient(t, addrs, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(bigOffsets[0])}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for got := 0; got < len(bigOffsets); {
+		fs := rcl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of the 64 KB records", got)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if got < len(bigOffsets) && string(r.Key) == fmt.Sprintf("big-%d", got) {
+				if r.Offset != bigOffsets[got] {
+					t.Fatalf("big-%d at offset %d, acknowledged at %d", got, r.Offset, bigOffsets[got])
+				}
+				got++
+			}
+		})
+	}
+}
