@@ -1,13 +1,13 @@
 package server
 
 import (
-	"math"
 	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"strconv"
 	"sync"
