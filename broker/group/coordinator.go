@@ -58,6 +58,11 @@ type Config struct {
 	// every partition does. Commits to unknown partitions get
 	// UNKNOWN_TOPIC_OR_PARTITION.
 	PartitionExists func(topic string, partition int32) bool
+	// TopicID returns a topic's current ID (ok false: no such topic);
+	// nil: unknown. Commits remember it, and OffsetFetch does not answer
+	// a commit made to an earlier topic of the same name
+	// (OffsetCommit.TopicID).
+	TopicID func(topic string) (id [16]byte, ok bool)
 	// Topics is the cluster's topic metadata the KIP-848 consumer
 	// protocol assigns from; nil answers ConsumerGroupHeartbeat with
 	// COORDINATOR_NOT_AVAILABLE.

@@ -250,6 +250,9 @@ func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequ
 	if topics == nil {
 		byTopic := make(map[string][]int32)
 		for _, oc := range sortedCommits(g.offsets) {
+			if c.staleCommit(oc) {
+				continue
+			}
 			byTopic[oc.Topic] = append(byTopic[oc.Topic], oc.Partition)
 			if len(byTopic[oc.Topic]) == 1 {
 				topics = append(topics, kmsg.OffsetFetchRequestTopic{Topic: oc.Topic})
@@ -267,7 +270,7 @@ func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequ
 			rp := kmsg.NewOffsetFetchResponseTopicPartition()
 			rp.Partition, rp.Offset = p, -1
 			meta := ""
-			if oc, ok := g.offsets[TopicPartition{t.Topic, p}]; ok {
+			if oc, ok := g.offsets[TopicPartition{t.Topic, p}]; ok && !c.staleCommit(oc) {
 				rp.Offset, rp.LeaderEpoch, meta = oc.Offset, oc.LeaderEpoch, oc.Metadata
 			}
 			if requireStable && g.hasPendingTxn(TopicPartition{t.Topic, p}) {
@@ -279,6 +282,22 @@ func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequ
 		out = append(out, rt)
 	}
 	return 0, out
+}
+
+// staleCommit reports whether oc was committed to an earlier topic of its
+// name: the topic exists now under another ID. The DeleteTopics handler
+// removes a deleted topic's offsets only from the groups its own broker
+// coordinates (DeleteTopicOffsets); the others keep them, and without
+// this a group would resume a re-created topic from them (skipping its
+// first records, or reading from an offset past its end). A topic that
+// does not exist in this broker's metadata keeps its commits: a view that
+// lags must not make consumers reset their positions.
+func (c *Coordinator) staleCommit(oc OffsetCommit) bool {
+	if oc.TopicID == ([16]byte{}) || c.cfg.TopicID == nil {
+		return false
+	}
+	id, ok := c.cfg.TopicID(oc.Topic)
+	return ok && id != ([16]byte{}) && id != oc.TopicID
 }
 
 // groupMember is the member id and epoch an OffsetFetch v9+ carries.
@@ -403,6 +422,11 @@ func (c *Coordinator) offsetCommit(topic string, partition int32, offset int64, 
 		return OffsetCommit{}, kerr.OffsetMetadataTooLarge.Code
 	}
 	oc := OffsetCommit{Topic: topic, Partition: partition, Offset: offset, LeaderEpoch: leaderEpoch, CommitTimeMillis: now}
+	if c.cfg.TopicID != nil {
+		if id, ok := c.cfg.TopicID(topic); ok {
+			oc.TopicID = id
+		}
+	}
 	if metadata != nil {
 		oc.Metadata = *metadata
 	}

@@ -22,6 +22,13 @@ type OffsetCommit struct {
 	Metadata    string
 	// CommitTimeMillis is the coordinator's clock at commit, Unix millis.
 	CommitTimeMillis int64
+	// TopicID is the topic's ID when the coordinator committed (zero:
+	// unknown, a store that does not keep it). OffsetFetch does not
+	// answer a commit whose topic ID differs from the topic's current
+	// one: the topic was deleted and re-created under its name, and a
+	// coordinator that did not handle the DeleteTopics never removed the
+	// old topic's offsets.
+	TopicID [16]byte
 }
 
 // OffsetStore persists committed offsets. A Coordinator calls it while

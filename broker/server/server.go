@@ -331,6 +331,10 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 		t, ok := b.Topic(topic)
 		return ok && p >= 0 && p < t.Partitions
 	}
+	groupCfg.TopicID = func(topic string) ([16]byte, bool) {
+		t, ok := b.Topic(topic)
+		return t.ID, ok
+	}
 	groupCfg.Topics = groupTopics{b}
 	if s.groups, err = group.New(logr.NewContext(ctx, logger), groupCfg); err != nil {
 		return nil, fmt.Errorf("start group coordinator: %w", err)

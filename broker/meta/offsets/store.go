@@ -3,6 +3,7 @@ package offsets
 import (
 	"cmp"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -95,6 +96,31 @@ type record struct {
 	LeaderEpoch      int32  `json:"leaderEpoch"`
 	Metadata         string `json:"metadata,omitempty"`
 	CommitTimeMillis int64  `json:"commitTimeMillis"`
+	// TopicID is the committed topic's ID (hex) when the coordinator
+	// knew it: a re-created topic of the same name has another
+	// (group.OffsetCommit.TopicID). Absent in records of older brokers.
+	TopicID string `json:"topicID,omitempty"`
+}
+
+// recordOf is the stored form of c.
+func recordOf(c group.OffsetCommit) record {
+	r := record{Offset: c.Offset, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata, CommitTimeMillis: c.CommitTimeMillis}
+	if c.TopicID != ([16]byte{}) {
+		r.TopicID = hex.EncodeToString(c.TopicID[:])
+	}
+	return r
+}
+
+// commit is the OffsetCommit of r for a topic partition. A topic ID that
+// does not decode is dropped (the commit then holds for any topic of the
+// name, as an older broker's).
+func (r record) commit(topic string, partition int32) group.OffsetCommit {
+	c := group.OffsetCommit{Topic: topic, Partition: partition, Offset: r.Offset, LeaderEpoch: r.LeaderEpoch,
+		Metadata: r.Metadata, CommitTimeMillis: r.CommitTimeMillis}
+	if id, err := hex.DecodeString(r.TopicID); err == nil && len(id) == 16 {
+		copy(c.TopicID[:], id)
+	}
+	return c
 }
 
 func (s *Store) groupPrefix(g string) string { return s.prefix + url.PathEscape(g) + "/" }
@@ -176,10 +202,7 @@ func (s *Store) decode(key string, value []byte) (string, group.OffsetCommit, er
 	if err := json.Unmarshal(value, &r); err != nil {
 		return "", group.OffsetCommit{}, fmt.Errorf("offset key %q: %w", key, err)
 	}
-	return g, group.OffsetCommit{
-		Topic: parts[1], Partition: int32(p), Offset: r.Offset, LeaderEpoch: r.LeaderEpoch,
-		Metadata: r.Metadata, CommitTimeMillis: r.CommitTimeMillis,
-	}, nil
+	return g, r.commit(parts[1], int32(p)), nil
 }
 
 // Commit implements group.OffsetStore.
@@ -198,7 +221,7 @@ func (s *Store) Commit(ctx context.Context, g string, commits []group.OffsetComm
 		if c.Topic == "" || strings.Contains(c.Topic, "/") {
 			return fmt.Errorf("commit offsets of group %q: invalid topic name %q", g, c.Topic)
 		}
-		b, err := json.Marshal(record{Offset: c.Offset, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata, CommitTimeMillis: c.CommitTimeMillis})
+		b, err := json.Marshal(recordOf(c))
 		if err != nil {
 			return fmt.Errorf("commit offsets of group %q: %w", g, err)
 		}

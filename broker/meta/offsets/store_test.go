@@ -35,7 +35,13 @@ func TestStoreMatchesMemoryStore(t *testing.T) {
 	ref := group.NewMemoryStore()
 
 	commit := func(o int64, topic string, p int32) group.OffsetCommit {
-		return group.OffsetCommit{Topic: topic, Partition: p, Offset: o, LeaderEpoch: int32(o % 5), Metadata: fmt.Sprintf("m%d", o), CommitTimeMillis: 1000 + o}
+		c := group.OffsetCommit{Topic: topic, Partition: p, Offset: o, LeaderEpoch: int32(o % 5), Metadata: fmt.Sprintf("m%d", o), CommitTimeMillis: 1000 + o}
+		if o%2 == 1 {
+			// The topic's ID when the coordinator knew it (kept, as
+			// the memory store keeps it).
+			c.TopicID = [16]byte{byte(o), byte(o >> 8), 0xab}
+		}
+		return c
 	}
 	var many []group.OffsetCommit
 	for p := range int32(300) { // more than one transaction's worth

@@ -42,7 +42,7 @@ func (s *Store) CommitPending(ctx context.Context, g string, producerID int64, c
 		if c.Topic == "" || strings.Contains(c.Topic, "/") {
 			return fmt.Errorf("pending offsets of group %q: invalid topic name %q", g, c.Topic)
 		}
-		b, err := json.Marshal(record{Offset: c.Offset, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata, CommitTimeMillis: c.CommitTimeMillis})
+		b, err := json.Marshal(recordOf(c))
 		if err != nil {
 			return fmt.Errorf("pending offsets of group %q: %w", g, err)
 		}
@@ -124,8 +124,7 @@ func (s *Store) LoadPending(ctx context.Context) (map[string]map[int64][]group.O
 		if out[g] == nil {
 			out[g] = map[int64][]group.OffsetCommit{}
 		}
-		out[g][pid] = append(out[g][pid], group.OffsetCommit{Topic: parts[2], Partition: int32(p), Offset: r.Offset,
-			LeaderEpoch: r.LeaderEpoch, Metadata: r.Metadata, CommitTimeMillis: r.CommitTimeMillis})
+		out[g][pid] = append(out[g][pid], r.commit(parts[2], int32(p)))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load pending offsets: %w", err)
@@ -185,8 +184,7 @@ func (s *Store) LoadGroup(ctx context.Context, g string) ([]group.OffsetCommit, 
 			log.Error(err, "skipping pending offset record that does not decode", "key", string(kv.Key))
 			continue
 		}
-		pending[pid] = append(pending[pid], group.OffsetCommit{Topic: parts[1], Partition: int32(p), Offset: r.Offset,
-			LeaderEpoch: r.LeaderEpoch, Metadata: r.Metadata, CommitTimeMillis: r.CommitTimeMillis})
+		pending[pid] = append(pending[pid], r.commit(parts[1], int32(p)))
 	}
 	return offsets, md, pending, nil
 }
