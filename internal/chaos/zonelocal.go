@@ -52,12 +52,15 @@ type ZoneLocalResult struct {
 	ObjectRequestsFailed int64 `json:"object_requests_failed"`
 	// ObjectsPutByZone is ObjectsPut per zone bucket.
 	ObjectsPutByZone map[string]int64 `json:"objects_put_by_zone"`
-	// ForwardedPartitions and AppendedPartitions are the brokers'
-	// strata_zonelocal_partitions_total{role=forwarded|appended}, summed
-	// over every broker incarnation: a lower bound (an incarnation's last
-	// second before a kill is not read). MetricsScrapes counts the
+	// ForwardedPartitions, InlinePartitions and AppendedPartitions are
+	// the brokers' strata_zonelocal_partitions_total{role=forwarded|
+	// inline|appended}, summed over every broker incarnation: a lower
+	// bound (an incarnation's last second before a kill is not read).
+	// Inline ones went to their leaders in the Produce while the bucket
+	// path was out (a bucket fault). MetricsScrapes counts the
 	// successful reads of a broker's /metrics.
 	ForwardedPartitions int64 `json:"forwarded_partitions"`
+	InlinePartitions    int64 `json:"inline_partitions"`
 	AppendedPartitions  int64 `json:"appended_partitions"`
 	MetricsScrapes      int   `json:"metrics_scrapes"`
 }
@@ -131,7 +134,7 @@ type zlScraper struct {
 	client *http.Client
 
 	mu      sync.Mutex
-	last    map[zlIncarnation][2]float64 // forwarded, appended
+	last    map[zlIncarnation][3]float64 // forwarded, appended, inline
 	scrapes int
 }
 
@@ -141,7 +144,7 @@ type zlIncarnation struct {
 }
 
 func newZLScraper(c *cluster) *zlScraper {
-	return &zlScraper{c: c, client: &http.Client{Timeout: 2 * time.Second}, last: map[zlIncarnation][2]float64{}}
+	return &zlScraper{c: c, client: &http.Client{Timeout: 2 * time.Second}, last: map[zlIncarnation][3]float64{}}
 }
 
 // run polls until ctx ends.
@@ -182,7 +185,7 @@ func (s *zlScraper) scrape(ctx context.Context, b *broker) {
 	if err != nil {
 		return
 	}
-	var v [2]float64
+	var v [3]float64
 	if mf, ok := families[zoneLocalMetric]; ok {
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
@@ -194,6 +197,8 @@ func (s *zlScraper) scrape(ctx context.Context, b *broker) {
 					v[0] += m.GetCounter().GetValue()
 				case "appended":
 					v[1] += m.GetCounter().GetValue()
+				case "inline":
+					v[2] += m.GetCounter().GetValue()
 				}
 			}
 		}
@@ -206,19 +211,20 @@ func (s *zlScraper) scrape(ctx context.Context, b *broker) {
 	defer s.mu.Unlock()
 	s.scrapes++
 	old := s.last[k]
-	s.last[k] = [2]float64{max(old[0], v[0]), max(old[1], v[1])}
+	s.last[k] = [3]float64{max(old[0], v[0]), max(old[1], v[1]), max(old[2], v[2])}
 }
 
 // totals sums the last values of every incarnation.
-func (s *zlScraper) totals() (forwarded, appended int64, scrapes int) {
+func (s *zlScraper) totals() (forwarded, appended, inline int64, scrapes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var f, a float64
+	var f, a, in float64
 	for _, v := range s.last {
 		f += v[0]
 		a += v[1]
+		in += v[2]
 	}
-	return int64(f), int64(a), s.scrapes
+	return int64(f), int64(a), int64(in), s.scrapes
 }
 
 // zoneLocalResult gathers the run's zone-local figures (nil when off).
@@ -245,7 +251,7 @@ func (c *cluster) zoneLocalResult(s *zlScraper) *ZoneLocalResult {
 		z.ObjectsPutByZone[zone] = px.zlPut.Load()
 	}
 	if s != nil {
-		z.ForwardedPartitions, z.AppendedPartitions, z.MetricsScrapes = s.totals()
+		z.ForwardedPartitions, z.AppendedPartitions, z.InlinePartitions, z.MetricsScrapes = s.totals()
 	}
 	return z
 }

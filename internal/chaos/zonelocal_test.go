@@ -15,10 +15,10 @@ import (
 // broker's /metrics, kept per incarnation (a restarted broker counts from
 // zero again) and summed.
 func TestZLScraperSumsIncarnations(t *testing.T) {
-	var forwarded, appended atomic.Int64
+	var forwarded, appended, inline atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintf(w, "# TYPE %s counter\n%s{role=\"forwarded\"} %d\n%s{role=\"appended\"} %d\n# TYPE other counter\nother 7\n",
-			zoneLocalMetric, zoneLocalMetric, forwarded.Load(), zoneLocalMetric, appended.Load())
+		fmt.Fprintf(w, "# TYPE %s counter\n%s{role=\"forwarded\"} %d\n%s{role=\"appended\"} %d\n%s{role=\"inline\"} %d\n# TYPE other counter\nother 7\n",
+			zoneLocalMetric, zoneLocalMetric, forwarded.Load(), zoneLocalMetric, appended.Load(), zoneLocalMetric, inline.Load())
 	}))
 	t.Cleanup(srv.Close)
 	b := &broker{id: 1, metricsAddr: strings.TrimPrefix(srv.URL, "http://"), cmd: &exec.Cmd{}, incarnation: 1}
@@ -34,13 +34,14 @@ func TestZLScraperSumsIncarnations(t *testing.T) {
 	b.incarnation = 2 // restarted: its counters start again
 	forwarded.Store(4)
 	appended.Store(3)
+	inline.Store(6)
 	s.scrapeAll(ctx)
 	b.cmd = nil // down: not read
 	forwarded.Store(100)
 	s.scrapeAll(ctx)
 
-	f, a, n := s.totals()
-	if f != 13 || a != 5 || n != 3 {
-		t.Fatalf("forwarded %d, appended %d, scrapes %d; want 13, 5, 3", f, a, n)
+	f, a, in, n := s.totals()
+	if f != 13 || a != 5 || in != 6 || n != 3 {
+		t.Fatalf("forwarded %d, appended %d, inline %d, scrapes %d; want 13, 5, 6, 3", f, a, in, n)
 	}
 }
