@@ -363,6 +363,7 @@ func RenderBrokerConfig(kc *strata.KafkaCluster, zi ZoneInput) string {
 	kv["wal.object.max.bytes"] = strconv.FormatInt(orDefaultInt(wal.MaxObjectBytes, 256<<10), 10)
 	kv["wal.retention.ms"] = millis(durationOr(wal.Retention, time.Hour))
 	renderCostConfig(kc, kv) // wal.policy and the price table (kafkacluster_cost.go)
+	renderZoneLocalProduce(kc, kv)
 	if b := zi.Bucket; b != nil {
 		kv["wal.bucket.resource"] = b.Name
 		kv["wal.bucket.name"] = b.Spec.Bucket
@@ -542,4 +543,27 @@ func orDefaultInt(v, def int64) int64 {
 		return def
 	}
 	return v
+}
+
+// DefaultZoneLocalInlineFallback is spec.wal.zoneLocalProduce.inlineFallback
+// when unset, the brokers' default of wal.zonelocal.produce.inline.ms.
+const DefaultZoneLocalInlineFallback = 10 * time.Second
+
+// renderZoneLocalProduce adds the wal.zonelocal.produce.* keys when
+// spec.wal.zoneLocalProduce is enabled (with WAL on), and nothing
+// otherwise: a cluster that does not use it keeps its config, and its
+// config hash, byte for byte. Enabling it changes the hash, which rolls
+// the brokers as any static key does.
+func renderZoneLocalProduce(kc *strata.KafkaCluster, kv map[string]string) {
+	if !kc.Spec.WAL.ZoneLocalEnabled() {
+		return
+	}
+	zl := kc.Spec.WAL.ZoneLocalProduce
+	kv["wal.zonelocal.produce.enable"] = "true"
+	kv["wal.zonelocal.produce.policy"] = strings.ToLower(orDefault(string(zl.Policy), string(strata.ZoneLocalProduceBucket)))
+	fallback := DefaultZoneLocalInlineFallback
+	if zl.InlineFallback != nil {
+		fallback = zl.InlineFallback.Duration // 0s is "no fallback", not "unset"
+	}
+	kv["wal.zonelocal.produce.inline.ms"] = millis(fallback)
 }

@@ -159,6 +159,7 @@ var configKeyCases = []string{
 	"node.id", "broker.id", "super.users", "authorizer.class.name", "allow.everyone.if.no.acl.found",
 	"metrics.listen", "metrics.pprof.enable", "ssl.keystore.location", "sasl.enabled.mechanisms",
 	"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config", "wal.zone.a.bucket.endpoint", "tier.bucket.name", "wal.auto.max.latency.ms", "wal.auto.max.cost.ratio",
+	"wal.zonelocal.produce.enable", "wal.zonelocal.produce.inline.ms", "wal.zonelocal.produce.policy", "wal.zonelocal.put.concurrency", "wal.zonelocal.produce.enable\f",
 	"node.id\f", "authorizer.class.name\f", "super.users\u00a0", "metrics.pprof.enable\f",
 	"\fnode.id", " node.id", "node.id ", "node.id\t", "node.id\v", "node.id\r", "node.id\n", "node.id\u0085",
 	"node.id\u2028", "node.id\u3000", "node.id\u200b", "node.id\ufeff", "node.id\x00", "node.id\x7f",

@@ -334,6 +334,47 @@ var _ = Describe("KafkaCluster controller", func() {
 		}
 	})
 
+	It("renders spec.wal.zoneLocalProduce into the broker config only when enabled, and rolls the pods then", func() {
+		kc := clusterSpec(map[string]int32{"us-east-1a": 1}, "us-east-1a")
+		createCluster(ns, "zl", kc)
+		sts := "zl-us-east-1a"
+		var hash string
+		Eventually(func(g Gomega) {
+			s, err := getSTS(ns, sts)
+			g.Expect(err).NotTo(HaveOccurred())
+			hash = s.Spec.Template.Annotations[controllers.AnnotationConfigHash]
+			g.Expect(hash).NotTo(BeEmpty())
+		}, timeout, interval).Should(Succeed())
+		cfg, err := brokerConfig(ns, "zl", "us-east-1a")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg).NotTo(ContainSubstring("wal.zonelocal."))
+
+		By("the field with enabled false: nothing rendered, no roll")
+		updateCluster(ns, "zl", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL.ZoneLocalProduce = &strata.ZoneLocalProduceSpec{Policy: strata.ZoneLocalProduceAuto}
+		})
+		generation := getCluster(ns, "zl").Generation
+		Eventually(func() int64 { return getCluster(ns, "zl").Status.ObservedGeneration }, timeout, interval).Should(BeNumerically(">=", generation))
+		s, err := getSTS(ns, sts)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(s.Spec.Template.Annotations[controllers.AnnotationConfigHash]).To(Equal(hash))
+		cfg, err = brokerConfig(ns, "zl", "us-east-1a")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg).NotTo(ContainSubstring("wal.zonelocal."))
+
+		By("enabled: the three keys, the API server's default fallback, a new config hash")
+		updateCluster(ns, "zl", func(kc *strata.KafkaCluster) { kc.Spec.WAL.ZoneLocalProduce.Enabled = true })
+		Eventually(func() (string, error) {
+			s, err := getSTS(ns, sts)
+			return s.Spec.Template.Annotations[controllers.AnnotationConfigHash], err
+		}, timeout, interval).ShouldNot(Equal(hash))
+		cfg, err = brokerConfig(ns, "zl", "us-east-1a")
+		Expect(err).NotTo(HaveOccurred())
+		for _, kv := range []string{"wal.zonelocal.produce.enable=true", "wal.zonelocal.produce.policy=auto", "wal.zonelocal.produce.inline.ms=10000"} {
+			Expect(cfg).To(ContainSubstring("\n"+kv+"\n"), "the broker config lacks "+kv)
+		}
+	})
+
 	It("keeps broker ID blocks stable when zones are reordered, added and removed", func() {
 		createCluster(ns, "ids", clusterSpec(counts, zones...))
 		Eventually(func() []strata.BrokerIDBlock { return getCluster(ns, "ids").Status.BrokerIDBlocks }, timeout, interval).Should(HaveLen(3))
@@ -787,6 +828,26 @@ var _ = Describe("CRD validation", func() {
 			"spec.wal.maxCostPercent: Invalid value: 0: spec.wal.maxCostPercent in body should be greater than or equal to 1"),
 		Entry("a cost ceiling above 1000 %", func(kc *strata.KafkaCluster) { kc.Spec.WAL.MaxCostPercent = ptr.To[int32](1001) },
 			"spec.wal.maxCostPercent: Invalid value: 1001: spec.wal.maxCostPercent in body should be less than or equal to 1000"),
+		Entry("zone-local produce without WAL", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL.Enabled = ptr.To(false)
+			kc.Spec.WAL.ZoneLocalProduce = &strata.ZoneLocalProduceSpec{Enabled: true}
+		}, "wal.zoneLocalProduce.enabled needs wal.enabled: zone-local produce forwards records through the zones' fast buckets"),
+		Entry("a zone-local inline fallback over an hour", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL.ZoneLocalProduce = &strata.ZoneLocalProduceSpec{Enabled: true, InlineFallback: &metav1.Duration{Duration: time.Hour + time.Second}}
+		}, "wal.zoneLocalProduce.inlineFallback must be 0s (no inline fallback) or between 1ms and 1h"),
+		Entry("a zone-local inline fallback under a millisecond", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL.ZoneLocalProduce = &strata.ZoneLocalProduceSpec{Enabled: true, InlineFallback: &metav1.Duration{Duration: 500 * time.Microsecond}}
+		}, "wal.zoneLocalProduce.inlineFallback must be 0s (no inline fallback) or between 1ms and 1h"),
+		Entry("a zone-local policy other than Bucket or Auto", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL.ZoneLocalProduce = &strata.ZoneLocalProduceSpec{Enabled: true, Policy: "Inline"}
+		}, "spec.wal.zoneLocalProduce.policy", `supported values: "Bucket", "Auto"`),
+		Entry("config enabling zone-local produce", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"wal.zonelocal.produce.enable": "true"}
+		}, "spec.config must not set wal.zonelocal.produce.enable, wal.zonelocal.produce.inline.ms or wal.zonelocal.produce.policy: they are spec.wal.zoneLocalProduce (enabled, inlineFallback, policy)"),
+		Entry("zone-local produce in both spec.config and spec.wal", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL.ZoneLocalProduce = &strata.ZoneLocalProduceSpec{Enabled: true}
+			kc.Spec.Config = map[string]string{"wal.zonelocal.produce.inline.ms": "0"}
+		}, "spec.wal.zoneLocalProduce and spec.config's wal.zonelocal.produce.* keys (kept from before the field) cannot be used together"),
 		// One key per spec.config rule; "refuses every key the operator
 		// renders" below tries them all.
 		Entry("config setting a broker ID", func(kc *strata.KafkaCluster) { kc.Spec.Config = map[string]string{"node.id": "7"} },
@@ -929,6 +990,7 @@ var _ = Describe("CRD validation", func() {
 		full := valid()
 		full.Spec.TieredStorage = &strata.TieredStorageSpec{Bucket: "strata-tier", Region: "us-east-1"}
 		full.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, Zone: "a"}
+		full.Spec.WAL.ZoneLocalProduce = &strata.ZoneLocalProduceSpec{Enabled: true}
 		fb := &strata.FastBucket{Spec: strata.FastBucketSpec{Zone: "a", Bucket: "wal-a", Region: "us-east-1", Endpoint: "http://s3:9000"}}
 		fb.Name = "wal-a"
 		props := controllers.RenderBrokerConfig(full, controllers.ZoneInput{
@@ -962,6 +1024,27 @@ var _ = Describe("CRD validation", func() {
 		kc := valid()
 		kc.Spec.WAL = strata.WALSpec{Enabled: ptr.To(true), UploadInterval: &metav1.Duration{Duration: 10 * time.Millisecond}, Retention: &metav1.Duration{Duration: controllers.MaxBrokerMillis * time.Millisecond}}
 		kc.Spec.Listeners = []strata.ListenerSpec{{Name: "INTERNAL", Port: 9093, Protocol: "PLAINTEXT"}}
+		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+	})
+
+	It("accepts zone-local produce, fills in its defaults, and takes inline fallbacks of 0s and 1h", func() {
+		kc := valid()
+		kc.Spec.WAL.ZoneLocalProduce = &strata.ZoneLocalProduceSpec{Enabled: true}
+		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
+		Expect(kc.Spec.WAL.ZoneLocalProduce.Policy).To(Equal(strata.ZoneLocalProduceBucket))
+		Expect(kc.Spec.WAL.ZoneLocalProduce.InlineFallback).To(HaveValue(Equal(metav1.Duration{Duration: 10 * time.Second})))
+		for _, d := range []time.Duration{0, time.Millisecond, time.Hour} {
+			kc := valid()
+			kc.Name = fmt.Sprintf("zl-%d", d.Milliseconds())
+			kc.Spec.WAL.ZoneLocalProduce = &strata.ZoneLocalProduceSpec{Enabled: true, Policy: strata.ZoneLocalProduceAuto, InlineFallback: &metav1.Duration{Duration: d}}
+			Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed(), "inlineFallback %s", d)
+			Expect(kc.Spec.WAL.ZoneLocalProduce.InlineFallback.Duration).To(Equal(d))
+		}
+		// Without WAL the block may stay, switched off.
+		kc = valid()
+		kc.Name = "zl-off"
+		kc.Spec.WAL.Enabled = ptr.To(false)
+		kc.Spec.WAL.ZoneLocalProduce = &strata.ZoneLocalProduceSpec{Policy: strata.ZoneLocalProduceAuto}
 		Expect(k8sClient.Create(suiteCtx, kc)).To(Succeed())
 	})
 

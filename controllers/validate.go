@@ -53,6 +53,10 @@ var ownedConfigKeys = map[string]string{
 	"wal.upload.max.interval.ms": "spec.wal.maxUploadInterval",
 	"wal.auto.max.latency.ms":    "spec.wal.maxLatency",
 	"wal.auto.max.cost.ratio":    "spec.wal.maxCostPercent",
+	// zone-local produce (brokerconfig.go renderZoneLocalProduce)
+	"wal.zonelocal.produce.enable":    "spec.wal.zoneLocalProduce.enabled",
+	"wal.zonelocal.produce.inline.ms": "spec.wal.zoneLocalProduce.inlineFallback",
+	"wal.zonelocal.produce.policy":    "spec.wal.zoneLocalProduce.policy",
 	// authorization (security_defaults.go)
 	"authorizer.class.name":          "spec.security.authorization",
 	"super.users":                    "spec.security.authorization",
@@ -64,7 +68,14 @@ var ownedConfigKeys = map[string]string{
 // server refuses them in new and changed configs; a stored config that
 // has them keeps working (they override the rendered keys, as before)
 // instead of stalling the cluster in UnsupportedSpec.
-var grandfatheredConfigKeys = []string{"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found"}
+//
+// The zone-local produce keys were the only way to turn it on before
+// spec.wal.zoneLocalProduce; a cluster may not use both
+// (zoneLocalConfigProblems).
+var grandfatheredConfigKeys = []string{
+	"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
+	"wal.zonelocal.produce.enable", "wal.zonelocal.produce.inline.ms",
+}
 
 // ownedConfigPrefixes are key prefixes the operator owns, by owner.
 var ownedConfigPrefixes = []struct{ prefix, owner string }{
@@ -155,10 +166,36 @@ func UnsupportedSpec(kc *strata.KafkaCluster) []string {
 			problems = append(problems, p)
 		}
 	}
+	problems = append(problems, zoneLocalConfigProblems(kc, keys)...)
 	problems = append(problems, listenerProblems(kc)...)
 	problems = append(problems, leaderPlacementProblems(kc)...)
 	if r := kc.Spec.WAL.Retention; r != nil && (r.Duration < time.Millisecond || r.Duration > MaxBrokerMillis*time.Millisecond) {
 		problems = append(problems, fmt.Sprintf("wal.retention %s is outside 1ms..%dms, what the broker parses", r.Duration, int64(MaxBrokerMillis)))
+	}
+	if zl := kc.Spec.WAL.ZoneLocalProduce; zl != nil {
+		if f := zl.InlineFallback; f != nil && f.Duration != 0 && (f.Duration < time.Millisecond || f.Duration > time.Hour) {
+			problems = append(problems, fmt.Sprintf("wal.zoneLocalProduce.inlineFallback %s is neither 0s nor within 1ms..1h, what the broker parses", f.Duration))
+		}
+		if zl.Enabled && !kc.Spec.WAL.IsEnabled() {
+			problems = append(problems, "wal.zoneLocalProduce.enabled needs wal.enabled: zone-local produce forwards records through the zones' fast buckets")
+		}
+	}
+	return problems
+}
+
+// zoneLocalConfigProblems mirrors the CEL rule that keeps the zone-local
+// keys grandfathered in spec.config away from spec.wal.zoneLocalProduce:
+// with both, one of them would silently lose. keys are spec.config's keys,
+// sorted.
+func zoneLocalConfigProblems(kc *strata.KafkaCluster, keys []string) []string {
+	if kc.Spec.WAL.ZoneLocalProduce == nil {
+		return nil
+	}
+	var problems []string
+	for _, k := range keys {
+		if owner, _ := ConfigKeyOwner(strings.TrimSpace(k)); strings.HasPrefix(owner, "spec.wal.zoneLocalProduce") {
+			problems = append(problems, fmt.Sprintf("spec.config sets %s and spec.wal.zoneLocalProduce is set: remove the key from spec.config", k))
+		}
 	}
 	return problems
 }

@@ -37,6 +37,7 @@ func TestOwnedConfigKeysCoverRender(t *testing.T) {
 	kc.Spec.LeaderPlacement = strata.LeaderPlacementSpec{Policy: strata.LeaderPlacementZone, Zone: "zone-a"}
 	kc.Spec.WAL.MaxLatency = &metav1.Duration{Duration: 100 * time.Millisecond}
 	kc.Spec.WAL.MaxCostPercent = ptr.To[int32](100)
+	kc.Spec.WAL.ZoneLocalProduce = &strata.ZoneLocalProduceSpec{Enabled: true}
 	for _, zi := range zoneInputs(kc, nil) {
 		keys := renderedKeys(t, RenderBrokerConfig(kc, zi))
 		if len(keys) < 40 {
@@ -54,7 +55,8 @@ func TestOwnedConfigKeysCoverRender(t *testing.T) {
 			t.Errorf("alias %s may be set in spec.config", k)
 		}
 	}
-	for _, k := range []string{"num.partitions", "min.insync.replicas", "auto.leader.rebalance.enable", "broker.session.timeout.ms", "wal", "tier", "connections.max.reauth.ms"} {
+	// wal.zonelocal.* tuning keys that no field renders stay the user's.
+	for _, k := range []string{"num.partitions", "min.insync.replicas", "auto.leader.rebalance.enable", "broker.session.timeout.ms", "wal", "tier", "connections.max.reauth.ms", "wal.zonelocal.put.concurrency"} {
 		if owner, ok := ConfigKeyOwner(k); ok {
 			t.Errorf("%s is a user setting, not owned by %s", k, owner)
 		}
@@ -130,6 +132,32 @@ func TestUnsupportedSpec(t *testing.T) {
 		{"retention at the int32 limit", func(kc *strata.KafkaCluster) {
 			kc.Spec.WAL.Retention = &metav1.Duration{Duration: MaxBrokerMillis * time.Millisecond}
 		}, ""},
+		// Zone-local produce: spec.config was the only way before
+		// spec.wal.zoneLocalProduce, so a stored cluster keeps those keys
+		// working, but not beside the field.
+		{"zone-local produce", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL.ZoneLocalProduce = &strata.ZoneLocalProduceSpec{Enabled: true, InlineFallback: &metav1.Duration{}}
+		}, ""},
+		{"zone-local produce through spec.config, stored before the field", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"wal.zonelocal.produce.enable": "true", "wal.zonelocal.produce.inline.ms": "0"}
+		}, ""},
+		{"zone-local produce in spec.config and spec.wal.zoneLocalProduce", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL.ZoneLocalProduce = &strata.ZoneLocalProduceSpec{}
+			kc.Spec.Config = map[string]string{"wal.zonelocal.produce.enable": "true"}
+		}, "spec.config sets wal.zonelocal.produce.enable and spec.wal.zoneLocalProduce is set"},
+		{"zone-local policy in spec.config", func(kc *strata.KafkaCluster) {
+			kc.Spec.Config = map[string]string{"wal.zonelocal.produce.policy": "auto"}
+		}, "spec.config must not set wal.zonelocal.produce.policy: it is owned by spec.wal.zoneLocalProduce.policy"},
+		{"zone-local produce without WAL", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL.Enabled = ptr.To(false)
+			kc.Spec.WAL.ZoneLocalProduce = &strata.ZoneLocalProduceSpec{Enabled: true}
+		}, "wal.zoneLocalProduce.enabled needs wal.enabled"},
+		{"zone-local inline fallback over an hour", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL.ZoneLocalProduce = &strata.ZoneLocalProduceSpec{InlineFallback: &metav1.Duration{Duration: time.Hour + time.Millisecond}}
+		}, "wal.zoneLocalProduce.inlineFallback 1h0m0.001s is neither 0s nor within 1ms..1h"},
+		{"zone-local inline fallback under a millisecond", func(kc *strata.KafkaCluster) {
+			kc.Spec.WAL.ZoneLocalProduce = &strata.ZoneLocalProduceSpec{InlineFallback: &metav1.Duration{Duration: 500 * time.Microsecond}}
+		}, "wal.zoneLocalProduce.inlineFallback 500µs is neither 0s nor within 1ms..1h"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,6 +25,7 @@ const DefaultEtcdImage = "quay.io/coreos/etcd:v3.7.3"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, self.listeners.exists_one(m, m.name == l.name))",message="listener names must be unique"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, self.listeners.exists_one(m, m.port == l.port))",message="listener ports must be unique"
 // +kubebuilder:validation:XValidation:rule="!has(self.listeners) || self.listeners.all(l, l.name != 'REPLICATION' && l.port != 9091 && l.port != 9644)",message="spec.listeners: the name REPLICATION and the ports 9091 and 9644 are the operator's (the brokers' mTLS inter-broker listener and their metrics and readiness port)"
+// +kubebuilder:validation:XValidation:rule="!has(self.wal) || !has(self.wal.zoneLocalProduce) || !has(self.config) || self.config.all(k, !(k.trim() in ['wal.zonelocal.produce.enable', 'wal.zonelocal.produce.inline.ms', 'wal.zonelocal.produce.policy']))",message="spec.wal.zoneLocalProduce and spec.config's wal.zonelocal.produce.* keys (kept from before the field) cannot be used together: remove the keys from spec.config"
 // +kubebuilder:validation:XValidation:rule="!has(self.security) || !has(self.security.listenerCertificate) || !has(self.listeners) || size(self.listeners) == 0 || self.listeners.exists(l, l.protocol == 'SSL' || l.protocol == 'SASL_SSL')",message="security.listenerCertificate needs a listener of protocol SSL or SASL_SSL to serve it (the default listener is SASL_SSL)"
 type KafkaClusterSpec struct {
 	// Image is the Strata container image the brokers run.
@@ -90,6 +91,7 @@ type KafkaClusterSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.trim().startsWith('ssl.') && !k.trim().startsWith('sasl.'))",message="spec.config must not set ssl.* or sasl.*: listener TLS is spec.listeners[].tls and spec.security (certificates from the operator's cluster CA or spec.security.listenerCertificate); SASL settings come with the KafkaUser resource"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k.trim() in ['wal.enable', 'wal.enabled', 'wal.upload.interval.ms', 'wal.object.max.bytes', 'wal.retention.ms']))",message="spec.config must not set wal.enable, wal.enabled, wal.upload.interval.ms, wal.object.max.bytes or wal.retention.ms: they are spec.wal.enabled, spec.wal.uploadInterval, spec.wal.maxObjectBytes and spec.wal.retention"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k.trim() in ['wal.policy', 'wal.upload.max.interval.ms', 'wal.auto.max.latency.ms', 'wal.auto.max.cost.ratio']) && !k.trim().startsWith('cost.price.'))",message="spec.config must not set wal.policy, wal.upload.max.interval.ms, wal.auto.max.latency.ms, wal.auto.max.cost.ratio or cost.price.*: they are spec.wal.policy, spec.wal.maxUploadInterval, spec.wal.maxLatency, spec.wal.maxCostPercent and spec.cost.prices"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k.trim() in ['wal.zonelocal.produce.enable', 'wal.zonelocal.produce.inline.ms', 'wal.zonelocal.produce.policy']))",message="spec.config must not set wal.zonelocal.produce.enable, wal.zonelocal.produce.inline.ms or wal.zonelocal.produce.policy: they are spec.wal.zoneLocalProduce (enabled, inlineFallback, policy)"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.trim().startsWith('wal.bucket.') && !k.trim().startsWith('wal.zone.'))",message="spec.config must not set wal.bucket.* or wal.zone.*: the buckets are the zones' FastBuckets (spec.zones[].fastBucketRef)"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.trim().startsWith('tier.') && !k.trim().startsWith('remote.log.') && !(k.trim() in ['log.local.retention.ms', 'log.remote.storage.enable']))",message="spec.config must not set tier.*, remote.log.*, log.local.retention.ms or log.remote.storage.enable: they belong to spec.tieredStorage"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.trim().startsWith('leader.placement.'))",message="spec.config must not set leader.placement.*: it is spec.leaderPlacement"
@@ -233,6 +235,7 @@ type StorageSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.uploadInterval) || duration(self.retention) >= duration(self.uploadInterval)",message="wal.retention must be at least wal.uploadInterval"
 // +kubebuilder:validation:XValidation:rule="!has(self.maxUploadInterval) || duration(self.maxUploadInterval) >= duration(has(self.uploadInterval) ? self.uploadInterval : '10ms')",message="maxUploadInterval must be at least uploadInterval"
 // +kubebuilder:validation:XValidation:rule="!has(self.maxLatency) || duration(self.maxLatency) <= duration('2147483647ms')",message="wal.maxLatency must be at most 2147483647ms: the broker reads wal.auto.max.latency.ms as an int32"
+// +kubebuilder:validation:XValidation:rule="!has(self.zoneLocalProduce) || !has(self.zoneLocalProduce.enabled) || !self.zoneLocalProduce.enabled || !has(self.enabled) || self.enabled",message="wal.zoneLocalProduce.enabled needs wal.enabled: zone-local produce forwards records through the zones' fast buckets"
 type WALSpec struct {
 	// Enabled turns WAL replication on. When off, followers fetch record
 	// bytes from the leader as in classic Kafka.
@@ -314,6 +317,76 @@ type WALSpec struct {
 	// +kubebuilder:validation:Maximum=1000
 	// +optional
 	MaxCostPercent *int32 `json:"maxCostPercent,omitempty"`
+
+	// ZoneLocalProduce lets producers send their records to a broker of
+	// their own zone, which forwards them to the partitions' leaders
+	// through an object in its zone's fast bucket instead of across zones
+	// (docs/wal.md "Zone-local produce"). Unset or enabled false: the
+	// brokers' settings are not rendered and every producer sends to the
+	// leaders, as before.
+	// +optional
+	ZoneLocalProduce *ZoneLocalProduceSpec `json:"zoneLocalProduce,omitempty"`
+}
+
+// ZoneLocalProduceSpec is spec.wal.zoneLocalProduce, rendered as the
+// brokers' wal.zonelocal.produce.* settings (docs/wal.md "Zone-local
+// produce").
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.inlineFallback) || duration(self.inlineFallback) == duration('0s') || (duration(self.inlineFallback) >= duration('1ms') && duration(self.inlineFallback) <= duration('1h'))",message="wal.zoneLocalProduce.inlineFallback must be 0s (no inline fallback) or between 1ms and 1h: the broker reads wal.zonelocal.produce.inline.ms as whole milliseconds from 0 to 3600000"
+type ZoneLocalProduceSpec struct {
+	// Enabled turns zone-local produce on (wal.zonelocal.produce.enable);
+	// it needs spec.wal.enabled. Only clients that name their zone in
+	// their client ID are served this way: client.id containing
+	// strata_az=<zone> (alone or as one part of a ',', ';' or
+	// blank-separated ID, e.g. "orders-svc,strata_az=us-east-1a"), <zone>
+	// being one of spec.zones[].name. Such a client sees its zone's
+	// replica of every partition as the leader; nothing else changes for
+	// it (bootstrap servers, acks, idempotence, transactions). Other
+	// clients keep the plain path. A partition without a replica in the
+	// client's zone is still produced to across zones.
+	// +kubebuilder:default=false
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// Policy chooses the path of a forwarded request
+	// (wal.zonelocal.produce.policy). Bucket (default): always through
+	// the zone's fast bucket, so no record byte crosses a zone on its way
+	// to the leader, at the price of one PUT (and the leader's GET) per
+	// forwarded batch group and that much latency. Auto: through the
+	// bucket only when the object would cost no more than sending its
+	// bytes across zones, by the brokers' price table (spec.cost.prices),
+	// inline (across zones) otherwise: the cheaper of the two per request.
+	// +kubebuilder:validation:Enum=Bucket;Auto
+	// +kubebuilder:default=Bucket
+	// +optional
+	Policy ZoneLocalProducePolicy `json:"policy,omitempty"`
+
+	// InlineFallback is how long a broker forwards inline (across zones)
+	// after the bucket path failed (a PUT, the leader's GET or a checksum)
+	// before it tries the bucket again (wal.zonelocal.produce.inline.ms):
+	// a zone whose bucket is out keeps its producers going. 0s: no inline
+	// fallback, a failure answers KAFKA_STORAGE_ERROR and the clients
+	// retry through a new object. 0s to 1h; unset: 10s.
+	// +kubebuilder:default="10s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	InlineFallback *metav1.Duration `json:"inlineFallback,omitempty"`
+}
+
+// ZoneLocalProducePolicy is spec.wal.zoneLocalProduce.policy.
+type ZoneLocalProducePolicy string
+
+// The zone-local produce policies (broker values bucket, auto).
+const (
+	ZoneLocalProduceBucket ZoneLocalProducePolicy = "Bucket"
+	ZoneLocalProduceAuto   ZoneLocalProducePolicy = "Auto"
+)
+
+// ZoneLocalEnabled reports whether zone-local produce is to be rendered:
+// spec.wal.zoneLocalProduce.enabled with WAL on.
+func (w WALSpec) ZoneLocalEnabled() bool {
+	return w.IsEnabled() && w.ZoneLocalProduce != nil && w.ZoneLocalProduce.Enabled
 }
 
 // WALPolicy is spec.wal.policy.
