@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,7 +52,21 @@ const (
 	metricPolicyCostRatio  = "strata_wal_policy_cost_ratio"
 	metricPolicyAddedP99   = "strata_wal_policy_added_p99_seconds"
 	metricObjRequests      = "strata_objstore_requests_total"
+	// Zone-local produce (docs/wal.md "Zone-local produce"): the path
+	// gauge is 1 for the path the broker's next forwarded request takes;
+	// only a broker that forwards exports its series.
+	metricZoneLocalPath  = "strata_zonelocal_path"
+	metricZoneLocalParts = "strata_zonelocal_partitions_total"
 )
+
+// The paths of strata_zonelocal_path.
+const (
+	zoneLocalPathBucket       = "bucket"
+	zoneLocalPathInlineCost   = "inline-cost"
+	zoneLocalPathInlineOutage = "inline-outage"
+)
+
+var zoneLocalPaths = []string{zoneLocalPathBucket, zoneLocalPathInlineCost, zoneLocalPathInlineOutage}
 
 // BrokerMetrics is what the operator reads from one broker's /metrics.
 type BrokerMetrics struct {
@@ -77,6 +92,19 @@ type BrokerMetrics struct {
 	USDClients, USDProducers   float64
 	// Tier is the slow tier's health (kafkacluster_tier.go).
 	Tier TierMetrics
+	// ZoneLocal is the broker's zone-local produce forwarding (nil: it
+	// does not export the three series of strata_zonelocal_path: it does
+	// not forward, or it predates the gauge).
+	ZoneLocal *ZoneLocalMetrics
+}
+
+// ZoneLocalMetrics is a broker's zone-local produce forwarding.
+type ZoneLocalMetrics struct {
+	// Path is the strata_zonelocal_path label set to 1 ("" when none is).
+	Path string
+	// Forwarded and Inline are strata_zonelocal_partitions_total's
+	// forwarded and inline partitions since the broker started.
+	Forwarded, Inline float64
 }
 
 // PolicyPoint is a broker's wal.policy operating point, from
@@ -159,6 +187,29 @@ func ParseBrokerMetrics(r io.Reader) (BrokerMetrics, error) {
 			}
 		}
 		bm.Point = pt
+	}
+	// A forwarding broker exports all three paths of the gauge; one that
+	// does not forward exports fewer (or none), an older one none.
+	if mf, ok := families[metricZoneLocalPath]; ok && len(mf.GetMetric()) >= len(zoneLocalPaths) {
+		zl := &ZoneLocalMetrics{}
+		seen := 0
+		for _, m := range mf.GetMetric() {
+			path := metricLabels(m)["path"]
+			if slices.Contains(zoneLocalPaths, path) {
+				seen++
+			}
+			if metricValue(m) == 1 {
+				zl.Path = path
+			}
+		}
+		if seen < len(zoneLocalPaths) {
+			zl = nil
+		}
+		if zl != nil {
+			zl.Forwarded, _ = sum(metricZoneLocalParts, label("role", "forwarded"))
+			zl.Inline, _ = sum(metricZoneLocalParts, label("role", "inline"))
+			bm.ZoneLocal = zl
+		}
 	}
 	if _, bm.Tier.Exported = sum(metricTierLeaderPartitions, nil); bm.Tier.Exported {
 		v, _ = sum(metricTierFailing, nil)
@@ -330,4 +381,35 @@ func renderCostConfig(kc *strata.KafkaCluster, kv map[string]string) {
 	if p.IncludedBytesPerRequest != nil {
 		kv[cost.KeyIncludedBytesPerRequest] = strconv.FormatInt(*p.IncludedBytesPerRequest, 10)
 	}
+}
+
+// zoneLocalInlineReasons are the status reasons of the inline paths of
+// strata_zonelocal_path.
+var zoneLocalInlineReasons = map[string]strata.ZoneLocalInlineReason{
+	zoneLocalPathInlineCost:   strata.ZoneLocalInlineCost,
+	zoneLocalPathInlineOutage: strata.ZoneLocalInlineOutage,
+}
+
+// ZoneLocalStatus sums the zone-local forwarding of a zone's scraped
+// brokers: which forward inline and why, and the partitions forwarded
+// each way. Nil when none of them reports it (zone-local produce off, or
+// brokers without the metrics).
+func ZoneLocalStatus(scrapes []brokerWAL) *strata.ZoneLocalStatus {
+	var st *strata.ZoneLocalStatus
+	for _, s := range scrapes {
+		zl := s.metrics.ZoneLocal
+		if s.err != nil || zl == nil {
+			continue
+		}
+		if st == nil {
+			st = &strata.ZoneLocalStatus{}
+		}
+		st.Brokers++
+		st.ForwardedPartitions += int64(zl.Forwarded)
+		st.InlinePartitions += int64(zl.Inline)
+		if reason, ok := zoneLocalInlineReasons[zl.Path]; ok {
+			st.InlineBrokers = append(st.InlineBrokers, strata.ZoneLocalInline{BrokerID: s.id, Reason: reason})
+		}
+	}
+	return st
 }

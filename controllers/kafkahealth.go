@@ -241,6 +241,7 @@ func ZoneWAL(scrapes []brokerWAL) *strata.ZoneWALStatus {
 			st.OperatingPoints = append(st.OperatingPoints, OperatingPoint(s.id, s.policyInline, *s.metrics.Point))
 		}
 	}
+	st.ZoneLocal = ZoneLocalStatus(scrapes)
 	switch {
 	case len(st.DegradedBrokers) > 0:
 		st.State = strata.WALDegraded
@@ -358,8 +359,10 @@ func (r *KafkaClusterReconciler) applyKafkaToBrokers(s *clusterScope) {
 }
 
 // scrapeWAL reads every registered broker's /metrics: strata_wal_degraded
-// and strata_wal_policy_inline set each zone's WAL state, the cost
-// counters status.cost (kafkacluster_cost.go).
+// and strata_wal_policy_inline set each zone's WAL state,
+// strata_zonelocal_path and strata_zonelocal_partitions_total its
+// zone-local produce forwarding, the cost counters status.cost
+// (kafkacluster_cost.go).
 func (r *KafkaClusterReconciler) scrapeWAL(ctx context.Context, s *clusterScope) {
 	kc := s.cluster
 	st := &kc.Status

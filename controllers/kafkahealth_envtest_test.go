@@ -305,6 +305,8 @@ var _ = Describe("KafkaCluster health through the Kafka admin API", func() {
 				g.Expect(z.WAL.State).To(Equal(strata.WALHealthy), "zone %s: %s", z.Name, z.WAL.Message)
 				g.Expect(z.WAL.DegradedBrokers).To(BeEmpty())
 				g.Expect(z.WAL.PolicyInlineBrokers).To(BeEmpty())
+				// The brokers do not forward zone-local produce: nothing.
+				g.Expect(z.WAL.ZoneLocal).To(BeNil())
 				// Its broker's operating point (the test brokers run
 				// wal.policy=latency: objects every wal.upload.interval.ms,
 				// no bound of auto's).

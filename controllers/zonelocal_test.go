@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -153,3 +154,101 @@ func TestZoneLocalProduceRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestZoneLocalStatus: strata_zonelocal_path and
+// strata_zonelocal_partitions_total land in the zone's status: the
+// brokers forwarding inline with the reason, the partitions forwarded
+// each way; a broker without the gauge (zone-local produce off, or an
+// older broker), or whose scrape failed, adds nothing, and a zone
+// without any such broker has no zoneLocal at all.
+func TestZoneLocalStatus(t *testing.T) {
+	metrics := func(path string) string {
+		var sb strings.Builder
+		sb.WriteString("# TYPE strata_wal_degraded gauge\nstrata_wal_degraded 0\n# TYPE strata_zonelocal_path gauge\n")
+		for _, p := range []string{zoneLocalPathBucket, zoneLocalPathInlineCost, zoneLocalPathInlineOutage} {
+			v := "0"
+			if p == path {
+				v = "1"
+			}
+			sb.WriteString("strata_zonelocal_path{path=\"" + p + "\"} " + v + "\n")
+		}
+		sb.WriteString(`# TYPE strata_zonelocal_partitions_total counter
+strata_zonelocal_partitions_total{role="forwarded"} 120
+strata_zonelocal_partitions_total{role="inline"} 7
+strata_zonelocal_partitions_total{role="appended"} 300
+`)
+		return sb.String()
+	}
+	scrape := func(t *testing.T, id int32, text string) brokerWAL {
+		t.Helper()
+		bm, err := ParseBrokerMetrics(strings.NewReader(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return brokerWAL{id: id, metrics: bm}
+	}
+	older := "# TYPE strata_wal_degraded gauge\nstrata_wal_degraded 0\n"
+	// A broker with WAL but not forwarding: its counters may appear (it
+	// appends other brokers' objects as leader), the gauge has no series.
+	notForwarding := older + "# TYPE strata_zonelocal_partitions_total counter\nstrata_zonelocal_partitions_total{role=\"appended\"} 5\n"
+	// Should such a broker export part of the gauge, it is still not
+	// forwarding: a forwarding broker exports all three paths.
+	partialGauge := notForwarding + "# TYPE strata_zonelocal_path gauge\nstrata_zonelocal_path{path=\"bucket\"} 1\nstrata_zonelocal_path{path=\"other\"} 0\nstrata_zonelocal_path{path=\"inline-cost\"} 0\n"
+
+	bm, err := ParseBrokerMetrics(strings.NewReader(metrics(zoneLocalPathInlineOutage)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (ZoneLocalMetrics{Path: "inline-outage", Forwarded: 120, Inline: 7}); bm.ZoneLocal == nil || *bm.ZoneLocal != want {
+		t.Fatalf("parsed %+v, want %+v", bm.ZoneLocal, want)
+	}
+
+	tests := []struct {
+		name    string
+		scrapes func(t *testing.T) []brokerWAL
+		want    *strata.ZoneLocalStatus
+	}{
+		{"older brokers", func(t *testing.T) []brokerWAL { return []brokerWAL{scrape(t, 0, older), scrape(t, 1, older)} }, nil},
+		{"zone-local produce off", func(t *testing.T) []brokerWAL { return []brokerWAL{scrape(t, 0, notForwarding)} }, nil},
+		{"part of the gauge", func(t *testing.T) []brokerWAL { return []brokerWAL{scrape(t, 0, partialGauge)} }, nil},
+		{"no broker scraped", func(*testing.T) []brokerWAL { return nil }, nil},
+		{"all through the bucket", func(t *testing.T) []brokerWAL {
+			return []brokerWAL{scrape(t, 0, metrics(zoneLocalPathBucket)), scrape(t, 1, metrics(zoneLocalPathBucket))}
+		}, &strata.ZoneLocalStatus{Brokers: 2, ForwardedPartitions: 240, InlinePartitions: 14}},
+		{"inline by cost and by outage", func(t *testing.T) []brokerWAL {
+			failed := scrape(t, 3, metrics(zoneLocalPathInlineOutage))
+			failed.err = errNoMetrics
+			return []brokerWAL{
+				scrape(t, 0, metrics(zoneLocalPathBucket)), scrape(t, 1, metrics(zoneLocalPathInlineCost)),
+				scrape(t, 2, metrics(zoneLocalPathInlineOutage)), failed, scrape(t, 4, older),
+			}
+		}, &strata.ZoneLocalStatus{Brokers: 3, ForwardedPartitions: 360, InlinePartitions: 21, InlineBrokers: []strata.ZoneLocalInline{
+			{BrokerID: 1, Reason: strata.ZoneLocalInlineCost}, {BrokerID: 2, Reason: strata.ZoneLocalInlineOutage},
+		}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := ZoneWAL(tt.scrapes(t))
+			got := st.ZoneLocal
+			switch {
+			case tt.want == nil && got != nil:
+				t.Fatalf("zoneLocal %+v, want none", *got)
+			case tt.want == nil:
+				return
+			case got == nil:
+				t.Fatalf("no zoneLocal, want %+v", *tt.want)
+			}
+			if got.Brokers != tt.want.Brokers || got.ForwardedPartitions != tt.want.ForwardedPartitions ||
+				got.InlinePartitions != tt.want.InlinePartitions || !slices.Equal(got.InlineBrokers, tt.want.InlineBrokers) {
+				t.Fatalf("zoneLocal %+v, want %+v", *got, *tt.want)
+			}
+			// Inline forwarding is not the WAL's degradation: the zone's
+			// state is the uploaders'.
+			if st.State == strata.WALDegraded {
+				t.Fatalf("zone state %s from zone-local forwarding", st.State)
+			}
+		})
+	}
+}
+
+var errNoMetrics = errors.New("scrape metrics: 503 Service Unavailable")

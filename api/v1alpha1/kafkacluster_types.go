@@ -1250,7 +1250,54 @@ type ZoneWALStatus struct {
 	// +listType=atomic
 	// +optional
 	OperatingPoints []WALOperatingPoint `json:"operatingPoints,omitempty"`
+	// ZoneLocal is the zone's zone-local produce forwarding
+	// (spec.wal.zoneLocalProduce), from its brokers' metrics; absent when
+	// none of them forwards (zone-local produce off) or says (a broker
+	// release without the metrics).
+	// +optional
+	ZoneLocal *ZoneLocalStatus `json:"zoneLocal,omitempty"`
 }
+
+// ZoneLocalStatus is one zone's zone-local produce forwarding, from its
+// brokers' strata_zonelocal_path and strata_zonelocal_partitions_total.
+type ZoneLocalStatus struct {
+	// Brokers counts the zone's brokers that report their forwarding path.
+	Brokers int32 `json:"brokers"`
+	// InlineBrokers lists the zone's brokers whose next forwarded produce
+	// request goes to the leaders inline (its record bytes cross zones)
+	// rather than through the zone's fast bucket, and why. The others
+	// forward through the bucket.
+	// +listType=atomic
+	// +optional
+	InlineBrokers []ZoneLocalInline `json:"inlineBrokers,omitempty"`
+	// ForwardedPartitions counts the partitions the zone's brokers
+	// forwarded through the bucket since each started
+	// (strata_zonelocal_partitions_total{role="forwarded"}).
+	ForwardedPartitions int64 `json:"forwardedPartitions"`
+	// InlinePartitions counts the partitions they forwarded inline since
+	// each started (role="inline").
+	InlinePartitions int64 `json:"inlinePartitions"`
+}
+
+// ZoneLocalInline is a broker that forwards zone-local produce inline.
+type ZoneLocalInline struct {
+	// BrokerID of the broker.
+	BrokerID int32 `json:"brokerID"`
+	// Reason: Cost (policy Auto found an object dearer than sending the
+	// bytes across zones; not a degradation) or Outage (the bucket path
+	// failed; inline for spec.wal.zoneLocalProduce.inlineFallback, then
+	// the bucket is tried again).
+	Reason ZoneLocalInlineReason `json:"reason"`
+}
+
+// ZoneLocalInlineReason says why a broker forwards inline.
+type ZoneLocalInlineReason string
+
+// Why a broker forwards zone-local produce inline.
+const (
+	ZoneLocalInlineCost   ZoneLocalInlineReason = "Cost"
+	ZoneLocalInlineOutage ZoneLocalInlineReason = "Outage"
+)
 
 // WALOperatingPoint is where a broker's wal.policy replicates on the
 // latency/cost frontier (docs/wal.md "Cost and wal.policy").
