@@ -366,7 +366,7 @@ type ZoneLocalProduceSpec struct {
 	// before it tries the bucket again (wal.zonelocal.produce.inline.ms):
 	// a zone whose bucket is out keeps its producers going. 0s: no inline
 	// fallback, a failure answers KAFKA_STORAGE_ERROR and the clients
-	// retry through a new object. 0s to 1h; unset: 10s.
+	// retry through a new object. 0s, or 1ms to 1h; unset: 10s.
 	// +kubebuilder:default="10s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
