@@ -106,13 +106,6 @@ func TestRenderZoneLocalProduce(t *testing.T) {
 	}
 }
 
-// pendingBrokerKeys are keys the operator renders that the broker of this
-// tree does not parse yet, because the change that adds them to
-// broker/server ApplySettings is landing separately.
-// TestZoneLocalProduceRoundTrip fails once the broker knows one of them,
-// so the entry is removed and the key checked like every other.
-var pendingBrokerKeys = []string{"wal.zonelocal.produce.policy"}
-
 // TestZoneLocalProduceRoundTrip: the rendered zone-local keys, read by
 // the broker's own parser, turn zone-local produce on with the inline
 // fallback the spec asks for (0s: off).
@@ -138,19 +131,14 @@ func TestZoneLocalProduceRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the broker rejects the operator's config: %v", err)
 		}
-		for _, k := range pendingBrokerKeys {
-			if !slices.Contains(unknown, k) {
-				t.Errorf("the broker parses %s now: remove it from pendingBrokerKeys and check its value here", k)
-			}
-		}
 		for _, k := range unknown {
-			if strings.HasPrefix(k, "wal.zonelocal.") && !slices.Contains(pendingBrokerKeys, k) {
+			if strings.HasPrefix(k, "wal.zonelocal.") {
 				t.Errorf("the broker ignores the operator's %s", k)
 			}
 		}
 		w := cfg.Cluster.WAL
-		if !w.Enable || !w.ZoneLocalProduce || w.ZoneLocalInline != tc.want {
-			t.Errorf("fallback %v: the broker runs WAL %v, zone-local produce %v, inline fallback %v; want true, true, %v", tc.fallback, w.Enable, w.ZoneLocalProduce, w.ZoneLocalInline, tc.want)
+		if !w.Enable || !w.ZoneLocalProduce || w.ZoneLocalInline != tc.want || w.ZoneLocalPolicy != "auto" {
+			t.Errorf("fallback %v: the broker runs WAL %v, zone-local produce %v, inline fallback %v, policy %q; want true, true, %v, auto", tc.fallback, w.Enable, w.ZoneLocalProduce, w.ZoneLocalInline, w.ZoneLocalPolicy, tc.want)
 		}
 	}
 }
