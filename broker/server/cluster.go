@@ -138,6 +138,13 @@ type WALConfig struct {
 	// the real leader through an object in its zone's bucket (docs/wal.md
 	// "Zone-local produce"). Needs Enable.
 	ZoneLocalProduce bool
+	// ZoneLocalPutConcurrency is wal.zonelocal.put.concurrency (0:
+	// DefaultZoneLocalPutConcurrency): the most forwarded PUTs in flight.
+	// A request forwarded while one is in flight waits for it and shares
+	// the next object with the others that waited (group commit); a
+	// second PUT starts beside one only once that one is slow (docs/wal.md
+	// "Zone-local produce").
+	ZoneLocalPutConcurrency int
 	// WrapStore, when set, wraps every bucket client (fault injection:
 	// strata dev's --s3-put-latency/--s3-get-latency, tests).
 	WrapStore func(objstore.Store) objstore.Store
@@ -325,11 +332,13 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 	// Zone-local produce: objects of forwarded produce requests in the
 	// own bucket, read from the forwarder's bucket as leader (always, so
 	// that a leader whose own flag is off still serves its forwarders).
-	s.zoneLocal = newZoneLocal(s, wc.ZoneLocalProduce, own, storeFor, cluster, base.Zone)
-	if err := s.metrics.Registry.Register(s.zoneLocal.metrics); err != nil {
-		s.zoneLocal.close()
-		s.zoneLocal = nil
-		return fmt.Errorf("register zone-local metrics: %w", err)
+	s.zoneLocal = newZoneLocal(s, wc.ZoneLocalProduce, own, storeFor, cluster, base.Zone, wc.ZoneLocalPutConcurrency)
+	for _, c := range s.zoneLocal.collectors() {
+		if err := s.metrics.Registry.Register(c); err != nil {
+			s.zoneLocal.close()
+			s.zoneLocal = nil
+			return fmt.Errorf("register zone-local metrics: %w", err)
+		}
 	}
 	s.log.WithName("cluster").Info("WAL replication enabled", "bucket", base.Bucket, "endpoint", base.Endpoint, "zoneMap", buckets.ZoneMap(),
 		"policy", policy, "maxUploadInterval", maxInterval)
