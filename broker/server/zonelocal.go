@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/objstore"
@@ -458,13 +459,15 @@ func (z *zoneLocal) deleteNow() {
 	}
 }
 
-// Send writes req to broker id on this broker's connection to it.
-func (z *zoneLocal) Send(ctx context.Context, id int32, req kmsg.Request) (func(context.Context) (kmsg.Response, error), error) {
+// Send writes build's request to broker id on this broker's connection
+// to it, telling build what that connection learnt of the broker's
+// forms of forwarded records.
+func (z *zoneLocal) Send(ctx context.Context, id int32, build func(compact bool) kmsg.Request) (func(context.Context) (kmsg.Response, error), error) {
 	c, err := z.conn(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	call, err := c.send(req)
+	call, err := c.send(build(c.compact))
 	if err != nil {
 		return nil, err
 	}
@@ -473,7 +476,7 @@ func (z *zoneLocal) Send(ctx context.Context, id int32, req kmsg.Request) (func(
 
 // Forward sends req to broker id and waits for its answer.
 func (z *zoneLocal) Forward(ctx context.Context, id int32, req kmsg.Request) (kmsg.Response, error) {
-	wait, err := z.Send(ctx, id, req)
+	wait, err := z.Send(ctx, id, func(bool) kmsg.Request { return req })
 	if err != nil {
 		return nil, err
 	}
@@ -515,8 +518,42 @@ func (z *zoneLocal) conn(ctx context.Context, id int32) (*ibConn, error) {
 	}
 	clientID := fmt.Sprintf("%s%d,%s%s", protocol.BrokerClientIDPrefix, z.s.cfg.Broker.NodeID, protocol.ClientIDZonePrefix, z.s.cfg.Broker.Rack)
 	c := newIBConn(nc, addr, clientID)
+	compact, err := c.readsCompactRefs(dctx)
+	if err != nil {
+		c.close(err)
+		return nil, fmt.Errorf("broker %d at %s: %w", id, addr, err)
+	}
+	c.compact = compact
 	z.conns[id] = c
 	return c, nil
+}
+
+// readsCompactRefs asks the broker (ApiVersions) whether it reads the
+// second form of forwarded records (protocol.TagZoneLocalForms): an
+// older broker, mid rolling upgrade, is sent the first.
+func (c *ibConn) readsCompactRefs(ctx context.Context) (bool, error) {
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(3)
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "strata-broker", "1"
+	call, err := c.send(req)
+	if err != nil {
+		return false, err
+	}
+	kresp, err := call.wait(ctx)
+	if err != nil {
+		return false, fmt.Errorf("ApiVersions: %w", err)
+	}
+	resp := kresp.(*kmsg.ApiVersionsResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return false, fmt.Errorf("ApiVersions: %w", err)
+	}
+	forms := 0
+	resp.UnknownTags.Each(func(t uint32, v []byte) {
+		if t == protocol.TagZoneLocalForms && len(v) == 1 {
+			forms = int(v[0])
+		}
+	})
+	return forms >= protocol.ZoneLocalFormsRead, nil
 }
 
 func (z *zoneLocal) close() {
@@ -549,6 +586,9 @@ type ibConn struct {
 	nc   net.Conn
 	addr string
 	f    *kmsg.RequestFormatter
+	// compact: the broker reads the second form of forwarded records
+	// (set once, before the connection is shared).
+	compact bool
 
 	wmu     sync.Mutex // write order: corr, pending and the write together
 	corr    int32
@@ -642,7 +682,8 @@ func (c *ibConn) readLoop() {
 		}
 		b := body[4:]
 		var err error
-		if call.req.IsFlexible() {
+		if call.req.IsFlexible() && call.req.Key() != kmsg.ApiVersions.Int16() {
+			// ApiVersions answers with a v0 header at every version.
 			b, err = skipHeaderTags(b)
 		}
 		if err == nil {

@@ -3,14 +3,18 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/protocol"
@@ -332,5 +336,55 @@ func TestZoneLocalSlowPut(t *testing.T) {
 	release()
 	if r := <-slow; r.err != nil {
 		t.Fatal(r.err)
+	}
+}
+
+// answerApiVersions answers one ApiVersions v3 request on nc with a
+// response carrying the zone-local forms tag (nil: none, an older
+// release).
+func answerApiVersions(nc net.Conn, forms []byte) {
+	defer nc.Close()
+	var size [4]byte
+	if _, err := io.ReadFull(nc, size[:]); err != nil {
+		return
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(nc, body); err != nil || len(body) < 8 {
+		return
+	}
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.SetVersion(3)
+	if forms != nil {
+		resp.UnknownTags.Set(protocol.TagZoneLocalForms, forms)
+	}
+	out := append([]byte(nil), body[4:8]...) // correlation ID; header v0
+	out = resp.AppendTo(out)
+	_, _ = nc.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(out))), out...))
+}
+
+// TestZoneLocalCompactRefsGate: the forwarder sends the compact form of
+// forwarded records only to a leader that announces it reads it; an
+// older leader (mid rolling upgrade) gets the first form.
+func TestZoneLocalCompactRefsGate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		forms []byte
+		want  bool
+	}{
+		{"reads both forms", []byte{protocol.ZoneLocalFormsRead}, true},
+		{"older release", nil, false},
+		{"first form only", []byte{1}, false},
+		{"malformed tag", []byte{2, 0}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, server := net.Pipe()
+			go answerApiVersions(server, tc.forms)
+			c := newIBConn(client, "pipe", "strata-broker-1")
+			defer c.close(errors.New("test over"))
+			got, err := c.readsCompactRefs(t.Context())
+			if err != nil || got != tc.want {
+				t.Fatalf("readsCompactRefs = %v, %v; want %v", got, err, tc.want)
+			}
+		})
 	}
 }
