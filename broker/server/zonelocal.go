@@ -289,6 +289,7 @@ func (z *zoneLocal) putGroups(group []*zlCall) {
 		group = nil
 		if len(z.queue) > 0 {
 			group = z.takeLocked()
+			z.armSlowLocked() // what did not fit waits for a PUT to end, or to be slow
 		}
 		z.putMu.Unlock()
 	}
