@@ -43,7 +43,7 @@ import (
 // starts its own at once; calls arriving while one is in flight queue,
 // and go out together, as one object, when it finishes. So a busy broker
 // PUTs about one object per PUT duration, however many client requests
-// it forwards. A PUT slower than putSlowDelay lets the queue start a
+// it forwards. A PUT slower than putSlowDelayLocked lets the queue start a
 // second PUT beside it (up to maxPuts in flight), so one PUT's tail does
 // not hold up every forwarded request of the broker. An object is shared
 // by the calls in it: users counts, per key, the calls that have not
@@ -100,7 +100,7 @@ type zoneLocal struct {
 
 // DefaultZoneLocalPutConcurrency is wal.zonelocal.put.concurrency's
 // default: one PUT at a time, a second one only beside a slow PUT
-// (putSlowDelay).
+// (putSlowDelayLocked).
 const DefaultZoneLocalPutConcurrency = 2
 
 // zoneLocalMaxObjectBytes caps a shared forwarded object: queued calls
