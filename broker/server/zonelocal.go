@@ -107,7 +107,7 @@ const DefaultZoneLocalPutConcurrency = 2
 // join a group while it stays at most this large.
 const zoneLocalMaxObjectBytes = 4 << 20
 
-// minZoneLocalSlowPut bounds putSlowDelay from below (S3 Express's PUT
+// minZoneLocalSlowPut bounds putSlowDelayLocked from below (S3 Express's PUT
 // floor is about 5 ms).
 const minZoneLocalSlowPut = 10 * time.Millisecond
 
