@@ -138,7 +138,7 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 			if err == nil {
 				err = zlFailed[[2]int{ti, pi}]
 			}
-			if err == nil && zlZone != "" && zoneLocalTag(&rp) == nil && broker.ValidateTopicName(rt.Topic) == nil {
+			if err == nil && zlZone != "" && !hasZoneLocalTag(&rp) && broker.ValidateTopicName(rt.Topic) == nil {
 				leader := partitionLeader(b, rt.Topic, rp.Partition)
 				switch {
 				case leader < 0:

@@ -7,7 +7,11 @@ package protocol
 // before decoding the body) with a v0 response, header v0, carrying
 // UNSUPPORTED_VERSION and the full key list, as Kafka does; the client then
 // retries with a version from that list. v3+ requests with an invalid
-// client software name or version get INVALID_REQUEST.
+// client software name or version get INVALID_REQUEST. A v3+ answer to a
+// broker (client ID BrokerClientIDPrefix) carries the tagged field
+// TagZoneLocalForms: the forms of zone-local forwarded records this
+// broker reads (zonelocal.go), so that a forwarder sends the compact
+// form only to leaders that read it.
 //
 // v3+ answers also carry the Kafka features (KIP-584) Strata implements,
 // fixed by the release (features below): SupportedFeatures, the finalized
@@ -47,6 +51,7 @@ package protocol
 import (
 	"context"
 	"regexp"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -71,6 +76,11 @@ func handleApiVersions(_ context.Context, r *Request) (kmsg.Response, error) {
 		resp.SupportedFeatures = supportedFeatures(req.Version)
 		resp.FinalizedFeaturesEpoch = featuresEpoch
 		resp.FinalizedFeatures = finalizedFeatures()
+		if strings.HasPrefix(r.Client.ClientID, BrokerClientIDPrefix) {
+			// Zone-local produce: the forms of forwarded records this
+			// broker reads (zonelocal.go), for the brokers forwarding.
+			resp.UnknownTags.Set(TagZoneLocalForms, []byte{ZoneLocalFormsRead})
+		}
 	}
 	return resp, nil
 }

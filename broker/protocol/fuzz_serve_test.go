@@ -35,6 +35,21 @@ func FuzzServeRequest(f *testing.F) {
 		ct.Topics = []kmsg.CreateTopicsRequestTopic{{Topic: topic, NumPartitions: 2, ReplicationFactor: 1}}
 		f.Add(rawFrame(ct, 1)[4:])
 	}
+	// Forwarded records (zone-local produce) in both forms, well formed
+	// and not, to a broker that reads no WAL bucket.
+	for _, objects := range [][]byte{nil, {0, 1, 0, 1, 'b', 0, 1, 'k'}, {0, 9, 0xff}} {
+		for _, tag := range []uint32{protocol.TagZoneLocalRecords, protocol.TagZoneLocalRange} {
+			p := kmsg.NewPtrProduceRequest()
+			p.Version, p.Acks, p.TimeoutMillis = 11, 1, 1000
+			if objects != nil {
+				p.UnknownTags.Set(protocol.TagZoneLocalObjects, objects)
+			}
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.UnknownTags.Set(tag, make([]byte, 18))
+			p.Topics = []kmsg.ProduceRequestTopic{{Topic: "t", Partitions: []kmsg.ProduceRequestTopicPartition{rp}}}
+			f.Add(rawFrame(p, 1)[4:])
+		}
+	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		h, req, err := protocol.DecodeRequest(payload)
 		if err == nil {

@@ -23,9 +23,9 @@ package protocol
 // any replica (KIP-392).
 //
 // Only a request whose principal may CLUSTER_ACTION on the cluster (a
-// broker) may carry TagZoneLocalRecords, and a partition that carries it
-// is never forwarded again (NOT_LEADER_OR_FOLLOWER when the receiver does
-// not lead it).
+// broker) may carry TagZoneLocalRecords or TagZoneLocalRange, and a
+// partition that carries one is never forwarded again
+// (NOT_LEADER_OR_FOLLOWER when the receiver does not lead it).
 
 import (
 	"context"
@@ -46,8 +46,28 @@ import (
 // TagZoneLocalRecords is the tagged field of a Produce partition (v9+)
 // that names forwarded records in an object instead of carrying them:
 // bucket str | key str | offset u64 | length u32 | crc32c u32 (strings:
-// u16 length + bytes, integers big endian).
+// u16 length + bytes, integers big endian). The first form: still read,
+// sent only to a leader that does not announce TagZoneLocalForms.
 const TagZoneLocalRecords = 0x5A4C // "ZL"
+
+// The second form names each object once per request: the Produce
+// request's TagZoneLocalObjects lists them, count u16 | count × (bucket
+// str | key str), and a partition's TagZoneLocalRange points into it,
+// object index u16 | offset u64 | length u32 | crc32c u32 (18 bytes
+// instead of about 100: these bytes cross zones).
+const (
+	TagZoneLocalObjects = 0x5A4F // "ZO", Produce request
+	TagZoneLocalRange   = 0x5A52 // "ZR", Produce partition
+)
+
+// TagZoneLocalForms is the tagged field of an ApiVersions response (v3+)
+// by which a broker tells another broker (client ID BrokerClientIDPrefix)
+// the forms of forwarded records it reads: u8, 2 for both. A leader
+// without it (an older release, mid rolling upgrade) is sent the first.
+const TagZoneLocalForms = 0x5A4C
+
+// ZoneLocalFormsRead is this release's TagZoneLocalForms value.
+const ZoneLocalFormsRead = 2
 
 // ZoneLocal is the broker's side of zone-local produce (broker/server).
 type ZoneLocal interface {
@@ -73,10 +93,13 @@ type ZoneLocal interface {
 	// PutRecords writes the record sets back to back into one new object
 	// of this broker's zone bucket and returns where each one is.
 	PutRecords(ctx context.Context, sets [][]byte) ([]ZoneLocalRef, error)
-	// Send writes req to broker id now, after every request Send wrote
-	// to that broker before (the leader appends in the order the client
-	// sent), and returns a wait for its answer.
-	Send(ctx context.Context, id int32, req kmsg.Request) (wait func(context.Context) (kmsg.Response, error), err error)
+	// Send writes the request build returns to broker id now, after
+	// every request Send wrote to that broker before (the leader appends
+	// in the order the client sent), and returns a wait for its answer.
+	// build is told whether the broker reads the second form of
+	// forwarded records (TagZoneLocalForms), as the connection it is
+	// written on learnt.
+	Send(ctx context.Context, id int32, build func(compact bool) kmsg.Request) (wait func(context.Context) (kmsg.Response, error), err error)
 	// Forward sends req to broker id and returns its answer.
 	Forward(ctx context.Context, id int32, req kmsg.Request) (kmsg.Response, error)
 	// Done tells that the leaders answered (or gave up) on the object of
@@ -114,6 +137,90 @@ func (ref ZoneLocalRef) encode() []byte {
 
 var errBadZoneLocalTag = errors.New("malformed zone-local records tag")
 
+// zoneLocalObject is an entry of TagZoneLocalObjects.
+type zoneLocalObject struct{ Bucket, Key string }
+
+// maxZoneLocalObjects bounds TagZoneLocalObjects (a forwarder names one).
+const maxZoneLocalObjects = 1024
+
+func encodeZoneLocalObjects(objs []zoneLocalObject) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(len(objs)))
+	for _, o := range objs {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(o.Bucket)))
+		b = append(b, o.Bucket...)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(o.Key)))
+		b = append(b, o.Key...)
+	}
+	return b
+}
+
+func decodeZoneLocalObjects(b []byte) ([]zoneLocalObject, error) {
+	if len(b) < 2 {
+		return nil, errBadZoneLocalTag
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	if n == 0 || n > maxZoneLocalObjects {
+		return nil, errBadZoneLocalTag
+	}
+	str := func() (string, bool) {
+		if len(b) < 2 {
+			return "", false
+		}
+		l := int(binary.BigEndian.Uint16(b))
+		if len(b) < 2+l {
+			return "", false
+		}
+		s := string(b[2 : 2+l])
+		b = b[2+l:]
+		return s, true
+	}
+	objs := make([]zoneLocalObject, 0, n)
+	for range n {
+		bucket, ok1 := str()
+		key, ok2 := str()
+		if !ok1 || !ok2 || key == "" {
+			return nil, errBadZoneLocalTag
+		}
+		objs = append(objs, zoneLocalObject{bucket, key})
+	}
+	if len(b) != 0 {
+		return nil, errBadZoneLocalTag
+	}
+	return objs, nil
+}
+
+// encodeRange is ref's TagZoneLocalRange, its object at index i.
+func (ref ZoneLocalRef) encodeRange(i int) []byte {
+	b := make([]byte, 0, 18)
+	b = binary.BigEndian.AppendUint16(b, uint16(i))
+	b = binary.BigEndian.AppendUint64(b, uint64(ref.Offset))
+	b = binary.BigEndian.AppendUint32(b, uint32(ref.Length))
+	return binary.BigEndian.AppendUint32(b, ref.CRC)
+}
+
+// decodeZoneLocalRange reads a TagZoneLocalRange against its request's
+// objects.
+func decodeZoneLocalRange(b []byte, objs []zoneLocalObject) (ZoneLocalRef, error) {
+	if len(b) != 18 {
+		return ZoneLocalRef{}, errBadZoneLocalTag
+	}
+	i := int(binary.BigEndian.Uint16(b))
+	if i >= len(objs) {
+		return ZoneLocalRef{}, fmt.Errorf("%w: object %d of %d", errBadZoneLocalTag, i, len(objs))
+	}
+	ref := ZoneLocalRef{
+		Bucket: objs[i].Bucket, Key: objs[i].Key,
+		Offset: int64(binary.BigEndian.Uint64(b[2:])),
+		Length: int64(binary.BigEndian.Uint32(b[10:])),
+		CRC:    binary.BigEndian.Uint32(b[14:]),
+	}
+	if ref.Offset < 0 {
+		return ZoneLocalRef{}, errBadZoneLocalTag
+	}
+	return ref, nil
+}
+
 func decodeZoneLocalRef(b []byte) (ZoneLocalRef, error) {
 	var ref ZoneLocalRef
 	str := func() (string, bool) {
@@ -145,9 +252,20 @@ func decodeZoneLocalRef(b []byte) (ZoneLocalRef, error) {
 
 // zoneLocalTag returns the partition's TagZoneLocalRecords value, or nil.
 func zoneLocalTag(rp *kmsg.ProduceRequestTopicPartition) []byte {
+	return unknownTag(&rp.UnknownTags, TagZoneLocalRecords)
+}
+
+// hasZoneLocalTag says whether the partition names forwarded records, in
+// either form.
+func hasZoneLocalTag(rp *kmsg.ProduceRequestTopicPartition) bool {
+	return unknownTag(&rp.UnknownTags, TagZoneLocalRecords) != nil || unknownTag(&rp.UnknownTags, TagZoneLocalRange) != nil
+}
+
+// unknownTag returns a copy of tag id's value, or nil.
+func unknownTag(tags *kmsg.Tags, id uint32) []byte {
 	var val []byte
-	rp.UnknownTags.Each(func(t uint32, v []byte) {
-		if t == TagZoneLocalRecords {
+	tags.Each(func(t uint32, v []byte) {
+		if t == id {
 			val = append([]byte{}, v...)
 		}
 	})
@@ -220,11 +338,15 @@ func loadZoneLocalRecords(ctx context.Context, r *Request, req *kmsg.ProduceRequ
 	type at struct{ ti, pi int }
 	var refs []ZoneLocalRef
 	var where []at
+	var objs []zoneLocalObject
+	var objsErr error
+	objsRead := false
 	for ti := range req.Topics {
 		for pi := range req.Topics[ti].Partitions {
 			rp := &req.Topics[ti].Partitions[pi]
 			tag := zoneLocalTag(rp)
-			if tag == nil {
+			rangeTag := unknownTag(&rp.UnknownTags, TagZoneLocalRange)
+			if tag == nil && rangeTag == nil {
 				continue
 			}
 			if failed == nil {
@@ -234,7 +356,27 @@ func loadZoneLocalRecords(ctx context.Context, r *Request, req *kmsg.ProduceRequ
 				failed[[2]int{ti, pi}] = fmt.Errorf("%w: forwarded records need CLUSTER_ACTION", kerr.ClusterAuthorizationFailed)
 				continue
 			}
-			ref, err := decodeZoneLocalRef(tag)
+			var ref ZoneLocalRef
+			var err error
+			switch {
+			case tag != nil && rangeTag != nil:
+				err = fmt.Errorf("%w: both forms on one partition", errBadZoneLocalTag)
+			case tag != nil:
+				ref, err = decodeZoneLocalRef(tag)
+			default:
+				if !objsRead {
+					objsRead = true
+					if v := unknownTag(&req.UnknownTags, TagZoneLocalObjects); v != nil {
+						objs, objsErr = decodeZoneLocalObjects(v)
+					} else {
+						objsErr = fmt.Errorf("%w: a range without the request's objects", errBadZoneLocalTag)
+					}
+				}
+				err = objsErr
+				if err == nil {
+					ref, err = decodeZoneLocalRange(rangeTag, objs)
+				}
+			}
 			if err != nil {
 				failed[[2]int{ti, pi}] = fmt.Errorf("%w: %v", kerr.CorruptMessage, err)
 				continue
@@ -378,28 +520,10 @@ func forwardProduce(ctx context.Context, r *Request, req *kmsg.ProduceRequest, p
 			zl.ForwardedInline(len(parts))
 		}
 		for _, leader := range leaders {
-			fr := kmsg.NewPtrProduceRequest()
-			fr.SetVersion(11)
-			fr.Acks, fr.TimeoutMillis, fr.TransactionID = acks, req.TimeoutMillis, req.TransactionID
-			for _, i := range byLeader[leader] {
-				p := parts[i]
-				ti := slices.IndexFunc(fr.Topics, func(t kmsg.ProduceRequestTopic) bool { return t.Topic == p.topic })
-				if ti < 0 {
-					t := kmsg.NewProduceRequestTopic()
-					t.Topic = p.topic
-					fr.Topics = append(fr.Topics, t)
-					ti = len(fr.Topics) - 1
-				}
-				rp := kmsg.NewProduceRequestTopicPartition()
-				rp.Partition = p.part
-				if inline {
-					rp.Records = p.recs
-				} else {
-					rp.UnknownTags.Set(TagZoneLocalRecords, refs[i].encode())
-				}
-				fr.Topics[ti].Partitions = append(fr.Topics[ti].Partitions, rp)
+			build := func(compact bool) kmsg.Request {
+				return forwardedRequest(req, acks, parts, byLeader[leader], refs, compact, inline)
 			}
-			wait, err := zl.Send(ctx, leader, fr)
+			wait, err := zl.Send(ctx, leader, build)
 			if err != nil {
 				for _, i := range byLeader[leader] {
 					fail(parts[i], fmt.Errorf("%w: zone-local produce to leader %d: %v", kerr.NotLeaderForPartition, leader, err))
@@ -464,6 +588,51 @@ func forwardProduce(ctx context.Context, r *Request, req *kmsg.ProduceRequest, p
 			}
 		}
 	}
+}
+
+// forwardedRequest is the Produce v11 a leader is sent for the parts idx
+// (refs: where each part's records are): partitions naming their range
+// in the second form (the objects once, in the request's
+// TagZoneLocalObjects) when compact, else each with its
+// TagZoneLocalRecords.
+func forwardedRequest(req *kmsg.ProduceRequest, acks int16, parts []forwardedPart, idx []int, refs []ZoneLocalRef, compact, inline bool) *kmsg.ProduceRequest {
+	fr := kmsg.NewPtrProduceRequest()
+	fr.SetVersion(11)
+	fr.Acks, fr.TimeoutMillis, fr.TransactionID = acks, req.TimeoutMillis, req.TransactionID
+	var objs []zoneLocalObject
+	for _, i := range idx {
+		p := parts[i]
+		ti := slices.IndexFunc(fr.Topics, func(t kmsg.ProduceRequestTopic) bool { return t.Topic == p.topic })
+		if ti < 0 {
+			t := kmsg.NewProduceRequestTopic()
+			t.Topic = p.topic
+			fr.Topics = append(fr.Topics, t)
+			ti = len(fr.Topics) - 1
+		}
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = p.part
+		switch {
+		case inline:
+			// The bucket path is out or dearer than the transfer: the
+			// records themselves.
+			rp.Records = p.recs
+		case compact:
+			o := zoneLocalObject{refs[i].Bucket, refs[i].Key}
+			oi := slices.Index(objs, o)
+			if oi < 0 {
+				objs = append(objs, o)
+				oi = len(objs) - 1
+			}
+			rp.UnknownTags.Set(TagZoneLocalRange, refs[i].encodeRange(oi))
+		default:
+			rp.UnknownTags.Set(TagZoneLocalRecords, refs[i].encode())
+		}
+		fr.Topics[ti].Partitions = append(fr.Topics[ti].Partitions, rp)
+	}
+	if len(objs) > 0 {
+		fr.UnknownTags.Set(TagZoneLocalObjects, encodeZoneLocalObjects(objs))
+	}
+	return fr
 }
 
 // zoneLocalOrder returns the channel closed once the connection's

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/brokertest"
@@ -49,5 +50,39 @@ func TestZoneLocalTagFromClient(t *testing.T) {
 	}
 	if o, _ := ends.Lookup("zl", 0); o.Offset != 0 {
 		t.Fatalf("log end %d after a refused forwarded produce", o.Offset)
+	}
+}
+
+// TestZoneLocalFormsAnnounced: a broker tells other brokers (client ID
+// strata-broker-…), in its ApiVersions v3+ answer, that it reads the
+// compact form of forwarded records; clients are not told.
+func TestZoneLocalFormsAnnounced(t *testing.T) {
+	b := brokertest.Start(t)
+	for _, tc := range []struct {
+		clientID string
+		version  int16
+		want     bool
+	}{
+		{"strata-broker-2,strata_az=b", 3, true},
+		{"strata-broker-2,strata_az=b", 4, true},
+		{"orders-svc,strata_az=b", 3, false},
+	} {
+		cl := newClient(t, b.Addr(), kgo.ClientID(tc.clientID))
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.SetVersion(tc.version)
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "strata-broker", "1"
+		resp, err := req.RequestWith(testCtx(t), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var forms []byte
+		resp.UnknownTags.Each(func(tag uint32, v []byte) {
+			if tag == protocol.TagZoneLocalForms {
+				forms = v
+			}
+		})
+		if got := len(forms) == 1 && forms[0] == protocol.ZoneLocalFormsRead; got != tc.want {
+			t.Errorf("%s v%d: forms tag %x, want it %v", tc.clientID, tc.version, forms, tc.want)
+		}
 	}
 }

@@ -151,6 +151,13 @@ type WALConfig struct {
 	// bucket only while its objects cost no more than the transfer they
 	// save; zonelocalpolicy.go).
 	ZoneLocalPolicy string
+	// ZoneLocalPutConcurrency is wal.zonelocal.put.concurrency (0:
+	// DefaultZoneLocalPutConcurrency): the most forwarded PUTs in flight.
+	// A request forwarded while one is in flight waits for it and shares
+	// the next object with the others that waited (group commit); a
+	// second PUT starts beside one only once that one is slow (docs/wal.md
+	// "Zone-local produce").
+	ZoneLocalPutConcurrency int
 	// WrapStore, when set, wraps every bucket client (fault injection:
 	// strata dev's --s3-put-latency/--s3-get-latency, tests).
 	WrapStore func(objstore.Store) objstore.Store
@@ -342,7 +349,7 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 	if err != nil {
 		return err
 	}
-	s.zoneLocal = newZoneLocal(s, wc.ZoneLocalProduce, wc.ZoneLocalInline, router, own, storeFor, cluster, base.Zone)
+	s.zoneLocal = newZoneLocal(s, wc.ZoneLocalProduce, wc.ZoneLocalInline, router, own, storeFor, cluster, base.Zone, wc.ZoneLocalPutConcurrency)
 	for _, c := range s.zoneLocal.collectors() {
 		if err := s.metrics.Registry.Register(c); err != nil {
 			s.zoneLocal.close()

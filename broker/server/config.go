@@ -277,7 +277,7 @@ var processKeys = map[string]bool{
 	"wal.bucket.resource": true, "wal.bucket.credentials.source": true, "wal.bucket.credentials.secret": true,
 	// wal.policy and the price table (broker/cost; docs/wal.md "Cost and wal.policy").
 	"wal.policy": true, "wal.upload.max.interval.ms": true, "wal.policy.object.max.bytes": true, "wal.auto.max.latency.ms": true, "wal.auto.max.cost.ratio": true, "wal.download.hedge.ms": true, "wal.upload.hedge.ms": true,
-	"wal.zonelocal.produce.enable": true, "wal.zonelocal.produce.inline.ms": true, "wal.zonelocal.produce.policy": true,
+	"wal.zonelocal.produce.enable": true, "wal.zonelocal.produce.inline.ms": true, "wal.zonelocal.produce.policy": true, "wal.zonelocal.put.concurrency": true,
 }
 
 func init() {
@@ -711,6 +711,12 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				hedge = &cfg.Cluster.WAL.UploadHedge
 			}
 			*hedge = time.Duration(n) * time.Millisecond
+		case k == "wal.zonelocal.put.concurrency":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 8 {
+				return nil, bad(fmt.Errorf("want 1 to 8 PUTs in flight"))
+			}
+			cfg.Cluster.WAL.ZoneLocalPutConcurrency = n
 		case k == "wal.policy.object.max.bytes":
 			n, err := strconv.ParseInt(v, 10, 32)
 			if err != nil || n < 1 {

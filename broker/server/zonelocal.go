@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/objstore"
@@ -24,19 +26,33 @@ import (
 )
 
 // zoneLocal is the broker's side of zone-local produce
-// (protocol.ZoneLocal; docs/wal.md "Zone-local produce"): one object per
-// forwarded Produce in this zone's WAL bucket, a pipelined connection per
-// leader on the inter-broker listener for the forwarded requests, the
-// leader's GETs of other brokers' objects, and the deletion of this
-// broker's objects once their leaders answered.
+// (protocol.ZoneLocal; docs/wal.md "Zone-local produce"): objects of
+// forwarded Produce requests in this zone's WAL bucket, a pipelined
+// connection per leader on the inter-broker listener for the forwarded
+// requests, the leader's GETs of other brokers' objects, and the deletion
+// of this broker's objects once their leaders answered.
 //
 // Objects are keys wal/<cluster>/<zone>/<brokerID>/zl-<incarnation>/<seq:020d>
-// holding the request's record sets back to back (the forwarded Produce
-// names each partition's range and its CRC-32C), not WAL objects: the
-// "zl-" incarnation makes wal.ParseKey (and so the operator's sweep) skip
-// them, while the bucket's wal/ lifecycle rule still covers them. They
-// live for one round trip to the leader; a broker that dies in between
-// leaves them to that rule (docs/wal.md "Zone-local produce").
+// holding record sets back to back (the forwarded Produce names each
+// partition's range and its CRC-32C), not WAL objects: the "zl-"
+// incarnation makes wal.ParseKey (and so the operator's sweep) skip them,
+// while the bucket's wal/ lifecycle rule still covers them. They live for
+// one round trip to the leader; a broker that dies in between leaves them
+// to that rule (docs/wal.md "Zone-local produce").
+//
+// Group commit (PutRecords): a call that finds no forwarded PUT in flight
+// starts its own at once; calls arriving while one is in flight queue,
+// and go out together, as one object, when it finishes. So a busy broker
+// PUTs about one object per PUT duration, however many client requests
+// it forwards. A PUT slower than putSlowDelayLocked lets the queue start a
+// second PUT beside it (up to maxPuts in flight), so one PUT's tail does
+// not hold up every forwarded request of the broker. An object is shared
+// by the calls in it: users counts, per key, the calls that have not
+// called Done yet; the last one queues the key for deletion.
+//
+// Locks: putMu guards the queue, the calls' states and the PUT slots;
+// delMu guards users and toDelete. putMu may be held while taking delMu,
+// never the reverse.
 type zoneLocal struct {
 	log         logr.Logger
 	s           *Server
@@ -52,7 +68,24 @@ type zoneLocal struct {
 	conns  map[int32]*ibConn // by leader ID
 	closed bool
 
+	// maxPuts (wal.zonelocal.put.concurrency) bounds forwarded PUTs in
+	// flight; maxObjectBytes caps a shared object (a single call larger
+	// than it gets an object of its own).
+	maxPuts        int
+	maxObjectBytes int
+	putCtx         context.Context // cancelled by close
+	putCancel      context.CancelFunc
+	putWG          sync.WaitGroup
+	putMu          sync.Mutex
+	queue          []*zlCall // waiting for a PUT, in arrival order
+	putting        int       // PUTs in flight
+	lastPutStart   time.Time // of the newest PUT in flight
+	putAvg         time.Duration
+	slowTimer      *time.Timer // armed while the queue waits for a slow PUT
+	putClosed      bool
+
 	delMu    sync.Mutex
+	users    map[string]int // by key: calls in the object not Done yet
 	toDelete []string
 	stop     chan struct{}
 	done     chan struct{}
@@ -63,6 +96,8 @@ type zoneLocal struct {
 	appendedParts  atomic.Int64
 	inlineParts    atomic.Int64
 	metrics        *prometheus.CounterVec
+	objects        prometheus.Counter
+	objectRequests prometheus.Histogram
 
 	// The bucket path's breaker: after a failure, forwarded records go
 	// inline until outUntil (unix nanoseconds), then the bucket is tried
@@ -76,7 +111,23 @@ type zoneLocal struct {
 	gauges []prometheus.Collector
 }
 
-func newZoneLocal(s *Server, forwarding bool, inlineFor time.Duration, router *zlRouter, own objstore.Store, stores func(string) (objstore.Store, error), cluster, zone string) *zoneLocal {
+// DefaultZoneLocalPutConcurrency is wal.zonelocal.put.concurrency's
+// default: one PUT at a time, a second one only beside a slow PUT
+// (putSlowDelayLocked).
+const DefaultZoneLocalPutConcurrency = 2
+
+// zoneLocalMaxObjectBytes caps a shared forwarded object: queued calls
+// join a group while it stays at most this large.
+const zoneLocalMaxObjectBytes = 4 << 20
+
+// minZoneLocalSlowPut bounds putSlowDelayLocked from below (S3 Express's PUT
+// floor is about 5 ms).
+const minZoneLocalSlowPut = 10 * time.Millisecond
+
+func newZoneLocal(s *Server, forwarding bool, inlineFor time.Duration, router *zlRouter, own objstore.Store, stores func(string) (objstore.Store, error), cluster, zone string, maxPuts int) *zoneLocal {
+	if maxPuts <= 0 {
+		maxPuts = DefaultZoneLocalPutConcurrency
+	}
 	switch {
 	case inlineFor == 0:
 		inlineFor = defaultZoneLocalInline
@@ -86,20 +137,36 @@ func newZoneLocal(s *Server, forwarding bool, inlineFor time.Duration, router *z
 	z := &zoneLocal{
 		log: s.log.WithName("zonelocal"), s: s, forwarding: forwarding, own: own, stores: stores,
 		prefix:     fmt.Sprintf("%s%s/%s/%d/zl-%d/", wal.KeyPrefix, cluster, zone, s.cfg.Broker.NodeID, time.Now().UnixNano()),
-		putTimeout: 5 * time.Second, readTimeout: 5 * time.Second, outFor: inlineFor,
-		conns: map[int32]*ibConn{}, stop: make(chan struct{}), done: make(chan struct{}),
+		putTimeout: 5 * time.Second, readTimeout: 5 * time.Second, outFor: inlineFor, router: router,
+		maxPuts: maxPuts, maxObjectBytes: zoneLocalMaxObjectBytes,
+		conns: map[int32]*ibConn{}, users: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{}),
 		metrics: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_zonelocal_partitions_total",
 			Help: "Partitions of zone-local produce requests (wal.zonelocal.produce.enable): forwarded by this broker to their leader through an object of its zone's bucket (role=forwarded), forwarded inline because that path failed lately (role=inline), appended by this broker as leader from another broker's object (role=appended).",
 		}, []string{"role"}),
+		objects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_zonelocal_objects_total",
+			Help: "Objects this broker PUT into its zone's bucket for zone-local produce (each holds the forwarded records of one or more client Produce requests; strata_zonelocal_object_requests).",
+		}),
+		objectRequests: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "strata_zonelocal_object_requests",
+			Help:    "Client Produce requests per object of zone-local produce (group commit: requests that arrive while a PUT is in flight share the next object).",
+			Buckets: []float64{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64},
+		}),
 	}
-	z.router = router
-	if !forwarding {
-		go z.deleteLoop()
-		return z
+	z.putCtx, z.putCancel = context.WithCancel(context.Background())
+	if forwarding {
+		z.gauges = z.pathGauges()
 	}
+	go z.deleteLoop()
+	return z
+}
+
+// pathGauges are the gauges of the path forwarded requests take.
+func (z *zoneLocal) pathGauges() []prometheus.Collector {
+	var gauges []prometheus.Collector
 	for _, path := range []string{zlPathBucket, zlPathInlineCost, zlPathInlineOutage} {
-		z.gauges = append(z.gauges, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		gauges = append(gauges, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "strata_zonelocal_path",
 			Help:        "1 for the path this broker's next forwarded zone-local produce takes, 0 for the others: bucket (an object of its zone's bucket), inline-cost (in the Produce to the leader, across zones, because wal.zonelocal.produce.policy=auto found an object dearer than the transfer it saves), inline-outage (in the Produce, because the bucket path failed lately; wal.zonelocal.produce.inline.ms).",
 			ConstLabels: prometheus.Labels{"path": path},
@@ -110,7 +177,7 @@ func newZoneLocal(s *Server, forwarding bool, inlineFor time.Duration, router *z
 			return 0
 		}))
 	}
-	z.gauges = append(z.gauges,
+	return append(gauges,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "strata_zonelocal_expected_object_bytes",
 			Help: "The forwarded object size wal.zonelocal.produce.policy=auto expects at the current forwarded byte rate (the bytes forwarded during one PUT), which it compares with strata_zonelocal_break_even_bytes; 0 with policy=bucket.",
@@ -127,8 +194,6 @@ func newZoneLocal(s *Server, forwarding bool, inlineFor time.Duration, router *z
 			}
 			return float64(z.router.breakEven)
 		}))
-	go z.deleteLoop()
-	return z
 }
 
 // Paths of strata_zonelocal_path.
@@ -149,17 +214,17 @@ func (z *zoneLocal) path() string {
 	return zlPathBucket
 }
 
-// collectors returns the zone-local metrics.
-func (z *zoneLocal) collectors() []prometheus.Collector {
-	return append([]prometheus.Collector{z.metrics}, z.gauges...)
-}
-
 // Inline says whether a forwarded request of n bytes goes to its leaders
 // inline: the bucket path failed lately, or the policy finds an object
 // dearer than the transfer it saves.
 func (z *zoneLocal) Inline(n int) bool {
 	bucket := z.router.viaBucket(n, time.Now())
 	return z.BucketOut() || !bucket
+}
+
+// collectors are the metrics to register.
+func (z *zoneLocal) collectors() []prometheus.Collector {
+	return append([]prometheus.Collector{z.metrics, z.objects, z.objectRequests}, z.gauges...)
 }
 
 func (z *zoneLocal) Forwarding() bool { return z.forwarding }
@@ -209,29 +274,213 @@ func (z *zoneLocal) Appended(n int) {
 	z.metrics.WithLabelValues("appended").Add(float64(n))
 }
 
-// PutRecords writes one object with the sets back to back.
+// zlCall is one PutRecords call.
+type zlCall struct {
+	sets  [][]byte
+	bytes int
+	state zlCallState // under putMu
+	done  chan struct{}
+	refs  []protocol.ZoneLocalRef // set before done is closed
+	err   error
+}
+
+type zlCallState uint8
+
+const (
+	zlQueued    zlCallState = iota // waiting for a PUT
+	zlWriting                      // in an object being PUT
+	zlAbandoned                    // its caller's ctx ended first
+	zlAnswered                     // refs or err set, done closed
+)
+
+var errZoneLocalClosed = errors.New("zone-local produce is shut down")
+
+// PutRecords writes the sets back to back into an object, shared with
+// the calls that queue beside it (group commit, above), and returns
+// where each set is. A call whose ctx ends while it waits returns the
+// ctx's error at once: taken out of the queue if it is still there,
+// otherwise its bytes are in the object but nobody waits for them (and
+// the object does not wait for its Done).
 func (z *zoneLocal) PutRecords(ctx context.Context, sets [][]byte) ([]protocol.ZoneLocalRef, error) {
-	size := 0
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c := &zlCall{sets: sets, done: make(chan struct{})}
 	for _, s := range sets {
-		size += len(s)
+		c.bytes += len(s)
+	}
+	z.putMu.Lock()
+	if z.putClosed {
+		z.putMu.Unlock()
+		return nil, errZoneLocalClosed
+	}
+	z.queue = append(z.queue, c)
+	if z.putting == 0 {
+		z.startLocked()
+	} else {
+		z.armSlowLocked()
+	}
+	z.putMu.Unlock()
+
+	select {
+	case <-c.done:
+		return c.refs, c.err
+	case <-ctx.Done():
+	}
+	z.putMu.Lock()
+	defer z.putMu.Unlock()
+	switch c.state {
+	case zlAnswered:
+		return c.refs, c.err
+	case zlQueued:
+		z.queue = slices.DeleteFunc(z.queue, func(q *zlCall) bool { return q == c })
+	}
+	c.state = zlAbandoned
+	return nil, ctx.Err()
+}
+
+// startLocked takes the queue's head, as much as fits in one object, and
+// PUTs it on a new goroutine.
+func (z *zoneLocal) startLocked() {
+	group := z.takeLocked()
+	z.putWG.Add(1)
+	go z.putGroups(group)
+}
+
+// takeLocked takes a group off the queue (not empty) and a PUT slot.
+func (z *zoneLocal) takeLocked() []*zlCall {
+	n, size := 1, z.queue[0].bytes
+	for n < len(z.queue) && size+z.queue[n].bytes <= z.maxObjectBytes {
+		size += z.queue[n].bytes
+		n++
+	}
+	group := z.queue[:n:n]
+	z.queue = z.queue[n:]
+	if len(z.queue) == 0 {
+		z.queue = nil
+	}
+	for _, c := range group {
+		c.state = zlWriting
+	}
+	z.putting++
+	z.lastPutStart = time.Now()
+	return group
+}
+
+// putSlowDelayLocked is how long the newest PUT in flight may run before
+// the queue gets a PUT of its own beside it: twice the recent average,
+// at least minZoneLocalSlowPut.
+func (z *zoneLocal) putSlowDelayLocked() time.Duration {
+	return max(minZoneLocalSlowPut, 2*z.putAvg)
+}
+
+// armSlowLocked arms the timer that starts the queue beside a slow PUT,
+// when a slot is free and it is not armed.
+func (z *zoneLocal) armSlowLocked() {
+	if z.slowTimer != nil || z.putting >= z.maxPuts || len(z.queue) == 0 {
+		return
+	}
+	wait := time.Until(z.lastPutStart.Add(z.putSlowDelayLocked()))
+	z.slowTimer = time.AfterFunc(max(wait, 0), func() {
+		z.putMu.Lock()
+		defer z.putMu.Unlock()
+		z.slowTimer = nil
+		if z.putClosed || len(z.queue) == 0 || z.putting >= z.maxPuts {
+			return
+		}
+		if time.Since(z.lastPutStart) < z.putSlowDelayLocked() {
+			z.armSlowLocked() // a newer PUT started meanwhile
+			return
+		}
+		z.startLocked()
+	})
+}
+
+// putGroups PUTs group, then the queue's next groups while there are.
+func (z *zoneLocal) putGroups(group []*zlCall) {
+	defer z.putWG.Done()
+	for group != nil {
+		z.putGroup(group)
+		z.putMu.Lock()
+		z.putting--
+		group = nil
+		if len(z.queue) > 0 {
+			group = z.takeLocked()
+			z.armSlowLocked() // what did not fit waits for a PUT to end, or to be slow
+		}
+		z.putMu.Unlock()
+	}
+}
+
+// putGroup writes one object with the group's sets and answers its calls.
+func (z *zoneLocal) putGroup(group []*zlCall) {
+	size := 0
+	for _, c := range group {
+		size += c.bytes
 	}
 	data := make([]byte, 0, size)
-	refs := make([]protocol.ZoneLocalRef, len(sets))
 	key := z.prefix + fmt.Sprintf("%020d", z.seq.Add(1)-1)
-	for i, s := range sets {
-		refs[i] = protocol.ZoneLocalRef{Bucket: z.own.Bucket(), Key: key, Offset: int64(len(data)), Length: int64(len(s)), CRC: protocol.ZoneLocalCRC(s)}
-		data = append(data, s...)
+	bucket := z.own.Bucket()
+	refs := make([][]protocol.ZoneLocalRef, len(group))
+	for i, c := range group {
+		refs[i] = make([]protocol.ZoneLocalRef, len(c.sets))
+		for j, s := range c.sets {
+			refs[i][j] = protocol.ZoneLocalRef{Bucket: bucket, Key: key, Offset: int64(len(data)), Length: int64(len(s)), CRC: protocol.ZoneLocalCRC(s)}
+			data = append(data, s...)
+		}
 	}
-	pctx, cancel := context.WithTimeout(ctx, z.putTimeout)
-	defer cancel()
 	start := time.Now()
-	if err := z.own.Put(pctx, key, data); err != nil {
-		return nil, fmt.Errorf("put %s: %w", key, err)
+	pctx, cancel := context.WithTimeout(z.putCtx, z.putTimeout)
+	err := z.own.Put(pctx, key, data)
+	cancel()
+	took := time.Since(start)
+	if err != nil {
+		err = fmt.Errorf("put %s: %w", key, err)
+	} else {
+		z.objects.Inc()
+		z.objectRequests.Observe(float64(len(group)))
 	}
-	z.router.observePut(time.Since(start))
-	z.forwardedParts.Add(int64(len(sets)))
-	z.metrics.WithLabelValues("forwarded").Add(float64(len(sets)))
-	return refs, nil
+
+	z.putMu.Lock()
+	defer z.putMu.Unlock()
+	if err == nil {
+		z.router.observePut(took)
+		if z.putAvg == 0 {
+			z.putAvg = took
+		} else {
+			z.putAvg = (4*z.putAvg + took) / 5
+		}
+	}
+	parts, users := 0, 0
+	for i, c := range group {
+		if c.state == zlAbandoned {
+			continue
+		}
+		if err == nil {
+			c.refs = refs[i]
+			parts += len(c.sets)
+			users++
+		}
+		c.err = err
+		c.state = zlAnswered
+	}
+	if err == nil {
+		// Before any caller can call Done.
+		z.delMu.Lock()
+		if users > 0 {
+			z.users[key] = users
+		} else {
+			z.toDelete = append(z.toDelete, key) // every caller left
+		}
+		z.delMu.Unlock()
+		z.forwardedParts.Add(int64(parts))
+		z.metrics.WithLabelValues("forwarded").Add(float64(parts))
+	}
+	for _, c := range group {
+		if c.state == zlAnswered {
+			close(c.done)
+		}
+	}
 }
 
 // Read GETs the refs, one GET per object covering its refs.
@@ -276,14 +525,27 @@ func (z *zoneLocal) Read(ctx context.Context, refs []protocol.ZoneLocalRef) ([][
 	return out, errs
 }
 
-// Done queues the refs' objects for deletion (batched, deleteLoop).
+// Done tells that the caller of PutRecords that got refs is done with
+// them; an object is queued for deletion (batched, deleteLoop) once
+// every caller in it is.
 func (z *zoneLocal) Done(refs []protocol.ZoneLocalRef) {
-	if len(refs) == 0 {
-		return
-	}
 	z.delMu.Lock()
-	z.toDelete = append(z.toDelete, refs[0].Key)
-	z.delMu.Unlock()
+	defer z.delMu.Unlock()
+	for i, r := range refs {
+		if slices.ContainsFunc(refs[:i], func(o protocol.ZoneLocalRef) bool { return o.Key == r.Key }) {
+			continue
+		}
+		n, ok := z.users[r.Key]
+		switch {
+		case !ok:
+			// Not a key of PutRecords's, or already released.
+		case n > 1:
+			z.users[r.Key] = n - 1
+		default:
+			delete(z.users, r.Key)
+			z.toDelete = append(z.toDelete, r.Key)
+		}
+	}
 }
 
 func (z *zoneLocal) deleteLoop() {
@@ -316,13 +578,15 @@ func (z *zoneLocal) deleteNow() {
 	}
 }
 
-// Send writes req to broker id on this broker's connection to it.
-func (z *zoneLocal) Send(ctx context.Context, id int32, req kmsg.Request) (func(context.Context) (kmsg.Response, error), error) {
+// Send writes build's request to broker id on this broker's connection
+// to it, telling build what that connection learnt of the broker's
+// forms of forwarded records.
+func (z *zoneLocal) Send(ctx context.Context, id int32, build func(compact bool) kmsg.Request) (func(context.Context) (kmsg.Response, error), error) {
 	c, err := z.conn(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	call, err := c.send(req)
+	call, err := c.send(build(c.compact))
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +595,7 @@ func (z *zoneLocal) Send(ctx context.Context, id int32, req kmsg.Request) (func(
 
 // Forward sends req to broker id and waits for its answer.
 func (z *zoneLocal) Forward(ctx context.Context, id int32, req kmsg.Request) (kmsg.Response, error) {
-	wait, err := z.Send(ctx, id, req)
+	wait, err := z.Send(ctx, id, func(bool) kmsg.Request { return req })
 	if err != nil {
 		return nil, err
 	}
@@ -354,7 +618,7 @@ func (z *zoneLocal) conn(ctx context.Context, id int32) (*ibConn, error) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	if z.closed {
-		return nil, errors.New("zone-local produce is shut down")
+		return nil, errZoneLocalClosed
 	}
 	if c := z.conns[id]; c != nil {
 		if c.addr == addr && c.broken() == nil {
@@ -373,8 +637,42 @@ func (z *zoneLocal) conn(ctx context.Context, id int32) (*ibConn, error) {
 	}
 	clientID := fmt.Sprintf("%s%d,%s%s", protocol.BrokerClientIDPrefix, z.s.cfg.Broker.NodeID, protocol.ClientIDZonePrefix, z.s.cfg.Broker.Rack)
 	c := newIBConn(nc, addr, clientID)
+	compact, err := c.readsCompactRefs(dctx)
+	if err != nil {
+		c.close(err)
+		return nil, fmt.Errorf("broker %d at %s: %w", id, addr, err)
+	}
+	c.compact = compact
 	z.conns[id] = c
 	return c, nil
+}
+
+// readsCompactRefs asks the broker (ApiVersions) whether it reads the
+// second form of forwarded records (protocol.TagZoneLocalForms): an
+// older broker, mid rolling upgrade, is sent the first.
+func (c *ibConn) readsCompactRefs(ctx context.Context) (bool, error) {
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(3)
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "strata-broker", "1"
+	call, err := c.send(req)
+	if err != nil {
+		return false, err
+	}
+	kresp, err := call.wait(ctx)
+	if err != nil {
+		return false, fmt.Errorf("ApiVersions: %w", err)
+	}
+	resp := kresp.(*kmsg.ApiVersionsResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return false, fmt.Errorf("ApiVersions: %w", err)
+	}
+	forms := 0
+	resp.UnknownTags.Each(func(t uint32, v []byte) {
+		if t == protocol.TagZoneLocalForms && len(v) == 1 {
+			forms = int(v[0])
+		}
+	})
+	return forms >= protocol.ZoneLocalFormsRead, nil
 }
 
 func (z *zoneLocal) close() {
@@ -385,6 +683,15 @@ func (z *zoneLocal) close() {
 		delete(z.conns, id)
 	}
 	z.mu.Unlock()
+	z.putMu.Lock()
+	z.putClosed = true
+	if z.slowTimer != nil {
+		z.slowTimer.Stop()
+		z.slowTimer = nil
+	}
+	z.putMu.Unlock()
+	z.putCancel() // the PUTs in flight and queued fail at once
+	z.putWG.Wait()
 	close(z.stop)
 	<-z.done
 }
@@ -398,6 +705,9 @@ type ibConn struct {
 	nc   net.Conn
 	addr string
 	f    *kmsg.RequestFormatter
+	// compact: the broker reads the second form of forwarded records
+	// (set once, before the connection is shared).
+	compact bool
 
 	wmu     sync.Mutex // write order: corr, pending and the write together
 	corr    int32
@@ -491,7 +801,8 @@ func (c *ibConn) readLoop() {
 		}
 		b := body[4:]
 		var err error
-		if call.req.IsFlexible() {
+		if call.req.IsFlexible() && call.req.Key() != kmsg.ApiVersions.Int16() {
+			// ApiVersions answers with a v0 header at every version.
 			b, err = skipHeaderTags(b)
 		}
 		if err == nil {

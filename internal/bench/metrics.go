@@ -22,6 +22,10 @@ const (
 	// Twin requests of hedged PUTs (leaders) and GETs (followers).
 	metricPutHedges = "strata_wal_upload_hedges_total"
 	metricGetHedges = "strata_wal_download_hedges_total"
+	// Zone-local produce: the forwarders' objects and the client
+	// requests in them (a histogram; its sum).
+	metricZLObjects  = "strata_zonelocal_objects_total"
+	metricZLRequests = "strata_zonelocal_object_requests"
 	// strata dev --zone-latency: what each broker's injected inter-zone
 	// latency delayed.
 	metricZoneConns = "strata_dev_zone_latency_connections_total"
@@ -128,8 +132,8 @@ func (s Scrape) Has(name string) bool {
 }
 
 // Sum adds the values of the counter (or untyped/gauge) series of name
-// whose labels satisfy match (nil: all series). ok is false when the
-// family is not exported at all.
+// whose labels satisfy match (nil: all series), and of a histogram its
+// observations' sum. ok is false when the family is not exported at all.
 func (s Scrape) Sum(name string, match func(labels map[string]string) bool) (sum float64, ok bool) {
 	f, ok := s[name]
 	if !ok {
@@ -152,6 +156,8 @@ func (s Scrape) Sum(name string, match func(labels map[string]string) bool) (sum
 			sum += m.GetGauge().GetValue()
 		case m.Untyped != nil:
 			sum += m.GetUntyped().GetValue()
+		case m.Histogram != nil:
+			sum += m.GetHistogram().GetSampleSum()
 		}
 	}
 	return sum, true
@@ -199,6 +205,14 @@ type TrafficFigures struct {
 	// export the counter (classic mode, an older broker).
 	HedgedPutsPerSecond *float64 `json:"hedged_puts_per_second"`
 	HedgedGetsPerSecond *float64 `json:"hedged_gets_per_second"`
+	// ZoneLocalObjectsPerSecond: objects of zone-local produce each
+	// broker PUT per second (its forwarded requests' records; part of
+	// PutsPerSecond), and ZoneLocalRequestsPerObject the client produce
+	// requests per such object, all brokers (group commit: 1 without
+	// it); absent when a broker does not export them or nothing was
+	// forwarded.
+	ZoneLocalObjectsPerSecond  []*float64 `json:"zonelocal_objects_per_second_by_broker,omitempty"`
+	ZoneLocalRequestsPerObject *float64   `json:"zonelocal_requests_per_object,omitempty"`
 	// Problems lists scrapes that failed and counters that went backwards.
 	Problems []string `json:"problems,omitempty"`
 }
@@ -299,6 +313,17 @@ func ComputeTraffic(before, after []Scrape, window time.Duration) TrafficFigures
 	if h, _ := delta(metricGetHedges, all, has(metricGetHedges)); h != nil {
 		r := *h / secs
 		tf.HedgedGetsPerSecond = &r
+	}
+	if objs, per := delta(metricZLObjects, all, has(metricZLObjects)); objs != nil && *objs > 0 {
+		tf.ZoneLocalObjectsPerSecond = make([]*float64, n)
+		for i, p := range per {
+			r := *p / secs
+			tf.ZoneLocalObjectsPerSecond[i] = &r
+		}
+		if reqs, _ := delta(metricZLRequests, all, has(metricZLRequests)); reqs != nil {
+			r := *reqs / *objs
+			tf.ZoneLocalRequestsPerObject = &r
+		}
 	}
 	return tf
 }

@@ -183,3 +183,30 @@ func TestScrapeWithBearerToken(t *testing.T) {
 		t.Errorf("scrape with the token: %v %v", s, errs)
 	}
 }
+
+// TestComputeTrafficZoneLocalObjects: the forwarders' objects per second
+// by broker and the client requests per object (the histogram's sum over
+// the objects) are window deltas; absent when nothing was forwarded.
+func TestComputeTrafficZoneLocalObjects(t *testing.T) {
+	expo := func(objects, requests int) Scrape {
+		return mustParse(t, fmt.Sprintf(`# TYPE strata_zonelocal_objects_total counter
+strata_zonelocal_objects_total %d
+# TYPE strata_zonelocal_object_requests histogram
+strata_zonelocal_object_requests_bucket{le="1"} 0
+strata_zonelocal_object_requests_bucket{le="+Inf"} %d
+strata_zonelocal_object_requests_sum %d
+strata_zonelocal_object_requests_count %d
+`, objects, objects, requests, objects))
+	}
+	tf := ComputeTraffic([]Scrape{expo(10, 15), expo(0, 0), expo(0, 0)}, []Scrape{expo(30, 75), expo(20, 40), expo(0, 0)}, 2*time.Second)
+	if len(tf.ZoneLocalObjectsPerSecond) != 3 || val(tf.ZoneLocalObjectsPerSecond[0]) != 10.0 || val(tf.ZoneLocalObjectsPerSecond[1]) != 10.0 || val(tf.ZoneLocalObjectsPerSecond[2]) != 0.0 {
+		t.Fatalf("objects/s by broker %v %v %v, want 10 10 0", val(tf.ZoneLocalObjectsPerSecond[0]), val(tf.ZoneLocalObjectsPerSecond[1]), val(tf.ZoneLocalObjectsPerSecond[2]))
+	}
+	if got := val(tf.ZoneLocalRequestsPerObject); got != 2.5 {
+		t.Fatalf("requests per object %v, want (60+40)/(20+20) = 2.5", got)
+	}
+	tf = ComputeTraffic([]Scrape{expo(5, 5)}, []Scrape{expo(5, 5)}, time.Second)
+	if tf.ZoneLocalObjectsPerSecond != nil || tf.ZoneLocalRequestsPerObject != nil {
+		t.Fatal("figures without any forwarded object")
+	}
+}

@@ -838,3 +838,99 @@ func TestZoneLocalProducePolicyAuto(t *testing.T) {
 		})
 	}
 }
+
+// zoneLocalObjects returns broker i's (from 0) forwarded objects and the
+// client produce requests in them (strata_zonelocal_objects_total and
+// strata_zonelocal_object_requests' sum).
+func zoneLocalObjects(t *testing.T, c *brokertest.Cluster, i int) (objects, requests float64) {
+	t.Helper()
+	mfs, err := c.Brokers[i].Server().Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch mf.GetName() {
+			case "strata_zonelocal_objects_total":
+				objects += m.GetCounter().GetValue()
+			case "strata_zonelocal_object_requests":
+				requests += m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	return objects, requests
+}
+
+// slowZLPuts delays the PUTs of forwarded objects (the slow tail of a
+// bucket), so that produce requests arrive while one is in flight.
+type slowZLPuts struct {
+	objstore.Store
+	puts *atomic.Int64
+}
+
+func (s slowZLPuts) Put(ctx context.Context, key string, data []byte) error {
+	if strings.Contains(key, "/zl-") {
+		s.puts.Add(1)
+		select {
+		case <-time.After(30 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.Store.Put(ctx, key, data)
+}
+
+// TestZoneLocalProduceGroupCommit: pipelined idempotent producers on
+// several connections to broker 2, whose forwarded PUTs take 30 ms: the
+// requests that arrive while a PUT is in flight share the next object
+// (far fewer PUTs than forwarded requests), and every record is
+// acknowledged, read back at its offset, in order, once.
+func TestZoneLocalProduceGroupCommit(t *testing.T) {
+	var puts atomic.Int64
+	wc := startWALCluster(t, brokertest.WithSetting("wal.zonelocal.produce.enable", "true"),
+		brokertest.WithConfig(func(c *server.Config) {
+			wrap := c.Cluster.WAL.WrapStore
+			c.Cluster.WAL.WrapStore = func(st objstore.Store) objstore.Store { return slowZLPuts{Store: wrap(st), puts: &puts} }
+		}))
+	addrs := wc.Addrs()
+	adm := kadm.NewClient(newClient(t, addrs))
+	const topic, producers, n = "zl-group", 4, 60
+	createTopic(t, adm, topic, zlPartitions, nil)
+	if ledElsewhere(t, adm, topic, 2) == 0 {
+		t.Fatal("broker 2 leads every partition")
+	}
+	clients := make([]*kgo.Client, producers)
+	for i := range clients {
+		clients[i] = producer(t, addrs, kgo.ClientID(fmt.Sprintf("p%d,strata_az=b", i)), kgo.RequiredAcks(kgo.AllISRAcks()),
+			kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4096))
+		if _, err := kadm.NewClient(clients[i]).Metadata(context.Background(), topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objectsBefore, requestsBefore := zoneLocalObjects(t, wc.Cluster, 1)
+	putsBefore := puts.Load()
+	offsets := make([]map[int32][]int64, producers)
+	errs := make([]error, producers)
+	var wg sync.WaitGroup
+	for i, cl := range clients {
+		wg.Go(func() { offsets[i], errs[i] = produceRecords(cl, topic, fmt.Sprintf("p%d", i), n, false) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	objects, requests := zoneLocalObjects(t, wc.Cluster, 1)
+	objects, requests = objects-objectsBefore, requests-requestsBefore
+	t.Logf("broker 2: %.0f forwarded requests in %.0f objects (%d forwarded PUTs in the cluster)", requests, objects, puts.Load()-putsBefore)
+	if requests == 0 {
+		t.Fatal("broker 2 forwarded nothing")
+	}
+	if objects > requests/2 {
+		t.Fatalf("%.0f objects for %.0f forwarded requests: the requests that came during a PUT did not share an object", objects, requests)
+	}
+	for i := range clients {
+		checkRecords(t, addrs, topic, fmt.Sprintf("p%d", i), n, offsets[i])
+	}
+}
