@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-dev/strata/broker/cost"
 	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/protocol"
 )
@@ -76,7 +77,11 @@ func (g *gatedStore) putCount() int {
 
 func newTestZoneLocal(t *testing.T, st objstore.Store, maxPuts int) *zoneLocal {
 	t.Helper()
-	z := newZoneLocal(&Server{log: logr.Discard()}, true, st, func(string) (objstore.Store, error) { return st, nil }, "c", "a", maxPuts)
+	router, err := newZLRouter(ZoneLocalPolicyBucket, cost.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := newZoneLocal(&Server{log: logr.Discard()}, true, 0, router, st, func(string) (objstore.Store, error) { return st, nil }, "c", "a", maxPuts)
 	t.Cleanup(z.close)
 	return z
 }
