@@ -10,9 +10,11 @@ package protocol
 // request waits, up to MaxWaitMillis, for the HWM of a requested partition
 // to move, then answers with what it has; broker shutdown or the
 // connection closing ends the wait early. Empty record sets are empty
-// bytes, never null. Fetch sessions (KIP-227) are not kept: every response
-// has session ID 0, which tells the client to send full requests; a request
-// naming a session ID gets FETCH_SESSION_ID_NOT_FOUND. CurrentLeaderEpoch
+// bytes, never null. Fetch sessions (KIP-227, v7+) are kept for consumers
+// and replicas alike (fetch_session.go): a consumer that asks for one
+// (SessionEpoch 0) then sends only the partitions whose position moved and
+// gets only those with something new; SessionEpoch -1 (librdkafka) fetches
+// in full without one. CurrentLeaderEpoch
 // (v9+) is checked (KIP-320: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH),
 // and LastFetchedEpoch (v12+) against the epoch cache: a consumer whose log
 // position diverged gets DivergingEpoch. v13+ name topics by UUID
@@ -129,7 +131,6 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 	if req.ReplicaID >= 0 && !r.authorizedCluster(kmsg.ACLOperationClusterAction) {
 		return refuseReplicaFetch(r, req, kerr.TopicAuthorizationFailed), nil
 	}
-	denied := deniedFetchTopics(r, req)
 	if rm := b.Replicas(); rm != nil && req.ReplicaID >= 0 {
 		// Only a registered broker, with its current broker epoch and its
 		// registration's secret, may report a follower's position (KIP-380
@@ -140,13 +141,17 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		}
 	}
 
-	// A replica fetch may use a fetch session (fetch_session.go): req
-	// becomes the session's whole partition list, and the answer keeps
-	// only what changed.
+	// A fetch may use a fetch session (fetch_session.go): its rounds
+	// read the session's partitions (active), and the answer keeps only
+	// what changed.
 	var session sessionFetch
-	if req.ReplicaID >= 0 && req.Version >= 7 {
+	if req.Version >= 7 {
 		var code int16
-		if session, code = r.Env.fetchSessions().open(req, time.Now()); code != 0 {
+		owner := ""
+		if req.ReplicaID < 0 {
+			owner = string(r.Principal())
+		}
+		if session, code = r.Env.fetchSessions().openAs(req, owner, time.Now()); code != 0 {
 			resp := r.NewResponse().(*kmsg.FetchResponse)
 			resp.ErrorCode = code
 			return resp, nil
@@ -183,18 +188,6 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		r.SetTraffic(traffic.Consume, req.Rack)
 	}
 
-	if req.ReplicaID < 0 && req.Version >= 7 && req.SessionID != 0 {
-		// Consumers are never given a session.
-		resp := r.NewResponse().(*kmsg.FetchResponse)
-		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
-		return resp, nil
-	}
-	if req.ReplicaID < 0 && req.Version >= 7 && req.SessionEpoch != 0 && req.SessionEpoch != -1 {
-		resp := r.NewResponse().(*kmsg.FetchResponse)
-		resp.ErrorCode = kerr.InvalidFetchSessionEpoch.Code
-		return resp, nil
-	}
-
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	wait = min(max(wait, 0), maxFetchWait)
 	refreshEvery := quietRefresh(b)
@@ -213,7 +206,9 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		if session.session != nil {
 			visits = new([]partVisit)
 		}
-		resp, total := fetchOnce(r, b, visit, denied, &waits, &charge, visits)
+		// READ is checked for every partition read, whether the
+		// request named it or its session remembers it.
+		resp, total := fetchOnce(r, b, visit, deniedFetchTopics(r, visit), &waits, &charge, visits)
 		if visits != nil {
 			session.visited(resp, *visits, now)
 		}
@@ -254,7 +249,7 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 			if session.session != nil {
 				visits = new([]partVisit)
 			}
-			resp, _ := fetchOnce(r, b, visit, denied, new([]<-chan struct{}), &charge, visits)
+			resp, _ := fetchOnce(r, b, visit, deniedFetchTopics(r, visit), new([]<-chan struct{}), &charge, visits)
 			if visits != nil {
 				session.visited(resp, *visits, now)
 			}
@@ -308,10 +303,12 @@ func park(done <-chan struct{}, deadline, refreshDue <-chan time.Time, changed <
 	return chosen
 }
 
-// quietRefresh is how often a quiet partition of a replica fetch session
-// is read all the same (sessionFetch.active): a quarter of
+// quietRefresh is how often a quiet partition of a fetch session is read
+// all the same (sessionFetch.active): a quarter of
 // replica.lag.time.max.ms, so that a caught-up follower of a partition
-// nobody writes stays in the ISR, and at most a second.
+// nobody writes stays in the ISR, and at most a second (for a consumer it
+// carries what changes without a signal: the log start, a preferred read
+// replica).
 func quietRefresh(b *broker.Broker) time.Duration {
 	refresh := time.Second
 	if rm := b.Replicas(); rm != nil {
@@ -421,7 +418,7 @@ func (c *leaderCharge) record() {
 // channel of every readable partition is appended to it. Bytes served to
 // throttled replicas are added to charge.
 //
-// With visits (a replica fetch of a session), what each partition's read
+// With visits (a fetch of a session), what each partition's read
 // waits on is appended to it, in the response's order.
 func fetchOnce(r *Request, b *broker.Broker, req *kmsg.FetchRequest, denied map[string]bool, waits *[]<-chan struct{}, charge *leaderCharge, visits *[]partVisit) (*kmsg.FetchResponse, int) {
 	resp := r.NewResponse().(*kmsg.FetchResponse)
@@ -500,6 +497,7 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 		if req.ReplicaID >= 0 {
 			return 0, kerr.NotLeaderForPartition
 		}
+		pv.src = standaloneSource{p.Log}
 		if code := checkLeaderEpoch(rp.CurrentLeaderEpoch); code != 0 {
 			return 0, kerr.ErrorForCode(code)
 		}
@@ -579,6 +577,9 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 			*waits = append(*waits, appendWait)
 		}
 	default:
+		// A consumer: woken when records become visible to it (an HWM
+		// move, which is when the LSO moves) or the role changes.
+		pv.src = consumerSource{rep}
 		if err := rep.CheckReplica(rp.CurrentLeaderEpoch); err != nil {
 			return 0, err
 		}

@@ -98,7 +98,8 @@ type Env struct {
 	sharesOnce sync.Once
 	shares     *group.ShareCoordinator
 
-	// Replica fetch sessions (fetch_session.go), created on first use.
+	// Fetch sessions, replicas' and consumers' (fetch_session.go), created
+	// on first use.
 	sessionsOnce sync.Once
 	sessions     *fetchSessions
 }

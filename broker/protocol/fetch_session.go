@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -15,7 +16,7 @@ import (
 	"github.com/strata-dev/strata/broker/replica"
 )
 
-// Fetch sessions (KIP-227) for replica fetches.
+// Fetch sessions (KIP-227) for replica and consumer fetches.
 //
 // A follower's replica fetch names every partition it follows from this
 // leader, and the answer carries every one of them, at each long-poll
@@ -27,13 +28,34 @@ import (
 // something new (records or pointers, an error, a divergence, a moved
 // high watermark or log start).
 //
-// Sessions are kept for replica fetches (ReplicaID >= 0) only; consumers
-// get SessionID 0 and keep fetching in full, as before. The protocol is
-// Kafka's: SessionID 0 + SessionEpoch 0 asks for a new session (full
-// fetch, answered with its ID), then epochs 1, 2, ... are incremental;
-// SessionEpoch -1 closes the session (and fetches in full without one); a
-// wrong epoch is INVALID_FETCH_SESSION_EPOCH, an unknown or evicted ID
-// FETCH_SESSION_ID_NOT_FOUND, after which the follower starts over.
+// Consumers (ReplicaID < 0) get sessions too, with the same machinery:
+// a consumer of many partitions otherwise names them all at every fetch
+// and gets them all back, so that the work per fetch grows with the
+// partitions, not the bytes. What is news differs: records become visible
+// to a consumer when the high watermark moves (the last stable offset
+// moves only with it), not at the leader's append, so a consumer
+// session's partitions subscribe to the replica's changes (HWM, role, a
+// follower's appends; consumerSource) and each wakes a parked fetch. On a
+// follower serving consumers (KIP-392) that is when the follower learns
+// the HWM from its leader. The fetch offset is the one the client last
+// named (KIP-227: a client names a partition when its position moves), a
+// partition that got records is read again until then, and an error is
+// news at every answer (Kafka includes partitions with errors in every
+// incremental response). ACLs are checked at every read of a partition,
+// remembered or named (deniedFetchTopics runs over each round's
+// partitions). A consumer session answers only fetches of the principal
+// that opened it (IDs are sequential: another client could otherwise
+// close or disturb it). librdkafka never asks for one (SessionEpoch -1):
+// it fetches in full, as before.
+//
+// The protocol is Kafka's: SessionID 0 + SessionEpoch 0 asks for a new
+// session (full fetch, answered with its ID), then epochs 1, 2, ... are
+// incremental; SessionEpoch -1 closes the session (and fetches in full
+// without one); a wrong epoch is INVALID_FETCH_SESSION_EPOCH, an unknown
+// or evicted ID FETCH_SESSION_ID_NOT_FOUND, after which the client starts
+// over. From v13 partitions are named by topic ID: a session keeps the
+// naming it was opened with, and a fetch using the other one gets
+// FETCH_SESSION_TOPIC_ID_ERROR (Kafka's answer).
 
 //
 // Bounds (a fetch session is state a client makes the broker keep): at
@@ -47,6 +69,15 @@ import (
 // opened. This is Kafka's eviction (min.incremental.fetch.session.eviction.ms,
 // 2 min) simplified: Kafka keeps idle sessions until their slot is wanted
 // and prefers evicting small ones.
+//
+// Replica and consumer sessions share the slots, but a consumer's new
+// session may evict only another consumer's (every slot held by
+// followers: the consumer fetches without a session), and a follower's
+// evicts the least recently used consumer session before any follower's.
+// Many consumers thus cannot push followers out of their sessions (which
+// would turn replication back to full fetches), as Kafka keeps
+// "privileged" (follower) sessions over consumers'. The slot bound stays
+// the bound on the state kept.
 
 // Defaults of the fetch session bounds.
 const (
@@ -62,8 +93,11 @@ type fetchSessions struct {
 	maxParts int // 0: unbounded
 }
 
+// sessionKey names a session partition: by topic name up to v12, by
+// topic ID from v13 (topic is then empty).
 type sessionKey struct {
 	topic     string
+	id        [16]byte
 	partition int32
 }
 
@@ -126,6 +160,26 @@ func (s replicaSource) subscribe(mark func(wake bool)) func() {
 	return func() { c1(); c2() }
 }
 
+// consumerSource is a partition as its consumers see it on this broker
+// (leader or follower): records become visible to them when the HWM
+// moves, and the LSO moves only with it (a transaction is stable once its
+// marker is below the HWM); a role change makes the next read answer an
+// error or a preferred replica. Each wakes a parked consumer fetch. The
+// leader's appends are not signalled: nothing a consumer may read yet.
+type consumerSource struct{ rep *replica.Partition }
+
+func (s consumerSource) subscribe(mark func(wake bool)) func() {
+	return s.rep.Subscribe(func() { mark(true) }, nil)
+}
+
+// standaloneSource is a standalone broker's partition, whose HWM is its
+// log end: an append wakes a parked consumer fetch.
+type standaloneSource struct{ log *log.Log }
+
+func (s standaloneSource) subscribe(mark func(wake bool)) func() {
+	return s.log.Subscribe(func() { mark(true) })
+}
+
 // partVisit is what a fetch's read of one partition waits on: the
 // channels it parks on, and the source its changes come from.
 type partVisit struct {
@@ -141,13 +195,18 @@ type partVisit struct {
 type fetchSession struct {
 	id      int32
 	replica int32
-	epoch   int32 // the next incremental request's epoch
-	used    time.Time
-	busy    bool
-	closed  bool
-	parts   []*sessionPart
-	index   map[sessionKey]*sessionPart
-	nextSeq uint64
+	// consumer: a consumer's session (replica < 0), held by owner.
+	consumer bool
+	owner    string
+	// topicIDs: opened at v13+, its partitions named by topic ID.
+	topicIDs bool
+	epoch    int32 // the next incremental request's epoch
+	used     time.Time
+	busy     bool
+	closed   bool
+	parts    []*sessionPart
+	index    map[sessionKey]*sessionPart
+	nextSeq  uint64
 	// loud holds the partitions that are not quiet: read at every round.
 	loud map[*sessionPart]struct{}
 	// changes holds the partitions whose source signalled since the last
@@ -174,7 +233,7 @@ type refreshEntry struct {
 }
 
 func newFetchSession(id, replicaID int32, now time.Time) *fetchSession {
-	return &fetchSession{id: id, replica: replicaID, epoch: 1, used: now, busy: true,
+	return &fetchSession{id: id, replica: replicaID, consumer: replicaID < 0, epoch: 1, used: now, busy: true,
 		index: map[sessionKey]*sessionPart{}, loud: map[*sessionPart]struct{}{}, changes: notify.NewSet[*sessionPart]()}
 }
 
@@ -239,16 +298,24 @@ type sessionFetch struct {
 	named map[sessionKey]bool
 }
 
-// open resolves req (a replica fetch, v7+) against the session cache.
-// A non-nil error code is the whole answer.
+// open resolves req (a replica or consumer fetch, v7+) against the
+// session cache; owner is the principal of a consumer fetch. A non-nil
+// error code is the whole answer.
 func (s *fetchSessions) open(req *kmsg.FetchRequest, now time.Time) (sessionFetch, int16) {
+	return s.openAs(req, "", now)
+}
+
+func (s *fetchSessions) openAs(req *kmsg.FetchRequest, owner string, now time.Time) (sessionFetch, int16) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sf := sessionFetch{s: s, req: req, full: true}
 	if req.SessionID != 0 {
 		old, ok := s.byID[req.SessionID]
-		if !ok || old.replica != req.ReplicaID {
+		if !ok || old.replica != req.ReplicaID || old.owner != owner {
 			return sf, kerr.FetchSessionIDNotFound.Code
+		}
+		if old.topicIDs != (req.Version >= 13) && req.SessionEpoch > 0 {
+			return sf, kerr.FetchSessionTopicIDError.Code
 		}
 		switch req.SessionEpoch {
 		case -1, 0:
@@ -273,7 +340,7 @@ func (s *fetchSessions) open(req *kmsg.FetchRequest, now time.Time) (sessionFetc
 			sf.named = map[sessionKey]bool{}
 			for _, rt := range req.Topics {
 				for _, rp := range rt.Partitions {
-					sf.named[sessionKey{rt.Topic, rp.Partition}] = true
+					sf.named[sessionKey{rt.Topic, rt.TopicID, rp.Partition}] = true
 				}
 			}
 			return sf, 0
@@ -295,14 +362,9 @@ func (s *fetchSessions) open(req *kmsg.FetchRequest, now time.Time) (sessionFetc
 		}
 	}
 	if len(s.byID) >= cmp.Or(s.slots, defaultFetchSessionSlots) {
-		var lru *fetchSession
-		for _, x := range s.byID {
-			if !x.busy && (lru == nil || x.used.Before(lru.used)) {
-				lru = x
-			}
-		}
+		lru := s.evictable(req.ReplicaID < 0)
 		if lru == nil {
-			return sf, 0 // every slot busy: sessionless
+			return sf, 0 // every slot busy or a follower's: sessionless
 		}
 		s.drop(lru)
 	}
@@ -316,10 +378,36 @@ func (s *fetchSessions) open(req *kmsg.FetchRequest, now time.Time) (sessionFetc
 		}
 	}
 	fs := newFetchSession(s.next, req.ReplicaID, now)
+	fs.owner, fs.topicIDs = owner, req.Version >= 13
 	fs.update(req)
 	s.byID[fs.id] = fs
 	sf.session = fs
 	return sf, 0
+}
+
+// evictable is the session a new one takes the slot of: the least
+// recently used consumer session not serving a fetch, or for a follower's
+// new session (consumer false), when there is none, the least recently
+// used follower session. Nil: none may go.
+func (s *fetchSessions) evictable(consumer bool) *fetchSession {
+	var lru, lruReplica *fetchSession
+	for _, x := range s.byID {
+		switch {
+		case x.busy:
+		case x.consumer:
+			if lru == nil || x.used.Before(lru.used) {
+				lru = x
+			}
+		case !consumer:
+			if lruReplica == nil || x.used.Before(lruReplica.used) {
+				lruReplica = x
+			}
+		}
+	}
+	if lru == nil {
+		return lruReplica
+	}
+	return lru
 }
 
 // added is the number of req's partitions the session does not hold.
@@ -327,7 +415,7 @@ func (fs *fetchSession) added(req *kmsg.FetchRequest) int {
 	n := 0
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
-			if _, ok := fs.index[sessionKey{rt.Topic, rp.Partition}]; !ok {
+			if _, ok := fs.index[sessionKey{rt.Topic, rt.TopicID, rp.Partition}]; !ok {
 				n++
 			}
 		}
@@ -348,7 +436,7 @@ func requestPartitions(req *kmsg.FetchRequest) int {
 func (fs *fetchSession) update(req *kmsg.FetchRequest) {
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
-			k := sessionKey{rt.Topic, rp.Partition}
+			k := sessionKey{rt.Topic, rt.TopicID, rp.Partition}
 			if p, ok := fs.index[k]; ok {
 				fs.countPointers(&p.rp, -1)
 				p.rp = rp
@@ -366,7 +454,7 @@ func (fs *fetchSession) update(req *kmsg.FetchRequest) {
 	forgotten := map[*sessionPart]bool{}
 	for _, ft := range req.ForgottenTopics {
 		for _, part := range ft.Partitions {
-			k := sessionKey{ft.Topic, part}
+			k := sessionKey{ft.Topic, ft.TopicID, part}
 			if p, ok := fs.index[k]; ok {
 				forgotten[p] = true
 				delete(fs.index, k)
@@ -401,20 +489,25 @@ func requestOf(req *kmsg.FetchRequest, parts []*sessionPart) *kmsg.FetchRequest 
 	eff := *req
 	eff.Topics = nil
 	eff.ForgottenTopics = nil
-	count := map[string]int{}
-	for _, p := range parts {
-		count[p.key.topic]++
+	type topicKey struct {
+		name string
+		id   [16]byte
 	}
-	at := make(map[string]int, len(count))
+	count := map[topicKey]int{}
 	for _, p := range parts {
-		i, ok := at[p.key.topic]
+		count[topicKey{p.key.topic, p.key.id}]++
+	}
+	at := make(map[topicKey]int, len(count))
+	for _, p := range parts {
+		tk := topicKey{p.key.topic, p.key.id}
+		i, ok := at[tk]
 		if !ok {
 			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic = p.key.topic
-			rt.Partitions = make([]kmsg.FetchRequestTopicPartition, 0, count[p.key.topic])
+			rt.Topic, rt.TopicID = p.key.topic, p.key.id
+			rt.Partitions = make([]kmsg.FetchRequestTopicPartition, 0, count[tk])
 			eff.Topics = append(eff.Topics, rt)
 			i = len(eff.Topics) - 1
-			at[p.key.topic] = i
+			at[tk] = i
 		}
 		eff.Topics[i].Partitions = append(eff.Topics[i].Partitions, p.rp)
 	}
@@ -528,7 +621,7 @@ func (sf *sessionFetch) visited(resp *kmsg.FetchResponse, visits []partVisit, no
 			}
 			v := visits[i]
 			i++
-			k := sessionKey{rt.Topic, rp.Partition}
+			k := sessionKey{rt.Topic, rt.TopicID, rp.Partition}
 			p := fs.index[k]
 			if p == nil {
 				continue
@@ -578,12 +671,20 @@ func (sf sessionFetch) finish(resp *kmsg.FetchResponse) {
 	for _, rt := range resp.Topics {
 		parts := rt.Partitions[:0]
 		for _, rp := range rt.Partitions {
-			p := fs.index[sessionKey{rt.Topic, rp.Partition}]
+			p := fs.index[sessionKey{rt.Topic, rt.TopicID, rp.Partition}]
 			if p == nil {
 				continue
 			}
 			if !p.news(&rp) && !sf.full {
 				continue
+			}
+			if fs.consumer && len(rp.RecordBatches) > 0 {
+				// Kafka's rotation: a partition that got records goes
+				// to the end of the session's order, so that under a
+				// response's byte budget the ones after it are not
+				// starved.
+				p.seq = fs.nextSeq
+				fs.nextSeq++
 			}
 			p.sent = true
 			p.hwm, p.logStart, p.lastStable = rp.HighWatermark, rp.LogStartOffset, rp.LastStableOffset
@@ -621,4 +722,38 @@ func hasTags(t *kmsg.Tags) bool {
 	found := false
 	t.Each(func(uint32, []byte) { found = true })
 	return found
+}
+
+// count is the number of sessions held, replicas' and consumers'.
+func (s *fetchSessions) count() (replicas, consumers int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, fs := range s.byID {
+		if fs.consumer {
+			consumers++
+		} else {
+			replicas++
+		}
+	}
+	return replicas, consumers
+}
+
+// FetchSessionCollector reports the fetch sessions held, by kind:
+// strata_fetch_sessions{kind="replica"|"consumer"}.
+func (e *Env) FetchSessionCollector() prometheus.Collector {
+	return sessionCollector{e: e, desc: prometheus.NewDesc("strata_fetch_sessions",
+		"Fetch sessions (KIP-227) held, by kind: replica (followers) or consumer.", []string{"kind"}, nil)}
+}
+
+type sessionCollector struct {
+	e    *Env
+	desc *prometheus.Desc
+}
+
+func (c sessionCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c sessionCollector) Collect(ch chan<- prometheus.Metric) {
+	replicas, consumers := c.e.fetchSessions().count()
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(replicas), "replica")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(consumers), "consumer")
 }

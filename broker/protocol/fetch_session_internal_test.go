@@ -502,3 +502,97 @@ func whole(sf sessionFetch) *kmsg.FetchRequest {
 	defer sf.s.mu.Unlock()
 	return requestOf(sf.req, sf.session.parts)
 }
+
+// consumerFetch is replicaFetch as a consumer's (ReplicaID -1).
+func consumerFetch(id, epoch int32, offsets map[int32]int64) *kmsg.FetchRequest {
+	req := replicaFetch(id, epoch, offsets)
+	req.ReplicaID = -1
+	return req
+}
+
+// TestFetchSessionSlotsPreferFollowers: consumers and followers share the
+// slots, but a consumer's new session evicts only a consumer's, and a
+// follower's evicts consumers' first; a consumer session answers only its
+// owner, and only with the topic naming it was opened with.
+func TestFetchSessionSlotsPreferFollowers(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s := (&Env{Limits: Limits{FetchSessionSlots: 2}}).fetchSessions()
+	open := func(req *kmsg.FetchRequest, owner string) int32 {
+		t.Helper()
+		now = now.Add(time.Second)
+		sf, code := s.openAs(req, owner, now)
+		if code != 0 {
+			t.Fatalf("opening a session: code %d", code)
+		}
+		defer sf.release()
+		if sf.session == nil {
+			return 0
+		}
+		if sf.session.consumer != (req.ReplicaID < 0) {
+			t.Fatalf("session of replica %d: consumer %v", req.ReplicaID, sf.session.consumer)
+		}
+		return sf.session.id
+	}
+	held := func() []int32 { return slices.Sorted(maps.Keys(s.byID)) }
+
+	follower1 := open(replicaFetch(0, 0, map[int32]int64{0: 1}), "")
+	consumer1 := open(consumerFetch(0, 0, map[int32]int64{0: 1}), "User:a")
+	consumer2 := open(consumerFetch(0, 0, map[int32]int64{0: 1}), "User:a")
+	if got := held(); !slices.Equal(got, []int32{follower1, consumer2}) {
+		t.Fatalf("sessions %v, want the follower's %d and the newer consumer's %d (the older consumer's, %d, evicted)", got, follower1, consumer2, consumer1)
+	}
+	follower2 := open(replicaFetch(0, 0, map[int32]int64{1: 1}), "")
+	if got := held(); !slices.Equal(got, []int32{follower1, follower2}) {
+		t.Fatalf("sessions %v, want both followers' (%d, %d): a follower evicts a consumer first", got, follower1, follower2)
+	}
+	if id := open(consumerFetch(0, 0, map[int32]int64{0: 1}), "User:a"); id != 0 {
+		t.Fatalf("a consumer got session %d with every slot a follower's; want none (sessionless)", id)
+	}
+	if got := held(); !slices.Equal(got, []int32{follower1, follower2}) {
+		t.Fatalf("sessions %v after a consumer asked, want the followers' still", got)
+	}
+	// A follower's new session evicts the least recently used follower's
+	// when no consumer holds a slot.
+	follower3 := open(replicaFetch(0, 0, map[int32]int64{2: 1}), "")
+	if got := held(); !slices.Equal(got, []int32{follower2, follower3}) {
+		t.Fatalf("sessions %v, want %d and %d", got, follower2, follower3)
+	}
+
+	// Owner and topic naming.
+	s = (&Env{}).fetchSessions()
+	mine := open(consumerFetch(0, 0, map[int32]int64{0: 1}), "User:a")
+	if _, code := s.openAs(consumerFetch(mine, 1, nil), "User:b", now); code != kerr.FetchSessionIDNotFound.Code {
+		t.Fatalf("another principal's incremental fetch on the session: code %d, want FETCH_SESSION_ID_NOT_FOUND", code)
+	}
+	if _, code := s.openAs(consumerFetch(mine, -1, nil), "User:b", now); code != kerr.FetchSessionIDNotFound.Code {
+		t.Fatalf("another principal closing the session: code %d, want FETCH_SESSION_ID_NOT_FOUND", code)
+	}
+	byID := consumerFetch(mine, 1, nil)
+	byID.SetVersion(13)
+	if _, code := s.openAs(byID, "User:a", now); code != kerr.FetchSessionTopicIDError.Code {
+		t.Fatalf("a v13 fetch on a session opened at v12: code %d, want FETCH_SESSION_TOPIC_ID_ERROR", code)
+	}
+	sf, code := s.openAs(consumerFetch(mine, 1, nil), "User:a", now)
+	if code != 0 || sf.session == nil || sf.session.id != mine {
+		t.Fatalf("the owner's incremental fetch: code %d", code)
+	}
+	sf.release()
+}
+
+// TestConsumerSessionRotation: a consumer session's partition that got
+// records goes to the end of the session's order (Kafka's rotation), so
+// that a response's byte budget does not starve the partitions after it.
+func TestConsumerSessionRotation(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s := &fetchSessions{byID: map[int32]*fetchSession{}}
+	sf, _ := s.open(consumerFetch(0, 0, map[int32]int64{0: 0, 1: 0, 2: 0}), now)
+	resp := answer(whole(sf), map[int32]int64{0: 5, 1: 5, 2: 5}, map[int32]bool{0: true})
+	sf.finish(resp)
+	sf.release()
+	sf, _ = s.open(consumerFetch(resp.SessionID, 1, map[int32]int64{0: 5}), now)
+	defer sf.release()
+	eff, _, _ := sf.active(sf.req, now, time.Second)
+	if got := answered(answer(eff, nil, nil)); !slices.Equal(got, []int32{1, 2, 0}) {
+		t.Fatalf("session order %v after partition 0 got records, want 1 2 0", got)
+	}
+}

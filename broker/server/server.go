@@ -368,6 +368,7 @@ func Start(ctx context.Context, cfg Config, logger logr.Logger) (*Server, error)
 	// KIP-714 client telemetry (telemetry.* settings).
 	env.Telemetry = telemetry.New(cfg.Telemetry)
 	s.metrics.Registry.MustRegister(env.Telemetry.Collector())
+	s.metrics.Registry.MustRegister(env.FetchSessionCollector())
 	pcfg := protocol.Config{
 		Env:                      env,
 		MaxRequestBytes:          cfg.MaxRequestBytes,
