@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"cmp"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -44,8 +45,9 @@ import (
 // incremental response). ACLs are checked at every read of a partition,
 // remembered or named (deniedFetchTopics runs over each round's
 // partitions). A consumer session answers only fetches of the principal
-// that opened it (IDs are sequential: another client could otherwise
-// close or disturb it). librdkafka never asks for one (SessionEpoch -1):
+// that opened it, and session IDs are random: a client cannot land on
+// another's session by mistake (a session of the broker's previous run)
+// nor close or disturb another principal's. librdkafka never asks for one (SessionEpoch -1):
 // it fetches in full, as before.
 //
 // The protocol is Kafka's: SessionID 0 + SessionEpoch 0 asks for a new
@@ -87,7 +89,6 @@ const (
 
 type fetchSessions struct {
 	mu       sync.Mutex
-	next     int32
 	byID     map[int32]*fetchSession
 	slots    int // < 0: no sessions
 	maxParts int // 0: unbounded
@@ -311,16 +312,20 @@ func (s *fetchSessions) openAs(req *kmsg.FetchRequest, owner string, now time.Ti
 	sf := sessionFetch{s: s, req: req, full: true}
 	if req.SessionID != 0 {
 		old, ok := s.byID[req.SessionID]
-		if !ok || old.replica != req.ReplicaID || old.owner != owner {
+		mine := ok && old.replica == req.ReplicaID && old.owner == owner
+		switch {
+		case req.SessionEpoch == -1 || req.SessionEpoch == 0:
+			// Close it if it is still there; epoch 0 then starts a new
+			// one below. As in Kafka, an ID not found is no error here:
+			// a client starting over after FETCH_SESSION_ID_NOT_FOUND
+			// (franz-go) names the ID it lost with epoch 0.
+			if mine {
+				s.drop(old)
+			}
+		case !mine:
 			return sf, kerr.FetchSessionIDNotFound.Code
-		}
-		if old.topicIDs != (req.Version >= 13) && req.SessionEpoch > 0 {
+		case old.topicIDs != (req.Version >= 13):
 			return sf, kerr.FetchSessionTopicIDError.Code
-		}
-		switch req.SessionEpoch {
-		case -1, 0:
-			// Close it; epoch 0 then starts a new one below.
-			s.drop(old)
 		default:
 			if old.busy || req.SessionEpoch != old.epoch {
 				return sf, kerr.InvalidFetchSessionEpoch.Code
@@ -368,16 +373,15 @@ func (s *fetchSessions) openAs(req *kmsg.FetchRequest, owner string, now time.Ti
 		}
 		s.drop(lru)
 	}
-	for {
-		s.next++
-		if s.next <= 0 {
-			s.next = 1
-		}
-		if _, taken := s.byID[s.next]; !taken {
-			break
-		}
+	// A random ID, as Kafka's: a client that still holds a session of
+	// this broker's previous run (a restart) or an evicted one must not
+	// land on another client's session, as it would with IDs counted
+	// from 1 again.
+	id := rand.Int32()
+	for _, taken := s.byID[id]; id == 0 || taken; _, taken = s.byID[id] {
+		id = rand.Int32()
 	}
-	fs := newFetchSession(s.next, req.ReplicaID, now)
+	fs := newFetchSession(id, req.ReplicaID, now)
 	fs.owner, fs.topicIDs = owner, req.Version >= 13
 	fs.update(req)
 	s.byID[fs.id] = fs
