@@ -597,6 +597,37 @@ type zlFaults struct {
 
 var errInjected = errors.New("injected bucket failure")
 
+// zlFaultCase is one kind of bucket fault: its switch and its count.
+type zlFaultCase struct {
+	name   string
+	on     *atomic.Bool
+	failed *atomic.Int64
+}
+
+func (f *zlFaults) cases() []zlFaultCase {
+	return []zlFaultCase{
+		{"put", &f.failPut, &f.failedPut},
+		{"get", &f.failGet, &f.failedGet},
+		{"corrupt", &f.corruptGet, &f.corruptedGet},
+	}
+}
+
+// zlFaultProducer creates topic with partitions led outside zone b and
+// returns a zone-b producer that already has its metadata (so that the
+// faults hit produce requests).
+func zlFaultProducer(t *testing.T, adm *kadm.Client, addrs []string, topic string) *kgo.Client {
+	t.Helper()
+	createTopic(t, adm, topic, zlPartitions, nil)
+	if ledElsewhere(t, adm, topic, 2) == 0 {
+		t.Fatal("broker 2 leads every partition")
+	}
+	cl := producer(t, addrs, kgo.ClientID("strata_az=b"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
+	if _, err := kadm.NewClient(cl).Metadata(context.Background(), topic); err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
 func (s zlFaultStore) Put(ctx context.Context, key string, data []byte) error {
 	if strings.Contains(key, "/zl-") && s.f.failPut.Load() {
 		s.f.failedPut.Add(1)
@@ -642,26 +673,10 @@ func TestZoneLocalProduceBucketFails(t *testing.T) {
 		}))
 	addrs := wc.Addrs()
 	adm := kadm.NewClient(newClient(t, addrs))
-	for _, tc := range []struct {
-		name   string
-		on     *atomic.Bool
-		failed *atomic.Int64
-	}{
-		{"put", &faults.failPut, &faults.failedPut},
-		{"get", &faults.failGet, &faults.failedGet},
-		{"corrupt", &faults.corruptGet, &faults.corruptedGet},
-	} {
+	for _, tc := range faults.cases() {
 		t.Run(tc.name, func(t *testing.T) {
 			topic := "zl-fail-" + tc.name
-			createTopic(t, adm, topic, zlPartitions, nil)
-			if ledElsewhere(t, adm, topic, 2) == 0 {
-				t.Fatal("broker 2 leads every partition")
-			}
-			cl := producer(t, addrs, kgo.ClientID("strata_az=b"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
-			// Metadata first, so that the failures hit produce requests.
-			if _, err := kadm.NewClient(cl).Metadata(context.Background(), topic); err != nil {
-				t.Fatal(err)
-			}
+			cl := zlFaultProducer(t, adm, addrs, topic)
 			tc.on.Store(true)
 			before := tc.failed.Load()
 			type result struct {
@@ -704,25 +719,10 @@ func TestZoneLocalProduceBucketOut(t *testing.T) {
 	addrs := wc.Addrs()
 	adm := kadm.NewClient(newClient(t, addrs))
 	zoneB := wc.Brokers[1].Server() // broker 2, zone b
-	for _, tc := range []struct {
-		name   string
-		on     *atomic.Bool
-		failed *atomic.Int64
-	}{
-		{"put", &faults.failPut, &faults.failedPut},
-		{"get", &faults.failGet, &faults.failedGet},
-		{"corrupt", &faults.corruptGet, &faults.corruptedGet},
-	} {
+	for _, tc := range faults.cases() {
 		t.Run(tc.name, func(t *testing.T) {
 			topic := "zl-out-" + tc.name
-			createTopic(t, adm, topic, zlPartitions, nil)
-			if ledElsewhere(t, adm, topic, 2) == 0 {
-				t.Fatal("broker 2 leads every partition")
-			}
-			cl := producer(t, addrs, kgo.ClientID("strata_az=b"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
-			if _, err := kadm.NewClient(cl).Metadata(context.Background(), topic); err != nil {
-				t.Fatal(err)
-			}
+			cl := zlFaultProducer(t, adm, addrs, topic)
 			tc.on.Store(true)
 			failedBefore, inlineBefore := tc.failed.Load(), zoneB.ZoneLocalInline()
 			// The bucket stays broken for the whole run, which spans
