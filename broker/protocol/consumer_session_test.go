@@ -43,19 +43,7 @@ func TestConsumerFetchSession(t *testing.T) {
 	// (partition → fetch offset).
 	fetch := func(session, epoch int32, maxWait int32, offsets map[int32]int64) *kmsg.FetchResponse {
 		t.Helper()
-		req := kmsg.NewPtrFetchRequest()
-		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, maxWait, 1, 1<<20
-		req.SessionID, req.SessionEpoch = session, epoch
-		if len(offsets) > 0 {
-			ft := kmsg.NewFetchRequestTopic()
-			ft.Topic, ft.TopicID = topic, id
-			for _, p := range slices.Sorted(maps.Keys(offsets)) {
-				fp := kmsg.NewFetchRequestTopicPartition()
-				fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes = p, offsets[p], 1<<20
-				ft.Partitions = append(ft.Partitions, fp)
-			}
-			req.Topics = append(req.Topics, ft)
-		}
+		req := brokertest.ConsumerFetch(topic, id, session, epoch, maxWait, offsets)
 		resp, err := req.RequestWith(testCtx(t), cl)
 		if err != nil {
 			t.Fatal(err)
