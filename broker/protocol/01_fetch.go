@@ -212,7 +212,12 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		if visits != nil {
 			session.visited(resp, *visits, now)
 		}
-		if total >= int(req.MinBytes) || wait == 0 || len(waits) == 0 && changed == nil || ctx.Err() != nil {
+		// A partition answered with an error (this broker no longer
+		// leads it, an offset out of range, an unknown topic) ends the
+		// wait at once, as in Kafka: the client has something to act on
+		// (refresh its metadata, reset its position) and would otherwise
+		// learn it only at MaxWaitMillis (franz-go's default: 5 s).
+		if total >= int(req.MinBytes) || wait == 0 || len(waits) == 0 && changed == nil || ctx.Err() != nil || partitionError(resp) {
 			charge.record()
 			if timer != nil && total > 0 && req.ReplicaID < 0 {
 				observeConsumerWake(b, resp)
@@ -257,6 +262,18 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 			return done(resp)
 		}
 	}
+}
+
+// partitionError reports whether a partition of resp carries an error.
+func partitionError(resp *kmsg.FetchResponse) bool {
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			if resp.Topics[i].Partitions[j].ErrorCode != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // park waits for the first of: done (0), deadline (1), refreshDue (2),

@@ -168,6 +168,37 @@ func TestFetchOffsetOutOfRange(t *testing.T) {
 	}
 }
 
+// TestFetchErrorEndsLongPoll: a long poll naming a partition without new
+// records and one answered with an error is answered at once, as Kafka
+// does, not at MaxWaitMillis: the client has an error to act on.
+func TestFetchErrorEndsLongPoll(t *testing.T) {
+	b := brokertest.Start(t)
+	adm := newAdmin(t, b.Addr())
+	createTopic(t, adm, "lp-err", 1, nil)
+	id := topicID(t, adm, "lp-err")
+	cl := newClient(t, b.Addr())
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxBytes, req.MinBytes, req.MaxWaitMillis = 1<<20, 1, 30_000
+	req.SessionEpoch = -1
+	req.Topics = []kmsg.FetchRequestTopic{{Topic: "lp-err", TopicID: id, Partitions: []kmsg.FetchRequestTopicPartition{
+		{Partition: 0, FetchOffset: 0, PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1},
+		{Partition: 7, FetchOffset: 0, PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1}, // no such partition
+	}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("the fetch was not answered before its 30 s wait ended (20 s): %v", err)
+	}
+	var codes []int16
+	for _, p := range resp.Topics[0].Partitions {
+		codes = append(codes, p.ErrorCode)
+	}
+	if len(codes) != 2 || codes[0] != 0 || codes[1] == 0 {
+		t.Fatalf("error codes %v, want [0, an error]", codes)
+	}
+}
+
 func topicID(t *testing.T, adm *kadm.Client, topic string) [16]byte {
 	t.Helper()
 	md, err := adm.ListTopics(testCtx(t), topic)
