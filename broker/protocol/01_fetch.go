@@ -57,7 +57,9 @@ package protocol
 // epoch does not match (the follower truncates to it). Every response
 // carries the leader's HWM; a parked replica fetch returns on new data, not
 // on an HWM move alone (followers learn it with the next response, at most
-// replica.fetch.wait.max.ms later when the partition is idle).
+// replica.fetch.wait.max.ms later when the partition is idle), except for
+// the partitions a follower serves to consumers (KIP-392): tagged
+// replica.TagHWMWake, an HWM above the follower's answers the fetch.
 //
 // Tiered topics (remote.storage.enable, docs/tiered-storage.md): a consumer
 // fetch below the local log start is served from the slow tier
@@ -203,7 +205,7 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		now := time.Now()
 		visit, changed, due := session.active(req, now, refreshEvery)
 		var visits *[]partVisit
-		if session.session != nil {
+		if session.session != nil || req.ReplicaID >= 0 {
 			visits = new([]partVisit)
 		}
 		// READ is checked for every partition read, whether the
@@ -217,7 +219,17 @@ func serveFetch(ctx context.Context, r *Request) (kmsg.Response, error) {
 		// wait at once, as in Kafka: the client has something to act on
 		// (refresh its metadata, reset its position) and would otherwise
 		// learn it only at MaxWaitMillis (franz-go's default: 5 s).
-		if total >= int(req.MinBytes) || wait == 0 || len(waits) == 0 && changed == nil || ctx.Err() != nil || partitionError(resp) {
+		answer := total >= int(req.MinBytes) || wait == 0 || len(waits) == 0 && changed == nil || ctx.Err() != nil || partitionError(resp)
+		// So does, for a follower serving consumers of a partition (and
+		// asking for it), an HWM above the one it has
+		// (replica.TagHWMWake).
+		if !answer && req.ReplicaID >= 0 && session.hwmNews(resp, *visits) {
+			answer = true
+			if rm := b.Replicas(); rm != nil {
+				rm.CountHWMWake()
+			}
+		}
+		if answer {
 			charge.record()
 			if timer != nil && total > 0 && req.ReplicaID < 0 {
 				observeConsumerWake(b, resp)
@@ -530,10 +542,19 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 		// Woken by appends (new data). A moved HWM alone does not answer
 		// a parked replica fetch (as in Kafka): the follower learns it
 		// with its next response, which saves a round trip of cross-zone
-		// bytes per HWM move. A fetch served through the WAL waits for
-		// uploads instead (below).
+		// bytes per HWM move; unless the follower serves consumers of the
+		// partition and asked for HWM wakes (replica.TagHWMWake). A
+		// fetch served through the WAL waits for uploads instead (below).
 		pv.src = replicaSource{log: p.Log, rep: rep}
 		appendWait := p.Log.Wait()
+		pv.fetchOffset = rp.FetchOffset
+		if pv.followerHWM, pv.wakeHWM = replica.HWMWake(&rp); pv.wakeHWM && waits != nil {
+			// Its follower serves consumers of it (KIP-392) and asked to
+			// be answered at an HWM move too (hwmNews): for a fetch
+			// without a session, or a partition not subscribed yet, the
+			// change channel is what says so.
+			*waits = append(*waits, rep.Changed())
+		}
 		div, err := b.Replicas().ServeReplicaFetch(rep, req.ReplicaID, replicaEpoch(req), rp.FetchOffset, rp.LastFetchedEpoch, rp.CurrentLeaderEpoch)
 		if err != nil {
 			return 0, err
@@ -603,6 +624,11 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 		leader := rep.Role() == replica.RoleLeader
 		if !leader && req.Version < 11 {
 			return 0, kerr.NotLeaderForPartition
+		}
+		if !leader {
+			// Its replica fetches ask for HWM wakes while consumers read
+			// it here (replica.TagHWMWake).
+			rep.NoteConsumerRead()
 		}
 		if waits != nil {
 			*waits = append(*waits, rep.Changed())

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -137,14 +138,20 @@ type sessionPart struct {
 	gone bool
 	// round is the last round of the session that picked it (active).
 	round uint64
+	// wakeHWM: the follower serves consumers of the partition and asked
+	// for HWM wakes (replica.TagHWMWake): a change its source marks
+	// without waking (an HWM move) wakes a parked fetch all the same.
+	// Read by the subscription, under the replica's lock.
+	wakeHWM atomic.Bool
 }
 
 // partSource is what a session partition subscribes to, to learn of its
 // changes: subscribe calls mark(true) at a change a parked fetch answers
 // (an append, an upload) and mark(false) at one the next round reads
 // without waking for it (an HWM move, a role change, as a parked Kafka
-// replica fetch is not answered for an HWM alone). Sources compare equal
-// when they are the same partition's.
+// replica fetch is not answered for an HWM alone), unless the follower
+// asked for HWM wakes of the partition (sessionPart.wakeHWM). Sources
+// compare equal when they are the same partition's.
 type partSource interface {
 	subscribe(mark func(wake bool)) (cancel func())
 }
@@ -191,6 +198,13 @@ type partVisit struct {
 	// unsignalled: it parks on something no source signals (the leader
 	// quota's room).
 	unsignalled bool
+	// wakeHWM: a replica fetch partition that asks for HWM wakes
+	// (replica.TagHWMWake); followerHWM is the HWM it says the follower
+	// has (-1: unknown), fetchOffset its log end (what bounds the HWM
+	// it can take).
+	wakeHWM     bool
+	followerHWM int64
+	fetchOffset int64
 }
 
 type fetchSession struct {
@@ -445,9 +459,11 @@ func (fs *fetchSession) update(req *kmsg.FetchRequest) {
 				fs.countPointers(&p.rp, -1)
 				p.rp = rp
 				fs.countPointers(&p.rp, 1)
+				p.noteWakeHWM(fs)
 				continue
 			}
 			p := &sessionPart{key: k, rp: rp, seq: fs.nextSeq}
+			p.noteWakeHWM(fs)
 			fs.nextSeq++
 			fs.index[k] = p
 			fs.parts = append(fs.parts, p)
@@ -478,6 +494,13 @@ func (fs *fetchSession) update(req *kmsg.FetchRequest) {
 		clear(fs.parts[len(kept):])
 		fs.parts = kept
 	}
+}
+
+// noteWakeHWM takes the partition's HWM wake request from its position
+// (a follower's only: a consumer session wakes at HWM moves anyway).
+func (p *sessionPart) noteWakeHWM(fs *fetchSession) {
+	_, wake := replica.HWMWake(&p.rp)
+	p.wakeHWM.Store(wake && !fs.consumer)
 }
 
 func (fs *fetchSession) countPointers(rp *kmsg.FetchRequestTopicPartition, n int) {
@@ -640,13 +663,52 @@ func (sf *sessionFetch) visited(resp *kmsg.FetchResponse, visits []partVisit, no
 				p.src, p.cancel = nil, nil
 				if v.src != nil && !fs.closed {
 					p.src = v.src
-					p.cancel = v.src.subscribe(func(wake bool) { fs.changes.Mark(p, wake) })
+					p.cancel = v.src.subscribe(func(wake bool) { fs.changes.Mark(p, wake || p.wakeHWM.Load()) })
 				}
 			}
 			p.canQuiet = subscribed && len(v.park) > 0 && !v.unread && !v.unsignalled
 			fs.setQuiet(p, !p.news(&rp) && p.canQuiet)
 		}
 	}
+}
+
+// hwmNews reports whether resp, a round's answer with visits in its
+// order, carries for a partition that asks for HWM wakes a high
+// watermark its follower can take (up to its log end) above the one it
+// has: the one it said it has or, in a session, the one the session last
+// answered it with. Such a partition answers a parked fetch
+// (replica.TagHWMWake); without a session (every partition named at
+// every fetch) only the follower's word counts.
+func (sf *sessionFetch) hwmNews(resp *kmsg.FetchResponse, visits []partVisit) bool {
+	var fs *fetchSession
+	if sf.session != nil {
+		sf.s.mu.Lock()
+		defer sf.s.mu.Unlock()
+		fs = sf.session
+	}
+	i := 0
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if i >= len(visits) {
+				return false
+			}
+			v := visits[i]
+			i++
+			if !v.wakeHWM || rp.ErrorCode != 0 {
+				continue
+			}
+			has := v.followerHWM
+			if fs != nil {
+				if p := fs.index[sessionKey{rt.Topic, rt.TopicID, rp.Partition}]; p != nil && p.sent {
+					has = max(has, p.hwm)
+				}
+			}
+			if has >= 0 && min(rp.HighWatermark, v.fetchOffset) > has {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // news reports whether rp tells the follower something the last answer

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/binary"
 	"maps"
 	"slices"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker/notify"
+	"github.com/strata-dev/strata/broker/replica"
 )
 
 // replicaFetch is a Fetch v12 replica request for partitions of topic t at
@@ -608,4 +610,121 @@ func TestConsumerSessionRotation(t *testing.T) {
 	if got := answered(answer(eff, nil, nil)); !slices.Equal(got, []int32{1, 2, 0}) {
 		t.Fatalf("session order %v after partition 0 got records, want 1 2 0", got)
 	}
+}
+
+// TestSessionHWMWake: an HWM move alone wakes a parked replica fetch
+// only for a partition whose follower asked for it (replica.TagHWMWake:
+// it serves consumers of it), and answers the fetch only while the HWM
+// is above what the follower has: the HWM it said it has, or the one the
+// session last answered it with. A partition without the tag is neither
+// woken nor answered for an HWM move: a follower that serves no consumer
+// gets no extra round.
+func TestSessionHWMWake(t *testing.T) {
+	r := newSessionRig(t, 2)
+	now := time.Unix(1_800_000_000, 0)
+	r.open(now)
+	// The follower asks for HWM wakes of partition 1 (its HWM 1, its log
+	// end 10), not of 0.
+	req := replicaFetch(r.id, r.epoch, map[int32]int64{1: 10})
+	req.Topics[0].Partitions[0].UnknownTags.Set(replica.TagHWMWake, binary.AppendUvarint(nil, 1))
+	sf, code := r.s.open(req, now)
+	if code != 0 {
+		t.Fatalf("naming partition 1 with the tag: code %d", code)
+	}
+	visits := func(resp *kmsg.FetchResponse) []partVisit {
+		var out []partVisit
+		for _, p := range answered(resp) {
+			v := partVisit{park: []<-chan struct{}{make(chan struct{})}, src: r.src[p], fetchOffset: 10}
+			if p == 1 {
+				v.wakeHWM, v.followerHWM = true, 1
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	read := func(at time.Time) (*kmsg.FetchResponse, <-chan struct{}) {
+		t.Helper()
+		eff, changed, _ := sf.active(sf.req, at, r.refresh)
+		resp := answer(eff, r.hwm, nil)
+		sf.visited(resp, visits(resp), at)
+		return resp, changed
+	}
+	// Both read (subscribed now); the HWMs are those of the full answer
+	// (0 and 1): nothing for the follower.
+	resp, _ := read(now)
+	if got := answered(resp); len(got) != 2 {
+		t.Fatalf("first round read %v, want both", got)
+	}
+	if sf.hwmNews(resp, visits(resp)) {
+		t.Fatal("HWM news with the HWMs the follower has")
+	}
+	_, changed := read(now.Add(time.Millisecond))
+
+	// Partition 0 (no tag): its HWM move neither wakes the fetch nor,
+	// read, answers it.
+	r.hwm[0] = 7
+	r.src[0].move()
+	if signalled(changed) {
+		t.Fatal("an HWM move of a partition without the tag woke the parked fetch")
+	}
+	resp, changed = read(now.Add(2 * time.Millisecond))
+	if got := answered(resp); !slices.Equal(got, []int32{0}) {
+		t.Fatalf("read %v, want 0 (its HWM moved)", got)
+	}
+	if sf.hwmNews(resp, visits(resp)) {
+		t.Fatal("an HWM move of a partition without the tag answers the fetch")
+	}
+
+	// Partition 1 (tagged): its HWM move wakes the fetch and answers it.
+	r.hwm[1] = 5
+	r.src[1].move()
+	if !signalled(changed) {
+		t.Fatal("an HWM move of a tagged partition did not wake the parked fetch")
+	}
+	resp, _ = read(now.Add(3 * time.Millisecond))
+	if got := answered(resp); !slices.Contains(got, 1) {
+		t.Fatalf("read %v, want 1 among them (its HWM moved)", got)
+	}
+	if !sf.hwmNews(resp, visits(resp)) {
+		t.Fatal("the HWM of a tagged partition moved past the follower's and does not answer the fetch")
+	}
+	// Only up to the follower's log end: an HWM beyond it is nothing the
+	// follower can take yet.
+	short := visits(resp)
+	for i := range short {
+		short[i].fetchOffset = 1
+	}
+	if sf.hwmNews(resp, short) {
+		t.Fatal("an HWM move above the follower's log end answers the fetch")
+	}
+	sf.finish(resp)
+	sf.release()
+	r.epoch++
+
+	// Answered with HWM 5: the next fetch (naming nothing, the tag still
+	// in the session) is not answered for the same HWM, only for the next
+	// move.
+	sf = *r.fetch(now.Add(4*time.Millisecond), nil)
+	resp = answer(&kmsg.FetchRequest{Topics: []kmsg.FetchRequestTopic{{Topic: "t", Partitions: []kmsg.FetchRequestTopicPartition{{Partition: 1}}}}}, r.hwm, nil)
+	if sf.hwmNews(resp, visits(resp)) {
+		t.Fatal("the HWM the session already answered with answers the fetch again")
+	}
+	r.hwm[1] = 6
+	resp = answer(&kmsg.FetchRequest{Topics: []kmsg.FetchRequestTopic{{Topic: "t", Partitions: []kmsg.FetchRequestTopicPartition{{Partition: 1}}}}}, r.hwm, nil)
+	if !sf.hwmNews(resp, visits(resp)) {
+		t.Fatal("the next HWM move does not answer the fetch")
+	}
+	sf.release()
+
+	// Named again without the tag (its consumers left): an HWM move no
+	// longer wakes the fetch. (The last fetch went unanswered: the
+	// follower retries at the same epoch.)
+	sf = *r.fetch(now.Add(5*time.Millisecond), map[int32]int64{1: 10})
+	read(now.Add(5 * time.Millisecond))
+	_, changed = read(now.Add(6 * time.Millisecond))
+	r.src[1].move()
+	if signalled(changed) {
+		t.Fatal("an HWM move woke the fetch after the follower dropped the tag")
+	}
+	sf.release()
 }

@@ -108,10 +108,14 @@ type sentPosition struct {
 	epoch, lastEpoch int32
 	offset, logStart int64
 	pointers         bool
+	hwmWake          bool
 }
 
+// position is what the leader's session must hold for the item. The HWM
+// an HWM wake request carries is not part of it: in a session the leader
+// knows the HWM it answered with.
 func (it fetchItem) position() sentPosition {
-	return sentPosition{epoch: it.epoch, lastEpoch: it.lastEpoch, offset: it.offset, logStart: it.logStart, pointers: it.pointers}
+	return sentPosition{epoch: it.epoch, lastEpoch: it.lastEpoch, offset: it.offset, logStart: it.logStart, pointers: it.pointers, hwmWake: it.hwmWake}
 }
 
 // plan returns the items a request must name (all of them without a
@@ -234,6 +238,10 @@ type fetchItem struct {
 	lastEpoch int32
 	logStart  int64
 	pointers  bool // ask for WAL pointers
+	// hwmWake: consumers read the partition here (KIP-392); ask the
+	// leader to answer at an HWM move, telling it hwm (hwmwake.go).
+	hwmWake bool
+	hwm     int64
 	// throttled: the bytes fetched count against the follower quota
 	// (a throttled replica not in the ISR, throttle.go).
 	throttled bool
@@ -371,6 +379,9 @@ func (f *fetcher) itemOf(p *Partition, backoff bool) (fetchItem, itemState) {
 	// policy (walsignal.go).
 	pointers := f.m.wal != nil && f.m.wal.down != nil && leo >= skipUntil && !backoff && !f.untagged()
 	it := fetchItem{p: p, epoch: epoch, offset: leo, lastEpoch: p.Log.LatestEpoch(), logStart: p.Log.StartOffset(), pointers: pointers, throttled: throttled}
+	if p.servesConsumers(p.now()) {
+		it.hwmWake, it.hwm = true, p.HighWatermark()
+	}
 	if throttled {
 		return it, itemThrottled
 	}
@@ -633,6 +644,9 @@ func (f *fetcher) fetch(ctx context.Context, items, changed []fetchItem, full bo
 		rp.PartitionMaxBytes = cfg.PartitionMaxBytes
 		if it.pointers {
 			rp.UnknownTags.Set(TagWALPointers, []byte{1})
+		}
+		if it.hwmWake {
+			askHWMWake(&rp, it.hwm)
 		}
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}

@@ -133,6 +133,9 @@ type Manager struct {
 	closed   bool
 	// refused counts replica fetches refused by CheckReplicaFetcher.
 	refused *prometheus.CounterVec
+	// hwmWakes counts replica fetches answered for an HWM move alone
+	// (hwmwake.go).
+	hwmWakes prometheus.Counter
 	// isrShrinks and isrExpands count the ISR changes this broker made as
 	// leader (Kafka's IsrShrinksPerSec and IsrExpandsPerSec); the
 	// controller's removals of dead brokers are not among them.
@@ -157,6 +160,10 @@ func NewManager(cfg Config) *Manager {
 			Name: "strata_replica_fetch_refused_total",
 			Help: "Replica fetches refused because the fetching broker is not registered or did not send its current broker epoch, by reason.",
 		}, []string{"reason"}),
+		hwmWakes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_replica_fetch_hwm_wakes_total",
+			Help: "Replica fetches this broker answered, as leader, for a high watermark move alone: the follower serves consumers of the partition (KIP-392) and asked for HWM wakes.",
+		}),
 		isrShrinks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_isr_shrinks_total",
 			Help: "ISR changes this broker made as leader that removed replicas.",
@@ -360,13 +367,13 @@ func (m *Manager) CheckReplicaFetcher(replica int32, epoch int64, token []byte) 
 }
 
 // Collectors returns the manager's metrics to register:
-// strata_replica_fetch_refused_total, strata_isr_shrinks_total,
-// strata_isr_expands_total and the replication throttle's
+// strata_replica_fetch_refused_total, strata_replica_fetch_hwm_wakes_total,
+// strata_isr_shrinks_total, strata_isr_expands_total and the replication throttle's
 // (strata_replication_throttled_bytes_total,
 // strata_replication_throttled_partitions_total,
 // strata_replication_throttle_rate_bytes).
 func (m *Manager) Collectors() []prometheus.Collector {
-	return append([]prometheus.Collector{m.refused, m.isrShrinks, m.isrExpands}, m.throttleMetrics.collectors()...)
+	return append([]prometheus.Collector{m.refused, m.hwmWakes, m.isrShrinks, m.isrExpands}, m.throttleMetrics.collectors()...)
 }
 
 // Partition returns a managed partition.

@@ -108,6 +108,10 @@ type Partition struct {
 
 	// hydration is the slow-tier hydration of a follower (hydrate.go).
 	hydration hydrationState
+
+	// consumerReadAt is when a consumer fetch last read this replica as
+	// follower, in Unix ns (0: never; hwmwake.go).
+	consumerReadAt atomic.Int64
 }
 
 // isrChange is an ISR change the leader proposed (AlterPartition).
