@@ -236,3 +236,84 @@ func TestFollowerNamesChangedPartitions(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowerAsksHWMWakes: a follower tags (TagHWMWake, with its HWM)
+// only the partitions a consumer read on it within ConsumerServeWindow,
+// names a partition again when that flips, and never tags the others:
+// a follower that serves no consumer asks for no extra round.
+func TestFollowerAsksHWMWakes(t *testing.T) {
+	client, server := net.Pipe()
+	defer client.Close()
+	defer server.Close()
+	l := &fakeLeader{nc: server, reqs: make(chan *kmsg.FetchRequest, 1), resp: make(chan *kmsg.FetchResponse, 1)}
+	go l.serve(t)
+
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	m := &Manager{cfg: Config{NodeID: 1, Log: logr.Discard(), FetchMaxWait: 10 * time.Millisecond, PartitionMaxBytes: 1 << 20, FetchMaxBytes: 1 << 20, Backoff: time.Hour},
+		parts: map[meta.TopicPartition]*Partition{}}
+	var parts []*Partition
+	for i := range int32(2) {
+		p := NewPartition(meta.TopicPartition{Topic: "t", Partition: i}, openLog(t), 1, clock)
+		p.becomeFollower(meta.PartitionState{Replicas: []int32{1, 2}, Leader: 2, LeaderEpoch: 3, ISR: []int32{1, 2}})
+		m.parts[p.TP] = p
+		parts = append(parts, p)
+	}
+	f := &fetcher{m: m, leader: 2, conn: &wireConn{nc: client, rd: bufio.NewReader(client), fmtr: kmsg.NewRequestFormatter(kmsg.FormatterClientID("strata-replica-1"))}}
+	defer f.unsubscribe()
+
+	// round runs one fetch, answered with the HWM of the given
+	// partitions (the fetcher looks at a partition again after an answer
+	// that carries it), and returns the tags of the partitions named:
+	// partition → the HWM tagged, -1 when named without the tag.
+	round := func(answered ...int32) map[int32]int64 {
+		t.Helper()
+		items, changed, full, _, _ := f.items()
+		errc := make(chan error, 1)
+		go func() { errc <- f.fetch(context.Background(), items, changed, full) }()
+		req := <-l.reqs
+		resp := kmsg.NewPtrFetchResponse()
+		resp.SessionID = 7
+		if len(answered) > 0 {
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic = "t"
+			for _, p := range answered {
+				sp := kmsg.NewFetchResponseTopicPartition()
+				sp.Partition, sp.HighWatermark = p, 0
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		l.resp <- resp
+		if err := <-errc; err != nil {
+			t.Fatalf("fetch: %v", err)
+		}
+		named := map[int32]int64{}
+		for _, rt := range req.Topics {
+			for i := range rt.Partitions {
+				rp := &rt.Partitions[i]
+				named[rp.Partition] = -1
+				if h, ok := HWMWake(rp); ok {
+					named[rp.Partition] = h
+				}
+			}
+		}
+		return named
+	}
+
+	if named := round(); len(named) != 2 || named[0] != -1 || named[1] != -1 {
+		t.Fatalf("no consumer: named %v; want both partitions without the tag", named)
+	}
+	parts[1].NoteConsumerRead()
+	round(1) // in flight when the consumer read: the next fetch names it
+	if named := round(); len(named) != 1 || named[1] != 0 {
+		t.Fatalf("a consumer read partition 1: named %v; want only 1, tagged with HWM 0", named)
+	}
+	if named := round(1); len(named) != 0 {
+		t.Fatalf("nothing changed: named %v; want none (the session holds the flag)", named)
+	}
+	now = now.Add(ConsumerServeWindow)
+	if named := round(); len(named) != 1 || named[1] != -1 {
+		t.Fatalf("no consumer read for ConsumerServeWindow: named %v; want 1 without the tag", named)
+	}
+}
