@@ -29,6 +29,11 @@
 // retires (Manager.retire), so leaders no longer followed keep no
 // goroutine or connection.
 //
+// HWM wakes (hwmwake.go): a follower tags the partitions consumers read
+// on it (Partition.NoteConsumerRead) with TagHWMWake, so that the leader
+// answers its parked fetch when the HWM moves and its consumers see new
+// records at acks=all latency; other partitions wait for data as before.
+//
 // Hydration (hydrate.go): a follower of a tiered partition that is not in
 // the ISR and ends below the slow tier's end first copies the segments
 // local retention keeps from the tier bucket (verified, appended as
