@@ -277,7 +277,8 @@ func planGets(ptrs []Pointer, maxGap int64) []getRange {
 
 // Fetch downloads the pointers' ranges and returns one Fetched per
 // pointer, ordered by topic, partition and base offset. Each range is
-// checked against its CRC-32C and its batches against the pointer
+// checked against its CRC-32C (a foreign pointer's, Pointer.Rebase, is
+// then rebased: RebaseBatches) and its batches against the pointer
 // (record.CheckFrame, contiguous offsets, leader epoch); a range that
 // fails gets a *RangeError and no batches, the others are unaffected.
 func (d *Downloader) Fetch(ctx context.Context, ptrs []Pointer) []Fetched {
@@ -419,6 +420,15 @@ func (d *Downloader) fetchOne(ctx context.Context, g getRange, out []Fetched) {
 		if err := c.Verify(chunk); err != nil {
 			out[i].Err = &RangeError{Pointer: p, Err: err}
 			continue
+		}
+		if p.Rebase {
+			// A forwarder's object: the CRC just checked is the one of
+			// the bytes as forwarded; stamp them as the leader did, then
+			// check the batches like any other range's.
+			if err := RebaseBatches(chunk, p.BaseOffset, p.LastOffset, p.LeaderEpoch); err != nil {
+				out[i].Err = &RangeError{Pointer: p, Err: err}
+				continue
+			}
 		}
 		batches, err := SplitBatches(c, chunk)
 		if err != nil {

@@ -23,6 +23,14 @@ type Pointer struct {
 	LeaderEpoch int32
 	// CRC is the CRC-32C of the byte range.
 	CRC uint32
+	// Rebase marks a foreign pointer: a range of a zone-local forwarder's
+	// object (docs/wal.md "Zone-local produce", "Followers read the
+	// forwarded object") holding the batches as the producer sent them,
+	// before the leader stamped their base offsets and leader epoch. CRC
+	// covers those bytes; a follower checks it, then stamps each batch
+	// itself (RebaseBatches) before the batch checks. Never set on the
+	// pointers of the leader's own objects.
+	Rebase bool
 }
 
 // PointerTo returns the pointer to chunk c of object key in bucket.
@@ -43,7 +51,11 @@ func (p Pointer) Chunk() ChunkInfo {
 }
 
 func (p Pointer) String() string {
-	return fmt.Sprintf("%s-%d[%d,%d]@s3://%s/%s[%d+%d]", p.Topic, p.Partition, p.BaseOffset, p.LastOffset, p.Bucket, p.Key, p.Offset, p.Length)
+	rebase := ""
+	if p.Rebase {
+		rebase = " (rebase)"
+	}
+	return fmt.Sprintf("%s-%d[%d,%d]@s3://%s/%s[%d+%d]%s", p.Topic, p.Partition, p.BaseOffset, p.LastOffset, p.Bucket, p.Key, p.Offset, p.Length, rebase)
 }
 
 // KeyPrefix is the first component of every WAL object key.
@@ -99,6 +111,12 @@ const pointerEncodingVersion byte = 1
 // fields as in the pointer file) to b; replica fetch responses carry
 // pointers in this form.
 func (p Pointer) AppendBinary(b []byte) ([]byte, error) {
+	if p.Rebase {
+		// Followers learn of foreign pointers only through the Fetch
+		// response's TagWALRebase (broker/replica), which a follower
+		// that does not read it never gets; the binary form has no flag.
+		return b, fmt.Errorf("wal: pointer %v: a foreign pointer has no binary form", p)
+	}
 	if len(p.Bucket) > maxStringLen || len(p.Key) > maxStringLen || len(p.Topic) > maxStringLen {
 		return b, fmt.Errorf("wal: pointer %v: name too long", p)
 	}

@@ -26,10 +26,15 @@ const pointerFileVersion uint16 = 1
 
 // Record types of the pointer file.
 const (
-	recAdd         byte = 1
-	recRemoveKey   byte = 2
-	recTruncate    byte = 3
-	recPruneBelow  byte = 4
+	recAdd        byte = 1
+	recRemoveKey  byte = 2
+	recTruncate   byte = 3
+	recPruneBelow byte = 4
+	// recAddRebase adds a foreign pointer (Pointer.Rebase). A broker of
+	// an older version stops reading the file at the first such record
+	// (an unknown type reads as a torn tail): it serves the offsets of
+	// the lost pointers inline.
+	recAddRebase   byte = 5
 	maxRecordBytes      = 1 << 20
 )
 
@@ -155,11 +160,12 @@ func (x *PointerIndex) replay(f *os.File) (int64, error) {
 func (x *PointerIndex) apply(payload []byte) error {
 	d := decoder{b: payload[1:]}
 	switch payload[0] {
-	case recAdd:
+	case recAdd, recAddRebase:
 		p := d.pointer()
 		if d.err != nil {
 			return d.err
 		}
+		p.Rebase = payload[0] == recAddRebase
 		x.addMem(p)
 	case recRemoveKey:
 		bucket, key := d.str(), d.str()
@@ -255,7 +261,7 @@ func (x *PointerIndex) Add(p Pointer) error {
 		return fmt.Errorf("wal: pointer %v: last offset below base", p)
 	}
 	x.addMem(p)
-	e := encoder{b: []byte{recAdd}}
+	e := encoder{b: []byte{addRecord(p)}}
 	e.pointer(p)
 	return x.write(e.b, false)
 }
@@ -364,7 +370,7 @@ func (x *PointerIndex) compactLocked() error {
 	binary.BigEndian.PutUint16(hdr[4:], pointerFileVersion)
 	_, _ = w.Write(hdr[:])
 	for _, p := range x.ptrs {
-		e := encoder{b: []byte{recAdd}}
+		e := encoder{b: []byte{addRecord(p)}}
 		e.pointer(p)
 		var lenCRC [8]byte
 		binary.BigEndian.PutUint32(lenCRC[:], uint32(len(e.b)))
@@ -431,6 +437,14 @@ func (x *PointerIndex) Close() error {
 	}
 	x.f = nil
 	return err
+}
+
+// addRecord is the record type that adds p.
+func addRecord(p Pointer) byte {
+	if p.Rebase {
+		return recAddRebase
+	}
+	return recAdd
 }
 
 type encoder struct{ b []byte }
