@@ -665,6 +665,7 @@ func (f *fetcher) fetch(ctx context.Context, items, changed []fetchItem, full bo
 	asked := f.pointerItems > 0
 	if asked {
 		askCompactPointers(req)
+		askForeignPointers(req)
 	}
 	// Stop the round trip when the manager closes.
 	conn := f.conn
@@ -801,6 +802,9 @@ func (f *fetcher) download(ctx context.Context, fr *kmsg.FetchResponse, want map
 				ptrs, err = decodeCompactPointers(raw, objects, tp.Topic, tp.Partition)
 			default:
 				ptrs, err = DecodePointers(raw)
+			}
+			if err == nil {
+				err = markRebase(rp, ptrs)
 			}
 			if err != nil {
 				f.m.cfg.Log.Info("leader sent malformed WAL pointers; fetching inline", "partition", tp, "leader", f.leader, "error", err.Error())

@@ -86,6 +86,8 @@ type Partition struct {
 	// WAL replication (wal.go). wal is the manager's WAL state, nil when
 	// disabled. Leader: walIndex holds the pointers of uploaded ranges,
 	// walPending the ranges the uploader accepted and has not resolved,
+	// among them, queued in offset order, the foreign pointers of
+	// forwarded ranges that wait for an upload before them (walForeign),
 	// walCh is closed (and replaced) when an upload of this partition
 	// finishes, walLogStart is the log start last reported to the
 	// deletion tracker. Follower: walSkipUntil > LEO means fetch inline (a
@@ -469,19 +471,33 @@ func (p *Partition) maybeAdvanceHWMLocked() {
 // that leadership). NOT_LEADER_OR_FOLLOWER when not leading. Errors are the
 // log's, including log.ErrDuplicateSequence with the original offsets.
 func (p *Partition) AppendAsLeader(batches []record.Batch) (log.AppendResult, int32, error) {
-	return p.appendAsLeader(batches, func(epoch int32) (log.AppendResult, error) { return p.Log.AppendAsLeader(batches, epoch) })
+	return p.appendAsLeader(batches, nil, func(epoch int32) (log.AppendResult, error) { return p.Log.AppendAsLeader(batches, epoch) })
+}
+
+// AppendForwarded is AppendAsLeader (AppendAsLeaderVerified when verify)
+// for batches read from a zone-local forwarder's object range fwd: with
+// WAL replication, when the append left the bytes as forwarded but for
+// the fields a leader stamps, followers get a pointer to fwd's range
+// instead of an upload of the batches (walForeignLocked).
+func (p *Partition) AppendForwarded(batches []record.Batch, verify bool, guard *log.VerificationGuard, fwd *Forwarded) (log.AppendResult, int32, error) {
+	return p.appendAsLeader(batches, fwd, func(epoch int32) (log.AppendResult, error) {
+		if verify {
+			return p.Log.AppendAsLeaderVerified(batches, epoch, guard)
+		}
+		return p.Log.AppendAsLeader(batches, epoch)
+	})
 }
 
 // AppendAsLeaderVerified is AppendAsLeader through
 // log.Log.AppendAsLeaderVerified (a transactional produce verified with
 // its coordinator under guard, KIP-890).
 func (p *Partition) AppendAsLeaderVerified(batches []record.Batch, guard *log.VerificationGuard) (log.AppendResult, int32, error) {
-	return p.appendAsLeader(batches, func(epoch int32) (log.AppendResult, error) {
+	return p.appendAsLeader(batches, nil, func(epoch int32) (log.AppendResult, error) {
 		return p.Log.AppendAsLeaderVerified(batches, epoch, guard)
 	})
 }
 
-func (p *Partition) appendAsLeader(batches []record.Batch, appendAt func(epoch int32) (log.AppendResult, error)) (log.AppendResult, int32, error) {
+func (p *Partition) appendAsLeader(batches []record.Batch, fwd *Forwarded, appendAt func(epoch int32) (log.AppendResult, error)) (log.AppendResult, int32, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.role != RoleLeader {
@@ -499,7 +515,7 @@ func (p *Partition) appendAsLeader(batches []record.Batch, appendAt func(epoch i
 		}
 		p.leaderBytes.Add(int64(n))
 		if p.wal != nil {
-			p.walAppendLocked(p.wal, batches, epoch)
+			p.walAppendLocked(p.wal, batches, epoch, fwd)
 		}
 	}
 	p.maybeAdvanceHWMLocked()

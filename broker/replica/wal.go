@@ -130,6 +130,9 @@ type walRep struct {
 	inline *prometheus.CounterVec
 	// inlineBy holds inline's counter of each reason, resolved once.
 	inlineBy map[string]prometheus.Counter
+	// foreign counts forwarded ranges by outcome (ForeignPublished,
+	// ForeignReuploaded; strata_wal_foreign_pointers_total).
+	foreign *prometheus.CounterVec
 
 	mu sync.Mutex
 	// objects names the partitions with pointers into each live object;
@@ -155,7 +158,33 @@ type walRep struct {
 type walPending struct {
 	base, last int64
 	at         time.Time
+	// foreign, when set, is the pointer of a forwarded range appended
+	// while an upload before it was pending: it enters the pointer index
+	// once every range before it is resolved (walForeign).
+	foreign *wal.Pointer
 }
+
+// Forwarded names where an append's batches came from: a range of a
+// zone-local forwarder's object (docs/wal.md "Zone-local produce"), and
+// the range's bytes as forwarded (a copy taken before the append stamped
+// the batches in place).
+type Forwarded struct {
+	Bucket, Key    string
+	Offset, Length int64
+	// CRC is the CRC-32C of the range as forwarded.
+	CRC  uint32
+	Data []byte
+}
+
+// Outcomes of a forwarded range under WAL replication
+// (strata_wal_foreign_pointers_total).
+const (
+	// ForeignPublished: followers read the forwarder's object.
+	ForeignPublished = "published"
+	// ForeignReuploaded: the append changed more than the offsets and
+	// the leader epoch (LogAppendTime, a rewrite): uploaded as usual.
+	ForeignReuploaded = "reuploaded"
+)
 
 // EnableWAL turns WAL replication on; call it before the first Apply.
 func (m *Manager) EnableWAL(cfg WALConfig) error {
@@ -199,10 +228,16 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 		putEnd: map[string]time.Time{}, stages: newStageMetrics(),
 		inline: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_wal_inline_bytes_total",
-			Help: "Record bytes this leader replicated inline to followers that accept WAL pointers, by reason (degraded, upload_slow, not_uploaded, no_pointer, mid_chunk, no_index, follower_asked; policy: wal.policy chose inline, not a degradation).",
+			Help: "Record bytes this leader replicated inline to followers that accept WAL pointers, by reason (degraded, upload_slow, not_uploaded, no_pointer, mid_chunk, no_index, follower_asked, foreign_unread: a follower of an older version and a forwarder's range; policy: wal.policy chose inline, not a degradation).",
 		}, []string{"reason"}),
-		inlineBy: map[string]prometheus.Counter{}}
-	for _, r := range []string{InlineDegraded, InlineNoIndex, InlineMidChunk, InlineUploadSlow, InlineNotUploaded, InlineNoPointer, InlineFollowerAsked, InlinePolicy} {
+		inlineBy: map[string]prometheus.Counter{},
+		foreign: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_wal_foreign_pointers_total",
+			Help: "Ranges this leader appended from zone-local forwarders' objects, by outcome: published (followers read the forwarder's object, nothing uploaded again) or reuploaded (the append changed the bytes beyond offsets and leader epoch, e.g. LogAppendTime, or the forwarder does not keep its objects: uploaded as any append).",
+		}, []string{"outcome"})}
+	w.foreign.WithLabelValues(ForeignPublished)
+	w.foreign.WithLabelValues(ForeignReuploaded)
+	for _, r := range []string{InlineDegraded, InlineNoIndex, InlineMidChunk, InlineUploadSlow, InlineNotUploaded, InlineNoPointer, InlineFollowerAsked, InlinePolicy, InlineForeignUnread} {
 		w.inlineBy[r] = w.inline.WithLabelValues(r)
 	}
 	if cfg.Stores != nil {
@@ -242,7 +277,7 @@ func (m *Manager) WALCollectors() []prometheus.Collector {
 	if m.wal == nil {
 		return nil
 	}
-	cs := append([]prometheus.Collector{wal.NewUploaderCollector(m.wal.up), m.wal.inline, m.wal.stages.vec}, m.wal.policy.collectors()...)
+	cs := append([]prometheus.Collector{wal.NewUploaderCollector(m.wal.up), m.wal.inline, m.wal.foreign, m.wal.stages.vec}, m.wal.policy.collectors()...)
 	if m.wal.down != nil {
 		cs = append(cs, wal.NewDownloaderCollector(m.wal.down))
 	}
@@ -293,11 +328,20 @@ func (w *walRep) close() {
 // walAppendLocked hands appended leader batches to the uploader. Called
 // with p.mu held, so a partition's batches reach the uploader in offset
 // order. A refused batch is simply not pending: followers get it inline.
-func (p *Partition) walAppendLocked(w *walRep, batches []record.Batch, epoch int32) {
-	if p.walIndex == nil || w.policyInline.Load() {
+// Batches of a forwarded range (fwd) that are as forwarded go to no
+// upload: followers read the forwarder's object (walForeignLocked).
+func (p *Partition) walAppendLocked(w *walRep, batches []record.Batch, epoch int32, fwd *Forwarded) {
+	if p.walIndex == nil || w.policyInline.Load() || len(batches) == 0 {
 		// Inline by policy: replica fetches read the log (they wait on
 		// appends, see PlanWALFetch).
 		return
+	}
+	if fwd != nil {
+		if p.walForeignLocked(w, batches, epoch, fwd) {
+			w.foreign.WithLabelValues(ForeignPublished).Inc()
+			return
+		}
+		w.foreign.WithLabelValues(ForeignReuploaded).Inc()
 	}
 	refused := false
 	defer func() {
@@ -320,6 +364,46 @@ func (p *Partition) walAppendLocked(w *walRep, batches []record.Batch, epoch int
 		}
 		p.walPending = append(p.walPending, walPending{base: h.BaseOffset, last: h.LastOffset(), at: now})
 	}
+}
+
+// walForeignLocked publishes a pointer to the forwarder's range fwd for
+// batches, the append of that range, when the append left its bytes as
+// forwarded except for the base offsets and leader epochs it stamped
+// (wal.ForwardedUnchanged): the follower stamps them itself
+// (wal.RebaseBatches). It reports false, and publishes nothing, when the
+// bytes differ (LogAppendTime, a rewrite): the caller uploads them.
+//
+// Pointers enter the index in offset order: with a range of the
+// partition still being uploaded (walPending), the pointer waits behind
+// it as a pending range of its own and enters the index when everything
+// before it is resolved (walUploaded); meanwhile replica fetches treat it
+// as any pending range (they wait, or go inline past InlineAfter).
+func (p *Partition) walForeignLocked(w *walRep, batches []record.Batch, epoch int32, fwd *Forwarded) bool {
+	appended := []byte(batches[0])
+	if len(batches) > 1 {
+		appended = nil
+		for _, b := range batches {
+			appended = append(appended, b...)
+		}
+	}
+	if !wal.ForwardedUnchanged(fwd.Data, appended) {
+		return false
+	}
+	ptr := wal.Pointer{
+		Bucket: fwd.Bucket, Key: fwd.Key, Offset: fwd.Offset, Length: fwd.Length,
+		Topic: p.TP.Topic, Partition: p.TP.Partition,
+		BaseOffset: batches[0].BaseOffset(), LastOffset: batches[len(batches)-1].LastOffset(),
+		LeaderEpoch: epoch, CRC: fwd.CRC, Rebase: true,
+	}
+	if len(p.walPending) > 0 {
+		p.walPending = append(p.walPending, walPending{base: ptr.BaseOffset, last: ptr.LastOffset, at: w.cfg.Clock.Now(), foreign: &ptr})
+		return true
+	}
+	if err := p.walIndex.Add(ptr); err != nil {
+		return false // the uploader takes the batches
+	}
+	p.wakeUploadWaitersLocked()
+	return true
 }
 
 // onUpload runs on the uploader's deliver goroutine, in sequence order.
@@ -384,7 +468,19 @@ func (p *Partition) walUploaded(ptrs []wal.Pointer, ok bool) bool {
 		return false
 	}
 	last := ptrs[len(ptrs)-1].LastOffset
+	var add []wal.Pointer
+	if ok {
+		add = append(add, ptrs...)
+	}
 	for len(p.walPending) > 0 && p.walPending[0].base <= last {
+		if f := p.walPending[0].foreign; f != nil {
+			// A forwarded range between this object's ranges: its
+			// pointer goes in between (an object holds a partition's
+			// contiguous runs as separate chunks).
+			add = append(add, *f)
+			p.walPending = p.walPending[1:]
+			continue
+		}
 		if p.walPending[0].last <= last {
 			p.walPending = p.walPending[1:]
 			continue
@@ -392,9 +488,15 @@ func (p *Partition) walUploaded(ptrs []wal.Pointer, ok bool) bool {
 		p.walPending[0].base = last + 1
 		break
 	}
+	// Forwarded ranges that waited only for what was just resolved.
+	for len(p.walPending) > 0 && p.walPending[0].foreign != nil {
+		add = append(add, *p.walPending[0].foreign)
+		p.walPending = p.walPending[1:]
+	}
+	sort.SliceStable(add, func(i, j int) bool { return add[i].BaseOffset < add[j].BaseOffset })
 	added := false
-	if ok && p.role == RoleLeader {
-		for _, ptr := range ptrs {
+	if p.role == RoleLeader {
+		for _, ptr := range add {
 			if ptr.LastOffset >= p.Log.EndOffset() || ptr.LeaderEpoch != p.state.LeaderEpoch {
 				continue // truncated or from another leadership meanwhile
 			}
@@ -536,12 +638,26 @@ const (
 	// InlinePolicy: wal.policy chose inline replication (objects would
 	// cost more than classic at this throughput). Not a degradation.
 	InlinePolicy = "policy"
+
+	// InlineForeignUnread: the range has a foreign pointer (a zone-local
+	// forwarder's object) and the follower does not read those (an older
+	// version: its fetch lacks TagWALRebase).
+	InlineForeignUnread = "foreign_unread"
 )
 
 // PlanWALFetch decides how to serve a pointer-accepting replica fetch at
-// off (already checked by ServeReplicaFetch).
+// off (already checked by ServeReplicaFetch) from a follower that does
+// not read foreign pointers.
 func (m *Manager) PlanWALFetch(p *Partition, off int64, maxBytes int) WALServe {
-	plan := m.planWALFetch(p, off, maxBytes)
+	return m.PlanWALFetchFor(p, off, maxBytes, false)
+}
+
+// PlanWALFetchFor is PlanWALFetch for a follower that reads foreign
+// pointers (Pointer.Rebase) when foreign is true (AsksForeignPointers):
+// only such a follower is sent them; another one gets those ranges
+// inline.
+func (m *Manager) PlanWALFetchFor(p *Partition, off int64, maxBytes int, foreign bool) WALServe {
+	plan := m.planWALFetch(p, off, maxBytes, foreign)
 	if len(plan.Pointers) > 0 {
 		m.wal.observeNotify(plan.Pointers)
 	}
@@ -566,7 +682,7 @@ func (w *walRep) observeNotify(ptrs []wal.Pointer) {
 	}
 }
 
-func (m *Manager) planWALFetch(p *Partition, off int64, maxBytes int) WALServe {
+func (m *Manager) planWALFetch(p *Partition, off int64, maxBytes int, foreign bool) WALServe {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	leo := p.Log.EndOffset()
@@ -585,6 +701,27 @@ func (m *Manager) planWALFetch(p *Partition, off int64, maxBytes int) WALServe {
 		// makes the fetch wait for appends, not for uploads).
 		plan.Reason = InlinePolicy
 		return plan
+	}
+	if !foreign {
+		for i, ptr := range ptrs {
+			if !ptr.Rebase {
+				continue
+			}
+			if i > 0 {
+				ptrs = ptrs[:i]
+				break
+			}
+			// A follower that cannot rebase: the foreign ranges from off
+			// go inline.
+			plan.InlineUpTo, plan.Reason = ptr.LastOffset+1, InlineForeignUnread
+			for _, q := range ptrs[1:] {
+				if !q.Rebase {
+					break
+				}
+				plan.InlineUpTo = q.LastOffset + 1
+			}
+			return plan
+		}
 	}
 	if len(ptrs) > 0 {
 		if ptrs[0].BaseOffset == off {
@@ -750,6 +887,7 @@ func (w *walRep) deleteLoop(ctx context.Context) {
 func EncodePointers(ptrs []wal.Pointer) ([]byte, error) {
 	b := binary.AppendUvarint(nil, uint64(len(ptrs)))
 	for _, p := range ptrs {
+		p.Rebase = false // TagWALRebase says which (SetRebase)
 		raw, err := p.MarshalBinary()
 		if err != nil {
 			return nil, err
@@ -816,5 +954,6 @@ func SetPointers(sp *kmsg.FetchResponseTopicPartition, ptrs []wal.Pointer) error
 		return err
 	}
 	sp.UnknownTags.Set(TagWALPointers, raw)
+	setRebase(sp, ptrs)
 	return nil
 }

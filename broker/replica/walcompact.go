@@ -96,6 +96,7 @@ func (a *PointerAnswer) Set(sp *kmsg.FetchResponseTopicPartition, ptrs []wal.Poi
 		next = p.LastOffset + 1
 	}
 	sp.UnknownTags.Set(TagWALPointers, b)
+	setRebase(sp, ptrs)
 	return nil
 }
 

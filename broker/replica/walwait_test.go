@@ -43,7 +43,7 @@ func TestWALFetchWaitsForUploads(t *testing.T) {
 		if _, err := p.Log.AppendAsLeader([]record.Batch{b}, 0); err != nil {
 			t.Fatal(err)
 		}
-		p.walAppendLocked(m.wal, []record.Batch{b}, 0)
+		p.walAppendLocked(m.wal, []record.Batch{b}, 0, nil)
 	}
 	closed := func(c <-chan struct{}) bool {
 		select {
