@@ -13,6 +13,7 @@ import (
 	"github.com/strata-dev/strata/broker/log"
 	"github.com/strata-dev/strata/broker/meta"
 	"github.com/strata-dev/strata/broker/record"
+	"github.com/strata-dev/strata/broker/replica"
 )
 
 // TopicInfo is a snapshot of a topic's identity and size.
@@ -571,14 +572,21 @@ const LeaderEpoch = 0
 // sequences. In cluster mode only the leader appends
 // (NOT_LEADER_OR_FOLLOWER otherwise).
 func (p *Partition) Append(records []byte) (log.AppendResult, int32, error) {
-	return p.append(records, false, nil, nil)
+	return p.append(records, false, nil, nil, nil)
 }
 
 // AppendWithin is Append, or AppendVerified when verify is set, with the
 // batches' decompression counted against a request's budget (nil: only
 // each batch's own limit).
 func (p *Partition) AppendWithin(records []byte, verify bool, guard *log.VerificationGuard, budget *record.Budget) (log.AppendResult, int32, error) {
-	return p.append(records, verify, guard, budget)
+	return p.append(records, verify, guard, budget, nil)
+}
+
+// AppendForwarded is AppendWithin for records read from a zone-local
+// forwarder's object (fwd; nil: AppendWithin): with WAL replication,
+// followers may read them from there (replica.Partition.AppendForwarded).
+func (p *Partition) AppendForwarded(records []byte, verify bool, guard *log.VerificationGuard, budget *record.Budget, fwd *replica.Forwarded) (log.AppendResult, int32, error) {
+	return p.append(records, verify, guard, budget, fwd)
 }
 
 // AppendVerified is Append for a produce whose transactions are verified
@@ -589,10 +597,10 @@ func (p *Partition) AppendWithin(records []byte, verify bool, guard *log.Verific
 // else INVALID_TXN_STATE. A nil guard accepts only batches of a
 // transaction that is still open.
 func (p *Partition) AppendVerified(records []byte, guard *log.VerificationGuard) (log.AppendResult, int32, error) {
-	return p.append(records, true, guard, nil)
+	return p.append(records, true, guard, nil, nil)
 }
 
-func (p *Partition) append(records []byte, verify bool, guard *log.VerificationGuard, budget *record.Budget) (log.AppendResult, int32, error) {
+func (p *Partition) append(records []byte, verify bool, guard *log.VerificationGuard, budget *record.Budget, fwd *replica.Forwarded) (log.AppendResult, int32, error) {
 	batches, err := budget.Validate(records, p.maxBytes())
 	if err != nil {
 		return log.AppendResult{}, 0, err
@@ -605,9 +613,12 @@ func (p *Partition) append(records []byte, verify bool, guard *log.VerificationG
 	if p.Replica != nil {
 		var res log.AppendResult
 		var epoch int32
-		if verify {
+		switch {
+		case fwd != nil:
+			res, epoch, err = p.Replica.AppendForwarded(batches, verify, guard, fwd)
+		case verify:
 			res, epoch, err = p.Replica.AppendAsLeaderVerified(batches, guard)
-		} else {
+		default:
 			res, epoch, err = p.Replica.AppendAsLeader(batches)
 		}
 		if errors.Is(err, log.ErrDuplicateSequence) {

@@ -69,6 +69,7 @@ import (
 	"github.com/strata-dev/strata/broker"
 	"github.com/strata-dev/strata/broker/log"
 	"github.com/strata-dev/strata/broker/record"
+	"github.com/strata-dev/strata/broker/replica"
 	"github.com/strata-dev/strata/broker/traffic"
 )
 
@@ -106,7 +107,7 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 	}
 	// Forwarded records (zone-local produce, zonelocal.go): read them
 	// from the forwarding broker's bucket first.
-	zlFailed, zlLoaded := loadZoneLocalRecords(ctx, r, req)
+	zlFailed, zlLoaded, zlSources := loadZoneLocalRecords(ctx, r, req)
 	zlZone := zoneLocalClient(r)
 	var forwarded []forwardedPart
 	var firstErr error
@@ -155,7 +156,7 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 			}
 			if err == nil {
 				var w *pendingAck
-				w, err = producePartition(ctx, r.Env, req.TransactionID, rt.Topic, req.Acks, rp, spp, r.DecompressBudget())
+				w, err = producePartition(ctx, r.Env, req.TransactionID, rt.Topic, req.Acks, rp, spp, r.DecompressBudget(), zlSources[[2]int{ti, pi}])
 				if w != nil {
 					pending = append(pending, *w)
 				}
@@ -217,7 +218,7 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 	return resp, nil
 }
 
-func producePartition(ctx context.Context, env *Env, txnID *string, topic string, acks int16, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, budget *record.Budget) (*pendingAck, error) {
+func producePartition(ctx context.Context, env *Env, txnID *string, topic string, acks int16, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, budget *record.Budget, fwd *replica.Forwarded) (*pendingAck, error) {
 	b := env.Broker
 	if err := broker.ValidateTopicName(topic); err != nil {
 		return nil, err
@@ -245,7 +246,7 @@ func producePartition(ctx context.Context, env *Env, txnID *string, topic string
 	}
 	var res log.AppendResult
 	var epoch int32
-	res, epoch, err = p.AppendWithin(rp.Records, verify, guard, budget)
+	res, epoch, err = p.AppendForwarded(rp.Records, verify, guard, budget, fwd)
 	if err != nil {
 		return nil, err
 	}

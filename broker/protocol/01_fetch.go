@@ -588,7 +588,7 @@ func fetchPartition(b *broker.Broker, req *kmsg.FetchRequest, topic string, rp k
 		if rm := b.Replicas(); rm.WALEnabled() && replica.WantsPointers(&rp) && rp.FetchOffset >= p.Log.StartOffset() {
 			// WAL replication: pointers for uploaded ranges, a wait for
 			// ranges being uploaded, inline bytes otherwise.
-			plan := rm.PlanWALFetch(rep, rp.FetchOffset, max(min(int(rp.PartitionMaxBytes), budget), 1))
+			plan := rm.PlanWALFetchFor(rep, rp.FetchOffset, max(min(int(rp.PartitionMaxBytes), budget), 1), replica.AsksForeignPointers(req))
 			if waits != nil {
 				*waits = append(*waits, plan.Wait)
 				if plan.Reason != "" {

@@ -28,6 +28,7 @@ package protocol
 // (NOT_LEADER_OR_FOLLOWER when the receiver does not lead it).
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -41,6 +42,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-dev/strata/broker"
+	"github.com/strata-dev/strata/broker/replica"
 )
 
 // TagZoneLocalRecords is the tagged field of a Produce partition (v9+)
@@ -59,6 +61,16 @@ const (
 	TagZoneLocalObjects = 0x5A4F // "ZO", Produce request
 	TagZoneLocalRange   = 0x5A52 // "ZR", Produce partition
 )
+
+// TagZoneLocalKeep is the tagged field of a forwarded Produce request
+// (top level) by which the forwarder says it keeps its objects for at
+// least the uvarint number of milliseconds after the leader answers
+// (wal.zonelocal.object.keep.ms), so the leader may point its followers
+// at them instead of uploading the records again (docs/wal.md
+// "Zone-local produce", "Followers read the forwarded object"). A
+// forwarder of an older release deletes its objects at the answer and
+// sends no such tag: its records are uploaded by the leader as before.
+const TagZoneLocalKeep = 0x5A4B // "ZK"
 
 // TagZoneLocalForms is the tagged field of an ApiVersions response (v3+)
 // by which a broker tells another broker (client ID BrokerClientIDPrefix)
@@ -103,8 +115,12 @@ type ZoneLocal interface {
 	// Forward sends req to broker id and returns its answer.
 	Forward(ctx context.Context, id int32, req kmsg.Request) (kmsg.Response, error)
 	// Done tells that the leaders answered (or gave up) on the object of
-	// refs: it may be deleted.
+	// refs: it may be deleted, KeepObjects after.
 	Done(refs []ZoneLocalRef)
+	// KeepObjects is how long an object stays after Done
+	// (wal.zonelocal.object.keep.ms; 0: deleted at once), which the
+	// forwarded requests announce (TagZoneLocalKeep).
+	KeepObjects() time.Duration
 	// Read returns the bytes of refs (the leader's side), one entry per
 	// ref; an error per ref.
 	Read(ctx context.Context, refs []ZoneLocalRef) ([][]byte, []error)
@@ -334,7 +350,7 @@ func zoneLocalLeader(inZone []int32, leader int32, replicas []int32) int32 {
 // returns the partitions that failed with their error (answered without
 // appending), keyed by topic index and partition index; forwarded counts
 // the partitions loaded.
-func loadZoneLocalRecords(ctx context.Context, r *Request, req *kmsg.ProduceRequest) (failed map[[2]int]error, forwarded int) {
+func loadZoneLocalRecords(ctx context.Context, r *Request, req *kmsg.ProduceRequest) (failed map[[2]int]error, forwarded int, sources map[[2]int]*replica.Forwarded) {
 	type at struct{ ti, pi int }
 	var refs []ZoneLocalRef
 	var where []at
@@ -390,7 +406,15 @@ func loadZoneLocalRecords(ctx context.Context, r *Request, req *kmsg.ProduceRequ
 		}
 	}
 	if len(refs) == 0 {
-		return failed, 0
+		return failed, 0, nil
+	}
+	// With WAL replication, a forwarder that keeps its objects lets the
+	// followers read them (replica.Partition.AppendForwarded): the
+	// append needs the range and its bytes as forwarded.
+	keep := false
+	if zoneLocalKept(req) && r.Env.Broker != nil {
+		rm := r.Env.Broker.Replicas()
+		keep = rm != nil && rm.WALEnabled()
 	}
 	data, errs := r.Env.ZoneLocal.Read(ctx, refs)
 	for i, w := range where {
@@ -408,8 +432,19 @@ func loadZoneLocalRecords(ctx context.Context, r *Request, req *kmsg.ProduceRequ
 		}
 		req.Topics[w.ti].Partitions[w.pi].Records = data[i]
 		forwarded++
+		if keep {
+			if sources == nil {
+				sources = map[[2]int]*replica.Forwarded{}
+			}
+			ref := refs[i]
+			sources[[2]int{w.ti, w.pi}] = &replica.Forwarded{
+				Bucket: ref.Bucket, Key: ref.Key, Offset: ref.Offset, Length: ref.Length, CRC: ref.CRC,
+				// The append stamps the batches in place.
+				Data: bytes.Clone(data[i]),
+			}
+		}
 	}
-	return failed, forwarded
+	return failed, forwarded, sources
 }
 
 // forwardedPart is a partition of a client's Produce this broker forwards.
@@ -521,7 +556,7 @@ func forwardProduce(ctx context.Context, r *Request, req *kmsg.ProduceRequest, p
 		}
 		for _, leader := range leaders {
 			build := func(compact bool) kmsg.Request {
-				return forwardedRequest(req, acks, parts, byLeader[leader], refs, compact, inline)
+				return forwardedRequest(req, acks, parts, byLeader[leader], refs, compact, inline, zl.KeepObjects())
 			}
 			wait, err := zl.Send(ctx, leader, build)
 			if err != nil {
@@ -595,7 +630,7 @@ func forwardProduce(ctx context.Context, r *Request, req *kmsg.ProduceRequest, p
 // in the second form (the objects once, in the request's
 // TagZoneLocalObjects) when compact, else each with its
 // TagZoneLocalRecords.
-func forwardedRequest(req *kmsg.ProduceRequest, acks int16, parts []forwardedPart, idx []int, refs []ZoneLocalRef, compact, inline bool) *kmsg.ProduceRequest {
+func forwardedRequest(req *kmsg.ProduceRequest, acks int16, parts []forwardedPart, idx []int, refs []ZoneLocalRef, compact, inline bool, keep time.Duration) *kmsg.ProduceRequest {
 	fr := kmsg.NewPtrProduceRequest()
 	fr.SetVersion(11)
 	fr.Acks, fr.TimeoutMillis, fr.TransactionID = acks, req.TimeoutMillis, req.TransactionID
@@ -632,7 +667,18 @@ func forwardedRequest(req *kmsg.ProduceRequest, acks int16, parts []forwardedPar
 	if len(objs) > 0 {
 		fr.UnknownTags.Set(TagZoneLocalObjects, encodeZoneLocalObjects(objs))
 	}
+	if !inline && keep >= time.Millisecond {
+		fr.UnknownTags.Set(TagZoneLocalKeep, binary.AppendUvarint(nil, uint64(keep/time.Millisecond)))
+	}
 	return fr
+}
+
+// zoneLocalKept reports whether a forwarded Produce says its forwarder
+// keeps the objects after the answer (TagZoneLocalKeep).
+func zoneLocalKept(req *kmsg.ProduceRequest) bool {
+	v := unknownTag(&req.UnknownTags, TagZoneLocalKeep)
+	ms, l := binary.Uvarint(v)
+	return l > 0 && l == len(v) && ms > 0
 }
 
 // zoneLocalOrder returns the channel closed once the connection's

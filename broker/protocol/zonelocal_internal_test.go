@@ -117,7 +117,7 @@ func TestZoneLocalForwardedForms(t *testing.T) {
 	size := map[bool]int{}
 	for _, compact := range []bool{false, true} {
 		t.Run(fmt.Sprint("compact=", compact), func(t *testing.T) {
-			sent := forwardedRequest(kmsg.NewPtrProduceRequest(), -1, parts, []int{0, 1, 2}, refs, compact, false)
+			sent := forwardedRequest(kmsg.NewPtrProduceRequest(), -1, parts, []int{0, 1, 2}, refs, compact, false, 0)
 			wire := sent.AppendTo(nil)
 			size[compact] = len(wire)
 			req := kmsg.NewPtrProduceRequest()
@@ -126,7 +126,7 @@ func TestZoneLocalForwardedForms(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := &Request{internal: true, Env: &Env{ZoneLocal: fakeZoneLocal{objects: map[string][]byte{"wal-b/" + key: obj}}}}
-			failed, loaded := loadZoneLocalRecords(t.Context(), r, req)
+			failed, loaded, _ := loadZoneLocalRecords(t.Context(), r, req)
 			if len(failed) != 0 || loaded != 3 {
 				t.Fatalf("failed %v, loaded %d; want 3 loaded", failed, loaded)
 			}
@@ -187,7 +187,7 @@ func TestZoneLocalMalformedForms(t *testing.T) {
 			rt.Partitions = append(rt.Partitions, rp)
 			req.Topics = append(req.Topics, rt)
 			r := &Request{internal: true, Env: &Env{ZoneLocal: fakeZoneLocal{objects: map[string][]byte{"wal-b/k": []byte("0123")}}}}
-			failed, loaded := loadZoneLocalRecords(t.Context(), r, req)
+			failed, loaded, _ := loadZoneLocalRecords(t.Context(), r, req)
 			if err := failed[[2]int{0, 0}]; loaded != 0 || !errors.Is(err, kerr.CorruptMessage) {
 				t.Fatalf("loaded %d, error %v; want CORRUPT_MESSAGE", loaded, err)
 			}

@@ -158,6 +158,14 @@ type WALConfig struct {
 	// second PUT starts beside one only once that one is slow (docs/wal.md
 	// "Zone-local produce").
 	ZoneLocalPutConcurrency int
+	// ZoneLocalKeep is wal.zonelocal.object.keep.ms (default
+	// DefaultZoneLocalKeep): how long a forwarder keeps an object after
+	// its leaders answered, so that their followers read the forwarded
+	// records from it instead of the leader uploading them again; the
+	// forwarded requests announce it (protocol.TagZoneLocalKeep). In
+	// this struct 0 means the default and < 0 off (deleted at the
+	// answer, as before; the leaders upload the records).
+	ZoneLocalKeep time.Duration
 	// WrapStore, when set, wraps every bucket client (fault injection:
 	// strata dev's --s3-put-latency/--s3-get-latency, tests).
 	WrapStore func(objstore.Store) objstore.Store
@@ -350,6 +358,7 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 		return err
 	}
 	s.zoneLocal = newZoneLocal(s, wc.ZoneLocalProduce, wc.ZoneLocalInline, router, own, storeFor, cluster, base.Zone, wc.ZoneLocalPutConcurrency)
+	s.zoneLocal.keep = zoneLocalKeep(wc.ZoneLocalKeep)
 	for _, c := range s.zoneLocal.collectors() {
 		if err := s.metrics.Registry.Register(c); err != nil {
 			s.zoneLocal.close()

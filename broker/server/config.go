@@ -277,7 +277,7 @@ var processKeys = map[string]bool{
 	"wal.bucket.resource": true, "wal.bucket.credentials.source": true, "wal.bucket.credentials.secret": true,
 	// wal.policy and the price table (broker/cost; docs/wal.md "Cost and wal.policy").
 	"wal.policy": true, "wal.upload.max.interval.ms": true, "wal.policy.object.max.bytes": true, "wal.auto.max.latency.ms": true, "wal.auto.max.cost.ratio": true, "wal.download.hedge.ms": true, "wal.upload.hedge.ms": true,
-	"wal.zonelocal.produce.enable": true, "wal.zonelocal.produce.inline.ms": true, "wal.zonelocal.produce.policy": true, "wal.zonelocal.put.concurrency": true,
+	"wal.zonelocal.produce.enable": true, "wal.zonelocal.produce.inline.ms": true, "wal.zonelocal.produce.policy": true, "wal.zonelocal.put.concurrency": true, "wal.zonelocal.object.keep.ms": true,
 }
 
 func init() {
@@ -711,6 +711,15 @@ func ApplySettings(cfg *Config, kv map[string]string) (unknown []string, err err
 				hedge = &cfg.Cluster.WAL.UploadHedge
 			}
 			*hedge = time.Duration(n) * time.Millisecond
+		case k == "wal.zonelocal.object.keep.ms":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 || n > 3_600_000 {
+				return nil, bad(fmt.Errorf("want milliseconds from 0 (delete forwarded objects once the leader answered; followers never read them) to 3600000"))
+			}
+			cfg.Cluster.WAL.ZoneLocalKeep = time.Duration(n) * time.Millisecond
+			if n == 0 {
+				cfg.Cluster.WAL.ZoneLocalKeep = -1 // off
+			}
 		case k == "wal.zonelocal.put.concurrency":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > 8 {

@@ -37,8 +37,11 @@ import (
 // partition's range and its CRC-32C), not WAL objects: the "zl-"
 // incarnation makes wal.ParseKey (and so the operator's sweep) skip them,
 // while the bucket's wal/ lifecycle rule still covers them. They live for
-// one round trip to the leader; a broker that dies in between leaves them
-// to that rule (docs/wal.md "Zone-local produce").
+// one round trip to the leader and then keep (wal.zonelocal.object.keep.ms),
+// for the leaders' followers to read them (a leader points them at the
+// forwarded ranges instead of uploading the records again); a broker that
+// dies in between leaves them to that rule (docs/wal.md "Zone-local
+// produce").
 //
 // Group commit (PutRecords): a call that finds no forwarded PUT in flight
 // starts its own at once; calls arriving while one is in flight queue,
@@ -86,9 +89,12 @@ type zoneLocal struct {
 
 	delMu    sync.Mutex
 	users    map[string]int // by key: calls in the object not Done yet
-	toDelete []string
-	stop     chan struct{}
-	done     chan struct{}
+	toDelete []zlDeletion   // in the order they became deletable
+	// keep is how long an object stays once every call in it is Done
+	// (0: deleted at once); set before the first request.
+	keep time.Duration
+	stop chan struct{}
+	done chan struct{}
 
 	// Counters (also strata_zonelocal_*): partitions this broker
 	// forwarded, and partitions it appended from other brokers' objects.
@@ -110,6 +116,37 @@ type zoneLocal struct {
 	router *zlRouter
 	gauges []prometheus.Collector
 }
+
+// zlDeletion is an object whose calls are all Done, since at.
+type zlDeletion struct {
+	key string
+	at  time.Time
+}
+
+// DefaultZoneLocalKeep is wal.zonelocal.object.keep.ms's default. A
+// follower in the ISR reads a forwarded range within milliseconds of the
+// leader's append (it fetches continuously, and a leader answers a
+// follower's fetch at once with the pointer); the time covers a follower
+// that restarts or lags for a while, and costs a bucket a few seconds
+// more of the objects' bytes stored. A follower that comes later finds
+// the object gone and fetches the range inline: nothing is lost, it only
+// crosses zones.
+const DefaultZoneLocalKeep = 30 * time.Second
+
+// zoneLocalKeep resolves wal.zonelocal.object.keep.ms's setting (0:
+// default, < 0: off).
+func zoneLocalKeep(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return DefaultZoneLocalKeep
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// KeepObjects implements protocol.ZoneLocal.
+func (z *zoneLocal) KeepObjects() time.Duration { return z.keep }
 
 // DefaultZoneLocalPutConcurrency is wal.zonelocal.put.concurrency's
 // default: one PUT at a time, a second one only beside a slow PUT
@@ -470,7 +507,7 @@ func (z *zoneLocal) putGroup(group []*zlCall) {
 		if users > 0 {
 			z.users[key] = users
 		} else {
-			z.toDelete = append(z.toDelete, key) // every caller left
+			z.toDelete = append(z.toDelete, zlDeletion{key, time.Now()}) // every caller left
 		}
 		z.delMu.Unlock()
 		z.forwardedParts.Add(int64(parts))
@@ -527,7 +564,7 @@ func (z *zoneLocal) Read(ctx context.Context, refs []protocol.ZoneLocalRef) ([][
 
 // Done tells that the caller of PutRecords that got refs is done with
 // them; an object is queued for deletion (batched, deleteLoop) once
-// every caller in it is.
+// every caller in it is, and deleted keep later.
 func (z *zoneLocal) Done(refs []protocol.ZoneLocalRef) {
 	z.delMu.Lock()
 	defer z.delMu.Unlock()
@@ -543,7 +580,7 @@ func (z *zoneLocal) Done(refs []protocol.ZoneLocalRef) {
 			z.users[r.Key] = n - 1
 		default:
 			delete(z.users, r.Key)
-			z.toDelete = append(z.toDelete, r.Key)
+			z.toDelete = append(z.toDelete, zlDeletion{r.Key, time.Now()})
 		}
 	}
 }
@@ -555,18 +592,33 @@ func (z *zoneLocal) deleteLoop() {
 	for {
 		select {
 		case <-z.stop:
-			z.deleteNow()
+			// Shutting down: what followers have not read yet they
+			// fetch inline.
+			z.deleteNow(time.Time{})
 			return
-		case <-t.C:
-			z.deleteNow()
+		case now := <-t.C:
+			z.deleteNow(now)
 		}
 	}
 }
 
-func (z *zoneLocal) deleteNow() {
+// deleteNow deletes the objects Done keep before now (every one: zero
+// now).
+func (z *zoneLocal) deleteNow(now time.Time) {
 	z.delMu.Lock()
-	keys := z.toDelete
-	z.toDelete = nil
+	n := len(z.toDelete)
+	if !now.IsZero() {
+		// In time order: appended under delMu with the time of then.
+		n = 0
+		for n < len(z.toDelete) && !z.toDelete[n].at.After(now.Add(-z.keep)) {
+			n++
+		}
+	}
+	keys := make([]string, n)
+	for i, d := range z.toDelete[:n] {
+		keys[i] = d.key
+	}
+	z.toDelete = slices.Delete(z.toDelete, 0, n)
 	z.delMu.Unlock()
 	if len(keys) == 0 {
 		return

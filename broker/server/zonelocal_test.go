@@ -189,12 +189,19 @@ func TestZoneLocalGroupCommit(t *testing.T) {
 		z.Done(r.refs)
 		z.Done(nil)
 	}
-	z.deleteNow()
+	z.deleteNow(time.Time{})
 	if _, err := st.Head(t.Context(), shared); err != nil {
 		t.Fatalf("shared object deleted before its last caller was done: %v", err)
 	}
+	// Then it stays wal.zonelocal.object.keep.ms, for the leader's
+	// followers to read.
+	z.keep = time.Minute
 	z.Done(all[len(all)-1].refs)
-	z.deleteNow()
+	z.deleteNow(time.Now())
+	if _, err := st.Head(t.Context(), shared); err != nil {
+		t.Fatalf("shared object deleted before its keep time: %v", err)
+	}
+	z.deleteNow(time.Now().Add(time.Minute))
 	if _, err := st.Head(t.Context(), shared); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("shared object after every caller was done: %v, want not found", err)
 	}
