@@ -257,7 +257,10 @@ func producer(t *testing.T, addrs []string, opts ...kgo.Opt) *kgo.Client {
 }
 
 func TestZoneLocalProduce(t *testing.T) {
-	wc := startWALCluster(t, brokertest.WithSetting("wal.zonelocal.produce.enable", "true"))
+	// Forwarded objects kept 1 s after the answer (default 30 s), for
+	// the object-deleted case below.
+	wc := startWALCluster(t, brokertest.WithSetting("wal.zonelocal.produce.enable", "true"),
+		brokertest.WithSetting("wal.zonelocal.object.keep.ms", "1000"))
 	addrs := wc.Addrs()
 	adm := kadm.NewClient(newClient(t, addrs))
 	const n = 20
@@ -327,7 +330,8 @@ func TestZoneLocalProduce(t *testing.T) {
 	})
 
 	t.Run("object-deleted", func(t *testing.T) {
-		// Every forwarded object is deleted once its leader answered.
+		// Every forwarded object is deleted once its leader answered
+		// and its keep time passed.
 		waitFor(t, "forwarded objects deleted", 20*time.Second, func() bool {
 			n := 0
 			for _, z := range zones {
