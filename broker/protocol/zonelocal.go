@@ -411,10 +411,13 @@ func loadZoneLocalRecords(ctx context.Context, r *Request, req *kmsg.ProduceRequ
 	// With WAL replication, a forwarder that keeps its objects lets the
 	// followers read them (replica.Partition.AppendForwarded): the
 	// append needs the range and its bytes as forwarded.
-	keep := false
-	if zoneLocalKept(req) && r.Env.Broker != nil {
-		rm := r.Env.Broker.Replicas()
-		keep = rm != nil && rm.WALEnabled()
+	keep := zoneLocalKept(req)
+	if keep > 0 && r.Env.Broker != nil {
+		if rm := r.Env.Broker.Replicas(); rm == nil || !rm.WALEnabled() {
+			keep = 0
+		}
+	} else {
+		keep = 0
 	}
 	data, errs := r.Env.ZoneLocal.Read(ctx, refs)
 	for i, w := range where {
@@ -432,7 +435,7 @@ func loadZoneLocalRecords(ctx context.Context, r *Request, req *kmsg.ProduceRequ
 		}
 		req.Topics[w.ti].Partitions[w.pi].Records = data[i]
 		forwarded++
-		if keep {
+		if keep > 0 {
 			if sources == nil {
 				sources = map[[2]int]*replica.Forwarded{}
 			}
@@ -440,7 +443,7 @@ func loadZoneLocalRecords(ctx context.Context, r *Request, req *kmsg.ProduceRequ
 			sources[[2]int{w.ti, w.pi}] = &replica.Forwarded{
 				Bucket: ref.Bucket, Key: ref.Key, Offset: ref.Offset, Length: ref.Length, CRC: ref.CRC,
 				// The append stamps the batches in place.
-				Data: bytes.Clone(data[i]),
+				Data: bytes.Clone(data[i]), Keep: keep,
 			}
 		}
 	}
@@ -673,12 +676,15 @@ func forwardedRequest(req *kmsg.ProduceRequest, acks int16, parts []forwardedPar
 	return fr
 }
 
-// zoneLocalKept reports whether a forwarded Produce says its forwarder
-// keeps the objects after the answer (TagZoneLocalKeep).
-func zoneLocalKept(req *kmsg.ProduceRequest) bool {
+// zoneLocalKept returns how long a forwarded Produce says its forwarder
+// keeps the objects after the answer (TagZoneLocalKeep; 0: not kept).
+func zoneLocalKept(req *kmsg.ProduceRequest) time.Duration {
 	v := unknownTag(&req.UnknownTags, TagZoneLocalKeep)
 	ms, l := binary.Uvarint(v)
-	return l > 0 && l == len(v) && ms > 0
+	if l <= 0 || l != len(v) || ms > uint64(time.Hour/time.Millisecond) {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // zoneLocalOrder returns the channel closed once the connection's

@@ -104,6 +104,7 @@ type Partition struct {
 	wal          *walRep
 	walIndex     *wal.PointerIndex
 	walPending   []walPending
+	walForeign   []walForeignLive // foreign pointers in walIndex, offset order
 	walCh        chan struct{}
 	walLogStart  int64
 	walSkipUntil int64

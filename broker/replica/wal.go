@@ -160,8 +160,21 @@ type walPending struct {
 	at         time.Time
 	// foreign, when set, is the pointer of a forwarded range appended
 	// while an upload before it was pending: it enters the pointer index
-	// once every range before it is resolved (walForeign).
-	foreign *wal.Pointer
+	// once every range before it is resolved (walForeignLocked), to stay
+	// until foreignUntil at most.
+	foreign      *wal.Pointer
+	foreignUntil time.Time
+}
+
+// walForeignLive is a foreign pointer in the index: it goes once every
+// replica has its range, or at until, when the forwarder may have
+// deleted its object (pruneForeignLocked). Foreign pointers are not
+// tracked for deletion (the objects are the forwarder's), so without
+// this the index would fill up to its bound with them.
+type walForeignLive struct {
+	bucket, key string
+	last        int64
+	until       time.Time
 }
 
 // Forwarded names where an append's batches came from: a range of a
@@ -174,6 +187,9 @@ type Forwarded struct {
 	// CRC is the CRC-32C of the range as forwarded.
 	CRC  uint32
 	Data []byte
+	// Keep is how long the forwarder keeps the object after answering
+	// (protocol.TagZoneLocalKeep): the pointer leaves the index by then.
+	Keep time.Duration
 }
 
 // Outcomes of a forwarded range under WAL replication
@@ -395,15 +411,50 @@ func (p *Partition) walForeignLocked(w *walRep, batches []record.Batch, epoch in
 		BaseOffset: batches[0].BaseOffset(), LastOffset: batches[len(batches)-1].LastOffset(),
 		LeaderEpoch: epoch, CRC: fwd.CRC, Rebase: true,
 	}
+	now := w.cfg.Clock.Now()
+	until := now.Add(fwd.Keep)
 	if len(p.walPending) > 0 {
-		p.walPending = append(p.walPending, walPending{base: ptr.BaseOffset, last: ptr.LastOffset, at: w.cfg.Clock.Now(), foreign: &ptr})
+		p.walPending = append(p.walPending, walPending{base: ptr.BaseOffset, last: ptr.LastOffset, at: now, foreign: &ptr, foreignUntil: until})
 		return true
 	}
 	if err := p.walIndex.Add(ptr); err != nil {
 		return false // the uploader takes the batches
 	}
+	p.walForeign = append(p.walForeign, walForeignLive{bucket: ptr.Bucket, key: ptr.Key, last: ptr.LastOffset, until: until})
 	p.wakeUploadWaitersLocked()
 	return true
+}
+
+// pruneForeignLocked drops the foreign pointers whose range every
+// replica has, or whose object the forwarder may have deleted (its keep
+// time, counted from the append, passed; the forwarder counts from its
+// answer, later). Pointers of one object go together (RemoveObject): a
+// later range of the same object a follower still lacks then comes
+// inline.
+func (p *Partition) pruneForeignLocked(now time.Time) {
+	if len(p.walForeign) == 0 {
+		return
+	}
+	if p.walIndex == nil || p.role != RoleLeader {
+		p.walForeign = nil
+		return
+	}
+	have := p.Log.EndOffset() // every replica has the offsets below
+	for _, r := range p.state.Replicas {
+		if f, ok := p.followers[r]; ok && r != p.self {
+			have = min(have, f.leo) // -1: not known yet
+		}
+	}
+	n := 0
+	for n < len(p.walForeign) {
+		h := p.walForeign[n]
+		if h.last >= have && now.Before(h.until) {
+			break
+		}
+		_ = p.walIndex.RemoveObject(h.bucket, h.key)
+		n++
+	}
+	p.walForeign = p.walForeign[n:]
 }
 
 // onUpload runs on the uploader's deliver goroutine, in sequence order.
@@ -472,12 +523,13 @@ func (p *Partition) walUploaded(ptrs []wal.Pointer, ok bool) bool {
 	if ok {
 		add = append(add, ptrs...)
 	}
+	var foreign []walPending
 	for len(p.walPending) > 0 && p.walPending[0].base <= last {
-		if f := p.walPending[0].foreign; f != nil {
+		if p.walPending[0].foreign != nil {
 			// A forwarded range between this object's ranges: its
 			// pointer goes in between (an object holds a partition's
 			// contiguous runs as separate chunks).
-			add = append(add, *f)
+			foreign = append(foreign, p.walPending[0])
 			p.walPending = p.walPending[1:]
 			continue
 		}
@@ -490,8 +542,13 @@ func (p *Partition) walUploaded(ptrs []wal.Pointer, ok bool) bool {
 	}
 	// Forwarded ranges that waited only for what was just resolved.
 	for len(p.walPending) > 0 && p.walPending[0].foreign != nil {
-		add = append(add, *p.walPending[0].foreign)
+		foreign = append(foreign, p.walPending[0])
 		p.walPending = p.walPending[1:]
+	}
+	until := map[int64]time.Time{}
+	for _, f := range foreign {
+		add = append(add, *f.foreign)
+		until[f.base] = f.foreignUntil
 	}
 	sort.SliceStable(add, func(i, j int) bool { return add[i].BaseOffset < add[j].BaseOffset })
 	added := false
@@ -502,6 +559,9 @@ func (p *Partition) walUploaded(ptrs []wal.Pointer, ok bool) bool {
 			}
 			if err := p.walIndex.Add(ptr); err == nil {
 				added = true
+				if ptr.Rebase {
+					p.walForeign = append(p.walForeign, walForeignLive{bucket: ptr.Bucket, key: ptr.Key, last: ptr.LastOffset, until: until[ptr.BaseOffset]})
+				}
 			}
 		}
 	}
@@ -529,6 +589,17 @@ func (p *Partition) openWALLocked() (stale int, err error) {
 		return 0, err
 	}
 	n := p.walIndex.Len()
+	// Foreign pointers of an earlier leadership or run: when their
+	// objects go is not known any more (pruneForeignLocked), and they
+	// only spare a lagging follower an inline range.
+	p.walForeign = nil
+	for _, ptr := range p.walIndex.All() {
+		if ptr.Rebase {
+			if err := p.walIndex.RemoveObject(ptr.Bucket, ptr.Key); err != nil {
+				return 0, err
+			}
+		}
+	}
 	if err := p.walIndex.TruncateFrom(firstStalePointer(p.walIndex.All(), p.Log.Epochs(), start, end)); err != nil {
 		return 0, err
 	}
@@ -543,6 +614,7 @@ func (p *Partition) openWALLocked() (stale int, err error) {
 // served when this replica leads again.
 func (p *Partition) dropWALLocked() error {
 	p.walPending = nil
+	p.walForeign = nil
 	var err error
 	if p.walIndex != nil {
 		err = p.walIndex.Close()
@@ -558,6 +630,7 @@ func (p *Partition) closeWALLocked() {
 		p.walIndex = nil
 	}
 	p.walPending = nil
+	p.walForeign = nil
 }
 
 // walWaitsOnUploadsLocked reports whether a follower fetching at off
@@ -786,7 +859,9 @@ func (w *walRep) walDiverged(tp meta.TopicPartition, follower int32) {
 	w.tracker.ResetReplica(tp.Topic, tp.Partition, follower)
 }
 
-// reportLogStarts tells the tracker and the pointer indexes where the
+// reportLogStarts drops the foreign pointers every replica has or whose
+// objects may be gone (pruneForeignLocked) and tells the tracker and the
+// pointer indexes where the
 // logs of the led partitions start: retention (broker.ApplyRetention) and
 // DeleteRecords move the start, and a chunk below it is needed by no
 // follower (one that lags behind it restarts at the leader's log start).
@@ -796,6 +871,7 @@ func (w *walRep) walDiverged(tp meta.TopicPartition, follower int32) {
 func (w *walRep) reportLogStarts() {
 	for _, p := range w.m.partitions() {
 		p.mu.Lock()
+		p.pruneForeignLocked(w.cfg.Clock.Now())
 		start, moved := int64(0), false
 		if p.role == RoleLeader && p.walIndex != nil {
 			start = p.Log.StartOffset()

@@ -3,6 +3,7 @@ package replica
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"hash/crc32"
 	"testing"
 	"time"
@@ -59,8 +60,8 @@ func TestWALForeignPointers(t *testing.T) {
 	forwarded := func(pos int64, change func([]byte)) {
 		t.Helper()
 		b := epochBatch(t, 0, -1, "forwarded")
-		fwd := &Forwarded{Bucket: "zl-a", Key: "wal/c/a/2/zl-1/00000000000000000001", Offset: pos, Length: int64(len(b)),
-			CRC: crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)), Data: bytes.Clone(b)}
+		fwd := &Forwarded{Bucket: "zl-a", Key: fmt.Sprintf("wal/c/a/2/zl-1/%020d", pos), Offset: pos, Length: int64(len(b)),
+			CRC: crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)), Data: bytes.Clone(b), Keep: time.Hour}
 		if change != nil {
 			change(fwd.Data)
 		}
@@ -163,5 +164,28 @@ func TestWALForeignPointers(t *testing.T) {
 	waitFor(t, func() bool { return len(pointers()) == 5 })
 	if last := pointers()[4]; last.Rebase || last.Bucket != "wal-a" || last.BaseOffset != 4 {
 		t.Fatalf("changed forwarded range: pointer %v, want an upload of its own", last)
+	}
+
+	// Foreign pointers leave the index once every replica has their
+	// range, or once the forwarder's keep time passed.
+	offsets := func() (out []int64) {
+		for _, p := range pointers() {
+			out = append(out, p.BaseOffset)
+		}
+		return out
+	}
+	p.mu.Lock()
+	p.state.Replicas = []int32{1, 2}
+	p.followers = map[int32]*followerState{2: {leo: 2}}
+	p.pruneForeignLocked(time.Now())
+	p.mu.Unlock()
+	if got := offsets(); len(got) != 4 || got[1] != 2 || got[2] != 3 {
+		t.Fatalf("follower at 2: pointers at %v, want the foreign one at 1 gone", got)
+	}
+	p.mu.Lock()
+	p.pruneForeignLocked(time.Now().Add(2 * time.Hour))
+	p.mu.Unlock()
+	if got := offsets(); len(got) != 3 || got[1] != 2 || got[2] != 4 {
+		t.Fatalf("keep time passed: pointers at %v, want the foreign one at 3 gone", got)
 	}
 }
