@@ -249,7 +249,7 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 		inlineBy: map[string]prometheus.Counter{},
 		foreign: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_wal_foreign_pointers_total",
-			Help: "Ranges this leader appended from zone-local forwarders' objects, by outcome: published (followers read the forwarder's object, nothing uploaded again) or reuploaded (the append changed the bytes beyond offsets and leader epoch, e.g. LogAppendTime, or the forwarder does not keep its objects: uploaded as any append).",
+			Help: "Ranges this leader appended from zone-local forwarders' objects, by outcome: published (followers read the forwarder's object, nothing uploaded again) or reuploaded (the append changed the bytes beyond offsets and leader epoch, e.g. LogAppendTime: uploaded as any append). Ranges of forwarders that do not keep their objects are not counted.",
 		}, []string{"outcome"})}
 	w.foreign.WithLabelValues(ForeignPublished)
 	w.foreign.WithLabelValues(ForeignReuploaded)
