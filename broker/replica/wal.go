@@ -147,6 +147,13 @@ type walRep struct {
 	// replicates inline.
 	policy       *policyState
 	policyInline atomic.Bool
+	// foreignWake is the delay before a published foreign pointer wakes
+	// the partition's replica fetches (the policy's cut interval; 0: at
+	// once), foreignWakes the partitions waiting for it (scheduleForeignWake).
+	foreignWake  atomic.Int64
+	foreignMu    sync.Mutex
+	foreignWakes map[*Partition]struct{}
+	foreignTimer bool
 }
 
 // walPending is a range accepted by the uploader, not yet resolved: one
@@ -421,8 +428,45 @@ func (p *Partition) walForeignLocked(w *walRep, batches []record.Batch, epoch in
 		return false // the uploader takes the batches
 	}
 	p.walForeign = append(p.walForeign, walForeignLive{bucket: ptr.Bucket, key: ptr.Key, last: ptr.LastOffset, until: until})
-	p.wakeUploadWaitersLocked()
+	w.scheduleForeignWake(p)
 	return true
+}
+
+// scheduleForeignWake wakes p's replica fetches for a foreign pointer
+// it published, after the policy's cut interval (foreignWake): every
+// foreign pointer published meanwhile, of any partition, goes in the
+// same round, so forwarded ranges cost the followers' fetches one round
+// per interval, as the leader's own uploads do. Waking at each one tripled
+// the cross-zone pointer traffic under wal.policy=cost (docs/bench.md).
+// Called with p.mu held.
+func (w *walRep) scheduleForeignWake(p *Partition) {
+	d := time.Duration(w.foreignWake.Load())
+	if d <= 0 {
+		p.wakeUploadWaitersLocked()
+		return
+	}
+	w.foreignMu.Lock()
+	defer w.foreignMu.Unlock()
+	if w.foreignWakes == nil {
+		w.foreignWakes = map[*Partition]struct{}{}
+	}
+	w.foreignWakes[p] = struct{}{}
+	if !w.foreignTimer {
+		w.foreignTimer = true
+		time.AfterFunc(d, w.foreignWakeNow)
+	}
+}
+
+func (w *walRep) foreignWakeNow() {
+	w.foreignMu.Lock()
+	ps := w.foreignWakes
+	w.foreignWakes, w.foreignTimer = nil, false
+	w.foreignMu.Unlock()
+	for p := range ps {
+		p.mu.Lock()
+		p.wakeUploadWaitersLocked()
+		p.mu.Unlock()
+	}
 }
 
 // pruneForeignLocked drops the foreign pointers whose range every

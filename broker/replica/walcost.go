@@ -250,6 +250,7 @@ func (w *walRep) applyPlan(plan cost.Plan) {
 	ps.nudgeBytes.Store(int64(plan.NudgeBytes))
 	ps.interval.Set(plan.Interval.Seconds())
 	ps.setPoint(plan)
+	w.foreignWake.Store(int64(plan.Interval))
 	inline := plan.Path == cost.PathInline
 	w.policyInline.Store(inline)
 	if inline {
