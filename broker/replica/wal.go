@@ -420,31 +420,34 @@ func (p *Partition) walForeignLocked(w *walRep, batches []record.Batch, epoch in
 	}
 	now := w.cfg.Clock.Now()
 	until := now.Add(fwd.Keep)
-	if len(p.walPending) > 0 {
+	paced := w.foreignWake.Load() > 0
+	if len(p.walPending) > 0 || paced {
 		p.walPending = append(p.walPending, walPending{base: ptr.BaseOffset, last: ptr.LastOffset, at: now, foreign: &ptr, foreignUntil: until})
+		if paced {
+			w.scheduleForeignWake(p)
+		}
 		return true
 	}
 	if err := p.walIndex.Add(ptr); err != nil {
 		return false // the uploader takes the batches
 	}
 	p.walForeign = append(p.walForeign, walForeignLive{bucket: ptr.Bucket, key: ptr.Key, last: ptr.LastOffset, until: until})
-	w.scheduleForeignWake(p)
+	p.wakeUploadWaitersLocked()
 	return true
 }
 
-// scheduleForeignWake wakes p's replica fetches for a foreign pointer
-// it published, after the policy's cut interval (foreignWake): every
-// foreign pointer published meanwhile, of any partition, goes in the
-// same round, so forwarded ranges cost the followers' fetches one round
-// per interval, as the leader's own uploads do. Waking at each one tripled
-// the cross-zone pointer traffic under wal.policy=cost (docs/bench.md).
+// scheduleForeignWake publishes p's pending foreign pointers after the
+// policy's cut interval (foreignWake), or with the leader's next upload
+// of the partition if that comes first (walUploaded): the forwarded
+// ranges of every partition that arrive meanwhile are published
+// together, so they cost the followers' replica fetches one round per
+// interval, as the leader's own uploads do. Publishing (and waking) at
+// each one tripled the cross-zone pointer traffic under
+// wal.policy=cost, and the faster acknowledgements made producers send
+// more, smaller requests, each a forwarded object more (docs/bench.md).
 // Called with p.mu held.
 func (w *walRep) scheduleForeignWake(p *Partition) {
 	d := time.Duration(w.foreignWake.Load())
-	if d <= 0 {
-		p.wakeUploadWaitersLocked()
-		return
-	}
 	w.foreignMu.Lock()
 	defer w.foreignMu.Unlock()
 	if w.foreignWakes == nil {
@@ -463,9 +466,35 @@ func (w *walRep) foreignWakeNow() {
 	w.foreignWakes, w.foreignTimer = nil, false
 	w.foreignMu.Unlock()
 	for p := range ps {
-		p.mu.Lock()
+		p.walForeignDue()
+	}
+}
+
+// walForeignDue publishes the foreign ranges at the head of the pending
+// list (those behind an upload wait for it, walUploaded) and wakes the
+// replica fetches. A range that cannot enter the index any more (a new
+// leadership, a truncation, a full index) is served inline.
+func (p *Partition) walForeignDue() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.walIndex == nil {
+		return
+	}
+	added := false
+	for len(p.walPending) > 0 && p.walPending[0].foreign != nil {
+		f := p.walPending[0]
+		p.walPending = p.walPending[1:]
+		ptr := *f.foreign
+		if p.role != RoleLeader || ptr.LastOffset >= p.Log.EndOffset() || ptr.LeaderEpoch != p.state.LeaderEpoch {
+			continue
+		}
+		if err := p.walIndex.Add(ptr); err == nil {
+			added = true
+			p.walForeign = append(p.walForeign, walForeignLive{bucket: ptr.Bucket, key: ptr.Key, last: ptr.LastOffset, until: f.foreignUntil})
+		}
+	}
+	if added {
 		p.wakeUploadWaitersLocked()
-		p.mu.Unlock()
 	}
 }
 

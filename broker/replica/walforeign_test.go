@@ -189,3 +189,63 @@ func TestWALForeignPointers(t *testing.T) {
 		t.Fatalf("keep time passed: pointers at %v, want the foreign one at 3 gone", got)
 	}
 }
+
+// TestWALForeignPointersPaced: with a policy cut interval the forwarded
+// ranges of that interval are published together when it ends (or with
+// the partition's next upload), not one by one: under wal.policy=cost
+// each publication was a replica fetch round across zones.
+func TestWALForeignPointersPaced(t *testing.T) {
+	m := &Manager{cfg: Config{NodeID: 1, Log: logr.Discard()}, parts: map[meta.TopicPartition]*Partition{}}
+	w := &walRep{m: m, cfg: WALConfig{InlineAfter: time.Hour, Clock: wal.RealClock{}}, tracker: wal.NewTracker(time.Hour),
+		objects: map[string][]meta.TopicPartition{}, putEnd: map[string]time.Time{}, stages: newStageMetrics(),
+		foreign: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "foreign"}, []string{"outcome"})}
+	m.wal = w
+	const interval = 300 * time.Millisecond
+	w.foreignWake.Store(int64(interval))
+	p := NewPartition(tp, openLog(t), 1, nil)
+	p.wal = w
+	idx, err := wal.OpenPointerIndex(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idx.Close()
+	p.walIndex, p.role = idx, RoleLeader
+	m.parts[tp] = p
+
+	wakes := 0
+	p.mu.Lock()
+	ch := p.walCh
+	p.mu.Unlock()
+	start := time.Now()
+	for i := range 3 {
+		b := epochBatch(t, 0, -1, "forwarded")
+		fwd := &Forwarded{Bucket: "zl-a", Key: fmt.Sprintf("wal/c/a/2/zl-1/%020d", i), Length: int64(len(b)),
+			CRC: crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)), Data: bytes.Clone(b), Keep: time.Hour}
+		if _, _, err := p.AppendForwarded([]record.Batch{b}, false, nil, fwd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(idx.All()); n != 0 && time.Since(start) < interval {
+		t.Fatalf("%d foreign pointers published before the interval ended", n)
+	}
+	select {
+	case <-ch:
+		wakes++
+	case <-time.After(5 * time.Second):
+		t.Fatal("forwarded ranges never published")
+	}
+	if got := idx.All(); len(got) != 3 || got[0].BaseOffset != 0 || got[2].BaseOffset != 2 || !got[2].Rebase {
+		t.Fatalf("after the interval: pointers %v, want the three forwarded ranges", got)
+	}
+	p.mu.Lock()
+	ch = p.walCh
+	p.mu.Unlock()
+	select {
+	case <-ch:
+		t.Fatal("a second wake for the same interval's ranges")
+	case <-time.After(2 * interval):
+	}
+	if wakes != 1 {
+		t.Fatalf("%d wakes", wakes)
+	}
+}
