@@ -25,19 +25,14 @@ import (
 // pointers in offset order; a follower that does not read foreign
 // pointers gets those ranges inline; an append that changed the bytes is
 // uploaded.
-func TestWALForeignPointers(t *testing.T) {
-	store := objstore.NewMem("wal-a")
+// foreignLeader is a WAL leader of tp with a pointer index and no
+// uploader, for the foreign pointer tests.
+func foreignLeader(t *testing.T) (*Manager, *walRep, *Partition, *wal.PointerIndex) {
+	t.Helper()
 	m := &Manager{cfg: Config{NodeID: 1, Log: logr.Discard()}, parts: map[meta.TopicPartition]*Partition{}}
 	w := &walRep{m: m, cfg: WALConfig{InlineAfter: time.Hour, Clock: wal.RealClock{}}, tracker: wal.NewTracker(time.Hour),
 		objects: map[string][]meta.TopicPartition{}, putEnd: map[string]time.Time{}, stages: newStageMetrics(),
 		foreign: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "foreign"}, []string{"outcome"})}
-	up, err := wal.NewUploader(wal.UploaderConfig{Store: store, Cluster: "c", Zone: "a", BrokerID: 1, Incarnation: 1,
-		UploadInterval: time.Hour, OnUpload: w.onUpload})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Close(context.Background())
-	w.up = up
 	m.wal = w
 	p := NewPartition(tp, openLog(t), 1, nil)
 	p.wal = w
@@ -45,9 +40,21 @@ func TestWALForeignPointers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer idx.Close()
+	t.Cleanup(func() { idx.Close() })
 	p.walIndex, p.role = idx, RoleLeader
 	m.parts[tp] = p
+	return m, w, p, idx
+}
+
+func TestWALForeignPointers(t *testing.T) {
+	m, w, p, idx := foreignLeader(t)
+	up, err := wal.NewUploader(wal.UploaderConfig{Store: objstore.NewMem("wal-a"), Cluster: "c", Zone: "a", BrokerID: 1, Incarnation: 1,
+		UploadInterval: time.Hour, OnUpload: w.onUpload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close(context.Background())
+	w.up = up
 
 	own := func() {
 		t.Helper()
@@ -195,22 +202,9 @@ func TestWALForeignPointers(t *testing.T) {
 // the partition's next upload), not one by one: under wal.policy=cost
 // each publication was a replica fetch round across zones.
 func TestWALForeignPointersPaced(t *testing.T) {
-	m := &Manager{cfg: Config{NodeID: 1, Log: logr.Discard()}, parts: map[meta.TopicPartition]*Partition{}}
-	w := &walRep{m: m, cfg: WALConfig{InlineAfter: time.Hour, Clock: wal.RealClock{}}, tracker: wal.NewTracker(time.Hour),
-		objects: map[string][]meta.TopicPartition{}, putEnd: map[string]time.Time{}, stages: newStageMetrics(),
-		foreign: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "foreign"}, []string{"outcome"})}
-	m.wal = w
+	_, w, p, idx := foreignLeader(t)
 	const interval = 300 * time.Millisecond
 	w.foreignWake.Store(int64(interval))
-	p := NewPartition(tp, openLog(t), 1, nil)
-	p.wal = w
-	idx, err := wal.OpenPointerIndex(t.TempDir(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idx.Close()
-	p.walIndex, p.role = idx, RoleLeader
-	m.parts[tp] = p
 
 	wakes := 0
 	p.mu.Lock()
