@@ -55,11 +55,6 @@ type Log struct {
 	stableHWM    atomic.Int64
 	unflushed    int64 // records appended since the last fsync
 	dirty        bool  // bytes appended since the last fsync
-	// dirtyBytes is what was appended since the last fsync was prepared,
-	// counted in group's dirty too (syncgroup.go); group is nil when the
-	// FS cannot sync in batches.
-	dirtyBytes int64
-	group      *syncGroup
 	// durable is the log end offset as of the last successful fsync: what
 	// a power loss cannot take (FlushTo). syncDone is broadcast (on mu)
 	// whenever an fsync ends.
@@ -361,7 +356,6 @@ func (l *Log) appendLocked(batches []record.Batch, leaderEpoch int32, asLeader, 
 	l.leo = next
 	l.size += total
 	l.unflushed += records
-	l.addDirtyLocked(total)
 	l.dirty = true
 	res.LogStartOffset = l.start
 	close(l.waitCh)
@@ -369,16 +363,6 @@ func (l *Log) appendLocked(batches []record.Batch, leaderEpoch int32, asLeader, 
 	l.subs.Signal()
 
 	return res, l.cfg.FlushInterval == 0 || (l.cfg.FlushMessages > 0 && l.unflushed >= l.cfg.FlushMessages), nil
-}
-
-// addDirtyLocked adds n (negative: takes) to the bytes appended and not
-// yet handed to an fsync, the log's and its sync group's. Called with mu
-// held.
-func (l *Log) addDirtyLocked(n int64) {
-	l.dirtyBytes += n
-	if l.group != nil {
-		l.group.dirty.Add(n)
-	}
 }
 
 // roll seals the active segment and starts a new one at the log end
@@ -406,7 +390,6 @@ func (l *Log) roll(nowMs int64) error {
 	copy(segs, l.segs)
 	l.segs = append(segs, s)
 	l.unflushed, l.dirty = 0, false // the sealed segment was fsynced; the new one is empty
-	l.addDirtyLocked(-l.dirtyBytes)
 	// Producer state as of the new segment's base: Open replays only what
 	// follows the newest snapshot. Losing one costs a longer replay, so a
 	// failure is logged, not fatal.
@@ -627,7 +610,6 @@ func (l *Log) Flush() error {
 type pendingSync struct {
 	seg       *segment
 	unflushed int64
-	bytes     int64 // appended since the previous prepareSync
 	leo       int64 // the log end the fsync makes durable
 	err       error
 }
@@ -640,14 +622,13 @@ func (l *Log) prepareSync() *pendingSync {
 		return nil
 	}
 	seg := l.active()
-	p := &pendingSync{seg: seg, unflushed: l.unflushed, bytes: l.dirtyBytes, leo: l.leo}
+	p := &pendingSync{seg: seg, unflushed: l.unflushed, leo: l.leo}
 	if err := seg.offIdx.persist(); err != nil {
 		p.err = err
 	} else if err := seg.timeIdx.persist(); err != nil {
 		p.err = err
 	}
 	l.dirty, l.unflushed = false, 0
-	l.addDirtyLocked(-l.dirtyBytes)
 	return p
 }
 
@@ -663,11 +644,7 @@ func (l *Log) prepareSync() *pendingSync {
 func (l *Log) finishSync(p *pendingSync) error {
 	err := p.err
 	if err == nil {
-		if l.group != nil {
-			err = l.group.sync(p.seg.f, p.bytes)
-		} else {
-			err = p.seg.f.Sync()
-		}
+		err = p.seg.f.Sync()
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -680,7 +657,6 @@ func (l *Log) finishSync(p *pendingSync) error {
 		}
 		l.dirty = true
 		l.unflushed += p.unflushed
-		l.addDirtyLocked(p.bytes)
 		l.reportFailure(err)
 		return err
 	}
@@ -810,7 +786,6 @@ func (l *Log) shutdown(clean bool) error {
 	for _, s := range l.segs {
 		errs = append(errs, s.close())
 	}
-	l.addDirtyLocked(-l.dirtyBytes) // synced above, or no longer anyone's to sync
 	if clean && l.failed == nil && errors.Join(errs...) == nil {
 		errs = append(errs, writeFileAtomic(l.fs, l.dir, l.path(cleanShutdownFile), nil))
 	}

@@ -56,7 +56,6 @@ func Open(dir string, cfg Config, opts ...Option) (*Log, error) {
 		waitCh: make(chan struct{}), flushReset: make(chan struct{}, 1),
 		flushStop: make(chan struct{}), flushDone: make(chan struct{}),
 		epochs: epochCache{fs: o.fs, dir: dir}, onFailure: o.onFailure,
-		group: syncGroupFor(o.fs),
 	}
 	l.syncDone = sync.NewCond(&l.mu)
 	if err := l.recover(); err != nil {

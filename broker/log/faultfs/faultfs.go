@@ -460,40 +460,6 @@ func (f *File) Sync() error {
 	return nil
 }
 
-// SyncFiles makes the files durable in one call, as log.OSFS does with
-// syncfs(2): what each held when it was called becomes durable (only
-// those files: the real call syncs the whole file system, so the layer
-// keeps less than a power loss could, never more).
-func (f *FS) SyncFiles(files []log.File) error {
-	if err := f.fault("syncfs", f.root); err != nil {
-		return err
-	}
-	inner := make([]log.File, len(files))
-	sizes := make([]int64, len(files))
-	for i, lf := range files {
-		ff, ok := lf.(*File)
-		if !ok {
-			return fmt.Errorf("faultfs: SyncFiles of a file of another FS (%T)", lf)
-		}
-		info, err := ff.File.Stat()
-		if err != nil {
-			return err
-		}
-		inner[i], sizes[i] = ff.File, info.Size()
-	}
-	if err := f.OSFS.SyncFiles(inner); err != nil {
-		return err
-	}
-	for i, lf := range files {
-		if ff := lf.(*File); ff.tracked {
-			f.record(rec{op: opSync, path: ff.rel, n: sizes[i]})
-		}
-	}
-	return nil
-}
-
-var _ log.BatchSyncer = (*FS)(nil)
-
 // SetFault makes the writes and fsyncs of the broker whose data directory
 // is dataDir fail with mode (None clears it). The broker's layer reads the
 // control file within pollInterval.

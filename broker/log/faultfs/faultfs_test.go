@@ -184,23 +184,6 @@ func TestDropUnsynced(t *testing.T) {
 			dropped: Dropped{Bytes: 5, Files: 1},
 		},
 		{
-			name:   "SyncFiles (syncfs) makes what each file held durable, and only those files",
-			before: map[string]string{"a": "old", "b": "old", "c": "old"},
-			run: func(o *ops) {
-				o.write("a", "-synced")
-				o.write("b", "-synced")
-				o.write("c", "-lost")
-				o.write("a", "")
-				if err := o.fs.SyncFiles([]log.File{o.open["a"], o.open["b"]}); err != nil {
-					o.t.Fatal(err)
-				}
-				o.write("a", "-lost")
-			},
-			live:    map[string]string{"a": "old-synced-lost", "b": "old-synced", "c": "old-lost"},
-			want:    map[string]string{"a": "old-synced", "b": "old-synced", "c": "old"},
-			dropped: Dropped{Bytes: 10, Files: 2},
-		},
-		{
 			name: "a created file without a directory fsync is gone, even synced",
 			run: func(o *ops) {
 				o.create("a")
