@@ -171,10 +171,18 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 			}
 		}
 	}
+	var nudgeOwn func()
 	if rm := b.Replicas(); rm != nil {
 		// WAL replication: the request's batches are all appended, cut
-		// their object now if the upload rate allows.
-		rm.WALProduced()
+		// their object now if the upload rate allows. Forwarded records
+		// that share the WAL objects cut the object at once, and this
+		// request's own batches go with them in one PUT: they are cut
+		// here only if the forwarded ones do not go through it.
+		if len(forwarded) > 0 && r.Env.ZoneLocal != nil && r.Env.ZoneLocal.SharesWAL() {
+			nudgeOwn = rm.WALProduced
+		} else {
+			rm.WALProduced()
+		}
 	}
 	if zlLoaded > 0 && r.Env.ZoneLocal != nil {
 		r.Env.ZoneLocal.Appended(zlLoaded)
@@ -183,7 +191,7 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 	if len(forwarded) > 0 {
 		// The forwarded partitions' answers come from their leaders; they
 		// are awaited (deferred) with the local acks=all waits.
-		waitForwarded = forwardProduce(ctx, r, req, forwarded)
+		waitForwarded = forwardProduce(ctx, r, req, forwarded, nudgeOwn)
 	}
 	if len(pending) > 0 || waitForwarded != nil {
 		// The acks=all purgatory: one deadline for the whole request,

@@ -105,6 +105,11 @@ type ZoneLocal interface {
 	// PutRecords writes the record sets back to back into one new object
 	// of this broker's zone bucket and returns where each one is.
 	PutRecords(ctx context.Context, sets [][]byte) ([]ZoneLocalRef, error)
+	// SharesWAL says whether PutRecords puts the sets into the broker's
+	// next WAL object (with its pending own batches, cut at once), so
+	// that a request that appended batches and forwards others need
+	// not cut its own object first.
+	SharesWAL() bool
 	// Send writes the request build returns to broker id now, after
 	// every request Send wrote to that broker before (the leader appends
 	// in the order the client sent), and returns a wait for its answer.
@@ -483,8 +488,10 @@ func partitionLeader(b *broker.Broker, topic string, partition int32) int32 {
 // forwardProduce writes the parts' records into one object and sends each
 // leader its Produce, off the connection's dispatch loop; the returned
 // func (run deferred) waits for the answers and fills the parts'
-// responses.
-func forwardProduce(ctx context.Context, r *Request, req *kmsg.ProduceRequest, parts []forwardedPart) func() {
+// responses. nudgeOwn, when set, cuts the request's own WAL batches,
+// which the object would have carried (ZoneLocal.SharesWAL): it is
+// called when the records do not go through the bucket after all.
+func forwardProduce(ctx context.Context, r *Request, req *kmsg.ProduceRequest, parts []forwardedPart, nudgeOwn func()) func() {
 	zl := r.Env.ZoneLocal
 	fail := func(p forwardedPart, err error) {
 		p.sp.BaseOffset, p.sp.LogAppendTime, p.sp.LogStartOffset = -1, -1, -1
@@ -536,6 +543,9 @@ func forwardProduce(ctx context.Context, r *Request, req *kmsg.ProduceRequest, p
 		if !inline {
 			var err error
 			refs, err = zl.PutRecords(ctx, sets)
+			if err != nil && nudgeOwn != nil {
+				nudgeOwn()
+			}
 			if err != nil {
 				if ctx.Err() != nil || !zl.InlineFallback() {
 					if prev != nil {
@@ -549,6 +559,8 @@ func forwardProduce(ctx context.Context, r *Request, req *kmsg.ProduceRequest, p
 				zl.BucketFailed(err)
 				inline = true
 			}
+		} else if nudgeOwn != nil {
+			nudgeOwn()
 		}
 		if prev != nil {
 			<-prev

@@ -293,6 +293,15 @@ func (m *Manager) EnableWAL(cfg WALConfig) error {
 // WALEnabled reports whether EnableWAL was called.
 func (m *Manager) WALEnabled() bool { return m.wal != nil }
 
+// WALUploader returns the WAL uploader (nil without WAL), whose objects
+// zone-local produce shares (wal.Uploader.AppendRaw).
+func (m *Manager) WALUploader() *wal.Uploader {
+	if m.wal == nil {
+		return nil
+	}
+	return m.wal.up
+}
+
 // WALCollectors returns the WAL metrics to register (none without WAL):
 // the uploader's (strata_wal_degraded among them) and the inline bytes by
 // reason.
@@ -985,10 +994,17 @@ func (w *walRep) deleteLoop(ctx context.Context) {
 		}
 		w.reportLogStarts()
 		done := w.tracker.Collect(w.cfg.Clock.Now())
-		keys := retry
-		for _, d := range done {
-			keys = append(keys, d.Key)
+		fresh := make([]string, len(done))
+		for i, d := range done {
+			fresh[i] = d.Key
 		}
+		// An object that also holds zone-local produce's forwarded
+		// records (wal.Uploader.AppendRaw) is deleted by whichever of
+		// its two holders lets it go last.
+		if w.up != nil {
+			fresh = w.up.Release(fresh)
+		}
+		keys := append(retry, fresh...)
 		if len(keys) == 0 {
 			continue
 		}

@@ -32,18 +32,23 @@ import (
 // requests, the leader's GETs of other brokers' objects, and the deletion
 // of this broker's objects once their leaders answered.
 //
-// Objects are keys wal/<cluster>/<zone>/<brokerID>/zl-<incarnation>/<seq:020d>
-// holding record sets back to back (the forwarded Produce names each
-// partition's range and its CRC-32C), not WAL objects: the "zl-"
-// incarnation makes wal.ParseKey (and so the operator's sweep) skip them,
-// while the bucket's wal/ lifecycle rule still covers them. They live for
+// The record sets go back to back (the forwarded Produce names each
+// partition's range and its CRC-32C) into the broker's next WAL object,
+// after its chunks (share, wal.Uploader.AppendRaw: one PUT for the
+// broker's own appends and what it forwards). While the uploader refuses
+// them they get objects of their own, keys
+// wal/<cluster>/<zone>/<brokerID>/zl-<incarnation>/<seq:020d>, not WAL
+// objects: the "zl-" incarnation makes wal.ParseKey (and so the
+// operator's sweep) skip them, while the bucket's wal/ lifecycle rule
+// still covers them. They live for
 // one round trip to the leader and then keep (wal.zonelocal.object.keep.ms),
 // for the leaders' followers to read them (a leader points them at the
 // forwarded ranges instead of uploading the records again); a broker that
 // dies in between leaves them to that rule (docs/wal.md "Zone-local
 // produce").
 //
-// Group commit (PutRecords): a call that finds no forwarded PUT in flight
+// Group commit (PutRecords, for objects of their own; the uploader's
+// RawInFlight for shared ones): a call that finds no forwarded PUT in flight
 // starts its own at once; calls arriving while one is in flight queue,
 // and go out together, as one object, when it finishes. So a busy broker
 // PUTs about one object per PUT duration, however many client requests
@@ -115,6 +120,19 @@ type zoneLocal struct {
 	// (wal.zonelocal.produce.policy, zonelocalpolicy.go).
 	router *zlRouter
 	gauges []prometheus.Collector
+
+	// pool is the broker's WAL uploader, whose objects forwarded records
+	// share (share; nil: objects of their own, putGroup). shared counts
+	// the objects that carried this broker's own WAL chunks too.
+	pool   zlPool
+	shared prometheus.Counter
+}
+
+// zlPool is what zone-local produce needs of the WAL uploader to put
+// forwarded records into its objects (wal.Uploader.AppendRaw).
+type zlPool interface {
+	AppendRaw(sets [][]byte, call any) error
+	Release(keys []string) []string
 }
 
 // zlDeletion is an object whose calls are all Done, since at.
@@ -184,6 +202,10 @@ func newZoneLocal(s *Server, forwarding bool, inlineFor time.Duration, router *z
 		objects: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_zonelocal_objects_total",
 			Help: "Objects this broker PUT into its zone's bucket for zone-local produce (each holds the forwarded records of one or more client Produce requests; strata_zonelocal_object_requests).",
+		}),
+		shared: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_zonelocal_shared_objects_total",
+			Help: "Of strata_zonelocal_objects_total, the objects that also carried this broker's own WAL chunks: forwarded records and the broker's WAL uploads share objects (one PUT for both).",
 		}),
 		objectRequests: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "strata_zonelocal_object_requests",
@@ -261,7 +283,7 @@ func (z *zoneLocal) Inline(n int) bool {
 
 // collectors are the metrics to register.
 func (z *zoneLocal) collectors() []prometheus.Collector {
-	return append([]prometheus.Collector{z.metrics, z.objects, z.objectRequests}, z.gauges...)
+	return append([]prometheus.Collector{z.metrics, z.objects, z.shared, z.objectRequests}, z.gauges...)
 }
 
 func (z *zoneLocal) Forwarding() bool { return z.forwarding }
@@ -311,9 +333,27 @@ func (z *zoneLocal) Appended(n int) {
 	z.metrics.WithLabelValues("appended").Add(float64(n))
 }
 
+// share makes forwarded records ride in the WAL uploader's objects
+// (AppendRaw) instead of objects of their own: one PUT carries both the
+// broker's own WAL chunks and the records it forwards, cut at once for
+// the forwarded ones (docs/wal.md "Zone-local produce"). When the
+// uploader refuses (degraded, buffer full, closed), a call gets an
+// object of its own as before.
+func (z *zoneLocal) share(up interface {
+	zlPool
+	SetRawDone(func(wal.RawUpload))
+}) {
+	up.SetRawDone(z.rawDone)
+	z.pool = up
+}
+
+// SharesWAL implements protocol.ZoneLocal.
+func (z *zoneLocal) SharesWAL() bool { return z.pool != nil }
+
 // zlCall is one PutRecords call.
 type zlCall struct {
 	sets  [][]byte
+	crcs  []uint32
 	bytes int
 	state zlCallState // under putMu
 	done  chan struct{}
@@ -342,14 +382,31 @@ func (z *zoneLocal) PutRecords(ctx context.Context, sets [][]byte) ([]protocol.Z
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c := &zlCall{sets: sets, done: make(chan struct{})}
-	for _, s := range sets {
+	c := &zlCall{sets: sets, crcs: make([]uint32, len(sets)), done: make(chan struct{})}
+	for i, s := range sets {
 		c.bytes += len(s)
+		c.crcs[i] = protocol.ZoneLocalCRC(s)
 	}
 	z.putMu.Lock()
 	if z.putClosed {
 		z.putMu.Unlock()
 		return nil, errZoneLocalClosed
+	}
+	if z.pool != nil {
+		c.state = zlWriting
+		z.putMu.Unlock()
+		// The uploader answers through rawDone, which takes putMu.
+		err := z.pool.AppendRaw(sets, c)
+		z.putMu.Lock()
+		if err == nil {
+			z.putMu.Unlock()
+			return z.wait(ctx, c)
+		}
+		c.state = zlQueued
+		if z.putClosed {
+			z.putMu.Unlock()
+			return nil, errZoneLocalClosed
+		}
 	}
 	z.queue = append(z.queue, c)
 	if z.putting == 0 {
@@ -358,7 +415,11 @@ func (z *zoneLocal) PutRecords(ctx context.Context, sets [][]byte) ([]protocol.Z
 		z.armSlowLocked()
 	}
 	z.putMu.Unlock()
+	return z.wait(ctx, c)
+}
 
+// wait waits for c's answer or ctx's end (see PutRecords).
+func (z *zoneLocal) wait(ctx context.Context, c *zlCall) ([]protocol.ZoneLocalRef, error) {
 	select {
 	case <-c.done:
 		return c.refs, c.err
@@ -462,7 +523,7 @@ func (z *zoneLocal) putGroup(group []*zlCall) {
 	for i, c := range group {
 		refs[i] = make([]protocol.ZoneLocalRef, len(c.sets))
 		for j, s := range c.sets {
-			refs[i][j] = protocol.ZoneLocalRef{Bucket: bucket, Key: key, Offset: int64(len(data)), Length: int64(len(s)), CRC: protocol.ZoneLocalCRC(s)}
+			refs[i][j] = protocol.ZoneLocalRef{Bucket: bucket, Key: key, Offset: int64(len(data)), Length: int64(len(s)), CRC: c.crcs[j]}
 			data = append(data, s...)
 		}
 	}
@@ -470,14 +531,41 @@ func (z *zoneLocal) putGroup(group []*zlCall) {
 	pctx, cancel := context.WithTimeout(z.putCtx, z.putTimeout)
 	err := z.own.Put(pctx, key, data)
 	cancel()
-	took := time.Since(start)
 	if err != nil {
 		err = fmt.Errorf("put %s: %w", key, err)
-	} else {
+	}
+	z.answer(group, key, refs, err, time.Since(start))
+}
+
+// rawDone answers the calls of an object of the WAL uploader's that held
+// forwarded records (share).
+func (z *zoneLocal) rawDone(ru wal.RawUpload) {
+	group := make([]*zlCall, len(ru.Calls))
+	refs := make([][]protocol.ZoneLocalRef, len(ru.Calls))
+	for i, call := range ru.Calls {
+		c := call.(*zlCall)
+		group[i] = c
+		if ru.Err != nil {
+			continue
+		}
+		refs[i] = make([]protocol.ZoneLocalRef, len(c.sets))
+		for j, s := range c.sets {
+			refs[i][j] = protocol.ZoneLocalRef{Bucket: ru.Bucket, Key: ru.Key, Offset: ru.Offsets[i][j], Length: int64(len(s)), CRC: c.crcs[j]}
+		}
+	}
+	if ru.Err == nil && ru.Shared {
+		z.shared.Inc()
+	}
+	z.answer(group, ru.Key, refs, ru.Err, ru.Elapsed)
+}
+
+// answer answers the calls of one object's PUT, which took took: refs
+// on success (a call's own, by group index), err otherwise.
+func (z *zoneLocal) answer(group []*zlCall, key string, refs [][]protocol.ZoneLocalRef, err error, took time.Duration) {
+	if err == nil {
 		z.objects.Inc()
 		z.objectRequests.Observe(float64(len(group)))
 	}
-
 	z.putMu.Lock()
 	defer z.putMu.Unlock()
 	if err == nil {
@@ -620,6 +708,10 @@ func (z *zoneLocal) deleteNow(now time.Time) {
 	}
 	z.toDelete = slices.Delete(z.toDelete, 0, n)
 	z.delMu.Unlock()
+	if z.pool != nil {
+		// A shared object goes when the leader's deletion lets it go too.
+		keys = z.pool.Release(keys)
+	}
 	if len(keys) == 0 {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/strata-dev/strata/broker/cost"
 	"github.com/strata-dev/strata/broker/objstore"
 	"github.com/strata-dev/strata/broker/protocol"
+	"github.com/strata-dev/strata/broker/wal"
 )
 
 // gatedStore is a bucket whose PUTs can be held (hold(n): the n-th PUT,
@@ -398,5 +400,95 @@ func TestZoneLocalCompactRefsGate(t *testing.T) {
 				t.Fatalf("readsCompactRefs = %v, %v; want %v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestZoneLocalSharesWALObjects: with the WAL uploader shared, forwarded
+// record sets ride in its objects beside the broker's own chunks (one
+// PUT for both), read back at their refs; a shared object outlives both
+// the forwarder's last Done (and keep time) and the leader's deletion
+// until the second of them lets it go; an uploader that refuses (closed
+// here) leaves the calls objects of their own.
+func TestZoneLocalSharesWALObjects(t *testing.T) {
+	st := newGatedStore()
+	z := newTestZoneLocal(t, st, 0)
+	up, err := wal.NewUploader(wal.UploaderConfig{
+		Store: st, Cluster: "c", Zone: "a", BrokerID: 1, Incarnation: 7,
+		UploadInterval: time.Hour, HedgeAfter: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	z.share(up)
+	if err := up.Append("orders", 0, 0, 0, 0, []byte("own batch bytes")); err != nil {
+		t.Fatal(err)
+	}
+	release := st.hold(1)
+	first := putAsync(t.Context(), z, sets(0, 2)...)
+	waitForZL(t, "the shared PUT", func() bool { return st.putCount() == 1 })
+	second := putAsync(t.Context(), z, sets(1, 1)...)
+	third := putAsync(t.Context(), z, sets(2, 3)...)
+	waitForZL(t, "the next calls pending", func() bool { return up.Stats().PendingBytes > 0 })
+	release()
+	all := []putResult{<-first, <-second, <-third}
+	keys := map[string]bool{}
+	for _, r := range all {
+		if r.err != nil {
+			t.Fatalf("PutRecords: %v", r.err)
+		}
+		if _, err := wal.ParseKey(r.refs[0].Key); err != nil {
+			t.Fatalf("forwarded sets in %s, not a WAL object: %v", r.refs[0].Key, err)
+		}
+		keys[r.refs[0].Key] = true
+		data, errs := z.Read(t.Context(), r.refs)
+		for i := range r.sets {
+			if errs[i] != nil || !bytes.Equal(data[i], r.sets[i]) || protocol.ZoneLocalCRC(data[i]) != r.refs[i].CRC {
+				t.Fatalf("set %d read back %q (%v), want %q", i, data[i], errs[i], r.sets[i])
+			}
+		}
+	}
+	if n := st.putCount(); n != 2 || len(keys) != 2 {
+		t.Fatalf("%d PUTs, objects %v: want 2 (the first call with the own batch, then the two that came during it)", n, keys)
+	}
+	if got := testutil.ToFloat64(z.shared); got != 1 {
+		t.Errorf("strata_zonelocal_shared_objects_total %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(z.objects); got != 2 {
+		t.Errorf("strata_zonelocal_objects_total %v, want 2", got)
+	}
+
+	// The forwarder lets the shared object go first: it stays for the
+	// leader's deletion, which then hands it over.
+	shared, alone := all[0].refs[0].Key, all[1].refs[0].Key
+	z.Done(all[0].refs)
+	z.deleteNow(time.Time{})
+	if _, err := st.Head(t.Context(), shared); err != nil {
+		t.Fatalf("shared object deleted while the leader's deletion holds it: %v", err)
+	}
+	if got := up.Release([]string{shared}); len(got) != 1 {
+		t.Fatalf("the leader's release handed over %v, want the shared object", got)
+	}
+	// The other order: the leader's deletion first, then the forwarder
+	// deletes it.
+	if got := up.Release([]string{alone}); len(got) != 0 {
+		t.Fatalf("the leader's release handed over %v while the forwarder holds it", got)
+	}
+	z.Done(all[1].refs)
+	z.Done(all[2].refs)
+	z.deleteNow(time.Time{})
+	if _, err := st.Head(t.Context(), alone); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("%s after both let it go: %v, want not found", alone, err)
+	}
+	if up.Holders() != 0 {
+		t.Fatalf("%d objects still held", up.Holders())
+	}
+
+	// A refusing uploader: an object of the calls' own.
+	if err := up.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r := <-putAsync(t.Context(), z, sets(3, 1)...)
+	if r.err != nil || !strings.Contains(r.refs[0].Key, "/zl-") {
+		t.Fatalf("with the uploader closed: refs %v, %v; want an object of their own", r.refs, r.err)
 	}
 }

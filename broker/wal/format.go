@@ -190,6 +190,30 @@ func tableSize(chunks []ChunkInput) int {
 // Encode lays out an object: header, chunk table, then the chunks' batches
 // in the given order (see SortChunks). It returns the object and its table.
 func Encode(h Header, chunks []ChunkInput) ([]byte, []ChunkInfo, error) {
+	data, infos, _, err := EncodeWithTail(h, chunks, nil)
+	return data, infos, err
+}
+
+// EncodeWithTail is Encode with opaque byte sets after the last chunk
+// (zone-local produce's forwarded records, Uploader.AppendRaw), at the
+// returned offsets. The chunk table does not name them: a reader of the
+// object's chunks (Decode, DecodeTable, the downloader) never sees them,
+// and whoever wrote them keeps their offsets.
+func EncodeWithTail(h Header, chunks []ChunkInput, tail [][]byte) ([]byte, []ChunkInfo, []int64, error) {
+	data, infos, err := encode(h, chunks, tail)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	offs := make([]int64, len(tail))
+	p := int64(len(data))
+	for i := len(tail) - 1; i >= 0; i-- {
+		p -= int64(len(tail[i]))
+		offs[i] = p
+	}
+	return data, infos, offs, nil
+}
+
+func encode(h Header, chunks []ChunkInput, tail [][]byte) ([]byte, []ChunkInfo, error) {
 	if len(h.Cluster) > maxStringLen || len(h.Zone) > maxStringLen {
 		return nil, nil, errors.New("wal: cluster or zone name too long")
 	}
@@ -209,6 +233,9 @@ func Encode(h Header, chunks []ChunkInput) ([]byte, []ChunkInfo, error) {
 			return nil, nil, fmt.Errorf("wal: chunk %d (%s-%d): %d bytes", i, c.Topic, c.Partition, n)
 		}
 		total += c.size()
+	}
+	for _, t := range tail {
+		total += int64(len(t))
 	}
 	buf := make([]byte, hs+ts, total)
 	be := binary.BigEndian
@@ -256,6 +283,9 @@ func Encode(h Header, chunks []ChunkInput) ([]byte, []ChunkInfo, error) {
 		p += 40
 	}
 	be.PutUint32(buf[p:], crc32.Checksum(buf[tstart:p], castagnoli))
+	for _, t := range tail {
+		buf = append(buf, t...)
+	}
 	return buf, infos, nil
 }
 

@@ -21,6 +21,10 @@ const (
 	DefaultRetryAfter       = time.Second
 	DefaultCutBurst         = 4
 	DefaultGroupInFlight    = 2
+	// DefaultRawInFlight: one object at a time for raw sets, as
+	// zone-local produce's own objects had (what arrives during a PUT
+	// shares the next); a PUT's slow tail is the hedge's (HedgeAfter).
+	DefaultRawInFlight = 1
 )
 
 // Errors Append returns; the broker then replicates the batch inline.
@@ -77,6 +81,10 @@ type UploaderConfig struct {
 	GroupInFlight int
 	// MaxInFlight bounds concurrent PUTs.
 	MaxInFlight int
+	// RawInFlight is AppendRaw's group commit: an object with raw sets
+	// is cut at once while fewer than this many uploads are busy, else
+	// when one finishes (DefaultRawInFlight; at most MaxInFlight).
+	RawInFlight int
 	// MaxBufferedBytes bounds accepted bytes not yet uploaded (pending,
 	// queued and in flight); beyond it Append fails fast.
 	MaxBufferedBytes int
@@ -196,6 +204,12 @@ type Uploader struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 
+	// rawDone gets the objects with AppendRaw sets (SetRawDone); shared
+	// counts, by key, the holders of a stored one that have not called
+	// Release yet.
+	rawDone func(RawUpload)
+	shared  map[string]int
+
 	// hedges counts twin PUTs; putAvg: successful PUT durations, for
 	// the adaptive hedge delay.
 	hedges atomic.Uint64
@@ -225,9 +239,13 @@ type pendingObject struct {
 	// (the group commit); the next finished upload applies the nudge
 	// rule to it again.
 	grouped bool
-	// firstByte is the wall-clock time of its first append (stage
-	// metrics; the cut itself runs on cfg.Clock).
+	// firstByte is the wall-clock time of its first append of a chunk
+	// (stage metrics; the cut itself runs on cfg.Clock); zero while it
+	// holds raw sets only.
 	firstByte time.Time
+	// raw are AppendRaw's sets, after the chunks, of rawCalls in order.
+	raw      [][]byte
+	rawCalls []rawCall
 }
 
 // NewUploader starts an uploader. Close it to flush and stop.
@@ -254,6 +272,10 @@ func NewUploader(cfg UploaderConfig) (*Uploader, error) {
 		cfg.GroupInFlight = DefaultGroupInFlight
 	}
 	cfg.GroupInFlight = min(cfg.GroupInFlight, cfg.MaxInFlight)
+	if cfg.RawInFlight <= 0 {
+		cfg.RawInFlight = DefaultRawInFlight
+	}
+	cfg.RawInFlight = min(cfg.RawInFlight, cfg.MaxInFlight)
 	if cfg.FailureThreshold <= 0 {
 		cfg.FailureThreshold = DefaultFailureThreshold
 	}
@@ -274,6 +296,7 @@ func NewUploader(cfg UploaderConfig) (*Uploader, error) {
 		nextSeq:   cfg.FirstSequence,
 		deliverAt: cfg.FirstSequence,
 		done:      map[uint64]UploadResult{},
+		shared:    map[string]int{},
 		kick:      make(chan struct{}, 1),
 		delivered: make(chan struct{}, 1),
 		stop:      make(chan struct{}),
@@ -319,30 +342,13 @@ func (u *Uploader) Append(topic string, partition, leaderEpoch int32, baseOffset
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.closed {
-		return ErrClosed
+	if err := u.admitLocked(len(batch)); err != nil {
+		return err
 	}
-	switch u.state {
-	case stateDegraded:
-		if u.cfg.Clock.Now().Sub(u.since) < u.cfg.RetryAfter {
-			u.stats.RejectedDegraded++
-			return ErrDegraded
-		}
-		u.state = stateProbing
+	p := u.pendingForLocked(len(batch))
+	if p.firstByte.IsZero() {
+		p.firstByte = time.Now()
 	}
-	if u.buffered+len(batch) > u.cfg.MaxBufferedBytes {
-		u.stats.RejectedFull++
-		return ErrBufferFull
-	}
-	// A batch that does not fit the pending object goes into the next.
-	if u.pending != nil && u.pending.bytes+len(batch) > u.cutBytes {
-		u.cutLocked()
-	}
-	if u.pending == nil {
-		u.pending = &pendingObject{index: map[tp]int{}, firstByte: time.Now()}
-		u.armLocked(u.cfg.Clock.Now(), u.interval)
-	}
-	p := u.pending
 	k := tp{topic, partition}
 	b := append([]byte(nil), batch...)
 	if i, ok := p.index[k]; ok && p.chunks[i].LeaderEpoch == leaderEpoch && p.chunks[i].LastOffset+1 == baseOffset {
@@ -358,6 +364,152 @@ func (u *Uploader) Append(topic string, partition, leaderEpoch int32, baseOffset
 		u.cutLocked()
 	}
 	return nil
+}
+
+// admitLocked refuses n more bytes when the uploader is closed, degraded
+// (see ErrDegraded) or its buffer is full.
+func (u *Uploader) admitLocked(n int) error {
+	if u.closed {
+		return ErrClosed
+	}
+	switch u.state {
+	case stateDegraded:
+		if u.cfg.Clock.Now().Sub(u.since) < u.cfg.RetryAfter {
+			u.stats.RejectedDegraded++
+			return ErrDegraded
+		}
+		u.state = stateProbing
+	}
+	if u.buffered+n > u.cfg.MaxBufferedBytes {
+		u.stats.RejectedFull++
+		return ErrBufferFull
+	}
+	return nil
+}
+
+// pendingForLocked returns the object that n more bytes go into: the
+// pending one, or a new one when there is none or they do not fit it
+// (then the pending one is cut).
+func (u *Uploader) pendingForLocked(n int) *pendingObject {
+	if u.pending != nil && u.pending.bytes > 0 && u.pending.bytes+n > u.cutBytes {
+		u.cutLocked()
+	}
+	if u.pending == nil {
+		u.pending = &pendingObject{index: map[tp]int{}}
+		u.armLocked(u.cfg.Clock.Now(), u.interval)
+	}
+	return u.pending
+}
+
+// RawUpload is the outcome of an object that carried AppendRaw calls'
+// byte sets.
+type RawUpload struct {
+	Bucket, Key string
+	// Calls are the AppendRaw calls in the object, in the order they were
+	// made; Offsets[i][j] is where call i's set j starts in the object.
+	Calls   []any
+	Offsets [][]int64
+	// Shared: the object held this broker's own chunks too (the raw sets
+	// rode on a WAL upload, or it on theirs).
+	Shared bool
+	// Err is nil when the object is stored; Elapsed is its PUT's time.
+	Err     error
+	Elapsed time.Duration
+}
+
+// rawCall is one AppendRaw call in a pending object.
+type rawCall struct {
+	call any
+	sets int
+}
+
+// SetRawDone sets the function that gets each object holding AppendRaw
+// calls once its PUT ended (from the upload goroutine, before the object's
+// OnUpload). Set it once, before the first AppendRaw.
+func (u *Uploader) SetRawDone(f func(RawUpload)) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.rawDone = f
+}
+
+// AppendRaw adds opaque byte sets (zone-local produce's forwarded records,
+// docs/wal.md "Zone-local produce") to the pending object, after its
+// chunks (EncodeWithTail), so that they share one PUT with the broker's
+// own WAL uploads instead of taking one of their own. The bytes are
+// copied. Whoever waits for a raw set waits for the PUT, not for the cut
+// interval: the object is cut at once unless RawInFlight uploads are
+// busy, and then as soon as one finishes (the group commit: what arrives
+// meanwhile joins it). The own chunks in the object go with it, earlier
+// than their plan would have cut them, so sharing never adds a PUT. The
+// call's outcome comes to the SetRawDone function, with call.
+//
+// An object stored with raw sets has two holders, the leader's deletion
+// (the Tracker, for its chunks) and the raw sets' writer; each calls
+// Release when it is done with it and deletes only what Release returns.
+//
+// It fails like Append (ErrClosed, ErrDegraded, ErrBufferFull); the caller
+// then writes the sets some other way.
+func (u *Uploader) AppendRaw(sets [][]byte, call any) error {
+	n := 0
+	for _, s := range sets {
+		n += len(s)
+	}
+	if n == 0 {
+		return errors.New("wal: append raw: no bytes")
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.rawDone == nil {
+		return errors.New("wal: append raw: no SetRawDone function")
+	}
+	if err := u.admitLocked(n); err != nil {
+		return err
+	}
+	p := u.pendingForLocked(n)
+	for _, s := range sets {
+		p.raw = append(p.raw, append([]byte(nil), s...))
+	}
+	p.rawCalls = append(p.rawCalls, rawCall{call: call, sets: len(sets)})
+	p.bytes += n
+	u.buffered += n
+	if p.bytes >= u.cutBytes {
+		u.cutLocked()
+		return nil
+	}
+	u.cutUnlessBusyLocked(u.cfg.RawInFlight, &p.due)
+	return nil
+}
+
+// Release says that one holder of an object with raw sets (AppendRaw) is
+// done with the keys, and returns those that nobody holds any longer:
+// the caller deletes them. Keys of objects without raw sets are returned
+// as they are.
+func (u *Uploader) Release(keys []string) []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.shared) == 0 {
+		return keys
+	}
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if n, ok := u.shared[k]; ok {
+			if n > 1 {
+				u.shared[k] = n - 1
+				continue
+			}
+			delete(u.shared, k)
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// Holders is the number of objects with raw sets that a holder has not
+// released yet (for tests and metrics).
+func (u *Uploader) Holders() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.shared)
 }
 
 // armLocked (re)arms the pending object's cut timer to fire after d.
@@ -553,7 +705,7 @@ func (u *Uploader) upload(obj *pendingObject) {
 		Incarnation: u.cfg.Incarnation, Sequence: obj.seq, CreatedAt: u.cfg.Clock.Now(),
 	}
 	res := UploadResult{Sequence: obj.seq, Bucket: bucket, Key: key, FirstByte: obj.firstByte}
-	data, table, err := Encode(h, obj.chunks)
+	data, table, tail, err := EncodeWithTail(h, obj.chunks, obj.raw)
 	if err == nil {
 		res.Bytes = len(data)
 		res.Pointers = make([]Pointer, len(table))
@@ -570,6 +722,9 @@ func (u *Uploader) upload(obj *pendingObject) {
 	}
 	if err != nil {
 		res.Err = fmt.Errorf("wal: upload %s: %w", key, err)
+	}
+	if len(obj.rawCalls) > 0 {
+		u.finishRaw(obj, res, tail)
 	}
 
 	u.mu.Lock()
@@ -591,6 +746,28 @@ func (u *Uploader) upload(obj *pendingObject) {
 	u.mu.Unlock()
 	signal(u.kick)
 	signal(u.delivered)
+}
+
+// finishRaw hands the outcome of an object with raw sets to rawDone; a
+// stored one gets its two holders first (AppendRaw).
+func (u *Uploader) finishRaw(obj *pendingObject, res UploadResult, tail []int64) {
+	ru := RawUpload{Bucket: res.Bucket, Key: res.Key, Shared: len(obj.chunks) > 0, Err: res.Err, Elapsed: res.Elapsed,
+		Calls: make([]any, len(obj.rawCalls)), Offsets: make([][]int64, len(obj.rawCalls))}
+	i := 0
+	for j, c := range obj.rawCalls {
+		ru.Calls[j] = c.call
+		if res.Err == nil {
+			ru.Offsets[j] = tail[i : i+c.sets : i+c.sets]
+		}
+		i += c.sets
+	}
+	u.mu.Lock()
+	if res.Err == nil {
+		u.shared[res.Key] = 2
+	}
+	done := u.rawDone
+	u.mu.Unlock()
+	done(ru)
 }
 
 // putHedgeDelay is how long a PUT may take before it gets a twin (<= 0:

@@ -95,15 +95,18 @@ func TestJudge(t *testing.T) {
 		{"zone-local producers, forwarded and appended", func(r *Result) {
 			r.ZoneLocal = &ZoneLocalResult{Enabled: true, ObjectsPut: 40, ObjectsRead: 38, ForwardedPartitions: 90, AppendedPartitions: 85}
 		}, true, nil},
+		{"zone-local producers, forwarded through shared WAL objects", func(r *Result) {
+			r.ZoneLocal = &ZoneLocalResult{Enabled: true, ForwardedObjects: 40, SharedObjects: 30, ForwardedPartitions: 90, AppendedPartitions: 85}
+		}, true, nil},
 		{"zone-local producers, nothing forwarded", func(r *Result) {
 			r.ZoneLocal = &ZoneLocalResult{Enabled: true, MetricsScrapes: 300}
-		}, false, []string{"zone-local producers: nothing was forwarded (0 objects put, 0 partitions forwarded by the metric, 300 scrapes)"}},
+		}, false, []string{"zone-local producers: nothing was forwarded (0 objects by the metric, 0 own objects put, 0 partitions forwarded by the metric, 300 scrapes)"}},
 		{"zone-local producers, objects put but the metrics never read", func(r *Result) {
 			r.ZoneLocal = &ZoneLocalResult{Enabled: true, ObjectsPut: 40, ObjectsRead: 40}
-		}, false, []string{"zone-local producers: nothing was forwarded (40 objects put, 0 partitions forwarded by the metric, 0 scrapes)"}},
+		}, false, []string{"zone-local producers: nothing was forwarded (0 objects by the metric, 40 own objects put, 0 partitions forwarded by the metric, 0 scrapes)"}},
 		{"zone-local producers, forwarded but never appended", func(r *Result) {
-			r.ZoneLocal = &ZoneLocalResult{Enabled: true, ObjectsPut: 40, ForwardedPartitions: 90}
-		}, false, []string{"zone-local producers: no leader appended forwarded records (0 objects read, 0 partitions appended by the metric)"}},
+			r.ZoneLocal = &ZoneLocalResult{Enabled: true, ForwardedObjects: 40, ForwardedPartitions: 90}
+		}, false, []string{"zone-local producers: no leader appended forwarded records (0 partitions appended by the metric)"}},
 		{"several causes, all named", func(r *Result) {
 			r.Lost, r.Acked, r.Live = 1, 10, false
 		}, false, []string{"lost=1", "only 10 records", "did not serve"}},

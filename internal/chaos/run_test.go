@@ -115,8 +115,8 @@ func TestChaosShort(t *testing.T) {
 			t.Logf("seed %d %s: acked %d, consumed %d, faults %v, not applied %v, overlapping %d, max brokers down %d, workloads %v",
 				r.seed, r.replication, res.Acked, res.Consumed, res.Faults, res.FaultErrors, res.OverlappingFaults, res.MaxBrokersDown, res.Workloads)
 			if z := res.ZoneLocal; z != nil {
-				t.Logf("zone-local: %d objects put, %d read, %d failed requests; partitions forwarded %d, appended %d",
-					z.ObjectsPut, z.ObjectsRead, z.ObjectRequestsFailed, z.ForwardedPartitions, z.AppendedPartitions)
+				t.Logf("zone-local: %d objects with forwarded records (%d shared with WAL uploads), %d own objects put, %d read, %d failed requests; partitions forwarded %d, appended %d",
+					z.ForwardedObjects, z.SharedObjects, z.ObjectsPut, z.ObjectsRead, z.ObjectRequestsFailed, z.ForwardedPartitions, z.AppendedPartitions)
 			}
 		})
 	}

@@ -29,8 +29,18 @@ const zoneLocalSetting = "wal.zonelocal.produce.enable"
 
 // zoneLocalMetric is the brokers' counter of forwarded (role=forwarded,
 // on the client's zone's broker) and appended (role=appended, on the
-// leader) partitions.
-const zoneLocalMetric = "strata_zonelocal_partitions_total"
+// leader) partitions; zoneLocalObjectsMetric and zoneLocalSharedMetric
+// count the objects that carried forwarded records and, of those, the
+// WAL objects shared with the broker's own chunks.
+const (
+	zoneLocalMetric        = "strata_zonelocal_partitions_total"
+	zoneLocalObjectsMetric = "strata_zonelocal_objects_total"
+	zoneLocalSharedMetric  = "strata_zonelocal_shared_objects_total"
+)
+
+// zlValues are one broker incarnation's counters: forwarded, appended
+// and inline partitions, objects, shared objects.
+type zlValues [5]float64
 
 // metricsPollEvery is how often the brokers' metrics are read.
 const metricsPollEvery = time.Second
@@ -41,12 +51,15 @@ type ZoneLocalResult struct {
 	Enabled bool `json:"enabled"`
 	// Clients are the producers' client IDs with the zone they name.
 	Clients map[string]string `json:"clients"`
-	// ObjectsPut counts the forwarded produce requests: objects of
-	// zone-local produce (keys wal/.../zl-<incarnation>/...) a broker PUT
-	// into its zone's bucket and the bucket stored, from the buckets'
-	// proxies. ObjectsRead counts the leaders' GETs of them that were
-	// answered with data; ObjectRequestsFailed the PUTs and GETs of them
-	// that failed (injected by the bucket nemeses included).
+	// ObjectsPut counts the objects of their own that forwarded produce
+	// requests got (keys wal/.../zl-<incarnation>/...: a broker's WAL
+	// uploader refused them, e.g. while degraded) that a broker PUT into
+	// its zone's bucket and the bucket stored, from the buckets'
+	// proxies; forwarded records otherwise ride in WAL objects, which the
+	// proxies cannot tell apart (ForwardedObjects). ObjectsRead counts
+	// the leaders' GETs of the former that were answered with data;
+	// ObjectRequestsFailed the PUTs and GETs of them that failed
+	// (injected by the bucket nemeses included).
 	ObjectsPut           int64 `json:"objects_put"`
 	ObjectsRead          int64 `json:"objects_read"`
 	ObjectRequestsFailed int64 `json:"object_requests_failed"`
@@ -62,7 +75,14 @@ type ZoneLocalResult struct {
 	ForwardedPartitions int64 `json:"forwarded_partitions"`
 	InlinePartitions    int64 `json:"inline_partitions"`
 	AppendedPartitions  int64 `json:"appended_partitions"`
-	MetricsScrapes      int   `json:"metrics_scrapes"`
+	// ForwardedObjects are the brokers' strata_zonelocal_objects_total
+	// (every object that carried forwarded records, own or a WAL
+	// object's) and SharedObjects their
+	// strata_zonelocal_shared_objects_total (WAL objects that carried the
+	// broker's own chunks too), summed like the partitions.
+	ForwardedObjects int64 `json:"forwarded_objects"`
+	SharedObjects    int64 `json:"shared_objects"`
+	MetricsScrapes   int   `json:"metrics_scrapes"`
 }
 
 // problem says why a run with zone-local producers did not show the path
@@ -72,12 +92,11 @@ func (z *ZoneLocalResult) problem() string {
 		return ""
 	}
 	switch {
-	case z.ObjectsPut == 0 || z.ForwardedPartitions == 0:
-		return fmt.Sprintf("zone-local producers: nothing was forwarded (%d objects put, %d partitions forwarded by the metric, %d scrapes)",
-			z.ObjectsPut, z.ForwardedPartitions, z.MetricsScrapes)
-	case z.ObjectsRead == 0 || z.AppendedPartitions == 0:
-		return fmt.Sprintf("zone-local producers: no leader appended forwarded records (%d objects read, %d partitions appended by the metric)",
-			z.ObjectsRead, z.AppendedPartitions)
+	case z.ObjectsPut+z.ForwardedObjects == 0 || z.ForwardedPartitions == 0:
+		return fmt.Sprintf("zone-local producers: nothing was forwarded (%d objects by the metric, %d own objects put, %d partitions forwarded by the metric, %d scrapes)",
+			z.ForwardedObjects, z.ObjectsPut, z.ForwardedPartitions, z.MetricsScrapes)
+	case z.AppendedPartitions == 0:
+		return fmt.Sprintf("zone-local producers: no leader appended forwarded records (%d partitions appended by the metric)", z.AppendedPartitions)
 	}
 	return ""
 }
@@ -134,7 +153,7 @@ type zlScraper struct {
 	client *http.Client
 
 	mu      sync.Mutex
-	last    map[zlIncarnation][3]float64 // forwarded, appended, inline
+	last    map[zlIncarnation]zlValues
 	scrapes int
 }
 
@@ -144,7 +163,7 @@ type zlIncarnation struct {
 }
 
 func newZLScraper(c *cluster) *zlScraper {
-	return &zlScraper{c: c, client: &http.Client{Timeout: 2 * time.Second}, last: map[zlIncarnation][3]float64{}}
+	return &zlScraper{c: c, client: &http.Client{Timeout: 2 * time.Second}, last: map[zlIncarnation]zlValues{}}
 }
 
 // run polls until ctx ends.
@@ -185,7 +204,14 @@ func (s *zlScraper) scrape(ctx context.Context, b *broker) {
 	if err != nil {
 		return
 	}
-	var v [3]float64
+	var v zlValues
+	for i, name := range []string{zoneLocalObjectsMetric, zoneLocalSharedMetric} {
+		if mf, ok := families[name]; ok {
+			for _, m := range mf.GetMetric() {
+				v[3+i] += m.GetCounter().GetValue()
+			}
+		}
+	}
 	if mf, ok := families[zoneLocalMetric]; ok {
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
@@ -211,20 +237,22 @@ func (s *zlScraper) scrape(ctx context.Context, b *broker) {
 	defer s.mu.Unlock()
 	s.scrapes++
 	old := s.last[k]
-	s.last[k] = [3]float64{max(old[0], v[0]), max(old[1], v[1]), max(old[2], v[2])}
+	for i := range v {
+		v[i] = max(old[i], v[i])
+	}
+	s.last[k] = v
 }
 
 // totals sums the last values of every incarnation.
-func (s *zlScraper) totals() (forwarded, appended, inline int64, scrapes int) {
+func (s *zlScraper) totals() (sum zlValues, scrapes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var f, a, in float64
 	for _, v := range s.last {
-		f += v[0]
-		a += v[1]
-		in += v[2]
+		for i := range v {
+			sum[i] += v[i]
+		}
 	}
-	return int64(f), int64(a), int64(in), s.scrapes
+	return sum, s.scrapes
 }
 
 // zoneLocalResult gathers the run's zone-local figures (nil when off).
@@ -251,7 +279,10 @@ func (c *cluster) zoneLocalResult(s *zlScraper) *ZoneLocalResult {
 		z.ObjectsPutByZone[zone] = px.zlPut.Load()
 	}
 	if s != nil {
-		z.ForwardedPartitions, z.AppendedPartitions, z.InlinePartitions, z.MetricsScrapes = s.totals()
+		var v zlValues
+		v, z.MetricsScrapes = s.totals()
+		z.ForwardedPartitions, z.AppendedPartitions, z.InlinePartitions = int64(v[0]), int64(v[1]), int64(v[2])
+		z.ForwardedObjects, z.SharedObjects = int64(v[3]), int64(v[4])
 	}
 	return z
 }

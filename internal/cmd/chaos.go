@@ -241,8 +241,8 @@ func printChaos(w io.Writer, r *chaos.Result) {
 		r.Lost, r.Misplaced, r.Duplicated, r.OutOfOrder, r.PhantomReads, r.DivergentReplicas, r.OffsetGaps, r.HWMRegressions)
 	fmt.Fprintf(w, "  minimum     %d acknowledged records\n", r.MinAcked)
 	if z := r.ZoneLocal; z != nil && z.Enabled {
-		fmt.Fprintf(w, "  zone-local  %d producers; %d objects put (%d failed requests), %d read by leaders; partitions forwarded %d, appended %d (broker metrics, at least)\n",
-			len(z.Clients), z.ObjectsPut, z.ObjectRequestsFailed, z.ObjectsRead, z.ForwardedPartitions, z.AppendedPartitions)
+		fmt.Fprintf(w, "  zone-local  %d producers; %d objects with forwarded records, %d of them shared with WAL uploads; %d own objects put (%d failed requests), %d read by leaders; partitions forwarded %d, appended %d (broker metrics, at least)\n",
+			len(z.Clients), z.ForwardedObjects, z.SharedObjects, z.ObjectsPut, z.ObjectRequestsFailed, z.ObjectsRead, z.ForwardedPartitions, z.AppendedPartitions)
 	}
 	fmt.Fprintf(w, "  live        %v (%.1fs after healing, bound %.0fs)\n", r.Live, r.LivenessS, r.LivenessBoundS)
 	fmt.Fprintf(w, "  converged   %v (%.1fs after healing)\n", r.Converged, r.ConvergeS)

@@ -22,15 +22,18 @@ import (
 // range as forwarded points its followers at the forwarder's object
 // instead of uploading the records again.
 
-// zlWatch counts, across the cluster, the bytes PUT into WAL objects
-// and into forwarded objects, and the GETs of forwarded objects by broker;
-// with goneForFollowers, a GET of a forwarded object by any broker but
-// leader finds it gone (a follower that comes after the forwarder
+// zlWatch counts, across the cluster, the bytes PUT into the leader's WAL
+// objects and into the forwarder's objects (which hold the forwarded
+// records: WAL objects shared with its own uploads, or objects of their
+// own, keys .../zl-<incarnation>/...), and the GETs of the forwarder's
+// objects by broker; with goneForFollowers, a GET of one by any broker
+// but leader finds it gone (a follower that comes after the forwarder
 // deleted it).
 type zlWatch struct {
 	walPutBytes      atomic.Int64
 	zlPutBytes       atomic.Int64
 	leader           int32
+	forwarder        string // its broker ID, as in object keys
 	goneForFollowers atomic.Bool
 	mu               sync.Mutex
 	zlGets           map[int32]int
@@ -42,8 +45,15 @@ type zlWatchStore struct {
 	node int32
 }
 
+// forwarded says whether key is an object of the forwarder's (keys
+// wal/<cluster>/<zone>/<broker>/...).
+func (w *zlWatch) forwarded(key string) bool {
+	parts := strings.Split(key, "/")
+	return len(parts) > 3 && parts[3] == w.forwarder
+}
+
 func (s zlWatchStore) Put(ctx context.Context, key string, data []byte) error {
-	if strings.Contains(key, "/zl-") {
+	if s.w.forwarded(key) {
 		s.w.zlPutBytes.Add(int64(len(data)))
 	} else {
 		s.w.walPutBytes.Add(int64(len(data)))
@@ -52,7 +62,7 @@ func (s zlWatchStore) Put(ctx context.Context, key string, data []byte) error {
 }
 
 func (s zlWatchStore) Get(ctx context.Context, key string, offset, length int64) ([]byte, error) {
-	if strings.Contains(key, "/zl-") {
+	if s.w.forwarded(key) {
 		s.w.mu.Lock()
 		s.w.zlGets[s.node]++
 		s.w.mu.Unlock()
@@ -83,7 +93,7 @@ func (w *zlWatch) gets() map[int32]int {
 // zone-b producer.
 func startZLForeignCluster(t *testing.T, w *zlWatch, topic string) (*walCluster, *kgo.Client) {
 	t.Helper()
-	w.leader, w.zlGets = 1, map[int32]int{}
+	w.leader, w.forwarder, w.zlGets = 1, "2", map[int32]int{}
 	wc := startWALCluster(t, brokertest.WithSetting("wal.zonelocal.produce.enable", "true"),
 		brokertest.WithConfig(func(c *server.Config) {
 			wrap, node := c.Cluster.WAL.WrapStore, c.Broker.NodeID

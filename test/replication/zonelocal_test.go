@@ -330,23 +330,11 @@ func TestZoneLocalProduce(t *testing.T) {
 	})
 
 	t.Run("object-deleted", func(t *testing.T) {
-		// Every forwarded object is deleted once its leader answered
-		// and its keep time passed.
-		waitFor(t, "forwarded objects deleted", 20*time.Second, func() bool {
-			n := 0
-			for _, z := range zones {
-				objs, err := wc.s3.Client().ListObjectsV2(context.Background(), listInput("wal-"+z, "wal/test/"+z+"/"))
-				if err != nil {
-					return false
-				}
-				for _, o := range objs.Contents {
-					if strings.Contains(*o.Key, "/zl-") {
-						n++
-					}
-				}
-			}
-			return n == 0
-		})
+		// Every object is deleted: a forwarder's once the leaders
+		// answered, the keep time passed and (a WAL object it shared
+		// with its own uploads) the followers have its own chunks; the
+		// others once the followers have their chunks.
+		waitFor(t, "every object deleted", 20*time.Second, func() bool { return bucketsEmpty(wc) })
 	})
 }
 
@@ -584,9 +572,19 @@ func zoneConsumeOut(c *brokertest.Cluster, zone string) []float64 {
 	return out
 }
 
-// zlFaultStore fails PUTs or GETs of forwarded objects (keys .../zl-<inc>/...),
-// or damages what GETs read, while its switches are on, counting the calls
-// it failed or damaged.
+// forwarderObject says whether key is an object of broker 2's, the
+// forwarder of zone-b producers (keys wal/<cluster>/<zone>/<broker>/...):
+// its WAL objects, which carry the records it forwards beside its own
+// chunks, or the objects of their own forwarded records get when its WAL
+// uploader refuses them (.../zl-<incarnation>/...).
+func forwarderObject(key string) bool {
+	parts := strings.Split(key, "/")
+	return len(parts) > 3 && parts[3] == "2"
+}
+
+// zlFaultStore fails PUTs or GETs of the forwarder's objects
+// (forwarderObject), or damages what GETs read, while its switches are
+// on, counting the calls it failed or damaged.
 type zlFaultStore struct {
 	objstore.Store
 	f *zlFaults
@@ -633,7 +631,7 @@ func zlFaultProducer(t *testing.T, adm *kadm.Client, addrs []string, topic strin
 }
 
 func (s zlFaultStore) Put(ctx context.Context, key string, data []byte) error {
-	if strings.Contains(key, "/zl-") && s.f.failPut.Load() {
+	if forwarderObject(key) && s.f.failPut.Load() {
 		s.f.failedPut.Add(1)
 		return errInjected
 	}
@@ -641,12 +639,12 @@ func (s zlFaultStore) Put(ctx context.Context, key string, data []byte) error {
 }
 
 func (s zlFaultStore) Get(ctx context.Context, key string, offset, length int64) ([]byte, error) {
-	if strings.Contains(key, "/zl-") && s.f.failGet.Load() {
+	if forwarderObject(key) && s.f.failGet.Load() {
 		s.f.failedGet.Add(1)
 		return nil, errInjected
 	}
 	data, err := s.Store.Get(ctx, key, offset, length)
-	if err == nil && len(data) > 0 && strings.Contains(key, "/zl-") && s.f.corruptGet.Load() {
+	if err == nil && len(data) > 0 && forwarderObject(key) && s.f.corruptGet.Load() {
 		// A byte flipped in the bucket (strata chaos's corrupt-object),
 		// the first of the range: the GET covers this leader's record
 		// sets and the gaps between them, which are other leaders'.
@@ -869,15 +867,15 @@ func zoneLocalObjects(t *testing.T, c *brokertest.Cluster, i int) (objects, requ
 	return objects, requests
 }
 
-// slowZLPuts delays the PUTs of forwarded objects (the slow tail of a
-// bucket), so that produce requests arrive while one is in flight.
+// slowZLPuts delays the PUTs of the forwarder's objects (the slow tail of
+// a bucket), so that produce requests arrive while one is in flight.
 type slowZLPuts struct {
 	objstore.Store
 	puts *atomic.Int64
 }
 
 func (s slowZLPuts) Put(ctx context.Context, key string, data []byte) error {
-	if strings.Contains(key, "/zl-") {
+	if forwarderObject(key) {
 		s.puts.Add(1)
 		select {
 		case <-time.After(30 * time.Millisecond):
@@ -941,4 +939,84 @@ func TestZoneLocalProduceGroupCommit(t *testing.T) {
 	for i := range clients {
 		checkRecords(t, addrs, topic, fmt.Sprintf("p%d", i), n, offsets[i])
 	}
+}
+
+// zlSharedStore counts broker 2's PUTs of objects of their own for
+// forwarded records (.../zl-<incarnation>/...).
+type zlSharedStore struct {
+	objstore.Store
+	own *atomic.Int64
+}
+
+func (s zlSharedStore) Put(ctx context.Context, key string, data []byte) error {
+	if forwarderObject(key) && strings.Contains(key, "/zl-") {
+		s.own.Add(1)
+	}
+	return s.Store.Put(ctx, key, data)
+}
+
+// TestZoneLocalSharesWALObjects: a zone-b producer writes to partitions
+// that broker 2 leads and to others; broker 2 appends the former and
+// forwards the latter, whose records ride in its WAL objects beside its
+// own chunks (one PUT for both: strata_zonelocal_shared_objects_total),
+// never in objects of their own while its uploader takes them. Every
+// record is read back at its offset, and once the followers have
+// everything and the keep time passed, no object is left.
+func TestZoneLocalSharesWALObjects(t *testing.T) {
+	var ownObjects atomic.Int64
+	wc := startWALCluster(t, brokertest.WithSetting("wal.zonelocal.produce.enable", "true"),
+		brokertest.WithSetting("wal.zonelocal.object.keep.ms", "1000"),
+		brokertest.WithConfig(func(c *server.Config) {
+			wrap := c.Cluster.WAL.WrapStore
+			c.Cluster.WAL.WrapStore = func(st objstore.Store) objstore.Store { return zlSharedStore{Store: wrap(st), own: &ownObjects} }
+		}))
+	addrs := wc.Addrs()
+	adm := kadm.NewClient(newClient(t, addrs))
+	const topic, n = "zl-shared", 20
+	createTopic(t, adm, topic, zlPartitions, nil)
+	if elsewhere := ledElsewhere(t, adm, topic, 2); elsewhere == 0 || elsewhere == zlPartitions {
+		t.Fatalf("%d of %d partitions led outside broker 2: want some on each side", elsewhere, zlPartitions)
+	}
+	zcl := producer(t, addrs, kgo.ClientID("orders-svc,strata_az=b"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond))
+	zadm := kadm.NewClient(zcl)
+	waitFor(t, "zone-b leaders in metadata", 10*time.Second, func() bool {
+		ls := leaders(zadm, topic)
+		for _, l := range ls {
+			if l[0] != 2 {
+				return false
+			}
+		}
+		return len(ls) == zlPartitions
+	})
+	before := zoneLocalSnapshot(wc.Cluster)
+	const rounds = 5
+	for i := range rounds {
+		prefix := fmt.Sprintf("shared-%d", i)
+		offsets := zoneLocalProduce(t, zcl, topic, prefix, n, false)
+		checkRecords(t, addrs, topic, prefix, n, offsets)
+	}
+	checkForwardedFromB(t, wc.Cluster, before, float64(rounds*n*zlPartitions*1000))
+
+	objects := brokerMetric(t, wc.Cluster, 1, "strata_zonelocal_objects_total", "", "")
+	shared := brokerMetric(t, wc.Cluster, 1, "strata_zonelocal_shared_objects_total", "", "")
+	t.Logf("broker 2: %.0f objects with forwarded records, %.0f of them shared with its own WAL chunks; %d objects of their own", objects, shared, ownObjects.Load())
+	if shared == 0 {
+		t.Fatal("no forwarded records shared an object with broker 2's own WAL chunks")
+	}
+	if ownObjects.Load() != 0 {
+		t.Fatalf("%d objects of their own for forwarded records while the WAL uploader took them", ownObjects.Load())
+	}
+	waitFor(t, "every object deleted", 20*time.Second, func() bool { return bucketsEmpty(wc) })
+}
+
+// bucketsEmpty says whether the zones' buckets hold no object of the
+// cluster.
+func bucketsEmpty(wc *walCluster) bool {
+	for _, z := range zones {
+		objs, err := wc.s3.Client().ListObjectsV2(context.Background(), listInput("wal-"+z, "wal/test/"+z+"/"))
+		if err != nil || len(objs.Contents) > 0 {
+			return false
+		}
+	}
+	return true
 }
