@@ -175,9 +175,10 @@ func handleProduce(ctx context.Context, r *Request) (kmsg.Response, error) {
 	if rm := b.Replicas(); rm != nil {
 		// WAL replication: the request's batches are all appended, cut
 		// their object now if the upload rate allows. Forwarded records
-		// that share the WAL objects cut the object at once, and this
-		// request's own batches go with them in one PUT: they are cut
-		// here only if the forwarded ones do not go through it.
+		// that share the WAL objects are added to the pending object and
+		// cut with this request's own batches by the forwarder's nudge
+		// (one PUT for both): the nudge comes here only if they do not
+		// go through it.
 		if len(forwarded) > 0 && r.Env.ZoneLocal != nil && r.Env.ZoneLocal.SharesWAL() {
 			nudgeOwn = rm.WALProduced
 		} else {

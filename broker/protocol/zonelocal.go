@@ -106,9 +106,10 @@ type ZoneLocal interface {
 	// of this broker's zone bucket and returns where each one is.
 	PutRecords(ctx context.Context, sets [][]byte) ([]ZoneLocalRef, error)
 	// SharesWAL says whether PutRecords puts the sets into the broker's
-	// next WAL object (with its pending own batches, cut at once), so
-	// that a request that appended batches and forwards others need
-	// not cut its own object first.
+	// next WAL object (with its pending own batches, cut by the WAL
+	// policy's plan as a produce request's, PutRecords nudging it), so
+	// that a request that appended batches and forwards others need not
+	// cut its own object first.
 	SharesWAL() bool
 	// Send writes the request build returns to broker id now, after
 	// every request Send wrote to that broker before (the leader appends

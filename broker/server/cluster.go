@@ -359,7 +359,7 @@ func (s *Server) enableWAL(ctx context.Context, replicas *replica.Manager, count
 	}
 	s.zoneLocal = newZoneLocal(s, wc.ZoneLocalProduce, wc.ZoneLocalInline, router, own, storeFor, cluster, base.Zone, wc.ZoneLocalPutConcurrency)
 	s.zoneLocal.keep = zoneLocalKeep(wc.ZoneLocalKeep)
-	s.zoneLocal.share(replicas.WALUploader())
+	s.zoneLocal.share(replicas.WALUploader(), replicas.WALProduced)
 	for _, c := range s.zoneLocal.collectors() {
 		if err := s.metrics.Registry.Register(c); err != nil {
 			s.zoneLocal.close()

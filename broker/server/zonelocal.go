@@ -47,8 +47,8 @@ import (
 // dies in between leaves them to that rule (docs/wal.md "Zone-local
 // produce").
 //
-// Group commit (PutRecords, for objects of their own; the uploader's
-// RawInFlight for shared ones): a call that finds no forwarded PUT in flight
+// Group commit (PutRecords, for objects of their own; shared ones are cut
+// by the WAL policy's plan): a call that finds no forwarded PUT in flight
 // starts its own at once; calls arriving while one is in flight queue,
 // and go out together, as one object, when it finishes. So a busy broker
 // PUTs about one object per PUT duration, however many client requests
@@ -125,6 +125,7 @@ type zoneLocal struct {
 	// share (share; nil: objects of their own, putGroup). shared counts
 	// the objects that carried this broker's own WAL chunks too.
 	pool   zlPool
+	nudge  func()
 	shared prometheus.Counter
 }
 
@@ -335,16 +336,17 @@ func (z *zoneLocal) Appended(n int) {
 
 // share makes forwarded records ride in the WAL uploader's objects
 // (AppendRaw) instead of objects of their own: one PUT carries both the
-// broker's own WAL chunks and the records it forwards, cut at once for
-// the forwarded ones (docs/wal.md "Zone-local produce"). When the
+// broker's own WAL chunks and the records it forwards, cut by the WAL
+// policy's plan, nudge (replica.Manager.WALProduced) after each call as
+// after a produce request (docs/wal.md "Zone-local produce"). When the
 // uploader refuses (degraded, buffer full, closed), a call gets an
 // object of its own as before.
 func (z *zoneLocal) share(up interface {
 	zlPool
 	SetRawDone(func(wal.RawUpload))
-}) {
+}, nudge func()) {
 	up.SetRawDone(z.rawDone)
-	z.pool = up
+	z.pool, z.nudge = up, nudge
 }
 
 // SharesWAL implements protocol.ZoneLocal.
@@ -400,6 +402,9 @@ func (z *zoneLocal) PutRecords(ctx context.Context, sets [][]byte) ([]protocol.Z
 		z.putMu.Lock()
 		if err == nil {
 			z.putMu.Unlock()
+			if z.nudge != nil {
+				z.nudge()
+			}
 			return z.wait(ctx, c)
 		}
 		c.state = zlQueued

@@ -405,7 +405,7 @@ func TestZoneLocalCompactRefsGate(t *testing.T) {
 
 // TestZoneLocalSharesWALObjects: with the WAL uploader shared, forwarded
 // record sets ride in its objects beside the broker's own chunks (one
-// PUT for both), read back at their refs; a shared object outlives both
+// PUT for both, cut by the call's nudge), read back at their refs; a shared object outlives both
 // the forwarder's last Done (and keep time) and the leader's deletion
 // until the second of them lets it go; an uploader that refuses (closed
 // here) leaves the calls objects of their own.
@@ -419,18 +419,16 @@ func TestZoneLocalSharesWALObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	z.share(up)
+	z.share(up, up.Nudge)
 	if err := up.Append("orders", 0, 0, 0, 0, []byte("own batch bytes")); err != nil {
 		t.Fatal(err)
 	}
-	release := st.hold(1)
-	first := putAsync(t.Context(), z, sets(0, 2)...)
-	waitForZL(t, "the shared PUT", func() bool { return st.putCount() == 1 })
-	second := putAsync(t.Context(), z, sets(1, 1)...)
-	third := putAsync(t.Context(), z, sets(2, 3)...)
-	waitForZL(t, "the next calls pending", func() bool { return up.Stats().PendingBytes > 0 })
-	release()
-	all := []putResult{<-first, <-second, <-third}
+	// Each call's nudge cuts the object (the plan's token bucket has
+	// room for three): the first takes the pending own batch with it.
+	var all []putResult
+	for i := range 3 {
+		all = append(all, <-putAsync(t.Context(), z, sets(i, i+1)...))
+	}
 	keys := map[string]bool{}
 	for _, r := range all {
 		if r.err != nil {
@@ -447,14 +445,14 @@ func TestZoneLocalSharesWALObjects(t *testing.T) {
 			}
 		}
 	}
-	if n := st.putCount(); n != 2 || len(keys) != 2 {
-		t.Fatalf("%d PUTs, objects %v: want 2 (the first call with the own batch, then the two that came during it)", n, keys)
+	if n := st.putCount(); n != 3 || len(keys) != 3 {
+		t.Fatalf("%d PUTs, objects %v: want 3, one per call", n, keys)
 	}
 	if got := testutil.ToFloat64(z.shared); got != 1 {
 		t.Errorf("strata_zonelocal_shared_objects_total %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(z.objects); got != 2 {
-		t.Errorf("strata_zonelocal_objects_total %v, want 2", got)
+	if got := testutil.ToFloat64(z.objects); got != 3 {
+		t.Errorf("strata_zonelocal_objects_total %v, want 3", got)
 	}
 
 	// The forwarder lets the shared object go first: it stays for the
@@ -470,7 +468,7 @@ func TestZoneLocalSharesWALObjects(t *testing.T) {
 	}
 	// The other order: the leader's deletion first, then the forwarder
 	// deletes it.
-	if got := up.Release([]string{alone}); len(got) != 0 {
+	if got := up.Release([]string{alone, all[2].refs[0].Key}); len(got) != 0 {
 		t.Fatalf("the leader's release handed over %v while the forwarder holds it", got)
 	}
 	z.Done(all[1].refs)

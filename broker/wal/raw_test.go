@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -87,13 +86,13 @@ func (s *heldStore) Put(ctx context.Context, key string, data []byte) error {
 	return s.Store.Put(ctx, key, data)
 }
 
-func rawUploader(t *testing.T, store objstore.Store, res *results, done *rawDone, rawInFlight int) *wal.Uploader {
+func rawUploader(t *testing.T, store objstore.Store, res *results, done *rawDone) *wal.Uploader {
 	t.Helper()
 	u, err := wal.NewUploader(wal.UploaderConfig{
 		Store: store, Cluster: "demo", Zone: "zone-a", BrokerID: 5, Incarnation: 9,
 		// Own chunks are cut only by the size or at Close: what goes out
 		// earlier rode on the raw sets' cuts.
-		MaxObjectBytes: 1 << 20, UploadInterval: time.Hour, OnUpload: res.add, HedgeAfter: -1, RawInFlight: rawInFlight,
+		MaxObjectBytes: 1 << 20, UploadInterval: time.Hour, OnUpload: res.add, HedgeAfter: -1,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +138,7 @@ func checkRaw(t *testing.T, store objstore.Store, ru wal.RawUpload, i int, sets 
 }
 
 // TestUploaderAppendRawShares: raw sets join the pending object with the
-// own chunks, are cut at once (no wait for the hour-long interval), and
+// own chunks, are cut with them by a nudge, and
 // the object decodes as a WAL object whose chunk table does not name
 // them; it has two holders, and Release hands it for deletion only to
 // the second.
@@ -148,7 +147,7 @@ func TestUploaderAppendRawShares(t *testing.T) {
 	store := s3Store(t, srv)
 	var res results
 	var done rawDone
-	u := rawUploader(t, store, &res, &done, 0)
+	u := rawUploader(t, store, &res, &done)
 
 	own := batch(t, 0, 3, 1, 100)
 	if err := u.Append("orders", 0, 1, 0, 2, own); err != nil {
@@ -158,6 +157,7 @@ func TestUploaderAppendRawShares(t *testing.T) {
 	if err := u.AppendRaw(sets, "call-1"); err != nil {
 		t.Fatal(err)
 	}
+	u.Nudge() // as the forwarder does after its call
 	ru := done.of(t, "call-1")
 	if !ru.Shared {
 		t.Fatal("the object did not carry the pending own chunk")
@@ -175,6 +175,7 @@ func TestUploaderAppendRawShares(t *testing.T) {
 	if err := u.AppendRaw([][]byte{[]byte("alone")}, "call-2"); err != nil {
 		t.Fatal(err)
 	}
+	u.Nudge()
 	alone := done.of(t, "call-2")
 	if alone.Shared || alone.Key == ru.Key {
 		t.Fatalf("second object %+v: want one of its own, not shared", alone)
@@ -203,56 +204,59 @@ func TestUploaderAppendRawShares(t *testing.T) {
 	}
 }
 
-// TestUploaderAppendRawGroupCommit: while RawInFlight uploads are busy
-// (the default 1, and 2), raw sets wait in the pending object with the
-// own chunks that come meanwhile, and go out when one upload finishes,
-// not after the interval.
-func TestUploaderAppendRawGroupCommit(t *testing.T) {
-	for _, inFlight := range []int{0, 2} {
-		t.Run(fmt.Sprintf("in-flight-%d", inFlight), func(t *testing.T) {
-			srv := s3server.Start(t, testBucket)
-			store := &heldStore{Store: s3Store(t, srv)}
-			var res results
-			var done rawDone
-			u := rawUploader(t, store, &res, &done, inFlight)
+// TestUploaderAppendRawFollowsPlan: raw sets are cut as the own appends
+// are, by the plan: not on their own (the interval is an hour here), but
+// on the caller's Nudge; and while GroupInFlight (2) uploads are busy
+// they wait in the pending object with the own chunks that come
+// meanwhile, and go out when one upload finishes.
+func TestUploaderAppendRawFollowsPlan(t *testing.T) {
+	srv := s3server.Start(t, testBucket)
+	store := &heldStore{Store: s3Store(t, srv)}
+	var res results
+	var done rawDone
+	u := rawUploader(t, store, &res, &done)
 
-			busy := max(inFlight, wal.DefaultRawInFlight)
-			store.hold()
-			var first []string
-			for i := range busy {
-				call := fmt.Sprintf("first-%d", i)
-				first = append(first, call)
-				if err := u.AppendRaw([][]byte{[]byte(call)}, call); err != nil {
-					t.Fatal(err)
-				}
-				waitFor(t, "the PUT in flight", func() bool { return store.held() == i+1 })
-			}
-			if err := u.AppendRaw([][]byte{[]byte("c")}, "c"); err != nil {
-				t.Fatal(err)
-			}
-			own := batch(t, 0, 1, 0, 50)
-			if err := u.Append("orders", 3, 0, 0, 0, own); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(50 * time.Millisecond)
-			if n := store.held(); n != busy {
-				t.Fatalf("%d PUTs started with %d busy, want the next held back", n, busy)
-			}
-			if st := u.Stats(); st.PendingBytes != len(own)+1 {
-				t.Fatalf("pending %d bytes, want the raw set and the own batch (%d)", st.PendingBytes, len(own)+1)
-			}
-			store.release()
-			c := done.of(t, "c")
-			if !c.Shared || len(c.Calls) != 1 {
-				t.Fatalf("next object %+v: want call c with the own batch", c)
-			}
-			checkRaw(t, store, c, 0, [][]byte{[]byte("c")})
-			for _, call := range first {
-				if ru := done.of(t, call); ru.Shared || ru.Err != nil {
-					t.Fatalf("object of %s: %+v", call, ru)
-				}
-			}
-		})
+	store.hold()
+	if err := u.AppendRaw([][]byte{[]byte("a")}, "a"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := store.held(); n != 0 || u.Stats().PendingBytes != 1 {
+		t.Fatalf("%d PUTs, %d bytes pending: raw sets cut without a nudge", n, u.Stats().PendingBytes)
+	}
+	u.Nudge()
+	waitFor(t, "the first PUT", func() bool { return store.held() == 1 })
+	if err := u.AppendRaw([][]byte{[]byte("b")}, "b"); err != nil {
+		t.Fatal(err)
+	}
+	u.Nudge()
+	waitFor(t, "the second PUT", func() bool { return store.held() == 2 })
+
+	if err := u.AppendRaw([][]byte{[]byte("c")}, "c"); err != nil {
+		t.Fatal(err)
+	}
+	own := batch(t, 0, 1, 0, 50)
+	if err := u.Append("orders", 3, 0, 0, 0, own); err != nil {
+		t.Fatal(err)
+	}
+	u.Nudge()
+	time.Sleep(50 * time.Millisecond)
+	if n := store.held(); n != 2 {
+		t.Fatalf("%d PUTs started with two busy, want the next held back", n)
+	}
+	if st := u.Stats(); st.PendingBytes != len(own)+1 {
+		t.Fatalf("pending %d bytes, want the raw set and the own batch (%d)", st.PendingBytes, len(own)+1)
+	}
+	store.release()
+	c := done.of(t, "c")
+	if !c.Shared || len(c.Calls) != 1 {
+		t.Fatalf("third object %+v: want call c with the own batch", c)
+	}
+	checkRaw(t, store, c, 0, [][]byte{[]byte("c")})
+	for _, call := range []string{"a", "b"} {
+		if ru := done.of(t, call); ru.Shared || ru.Err != nil {
+			t.Fatalf("object of %s: %+v", call, ru)
+		}
 	}
 }
 
@@ -268,6 +272,7 @@ func TestUploaderAppendRawFailures(t *testing.T) {
 		if err := u.AppendRaw([][]byte{[]byte(call)}, call); err != nil {
 			t.Fatalf("AppendRaw %s: %v", call, err)
 		}
+		u.Flush()
 		if ru := done.of(t, call); ru.Err == nil || ru.Offsets[0] != nil {
 			t.Fatalf("failed PUT reported %+v", ru)
 		}

@@ -21,10 +21,6 @@ const (
 	DefaultRetryAfter       = time.Second
 	DefaultCutBurst         = 4
 	DefaultGroupInFlight    = 2
-	// DefaultRawInFlight: one object at a time for raw sets, as
-	// zone-local produce's own objects had (what arrives during a PUT
-	// shares the next); a PUT's slow tail is the hedge's (HedgeAfter).
-	DefaultRawInFlight = 1
 )
 
 // Errors Append returns; the broker then replicates the batch inline.
@@ -81,10 +77,6 @@ type UploaderConfig struct {
 	GroupInFlight int
 	// MaxInFlight bounds concurrent PUTs.
 	MaxInFlight int
-	// RawInFlight is AppendRaw's group commit: an object with raw sets
-	// is cut at once while fewer than this many uploads are busy, else
-	// when one finishes (DefaultRawInFlight; at most MaxInFlight).
-	RawInFlight int
 	// MaxBufferedBytes bounds accepted bytes not yet uploaded (pending,
 	// queued and in flight); beyond it Append fails fast.
 	MaxBufferedBytes int
@@ -272,10 +264,6 @@ func NewUploader(cfg UploaderConfig) (*Uploader, error) {
 		cfg.GroupInFlight = DefaultGroupInFlight
 	}
 	cfg.GroupInFlight = min(cfg.GroupInFlight, cfg.MaxInFlight)
-	if cfg.RawInFlight <= 0 {
-		cfg.RawInFlight = DefaultRawInFlight
-	}
-	cfg.RawInFlight = min(cfg.RawInFlight, cfg.MaxInFlight)
 	if cfg.FailureThreshold <= 0 {
 		cfg.FailureThreshold = DefaultFailureThreshold
 	}
@@ -436,11 +424,10 @@ func (u *Uploader) SetRawDone(f func(RawUpload)) {
 // docs/wal.md "Zone-local produce") to the pending object, after its
 // chunks (EncodeWithTail), so that they share one PUT with the broker's
 // own WAL uploads instead of taking one of their own. The bytes are
-// copied. Whoever waits for a raw set waits for the PUT, not for the cut
-// interval: the object is cut at once unless RawInFlight uploads are
-// busy, and then as soon as one finishes (the group commit: what arrives
-// meanwhile joins it). The own chunks in the object go with it, earlier
-// than their plan would have cut them, so sharing never adds a PUT. The
+// copied. They are cut as the broker's own appends are, by the cut plan
+// (SetCut): the size cut here, then the interval, or the caller's Nudge
+// or NudgeAtLeast once its request is in, as after a produce request.
+// So forwarding adds bytes to the broker's objects, not objects. The
 // call's outcome comes to the SetRawDone function, with call.
 //
 // An object stored with raw sets has two holders, the leader's deletion
@@ -474,9 +461,7 @@ func (u *Uploader) AppendRaw(sets [][]byte, call any) error {
 	u.buffered += n
 	if p.bytes >= u.cutBytes {
 		u.cutLocked()
-		return nil
 	}
-	u.cutUnlessBusyLocked(u.cfg.RawInFlight, &p.due)
 	return nil
 }
 
