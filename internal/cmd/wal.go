@@ -83,6 +83,10 @@ type walReport struct {
 	Header        walHeaderJSON `json:"header"`
 	Chunks        []walChunkRow `json:"chunks"`
 	CorruptChunks int           `json:"corruptChunks"`
+	// TailBytes are the bytes after the last chunk that the table does
+	// not name: zone-local produce's forwarded records, which rode in
+	// this broker's object (docs/wal.md "Shared objects").
+	TailBytes int64 `json:"tailBytes,omitempty"`
 }
 
 type walHeaderJSON struct {
@@ -155,6 +159,13 @@ func inspectWAL(ctx context.Context, src string, f *walInspectFlags) (*walReport
 			return nil, fmt.Errorf("%s: %w", src, err)
 		}
 	}
+	if data != nil {
+		end, _ := wal.HeaderTableSize(data)
+		for _, c := range chunks {
+			end = max(end, c.End())
+		}
+		rep.TailBytes = max(int64(len(data))-end, 0)
+	}
 	rep.Header = walHeaderJSON{Version: h.Version, Cluster: h.Cluster, Zone: h.Zone, BrokerID: h.BrokerID, Incarnation: h.Incarnation, Sequence: h.Sequence, CreatedAt: h.CreatedAt}
 	for _, c := range chunks {
 		row := walChunkRow{
@@ -204,6 +215,9 @@ func printWALReport(w io.Writer, rep *walReport) {
 	fmt.Fprintf(tw, "sequence\t%d\n", h.Sequence)
 	fmt.Fprintf(tw, "created\t%s\n", h.CreatedAt.Format(time.RFC3339Nano))
 	fmt.Fprintf(tw, "chunks\t%d\n", len(rep.Chunks))
+	if rep.TailBytes > 0 {
+		fmt.Fprintf(tw, "after chunks\t%d bytes (forwarded records of zone-local produce, not in the table)\n", rep.TailBytes)
+	}
 	_ = tw.Flush()
 	if len(rep.Chunks) == 0 {
 		return

@@ -86,6 +86,26 @@ func TestWALInspectFile(t *testing.T) {
 		t.Fatalf("inspect of a corrupt chunk = %v\n%s", err, out)
 	}
 
+	// A shared object: forwarded records after the chunks.
+	h, chunks, err := wal.DecodeTable(obj, int64(len(obj)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := make([]wal.ChunkInput, len(chunks))
+	for i, c := range chunks {
+		inputs[i] = wal.ChunkInput{Topic: c.Topic, Partition: c.Partition, LeaderEpoch: c.LeaderEpoch, BaseOffset: c.BaseOffset, LastOffset: c.LastOffset, Batches: [][]byte{obj[c.Offset:c.End()]}}
+	}
+	shared, _, _, err := wal.EncodeWithTail(h, inputs, [][]byte{[]byte("forwarded"), []byte("records")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sharedPath := filepath.Join(dir, "shared")
+	os.WriteFile(sharedPath, shared, 0o644)
+	out, err = runStrata(t, "wal", "inspect", sharedPath)
+	if err != nil || !strings.Contains(out, "after chunks  16 bytes") || strings.Count(out, " ok") != 2 {
+		t.Fatalf("inspect of a shared object = %v\n%s", err, out)
+	}
+
 	junk := filepath.Join(dir, "junk")
 	os.WriteFile(junk, []byte("definitely not a WAL object, but long enough to hold a header"), 0o644)
 	if _, err := runStrata(t, "wal", "inspect", junk); err == nil || !strings.Contains(err.Error(), "bad magic") {
