@@ -887,9 +887,9 @@ func (s slowZLPuts) Put(ctx context.Context, key string, data []byte) error {
 }
 
 // TestZoneLocalProduceGroupCommit: pipelined idempotent producers on
-// several connections to broker 2, whose forwarded PUTs take 30 ms: the
-// requests that arrive while a PUT is in flight share the next object
-// (far fewer PUTs than forwarded requests), and every record is
+// several connections to broker 2, whose PUTs take 30 ms: the requests
+// that arrive while its PUTs are in flight share the next object (fewer
+// PUTs than forwarded requests), and every record is
 // acknowledged, read back at its offset, in order, once.
 func TestZoneLocalProduceGroupCommit(t *testing.T) {
 	var puts atomic.Int64
@@ -933,7 +933,11 @@ func TestZoneLocalProduceGroupCommit(t *testing.T) {
 	if requests == 0 {
 		t.Fatal("broker 2 forwarded nothing")
 	}
-	if objects > requests/2 {
+	// The forwarded records ride in broker 2's WAL objects, whose group
+	// commit lets two PUTs run at once (wal.UploaderConfig.GroupInFlight)
+	// where objects of their own had one: about two requests an object
+	// here (one each without the group commit).
+	if objects > requests*3/4 {
 		t.Fatalf("%.0f objects for %.0f forwarded requests: the requests that came during a PUT did not share an object", objects, requests)
 	}
 	for i := range clients {
