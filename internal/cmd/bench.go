@@ -176,6 +176,7 @@ swept key, so the plot shows where a user who tunes nothing sits
 	fl.IntVar(&lo.Consumers, "consumers", lo.Consumers, "consumer clients (partitions assigned round-robin; 0: no end-to-end latency)")
 	fl.IntVar(&lo.MaxInFlight, "max-in-flight", lo.MaxInFlight, "records buffered or in flight per producer")
 	fl.DurationVar(&lo.Linger, "linger", 0, "producer linger")
+	fl.BoolVar(&lo.PrimePartitions, "prime-partitions", lo.PrimePartitions, "before the load, every producer sends one record to every partition and waits for its answer, as a producer that has run for minutes has had (false: the load starts on producers that never wrote to the topic, so at many partitions franz-go's one-request-per-partition-until-first-answer rule lands in the window; docs/bench.md)")
 	fl.StringVar(&lo.Compression, "compression", lo.Compression, "producer compression: none, gzip, snappy, lz4, zstd")
 	fl.DurationVar(&lo.DrainTimeout, "drain-timeout", lo.DrainTimeout, "how long consumers may take to read the window's records after it")
 	fl.BoolVar(&lo.KeepTopic, "keep-topic", false, "do not delete the bench topic afterwards")
