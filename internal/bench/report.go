@@ -362,6 +362,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	if s.BrokerGoMaxProcs != "" {
 		fmt.Fprintf(w, "brokers' process: GOMAXPROCS=%s\n", s.BrokerGoMaxProcs)
 	}
+	if !s.PrimePartitions {
+		fmt.Fprintln(w, "producers not primed (--prime-partitions=false, or a report from before it): at many partitions the window holds records sent before their partition's first answer")
+	}
 	if len(s.BrokerConfig) > 0 {
 		fmt.Fprintf(w, "broker config: %s\n", strings.Join(s.BrokerConfig, " "))
 	}
