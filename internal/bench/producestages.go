@@ -37,9 +37,9 @@ type ProduceStages struct {
 	ColdLatency, WarmLatency            *Histogram
 	ColdInProducer, WarmInProducer      *Histogram
 	ColdRecords                         int64
-	// Unmatched counts window records whose request the trace did not
-	// find (a retry under a new producer ID, a reconnect): not in the
-	// histograms.
+	// Unmatched counts the records (warmup included) whose request the
+	// trace did not find (a retry under a new producer ID, a reconnect):
+	// not in the histograms.
 	Unmatched int64
 }
 
@@ -60,14 +60,22 @@ type ProduceStagesSummary struct {
 
 // Summary returns the figures reported.
 func (st *ProduceStages) Summary() *ProduceStagesSummary {
-	return &ProduceStagesSummary{Late: st.Late.Summary(), FromCall: st.FromCall.Summary(), InProducer: st.InProducer.Summary(), Request: st.Request.Summary(), Delivery: st.Delivery.Summary(),
+	return &ProduceStagesSummary{
+		Late: st.Late.Summary(), FromCall: st.FromCall.Summary(),
+		InProducer: st.InProducer.Summary(), Request: st.Request.Summary(), Delivery: st.Delivery.Summary(),
 		Cold: st.ColdLatency.Summary(), Warm: st.WarmLatency.Summary(),
-		ColdInProducer: st.ColdInProducer.Summary(), WarmInProducer: st.WarmInProducer.Summary(), ColdRecords: st.ColdRecords, Unmatched: st.Unmatched}
+		ColdInProducer: st.ColdInProducer.Summary(), WarmInProducer: st.WarmInProducer.Summary(),
+		ColdRecords: st.ColdRecords, Unmatched: st.Unmatched,
+	}
 }
 
 func newProduceStages() *ProduceStages {
-	return &ProduceStages{Late: NewHistogram(), FromCall: NewHistogram(), InProducer: NewHistogram(), Request: NewHistogram(), Delivery: NewHistogram(),
-		ColdLatency: NewHistogram(), WarmLatency: NewHistogram(), ColdInProducer: NewHistogram(), WarmInProducer: NewHistogram()}
+	return &ProduceStages{
+		Late: NewHistogram(), FromCall: NewHistogram(),
+		InProducer: NewHistogram(), Request: NewHistogram(), Delivery: NewHistogram(),
+		ColdLatency: NewHistogram(), WarmLatency: NewHistogram(),
+		ColdInProducer: NewHistogram(), WarmInProducer: NewHistogram(),
+	}
 }
 
 // produceTracer follows one idempotent producer client's records from its
