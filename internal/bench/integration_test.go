@@ -45,6 +45,37 @@ func checkModeResult(t *testing.T, m ModeResult) {
 	}
 }
 
+// checkProduceStages: acks=all records are traced to their requests;
+// without warmup, the first records of an unprimed load are produced before
+// their partition's first answer, and no record of a primed one is.
+func checkProduceStages(t *testing.T, m ModeResult, lo LoadOptions) {
+	t.Helper()
+	st := m.ProduceStages
+	if lo.Acks != "all" {
+		if st != nil {
+			t.Errorf("produce stages %+v at acks=%s, want none", st, lo.Acks)
+		}
+		return
+	}
+	if st == nil {
+		t.Fatal("no produce stages at acks=all")
+	}
+	if st.Unmatched != 0 || st.InProducer.Count != m.Produced || st.Request.Count != m.Produced || st.Delivery.Count != m.Produced {
+		t.Errorf("stages of %d, %d, %d records (%d unmatched) for %d produced", st.InProducer.Count, st.Request.Count, st.Delivery.Count, st.Unmatched, m.Produced)
+	}
+	if st.Cold.Count+st.Warm.Count != m.Produced || st.Cold.Count != st.ColdRecords {
+		t.Errorf("%d cold (%d counted) and %d warm records for %d produced", st.Cold.Count, st.ColdRecords, st.Warm.Count, m.Produced)
+	}
+	switch {
+	case lo.Warmup > 0:
+	case lo.PrimePartitions && st.ColdRecords != 0:
+		t.Errorf("%d records produced before their partition's first answer after priming, want 0", st.ColdRecords)
+	case !lo.PrimePartitions && st.ColdRecords == 0:
+		t.Error("no record produced before its partition's first answer, unprimed and without warmup: want the first")
+	}
+	t.Logf("in producer p99 %v ms, request p99 %v ms, %d cold records", st.InProducer.P99Ms, st.Request.P99Ms, st.ColdRecords)
+}
+
 // TestExternalInProcessBroker runs a short bench against an in-process
 // single broker with its metrics endpoint.
 func TestExternalInProcessBroker(t *testing.T) {
@@ -57,6 +88,8 @@ func TestExternalInProcessBroker(t *testing.T) {
 		{"acks=all max rate", func(o *LoadOptions) {}},
 		{"acks=1 target rate, more consumers than partitions", func(o *LoadOptions) { o.Acks = "1"; o.Rate = 2000; o.Producers = 3; o.Consumers = 5 }},
 		{"acks=0 lz4", func(o *LoadOptions) { o.Acks = "0"; o.Compression = "lz4"; o.Consumers = 1 }},
+		{"acks=all unprimed, no warmup", func(o *LoadOptions) { o.PrimePartitions = false; o.Warmup = 0; o.Rate = 2000 }},
+		{"acks=all primed, no warmup", func(o *LoadOptions) { o.Warmup = 0; o.Rate = 2000 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lo := DefaultLoadOptions()
@@ -85,6 +118,7 @@ func TestExternalInProcessBroker(t *testing.T) {
 				t.Errorf("at most %d Produce requests in flight at one broker with acks=%s, want 1 to %d (0 at acks=0)", m.RequestsInFlightMax, lo.Acks, wantMax)
 			}
 			t.Logf("at most %d Produce requests in flight at one broker", m.RequestsInFlightMax)
+			checkProduceStages(t, m, lo)
 			if lo.Rate > 0 && m.RecordsPerSec > float64(lo.Rate)*1.01 {
 				t.Errorf("%v records/s with a target of %d", m.RecordsPerSec, lo.Rate)
 			}

@@ -44,6 +44,10 @@ type LoadOptions struct {
 	MaxInFlight int
 	// Linger is the producer linger (0: send at once).
 	Linger time.Duration
+	// PrimePartitions has every producer send one unmeasured record to
+	// every partition, and have it answered, before the load starts: the
+	// state of a producer that has run for minutes (primePartitions).
+	PrimePartitions bool
 	// Compression is none, gzip, snappy, lz4 or zstd.
 	Compression string
 	// Warmup runs the load before the measured window of Duration.
@@ -75,16 +79,17 @@ type LoadOptions struct {
 // DefaultLoadOptions returns the defaults of `strata bench`.
 func DefaultLoadOptions() LoadOptions {
 	return LoadOptions{
-		Partitions:   12,
-		Acks:         "all",
-		RecordSize:   1024,
-		Producers:    2,
-		Consumers:    2,
-		MaxInFlight:  1000,
-		Compression:  "none",
-		Warmup:       5 * time.Second,
-		Duration:     10 * time.Second,
-		DrainTimeout: 30 * time.Second,
+		Partitions:      12,
+		Acks:            "all",
+		RecordSize:      1024,
+		Producers:       2,
+		Consumers:       2,
+		MaxInFlight:     1000,
+		PrimePartitions: true,
+		Compression:     "none",
+		Warmup:          5 * time.Second,
+		Duration:        10 * time.Second,
+		DrainTimeout:    30 * time.Second,
 	}
 }
 
@@ -219,6 +224,9 @@ type LoadResult struct {
 	// record that finds every slot waiting for an object waits for the
 	// object after it too.
 	RequestsInFlightMax int64
+	// ProduceStages splits the window records' latency at their request's
+	// write and answer (nil unless acks=all on plaintext connections).
+	ProduceStages *ProduceStages
 	// ClientZones is set when ZoneLatency > 0.
 	ClientZones *ClientZones
 }
@@ -314,6 +322,16 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 
 	// Producers.
 	producers := make([]*kgo.Client, opts.Producers)
+	// The stages are traced from the producers' connections: plaintext,
+	// and idempotent batches (acks=all) carry the sequence numbers that
+	// tie a record to its request.
+	tracers := make([]*produceTracer, opts.Producers)
+	if acks == kgo.AllISRAcks() && opts.Security == nil {
+		res.ProduceStages = newProduceStages()
+		for i := range tracers {
+			tracers[i] = newProduceTracer()
+		}
+	}
 	for i := range producers {
 		popts := []kgo.Opt{
 			kgo.SeedBrokers(bootstrap...),
@@ -327,13 +345,22 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 		if acks != kgo.NoAck() {
 			popts = append(popts, kgo.WithHooks(&inFlightHook{max: &inFlightMax}))
 		}
+		if opts.PrimePartitions {
+			// franz-go's default partitioner, with the priming records sent where they say.
+			popts = append(popts, kgo.RecordPartitioner(primingPartitioner{kgo.UniformBytesPartitioner(64<<10, true, true, nil)}))
+		}
 		if acks != kgo.AllISRAcks() { // idempotence needs acks=all
 			popts = append(popts, kgo.DisableIdempotentWrite())
 		}
 		if len(opts.ClientRacks) > 0 {
 			popts = append(popts, kgo.ClientID("strata-bench,"+protocol.ClientIDZonePrefix+opts.ClientRacks[i%len(opts.ClientRacks)]))
 		}
-		if zones != nil {
+		switch {
+		case tracers[i] != nil && zones != nil:
+			popts = append(popts, tracers[i].dialer(zones.dial(zones.Producers[i])))
+		case tracers[i] != nil:
+			popts = append(popts, tracers[i].dialer(nil))
+		case zones != nil:
 			popts = append(popts, zones.dialer(zones.Producers[i]))
 		}
 		cl, err := kgo.NewClient(append(popts, secOpts...)...)
@@ -350,6 +377,12 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 			c.Close()
 		}
 	}()
+
+	if opts.PrimePartitions {
+		if err := primePartitions(ctx, producers, tracers, opts.Partitions); err != nil {
+			return nil, err
+		}
+	}
 
 	var st produceStats
 	start := time.Now()
@@ -378,7 +411,8 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 				// Spread producers over one interval so they do not send in lockstep.
 				offset = time.Duration(float64(time.Second) / rate * float64(i) / float64(len(producers)))
 			}
-			produceLoop(ctx, prodCtx.Done(), cl, rate, start.Add(offset), windowStart, windowEnd, opts.RecordSize, res.ProduceLatency, &st)
+			produceLoop(ctx, prodCtx.Done(), cl, rate, start.Add(offset), windowStart, windowEnd, opts.RecordSize, res.ProduceLatency, &st,
+				tracers[i], res.ProduceStages)
 		}()
 	}
 
@@ -402,6 +436,12 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 	res.RequestsInFlightMax = inFlightMax.Load()
 	res.Produced, res.ProducedBytes = st.acked.Load(), st.ackedBytes.Load()
 	res.ProduceErrors, res.Late = st.failed.Load(), st.late.Load()
+	if res.ProduceStages != nil {
+		res.ProduceStages.ColdRecords = st.cold.Load()
+		for _, t := range tracers {
+			res.ProduceStages.Unmatched += t.unmatched.Load()
+		}
+	}
 	if e := st.firstErr.Load(); e != nil {
 		res.FirstError = e.(string)
 	}
@@ -432,8 +472,8 @@ func RunLoad(ctx context.Context, bootstrap []string, opts LoadOptions, hooks Ho
 }
 
 type produceStats struct {
-	acked, ackedBytes, failed, late atomic.Int64
-	firstErr                        atomic.Value // string
+	acked, ackedBytes, failed, late, cold atomic.Int64
+	firstErr                              atomic.Value // string
 }
 
 // produceLoop produces until ctx ends. With rate > 0 record n is
@@ -445,8 +485,10 @@ type produceStats struct {
 //
 // stop ends the loop; ctx (the run's context) is what records are produced
 // with, so that records buffered when the window ends are still sent.
+// With a tracer (of cl's connections) the window records' stages go to
+// stages.
 func produceLoop(ctx context.Context, stop <-chan struct{}, cl *kgo.Client, rate float64, start, windowStart, windowEnd time.Time,
-	size int, lat *Histogram, st *produceStats) {
+	size int, lat *Histogram, st *produceStats, tracer *produceTracer, stages *ProduceStages) {
 	// Every value is fresh random bytes (ChaCha8, ~GB/s): a compressed
 	// load must not shrink repeated content and flatter the figures.
 	var seed [32]byte
@@ -481,6 +523,7 @@ func produceLoop(ctx context.Context, stop <-chan struct{}, cl *kgo.Client, rate
 		// send time: a late record includes its delay, a record sent up to
 		// 1 ms early (no sleep that short) counts from when it was sent.
 		from := time.Now()
+		sent := from
 		if sched.Before(from) {
 			if measured && from.Sub(sched) > 10*time.Millisecond {
 				st.late.Add(1)
@@ -496,6 +539,13 @@ func produceLoop(ctx context.Context, stop <-chan struct{}, cl *kgo.Client, rate
 			v[8] = 0
 		}
 		cl.Produce(ctx, &kgo.Record{Value: v}, func(r *kgo.Record, err error) {
+			now := time.Now()
+			// Every record advances the trace (its sequence), measured or not.
+			var rs recordStages
+			traced := false
+			if tracer != nil && err == nil {
+				rs, traced = tracer.promised(r.Partition, from)
+			}
 			if !measured {
 				return
 			}
@@ -504,7 +554,13 @@ func produceLoop(ctx context.Context, stop <-chan struct{}, cl *kgo.Client, rate
 				st.firstErr.CompareAndSwap(nil, err.Error())
 				return
 			}
-			lat.Record(time.Since(from))
+			lat.Record(now.Sub(from))
+			if traced {
+				stages.record(rs, from, sent, now)
+				if rs.cold {
+					st.cold.Add(1)
+				}
+			}
 			st.acked.Add(1)
 			st.ackedBytes.Add(int64(len(r.Value)))
 		})

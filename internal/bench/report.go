@@ -43,10 +43,13 @@ type Settings struct {
 	MaxInFlight       int           `json:"max_in_flight"`
 	Compression       string        `json:"compression"`
 	Linger            time.Duration `json:"linger_ns"`
-	Warmup            time.Duration `json:"warmup_ns"`
-	Duration          time.Duration `json:"duration_ns"`
-	S3PutLatency      time.Duration `json:"s3_put_latency_ns"`
-	S3GetLatency      time.Duration `json:"s3_get_latency_ns"`
+	// PrimePartitions: every producer had an answer from every partition
+	// before the load started (LoadOptions.PrimePartitions).
+	PrimePartitions bool          `json:"prime_partitions"`
+	Warmup          time.Duration `json:"warmup_ns"`
+	Duration        time.Duration `json:"duration_ns"`
+	S3PutLatency    time.Duration `json:"s3_put_latency_ns"`
+	S3GetLatency    time.Duration `json:"s3_get_latency_ns"`
 	// S3LatencyMode is "floor" when S3 latencies are set: each PUT / GET
 	// takes at least that long, the local server's own time included.
 	S3LatencyMode string `json:"s3_latency_mode,omitempty"`
@@ -122,6 +125,13 @@ type ModeResult struct {
 	// unanswered at one broker (5 at most with acks=all, idempotent).
 	RequestsInFlightMax int64 `json:"produce_requests_in_flight_max,omitempty"`
 
+	// ProduceStages: where the window records' produce latency went
+	// (acks=all, plaintext): in the producer until their request was
+	// written, the request until its answer was read, then to the promise;
+	// and the latency of the records produced before their producer had
+	// a first answer from their partition ("cold") against the others.
+	ProduceStages *ProduceStagesSummary `json:"produce_stages,omitempty"`
+
 	EndToEndLatency LatencySummary `json:"end_to_end_latency"`
 	ThroughputMBps  float64        `json:"throughput_mb_per_s"`
 	RecordsPerSec   float64        `json:"records_per_s"`
@@ -172,6 +182,24 @@ var Figures = []Figure{
 	}},
 	{"produce_write_wait_p99_ms", "Produce request wait to be written p99 (ms)", func(m *ModeResult) *float64 {
 		return latency(m.ProduceWriteWait, m.ProduceWriteWait.P99Ms)
+	}},
+	{"produce_late_p99_ms", "record's send behind its schedule p99 (ms)", func(m *ModeResult) *float64 {
+		if m.ProduceStages == nil {
+			return nil
+		}
+		return latency(m.ProduceStages.Late, m.ProduceStages.Late.P99Ms)
+	}},
+	{"produce_in_producer_p99_ms", "record's wait in the producer until written p99 (ms)", func(m *ModeResult) *float64 {
+		if m.ProduceStages == nil {
+			return nil
+		}
+		return latency(m.ProduceStages.InProducer, m.ProduceStages.InProducer.P99Ms)
+	}},
+	{"produce_cold_records", "records sent before their partition's first answer", func(m *ModeResult) *float64 {
+		if m.ProduceStages == nil {
+			return nil
+		}
+		return ptr(float64(m.ProduceStages.ColdRecords))
 	}},
 	{"go_sched_latency_p99_ms", "brokers' Go scheduler latency p99 (ms)", func(m *ModeResult) *float64 {
 		if m.SchedLatency == nil {
@@ -333,6 +361,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if s.BrokerGoMaxProcs != "" {
 		fmt.Fprintf(w, "brokers' process: GOMAXPROCS=%s\n", s.BrokerGoMaxProcs)
+	}
+	if !s.PrimePartitions {
+		fmt.Fprintln(w, "producers not primed (--prime-partitions=false, or a report from before it): at many partitions the window holds records sent before their partition's first answer")
 	}
 	if len(s.BrokerConfig) > 0 {
 		fmt.Fprintf(w, "broker config: %s\n", strings.Join(s.BrokerConfig, " "))

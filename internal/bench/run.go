@@ -107,7 +107,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{Schema: SchemaVersion, Started: time.Now().UTC(), Settings: Settings{
 		Acks: l.Acks, RecordSize: l.RecordSize, Partitions: l.Partitions, ReplicationFactor: l.ReplicationFactor,
 		Rate: l.Rate, Producers: l.Producers, Consumers: l.Consumers, MaxInFlight: l.MaxInFlight,
-		Compression: l.Compression, Linger: l.Linger, Warmup: l.Warmup, Duration: l.Duration,
+		Compression: l.Compression, Linger: l.Linger, PrimePartitions: l.PrimePartitions, Warmup: l.Warmup, Duration: l.Duration,
 		S3PutLatency: cfg.Cluster.S3PutLatency, S3GetLatency: cfg.Cluster.S3GetLatency, ZoneLatency: cfg.Cluster.ZoneLatency,
 		BrokerConfig: cfg.Cluster.BrokerConfig,
 	}}
@@ -344,6 +344,9 @@ func fillLoad(mr *ModeResult, res *LoadResult, requestedConsumers int) {
 		mr.ProduceWriteWait = res.ProduceWriteWait.Summary()
 	}
 	mr.RequestsInFlightMax = res.RequestsInFlightMax
+	if res.ProduceStages != nil {
+		mr.ProduceStages = res.ProduceStages.Summary()
+	}
 	mr.ThroughputMBps = float64(res.ProducedBytes) / secs / 1e6
 	mr.RecordsPerSec = float64(res.Produced) / secs
 	mr.Produced, mr.Consumed = res.Produced, res.Consumed

@@ -87,8 +87,13 @@ func (z *ClientZones) remote(zone, addr string) bool {
 
 // dialer is the kgo option of a client in zone.
 func (z *ClientZones) dialer(zone string) kgo.Opt {
+	return kgo.Dialer(z.dial(zone))
+}
+
+// dial is the dial function of a client in zone.
+func (z *ClientZones) dial(zone string) func(ctx context.Context, network, host string) (net.Conn, error) {
 	d := &netem.Dialer{Latency: z.Latency, Stats: &z.stats, Remote: func(_ context.Context, addr string) (bool, error) {
 		return z.remote(zone, addr), nil
 	}}
-	return kgo.Dialer(d.DialContext)
+	return d.DialContext
 }

@@ -2,9 +2,13 @@ package cmd
 
 import (
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +25,7 @@ func newBenchCmd() *cobra.Command {
 		cl                                             bench.ClusterOptions
 		asJSON, pin, storeTmpfs, defaultPoint          bool
 		plot, fromJSON, pinLoad, metricsTokenFile      string
+		pprofListen                                    string
 		sweepSpec                                      string
 		sec                                            clientSecurityFlags
 	)
@@ -147,6 +152,11 @@ swept key, so the plot shows where a user who tunes nothing sits
 				}
 				cfg.Starter = &bench.DevStarter{Binary: exe}
 			}
+			if pprofListen != "" {
+				if err := servePprof(cmd, pprofListen); err != nil {
+					return err
+				}
+			}
 			// Ctrl-C or SIGTERM ends the run and stops the embedded clusters.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -176,6 +186,7 @@ swept key, so the plot shows where a user who tunes nothing sits
 	fl.IntVar(&lo.Consumers, "consumers", lo.Consumers, "consumer clients (partitions assigned round-robin; 0: no end-to-end latency)")
 	fl.IntVar(&lo.MaxInFlight, "max-in-flight", lo.MaxInFlight, "records buffered or in flight per producer")
 	fl.DurationVar(&lo.Linger, "linger", 0, "producer linger")
+	fl.BoolVar(&lo.PrimePartitions, "prime-partitions", lo.PrimePartitions, "before the load, every producer sends one record to every partition and waits for its answer, as a producer that has run for minutes has had (false: the load starts on producers that never wrote to the topic, so at many partitions franz-go's one-request-per-partition-until-first-answer rule lands in the window; docs/bench.md)")
 	fl.StringVar(&lo.Compression, "compression", lo.Compression, "producer compression: none, gzip, snappy, lz4, zstd")
 	fl.DurationVar(&lo.DrainTimeout, "drain-timeout", lo.DrainTimeout, "how long consumers may take to read the window's records after it")
 	fl.BoolVar(&lo.KeepTopic, "keep-topic", false, "do not delete the bench topic afterwards")
@@ -187,6 +198,7 @@ swept key, so the plot shows where a user who tunes nothing sits
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	sec.register(fl)
 	fl.StringVar(&pinLoad, "pin-load-generator", bench.PinLoadWithStore, "with --pin: the CPUs of the load generator (this process): store (with the object store) or brokers (with the brokers: the object store's CPU, WAL mode only, then weighs on neither the brokers nor the clients)")
+	fl.StringVar(&pprofListen, "pprof-listen", "", "serve the load generator's (this process's) Go profiles at http://<addr>/debug/pprof/ during the run, block and mutex profiles included (e.g. 127.0.0.1:6061; the brokers': --broker-config metrics.pprof.enable=true)")
 	fl.BoolVar(&pin, "pin", true, "on Linux with 2+ CPUs: run the embedded brokers on one half of the CPUs, the object store and the load generator on the other (the same in every mode; settings.pin in the JSON)")
 	fl.StringVar(&fromJSON, "from-json", "", "measure nothing: print (and --plot) the report a --json run wrote to this file")
 	fl.StringVar(&plot, "plot", "", "write the latency distributions of all modes (with --sweep: acks p99 against cost per point) to this .svg or .png file")
@@ -244,4 +256,23 @@ func rerender(cmd *cobra.Command, path, plot string, asJSON bool) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return writeReport(cmd, rep, plot, asJSON)
+}
+
+// servePprof serves this process's profiles at addr for the rest of the
+// run, with block and mutex sampling on.
+func servePprof(cmd *cobra.Command, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--pprof-listen: %w", err)
+	}
+	runtime.SetBlockProfileRate(int(10 * time.Microsecond))
+	runtime.SetMutexProfileFraction(10)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	fmt.Fprintf(cmd.ErrOrStderr(), "load generator profiles at http://%s/debug/pprof/\n", ln.Addr())
+	go func() { _ = http.Serve(ln, mux) }() //nolint:gosec // a local debugging endpoint for the run's length
+	return nil
 }
