@@ -536,3 +536,40 @@ func TestDeciderBoundNoCrossZone(t *testing.T) {
 		t.Fatalf("latency policy: bound %q, want none", p.Bound)
 	}
 }
+
+// TestDeciderSharedBytes: a broker whose objects carry zone-local
+// produce's forwarded records whatever its own path (ObserveShared)
+// pays their PUT anyway, so its own bytes cost only what they add: at
+// 300 KB/s, where auto alone stays inline (the hysteresis case above),
+// 600 KB/s of forwarded bytes in the same objects turn WAL objects on,
+// and the ratio is far below its unshared value.
+func TestDeciderSharedBytes(t *testing.T) {
+	cfg := DeciderConfig{Prices: Default(), Policy: PolicyAuto, Interval: 10 * time.Millisecond, MaxInterval: 100 * time.Millisecond, MaxObjectBytes: 256 << 10}
+	run := func(shared float64) (Plan, []Switch) {
+		now := time.Unix(1700000000, 0)
+		d := NewDecider(cfg, now)
+		var p Plan
+		var sws []Switch
+		for range 120 {
+			now = now.Add(time.Second)
+			var sw *Switch
+			p, sw = d.ObserveShared(now, 3e5, 6e5, int64(shared))
+			if sw != nil {
+				sws = append(sws, *sw)
+			}
+		}
+		return p, sws
+	}
+	alone, sws := run(0)
+	if alone.Path != PathInline || len(sws) != 0 {
+		t.Fatalf("alone: %s (ratio %.2f), switches %v; want inline", alone.Path, alone.Ratio, sws)
+	}
+	shared, sws := run(6e5)
+	if shared.Path != PathWAL || len(sws) != 1 || sws[0].Reason != ReasonAboveBreakEven {
+		t.Fatalf("with forwarded bytes: %s (ratio %.2f), switches %v; want WAL", shared.Path, shared.Ratio, sws)
+	}
+	if shared.Ratio > alone.Ratio/4 {
+		t.Fatalf("ratio %.3f with forwarded bytes, %.3f alone: the sunk PUT was not taken out", shared.Ratio, alone.Ratio)
+	}
+	t.Logf("300 KB/s own: ratio %.2f alone (%s), %.3f with 600 KB/s forwarded (%s)", alone.Ratio, alone.Path, shared.Ratio, shared.Path)
+}

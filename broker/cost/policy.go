@@ -242,7 +242,11 @@ type Decider struct {
 	// bytes/s since firstSeen, divided by weight (bias correction: the
 	// average of the time seen so far, not pulled towards 0 at start).
 	rate, classic, weight float64
-	seen                  bool
+	// shared is the EWMA (same weight) of bytes/s that ride in this
+	// broker's objects whichever path its own replication takes:
+	// zone-local produce's forwarded records (ObserveShared).
+	shared float64
+	seen   bool
 	path                  Path
 	interval              time.Duration
 }
@@ -307,6 +311,17 @@ func (d *Decider) Plan() Plan { return d.plan() }
 // classic replication would send across zones), and returns the plan, and
 // the switch when auto changed paths.
 func (d *Decider) Observe(now time.Time, produced, classic int64) (Plan, *Switch) {
+	return d.ObserveShared(now, produced, classic, 0)
+}
+
+// ObserveShared is Observe with the bytes that went into this broker's
+// objects since the last call whatever the path: zone-local produce's
+// forwarded records (wal.Uploader.AppendRaw), whose objects are PUT
+// anyway. The WAL path's cost is then what its own chunks add to those
+// objects (their PUT is sunk: sharedRatio), not whole objects: a broker
+// that forwards much finds WAL objects cheaper than inline replication
+// at rates where alone it would not.
+func (d *Decider) ObserveShared(now time.Time, produced, classic, shared int64) (Plan, *Switch) {
 	dt := now.Sub(d.last).Seconds()
 	if dt > 0 {
 		d.last = now
@@ -317,6 +332,7 @@ func (d *Decider) Observe(now time.Time, produced, classic int64) (Plan, *Switch
 			a := 1 - math.Exp(-dt*math.Ln2/d.cfg.HalfLife.Seconds())
 			d.rate += a * (float64(produced)/dt - d.rate)
 			d.classic += a * (float64(classic)/dt - d.classic)
+			d.shared += a * (float64(shared)/dt - d.shared)
 			d.weight += a * (1 - d.weight)
 		}
 	}
@@ -462,7 +478,25 @@ func (d *Decider) ratio(copies float64, interval time.Duration) float64 {
 	if size < 1 {
 		return math.Inf(1)
 	}
-	return d.ratioAt(copies, int64(size))
+	return d.sharedRatio(copies, size, interval)
+}
+
+// sharedRatio is ratioAt for objects of size own bytes cut every
+// interval, when shared bytes ride in the same objects (ObserveShared):
+// the object's cost beyond the PUT that the shared bytes pay anyway,
+// over classic replication of its own bytes. Without shared bytes it is
+// ratioAt.
+func (d *Decider) sharedRatio(copies, size float64, interval time.Duration) float64 {
+	shared := 0.0
+	if d.weight > 0 {
+		shared = d.shared / d.weight * interval.Seconds()
+	}
+	if shared < 1 || copies <= 0 {
+		return d.ratioAt(copies, int64(size))
+	}
+	p := d.cfg.Prices
+	whole := p.Object(int64(size+shared), Readers(copies), copies)
+	return (whole - p.Put(int64(shared))) / (p.CrossZone(int64(size)) * copies)
 }
 
 // objectBytes is the object a plan makes at rate: what the interval
@@ -501,7 +535,7 @@ func (d *Decider) plan() Plan {
 	}
 	p.Ratio = math.NaN()
 	if d.seen {
-		p.Ratio = d.ratioAt(copies, int64(max(d.objectBytes(rate, p.Interval, copies), 1)))
+		p.Ratio = d.sharedRatio(copies, max(d.objectBytes(rate, p.Interval, copies), 1), p.Interval)
 	}
 	if p.Path == PathWAL {
 		p.AddedP99 = LatencyPerInterval * p.Interval

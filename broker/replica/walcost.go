@@ -46,8 +46,10 @@ type costState struct {
 type policyState struct {
 	mu      sync.Mutex
 	decider *cost.Decider
-	// seenProduced, seenClassic: the totals the decider has seen.
-	seenProduced, seenClassic int64
+	// seenProduced, seenClassic, seenShared: the totals the decider has
+	// seen (shared: zone-local produce's forwarded bytes in this
+	// broker's objects, the uploader's RawBytes).
+	seenProduced, seenClassic, seenShared int64
 	lastObserve               time.Time
 	plan                      cost.Plan
 	// nudgeBytes is plan.NudgeBytes for WALProduced, which must not wait
@@ -218,8 +220,9 @@ func (w *walRep) decide(produced, classic int64) {
 		return
 	}
 	ps.lastObserve = now
-	plan, sw := ps.decider.Observe(now, produced-ps.seenProduced, classic-ps.seenClassic)
-	ps.seenProduced, ps.seenClassic = produced, classic
+	shared := int64(w.up.Stats().RawBytes)
+	plan, sw := ps.decider.ObserveShared(now, produced-ps.seenProduced, classic-ps.seenClassic, shared-ps.seenShared)
+	ps.seenProduced, ps.seenClassic, ps.seenShared = produced, classic, shared
 	changed := plan.Interval != ps.plan.Interval || plan.CutBytes != ps.plan.CutBytes || plan.Nudge != ps.plan.Nudge ||
 		plan.NudgeBytes != ps.plan.NudgeBytes || plan.Path != ps.plan.Path
 	ps.plan = plan

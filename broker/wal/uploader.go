@@ -145,7 +145,9 @@ type UploaderStats struct {
 	RejectedFull, RejectedDegraded uint64
 	// IdleProbes counts the HEADs a degraded uploader without data sent
 	// to see whether its bucket is back.
-	IdleProbes    uint64
+	IdleProbes uint64
+	// RawBytes counts the bytes AppendRaw took.
+	RawBytes      uint64
 	BufferedBytes int
 	// PendingBytes are in the object being filled (not cut yet).
 	PendingBytes int
@@ -457,6 +459,7 @@ func (u *Uploader) AppendRaw(sets [][]byte, call any) error {
 		p.raw = append(p.raw, append([]byte(nil), s...))
 	}
 	p.rawCalls = append(p.rawCalls, rawCall{call: call, sets: len(sets)})
+	u.stats.RawBytes += uint64(n)
 	p.bytes += n
 	u.buffered += n
 	if p.bytes >= u.cutBytes {
