@@ -245,10 +245,10 @@ type Decider struct {
 	// shared is the EWMA (same weight) of bytes/s that ride in this
 	// broker's objects whichever path its own replication takes:
 	// zone-local produce's forwarded records (ObserveShared).
-	shared float64
-	seen   bool
-	path                  Path
-	interval              time.Duration
+	shared   float64
+	seen     bool
+	path     Path
+	interval time.Duration
 }
 
 // NewDecider starts deciding at now. auto starts inline and decides

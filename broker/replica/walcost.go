@@ -50,8 +50,8 @@ type policyState struct {
 	// seen (shared: zone-local produce's forwarded bytes in this
 	// broker's objects, the uploader's RawBytes).
 	seenProduced, seenClassic, seenShared int64
-	lastObserve               time.Time
-	plan                      cost.Plan
+	lastObserve                           time.Time
+	plan                                  cost.Plan
 	// nudgeBytes is plan.NudgeBytes for WALProduced, which must not wait
 	// for mu on every produce request.
 	nudgeBytes atomic.Int64
