@@ -314,10 +314,10 @@ func (d *Decider) Observe(now time.Time, produced, classic int64) (Plan, *Switch
 	return d.ObserveShared(now, produced, classic, 0)
 }
 
-// ObserveShared is Observe with the bytes that went into this broker's
-// objects since the last call whatever the path: zone-local produce's
-// forwarded records (wal.Uploader.AppendRaw), whose objects are PUT
-// anyway. The WAL path's cost is then what its own chunks add to those
+// ObserveShared is Observe with the bytes that are in objects since the
+// last call whatever the path: zone-local produce's forwarded records,
+// in this broker's objects (wal.Uploader.AppendRaw) or, appended as
+// leader, in their forwarders', whose objects are PUT anyway. The WAL path's cost is then what its own chunks add to those
 // objects (their PUT is sunk: sharedRatio), not whole objects: a broker
 // that forwards much finds WAL objects cheaper than inline replication
 // at rates where alone it would not.

@@ -130,6 +130,9 @@ type walRep struct {
 	inline *prometheus.CounterVec
 	// inlineBy holds inline's counter of each reason, resolved once.
 	inlineBy map[string]prometheus.Counter
+	// forwardedIn counts the bytes this leader appended from zone-local
+	// forwarders' objects (walAppendLocked), for the policy (decide).
+	forwardedIn atomic.Int64
 	// foreign counts forwarded ranges by outcome (ForeignPublished,
 	// ForeignReuploaded; strata_wal_foreign_pointers_total).
 	foreign *prometheus.CounterVec
@@ -363,6 +366,15 @@ func (w *walRep) close() {
 // Batches of a forwarded range (fwd) that are as forwarded go to no
 // upload: followers read the forwarder's object (walForeignLocked).
 func (p *Partition) walAppendLocked(w *walRep, batches []record.Batch, epoch int32, fwd *Forwarded) {
+	if fwd != nil && p.walIndex != nil {
+		// Bytes in a forwarder's object: on the WAL path its followers
+		// read them there (wal.policy=auto prices them as such, decide).
+		n := 0
+		for _, b := range batches {
+			n += len(b)
+		}
+		w.forwardedIn.Add(int64(n))
+	}
 	if p.walIndex == nil || w.policyInline.Load() || len(batches) == 0 {
 		// Inline by policy: replica fetches read the log (they wait on
 		// appends, see PlanWALFetch).

@@ -47,8 +47,8 @@ type policyState struct {
 	mu      sync.Mutex
 	decider *cost.Decider
 	// seenProduced, seenClassic, seenShared: the totals the decider has
-	// seen (shared: zone-local produce's forwarded bytes in this
-	// broker's objects, the uploader's RawBytes).
+	// seen (shared: zone-local produce's forwarded bytes in objects PUT
+	// whatever the path, decide).
 	seenProduced, seenClassic, seenShared int64
 	lastObserve                           time.Time
 	plan                                  cost.Plan
@@ -220,7 +220,10 @@ func (w *walRep) decide(produced, classic int64) {
 		return
 	}
 	ps.lastObserve = now
-	shared := int64(w.up.Stats().RawBytes)
+	// Bytes in objects whatever this broker's path: what it forwards
+	// (in its own objects) and what it appended from forwarders' (in
+	// theirs, which its followers read on the WAL path).
+	shared := int64(w.up.Stats().RawBytes) + w.forwardedIn.Load()
 	plan, sw := ps.decider.ObserveShared(now, produced-ps.seenProduced, classic-ps.seenClassic, shared-ps.seenShared)
 	ps.seenProduced, ps.seenClassic, ps.seenShared = produced, classic, shared
 	changed := plan.Interval != ps.plan.Interval || plan.CutBytes != ps.plan.CutBytes || plan.Nudge != ps.plan.Nudge ||

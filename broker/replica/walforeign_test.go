@@ -110,6 +110,10 @@ func TestWALForeignPointers(t *testing.T) {
 	if n := testutil.ToFloat64(w.foreign.WithLabelValues(ForeignPublished)); n != 2 {
 		t.Fatalf("published %v, want 2", n)
 	}
+	// wal.policy=auto learns these bytes are in objects already.
+	if n, want := w.forwardedIn.Load(), 2*int64(len(epochBatch(t, 0, -1, "forwarded"))); n != want {
+		t.Fatalf("forwarded bytes counted for the policy: %d, want %d", n, want)
+	}
 
 	// A follower that reads foreign pointers gets them all; another one
 	// the own pointers before them, then the forwarded ranges inline.
