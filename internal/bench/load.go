@@ -26,6 +26,11 @@ type LoadOptions struct {
 	Topic string
 	// Partitions of the topic (default 12).
 	Partitions int32
+	// ExpectBrokers, when > 0, is how many brokers the cluster has (an
+	// embedded one): the topic is created once metadata lists them all,
+	// not with the replication factor of a broker that has not seen the
+	// others register yet.
+	ExpectBrokers int
 	// ReplicationFactor of the topic; 0 picks min(3, live brokers).
 	ReplicationFactor int16
 	// TopicConfigs are passed to CreateTopics (e.g. min.insync.replicas).
@@ -586,8 +591,20 @@ func consume(ctx context.Context, cl *kgo.Client, e2e *Histogram, consumed, cons
 	}
 }
 
+// expectBrokersWait bounds createTopic's wait for ExpectBrokers.
+const expectBrokersWait = 30 * time.Second
+
 func createTopic(ctx context.Context, adm *kadm.Client, opts LoadOptions, res *LoadResult) error {
 	brokers, err := adm.ListBrokers(ctx)
+	for deadline := time.Now().Add(expectBrokersWait); err == nil && len(brokers) < opts.ExpectBrokers; {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("metadata lists %d of the cluster's %d brokers after %v", len(brokers), opts.ExpectBrokers, expectBrokersWait)
+		}
+		if err := sleepUntil(ctx, time.Now().Add(100*time.Millisecond)); err != nil {
+			return err
+		}
+		brokers, err = adm.ListBrokers(ctx)
+	}
 	if err != nil {
 		return fmt.Errorf("list brokers: %w", err)
 	}

@@ -287,6 +287,12 @@ func runMode(ctx context.Context, cfg Config, mode, label string, pin PinSetting
 		return s, at
 	}
 	lopts := cfg.Load
+	if mode != ModeExternal {
+		// A classic run at 1,200 partitions once created its topic with
+		// replication factor 1: the first broker had not seen the other
+		// two register.
+		lopts.ExpectBrokers = len(cl.Bootstrap)
+	}
 	lopts.ZoneLatency = cl.ZoneLatency
 	lopts.Security = cl.Security
 	if lopts.Topic == "" {
