@@ -251,6 +251,22 @@ func ledElsewhere(t *testing.T, adm *kadm.Client, topic string, id int32) int {
 	return n
 }
 
+// waitZoneBLeaders waits until the zone-b client zcl's metadata shows
+// broker 2 (zone b) leading every partition of topic.
+func waitZoneBLeaders(t *testing.T, zcl *kgo.Client, topic string) {
+	t.Helper()
+	zadm := kadm.NewClient(zcl)
+	waitFor(t, "zone-b leaders in metadata", 10*time.Second, func() bool {
+		ls := leaders(zadm, topic)
+		for _, l := range ls {
+			if l[0] != 2 {
+				return false
+			}
+		}
+		return len(ls) == zlPartitions
+	})
+}
+
 // producer is a client that sends each record to the partition it names.
 func producer(t *testing.T, addrs []string, opts ...kgo.Opt) *kgo.Client {
 	return newClient(t, addrs, append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
@@ -291,16 +307,7 @@ func TestZoneLocalProduce(t *testing.T) {
 			if tc.name == "pipelined" {
 				n = 200
 			}
-			zadm := kadm.NewClient(zcl)
-			waitFor(t, "zone-b leaders in metadata", 10*time.Second, func() bool {
-				ls := leaders(zadm, topic)
-				for _, l := range ls {
-					if l[0] != 2 {
-						return false
-					}
-				}
-				return len(ls) == zlPartitions
-			})
+			waitZoneBLeaders(t, zcl, topic)
 			before := zoneLocalSnapshot(wc.Cluster)
 			offsets := zoneLocalProduce(t, zcl, topic, tc.name, n, tc.txn)
 			checkForwardedFromB(t, wc.Cluster, before, float64(n*zlPartitions*1000))
@@ -982,16 +989,7 @@ func TestZoneLocalSharesWALObjects(t *testing.T) {
 		t.Fatalf("%d of %d partitions led outside broker 2: want some on each side", elsewhere, zlPartitions)
 	}
 	zcl := producer(t, addrs, kgo.ClientID("orders-svc,strata_az=b"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond))
-	zadm := kadm.NewClient(zcl)
-	waitFor(t, "zone-b leaders in metadata", 10*time.Second, func() bool {
-		ls := leaders(zadm, topic)
-		for _, l := range ls {
-			if l[0] != 2 {
-				return false
-			}
-		}
-		return len(ls) == zlPartitions
-	})
+	waitZoneBLeaders(t, zcl, topic)
 	before := zoneLocalSnapshot(wc.Cluster)
 	const rounds = 5
 	for i := range rounds {
