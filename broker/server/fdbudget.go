@@ -48,6 +48,32 @@ func fdHeadroom() (int64, bool) {
 	return int64(limit) - int64(open) - int64(fdReserve(limit)), true
 }
 
+// FDHeadroomShare is broker.Config.FDHeadroom for one of n brokers that
+// run in one process (strata dev): they share its RLIMIT_NOFILE, and each
+// checks only its own share of a new topic's replicas, so each may count
+// on 1/n of the headroom. Without it three brokers each admitted a topic
+// whose replicas fit the limit once, then together opened three times
+// that ("too many open files").
+func FDHeadroomShare(n int) func() (int64, bool) {
+	return shareHeadroom(fdHeadroom, n)
+}
+
+func shareHeadroom(headroom func() (int64, bool), n int) func() (int64, bool) {
+	if n <= 1 {
+		return headroom
+	}
+	return func() (int64, bool) {
+		free, ok := headroom()
+		if !ok {
+			return 0, false
+		}
+		if free < 0 {
+			return free, true
+		}
+		return free / int64(n), true
+	}
+}
+
 // fdUsage returns the process's open descriptors and its soft
 // RLIMIT_NOFILE. ok is false where they cannot be read (no /proc): the
 // check is then skipped.

@@ -32,3 +32,27 @@ func TestFDStarved(t *testing.T) {
 		t.Errorf("fdUsage: %d open of %d", open, limit)
 	}
 }
+
+// TestFDHeadroomShare: brokers of one process (strata dev) each count on
+// their share of the process's headroom; unknown and exhausted headroom
+// pass through.
+func TestFDHeadroomShare(t *testing.T) {
+	for _, tc := range []struct {
+		free   int64
+		ok     bool
+		n      int
+		want   int64
+		wantOK bool
+	}{
+		{18_968, true, 3, 6_322, true},
+		{18_968, true, 1, 18_968, true},
+		{18_968, true, 0, 18_968, true},
+		{-10, true, 3, -10, true},
+		{0, false, 3, 0, false},
+	} {
+		got, ok := shareHeadroom(func() (int64, bool) { return tc.free, tc.ok }, tc.n)()
+		if got != tc.want || ok != tc.wantOK {
+			t.Errorf("share of %d (ok %v) over %d brokers = %d, %v; want %d, %v", tc.free, tc.ok, tc.n, got, ok, tc.want, tc.wantOK)
+		}
+	}
+}

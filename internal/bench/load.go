@@ -621,12 +621,15 @@ func createTopic(ctx context.Context, adm *kadm.Client, opts LoadOptions, res *L
 			configs[k] = kadm.StringPtr(v)
 		}
 	}
+	// kadm returns the topic's error as err too, with the response that
+	// holds the broker's reason (e.g. the file descriptors the replicas
+	// need): keep it.
 	cr, err := adm.CreateTopic(ctx, opts.Partitions, rf, configs, opts.Topic)
 	if err != nil {
+		if cr.ErrMessage != "" {
+			return fmt.Errorf("create topic %s (%d partitions, RF %d): %s (%w)", opts.Topic, opts.Partitions, rf, strings.TrimPrefix(cr.ErrMessage, err.Error()+": "), err)
+		}
 		return fmt.Errorf("create topic %s: %w", opts.Topic, err)
-	}
-	if cr.Err != nil {
-		return fmt.Errorf("create topic %s (%d partitions, RF %d): %w %s", opts.Topic, opts.Partitions, rf, cr.Err, cr.ErrMessage)
 	}
 	// Wait until every partition has a leader.
 	deadline := time.Now().Add(30 * time.Second)

@@ -227,6 +227,8 @@ func runDev(cmd *cobra.Command, o devOptions, log logr.Logger) error {
 			cfg.Broker.NodeID = id
 			cfg.Broker.Rack = zone
 			cfg.Broker.DataDir = filepath.Join(root, fmt.Sprintf("broker-%d", id))
+			// The brokers share this process's open-files limit.
+			cfg.Broker.FDHeadroom = server.FDHeadroomShare(len(o.zones) * o.perZone)
 			var zs *zoneStats
 			if o.zoneLatency > 0 {
 				zs = &zoneStats{}
