@@ -28,7 +28,7 @@ type Config struct {
 	// index entries (index.interval.bytes). Default 4096.
 	IndexIntervalBytes int
 	// FlushInterval is the fsync policy: > 0 fsyncs dirty data at this
-	// interval from a background goroutine (flush.ms); 0 fsyncs before
+	// interval after the log turned dirty, from a timer (flush.ms); 0 fsyncs before
 	// every append returns; < 0 never fsyncs on a timer (data is still
 	// fsynced when a segment is rolled and on Close). Default 1s.
 	FlushInterval time.Duration

@@ -25,7 +25,7 @@ import (
 //     (except when sealing a segment at roll), so a slow disk delays only
 //     the caller that asked for durability.
 //   - ioMu guards the open files against being closed or shrunk under a
-//     reader: Read, OffsetForTimestamp, appends and the flusher hold it
+//     reader: Read, OffsetForTimestamp, appends and flushes hold it
 //     shared while they do I/O; retention, truncation, DeleteRecords and
 //     Close hold it exclusively. Reads therefore never wait for appends,
 //     only (briefly) for destructive operations.
@@ -65,13 +65,17 @@ type Log struct {
 	onFailure func(error)
 	waitCh    chan struct{}
 	// subs are told whenever waitCh closes (Subscribe).
-	subs        notify.List
-	closed      bool
-	failed      error
-	flushReset  chan struct{}
-	flushStop   chan struct{}
-	flushDone   chan struct{}
-	stopFlusher sync.Once
+	subs   notify.List
+	closed bool
+	failed error
+	// flushTimer fsyncs dirty data FlushInterval after the log turned
+	// dirty (armFlushLocked); nil while the log is clean. flushToken
+	// tells its callback whether it is still the armed one. A runtime
+	// timer, not a goroutine per log: at thousands of partitions a
+	// goroutine and a ticker each cost every GC cycle its stack scan and
+	// the scheduler a wake-up per log every interval, clean or not.
+	flushTimer *time.Timer
+	flushToken *struct{}
 
 	// cleanMu serialises Clean; cleaner is its progress (guarded by mu).
 	cleanMu       sync.Mutex
@@ -357,6 +361,7 @@ func (l *Log) appendLocked(batches []record.Batch, leaderEpoch int32, asLeader, 
 	l.size += total
 	l.unflushed += records
 	l.dirty = true
+	l.armFlushLocked()
 	res.LogStartOffset = l.start
 	close(l.waitCh)
 	l.waitCh = make(chan struct{})
@@ -455,12 +460,16 @@ func (l *Log) SetConfig(cfg Config) error {
 		return err
 	}
 	l.mu.Lock()
+	changed := l.cfg.FlushInterval != cfg.FlushInterval
 	l.cfg = cfg
-	l.mu.Unlock()
-	select {
-	case l.flushReset <- struct{}{}:
-	default:
+	if changed {
+		// Re-arm at the new interval (or not at all).
+		l.stopFlushLocked()
+		if l.dirty {
+			l.armFlushLocked()
+		}
 	}
+	l.mu.Unlock()
 	return nil
 }
 
@@ -661,6 +670,9 @@ func (l *Log) finishSync(p *pendingSync) error {
 		return err
 	}
 	l.durable = max(l.durable, p.leo)
+	if !l.dirty {
+		l.stopFlushLocked() // nothing left for the timer
+	}
 	return nil
 }
 
@@ -713,39 +725,41 @@ func (l *Log) reportFailure(err error) {
 	}
 }
 
-// flusher fsyncs on the FlushInterval timer until Close.
-func (l *Log) flusher() {
-	defer close(l.flushDone)
-	var t *time.Ticker
-	for {
-		l.mu.RLock()
-		interval := l.cfg.FlushInterval
-		l.mu.RUnlock()
-		var tick <-chan time.Time
-		if interval > 0 && interval < math.MaxInt64/2 {
-			t = time.NewTicker(interval)
-			tick = t.C
-		}
-		reset := false
-		for !reset {
-			select {
-			case <-l.flushStop:
-				if t != nil {
-					t.Stop()
-				}
-				return
-			case <-l.flushReset:
-				reset = true
-			case <-tick:
-				if err := l.Flush(); err != nil && !errors.Is(err, ErrClosed) {
-					l.logger.Error(err, "periodic flush failed")
-				}
-			}
-		}
-		if t != nil {
-			t.Stop()
-			t = nil
-		}
+// armFlushLocked starts the flush timer when the log has turned dirty
+// and FlushInterval asks for timed fsyncs: the data appended now is
+// fsynced at most FlushInterval later (sooner if an acks=all wait, a
+// follower's report or a roll fsyncs first, which stops the timer).
+// Called with mu held.
+func (l *Log) armFlushLocked() {
+	iv := l.cfg.FlushInterval
+	if l.flushTimer != nil || l.closed || iv <= 0 || iv >= math.MaxInt64/2 {
+		return
+	}
+	tok := new(struct{})
+	l.flushToken = tok
+	l.flushTimer = time.AfterFunc(iv, func() { l.timedFlush(tok) })
+}
+
+// stopFlushLocked disarms the flush timer. A callback already running
+// finds its token gone and does nothing. Called with mu held.
+func (l *Log) stopFlushLocked() {
+	if l.flushTimer != nil {
+		l.flushTimer.Stop()
+	}
+	l.flushTimer, l.flushToken = nil, nil
+}
+
+// timedFlush is the flush timer's callback (its own goroutine).
+func (l *Log) timedFlush(tok *struct{}) {
+	l.mu.Lock()
+	if l.flushToken != tok || l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.flushTimer, l.flushToken = nil, nil
+	l.mu.Unlock()
+	if err := l.Flush(); err != nil && !errors.Is(err, ErrClosed) {
+		l.logger.Error(err, "periodic flush failed")
 	}
 }
 
@@ -757,12 +771,7 @@ func (l *Log) Close() error {
 }
 
 func (l *Log) shutdown(clean bool) error {
-	// Stop the flusher before taking the locks: a tick in progress needs
-	// them to finish.
-	l.stopFlusher.Do(func() {
-		close(l.flushStop)
-		<-l.flushDone
-	})
+	// A timed flush in progress holds ioMu shared until its fsync ends.
 	l.ioMu.Lock()
 	defer l.ioMu.Unlock()
 	l.mu.Lock()
@@ -771,6 +780,7 @@ func (l *Log) shutdown(clean bool) error {
 		return nil
 	}
 	l.closed = true
+	l.stopFlushLocked()
 	l.syncDone.Broadcast()
 	close(l.waitCh)
 	l.subs.Signal()

@@ -53,8 +53,7 @@ func Open(dir string, cfg Config, opts ...Option) (*Log, error) {
 	}
 	l := &Log{
 		dir: dir, fs: o.fs, logger: o.logger.WithValues("log", dir), now: o.now, cfg: cfg,
-		waitCh: make(chan struct{}), flushReset: make(chan struct{}, 1),
-		flushStop: make(chan struct{}), flushDone: make(chan struct{}),
+		waitCh: make(chan struct{}),
 		epochs: epochCache{fs: o.fs, dir: dir}, onFailure: o.onFailure,
 	}
 	l.syncDone = sync.NewCond(&l.mu)
@@ -64,7 +63,6 @@ func Open(dir string, cfg Config, opts ...Option) (*Log, error) {
 		}
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
-	go l.flusher()
 	return l, nil
 }
 

@@ -281,3 +281,28 @@ func TestCheckReplicaFetcher(t *testing.T) {
 		}
 	}
 }
+
+// TestPeriodicHWMCheckpoint: the ISR loop writes a moved HWM to the
+// partition's checkpoint every HWMCheckpointInterval (without fsync: the
+// checkpoint is a lower bound, hwmCheckpointFile), so a replica opened on
+// the same log afterwards starts from it; Close writes the latest one.
+func TestPeriodicHWMCheckpoint(t *testing.T) {
+	st := meta.PartitionState{Replicas: []int32{1}, Leader: 1, LeaderEpoch: 1, ISR: []int32{1}, PartitionEpoch: 1}
+	m := NewManager(Config{NodeID: 1, Store: &fakeStore{state: st}, LagTimeMax: time.Hour, HWMCheckpointInterval: 10 * time.Millisecond, Log: logr.Discard()})
+	l := openLog(t)
+	leader := NewPartition(tp, l, 1, nil)
+	m.Apply(leader, meta.BecomeLeader, st)
+	for _, v := range []string{"a", "b"} {
+		if _, _, err := leader.AppendAsLeader(batch(t, v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return NewPartition(tp, l, 1, nil).HighWatermark() == 2 })
+	if _, _, err := leader.AppendAsLeader(batch(t, "c")); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if h := NewPartition(tp, l, 1, nil).HighWatermark(); h != 3 {
+		t.Fatalf("HWM %d from the checkpoint after Close, want 3", h)
+	}
+}

@@ -570,15 +570,18 @@ func (m *Manager) ServeReplicaFetch(p *Partition, follower int32, brokerEpoch in
 }
 
 // CheckpointHWMs writes every partition's HWM that changed since its last
-// checkpoint (also done every HWMCheckpointInterval and by Close).
-func (m *Manager) CheckpointHWMs() error {
+// checkpoint, fsynced (done by Close; every HWMCheckpointInterval the same
+// without fsync, see hwmCheckpointFile).
+func (m *Manager) CheckpointHWMs() error { return m.checkpointHWMs(true) }
+
+func (m *Manager) checkpointHWMs(sync bool) error {
 	parts := m.partitions()
 	var errs []error
 	for _, p := range parts {
 		if p.Role() == RoleNone {
 			continue // removed: its directory may be gone
 		}
-		if err := p.CheckpointHWM(); err != nil {
+		if err := p.checkpointHWM(sync); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -599,7 +602,7 @@ func (m *Manager) isrLoop() {
 			}
 			return
 		case <-cp.C:
-			if err := m.CheckpointHWMs(); err != nil {
+			if err := m.checkpointHWMs(false); err != nil {
 				m.cfg.Log.Error(err, "checkpointing high watermarks")
 			}
 			continue
